@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package Lathe's build and tests need. Idempotent: when
+# everything is present it only asks dpkg and returns in well under a second.
+#   scripts/deps.sh          build + test dependencies
+#   scripts/deps.sh --bench  also what only the benchmarks need (Slurm, wrk, hyperfine, ...)
+set -euo pipefail
+
+BUILD=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
+  libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev
+)
+TEST=(
+  python3 util-linux procps passwd curl
+)
+BENCH=(
+  munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine
+  restic borgbackup python3-fastapi python3-uvicorn
+)
+
+want=("${BUILD[@]}" "${TEST[@]}")
+if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >/dev/null
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done" >&2

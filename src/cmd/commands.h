@@ -1,0 +1,25 @@
+// Registry of subcommands. Each cmd_<noun>.cc defines Setup<Noun>(app, globals,
+// status): it adds its subcommand(s) to `app` with a callback that stores the
+// outcome in `status`. main() maps that Status to the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "lathe/common/i18n.h"
+#include "lathe/common/status.h"
+
+namespace lathe::cmd {
+
+struct Globals {
+  std::string lang;  // --lang, empty when not given
+  Lang Language() const {
+    return DetectLang(lang.empty() ? std::nullopt : std::optional<std::string_view>(lang));
+  }
+};
+
+void SetupAll(CLI::App& app, Globals& g, Status& status);
+
+}  // namespace lathe::cmd

@@ -1,0 +1,33 @@
+// The `lathe` binary: parses the command line, runs one subcommand, and maps
+// its Status to the documented exit code (docs/cli.md). Subcommands live in
+// cmd_<noun>.cc, each registering itself through a Setup function.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "cmd/commands.h"
+#include "lathe/common/exit_code.h"
+#include "lathe/common/i18n.h"
+#include "lathe/common/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Lathe: a self-hosted AI workbench for GPU machines"};
+  app.set_version_flag("--version", LATHE_VERSION);
+  app.require_subcommand(1);
+  lathe::cmd::Globals globals;
+  app.add_option("--lang", globals.lang, "language of messages: zh | en")
+      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN"}));
+
+  lathe::Status status;
+  lathe::cmd::SetupAll(app, globals, status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? lathe::kExitOk : lathe::kExitUsage;
+  }
+  if (status.ok()) return lathe::kExitOk;
+  lathe::Lang lang = globals.Language();
+  std::fprintf(stderr, "lathe: %s\n", lathe::Localize(status, lang).c_str());
+  return lathe::ExitCodeFor(status);
+}

@@ -1,0 +1,199 @@
+#include "lathe/common/i18n.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "lathe/common/embedded.h"
+
+namespace lathe {
+
+std::optional<Lang> ParseLang(std::string_view s) {
+  if (s.size() >= 2 && (s.substr(0, 2) == "zh" || s.substr(0, 2) == "ZH")) return Lang::kZh;
+  if (s.size() >= 2 && (s.substr(0, 2) == "en" || s.substr(0, 2) == "EN")) return Lang::kEn;
+  if (s == "C" || s == "POSIX" || s.substr(0, 2) == "C.") return Lang::kEn;
+  return std::nullopt;
+}
+
+std::string_view LangName(Lang lang) { return lang == Lang::kZh ? "zh" : "en"; }
+
+Lang DetectLang(std::optional<std::string_view> flag, GetenvFn getenv_fn) {
+  if (flag && !flag->empty()) {
+    if (auto l = ParseLang(*flag)) return *l;
+  }
+  for (const char* var : {"LATHE_LANG", "LC_ALL", "LC_MESSAGES", "LANG"}) {
+    const char* v = getenv_fn(var);
+    if (v == nullptr || *v == '\0') continue;
+    // The first variable that is set decides, as POSIX locale lookup does.
+    return ParseLang(v).value_or(Lang::kEn);
+  }
+  return Lang::kEn;
+}
+
+Lang DetectLang(std::optional<std::string_view> flag) {
+  return DetectLang(flag, [](const char* n) -> const char* { return std::getenv(n); });
+}
+
+namespace {
+
+Status EntryError(std::string_view file, std::string_view id, std::string_view field,
+                  std::string_view what) {
+  return Status::InvalidArgument(fmt::format("{}: entry '{}' field '{}': {}", file, id, field, what));
+}
+
+bool IsBiMap(const YAML::Node& n) {
+  return n.IsMap() && (n["en"] || n["zh"]) && n.size() <= 2;
+}
+
+Result<BiText> ParseBiText(const YAML::Node& n, std::string_view file, std::string_view id,
+                           std::string_view field) {
+  BiText t;
+  if (!n["en"] || !n["en"].IsScalar() || n["en"].Scalar().empty()) {
+    return EntryError(file, id, field, "missing English text (en)");
+  }
+  if (!n["zh"] || !n["zh"].IsScalar() || n["zh"].Scalar().empty()) {
+    return EntryError(file, id, field, "missing Chinese text (zh)");
+  }
+  t.en = n["en"].Scalar();
+  t.zh = n["zh"].Scalar();
+  return t;
+}
+
+Status ParseField(const std::string& key, const YAML::Node& v, std::string_view file,
+                  DataEntry& e) {
+  if (v.IsScalar()) {
+    e.plain[key] = v.Scalar();
+  } else if (IsBiMap(v)) {
+    ASSIGN_OR_RETURN(e.text[key], ParseBiText(v, file, e.id, key));
+  } else if (v.IsSequence()) {
+    for (const auto& item : v) {
+      if (item.IsScalar()) {
+        e.lists[key].push_back(item.Scalar());
+      } else if (IsBiMap(item)) {
+        ASSIGN_OR_RETURN(BiText t, ParseBiText(item, file, e.id, key));
+        e.bilists[key].push_back(std::move(t));
+      } else {
+        return EntryError(file, e.id, key, "list items must be scalars or {en, zh}");
+      }
+    }
+  } else if (v.IsNull()) {
+    e.plain[key] = "";
+  } else {
+    return EntryError(file, e.id, key, "expected a scalar, a list or {en, zh}");
+  }
+  return Status::OK();
+}
+
+Result<std::vector<DataEntry>> ParseDataNode(const YAML::Node& root, std::string_view file) {
+  if (!root.IsSequence()) {
+    return Status::InvalidArgument(fmt::format("{}: top level must be a list of entries", file));
+  }
+  std::vector<DataEntry> out;
+  std::set<std::string> seen;
+  for (const auto& node : root) {
+    if (!node.IsMap() || !node["id"] || !node["id"].IsScalar()) {
+      return Status::InvalidArgument(fmt::format("{}: an entry has no 'id'", file));
+    }
+    DataEntry e;
+    e.id = node["id"].Scalar();
+    if (!seen.insert(e.id).second) {
+      return Status::InvalidArgument(fmt::format("{}: duplicate id '{}'", file, e.id));
+    }
+    for (const auto& kv : node) {
+      std::string key = kv.first.Scalar();
+      if (key == "id") continue;
+      RETURN_IF_ERROR(ParseField(key, kv.second, file, e));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<DataEntry>> ParseDataFile(std::string_view yaml, std::string_view file_name) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    return ParseDataNode(root, file_name);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: {}", file_name, e.what()));
+  }
+}
+
+std::string FillPlaceholders(std::string_view templ, const MsgArgs& args) {
+  std::string out;
+  out.reserve(templ.size() + 32);
+  size_t i = 0;
+  while (i < templ.size()) {
+    if (templ[i] == '{') {
+      size_t close = templ.find('}', i + 1);
+      if (close != std::string_view::npos) {
+        std::string_view key = templ.substr(i + 1, close - i - 1);
+        const MsgArg* found = nullptr;
+        for (const auto& a : args) {
+          if (a.key == key) found = &a;
+        }
+        if (found != nullptr) {
+          out += found->value;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out += templ[i++];
+  }
+  return out;
+}
+
+Result<Catalog> Catalog::FromYaml(std::string_view yaml, std::string_view file_name) {
+  ASSIGN_OR_RETURN(std::vector<DataEntry> entries, ParseDataFile(yaml, file_name));
+  Catalog c;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].text.count("text")) {
+      return Status::InvalidArgument(
+          fmt::format("{}: entry '{}' has no 'text'", file_name, entries[i].id));
+    }
+    c.index_.emplace(entries[i].id, i);
+  }
+  c.entries_ = std::move(entries);
+  return c;
+}
+
+const Catalog& Catalog::Default() {
+  static const Catalog* catalog = [] {
+    auto c = FromYaml(FindEmbedded("messages.yaml"), "data/messages.yaml");
+    if (!c.ok()) {
+      fmt::print(stderr, "lathe: broken message catalog: {}\n", c.status().message());
+      std::abort();
+    }
+    return new Catalog(std::move(c).value());
+  }();
+  return *catalog;
+}
+
+bool Catalog::Has(std::string_view id) const { return index_.find(id) != index_.end(); }
+
+std::string Catalog::Format(std::string_view id, Lang lang, const MsgArgs& args) const {
+  auto it = index_.find(id);
+  if (it == index_.end()) {
+    std::string out(id);
+    for (const auto& a : args) out += fmt::format(" {}={}", a.key, a.value);
+    return out;
+  }
+  return FillPlaceholders(entries_[it->second].text.at("text").Get(lang), args);
+}
+
+std::string Tr(std::string_view id, Lang lang, const MsgArgs& args) {
+  return Catalog::Default().Format(id, lang, args);
+}
+
+std::string Localize(const Status& s, Lang lang) {
+  if (!s.msg_id().empty() && Catalog::Default().Has(s.msg_id())) {
+    return Catalog::Default().Format(s.msg_id(), lang, s.args());
+  }
+  return s.message();
+}
+
+}  // namespace lathe

@@ -1,0 +1,89 @@
+// Bilingual text (简体中文 / English) and the message catalog.
+//
+// Every message a person reads has an id and both zh-CN and en text. They
+// live as data in data/*.yaml, all in one format shared by the message
+// catalog, the doctor's knowledge base and the glossary:
+//
+//   - id: run.not_found            # every entry has a unique id
+//     text:                        # a mapping with en+zh is bilingual text;
+//       en: "run {run} not found"  # both languages are required
+//       zh: "找不到运行 {run}"
+//     severity: warn               # plain scalars and lists are allowed too
+//
+// Placeholders are {name}; they are filled from MsgArgs.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lathe/common/status.h"
+
+namespace lathe {
+
+enum class Lang { kEn, kZh };
+
+// Chooses the language: `flag` (from --lang) if given, else LATHE_LANG, else
+// LC_ALL, LC_MESSAGES, LANG; anything starting with "zh" means Chinese.
+// `getenv` is injectable for tests.
+using GetenvFn = const char* (*)(const char*);
+Lang DetectLang(std::optional<std::string_view> flag, GetenvFn getenv_fn);
+Lang DetectLang(std::optional<std::string_view> flag = std::nullopt);
+// Parses "zh", "zh-CN", "zh_CN.UTF-8", "en", "en_US"...; nullopt if neither.
+std::optional<Lang> ParseLang(std::string_view s);
+std::string_view LangName(Lang lang);  // "en" | "zh"
+
+struct BiText {
+  std::string en;
+  std::string zh;
+  const std::string& Get(Lang lang) const { return lang == Lang::kZh ? zh : en; }
+};
+
+// One entry of a bilingual data file.
+struct DataEntry {
+  std::string id;
+  std::map<std::string, BiText> text;                     // fields with en+zh
+  std::map<std::string, std::string> plain;               // scalar fields
+  std::map<std::string, std::vector<std::string>> lists;  // lists of scalars
+  std::map<std::string, std::vector<BiText>> bilists;     // lists of en+zh
+};
+
+// Parses a data file. Fails (naming the file, entry id and field) on a
+// bilingual field missing a language, a missing or duplicate id, or bad YAML.
+Result<std::vector<DataEntry>> ParseDataFile(std::string_view yaml, std::string_view file_name);
+
+// Replaces each {key} in `templ` by its value from `args`; unknown
+// placeholders are left as they are.
+std::string FillPlaceholders(std::string_view templ, const MsgArgs& args);
+
+// The message catalog (data/messages.yaml, embedded in the binary).
+// Thread-safe after construction.
+class Catalog {
+ public:
+  // The embedded catalog. Aborts at start-up if the embedded file is broken:
+  // that is a build defect, caught by catalog tests.
+  static const Catalog& Default();
+
+  static Result<Catalog> FromYaml(std::string_view yaml, std::string_view file_name);
+
+  bool Has(std::string_view id) const;
+  // The text of `id` in `lang` with placeholders filled. An unknown id
+  // yields the id itself followed by its arguments, so nothing is lost.
+  std::string Format(std::string_view id, Lang lang, const MsgArgs& args = {}) const;
+  const std::vector<DataEntry>& entries() const { return entries_; }
+
+ private:
+  std::vector<DataEntry> entries_;
+  std::map<std::string, size_t, std::less<>> index_;
+};
+
+// Shorthand for Catalog::Default().Format.
+std::string Tr(std::string_view id, Lang lang, const MsgArgs& args = {});
+
+// Renders a Status for a person: its catalog message in `lang` when it has
+// one, else its English message.
+std::string Localize(const Status& s, Lang lang);
+
+}  // namespace lathe

@@ -1,0 +1,29 @@
+// JSON helpers over nlohmann::json that return Status instead of throwing.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "lathe/common/status.h"
+
+namespace lathe {
+
+using Json = nlohmann::json;
+
+// Parses `text`; a syntax error is InvalidArgument with the byte offset.
+Result<Json> ParseJson(std::string_view text);
+
+// Typed field access for request bodies and stored records. A missing field
+// is NotFound; a field of the wrong type is InvalidArgument naming it.
+Result<std::string> GetString(const Json& obj, std::string_view field);
+Result<int64_t> GetInt(const Json& obj, std::string_view field);
+Result<bool> GetBool(const Json& obj, std::string_view field);
+
+// The JSON body of an error: {"error": {"code", "id", "args", "message", "en", "zh"}}.
+Json StatusToJson(const Status& s);
+// The inverse, for clients: rebuilds a Status (code, id, args, English message).
+Status StatusFromJson(const Json& body, Code fallback);
+
+}  // namespace lathe
