@@ -1,0 +1,193 @@
+// lathe daemon | up | down | status | __monitor
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <thread>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/api/server.h"
+#include "lathe/common/log.h"
+#include "lathe/common/units.h"
+#include "lathe/os/files.h"
+#include "lathe/daemon/daemon.h"
+#include "lathe/os/clock.h"
+#include "lathe/run/monitor.h"
+
+namespace lathe::cmd {
+namespace {
+
+struct DaemonFlags {
+  std::string home;
+  std::string gpus = "auto";
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string grace = "10s";
+};
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "lathe";
+}
+
+std::atomic<bool> g_shutdown{false};
+
+Status RunDaemon(const DaemonFlags& f) {
+  InitLogging("info");
+  auto grace = ParseDuration(f.grace);
+  if (!grace.ok()) return grace.status();
+  // Block the stop signals in every thread; the main thread polls for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  daemon::DaemonOptions o;
+  o.home = f.home;
+  o.gpus = f.gpus;
+  o.kill_grace_ms = static_cast<int>(grace->count());
+  o.self_exe = SelfExe();
+  ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
+  api::ApiOptions ao;
+  ao.host = f.host;
+  ao.port = f.port;
+  ao.on_shutdown = [] { g_shutdown = true; };
+  ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
+  RETURN_IF_ERROR(d->Start());
+  std::printf("lathe daemon %s ready (%s mode)\n  socket: %s\n  API:    http://%s/api/v1  (token in %s)\n",
+              LATHE_VERSION, d->paths().system ? "system" : "user", d->paths().socket.c_str(),
+              server->tcp_endpoint().c_str(), d->paths().token.c_str());
+  std::fflush(stdout);
+  timespec ts{0, 200'000'000};
+  while (!g_shutdown) {
+    int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) break;
+  }
+  spdlog::info("shutting down; runs keep running and are re-adopted at the next start");
+  server->Stop();
+  d->Stop();
+  return Status::OK();
+}
+
+Status RunUp(const DaemonFlags& f) {
+  if (auto c = api::ApiClient::Connect(); c.ok()) {
+    std::printf("lathe daemon already running (%s: %s)\n", (*c)->why().c_str(), (*c)->where().c_str());
+    return Status::OK();
+  }
+  daemon::HomePaths paths = daemon::DaemonHome(f.home);
+  RETURN_IF_ERROR(os::MakeDirs(paths.home, 0700));
+  std::string exe = SelfExe();
+  std::vector<std::string> args = {exe, "daemon", "--gpus", f.gpus, "--port", std::to_string(f.port),
+                                   "--host", f.host, "--grace", f.grace};
+  if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::setsid();
+    int log = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int null = ::open("/dev/null", O_RDONLY);
+    ::dup2(null, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (auto c = api::ApiClient::Connect(); c.ok()) {
+      auto s = (*c)->Get("/api/v1/status");
+      std::printf("lathe daemon started (pid %d)\n  socket: %s\n  API:    http://%s/api/v1\n", pid,
+                  (*c)->where().c_str(), s.ok() ? s->value("tcp", "").c_str() : "?");
+      return Status::OK();
+    }
+    int ws;
+    if (::waitpid(pid, &ws, WNOHANG) == pid) break;
+  }
+  return Status::Msg(Code::kInternal, "daemon.start_failed", {{"log", paths.log}});
+}
+
+Status RunDown() {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/shutdown", Json::object()));
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!api::ApiClient::Connect().ok()) {
+      std::printf("lathe daemon stopped (runs keep running)\n");
+      return Status::OK();
+    }
+  }
+  return Status::Internal("the daemon did not stop within 10 s");
+}
+
+Status RunStatus(bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));
+  s["found_by"] = c->why();
+  if (json) {
+    PrintJson(s);
+    return Status::OK();
+  }
+  const Json& g = s["gpus"];
+  const Json& cg = s["cgroups"];
+  std::printf("%s: %s (%s, found by %s)\n", Tr("status.daemon", lang).c_str(),
+              s.value("socket", "").c_str(), s.value("mode", "").c_str(), c->why().c_str());
+  std::printf("  version %s, pid %d, home %s, API http://%s/api/v1\n", s.value("version", "").c_str(),
+              s.value("pid", 0), s.value("home", "").c_str(), s.value("tcp", "").c_str());
+  std::printf("  GPUs: %d (%s%s)\n", g.value("count", 0), g.value("source", "").c_str(),
+              g.value("simulated", false) ? ", SIMULATED" : "");
+  std::string cgnote = cg.value("note", "");
+  std::printf("  cgroups: %s (memory %s, cpu %s, pids %s)%s%s\n", cg.value("mode", "").c_str(),
+              cg.value("memory", false) ? "yes" : "no", cg.value("cpu", false) ? "yes" : "no",
+              cg.value("pids", false) ? "yes" : "no", cgnote.empty() ? "" : " — ", cgnote.c_str());
+  if (cg.value("mode", "") == "none") std::printf("  %s\n", Tr("status.no_limits", lang).c_str());
+  std::printf("  runs: %s\n", s["runs"].dump().c_str());
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
+  static DaemonFlags flags;
+  auto add_flags = [](CLI::App* sub) {
+    sub->add_option("--home", flags.home, "state directory (default: LATHE_HOME, XDG, or /var/lib/lathe as root)");
+    sub->add_option("--gpus", flags.gpus, "GPU inventory: auto | none | sim:4x24GB");
+    sub->add_option("--host", flags.host, "TCP address of the API (default 127.0.0.1)");
+    sub->add_option("--port", flags.port, "TCP port of the API (0: any free port)");
+    sub->add_option("--grace", flags.grace, "time between SIGTERM and SIGKILL when stopping a run");
+  };
+  auto* d = app.add_subcommand("daemon", "run the daemon in the foreground");
+  add_flags(d);
+  d->callback([&status] { status = RunDaemon(flags); });
+  auto* up = app.add_subcommand("up", "start the daemon in the background if it is not running");
+  add_flags(up);
+  up->callback([&status] { status = RunUp(flags); });
+  app.add_subcommand("down", "stop the daemon (runs keep running)")->callback([&status] {
+    status = RunDown();
+  });
+  static bool json = false;
+  auto* st = app.add_subcommand("status", "which daemon this CLI talks to, and its state");
+  st->add_flag("--json", json, "JSON output");
+  st->callback([&status, &g] { status = RunStatus(json, g.Language()); });
+  // Internal: the per-run monitor process (run/monitor.h).
+  static std::string launch;
+  static int fd = 3;
+  auto* mon = app.add_subcommand("__monitor", "")->group("");
+  mon->add_option("launch", launch)->required();
+  mon->add_option("fd", fd)->required();
+  mon->callback([] { std::exit(run::MonitorMain(launch, fd)); });
+}
+
+}  // namespace lathe::cmd

@@ -1,0 +1,227 @@
+// lathe run | ps | logs | stop | inspect
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/common/units.h"
+#include "lathe/os/files.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::cmd {
+namespace {
+
+struct RunFlags {
+  std::string file;
+  std::optional<int> gpus;
+  std::optional<double> cpus;
+  std::string memory, shm, priority, name, workdir, max_duration;
+  std::vector<std::string> env;
+  std::optional<int> retry;
+  bool follow = false;
+  std::vector<std::string> command;
+};
+
+std::string Cwd() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? buf : "/";
+}
+
+// Builds the spec JSON: the file (if any), then flags on top. Relative paths
+// are resolved against this shell's working directory now.
+Result<Json> BuildSpec(const RunFlags& f) {
+  Json spec = Json::object();
+  if (!f.file.empty()) {
+    ASSIGN_OR_RETURN(std::string text, os::ReadFile(f.file));
+    ASSIGN_OR_RETURN(spec, run::YamlSpecToJson(text, f.file));
+  }
+  if (f.gpus) spec["gpus"] = *f.gpus;
+  if (f.cpus) spec["cpus"] = *f.cpus;
+  if (!f.memory.empty()) spec["memory"] = f.memory;
+  if (!f.shm.empty()) spec["shm"] = f.shm;
+  if (!f.priority.empty()) spec["priority"] = f.priority;
+  if (!f.name.empty()) spec["name"] = f.name;
+  if (!f.max_duration.empty()) spec["max_duration"] = f.max_duration;
+  if (f.retry) spec["retry"] = *f.retry;
+  if (!f.command.empty()) spec["command"] = f.command;
+  if (!f.workdir.empty()) spec["workdir"] = f.workdir;
+  std::string base = f.file.empty() ? Cwd()
+                                    : std::filesystem::absolute(f.file).parent_path().string();
+  if (spec.contains("workdir") && spec["workdir"].is_string()) {
+    std::filesystem::path w = spec["workdir"].get<std::string>();
+    if (w.is_relative()) spec["workdir"] = (std::filesystem::path(f.workdir.empty() ? base : Cwd()) / w).lexically_normal().string();
+  } else {
+    spec["workdir"] = Cwd();
+  }
+  if (!spec.contains("env") || !spec["env"].is_object()) {
+    if (!spec.contains("env")) spec["env"] = Json::object();
+  }
+  for (const auto& kv : f.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::Msg(Code::kInvalidArgument, "cli.bad_env", {{"value", kv}});
+    }
+    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // Like sbatch, the run sees the submitting shell's PATH unless told otherwise.
+  if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH")) {
+    spec["env"]["PATH"] = std::getenv("PATH");
+  }
+  return spec;
+}
+
+Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps) {
+  std::string path = "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "");
+  return c.Stream(path, [](const std::string& event, const Json& data) {
+    if (event == "log") {
+      std::string line = data.value("line", "");
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
+    return event != "end";
+  });
+}
+
+Status RunRun(const RunFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(Json spec, BuildSpec(f));
+  // Validate here too, so bad input fails fast even without a daemon.
+  RETURN_IF_ERROR(run::SpecFromJson(spec).status());
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs", spec));
+  std::string id = r.value("id", "");
+  if (!f.follow) {
+    std::printf("%s\n", id.c_str());
+    return Status::OK();
+  }
+  std::fprintf(stderr, "%s\n", Tr("run.submitted", lang, {{"run", id}}).c_str());
+  RETURN_IF_ERROR(FollowLogs(*c, id, false));
+  ASSIGN_OR_RETURN(Json fin, c->Get("/api/v1/runs/" + id));
+  std::string state = fin.value("state", "");
+  std::fprintf(stderr, "%s\n", Tr("run.ended", lang, {{"run", id}, {"state", state},
+                                                      {"reason", fin.value("reason", "")}}).c_str());
+  return state == "succeeded" ? Status::OK() : Status(Code::kInternal, "run " + id + " " + state);
+}
+
+std::string GpuList(const Json& r) {
+  std::string s;
+  for (const auto& g : r["gpus"]) s += (s.empty() ? "" : ",") + std::to_string(g.get<int>());
+  return s.empty() ? std::to_string(r["spec"].value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "") : "[" + s + "]";
+}
+
+Status RunPs(bool all, bool json) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get(std::string("/api/v1/runs") + (all ? "?all=1" : "")));
+  if (json) {
+    PrintJson(r["runs"]);
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "AGE", "COMMAND"}};
+  for (const auto& run : r["runs"]) {
+    std::string cmd;
+    for (const auto& a : run["spec"]["command"]) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+    if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
+    std::string state = run.value("state", "");
+    if (run["exit_code"].is_number() && state == "failed") state += " (" + std::to_string(run["exit_code"].get<int>()) + ")";
+    rows.push_back({run.value("id", ""), run.value("name", ""), run.value("user", ""), state,
+                    GpuList(run), run.value("priority", ""), Age(run.value("created_at_ms", int64_t{0})), cmd});
+  }
+  PrintTable(rows);
+  return Status::OK();
+}
+
+Status RunLogs(const std::string& ref, bool follow, bool timestamps) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
+  std::string id = r.value("id", ref);
+  if (follow) return FollowLogs(*c, id, timestamps);
+  ASSIGN_OR_RETURN(std::string text,
+                   c->GetText("/api/v1/runs/" + id + "/logs" + (timestamps ? "?timestamps=1" : "")));
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return Status::OK();
+}
+
+Status RunStop(const std::string& ref, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs/" + ref + "/stop", Json::object()));
+  std::printf("%s\n", Tr("run.stopping", lang, {{"run", r.value("id", ref)}, {"state", r.value("state", "")}}).c_str());
+  return Status::OK();
+}
+
+Status RunInspect(const std::string& ref, bool json) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
+  if (json) {
+    PrintJson(r);
+    return Status::OK();
+  }
+  std::printf("id:        %s\nname:      %s\nuser:      %s\nstate:     %s\n", r.value("id", "").c_str(),
+              r.value("name", "").c_str(), r.value("user", "").c_str(), r.value("state", "").c_str());
+  if (!r.value("reason", "").empty()) std::printf("reason:    %s\n", r.value("reason", "").c_str());
+  std::printf("gpus:      %s\n", GpuList(r).c_str());
+  if (r["exit_code"].is_number()) std::printf("exit code: %d\n", r["exit_code"].get<int>());
+  if (r["signal"].is_number()) std::printf("signal:    %d\n", r["signal"].get<int>());
+  if (r.value("oom_killed", false)) std::printf("oom:       killed at the memory limit\n");
+  std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0), r.value("restarts", 0),
+              r.value("preemptions", 0));
+  std::printf("created:   %s ago\n", Age(r.value("created_at_ms", int64_t{0})).c_str());
+  std::printf("spec:      %s\n", r["spec"].dump().c_str());
+  std::printf("run dir:   %s\nevents:\n", r.value("run_dir", "").c_str());
+  for (const auto& e : r["events"]) {
+    std::printf("  %s ago  %-7s %s\n", Age(e.value("ts_ms", int64_t{0})).c_str(), e.value("type", "").c_str(),
+                e.value("message", "").c_str());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupRun(CLI::App& app, Globals& g, Status& status) {
+  static RunFlags f;
+  auto* run = app.add_subcommand("run", "submit a run: lathe run [flags] -- CMD ARGS...");
+  run->add_option("-f,--file", f.file, "YAML spec file (type: job)");
+  run->add_option("--gpus", f.gpus, "number of GPUs");
+  run->add_option("--cpus", f.cpus, "CPU limit (cores, e.g. 2 or 0.5)");
+  run->add_option("--memory", f.memory, "memory limit, e.g. 16GB or 16GiB");
+  run->add_option("--shm", f.shm, "size of a private /dev/shm, e.g. 8GB");
+  run->add_option("--priority", f.priority, "low | normal | high");
+  run->add_option("--name", f.name, "a unique name for the run");
+  run->add_option("--env", f.env, "environment variable K=V (repeatable)");
+  run->add_option("--workdir", f.workdir, "working directory (default: the current one)");
+  run->add_option("--retry", f.retry, "restarts after a failure");
+  run->add_option("--max-duration", f.max_duration, "stop the run after this long, e.g. 12h");
+  run->add_flag("--follow", f.follow, "stream the log until the run ends");
+  run->add_option("command", f.command, "the command and its arguments, after --");
+  run->callback([&status, &g] { status = RunRun(f, g.Language()); });
+
+  static bool all = false, json = false;
+  auto* ps = app.add_subcommand("ps", "list runs");
+  ps->add_flag("-a,--all", all, "include finished runs");
+  ps->add_flag("--json", json, "JSON output");
+  ps->callback([&status] { status = RunPs(all, json); });
+
+  static std::string ref;
+  static bool follow = false, timestamps = false;
+  auto* logs = app.add_subcommand("logs", "print a run's output");
+  logs->add_option("run", ref, "run id or name")->required();
+  logs->add_flag("-f,--follow", follow, "keep printing until the run ends");
+  logs->add_flag("-t,--timestamps", timestamps, "prefix each line with its time");
+  logs->callback([&status] { status = RunLogs(ref, follow, timestamps); });
+
+  auto* stop = app.add_subcommand("stop", "stop a run (SIGTERM, then SIGKILL after the grace period)");
+  stop->add_option("run", ref, "run id or name")->required();
+  stop->callback([&status, &g] { status = RunStop(ref, g.Language()); });
+
+  static bool ijson = false;
+  auto* inspect = app.add_subcommand("inspect", "show a run's spec, allocation, timestamps, exit and events");
+  inspect->add_option("run", ref, "run id or name")->required();
+  inspect->add_flag("--json", ijson, "JSON output");
+  inspect->callback([&status] { status = RunInspect(ref, ijson); });
+}
+
+}  // namespace lathe::cmd

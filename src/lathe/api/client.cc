@@ -1,0 +1,117 @@
+#include "lathe/api/client.h"
+
+#include "lathe/daemon/home.h"
+#include "lathe/os/files.h"
+
+namespace lathe::api {
+namespace {
+Code CodeForHttp(int status) {
+  switch (status) {
+    case 400: return Code::kInvalidArgument;
+    case 401:
+    case 403: return Code::kPermissionDenied;
+    case 404: return Code::kNotFound;
+    case 409: return Code::kFailedPrecondition;
+    case 429: return Code::kResourceExhausted;
+    case 503: return Code::kUnavailable;
+    default: return Code::kInternal;
+  }
+}
+}  // namespace
+
+ApiClient::ApiClient(std::string where, std::string why) : where_(std::move(where)), why_(std::move(why)) {
+  net::ClientOptions o;
+  o.unix_socket = where_;
+  o.timeout_ms = 60000;
+  http_ = std::make_unique<net::HttpClient>(o);
+}
+
+Result<std::unique_ptr<ApiClient>> ApiClient::Connect() {
+  std::string tried;
+  Status last = Status::Unavailable("no daemon found");
+  for (const auto& c : daemon::ClientCandidates()) {
+    tried += (tried.empty() ? "" : ", ") + c.paths.socket;
+    if (!os::Exists(c.paths.socket)) {
+      last = Status::Unavailable("no socket at " + c.paths.socket);
+      continue;
+    }
+    std::unique_ptr<ApiClient> client(new ApiClient(c.paths.socket, c.why));
+    auto r = client->http_->Request("GET", "/api/v1/status");
+    if (r.ok()) return client;
+    last = r.status();
+  }
+  return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
+                     {{"where", tried}, {"reason", last.message()}});
+}
+
+Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r) {
+  if (!r.ok()) {
+    return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
+                       {{"where", where_}, {"reason", r.status().message()}});
+  }
+  auto body = ParseJson(r->body);
+  if (r->status >= 400) {
+    return StatusFromJson(body.ok() ? *body : Json(r->body), CodeForHttp(r->status));
+  }
+  if (!body.ok()) return Status::Internal("the daemon sent a malformed answer");
+  return *body;
+}
+
+Result<Json> ApiClient::Get(const std::string& path) { return Decode(http_->Request("GET", path)); }
+
+Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
+  return Decode(http_->Request("POST", path, body.dump(), {{"Content-Type", "application/json"}}));
+}
+
+Result<std::string> ApiClient::GetText(const std::string& path) {
+  auto r = http_->Request("GET", path);
+  if (!r.ok() || r->status >= 400) {
+    auto j = Decode(r);
+    return j.ok() ? Status::Internal("unexpected answer") : j.status();
+  }
+  return r->body;
+}
+
+Status ApiClient::Stream(const std::string& path,
+                         const std::function<bool(const std::string&, const Json&)>& on_event) {
+  std::string buf, event, data;
+  std::string error_body;
+  bool stop = false;
+  auto result = http_->Stream("GET", path, [&](std::string_view chunk) {
+    buf.append(chunk);
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (line.empty()) {  // end of one event
+        if (!data.empty()) {
+          auto j = ParseJson(data);
+          if (j.ok() && !on_event(event.empty() ? "message" : event, *j)) stop = true;
+        } else if (event.empty()) {
+          error_body += line;
+        }
+        event.clear();
+        data.clear();
+        if (stop) return false;
+      } else if (line.rfind("event: ", 0) == 0) {
+        event = line.substr(7);
+      } else if (line.rfind("data: ", 0) == 0) {
+        data += line.substr(6);
+      } else if (line[0] != ':' && line.rfind("id: ", 0) != 0) {
+        error_body += line;  // not SSE: an error body
+      }
+    }
+    return true;
+  });
+  if (!result.ok()) {
+    return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
+                       {{"where", where_}, {"reason", result.status().message()}});
+  }
+  if (*result >= 400) {
+    auto j = ParseJson(error_body + buf);
+    return StatusFromJson(j.ok() ? *j : Json(error_body + buf), CodeForHttp(*result));
+  }
+  return Status::OK();
+}
+
+}  // namespace lathe::api

@@ -1,0 +1,307 @@
+#include "lathe/api/server.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "lathe/api/auth.h"
+#include "lathe/common/ids.h"
+#include "lathe/os/files.h"
+#include "lathe/run/log_format.h"
+
+namespace lathe::api {
+namespace {
+
+constexpr int kStreamPollMs = 100;
+
+int HttpStatusFor(const Status& s) {
+  switch (s.code()) {
+    case Code::kInvalidArgument: return 400;
+    case Code::kNotFound: return 404;
+    case Code::kPermissionDenied: return s.msg_id() == "api.unauthenticated" ? 401 : 403;
+    case Code::kAlreadyExists:
+    case Code::kFailedPrecondition: return 409;
+    case Code::kResourceExhausted: return 429;
+    case Code::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+net::HttpResponse JsonResponse(int status, const Json& body) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  r.body += '\n';
+  return r;
+}
+
+net::HttpResponse ErrorResponse(const Status& s) { return JsonResponse(HttpStatusFor(s), StatusToJson(s)); }
+
+Result<std::string> LoadOrCreateToken(const std::string& path) {
+  auto existing = os::ReadFile(path);
+  if (existing.ok() && existing->size() >= 32) {
+    std::string t = *existing;
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+    return t;
+  }
+  std::string token = NewSecret();
+  RETURN_IF_ERROR(os::WriteFileAtomic(path, token + "\n", 0600));
+  return token;
+}
+
+// Splits "/api/v1/runs/abc/logs" into {"runs", "abc", "logs"}.
+std::vector<std::string> ApiParts(const std::string& path) {
+  std::vector<std::string> parts;
+  constexpr std::string_view kPrefix = "/api/v1/";
+  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return parts;
+  size_t i = kPrefix.size();
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+bool Truthy(const std::optional<std::string>& v) {
+  return v && (*v == "1" || *v == "true" || *v == "yes");
+}
+
+std::string SseEvent(std::string_view event, const Json& data, int64_t id = 0) {
+  std::string out;
+  if (id > 0) out += fmt::format("id: {}\n", id);
+  out += fmt::format("event: {}\ndata: {}\n\n", event, data.dump());
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptions options) {
+  std::unique_ptr<ApiServer> s(new ApiServer(d, std::move(options)));
+  const auto& paths = d.paths();
+  ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
+  net::ServerOptions so;
+  so.io_threads = 2;
+  so.max_body_bytes = 4 << 20;
+  so.idle_timeout_ms = 600000;
+  ApiServer* self = s.get();
+  ASSIGN_OR_RETURN(s->server_,
+                   net::HttpServer::Create(so, [self](net::HttpRequest req,
+                                                      std::unique_ptr<net::Responder> res) {
+                     self->Handle(std::move(req), std::move(res));
+                   }));
+  std::string sock_dir = paths.socket.substr(0, paths.socket.rfind('/'));
+  RETURN_IF_ERROR(os::MakeDirs(sock_dir, 0755));
+  RETURN_IF_ERROR(s->server_->ListenUnix(paths.socket, paths.system ? 0666 : 0600));
+  ASSIGN_OR_RETURN(s->port_, s->server_->ListenTcp(s->opts_.host, s->opts_.port));
+  RETURN_IF_ERROR(s->server_->Start());
+  Json endpoint = {{"socket", paths.socket},
+                   {"tcp", s->tcp_endpoint()},
+                   {"pid", ::getpid()},
+                   {"mode", paths.system ? "system" : "user"}};
+  RETURN_IF_ERROR(os::WriteFileAtomic(paths.endpoint, endpoint.dump() + "\n", 0644));
+  return s;
+}
+
+ApiServer::~ApiServer() { Stop(); }
+
+std::string ApiServer::tcp_endpoint() const { return fmt::format("{}:{}", opts_.host, port_); }
+
+void ApiServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  // Streams notice within one poll period; wait for them before the daemon goes.
+  while (streams_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (server_) server_->Stop(2000);
+}
+
+void ApiServer::StartStreamThread(std::function<void()> body) {
+  streams_++;
+  std::thread([this, body = std::move(body)] {
+    body();
+    streams_--;
+  }).detach();
+}
+
+void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
+  auto caller = Authenticate(req, token_, daemon_.uid());
+  if (!caller.ok()) {
+    res->Send(ErrorResponse(caller.status()));
+    return;
+  }
+  Route(req, *caller, res);
+  if (res) {
+    res->Send(ErrorResponse(Status::Msg(Code::kNotFound, "api.no_route",
+                                        {{"method", req.method}, {"path", req.path}})));
+  }
+}
+
+// Each branch either answers through `res` (and resets it) or leaves it for
+// the 404 in Handle.
+void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
+                      std::unique_ptr<net::Responder>& res) {
+  std::vector<std::string> p = ApiParts(req.path);
+  const std::string& m = req.method;
+  auto reply = [&](const Result<Json>& r, int ok_status = 200) {
+    res->Send(r.ok() ? JsonResponse(ok_status, *r) : ErrorResponse(r.status()));
+    res.reset();
+  };
+  if (p.size() == 1 && p[0] == "status" && m == "GET") {
+    Json s = daemon_.StatusJson();
+    s["tcp"] = tcp_endpoint();
+    s["caller"] = {{"uid", caller.uid}, {"user", caller.user}, {"admin", caller.admin}};
+    return reply(s);
+  }
+  if (p.size() == 1 && p[0] == "gpus" && m == "GET") return reply(daemon_.GpusJson());
+  if (p.size() == 1 && p[0] == "shutdown" && m == "POST") {
+    if (!caller.admin) return reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
+    reply(Json{{"shutting_down", true}}, 202);
+    if (opts_.on_shutdown) opts_.on_shutdown();
+    return;
+  }
+  if (p.size() == 1 && p[0] == "runs" && m == "GET") {
+    auto runs = daemon_.List(Truthy(req.QueryParam("all")));
+    if (!runs.ok()) return reply(runs.status());
+    Json arr = Json::array();
+    for (const auto& r : *runs) arr.push_back(state::RunToJson(r));
+    return reply(Json{{"runs", arr}});
+  }
+  if (p.size() == 1 && p[0] == "runs" && m == "POST") {
+    auto body = ParseJson(req.body);
+    if (!body.ok()) return reply(body.status());
+    auto r = daemon_.Submit(caller, *body);
+    if (!r.ok()) return reply(r.status());
+    return reply(state::RunToJson(*r), 201);
+  }
+  if (p.size() == 1 && p[0] == "events" && m == "GET") {
+    if (!caller.admin) return reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
+    int64_t after = std::atoll(req.QueryParam("after").value_or("0").c_str());
+    std::shared_ptr<net::ResponseStream> s =
+        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    res.reset();
+    StartStreamThread([this, after, s] { FollowEvents("", after, *s); });
+    return;
+  }
+  if (p.size() < 2 || p[0] != "runs") return;
+  const std::string action = p.size() == 2 && m == "GET" ? "read" : "stop";
+  if (p.size() == 3 && p[2] == "stop" && m == "POST") {
+    auto r = daemon_.StopRun(caller, p[1]);
+    if (!r.ok()) return reply(r.status());
+    return reply(state::RunToJson(*r), 202);
+  }
+  if (m != "GET" || p.size() > 3) return;
+  auto r = daemon_.Access(caller, p[1], "read");
+  if (!r.ok()) return reply(r.status());
+  if (p.size() == 2) {
+    Json j = state::RunToJson(*r);
+    auto events = daemon_.Events(r->id, 0);
+    if (events.ok()) {
+      Json ev = Json::array();
+      for (const auto& e : *events) ev.push_back(state::EventToJson(e));
+      j["events"] = ev;
+    }
+    return reply(j);
+  }
+  bool follow = Truthy(req.QueryParam("follow"));
+  if (p[2] == "logs") {
+    bool ts = Truthy(req.QueryParam("timestamps"));
+    if (!follow) {
+      auto text = os::ReadFile(r->run_dir + "/log");
+      net::HttpResponse out;
+      out.content_type = "text/plain; charset=utf-8";
+      out.body = text.ok() ? run::RenderLog(*text, ts) : "";
+      res->Send(std::move(out));
+      res.reset();
+      return;
+    }
+    std::shared_ptr<net::ResponseStream> s =
+        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    res.reset();
+    StartStreamThread([this, id = r->id, ts, s] { FollowLogs(id, ts, *s); });
+    return;
+  }
+  if (p[2] == "events") {
+    int64_t after = std::atoll(req.QueryParam("after").value_or("0").c_str());
+    if (!follow) {
+      auto events = daemon_.Events(r->id, after);
+      if (!events.ok()) return reply(events.status());
+      Json ev = Json::array();
+      for (const auto& e : *events) ev.push_back(state::EventToJson(e));
+      return reply(Json{{"events", ev}});
+    }
+    std::shared_ptr<net::ResponseStream> s =
+        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    res.reset();
+    StartStreamThread([this, id = r->id, after, s] { FollowEvents(id, after, *s); });
+  }
+  (void)action;
+}
+
+void ApiServer::FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& stream) {
+  net::ResponseStream* s = &stream;
+  auto run = daemon_.Access(daemon::Caller{0, "root", true}, run_id, "read");
+  if (!run.ok()) return;
+  std::string path = run->run_dir + "/log";
+  int fd = -1;
+  off_t offset = 0;
+  std::string rest;
+  while (!stopping_ && !s->ClientGone()) {
+    bool finished = daemon_.IsFinished(run_id);  // before reading: no line is missed
+    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    std::string chunk;
+    if (fd >= 0) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::pread(fd, buf, sizeof buf, offset)) > 0) {
+        chunk.append(buf, static_cast<size_t>(n));
+        offset += n;
+      }
+    }
+    if (!chunk.empty()) {
+      std::string text = run::RenderLog(rest + chunk, timestamps, &rest);
+      size_t pos = 0;
+      std::string out;
+      while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        out += SseEvent("log", Json{{"line", text.substr(pos, nl - pos)}});
+        pos = nl + 1;
+      }
+      if (!out.empty() && !s->Write(out)) break;
+    }
+    if (finished) {
+      s->Write(SseEvent("end", Json{{"run", run_id}}));
+      break;
+    }
+    daemon_.WaitForChange(kStreamPollMs);
+  }
+  if (fd >= 0) ::close(fd);
+  s->Close();
+}
+
+void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStream& stream) {
+  net::ResponseStream* s = &stream;
+  while (!stopping_ && !s->ClientGone()) {
+    bool finished = !run_id.empty() && daemon_.IsFinished(run_id);
+    auto events = daemon_.Events(run_id, after);
+    if (!events.ok()) break;
+    std::string out;
+    for (const auto& e : *events) {
+      out += SseEvent(e.type, state::EventToJson(e), e.id);
+      after = e.id;
+    }
+    if (!out.empty() && !s->Write(out)) break;
+    if (finished && events->empty()) {
+      s->Write(SseEvent("end", Json{{"run", run_id}}));
+      break;
+    }
+    daemon_.WaitForChange(kStreamPollMs * 5);
+  }
+  s->Close();
+}
+
+}  // namespace lathe::api

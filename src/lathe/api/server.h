@@ -1,0 +1,51 @@
+// The daemon's REST API under /api/v1 (documented in docs/api.md), served on
+// the unix socket and on loopback TCP through net::HttpServer.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lathe/common/status.h"
+#include "lathe/daemon/daemon.h"
+#include "lathe/net/http_server.h"
+
+namespace lathe::api {
+
+struct ApiOptions {
+  std::string host = "127.0.0.1";  // TCP address; loopback unless configured
+  int port = 0;                    // 0: any free port (see endpoint.json)
+  std::function<void()> on_shutdown;  // POST /api/v1/shutdown
+};
+
+class ApiServer {
+ public:
+  // Listens on the daemon's socket (0666 in system mode, 0600 in user mode)
+  // and on host:port; writes the token (first start) and endpoint.json.
+  static Result<std::unique_ptr<ApiServer>> Create(daemon::Daemon& d, ApiOptions options);
+  ~ApiServer();
+
+  int port() const { return port_; }
+  std::string tcp_endpoint() const;
+  void Stop();  // ends streams, drains requests
+
+ private:
+  ApiServer(daemon::Daemon& d, ApiOptions o) : daemon_(d), opts_(std::move(o)) {}
+  void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res);
+  void Route(const net::HttpRequest& req, const daemon::Caller& caller,
+             std::unique_ptr<net::Responder>& res);
+  void FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& s);
+  void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
+  void StartStreamThread(std::function<void()> body);
+
+  daemon::Daemon& daemon_;
+  const ApiOptions opts_;
+  std::string token_;
+  int port_ = 0;
+  std::unique_ptr<net::HttpServer> server_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> streams_{0};
+};
+
+}  // namespace lathe::api

@@ -1,0 +1,606 @@
+#include "lathe/daemon/daemon.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "lathe/common/ids.h"
+#include "lathe/common/units.h"
+#include "lathe/os/files.h"
+#include "lathe/os/process.h"
+#include "lathe/os/users.h"
+#include "lathe/run/monitor.h"
+#include "lathe/sched/scheduler.h"
+
+namespace lathe::daemon {
+
+using run::RunState;
+using state::RunRecord;
+
+namespace {
+constexpr int kMaxEventsPerCall = 1000;
+
+uint64_t TotalMemoryBytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
+}
+
+std::string DescribeExit(const run::ExitRecord& e, const run::RunSpec& spec) {
+  if (!e.start_error.empty()) return e.start_error;
+  if (e.oom_killed) {
+    return fmt::format("out of memory: killed by the kernel at its {} memory limit",
+                       FormatBytes(spec.memory_bytes));
+  }
+  if (e.signal) return "killed by " + os::SignalName(*e.signal);
+  if (e.exit_code) return fmt::format("exited with code {}", *e.exit_code);
+  return "ended";
+}
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::Create(DaemonOptions options, os::Clock& clock) {
+  std::unique_ptr<Daemon> d(new Daemon(std::move(options), clock));
+  RETURN_IF_ERROR(d->Init());
+  return d;
+}
+
+Daemon::~Daemon() {
+  Stop();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Status Daemon::Init() {
+  paths_ = DaemonHome(opts_.home);
+  uid_ = ::geteuid();
+  auto me = os::LookupUser(uid_);
+  user_ = me.ok() ? me->name : std::to_string(uid_);
+  // The home must be traversable by local users in system mode (they reach
+  // the socket and their own run directories); the token stays 0600.
+  RETURN_IF_ERROR(os::MakeDirs(paths_.home, paths_.system ? 0755 : 0700));
+  if (paths_.system) ::chmod(paths_.home.c_str(), 0755);
+  RETURN_IF_ERROR(os::MakeDirs(paths_.runs, paths_.system ? 0711 : 0700));
+
+  lock_fd_ = ::open(paths_.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return ErrnoStatus(paths_.lock, errno);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return Status::Msg(Code::kAlreadyExists, "daemon.already_running", {{"home", paths_.home}});
+  }
+  ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
+  if (!store_->db().journal_note().empty()) spdlog::warn("{}", store_->db().journal_note());
+
+  ASSIGN_OR_RETURN(gpu_source_, gpu::OpenGpuSource(opts_.gpus));
+  ASSIGN_OR_RETURN(inventory_, gpu_source_->Sample());
+  cgroups_ = os::DetectCgroups();
+  node_cpus_ = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  node_memory_ = TotalMemoryBytes();
+  spdlog::info("home {} ({} mode); {} GPU(s) from {}; cgroups: {}", paths_.home,
+               paths_.system ? "system" : "user", inventory_.gpus.size(), inventory_.source,
+               cgroups_.note.empty() ? "ok" : cgroups_.note);
+  std::lock_guard<std::mutex> lock(mu_);
+  Recover();
+  return Status::OK();
+}
+
+Status Daemon::Start() {
+  loop_ = std::thread([this] { Loop(); });
+  return Status::OK();
+}
+
+void Daemon::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  loop_cv_.notify_all();
+  change_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+void Daemon::Kick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kicked_ = true;
+  }
+  loop_cv_.notify_all();
+}
+
+void Daemon::Notify() {
+  ++change_seq_;
+  change_cv_.notify_all();
+}
+
+void Daemon::WaitForChange(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t seen = change_seq_;
+  change_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return change_seq_ != seen || stopping_; });
+}
+
+void Daemon::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    Tick();
+    loop_cv_.wait_for(lock, std::chrono::milliseconds(opts_.poll_ms),
+                      [&] { return kicked_ || stopping_; });
+    kicked_ = false;
+  }
+}
+
+void Daemon::Tick() {
+  // 1. Reap monitors that were our children (re-adopted ones are not).
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  // 2. Notice exits, vanished monitors, stop escalations and deadlines.
+  auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+  if (!active.ok()) {
+    spdlog::error("state store: {}", active.status().ToString());
+    return;
+  }
+  for (auto& r : *active) CheckActive(r);
+  // 3. Place queued runs.
+  Schedule();
+}
+
+Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
+  Status st = store_->Transition(r, to, msg, clock_.NowMs());
+  if (!st.ok()) {
+    spdlog::error("run {}: {}", r.id, st.ToString());
+  } else {
+    spdlog::info("run {} -> {}: {}", r.id, run::StateName(to), msg);
+    Notify();
+  }
+  return st;
+}
+
+std::string Daemon::AttemptDir(const RunRecord& r) const {
+  return fmt::format("{}/attempt-{}", r.run_dir, r.attempt);
+}
+
+// ---- recovery -----------------------------------------------------------------
+
+void Daemon::Recover() {
+  auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+  if (!active.ok()) {
+    spdlog::error("recovery: {}", active.status().ToString());
+    return;
+  }
+  for (auto& r : *active) {
+    std::string dir = AttemptDir(r);
+    auto exit = run::ReadExitRecord(dir + "/exit.json");
+    if (exit.ok()) {
+      (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down",
+                             Json::object(), clock_.NowMs());
+      Finish(r, *exit);
+      continue;
+    }
+    auto mon = run::ReadMonitorRecord(dir + "/monitor.json");
+    if (mon.ok() && os::ProcessAlive(mon->monitor_pid, mon->monitor_start)) {
+      r.monitor_pid = mon->monitor_pid;
+      r.monitor_start = mon->monitor_start;
+      r.child_pid = mon->child_pid;
+      if (r.state == RunState::kStarting) {
+        Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
+      } else {
+        (void)store_->Save(r, "info", "re-adopted after a daemon restart", clock_.NowMs());
+      }
+      if (r.state == RunState::kStopping) {
+        stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
+      }
+      continue;
+    }
+    MarkLost(r, "its monitor process vanished while the daemon was down; the exit status is unknown");
+  }
+}
+
+void Daemon::MarkLost(RunRecord& r, const std::string& why) {
+  // Whatever is left of the tree must not keep GPUs busy.
+  if (!r.cgroup_dirs.empty()) {
+    if (auto cg = os::RunCgroup::Open(r.cgroup_dirs); cg.ok()) {
+      (void)(*cg)->KillAll(SIGKILL);
+      (void)(*cg)->Destroy();
+    }
+  }
+  r.reason = why;
+  r.finished_at_ms = clock_.NowMs();
+  r.gpus.clear();
+  if (!Transition(r, RunState::kLost, why).ok()) return;
+  if (r.retries_used < r.spec.retry) {
+    r.retries_used++;
+    Transition(r, RunState::kQueued,
+               fmt::format("retry {} of {} after the run was lost", r.retries_used, r.spec.retry));
+  }
+}
+
+// ---- supervision ----------------------------------------------------------------
+
+void Daemon::CheckActive(RunRecord& r) {
+  std::string dir = AttemptDir(r);
+  if (auto exit = run::ReadExitRecord(dir + "/exit.json"); exit.ok()) {
+    Finish(r, *exit);
+    return;
+  }
+  if (r.state == RunState::kStarting) return;  // StartRun is still on it
+  if (!os::ProcessAlive(r.monitor_pid, r.monitor_start)) {
+    // The monitor may have written exit.json just before exiting.
+    if (auto exit = run::ReadExitRecord(dir + "/exit.json"); exit.ok()) {
+      Finish(r, *exit);
+    } else {
+      MarkLost(r, "its monitor process died without recording an exit status");
+    }
+    return;
+  }
+  int64_t mono = clock_.MonotonicMs();
+  if (r.state == RunState::kStopping) {
+    auto it = stop_deadline_ms_.find(r.id);
+    if (it == stop_deadline_ms_.end()) {
+      stop_deadline_ms_[r.id] = mono + opts_.kill_grace_ms;
+    } else if (mono >= it->second) {
+      (void)os::SendSignal(r.monitor_pid, SIGUSR2);  // the monitor SIGKILLs the tree
+      it->second = mono + opts_.kill_grace_ms;
+    }
+    return;
+  }
+  if (r.spec.max_duration_ms > 0 && clock_.NowMs() - r.started_at_ms > r.spec.max_duration_ms) {
+    (void)BeginStop(r, "timeout",
+                    "max_duration " +
+                        FormatDuration(std::chrono::milliseconds(r.spec.max_duration_ms)) +
+                        " exceeded");
+  }
+}
+
+void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
+  stop_deadline_ms_.erase(r.id);
+  r.exit_code = e.exit_code;
+  r.signal = e.signal;
+  r.oom_killed = e.oom_killed;
+  r.finished_at_ms = e.finished_at_ms ? e.finished_at_ms : clock_.NowMs();
+  r.gpus.clear();
+  std::string what = DescribeExit(e, r.spec);
+  RunState to;
+  bool requeue = false;
+  if (!e.start_error.empty()) {
+    to = RunState::kFailed;
+  } else if (r.stop_intent == "preempt") {
+    to = RunState::kPreempted;
+    requeue = r.spec.requeue;
+  } else if (r.stop_intent == "user") {
+    to = RunState::kStopped;
+  } else if (r.stop_intent == "timeout") {
+    to = RunState::kFailed;
+    what = "stopped after exceeding max_duration (" + what + ")";
+  } else if (e.exit_code && *e.exit_code == 0) {
+    to = RunState::kSucceeded;
+  } else {
+    to = RunState::kFailed;
+  }
+  r.reason = to == RunState::kSucceeded ? "" : what;
+  if (r.state == RunState::kStarting && to != RunState::kFailed) to = RunState::kFailed;
+  if (!Transition(r, to, what).ok()) return;
+  if (to == RunState::kFailed && e.start_error.empty() && r.retries_used < r.spec.retry) {
+    r.retries_used++;
+    requeue = true;
+  }
+  if (requeue) {
+    if (to == RunState::kPreempted) r.preemptions++;
+    r.stop_intent.clear();
+    Transition(r, RunState::kQueued,
+               to == RunState::kPreempted
+                   ? std::string("requeued after preemption")
+                   : fmt::format("retry {} of {}", r.retries_used, r.spec.retry));
+  }
+}
+
+Status Daemon::BeginStop(RunRecord& r, const std::string& intent, const std::string& why) {
+  if (r.state == RunState::kQueued) {
+    r.stop_intent = intent;
+    r.reason = why;
+    r.finished_at_ms = clock_.NowMs();
+    return Transition(r, RunState::kStopped, why);
+  }
+  if (r.state == RunState::kStopping) return Status::OK();
+  r.stop_intent = intent;
+  RETURN_IF_ERROR(Transition(r, RunState::kStopping, why));  // committed before acting
+  stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
+  if (r.monitor_pid > 0) (void)os::SendSignal(r.monitor_pid, SIGTERM);
+  return Status::OK();
+}
+
+// ---- scheduling -------------------------------------------------------------------
+
+void Daemon::Schedule() {
+  auto queued = store_->InStates({RunState::kQueued});
+  auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+  if (!queued.ok() || !active.ok() || queued->empty()) {
+    waiting_why_.clear();
+    return;
+  }
+  sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
+  std::vector<sched::QueuedJob> q;
+  for (const auto& r : *queued) {
+    sched::QueuedJob j{r.id, r.spec.priority, r.seq,
+                       {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes}, std::nullopt};
+    if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;
+    q.push_back(std::move(j));
+  }
+  std::vector<sched::RunningJob> running;
+  for (const auto& r : *active) {
+    sched::RunningJob j;
+    j.id = r.id;
+    j.priority = r.spec.priority;
+    j.started_ms = r.started_at_ms;
+    j.gpu_indices = r.gpus;
+    j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes};
+    if (r.spec.max_duration_ms > 0) j.deadline_ms = r.started_at_ms + r.spec.max_duration_ms;
+    j.preemptible = r.spec.preemptible;
+    j.stopping = r.state == RunState::kStopping;
+    running.push_back(std::move(j));
+  }
+  sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs());
+  waiting_why_.clear();
+  for (const auto& w : d.waiting) waiting_why_[w.id] = w.detail;
+  for (const auto& victim : d.preempt) {
+    for (auto& r : *active) {
+      if (r.id == victim) (void)BeginStop(r, "preempt", "preempted by a higher-priority run");
+    }
+  }
+  for (const auto& imp : d.impossible) {
+    for (auto& r : *queued) {
+      if (r.id != imp.id) continue;
+      r.reason = imp.reason;
+      r.finished_at_ms = clock_.NowMs();
+      Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
+    }
+  }
+  for (const auto& p : d.start) {
+    for (auto& r : *queued) {
+      if (r.id == p.id) StartRun(r, p.gpu_indices);
+    }
+  }
+}
+
+std::map<std::string, std::string> Daemon::RunEnv(const RunRecord& r,
+                                                  const std::vector<int>& gpus) const {
+  std::map<std::string, std::string> env;
+  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  if (auto u = os::LookupUser(r.uid); u.ok()) {
+    env["HOME"] = u->home;
+    env["USER"] = env["LOGNAME"] = u->name;
+    env["SHELL"] = u->shell;
+  }
+  for (const char* keep : {"LANG", "LC_ALL", "TZ"}) {
+    if (const char* v = std::getenv(keep)) env[keep] = v;
+  }
+  for (const auto& [k, v] : r.spec.env) env[k] = v;
+  std::string devices;
+  for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+  // Exactly its GPUs; an empty list hides every GPU from a CPU-only run.
+  env["CUDA_VISIBLE_DEVICES"] = devices;
+  env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  env["LATHE_RUN_ID"] = r.id;
+  env["LATHE_RUN_NAME"] = r.name;
+  env["LATHE_ATTEMPT"] = std::to_string(r.attempt);
+  return env;
+}
+
+void Daemon::StartRun(RunRecord r, const std::vector<int>& gpus) {
+  r.gpus = gpus;
+  r.attempt++;
+  r.started_at_ms = clock_.NowMs();
+  r.exit_code.reset();
+  r.signal.reset();
+  r.oom_killed = false;
+  r.reason.clear();
+  r.stop_intent.clear();
+  r.monitor_pid = 0;
+  r.cgroup_dirs.clear();
+  if (!Transition(r, RunState::kStarting,
+                  fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","))).ok()) {
+    return;
+  }
+  auto fail = [&](const std::string& why) {
+    r.reason = why;
+    r.finished_at_ms = clock_.NowMs();
+    r.gpus.clear();
+    Transition(r, RunState::kFailed, why);
+  };
+  std::string dir = AttemptDir(r);
+  if (Status st = os::MakeDirs(dir, 0700); !st.ok()) return fail(st.message());
+  if (cgroups_.mode != os::CgroupSupport::kNone) {
+    os::CgroupLimits limits;
+    if (r.spec.memory_bytes) limits.memory_bytes = r.spec.memory_bytes;
+    if (r.spec.cpus > 0) limits.cpus = r.spec.cpus;
+    auto cg = os::RunCgroup::Create(cgroups_, r.id + "-" + std::to_string(r.attempt), limits);
+    if (cg.ok()) {
+      r.cgroup_dirs = (*cg)->dirs();
+    } else if (r.spec.memory_bytes || r.spec.cpus > 0) {
+      return fail("cannot set up the run's cgroup: " + cg.status().message());
+    }
+  }
+  auto user = os::LookupUser(r.uid);
+  run::LaunchConfig c;
+  c.run_id = r.id;
+  c.attempt = r.attempt;
+  c.argv = r.spec.command;
+  c.env = RunEnv(r, gpus);
+  c.workdir = !r.spec.workdir.empty() ? r.spec.workdir : (user.ok() ? user->home : "/");
+  c.uid = r.uid;
+  c.gid = user.ok() ? user->gid : r.uid;
+  if (user.ok()) c.groups = os::GroupsOf(*user);
+  c.log_path = r.run_dir + "/log";
+  c.shm_bytes = r.spec.shm_bytes;
+  c.cgroup_dirs = r.cgroup_dirs;
+  c.monitor_path = dir + "/monitor.json";
+  c.exit_path = dir + "/exit.json";
+  c.kill_grace_ms = std::min(opts_.kill_grace_ms, 2000);
+  std::string launch = dir + "/launch.json";
+  if (Status st = os::WriteFileAtomic(launch, run::LaunchToJson(c).dump(), 0600); !st.ok()) {
+    return fail(st.message());
+  }
+  auto spawned = run::SpawnMonitor(opts_.self_exe, launch, dir + "/monitor.log");
+  if (!spawned.ok()) return fail(spawned.status().message());
+  if (!spawned->start_error.empty()) {
+    if (auto exit = run::ReadExitRecord(c.exit_path); exit.ok()) return Finish(r, *exit);
+    return fail(spawned->start_error);
+  }
+  auto mon = run::ReadMonitorRecord(c.monitor_path);
+  r.monitor_pid = spawned->monitor_pid;
+  r.monitor_start = mon.ok() ? mon->monitor_start : os::ProcessStartTime(r.monitor_pid).value_or(0);
+  r.child_pid = spawned->child_pid;
+  Transition(r, RunState::kRunning, fmt::format("started, pid {}", r.child_pid));
+}
+
+// ---- API-facing -------------------------------------------------------------------
+
+Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
+  int gpus = static_cast<int>(inventory_.gpus.size());
+  if (spec.gpus > 0 && gpus == 0) {
+    return Status::Msg(Code::kInvalidArgument, "spec.no_gpus",
+                       {{"requested", std::to_string(spec.gpus)},
+                        {"why", inventory_.note.empty() ? inventory_.source : inventory_.note}});
+  }
+  sched::NodeState node{gpus, {}, node_cpus_, node_memory_};
+  Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes});
+  if (!v.ok()) {
+    if (spec.gpus > gpus) {
+      return Status::Msg(Code::kInvalidArgument, "spec.too_many_gpus",
+                         {{"requested", std::to_string(spec.gpus)}, {"available", std::to_string(gpus)}});
+    }
+    return Status(Code::kInvalidArgument, v.message());
+  }
+  if (spec.shm_bytes > 0 && ::geteuid() != 0) {
+    return Status::Msg(Code::kInvalidArgument, "spec.shm_needs_root", {{"user", user_}});
+  }
+  if (spec.memory_bytes > 0 && !cgroups_.memory) {
+    return Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
+                       {{"field", "memory"}, {"controller", "memory"}, {"note", cgroups_.note}});
+  }
+  if (spec.cpus > 0 && !cgroups_.cpu) {
+    return Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
+                       {{"field", "cpus"}, {"controller", "cpu"}, {"note", cgroups_.note}});
+  }
+  (void)caller;
+  return Status::OK();
+}
+
+Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
+  ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckSubmittable(spec, caller));
+  RunRecord r;
+  r.id = NewId("r");
+  r.name = spec.name.empty() ? r.id : spec.name;
+  if (!spec.name.empty()) {
+    ASSIGN_OR_RETURN(bool used, store_->NameInUse(spec.name));
+    if (used) return Status::Msg(Code::kInvalidArgument, "run.name_in_use", {{"name", spec.name}});
+  }
+  r.uid = caller.uid;
+  r.user = caller.user;
+  r.spec = std::move(spec);
+  r.run_dir = paths_.runs + "/" + r.id;
+  RETURN_IF_ERROR(os::MakeDirs(r.run_dir, 0700));
+  if (::geteuid() == 0 && r.uid != 0) {
+    // Only the run's user (and root) can read its directory and log.
+    (void)::chown(r.run_dir.c_str(), r.uid, static_cast<gid_t>(-1));
+  }
+  RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs()));
+  Notify();
+  kicked_ = true;
+  loop_cv_.notify_all();
+  return r;
+}
+
+Result<std::vector<RunRecord>> Daemon::List(bool all) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->List(all);
+}
+
+Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
+                                 const std::string& action) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref));
+  if (!caller.admin && caller.uid != r.uid) {
+    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
+                       {{"run", ref}, {"owner", r.user}, {"action", action}});
+  }
+  return r;
+}
+
+Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) {
+  ASSIGN_OR_RETURN(RunRecord r, Access(caller, ref, "stop"));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(r, store_->Get(r.id));
+  if (run::IsTerminal(r.state)) {
+    return Status::Msg(Code::kFailedPrecondition, "run.already_finished",
+                       {{"run", ref}, {"state", std::string(run::StateName(r.state))}});
+  }
+  RETURN_IF_ERROR(BeginStop(r, "user", "stopped by " + caller.user));
+  kicked_ = true;
+  loop_cv_.notify_all();
+  return r;
+}
+
+Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id, int64_t after_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->Events(run_id, after_id, kMaxEventsPerCall);
+}
+
+bool Daemon::IsFinished(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto r = store_->Get(run_id);
+  return !r.ok() || run::IsTerminal(r->state);
+}
+
+Json Daemon::StatusJson() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Json counts = Json::object();
+  if (auto runs = store_->List(false); runs.ok()) {
+    for (const auto& r : *runs) counts[std::string(run::StateName(r.state))] = counts.value(std::string(run::StateName(r.state)), 0) + 1;
+  }
+  return Json{{"version", LATHE_VERSION},
+              {"pid", ::getpid()},
+              {"mode", paths_.system ? "system" : "user"},
+              {"home", paths_.home},
+              {"socket", paths_.socket},
+              {"user", user_},
+              {"gpus", {{"count", inventory_.gpus.size()}, {"source", inventory_.source},
+                        {"simulated", inventory_.simulated}, {"note", inventory_.note}}},
+              {"cgroups", {{"mode", cgroups_.mode == os::CgroupSupport::kV2   ? "v2"
+                                    : cgroups_.mode == os::CgroupSupport::kV1 ? "v1"
+                                                                               : "none"},
+                           {"memory", cgroups_.memory}, {"cpu", cgroups_.cpu},
+                           {"pids", cgroups_.pids}, {"note", cgroups_.note}}},
+              {"state", {{"wal", store_->db().wal()}, {"note", store_->db().journal_note()}}},
+              {"runs", counts}};
+}
+
+Json Daemon::GpusJson() {
+  auto sample = gpu_source_->Sample();
+  gpu::Inventory inv = sample.ok() ? *sample : inventory_;
+  Json j = gpu::ToJson(inv);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, std::string> owner;
+  if (auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+      active.ok()) {
+    for (const auto& r : *active) {
+      for (int g : r.gpus) owner[g] = r.id;
+    }
+  }
+  if (j.contains("gpus")) {
+    for (auto& g : j["gpus"]) {
+      int idx = g.value("index", -1);
+      g["allocated_to"] = owner.count(idx) ? Json(owner[idx]) : Json(nullptr);
+    }
+  }
+  return j;
+}
+
+}  // namespace lathe::daemon

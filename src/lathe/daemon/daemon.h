@@ -1,0 +1,123 @@
+// The daemon core: owns the state store, the GPU inventory, the scheduler
+// loop and the runs' monitors. The REST API (api/) calls into it; it knows
+// nothing of HTTP.
+//
+// Threads: one supervisor thread runs the loop (reap, finish, schedule,
+// start, enforce deadlines) every poll interval or when Kick()ed. API threads
+// call the public methods. All state is guarded by mu_.
+//
+// Crash safety: a run's process is held by its monitor (run/monitor.h), not
+// by the daemon. On start the daemon re-adopts runs whose monitors live,
+// records exits that happened while it was down, and marks the rest lost.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+#include "lathe/daemon/home.h"
+#include "lathe/gpu/source.h"
+#include "lathe/os/cgroup.h"
+#include "lathe/os/clock.h"
+#include "lathe/run/monitor.h"
+#include "lathe/state/run_store.h"
+
+namespace lathe::daemon {
+
+struct DaemonOptions {
+  std::string home;               // empty: DaemonHome("") decides
+  std::string gpus = "auto";      // "auto" | "none" | "sim:4x24GB"
+  int kill_grace_ms = 10000;      // stopping: SIGTERM, then SIGKILL after this
+  int poll_ms = 100;              // supervisor loop period
+  std::string self_exe;           // the lathe binary, for `lathe __monitor`
+};
+
+// Who is calling, as established by the API's authentication.
+struct Caller {
+  uid_t uid = 0;
+  std::string user;
+  bool admin = false;  // root or the daemon's own user
+};
+
+class Daemon {
+ public:
+  static Result<std::unique_ptr<Daemon>> Create(DaemonOptions options, os::Clock& clock);
+  ~Daemon();
+
+  Status Start();  // starts the supervisor thread
+  void Stop();     // stops it; runs keep running (re-adopted at next start)
+
+  const HomePaths& paths() const { return paths_; }
+  uid_t uid() const { return uid_; }
+
+  // Validates and queues a run. `spec_json` is the spec object (spec.h).
+  Result<state::RunRecord> Submit(const Caller& caller, const Json& spec_json);
+  Result<std::vector<state::RunRecord>> List(bool all);
+  // Resolves `ref` and checks that `caller` may `action` it ("read", "stop").
+  Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
+                                  const std::string& action);
+  Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref);
+  Result<std::vector<state::EventRecord>> Events(const std::string& run_id, int64_t after_id);
+  bool IsFinished(const std::string& run_id);
+
+  Json StatusJson();
+  Json GpusJson();
+
+  // Blocks until something changes (an event is recorded) or `timeout_ms`.
+  void WaitForChange(int timeout_ms);
+  void Kick();  // wakes the supervisor loop
+
+ private:
+  Daemon(DaemonOptions o, os::Clock& clock) : opts_(std::move(o)), clock_(clock) {}
+  Status Init();
+  void Loop();
+  void Tick();                                   // one pass, mu_ held
+  void Recover();                                // at start, mu_ held
+  void CheckActive(state::RunRecord& r);         // exits, lost, deadlines
+  void Finish(state::RunRecord& r, const run::ExitRecord& e);
+  void MarkLost(state::RunRecord& r, const std::string& why);
+  void Schedule();
+  void StartRun(state::RunRecord r, const std::vector<int>& gpus);
+  Status BeginStop(state::RunRecord& r, const std::string& intent, const std::string& why);
+  Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
+  Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
+  std::string AttemptDir(const state::RunRecord& r) const;
+  std::map<std::string, std::string> RunEnv(const state::RunRecord& r,
+                                            const std::vector<int>& gpus) const;
+  void Notify();
+
+  // Constant after Init.
+  const DaemonOptions opts_;
+  os::Clock& clock_;
+  HomePaths paths_;
+  uid_t uid_ = 0;
+  std::string user_;
+  int lock_fd_ = -1;
+  std::unique_ptr<gpu::GpuSource> gpu_source_;
+  gpu::Inventory inventory_;  // sampled at start; GPU count and names
+  os::CgroupSupport cgroups_;
+  double node_cpus_ = 1;
+  uint64_t node_memory_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable loop_cv_;
+  std::condition_variable change_cv_;
+  bool stopping_ = false;
+  bool kicked_ = false;
+  uint64_t change_seq_ = 0;
+  std::unique_ptr<state::RunStore> store_;            // guarded by mu_
+  std::map<std::string, int64_t> stop_deadline_ms_;   // run id -> SIGKILL time (monotonic)
+  std::map<std::string, std::string> waiting_why_;    // run id -> why it waits
+  std::thread loop_;
+};
+
+}  // namespace lathe::daemon

@@ -1,0 +1,41 @@
+// Where a daemon keeps its state and where clients find it.
+//
+// User mode: $LATHE_HOME, else $XDG_STATE_HOME/lathe (~/.local/state/lathe).
+// System mode (daemon started as root without LATHE_HOME): state in
+// /var/lib/lathe, socket /run/lathe/lathe.sock reachable by every local user.
+// Clients look for LATHE_HOME, then the user's own daemon, then the system
+// socket.
+#pragma once
+
+#include <string>
+
+#include "lathe/common/status.h"
+
+namespace lathe::daemon {
+
+struct HomePaths {
+  std::string home;      // state directory
+  std::string socket;    // unix socket
+  std::string db;        // SQLite database
+  std::string token;     // bearer token for TCP (0600)
+  std::string lock;      // one daemon per home
+  std::string endpoint;  // endpoint.json: where the daemon listens
+  std::string runs;      // per-run directories
+  std::string log;       // daemon log when started by `lathe up`
+  bool system = false;   // system mode
+};
+
+HomePaths PathsFor(const std::string& home, bool system);
+
+// The home a daemon started now would use.
+HomePaths DaemonHome(const std::string& home_flag);
+
+// Candidate homes for a client, in lookup order: LATHE_HOME; the user's own
+// (XDG) home; the system home. Each with `why` for `lathe status`.
+struct Candidate {
+  HomePaths paths;
+  std::string why;  // "LATHE_HOME", "user daemon", "system daemon"
+};
+std::vector<Candidate> ClientCandidates();
+
+}  // namespace lathe::daemon

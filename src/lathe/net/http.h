@@ -1,0 +1,104 @@
+// HTTP message types shared by the server (http_server.h) and the client
+// (http_client.h), and the Responder/ResponseStream interfaces through which a
+// handler answers a request.
+//
+// These types are plain values: no Boost, no sockets. Everything here may be
+// moved between threads freely; only the interfaces at the bottom carry thread
+// rules, written at each method.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace lathe::net {
+
+// Credentials of the process on the other end of a unix socket (SO_PEERCRED),
+// taken when the connection was accepted.
+struct PeerCred {
+  int pid = 0;
+  unsigned uid = 0;
+  unsigned gid = 0;
+};
+
+// Header name/value pairs in wire order. Names keep the sender's spelling;
+// compare them case-insensitively (FindHeader).
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Case-insensitive lookup of the first header called `name`; "" if absent.
+std::string_view FindHeader(const Headers& headers, std::string_view name);
+
+// True when `a` and `b` are equal ignoring ASCII case.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// Decodes %XX escapes; with `plus_is_space` (query strings) '+' becomes ' '.
+// A malformed escape is kept as written.
+std::string PercentDecode(std::string_view in, bool plus_is_space);
+
+// Escapes every byte outside RFC 3986 "unreserved" (for building query strings).
+std::string PercentEncode(std::string_view in);
+
+struct HttpRequest {
+  std::string method;   // "GET", as sent (methods are case-sensitive)
+  std::string target;   // raw "/api/v1/runs?all=1"
+  std::string path;     // percent-decoded path without query: "/api/v1/runs"
+  std::string query;    // raw query string without '?'
+  Headers headers;
+  std::string body;
+  std::optional<PeerCred> peer;  // SO_PEERCRED of a unix-socket client; nullopt for TCP
+  std::string remote;            // "127.0.0.1:53412" or "unix"
+
+  // Case-insensitive, "" if absent. The view points into `headers`.
+  std::string_view Header(std::string_view name) const;
+  // First `name=value` in `query`, percent-decoded ('+' is a space); a bare
+  // `name` gives "". nullopt when absent.
+  std::optional<std::string> QueryParam(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;  // outside 100..999 is sent as 500
+  std::string content_type = "application/json";  // empty: no Content-Type header
+  Headers headers;   // extra headers; Content-Length/Transfer-Encoding are computed
+  std::string body;
+};
+
+// A streamed response (chunked transfer encoding), e.g. text/event-stream.
+// Obtained from Responder::StartStream; the caller owns it. It may outlive the
+// server: after HttpServer::Stop every Write returns false.
+// Thread-safety: use from one thread at a time (any thread); ClientGone() may be
+// called from any thread concurrently.
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  // Hands `data` to the socket as one chunk (an empty `data` is skipped).
+  // From a thread of your own it blocks until the chunk is written (back-pressure
+  // from a slow client); from a server I/O thread (inside a handler) it copies and
+  // queues without blocking. Returns false once the client is gone, the write
+  // timed out, Close was called, or the server stopped: then stop writing.
+  virtual bool Write(std::string_view data) = 0;
+  // Ends the response (final chunk); does not block. Called automatically by
+  // the destructor if not called.
+  virtual void Close() = 0;
+  // True when the client has disconnected (non-blocking check).
+  virtual bool ClientGone() const = 0;
+};
+
+// Handed to the handler, which owns it. Exactly one of Send or StartStream must
+// be called, exactly once, from ANY thread, possibly long after the handler
+// returned (async completion, e.g. a batcher). Neither blocks. If the Responder
+// is destroyed without either, a 500 is sent. If the connection is gone (or the
+// server stopped) by then, the answer is dropped silently.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  virtual void Send(HttpResponse response) = 0;
+  // Sends the status line and headers with Transfer-Encoding: chunked; the body
+  // follows through the returned stream.
+  virtual std::unique_ptr<ResponseStream> StartStream(int status, std::string content_type,
+                                                      Headers headers = {}) = 0;
+};
+
+}  // namespace lathe::net

@@ -1,0 +1,57 @@
+// HttpClient: a small blocking HTTP/1.1 client over libcurl, for the CLI
+// talking to the daemon (unix socket or TCP) and for tests.
+//
+// Thread-safety: one HttpClient is used by one thread at a time (it keeps one
+// curl handle, so consecutive requests reuse the keep-alive connection). Use one
+// client per thread. Proxy environment variables are ignored: Lathe only talks
+// to loopback and unix sockets.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "lathe/common/status.h"
+#include "lathe/net/http.h"
+
+namespace lathe::net {
+
+struct ClientOptions {
+  std::string unix_socket;                     // if non-empty, connect through this unix socket
+  std::string base_url = "http://localhost";  // scheme://host:port for TCP (host ignored for unix)
+  std::string bearer_token;                    // adds Authorization: Bearer <token> when non-empty
+  int connect_timeout_ms = 2000;
+  int timeout_ms = 30000;                      // whole request; 0 = none (for streams)
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(ClientOptions options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends one request and reads the whole response. `path_and_query` starts with
+  // '/' and is sent as written (escape it with PercentEncode). A non-empty body
+  // gets Content-Type: application/json unless `headers` names one.
+  // Connection failures (refused, no such socket, timeout connecting, the peer
+  // hung up without an answer) return Code::kUnavailable; a response that takes
+  // longer than timeout_ms returns kDeadlineExceeded.
+  // HTTP error statuses are NOT Status errors: they come back in HttpResponse.status.
+  Result<HttpResponse> Request(std::string_view method, std::string_view path_and_query,
+                               std::string_view body = {}, const Headers& headers = {});
+
+  // Streams the response body to `on_data` as it arrives (de-chunked), on the
+  // calling thread; returning false from on_data stops and closes the
+  // connection (not an error). Returns the HTTP status code. Same errors as Request.
+  Result<int> Stream(std::string_view method, std::string_view path_and_query,
+                     const std::function<bool(std::string_view)>& on_data,
+                     std::string_view body = {});
+
+ private:
+  const ClientOptions options_;
+  void* curl_ = nullptr;  // CURL*, created lazily, reused for keep-alive
+};
+
+}  // namespace lathe::net

@@ -1,0 +1,1141 @@
+// The HTTP server on Boost.Beast. All Boost includes of the net module live in
+// this one file: a Beast translation unit costs ~30 s to compile.
+//
+// Ownership, in one picture:
+//   ServerImpl ─owns→ io_context, listeners, I/O threads, shared Core
+//   Core ─owns→ live sessions (registry), weak refs to open streams
+//   Session ─owns→ socket, timer, parser, the response being written
+//   Responder/ResponseStream ─hold→ shared Core + weak Session
+// Sessions are shared_ptrs because asio completion handlers must keep them
+// alive; the registry keeps a session alive while a handler thinks (no I/O is
+// pending then). Foreign threads only ever reach a session through
+// Core::WithSession, which refuses once the server stopped, so nothing is posted
+// to an io_context that is gone.
+#include "lathe/net/http_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace lathe::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+using Strand = asio::strand<asio::io_context::executor_type>;
+using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Strand>;
+
+constexpr size_t kReadChunkBytes = 16 << 10;    // one idle read into the buffer
+constexpr size_t kLingerMaxBytes = 1 << 20;     // discarded after an error response
+constexpr int kLingerMs = 2000;                 // ... for at most this long
+constexpr size_t kMaxRejectingConnections = 64; // 503 answers in flight; beyond: plain close
+constexpr int kAcceptRetryMs = 100;             // after EMFILE and friends
+constexpr int kCloseSettleMs = 1000;
+constexpr int kDefaultDrainMs = 5000;           // Stop from the destructor            // Stop: wait for posted closes before ioc.stop()
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// Lets ResponseStream::Write know it must not block: blocking an I/O thread
+// could wait for work that only this thread would run.
+thread_local bool t_io_thread = false;
+
+// Shared by a ResponseStream (writer side) and its session (socket side).
+struct StreamState {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t written = 0;  // highest chunk ticket handed to the socket; guarded by mu
+  std::atomic<bool> gone{false};
+
+  void MarkGone() {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      gone = true;
+    }
+    cv.notify_all();
+  }
+  void MarkWritten(uint64_t ticket) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (ticket > written) written = ticket;
+    }
+    cv.notify_all();
+  }
+};
+
+// What foreign threads (Responder, ResponseStream, Stop) may ask of a session.
+// Every method only posts onto the session's strand, except CloseNow, which
+// Stop calls once no I/O thread runs.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void PostResponse(uint64_t seq, HttpResponse response) = 0;
+  virtual void PostStreamStart(uint64_t seq, std::shared_ptr<StreamState> st, int status,
+                               std::string content_type, Headers headers) = 0;
+  virtual void PostChunk(std::shared_ptr<StreamState> st, std::string data, uint64_t ticket,
+                         bool last) = 0;
+  virtual void PostDrain() = 0;
+  virtual void PostClose() = 0;
+  virtual void CloseNow() = 0;
+};
+
+// State shared between the server, its sessions and outstanding responders.
+class Core {
+ public:
+  Core(ServerOptions options, Handler handler)
+      : options(std::move(options)), handler(std::move(handler)) {}
+
+  const ServerOptions options;
+  const Handler handler;
+  std::atomic<bool> draining{false};
+
+  // Runs fn(session) with the lock held, unless the server stopped or the
+  // session is gone. fn must only post (never run session code inline).
+  template <typename Fn>
+  bool WithSession(const std::weak_ptr<SessionBase>& weak, Fn&& fn) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return false;
+    std::shared_ptr<SessionBase> s = weak.lock();
+    if (!s) return false;
+    fn(*s);
+    return true;
+  }
+
+  // Requires mu_ (call inside WithSession). Stop marks tracked streams gone.
+  void TrackStreamLocked(const std::shared_ptr<StreamState>& st) {
+    if (draining) st->gone = true;
+    if (streams_.size() >= streams_cap_) {
+      std::erase_if(streams_, [](const auto& w) { return w.expired(); });
+      streams_cap_ = std::max<size_t>(16, streams_.size() * 2);
+    }
+    streams_.push_back(st);
+  }
+
+  // Decides how a new connection is treated: served, refused with a 503, or
+  // closed at once (too many refusals in flight).
+  enum class Admission { kServe, kReject, kDrop };
+  Admission Admit() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (served_ < options.max_connections) {
+      ++served_;
+      return Admission::kServe;
+    }
+    if (rejecting_ >= kMaxRejectingConnections) return Admission::kDrop;
+    ++rejecting_;
+    return Admission::kReject;
+  }
+
+  void Register(std::shared_ptr<SessionBase> s) {
+    std::lock_guard<std::mutex> l(mu_);
+    SessionBase* key = s.get();
+    sessions_.emplace(key, std::move(s));
+  }
+
+  // Called by the session when it closes; may drop the last strong reference.
+  void Unregister(SessionBase* s, bool served) {
+    std::shared_ptr<SessionBase> keep;  // destroyed after the lock is released
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = sessions_.find(s);
+      if (it == sessions_.end()) return;
+      keep = std::move(it->second);
+      sessions_.erase(it);
+      --(served ? served_ : rejecting_);
+    }
+    empty_cv_.notify_all();
+  }
+
+  std::vector<std::shared_ptr<SessionBase>> Sessions() const {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<std::shared_ptr<SessionBase>> out;
+    out.reserve(sessions_.size());
+    for (const auto& [key, s] : sessions_) out.push_back(s);
+    return out;
+  }
+
+  bool WaitNoSessions(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> l(mu_);
+    return empty_cv_.wait_until(l, deadline, [&] { return sessions_.empty(); });
+  }
+
+  void MarkDrainingAndEndStreams() {
+    std::lock_guard<std::mutex> l(mu_);
+    draining = true;
+    for (const auto& w : streams_) {
+      if (auto st = w.lock()) st->MarkGone();
+    }
+  }
+
+  // After this no foreign thread posts anything; every open stream is gone.
+  void MarkStopped() {
+    std::lock_guard<std::mutex> l(mu_);
+    stopped_ = true;
+    for (const auto& w : streams_) {
+      if (auto st = w.lock()) st->MarkGone();
+    }
+    streams_.clear();
+  }
+
+  size_t served() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return served_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable empty_cv_;
+  bool stopped_ = false;                                                  // guarded by mu_
+  std::unordered_map<SessionBase*, std::shared_ptr<SessionBase>> sessions_;  // guarded by mu_
+  std::vector<std::weak_ptr<StreamState>> streams_;                       // guarded by mu_
+  size_t streams_cap_ = 16;                                               // guarded by mu_
+  size_t served_ = 0;                                                     // guarded by mu_
+  size_t rejecting_ = 0;                                                  // guarded by mu_
+};
+
+// ---------------------------------------------------------------------------
+// Responder and ResponseStream: thin handles that post onto the session.
+
+class StreamImpl final : public ResponseStream {
+ public:
+  StreamImpl(std::shared_ptr<Core> core, std::weak_ptr<SessionBase> session,
+             std::shared_ptr<StreamState> st)
+      : core_(std::move(core)), session_(std::move(session)), st_(std::move(st)) {}
+  ~StreamImpl() override { Close(); }
+
+  bool Write(std::string_view data) override {
+    if (closed_ || st_->gone) return false;
+    if (data.empty()) return true;
+    uint64_t ticket = ++issued_;
+    std::string copy(data);
+    bool posted = core_->WithSession(session_, [&](SessionBase& s) {
+      s.PostChunk(st_, std::move(copy), ticket, false);
+    });
+    if (!posted) {
+      st_->MarkGone();
+      return false;
+    }
+    if (t_io_thread) return !st_->gone;
+    std::unique_lock<std::mutex> l(st_->mu);
+    st_->cv.wait(l, [&] { return st_->written >= ticket || st_->gone; });
+    return !st_->gone;
+  }
+
+  void Close() override {
+    if (closed_) return;
+    closed_ = true;
+    core_->WithSession(session_, [&](SessionBase& s) { s.PostChunk(st_, {}, 0, true); });
+  }
+
+  bool ClientGone() const override { return st_->gone; }
+
+ private:
+  const std::shared_ptr<Core> core_;
+  const std::weak_ptr<SessionBase> session_;
+  const std::shared_ptr<StreamState> st_;
+  uint64_t issued_ = 0;  // tickets of this writer's chunks
+  bool closed_ = false;
+};
+
+class ResponderImpl final : public Responder {
+ public:
+  ResponderImpl(std::shared_ptr<Core> core, std::weak_ptr<SessionBase> session, uint64_t seq)
+      : core_(std::move(core)), session_(std::move(session)), seq_(seq) {}
+
+  ~ResponderImpl() override {
+    if (!done_) Send(HttpResponse{500, "text/plain", {}, "handler dropped the request\n"});
+  }
+
+  void Send(HttpResponse response) override {
+    if (done_) {
+      spdlog::error("http: Responder used twice; the second answer is dropped");
+      return;
+    }
+    done_ = true;
+    core_->WithSession(session_,
+                       [&](SessionBase& s) { s.PostResponse(seq_, std::move(response)); });
+  }
+
+  std::unique_ptr<ResponseStream> StartStream(int status, std::string content_type,
+                                              Headers headers) override {
+    auto st = std::make_shared<StreamState>();
+    bool posted = false;
+    if (done_) {
+      spdlog::error("http: Responder used twice; the stream is dropped");
+    } else {
+      done_ = true;
+      posted = core_->WithSession(session_, [&](SessionBase& s) {
+        core_->TrackStreamLocked(st);
+        s.PostStreamStart(seq_, st, status, std::move(content_type), std::move(headers));
+      });
+    }
+    if (!posted) st->MarkGone();
+    return std::make_unique<StreamImpl>(core_, session_, std::move(st));
+  }
+
+ private:
+  const std::shared_ptr<Core> core_;
+  const std::weak_ptr<SessionBase> session_;
+  const uint64_t seq_;
+  bool done_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Helpers free of session state.
+
+bool IsQuietReadError(const error_code& ec) {
+  return ec == asio::error::eof || ec == http::error::end_of_stream ||
+         ec == http::error::partial_message || ec == asio::error::connection_reset ||
+         ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor ||
+         ec == asio::error::broken_pipe;
+}
+
+bool IsParseError(const error_code& ec) {
+  return &ec.category() == &http::make_error_code(http::error::bad_target).category();
+}
+
+std::string_view ReasonText(int status) {
+  switch (status) {
+    case 400: return "bad request\n";
+    case 408: return "request header timeout\n";
+    case 413: return "request body too large\n";
+    case 431: return "request header too large\n";
+    case 503: return "too many connections\n";
+    default: return "internal error\n";
+  }
+}
+
+std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
+
+// Timer::cancel has no error_code overload; it throws only if the reactor fails.
+void CancelTimer(Timer& timer) {
+  try {
+    timer.cancel();
+  } catch (const std::exception& e) {
+    spdlog::error("http: cancelling a timer: {}", e.what());
+  }
+}
+
+unsigned SafeStatus(int status) {
+  return (status >= 100 && status <= 999) ? static_cast<unsigned>(status) : 500u;
+}
+
+// Fills the parts common to whole and streamed responses. Beast throws on
+// values it cannot send; the caller catches.
+template <typename Body>
+void FillHeader(const ServerOptions& options, int status, const std::string& content_type,
+                const Headers& headers, http::response<Body>& res) {
+  res.result(SafeStatus(status));
+  res.set(http::field::server, options.server_name);
+  if (!content_type.empty()) res.set(http::field::content_type, content_type);
+  for (const auto& [name, value] : headers) res.insert(name, value);
+}
+
+// Splits the target and copies the parsed message into the public type.
+HttpRequest ToHttpRequest(http::request<http::string_body>&& msg) {
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  std::string_view target = req.target;
+  size_t q = target.find('?');
+  req.path = PercentDecode(target.substr(0, q), false);
+  if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
+  for (const auto& field : msg) {
+    req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  req.body = std::move(msg.body());
+  return req;
+}
+
+// ---------------------------------------------------------------------------
+// Session: one connection. Every method below runs on the session's strand.
+//
+// States (the allowed moves):
+//   kIdle (waiting for a request's first byte) → kReadingHeader → kReadingBody
+//   → kHandling (the handler owns the Responder) → kWriting | kStreaming
+//   → kIdle (keep-alive) | kClosing (lingering after an error) → kClosed.
+//   Any state → kClosed on an I/O error, a timeout or Stop.
+template <typename Protocol>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
+ public:
+  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
+
+  Session(std::shared_ptr<Core> core, Socket socket, Strand strand, std::string remote,
+          std::optional<PeerCred> peer, bool reject)
+      : core_(std::move(core)),
+        options_(core_->options),
+        strand_(std::move(strand)),
+        socket_(std::move(socket)),
+        timer_(strand_),
+        remote_(std::move(remote)),
+        peer_(peer),
+        reject_(reject) {}
+
+  void Start() {
+    asio::post(strand_, [self = Self()] { self->ReadRequest(); });
+  }
+
+  void PostResponse(uint64_t seq, HttpResponse response) override {
+    asio::post(strand_, [self = Self(), seq, r = std::move(response)]() mutable {
+      self->OnResponse(seq, std::move(r));
+    });
+  }
+
+  void PostStreamStart(uint64_t seq, std::shared_ptr<StreamState> st, int status,
+                       std::string content_type, Headers headers) override {
+    asio::post(strand_, [self = Self(), seq, st = std::move(st), status,
+                         ct = std::move(content_type), h = std::move(headers)]() mutable {
+      self->OnStreamStart(seq, std::move(st), status, ct, h);
+    });
+  }
+
+  void PostChunk(std::shared_ptr<StreamState> st, std::string data, uint64_t ticket,
+                 bool last) override {
+    asio::post(strand_, [self = Self(), st = std::move(st), d = std::move(data), ticket,
+                         last]() mutable { self->EnqueueChunk(st, std::move(d), ticket, last); });
+  }
+
+  void PostDrain() override {
+    asio::post(strand_, [self = Self()] { self->OnDrain(); });
+  }
+
+  void PostClose() override {
+    asio::post(strand_, [self = Self()] { self->Close(); });
+  }
+
+  void CloseNow() override { Close(); }
+
+ private:
+  enum class State { kIdle, kReadingHeader, kReadingBody, kHandling, kWriting, kStreaming,
+                     kClosing, kClosed };
+  struct Chunk {
+    std::string data;
+    uint64_t ticket = 0;  // 0: written from an I/O thread, nobody waits
+    bool last = false;
+  };
+
+  std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+
+  // --- deadlines -----------------------------------------------------------
+  // One timer per session, re-armed lazily: moving the deadline later only
+  // stores it; the timer notices when it fires. Keeps the per-request cost to a
+  // clock read.
+
+  void SetDeadline(int ms) {
+    deadline_ = Clock::now() + std::chrono::milliseconds(ms);
+    timed_out_ = false;
+    if (!timer_armed_ || timer_.expiry() > deadline_) ArmTimer(deadline_);
+  }
+
+  void ClearDeadline() { deadline_ = Clock::time_point::max(); }
+
+  void ArmTimer(Clock::time_point at) {
+    timer_.expires_at(at);
+    timer_armed_ = true;
+    uint64_t gen = ++timer_gen_;
+    timer_.async_wait([self = Self(), gen](error_code ec) { self->OnTimer(gen, ec); });
+  }
+
+  void OnTimer(uint64_t gen, error_code ec) {
+    if (gen != timer_gen_) return;  // superseded by a later ArmTimer
+    timer_armed_ = false;
+    if (ec || state_ == State::kClosed || deadline_ == Clock::time_point::max()) return;
+    if (Clock::now() < deadline_) return ArmTimer(deadline_);
+    // Cancel rather than close, so the read handler can still answer 408.
+    timed_out_ = true;
+    error_code ignored;
+    socket_.cancel(ignored);
+  }
+
+  // --- reading a request ---------------------------------------------------
+
+  void ReadRequest() {
+    if (core_->draining) return Close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(options_.max_header_bytes,
+                                                                 UINT32_MAX)));
+    parser_->body_limit(options_.max_body_bytes);
+    if (buffer_.size() > 0) {  // pipelined: the next request is already here
+      SetDeadline(options_.header_timeout_ms);
+      return ReadHeader();
+    }
+    state_ = State::kIdle;
+    SetDeadline(first_request_ ? options_.header_timeout_ms : options_.idle_timeout_ms);
+    socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
+                            [self = Self()](error_code ec, size_t n) { self->OnIdleRead(ec, n); });
+  }
+
+  void OnIdleRead(error_code ec, size_t n) {
+    // A read that finished just as the timer fired still counts as too late.
+    if (!ec && timed_out_) ec = asio::error::timed_out;
+    if (ec) return OnReadError(ec);
+    buffer_.commit(n);
+    if (!first_request_) SetDeadline(options_.header_timeout_ms);
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    state_ = State::kReadingHeader;
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self = Self()](error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(error_code ec) {
+    if (ec) return OnReadError(ec);
+    first_request_ = false;
+    const auto& msg = parser_->get();
+    auto expect = msg.find(http::field::expect);
+    if (expect != msg.end() && !parser_->is_done() &&
+        EqualsIgnoreCase(ToStd(expect->value()), "100-continue")) {
+      return asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                               [self = Self()](error_code ec, size_t) {
+                                 if (ec) return self->Close();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    if (parser_->is_done()) return OnRequest();
+    state_ = State::kReadingBody;
+    SetDeadline(options_.body_timeout_ms);
+    http::async_read(socket_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
+      if (ec) return self->OnReadError(ec);
+      self->OnRequest();
+    });
+  }
+
+  void OnReadError(error_code ec) {
+    if (state_ == State::kClosed) return;
+    if (timed_out_) return state_ == State::kReadingHeader ? SendError(408) : Close();
+    if (ec == http::error::body_limit) return SendError(413);
+    if (ec == http::error::header_limit) return SendError(431);
+    if (IsParseError(ec) && !IsQuietReadError(ec)) return SendError(400);
+    if (!IsQuietReadError(ec)) spdlog::debug("http {}: read: {}", remote_, ec.message());
+    Close();
+  }
+
+  // --- handling ------------------------------------------------------------
+
+  void OnRequest() {
+    ClearDeadline();
+    state_ = State::kHandling;
+    ++seq_;
+    keep_alive_ = parser_->get().keep_alive();
+    HttpRequest req = ToHttpRequest(parser_->release());
+    req.peer = peer_;
+    req.remote = remote_;
+    if (reject_) return SendError(503);
+    auto responder = std::make_unique<ResponderImpl>(core_, this->weak_from_this(), seq_);
+    try {
+      core_->handler(std::move(req), std::move(responder));
+    } catch (const std::exception& e) {
+      spdlog::error("http {}: handler threw: {}", remote_, e.what());
+    } catch (...) {
+      spdlog::error("http {}: handler threw", remote_);
+    }
+  }
+
+  void SendError(int status) {
+    keep_alive_ = false;
+    linger_ = true;
+    state_ = State::kHandling;
+    WriteResponse(HttpResponse{status, "text/plain", {}, std::string(ReasonText(status))});
+  }
+
+  // --- whole responses -----------------------------------------------------
+
+  void OnResponse(uint64_t seq, HttpResponse r) {
+    if (seq != seq_ || state_ != State::kHandling) return;
+    WriteResponse(std::move(r));
+  }
+
+  void WriteResponse(HttpResponse r) {
+    state_ = State::kWriting;
+    bool keep = keep_alive_ && !core_->draining;
+    try {
+      BuildResponse(std::move(r), keep);
+    } catch (const std::exception& e) {
+      spdlog::error("http {}: unsendable response: {}", remote_, e.what());
+      BuildResponse(HttpResponse{500, "text/plain", {}, "unsendable response\n"}, keep);
+    }
+    SetDeadline(options_.write_timeout_ms);
+    http::async_write(socket_, *res_,
+                      [self = Self()](error_code ec, size_t) { self->OnWritten(ec); });
+  }
+
+  // Beast throws on what it cannot send (a body on a 204, a bad header value).
+  void BuildResponse(HttpResponse&& r, bool keep) {
+    res_.emplace();
+    FillHeader(options_, r.status, r.content_type, r.headers, *res_);
+    res_->keep_alive(keep);
+    unsigned code = res_->result_int();
+    if (code < 200 || code == 204 || code == 304) return;  // no body, no Content-Length
+    res_->body() = std::move(r.body);
+    res_->prepare_payload();
+  }
+
+  void OnWritten(error_code ec) {
+    ClearDeadline();
+    bool keep = res_->keep_alive();
+    res_.reset();
+    if (ec) return Close();
+    if (linger_) return Linger();
+    if (!keep) return CloseAfterSend();
+    ReadRequest();
+  }
+
+  // --- streamed responses --------------------------------------------------
+
+  void OnStreamStart(uint64_t seq, std::shared_ptr<StreamState> st, int status,
+                     const std::string& content_type, const Headers& headers) {
+    if (seq != seq_ || state_ != State::kHandling) return st->MarkGone();
+    state_ = State::kStreaming;
+    stream_ = std::move(st);
+    last_queued_ = false;
+    stream_res_.emplace();
+    try {
+      FillHeader(options_, status, content_type, headers, *stream_res_);
+    } catch (const std::exception& e) {
+      spdlog::error("http {}: unsendable stream header: {}", remote_, e.what());
+      stream_res_.emplace();
+      FillHeader(options_, 500, "text/plain", {}, *stream_res_);
+    }
+    stream_res_->keep_alive(keep_alive_ && !core_->draining);
+    stream_res_->chunked(true);
+    stream_sr_.emplace(*stream_res_);
+    header_pending_ = true;
+    if (stream_->gone) queue_.push_back(Chunk{{}, 0, true}), last_queued_ = true;
+    Pump();
+    WatchPeer();
+  }
+
+  void EnqueueChunk(const std::shared_ptr<StreamState>& st, std::string data, uint64_t ticket,
+                    bool last) {
+    if (st != stream_ || last_queued_ || (!last && st->gone)) {
+      if (!last) st->MarkGone();
+      return;
+    }
+    last_queued_ = last;
+    queue_.push_back(Chunk{std::move(data), ticket, last});
+    Pump();
+  }
+
+  // Writes the header, then queued chunks, one at a time.
+  void Pump() {
+    if (writing_ || state_ != State::kStreaming) return;
+    if (header_pending_) {
+      header_pending_ = false;
+      return StartStreamWrite([this](auto handler) {
+        http::async_write_header(socket_, *stream_sr_, std::move(handler));
+      });
+    }
+    if (queue_.empty()) return ClearDeadline();
+    const Chunk& c = queue_.front();
+    if (c.last) {
+      return StartStreamWrite([this](auto handler) {
+        asio::async_write(socket_, http::make_chunk_last(), std::move(handler));
+      });
+    }
+    StartStreamWrite([this, &c](auto handler) {
+      asio::async_write(socket_, http::make_chunk(asio::buffer(c.data)), std::move(handler));
+    });
+  }
+
+  template <typename Initiate>
+  void StartStreamWrite(Initiate initiate) {
+    writing_ = true;
+    SetDeadline(options_.write_timeout_ms);
+    initiate([self = Self()](error_code ec, size_t) { self->OnStreamWritten(ec); });
+  }
+
+  void OnStreamWritten(error_code ec) {
+    writing_ = false;
+    if (ec || state_ != State::kStreaming) return StreamFailed();
+    if (!header_written_) {  // the first write of a stream is its header
+      header_written_ = true;
+      return Pump();
+    }
+    Chunk c = std::move(queue_.front());
+    queue_.pop_front();
+    if (c.ticket != 0) stream_->MarkWritten(c.ticket);
+    if (c.last) return EndStream();
+    Pump();
+  }
+
+  void EndStream() {
+    ClearDeadline();
+    bool keep = stream_res_->keep_alive();
+    stream_.reset();  // chunks posted after the end now fail their Write
+    stream_sr_.reset();
+    stream_res_.reset();
+    header_written_ = false;
+    if (!keep) return CloseAfterSend();
+    ReadRequest();
+  }
+
+  void StreamFailed() {
+    if (stream_) stream_->MarkGone();
+    Close();
+  }
+
+  // Notices a client that hangs up mid-stream without waiting for a write to
+  // fail: readable + a zero-byte peek means EOF. Data (a pipelined request) is
+  // left in the kernel for ReadRequest; write errors then catch a hang-up.
+  void WatchPeer() {
+    if (watching_) return;
+    watching_ = true;
+    socket_.async_wait(Socket::wait_read, [self = Self()](error_code ec) {
+      self->watching_ = false;
+      if (ec || self->state_ != State::kStreaming) return;
+      self->PeekPeer();
+    });
+  }
+
+  void PeekPeer() {
+    char c;
+    ssize_t r = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return StreamFailed();
+    }
+    if (r < 0) WatchPeer();
+  }
+
+  // --- shutdown --------------------------------------------------------------
+
+  void OnDrain() {
+    if (state_ == State::kIdle) return Close();
+    if (state_ == State::kStreaming && !last_queued_) {
+      last_queued_ = true;
+      queue_.push_back(Chunk{{}, 0, true});
+      stream_res_->keep_alive(false);
+      Pump();
+    }
+  }
+
+  // Half-closes and discards what the client still sends, so the kernel does
+  // not answer its unread bytes with a reset that would destroy our error reply.
+  void Linger() {
+    state_ = State::kClosing;
+    error_code ignored;
+    socket_.shutdown(Socket::shutdown_send, ignored);
+    SetDeadline(kLingerMs);
+    buffer_.clear();
+    LingerRead();
+  }
+
+  void LingerRead() {
+    socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
+                            [self = Self()](error_code ec, size_t n) {
+                              self->lingered_ += n;
+                              if (ec || self->lingered_ > kLingerMaxBytes) return self->Close();
+                              self->LingerRead();
+                            });
+  }
+
+  void CloseAfterSend() {
+    error_code ignored;
+    socket_.shutdown(Socket::shutdown_send, ignored);
+    Close();
+  }
+
+  void Close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    ClearDeadline();
+    CancelTimer(timer_);
+    error_code ignored;
+    socket_.close(ignored);
+    if (stream_) stream_->MarkGone();
+    queue_.clear();
+    core_->Unregister(this, !reject_);
+  }
+
+  // Constant after construction.
+  const std::shared_ptr<Core> core_;
+  const ServerOptions& options_;
+  const Strand strand_;
+  Socket socket_;
+  Timer timer_;
+  const std::string remote_;
+  const std::optional<PeerCred> peer_;
+  const bool reject_;  // answers its one request with 503
+
+  // Strand-only state.
+  State state_ = State::kIdle;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::string_body>> res_;
+  uint64_t seq_ = 0;  // request number; a Responder answers only its own
+  bool first_request_ = true;
+  bool keep_alive_ = true;
+  bool linger_ = false;
+  size_t lingered_ = 0;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool timer_armed_ = false;
+  uint64_t timer_gen_ = 0;
+  bool timed_out_ = false;
+  // Streaming.
+  std::shared_ptr<StreamState> stream_;
+  std::optional<http::response<http::empty_body>> stream_res_;
+  std::optional<http::response_serializer<http::empty_body>> stream_sr_;
+  std::deque<Chunk> queue_;
+  bool header_pending_ = false;
+  bool header_written_ = false;
+  bool last_queued_ = false;
+  bool writing_ = false;
+  bool watching_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Listeners: accept loops, one per bound address.
+
+class ListenerBase {
+ public:
+  virtual ~ListenerBase() = default;
+  virtual void Accept() = 0;
+  virtual void Close() = 0;  // on the listener's strand, or with no I/O thread running
+  virtual void PostCloseAndWait() = 0;
+};
+
+std::string DescribePeer(const asio::ip::tcp::socket::rebind_executor<Strand>::other& s) {
+  error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (ec) return "tcp";
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+std::string DescribePeer(const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&) {
+  return "unix";
+}
+
+std::optional<PeerCred> PeerOf(asio::ip::tcp::socket::rebind_executor<Strand>::other& s) {
+  error_code ignored;
+  s.set_option(asio::ip::tcp::no_delay(true), ignored);  // responses are small and latency-bound
+  return std::nullopt;
+}
+
+std::optional<PeerCred> PeerOf(asio::local::stream_protocol::socket::rebind_executor<Strand>::other& s) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return std::nullopt;
+  }
+  return PeerCred{cred.pid, cred.uid, cred.gid};
+}
+
+template <typename Protocol>
+class Listener final : public ListenerBase, public std::enable_shared_from_this<Listener<Protocol>> {
+ public:
+  using Acceptor = typename Protocol::acceptor::template rebind_executor<Strand>::other;
+  using Socket = typename Session<Protocol>::Socket;
+
+  Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor)
+      : ioc_(ioc), core_(std::move(core)), acceptor_(std::move(acceptor)),
+        retry_(acceptor_.get_executor()) {}
+
+  void Accept() override {
+    Strand strand = asio::make_strand(ioc_);
+    acceptor_.async_accept(strand, [self = this->shared_from_this(), strand](
+                                       error_code ec, Socket socket) mutable {
+      self->OnAccept(ec, std::move(socket), std::move(strand));
+    });
+  }
+
+  void Close() override {
+    CancelTimer(retry_);
+    error_code ignored;
+    acceptor_.close(ignored);
+  }
+
+  void PostCloseAndWait() override {
+    std::promise<void> done;
+    asio::post(acceptor_.get_executor(), [this, &done] {
+      Close();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+ private:
+  void OnAccept(error_code ec, Socket socket, Strand strand) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) return RetryLater(ec);
+    if (core_->draining) return;  // the socket closes as it goes out of scope
+    Core::Admission admission = core_->Admit();
+    if (admission != Core::Admission::kDrop) StartSession(std::move(socket), std::move(strand), admission);
+    Accept();
+  }
+
+  void StartSession(Socket socket, Strand strand, Core::Admission admission) {
+    std::string remote = DescribePeer(socket);
+    std::optional<PeerCred> peer = PeerOf(socket);
+    auto session = std::make_shared<Session<Protocol>>(core_, std::move(socket), std::move(strand),
+                                                       std::move(remote), peer,
+                                                       admission == Core::Admission::kReject);
+    core_->Register(session);
+    session->Start();
+  }
+
+  // EMFILE and friends: accepting again at once would spin.
+  void RetryLater(error_code ec) {
+    spdlog::warn("http: accept failed: {}; retrying", ec.message());
+    retry_.expires_after(std::chrono::milliseconds(kAcceptRetryMs));
+    retry_.async_wait([self = this->shared_from_this()](error_code wec) {
+      if (!wec && self->acceptor_.is_open()) self->Accept();
+    });
+  }
+
+  asio::io_context& ioc_;
+  const std::shared_ptr<Core> core_;
+  Acceptor acceptor_;
+  Timer retry_;
+};
+
+// ---------------------------------------------------------------------------
+// Unix socket files.
+
+// True when something accepts connections at `path` (or we cannot tell: then
+// the file is not ours to delete).
+bool UnixSocketIsLive(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::close(fd);
+  if (rc == 0) return true;
+  return err != ECONNREFUSED && err != ENOENT;
+}
+
+// Removes a stale socket file at `path`, or says why it must stay.
+Status ClearUnixPath(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? Status::OK() : ErrnoStatus("stat " + path, errno);
+  }
+  if (!S_ISSOCK(st.st_mode)) return Status::AlreadyExists(path + " exists and is not a socket");
+  if (UnixSocketIsLive(path)) return Status::AlreadyExists("a server already listens on " + path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink " + path, errno);
+  return Status::OK();
+}
+
+struct UnixPath {
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+// ---------------------------------------------------------------------------
+
+class ServerImpl final : public HttpServer {
+ public:
+  ServerImpl(ServerOptions options, Handler handler)
+      : ioc_(options.io_threads),
+        core_(std::make_shared<Core>(std::move(options), std::move(handler))) {}
+
+  ~ServerImpl() override { Stop(kDefaultDrainMs); }
+
+  Result<int> ListenTcp(const std::string& host, int port) override {
+    if (stop_called_) return Status::FailedPrecondition("http server stopped");
+    if (port < 0 || port > 65535) return Status::InvalidArgument("port out of range: " + std::to_string(port));
+    error_code ec;
+    auto addr = asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
+    if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
+    asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
+    RETURN_IF_ERROR(BindTcp(acceptor, ep));
+    int bound = acceptor.local_endpoint(ec).port();
+    AddListener(std::make_shared<Listener<asio::ip::tcp>>(ioc_, core_, std::move(acceptor)));
+    return bound;
+  }
+
+  Status ListenUnix(const std::string& path, unsigned mode) override {
+    if (stop_called_) return Status::FailedPrecondition("http server stopped");
+    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return Status::InvalidArgument("unix socket path empty or longer than 107 bytes: " + path);
+    }
+    RETURN_IF_ERROR(ClearUnixPath(path));
+    Listener<asio::local::stream_protocol>::Acceptor acceptor(asio::make_strand(ioc_));
+    RETURN_IF_ERROR(BindUnix(acceptor, path, mode));
+    AddListener(std::make_shared<Listener<asio::local::stream_protocol>>(ioc_, core_,
+                                                                          std::move(acceptor)));
+    return Status::OK();
+  }
+
+  Status Start() override {
+    if (started_ || stop_called_) return Status::FailedPrecondition("http server already started");
+    if (listeners_.empty()) return Status::FailedPrecondition("http server listens nowhere");
+    started_ = true;
+    for (auto& l : listeners_) l->Accept();
+    work_.emplace(asio::make_work_guard(ioc_));
+    for (int i = 0; i < core_->options.io_threads; ++i) threads_.emplace_back([this] { RunIo(); });
+    return Status::OK();
+  }
+
+  void Stop(int drain_ms) override {
+    if (stop_called_) return;
+    stop_called_ = true;
+    // 1. No new connections or requests; streams end (their Write returns false).
+    core_->MarkDrainingAndEndStreams();
+    for (auto& l : listeners_) started_ ? l->PostCloseAndWait() : l->Close();
+    for (auto& s : core_->Sessions()) s->PostDrain();
+    // 2. In-flight requests finish and their connections close.
+    if (started_) core_->WaitNoSessions(Clock::now() + std::chrono::milliseconds(drain_ms));
+    // 3. Whatever is left is closed; responders from now on are dropped.
+    core_->MarkStopped();
+    ForceCloseAndJoin();
+    RemoveUnixPaths();
+  }
+
+  size_t active_connections() const override { return core_->served(); }
+
+ private:
+  template <typename Acceptor, typename Endpoint>
+  static Status OpenAndBind(Acceptor& acceptor, const Endpoint& ep, std::string_view what,
+                            bool reuse_address) {
+    error_code ec;
+    acceptor.open(ep.protocol(), ec);
+    if (!ec && reuse_address) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(ep, ec);
+    if (ec == asio::error::address_in_use) return Status::AlreadyExists(std::string(what) + " is in use");
+    if (ec) return Status::IoError("bind " + std::string(what) + ": " + ec.message());
+    return Status::OK();
+  }
+
+  static Status Listen(auto& acceptor, std::string_view what) {
+    error_code ec;
+    acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::IoError("listen " + std::string(what) + ": " + ec.message());
+    return Status::OK();
+  }
+
+  // SO_REUSEADDR lets a restarted daemon bind while old connections sit in TIME_WAIT.
+  static Status BindTcp(Listener<asio::ip::tcp>::Acceptor& acceptor,
+                        const asio::ip::tcp::endpoint& ep) {
+    std::string what = ep.address().to_string() + ":" + std::to_string(ep.port());
+    RETURN_IF_ERROR(OpenAndBind(acceptor, ep, what, /*reuse_address=*/true));
+    return Listen(acceptor, what);
+  }
+
+  // The mode is set before listen(), so no client ever connects through a
+  // socket file with looser permissions than asked for.
+  Status BindUnix(Listener<asio::local::stream_protocol>::Acceptor& acceptor,
+                  const std::string& path, unsigned mode) {
+    RETURN_IF_ERROR(OpenAndBind(acceptor, asio::local::stream_protocol::endpoint(path), path,
+                                /*reuse_address=*/false));
+    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+      Status st = ErrnoStatus("chmod " + path, errno);
+      ::unlink(path.c_str());
+      return st;
+    }
+    struct stat st{};
+    if (::stat(path.c_str(), &st) == 0) unix_paths_.push_back(UnixPath{path, st.st_dev, st.st_ino});
+    return Listen(acceptor, path);
+  }
+
+  void AddListener(std::shared_ptr<ListenerBase> l) {
+    if (started_) l->Accept();
+    listeners_.push_back(std::move(l));
+  }
+
+  // Handlers run inside run(); an exception escaping one must not end the thread.
+  void RunIo() {
+    t_io_thread = true;
+    for (;;) {
+      try {
+        ioc_.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("http: I/O thread caught: {}", e.what());
+      }
+    }
+  }
+
+  void ForceCloseAndJoin() {
+    for (auto& s : core_->Sessions()) s->PostClose();
+    if (started_) core_->WaitNoSessions(Clock::now() + std::chrono::milliseconds(kCloseSettleMs));
+    work_.reset();
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    // No I/O thread runs now: closing from here cannot race a handler.
+    for (auto& s : core_->Sessions()) s->CloseNow();
+  }
+
+  // Only if the file is still the one we bound (another server may have taken
+  // the path since).
+  void RemoveUnixPaths() {
+    for (const auto& p : unix_paths_) {
+      struct stat st{};
+      if (::lstat(p.path.c_str(), &st) == 0 && st.st_dev == p.dev && st.st_ino == p.ino) {
+        ::unlink(p.path.c_str());
+      }
+    }
+    unix_paths_.clear();
+  }
+
+  // Destroyed last: queued handlers (and the sessions they hold) die with it.
+  asio::io_context ioc_;
+  const std::shared_ptr<Core> core_;
+  std::vector<std::shared_ptr<ListenerBase>> listeners_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  std::vector<UnixPath> unix_paths_;
+  bool started_ = false;
+  bool stop_called_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options, Handler handler) {
+  if (!handler) return Status::InvalidArgument("http server needs a handler");
+  if (options.io_threads < 1) return Status::InvalidArgument("io_threads must be at least 1");
+  if (options.header_timeout_ms <= 0 || options.body_timeout_ms <= 0 ||
+      options.idle_timeout_ms <= 0 || options.write_timeout_ms <= 0) {
+    return Status::InvalidArgument("http server timeouts must be positive (milliseconds)");
+  }
+  if (options.max_connections == 0) return Status::InvalidArgument("max_connections must be positive");
+  try {
+    return std::unique_ptr<HttpServer>(new ServerImpl(std::move(options), std::move(handler)));
+  } catch (const std::exception& e) {  // io_context creation (epoll, eventfd) can fail
+    return Status::IoError(std::string("http server: ") + e.what());
+  }
+}
+
+}  // namespace lathe::net

@@ -1,0 +1,78 @@
+// HttpServer: the one HTTP/1.1 server of Lathe (daemon REST API, `lathe serve`).
+//
+// An asynchronous server (Boost.Beast, hidden in http_server.cc) over TCP and/or
+// unix sockets, with keep-alive, pipelining (answered in order), limits and
+// timeouts. Each request is handed to one Handler together with a Responder; the
+// handler may answer at once or later from any thread.
+//
+// Lifecycle: Create → ListenTcp/ListenUnix (any number) → Start → Stop. Stop is
+// called by the destructor if needed; a stopped server cannot be restarted.
+//
+// Threads: the handler runs on one of `io_threads` I/O threads, one request of a
+// connection at a time. A handler that blocks (disk, a model, a lock held long)
+// stalls every connection served by that thread: hand the Responder to a thread
+// of your own instead. Create/Listen*/Start/Stop must be called from one
+// controlling thread, never from inside a handler.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lathe/common/status.h"
+#include "lathe/net/http.h"
+
+namespace lathe::net {
+
+// Called once per request, on an I/O thread. Owns `responder` (see http.h).
+// An exception escaping the handler is logged; the request then gets a 500.
+using Handler = std::function<void(HttpRequest request, std::unique_ptr<Responder> responder)>;
+
+struct ServerOptions {
+  int io_threads = 2;                // threads running the I/O loop (handlers run on them)
+  size_t max_body_bytes = 64 << 20;  // larger bodies get 413 and the connection is closed
+  size_t max_header_bytes = 64 << 10;  // larger request line + headers get 431, closed
+  int header_timeout_ms = 10000;     // to receive a complete header (from its first byte
+                                     // on keep-alive connections), else 408 and close
+  int body_timeout_ms = 60000;       // to receive the body once the header is in, else close
+  int idle_timeout_ms = 60000;       // keep-alive connection with no request is closed after this
+  int write_timeout_ms = 60000;      // to hand one response (or one stream chunk) to a slow client
+  size_t max_connections = 1024;     // beyond this new connections get 503 and are closed
+  std::string server_name = "lathe";  // Server: header
+};
+
+class HttpServer {
+ public:
+  // Fails with InvalidArgument on a null handler or a non-positive io_threads/timeout.
+  static Result<std::unique_ptr<HttpServer>> Create(ServerOptions options, Handler handler);
+  virtual ~HttpServer() = default;
+
+  // Binds host:port ("" or "localhost" = 127.0.0.1; an IPv4/IPv6 literal
+  // otherwise; port 0 = any free port) and listens; returns the bound port.
+  // Errors: InvalidArgument (bad host), AlreadyExists (port in use), IoError.
+  virtual Result<int> ListenTcp(const std::string& host, int port) = 0;
+
+  // Binds a unix socket at `path` with file mode `mode` (e.g. 0600 or 0666); the
+  // mode is set before the socket listens. An existing socket file is replaced
+  // ONLY if nothing accepts connections on it (stale socket of a killed
+  // process); if a live server answers there, returns AlreadyExists. A path that
+  // exists but is not a socket is left alone (AlreadyExists). The file is
+  // removed by Stop if it is still ours.
+  virtual Status ListenUnix(const std::string& path, unsigned mode) = 0;
+
+  // Starts the I/O threads; returns immediately. FailedPrecondition if started
+  // twice, stopped, or nothing listens.
+  virtual Status Start() = 0;
+
+  // Graceful: stop accepting, close idle keep-alive connections, end streams
+  // (their Write returns false from now on), let in-flight requests finish (up to
+  // `drain_ms`), then close everything and join the I/O threads. Responders
+  // completed after Stop are dropped. Idempotent.
+  virtual void Stop(int drain_ms = 5000) = 0;
+
+  // Open connections (including ones being refused with 503). Any thread.
+  virtual size_t active_connections() const = 0;
+};
+
+}  // namespace lathe::net

@@ -1,0 +1,670 @@
+#include "lathe/net/http_server.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "lathe/net/http_client.h"
+#include "lathe/net/test_util/raw_conn.h"
+
+namespace lathe::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RawConn;
+
+// Waits are generous (the machine is shared and slow); nothing asserts an
+// upper bound on time.
+constexpr auto kWait = 20s;
+
+// Threads started by handlers; joined at the end of the test.
+class Workers {
+ public:
+  ~Workers() { JoinAll(); }
+  template <typename F>
+  void Spawn(F f) {
+    std::lock_guard<std::mutex> l(mu_);
+    threads_.emplace_back(std::move(f));
+  }
+  void JoinAll() {
+    std::vector<std::thread> ts;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ts.swap(threads_);
+    }
+    for (auto& t : ts) t.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+// A one-shot signal between threads.
+class Event {
+ public:
+  void Notify() {
+    std::lock_guard<std::mutex> l(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  bool Wait(std::chrono::milliseconds timeout = kWait) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return set_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/lathe-net-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+HttpResponse Text(int status, std::string body) {
+  return HttpResponse{status, "text/plain", {}, std::move(body)};
+}
+
+// "METHOD path q=<q> body=<body>"
+Handler EchoHandler() {
+  return [](HttpRequest req, std::unique_ptr<Responder> r) {
+    std::string q = req.QueryParam("q").value_or("-");
+    HttpResponse res = Text(200, req.method + " " + req.path + " q=" + q + " body=" + req.body);
+    res.headers.emplace_back("X-Seen", std::string(req.Header("x-test")));
+    r->Send(std::move(res));
+  };
+}
+
+std::unique_ptr<HttpServer> StartTcp(ServerOptions options, Handler handler, int* port) {
+  auto server = HttpServer::Create(std::move(options), std::move(handler));
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  auto bound = (*server)->ListenTcp("127.0.0.1", 0);
+  EXPECT_TRUE(bound.ok()) << bound.status().ToString();
+  *port = *bound;
+  EXPECT_TRUE((*server)->Start().ok());
+  return std::move(*server);
+}
+
+HttpClient TcpClient(int port) {
+  ClientOptions o;
+  o.base_url = "http://127.0.0.1:" + std::to_string(port);
+  o.timeout_ms = 30000;
+  return HttpClient(o);
+}
+
+std::string Get(std::string_view path, std::string_view extra_headers = "") {
+  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n" + std::string(extra_headers) + "\r\n";
+}
+
+TEST(HttpServer, CreateRejectsBadOptions) {
+  EXPECT_TRUE(HttpServer::Create({}, nullptr).status().IsInvalidArgument());
+  ServerOptions o;
+  o.io_threads = 0;
+  EXPECT_TRUE(HttpServer::Create(o, EchoHandler()).status().IsInvalidArgument());
+  auto s = HttpServer::Create({}, EchoHandler());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->Start().code(), Code::kFailedPrecondition);  // listens nowhere
+  EXPECT_TRUE((*s)->ListenTcp("not-an-ip", 0).status().IsInvalidArgument());
+}
+
+TEST(HttpServer, GetAndPostEcho) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  HttpClient client = TcpClient(port);
+
+  auto get = client.Request("GET", "/echo/a%20b?q=x%2By&r", {}, {{"X-Test", "t1"}});
+  ASSERT_TRUE(get.ok()) << get.status().ToString();
+  EXPECT_EQ(get->status, 200);
+  EXPECT_EQ(get->body, "GET /echo/a b q=x+y body=");
+  EXPECT_EQ(get->content_type, "text/plain");
+  EXPECT_EQ(FindHeader(get->headers, "x-seen"), "t1");
+  EXPECT_EQ(FindHeader(get->headers, "server"), "lathe");
+
+  std::string big(100000, 'z');  // larger than one socket read
+  auto post = client.Request("POST", "/p", big);
+  ASSERT_TRUE(post.ok()) << post.status().ToString();
+  EXPECT_EQ(post->status, 200);
+  EXPECT_EQ(post->body, "POST /p q=- body=" + big);
+}
+
+TEST(HttpServer, KeepAliveServesTwoRequestsOnOneConnection) {
+  std::mutex mu;
+  std::vector<std::string> remotes;
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      remotes.push_back(req.remote);
+    }
+    r->Send(Text(200, req.path));
+  }, &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.connected());
+  for (std::string path : {"/one", "/two"}) {
+    ASSERT_TRUE(conn.Send(Get(path)));
+    auto res = conn.ReadResponse();
+    ASSERT_TRUE(res.has_value()) << path;
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, path);
+  }
+  EXPECT_EQ(server->active_connections(), 1u);
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(remotes.size(), 2u);
+  EXPECT_EQ(remotes[0], remotes[1]);  // same client port: one connection
+  EXPECT_EQ(remotes[0].rfind("127.0.0.1:", 0), 0u) << remotes[0];
+}
+
+TEST(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
+  Workers workers;
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
+    if (req.path == "/slow") {
+      workers.Spawn([r = std::move(r)]() mutable {
+        std::this_thread::sleep_for(100ms);
+        r->Send(Text(200, "slow"));
+      });
+      return;
+    }
+    r->Send(Text(200, "fast"));
+  }, &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/slow") + Get("/fast") + Get("/slow")));
+  for (std::string want : {"slow", "fast", "slow"}) {
+    auto res = conn.ReadResponse();
+    ASSERT_TRUE(res.has_value());
+    EXPECT_EQ(res->body, want);
+  }
+}
+
+TEST(HttpServer, ConnectionCloseIsHonoured) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/bye", "Connection: close\r\n")));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_TRUE(res->HeadHas("connection: close")) << res->head;
+  EXPECT_TRUE(conn.WaitClosed());
+}
+
+TEST(HttpServer, OversizedBodyGets413) {
+  ServerOptions o;
+  o.max_body_bytes = 1024;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+
+  RawConn conn = RawConn::Tcp(port);
+  std::string body(4096, 'b');
+  ASSERT_TRUE(conn.Send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n" + body));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 413);
+  EXPECT_TRUE(conn.WaitClosed());
+
+  // Chunked: the limit is only known to be crossed while reading.
+  RawConn chunked = RawConn::Tcp(port);
+  std::string chunk(800, 'c');
+  ASSERT_TRUE(chunked.Send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "320\r\n" + chunk + "\r\n320\r\n" + chunk + "\r\n0\r\n\r\n"));
+  auto res2 = chunked.ReadResponse();
+  ASSERT_TRUE(res2.has_value());
+  EXPECT_EQ(res2->status, 413);
+
+  auto via_client = TcpClient(port).Request("POST", "/x", body);
+  ASSERT_TRUE(via_client.ok()) << via_client.status().ToString();
+  EXPECT_EQ(via_client->status, 413);
+  auto small = TcpClient(port).Request("POST", "/x", "ok");
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->status, 200);
+}
+
+TEST(HttpServer, OversizedHeaderGets431) {
+  ServerOptions o;
+  o.max_header_bytes = 1024;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/x", "X-Big: " + std::string(4000, 'h') + "\r\n")));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 431);
+  EXPECT_TRUE(conn.WaitClosed());
+}
+
+TEST(HttpServer, MalformedRequestGets400) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send("GARBAGE\x01 / HTTP/1.1\r\n\r\n"));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 400);
+}
+
+TEST(HttpServer, StalledHeaderIsAnswered408AndClosed) {
+  ServerOptions o;
+  o.header_timeout_ms = 200;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send("GET /slowloris HTTP/1.1\r\nHost: x\r\n"));  // never finished
+  std::string got;
+  EXPECT_TRUE(conn.WaitClosed(20000, &got));
+  EXPECT_NE(got.find(" 408 "), std::string::npos) << got;
+
+  RawConn silent = RawConn::Tcp(port);  // connects, sends nothing
+  EXPECT_TRUE(silent.WaitClosed());
+}
+
+TEST(HttpServer, IdleKeepAliveConnectionIsClosed) {
+  ServerOptions o;
+  o.idle_timeout_ms = 200;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/x")));
+  ASSERT_TRUE(conn.ReadResponse().has_value());
+  EXPECT_TRUE(conn.WaitClosed());
+}
+
+TEST(HttpServer, Expect100ContinueGetsInterimResponse) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send("POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  auto interim = conn.ReadResponse(20000, /*keep_interim=*/true);
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(conn.Send("hello"));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->body, "POST /e q=- body=hello");
+}
+
+TEST(HttpServer, ResponderCompletesFromAnotherThreadAfterHandlerReturned) {
+  Workers workers;
+  std::atomic<bool> handler_returned{false};
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
+    workers.Spawn([&, r = std::move(r)]() mutable {
+      while (!handler_returned) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(50ms);
+      r->Send(Text(201, "late"));
+    });
+    handler_returned = true;
+  }, &port);
+  auto res = TcpClient(port).Request("GET", "/async");
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->status, 201);
+  EXPECT_EQ(res->body, "late");
+}
+
+TEST(HttpServer, DroppedResponderOrThrowingHandlerGives500) {
+  int port = 0;
+  auto server = StartTcp({}, [](HttpRequest req, std::unique_ptr<Responder> r) {
+    if (req.path == "/throw") throw std::runtime_error("boom");
+    // "/drop": r goes out of scope unanswered.
+  }, &port);
+  HttpClient client = TcpClient(port);
+  for (const char* path : {"/drop", "/throw", "/drop"}) {  // the connection stays usable
+    auto res = client.Request("GET", path);
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    EXPECT_EQ(res->status, 500) << path;
+  }
+}
+
+TEST(HttpServer, NoContentHasNoBody) {
+  int port = 0;
+  auto server = StartTcp({}, [](HttpRequest, std::unique_ptr<Responder> r) {
+    r->Send(HttpResponse{204, "", {}, "ignored"});
+  }, &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/a") + Get("/b")));
+  for (int i = 0; i < 2; ++i) {
+    auto res = conn.ReadResponse();
+    ASSERT_TRUE(res.has_value());
+    EXPECT_EQ(res->status, 204);
+    EXPECT_FALSE(res->HeadHas("content-length")) << res->head;
+  }
+}
+
+TEST(HttpServer, StreamDeliversChunksAsTheyAreWritten) {
+  Workers workers;
+  Event got_first;
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest, std::unique_ptr<Responder> r) {
+    workers.Spawn([&, r = std::move(r)]() mutable {
+      auto stream = r->StartStream(200, "text/event-stream");
+      EXPECT_TRUE(stream->Write("data: 1\n\n"));
+      // The second chunk waits until the client has seen the first: proves the
+      // first was not buffered until the end.
+      EXPECT_TRUE(got_first.Wait());
+      EXPECT_TRUE(stream->Write("data: 2\n\n"));
+      stream->Close();
+      EXPECT_FALSE(stream->Write("late"));
+    });
+  }, &port);
+  std::vector<std::string> seen;
+  std::string all;
+  auto status = TcpClient(port).Stream("GET", "/events", [&](std::string_view data) {
+    all += data;
+    if (all.find("data: 1\n\n") != std::string::npos) got_first.Notify();
+    return true;
+  });
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(*status, 200);
+  EXPECT_EQ(all, "data: 1\n\ndata: 2\n\n");
+}
+
+TEST(HttpServer, StreamWriteFailsAfterClientDisconnects) {
+  Workers workers;
+  Event writer_done;
+  std::atomic<bool> saw_gone{false};
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest, std::unique_ptr<Responder> r) {
+    workers.Spawn([&, r = std::move(r)]() mutable {
+      auto stream = r->StartStream(200, "text/event-stream");
+      auto deadline = std::chrono::steady_clock::now() + kWait;
+      while (std::chrono::steady_clock::now() < deadline && stream->Write("tick\n")) {
+        std::this_thread::sleep_for(5ms);
+      }
+      saw_gone = stream->ClientGone();
+      writer_done.Notify();
+    });
+  }, &port);
+  int chunks = 0;
+  auto status = TcpClient(port).Stream("GET", "/ticks", [&](std::string_view) {
+    return ++chunks < 3;  // hang up after a few chunks
+  });
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(*status, 200);
+  ASSERT_TRUE(writer_done.Wait());
+  EXPECT_TRUE(saw_gone);
+}
+
+TEST(HttpServer, StreamWrittenInsideTheHandlerDoesNotBlock) {
+  int port = 0;
+  auto server = StartTcp({}, [](HttpRequest, std::unique_ptr<Responder> r) {
+    auto stream = r->StartStream(200, "text/plain", {{"X-Kind", "inline"}});
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(stream->Write("line" + std::to_string(i) + "\n"));
+  }, &port);  // destroying `stream` ends the response
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/inline") + Get("/inline")));  // keep-alive after a stream
+  for (int i = 0; i < 2; ++i) {
+    auto res = conn.ReadResponse();
+    ASSERT_TRUE(res.has_value());
+    EXPECT_TRUE(res->HeadHas("transfer-encoding: chunked"));
+    EXPECT_TRUE(res->HeadHas("x-kind: inline"));
+    EXPECT_EQ(res->body, "line0\nline1\nline2\n");
+  }
+}
+
+TEST(HttpServer, UnixSocketReportsPeerCredentials) {
+  TempDir dir;
+  std::string path = dir.Path("lathe.sock");
+  std::promise<HttpRequest> seen;
+  auto server = HttpServer::Create({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
+    seen.set_value(req);
+    r->Send(Text(200, "hi"));
+  });
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->ListenUnix(path, 0600).ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  struct stat st{};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  ClientOptions o;
+  o.unix_socket = path;
+  auto res = HttpClient(o).Request("GET", "/whoami");
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->body, "hi");
+  HttpRequest req = seen.get_future().get();
+  ASSERT_TRUE(req.peer.has_value());
+  EXPECT_EQ(req.peer->uid, ::getuid());
+  EXPECT_EQ(req.peer->gid, ::getgid());
+  EXPECT_EQ(req.peer->pid, ::getpid());
+  EXPECT_EQ(req.remote, "unix");
+
+  (*server)->Stop();
+  EXPECT_FALSE(std::filesystem::exists(path));  // Stop removes its socket file
+}
+
+// Binds a unix socket at `path` and closes it without unlinking: the file a
+// killed server leaves behind.
+void MakeStaleSocket(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(fd);
+}
+
+TEST(HttpServer, StaleUnixSocketIsReplaced) {
+  TempDir dir;
+  std::string path = dir.Path("stale.sock");
+  MakeStaleSocket(path);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  auto server = HttpServer::Create({}, EchoHandler());
+  ASSERT_TRUE((*server)->ListenUnix(path, 0666).ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  ClientOptions o;
+  o.unix_socket = path;
+  auto res = HttpClient(o).Request("GET", "/x");
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST(HttpServer, LiveUnixSocketIsNotTaken) {
+  TempDir dir;
+  std::string path = dir.Path("live.sock");
+  auto first = HttpServer::Create({}, EchoHandler());
+  ASSERT_TRUE((*first)->ListenUnix(path, 0600).ok());
+  ASSERT_TRUE((*first)->Start().ok());
+
+  auto second = HttpServer::Create({}, EchoHandler());
+  Status st = (*second)->ListenUnix(path, 0600);
+  EXPECT_EQ(st.code(), Code::kAlreadyExists) << st.ToString();
+  (*second)->Stop();
+
+  ClientOptions o;
+  o.unix_socket = path;
+  auto res = HttpClient(o).Request("GET", "/still-first");
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->status, 200);
+
+  std::string file = dir.Path("regular");
+  std::ofstream(file) << "keep me";
+  EXPECT_EQ((*second)->ListenUnix(file, 0600).code(), Code::kFailedPrecondition);  // stopped
+  auto third = HttpServer::Create({}, EchoHandler());
+  EXPECT_EQ((*third)->ListenUnix(file, 0600).code(), Code::kAlreadyExists);
+  EXPECT_TRUE(std::filesystem::is_regular_file(file));
+}
+
+TEST(HttpServer, TcpPortInUseIsAlreadyExists) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  auto other = HttpServer::Create({}, EchoHandler());
+  EXPECT_EQ((*other)->ListenTcp("127.0.0.1", port).status().code(), Code::kAlreadyExists);
+}
+
+TEST(HttpServer, ConnectionsBeyondTheLimitGet503) {
+  ServerOptions o;
+  o.max_connections = 1;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+  RawConn first = RawConn::Tcp(port);
+  ASSERT_TRUE(first.Send(Get("/1")));
+  auto r1 = first.ReadResponse();  // served: the one slot is taken
+  ASSERT_TRUE(r1.has_value());
+  EXPECT_EQ(r1->status, 200);
+
+  RawConn second = RawConn::Tcp(port);
+  ASSERT_TRUE(second.Send(Get("/2")));
+  auto r2 = second.ReadResponse();
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->status, 503);
+  EXPECT_TRUE(second.WaitClosed());
+  EXPECT_EQ(server->active_connections(), 1u);
+
+  first.Close();  // frees the slot
+  std::optional<int> status;
+  for (auto until = std::chrono::steady_clock::now() + kWait;
+       std::chrono::steady_clock::now() < until && status != 200;) {
+    auto res = TcpClient(port).Request("GET", "/3");
+    ASSERT_TRUE(res.ok());
+    status = res->status;
+    if (status != 200) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(status, 200);
+}
+
+TEST(HttpServer, GracefulStopFinishesInFlightRequest) {
+  Workers workers;
+  Event in_handler;
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest, std::unique_ptr<Responder> r) {
+    workers.Spawn([&, r = std::move(r)]() mutable {
+      in_handler.Notify();
+      std::this_thread::sleep_for(300ms);
+      r->Send(Text(200, "finished"));
+    });
+  }, &port);
+  auto pending = std::async(std::launch::async, [port] { return TcpClient(port).Request("GET", "/slow"); });
+  ASSERT_TRUE(in_handler.Wait());
+  server->Stop(20000);
+  auto res = pending.get();
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "finished");
+  EXPECT_TRUE(TcpClient(port).Request("GET", "/after").status().IsUnavailable());
+}
+
+TEST(HttpServer, StopDoesNotHangOnAStreamWriterOrALateResponder) {
+  Workers workers;
+  Event streaming;
+  std::unique_ptr<Responder> parked;  // answered after the server is gone
+  std::mutex mu;
+  std::atomic<bool> write_failed{false};
+  int port = 0;
+  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
+    if (req.path == "/park") {
+      std::lock_guard<std::mutex> l(mu);
+      parked = std::move(r);
+      return;
+    }
+    workers.Spawn([&, r = std::move(r)]() mutable {
+      auto stream = r->StartStream(200, "text/event-stream");
+      while (stream->Write("x")) streaming.Notify();
+      write_failed = true;
+    });
+  }, &port);
+  auto reader = std::async(std::launch::async, [port] {
+    return TcpClient(port).Stream("GET", "/stream", [](std::string_view) { return true; });
+  });
+  RawConn parked_conn = RawConn::Tcp(port);
+  ASSERT_TRUE(parked_conn.Send(Get("/park")));
+  ASSERT_TRUE(streaming.Wait());
+  for (auto until = std::chrono::steady_clock::now() + kWait;; std::this_thread::sleep_for(1ms)) {
+    std::lock_guard<std::mutex> l(mu);
+    if (parked || std::chrono::steady_clock::now() > until) break;
+  }
+  server->Stop(100);
+  workers.JoinAll();
+  EXPECT_TRUE(write_failed);
+  reader.get();  // ended, one way or another
+  server.reset();
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_NE(parked, nullptr);
+  parked->Send(Text(200, "nobody listens"));  // must not crash
+  parked.reset();
+}
+
+// A rough throughput check, not run by default (--gtest_also_run_disabled_tests):
+// 32 keep-alive connections driven by one poll() loop, like `wrk -c32`.
+TEST(HttpServerBench, DISABLED_KeepAliveThroughput) {
+  constexpr int kConnections = 32;
+  constexpr auto kDuration = 3s;
+  int port = 0;
+  auto server = StartTcp({}, [](HttpRequest, std::unique_ptr<Responder> r) {
+    r->Send(HttpResponse{200, "application/json", {}, R"({"ok":true})"});
+  }, &port);
+  const std::string request = Get("/v2/health/ready");
+  RawConn probe = RawConn::Tcp(port);
+  ASSERT_TRUE(probe.Send(request));
+  auto first = probe.ReadResponse();
+  ASSERT_TRUE(first.has_value());
+  const size_t response_bytes = first->head.size() + 4 + first->body.size();
+
+  std::vector<int> fds;
+  std::vector<size_t> pending(kConnections, 0);
+  for (int i = 0; i < kConnections; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    fds.push_back(fd);
+  }
+  auto send_one = [&](int i) {
+    ASSERT_EQ(::send(fds[i], request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    pending[i] = response_bytes;
+  };
+  for (int i = 0; i < kConnections; ++i) send_one(i);
+  size_t done = 0;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pollfd> pfds(kConnections);
+  char buf[65536];
+  while (std::chrono::steady_clock::now() - start < kDuration) {
+    for (int i = 0; i < kConnections; ++i) pfds[i] = pollfd{fds[i], POLLIN, 0};
+    ASSERT_GT(::poll(pfds.data(), pfds.size(), 5000), 0);
+    for (int i = 0; i < kConnections; ++i) {
+      if (!(pfds[i].revents & POLLIN)) continue;
+      ssize_t n = ::recv(fds[i], buf, sizeof(buf), 0);
+      ASSERT_GT(n, 0);
+      pending[i] -= std::min<size_t>(pending[i], static_cast<size_t>(n));
+      if (pending[i] == 0) {
+        ++done;
+        send_one(i);
+      }
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("keep-alive throughput: %.0f req/s over %d connections\n", done / secs, kConnections);
+  for (int fd : fds) ::close(fd);
+}
+
+}  // namespace
+}  // namespace lathe::net

@@ -1,0 +1,20 @@
+// Time, injectable: components take a Clock& so tests can advance time
+// without sleeping (a fake lives in os/test_util/fake_clock.h).
+#pragma once
+
+#include <cstdint>
+
+namespace lathe::os {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMs() = 0;        // wall clock, ms since the Unix epoch
+  virtual int64_t MonotonicMs() = 0;  // never goes back; for timeouts
+  virtual void SleepMs(int64_t ms) = 0;
+};
+
+// The real clocks. The returned object lives forever.
+Clock& RealClock();
+
+}  // namespace lathe::os

@@ -1,0 +1,30 @@
+// Files: reading, durable atomic writes, directories.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "lathe/common/status.h"
+
+namespace lathe::os {
+
+// Reads the whole file. NotFound when it does not exist.
+Result<std::string> ReadFile(const std::string& path);
+
+// Replaces `path` with `data` so that a crash leaves either the old or the
+// new content, never a mix: write a temp file in the same directory, fsync
+// it, rename it over `path`, fsync the directory.
+Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode = 0644);
+
+// fsync on a directory, making a rename or create in it durable.
+Status FsyncDir(const std::string& dir);
+
+// mkdir -p with `mode` for the directories it creates.
+Status MakeDirs(const std::string& path, unsigned mode = 0755);
+
+bool Exists(const std::string& path);
+
+// Removes a directory tree; a missing one is fine.
+Status RemoveAll(const std::string& path);
+
+}  // namespace lathe::os

@@ -1,0 +1,57 @@
+#include "lathe/os/files.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace lathe::os {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/lathe-files-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+TEST(Files, AtomicWriteReplacesAndLeavesNoTemp) {
+  std::string dir = TempDir();
+  std::string p = dir + "/a.json";
+  ASSERT_TRUE(WriteFileAtomic(p, "one", 0600).ok());
+  ASSERT_TRUE(WriteFileAtomic(p, "two", 0600).ok());
+  EXPECT_EQ(*ReadFile(p), "two");
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++entries;
+  EXPECT_EQ(entries, 1);  // no temp file left behind
+  RemoveAll(dir);
+}
+
+TEST(Files, FailedWriteKeepsOldContent) {
+  std::string dir = TempDir();
+  std::string p = dir + "/a";
+  ASSERT_TRUE(WriteFileAtomic(p, "old").ok());
+  // A directory that does not exist: the write fails, the old file is intact.
+  EXPECT_FALSE(WriteFileAtomic(dir + "/missing/a", "new").ok());
+  EXPECT_EQ(*ReadFile(p), "old");
+  RemoveAll(dir);
+}
+
+TEST(Files, ReadMissingIsNotFound) {
+  EXPECT_TRUE(ReadFile("/nonexistent/lathe/x").status().IsNotFound());
+}
+
+TEST(Files, MakeDirsNested) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDirs(dir + "/a/b/c", 0700).ok());
+  EXPECT_TRUE(Exists(dir + "/a/b/c"));
+  ASSERT_TRUE(WriteFileAtomic(dir + "/f", "x").ok());
+  EXPECT_FALSE(MakeDirs(dir + "/f").ok());
+  RemoveAll(dir);
+}
+
+}  // namespace
+}  // namespace lathe::os

@@ -1,0 +1,499 @@
+#include "lathe/run/monitor.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+
+#include "lathe/os/cgroup.h"
+#include "lathe/os/files.h"
+#include "lathe/os/process.h"
+#include "lathe/run/log_format.h"
+
+extern char** environ;
+
+namespace lathe::run {
+
+// ---- JSON records ----------------------------------------------------------
+
+Json LaunchToJson(const LaunchConfig& c) {
+  return Json{{"run_id", c.run_id},           {"attempt", c.attempt},
+              {"argv", c.argv},               {"env", c.env},
+              {"workdir", c.workdir},         {"uid", c.uid},
+              {"gid", c.gid},                 {"groups", c.groups},
+              {"log_path", c.log_path},       {"shm_bytes", c.shm_bytes},
+              {"cgroup_dirs", c.cgroup_dirs}, {"monitor_path", c.monitor_path},
+              {"exit_path", c.exit_path},     {"kill_grace_ms", c.kill_grace_ms}};
+}
+
+Result<LaunchConfig> LaunchFromJson(const Json& j) {
+  try {
+    LaunchConfig c;
+    c.run_id = j.at("run_id").get<std::string>();
+    c.attempt = j.at("attempt").get<int>();
+    c.argv = j.at("argv").get<std::vector<std::string>>();
+    c.env = j.at("env").get<std::map<std::string, std::string>>();
+    c.workdir = j.at("workdir").get<std::string>();
+    c.uid = j.at("uid").get<uid_t>();
+    c.gid = j.at("gid").get<gid_t>();
+    c.groups = j.at("groups").get<std::vector<gid_t>>();
+    c.log_path = j.at("log_path").get<std::string>();
+    c.shm_bytes = j.at("shm_bytes").get<uint64_t>();
+    c.cgroup_dirs = j.at("cgroup_dirs").get<std::vector<std::string>>();
+    c.monitor_path = j.at("monitor_path").get<std::string>();
+    c.exit_path = j.at("exit_path").get<std::string>();
+    c.kill_grace_ms = j.at("kill_grace_ms").get<int>();
+    if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
+    return c;
+  } catch (const Json::exception& e) {
+    return Status::InvalidArgument(std::string("bad launch config: ") + e.what());
+  }
+}
+
+Result<MonitorRecord> ReadMonitorRecord(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, os::ReadFile(path));
+  ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  MonitorRecord r;
+  r.monitor_pid = j.value("monitor_pid", 0);
+  r.monitor_start = j.value("monitor_start", uint64_t{0});
+  r.child_pid = j.value("child_pid", 0);
+  r.child_start = j.value("child_start", uint64_t{0});
+  r.started_at_ms = j.value("started_at_ms", int64_t{0});
+  return r;
+}
+
+Json ExitToJson(const ExitRecord& e) {
+  Json j = {{"oom_killed", e.oom_killed}, {"finished_at_ms", e.finished_at_ms}};
+  j["exit_code"] = e.exit_code ? Json(*e.exit_code) : Json(nullptr);
+  j["signal"] = e.signal ? Json(*e.signal) : Json(nullptr);
+  if (!e.start_error.empty()) j["start_error"] = e.start_error;
+  return j;
+}
+
+Result<ExitRecord> ReadExitRecord(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, os::ReadFile(path));
+  ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  ExitRecord e;
+  if (j.contains("exit_code") && j["exit_code"].is_number_integer()) e.exit_code = j["exit_code"].get<int>();
+  if (j.contains("signal") && j["signal"].is_number_integer()) e.signal = j["signal"].get<int>();
+  e.oom_killed = j.value("oom_killed", false);
+  e.start_error = j.value("start_error", "");
+  e.finished_at_ms = j.value("finished_at_ms", int64_t{0});
+  return e;
+}
+
+namespace {
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+int64_t NowMs() { return NowNs() / 1'000'000; }
+int64_t MonoMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+void WriteAllFd(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// ---- the run's process (child side of the monitor's fork) -------------------
+
+[[noreturn]] void FailChild(int errpipe, const std::string& msg) {
+  WriteAllFd(errpipe, msg);
+  _exit(127);
+}
+
+void JoinCgroups(const LaunchConfig& c, int errpipe) {
+  std::string pid = std::to_string(getpid());
+  for (const auto& dir : c.cgroup_dirs) {
+    int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, pid.data(), pid.size()) < 0) {
+      FailChild(errpipe, "cannot join cgroup " + dir + ": " + std::strerror(errno));
+    }
+    ::close(fd);
+  }
+}
+
+void PrivateShm(const LaunchConfig& c, int errpipe) {
+  if (c.shm_bytes == 0) return;
+  if (::unshare(CLONE_NEWNS) != 0) {
+    FailChild(errpipe, std::string("cannot create a mount namespace for shm: ") + std::strerror(errno));
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    FailChild(errpipe, std::string("cannot make mounts private: ") + std::strerror(errno));
+  }
+  std::string opts = "size=" + std::to_string(c.shm_bytes) + ",mode=1777";
+  if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+    FailChild(errpipe, std::string("cannot mount /dev/shm: ") + std::strerror(errno));
+  }
+}
+
+void DropPrivileges(const LaunchConfig& c, int errpipe) {
+  if (::getuid() != 0 || c.uid == 0) return;
+  if (::setgroups(c.groups.size(), c.groups.data()) != 0 || ::setgid(c.gid) != 0 ||
+      ::setuid(c.uid) != 0) {
+    FailChild(errpipe, std::string("cannot switch to uid ") + std::to_string(c.uid) + ": " +
+                           std::strerror(errno));
+  }
+}
+
+[[noreturn]] void ExecChild(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
+  ::setpgid(0, 0);
+  JoinCgroups(c, errpipe);
+  PrivateShm(c, errpipe);
+  DropPrivileges(c, errpipe);
+  if (!c.workdir.empty() && ::chdir(c.workdir.c_str()) != 0) {
+    FailChild(errpipe, "cannot enter working directory " + c.workdir + ": " + std::strerror(errno));
+  }
+  int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, 0);
+  ::dup2(out_fd, 1);
+  ::dup2(err_fd, 2);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s : {SIGPIPE, SIGHUP, SIGTERM, SIGINT}) ::signal(s, SIG_DFL);
+  // execvp looks PATH up in environ, so install the run's environment first.
+  static std::vector<std::string> env_store;
+  static std::vector<char*> envp;
+  for (const auto& [k, v] : c.env) env_store.push_back(k + "=" + v);
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  environ = envp.data();
+  std::vector<char*> argv;
+  for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  int err = errno;
+  if (err == ENOENT) FailChild(errpipe, "command not found: " + c.argv[0]);
+  FailChild(errpipe, "cannot execute " + c.argv[0] + ": " + std::strerror(err));
+}
+
+// ---- the monitor's loop --------------------------------------------------------
+
+// Splits one stream's bytes into log records.
+class StreamLog {
+ public:
+  StreamLog(std::string_view name, int log_fd) : name_(name), log_fd_(log_fd) {}
+  void Add(std::string_view data) {
+    buf_.append(data);
+    std::string out;
+    int64_t ns = NowNs();
+    size_t pos = 0;
+    while (true) {
+      size_t nl = buf_.find('\n', pos);
+      if (nl != std::string::npos && nl - pos <= kMaxLineBytes) {
+        out += FormatLogRecord(ns, name_, false, std::string_view(buf_).substr(pos, nl - pos));
+        pos = nl + 1;
+      } else if (buf_.size() - pos > kMaxLineBytes) {
+        out += FormatLogRecord(ns, name_, true, std::string_view(buf_).substr(pos, kMaxLineBytes));
+        pos += kMaxLineBytes;
+      } else {
+        break;
+      }
+    }
+    buf_.erase(0, pos);
+    WriteAllFd(log_fd_, out);
+  }
+  void Flush() {
+    if (buf_.empty()) return;
+    WriteAllFd(log_fd_, FormatLogRecord(NowNs(), name_, false, buf_));
+    buf_.clear();
+  }
+
+ private:
+  std::string name_;
+  int log_fd_;
+  std::string buf_;
+};
+
+class Monitor {
+ public:
+  explicit Monitor(LaunchConfig c) : c_(std::move(c)) {}
+  int Run(int handshake_fd);
+
+ private:
+  Status Start();
+  void Loop();
+  void OnSignal();
+  void KillTree(int sig);
+  bool ReadStream(int& fd, StreamLog& log);
+  void Finish();
+
+  LaunchConfig c_;
+  std::unique_ptr<os::RunCgroup> cgroup_;
+  int log_fd_ = -1;
+  int out_fd_ = -1, err_fd_ = -1, sig_fd_ = -1;
+  pid_t child_ = 0;
+  std::optional<int> wstatus_;
+  std::string start_error_;
+  bool killed_ = false;
+};
+
+Status Monitor::Start() {
+  log_fd_ = ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (log_fd_ < 0) return ErrnoStatus("open log " + c_.log_path, errno);
+  if (::getuid() == 0) (void)::fchown(log_fd_, c_.uid, c_.gid);
+  if (!c_.cgroup_dirs.empty()) {
+    auto cg = os::RunCgroup::Open(c_.cgroup_dirs);
+    if (cg.ok()) cgroup_ = std::move(cg).value();
+  }
+  int out[2], err[2], errpipe[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      ::pipe2(errpipe, O_CLOEXEC) != 0) {
+    return ErrnoStatus("pipe", errno);
+  }
+  child_ = ::fork();
+  if (child_ < 0) return ErrnoStatus("fork", errno);
+  if (child_ == 0) {
+    ::close(errpipe[0]);
+    ExecChild(c_, out[1], err[1], errpipe[1]);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  ::close(errpipe[1]);
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+  // The error pipe closes on a successful exec (O_CLOEXEC) or carries the reason.
+  std::string reason;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(errpipe[0], buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    reason.append(buf, static_cast<size_t>(n));
+  }
+  ::close(errpipe[0]);
+  if (!reason.empty()) {
+    start_error_ = reason;
+    int ws = 0;
+    ::waitpid(child_, &ws, 0);
+    wstatus_ = ws;
+  }
+  return Status::OK();
+}
+
+bool Monitor::ReadStream(int& fd, StreamLog& log) {
+  char buf[65536];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n > 0) {
+    log.Add(std::string_view(buf, static_cast<size_t>(n)));
+    return true;
+  }
+  if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    ::close(fd);
+    fd = -1;
+  }
+  return false;
+}
+
+void Monitor::KillTree(int sig) {
+  if (cgroup_) (void)cgroup_->KillAll(sig);
+  for (pid_t p : os::Descendants(::getpid())) (void)os::SendSignal(p, sig);
+}
+
+void Monitor::OnSignal() {
+  signalfd_siginfo si;
+  while (::read(sig_fd_, &si, sizeof si) == sizeof si) {
+    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+      KillTree(SIGTERM);
+    } else if (si.ssi_signo == SIGUSR2) {
+      killed_ = true;
+      KillTree(SIGKILL);
+    }
+  }
+  // Reap everything: the main child and orphans re-parented to us.
+  int ws = 0;
+  pid_t p;
+  while ((p = ::waitpid(-1, &ws, WNOHANG)) > 0) {
+    if (p == child_) wstatus_ = ws;
+  }
+}
+
+void Monitor::Loop() {
+  StreamLog out_log("stdout", log_fd_), err_log("stderr", log_fd_);
+  int64_t cleanup_deadline = -1;
+  while (true) {
+    pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {sig_fd_, POLLIN, 0}};
+    int rc = ::poll(fds, 3, 200);
+    if (rc > 0) {
+      if (out_fd_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) ReadStream(out_fd_, out_log);
+      if (err_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) ReadStream(err_fd_, err_log);
+      if (fds[2].revents & POLLIN) OnSignal();
+    }
+    if (!wstatus_) continue;
+    // The main process has ended: what is left of its tree is ended too,
+    // politely first, then by force after the grace period.
+    bool tree_left = !os::Descendants(::getpid()).empty();
+    if (cleanup_deadline < 0) {
+      cleanup_deadline = MonoMs() + c_.kill_grace_ms;
+      if (tree_left) KillTree(SIGTERM);
+    } else if (tree_left && MonoMs() > cleanup_deadline) {
+      KillTree(SIGKILL);
+    }
+    OnSignal();  // reap
+    if (!tree_left && out_fd_ < 0 && err_fd_ < 0) break;
+    if (!tree_left && MonoMs() > cleanup_deadline + 1000) break;  // a leaked pipe end
+  }
+  out_log.Flush();
+  err_log.Flush();
+}
+
+void Monitor::Finish() {
+  ExitRecord e;
+  e.finished_at_ms = NowMs();
+  e.start_error = start_error_;
+  if (wstatus_) {
+    os::ExitStatus es = os::DecodeWaitStatus(*wstatus_);
+    if (es.exited) e.exit_code = es.code;
+    if (es.signal) e.signal = es.signal;
+  }
+  if (cgroup_) {
+    e.oom_killed = cgroup_->OomKilled();
+    (void)cgroup_->Destroy();
+  }
+  if (!start_error_.empty()) {
+    std::string line = FormatLogRecord(NowNs(), "stderr", false, "lathe: " + start_error_);
+    WriteAllFd(log_fd_, line);
+  }
+  Status st = os::WriteFileAtomic(c_.exit_path, ExitToJson(e).dump() + "\n", 0644);
+  if (!st.ok()) std::fprintf(stderr, "monitor: %s\n", st.ToString().c_str());
+}
+
+int Monitor::Run(int handshake_fd) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGUSR2}) sigaddset(&set, s);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  sig_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  Status st = Start();
+  if (!st.ok()) {
+    WriteAllFd(handshake_fd, "err " + st.message() + "\n");
+    return 1;
+  }
+  if (!start_error_.empty()) {
+    Finish();
+    WriteAllFd(handshake_fd, "err " + start_error_ + "\n");
+    return 0;
+  }
+  MonitorRecord r;
+  Json rec = {{"monitor_pid", ::getpid()},
+              {"monitor_start", os::ProcessStartTime(::getpid()).value_or(0)},
+              {"child_pid", child_},
+              {"child_start", os::ProcessStartTime(child_).value_or(0)},
+              {"started_at_ms", NowMs()}};
+  (void)os::WriteFileAtomic(c_.monitor_path, rec.dump() + "\n", 0644);
+  WriteAllFd(handshake_fd, "ok " + std::to_string(child_) + "\n");
+  ::close(handshake_fd);
+  Loop();
+  Finish();
+  return 0;
+}
+
+}  // namespace
+
+int MonitorMain(const std::string& launch_path, int handshake_fd) {
+  ::signal(SIGHUP, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto text = os::ReadFile(launch_path);
+  Result<LaunchConfig> cfg = text.ok() ? [&]() -> Result<LaunchConfig> {
+    auto j = ParseJson(*text);
+    if (!j.ok()) return j.status();
+    return LaunchFromJson(*j);
+  }()
+                                       : Result<LaunchConfig>(text.status());
+  if (!cfg.ok()) {
+    WriteAllFd(handshake_fd, "err " + cfg.status().message() + "\n");
+    return 1;
+  }
+  Monitor m(std::move(cfg).value());
+  return m.Run(handshake_fd);
+}
+
+// ---- daemon side -----------------------------------------------------------------
+
+Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string& launch_path,
+                                 const std::string& monitor_log, int handshake_timeout_ms) {
+  int hs[2];
+  if (::pipe2(hs, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  int logfd = ::open(monitor_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (logfd < 0 || devnull < 0) {
+    int err = errno;
+    ::close(hs[0]);
+    ::close(hs[1]);
+    if (logfd >= 0) ::close(logfd);
+    return ErrnoStatus("open " + monitor_log, err);
+  }
+  // Everything the child needs is prepared before fork: after fork in a
+  // threaded process only async-signal-safe calls are allowed.
+  std::string fd_arg = "3";
+  const char* argv[] = {self_exe.c_str(), "__monitor", launch_path.c_str(), fd_arg.c_str(), nullptr};
+  sigset_t none;
+  sigemptyset(&none);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::setsid();  // its own session: the daemon's terminal and death do not reach it
+    ::dup2(devnull, 0);
+    ::dup2(logfd, 1);
+    ::dup2(logfd, 2);
+    if (hs[1] == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else {
+      ::dup2(hs[1], 3);
+    }
+    ::close_range(4, ~0U, 0);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(self_exe.c_str(), const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(hs[1]);
+  ::close(logfd);
+  ::close(devnull);
+  std::string answer;
+  int64_t deadline = MonoMs() + handshake_timeout_ms;
+  while (answer.find('\n') == std::string::npos) {
+    int left = static_cast<int>(deadline - MonoMs());
+    if (left <= 0) break;
+    pollfd p = {hs[0], POLLIN, 0};
+    if (::poll(&p, 1, left) <= 0) continue;
+    char buf[512];
+    ssize_t n = ::read(hs[0], buf, sizeof buf);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  ::close(hs[0]);
+  SpawnResult r;
+  r.monitor_pid = pid;
+  if (answer.rfind("ok ", 0) == 0) {
+    r.child_pid = std::atoi(answer.c_str() + 3);
+    return r;
+  }
+  if (answer.rfind("err ", 0) == 0) {
+    r.start_error = answer.substr(4, answer.find('\n') - 4);
+    return r;
+  }
+  return Status::Internal("the run monitor did not answer (see " + monitor_log + ")");
+}
+
+}  // namespace lathe::run

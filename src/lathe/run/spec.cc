@@ -1,0 +1,261 @@
+#include "lathe/run/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <set>
+
+#include "lathe/common/ids.h"
+#include "lathe/common/units.h"
+
+namespace lathe::run {
+
+std::string_view PriorityName(int p) {
+  switch (p) {
+    case kPriorityLow: return "low";
+    case kPriorityNormal: return "normal";
+    case kPriorityHigh: return "high";
+    default: return "normal";
+  }
+}
+
+namespace {
+
+constexpr const char* kFields[] = {"type",  "name",     "command", "gpus",         "cpus",
+                                   "memory", "shm",     "priority", "env",         "workdir",
+                                   "retry", "max_duration", "requeue", "preemptible"};
+constexpr int kMaxGpus = 1024;
+constexpr int kMaxRetry = 1000;
+
+std::string AllowedFields() {
+  std::string s;
+  for (const char* f : kFields) s += (s.empty() ? "" : ", ") + std::string(f);
+  return s;
+}
+
+Status WrongType(std::string_view field, std::string_view type) {
+  return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
+                     {{"field", std::string(field)}, {"type", std::string(type)}});
+}
+
+std::string Shown(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+Result<int> IntField(const Json& v, std::string_view field, int min, int max) {
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_int",
+                       {{"field", std::string(field)}, {"min", std::to_string(min)},
+                        {"max", std::to_string(max)}, {"value", Shown(v)}});
+  };
+  if (!v.is_number_integer()) return bad();
+  int64_t n = v.get<int64_t>();
+  if (n < min || n > max) return bad();
+  return static_cast<int>(n);
+}
+
+Result<uint64_t> SizeField(const Json& v, std::string_view field) {
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_size",
+                       {{"field", std::string(field)}, {"value", Shown(v)}});
+  };
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    return v.get<uint64_t>();
+  }
+  if (!v.is_string()) return bad();
+  auto r = ParseBytes(v.get<std::string>());
+  if (!r.ok()) return bad();
+  return *r;
+}
+
+Result<int64_t> DurationField(const Json& v, std::string_view field) {
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_duration",
+                       {{"field", std::string(field)}, {"value", Shown(v)}});
+  };
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>() * 1000;
+  if (!v.is_string()) return bad();
+  auto r = ParseDuration(v.get<std::string>());
+  if (!r.ok()) return bad();
+  return r->count();
+}
+
+Result<int> PriorityField(const Json& v) {
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    if (s == "low") return kPriorityLow;
+    if (s == "normal") return kPriorityNormal;
+    if (s == "high") return kPriorityHigh;
+  } else if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 2) {
+    return static_cast<int>(v.get<int64_t>());
+  }
+  return Status::Msg(Code::kInvalidArgument, "spec.bad_priority", {{"value", Shown(v)}});
+}
+
+bool ValidEnvName(const std::string& k) {
+  if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  for (char c : k) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+Status ParseCommand(const Json& v, RunSpec& s) {
+  if (!v.is_array()) return WrongType("command", "list of strings");
+  for (const auto& a : v) {
+    if (!a.is_string()) return WrongType("command", "list of strings");
+    s.command.push_back(a.get<std::string>());
+  }
+  return Status::OK();
+}
+
+Status ParseEnv(const Json& v, RunSpec& s) {
+  if (!v.is_object()) return WrongType("env", "mapping of NAME: value");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!ValidEnvName(it.key())) {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_env", {{"key", it.key()}});
+    }
+    if (it->is_string()) {
+      s.env[it.key()] = it->get<std::string>();
+    } else if (it->is_number() || it->is_boolean()) {
+      s.env[it.key()] = it->dump();
+    } else {
+      return WrongType("env." + it.key(), "string");
+    }
+  }
+  return Status::OK();
+}
+
+Status ParseBool(const Json& v, std::string_view field, bool& out) {
+  if (!v.is_boolean()) return WrongType(field, "boolean (true/false)");
+  out = v.get<bool>();
+  return Status::OK();
+}
+
+Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
+  if (key == "type") {
+    if (!v.is_string() || v.get<std::string>() != "job") {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});
+    }
+    s.type = "job";
+  } else if (key == "name") {
+    if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_name", {{"value", Shown(v)}});
+    }
+    s.name = v.get<std::string>();
+  } else if (key == "command") {
+    return ParseCommand(v, s);
+  } else if (key == "gpus") {
+    ASSIGN_OR_RETURN(s.gpus, IntField(v, "gpus", 0, kMaxGpus));
+  } else if (key == "cpus") {
+    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 4096) {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_cpus", {{"value", Shown(v)}});
+    }
+    s.cpus = v.get<double>();
+  } else if (key == "memory") {
+    ASSIGN_OR_RETURN(s.memory_bytes, SizeField(v, "memory"));
+  } else if (key == "shm") {
+    ASSIGN_OR_RETURN(s.shm_bytes, SizeField(v, "shm"));
+  } else if (key == "priority") {
+    ASSIGN_OR_RETURN(s.priority, PriorityField(v));
+  } else if (key == "env") {
+    return ParseEnv(v, s);
+  } else if (key == "workdir") {
+    if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/') {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", Shown(v)}});
+    }
+    s.workdir = v.get<std::string>();
+  } else if (key == "retry") {
+    ASSIGN_OR_RETURN(s.retry, IntField(v, "retry", 0, kMaxRetry));
+  } else if (key == "max_duration") {
+    ASSIGN_OR_RETURN(s.max_duration_ms, DurationField(v, "max_duration"));
+  } else if (key == "requeue") {
+    return ParseBool(v, "requeue", s.requeue);
+  } else if (key == "preemptible") {
+    return ParseBool(v, "preemptible", s.preemptible);
+  } else {
+    return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
+                       {{"field", key}, {"allowed", AllowedFields()}});
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<RunSpec> SpecFromJson(const Json& j) {
+  if (!j.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  RunSpec s;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_null()) continue;  // an empty YAML field means "default"
+    RETURN_IF_ERROR(ParseField(it.key(), *it, s));
+  }
+  if (s.command.empty() || s.command[0].empty()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
+  }
+  return s;
+}
+
+Json SpecToJson(const RunSpec& s) {
+  Json j = {{"type", s.type},         {"command", s.command},
+            {"gpus", s.gpus},         {"priority", std::string(PriorityName(s.priority))},
+            {"env", s.env},           {"retry", s.retry},
+            {"requeue", s.requeue},   {"preemptible", s.preemptible}};
+  if (!s.name.empty()) j["name"] = s.name;
+  if (s.cpus > 0) j["cpus"] = s.cpus;
+  if (s.memory_bytes > 0) j["memory"] = s.memory_bytes;
+  if (s.shm_bytes > 0) j["shm"] = s.shm_bytes;
+  if (!s.workdir.empty()) j["workdir"] = s.workdir;
+  if (s.max_duration_ms > 0) j["max_duration"] = FormatDuration(std::chrono::milliseconds(s.max_duration_ms));
+  return j;
+}
+
+namespace {
+Json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& x : n) a.push_back(YamlToJson(x));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : n) o[kv.first.Scalar()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar: {
+      // Plain (untagged, unquoted) scalars may be numbers or booleans.
+      const std::string& v = n.Scalar();
+      if (n.Tag() == "?") {
+        if (v == "true" || v == "false") return v == "true";
+        char* end = nullptr;
+        long long i = std::strtoll(v.c_str(), &end, 10);
+        if (!v.empty() && *end == '\0') return i;
+        double d = std::strtod(v.c_str(), &end);
+        if (!v.empty() && *end == '\0') return d;
+      }
+      return v;
+    }
+    default:
+      return nullptr;
+  }
+}
+}  // namespace
+
+Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (!root.IsMap()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.yaml_not_mapping", {{"file", std::string(file)}});
+    }
+    Json j = YamlToJson(root);
+    // A command may be written as one string: split on whitespace is wrong for
+    // quoting, so run it through the shell instead, as dstack and Slurm do.
+    if (j.contains("command") && j["command"].is_string()) {
+      j["command"] = Json::array({"/bin/sh", "-c", j["command"].get<std::string>()});
+    }
+    return j;
+  } catch (const YAML::Exception& e) {
+    return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",
+                       {{"file", std::string(file)}, {"detail", e.what()}});
+  }
+}
+
+}  // namespace lathe::run

@@ -1,0 +1,58 @@
+// The run spec: what a user asks Lathe to run, from `lathe run` flags or a
+// YAML file (`type: job`), carried to the daemon as JSON.
+//
+// JSON/YAML fields (all optional except command):
+//   type: job                 name: string           command: [argv...]
+//   gpus: int >= 0            cpus: number > 0       memory: size ("16GB", "512Mi", or bytes)
+//   shm: size                 priority: low|normal|high
+//   env: {NAME: value}        workdir: absolute path (the CLI resolves relative ones)
+//   retry: int >= 0           max_duration: duration ("12h", or seconds)
+//   requeue: bool (requeue after preemption, default true)
+//   preemptible: bool (may be preempted by higher priority, default true)
+// Unknown fields, bad units and a missing command are rejected with the
+// field named (catalog ids spec.*).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+
+namespace lathe::run {
+
+enum Priority : int { kPriorityLow = 0, kPriorityNormal = 1, kPriorityHigh = 2 };
+std::string_view PriorityName(int p);
+
+struct RunSpec {
+  std::string type = "job";
+  std::string name;                  // empty: the daemon uses the id
+  std::vector<std::string> command;  // argv; argv[0] is looked up in PATH
+  int gpus = 0;
+  double cpus = 0;                   // 0 = no CPU limit
+  uint64_t memory_bytes = 0;         // 0 = no memory limit
+  uint64_t shm_bytes = 0;            // 0 = the host's /dev/shm
+  int priority = kPriorityNormal;
+  std::map<std::string, std::string> env;
+  std::string workdir;               // absolute; empty = the user's home
+  int retry = 0;                     // restarts after a failure
+  int64_t max_duration_ms = 0;       // 0 = unlimited
+  bool requeue = true;
+  bool preemptible = true;
+};
+
+// Parses and validates a spec object. Strict: unknown fields are errors.
+Result<RunSpec> SpecFromJson(const Json& j);
+// The canonical JSON form: sizes as integers of bytes, max_duration as a
+// duration string ("12h"), priority by name. SpecFromJson(SpecToJson(s))
+// gives back `s`.
+Json SpecToJson(const RunSpec& s);
+
+// Converts a YAML spec file to the JSON object SpecFromJson takes, keeping
+// values as written (units are parsed later). `file` names it in errors.
+Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file);
+
+}  // namespace lathe::run

@@ -1,0 +1,62 @@
+#include "lathe/run/state.h"
+
+#include <utility>
+
+namespace lathe::run {
+namespace {
+constexpr std::pair<RunState, std::string_view> kNames[] = {
+    {RunState::kQueued, "queued"},       {RunState::kStarting, "starting"},
+    {RunState::kRunning, "running"},     {RunState::kStopping, "stopping"},
+    {RunState::kSucceeded, "succeeded"}, {RunState::kFailed, "failed"},
+    {RunState::kStopped, "stopped"},     {RunState::kPreempted, "preempted"},
+    {RunState::kLost, "lost"},
+};
+}  // namespace
+
+std::string_view StateName(RunState s) {
+  for (const auto& [state, name] : kNames) {
+    if (state == s) return name;
+  }
+  return "unknown";
+}
+
+std::optional<RunState> StateFromName(std::string_view name) {
+  for (const auto& [state, n] : kNames) {
+    if (n == name) return state;
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(RunState s) {
+  return s == RunState::kSucceeded || s == RunState::kFailed || s == RunState::kStopped ||
+         s == RunState::kPreempted || s == RunState::kLost;
+}
+
+bool IsActive(RunState s) {
+  return s == RunState::kStarting || s == RunState::kRunning || s == RunState::kStopping;
+}
+
+bool CanTransition(RunState from, RunState to) {
+  using S = RunState;
+  switch (from) {
+    case S::kQueued:
+      return to == S::kStarting || to == S::kStopped;
+    case S::kStarting:
+      return to == S::kRunning || to == S::kFailed || to == S::kStopping || to == S::kLost;
+    case S::kRunning:
+      return to == S::kStopping || to == S::kSucceeded || to == S::kFailed || to == S::kLost;
+    case S::kStopping:
+      return to == S::kStopped || to == S::kPreempted || to == S::kFailed ||
+             to == S::kSucceeded || to == S::kLost;
+    case S::kPreempted:
+    case S::kFailed:
+    case S::kLost:
+      return to == S::kQueued;  // requeue after preemption, or a retry
+    case S::kSucceeded:
+    case S::kStopped:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace lathe::run

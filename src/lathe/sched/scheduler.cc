@@ -1,0 +1,263 @@
+#include "lathe/sched/scheduler.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <tuple>
+
+#include "lathe/common/units.h"
+#include "lathe/sched/pool.h"
+#include "lathe/sched/preempt.h"
+#include "lathe/sched/reservation.h"
+
+namespace lathe::sched {
+namespace {
+
+// The working state of one Schedule call.
+struct Book {
+  FreePool free;
+  Amount releasing;             // unclaimed resources of stopping runs and victims
+  std::vector<Holder> holders;  // running (not stopping, not victims) + started now
+};
+
+std::set<int> UsableGpus(const NodeState& node) {
+  std::set<int> usable;
+  for (int g = 0; g < node.gpu_count; ++g) usable.insert(g);
+  for (int g : node.unavailable_gpus) usable.erase(g);
+  return usable;
+}
+
+// What a running run holds. Each usable GPU counts for one run only (the first
+// by id) even if the input lists it twice; cpus and memory are clamped at 0.
+Amount Held(const RunningJob& r, const std::set<int>& usable, std::set<int>& owned) {
+  Amount a = ToAmount(r.req);
+  a.gpus = 0;
+  for (int g : r.gpu_indices) {
+    if (usable.count(g) && owned.insert(g).second) ++a.gpus;
+  }
+  return ClampNonNegative(a);
+}
+
+// Step 2: free pool, releasing pool and holders from the running runs.
+Book MakeBook(const NodeState& node, const std::vector<RunningJob>& running) {
+  std::vector<const RunningJob*> by_id;
+  for (const RunningJob& r : running) by_id.push_back(&r);
+  std::sort(by_id.begin(), by_id.end(), [](auto* a, auto* b) { return a->id < b->id; });
+
+  Book b;
+  b.free.gpus = UsableGpus(node);
+  Amount total = ToAmount(Resources{0, node.cpus, node.memory_bytes});
+  b.free.cpus = total.cpus;
+  b.free.memory_bytes = total.memory_bytes;
+  std::set<int> owned;
+  for (const RunningJob* r : by_id) {
+    Amount held = Held(*r, b.free.gpus, owned);
+    b.free.cpus -= held.cpus;
+    b.free.memory_bytes -= held.memory_bytes;
+    if (r->stopping) {
+      b.releasing += held;
+    } else {
+      b.holders.push_back(
+          {r->id, r->priority, r->started_ms, r->preemptible, held, r->deadline_ms});
+    }
+  }
+  for (int g : owned) b.free.gpus.erase(g);
+  return b;
+}
+
+// Step 1: sort by (priority desc, seq, id); move impossible requests out.
+std::vector<QueuedJob> SortAndFilter(const NodeState& node, std::vector<QueuedJob> queued,
+                                     Decision* d) {
+  std::sort(queued.begin(), queued.end(), [](const QueuedJob& a, const QueuedJob& b) {
+    return std::tie(b.priority, a.seq, a.id) < std::tie(a.priority, b.seq, b.id);
+  });
+  std::vector<QueuedJob> ok;
+  for (QueuedJob& j : queued) {
+    Status st = Validate(node, j.req);
+    if (st.ok()) {
+      ok.push_back(std::move(j));
+    } else {
+      d->impossible.push_back({j.id, st.message()});
+    }
+  }
+  return ok;
+}
+
+void Start(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
+  d->start.push_back({j.id, b.free.Take(j.req)});
+  b.holders.push_back(
+      {j.id, j.priority, now_ms, false, ToAmount(j.req), EndTime(now_ms, j.max_duration_ms)});
+}
+
+// Takes `need` out of releasing first, the rest out of the free pool.
+// Requires free + releasing to cover `need`.
+void Claim(const Amount& need, Book& b) {
+  Amount rel = ClampNonNegative(b.releasing);
+  Amount from_rel{std::min(rel.gpus, need.gpus), std::min(rel.cpus, need.cpus),
+                  std::min(rel.memory_bytes, need.memory_bytes)};
+  b.releasing -= from_rel;
+  Amount rest = need - from_rel;
+  for (int g : PickGpus(b.free.gpus, static_cast<int>(rest.gpus))) b.free.gpus.erase(g);
+  b.free.cpus -= rest.cpus;
+  b.free.memory_bytes -= rest.memory_bytes;
+}
+
+// Chooses victims for `j` and moves their resources to releasing. Returns
+// their ids; empty when preemption cannot cover `j`.
+std::vector<std::string> Preempt(const QueuedJob& j, Book& b, Decision* d) {
+  Amount deficit = Shortfall(ToAmount(j.req), b.free.amount() + b.releasing);
+  std::vector<size_t> victims = ChooseVictims(b.holders, j.priority, deficit);
+  std::vector<std::string> ids;
+  for (size_t i : victims) {
+    ids.push_back(b.holders[i].id);
+    b.releasing += b.holders[i].held;
+  }
+  std::sort(victims.rbegin(), victims.rend());
+  for (size_t i : victims) b.holders.erase(b.holders.begin() + static_cast<std::ptrdiff_t>(i));
+  d->preempt.insert(d->preempt.end(), ids.begin(), ids.end());
+  return ids;
+}
+
+// Step 3 for one job. False when it can neither start nor claim: the head.
+bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
+  if (b.free.Fits(j.req)) {
+    Start(j, b, now_ms, d);
+    return true;
+  }
+  Amount need = ToAmount(j.req);
+  if (Covers(b.free.amount() + b.releasing, need)) {
+    Claim(need, b);
+    d->waiting.push_back(
+        {j.id,
+         WaitReason::kReleasing,
+         fmt::format("claimed {}; waiting for stopping runs to exit", Describe(need)),
+         {}});
+    return true;
+  }
+  std::vector<std::string> victims = Preempt(j, b, d);
+  if (victims.empty()) return false;
+  Claim(need, b);
+  d->waiting.push_back({j.id, WaitReason::kPreempting,
+                        fmt::format("preempting {}", fmt::join(victims, ", ")), victims});
+  return true;
+}
+
+std::string HeadDetail(const Amount& need, const Amount& avail, const Shadow& s, int64_t now_ms) {
+  std::string out = DescribeShortfall(need, avail);
+  if (!s.waiting_on.empty()) {
+    out += fmt::format("; waiting for {}", fmt::join(s.waiting_on, ", "));
+  }
+  if (s.shadow_ms) {
+    out += fmt::format("; starts within {}",
+                       FormatDuration(std::chrono::milliseconds(*s.shadow_ms - now_ms)));
+  }
+  return out;
+}
+
+// Step 4: the head's reservation.
+Shadow Reserve(const QueuedJob& head, const Book& b, int64_t now_ms, Decision* d) {
+  Amount need = ToAmount(head.req);
+  Amount avail = b.free.amount() + b.releasing;
+  Shadow s = ComputeShadow(need, avail, b.holders, now_ms);
+  d->waiting.push_back({head.id, WaitReason::kReserved, HeadDetail(need, avail, s, now_ms), {}});
+  return s;
+}
+
+// Step 5 for one job after the head.
+void Backfill(const QueuedJob& j, const QueuedJob& head, Book& b, Shadow& s, int64_t now_ms,
+              Decision* d) {
+  if (!b.free.Fits(j.req)) {
+    d->waiting.push_back(
+        {j.id, WaitReason::kResources, DescribeShortfall(ToAmount(j.req), b.free.amount()), {}});
+    return;
+  }
+  switch (CheckBackfill(j, s, now_ms)) {
+    case BackfillVerdict::kUsesExtra:
+      s.extra -= ToAmount(j.req);
+      s.extra = ClampNonNegative(s.extra);
+      [[fallthrough]];
+    case BackfillVerdict::kEndsBeforeShadow:
+      Start(j, b, now_ms, d);
+      return;
+    case BackfillVerdict::kWouldDelay:
+      d->waiting.push_back({j.id,
+                            WaitReason::kReservation,
+                            fmt::format("behind the reservation for {}", head.id),
+                            {}});
+      return;
+  }
+}
+
+}  // namespace
+
+const char* WaitReasonName(WaitReason r) {
+  switch (r) {
+    case WaitReason::kReserved:
+      return "reserved";
+    case WaitReason::kReleasing:
+      return "releasing";
+    case WaitReason::kPreempting:
+      return "preempting";
+    case WaitReason::kResources:
+      return "resources";
+    case WaitReason::kReservation:
+      return "reservation";
+  }
+  return "unknown";
+}
+
+Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
+                  const std::vector<RunningJob>& running, int64_t now_ms) {
+  Decision d;
+  std::vector<QueuedJob> q = SortAndFilter(node, std::move(queued), &d);  // 1
+  Book b = MakeBook(node, running);                                       // 2
+  size_t i = 0;
+  while (i < q.size() && StartOrClaim(q[i], b, now_ms, &d)) ++i;  // 3
+  if (i == q.size()) return d;
+  const QueuedJob& head = q[i];
+  Shadow s = Reserve(head, b, now_ms, &d);                                           // 4
+  for (size_t k = i + 1; k < q.size(); ++k) Backfill(q[k], head, b, s, now_ms, &d);  // 5
+  d.reservation = Reservation{head.id, s.shadow_ms, ToResources(s.extra), s.waiting_on};
+  return d;
+}
+
+Status Validate(const NodeState& node, const Resources& req) {
+  std::vector<std::string> errs;
+  int usable = static_cast<int>(UsableGpus(node).size());
+  if (req.gpus < 0) {
+    errs.push_back(fmt::format("gpus: must be 0 or more, got {}", req.gpus));
+  } else if (req.gpus > node.gpu_count) {
+    errs.push_back(
+        fmt::format("gpus: requested {}, this machine has {}", req.gpus, node.gpu_count));
+  } else if (req.gpus > usable) {
+    errs.push_back(
+        fmt::format("gpus: requested {}, this machine has {} but only {} usable ({} unavailable)",
+                    req.gpus, node.gpu_count, usable, node.gpu_count - usable));
+  }
+  if (!std::isfinite(req.cpus) || req.cpus < 0) {
+    errs.push_back(fmt::format("cpus: must be a number 0 or more, got {}", req.cpus));
+  } else if (req.cpus > node.cpus + kCpuEpsilon) {
+    errs.push_back(fmt::format("cpus: requested {:g}, this machine has {:g}", req.cpus, node.cpus));
+  }
+  if (req.memory_bytes > node.memory_bytes) {
+    errs.push_back(fmt::format("memory: requested {}, this machine has {}",
+                               FormatBytes(req.memory_bytes), FormatBytes(node.memory_bytes)));
+  }
+  if (errs.empty()) return Status::OK();
+  return Status::InvalidArgument(fmt::format("{}", fmt::join(errs, "; ")));
+}
+
+std::string WhyWaiting(const Decision& d, const std::string& id) {
+  for (const Waiting& w : d.waiting) {
+    if (w.id == id) return w.detail;
+  }
+  for (const Unschedulable& u : d.impossible) {
+    if (u.id == id) return u.reason;
+  }
+  return "";
+}
+
+}  // namespace lathe::sched

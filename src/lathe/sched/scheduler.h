@@ -1,0 +1,166 @@
+// The scheduler core: which queued runs start now, on which GPUs, and which
+// running runs must be preempted. Pure logic — no I/O, no clock, no threads;
+// the caller passes the time. One call computes one Decision from a snapshot
+// of the node; the daemon applies it (writes it to SQLite, then acts) and
+// calls again whenever something changes. Thread-safe: no shared state.
+//
+// Contract
+//   * Resources: `gpus` is a count (0 allowed), `cpus` a double (0 = no
+//     reservation), `memory_bytes` (0 = none). A run gets exactly
+//     `gpus` specific indices (CUDA_VISIBLE_DEVICES).
+//   * Usable GPUs are [0, gpu_count) minus `unavailable_gpus`. A request that
+//     exceeds the usable GPUs, the cpus or the memory of the node can never
+//     start: it is listed in Decision::impossible (with Validate's message)
+//     and otherwise ignored — the scheduler never waits or loops on it.
+//   * Order: priority descending (any int; low 0 < normal 1 < high 2), then
+//     `seq` ascending (FIFO), then `id` (only to stay deterministic).
+//   * Determinism: the Decision depends only on the inputs as sets (the order
+//     of `queued` and `running` does not matter).
+//   * Safety: a started run never gets a GPU that is unusable, held by any
+//     running run (stopping ones included) or given to another start, and
+//     starts never push cpus or memory above the node's totals.
+//
+// Algorithm (Schedule)
+//   1. Drop impossible requests into Decision::impossible; sort the rest.
+//   2. Free pool = usable GPUs not held by any running run, and cpus/memory
+//      not used by any running run. "Releasing" pool = what `stopping` runs
+//      hold: it frees up soon.
+//   3. Claim phase, in queue order. A job that fits the free pool starts
+//      (GPUs: see PickGpus in pool.h). A job that does not fit but is covered
+//      by free + releasing claims that much (releasing first, so the free
+//      pool stays usable by others) and waits kReleasing. Otherwise, if
+//      preempting running, preemptible, non-stopping runs of strictly lower
+//      priority would cover it, the victims are chosen (lowest priority, then
+//      most recently started; a minimal set, see preempt.h), their resources
+//      join the releasing pool, the job claims and waits kPreempting.
+//      Because claimed resources are removed before later jobs are looked at,
+//      victims' resources stay reserved for the job that preempted them, and
+//      no further victims are taken while earlier ones are still stopping.
+//   4. The first job that can neither start nor claim becomes the head and
+//      gets the one reservation (EASY backfilling: only the head, so the
+//      reservation work is O(running) and a long queue cannot pin the node).
+//      Shadow time S = the earliest time at which free + releasing + the
+//      resources of runs whose known deadline has passed cover it (runs with
+//      no deadline never free up; claimed resources are not counted).
+//      Extra = what is left over at S after the head takes its share.
+//      When S is unknown (infinite) the head gets first claim on everything
+//      free or releasing that it needs: extra = max(0, free + releasing - need).
+//   5. Backfill phase, for every job after the head: it starts iff it fits the
+//      free pool now AND (a) S is known and now + max_duration <= S, or
+//      (b) its whole request fits in what remains of Extra (then Extra shrinks).
+//      No preemption and no claims after the head.
+//   Every job in the queue ends up in exactly one of start, waiting, impossible.
+//
+// What holds (checked by the property test)
+//   * A job of strictly higher priority never waits because of a lower job's
+//     reservation or claim: every job ahead of the head started or claimed.
+//   * A job starts while a higher-priority job waits only if that job holds a
+//     claim, or is the head/behind it and the starting job passed step 5.
+//   * Every victim has strictly lower priority than the job it was taken for,
+//     and that job could not start or claim without it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lathe/common/status.h"
+
+namespace lathe::sched {
+
+// Conventional priority levels; any int is allowed.
+inline constexpr int kPriorityLow = 0;
+inline constexpr int kPriorityNormal = 1;
+inline constexpr int kPriorityHigh = 2;
+
+struct Resources {
+  int gpus = 0;               // count of whole GPUs
+  double cpus = 0;            // cores; 0 = no reservation
+  uint64_t memory_bytes = 0;  // 0 = no reservation
+};
+
+struct NodeState {
+  int gpu_count = 0;                  // indices 0 .. gpu_count-1
+  std::vector<int> unavailable_gpus;  // never assigned; out-of-range ignored
+  double cpus = 0;                    // total cores
+  uint64_t memory_bytes = 0;          // total memory
+};
+
+struct QueuedJob {
+  std::string id;
+  int priority = kPriorityNormal;
+  int64_t seq = 0;  // submit order; FIFO within a priority
+  Resources req;
+  std::optional<int64_t> max_duration_ms;  // <= 0 is treated as unknown
+};
+
+struct RunningJob {
+  std::string id;
+  int priority = kPriorityNormal;
+  int64_t started_ms = 0;
+  std::vector<int> gpu_indices;
+  Resources req;                       // cpus and memory it holds
+  std::optional<int64_t> deadline_ms;  // start + max_duration; none = never ends
+  bool preemptible = true;             // false: never chosen as a victim
+  bool stopping = false;               // being stopped: frees up soon
+};
+
+struct Placement {
+  std::string id;
+  std::vector<int> gpu_indices;  // ascending; exactly req.gpus of them
+};
+
+struct Unschedulable {
+  std::string id;
+  std::string reason;  // Validate's message, e.g. "gpus: requested 5, this machine has 4"
+};
+
+enum class WaitReason {
+  kReserved,     // the head: holds the reservation (Decision::reservation)
+  kReleasing,    // has claimed resources that stopping runs are releasing
+  kPreempting,   // victims were chosen for it in this Decision
+  kResources,    // after the head; does not fit the free resources now
+  kReservation,  // after the head; fits now but would delay the head
+};
+
+// Stable lower-case name ("reserved", "releasing", ...) for JSON.
+const char* WaitReasonName(WaitReason r);
+
+struct Waiting {
+  std::string id;
+  WaitReason reason;
+  std::string detail;                // English, for display: "needs 2 GPUs, 1 free"
+  std::vector<std::string> victims;  // kPreempting: the runs preempted for it
+};
+
+struct Reservation {
+  std::string id;                       // the head job
+  std::optional<int64_t> shadow_ms;     // latest start time; none = unknown
+  Resources extra;                      // left for backfill (b) after starts
+  std::vector<std::string> waiting_on;  // running runs whose end it needs
+};
+
+struct Decision {
+  std::vector<Placement> start;            // queue order
+  std::vector<std::string> preempt;        // victims, in the order chosen
+  std::vector<Unschedulable> impossible;   // queue order
+  std::vector<Waiting> waiting;            // queue order
+  std::optional<Reservation> reservation;  // the head, when some job waits
+};
+
+// Computes one scheduling decision. `now_ms` is the caller's clock.
+Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
+                  const std::vector<RunningJob>& running, int64_t now_ms);
+
+// OK when `req` can ever start on `node`; otherwise InvalidArgument naming
+// each field and its limit, e.g. "gpus: requested 5, this machine has 4".
+// Negative or non-finite values are rejected too. Used at submit time and by
+// Schedule for Decision::impossible.
+Status Validate(const NodeState& node, const Resources& req);
+
+// The reason a job waits (or is impossible) in `d`, for display; "" when it
+// starts or is not in `d`.
+std::string WhyWaiting(const Decision& d, const std::string& id);
+
+}  // namespace lathe::sched

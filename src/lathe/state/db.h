@@ -1,0 +1,86 @@
+// A small wrapper over SQLite: one connection, prepared statements, a
+// transaction helper, and schema migrations.
+//
+// Journal: WAL where it is safe; on network filesystems (NFS, CIFS/SMB —
+// detected with statfs) WAL's shared memory does not work across hosts, so
+// the rollback journal is used instead and journal_note() says so.
+// Not thread-safe: callers serialise access (the daemon holds one mutex).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lathe/common/status.h"
+
+namespace lathe::state {
+
+class Db;
+
+// A prepared statement. Bind parameters are 1-based as in SQLite.
+class Stmt {
+ public:
+  ~Stmt();
+  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(o.s_) { o.s_ = nullptr; }
+  Stmt& operator=(Stmt&&) = delete;
+
+  Stmt& Bind(int i, int64_t v);
+  Stmt& Bind(int i, std::string_view v);
+  Stmt& BindNull(int i);
+  Stmt& Bind(int i, std::optional<int64_t> v) { return v ? Bind(i, *v) : BindNull(i); }
+
+  // Steps once: true when a row is available, false when done.
+  Result<bool> Step();
+  // Steps to completion, for statements without results.
+  Status Run();
+
+  int64_t Int(int col) const;
+  std::optional<int64_t> OptInt(int col) const;
+  std::string Text(int col) const;
+
+ private:
+  friend class Db;
+  Stmt(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+  sqlite3* db_;
+  sqlite3_stmt* s_;
+};
+
+class Db {
+ public:
+  // Opens (creating) the database at `path` and applies `migrations` in
+  // order: migrations[i] takes the schema from version i to i+1.
+  static Result<std::unique_ptr<Db>> Open(const std::string& path,
+                                          const std::vector<std::string>& migrations);
+  ~Db();
+
+  Status Exec(std::string_view sql);
+  Result<Stmt> Prepare(std::string_view sql);
+  // Runs `body` in BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
+  Status Transaction(const std::function<Status()>& body);
+
+  int schema_version() const { return schema_version_; }
+  bool wal() const { return wal_; }
+  // Empty, or why WAL is not used.
+  const std::string& journal_note() const { return journal_note_; }
+
+ private:
+  Db() = default;
+  Status Configure(const std::string& path);
+  Status Migrate(const std::vector<std::string>& migrations);
+
+  sqlite3* db_ = nullptr;
+  int schema_version_ = 0;
+  bool wal_ = false;
+  std::string journal_note_;
+};
+
+// True when `dir` is on a filesystem where SQLite's WAL is unsafe.
+bool IsNetworkFilesystem(const std::string& dir, std::string* fs_name);
+
+}  // namespace lathe::state

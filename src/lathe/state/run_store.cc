@@ -1,0 +1,292 @@
+#include "lathe/state/run_store.h"
+
+#include <fmt/format.h>
+
+namespace lathe::state {
+namespace {
+
+const std::vector<std::string>& Migrations() {
+  static const std::vector<std::string> m = {
+      // v1: runs and their events.
+      R"sql(
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  seq INTEGER NOT NULL UNIQUE,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  kind TEXT NOT NULL DEFAULT 'job',
+  spec TEXT NOT NULL,
+  state TEXT NOT NULL,
+  gpus TEXT NOT NULL DEFAULT '[]',
+  attempt INTEGER NOT NULL DEFAULT 0,
+  retries_used INTEGER NOT NULL DEFAULT 0,
+  preemptions INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  started_at INTEGER NOT NULL DEFAULT 0,
+  finished_at INTEGER NOT NULL DEFAULT 0,
+  exit_code INTEGER,
+  signal INTEGER,
+  oom_killed INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  stop_intent TEXT NOT NULL DEFAULT '',
+  monitor_pid INTEGER NOT NULL DEFAULT 0,
+  monitor_start INTEGER NOT NULL DEFAULT 0,
+  child_pid INTEGER NOT NULL DEFAULT 0,
+  run_dir TEXT NOT NULL,
+  cgroup_dirs TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX runs_state ON runs(state);
+CREATE INDEX runs_name ON runs(name, seq);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  ts INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  message TEXT NOT NULL,
+  data TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX events_run ON events(run_id, id);
+)sql",
+  };
+  return m;
+}
+
+constexpr const char* kColumns =
+    "id, name, seq, uid, user, kind, spec, state, gpus, attempt, retries_used, preemptions, "
+    "created_at, started_at, finished_at, exit_code, signal, oom_killed, reason, stop_intent, "
+    "monitor_pid, monitor_start, child_pid, run_dir, cgroup_dirs";
+
+Result<RunRecord> RowToRecord(const Stmt& s) {
+  RunRecord r;
+  r.id = s.Text(0);
+  r.name = s.Text(1);
+  r.seq = s.Int(2);
+  r.uid = static_cast<uid_t>(s.Int(3));
+  r.user = s.Text(4);
+  r.kind = s.Text(5);
+  ASSIGN_OR_RETURN(Json spec, ParseJson(s.Text(6)));
+  ASSIGN_OR_RETURN(r.spec, run::SpecFromJson(spec));
+  auto st = run::StateFromName(s.Text(7));
+  if (!st) return Status::Internal("unknown state '" + s.Text(7) + "' for run " + r.id);
+  r.state = *st;
+  ASSIGN_OR_RETURN(Json gpus, ParseJson(s.Text(8)));
+  r.gpus = gpus.get<std::vector<int>>();
+  r.attempt = static_cast<int>(s.Int(9));
+  r.retries_used = static_cast<int>(s.Int(10));
+  r.preemptions = static_cast<int>(s.Int(11));
+  r.created_at_ms = s.Int(12);
+  r.started_at_ms = s.Int(13);
+  r.finished_at_ms = s.Int(14);
+  if (auto v = s.OptInt(15)) r.exit_code = static_cast<int>(*v);
+  if (auto v = s.OptInt(16)) r.signal = static_cast<int>(*v);
+  r.oom_killed = s.Int(17) != 0;
+  r.reason = s.Text(18);
+  r.stop_intent = s.Text(19);
+  r.monitor_pid = static_cast<pid_t>(s.Int(20));
+  r.monitor_start = static_cast<uint64_t>(s.Int(21));
+  r.child_pid = static_cast<pid_t>(s.Int(22));
+  r.run_dir = s.Text(23);
+  ASSIGN_OR_RETURN(Json cg, ParseJson(s.Text(24)));
+  r.cgroup_dirs = cg.get<std::vector<std::string>>();
+  return r;
+}
+
+}  // namespace
+
+Json RunToJson(const RunRecord& r) {
+  Json j = {{"id", r.id},
+            {"name", r.name},
+            {"seq", r.seq},
+            {"uid", r.uid},
+            {"user", r.user},
+            {"kind", r.kind},
+            {"spec", run::SpecToJson(r.spec)},
+            {"state", std::string(run::StateName(r.state))},
+            {"priority", std::string(run::PriorityName(r.spec.priority))},
+            {"gpus", r.gpus},
+            {"attempt", r.attempt},
+            {"restarts", r.attempt > 0 ? r.attempt - 1 : 0},
+            {"retries_used", r.retries_used},
+            {"preemptions", r.preemptions},
+            {"created_at_ms", r.created_at_ms},
+            {"started_at_ms", r.started_at_ms},
+            {"finished_at_ms", r.finished_at_ms},
+            {"oom_killed", r.oom_killed},
+            {"reason", r.reason},
+            {"run_dir", r.run_dir}};
+  j["exit_code"] = r.exit_code ? Json(*r.exit_code) : Json(nullptr);
+  j["signal"] = r.signal ? Json(*r.signal) : Json(nullptr);
+  return j;
+}
+
+Json EventToJson(const EventRecord& e) {
+  return Json{{"id", e.id},     {"run_id", e.run_id},   {"ts_ms", e.ts_ms},
+              {"type", e.type}, {"message", e.message}, {"data", e.data}};
+}
+
+Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& db_path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, Migrations()));
+  return std::unique_ptr<RunStore>(new RunStore(std::move(db)));
+}
+
+Status RunStore::Insert(RunRecord& r, int64_t now_ms) {
+  return db_->Transaction([&]() -> Status {
+    ASSIGN_OR_RETURN(Stmt q, db_->Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"));
+    ASSIGN_OR_RETURN(bool row, q.Step());
+    r.seq = row ? q.Int(0) : 1;
+    r.created_at_ms = now_ms;
+    ASSIGN_OR_RETURN(Stmt s, db_->Prepare(fmt::format(
+                                 "INSERT INTO runs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                                 "?,?,?,?,?,?,?,?)",
+                                 kColumns)));
+    s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.seq).Bind(4, int64_t{r.uid}).Bind(5, r.user);
+    s.Bind(6, r.kind).Bind(7, run::SpecToJson(r.spec).dump()).Bind(8, run::StateName(r.state));
+    s.Bind(9, Json(r.gpus).dump()).Bind(10, int64_t{r.attempt}).Bind(11, int64_t{r.retries_used});
+    s.Bind(12, int64_t{r.preemptions}).Bind(13, r.created_at_ms).Bind(14, r.started_at_ms);
+    s.Bind(15, r.finished_at_ms);
+    s.Bind(16, r.exit_code ? std::optional<int64_t>(*r.exit_code) : std::nullopt);
+    s.Bind(17, r.signal ? std::optional<int64_t>(*r.signal) : std::nullopt);
+    s.Bind(18, int64_t{r.oom_killed}).Bind(19, r.reason).Bind(20, r.stop_intent);
+    s.Bind(21, int64_t{r.monitor_pid}).Bind(22, static_cast<int64_t>(r.monitor_start));
+    s.Bind(23, int64_t{r.child_pid}).Bind(24, r.run_dir).Bind(25, Json(r.cgroup_dirs).dump());
+    RETURN_IF_ERROR(s.Run());
+    return InsertEvent(r.id, "state", "submitted", Json{{"to", "queued"}}, now_ms);
+  });
+}
+
+Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expected) {
+  std::string sql =
+      "UPDATE runs SET name=?, state=?, gpus=?, attempt=?, retries_used=?, preemptions=?, "
+      "started_at=?, finished_at=?, exit_code=?, signal=?, oom_killed=?, reason=?, stop_intent=?, "
+      "monitor_pid=?, monitor_start=?, child_pid=?, cgroup_dirs=? WHERE id=?";
+  if (expected) sql += " AND state=?";
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
+  s.Bind(1, r.name).Bind(2, run::StateName(r.state)).Bind(3, Json(r.gpus).dump());
+  s.Bind(4, int64_t{r.attempt}).Bind(5, int64_t{r.retries_used}).Bind(6, int64_t{r.preemptions});
+  s.Bind(7, r.started_at_ms).Bind(8, r.finished_at_ms);
+  s.Bind(9, r.exit_code ? std::optional<int64_t>(*r.exit_code) : std::nullopt);
+  s.Bind(10, r.signal ? std::optional<int64_t>(*r.signal) : std::nullopt);
+  s.Bind(11, int64_t{r.oom_killed}).Bind(12, r.reason).Bind(13, r.stop_intent);
+  s.Bind(14, int64_t{r.monitor_pid}).Bind(15, static_cast<int64_t>(r.monitor_start));
+  s.Bind(16, int64_t{r.child_pid}).Bind(17, Json(r.cgroup_dirs).dump()).Bind(18, r.id);
+  if (expected) s.Bind(19, run::StateName(*expected));
+  RETURN_IF_ERROR(s.Run());
+  ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
+  ASSIGN_OR_RETURN(bool row, c.Step());
+  if (!row || c.Int(0) != 1) {
+    return Status::FailedPrecondition("run " + r.id + " changed concurrently");
+  }
+  return Status::OK();
+}
+
+Status RunStore::Transition(RunRecord& r, run::RunState to, const std::string& message,
+                            int64_t now_ms) {
+  run::RunState from = r.state;
+  if (!run::CanTransition(from, to)) {
+    return Status::FailedPrecondition(fmt::format("run {}: {} -> {} is not allowed", r.id,
+                                                  run::StateName(from), run::StateName(to)));
+  }
+  RunRecord next = r;
+  next.state = to;
+  RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
+    RETURN_IF_ERROR(WriteRow(next, from));
+    Json data = {{"from", std::string(run::StateName(from))}, {"to", std::string(run::StateName(to))}};
+    return InsertEvent(r.id, "state", message, data, now_ms);
+  }));
+  r = std::move(next);
+  return Status::OK();
+}
+
+Status RunStore::Save(const RunRecord& r, const std::string& event_type, const std::string& message,
+                      int64_t now_ms) {
+  return db_->Transaction([&]() -> Status {
+    RETURN_IF_ERROR(WriteRow(r, r.state));
+    return InsertEvent(r.id, event_type, message, Json::object(), now_ms);
+  });
+}
+
+Status RunStore::AddEvent(const std::string& run_id, const std::string& type,
+                          const std::string& message, const Json& data, int64_t now_ms) {
+  return InsertEvent(run_id, type, message, data, now_ms);
+}
+
+Status RunStore::InsertEvent(const std::string& run_id, const std::string& type,
+                             const std::string& msg, const Json& data, int64_t now_ms) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(
+                               "INSERT INTO events (run_id, ts, type, message, data) VALUES (?,?,?,?,?)"));
+  s.Bind(1, run_id).Bind(2, now_ms).Bind(3, type).Bind(4, msg).Bind(5, data.dump());
+  return s.Run();
+}
+
+Result<std::vector<RunRecord>> RunStore::Query(const std::string& where_sql,
+                                               const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(fmt::format("SELECT {} FROM runs {}", kColumns, where_sql)));
+  for (size_t i = 0; i < args.size(); ++i) s.Bind(static_cast<int>(i + 1), args[i]);
+  std::vector<RunRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(RunRecord r, RowToRecord(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<RunRecord> RunStore::Get(const std::string& id) {
+  ASSIGN_OR_RETURN(auto rows, Query("WHERE id=?", {id}));
+  if (rows.empty()) return Status::Msg(Code::kNotFound, "run.not_found", {{"run", id}});
+  return std::move(rows[0]);
+}
+
+Result<RunRecord> RunStore::Resolve(const std::string& ref) {
+  ASSIGN_OR_RETURN(auto rows, Query("WHERE id=? OR name=? ORDER BY (id=?) DESC, seq DESC LIMIT 1",
+                                    {ref, ref, ref}));
+  if (rows.empty()) return Status::Msg(Code::kNotFound, "run.not_found", {{"run", ref}});
+  return std::move(rows[0]);
+}
+
+Result<std::vector<RunRecord>> RunStore::List(bool all, int limit) {
+  std::string where = all ? "" : "WHERE state IN ('queued','starting','running','stopping')";
+  return Query(where + " ORDER BY seq DESC LIMIT " + std::to_string(limit), {});
+}
+
+Result<std::vector<RunRecord>> RunStore::InStates(const std::vector<run::RunState>& states) {
+  std::string in;
+  for (auto s : states) in += (in.empty() ? "'" : ",'") + std::string(run::StateName(s)) + "'";
+  return Query("WHERE state IN (" + in + ") ORDER BY seq", {});
+}
+
+Result<bool> RunStore::NameInUse(const std::string& name) {
+  ASSIGN_OR_RETURN(auto rows, Query("WHERE name=? AND state IN ('queued','starting','running',"
+                                    "'stopping') LIMIT 1",
+                                    {name}));
+  return !rows.empty();
+}
+
+Result<std::vector<EventRecord>> RunStore::Events(const std::string& run_id, int64_t after_id,
+                                                  int limit) {
+  std::string sql = "SELECT id, run_id, ts, type, message, data FROM events WHERE id > ?";
+  if (!run_id.empty()) sql += " AND run_id = ?";
+  sql += " ORDER BY id LIMIT " + std::to_string(limit);
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
+  s.Bind(1, after_id);
+  if (!run_id.empty()) s.Bind(2, run_id);
+  std::vector<EventRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    EventRecord e;
+    e.id = s.Int(0);
+    e.run_id = s.Text(1);
+    e.ts_ms = s.Int(2);
+    e.type = s.Text(3);
+    e.message = s.Text(4);
+    auto d = ParseJson(s.Text(5));
+    e.data = d.ok() ? *d : Json::object();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace lathe::state

@@ -1,0 +1,104 @@
+// Durable records of runs and their events, in SQLite (see db.h).
+//
+// The daemon changes a run only through Transition()/Save(), each one
+// transaction that also appends an event, so that every state change is
+// committed before it is acted on and the event history is complete.
+// Not thread-safe: the daemon serialises calls under its own mutex.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+#include "lathe/run/spec.h"
+#include "lathe/run/state.h"
+#include "lathe/state/db.h"
+
+namespace lathe::state {
+
+struct RunRecord {
+  std::string id;
+  std::string name;
+  int64_t seq = 0;  // submit order, assigned by Insert
+  uid_t uid = 0;
+  std::string user;
+  std::string kind = "job";
+  run::RunSpec spec;
+  run::RunState state = run::RunState::kQueued;
+  std::vector<int> gpus;  // allocation while starting/running/stopping
+  int attempt = 0;        // incremented at every start
+  int retries_used = 0;
+  int preemptions = 0;
+  int64_t created_at_ms = 0;
+  int64_t started_at_ms = 0;   // of the current/last attempt
+  int64_t finished_at_ms = 0;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool oom_killed = false;
+  std::string reason;       // why it ended/failed/is lost, for people
+  std::string stop_intent;  // "", "user", "preempt", "timeout": why we are stopping it
+  pid_t monitor_pid = 0;
+  uint64_t monitor_start = 0;
+  pid_t child_pid = 0;
+  std::string run_dir;
+  std::vector<std::string> cgroup_dirs;
+};
+
+struct EventRecord {
+  int64_t id = 0;
+  std::string run_id;
+  int64_t ts_ms = 0;
+  std::string type;     // "state", "info", "warning"
+  std::string message;  // English, for logs and the API
+  Json data;            // e.g. {"from": "queued", "to": "starting"}
+};
+
+Json RunToJson(const RunRecord& r);
+Json EventToJson(const EventRecord& e);
+
+class RunStore {
+ public:
+  static Result<std::unique_ptr<RunStore>> Open(const std::string& db_path);
+
+  // Inserts a new run (state queued) and assigns r.seq.
+  Status Insert(RunRecord& r, int64_t now_ms);
+  Result<RunRecord> Get(const std::string& id);
+  // `ref` is an id or a name; for a name, the most recent run with it.
+  Result<RunRecord> Resolve(const std::string& ref);
+  // Most recent first. Without `all`, only queued and active runs.
+  Result<std::vector<RunRecord>> List(bool all, int limit = 1000);
+  Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
+  // Whether a queued or active run has this name.
+  Result<bool> NameInUse(const std::string& name);
+
+  // Moves `r` to `to` (must be allowed by run::CanTransition) and saves all
+  // its fields, in one transaction with a "state" event. Fails with
+  // FailedPrecondition if the stored state is no longer r.state.
+  Status Transition(RunRecord& r, run::RunState to, const std::string& message, int64_t now_ms);
+  // Saves fields without a state change (e.g. stop_intent), with an event.
+  Status Save(const RunRecord& r, const std::string& event_type, const std::string& message,
+              int64_t now_ms);
+  Status AddEvent(const std::string& run_id, const std::string& type, const std::string& message,
+                  const Json& data, int64_t now_ms);
+  // Events with id > after_id; for one run, or all runs when run_id is empty.
+  Result<std::vector<EventRecord>> Events(const std::string& run_id, int64_t after_id, int limit);
+
+  const Db& db() const { return *db_; }
+
+ private:
+  explicit RunStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  Status WriteRow(const RunRecord& r, std::optional<run::RunState> expected);
+  Status InsertEvent(const std::string& run_id, const std::string& type, const std::string& msg,
+                     const Json& data, int64_t now_ms);
+  Result<std::vector<RunRecord>> Query(const std::string& where_sql,
+                                       const std::vector<std::string>& args);
+
+  std::unique_ptr<Db> db_;
+};
+
+}  // namespace lathe::state
