@@ -35,6 +35,8 @@ class Daemon:
         return e
 
     def start(self):
+        if getattr(self, "log", None):
+            self.log.close()
         self.log = open(os.path.join(self.home, "daemon.test.log"), "ab")
         self.proc = subprocess.Popen(
             [LATHE, "daemon", "--home", self.home, "--gpus", self.gpus,
@@ -62,6 +64,9 @@ class Daemon:
         self.proc.wait()
 
     def stop(self):
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -73,8 +78,8 @@ class Daemon:
     def cleanup(self):
         self.stop()
         # End whatever runs are left (their monitors are in other sessions).
-        for run in self.runs(all_runs=True, check=False):
-            pass
+        subprocess.run(["pkill", "-USR2", "-f", "__monitor " + self.home], check=False)
+        time.sleep(0.5)
         subprocess.run(["pkill", "-9", "-f", "__monitor " + self.home], check=False)
         shutil.rmtree(self.home, ignore_errors=True)
 

@@ -71,7 +71,7 @@ class HttpServer {
   // completed after Stop are dropped. Idempotent.
   virtual void Stop(int drain_ms = 5000) = 0;
 
-  // Open connections (including ones being refused with 503). Any thread.
+  // Open connections being served (not those being refused with 503). Any thread.
   virtual size_t active_connections() const = 0;
 };
 

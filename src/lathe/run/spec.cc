@@ -237,6 +237,10 @@ Json YamlToJson(const YAML::Node& n) {
       return nullptr;
   }
 }
+std::string YamlScalarText(const Json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return v.dump();
+}
 }  // namespace
 
 Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file) {
@@ -250,6 +254,11 @@ Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file) {
     // quoting, so run it through the shell instead, as dstack and Slurm do.
     if (j.contains("command") && j["command"].is_string()) {
       j["command"] = Json::array({"/bin/sh", "-c", j["command"].get<std::string>()});
+    } else if (j.contains("command") && j["command"].is_array()) {
+      // [python3, train.py, --epochs, 3]: every argument is a string.
+      for (auto& a : j["command"]) {
+        if (!a.is_string() && !a.is_structured()) a = YamlScalarText(a);
+      }
     }
     return j;
   } catch (const YAML::Exception& e) {

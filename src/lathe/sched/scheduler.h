@@ -18,7 +18,8 @@
 //     of `queued` and `running` does not matter).
 //   * Safety: a started run never gets a GPU that is unusable, held by any
 //     running run (stopping ones included) or given to another start, and
-//     starts never push cpus or memory above the node's totals.
+//     starts never push cpus or memory above the node's totals. A component a
+//     job asks 0 of never blocks it, even on an over-committed node.
 //
 // Algorithm (Schedule)
 //   1. Drop impossible requests into Decision::impossible; sort the rest.
@@ -31,17 +32,21 @@
 //      pool stays usable by others) and waits kReleasing. Otherwise, if
 //      preempting running, preemptible, non-stopping runs of strictly lower
 //      priority would cover it, the victims are chosen (lowest priority, then
-//      most recently started; a minimal set, see preempt.h), their resources
-//      join the releasing pool, the job claims and waits kPreempting.
-//      Because claimed resources are removed before later jobs are looked at,
-//      victims' resources stay reserved for the job that preempted them, and
-//      no further victims are taken while earlier ones are still stopping.
+//      most recently started; an irredundant set, see preempt.h), their
+//      resources join the releasing pool, the job claims and waits
+//      kPreempting. Because claimed resources are removed before later jobs
+//      are looked at — and next round the claimant still comes first in the
+//      order — victims' resources stay reserved for the job that preempted
+//      them, and no further victims are taken while earlier ones still stop.
+//      Claims are what lets several high jobs preempt in the same round.
 //   4. The first job that can neither start nor claim becomes the head and
-//      gets the one reservation (EASY backfilling: only the head, so the
-//      reservation work is O(running) and a long queue cannot pin the node).
-//      Shadow time S = the earliest time at which free + releasing + the
-//      resources of runs whose known deadline has passed cover it (runs with
-//      no deadline never free up; claimed resources are not counted).
+//      gets the one time-based reservation (EASY backfilling: only the head;
+//      the jobs behind it get none, so a job behind the head may be delayed
+//      by backfill — the price of keeping the node busy).
+//      Shadow time S = the earliest time at which free + releasing + what
+//      holders with a known end (running runs' deadline_ms, or now +
+//      max_duration for jobs started in step 3) have released covers it.
+//      Runs with no deadline never free up; claimed resources never do.
 //      Extra = what is left over at S after the head takes its share.
 //      When S is unknown (infinite) the head gets first claim on everything
 //      free or releasing that it needs: extra = max(0, free + releasing - need).
@@ -51,13 +56,18 @@
 //      No preemption and no claims after the head.
 //   Every job in the queue ends up in exactly one of start, waiting, impossible.
 //
-// What holds (checked by the property test)
+// What holds (checked by scheduler_property_test.cc)
 //   * A job of strictly higher priority never waits because of a lower job's
-//     reservation or claim: every job ahead of the head started or claimed.
+//     reservation or claim: every job ahead of the head started or claimed,
+//     and no job behind the head outranks it.
 //   * A job starts while a higher-priority job waits only if that job holds a
-//     claim, or is the head/behind it and the starting job passed step 5.
-//   * Every victim has strictly lower priority than the job it was taken for,
-//     and that job could not start or claim without it.
+//     claim, or both are at/behind the head and the starting job passed step 5.
+//   * The head still fits at S after every start of this Decision (known S),
+//     or keeps min(need, free + releasing) per component (unknown S).
+//   * Every victim has strictly lower priority than the job it was taken for;
+//     that job was not covered by free + releasing, is covered with its
+//     victims, and is no longer covered if any one of them is left out.
+//   * The head could not claim even by preempting every eligible run.
 #pragma once
 
 #include <cstdint>
