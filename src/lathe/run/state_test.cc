@@ -1,0 +1,51 @@
+#include "lathe/run/state.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <utility>
+
+namespace lathe::run {
+namespace {
+
+constexpr RunState kAll[] = {RunState::kQueued,    RunState::kStarting, RunState::kRunning,
+                             RunState::kStopping,  RunState::kSucceeded, RunState::kFailed,
+                             RunState::kStopped,   RunState::kPreempted, RunState::kLost};
+
+TEST(RunState, NamesRoundTrip) {
+  for (RunState s : kAll) EXPECT_EQ(StateFromName(StateName(s)), s);
+  EXPECT_FALSE(StateFromName("bogus").has_value());
+}
+
+TEST(RunState, ExactlyTheDocumentedTransitions) {
+  using S = RunState;
+  const std::set<std::pair<S, S>> allowed = {
+      {S::kQueued, S::kStarting},     {S::kQueued, S::kStopped},
+      {S::kStarting, S::kRunning},    {S::kStarting, S::kFailed},
+      {S::kStarting, S::kStopping},   {S::kStarting, S::kLost},
+      {S::kRunning, S::kStopping},    {S::kRunning, S::kSucceeded},
+      {S::kRunning, S::kFailed},      {S::kRunning, S::kLost},
+      {S::kStopping, S::kStopped},    {S::kStopping, S::kPreempted},
+      {S::kStopping, S::kFailed},     {S::kStopping, S::kSucceeded},
+      {S::kStopping, S::kLost},       {S::kPreempted, S::kQueued},
+      {S::kFailed, S::kQueued},       {S::kLost, S::kQueued},
+  };
+  for (S from : kAll) {
+    for (S to : kAll) {
+      EXPECT_EQ(CanTransition(from, to), allowed.count({from, to}) == 1)
+          << StateName(from) << " -> " << StateName(to);
+    }
+  }
+}
+
+TEST(RunState, TerminalAndActiveArePartitions) {
+  for (RunState s : kAll) {
+    EXPECT_FALSE(IsTerminal(s) && IsActive(s)) << StateName(s);
+    EXPECT_EQ(!IsTerminal(s) && !IsActive(s), s == RunState::kQueued) << StateName(s);
+  }
+  EXPECT_FALSE(CanTransition(RunState::kSucceeded, RunState::kQueued));
+  EXPECT_FALSE(CanTransition(RunState::kStopped, RunState::kQueued));
+}
+
+}  // namespace
+}  // namespace lathe::run

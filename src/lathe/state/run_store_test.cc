@@ -1,0 +1,135 @@
+#include "lathe/state/run_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace lathe::state {
+namespace {
+
+using run::RunState;
+
+class RunStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-store-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    auto s = RunStore::Open(dir_ + "/lathe.db");
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  RunRecord NewRun(const std::string& id, const std::string& name) {
+    RunRecord r;
+    r.id = id;
+    r.name = name;
+    r.user = "alice";
+    r.uid = 1000;
+    r.spec.command = {"python3", "train.py"};
+    r.spec.gpus = 1;
+    r.run_dir = dir_ + "/runs/" + id;
+    return r;
+  }
+
+  std::string dir_;
+  std::unique_ptr<RunStore> store_;
+};
+
+TEST_F(RunStoreTest, InsertAssignsSequenceAndRecordsSubmitEvent) {
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
+  ASSERT_TRUE(store_->Insert(a, 1000).ok());
+  ASSERT_TRUE(store_->Insert(b, 1001).ok());
+  EXPECT_EQ(a.seq + 1, b.seq);
+  auto got = store_->Get("r2");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec.command, b.spec.command);
+  EXPECT_EQ(got->state, RunState::kQueued);
+  auto ev = store_->Events("r1", 0, 10);
+  ASSERT_TRUE(ev.ok());
+  ASSERT_EQ(ev->size(), 1u);
+  EXPECT_EQ(ev->at(0).message, "submitted");
+  EXPECT_TRUE(store_->db().wal());
+}
+
+TEST_F(RunStoreTest, TransitionsAreCheckedAndRecorded) {
+  RunRecord r = NewRun("r1", "job");
+  ASSERT_TRUE(store_->Insert(r, 1).ok());
+  EXPECT_FALSE(store_->Transition(r, RunState::kRunning, "skip", 2).ok());  // not allowed
+  r.gpus = {2};
+  ASSERT_TRUE(store_->Transition(r, RunState::kStarting, "placed", 2).ok());
+  ASSERT_TRUE(store_->Transition(r, RunState::kRunning, "started", 3).ok());
+  r.exit_code = 3;
+  ASSERT_TRUE(store_->Transition(r, RunState::kFailed, "exit 3", 4).ok());
+  auto got = store_->Get("r1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, RunState::kFailed);
+  EXPECT_EQ(got->exit_code, 3);
+  EXPECT_EQ(got->gpus, std::vector<int>{2});
+  auto ev = store_->Events("r1", 0, 10);
+  ASSERT_EQ(ev->size(), 4u);
+  EXPECT_EQ(ev->at(3).data["from"], "running");
+  EXPECT_EQ(ev->at(3).data["to"], "failed");
+}
+
+TEST_F(RunStoreTest, StaleRecordCannotOverwriteANewerState) {
+  RunRecord r = NewRun("r1", "job");
+  ASSERT_TRUE(store_->Insert(r, 1).ok());
+  RunRecord stale = r;
+  ASSERT_TRUE(store_->Transition(r, RunState::kStarting, "placed", 2).ok());
+  Status st = store_->Transition(stale, RunState::kStopped, "cancel", 3);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store_->Get("r1")->state, RunState::kStarting);
+}
+
+TEST_F(RunStoreTest, ResolveByIdOrLatestNameAndListFilters) {
+  RunRecord a = NewRun("r1", "train"), b = NewRun("r2", "train"), c = NewRun("r3", "other");
+  ASSERT_TRUE(store_->Insert(a, 1).ok());
+  ASSERT_TRUE(store_->Transition(a, RunState::kStopped, "cancel", 2).ok());
+  ASSERT_TRUE(store_->Insert(b, 3).ok());
+  ASSERT_TRUE(store_->Insert(c, 4).ok());
+  EXPECT_EQ(store_->Resolve("train")->id, "r2");
+  EXPECT_EQ(store_->Resolve("r1")->id, "r1");
+  auto missing = store_->Resolve("nope");
+  EXPECT_TRUE(missing.status().IsNotFound());
+  EXPECT_EQ(missing.status().msg_id(), "run.not_found");
+  EXPECT_EQ(store_->List(false)->size(), 2u);
+  EXPECT_EQ(store_->List(true)->size(), 3u);
+  EXPECT_TRUE(*store_->NameInUse("train"));
+  EXPECT_FALSE(*store_->NameInUse("gone"));
+}
+
+TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
+  RunRecord a = NewRun("r1", "x");
+  ASSERT_TRUE(store_->Insert(a, 1).ok());
+  store_.reset();
+  auto s = RunStore::Open(dir_ + "/lathe.db");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->db().schema_version(), 1);
+  EXPECT_TRUE((*s)->Get("r1").ok());
+}
+
+TEST(Db, RefusesANewerSchema) {
+  char tmpl[] = "/tmp/lathe-db-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  {
+    auto db = Db::Open(dir + "/x.db", {"CREATE TABLE a(x)", "CREATE TABLE b(x)"});
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ((*db)->schema_version(), 2);
+  }
+  auto older = Db::Open(dir + "/x.db", {"CREATE TABLE a(x)"});
+  ASSERT_FALSE(older.ok());
+  EXPECT_NE(older.status().message().find("newer"), std::string::npos);
+  // A failing migration leaves the version where it was.
+  auto bad = Db::Open(dir + "/y.db", {"CREATE TABLE a(x)", "THIS IS NOT SQL"});
+  ASSERT_FALSE(bad.ok());
+  auto again = Db::Open(dir + "/y.db", {"CREATE TABLE a(x)"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->schema_version(), 1);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lathe::state
