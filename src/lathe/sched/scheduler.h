@@ -146,7 +146,7 @@ struct Waiting {
 
 struct Reservation {
   std::string id;                       // the head job
-  std::optional<int64_t> shadow_ms;     // latest start time; none = unknown
+  std::optional<int64_t> shadow_ms;     // starts by then if deadlines hold; none = unknown
   Resources extra;                      // left for backfill (b) after starts
   std::vector<std::string> waiting_on;  // running runs whose end it needs
 };
@@ -156,7 +156,7 @@ struct Decision {
   std::vector<std::string> preempt;        // victims, in the order chosen
   std::vector<Unschedulable> impossible;   // queue order
   std::vector<Waiting> waiting;            // queue order
-  std::optional<Reservation> reservation;  // the head, when some job waits
+  std::optional<Reservation> reservation;  // when some job can neither start nor claim
 };
 
 // Computes one scheduling decision. `now_ms` is the caller's clock.
@@ -165,8 +165,9 @@ Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
 
 // OK when `req` can ever start on `node`; otherwise InvalidArgument naming
 // each field and its limit, e.g. "gpus: requested 5, this machine has 4".
-// Negative or non-finite values are rejected too. Used at submit time and by
-// Schedule for Decision::impossible.
+// Unavailable GPUs count as absent ("... but only 3 usable"). Negative or
+// non-finite values are rejected too. Used at submit time and by Schedule for
+// Decision::impossible, so the two always agree.
 Status Validate(const NodeState& node, const Resources& req);
 
 // The reason a job waits (or is impossible) in `d`, for display; "" when it
