@@ -34,6 +34,19 @@ uint64_t TotalMemoryBytes() {
   return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
 }
 
+// A monitor started just before the daemon died may still be starting: give
+// it a moment to write monitor.json (it does so before answering).
+Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir) {
+  constexpr int kWaitMs = 2000, kStepMs = 50;
+  if (!os::Exists(dir + "/launch.json")) return Status::NotFound("no launch.json");
+  for (int waited = 0; waited < kWaitMs; waited += kStepMs) {
+    auto mon = run::ReadMonitorRecord(dir + "/monitor.json");
+    if (mon.ok() || os::Exists(dir + "/exit.json")) return mon;
+    os::RealClock().SleepMs(kStepMs);
+  }
+  return run::ReadMonitorRecord(dir + "/monitor.json");
+}
+
 std::string DescribeExit(const run::ExitRecord& e, const run::RunSpec& spec) {
   if (!e.start_error.empty()) return e.start_error;
   if (e.oom_killed) {
@@ -183,6 +196,16 @@ void Daemon::Recover() {
       continue;
     }
     auto mon = run::ReadMonitorRecord(dir + "/monitor.json");
+    if (!mon.ok() && r.state == RunState::kStarting) {
+      mon = WaitForMonitorRecord(dir);
+      if (!mon.ok()) {
+        // No monitor ever answered: the process was never started, so the
+        // run goes back to the queue without using up a retry.
+        r.gpus.clear();
+        Transition(r, RunState::kQueued, "requeued: the daemon stopped before the run was started");
+        continue;
+      }
+    }
     if (mon.ok() && os::ProcessAlive(mon->monitor_pid, mon->monitor_start)) {
       r.monitor_pid = mon->monitor_pid;
       r.monitor_start = mon->monitor_start;

@@ -42,7 +42,9 @@ bool CanTransition(RunState from, RunState to) {
     case S::kQueued:
       return to == S::kStarting || to == S::kStopped;
     case S::kStarting:
-      return to == S::kRunning || to == S::kFailed || to == S::kStopping || to == S::kLost;
+      // -> queued: the daemon died before the process was started.
+      return to == S::kRunning || to == S::kFailed || to == S::kStopping || to == S::kLost ||
+             to == S::kQueued;
     case S::kRunning:
       return to == S::kStopping || to == S::kSucceeded || to == S::kFailed || to == S::kLost;
     case S::kStopping:

@@ -6,6 +6,7 @@
 //                │           └──▶ succeeded | failed | lost      retries left,
 //                └──▶ failed (could not start)                   go back to queued)
 //   queued ─▶ stopped (cancelled before it started)
+//   starting ─▶ queued (the daemon died before the process was started)
 #pragma once
 
 #include <optional>

@@ -23,6 +23,7 @@ TEST(RunState, ExactlyTheDocumentedTransitions) {
       {S::kQueued, S::kStarting},     {S::kQueued, S::kStopped},
       {S::kStarting, S::kRunning},    {S::kStarting, S::kFailed},
       {S::kStarting, S::kStopping},   {S::kStarting, S::kLost},
+      {S::kStarting, S::kQueued},
       {S::kRunning, S::kStopping},    {S::kRunning, S::kSucceeded},
       {S::kRunning, S::kFailed},      {S::kRunning, S::kLost},
       {S::kStopping, S::kStopped},    {S::kStopping, S::kPreempted},

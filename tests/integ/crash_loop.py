@@ -1,0 +1,40 @@
+"""The daemon is killed with SIGKILL again and again while runs come and go;
+no run record, exit status or log line may be lost.
+
+Imported by tests/integ/test_crash_loop.py (a few kills, in `make test`) and
+tests/slow/test_crash_loop.py (many kills, ctest label `slow`).
+"""
+import json
+import random
+import time
+
+from harness import Daemon
+
+
+def crash_loop(test, kills, runs_per_round=4, seed=7):
+    rnd = random.Random(seed)
+    d = Daemon(gpus="sim:2x24GB").start()
+    expected = {}  # run id -> expected exit code
+    try:
+        for k in range(kills):
+            for _ in range(runs_per_round):
+                code = rnd.choice([0, 0, 0, 3])
+                secs = rnd.choice(["0", "0.3", "1", "2"])
+                gpus = rnd.choice(["0", "1"])
+                rid = d.submit("--gpus", gpus, "--", "sh", "-c",
+                               f'echo begin $LATHE_RUN_ID; sleep {secs}; echo end $LATHE_RUN_ID; exit {code}')
+                expected[rid] = code
+            time.sleep(rnd.uniform(0.0, 1.0))
+            d.kill9()
+            time.sleep(rnd.uniform(0.0, 1.5))
+            d.start()
+        for rid, code in expected.items():
+            r = d.wait_state(rid, ["succeeded", "failed", "lost"], timeout=180)
+            test.assertNotEqual(r["state"], "lost", json.dumps(r)[:3000])
+            test.assertEqual(r["exit_code"], code, json.dumps(r)[:3000])
+            test.assertEqual(r["state"], "succeeded" if code == 0 else "failed")
+            test.assertEqual(d.logs(rid), f"begin {rid}\nend {rid}\n")
+        listed = {r["id"] for r in d.runs(all_runs=True)}
+        test.assertEqual(set(expected), listed)
+    finally:
+        d.cleanup()

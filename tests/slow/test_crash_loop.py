@@ -1,0 +1,16 @@
+"""Long crash loop: 60 SIGKILLs of the daemon under churn (ctest -L slow)."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integ"))
+from crash_loop import crash_loop  # noqa: E402
+
+
+class CrashLoopLong(unittest.TestCase):
+    def test_many_kills(self):
+        crash_loop(self, kills=int(os.environ.get("LATHE_CRASH_KILLS", "60")), seed=11)
+
+
+if __name__ == "__main__":
+    unittest.main()
