@@ -17,6 +17,7 @@
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
 #include "lathe/os/files.h"
+#include "lathe/daemon/config.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/os/clock.h"
 #include "lathe/run/monitor.h"
@@ -25,6 +26,7 @@ namespace lathe::cmd {
 namespace {
 
 struct DaemonFlags {
+  CLI::App* app = nullptr;  // to tell which flags were given
   std::string home;
   std::string gpus = "auto";
   std::string host = "127.0.0.1";
@@ -40,8 +42,21 @@ std::string SelfExe() {
 
 std::atomic<bool> g_shutdown{false};
 
-Status RunDaemon(const DaemonFlags& f) {
+// Fills the flags that were not given from <home>/config.yaml.
+Status ApplyConfig(DaemonFlags& f) {
+  daemon::HomePaths paths = daemon::DaemonHome(f.home);
+  ASSIGN_OR_RETURN(daemon::DaemonConfig c, daemon::LoadDaemonConfig(paths.home + "/config.yaml"));
+  auto given = [&](const char* name) { return f.app != nullptr && f.app->count(name) > 0; };
+  if (c.gpus && !given("--gpus")) f.gpus = *c.gpus;
+  if (c.host && !given("--host")) f.host = *c.host;
+  if (c.port && !given("--port")) f.port = *c.port;
+  if (c.grace && !given("--grace")) f.grace = *c.grace;
+  return Status::OK();
+}
+
+Status RunDaemon(DaemonFlags& f) {
   InitLogging("info");
+  RETURN_IF_ERROR(ApplyConfig(f));
   auto grace = ParseDuration(f.grace);
   if (!grace.ok()) return grace.status();
   // Block the stop signals in every thread; the main thread polls for them.
@@ -87,8 +102,15 @@ Status RunUp(const DaemonFlags& f) {
   daemon::HomePaths paths = daemon::DaemonHome(f.home);
   RETURN_IF_ERROR(os::MakeDirs(paths.home, 0700));
   std::string exe = SelfExe();
-  std::vector<std::string> args = {exe, "daemon", "--gpus", f.gpus, "--port", std::to_string(f.port),
-                                   "--host", f.host, "--grace", f.grace};
+  // Only the flags given here are passed on, so <home>/config.yaml still applies.
+  std::vector<std::string> args = {exe, "daemon"};
+  auto pass = [&](const char* name, const std::string& value) {
+    if (f.app != nullptr && f.app->count(name) > 0) args.insert(args.end(), {name, value});
+  };
+  pass("--gpus", f.gpus);
+  pass("--port", std::to_string(f.port));
+  pass("--host", f.host);
+  pass("--grace", f.grace);
   if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
@@ -168,12 +190,18 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--port", flags.port, "TCP port of the API (0: any free port)");
     sub->add_option("--grace", flags.grace, "time between SIGTERM and SIGKILL when stopping a run");
   };
-  auto* d = app.add_subcommand("daemon", "run the daemon in the foreground");
+  auto* d = app.add_subcommand("daemon", "run the daemon in the foreground (<home>/config.yaml for defaults)");
   add_flags(d);
-  d->callback([&status] { status = RunDaemon(flags); });
+  d->callback([&status, d] {
+    flags.app = d;
+    status = RunDaemon(flags);
+  });
   auto* up = app.add_subcommand("up", "start the daemon in the background if it is not running");
   add_flags(up);
-  up->callback([&status] { status = RunUp(flags); });
+  up->callback([&status, up] {
+    flags.app = up;
+    status = RunUp(flags);
+  });
   app.add_subcommand("down", "stop the daemon (runs keep running)")->callback([&status] {
     status = RunDown();
   });

@@ -163,6 +163,7 @@ Status RunInspect(const std::string& ref, bool json) {
   std::printf("id:        %s\nname:      %s\nuser:      %s\nstate:     %s\n", r.value("id", "").c_str(),
               r.value("name", "").c_str(), r.value("user", "").c_str(), r.value("state", "").c_str());
   if (!r.value("reason", "").empty()) std::printf("reason:    %s\n", r.value("reason", "").c_str());
+  if (!r.value("waiting", "").empty()) std::printf("waiting:   %s\n", r.value("waiting", "").c_str());
   std::printf("gpus:      %s\n", GpuList(r).c_str());
   if (r["exit_code"].is_number()) std::printf("exit code: %d\n", r["exit_code"].get<int>());
   if (r["signal"].is_number()) std::printf("signal:    %d\n", r["signal"].get<int>());

@@ -168,7 +168,11 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     auto runs = daemon_.List(Truthy(req.QueryParam("all")));
     if (!runs.ok()) return reply(runs.status());
     Json arr = Json::array();
-    for (const auto& r : *runs) arr.push_back(state::RunToJson(r));
+    for (const auto& r : *runs) {
+      Json j = state::RunToJson(r);
+      if (r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
+      arr.push_back(std::move(j));
+    }
     return reply(Json{{"runs", arr}});
   }
   if (p.size() == 1 && p[0] == "runs" && m == "POST") {
@@ -199,6 +203,7 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
   if (!r.ok()) return reply(r.status());
   if (p.size() == 2) {
     Json j = state::RunToJson(*r);
+    if (r->state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r->id);
     auto events = daemon_.Events(r->id, 0);
     if (events.ok()) {
       Json ev = Json::array();

@@ -490,14 +490,23 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
                        {{"requested", std::to_string(spec.gpus)},
                         {"why", inventory_.note.empty() ? inventory_.source : inventory_.note}});
   }
+  if (spec.gpus > gpus) {
+    return Status::Msg(Code::kInvalidArgument, "spec.too_many_gpus",
+                       {{"requested", std::to_string(spec.gpus)}, {"available", std::to_string(gpus)}});
+  }
+  if (spec.cpus > node_cpus_) {
+    return Status::Msg(Code::kInvalidArgument, "spec.too_much",
+                       {{"field", "cpus"}, {"requested", fmt::format("{:g}", spec.cpus)},
+                        {"available", fmt::format("{:g}", node_cpus_)}});
+  }
+  if (spec.memory_bytes > node_memory_) {
+    return Status::Msg(Code::kInvalidArgument, "spec.too_much",
+                       {{"field", "memory"}, {"requested", FormatBytes(spec.memory_bytes)},
+                        {"available", FormatBytes(node_memory_)}});
+  }
   sched::NodeState node{gpus, {}, node_cpus_, node_memory_};
-  Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes});
-  if (!v.ok()) {
-    if (spec.gpus > gpus) {
-      return Status::Msg(Code::kInvalidArgument, "spec.too_many_gpus",
-                         {{"requested", std::to_string(spec.gpus)}, {"available", std::to_string(gpus)}});
-    }
-    return Status(Code::kInvalidArgument, v.message());
+  if (Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes}); !v.ok()) {
+    return Status(Code::kInvalidArgument, v.message());  // GPUs marked unavailable
   }
   if (spec.shm_bytes > 0 && ::geteuid() != 0) {
     return Status::Msg(Code::kInvalidArgument, "spec.shm_needs_root", {{"user", user_}});
@@ -574,6 +583,12 @@ Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) 
 Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id, int64_t after_id) {
   std::lock_guard<std::mutex> lock(mu_);
   return store_->Events(run_id, after_id, kMaxEventsPerCall);
+}
+
+std::string Daemon::WaitingWhy(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiting_why_.find(run_id);
+  return it == waiting_why_.end() ? "" : it->second;
 }
 
 bool Daemon::IsFinished(const std::string& run_id) {

@@ -68,6 +68,8 @@ class Daemon {
   Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref);
   Result<std::vector<state::EventRecord>> Events(const std::string& run_id, int64_t after_id);
   bool IsFinished(const std::string& run_id);
+  // Why a queued run waits, from the last scheduling pass ("" if unknown).
+  std::string WaitingWhy(const std::string& run_id);
 
   Json StatusJson();
   Json GpusJson();

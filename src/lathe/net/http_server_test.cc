@@ -610,61 +610,6 @@ TEST(HttpServer, StopDoesNotHangOnAStreamWriterOrALateResponder) {
   parked.reset();
 }
 
-// A rough throughput check, not run by default (--gtest_also_run_disabled_tests):
-// 32 keep-alive connections driven by one poll() loop, like `wrk -c32`.
-TEST(HttpServerBench, DISABLED_KeepAliveThroughput) {
-  constexpr int kConnections = 32;
-  constexpr auto kDuration = 3s;
-  int port = 0;
-  auto server = StartTcp({}, [](HttpRequest, std::unique_ptr<Responder> r) {
-    r->Send(HttpResponse{200, "application/json", {}, R"({"ok":true})"});
-  }, &port);
-  const std::string request = Get("/v2/health/ready");
-  RawConn probe = RawConn::Tcp(port);
-  ASSERT_TRUE(probe.Send(request));
-  auto first = probe.ReadResponse();
-  ASSERT_TRUE(first.has_value());
-  const size_t response_bytes = first->head.size() + 4 + first->body.size();
-
-  std::vector<int> fds;
-  std::vector<size_t> pending(kConnections, 0);
-  for (int i = 0; i < kConnections; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    fds.push_back(fd);
-  }
-  auto send_one = [&](int i) {
-    ASSERT_EQ(::send(fds[i], request.data(), request.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(request.size()));
-    pending[i] = response_bytes;
-  };
-  for (int i = 0; i < kConnections; ++i) send_one(i);
-  size_t done = 0;
-  auto start = std::chrono::steady_clock::now();
-  std::vector<pollfd> pfds(kConnections);
-  char buf[65536];
-  while (std::chrono::steady_clock::now() - start < kDuration) {
-    for (int i = 0; i < kConnections; ++i) pfds[i] = pollfd{fds[i], POLLIN, 0};
-    ASSERT_GT(::poll(pfds.data(), pfds.size(), 5000), 0);
-    for (int i = 0; i < kConnections; ++i) {
-      if (!(pfds[i].revents & POLLIN)) continue;
-      ssize_t n = ::recv(fds[i], buf, sizeof(buf), 0);
-      ASSERT_GT(n, 0);
-      pending[i] -= std::min<size_t>(pending[i], static_cast<size_t>(n));
-      if (pending[i] == 0) {
-        ++done;
-        send_one(i);
-      }
-    }
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("keep-alive throughput: %.0f req/s over %d connections\n", done / secs, kConnections);
-  for (int fd : fds) ::close(fd);
-}
 
 }  // namespace
 }  // namespace lathe::net
