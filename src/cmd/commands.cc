@@ -6,12 +6,16 @@ void SetupVersion(CLI::App& app, Globals& g, Status& status);
 void SetupDaemon(CLI::App& app, Globals& g, Status& status);
 void SetupRun(CLI::App& app, Globals& g, Status& status);
 void SetupGpus(CLI::App& app, Globals& g, Status& status);
+void SetupSnap(CLI::App& app, Globals& g, Status& status);     // cmd_snap.cc
+void SetupDoctor(CLI::App& app, Globals& g, Status& status);   // cmd_doctor.cc: doctor, explain, term, plan
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
   SetupDaemon(app, g, status);
   SetupRun(app, g, status);
   SetupGpus(app, g, status);
+  SetupSnap(app, g, status);
+  SetupDoctor(app, g, status);
 }
 
 }  // namespace lathe::cmd

@@ -161,9 +161,27 @@ Result<Catalog> Catalog::FromYaml(std::string_view yaml, std::string_view file_n
   return c;
 }
 
+Result<Catalog> Catalog::FromEmbedded() {
+  Catalog all;
+  for (const auto& f : EmbeddedFiles()) {
+    std::string_view n = f.name;
+    if (n.substr(0, 8) != "messages" || n.size() < 5 || n.substr(n.size() - 5) != ".yaml") continue;
+    ASSIGN_OR_RETURN(Catalog c, FromYaml(f.text, "data/" + std::string(n)));
+    for (auto& e : c.entries_) {
+      if (all.index_.count(e.id)) {
+        return Status::InvalidArgument(fmt::format("data/{}: id '{}' is also defined in another "
+                                                   "messages*.yaml file", n, e.id));
+      }
+      all.index_.emplace(e.id, all.entries_.size());
+      all.entries_.push_back(std::move(e));
+    }
+  }
+  return all;
+}
+
 const Catalog& Catalog::Default() {
   static const Catalog* catalog = [] {
-    auto c = FromYaml(FindEmbedded("messages.yaml"), "data/messages.yaml");
+    auto c = FromEmbedded();
     if (!c.ok()) {
       fmt::print(stderr, "lathe: broken message catalog: {}\n", c.status().message());
       std::abort();

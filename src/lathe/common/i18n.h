@@ -58,7 +58,8 @@ Result<std::vector<DataEntry>> ParseDataFile(std::string_view yaml, std::string_
 // placeholders are left as they are.
 std::string FillPlaceholders(std::string_view templ, const MsgArgs& args);
 
-// The message catalog (data/messages.yaml, embedded in the binary).
+// The message catalog: data/messages*.yaml (one file per area, e.g.
+// messages.yaml, messages_snap.yaml), embedded in the binary.
 // Thread-safe after construction.
 class Catalog {
  public:
@@ -67,6 +68,8 @@ class Catalog {
   static const Catalog& Default();
 
   static Result<Catalog> FromYaml(std::string_view yaml, std::string_view file_name);
+  // All embedded data/messages*.yaml; an id defined twice is an error.
+  static Result<Catalog> FromEmbedded();
 
   bool Has(std::string_view id) const;
   // The text of `id` in `lang` with placeholders filled. An unknown id

@@ -72,6 +72,12 @@ TEST(Catalog, FillsPlaceholdersInBothLanguages) {
   EXPECT_EQ(c->Format("missing", Lang::kEn, {{"a", "b"}}), "missing a=b");
 }
 
+TEST(Catalog, EmbeddedFilesMergeWithoutDuplicates) {
+  auto c = Catalog::FromEmbedded();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->entries().size(), Catalog::Default().entries().size());
+}
+
 TEST(Catalog, EmbeddedCatalogIsCompleteAndMatchesSource) {
   // Every id has both languages (ParseDataFile enforces it), and the embedded
   // copy is the one in data/.
