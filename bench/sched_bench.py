@@ -622,6 +622,7 @@ def main():
     ap.add_argument("--out", default="sched_bench.json", help="JSON results")
     ap.add_argument("--no-slurm", action="store_true", help="measure Lathe only")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--tmp", default="/var/tmp", help="where the temporary directory goes")
     ap.add_argument("--timeout", type=int, default=1200, help="seconds allowed per placement wait")
     a = ap.parse_args()
 
@@ -634,13 +635,17 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: bash scripts/deps.sh --bench")
 
-    base = tempfile.mkdtemp(prefix="lathe-sched-bench-")
+    base = tempfile.mkdtemp(prefix="sched-bench-", dir=a.tmp)
     os.chmod(base, 0o755)  # munged checks that its socket directory is reachable
     jobdir = os.path.join(base, "jobs")
     os.makedirs(jobdir)
     os.chmod(jobdir, 0o777)
     lathe = Lathe(exe, base)
     slurm = None if a.no_slurm else Slurm(base)
+    def on_term(signum, frame):
+        raise SystemExit(f"interrupted by signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
     res = {"lathe_exe": exe, "params": {"latency_jobs": a.jobs, "placement_jobs": a.placement, "gpus": NGPUS},
            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     ok = False

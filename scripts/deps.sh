@@ -10,9 +10,11 @@ BUILD=(
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
   libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev
+  libtorch-dev libopenblas0-pthread
 )
 TEST=(
   python3 util-linux procps passwd curl
+  python3-torch python3-numpy prometheus
 )
 BENCH=(
   munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine

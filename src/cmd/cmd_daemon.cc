@@ -168,8 +168,10 @@ Status RunStatus(bool json, Lang lang) {
               s.value("socket", "").c_str(), s.value("mode", "").c_str(), c->why().c_str());
   std::printf("  version %s, pid %d, home %s, API http://%s/api/v1\n", s.value("version", "").c_str(),
               s.value("pid", 0), s.value("home", "").c_str(), s.value("tcp", "").c_str());
-  std::printf("  GPUs: %d (%s%s)\n", g.value("count", 0), g.value("source", "").c_str(),
-              g.value("simulated", false) ? ", SIMULATED" : "");
+  std::string gnote = g.value("note", "");
+  std::printf("  GPUs: %d (%s%s%s%s)\n", g.value("count", 0), g.value("source", "").c_str(),
+              g.value("simulated", false) ? ", SIMULATED" : "", gnote.empty() ? "" : ": ",
+              gnote.c_str());
   std::string cgnote = cg.value("note", "");
   std::printf("  cgroups: %s (memory %s, cpu %s, pids %s)%s%s\n", cg.value("mode", "").c_str(),
               cg.value("memory", false) ? "yes" : "no", cg.value("cpu", false) ? "yes" : "no",

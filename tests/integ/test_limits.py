@@ -22,6 +22,13 @@ class Limits(DaemonTest):
         ok = self.d.submit("--", PY, "-c", ALLOC)
         self.assertEqual(self.d.wait_state(ok, "succeeded")["oom_killed"], False)
 
+    def test_gpu_runs_are_refused_without_gpus(self):
+        r = self.d.cli("run", "--gpus", "1", "--", "true", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("no GPUs", r.stderr)
+        self.assertIn("sim:4x24GB", r.stderr)
+        self.assertIn("0 (none", self.d.cli("status").stdout)
+
     def test_private_shm_has_the_requested_size(self):
         i = self.d.submit("--shm", "64MB", "--", PY, "-c",
                           "import os; s = os.statvfs('/dev/shm'); print(s.f_blocks * s.f_frsize)")
