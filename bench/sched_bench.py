@@ -474,7 +474,11 @@ def placement_lathe(lathe, m, jobdir, timeout_s):
     t_sub = now_ns()
     log(f"placement lathe: {m} queued in {(t_sub - t0) / 1e9:.1f} s; releasing")
     return _release_and_wait(rel, jobdir, "pl-lathe-", m, timeout_s, t0, t_sub,
-                             lambda: len(lathe.active() or [1]))
+                             lambda: _count(lathe.active()))
+
+
+def _count(runs):
+    return None if runs is None else len(runs)
 
 
 def placement_slurm(slurm, m, jobdir, timeout_s):

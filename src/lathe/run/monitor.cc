@@ -237,8 +237,11 @@ class Monitor {
   void KillTree(int sig);
   bool ReadStream(int& fd, StreamLog& log);
   void Finish();
+  void ReserveExitRecord();
+  Status WriteExit(const std::string& text);
 
   LaunchConfig c_;
+  int exit_fd_ = -1;  // exit.json.pending with its blocks reserved
   std::unique_ptr<os::RunCgroup> cgroup_;
   int log_fd_ = -1;
   int out_fd_ = -1, err_fd_ = -1, sig_fd_ = -1;
@@ -248,7 +251,18 @@ class Monitor {
   bool killed_ = false;
 };
 
+void Monitor::ReserveExitRecord() {
+  constexpr off_t kReserveBytes = 4096;
+  std::string pending = c_.exit_path + ".pending";
+  exit_fd_ = ::open(pending.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (exit_fd_ >= 0 && ::posix_fallocate(exit_fd_, 0, kReserveBytes) != 0) {
+    ::close(exit_fd_);
+    exit_fd_ = -1;
+  }
+}
+
 Status Monitor::Start() {
+  ReserveExitRecord();
   log_fd_ = ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (log_fd_ < 0) return ErrnoStatus("open log " + c_.log_path, errno);
   if (::getuid() == 0) (void)::fchown(log_fd_, c_.uid, c_.gid);
@@ -374,8 +388,25 @@ void Monitor::Finish() {
     std::string line = FormatLogRecord(NowNs(), "stderr", false, "lathe: " + start_error_);
     WriteAllFd(log_fd_, line);
   }
-  Status st = os::WriteFileAtomic(c_.exit_path, ExitToJson(e).dump() + "\n", 0644);
+  Status st = WriteExit(ExitToJson(e).dump() + "\n");
   if (!st.ok()) std::fprintf(stderr, "monitor: %s\n", st.ToString().c_str());
+}
+
+// The exit record must land even when the run has filled the disk with its
+// log: its blocks were reserved at start (exit_fd_), so writing it needs no
+// new space. Without a reservation, an ordinary atomic write.
+Status Monitor::WriteExit(const std::string& text) {
+  if (exit_fd_ < 0) return os::WriteFileAtomic(c_.exit_path, text, 0644);
+  std::string pending = c_.exit_path + ".pending";
+  bool ok = ::pwrite(exit_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+            ::ftruncate(exit_fd_, static_cast<off_t>(text.size())) == 0 && ::fsync(exit_fd_) == 0;
+  int err = errno;
+  ::close(exit_fd_);
+  exit_fd_ = -1;
+  if (!ok) return ErrnoStatus("write " + pending, err);
+  if (::rename(pending.c_str(), c_.exit_path.c_str()) != 0) return ErrnoStatus("rename " + pending, errno);
+  std::string dir = c_.exit_path.substr(0, c_.exit_path.rfind('/'));
+  return os::FsyncDir(dir.empty() ? "." : dir);
 }
 
 int Monitor::Run(int handshake_fd) {

@@ -9,7 +9,9 @@ namespace {
 Status SqliteError(sqlite3* db, std::string_view what) {
   std::string msg = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : "sqlite error");
   int code = db ? sqlite3_errcode(db) : SQLITE_ERROR;
-  if (code == SQLITE_FULL) return Status::ResourceExhausted(msg);
+  if (code == SQLITE_FULL) {
+    return Status::Msg(Code::kResourceExhausted, "state.disk_full", {{"detail", msg}});
+  }
   if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return Status::Unavailable(msg);
   if (code == SQLITE_CONSTRAINT) return Status::AlreadyExists(msg);
   return Status::IoError(msg);
@@ -126,7 +128,7 @@ Status Db::Exec(std::string_view sql) {
     std::string msg = err ? err : "exec failed";
     sqlite3_free(err);
     Status s = SqliteError(db_, "exec");
-    return Status(s.code(), msg);
+    return s.code() == Code::kResourceExhausted ? s : Status(s.code(), msg);
   }
   return Status::OK();
 }
