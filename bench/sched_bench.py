@@ -644,13 +644,20 @@ def main():
     jobdir = os.path.join(base, "jobs")
     os.makedirs(jobdir)
     os.chmod(jobdir, 0o777)
-    lathe = Lathe(exe, base)
+    # Run a private copy: the build tree may be rebuilt while the bench runs,
+    # and the daemon re-executes its own binary for every run's monitor.
+    snap = os.path.join(base, "bin", "lathe")
+    os.makedirs(os.path.dirname(snap))
+    shutil.copy2(exe, snap)
+    lathe = Lathe(snap, base)
     slurm = None if a.no_slurm else Slurm(base)
     def on_term(signum, frame):
         raise SystemExit(f"interrupted by signal {signum}")
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
-    res = {"lathe_exe": exe, "params": {"latency_jobs": a.jobs, "placement_jobs": a.placement, "gpus": NGPUS},
+    res = {"lathe_exe": snap, "lathe_source_binary": exe,
+           "lathe_binary_mtime": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(os.stat(exe).st_mtime)),
+           "params": {"latency_jobs": a.jobs, "placement_jobs": a.placement, "gpus": NGPUS},
            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     ok = False
     try:
@@ -660,7 +667,7 @@ def main():
             "mem_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1),
             "load_at_start": loadavg(),
         }
-        res["versions"] = {"lathe": first_line([exe, "version"]), "hyperfine": first_line(["hyperfine", "--version"])}
+        res["versions"] = {"lathe": first_line([snap, "version"]), "hyperfine": first_line(["hyperfine", "--version"])}
         if slurm:
             res["versions"]["slurm"] = first_line(["/usr/sbin/slurmctld", "-V"])
             res["versions"]["munge"] = first_line(["/usr/sbin/munged", "-V"])
@@ -672,7 +679,7 @@ def main():
         log("idle RSS (5 s)")
         res["idle_rss_kb"] = {"fresh": idle_rss(lathe, slurm, 5)}
         hf_env = dict(lathe.env, **(slurm.env if slurm else {}))
-        cmds = [f"{exe} ps", f"{exe} version"] + (["squeue"] if slurm else [])
+        cmds = [f"{snap} ps", f"{snap} version"] + (["squeue"] if slurm else [])
         log("hyperfine (empty queues)")
         res["hyperfine"] = {"empty": hyperfine(cmds, hf_env, os.path.join(base, "hf1.json"))}
 
@@ -701,7 +708,7 @@ def main():
         log("idle RSS after the load (5 s)")
         res["idle_rss_kb"]["after_load"] = idle_rss(lathe, slurm, 5)
         log("hyperfine (after the load)")
-        cmds = [f"{exe} ps", f"{exe} ps -a"] + (["squeue"] if slurm else [])
+        cmds = [f"{snap} ps", f"{snap} ps -a"] + (["squeue"] if slurm else [])
         res["hyperfine"]["after load"] = hyperfine(cmds, hf_env, os.path.join(base, "hf2.json"))
         st, alls = lathe.request("GET", "/api/v1/runs?all=1")
         res["lathe_ps_a_rows_returned"] = len(alls["runs"]) if st == 200 else None

@@ -22,6 +22,21 @@ class Limits(DaemonTest):
         ok = self.d.submit("--", PY, "-c", ALLOC)
         self.assertEqual(self.d.wait_state(ok, "succeeded")["oom_killed"], False)
 
+    def test_cpus_sets_the_cgroup_quota(self):
+        probe = ("import re\n"
+                 "for line in open('/proc/self/cgroup'):\n"
+                 "    n, ctl, path = line.strip().split(':', 2)\n"
+                 "    if 'cpu' in ctl.split(',') and ctl:\n"
+                 "        base = '/sys/fs/cgroup/' + ctl + path\n"
+                 "        print(open(base + '/cpu.cfs_quota_us').read().strip(), open(base + '/cpu.cfs_period_us').read().strip())\n"
+                 "    elif ctl == '' and path != '/':\n"
+                 "        try: print(*open('/sys/fs/cgroup' + path + '/cpu.max').read().split())\n"
+                 "        except OSError: pass\n")
+        i = self.d.submit("--cpus", "0.5", "--", PY, "-c", probe)
+        self.d.wait_state(i, "succeeded")
+        quota, period = self.d.logs(i).split()[:2]
+        self.assertEqual(int(quota) / int(period), 0.5)
+
     def test_gpu_runs_are_refused_without_gpus(self):
         r = self.d.cli("run", "--gpus", "1", "--", "true", check=False)
         self.assertEqual(r.returncode, 2, r.stderr)
