@@ -254,7 +254,7 @@ void ApiServer::FollowLogs(std::string run_id, bool timestamps, net::ResponseStr
   std::string path = run->run_dir + "/log";
   int fd = -1;
   off_t offset = 0;
-  std::string rest;
+  run::LogRenderer renderer(timestamps);
   while (!stopping_ && !s->ClientGone()) {
     bool finished = daemon_.IsFinished(run_id);  // before reading: no line is missed
     if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -268,7 +268,7 @@ void ApiServer::FollowLogs(std::string run_id, bool timestamps, net::ResponseStr
       }
     }
     if (!chunk.empty()) {
-      std::string text = run::RenderLog(rest + chunk, timestamps, &rest);
+      std::string text = renderer.Feed(chunk);
       size_t pos = 0;
       std::string out;
       while (pos < text.size()) {

@@ -40,32 +40,33 @@ std::optional<LogRecord> ParseLogRecord(std::string_view line) {
   return r;
 }
 
-std::string RenderLog(std::string_view text, bool timestamps, std::string* rest) {
+std::string LogRenderer::Feed(std::string_view bytes) {
+  std::string text = std::move(tail_);
+  text.append(bytes);
   std::string out;
-  std::string pending;  // joined partial records
-  std::string_view pending_ts;
   size_t pos = 0;
-  size_t group_start = 0;  // first record of the line being joined
-  while (pos < text.size()) {
+  while (true) {
     size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) break;
-    auto rec = ParseLogRecord(text.substr(pos, nl - pos));
-    if (pending.empty()) group_start = pos;
+    if (nl == std::string::npos) break;
+    auto rec = ParseLogRecord(std::string_view(text).substr(pos, nl - pos));
     pos = nl + 1;
     if (!rec) continue;
-    if (pending.empty()) pending_ts = rec->timestamp;
-    pending += rec->content;
+    Pending& p = rec->stream == "stderr" ? err_ : out_;
+    if (p.text.empty()) p.ts = std::string(rec->timestamp);
+    p.text += rec->content;
     if (rec->partial) continue;
-    if (timestamps) {
-      out += pending_ts;
-      out += ' ';
-    }
-    out += pending;
+    if (timestamps_) out += p.ts + ' ';
+    out += p.text;
     out += '\n';
-    pending.clear();
+    p.text.clear();
   }
-  if (rest != nullptr) *rest = std::string(text.substr(pending.empty() ? pos : group_start));
+  tail_ = text.substr(pos);
   return out;
+}
+
+std::string RenderLog(std::string_view text, bool timestamps) {
+  LogRenderer r(timestamps);
+  return r.Feed(text);
 }
 
 }  // namespace lathe::run

@@ -32,10 +32,27 @@ struct LogRecord {
 // Parses one line (without its newline); nullopt for a malformed line.
 std::optional<LogRecord> ParseLogRecord(std::string_view line);
 
-// Turns raw CRI text into what the program printed: partial records are
-// joined, each full record ends with '\n'. With `timestamps`, each line is
-// prefixed with its timestamp and a space. A trailing incomplete line (no
-// newline yet) is left in `rest` for the next call.
-std::string RenderLog(std::string_view cri_text, bool timestamps, std::string* rest = nullptr);
+// Turns raw CRI text into what the program printed, incrementally: feed it
+// the file's bytes as they come. Partial records are joined per stream (a
+// stderr line may arrive between the pieces of a long stdout line); each full
+// line ends with '\n'. With `timestamps`, each line starts with the time of
+// its first piece and a space. An incomplete record is kept for the next Feed.
+class LogRenderer {
+ public:
+  explicit LogRenderer(bool timestamps) : timestamps_(timestamps) {}
+  std::string Feed(std::string_view bytes);
+
+ private:
+  struct Pending {
+    std::string ts;
+    std::string text;
+  };
+  bool timestamps_;
+  std::string tail_;      // bytes after the last newline
+  Pending out_, err_;     // partial lines of stdout and stderr
+};
+
+// The whole of a log at once.
+std::string RenderLog(std::string_view cri_text, bool timestamps);
 
 }  // namespace lathe::run

@@ -25,22 +25,35 @@ TEST(LogFormat, RecordRoundTrip) {
   EXPECT_FALSE(ParseLogRecord("ts stdout X text").has_value());
 }
 
-TEST(LogFormat, RenderJoinsPartialsAndKeepsIncompleteTail) {
-  std::string text = FormatLogRecord(0, "stdout", true, "abc") + FormatLogRecord(0, "stdout", false, "def") +
+TEST(LogFormat, RendererJoinsPartialsPerStreamAndKeepsIncompleteTail) {
+  LogRenderer r(false);
+  std::string text = FormatLogRecord(0, "stdout", true, "abc") +
+                     FormatLogRecord(0, "stderr", false, "err between") +
+                     FormatLogRecord(0, "stdout", false, "def") +
                      FormatLogRecord(0, "stdout", false, "line2") +
                      FormatLogRecord(0, "stdout", true, "pending");
-  std::string rest;
-  EXPECT_EQ(RenderLog(text, false, &rest), "abcdef\nline2\n");
-  // The partial record waits for its end in the next call.
-  std::string more = rest + FormatLogRecord(0, "stdout", false, "-done");
-  EXPECT_EQ(RenderLog(more, false, &rest), "pending-done\n");
-  EXPECT_EQ(rest, "");
-  // A record cut in the middle (no newline yet) is kept for later.
+  EXPECT_EQ(r.Feed(text), "err between\nabcdef\nline2\n");
+  // The partial record waits for its end in a later Feed.
+  EXPECT_EQ(r.Feed(FormatLogRecord(0, "stdout", false, "-done")), "pending-done\n");
+  // A record cut in the middle (no newline yet) is kept until the rest comes.
   std::string cut = FormatLogRecord(0, "stdout", false, "x");
-  EXPECT_EQ(RenderLog(cut.substr(0, 10), false, &rest), "");
-  EXPECT_EQ(rest, cut.substr(0, 10));
+  EXPECT_EQ(r.Feed(cut.substr(0, 10)), "");
+  EXPECT_EQ(r.Feed(cut.substr(10)), "x\n");
   EXPECT_EQ(RenderLog(FormatLogRecord(0, "stdout", false, "t"), true),
             "1970-01-01T00:00:00.000000000Z t\n");
+}
+
+TEST(LogFormat, ByteAtATimeEqualsWhole) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) {
+    text += FormatLogRecord(i, i % 3 ? "stdout" : "stderr", i % 5 == 1, "piece" + std::to_string(i));
+  }
+  text += FormatLogRecord(99, "stdout", false, "end");
+  text += FormatLogRecord(99, "stderr", false, "end");
+  LogRenderer r(true);
+  std::string incremental;
+  for (char c : text) incremental += r.Feed(std::string_view(&c, 1));
+  EXPECT_EQ(incremental, RenderLog(text, true));
 }
 
 }  // namespace

@@ -140,6 +140,18 @@ Result<Manifest> ManifestFromJson(std::string_view text) {
   return m;
 }
 
+SnapshotInfo Summarize(const SnapshotId& id, const Manifest& m) {
+  SnapshotInfo i{id, m.time_ms, m.source, m.parent, m.tags, m.stats.files, m.stats.bytes, m.stats.new_bytes,
+                 m.complete(), ""};
+  for (const auto& c : m.checkpoints) {
+    if (!c.complete) {
+      i.reason = c.path + ": " + c.reason;
+      break;
+    }
+  }
+  return i;
+}
+
 SnapshotId ManifestId(std::string_view canonical_json) { return ToHex(Sha256(canonical_json)); }
 
 }  // namespace lathe::snap

@@ -82,6 +82,21 @@ struct Manifest {
   const FileEntry* Find(std::string_view path) const;  // nullptr when absent
 };
 
+// One line of `lathe snap ls`: a manifest's summary, kept in the index.
+struct SnapshotInfo {
+  SnapshotId id;
+  int64_t time_ms = 0;
+  std::string source;
+  SnapshotId parent;
+  std::map<std::string, std::string> tags;
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  uint64_t new_bytes = 0;
+  bool complete = false;
+  std::string reason;  // why not complete: the first incomplete checkpoint's reason
+};
+SnapshotInfo Summarize(const SnapshotId& id, const Manifest& m);
+
 // Canonical JSON and back. Parsing fails with InvalidArgument naming the field.
 std::string ManifestToJson(const Manifest& m);
 Result<Manifest> ManifestFromJson(std::string_view json);

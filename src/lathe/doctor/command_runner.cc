@@ -1,0 +1,127 @@
+#include "lathe/doctor/command_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace lathe::doctor {
+namespace {
+
+// exec() failures are reported through this exit status of the child.
+constexpr int kExecFailed = 127;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// In the child: new process group, stdin from /dev/null, stdout/stderr to the
+// pipes. Only async-signal-safe calls here: other threads may hold malloc's lock.
+[[noreturn]] void ExecChild(char* const* args, int out_fd, int err_fd) {
+  ::setpgid(0, 0);
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) ::dup2(null_fd, 0);
+  ::dup2(out_fd, 1);
+  ::dup2(err_fd, 2);
+  ::execvp(args[0], args);
+  ::_exit(kExecFailed);
+}
+
+void Drain(int fd, std::string& into, bool& open) {
+  char buf[8192];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n > 0) {
+    if (into.size() < kMaxCommandOutputBytes) into.append(buf, static_cast<size_t>(n));
+  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    open = false;
+  }
+}
+
+// Reads both pipes until they close or the deadline passes; false on timeout.
+bool Collect(int out_fd, int err_fd, int64_t deadline, CommandOutput& o) {
+  bool out_open = true, err_open = true;
+  while (out_open || err_open) {
+    int64_t left = deadline - NowMs();
+    if (left <= 0) return false;
+    pollfd fds[2] = {{out_open ? out_fd : -1, POLLIN, 0}, {err_open ? err_fd : -1, POLLIN, 0}};
+    int r = ::poll(fds, 2, static_cast<int>(left));
+    if (r < 0 && errno != EINTR) return false;
+    if (fds[0].revents) Drain(out_fd, o.out, out_open);
+    if (fds[1].revents) Drain(err_fd, o.err, err_open);
+  }
+  return true;
+}
+
+// Waits for the child until the deadline; false on timeout.
+bool Reap(pid_t pid, int64_t deadline, int& wstatus) {
+  while (true) {
+    pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return true;
+    if (NowMs() >= deadline) return false;
+    ::usleep(2000);
+  }
+}
+
+void KillGroup(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms) {
+  if (argv.empty()) return Status::InvalidArgument("empty command");
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return ErrnoStatus("pipe", errno);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int64_t deadline = NowMs() + timeout_ms;
+  pid_t pid = ::fork();
+  if (pid == 0) ExecChild(args.data(), out_pipe[1], err_pipe[1]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (pid < 0) {
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    return ErrnoStatus("fork", errno);
+  }
+  ::setpgid(pid, pid);  // also here, so KillGroup works even before the child ran
+  CommandOutput o;
+  bool done = Collect(out_pipe[0], err_pipe[0], deadline, o);
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int wstatus = 0;
+  if (!done || !Reap(pid, deadline, wstatus)) {
+    KillGroup(pid);
+    return Status::DeadlineExceeded(argv[0] + " did not finish within " +
+                                    std::to_string(timeout_ms) + " ms");
+  }
+  if (WIFEXITED(wstatus)) {
+    o.exit_code = WEXITSTATUS(wstatus);
+    if (o.exit_code == kExecFailed && o.out.empty() && o.err.empty()) {
+      return Status::NotFound("cannot execute " + argv[0]);
+    }
+  } else if (WIFSIGNALED(wstatus)) {
+    o.exit_code = 128 + WTERMSIG(wstatus);
+  }
+  return o;
+}
+
+}  // namespace lathe::doctor

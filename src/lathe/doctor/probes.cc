@@ -1,0 +1,220 @@
+#include "lathe/doctor/probes.h"
+
+#include <re2/re2.h>
+
+#include <thread>
+
+#include "lathe/common/json.h"
+
+namespace lathe::doctor {
+namespace {
+
+constexpr const char* kSystemPython = "/usr/bin/python3";
+// Where CUDA toolkits live when nvcc is not on PATH.
+constexpr const char* kToolkitDirs[] = {"/usr/local/cuda/bin", "/usr/lib/nvidia-cuda-toolkit/bin"};
+constexpr const char* kCudartDirs[] = {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu",
+                                       "/usr/lib/aarch64-linux-gnu"};
+
+std::vector<std::string> Pythons(const SystemView& view) {
+  std::vector<std::string> out, real;
+  for (std::string cand : {std::string(kSystemPython), std::string("python3")}) {
+    auto exe = view.FindExecutable(cand);
+    if (!exe) continue;
+    std::string r = view.RealPath(*exe);
+    if (std::find(real.begin(), real.end(), r) != real.end()) continue;
+    real.push_back(r);
+    out.push_back(*exe);
+  }
+  return out;
+}
+
+TorchProbe ProbeTorch(const SystemView& view, const std::string& python, int64_t timeout_ms) {
+  TorchProbe p;
+  p.python = python;
+  auto r = view.Run({python, "-c", std::string(TorchProbeScript())}, timeout_ms);
+  if (!r.ok()) {
+    p.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut
+                                                            : ProbeState::kFailed;
+    p.error = r.status().message();
+    return p;
+  }
+  ParseTorchProbeOutput(r->out, p);
+  if (p.state == ProbeState::kFailed && !r->err.empty()) p.error += ": " + r->err.substr(0, 300);
+  return p;
+}
+
+std::optional<std::string> FindNvcc(const SystemView& view) {
+  if (auto n = view.FindExecutable("nvcc")) return n;
+  for (const char* dir : kToolkitDirs) {
+    if (auto n = view.FindExecutable(std::string(dir) + "/nvcc")) return n;
+  }
+  return std::nullopt;
+}
+
+// libcudart.so.<version> in the usual places, when there is no nvcc.
+bool FindCudart(const SystemView& view, ToolkitProbe& t) {
+  for (const char* dir : kCudartDirs) {
+    auto names = view.ListDir(dir);
+    if (!names.ok()) continue;
+    for (const auto& n : *names) {
+      std::string v = CudartVersionFromName(n);
+      if (v.empty()) continue;
+      t.path = std::string(dir) + "/" + n;
+      t.version = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+ToolkitProbe ProbeToolkit(const SystemView& view, int64_t timeout_ms) {
+  ToolkitProbe t;
+  t.state = ProbeState::kDone;
+  auto nvcc = FindNvcc(view);
+  if (!nvcc) {
+    FindCudart(view, t);
+    return t;
+  }
+  t.path = *nvcc;
+  auto r = view.Run({*nvcc, "--version"}, timeout_ms);
+  if (!r.ok()) {
+    t.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut
+                                                            : ProbeState::kFailed;
+    t.error = r.status().message();
+    return t;
+  }
+  t.version = ParseNvccVersion(r->out);
+  if (t.version.empty()) {
+    t.state = ProbeState::kFailed;
+    t.error = "no version in `nvcc --version` output";
+  }
+  return t;
+}
+
+DnsProbe ProbeDns(const SystemView& view, const std::string& name, int64_t timeout_ms) {
+  DnsProbe d;
+  d.name = name;
+  // getent runs the system's resolver (NSS), as pip and curl would, and can be killed.
+  auto r = view.Run({"getent", "ahosts", name}, timeout_ms);
+  if (!r.ok()) {
+    d.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut
+                                                            : ProbeState::kFailed;
+    d.error = r.status().message();
+    return d;
+  }
+  d.state = ProbeState::kDone;
+  size_t sp = r->out.find_first_of(" \t\n");
+  if (r->exit_code == 0 && sp != std::string::npos && sp > 0) {
+    d.address = r->out.substr(0, sp);
+  } else {
+    d.error = r->exit_code == 2 ? "name not found" : "lookup failed (getent exit " +
+                                                         std::to_string(r->exit_code) + ")";
+  }
+  return d;
+}
+
+std::vector<std::string> StringList(const Json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.contains(key) || !j[key].is_array()) return out;
+  for (const auto& v : j[key]) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view TorchProbeScript() {
+  return R"PY(import json, sys, warnings
+r = {}
+try:
+    import torch
+except Exception as e:
+    print(json.dumps({"importable": False, "error": "%s: %s" % (type(e).__name__, e)}))
+    sys.exit(0)
+r["importable"] = True
+r["version"] = str(torch.__version__)
+r["cuda"] = torch.version.cuda or ""
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    try:
+        r["cuda_available"] = bool(torch.cuda.is_available())
+    except Exception as e:
+        r["cuda_available"] = False
+        w.append(e)
+    r["cuda_error"] = "; ".join(str(getattr(x, "message", x)).strip() for x in w)[:500]
+r["arch_list"] = torch.cuda.get_arch_list() if r["cuda"] else []
+caps = []
+if r["cuda_available"]:
+    for i in range(torch.cuda.device_count()):
+        caps.append("%d.%d" % torch.cuda.get_device_capability(i))
+r["capabilities"] = caps
+print(json.dumps(r))
+)PY";
+}
+
+void ParseTorchProbeOutput(std::string_view out, TorchProbe& p) {
+  size_t brace = out.rfind("\n{");
+  std::string_view last = brace == std::string_view::npos ? out : out.substr(brace + 1);
+  auto j = ParseJson(last);
+  if (!j.ok() || !j->is_object()) {
+    p.state = ProbeState::kFailed;
+    p.error = "unexpected output from the torch probe";
+    return;
+  }
+  p.state = ProbeState::kDone;
+  p.importable = j->value("importable", false);
+  p.error = j->value("error", "");
+  p.version = j->value("version", "");
+  p.cuda = j->value("cuda", "");
+  p.cuda_available = j->value("cuda_available", false);
+  p.cuda_error = j->value("cuda_error", "");
+  p.arch_list = StringList(*j, "arch_list");
+  p.capabilities = StringList(*j, "capabilities");
+}
+
+std::string ParseNvccVersion(std::string_view out) {
+  std::string v;
+  if (RE2::PartialMatch(re2::StringPiece(out.data(), out.size()), R"(release (\d+\.\d+))", &v)) {
+    return v;
+  }
+  return "";
+}
+
+std::string CudartVersionFromName(std::string_view file_name) {
+  std::string v;
+  if (RE2::FullMatch(re2::StringPiece(file_name.data(), file_name.size()),
+                     R"(libcudart\.so\.(\d+\.\d+)(\.\d+)*)", &v)) {
+    return v;
+  }
+  return "";
+}
+
+Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
+  Facts f;
+  f.torch_timeout_ms = o.torch_timeout_ms;
+  std::vector<std::thread> threads;
+  if (o.gpu) {
+    f.gpus_sampled = true;
+    threads.emplace_back([&] { f.gpus = view.SampleGpus(); });
+    threads.emplace_back([&] { f.toolkit = ProbeToolkit(view, o.nvcc_timeout_ms); });
+    if (o.fast) {
+      f.torch_skipped_fast = true;
+    } else {
+      std::vector<std::string> pythons = Pythons(view);
+      f.torch.resize(pythons.size());
+      for (size_t i = 0; i < pythons.size(); ++i) {
+        threads.emplace_back([&, i, py = pythons[i]] {
+          f.torch[i] = ProbeTorch(view, py, o.torch_timeout_ms);
+        });
+      }
+    }
+  }
+  if (o.network && !o.fast) {
+    threads.emplace_back([&] { f.dns = ProbeDns(view, o.dns_name, o.dns_timeout_ms); });
+  }
+  for (auto& t : threads) t.join();
+  return f;
+}
+
+}  // namespace lathe::doctor

@@ -1,0 +1,87 @@
+// The facts the doctor's checks need that are slow or may hang to find out:
+// the GPU sample (NVML), the torch of each Python (importing torch takes
+// seconds), the CUDA toolkit (nvcc / libcudart) and a DNS lookup. They are
+// gathered once, in parallel, each under a hard timeout, before the checks
+// run; the checks themselves only read Facts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lathe/common/status.h"
+#include "lathe/doctor/system_view.h"
+#include "lathe/gpu/inventory.h"
+
+namespace lathe::doctor {
+
+enum class ProbeState {
+  kNotRun,    // not needed (group not selected) or skipped by --fast
+  kDone,      // ran; see the fields
+  kTimedOut,  // killed at its timeout
+  kFailed,    // could not run or gave output that makes no sense; see error
+};
+
+struct TorchProbe {
+  std::string python;  // the interpreter, e.g. "/usr/bin/python3"
+  ProbeState state = ProbeState::kNotRun;
+  std::string error;   // why it failed, or the ImportError when !importable
+  bool importable = false;
+  std::string version;  // torch.__version__, "2.3.1+cu121"
+  std::string cuda;     // torch.version.cuda, "12.1"; empty for a CPU-only build
+  bool cuda_available = false;
+  std::string cuda_error;                 // torch's warning when is_available() is False
+  std::vector<std::string> arch_list;     // torch.cuda.get_arch_list(): "sm_80", "compute_90"
+  std::vector<std::string> capabilities;  // per visible device: "8.6"
+};
+
+struct ToolkitProbe {
+  ProbeState state = ProbeState::kNotRun;
+  std::string path;     // nvcc or libcudart found; empty when none
+  std::string version;  // "12.1"; empty when none was found
+  std::string error;
+};
+
+struct DnsProbe {
+  ProbeState state = ProbeState::kNotRun;
+  std::string name;     // the name looked up
+  std::string address;  // the first address it resolved to
+  std::string error;
+};
+
+struct Facts {
+  bool gpus_sampled = false;
+  Result<gpu::Inventory> gpus = gpu::Inventory{};
+  std::vector<TorchProbe> torch;  // one per distinct Python; empty when not run
+  bool torch_skipped_fast = false;
+  ToolkitProbe toolkit;
+  DnsProbe dns;
+  int64_t torch_timeout_ms = 0;
+};
+
+struct ProbeOptions {
+  bool fast = false;     // skip the slow probes: torch import and DNS
+  bool gpu = true;       // gather the GPU group's facts
+  bool network = true;   // gather the network group's facts
+  int64_t torch_timeout_ms = 20000;
+  int64_t nvcc_timeout_ms = 5000;
+  int64_t dns_timeout_ms = 3000;
+  std::string dns_name = "pypi.org";
+};
+
+// Runs the needed probes in parallel and waits for all of them (each is
+// bounded by its own timeout; the NVML sample is bounded by the driver).
+Facts GatherFacts(const SystemView& view, const ProbeOptions& options);
+
+// ---- parsers, exposed for tests -------------------------------------------
+// The Python snippet run for each interpreter; it prints one JSON object.
+std::string_view TorchProbeScript();
+// Fills `p` from the snippet's output; kFailed with error when it is not JSON.
+void ParseTorchProbeOutput(std::string_view out, TorchProbe& p);
+// "Cuda compilation tools, release 12.1, V12.1.105" → "12.1"; "" when absent.
+std::string ParseNvccVersion(std::string_view out);
+// "libcudart.so.12.1.105" → "12.1"; "" when the name has no version.
+std::string CudartVersionFromName(std::string_view file_name);
+
+}  // namespace lathe::doctor

@@ -1,0 +1,25 @@
+// The SystemView of the machine the doctor runs on.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lathe/doctor/system_view.h"
+
+namespace lathe::doctor {
+
+struct RealSystemOptions {
+  // The Lathe home a daemon would use (daemon/home.h DaemonHome("").home).
+  std::string lathe_home;
+  // Asks the daemon whether it is up (the CLI passes one built on
+  // api::ApiClient, which the doctor module does not link). Null: the
+  // daemon is reported Unavailable("not checked").
+  std::function<Status(std::string* where)> daemon_status;
+  // GPU source spec for SampleGpus(), as gpu/source.h OpenGpuSource takes it.
+  std::string gpu_spec = "auto";
+};
+
+std::unique_ptr<SystemView> NewRealSystemView(RealSystemOptions options);
+
+}  // namespace lathe::doctor

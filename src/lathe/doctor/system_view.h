@@ -1,0 +1,85 @@
+// What the doctor may look at. Every check reads the machine only through a
+// SystemView, so tests hand them a fabricated machine (test_util/
+// fake_system.h: a fake /proc and /sys, environment, statvfs answers, an
+// Inventory built from a fake NVML table, canned command outputs) and cover
+// the warn and fail paths on any host. RealSystemView (real_system.h) is the
+// machine itself.
+//
+// Implementations must be safe to call from several threads at once: the
+// doctor runs its slow probes in parallel.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lathe/common/status.h"
+#include "lathe/gpu/inventory.h"
+
+namespace lathe::doctor {
+
+struct FsStats {
+  uint64_t size_bytes = 0;
+  uint64_t free_bytes = 0;  // available to an unprivileged user (f_bavail)
+  uint64_t inodes_total = 0;
+  uint64_t inodes_free = 0;
+};
+
+inline constexpr uint64_t kUnlimited = UINT64_MAX;
+
+struct Rlimit {
+  uint64_t soft = kUnlimited;
+  uint64_t hard = kUnlimited;
+};
+enum class RlimitKind { kOpenFiles, kProcesses };  // RLIMIT_NOFILE, RLIMIT_NPROC
+
+struct CommandOutput {
+  int exit_code = 0;  // the exit status; 128+N when killed by signal N
+  std::string out;    // stdout
+  std::string err;    // stderr
+};
+
+class SystemView {
+ public:
+  virtual ~SystemView() = default;
+
+  // A small file, e.g. under /proc or /sys (NotFound when it does not exist).
+  virtual Result<std::string> ReadFile(const std::string& path) const = 0;
+  // The names in a directory, without "." and "..".
+  virtual Result<std::vector<std::string>> ListDir(const std::string& path) const = 0;
+  virtual std::optional<std::string> Getenv(const std::string& name) const = 0;
+  // Every environment variable, as (name, value).
+  virtual std::vector<std::pair<std::string, std::string>> Environment() const = 0;
+  // statvfs(2) of the file system holding `path`.
+  virtual Result<FsStats> StatFs(const std::string& path) const = 0;
+  virtual Result<Rlimit> GetRlimit(RlimitKind kind) const = 0;
+  // CPUs this process may run on (its affinity mask).
+  virtual int CpuCount() const = 0;
+  // Whether the kernel clock is synchronised (adjtimex); nullopt when unknown.
+  virtual std::optional<bool> ClockSynchronized() const = 0;
+  virtual std::string Cwd() const = 0;
+  // The Lathe home a daemon started now would use (it may not exist yet).
+  virtual std::string LatheHome() const = 0;
+  // Creates and removes a file in `dir`: OK when `dir` is writable.
+  virtual Status ProbeWritable(const std::string& dir) const = 0;
+  // OK when a Lathe daemon answers; otherwise why not. `where` gets the
+  // socket or address tried.
+  virtual Status DaemonStatus(std::string* where) const = 0;
+  // An executable named `name` on PATH (or `name` itself when it has a '/').
+  virtual std::optional<std::string> FindExecutable(const std::string& name) const = 0;
+  // The canonical path (symlinks resolved), or `path` when that fails.
+  virtual std::string RealPath(const std::string& path) const = 0;
+
+  // ---- slow: the doctor calls these from its parallel probes ------------
+  // A sample of the GPUs (gpu/source.h "auto": no driver is an empty
+  // Inventory whose note says why, not an error).
+  virtual Result<gpu::Inventory> SampleGpus() const = 0;
+  // Runs `argv` (no shell) with stdin closed and kills it after
+  // `timeout_ms`: DeadlineExceeded then; NotFound when it cannot be started.
+  virtual Result<CommandOutput> Run(const std::vector<std::string>& argv,
+                                    int64_t timeout_ms) const = 0;
+};
+
+}  // namespace lathe::doctor

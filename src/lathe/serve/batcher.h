@@ -1,0 +1,118 @@
+// The dynamic batcher: per-priority request queues and the one thread per model
+// that turns them into batches (after Triton's dynamic_batch_scheduler).
+//
+// RequestQueues is the algorithm, with no threads and no clock: every call is
+// given "now", so tests drive it with a fake clock. Batcher runs it on its own
+// thread with a mutex and a condition variable and hands batches to a
+// BatchSink (the model's instances).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lathe/common/status.h"
+#include "lathe/serve/config.h"
+#include "lathe/serve/request.h"
+
+namespace lathe::serve {
+
+// Not thread-safe: Batcher guards it with its mutex.
+class RequestQueues {
+ public:
+  // `max_batch_size` 0 means the model does not batch: every batch is one request.
+  RequestQueues(BatchingConfig config, int max_batch_size);
+
+  // Admits `r` at its priority (clamped to 1..levels). Sets enqueue_us and, from
+  // the level's policy or the request's own timeout, deadline_us. Fails with
+  // ResourceExhausted when that level's queue is full; `r` is then untouched
+  // and still the caller's.
+  Status Enqueue(std::unique_ptr<PendingRequest>& r, int64_t now_us, int64_t request_timeout_us);
+
+  struct Decision {
+    Batch batch;         // non-empty: run it now
+    Batch expired;       // past their deadline with on_timeout: reject; answer 503
+    int64_t wait_us = -1;  // nothing to run: look again after this long (-1: when woken)
+  };
+  // One step at `now_us`. `can_dispatch` says whether an instance could take a
+  // batch now; when false the queues only age (requests keep accumulating,
+  // which is where batches come from under load).
+  Decision Next(int64_t now_us, bool can_dispatch);
+
+  size_t size() const;                  // all levels, including delayed requests
+  size_t size_at(int level) const;      // one level (1-based), without delayed ones
+  size_t delayed_size() const { return delayed_.size(); }
+  int levels() const { return static_cast<int>(queues_.size()); }
+  // Removes every queued request (for shutdown without draining).
+  Batch TakeAll();
+
+ private:
+  // Moves requests past their deadline out of the queues (into `expired` or the
+  // delayed queue); returns the earliest deadline still pending (0 if none).
+  int64_t Expire(int64_t now_us, Batch& expired);
+  // The requests of the next batch in priority/FIFO order, all with the head's
+  // shape key, at most max rows; `oldest_us` is the earliest enqueue time among them.
+  std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> Gather(int64_t& rows,
+                                                                                       int64_t& oldest_us);
+  int64_t MaxRows() const;
+  int64_t CutRows(int64_t rows, bool delay_expired) const;
+
+  const BatchingConfig config_;
+  const int max_batch_size_;
+  std::vector<std::deque<std::unique_ptr<PendingRequest>>> queues_;  // index = level - 1
+  std::deque<std::unique_ptr<PendingRequest>> delayed_;
+};
+
+// Where the batcher sends batches. Both calls come from the batcher thread
+// while it holds its mutex: they must not call back into the Batcher.
+class BatchSink {
+ public:
+  virtual ~BatchSink() = default;
+  virtual bool CanDispatch() = 0;      // an instance would take a batch now
+  virtual void Dispatch(Batch batch) = 0;  // hand it to the least-loaded instance
+};
+
+class Batcher {
+ public:
+  struct Options {
+    BatchingConfig batching;
+    int max_batch_size = 0;
+    std::function<int64_t()> now_us;  // monotonic microseconds; default: steady_clock
+  };
+  // Starts the thread. `sink` must outlive the Batcher.
+  Batcher(Options options, BatchSink& sink);
+  ~Batcher();  // Stop(true)
+
+  // Admits a request (see RequestQueues::Enqueue). Unavailable once stopping.
+  // On failure `r` stays the caller's.
+  Status Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeout_us);
+
+  // An instance finished a batch (or anything else changed): look again.
+  void Wake();
+
+  // Stops admitting; with `drain` the queued requests still run, else they are
+  // answered Unavailable. Joins the thread. Idempotent.
+  void Stop(bool drain);
+
+  size_t queue_size_at(int level) const;
+  size_t delayed_size() const;
+
+ private:
+  void Loop();
+
+  const Options options_;
+  BatchSink& sink_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  RequestQueues queues_;   // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  bool drain_ = true;      // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace lathe::serve

@@ -1,0 +1,28 @@
+#include "lathe/snap/space_guard.h"
+
+#include <algorithm>
+
+#include "lathe/common/units.h"
+#include "lathe/snap/file_io.h"
+
+namespace lathe::snap {
+
+Status SpaceGuard::Claim(uint64_t bytes) {
+  if (!checked_ || since_check_ + bytes > kRecheckBytes) {
+    ASSIGN_OR_RETURN(known_free_, AvailableBytes(dir_));
+    since_check_ = 0;
+    checked_ = true;
+  }
+  if (known_free_ < bytes || known_free_ - bytes < reserve_) {
+    return Status::Msg(Code::kResourceExhausted, "snap.reserve",
+                       {{"free", FormatBytes(known_free_)}, {"need", FormatBytes(bytes)},
+                        {"reserve", FormatBytes(reserve_)}});
+  }
+  known_free_ -= bytes;
+  since_check_ += bytes;
+  return Status::OK();
+}
+
+uint64_t DefaultReserveBytes(uint64_t fs_bytes) { return std::min<uint64_t>(1ull << 30, fs_bytes / 10); }
+
+}  // namespace lathe::snap
