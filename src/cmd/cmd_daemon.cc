@@ -79,9 +79,11 @@ Status RunDaemon(DaemonFlags& f) {
   ao.on_shutdown = [] { g_shutdown = true; };
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
   RETURN_IF_ERROR(d->Start());
-  std::printf("lathe daemon %s ready (%s mode)\n  socket: %s\n  API:    http://%s/api/v1  (token in %s)\n",
-              LATHE_VERSION, d->paths().system ? "system" : "user", d->paths().socket.c_str(),
-              server->tcp_endpoint().c_str(), d->paths().token.c_str());
+  Lang lang = DetectLang();
+  std::printf("%s\n", Tr("daemon.ready", lang,
+                         {{"version", LATHE_VERSION}, {"mode", d->paths().system ? "system" : "user"},
+                          {"socket", d->paths().socket}, {"tcp", server->tcp_endpoint()},
+                          {"token", d->paths().token}}).c_str());
   std::fflush(stdout);
   timespec ts{0, 200'000'000};
   while (!g_shutdown) {
@@ -95,8 +97,11 @@ Status RunDaemon(DaemonFlags& f) {
 }
 
 Status RunUp(const DaemonFlags& f) {
+  // With --home, that daemon is the one to look for and to start.
+  if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
   if (auto c = api::ApiClient::Connect(); c.ok()) {
-    std::printf("lathe daemon already running (%s: %s)\n", (*c)->why().c_str(), (*c)->where().c_str());
+    std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
+                           {{"why", (*c)->why()}, {"socket", (*c)->where()}}).c_str());
     return Status::OK();
   }
   daemon::HomePaths paths = daemon::DaemonHome(f.home);
@@ -131,8 +136,9 @@ Status RunUp(const DaemonFlags& f) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (auto c = api::ApiClient::Connect(); c.ok()) {
       auto s = (*c)->Get("/api/v1/status");
-      std::printf("lathe daemon started (pid %d)\n  socket: %s\n  API:    http://%s/api/v1\n", pid,
-                  (*c)->where().c_str(), s.ok() ? s->value("tcp", "").c_str() : "?");
+      std::printf("%s\n", Tr("daemon.started", DetectLang(),
+                             {{"pid", std::to_string(pid)}, {"socket", (*c)->where()},
+                              {"tcp", s.ok() ? s->value("tcp", "") : "?"}}).c_str());
       return Status::OK();
     }
     int ws;
@@ -147,7 +153,7 @@ Status RunDown() {
   for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!api::ApiClient::Connect().ok()) {
-      std::printf("lathe daemon stopped (runs keep running)\n");
+      std::printf("%s\n", Tr("daemon.stopped", DetectLang()).c_str());
       return Status::OK();
     }
   }

@@ -1,8 +1,213 @@
-// lathe doctor | explain | term | plan
+// lathe doctor | explain | term
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
 #include "cmd/commands.h"
+#include "lathe/api/client.h"
+#include "lathe/daemon/home.h"
+#include "lathe/doctor/doctor.h"
+#include "lathe/doctor/explain_format.h"
+#include "lathe/doctor/explainer.h"
+#include "lathe/doctor/glossary.h"
+#include "lathe/doctor/real_system.h"
+#include "lathe/doctor/report_format.h"
+#include "lathe/doctor/term_format.h"
+#include "lathe/net/http_client.h"
+#include "lathe/os/files.h"
 
 namespace lathe::cmd {
+namespace {
 
-void SetupDoctor(CLI::App& app, Globals& g, Status& status) {}
+// How long the doctor waits for a daemon to answer /api/v1/status.
+constexpr int kDaemonProbeTimeoutMs = 2000;
+
+void Print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+
+// JSON that never throws on odd bytes from logs or the environment.
+void PrintJsonSafe(const Json& j) {
+  Print(j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+}
+
+bool UseColor() { return ::isatty(1) == 1 && std::getenv("NO_COLOR") == nullptr; }
+
+void AddLang(CLI::App* sub, Globals& g) {
+  sub->add_option("--lang", g.lang, "language: zh | en")
+      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN"}));
+}
+
+// ---- doctor ------------------------------------------------------------------
+
+struct DoctorFlags {
+  bool json = false, fix_script = false, strict = false, fast = false;
+  std::string only;
+};
+
+// Is a daemon answering? Short timeouts, unlike ApiClient's: the doctor must
+// not hang on a stuck daemon.
+Status PingDaemon(std::string* where) {
+  Status last = Status::Unavailable("no socket found");
+  for (const auto& c : daemon::ClientCandidates()) {
+    *where = c.paths.socket;
+    if (!os::Exists(c.paths.socket)) {
+      last = Status::Unavailable("no socket at " + c.paths.socket);
+      continue;
+    }
+    net::ClientOptions o;
+    o.unix_socket = c.paths.socket;
+    o.connect_timeout_ms = kDaemonProbeTimeoutMs;
+    o.timeout_ms = kDaemonProbeTimeoutMs;
+    net::HttpClient http(o);
+    auto r = http.Request("GET", "/api/v1/status");
+    if (r.ok() && r->status < 400) return Status::OK();
+    last = r.ok() ? Status::Unavailable("HTTP " + std::to_string(r->status)) : r.status();
+  }
+  return last;
+}
+
+Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
+  doctor::RealSystemOptions ro;
+  ro.lathe_home = daemon::DaemonHome("").home;
+  ro.daemon_status = PingDaemon;
+  auto view = doctor::NewRealSystemView(std::move(ro));
+  doctor::DoctorOptions o;
+  o.fast = f.fast;
+  o.only = f.only;
+  ASSIGN_OR_RETURN(doctor::Report report, doctor::RunDoctor(*view, o));
+  if (f.fix_script) {
+    Print(doctor::FormatFixScript(report, lang));
+    return Status::OK();  // the script is the product; the exit code is not about the checks
+  }
+  if (f.json) {
+    PrintJsonSafe(doctor::ReportToJson(report, lang, f.strict));
+  } else {
+    Print(doctor::FormatReportTable(report, {lang, UseColor(), true}));
+  }
+  if (doctor::DoctorExitCode(report, f.strict) == 0) return Status::OK();
+  return Status::Msg(Code::kFailedPrecondition, f.strict ? "doctor.failed_strict" : "doctor.failed",
+                     {{"fail", std::to_string(report.fail)}, {"warn", std::to_string(report.warn)}});
+}
+
+// ---- explain -----------------------------------------------------------------
+
+struct ExplainFlags {
+  std::vector<std::string> text;
+  std::string log, run;
+  bool json = false;
+  size_t max = 3;
+};
+
+Result<std::string> ReadStdin() {
+  std::ostringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
+}
+
+Result<std::string> RunLog(const std::string& ref) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
+  return c->GetText("/api/v1/runs/" + r.value("id", ref) + "/logs");
+}
+
+// A lone word that could be a run id or name ("r-3f2a", "train-bert").
+bool LooksLikeRunRef(const std::vector<std::string>& text) {
+  if (text.size() != 1 || text[0].empty() || text[0].size() > 64) return false;
+  for (char c : text[0]) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// The text to explain: --log FILE ("-" = stdin), --run RUN, the arguments
+// (a lone run id or name is fetched from the daemon when one answers), or
+// piped stdin.
+Result<std::string> ExplainInput(const ExplainFlags& f) {
+  if (!f.log.empty()) return f.log == "-" ? ReadStdin() : os::ReadFile(f.log);
+  if (!f.run.empty()) return RunLog(f.run);
+  if (LooksLikeRunRef(f.text)) {
+    auto log = RunLog(f.text[0]);
+    if (log.ok()) return log;
+  }
+  if (!f.text.empty()) return Joined(f.text);
+  if (::isatty(0) != 1) return ReadStdin();
+  return Status::Msg(Code::kInvalidArgument, "explain.no_input");
+}
+
+Status RunExplain(const ExplainFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(std::string text, ExplainInput(f));
+  auto matches = doctor::Explainer::Default().Explain(text, f.max);
+  if (f.json) {
+    PrintJsonSafe(doctor::MatchesToJson(matches, lang));
+  } else if (!matches.empty()) {
+    Print(doctor::FormatMatches(matches, lang, UseColor()));
+  }
+  if (matches.empty()) return Status::Msg(Code::kFailedPrecondition, "explain.no_match");
+  return Status::OK();
+}
+
+// ---- term --------------------------------------------------------------------
+
+struct TermFlags {
+  std::vector<std::string> words;
+  bool json = false;
+};
+
+Status RunTerm(const TermFlags& f, Lang lang) {
+  std::string query = Joined(f.words);
+  const auto& glossary = doctor::Glossary::Default();
+  ASSIGN_OR_RETURN(doctor::TermResults r,
+                   doctor::SearchTerms(glossary, doctor::KnowledgeBase::Default(), query));
+  if (f.json) {
+    PrintJsonSafe(doctor::TermResultsToJson(r, query, lang));
+  } else {
+    Print(doctor::FormatTermResults(r, glossary, lang, UseColor()));
+  }
+  if (r.terms.empty() && r.kb.empty()) {
+    return Status::Msg(Code::kNotFound, "term.not_found", {{"query", query}});
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
+  static DoctorFlags df;
+  auto* doc = app.add_subcommand("doctor", "check this machine for GPU training and serving");
+  doc->add_flag("--json", df.json, "JSON output");
+  doc->add_option("--only", df.only, "one group: gpu | system | network | lathe");
+  doc->add_flag("--fix-script", df.fix_script, "print a shell script of the fixes (never runs it)");
+  doc->add_flag("--strict", df.strict, "exit 1 on warnings too");
+  doc->add_flag("--fast", df.fast, "skip slow probes (importing torch, DNS)");
+  AddLang(doc, g);
+  doc->callback([&status, &g] { status = RunDoctorCmd(df, g.Language()); });
+
+  static ExplainFlags ef;
+  auto* ex = app.add_subcommand("explain", "explain an error: lathe explain \"TEXT\" | --log FILE | RUN");
+  ex->add_option("text", ef.text, "error text, or a run id or name");
+  ex->add_option("--log", ef.log, "a log file to explain (- for stdin)");
+  ex->add_option("--run", ef.run, "a run whose log to explain");
+  ex->add_option("--max", ef.max, "show at most this many matches (default 3)")
+      ->check(CLI::Range(1, 50));
+  ex->add_flag("--json", ef.json, "JSON output");
+  AddLang(ex, g);
+  ex->callback([&status, &g] { status = RunExplain(ef, g.Language()); });
+
+  static TermFlags tf;
+  auto* term = app.add_subcommand("term", "look up a term in English or 中文: lathe term WORD");
+  term->add_option("word", tf.words, "a term, a parameter name or a scenario phrase")->required();
+  term->add_flag("--json", tf.json, "JSON output");
+  AddLang(term, g);
+  term->callback([&status, &g] { status = RunTerm(tf, g.Language()); });
+}
 
 }  // namespace lathe::cmd

@@ -167,7 +167,7 @@ Status RunInspect(const std::string& ref, bool json) {
   std::printf("gpus:      %s\n", GpuList(r).c_str());
   if (r["exit_code"].is_number()) std::printf("exit code: %d\n", r["exit_code"].get<int>());
   if (r["signal"].is_number()) std::printf("signal:    %d\n", r["signal"].get<int>());
-  if (r.value("oom_killed", false)) std::printf("oom:       killed at the memory limit\n");
+  if (r.value("oom_killed", false)) std::printf("oom:       %s\n", Tr("run.oom_killed", DetectLang()).c_str());
   std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0), r.value("restarts", 0),
               r.value("preemptions", 0));
   std::printf("created:   %s ago\n", Age(r.value("created_at_ms", int64_t{0})).c_str());
