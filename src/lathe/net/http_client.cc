@@ -1,216 +1,211 @@
 #include "lathe/net/http_client.h"
 
-#include <curl/curl.h>
+// Boost.Beast's synchronous client, not libcurl: every `lathe` command and
+// every per-run monitor is a fresh process, and libcurl brings ~28 shared
+// libraries (Kerberos, LDAP, GnuTLS, ...) whose loading dominated start-up.
+// We only speak plain HTTP/1.1 to our own daemon over a unix socket or
+// loopback TCP, which Beast covers.
+#include <sys/socket.h>
+#include <sys/time.h>
 
-#include <mutex>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include <optional>
 
 namespace lathe::net {
 
-namespace {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using boost::system::error_code;
 
-// One request in flight: what to send, and where the answer goes.
-struct Call {
-  std::string_view method;
-  std::string_view path;
-  std::string_view body;
-  const Headers* headers = nullptr;
-  const std::function<bool(std::string_view)>* on_data = nullptr;  // null: collect the body
-  HttpResponse response;
-  bool stopped = false;  // on_data said stop
-  std::string callback_error;  // on_data threw: it cannot unwind through libcurl
+struct HttpClient::Conn {
+  asio::io_context ioc;
+  std::optional<asio::local::stream_protocol::socket> unix_sock;
+  std::optional<asio::ip::tcp::socket> tcp_sock;
+  beast::flat_buffer buffer;
+  bool used = false;  // has carried a request: may have been closed by the peer
 };
 
-using SlistPtr = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
+struct Target {
+  std::string host = "localhost";
+  std::string port = "80";
+};
+
+Target ParseBaseUrl(const std::string& url) {
+  Target t;
+  std::string_view s = url;
+  if (auto p = s.find("://"); p != std::string_view::npos) s.remove_prefix(p + 3);
+  if (auto slash = s.find('/'); slash != std::string_view::npos) s = s.substr(0, slash);
+  if (auto colon = s.rfind(':'); colon != std::string_view::npos) {
+    t.host = std::string(s.substr(0, colon));
+    t.port = std::string(s.substr(colon + 1));
+  } else if (!s.empty()) {
+    t.host = std::string(s);
   }
-  return s;
+  return t;
 }
 
-size_t OnBody(char* data, size_t size, size_t count, void* user) {
-  auto* call = static_cast<Call*>(user);
-  size_t len = size * count;
-  if (call->on_data == nullptr) {
-    call->response.body.append(data, len);
-    return len;
-  }
-  try {
-    if ((*call->on_data)(std::string_view(data, len))) return len;
-  } catch (const std::exception& e) {
-    call->callback_error = e.what();
-  } catch (...) {
-    call->callback_error = "unknown exception";
-  }
-  call->stopped = true;
-  return 0;  // makes libcurl abort the transfer with CURLE_WRITE_ERROR
+// Blocking reads and writes give up after timeout_ms (0: never).
+void SetTimeouts(int fd, int timeout_ms) {
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-size_t OnHeaderLine(char* data, size_t size, size_t count, void* user) {
-  auto* call = static_cast<Call*>(user);
-  size_t len = size * count;
-  std::string_view line = Trim(std::string_view(data, len));
-  if (line.starts_with("HTTP/")) {
-    call->response.headers.clear();  // a new response (after 100 Continue) starts over
-  } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
-    call->response.headers.emplace_back(std::string(Trim(line.substr(0, colon))),
-                                        std::string(Trim(line.substr(colon + 1))));
+Status ErrorStatus(const error_code& ec, std::string_view what) {
+  std::string msg = std::string(what) + ": " + ec.message();
+  if (ec == asio::error::would_block || ec == asio::error::try_again || ec == beast::error::timeout) {
+    return Status::DeadlineExceeded(msg);
   }
-  return len;
+  return Status::Unavailable(msg);
 }
 
-bool HasHeader(const Headers& headers, std::string_view name) {
-  for (const auto& h : headers) {
-    if (EqualsIgnoreCase(h.first, name)) return true;
+bhttp::request<bhttp::string_body> BuildRequest(std::string_view method, std::string_view target,
+                                                std::string_view body, const Headers& headers,
+                                                const ClientOptions& o, const std::string& host) {
+  bhttp::request<bhttp::string_body> req;
+  req.method_string(beast::string_view(method.data(), method.size()));
+  req.target(beast::string_view(target.data(), target.size()));
+  req.version(11);
+  req.set(bhttp::field::host, host);
+  req.set(bhttp::field::user_agent, "lathe");
+  if (!o.bearer_token.empty()) req.set(bhttp::field::authorization, "Bearer " + o.bearer_token);
+  bool has_type = false;
+  for (const auto& [k, v] : headers) {
+    req.insert(k, v);
+    if (EqualsIgnoreCase(k, "Content-Type")) has_type = true;
   }
-  return false;
-}
-
-// libcurl owns the strings it is given through curl_slist_append (it copies).
-SlistPtr BuildHeaders(const Call& call, const std::string& bearer_token) {
-  curl_slist* list = nullptr;
-  // Without this libcurl waits up to a second for "100 Continue" on larger bodies.
-  list = curl_slist_append(list, "Expect:");
-  for (const auto& [name, value] : *call.headers) {
-    std::string line = value.empty() ? name + ";" : name + ": " + value;
-    list = curl_slist_append(list, line.c_str());
-  }
-  if (!bearer_token.empty() && !HasHeader(*call.headers, "Authorization")) {
-    list = curl_slist_append(list, ("Authorization: Bearer " + bearer_token).c_str());
-  }
-  if (!call.body.empty() && !HasHeader(*call.headers, "Content-Type")) {
-    list = curl_slist_append(list, "Content-Type: application/json");
-  }
-  return SlistPtr(list, &curl_slist_free_all);
-}
-
-void SetMethod(CURL* h, const Call& call) {
-  if (call.method == "GET" && call.body.empty()) {
-    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    return;
-  }
-  std::string method(call.method);
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());  // libcurl copies strings
-  bool sends_body = !call.body.empty() || call.method == "POST" || call.method == "PUT" ||
-                    call.method == "PATCH";
-  if (sends_body) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(call.body.size()));
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, call.body.empty() ? "" : call.body.data());
-  }
-}
-
-// Turns a transport failure into a Status: could not reach the peer →
-// Unavailable; reached it but too slow → DeadlineExceeded.
-Status CurlStatus(CURL* h, CURLcode rc, const std::string& where, const char* errbuf) {
-  std::string msg = where + ": " + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
-  switch (rc) {
-    case CURLE_OPERATION_TIMEDOUT: {
-      curl_off_t connect_us = 0;
-      curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
-      if (connect_us == 0) return Status::Unavailable(msg);
-      return Status::DeadlineExceeded(msg);
-    }
-    case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-      return Status::InvalidArgument(msg);
-    case CURLE_OUT_OF_MEMORY:
-      return Status::ResourceExhausted(msg);
-    default:  // refused, no socket, hung up, reset, partial answer
-      return Status::Unavailable(msg);
-  }
-}
-
-void GlobalInitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-Status Perform(CURL* h, const ClientOptions& options, Call& call);
-
-// Created on first use and kept: its connection cache carries keep-alive.
-Status EnsureHandle(void*& curl) {
-  if (curl != nullptr) return Status::OK();
-  GlobalInitOnce();
-  curl = curl_easy_init();
-  return curl ? Status::OK() : Status::Internal("curl_easy_init failed");
+  if (!body.empty() && !has_type) req.set(bhttp::field::content_type, "application/json");
+  req.body() = std::string(body);
+  req.prepare_payload();
+  return req;
 }
 
 }  // namespace
 
 HttpClient::HttpClient(ClientOptions options) : options_(std::move(options)) {}
+HttpClient::~HttpClient() = default;
 
-HttpClient::~HttpClient() {
-  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+Status HttpClient::Connect() {
+  conn_ = std::make_unique<Conn>();
+  error_code ec;
+  int fd = -1;
+  if (!options_.unix_socket.empty()) {
+    conn_->unix_sock.emplace(conn_->ioc);
+    conn_->unix_sock->connect(asio::local::stream_protocol::endpoint(options_.unix_socket), ec);
+    if (!ec) fd = conn_->unix_sock->native_handle();
+  } else {
+    Target t = ParseBaseUrl(options_.base_url);
+    asio::ip::tcp::resolver resolver(conn_->ioc);
+    auto endpoints = resolver.resolve(t.host, t.port, ec);
+    if (!ec) {
+      conn_->tcp_sock.emplace(conn_->ioc);
+      asio::connect(*conn_->tcp_sock, endpoints, ec);
+      if (!ec) fd = conn_->tcp_sock->native_handle();
+    }
+  }
+  if (ec) {
+    conn_.reset();
+    return Status::Unavailable("connect " +
+                               (options_.unix_socket.empty() ? options_.base_url : options_.unix_socket) +
+                               ": " + ec.message());
+  }
+  SetTimeouts(fd, options_.timeout_ms);
+  return Status::OK();
+}
+
+// Runs `fn(socket)` on the open connection, whichever kind it is.
+template <typename Fn>
+auto WithSocket(HttpClient::Conn& c, Fn&& fn) {
+  if (c.unix_sock) return fn(*c.unix_sock);
+  return fn(*c.tcp_sock);
 }
 
 Result<HttpResponse> HttpClient::Request(std::string_view method, std::string_view path_and_query,
                                          std::string_view body, const Headers& headers) {
-  Call call{method, path_and_query, body, &headers, nullptr, {}, false, {}};
-  RETURN_IF_ERROR(EnsureHandle(curl_));
-  RETURN_IF_ERROR(Perform(static_cast<CURL*>(curl_), options_, call));
-  return std::move(call.response);
+  // A kept-alive connection may have been closed by the server meanwhile:
+  // one retry on a fresh connection, never more.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!conn_) RETURN_IF_ERROR(Connect());
+    bool reused = conn_->used;
+    conn_->used = true;
+    auto req = BuildRequest(method, path_and_query, body, headers, options_, "lathe");
+    error_code ec;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(boost::none);
+    WithSocket(*conn_, [&](auto& sock) {
+      bhttp::write(sock, req, ec);
+      if (!ec) bhttp::read(sock, conn_->buffer, parser, ec);
+      return 0;
+    });
+    if (ec) {
+      conn_.reset();
+      if (reused && attempt == 0) continue;
+      return ErrorStatus(ec, "request " + std::string(path_and_query));
+    }
+    auto& res = parser.get();
+    HttpResponse out;
+    out.status = static_cast<int>(res.result_int());
+    for (const auto& f : res) {
+      std::string name(f.name_string());
+      std::string value(f.value());
+      if (EqualsIgnoreCase(name, "Content-Type")) out.content_type = value;
+      out.headers.emplace_back(std::move(name), std::move(value));
+    }
+    out.body = std::move(res.body());
+    if (!res.keep_alive()) conn_.reset();
+    return out;
+  }
+  return Status::Unavailable("request failed");
 }
 
 Result<int> HttpClient::Stream(std::string_view method, std::string_view path_and_query,
                                const std::function<bool(std::string_view)>& on_data,
                                std::string_view body) {
-  Headers no_headers;
-  Call call{method, path_and_query, body, &no_headers, &on_data, {}, false, {}};
-  RETURN_IF_ERROR(EnsureHandle(curl_));
-  RETURN_IF_ERROR(Perform(static_cast<CURL*>(curl_), options_, call));
-  return call.response.status;
-}
-
-namespace {
-
-// Everything but the method and headers; `url` and `errbuf` must outlive the transfer.
-void SetTransferOptions(CURL* h, const ClientOptions& options, Call& call, const std::string& url,
-                        char* errbuf) {
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM; we are multi-threaded
-  curl_easy_setopt(h, CURLOPT_PROXY, "");     // ignore http_proxy & co.: loopback only
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_ms));
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout_ms));
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &call);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeaderLine);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &call);
-  if (!options.unix_socket.empty()) {
-    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, options.unix_socket.c_str());
+  conn_.reset();  // a stream gets a connection of its own, closed afterwards
+  RETURN_IF_ERROR(Connect());
+  auto req = BuildRequest(method, path_and_query, body, {}, options_, "lathe");
+  error_code ec;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(boost::none);
+  std::string callback_error;
+  WithSocket(*conn_, [&](auto& sock) {
+    bhttp::write(sock, req, ec);
+    if (!ec) bhttp::read_header(sock, conn_->buffer, parser, ec);
+    while (!ec && !parser.is_done()) {
+      bhttp::read_some(sock, conn_->buffer, parser, ec);
+      std::string& got = parser.get().body();
+      if (got.empty()) continue;
+      bool more = true;
+      try {
+        more = on_data(got);
+      } catch (const std::exception& e) {
+        callback_error = e.what();
+        more = false;
+      }
+      got.clear();
+      if (!more) break;
+    }
+    return 0;
+  });
+  int status = parser.is_header_done() ? static_cast<int>(parser.get().result_int()) : 0;
+  conn_.reset();
+  if (!callback_error.empty()) return Status::Internal("stream callback: " + callback_error);
+  if (ec && ec != bhttp::error::end_of_stream && status == 0) {
+    return ErrorStatus(ec, "stream " + std::string(path_and_query));
   }
-}
-
-Status Perform(CURL* h, const ClientOptions& options, Call& call) {
-  curl_easy_reset(h);  // keeps the connection cache: keep-alive survives
-  std::string url = options.base_url + std::string(call.path);
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  SetTransferOptions(h, options, call, url, errbuf);
-  SlistPtr headers = BuildHeaders(call, options.bearer_token);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-  SetMethod(h, call);
-
-  CURLcode rc = curl_easy_perform(h);
-  std::string where = std::string(call.method) + " " +
-                      (options.unix_socket.empty() ? url : options.unix_socket + ":" + std::string(call.path));
-  if (!call.callback_error.empty()) {
-    return Status::Internal(where + ": stream callback threw: " + call.callback_error);
+  if (ec && ec != bhttp::error::end_of_stream && ec != asio::error::eof) {
+    return ErrorStatus(ec, "stream " + std::string(path_and_query));
   }
-  // A stop asked for by on_data surfaces as a write error; it is not a failure.
-  if (rc != CURLE_OK && !(call.stopped && rc == CURLE_WRITE_ERROR)) {
-    return CurlStatus(h, rc, where, errbuf);
-  }
-  long code = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-  call.response.status = static_cast<int>(code);
-  char* content_type = nullptr;
-  curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &content_type);
-  call.response.content_type = content_type ? content_type : "";
-  return Status::OK();
+  return status;
 }
-
-}  // namespace
 
 }  // namespace lathe::net

@@ -1,10 +1,10 @@
-// HttpClient: a small blocking HTTP/1.1 client over libcurl, for the CLI
-// talking to the daemon (unix socket or TCP) and for tests.
+// HttpClient: a small blocking HTTP/1.1 client (Boost.Beast, kept out of this
+// header), for the CLI talking to the daemon (unix socket or TCP) and for tests.
 //
 // Thread-safety: one HttpClient is used by one thread at a time (it keeps one
-// curl handle, so consecutive requests reuse the keep-alive connection). Use one
-// client per thread. Proxy environment variables are ignored: Lathe only talks
-// to loopback and unix sockets.
+// connection, so consecutive requests reuse it). Use one client per thread.
+// Proxy environment variables are ignored: Lathe only talks to loopback and
+// unix sockets.
 #pragma once
 
 #include <functional>
@@ -49,9 +49,13 @@ class HttpClient {
                      const std::function<bool(std::string_view)>& on_data,
                      std::string_view body = {});
 
+  struct Conn;  // the socket and its read buffer (defined in the .cc)
+
  private:
+  Status Connect();
+
   const ClientOptions options_;
-  void* curl_ = nullptr;  // CURL*, created lazily, reused for keep-alive
+  std::unique_ptr<Conn> conn_;  // the kept-alive connection, if any
 };
 
 }  // namespace lathe::net
