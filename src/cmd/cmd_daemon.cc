@@ -59,11 +59,13 @@ Status RunDaemon(DaemonFlags& f) {
   RETURN_IF_ERROR(ApplyConfig(f));
   auto grace = ParseDuration(f.grace);
   if (!grace.ok()) return grace.status();
-  // Block the stop signals in every thread; the main thread polls for them.
+  // Block the stop signals and SIGCHLD in every thread; the main thread waits
+  // for them. (Monitors are started with an empty signal mask.)
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);  // a monitor ended: look at its run now, not at the next poll
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -89,6 +91,7 @@ Status RunDaemon(DaemonFlags& f) {
   while (!g_shutdown) {
     int sig = sigtimedwait(&set, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM) break;
+    if (sig == SIGCHLD) d->Kick();
   }
   spdlog::info("shutting down; runs keep running and are re-adopted at the next start");
   server->Stop();

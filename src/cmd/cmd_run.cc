@@ -114,9 +114,9 @@ std::string GpuList(const Json& r) {
   return s.empty() ? std::to_string(r["spec"].value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "") : "[" + s + "]";
 }
 
-Status RunPs(bool all, bool json) {
+Status RunPs(bool all, int limit, bool json) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Get(std::string("/api/v1/runs") + (all ? "?all=1" : "")));
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs?limit=" + std::to_string(limit) + (all ? "&all=1" : "")));
   if (json) {
     PrintJson(r["runs"]);
     return Status::OK();
@@ -132,6 +132,11 @@ Status RunPs(bool all, bool json) {
                     GpuList(run), run.value("priority", ""), Age(run.value("created_at_ms", int64_t{0})), cmd});
   }
   PrintTable(rows);
+  int64_t total = r.value("total", int64_t{0});
+  if (total > static_cast<int64_t>(r["runs"].size())) {
+    std::fprintf(stderr, "%s\n", Tr("ps.truncated", DetectLang(), {{"shown", std::to_string(r["runs"].size())},
+                                                                  {"total", std::to_string(total)}}).c_str());
+  }
   return Status::OK();
 }
 
@@ -201,10 +206,12 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->callback([&status, &g] { status = RunRun(f, g.Language()); });
 
   static bool all = false, json = false;
+  static int limit = 1000;
   auto* ps = app.add_subcommand("ps", "list runs");
   ps->add_flag("-a,--all", all, "include finished runs");
+  ps->add_option("-n,--limit", limit, "show at most this many, newest first (default 1000)");
   ps->add_flag("--json", json, "JSON output");
-  ps->callback([&status] { status = RunPs(all, json); });
+  ps->callback([&status] { status = RunPs(all, limit, json); });
 
   static std::string ref;
   static bool follow = false, timestamps = false;

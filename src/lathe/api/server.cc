@@ -165,7 +165,11 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     return;
   }
   if (p.size() == 1 && p[0] == "runs" && m == "GET") {
-    auto runs = daemon_.List(Truthy(req.QueryParam("all")));
+    constexpr int kDefaultLimit = 1000;
+    int limit = std::atoi(req.QueryParam("limit").value_or("0").c_str());
+    if (limit <= 0) limit = kDefaultLimit;
+    int64_t total = 0;
+    auto runs = daemon_.List(Truthy(req.QueryParam("all")), limit, &total);
     if (!runs.ok()) return reply(runs.status());
     Json arr = Json::array();
     for (const auto& r : *runs) {
@@ -173,7 +177,7 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
       if (r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
       arr.push_back(std::move(j));
     }
-    return reply(Json{{"runs", arr}});
+    return reply(Json{{"runs", arr}, {"total", total}});
   }
   if (p.size() == 1 && p[0] == "runs" && m == "POST") {
     auto body = ParseJson(req.body);

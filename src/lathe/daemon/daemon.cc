@@ -141,14 +141,21 @@ void Daemon::WaitForChange(int timeout_ms) {
 void Daemon::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    Tick();
+    std::vector<PendingStart> starts = Tick();
+    if (!starts.empty()) {
+      lock.unlock();
+      auto results = SpawnAll(starts);
+      lock.lock();
+      for (size_t i = 0; i < starts.size(); ++i) CompleteStart(starts[i], results[i]);
+      continue;  // a run may have ended meanwhile: look again at once
+    }
     loop_cv_.wait_for(lock, std::chrono::milliseconds(opts_.poll_ms),
                       [&] { return kicked_ || stopping_; });
     kicked_ = false;
   }
 }
 
-void Daemon::Tick() {
+std::vector<Daemon::PendingStart> Daemon::Tick() {
   // 1. Reap monitors that were our children (re-adopted ones are not).
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -156,11 +163,11 @@ void Daemon::Tick() {
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
   if (!active.ok()) {
     spdlog::error("state store: {}", active.status().ToString());
-    return;
+    return {};
   }
   for (auto& r : *active) CheckActive(r);
-  // 3. Place queued runs.
-  Schedule();
+  // 3. Place queued runs; the caller starts their monitors.
+  return Schedule();
 }
 
 Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
@@ -251,7 +258,7 @@ void Daemon::CheckActive(RunRecord& r) {
     Finish(r, *exit);
     return;
   }
-  if (r.state == RunState::kStarting) return;  // StartRun is still on it
+  if (r.state == RunState::kStarting) return;  // CompleteStart has not run yet
   if (!os::ProcessAlive(r.monitor_pid, r.monitor_start)) {
     // The monitor may have written exit.json just before exiting.
     if (auto exit = run::ReadExitRecord(dir + "/exit.json"); exit.ok()) {
@@ -339,12 +346,12 @@ Status Daemon::BeginStop(RunRecord& r, const std::string& intent, const std::str
 
 // ---- scheduling -------------------------------------------------------------------
 
-void Daemon::Schedule() {
+std::vector<Daemon::PendingStart> Daemon::Schedule() {
   auto queued = store_->InStates({RunState::kQueued});
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
   if (!queued.ok() || !active.ok() || queued->empty()) {
     waiting_why_.clear();
-    return;
+    return {};
   }
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
@@ -383,11 +390,14 @@ void Daemon::Schedule() {
       Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
     }
   }
+  std::vector<PendingStart> starts;
   for (const auto& p : d.start) {
     for (auto& r : *queued) {
-      if (r.id == p.id) StartRun(r, p.gpu_indices);
+      if (r.id != p.id) continue;
+      if (auto s = PrepareStart(r, p.gpu_indices)) starts.push_back(std::move(*s));
     }
   }
+  return starts;
 }
 
 std::map<std::string, std::string> Daemon::RunEnv(const RunRecord& r,
@@ -414,7 +424,9 @@ std::map<std::string, std::string> Daemon::RunEnv(const RunRecord& r,
   return env;
 }
 
-void Daemon::StartRun(RunRecord r, const std::vector<int>& gpus) {
+// Step 1 of a start, under mu_: commit `starting`, prepare the attempt
+// directory, cgroups and launch.json. nullopt when the run failed already.
+std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r, const std::vector<int>& gpus) {
   r.gpus = gpus;
   r.attempt++;
   r.started_at_ms = clock_.NowMs();
@@ -427,16 +439,11 @@ void Daemon::StartRun(RunRecord r, const std::vector<int>& gpus) {
   r.cgroup_dirs.clear();
   if (!Transition(r, RunState::kStarting,
                   fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","))).ok()) {
-    return;
+    return std::nullopt;
   }
-  auto fail = [&](const std::string& why) {
-    r.reason = why;
-    r.finished_at_ms = clock_.NowMs();
-    r.gpus.clear();
-    Transition(r, RunState::kFailed, why);
-  };
-  std::string dir = AttemptDir(r);
-  if (Status st = os::MakeDirs(dir, 0700); !st.ok()) return fail(st.message());
+  PendingStart p;
+  p.dir = AttemptDir(r);
+  if (Status st = os::MakeDirs(p.dir, 0700); !st.ok()) return FailStart(r, st.message());
   if (cgroups_.mode != os::CgroupSupport::kNone) {
     os::CgroupLimits limits;
     if (r.spec.memory_bytes) limits.memory_bytes = r.spec.memory_bytes;
@@ -445,7 +452,7 @@ void Daemon::StartRun(RunRecord r, const std::vector<int>& gpus) {
     if (cg.ok()) {
       r.cgroup_dirs = (*cg)->dirs();
     } else if (r.spec.memory_bytes || r.spec.cpus > 0) {
-      return fail("cannot set up the run's cgroup: " + cg.status().message());
+      return FailStart(r, "cannot set up the run's cgroup: " + cg.status().message());
     }
   }
   auto user = os::LookupUser(r.uid);
@@ -461,24 +468,69 @@ void Daemon::StartRun(RunRecord r, const std::vector<int>& gpus) {
   c.log_path = r.run_dir + "/log";
   c.shm_bytes = r.spec.shm_bytes;
   c.cgroup_dirs = r.cgroup_dirs;
-  c.monitor_path = dir + "/monitor.json";
-  c.exit_path = dir + "/exit.json";
+  c.monitor_path = p.dir + "/monitor.json";
+  c.exit_path = p.dir + "/exit.json";
   c.kill_grace_ms = std::min(opts_.kill_grace_ms, 2000);
-  std::string launch = dir + "/launch.json";
-  if (Status st = os::WriteFileAtomic(launch, run::LaunchToJson(c).dump(), 0600); !st.ok()) {
-    return fail(st.message());
+  p.launch = p.dir + "/launch.json";
+  // Not fsynced: if the machine loses power before the monitor reads it, the
+  // run never started and recovery requeues it.
+  if (Status st = os::WriteFileAtomic(p.launch, run::LaunchToJson(c).dump(), 0600,
+                                      os::Durability::kNoSync);
+      !st.ok()) {
+    return FailStart(r, st.message());
   }
-  auto spawned = run::SpawnMonitor(opts_.self_exe, launch, dir + "/monitor.log");
-  if (!spawned.ok()) return fail(spawned.status().message());
+  p.run = std::move(r);
+  return p;
+}
+
+std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
+  r.reason = why;
+  r.finished_at_ms = clock_.NowMs();
+  r.gpus.clear();
+  Transition(r, RunState::kFailed, why);
+  return std::nullopt;
+}
+
+// Step 3, under mu_ again: record what the monitor said. The run may have
+// been stopped while its monitor was starting; then it is told now.
+void Daemon::CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned) {
+  auto current = store_->Get(p.run.id);
+  if (!current.ok()) return;
+  RunRecord r = std::move(current).value();
+  if (!spawned.ok()) {
+    (void)FailStart(r, spawned.status().message());
+    return;
+  }
   if (!spawned->start_error.empty()) {
-    if (auto exit = run::ReadExitRecord(c.exit_path); exit.ok()) return Finish(r, *exit);
-    return fail(spawned->start_error);
+    if (auto exit = run::ReadExitRecord(p.dir + "/exit.json"); exit.ok()) return Finish(r, *exit);
+    (void)FailStart(r, spawned->start_error);
+    return;
   }
-  auto mon = run::ReadMonitorRecord(c.monitor_path);
+  auto mon = run::ReadMonitorRecord(p.dir + "/monitor.json");
   r.monitor_pid = spawned->monitor_pid;
   r.monitor_start = mon.ok() ? mon->monitor_start : os::ProcessStartTime(r.monitor_pid).value_or(0);
   r.child_pid = spawned->child_pid;
+  if (r.state == RunState::kStopping) {
+    (void)store_->Save(r, "info", fmt::format("started, pid {}; stopping it", r.child_pid),
+                       clock_.NowMs());
+    (void)os::SendSignal(r.monitor_pid, SIGTERM);
+    return;
+  }
   Transition(r, RunState::kRunning, fmt::format("started, pid {}", r.child_pid));
+}
+
+// Step 2, without mu_: start the monitors, all at once. Each waits for its
+// handshake (tens of ms), during which the API stays responsive.
+std::vector<Result<run::SpawnResult>> Daemon::SpawnAll(const std::vector<PendingStart>& starts) {
+  std::vector<Result<run::SpawnResult>> results(starts.size(), Status::Internal("not started"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = run::SpawnMonitor(opts_.self_exe, starts[i].launch, starts[i].dir + "/monitor.log");
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
 }
 
 // ---- API-facing -------------------------------------------------------------------
@@ -550,9 +602,10 @@ Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
   return r;
 }
 
-Result<std::vector<RunRecord>> Daemon::List(bool all) {
+Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total) {
   std::lock_guard<std::mutex> lock(mu_);
-  return store_->List(all);
+  ASSIGN_OR_RETURN(*total, store_->Count(all));
+  return store_->List(all, limit);
 }
 
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,

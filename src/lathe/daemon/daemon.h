@@ -61,7 +61,8 @@ class Daemon {
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
   Result<state::RunRecord> Submit(const Caller& caller, const Json& spec_json);
-  Result<std::vector<state::RunRecord>> List(bool all);
+  // Newest first, at most `limit`; `total` gets the count without the limit.
+  Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total);
   // Resolves `ref` and checks that `caller` may `action` it ("read", "stop").
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
                                   const std::string& action);
@@ -81,14 +82,24 @@ class Daemon {
  private:
   Daemon(DaemonOptions o, os::Clock& clock) : opts_(std::move(o)), clock_(clock) {}
   Status Init();
+  // A run committed as `starting` whose monitor is yet to be spawned.
+  struct PendingStart {
+    state::RunRecord run;
+    std::string dir;     // the attempt directory
+    std::string launch;  // its launch.json
+  };
+
   void Loop();
-  void Tick();                                   // one pass, mu_ held
+  std::vector<PendingStart> Tick();              // one pass, mu_ held
   void Recover();                                // at start, mu_ held
   void CheckActive(state::RunRecord& r);         // exits, lost, deadlines
   void Finish(state::RunRecord& r, const run::ExitRecord& e);
   void MarkLost(state::RunRecord& r, const std::string& why);
-  void Schedule();
-  void StartRun(state::RunRecord r, const std::vector<int>& gpus);
+  std::vector<PendingStart> Schedule();
+  std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus);
+  std::vector<Result<run::SpawnResult>> SpawnAll(const std::vector<PendingStart>& starts);
+  void CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned);
+  std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
   Status BeginStop(state::RunRecord& r, const std::string& intent, const std::string& why);
   Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
   Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);

@@ -54,7 +54,9 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
 }
 }  // namespace
 
-Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode) {
+Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode,
+                       Durability durability) {
+  const bool sync = durability == Durability::kSync;
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   std::string tmp = path + ".tmp-" + NewId("");
@@ -62,14 +64,14 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   if (fd < 0) return ErrnoStatus(tmp, errno);
   Status st = WriteAll(fd, data, tmp);
   if (st.ok() && ::fchmod(fd, mode) != 0) st = ErrnoStatus("chmod " + tmp, errno);
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
+  if (st.ok() && sync && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
   ::close(fd);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename " + path, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());  // nothing already stored is touched on failure
     return st;
   }
-  return FsyncDir(dir);
+  return sync ? FsyncDir(dir) : Status::OK();
 }
 
 Status MakeDirs(const std::string& path, unsigned mode) {

@@ -11,10 +11,16 @@ namespace lathe::os {
 // Reads the whole file. NotFound when it does not exist.
 Result<std::string> ReadFile(const std::string& path);
 
+enum class Durability {
+  kSync,     // survives power loss: fsync the file and the directory
+  kNoSync,   // survives a crash of any process, not power loss (no fsync)
+};
+
 // Replaces `path` with `data` so that a crash leaves either the old or the
-// new content, never a mix: write a temp file in the same directory, fsync
-// it, rename it over `path`, fsync the directory.
-Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode = 0644);
+// new content, never a mix: write a temp file in the same directory, (fsync
+// it,) rename it over `path`, (fsync the directory).
+Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode = 0644,
+                       Durability durability = Durability::kSync);
 
 // fsync on a directory, making a rename or create in it durable.
 Status FsyncDir(const std::string& dir);

@@ -432,7 +432,9 @@ int Monitor::Run(int handshake_fd) {
               {"child_pid", child_},
               {"child_start", os::ProcessStartTime(child_).value_or(0)},
               {"started_at_ms", NowMs()}};
-  (void)os::WriteFileAtomic(c_.monitor_path, rec.dump() + "\n", 0644);
+  // Not fsynced: it only matters while this process lives, and a power loss
+  // ends the process too.
+  (void)os::WriteFileAtomic(c_.monitor_path, rec.dump() + "\n", 0644, os::Durability::kNoSync);
   WriteAllFd(handshake_fd, "ok " + std::to_string(child_) + "\n");
   ::close(handshake_fd);
   Loop();

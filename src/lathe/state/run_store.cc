@@ -251,6 +251,14 @@ Result<std::vector<RunRecord>> RunStore::List(bool all, int limit) {
   return Query(where + " ORDER BY seq DESC LIMIT " + std::to_string(limit), {});
 }
 
+Result<int64_t> RunStore::Count(bool all) {
+  std::string sql = "SELECT COUNT(*) FROM runs";
+  if (!all) sql += " WHERE state IN ('queued','starting','running','stopping')";
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : 0;
+}
+
 Result<std::vector<RunRecord>> RunStore::InStates(const std::vector<run::RunState>& states) {
   std::string in;
   for (auto s : states) in += (in.empty() ? "'" : ",'") + std::string(run::StateName(s)) + "'";

@@ -72,6 +72,8 @@ class RunStore {
   Result<RunRecord> Resolve(const std::string& ref);
   // Most recent first. Without `all`, only queued and active runs.
   Result<std::vector<RunRecord>> List(bool all, int limit = 1000);
+  // How many runs List(all) would return without a limit.
+  Result<int64_t> Count(bool all);
   Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
   // Whether a queued or active run has this name.
   Result<bool> NameInUse(const std::string& name);
