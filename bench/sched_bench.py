@@ -390,7 +390,8 @@ def hyperfine(cmds, env, out_json):
         res = json.load(f)["results"]
     return {r["command"]: {"mean_ms": r["mean"] * 1e3, "median_ms": r["median"] * 1e3,
                            "stddev_ms": r["stddev"] * 1e3, "min_ms": r["min"] * 1e3,
-                           "max_ms": r["max"] * 1e3, "runs": len(r["times"])} for r in res}
+                           "max_ms": r["max"] * 1e3, "user_ms": r["user"] * 1e3,
+                           "system_ms": r["system"] * 1e3, "runs": len(r["times"])} for r in res}
 
 
 # ------------------------------------------------------------- the bench ----
@@ -469,12 +470,16 @@ def placement_lathe(lathe, m, jobdir, timeout_s):
     if wait_stamp(bstamp, 60) is None:
         raise RuntimeError("lathe blocker did not start")
     t0 = now_ns()
+    each = []
     for i in range(m):
+        t = now_ns()
         lathe.submit_api(f"date +%s%N > {jobdir}/pl-lathe-{i}.start", 1, jobdir, fresh=False)
+        each.append((now_ns() - t) / 1e6)
     t_sub = now_ns()
     log(f"placement lathe: {m} queued in {(t_sub - t0) / 1e9:.1f} s; releasing")
-    return _release_and_wait(rel, jobdir, "pl-lathe-", m, timeout_s, t0, t_sub,
-                             lambda: _count(lathe.active()))
+    out = _release_and_wait(rel, jobdir, "pl-lathe-", m, timeout_s, t0, t_sub,
+                            lambda: _count(lathe.active()))
+    return dict(out, **_submit_trend(each))
 
 
 def _count(runs):
@@ -488,11 +493,21 @@ def placement_slurm(slurm, m, jobdir, timeout_s):
     if wait_stamp(bstamp, 60) is None:
         raise RuntimeError("slurm blocker did not start")
     t0 = now_ns()
+    each = []
     for i in range(m):
+        t = now_ns()
         slurm.submit(f"date +%s%N > {jobdir}/pl-slurm-{i}.start", 1, jobdir)
+        each.append((now_ns() - t) / 1e6)
     t_sub = now_ns()
     log(f"placement slurm: {m} queued in {(t_sub - t0) / 1e9:.1f} s; releasing")
-    return _release_and_wait(rel, jobdir, "pl-slurm-", m, timeout_s, t0, t_sub, slurm.queue_len)
+    out = _release_and_wait(rel, jobdir, "pl-slurm-", m, timeout_s, t0, t_sub, slurm.queue_len)
+    return dict(out, **_submit_trend(each))
+
+
+def _submit_trend(each):
+    """Submission time (ms, p50) of the first and the last tenth: does it grow with the queue?"""
+    k = max(1, len(each) // 10)
+    return {"submit_ms_first_tenth_p50": pct(each[:k], 50), "submit_ms_last_tenth_p50": pct(each[-k:], 50)}
 
 
 def _release_and_wait(rel, jobdir, prefix, m, timeout_s, t0, t_sub, active_count):
@@ -592,11 +607,13 @@ def render(res):
     if P:
         lines.append(f"\nPlacement of {res['params']['placement_jobs']} queued 1-GPU jobs after the blocker "
                      "is released (s)\n")
-        lines.append("| scheduler | submit all | first start | all started | all finished | starts/s |")
-        lines.append("|---|---:|---:|---:|---:|---:|")
+        lines.append("| scheduler | submit all | one submit, first/last tenth (ms) | first start | all started "
+                     "| all finished | starts/s |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|")
         for k, v in P.items():
             fin = "–" if v["all_finished_s"] is None else f"{v['all_finished_s']:.1f}"
-            lines.append(f"| {k} | {v['submit_s']:.1f} | {v['first_start_s']:.2f} | "
+            lines.append(f"| {k} | {v['submit_s']:.1f} | {v['submit_ms_first_tenth_p50']:.1f} / "
+                         f"{v['submit_ms_last_tenth_p50']:.1f} | {v['first_start_s']:.2f} | "
                          f"{v['all_started_s']:.1f} | {fin} | {v['starts_per_s']:.1f} |")
     lines.append("\nIdle RSS (VmRSS after 5 s idle, MB)\n")
     lines.append("| daemon | fresh | after the load |")
@@ -605,8 +622,8 @@ def render(res):
         after = res["idle_rss_kb"].get("after_load", {}).get(k)
         lines.append(f"| {k} | {v / 1024:.1f} | {'–' if after is None else f'{after / 1024:.1f}'} |")
     lines.append("\nCLI wall time, hyperfine -N --warmup 5 (ms)\n")
-    lines.append("| command | when | median | mean ± σ | min |")
-    lines.append("|---|---|---:|---:|---:|")
+    lines.append("| command | when | median | mean ± σ | min | CPU user+sys |")
+    lines.append("|---|---|---:|---:|---:|---:|")
     for when, hf in res["hyperfine"].items():
         for cmd, v in hf.items():
             if "error" in v:
@@ -614,7 +631,7 @@ def render(res):
                 continue
             short = cmd.replace(res["lathe_exe"], "lathe")
             lines.append(f"| `{short}` | {when} | {v['median_ms']:.1f} | {v['mean_ms']:.1f} ± "
-                         f"{v['stddev_ms']:.1f} | {v['min_ms']:.1f} |")
+                         f"{v['stddev_ms']:.1f} | {v['min_ms']:.1f} | {v['user_ms'] + v['system_ms']:.1f} |")
     return "\n".join(lines)
 
 
@@ -679,7 +696,9 @@ def main():
         log("idle RSS (5 s)")
         res["idle_rss_kb"] = {"fresh": idle_rss(lathe, slurm, 5)}
         hf_env = dict(lathe.env, **(slurm.env if slurm else {}))
-        cmds = [f"{snap} ps", f"{snap} version"] + (["squeue"] if slurm else [])
+        # `lathe version` does nothing but start: it is the floor of every CLI call
+        # and of every run's `lathe __monitor`; /bin/true and curl are references.
+        cmds = [f"{snap} ps", f"{snap} version", "/bin/true", "curl --version"] + (["squeue"] if slurm else [])
         log("hyperfine (empty queues)")
         res["hyperfine"] = {"empty": hyperfine(cmds, hf_env, os.path.join(base, "hf1.json"))}
 

@@ -1,4 +1,4 @@
-// lathe doctor | explain | term
+// lathe doctor | explain | term | plan
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,9 +14,14 @@
 #include "lathe/doctor/explain_format.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/doctor/glossary.h"
+#include "lathe/doctor/gpu_catalog.h"
+#include "lathe/doctor/plan.h"
+#include "lathe/doctor/plan_format.h"
 #include "lathe/doctor/real_system.h"
 #include "lathe/doctor/report_format.h"
 #include "lathe/doctor/term_format.h"
+#include "lathe/gpu/source.h"
+#include "lathe/common/units.h"
 #include "lathe/net/http_client.h"
 #include "lathe/os/files.h"
 
@@ -178,6 +183,62 @@ Status RunTerm(const TermFlags& f, Lang lang) {
   return Status::OK();
 }
 
+// ---- plan --------------------------------------------------------------------
+
+struct PlanFlags {
+  std::string params, precision = "bf16", optimizer = "adamw", checkpointing = "off", prices;
+  int layers = 0, hidden = 0, heads = 0, vocab = 0, batch = 1, seq_len = 2048, grad_accum = 1;
+  int zero = 0, gpus = 1;
+  double mfu = 0.4;
+  bool json = false;
+};
+
+Result<doctor::PlanInput> PlanInputFrom(const PlanFlags& f) {
+  doctor::PlanInput in;
+  if (!f.params.empty()) {
+    ASSIGN_OR_RETURN(in.params, ParseCount(f.params));
+  }
+  in.layers = f.layers;
+  in.hidden = f.hidden;
+  in.heads = f.heads;
+  in.vocab = f.vocab;
+  ASSIGN_OR_RETURN(in.precision, doctor::ParsePrecision(f.precision));
+  ASSIGN_OR_RETURN(in.optimizer, doctor::ParseOptimizer(f.optimizer));
+  in.batch = f.batch;
+  in.seq_len = f.seq_len;
+  in.grad_accum = f.grad_accum;
+  in.checkpointing = f.checkpointing == "on";
+  in.zero = f.zero;
+  in.gpus = f.gpus;
+  return in;
+}
+
+// This machine's GPUs; none (not an error) without a driver.
+gpu::Inventory LocalGpus() {
+  auto source = gpu::OpenGpuSource("auto");
+  if (!source.ok()) return {};
+  auto inv = (*source)->Sample();
+  return inv.ok() ? *inv : gpu::Inventory{};
+}
+
+Status RunPlan(const PlanFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(doctor::PlanInput in, PlanInputFrom(f));
+  ASSIGN_OR_RETURN(doctor::MemoryPlan plan, doctor::PlanMemory(in));
+  std::vector<doctor::GpuModel> catalog = doctor::DefaultGpuCatalog();
+  if (!f.prices.empty()) {
+    ASSIGN_OR_RETURN(std::string text, os::ReadFile(f.prices));
+    RETURN_IF_ERROR(doctor::ApplyPrices(catalog, text, f.prices));
+  }
+  gpu::Inventory local = LocalGpus();
+  auto fits = doctor::FitGpus(plan, in, catalog, &local, f.mfu);
+  if (f.json) {
+    PrintJsonSafe(doctor::PlanToJson(plan, fits, f.mfu));
+  } else {
+    Print(doctor::FormatPlan(in, plan, fits, f.mfu, lang));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
@@ -208,6 +269,31 @@ void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   term->add_flag("--json", tf.json, "JSON output");
   AddLang(term, g);
   term->callback([&status, &g] { status = RunTerm(tf, g.Language()); });
+
+  static PlanFlags pf;
+  auto* plan = app.add_subcommand("plan", "GPU memory a training setup needs, and which GPUs fit it");
+  plan->add_option("--params", pf.params, "parameter count, e.g. 7B or 350M");
+  plan->add_option("--layers", pf.layers, "transformer layers (for activations)");
+  plan->add_option("--hidden", pf.hidden, "hidden size");
+  plan->add_option("--heads", pf.heads, "attention heads");
+  plan->add_option("--vocab", pf.vocab, "vocabulary size (with --layers/--hidden instead of --params)");
+  plan->add_option("--precision", pf.precision, "fp32 | bf16 | fp16 | int8 (inference)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
+  plan->add_option("--optimizer", pf.optimizer, "adamw | sgd | adafactor")
+      ->check(CLI::IsMember({"adamw", "adam", "sgd", "adafactor"}));
+  plan->add_option("--batch", pf.batch, "micro-batch per GPU (default 1)");
+  plan->add_option("--seq-len", pf.seq_len, "sequence length (default 2048)");
+  plan->add_option("--grad-accum", pf.grad_accum, "gradient accumulation steps (default 1)");
+  plan->add_option("--checkpointing", pf.checkpointing, "activation checkpointing: on | off")
+      ->check(CLI::IsMember({"on", "off"}));
+  plan->add_option("--zero", pf.zero, "ZeRO stage 0..3")->check(CLI::Range(0, 3));
+  plan->add_option("--gpus", pf.gpus, "data-parallel GPUs (default 1)")->check(CLI::Range(1, 100000));
+  plan->add_option("--mfu", pf.mfu, "assumed model FLOPs utilisation (default 0.4)")
+      ->check(CLI::Range(0.01, 1.0));
+  plan->add_option("--prices", pf.prices, "a YAML price table: - {id: h100-sxm, price_usd_hour: '2.5'}");
+  plan->add_flag("--json", pf.json, "JSON output");
+  AddLang(plan, g);
+  plan->callback([&status, &g] { status = RunPlan(pf, g.Language()); });
 }
 
 }  // namespace lathe::cmd

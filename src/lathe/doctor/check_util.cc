@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
+#include <cctype>
 #include <sstream>
 
 #include "lathe/common/units.h"
@@ -64,17 +64,22 @@ std::vector<std::string> UpTo(const std::string& root, const std::string& rel) {
   return out;
 }
 
-// The cgroup line for `controller` (v1) or the unified line ("0::", v2).
-std::optional<std::pair<std::string, bool>> CgroupDir(const SystemView& view,
-                                                      std::string_view controller) {
+struct CgroupDirs {
+  bool v2 = false;
+  std::vector<std::string> dirs;  // the process's cgroup first, then its ancestors
+};
+
+// Where `controller` lives for this process: its v1 hierarchy when it has
+// one, else the unified ("0::") v2 tree.
+std::optional<CgroupDirs> FindCgroup(const SystemView& view, std::string_view controller) {
   std::optional<std::string> v2;
   for (const auto& l : CgroupLines(view)) {
     if (HasController(l.controllers, controller)) {
-      return std::make_pair("/sys/fs/cgroup/" + std::string(controller) + "|" + l.path, false);
+      return CgroupDirs{false, UpTo("/sys/fs/cgroup/" + std::string(controller), l.path)};
     }
     if (l.controllers.empty()) v2 = l.path;
   }
-  if (v2) return std::make_pair("/sys/fs/cgroup|" + *v2, true);
+  if (v2) return CgroupDirs{true, UpTo("/sys/fs/cgroup", *v2)};
   return std::nullopt;
 }
 
@@ -124,6 +129,12 @@ std::optional<uint64_t> MeminfoBytes(std::string_view meminfo, std::string_view 
   return kb ? *v * 1024 : *v;
 }
 
+std::optional<uint64_t> ReadMeminfo(const SystemView& view, std::string_view key) {
+  auto text = view.ReadFile("/proc/meminfo");
+  if (!text.ok()) return std::nullopt;
+  return MeminfoBytes(*text, key);
+}
+
 std::optional<std::string> ReadLine(const SystemView& view, const std::string& path) {
   auto text = view.ReadFile(path);
   if (!text.ok()) return std::nullopt;
@@ -143,16 +154,21 @@ std::optional<CudaVersion> ParseCudaVersion(std::string_view s) {
 }
 
 std::optional<CgroupMemory> ReadCgroupMemory(const SystemView& view) {
-  auto dir = CgroupDir(view, "memory");
-  if (!dir) return std::nullopt;
-  size_t bar = dir->first.find('|');
-  std::string root = dir->first.substr(0, bar), rel = dir->first.substr(bar + 1);
-  bool v2 = dir->second;
-  std::vector<std::string> dirs = UpTo(root, rel);
+  auto cg = FindCgroup(view, "memory");
+  if (!cg) return std::nullopt;
+  bool v2 = cg->v2;
+  const std::vector<std::string>& dirs = cg->dirs;
   CgroupMemory m;
-  m.path = dirs.front();
   const char* limit_file = v2 ? "memory.max" : "memory.limit_in_bytes";
-  if (!view.ReadFile(m.path + "/" + limit_file).ok() && !v2) return std::nullopt;
+  // In a container without a cgroup namespace the host path may not exist
+  // here; the nearest directory that does is the one mounted for us.
+  for (const auto& d : dirs) {
+    if (view.ReadFile(d + "/" + limit_file).ok()) {
+      m.path = d;
+      break;
+    }
+  }
+  if (m.path.empty()) return std::nullopt;
   m.limit_bytes = SmallestLimit(view, dirs, limit_file);
   if (auto u = ReadLine(view, m.path + (v2 ? "/memory.current" : "/memory.usage_in_bytes"))) {
     m.usage_bytes = ParseU64(*u);
@@ -161,11 +177,10 @@ std::optional<CgroupMemory> ReadCgroupMemory(const SystemView& view) {
 }
 
 std::optional<double> ReadCgroupCpuQuota(const SystemView& view) {
-  auto dir = CgroupDir(view, "cpu");
-  if (!dir) return std::nullopt;
-  size_t bar = dir->first.find('|');
-  std::string path = UpTo(dir->first.substr(0, bar), dir->first.substr(bar + 1)).front();
-  if (dir->second) {  // v2: "max 100000" or "200000 100000"
+  auto cg = FindCgroup(view, "cpu");
+  if (!cg) return std::nullopt;
+  const std::string& path = cg->dirs.front();
+  if (cg->v2) {  // v2: "max 100000" or "200000 100000"
     auto line = ReadLine(view, path + "/cpu.max");
     if (!line) return std::nullopt;
     std::istringstream in(*line);

@@ -20,6 +20,8 @@ std::string Bytes(uint64_t bytes);
 std::optional<uint64_t> ParseU64(std::string_view text);
 // The value of `key` in /proc/meminfo text ("MemTotal:  24683620 kB"), in bytes.
 std::optional<uint64_t> MeminfoBytes(std::string_view meminfo, std::string_view key);
+// MeminfoBytes of the machine's /proc/meminfo; nullopt when unreadable.
+std::optional<uint64_t> ReadMeminfo(const SystemView& view, std::string_view key);
 // The first line of a file, trimmed; nullopt when it cannot be read.
 std::optional<std::string> ReadLine(const SystemView& view, const std::string& path);
 

@@ -2,6 +2,7 @@
 
 #include <re2/re2.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "lathe/common/json.h"
@@ -209,6 +210,14 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
         });
       }
     }
+  }
+  if (o.lathe) {
+    threads.emplace_back([&] {
+      Status st = view.DaemonStatus(&f.daemon.where);
+      f.daemon.state = ProbeState::kDone;
+      f.daemon.up = st.ok();
+      f.daemon.reason = st.message();
+    });
   }
   if (o.network && !o.fast) {
     threads.emplace_back([&] { f.dns = ProbeDns(view, o.dns_name, o.dns_timeout_ms); });

@@ -50,6 +50,13 @@ struct DnsProbe {
   std::string error;
 };
 
+struct DaemonProbe {
+  ProbeState state = ProbeState::kNotRun;
+  bool up = false;
+  std::string where;   // the socket or address tried
+  std::string reason;  // why it is not up
+};
+
 struct Facts {
   bool gpus_sampled = false;
   Result<gpu::Inventory> gpus = gpu::Inventory{};
@@ -57,6 +64,7 @@ struct Facts {
   bool torch_skipped_fast = false;
   ToolkitProbe toolkit;
   DnsProbe dns;
+  DaemonProbe daemon;
   int64_t torch_timeout_ms = 0;
 };
 
@@ -64,6 +72,7 @@ struct ProbeOptions {
   bool fast = false;     // skip the slow probes: torch import and DNS
   bool gpu = true;       // gather the GPU group's facts
   bool network = true;   // gather the network group's facts
+  bool lathe = true;     // gather the lathe group's facts (is the daemon up?)
   int64_t torch_timeout_ms = 20000;
   int64_t nvcc_timeout_ms = 5000;
   int64_t dns_timeout_ms = 3000;

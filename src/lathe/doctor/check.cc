@@ -1,0 +1,67 @@
+#include "lathe/doctor/check.h"
+
+#include "lathe/doctor/checks_gpu.h"
+#include "lathe/doctor/checks_lathe.h"
+#include "lathe/doctor/checks_network.h"
+#include "lathe/doctor/checks_system.h"
+
+namespace lathe::doctor {
+
+std::string_view SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kOk: return "ok";
+    case Severity::kWarn: return "warn";
+    case Severity::kFail: return "fail";
+    case Severity::kSkipped: return "skipped";
+  }
+  return "ok";
+}
+
+std::optional<Severity> ParseSeverity(std::string_view name) {
+  for (Severity s : {Severity::kOk, Severity::kWarn, Severity::kFail, Severity::kSkipped}) {
+    if (SeverityName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string_view>& CheckGroups() {
+  static const std::vector<std::string_view> groups = {"gpu", "system", "network", "lathe"};
+  return groups;
+}
+
+const std::vector<CheckDef>& AllChecks() {
+  static const std::vector<CheckDef> checks = {
+      {"gpu.driver", "gpu", CheckGpuDriver},
+      {"gpu.visible", "gpu", CheckGpuVisible},
+      {"gpu.cuda", "gpu", CheckGpuCuda},
+      {"gpu.torch", "gpu", CheckGpuTorch},
+      {"gpu.arch", "gpu", CheckGpuArch},
+      {"gpu.ecc", "gpu", CheckGpuEcc},
+      {"gpu.clocks", "gpu", CheckGpuClocks},
+      {"gpu.persistence", "gpu", CheckGpuPersistence},
+      {"gpu.mig", "gpu", CheckGpuMig},
+      {"sys.shm", "system", CheckShm},
+      {"sys.nofile", "system", CheckNoFile},
+      {"sys.nproc", "system", CheckNproc},
+      {"sys.swappiness", "system", CheckSwappiness},
+      {"sys.overcommit", "system", CheckOvercommit},
+      {"sys.cgroup_mem", "system", CheckCgroupMemory},
+      {"sys.tmp", "system", CheckTmp},
+      {"sys.disk_home", "system", CheckDiskHome},
+      {"sys.disk_cwd", "system", CheckDiskCwd},
+      {"sys.disk_tmp", "system", CheckDiskTmp},
+      {"sys.cpu", "system", CheckCpus},
+      {"sys.time", "system", CheckTimeSync},
+      {"net.proxy", "network", CheckProxy},
+      {"net.dns", "network", CheckDns},
+      {"net.mtu", "network", CheckMtu},
+      {"net.nccl", "network", CheckNccl},
+      {"lathe.daemon", "lathe", CheckDaemon},
+      {"lathe.home", "lathe", CheckHome},
+      {"lathe.store", "lathe", CheckStore},
+      {"lathe.capture", "lathe", CheckCapture},
+  };
+  return checks;
+}
+
+}  // namespace lathe::doctor

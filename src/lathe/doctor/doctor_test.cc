@@ -1,0 +1,608 @@
+// The doctor's checks against fabricated machines (test_util/fake_system.h,
+// GPUs through a fake NVML table), the report formats, and one run against
+// the real machine.
+#include "lathe/doctor/doctor.h"
+
+#include <gtest/gtest.h>
+
+#include <re2/re2.h>
+
+#include "lathe/common/embedded.h"
+#include "lathe/doctor/checks_network.h"
+#include "lathe/doctor/real_system.h"
+#include "lathe/doctor/report_format.h"
+#include "lathe/doctor/test_util/fake_nvml.h"
+#include "lathe/doctor/test_util/fake_system.h"
+
+namespace lathe::doctor {
+namespace {
+
+using testing::FakeNvml;
+using testing::FakeNvmlGpu;
+using testing::FakeSystemView;
+using testing::HealthyMachine;
+using testing::kGiB;
+using testing::kMiB;
+
+Report RunOn(const FakeSystemView& m, DoctorOptions o = {}) {
+  auto r = RunDoctor(m, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : Report{};
+}
+
+const CheckOutcome& Get(const Report& r, std::string_view id) {
+  for (const auto& c : r.checks) {
+    if (c.check->id == id) return c;
+  }
+  static CheckOutcome none;
+  ADD_FAILURE() << "no check " << id;
+  return none;
+}
+
+std::string Outcome(const FakeSystemView& m, std::string_view id) {
+  return Get(RunOn(m), id).finding.outcome;
+}
+
+std::string Value(const CheckOutcome& c, const std::string& key) {
+  for (const auto& a : c.finding.args) {
+    if (a.key == key) return a.value;
+  }
+  return "<none>";
+}
+
+// Every text shown for every check is complete: no placeholder left unfilled.
+void ExpectFilled(const Report& r) {
+  for (Lang lang : {Lang::kEn, Lang::kZh}) {
+    Json j = ReportToJson(r, lang, false);
+    for (const auto& c : j["checks"]) {
+      for (const char* k : {"finding", "scenario", "cause", "verify", "fix"}) {
+        if (!c[k].is_string()) continue;
+        EXPECT_FALSE(RE2::PartialMatch(c[k].get<std::string>(), R"(\{[a-z_]+\})"))
+            << c["id"] << " " << k << ": " << c[k];
+      }
+    }
+  }
+}
+
+void AddGpus(FakeSystemView& m, FakeNvml state) {
+  m.gpus = testing::SampleFakeNvml(state);
+  ASSERT_TRUE(m.gpus.ok()) << m.gpus.status().ToString();
+}
+
+FakeNvml TwoA100() {
+  FakeNvml n;
+  n.gpus = {FakeNvmlGpu{}, FakeNvmlGpu{}};
+  return n;
+}
+
+constexpr const char* kTorchCu121 =
+    R"({"importable": true, "version": "2.3.1+cu121", "cuda": "12.1", "cuda_available": true,
+        "cuda_error": "", "arch_list": ["sm_50","sm_60","sm_70","sm_75","sm_80","sm_86","sm_90"],
+        "capabilities": ["8.0", "8.0"]})";
+
+// ---- texts ------------------------------------------------------------------
+
+TEST(CheckTexts, EmbeddedFileLoadsAndEveryCheckHasATitle) {
+  auto t = CheckTexts::FromYaml(FindEmbedded("doctor_checks.yaml"), "doctor_checks.yaml");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (const auto& c : AllChecks()) EXPECT_NE(t->Title(c.id), nullptr) << c.id;
+  for (const auto& [id, o] : t->outcomes()) {
+    bool problem = o.severity == Severity::kWarn || o.severity == Severity::kFail;
+    EXPECT_EQ(problem, !o.verify.empty()) << id;
+  }
+}
+
+TEST(CheckTexts, RejectsProblemsWithoutVerifyOrTranslation) {
+  const char* no_verify = R"(- id: x.bad
+  severity: warn
+  finding: {en: "a", zh: "甲"}
+  scenario: {en: "a", zh: "甲"}
+  cause: {en: "a", zh: "甲"}
+  fix: {en: "a", zh: "甲"}
+)";
+  auto r = CheckTexts::FromYaml(no_verify, "t.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("verify"), std::string::npos);
+  auto zh = CheckTexts::FromYaml("- id: x.ok\n  severity: ok\n  finding: {en: \"a\"}\n", "t.yaml");
+  ASSERT_FALSE(zh.ok());
+  EXPECT_NE(zh.status().message().find("zh"), std::string::npos);
+  auto dup = CheckTexts::FromYaml(
+      "- id: a\n  title: {en: a, zh: 甲}\n- id: a\n  title: {en: a, zh: 甲}\n", "t.yaml");
+  EXPECT_FALSE(dup.ok());
+  auto sev = CheckTexts::FromYaml("- id: a\n  severity: bad\n  finding: {en: a, zh: 甲}\n", "t");
+  EXPECT_FALSE(sev.ok());
+}
+
+// ---- a healthy machine ---------------------------------------------------------
+
+TEST(Doctor, HealthyMachineHasNoProblems) {
+  FakeSystemView m = HealthyMachine();
+  Report r = RunOn(m);
+  EXPECT_EQ(r.fail, 0);
+  EXPECT_EQ(r.warn, 1);  // the daemon is not running
+  EXPECT_EQ(Get(r, "lathe.daemon").severity, Severity::kWarn);
+  EXPECT_EQ(Get(r, "gpu.driver").finding.outcome, "gpu.driver.no_gpu");
+  EXPECT_EQ(Get(r, "gpu.torch").finding.outcome, "gpu.torch.not_installed");
+  EXPECT_EQ(Get(r, "sys.shm").finding.outcome, "sys.shm.ok");
+  EXPECT_EQ(Get(r, "net.dns").finding.outcome, "net.dns.ok");
+  EXPECT_EQ(Value(Get(r, "net.dns"), "address"), "151.101.0.223");
+  EXPECT_EQ(r.checks.size(), AllChecks().size());
+  EXPECT_EQ(DoctorExitCode(r, false), 0);
+  EXPECT_EQ(DoctorExitCode(r, true), 1);  // --strict counts the warning
+  ExpectFilled(r);
+}
+
+TEST(Doctor, FastSkipsSlowProbes) {
+  FakeSystemView m = HealthyMachine();
+  DoctorOptions o;
+  o.fast = true;
+  Report r = RunOn(m, o);
+  EXPECT_EQ(Get(r, "gpu.torch").finding.outcome, "gpu.torch.fast");
+  EXPECT_EQ(Get(r, "net.dns").finding.outcome, "net.dns.fast");
+  EXPECT_EQ(m.run_count, 0);  // no python, no getent (and no nvcc on this machine)
+}
+
+TEST(Doctor, OnlyOneGroup) {
+  FakeSystemView m = HealthyMachine();
+  DoctorOptions o;
+  o.only = "network";
+  Report r = RunOn(m, o);
+  ASSERT_EQ(r.checks.size(), 4u);
+  for (const auto& c : r.checks) EXPECT_EQ(c.check->group, "network");
+  o.only = "disks";
+  auto bad = RunDoctor(m, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().IsInvalidArgument());
+  EXPECT_EQ(bad.status().msg_id(), "doctor.bad_group");
+}
+
+// ---- system -------------------------------------------------------------------
+
+TEST(SystemChecks, DockerDefaultShmFails) {
+  FakeSystemView m = HealthyMachine();
+  m.statfs["/dev/shm"] = {64 * kMiB, 60 * kMiB, 100000, 99990};
+  Report r = RunOn(m);
+  const CheckOutcome& c = Get(r, "sys.shm");
+  EXPECT_EQ(c.finding.outcome, "sys.shm.too_small");
+  EXPECT_EQ(c.severity, Severity::kFail);
+  EXPECT_EQ(Value(c, "size"), "64MiB");
+  EXPECT_EQ(DoctorExitCode(r, false), 1);
+  ExpectFilled(r);
+}
+
+TEST(SystemChecks, ShmOutOfInodesSmallAndMissing) {
+  FakeSystemView m = HealthyMachine();
+  m.statfs["/dev/shm"] = {32 * kGiB, 31 * kGiB, 1'000'000, 12};
+  EXPECT_EQ(Outcome(m, "sys.shm"), "sys.shm.no_inodes");
+  m.statfs["/dev/shm"] = {1 * kGiB, 1 * kGiB, 100000, 100000};
+  EXPECT_EQ(Outcome(m, "sys.shm"), "sys.shm.small");
+  m.statfs.erase("/dev/shm");
+  EXPECT_EQ(Outcome(m, "sys.shm"), "sys.shm.missing");
+}
+
+TEST(SystemChecks, CgroupV2LimitBelowFreeWarns) {
+  FakeSystemView m = HealthyMachine();
+  m.files["/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.max"] = "8589934592\n";
+  Report r = RunOn(m);
+  const CheckOutcome& c = Get(r, "sys.cgroup_mem");
+  EXPECT_EQ(c.finding.outcome, "sys.cgroup_mem.limited");
+  EXPECT_EQ(c.severity, Severity::kWarn);
+  EXPECT_EQ(Value(c, "limit"), "8GiB");
+  EXPECT_EQ(Value(c, "total"), "64GiB");
+  ExpectFilled(r);
+}
+
+TEST(SystemChecks, CgroupLimitOfAnAncestorCounts) {
+  FakeSystemView m = HealthyMachine();
+  m.AddFile("/sys/fs/cgroup/user.slice/memory.max", "4294967296\n");
+  EXPECT_EQ(Value(Get(RunOn(m), "sys.cgroup_mem"), "limit"), "4GiB");
+}
+
+TEST(SystemChecks, CgroupV1Limit) {
+  FakeSystemView m = HealthyMachine();
+  m.files["/proc/self/cgroup"] = "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n";
+  m.AddFile("/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "17179869184\n");
+  m.AddFile("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  m.AddFile("/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1073741824\n");
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "sys.cgroup_mem");
+  EXPECT_EQ(c.finding.outcome, "sys.cgroup_mem.limited");
+  EXPECT_EQ(Value(c, "limit"), "16GiB");
+  EXPECT_EQ(Value(c, "usage"), "1GiB");
+  m.files["/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes"] = "9223372036854771712\n";
+  EXPECT_EQ(Outcome(m, "sys.cgroup_mem"), "sys.cgroup_mem.unlimited");
+}
+
+TEST(SystemChecks, Ulimits) {
+  FakeSystemView m = HealthyMachine();
+  m.nofile = {1024, 524288};
+  m.nproc = {512, 512};
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "sys.nofile").finding.outcome, "sys.nofile.low");
+  EXPECT_EQ(Value(Get(r, "sys.nofile"), "hard"), "524288");
+  EXPECT_EQ(Get(r, "sys.nproc").finding.outcome, "sys.nproc.low");
+  m.nofile = {kUnlimited, kUnlimited};
+  EXPECT_EQ(Value(Get(RunOn(m), "sys.nofile"), "soft"), "unlimited");
+}
+
+TEST(SystemChecks, SwappinessMattersOnlyWithSwap) {
+  FakeSystemView m = HealthyMachine();
+  EXPECT_EQ(Outcome(m, "sys.swappiness"), "sys.swappiness.no_swap");
+  m.files["/proc/meminfo"] = "MemTotal: 67108864 kB\nSwapTotal: 8388608 kB\n";
+  EXPECT_EQ(Outcome(m, "sys.swappiness"), "sys.swappiness.high");
+  m.files["/proc/sys/vm/swappiness"] = "1\n";
+  EXPECT_EQ(Outcome(m, "sys.swappiness"), "sys.swappiness.ok");
+}
+
+TEST(SystemChecks, StrictOvercommit) {
+  FakeSystemView m = HealthyMachine();
+  m.files["/proc/sys/vm/overcommit_memory"] = "2\n";
+  m.files["/proc/sys/vm/overcommit_ratio"] = "50\n";
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "sys.overcommit");
+  EXPECT_EQ(c.finding.outcome, "sys.overcommit.strict");
+  EXPECT_EQ(Value(c, "ratio"), "50");
+}
+
+TEST(SystemChecks, SmallTmpfsAndBadTmpdir) {
+  FakeSystemView m = HealthyMachine();
+  m.files["/proc/self/mounts"] += "tmpfs /tmp tmpfs rw,size=2097152k 0 0\n";
+  m.statfs["/tmp"] = {2 * kGiB, 2 * kGiB, 500000, 500000};
+  EXPECT_EQ(Outcome(m, "sys.tmp"), "sys.tmp.small_tmpfs");
+  m.env["TMPDIR"] = "/scratch/ann/tmp";
+  EXPECT_EQ(Outcome(m, "sys.tmp"), "sys.tmp.tmpdir_bad");
+  m.writable.insert("/scratch/ann/tmp");
+  m.statfs["/scratch/ann/tmp"] = {4000 * kGiB, 3000 * kGiB, 1, 1};
+  EXPECT_EQ(Outcome(m, "sys.tmp"), "sys.tmp.ok_tmpdir");
+}
+
+TEST(SystemChecks, DiskSpace) {
+  FakeSystemView m = HealthyMachine();
+  m.statfs["/work"] = {2000 * kGiB, 500 * kMiB, 1, 1};
+  m.statfs["/tmp"] = {500 * kGiB, 5 * kGiB, 1, 1};
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "sys.disk_cwd").finding.outcome, "sys.disk.low");
+  EXPECT_EQ(Get(r, "sys.disk_tmp").finding.outcome, "sys.disk.tight");
+  EXPECT_EQ(Get(r, "sys.disk_home").finding.outcome, "sys.disk.ok");
+  ExpectFilled(r);
+}
+
+TEST(SystemChecks, LatheHomeNotCreatedYetUsesItsParent) {
+  FakeSystemView m = HealthyMachine();
+  m.home = "/home/ann/.local/state/lathe-new";
+  m.statfs["/home/ann"] = m.statfs["/tmp"];
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "sys.disk_home").finding.outcome, "sys.disk.ok");
+  EXPECT_EQ(Get(r, "lathe.home").finding.outcome, "lathe.home.creatable");
+}
+
+TEST(SystemChecks, CpuQuotaBelowVisibleCpus) {
+  FakeSystemView m = HealthyMachine();
+  m.files["/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/cpu.max"] = "400000 100000\n";
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "sys.cpu");
+  EXPECT_EQ(c.finding.outcome, "sys.cpu.quota");
+  EXPECT_EQ(Value(c, "quota"), "4.0");
+  EXPECT_EQ(Value(c, "workers"), "3");
+}
+
+TEST(SystemChecks, UnsynchronisedClock) {
+  FakeSystemView m = HealthyMachine();
+  m.clock_synced = false;
+  EXPECT_EQ(Outcome(m, "sys.time"), "sys.time.unsynced");
+  m.clock_synced = std::nullopt;
+  EXPECT_EQ(Outcome(m, "sys.time"), "sys.time.unknown");
+}
+
+// ---- network ------------------------------------------------------------------
+
+TEST(NetworkChecks, ProxyWithoutNoProxyForLocalhostFails) {
+  FakeSystemView m = HealthyMachine();
+  m.env["https_proxy"] = "http://proxy.corp:3128";
+  m.env["HTTP_PROXY"] = "http://proxy.corp:3128";
+  Report r = RunOn(m);
+  const CheckOutcome& c = Get(r, "net.proxy");
+  EXPECT_EQ(c.finding.outcome, "net.proxy.captures_localhost");
+  EXPECT_EQ(c.severity, Severity::kFail);
+  EXPECT_EQ(Value(c, "missing"), "localhost, 127.0.0.1");
+  ExpectFilled(r);
+  m.env["NO_PROXY"] = "localhost";
+  EXPECT_EQ(Value(Get(RunOn(m), "net.proxy"), "missing"), "127.0.0.1");
+  m.env["no_proxy"] = "127.0.0.0/8";
+  EXPECT_EQ(Outcome(m, "net.proxy"), "net.proxy.bypassed");
+}
+
+TEST(NetworkChecks, NoProxyRules) {
+  EXPECT_TRUE(NoProxyCovers("*", "localhost"));
+  EXPECT_TRUE(NoProxyCovers(" example.com , localhost ", "localhost"));
+  EXPECT_TRUE(NoProxyCovers(".localhost", "localhost"));
+  EXPECT_TRUE(NoProxyCovers("10.0.0.0/8,127.0.0.0/8", "127.0.0.1"));
+  EXPECT_FALSE(NoProxyCovers("127.0.0.0/31", "127.0.0.2"));
+  EXPECT_FALSE(NoProxyCovers("localhost.corp", "localhost"));
+  EXPECT_FALSE(NoProxyCovers("", "127.0.0.1"));
+}
+
+TEST(NetworkChecks, DnsFailureAndTimeout) {
+  FakeSystemView m = HealthyMachine();
+  m.SetCommand("getent ahosts", CommandOutput{2, "", ""});
+  EXPECT_EQ(Outcome(m, "net.dns"), "net.dns.fail");
+  m.SetCommand("getent ahosts", Status::DeadlineExceeded("getent did not finish"));
+  EXPECT_EQ(Outcome(m, "net.dns"), "net.dns.timeout");
+}
+
+TEST(NetworkChecks, MixedMtu) {
+  FakeSystemView m = HealthyMachine();
+  m.AddFile("/sys/class/net/ib0/mtu", "4092\n");
+  m.AddFile("/sys/class/net/docker0/mtu", "1500\n");
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "net.mtu");
+  EXPECT_EQ(c.finding.outcome, "net.mtu.mixed");
+  EXPECT_EQ(Value(c, "list"), "eth0 1500, ib0 4092");
+}
+
+TEST(NetworkChecks, NcclVariables) {
+  FakeSystemView m = HealthyMachine();
+  EXPECT_EQ(Outcome(m, "net.nccl"), "net.nccl.none");
+  m.env["NCCL_DEBUG"] = "INFO";
+  EXPECT_EQ(Outcome(m, "net.nccl"), "net.nccl.set");
+  m.env["NCCL_IB_DISABLE"] = "1";
+  Report r_slow = RunOn(m);
+  const CheckOutcome& slow = Get(r_slow, "net.nccl");
+  EXPECT_EQ(slow.finding.outcome, "net.nccl.slow");
+  EXPECT_EQ(Value(slow, "vars"), "NCCL_IB_DISABLE=1");
+  m.env["NCCL_SOCKET_IFNAME"] = "ens5";
+  EXPECT_EQ(Outcome(m, "net.nccl"), "net.nccl.bad_ifname");
+  m.env["NCCL_SOCKET_IFNAME"] = "eth";
+  EXPECT_EQ(Outcome(m, "net.nccl"), "net.nccl.slow");
+  m.env["NCCL_SOCKET_IFNAME"] = "^docker,lo";
+  EXPECT_EQ(Outcome(m, "net.nccl"), "net.nccl.slow");
+}
+
+// ---- GPUs through the fake NVML table ----------------------------------------------
+
+TEST(GpuChecks, HealthyGpuServer) {
+  FakeSystemView m = HealthyMachine();
+  AddGpus(m, TwoA100());
+  m.SetTorch(kTorchCu121);
+  Report r = RunOn(m);
+  for (const char* id : {"gpu.driver", "gpu.visible", "gpu.cuda", "gpu.torch", "gpu.arch",
+                         "gpu.ecc", "gpu.clocks", "gpu.persistence", "gpu.mig"}) {
+    EXPECT_EQ(Get(r, id).severity, Severity::kOk) << id << " " << Get(r, id).finding.outcome;
+  }
+  EXPECT_EQ(Value(Get(r, "gpu.driver"), "cuda"), "12.4");
+  EXPECT_EQ(Value(Get(r, "gpu.driver"), "count"), "2");
+  ExpectFilled(r);
+}
+
+TEST(GpuChecks, DriverCudaOlderThanTorchsFails) {
+  FakeSystemView m = HealthyMachine();
+  FakeNvml n = TwoA100();
+  n.cuda_version = 11080;  // driver 520: CUDA 11.8
+  AddGpus(m, n);
+  m.SetTorch(kTorchCu121);
+  Report r = RunOn(m);
+  const CheckOutcome& c = Get(r, "gpu.cuda");
+  EXPECT_EQ(c.finding.outcome, "gpu.cuda.torch_newer");
+  EXPECT_EQ(c.severity, Severity::kFail);
+  EXPECT_EQ(Value(c, "driver"), "11.8");
+  EXPECT_EQ(Value(c, "torch"), "12.1");
+  ExpectFilled(r);
+  n.cuda_version = 12000;
+  AddGpus(m, n);
+  EXPECT_EQ(Outcome(m, "gpu.cuda"), "gpu.cuda.torch_minor_newer");
+}
+
+TEST(GpuChecks, ToolkitNewerThanDriverWarns) {
+  FakeSystemView m = HealthyMachine();
+  AddGpus(m, TwoA100());
+  m.executables.insert("/usr/local/cuda/bin/nvcc");
+  m.SetCommand("/usr/local/cuda/bin/nvcc --version", CommandOutput{0, "Cuda compilation tools, release 12.6, V12.6.77\n", ""});
+  EXPECT_EQ(Outcome(m, "gpu.cuda"), "gpu.cuda.toolkit_newer");
+}
+
+TEST(GpuChecks, ThrottledGpuWarnsPowerCapDoesNot) {
+  FakeSystemView m = HealthyMachine();
+  FakeNvml n = TwoA100();
+  n.gpus[1].throttle_reasons = nvmlClocksThrottleReasonHwThermalSlowdown;
+  n.gpus[1].sm_clock_mhz = 900;
+  n.gpus[1].temperature_c = 89;
+  AddGpus(m, n);
+  Report r = RunOn(m);
+  const CheckOutcome& c = Get(r, "gpu.clocks");
+  EXPECT_EQ(c.finding.outcome, "gpu.clocks.throttled");
+  EXPECT_EQ(c.severity, Severity::kWarn);
+  EXPECT_EQ(Value(c, "gpus"), "GPU 1: hw_thermal (SM 900/1410 MHz, 89°C)");
+  n.gpus[1].throttle_reasons = nvmlClocksThrottleReasonSwPowerCap;
+  AddGpus(m, n);
+  EXPECT_EQ(Outcome(m, "gpu.clocks"), "gpu.clocks.power_capped");
+}
+
+TEST(GpuChecks, EccPersistenceMig) {
+  FakeSystemView m = HealthyMachine();
+  FakeNvml n = TwoA100();
+  n.gpus[0].ecc_uncorrected = 3;
+  n.gpus[1].persistence = false;
+  n.gpus[1].mig = NVML_DEVICE_MIG_ENABLE;
+  AddGpus(m, n);
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "gpu.ecc").finding.outcome, "gpu.ecc.errors");
+  EXPECT_EQ(Value(Get(r, "gpu.ecc"), "gpus"), "GPU 0 (3)");
+  EXPECT_EQ(Get(r, "gpu.persistence").finding.outcome, "gpu.persistence.off");
+  EXPECT_EQ(Get(r, "gpu.mig").finding.outcome, "gpu.mig.on");
+}
+
+TEST(GpuChecks, CudaVisibleDevices) {
+  FakeSystemView m = HealthyMachine();
+  AddGpus(m, TwoA100());
+  m.env["CUDA_VISIBLE_DEVICES"] = "";
+  EXPECT_EQ(Outcome(m, "gpu.visible"), "gpu.visible.hidden");
+  m.env["CUDA_VISIBLE_DEVICES"] = "1,2";
+  Report r_bad = RunOn(m);
+  const CheckOutcome& bad = Get(r_bad, "gpu.visible");
+  EXPECT_EQ(bad.finding.outcome, "gpu.visible.invalid");
+  EXPECT_EQ(Value(bad, "bad"), "2");
+  m.env["CUDA_VISIBLE_DEVICES"] = "GPU-fake-1";
+  EXPECT_EQ(Outcome(m, "gpu.visible"), "gpu.visible.subset");
+  FakeNvml mixed = TwoA100();
+  mixed.gpus[1].name = "NVIDIA GeForce RTX 4090";
+  AddGpus(m, mixed);
+  m.env.erase("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(Outcome(m, "gpu.visible"), "gpu.visible.order");
+  m.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  EXPECT_EQ(Outcome(m, "gpu.visible"), "gpu.visible.all");
+}
+
+TEST(GpuChecks, NoKernelImageForTheGpusArch) {
+  FakeSystemView m = HealthyMachine();
+  AddGpus(m, TwoA100());
+  m.SetTorch(R"({"importable": true, "version": "1.12.1+cu113", "cuda": "11.3",
+      "cuda_available": true, "arch_list": ["sm_37","sm_50","sm_60","sm_70","sm_75","sm_80"],
+      "capabilities": ["9.0"]})");
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "gpu.arch");
+  EXPECT_EQ(c.finding.outcome, "gpu.arch.missing");
+  EXPECT_EQ(Value(c, "sm"), "sm_90");
+  // sm_80 cubins run on 8.6 (same major), and compute_80 PTX can JIT for 9.0.
+  m.SetTorch(R"({"importable": true, "version": "2.0", "cuda": "11.8", "cuda_available": true,
+      "arch_list": ["sm_80"], "capabilities": ["8.6"]})");
+  EXPECT_EQ(Outcome(m, "gpu.arch"), "gpu.arch.ok");
+  m.SetTorch(R"({"importable": true, "version": "2.0", "cuda": "11.8", "cuda_available": true,
+      "arch_list": ["sm_80", "compute_80"], "capabilities": ["9.0"]})");
+  EXPECT_EQ(Outcome(m, "gpu.arch"), "gpu.arch.ok");
+}
+
+TEST(GpuChecks, CpuOnlyTorchOnAGpuMachine) {
+  FakeSystemView m = HealthyMachine();
+  AddGpus(m, TwoA100());
+  m.SetTorch(R"({"importable": true, "version": "2.3.1+cpu", "cuda": "", "cuda_available": false,
+      "arch_list": [], "capabilities": []})");
+  EXPECT_EQ(Outcome(m, "gpu.torch"), "gpu.torch.cpu_build");
+  m.SetTorch(R"({"importable": true, "version": "2.3.1", "cuda": "12.1", "cuda_available": false,
+      "cuda_error": "CUDA driver initialization failed", "arch_list": [], "capabilities": []})");
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "gpu.torch");
+  EXPECT_EQ(c.finding.outcome, "gpu.torch.cuda_unavailable");
+  EXPECT_EQ(Value(c, "reason"), "CUDA driver initialization failed");
+}
+
+TEST(GpuChecks, TorchImportTimesOut) {
+  FakeSystemView m = HealthyMachine();
+  m.SetCommand("/usr/bin/python3 -c", Status::DeadlineExceeded("killed"));
+  EXPECT_EQ(Outcome(m, "gpu.torch"), "gpu.torch.timeout");
+}
+
+TEST(GpuChecks, HardwareWithoutDriverFails) {
+  FakeSystemView m = HealthyMachine();
+  m.AddFile("/sys/bus/pci/devices/0000:3b:00.0/vendor", "0x10de\n");
+  m.AddFile("/sys/bus/pci/devices/0000:3b:00.0/class", "0x030200\n");
+  m.dirs["/sys/bus/pci/devices"] = {"0000:3b:00.0"};
+  Report r_c = RunOn(m);
+  const CheckOutcome& c = Get(r_c, "gpu.driver");
+  EXPECT_EQ(c.finding.outcome, "gpu.driver.not_loaded");
+  EXPECT_EQ(c.severity, Severity::kFail);
+  EXPECT_EQ(Value(c, "devices"), "0000:3b:00.0");
+}
+
+// ---- lathe ---------------------------------------------------------------------
+
+TEST(LatheChecks, DaemonAndHome) {
+  FakeSystemView m = HealthyMachine();
+  m.daemon = Status::OK();
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "lathe.daemon").finding.outcome, "lathe.daemon.ok");
+  EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.unavailable");
+  m.writable.clear();
+  m.writable.insert("/tmp");
+  EXPECT_EQ(Outcome(m, "lathe.home"), "lathe.home.not_writable");
+}
+
+// ---- formats ---------------------------------------------------------------------
+
+Report ProblemReport() {
+  FakeSystemView m = HealthyMachine();
+  m.statfs["/dev/shm"] = {64 * kMiB, 60 * kMiB, 100000, 99990};
+  m.env["http_proxy"] = "http://proxy:3128";
+  m.env["TMPDIR"] = "/scratch/it's here";
+  return RunOn(m);
+}
+
+TEST(ReportFormat, TableHasSymbolsDetailsAndNoColourUnlessAsked) {
+  Report r = ProblemReport();
+  std::string en = FormatReportTable(r, {Lang::kEn, false, true});
+  EXPECT_NE(en.find("✓ sys.nofile"), std::string::npos);
+  EXPECT_NE(en.find("✗ sys.shm"), std::string::npos);
+  EXPECT_NE(en.find("⚠ lathe.daemon"), std::string::npos);
+  EXPECT_NE(en.find("verify:   df -h /dev/shm; df -i /dev/shm"), std::string::npos);
+  EXPECT_EQ(en.find("\033["), std::string::npos);
+  EXPECT_NE(en.find("failed"), std::string::npos);
+  std::string zh = FormatReportTable(r, {Lang::kZh, true, true});
+  EXPECT_NE(zh.find("/dev/shm 只有 64MiB"), std::string::npos);
+  EXPECT_NE(zh.find("场景："), std::string::npos);
+  EXPECT_NE(zh.find("\033[31m✗"), std::string::npos);
+}
+
+TEST(ReportFormat, JsonCarriesSeverityValuesAndTexts) {
+  Report r = ProblemReport();
+  Json j = ReportToJson(r, Lang::kZh, false);
+  EXPECT_EQ(j["lang"], "zh");
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_GE(j["summary"]["fail"].get<int>(), 2);
+  bool seen = false;
+  for (const auto& c : j["checks"]) {
+    if (c["id"] != "sys.shm") continue;
+    seen = true;
+    EXPECT_EQ(c["severity"], "fail");
+    EXPECT_EQ(c["values"]["size"], "64MiB");
+    EXPECT_TRUE(c["scenario"].is_string());
+    EXPECT_EQ(c["verify"], "df -h /dev/shm; df -i /dev/shm");
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(ReportFormat, FixScriptQuotesValuesAndOnlyCoversProblems) {
+  Report r = ProblemReport();
+  std::string s = FormatFixScript(r, Lang::kEn);
+  EXPECT_TRUE(s.starts_with("#!/bin/sh\n"));
+  EXPECT_NE(s.find("sudo mount -o remount,size=16g /dev/shm"), std::string::npos);
+  EXPECT_NE(s.find("export no_proxy=\"localhost,127.0.0.1,::1"), std::string::npos);
+  EXPECT_NE(s.find("mkdir -p '/scratch/it'\\''s here'"), std::string::npos);
+  EXPECT_EQ(s.find("sys.nofile"), std::string::npos);  // ok checks have no fix
+  FakeSystemView healthy = HealthyMachine();
+  healthy.daemon = Status::OK();
+  std::string none = FormatFixScript(RunOn(healthy), Lang::kZh);
+  EXPECT_NE(none.find("没有需要修复的问题"), std::string::npos);
+}
+
+TEST(ReportFormat, ShellQuote) {
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote("$(rm -rf /)"), "'$(rm -rf /)'");
+}
+
+// ---- the real machine ------------------------------------------------------------------
+
+TEST(RealMachine, ReportIsSane) {
+  RealSystemOptions ro;
+  ro.lathe_home = "/tmp/lathe-doctor-test-home";
+  auto view = NewRealSystemView(ro);
+  DoctorOptions o;
+  o.fast = true;
+  auto r = RunDoctor(*view, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->checks.size(), AllChecks().size());
+  for (const auto& c : r->checks) {
+    EXPECT_NE(c.finding.outcome, "doctor.missing_text") << c.check->id;
+    EXPECT_NE(c.text, nullptr) << c.check->id;
+  }
+  EXPECT_EQ(r->ok + r->warn + r->fail + r->skipped, static_cast<int>(r->checks.size()));
+  // Facts every Linux machine has.
+  EXPECT_NE(Get(*r, "sys.nofile").severity, Severity::kSkipped);
+  EXPECT_EQ(Get(*r, "sys.disk_tmp").severity == Severity::kSkipped, false);
+  EXPECT_EQ(Get(*r, "lathe.daemon").finding.outcome, "lathe.daemon.down");  // not checked here
+  ExpectFilled(*r);
+  std::string table = FormatReportTable(*r, {Lang::kEn, false, true});
+  EXPECT_NE(table.find("sys.shm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lathe::doctor

@@ -1,0 +1,119 @@
+#include "lathe/doctor/test_util/fake_system.h"
+
+#include <algorithm>
+
+namespace lathe::doctor::testing {
+
+Result<std::string> FakeSystemView::ReadFile(const std::string& path) const {
+  auto it = files.find(path);
+  if (it == files.end()) return Status::NotFound(path + ": No such file or directory");
+  return it->second;
+}
+
+Result<std::vector<std::string>> FakeSystemView::ListDir(const std::string& path) const {
+  auto it = dirs.find(path);
+  if (it == dirs.end()) return Status::NotFound(path + ": No such file or directory");
+  return it->second;
+}
+
+std::optional<std::string> FakeSystemView::Getenv(const std::string& name) const {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::pair<std::string, std::string>> FakeSystemView::Environment() const {
+  return {env.begin(), env.end()};
+}
+
+Result<FsStats> FakeSystemView::StatFs(const std::string& path) const {
+  auto it = statfs.find(path);
+  if (it == statfs.end()) return Status::NotFound(path + ": No such file or directory");
+  return it->second;
+}
+
+Result<Rlimit> FakeSystemView::GetRlimit(RlimitKind kind) const {
+  return kind == RlimitKind::kOpenFiles ? nofile : nproc;
+}
+
+Status FakeSystemView::ProbeWritable(const std::string& dir) const {
+  if (writable.count(dir)) return Status::OK();
+  return Status::PermissionDenied(dir + ": Permission denied");
+}
+
+Status FakeSystemView::DaemonStatus(std::string* where) const {
+  *where = daemon_where;
+  return daemon;
+}
+
+std::optional<std::string> FakeSystemView::FindExecutable(const std::string& name) const {
+  if (name.find('/') != std::string::npos) {
+    return executables.count(name) ? std::optional<std::string>(name) : std::nullopt;
+  }
+  for (const char* dir : {"/usr/local/bin/", "/usr/bin/"}) {
+    if (executables.count(dir + name)) return dir + name;
+  }
+  return std::nullopt;
+}
+
+Result<CommandOutput> FakeSystemView::Run(const std::vector<std::string>& argv,
+                                          int64_t) const {
+  ++run_count;
+  std::string key = argv[0] + (argv.size() > 1 ? " " + argv[1] : "");
+  auto it = commands.find(key);
+  if (it == commands.end()) return Status::NotFound("cannot execute " + argv[0]);
+  return it->second;
+}
+
+void FakeSystemView::AddFile(const std::string& path, const std::string& content) {
+  files[path] = content;
+  // Register every path component in its parent's listing, up to "/".
+  for (std::string p = path; p.size() > 1;) {
+    size_t slash = p.rfind('/');
+    std::string dir = slash == 0 ? "/" : p.substr(0, slash);
+    auto& names = dirs[dir];
+    std::string base = p.substr(slash + 1);
+    if (std::find(names.begin(), names.end(), base) == names.end()) names.push_back(base);
+    p = dir;
+  }
+}
+
+void FakeSystemView::SetTorch(const std::string& json) {
+  SetCommand("/usr/bin/python3 -c", CommandOutput{0, json + "\n", ""});
+}
+
+FakeSystemView HealthyMachine() {
+  FakeSystemView m;
+  m.AddFile("/proc/meminfo",
+            "MemTotal:       67108864 kB\nMemFree:        60000000 kB\n"
+            "MemAvailable:   62000000 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n");
+  m.AddFile("/proc/self/cgroup", "0::/user.slice/user-1000.slice/session-1.scope\n");
+  m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.max", "max\n");
+  m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.current",
+            "2147483648\n");
+  m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/cpu.max", "max 100000\n");
+  m.AddFile("/proc/sys/vm/swappiness", "60\n");
+  m.AddFile("/proc/sys/vm/overcommit_memory", "0\n");
+  m.AddFile("/proc/self/mounts",
+            "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"
+            "tmpfs /dev/shm tmpfs rw,nosuid,nodev,size=33554432k 0 0\n"
+            "/dev/nvme1n1 /work ext4 rw,relatime 0 0\n");
+  m.AddFile("/sys/class/net/lo/mtu", "65536\n");
+  m.AddFile("/sys/class/net/eth0/mtu", "1500\n");
+  m.AddFile("/sys/class/net/eth0/operstate", "up\n");
+  m.dirs["/sys/bus/pci/devices"] = {};
+  m.dirs["/dev"] = {"null", "zero", "shm"};
+  m.dirs[m.home] = {};
+  m.statfs["/dev/shm"] = {32 * kGiB, 32 * kGiB, 8'000'000, 7'999'000};
+  m.statfs["/tmp"] = {500 * kGiB, 200 * kGiB, 30'000'000, 29'000'000};
+  m.statfs["/work"] = {2000 * kGiB, 900 * kGiB, 100'000'000, 99'000'000};
+  m.statfs[m.home] = {500 * kGiB, 200 * kGiB, 30'000'000, 29'000'000};
+  m.statfs["/"] = {500 * kGiB, 200 * kGiB, 30'000'000, 29'000'000};
+  m.SetCommand("getent ahosts",
+               CommandOutput{0, "151.101.0.223   STREAM pypi.org\n151.101.0.223   DGRAM\n", ""});
+  m.SetTorch(R"({"importable": false, "error": "ModuleNotFoundError: No module named 'torch'"})");
+  m.gpus = gpu::Inventory{"none", false, "", "", {}, "cannot load NVML (libnvidia-ml.so.1)"};
+  return m;
+}
+
+}  // namespace lathe::doctor::testing

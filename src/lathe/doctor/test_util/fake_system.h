@@ -1,0 +1,73 @@
+// A fabricated machine for doctor tests: every answer a SystemView gives
+// comes from these public fields. HealthyMachine() fills them with a sane
+// GPU-less Linux box; a test changes the one thing it is about.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lathe/doctor/system_view.h"
+
+namespace lathe::doctor::testing {
+
+class FakeSystemView : public SystemView {
+ public:
+  std::map<std::string, std::string> files;                // path → content
+  std::map<std::string, std::vector<std::string>> dirs;    // path → names
+  std::map<std::string, std::string> env;
+  std::map<std::string, FsStats> statfs;                   // exact path → answer
+  Rlimit nofile{65536, 65536};
+  Rlimit nproc{127000, 127000};
+  int cpus = 16;
+  std::optional<bool> clock_synced = true;
+  std::string cwd = "/work";
+  std::string home = "/home/ann/.local/state/lathe";
+  std::set<std::string> writable = {"/tmp", "/home/ann/.local/state/lathe", "/home/ann"};
+  Status daemon = Status::Unavailable("no socket at /home/ann/.local/state/lathe/lathe.sock");
+  std::string daemon_where = "/home/ann/.local/state/lathe/lathe.sock";
+  std::set<std::string> executables = {"/usr/bin/python3", "/usr/bin/getent"};
+  // Command answers keyed by "argv[0] argv[1]"; a missing key is NotFound.
+  std::map<std::string, Result<CommandOutput>> commands;
+  Result<gpu::Inventory> gpus = gpu::Inventory{};
+  mutable int run_count = 0;  // commands run (probes)
+
+  Result<std::string> ReadFile(const std::string& path) const override;
+  Result<std::vector<std::string>> ListDir(const std::string& path) const override;
+  std::optional<std::string> Getenv(const std::string& name) const override;
+  std::vector<std::pair<std::string, std::string>> Environment() const override;
+  Result<FsStats> StatFs(const std::string& path) const override;
+  Result<Rlimit> GetRlimit(RlimitKind kind) const override;
+  int CpuCount() const override { return cpus; }
+  std::optional<bool> ClockSynchronized() const override { return clock_synced; }
+  std::string Cwd() const override { return cwd; }
+  std::string LatheHome() const override { return home; }
+  Status ProbeWritable(const std::string& dir) const override;
+  Status DaemonStatus(std::string* where) const override;
+  std::optional<std::string> FindExecutable(const std::string& name) const override;
+  std::string RealPath(const std::string& path) const override { return path; }
+  Result<gpu::Inventory> SampleGpus() const override { return gpus; }
+  Result<CommandOutput> Run(const std::vector<std::string>& argv,
+                            int64_t timeout_ms) const override;
+
+  // Convenience: a file, listed in its directory and every ancestor's.
+  void AddFile(const std::string& path, const std::string& content);
+  // The answer to commands whose "argv[0] argv[1]" is `key`.
+  void SetCommand(const std::string& key, Result<CommandOutput> answer) {
+    commands.insert_or_assign(key, std::move(answer));
+  }
+  // The torch probe's answer for /usr/bin/python3.
+  void SetTorch(const std::string& json);
+};
+
+// A GPU-less machine where every system, network and lathe check is ok:
+// 64 GiB RAM, no swap, cgroup v2 without limit, /dev/shm 32 GiB, /tmp on
+// ext4 with 200 GiB free, eth0 MTU 1500, no proxy, DNS answering, torch
+// not installed, no nvcc.
+FakeSystemView HealthyMachine();
+
+inline constexpr uint64_t kGiB = 1ULL << 30;
+inline constexpr uint64_t kMiB = 1ULL << 20;
+
+}  // namespace lathe::doctor::testing
