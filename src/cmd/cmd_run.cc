@@ -158,7 +158,24 @@ Status RunStop(const std::string& ref, Lang lang) {
   return Status::OK();
 }
 
-Status RunInspect(const std::string& ref, bool json) {
+// The knowledge base's reading of a failed run (an event "diagnosis").
+void PrintDiagnosis(const Json& run, Lang lang) {
+  const char* l = lang == Lang::kZh ? "zh" : "en";
+  for (const auto& e : run["events"]) {
+    if (e.value("type", "") != "diagnosis") continue;
+    for (const auto& m : e["data"]["matches"]) {
+      auto text = [&](const char* k) {
+        return m.contains(k) && m[k].is_object() ? m[k].value(l, "") : std::string();
+      };
+      std::printf("%s %s\n", Tr("inspect.diagnosis", lang).c_str(), text("title").c_str());
+      std::printf("  line %d: %s\n", m.value("line_no", 0), m.value("line", "").substr(0, 200).c_str());
+      std::printf("  %s\n  %s\n  $ %s\n  %s\n", text("scenario").c_str(), text("cause").c_str(),
+                  m.value("verify", "").c_str(), text("fix").c_str());
+    }
+  }
+}
+
+Status RunInspect(const std::string& ref, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
   if (json) {
@@ -172,12 +189,14 @@ Status RunInspect(const std::string& ref, bool json) {
   std::printf("gpus:      %s\n", GpuList(r).c_str());
   if (r["exit_code"].is_number()) std::printf("exit code: %d\n", r["exit_code"].get<int>());
   if (r["signal"].is_number()) std::printf("signal:    %d\n", r["signal"].get<int>());
-  if (r.value("oom_killed", false)) std::printf("oom:       %s\n", Tr("run.oom_killed", DetectLang()).c_str());
+  if (r.value("oom_killed", false)) std::printf("oom:       %s\n", Tr("run.oom_killed", lang).c_str());
   std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0), r.value("restarts", 0),
               r.value("preemptions", 0));
   std::printf("created:   %s ago\n", Age(r.value("created_at_ms", int64_t{0})).c_str());
   std::printf("spec:      %s\n", r["spec"].dump().c_str());
-  std::printf("run dir:   %s\nevents:\n", r.value("run_dir", "").c_str());
+  std::printf("run dir:   %s\n", r.value("run_dir", "").c_str());
+  PrintDiagnosis(r, lang);
+  std::printf("events:\n");
   for (const auto& e : r["events"]) {
     std::printf("  %s ago  %-7s %s\n", Age(e.value("ts_ms", int64_t{0})).c_str(), e.value("type", "").c_str(),
                 e.value("message", "").c_str());
@@ -229,7 +248,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   auto* inspect = app.add_subcommand("inspect", "show a run's spec, allocation, timestamps, exit and events");
   inspect->add_option("run", ref, "run id or name")->required();
   inspect->add_flag("--json", ijson, "JSON output");
-  inspect->callback([&status] { status = RunInspect(ref, ijson); });
+  inspect->callback([&status, &g] { status = RunInspect(ref, ijson, g.Language()); });
 }
 
 }  // namespace lathe::cmd

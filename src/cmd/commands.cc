@@ -8,6 +8,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status);
 void SetupGpus(CLI::App& app, Globals& g, Status& status);
 void SetupSnap(CLI::App& app, Globals& g, Status& status);     // cmd_snap.cc
 void SetupDoctor(CLI::App& app, Globals& g, Status& status);   // cmd_doctor.cc: doctor, explain, term, plan
+void SetupServe(CLI::App& app, Globals& g, Status& status);    // cmd_serve.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -16,6 +17,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupGpus(app, g, status);
   SetupSnap(app, g, status);
   SetupDoctor(app, g, status);
+  SetupServe(app, g, status);
 }
 
 }  // namespace lathe::cmd

@@ -79,6 +79,22 @@ class Input(DaemonTest):
         r = self.d.wait_state(i, "failed")
         self.assertIn("/nonexistent/dir", r["reason"])
 
+    def test_failed_run_gets_a_diagnosis(self):
+        i = self.d.submit("--", "sh", "-c",
+                          "echo 'RuntimeError: CUDA error: no kernel image is available for execution "
+                          "on the device' >&2; exit 1")
+        r = self.d.wait_state(i, "failed")
+        diag = [e for e in r["events"] if e["type"] == "diagnosis"]
+        self.d.wait_for(lambda: [e for e in self.d.inspect(i)["events"] if e["type"] == "diagnosis"],
+                        "diagnosis event")
+        diag = [e for e in self.d.inspect(i)["events"] if e["type"] == "diagnosis"]
+        self.assertEqual(diag[0]["data"]["matches"][0]["id"], "cuda.no_kernel_image")
+        self.assertIn("diagnosis:", self.d.cli("inspect", i).stdout)
+        self.assertIn("诊断", self.d.cli("--lang", "zh", "inspect", i).stdout)
+        ok = self.d.submit("--", "true")
+        r = self.d.wait_state(ok, "succeeded")
+        self.assertFalse([e for e in r["events"] if e["type"] == "diagnosis"])
+
     def test_unknown_run_is_exit_3(self):
         r = self.d.cli("logs", "nope", check=False)
         self.assertEqual(r.returncode, 3)

@@ -16,6 +16,8 @@ Result<Json> ParseJson(std::string_view text) {
     } catch (const Json::parse_error& e) {
       return Status::Msg(Code::kInvalidArgument, "json.malformed",
                          {{"offset", std::to_string(e.byte)}});
+    } catch (const Json::exception&) {
+      // e.g. out_of_range for a number such as 1E99999
     }
     return Status::Msg(Code::kInvalidArgument, "json.malformed", {{"offset", "?"}});
   }

@@ -1,4 +1,5 @@
 #include "lathe/common/units.h"
+#include "lathe/common/json.h"
 
 #include <gtest/gtest.h>
 
@@ -66,6 +67,14 @@ TEST(Format, BytesAndDurations) {
   EXPECT_EQ(FormatDuration(std::chrono::seconds(90)), "1m30s");
   EXPECT_EQ(FormatDuration(std::chrono::hours(12)), "12h");
   EXPECT_EQ(FormatDuration(std::chrono::milliseconds(250)), "250ms");
+}
+
+TEST(ParseJson, HugeNumbersAreAnErrorNotACrash) {
+  auto r = ParseJson(R"({"gpus": 1E99999})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().msg_id(), "json.malformed");
+  EXPECT_FALSE(ParseJson("{\"a\": [").ok());
+  EXPECT_TRUE(ParseJson("{\"a\": 1}").ok());
 }
 
 }  // namespace

@@ -15,9 +15,11 @@
 
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
+#include "lathe/doctor/explainer.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
+#include "lathe/run/log_format.h"
 #include "lathe/run/monitor.h"
 #include "lathe/sched/scheduler.h"
 
@@ -45,6 +47,19 @@ Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir) {
     os::RealClock().SleepMs(kStepMs);
   }
   return run::ReadMonitorRecord(dir + "/monitor.json");
+}
+
+// The last part of a run's log, as the program printed it.
+std::string LogTail(const std::string& run_dir) {
+  constexpr off_t kTailBytes = 256 * 1024;
+  auto text = os::ReadFile(run_dir + "/log");
+  if (!text.ok()) return "";
+  std::string_view v = *text;
+  if (v.size() > static_cast<size_t>(kTailBytes)) {
+    v.remove_prefix(v.size() - kTailBytes);
+    v.remove_prefix(std::min(v.size(), v.find('\n') + 1));  // start at a record
+  }
+  return run::RenderLog(v, false);
 }
 
 std::string DescribeExit(const run::ExitRecord& e, const run::RunSpec& spec) {
@@ -231,6 +246,16 @@ void Daemon::Recover() {
   }
 }
 
+// What the knowledge base recognises in a failed run's log, as an event
+// that `lathe inspect` shows in the reader's language.
+void Daemon::AttachDiagnosis(const RunRecord& r) {
+  Json matches = doctor::DiagnoseLog(LogTail(r.run_dir));
+  if (!matches.is_array() || matches.empty()) return;
+  std::string first = matches[0].value("id", "");
+  (void)store_->AddEvent(r.id, "diagnosis", "known failure: " + first, Json{{"matches", matches}},
+                         clock_.NowMs());
+}
+
 void Daemon::MarkLost(RunRecord& r, const std::string& why) {
   // Whatever is left of the tree must not keep GPUs busy.
   if (!r.cgroup_dirs.empty()) {
@@ -315,6 +340,7 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   r.reason = to == RunState::kSucceeded ? "" : what;
   if (r.state == RunState::kStarting && to != RunState::kFailed) to = RunState::kFailed;
   if (!Transition(r, to, what).ok()) return;
+  if (to == RunState::kFailed) AttachDiagnosis(r);
   if (to == RunState::kFailed && e.start_error.empty() && r.retries_used < r.spec.retry) {
     r.retries_used++;
     requeue = true;

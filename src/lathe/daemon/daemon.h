@@ -95,6 +95,7 @@ class Daemon {
   void CheckActive(state::RunRecord& r);         // exits, lost, deadlines
   void Finish(state::RunRecord& r, const run::ExitRecord& e);
   void MarkLost(state::RunRecord& r, const std::string& why);
+  void AttachDiagnosis(const state::RunRecord& r);
   std::vector<PendingStart> Schedule();
   std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus);
   std::vector<Result<run::SpawnResult>> SpawnAll(const std::vector<PendingStart>& starts);

@@ -231,8 +231,8 @@ Json BackendInstance::Describe() {
   LatheError err{};
   if (lib_.api().describe(handle_, buf.data(), buf.size(), &err) != 0) return nullptr;
   buf.resize(strnlen(buf.data(), buf.size()));
-  auto j = ParseJson(buf);
-  return j.ok() ? *j : Json(nullptr);
+  Json j = Json::parse(buf, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? Json(nullptr) : j;
 }
 
 }  // namespace lathe::serve

@@ -119,7 +119,7 @@ typedef struct LatheInstanceSpec {
   const char* device_kind;  /* "cpu" | "cuda" */
   int32_t device_index;     /* among the visible CUDA devices; -1 for cpu */
   int32_t instance_index;   /* 0..count-1 over all the model's instances */
-  int32_t threads;          /* threads_per_instance; 0 = the backend's default */
+  int32_t threads;          /* intra-op threads for this instance (>= 1; 0 = backend default) */
   int32_t max_batch_size;   /* 0: the model does not batch */
 } LatheInstanceSpec;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace lathe::serve {
 namespace {
@@ -84,7 +85,7 @@ std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> Req
     int64_t& rows, int64_t& oldest_us) {
   std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> picks;
   rows = 0;
-  oldest_us = 0;
+  oldest_us = std::numeric_limits<int64_t>::max();
   const std::string* key = nullptr;
   const int64_t max_rows = MaxRows();
   size_t scanned = 0;
@@ -97,7 +98,7 @@ std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> Req
       key = &r.shape_key;
       picks.emplace_back(&q, i);
       rows += r.rows;
-      if (oldest_us == 0 || r.enqueue_us < oldest_us) oldest_us = r.enqueue_us;
+      oldest_us = std::min(oldest_us, r.enqueue_us);
       if (max_rows == 0 || rows >= max_rows) return false;
     }
     return true;

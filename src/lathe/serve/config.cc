@@ -464,7 +464,7 @@ Json ModelConfigToJson(const ModelConfig& c) {
             {"threads_per_instance", c.threads_per_instance},
             {"default_model_filename", c.default_model_filename.empty() ? DefaultModelFilename(c.backend)
                                                                          : c.default_model_filename},
-            {"health_probe_interval_ms", c.health_probe_interval_ms},
+            {"health_probe_interval", std::to_string(c.health_probe_interval_ms) + "ms"},
             {"parameters", c.parameters}};
   if (c.batching.enabled) {
     Json pq = Json::object();

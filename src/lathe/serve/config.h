@@ -84,7 +84,7 @@ struct ModelConfig {
   std::vector<TensorSpec> outputs;  // empty: not declared (whatever the model returns)
   BatchingConfig batching;
   std::vector<InstanceGroup> instances;  // never empty after parsing
-  int threads_per_instance = 0;          // 0: the backend's default
+  int threads_per_instance = 0;          // 0: cores / instances (the backend is always told)
   VersionPolicy version_policy;
   std::string default_model_filename;    // "" = the backend's default
   Json warmup;                           // null: generated if possible; false: none

@@ -1,7 +1,10 @@
 #include "lathe/serve/repository.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include <re2/re2.h>
@@ -126,6 +129,44 @@ Result<ModelSource> ModelFromFlag(const std::string& flag) {
   m.config.default_model_filename = fs::path(abs).filename().string();
   m.available.push_back({1, m.model_dir, abs});
   return m;
+}
+
+FileState StatFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return FileState{};
+  return FileState{static_cast<int64_t>(st.st_size),
+                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+namespace {
+// A zip archive ends with its end-of-central-directory record ("PK\5\6",
+// within the last 64 KiB + 22 bytes); a half-copied one does not.
+bool ZipIsWhole(const std::string& path, int64_t size) {
+  constexpr int64_t kTail = 65536 + 22;
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  if (!f.read(magic, 4) || !(magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4)) return false;
+  int64_t n = std::min(size, kTail);
+  std::string tail(static_cast<size_t>(n), '\0');
+  f.seekg(size - n);
+  if (!f.read(tail.data(), n)) return false;
+  return tail.rfind(std::string("PK\x05\x06", 4)) != std::string::npos;
+}
+
+bool IsZip(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[2] = {};
+  return f.read(magic, 2) && magic[0] == 'P' && magic[1] == 'K';
+}
+}  // namespace
+
+bool VersionComplete(const VersionSource& v, const std::optional<FileState>& previous, FileState& now) {
+  now = StatFile(v.model_file);
+  if (IsFile(v.dir + "/" + kVersionReadyMarker)) return true;
+  if (now.size < 0) return false;
+  bool stable = previous && *previous == now;
+  if (IsZip(v.model_file)) return stable && ZipIsWhole(v.model_file, now.size);
+  return stable;
 }
 
 std::vector<int64_t> SelectVersions(const VersionPolicy& policy, const std::vector<int64_t>& available) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,26 @@ Result<std::vector<ModelSource>> ScanRepository(const std::string& repository);
 // → torchscript; .py → process). Without a config, defaults apply
 // (DefaultModelConfig) and the file is served as version 1.
 Result<ModelSource> ModelFromFlag(const std::string& flag);
+
+// What a file looked like at one scan (watch mode compares two scans).
+struct FileState {
+  int64_t size = -1;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileState&) const = default;
+};
+FileState StatFile(const std::string& path);  // size -1 when it does not exist
+
+// The name of the marker file that declares a version directory complete.
+inline constexpr const char* kVersionReadyMarker = "READY";
+
+// Whether a version directory has been copied in completely, so watch mode may
+// load it: it holds the marker file READY (written last by whoever copies the
+// version in), or its model file is whole: a zip archive (TorchScript) whose
+// end-of-central-directory record is present and whose size did not change
+// since the previous scan, or any other file whose size and mtime did not
+// change since `previous` (the state at the previous scan; nullopt at the
+// first). `now` receives the model file's current state.
+bool VersionComplete(const VersionSource& v, const std::optional<FileState>& previous, FileState& now);
 
 // The versions a policy selects from `available` (ascending); empty when none.
 std::vector<int64_t> SelectVersions(const VersionPolicy& policy, const std::vector<int64_t>& available);

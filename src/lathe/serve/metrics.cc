@@ -1,0 +1,126 @@
+#include "lathe/serve/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace lathe::serve {
+namespace {
+
+std::string Escape(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{}", v);
+}
+
+// Inserts `extra` (e.g. le="0.5") into a rendered label set.
+std::string WithLabel(const std::string& labels, const std::string& extra) {
+  if (labels.empty()) return "{" + extra + "}";
+  return labels.substr(0, labels.size() - 1) + "," + extra + "}";
+}
+
+}  // namespace
+
+std::string RenderLabels(const Labels& labels) {
+  if (labels.empty()) return "";
+  std::string s = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i) s += ',';
+    s += labels[i].first + "=\"" + Escape(labels[i].second) + "\"";
+  }
+  return s + "}";
+}
+
+std::vector<double> Metrics::LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+}
+
+std::vector<double> Metrics::BatchBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
+
+void Metrics::Declare(std::string name, Type type, std::string help, std::vector<double> buckets) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (Find(name) != nullptr) return;
+  families_.push_back(Family{std::move(name), std::move(help), type, std::move(buckets), {}});
+}
+
+Metrics::Family* Metrics::Find(std::string_view name) {
+  for (auto& f : families_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+void Metrics::Add(std::string_view name, const Labels& labels, double v) {
+  std::string key = RenderLabels(labels);
+  std::lock_guard<std::mutex> l(mu_);
+  if (Family* f = Find(name)) f->series[key].value += v;
+}
+
+void Metrics::Set(std::string_view name, const Labels& labels, double v) {
+  std::string key = RenderLabels(labels);
+  std::lock_guard<std::mutex> l(mu_);
+  if (Family* f = Find(name)) f->series[key].value = v;
+}
+
+void Metrics::ClearGauge(std::string_view name) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (Family* f = Find(name); f != nullptr && f->type == Type::kGauge) f->series.clear();
+}
+
+void Metrics::Observe(std::string_view name, const Labels& labels, double v) {
+  std::string key = RenderLabels(labels);
+  std::lock_guard<std::mutex> l(mu_);
+  Family* f = Find(name);
+  if (f == nullptr) return;
+  Series& s = f->series[key];
+  if (s.buckets.empty()) s.buckets.assign(f->bounds.size(), 0);
+  auto it = std::lower_bound(f->bounds.begin(), f->bounds.end(), v);
+  if (it != f->bounds.end()) ++s.buckets[static_cast<size_t>(it - f->bounds.begin())];
+  s.value += v;
+  ++s.count;
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string out;
+  for (const auto& f : families_) {
+    const char* type = f.type == Type::kCounter ? "counter" : f.type == Type::kGauge ? "gauge" : "histogram";
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, type);
+    for (const auto& [labels, s] : f.series) {
+      if (f.type != Type::kHistogram) {
+        out += fmt::format("{}{} {}\n", f.name, labels, Number(s.value));
+        continue;
+      }
+      uint64_t cum = 0;
+      for (size_t i = 0; i < f.bounds.size(); ++i) {
+        cum += i < s.buckets.size() ? s.buckets[i] : 0;
+        out += fmt::format("{}_bucket{} {}\n", f.name, WithLabel(labels, "le=\"" + Number(f.bounds[i]) + "\""), cum);
+      }
+      out += fmt::format("{}_bucket{} {}\n", f.name, WithLabel(labels, "le=\"+Inf\""), s.count);
+      out += fmt::format("{}_sum{} {}\n", f.name, labels, Number(s.value));
+      out += fmt::format("{}_count{} {}\n", f.name, labels, s.count);
+    }
+  }
+  return out;
+}
+
+}  // namespace lathe::serve
