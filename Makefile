@@ -2,6 +2,9 @@
 #   make run   install dependencies, build, start the daemon in the foreground
 #   make test  install dependencies, build, run every unit and integration test
 BUILD_DIR ?= build
+# ccache hits across checkouts in different directories.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 JOBS ?= $(shell nproc)
 
 .PHONY: run test build deps

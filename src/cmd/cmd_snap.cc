@@ -1,8 +1,406 @@
-// lathe snap ... (checkpoint snapshots)
+// lathe snap create | ls | show | diff | restore | prune | gc | fsck | watch | rebuild-index
+//
+// Works directly on a store directory (--store DIR, or LATHE_SNAP_STORE).
+// The logic lives in src/lathe/snap/; this file parses, calls and prints.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/common/units.h"
+#include "lathe/snap/checkpoints.h"
+#include "lathe/snap/diff.h"
+#include "lathe/os/clock.h"
+#include "lathe/snap/store.h"
+#include "lathe/snap/watcher.h"
 
 namespace lathe::cmd {
+namespace {
 
-void SetupSnap(CLI::App& app, Globals& g, Status& status) {}
+using snap::Store;
+
+struct SnapFlags {
+  std::string store;
+  std::string dir, ref, ref2, to;
+  std::vector<std::string> tags;
+  std::string parent = "auto";
+  std::string reserve, keep_every, quiet;
+  size_t keep_last = 0;
+  bool json = false, force = false, dry_run = false;
+};
+
+std::string Short(const std::string& id) { return id.substr(0, 12); }
+
+Result<std::unique_ptr<Store>> OpenStore(const SnapFlags& f, bool create) {
+  if (f.store.empty()) return Status::Msg(Code::kInvalidArgument, "snap.need_store");
+  snap::StoreOptions o;
+  if (!f.reserve.empty()) {
+    ASSIGN_OR_RETURN(uint64_t r, ParseBytes(f.reserve));
+    o.reserve_bytes = r;
+  }
+  return create ? Store::Create(f.store, o) : Store::Open(f.store, o);
+}
+
+// A one-line progress bar on stderr, only when stderr is a terminal.
+snap::ProgressFn ProgressBar(std::string label) {
+  if (::isatty(2) != 1) return {};
+  return [label](const snap::Progress& p) {
+    constexpr int kWidth = 30;
+    double frac = p.total_bytes ? static_cast<double>(p.done_bytes) / static_cast<double>(p.total_bytes) : 1.0;
+    int fill = static_cast<int>(frac * kWidth);
+    std::fprintf(stderr, "\r%s [%s%s] %3d%% %s/%s ", label.c_str(), std::string(fill, '#').c_str(),
+                 std::string(kWidth - fill, '-').c_str(), static_cast<int>(frac * 100),
+                 FormatBytes(p.done_bytes).c_str(), FormatBytes(p.total_bytes).c_str());
+    if (p.done_bytes >= p.total_bytes) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+Result<std::map<std::string, std::string>> ParseTags(const std::vector<std::string>& kvs) {
+  std::map<std::string, std::string> tags;
+  for (const auto& kv : kvs) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::Msg(Code::kInvalidArgument, "snap.bad_tag", {{"value", kv}});
+    tags[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return tags;
+}
+
+std::string TagsText(const std::map<std::string, std::string>& tags) {
+  std::string s;
+  for (const auto& [k, v] : tags) s += (s.empty() ? "" : ",") + k + "=" + v;
+  return s.empty() ? "-" : s;
+}
+
+Status RunCreate(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto tags, ParseTags(f.tags));
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, true));
+  snap::SnapshotOptions o;
+  o.tags = std::move(tags);
+  o.parent = f.parent == "none" ? "" : f.parent;
+  o.progress = ProgressBar(Tr("snap.progress_capture", lang));
+  ASSIGN_OR_RETURN(auto r, store->Snapshot(f.dir, o));
+  const auto& s = r.manifest.stats;
+  if (f.json) {
+    PrintJson({{"id", r.id}, {"complete", r.manifest.complete()}, {"files", s.files}, {"bytes", s.bytes},
+               {"files_read", s.files_read}, {"new_chunks", s.new_chunks}, {"new_bytes", s.new_bytes}});
+    return Status::OK();
+  }
+  std::printf("%s\n", r.id.c_str());
+  std::fprintf(stderr, "%s\n", Tr("snap.created", lang, {{"id", Short(r.id)}, {"files", std::to_string(s.files)},
+                                                         {"bytes", FormatBytes(s.bytes)},
+                                                         {"read", std::to_string(s.files_read)},
+                                                         {"new_bytes", FormatBytes(s.new_bytes)}}).c_str());
+  for (const auto& c : r.manifest.checkpoints) {
+    if (!c.complete) std::fprintf(stderr, "%s\n", Tr("snap.incomplete_note", lang, {{"reason", c.path + " (" + c.reason + ")"}}).c_str());
+  }
+  return Status::OK();
+}
+
+Json InfoJson(const snap::SnapshotInfo& i) {
+  return {{"id", i.id}, {"time_ms", i.time_ms}, {"source", i.source}, {"parent", i.parent}, {"tags", i.tags},
+          {"files", i.files}, {"bytes", i.bytes}, {"new_bytes", i.new_bytes},
+          {"status", i.complete ? "complete" : "incomplete"}, {"reason", i.reason}};
+}
+
+Json SkipJson(const snap::SkipRecord& s) {
+  return {{"id", nullptr}, {"time_ms", s.time_ms}, {"source", s.source}, {"tags", s.tags},
+          {"status", "skipped"}, {"reason", s.reason}};
+}
+
+std::string StatusWord(const std::string& status, Lang lang) {
+  if (status == "skipped") return Tr("snap.status_skipped", lang);
+  if (status == "incomplete") return Tr("snap.status_incomplete", lang);
+  return Tr("snap.status_complete", lang);
+}
+
+Status RunLs(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto snaps, store->List());
+  ASSIGN_OR_RETURN(auto skipped, store->Skipped());
+  std::vector<Json> rows;
+  auto of_run = [&](const std::map<std::string, std::string>& tags) {
+    return f.ref.empty() || (tags.count("run") && tags.at("run") == f.ref);
+  };
+  for (const auto& s : snaps) {
+    if (of_run(s.tags)) rows.push_back(InfoJson(s));
+  }
+  for (const auto& s : skipped) {
+    if (!of_run(s.tags)) continue;
+    Json j = SkipJson(s);
+    j["reason_text"] = s.msg_id.empty() ? s.reason : Tr(s.msg_id, lang, s.args);
+    rows.push_back(j);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Json& a, const Json& b) { return a["time_ms"] > b["time_ms"]; });
+  if (f.json) {
+    PrintJson(rows);
+    return Status::OK();
+  }
+  if (rows.empty()) {
+    std::printf("%s\n", Tr("snap.none", lang, {{"path", f.store}}).c_str());
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> table = {{"ID", "AGE", "SOURCE", "TAGS", "FILES", "SIZE", "NEW", "STATUS"}};
+  for (const auto& r : rows) {
+    std::string status = r["status"].get<std::string>();
+    std::string text = StatusWord(status, lang);
+    if (status == "skipped") text += ": " + r.value("reason_text", "");
+    if (status == "incomplete") text += ": " + r.value("reason", "");
+    bool skip = status == "skipped";
+    table.push_back({skip ? "-" : Short(r["id"].get<std::string>()), Age(r["time_ms"].get<int64_t>()),
+                     r.value("source", ""), TagsText(r["tags"].get<std::map<std::string, std::string>>()),
+                     skip ? "-" : std::to_string(r["files"].get<uint64_t>()),
+                     skip ? "-" : FormatBytes(r["bytes"].get<uint64_t>()),
+                     skip ? "-" : FormatBytes(r["new_bytes"].get<uint64_t>()), text});
+  }
+  PrintTable(table);
+  return Status::OK();
+}
+
+Status RunShow(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto id, store->Resolve(f.ref));
+  ASSIGN_OR_RETURN(auto m, store->Load(id));
+  if (f.json) {
+    Json j = Json::parse(snap::ManifestToJson(m));
+    j["id"] = id;
+    PrintJson(j);
+    return Status::OK();
+  }
+  std::printf("id:       %s\ntime:     %s ago\nsource:   %s\nparent:   %s\ntags:     %s\n", id.c_str(),
+              Age(m.time_ms).c_str(), m.source.c_str(), m.parent.empty() ? "-" : Short(m.parent).c_str(),
+              TagsText(m.tags).c_str());
+  std::printf("status:   %s\nfiles:    %llu, %s (%llu read, %s new)\n",
+              Tr(m.complete() ? "snap.status_complete" : "snap.status_incomplete", lang).c_str(),
+              static_cast<unsigned long long>(m.stats.files), FormatBytes(m.stats.bytes).c_str(),
+              static_cast<unsigned long long>(m.stats.files_read), FormatBytes(m.stats.new_bytes).c_str());
+  auto resume = snap::ChooseResume(m);
+  std::printf("resume:   %s\ncheckpoints:\n", resume ? resume->path.c_str() : "-");
+  for (const auto& c : m.checkpoints) {
+    std::printf("  %-40s %s%s\n", (c.path + (c.is_dir ? "/" : "")).c_str(),
+                Tr(c.complete ? "snap.status_complete" : "snap.status_incomplete", lang).c_str(),
+                c.complete ? "" : (": " + c.reason).c_str());
+  }
+  std::vector<std::vector<std::string>> table = {{"PATH", "TYPE", "SIZE", "CHUNKS", "CHECK"}};
+  for (const auto& e : m.files) {
+    bool file = e.type == snap::EntryType::kFile;
+    std::string check = file ? std::string(snap::VerdictName(e.check)) + (e.format.empty() ? "" : " (" + e.format + ")") : "";
+    table.push_back({e.path + (e.type == snap::EntryType::kSymlink ? " -> " + e.target : ""),
+                     std::string(snap::EntryTypeName(e.type)), file ? FormatBytes(e.size) : "",
+                     file ? std::to_string(e.chunks.size()) : "", check});
+  }
+  PrintTable(table);
+  return Status::OK();
+}
+
+Status RunDiff(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto a_id, store->Resolve(f.ref));
+  ASSIGN_OR_RETURN(auto b_id, store->Resolve(f.ref2));
+  ASSIGN_OR_RETURN(auto a, store->Load(a_id));
+  ASSIGN_OR_RETURN(auto b, store->Load(b_id));
+  auto diff = snap::DiffManifests(a, b);
+  static constexpr const char* kKind[] = {"added", "removed", "modified"};
+  if (f.json) {
+    Json out = Json::array();
+    for (const auto& d : diff) out.push_back({{"kind", kKind[static_cast<int>(d.kind)]}, {"path", d.path}, {"new_bytes", d.new_bytes}});
+    PrintJson(out);
+    return Status::OK();
+  }
+  uint64_t count[3] = {0, 0, 0}, bytes = 0;
+  for (const auto& d : diff) {
+    static constexpr char kMark[] = {'+', '-', 'M'};
+    int k = static_cast<int>(d.kind);
+    ++count[k];
+    bytes += d.new_bytes;
+    std::printf("%c %s%s\n", kMark[k], d.path.c_str(), d.new_bytes ? (" (" + FormatBytes(d.new_bytes) + ")").c_str() : "");
+  }
+  std::printf("%s\n", Tr("snap.diff_summary", lang, {{"added", std::to_string(count[0])}, {"removed", std::to_string(count[1])},
+                                                      {"modified", std::to_string(count[2])}, {"bytes", FormatBytes(bytes)}}).c_str());
+  return Status::OK();
+}
+
+Status RunRestore(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto id, store->Resolve(f.ref));
+  snap::RestoreOptions o;
+  o.force = f.force;
+  o.progress = ProgressBar(Tr("snap.progress_restore", lang));
+  ASSIGN_OR_RETURN(auto r, store->Restore(id, f.to, o));
+  std::printf("%s\n", Tr("snap.restored", lang, {{"id", Short(id)}, {"path", f.to}, {"files", std::to_string(r.files)},
+                                                 {"bytes", FormatBytes(r.bytes)}}).c_str());
+  return Status::OK();
+}
+
+Status RunPrune(const SnapFlags& f, Lang lang) {
+  snap::PrunePolicy p;
+  p.keep_last = f.keep_last;
+  p.dry_run = f.dry_run;
+  if (!f.keep_every.empty()) {
+    ASSIGN_OR_RETURN(auto d, ParseDuration(f.keep_every));
+    p.keep_every_ms = d.count();
+  }
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto r, store->Prune(p));
+  for (const auto& id : r.removed) std::printf("%s %s\n", f.dry_run ? "would remove" : "removed", Short(id).c_str());
+  std::printf("%s\n", Tr(f.dry_run ? "snap.prune_dry" : "snap.pruned", lang,
+                         {{"removed", std::to_string(r.removed.size())}, {"kept", std::to_string(r.kept.size())}}).c_str());
+  return Status::OK();
+}
+
+Status RunGc(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto r, store->Gc());
+  std::printf("%s\n", Tr("snap.gc_done", lang, {{"live", std::to_string(r.live_chunks)}, {"deleted", std::to_string(r.packs_deleted)},
+                                                {"rewritten", std::to_string(r.packs_rewritten)},
+                                                {"temp", std::to_string(r.temp_files_removed)},
+                                                {"freed", FormatBytes(r.bytes_freed)}}).c_str());
+  return Status::OK();
+}
+
+std::string ProblemText(const snap::FsckProblem& p, Lang lang) {
+  if (!p.file.empty()) {
+    return Tr("snap.fsck_file", lang, {{"snapshot", Short(p.snapshot)}, {"file", p.file}, {"chunk", p.chunk}, {"what", p.what}});
+  }
+  if (!p.chunk.empty()) return Tr("snap.fsck_chunk", lang, {{"pack", p.pack}, {"chunk", p.chunk}, {"what", p.what}});
+  std::string where = !p.snapshot.empty() ? "snapshot " + Short(p.snapshot) : "pack " + p.pack;
+  return Tr("snap.fsck_other", lang, {{"where", where}, {"what", p.what}});
+}
+
+Status RunFsck(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto r, store->Fsck());
+  if (f.json) {
+    Json probs = Json::array();
+    for (const auto& p : r.problems) {
+      probs.push_back({{"snapshot", p.snapshot}, {"file", p.file}, {"chunk", p.chunk}, {"pack", p.pack}, {"what", p.what}});
+    }
+    PrintJson({{"ok", r.ok()}, {"packs", r.packs}, {"chunks", r.chunks}, {"snapshots", r.snapshots},
+               {"unreferenced_packs", r.unreferenced_packs}, {"temp_packs", r.temp_packs}, {"problems", probs}});
+  } else {
+    for (const auto& p : r.problems) std::printf("%s\n", ProblemText(p, lang).c_str());
+    if (r.unreferenced_packs || r.temp_packs) {
+      std::printf("%s\n", Tr("snap.fsck_leftovers", lang, {{"unreferenced", std::to_string(r.unreferenced_packs)},
+                                                            {"temp", std::to_string(r.temp_packs)}}).c_str());
+    }
+    if (r.ok()) {
+      std::printf("%s\n", Tr("snap.fsck_ok", lang, {{"snapshots", std::to_string(r.snapshots)}, {"packs", std::to_string(r.packs)},
+                                                    {"chunks", std::to_string(r.chunks)}}).c_str());
+    }
+  }
+  if (r.ok()) return Status::OK();
+  return Status::Msg(Code::kFailedPrecondition, "snap.fsck_failed", {{"count", std::to_string(r.problems.size())}});
+}
+
+// Snapshots DIR after every settled burst of writes, until killed: what the
+// daemon does for a run's checkpoint directory, by hand. One JSON line per
+// snapshot (or skip) on stdout.
+Status RunWatch(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto tags, ParseTags(f.tags));
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, true));
+  snap::WatcherOptions wo;
+  if (!f.quiet.empty()) {
+    ASSIGN_OR_RETURN(auto q, ParseDuration(f.quiet));
+    wo.quiet_ms = q.count();
+  }
+  snap::SnapshotOptions so;
+  so.tags = tags;
+  auto on_batch = [&](const snap::WatchBatch& b) {
+    auto r = store->Snapshot(f.dir, so);
+    Json line = {{"time_ms", os::RealClock().NowMs()}, {"paths", b.paths}, {"mode", snap::WatchModeName(b.mode)}};
+    if (r.ok()) {
+      line["id"] = r->id;
+      line["complete"] = r->manifest.complete();
+      line["new_bytes"] = r->manifest.stats.new_bytes;
+    } else {
+      line["error"] = Localize(r.status(), lang);
+    }
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+  };
+  ASSIGN_OR_RETURN(auto w, snap::Watcher::Start(f.dir, wo, on_batch));
+  if (w->mode() == snap::WatchMode::kPolling) std::fprintf(stderr, "%s\n", Tr("snap.watch_polling", lang, {{"reason", w->fallback_reason()}}).c_str());
+  while (true) ::pause();  // until a signal ends the process; a killed snapshot leaves the store consistent
+}
+
+Status RunRebuildIndex(const SnapFlags& f) {
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  return store->RebuildIndex();
+}
+
+// --store on `snap` and on each verb, so both orders work.
+void AddStore(CLI::App* app, SnapFlags& f) {
+  app->add_option("--store", f.store, "store directory (default: $LATHE_SNAP_STORE)")->envname("LATHE_SNAP_STORE");
+}
+
+}  // namespace
+
+void SetupSnap(CLI::App& app, Globals& g, Status& status) {
+  static SnapFlags f;
+  auto* snap = app.add_subcommand("snap", "checkpoint snapshots: capture, list, restore, prune, check");
+  snap->require_subcommand(1);
+  AddStore(snap, f);
+  auto bind = [&](CLI::App* sub, Status (*fn)(const SnapFlags&, Lang)) {
+    AddStore(sub, f);
+    sub->callback([&status, &g, fn] { status = fn(f, g.Language()); });
+  };
+
+  auto* create = snap->add_subcommand("create", "snapshot a directory");
+  create->add_option("dir", f.dir, "directory to capture")->required();
+  create->add_option("--tag", f.tags, "tag KEY=VALUE (repeatable), e.g. run=r1 step=500");
+  create->add_option("--parent", f.parent, "auto | none | SNAP: unchanged files are taken from the parent");
+  create->add_option("--reserve", f.reserve, "free space to leave on the store's disk, e.g. 2G (default 1GiB, at most 10%)");
+  create->add_flag("--json", f.json, "JSON output");
+  bind(create, RunCreate);
+
+  auto* ls = snap->add_subcommand("ls", "list snapshots (and skipped ones)");
+  ls->add_option("run", f.ref, "only the snapshots tagged run=RUN");
+  ls->add_flag("--json", f.json, "JSON output");
+  bind(ls, RunLs);
+
+  auto* show = snap->add_subcommand("show", "show a snapshot's files and checkpoints");
+  show->add_option("snapshot", f.ref, "id, unique prefix, or latest")->required();
+  show->add_flag("--json", f.json, "JSON output (the manifest)");
+  bind(show, RunShow);
+
+  auto* diff = snap->add_subcommand("diff", "what changed between two snapshots");
+  diff->add_option("a", f.ref, "older snapshot")->required();
+  diff->add_option("b", f.ref2, "newer snapshot")->required();
+  diff->add_flag("--json", f.json, "JSON output");
+  bind(diff, RunDiff);
+
+  auto* restore = snap->add_subcommand("restore", "restore a snapshot into a directory");
+  restore->add_option("snapshot", f.ref, "id, unique prefix, or latest")->required();
+  restore->add_option("--to", f.to, "target directory")->required();
+  restore->add_flag("--force", f.force, "replace a non-empty target");
+  bind(restore, RunRestore);
+
+  auto* prune = snap->add_subcommand("prune", "remove old snapshots (then run gc)");
+  prune->add_option("--keep-last", f.keep_last, "keep the newest N of each source/run");
+  prune->add_option("--keep-every", f.keep_every, "also keep one per period, e.g. 6h");
+  prune->add_flag("--dry-run", f.dry_run, "only say what would be removed");
+  bind(prune, RunPrune);
+
+  auto* gc = snap->add_subcommand("gc", "free the space of chunks no snapshot uses");
+  bind(gc, RunGc);
+
+  auto* fsck = snap->add_subcommand("fsck", "verify every chunk and manifest");
+  fsck->add_flag("--json", f.json, "JSON output");
+  bind(fsck, RunFsck);
+
+  auto* watch = snap->add_subcommand("watch", "snapshot a directory after every burst of writes, until killed");
+  watch->add_option("dir", f.dir, "directory to watch")->required();
+  watch->add_option("--tag", f.tags, "tag KEY=VALUE (repeatable)");
+  watch->add_option("--quiet", f.quiet, "a burst ends after this long without writes (default 200ms)");
+  watch->add_option("--reserve", f.reserve, "free space to leave on the store's disk");
+  bind(watch, RunWatch);
+
+  auto* rebuild = snap->add_subcommand("rebuild-index", "rebuild index.db from the store's files");
+  AddStore(rebuild, f);
+  rebuild->callback([&status] { status = RunRebuildIndex(f); });
+}
 
 }  // namespace lathe::cmd

@@ -42,7 +42,7 @@ void AddFile(Checkpoint* c, const FileEntry& f) {
   c->mtime_ns = std::max(c->mtime_ns, f.mtime_ns);
   if (f.check == Verdict::kIncomplete && c->complete) {
     c->complete = false;
-    c->reason = f.path + ": " + f.reason;
+    c->reason = c->is_dir ? f.path + ": " + f.reason : f.reason;
   }
 }
 

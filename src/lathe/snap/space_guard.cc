@@ -13,7 +13,11 @@ Status SpaceGuard::Claim(uint64_t bytes) {
     since_check_ = 0;
     checked_ = true;
   }
-  if (known_free_ < bytes || known_free_ - bytes < reserve_) {
+  if (known_free_ < bytes) {  // would not fit at all, reserve or not
+    return Status::Msg(Code::kResourceExhausted, "snap.disk_full",
+                       {{"detail", FormatBytes(known_free_) + " free, " + FormatBytes(bytes) + " to write"}});
+  }
+  if (known_free_ - bytes < reserve_) {
     return Status::Msg(Code::kResourceExhausted, "snap.reserve",
                        {{"free", FormatBytes(known_free_)}, {"need", FormatBytes(bytes)},
                         {"reserve", FormatBytes(reserve_)}});

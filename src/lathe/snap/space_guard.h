@@ -18,7 +18,8 @@ class SpaceGuard {
   SpaceGuard(std::string dir, uint64_t reserve_bytes) : dir_(std::move(dir)), reserve_(reserve_bytes) {}
 
   // OK when `bytes` more can be written without crossing the reserve;
-  // otherwise ResourceExhausted (catalog id snap.reserve). Asks the
+  // otherwise ResourceExhausted: snap.disk_full when they would not fit at
+  // all, snap.reserve when they would eat into the reserve. Asks the
   // filesystem at most every kRecheckBytes of writes, and counts in between.
   Status Claim(uint64_t bytes);
 

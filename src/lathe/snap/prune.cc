@@ -1,0 +1,57 @@
+#include "lathe/snap/prune.h"
+
+#include <algorithm>
+#include <map>
+
+#include "lathe/os/files.h"
+#include "lathe/snap/manifest_files.h"
+
+namespace lathe::snap {
+namespace {
+
+std::string GroupKey(const SnapshotInfo& s) {
+  auto run = s.tags.find("run");
+  return s.source + '\0' + (run == s.tags.end() ? "" : run->second);
+}
+
+void KeepGroup(std::vector<const SnapshotInfo*> g, const PrunePolicy& p, std::set<SnapshotId>* keep) {
+  std::sort(g.begin(), g.end(), [](const SnapshotInfo* a, const SnapshotInfo* b) {
+    return a->time_ms != b->time_ms ? a->time_ms > b->time_ms : a->id < b->id;
+  });
+  std::set<int64_t> periods;
+  bool complete_kept = false;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const SnapshotInfo& s = *g[i];
+    bool keep_it = i < p.keep_last;
+    if (p.keep_every_ms > 0 && periods.insert(s.time_ms / p.keep_every_ms).second) keep_it = true;
+    if (s.complete && !complete_kept) keep_it = complete_kept = true;
+    if (keep_it) keep->insert(s.id);
+  }
+}
+
+}  // namespace
+
+std::set<SnapshotId> SelectKept(const std::vector<SnapshotInfo>& snaps, const PrunePolicy& p) {
+  std::map<std::string, std::vector<const SnapshotInfo*>> groups;
+  for (const auto& s : snaps) groups[GroupKey(s)].push_back(&s);
+  std::set<SnapshotId> keep;
+  for (auto& [k, g] : groups) KeepGroup(std::move(g), p, &keep);
+  return keep;
+}
+
+Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p) {
+  if (p.keep_last == 0 && p.keep_every_ms <= 0) {
+    return Status::Msg(Code::kInvalidArgument, "snap.prune_no_policy");
+  }
+  ASSIGN_OR_RETURN(auto snaps, ctx.index.Snapshots());
+  std::set<SnapshotId> keep = SelectKept(snaps, p);
+  PruneResult r;
+  for (const auto& s : snaps) (keep.count(s.id) ? r.kept : r.removed).push_back(s.id);
+  if (p.dry_run || r.removed.empty()) return r;
+  for (const auto& id : r.removed) RETURN_IF_ERROR(RemoveManifest(ctx.layout, id));
+  RETURN_IF_ERROR(os::FsyncDir(ctx.layout.snapshots()));
+  for (const auto& id : r.removed) RETURN_IF_ERROR(ctx.index.RemoveSnapshot(id));
+  return r;
+}
+
+}  // namespace lathe::snap

@@ -1,0 +1,242 @@
+#include "lathe/snap/restorer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+#include "lathe/common/ids.h"
+#include "lathe/os/files.h"
+#include "lathe/snap/file_io.h"
+#include "lathe/snap/pack_cache.h"
+#include "lathe/snap/parallel.h"
+#include "lathe/snap/paths.h"
+
+namespace lathe::snap {
+namespace {
+
+constexpr uint64_t kJobBytes = 8u << 20;  // one unit of parallel work
+
+enum class TargetState { kMissing, kEmpty, kNonEmpty };
+
+Result<TargetState> InspectTarget(const std::string& target) {
+  struct stat st;
+  if (::lstat(target.c_str(), &st) != 0) {
+    if (errno == ENOENT) return TargetState::kMissing;
+    return ErrnoStatus(target, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return TargetState::kNonEmpty;
+  ASSIGN_OR_RETURN(auto names, ListDir(target));
+  return names.empty() ? TargetState::kEmpty : TargetState::kNonEmpty;
+}
+
+// A run of consecutive chunks of one file.
+struct Job {
+  size_t file;
+  size_t first, last;  // chunk index range [first, last)
+  uint64_t offset;     // file offset of chunk `first`
+};
+
+struct DigestHash {
+  size_t operator()(const Digest& d) const {
+    size_t h;
+    std::memcpy(&h, d.data(), sizeof h);
+    return h;
+  }
+};
+
+class Restorer {
+ public:
+  Restorer(const StoreContext& ctx, const SnapshotId& id, const Manifest& m, const RestoreOptions& opts)
+      : ctx_(ctx), id_(id), m_(m), opts_(opts), packs_(ctx.layout) {}
+
+  Status Layout(const std::string& tmp);
+  Status Locate();
+  Status WriteAll(const std::string& tmp);
+  Status Finish(const std::string& tmp);
+  RestoreResult result() const { return {files_, total_}; }
+
+ private:
+  Status RunJob(const std::string& tmp, const Job& j);
+  std::vector<Job> Jobs() const;
+
+  const StoreContext& ctx_;
+  const SnapshotId& id_;
+  const Manifest& m_;
+  const RestoreOptions& opts_;
+  PackCache packs_;
+  std::unordered_map<Digest, ChunkLocation, DigestHash> where_;  // filled by Locate, then read-only
+  std::atomic<uint64_t> done_{0};
+  uint64_t total_ = 0, files_ = 0;
+};
+
+// Creates every directory, empty file (at its final size) and symlink.
+Status Restorer::Layout(const std::string& tmp) {
+  for (const auto& e : m_.files) {  // sorted: a directory comes before its contents
+    std::string p = tmp + "/" + e.path;
+    if (e.type == EntryType::kDir) {
+      if (::mkdir(p.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + p, errno);
+    } else if (e.type == EntryType::kSymlink) {
+      if (::symlink(e.target.c_str(), p.c_str()) != 0) return ErrnoStatus("symlink " + p, errno);
+    } else {
+      ASSIGN_OR_RETURN(Fd fd, Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+      if (::ftruncate(fd.get(), static_cast<off_t>(e.size)) != 0) return ErrnoStatus("truncate " + p, errno);
+      total_ += e.size;
+      ++files_;
+    }
+  }
+  return Status::OK();
+}
+
+Status Restorer::Locate() {
+  for (const auto& e : m_.files) {
+    for (const auto& c : e.chunks) {
+      if (where_.count(c.id)) continue;
+      ASSIGN_OR_RETURN(auto loc, ctx_.index.FindChunk(c.id));
+      if (!loc) {
+        return Status::Msg(Code::kIoError, "snap.file_chunk_missing",
+                           {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)}});
+      }
+      where_.emplace(c.id, std::move(*loc));
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<Job> Restorer::Jobs() const {
+  std::vector<Job> jobs;
+  for (size_t f = 0; f < m_.files.size(); ++f) {
+    const auto& chunks = m_.files[f].chunks;
+    uint64_t off = 0;
+    for (size_t i = 0; i < chunks.size();) {
+      Job j{f, i, i, off};
+      uint64_t bytes = 0;
+      while (j.last < chunks.size() && (bytes == 0 || bytes + chunks[j.last].size <= kJobBytes)) {
+        bytes += chunks[j.last++].size;
+      }
+      jobs.push_back(j);
+      off += bytes;
+      i = j.last;
+    }
+  }
+  return jobs;
+}
+
+Status Restorer::RunJob(const std::string& tmp, const Job& j) {
+  const FileEntry& e = m_.files[j.file];
+  std::string path = tmp + "/" + e.path;
+  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_WRONLY | O_NOFOLLOW));
+  uint64_t off = j.offset;
+  for (size_t i = j.first; i < j.last; ++i) {
+    const ChunkRef& c = e.chunks[i];
+    const ChunkLocation& loc = where_.at(c.id);
+    ASSIGN_OR_RETURN(int pfd, packs_.Get(loc.pack));
+    auto data = ReadBlob(pfd, loc.entry, loc.pack);
+    if (!data.ok()) {
+      return Status::Msg(Code::kIoError, "snap.file_chunk_damaged",
+                         {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)},
+                          {"detail", data.status().message()}});
+    }
+    RETURN_IF_ERROR(PwriteFull(fd.get(), data->data(), data->size(), off, path));
+    off += data->size();
+    done_ += data->size();
+  }
+  return fd.Close(path);
+}
+
+Status Restorer::WriteAll(const std::string& tmp) {
+  std::vector<Job> jobs = Jobs();
+  auto tick = [&] {
+    if (opts_.progress) opts_.progress({done_.load(), total_});
+  };
+  return ParallelFor(jobs.size(), ctx_.threads, [&](size_t i) { return RunJob(tmp, jobs[i]); }, tick);
+}
+
+Status SetTimes(const std::string& p, int64_t mtime_ns) {
+  struct timespec ts[2];
+  ts[0].tv_sec = 0;
+  ts[0].tv_nsec = UTIME_OMIT;
+  ts[1].tv_sec = mtime_ns / 1'000'000'000;
+  ts[1].tv_nsec = mtime_ns % 1'000'000'000;
+  if (::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return ErrnoStatus("utimes " + p, errno);
+  return Status::OK();
+}
+
+// Modes and mtimes, deepest first so that setting them on a directory comes
+// after everything inside it changed; then one syncfs for all the data.
+Status Restorer::Finish(const std::string& tmp) {
+  for (auto it = m_.files.rbegin(); it != m_.files.rend(); ++it) {
+    std::string p = tmp + "/" + it->path;
+    if (it->type != EntryType::kSymlink && ::chmod(p.c_str(), it->mode) != 0) return ErrnoStatus("chmod " + p, errno);
+    RETURN_IF_ERROR(SetTimes(p, it->mtime_ns));
+  }
+  if (::chmod(tmp.c_str(), 0755) != 0) return ErrnoStatus("chmod " + tmp, errno);
+  ASSIGN_OR_RETURN(Fd dir, Fd::Open(tmp, O_RDONLY | O_DIRECTORY));
+  if (::syncfs(dir.get()) != 0) return ErrnoStatus("syncfs " + tmp, errno);
+  return Status::OK();
+}
+
+// Puts `tmp` at `target`. With an old target, exchanges the two atomically
+// (or, where the filesystem cannot, moves the old one aside first), then
+// removes the old contents.
+Status SwapIntoPlace(const std::string& tmp, const std::string& target, TargetState state,
+                     const std::string& parent) {
+  if (state != TargetState::kNonEmpty) {
+    if (::rename(tmp.c_str(), target.c_str()) != 0) return ErrnoStatus("rename to " + target, errno);
+  } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    RETURN_IF_ERROR(os::RemoveAll(tmp));  // now holds the old contents
+  } else {
+    std::string old = parent + "/." + std::filesystem::path(target).filename().string() + ".lathe-old-" + NewId("");
+    if (::rename(target.c_str(), old.c_str()) != 0) return ErrnoStatus("rename " + target, errno);
+    if (::rename(tmp.c_str(), target.c_str()) != 0) {
+      int err = errno;
+      ::rename(old.c_str(), target.c_str());
+      return ErrnoStatus("rename to " + target, err);
+    }
+    RETURN_IF_ERROR(os::RemoveAll(old));
+  }
+  return os::FsyncDir(parent);
+}
+
+}  // namespace
+
+Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id, const Manifest& m,
+                                      const std::string& target_arg, const RestoreOptions& opts) {
+  RETURN_IF_ERROR(ValidateManifestPaths(m));
+  std::filesystem::path tp = std::filesystem::absolute(target_arg).lexically_normal();
+  if (!tp.has_filename()) tp = tp.parent_path();
+  // A target that is a symlink to a directory (checkpoints on another
+  // disk) is restored where it points; the link stays.
+  std::error_code ec;
+  if (std::filesystem::is_symlink(tp, ec) && std::filesystem::is_directory(tp, ec)) {
+    tp = std::filesystem::canonical(tp, ec);
+    if (ec) return Status::IoError("resolve " + target_arg + ": " + ec.message());
+  }
+  std::string target = tp.string(), parent = tp.parent_path().string();
+  RETURN_IF_ERROR(os::MakeDirs(parent));
+  ASSIGN_OR_RETURN(TargetState state, InspectTarget(target));
+  if (state == TargetState::kNonEmpty && !opts.force) {
+    return Status::Msg(Code::kFailedPrecondition, "snap.target_not_empty", {{"path", target}});
+  }
+  std::string tmp = parent + "/." + tp.filename().string() + ".lathe-restore-" + NewId("");
+  if (::mkdir(tmp.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + tmp, errno);
+  Restorer r(ctx, id, m, opts);
+  Status st = r.Layout(tmp);
+  if (st.ok()) st = r.Locate();
+  if (st.ok()) st = r.WriteAll(tmp);
+  if (st.ok()) st = r.Finish(tmp);
+  if (st.ok()) st = SwapIntoPlace(tmp, target, state, parent);
+  if (!st.ok()) {
+    os::RemoveAll(tmp);
+    return st;
+  }
+  return r.result();
+}
+
+}  // namespace lathe::snap
