@@ -7,6 +7,7 @@
 
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
+#include "lathe/common/yaml_json.h"
 
 namespace lathe::run {
 
@@ -208,35 +209,6 @@ Json SpecToJson(const RunSpec& s) {
 }
 
 namespace {
-Json YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Sequence: {
-      Json a = Json::array();
-      for (const auto& x : n) a.push_back(YamlToJson(x));
-      return a;
-    }
-    case YAML::NodeType::Map: {
-      Json o = Json::object();
-      for (const auto& kv : n) o[kv.first.Scalar()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Scalar: {
-      // Plain (untagged, unquoted) scalars may be numbers or booleans.
-      const std::string& v = n.Scalar();
-      if (n.Tag() == "?") {
-        if (v == "true" || v == "false") return v == "true";
-        char* end = nullptr;
-        long long i = std::strtoll(v.c_str(), &end, 10);
-        if (!v.empty() && *end == '\0') return i;
-        double d = std::strtod(v.c_str(), &end);
-        if (!v.empty() && *end == '\0') return d;
-      }
-      return v;
-    }
-    default:
-      return nullptr;
-  }
-}
 std::string YamlScalarText(const Json& v) {
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   return v.dump();
