@@ -511,8 +511,11 @@ parameters: {{env: {{HANG_FILE: {self.hang}}}}}
 
     def test_body_limit_gives_413(self):
         s = self.serve("--repository", self.repo, "--max-body", "1Ki")
-        status, _, _ = s.request("POST", "/predict?model=handler", b'{"x": [' + b"1," * 2000 + b"1]}")
+        status, body, headers = s.request("POST", "/predict?model=handler", b'{"x": [' + b"1," * 2000 + b"1]}")
         self.assertEqual(status, 413)
+        # The HTTP layer's own rejection has the v2 error shape too.
+        self.assertEqual(headers["Content-Type"], "application/json")
+        self.assertIsInstance(json.loads(body)["error"], str)
 
     @unittest.skipUnless(HAVE_PROMTOOL, "needs promtool (Debian package prometheus)")
     def test_metrics_pass_promtool(self):

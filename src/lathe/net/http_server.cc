@@ -65,9 +65,29 @@ constexpr size_t kLingerMaxBytes = 1 << 20;     // discarded after an error resp
 constexpr int kLingerMs = 2000;                 // ... for at most this long
 constexpr size_t kMaxRejectingConnections = 64; // 503 answers in flight; beyond: plain close
 constexpr int kAcceptRetryMs = 100;             // after EMFILE and friends
-constexpr int kCloseSettleMs = 1000;
-constexpr int kDefaultDrainMs = 5000;           // Stop from the destructor            // Stop: wait for posted closes before ioc.stop()
+constexpr int kCloseSettleMs = 1000;            // Stop: wait for posted closes before ioc.stop()
+constexpr int kDefaultDrainMs = 5000;           // Stop from the destructor
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// The server's own answers (limits, timeouts, refusals) share the shape of
+// the KServe v2 error, {"error": "..."}, so clients of `lathe serve` and of the
+// daemon parse one format whoever produced the error.
+constexpr std::string_view kJson = "application/json";
+
+std::string_view ErrorBody(int status) {
+  switch (status) {
+    case 400: return R"({"error":"bad request"})";
+    case 408: return R"({"error":"request header timeout"})";
+    case 413: return R"({"error":"request body too large"})";
+    case 431: return R"({"error":"request header too large"})";
+    case 503: return R"({"error":"too many connections"})";
+    default: return R"({"error":"internal error"})";
+  }
+}
+
+HttpResponse ErrorResponse(int status, std::string_view body) {
+  return HttpResponse{status, std::string(kJson), {}, std::string(body)};
+}
 
 // Lets ResponseStream::Write know it must not block: blocking an I/O thread
 // could wait for work that only this thread would run.
@@ -275,7 +295,7 @@ class ResponderImpl final : public Responder {
       : core_(std::move(core)), session_(std::move(session)), seq_(seq) {}
 
   ~ResponderImpl() override {
-    if (!done_) Send(HttpResponse{500, "text/plain", {}, "handler dropped the request\n"});
+    if (!done_) Send(ErrorResponse(500, R"({"error":"handler dropped the request"})"));
   }
 
   void Send(HttpResponse response) override {
@@ -324,17 +344,6 @@ bool IsQuietReadError(const error_code& ec) {
 
 bool IsParseError(const error_code& ec) {
   return &ec.category() == &http::make_error_code(http::error::bad_target).category();
-}
-
-std::string_view ReasonText(int status) {
-  switch (status) {
-    case 400: return "bad request\n";
-    case 408: return "request header timeout\n";
-    case 413: return "request body too large\n";
-    case 431: return "request header too large\n";
-    case 503: return "too many connections\n";
-    default: return "internal error\n";
-  }
 }
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
@@ -573,7 +582,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     keep_alive_ = false;
     linger_ = true;
     state_ = State::kHandling;
-    WriteResponse(HttpResponse{status, "text/plain", {}, std::string(ReasonText(status))});
+    WriteResponse(ErrorResponse(status, ErrorBody(status)));
   }
 
   // --- whole responses -----------------------------------------------------
@@ -590,7 +599,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       BuildResponse(std::move(r), keep);
     } catch (const std::exception& e) {
       spdlog::error("http {}: unsendable response: {}", remote_, e.what());
-      BuildResponse(HttpResponse{500, "text/plain", {}, "unsendable response\n"}, keep);
+      BuildResponse(ErrorResponse(500, R"({"error":"unsendable response"})"), keep);
     }
     SetDeadline(options_.write_timeout_ms);
     http::async_write(socket_, *res_,

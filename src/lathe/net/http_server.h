@@ -5,6 +5,10 @@
 // timeouts. Each request is handed to one Handler together with a Responder; the
 // handler may answer at once or later from any thread.
 //
+// Answers the server gives on its own (400 malformed, 408 slow header, 413, 431,
+// 503 over max_connections, 500 for a dropped Responder) carry an
+// application/json body {"error": "<reason>"}, the KServe v2 error shape.
+//
 // Lifecycle: Create → ListenTcp/ListenUnix (any number) → Start → Stop. Stop is
 // called by the destructor if needed; a stopped server cannot be restarted.
 //

@@ -20,6 +20,8 @@
 #include <mutex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "lathe/net/http_client.h"
 #include "lathe/net/test_util/raw_conn.h"
 
@@ -117,6 +119,25 @@ HttpClient TcpClient(int port) {
   o.base_url = "http://127.0.0.1:" + std::to_string(port);
   o.timeout_ms = 30000;
   return HttpClient(o);
+}
+
+// The server's own errors: a JSON object with an "error" string (KServe v2 shape).
+void ExpectJsonErrorBody(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << body;
+  ASSERT_TRUE(j.contains("error")) << body;
+  ASSERT_TRUE(j["error"].is_string()) << body;
+  EXPECT_FALSE(j["error"].get<std::string>().empty()) << body;
+}
+
+void ExpectJsonError(std::string_view content_type, const std::string& body) {
+  EXPECT_EQ(content_type, "application/json");
+  ExpectJsonErrorBody(body);
+}
+
+void ExpectJsonError(const testing::RawResponse& res) {
+  EXPECT_TRUE(res.HeadHas("content-type: application/json")) << res.head;
+  ExpectJsonErrorBody(res.body);
 }
 
 std::string Get(std::string_view path, std::string_view extra_headers = "") {
@@ -227,6 +248,7 @@ TEST(HttpServer, OversizedBodyGets413) {
   auto res = conn.ReadResponse();
   ASSERT_TRUE(res.has_value());
   EXPECT_EQ(res->status, 413);
+  ExpectJsonError(*res);
   EXPECT_TRUE(conn.WaitClosed());
 
   // Chunked: the limit is only known to be crossed while reading.
@@ -237,10 +259,12 @@ TEST(HttpServer, OversizedBodyGets413) {
   auto res2 = chunked.ReadResponse();
   ASSERT_TRUE(res2.has_value());
   EXPECT_EQ(res2->status, 413);
+  ExpectJsonError(*res2);
 
   auto via_client = TcpClient(port).Request("POST", "/x", body);
   ASSERT_TRUE(via_client.ok()) << via_client.status().ToString();
   EXPECT_EQ(via_client->status, 413);
+  ExpectJsonError(via_client->content_type, via_client->body);
   auto small = TcpClient(port).Request("POST", "/x", "ok");
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->status, 200);
@@ -256,6 +280,7 @@ TEST(HttpServer, OversizedHeaderGets431) {
   auto res = conn.ReadResponse();
   ASSERT_TRUE(res.has_value());
   EXPECT_EQ(res->status, 431);
+  ExpectJsonError(*res);
   EXPECT_TRUE(conn.WaitClosed());
 }
 
@@ -267,6 +292,7 @@ TEST(HttpServer, MalformedRequestGets400) {
   auto res = conn.ReadResponse();
   ASSERT_TRUE(res.has_value());
   EXPECT_EQ(res->status, 400);
+  ExpectJsonError(*res);
 }
 
 TEST(HttpServer, StalledHeaderIsAnswered408AndClosed) {
@@ -276,9 +302,11 @@ TEST(HttpServer, StalledHeaderIsAnswered408AndClosed) {
   auto server = StartTcp(o, EchoHandler(), &port);
   RawConn conn = RawConn::Tcp(port);
   ASSERT_TRUE(conn.Send("GET /slowloris HTTP/1.1\r\nHost: x\r\n"));  // never finished
-  std::string got;
-  EXPECT_TRUE(conn.WaitClosed(20000, &got));
-  EXPECT_NE(got.find(" 408 "), std::string::npos) << got;
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 408);
+  ExpectJsonError(*res);
+  EXPECT_TRUE(conn.WaitClosed());
 
   RawConn silent = RawConn::Tcp(port);  // connects, sends nothing
   EXPECT_TRUE(silent.WaitClosed());
@@ -338,6 +366,7 @@ TEST(HttpServer, DroppedResponderOrThrowingHandlerGives500) {
     auto res = client.Request("GET", path);
     ASSERT_TRUE(res.ok()) << res.status().ToString();
     EXPECT_EQ(res->status, 500) << path;
+    ExpectJsonError(res->content_type, res->body);
   }
 }
 
@@ -534,6 +563,7 @@ TEST(HttpServer, ConnectionsBeyondTheLimitGet503) {
   auto r2 = second.ReadResponse();
   ASSERT_TRUE(r2.has_value());
   EXPECT_EQ(r2->status, 503);
+  ExpectJsonError(*r2);
   EXPECT_TRUE(second.WaitClosed());
   EXPECT_EQ(server->active_connections(), 1u);
 
