@@ -197,18 +197,42 @@ Batcher::Batcher(Options options, BatchSink& sink)
 Batcher::~Batcher() { Stop(true); }
 
 Status Batcher::Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeout_us) {
+  bool notify = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Status::Msg(Code::kUnavailable, "serve.stopping");
     RETURN_IF_ERROR(queues_.Enqueue(r, options_.now_us(), request_timeout_us));
+    notify = StepLocked();
   }
-  cv_.notify_one();
+  if (notify) cv_.notify_one();
   return Status::OK();
 }
 
 void Batcher::Wake() {
-  { std::lock_guard<std::mutex> l(mu_); }  // the loop is either waiting or will see the change
-  cv_.notify_one();
+  bool notify = true;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!stopping_) notify = StepLocked();  // while stopping, the loop alone decides
+  }
+  if (notify) cv_.notify_one();
+}
+
+// Waking the batcher thread for every request cost more than the request
+// itself on a 2-core VM (context switches: docs/benchmarks.md), so a batch that
+// can go now is dispatched by the thread that made it possible. The batcher
+// thread keeps what needs a clock or may block: timed waits and answering
+// expired requests (their callbacks may take locks the caller holds).
+bool Batcher::StepLocked() {
+  const int64_t now = options_.now_us();
+  for (;;) {
+    RequestQueues::Decision d = queues_.Next(now, sink_.CanDispatch());
+    for (auto& r : d.expired) expired_.push_back(std::move(r));
+    if (!d.batch.empty()) {
+      sink_.Dispatch(std::move(d.batch));
+      continue;
+    }
+    return !expired_.empty() || (d.wait_us >= 0 && now + d.wait_us < wake_at_us_);
+  }
 }
 
 void Batcher::Stop(bool drain) {
@@ -234,23 +258,32 @@ size_t Batcher::delayed_size() const {
 void Batcher::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (stopping_ && (!drain_ || queues_.size() == 0)) break;
-    RequestQueues::Decision d = queues_.Next(options_.now_us(), sink_.CanDispatch());
-    if (!d.batch.empty()) sink_.Dispatch(std::move(d.batch));
-    if (!d.expired.empty()) {
+    wake_at_us_ = 0;  // looking now: StepLocked need not wake this thread
+    if (!expired_.empty()) {
+      Batch expired = std::move(expired_);
+      expired_.clear();
       lock.unlock();
-      Answer(d.expired, Status::Msg(Code::kUnavailable, "serve.queue_timeout"));
+      Answer(expired, Status::Msg(Code::kUnavailable, "serve.queue_timeout"));
       lock.lock();
       continue;
     }
-    if (!d.batch.empty()) continue;
+    if (stopping_ && (!drain_ || queues_.size() == 0)) break;
+    const int64_t now = options_.now_us();
+    RequestQueues::Decision d = queues_.Next(now, sink_.CanDispatch());
+    for (auto& r : d.expired) expired_.push_back(std::move(r));
+    if (!d.batch.empty()) sink_.Dispatch(std::move(d.batch));
+    if (!d.batch.empty() || !expired_.empty()) continue;
     if (d.wait_us < 0) {
+      wake_at_us_ = kNever;
       cv_.wait(lock);
     } else {
+      wake_at_us_ = now + d.wait_us;
       cv_.wait_for(lock, std::chrono::microseconds(d.wait_us));
     }
   }
   Batch rest = queues_.TakeAll();
+  for (auto& r : expired_) rest.push_back(std::move(r));
+  expired_.clear();
   lock.unlock();
   Answer(rest, Status::Msg(Code::kUnavailable, "serve.stopping"));
 }

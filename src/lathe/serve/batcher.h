@@ -2,15 +2,18 @@
 // that turns them into batches (after Triton's dynamic_batch_scheduler).
 //
 // RequestQueues is the algorithm, with no threads and no clock: every call is
-// given "now", so tests drive it with a fake clock. Batcher runs it on its own
-// thread with a mutex and a condition variable and hands batches to a
-// BatchSink (the model's instances).
+// given "now", so tests drive it with a fake clock. Batcher runs it under a
+// mutex and hands batches to a BatchSink (the model's instances): a batch that
+// can go at once is dispatched by the thread that submitted its request or
+// freed an instance; its own thread, with a condition variable, handles the
+// timed waits (max_queue_delay_us, queue timeouts) and answers expired requests.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -68,8 +71,9 @@ class RequestQueues {
   std::deque<std::unique_ptr<PendingRequest>> delayed_;
 };
 
-// Where the batcher sends batches. Both calls come from the batcher thread
-// while it holds its mutex: they must not call back into the Batcher.
+// Where the batcher sends batches. Both calls are made under the batcher's
+// mutex, from the batcher thread or from inside Submit/Wake on the caller's
+// thread: they must not call back into the Batcher, nor block.
 class BatchSink {
  public:
   virtual ~BatchSink() = default;
@@ -89,10 +93,12 @@ class Batcher {
   ~Batcher();  // Stop(true)
 
   // Admits a request (see RequestQueues::Enqueue). Unavailable once stopping.
-  // On failure `r` stays the caller's.
+  // On failure `r` stays the caller's. A batch that can go at once is handed to
+  // the sink before Submit returns, on the caller's thread.
   Status Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeout_us);
 
-  // An instance finished a batch (or anything else changed): look again.
+  // An instance finished a batch (or anything else changed): look again (on
+  // the caller's thread for a batch that can go at once).
   void Wake();
 
   // Stops admitting; with `drain` the queued requests still run, else they are
@@ -104,12 +110,20 @@ class Batcher {
 
  private:
   void Loop();
+  // Requires mu_. Dispatches every batch that can go now; true when the
+  // batcher thread must look (expired requests, or a timed look due earlier
+  // than the one it waits for).
+  bool StepLocked();
+
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
   const Options options_;
   BatchSink& sink_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   RequestQueues queues_;   // guarded by mu_
+  Batch expired_;          // guarded by mu_; answered by the batcher thread
+  int64_t wake_at_us_ = 0;  // guarded by mu_; when the thread looks next by itself (0: it is looking)
   bool stopping_ = false;  // guarded by mu_
   bool drain_ = true;      // guarded by mu_
   std::thread thread_;

@@ -280,6 +280,61 @@ TEST(Batcher, BatchesFormWhileTheInstanceIsBusy) {
   EXPECT_EQ(b.Submit(late, 0).code(), Code::kUnavailable);
 }
 
+// A batch that can go at once is dispatched inside Submit, on the caller's
+// thread (no wake-up of the batcher thread per request), and the next one
+// inside Wake; a batch that must wait for max_queue_delay_us is sent later by
+// the batcher thread.
+TEST(Batcher, ImmediateBatchesAreDispatchedByTheCallingThread) {
+  struct ThreadSink : FakeSink {
+    void Dispatch(Batch b) override {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        threads.push_back(std::this_thread::get_id());
+      }
+      FakeSink::Dispatch(std::move(b));
+    }
+    std::vector<std::thread::id> threads;  // guarded by mu_
+  } sink;
+  Batcher::Options o;
+  o.batching = Batching(0);
+  o.max_batch_size = 8;
+  Batcher b(o, sink);
+  auto submit = [&] {
+    auto r = std::make_unique<PendingRequest>();
+    r->shape_key = "k";
+    r->done = [](InferResult) {};
+    ASSERT_TRUE(b.Submit(r, 0).ok());
+  };
+  submit();
+  {
+    std::lock_guard<std::mutex> l(sink.mu_);
+    ASSERT_EQ(sink.sizes.size(), 1u);  // already dispatched when Submit returned
+    EXPECT_EQ(sink.threads[0], std::this_thread::get_id());
+  }
+  submit();  // the instance is busy: it waits
+  sink.Finish(b);
+  {
+    std::lock_guard<std::mutex> l(sink.mu_);
+    ASSERT_EQ(sink.sizes.size(), 2u);  // Finish's Wake dispatched it
+    EXPECT_EQ(sink.threads[1], std::this_thread::get_id());
+  }
+  sink.Finish(b);
+
+  Batcher::Options delayed = o;
+  delayed.batching = Batching(20000);  // 20 ms for a fuller batch
+  ThreadSink later;
+  Batcher db(delayed, later);
+  auto r = std::make_unique<PendingRequest>();
+  r->shape_key = "k";
+  r->done = [](InferResult) {};
+  ASSERT_TRUE(db.Submit(r, 0).ok());
+  ASSERT_TRUE(later.WaitBatches(1));
+  std::lock_guard<std::mutex> l(later.mu_);
+  EXPECT_NE(later.threads[0], std::this_thread::get_id());
+  later.busy_ = false;
+  later.held.clear();
+}
+
 TEST(Batcher, StopWithoutDrainAnswersUnavailable) {
   FakeSink sink;
   sink.busy_ = true;  // nothing will be dispatched
