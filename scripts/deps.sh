@@ -14,7 +14,7 @@ BUILD=(
 )
 TEST=(
   python3 util-linux procps passwd curl
-  python3-torch python3-numpy prometheus
+  python3-torch python3-numpy python3-sklearn prometheus
 )
 BENCH=(
   munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine

@@ -23,6 +23,8 @@ struct RunFlags {
   std::string memory, shm, priority, name, workdir, max_duration;
   std::vector<std::string> env;
   std::optional<int> retry;
+  std::string checkpoint_dir, resume_from;
+  std::optional<int> keep_checkpoints;
   bool follow = false;
   std::vector<std::string> command;
 };
@@ -58,6 +60,16 @@ Result<Json> BuildSpec(const RunFlags& f) {
   } else {
     spec["workdir"] = Cwd();
   }
+  if (!f.checkpoint_dir.empty()) {
+    std::filesystem::path d = f.checkpoint_dir;  // a flag is relative to this shell
+    if (!spec.contains("checkpoints") || !spec["checkpoints"].is_object()) spec["checkpoints"] = Json::object();
+    spec["checkpoints"]["dir"] = (d.is_relative() ? std::filesystem::path(Cwd()) / d : d).lexically_normal().string();
+  }
+  if (f.keep_checkpoints) {
+    if (!spec.contains("checkpoints") || !spec["checkpoints"].is_object()) spec["checkpoints"] = Json::object();
+    spec["checkpoints"]["keep"] = *f.keep_checkpoints;
+  }
+  if (!f.resume_from.empty()) spec["resume_from"] = f.resume_from;
   if (!spec.contains("env") || !spec["env"].is_object()) {
     if (!spec.contains("env")) spec["env"] = Json::object();
   }
@@ -220,6 +232,10 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--workdir", f.workdir, "working directory (default: the current one)");
   run->add_option("--retry", f.retry, "restarts after a failure");
   run->add_option("--max-duration", f.max_duration, "stop the run after this long, e.g. 12h");
+  run->add_option("--checkpoint-dir", f.checkpoint_dir,
+                  "snapshot this directory while the run lives; hand it back on restart");
+  run->add_option("--keep-checkpoints", f.keep_checkpoints, "keep the run's newest N snapshots (default all)");
+  run->add_option("--resume-from", f.resume_from, "start from this run's newest complete checkpoint");
   run->add_flag("--follow", f.follow, "stream the log until the run ends");
   run->add_option("command", f.command, "the command and its arguments, after --");
   run->callback([&status, &g] { status = RunRun(f, g.Language()); });

@@ -1,16 +1,24 @@
 // lathe snap create | ls | show | diff | restore | prune | gc | fsck | watch | rebuild-index
 //
 // Works directly on a store directory (--store DIR, or LATHE_SNAP_STORE).
-// The logic lives in src/lathe/snap/; this file parses, calls and prints.
+// Without one, ls/show/diff/restore ask the daemon (which applies per-user
+// access rules to the runs' snapshots) and the other verbs open the daemon's
+// store directly when this user can. The logic lives in src/lathe/snap/;
+// this file parses, calls and prints.
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cmd/commands.h"
 #include "cmd/output.h"
+#include "lathe/api/client.h"
 #include "lathe/common/units.h"
+#include "lathe/daemon/home.h"
+#include "lathe/os/files.h"
+#include "lathe/snap/info_json.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/diff.h"
 #include "lathe/os/clock.h"
@@ -34,14 +42,50 @@ struct SnapFlags {
 
 std::string Short(const std::string& id) { return id.substr(0, 12); }
 
+// Without --store: the store of the daemon a client would talk to, when this
+// user can open it (the user's own daemon; root for the system one).
+Result<std::string> DaemonStoreDir() {
+  for (const auto& c : daemon::ClientCandidates()) {
+    if (os::Exists(c.paths.store + "/config.json") || os::Exists(c.paths.store + "/snapshots")) return c.paths.store;
+  }
+  return Status::Msg(Code::kNotFound, "snap.no_daemon_store");
+}
+
 Result<std::unique_ptr<Store>> OpenStore(const SnapFlags& f, bool create) {
-  if (f.store.empty()) return Status::Msg(Code::kInvalidArgument, "snap.need_store");
+  std::string dir = f.store;
+  if (dir.empty()) {
+    ASSIGN_OR_RETURN(dir, DaemonStoreDir());
+  }
   snap::StoreOptions o;
   if (!f.reserve.empty()) {
     ASSIGN_OR_RETURN(uint64_t r, ParseBytes(f.reserve));
     o.reserve_bytes = r;
   }
-  return create ? Store::Create(f.store, o) : Store::Open(f.store, o);
+  return create ? Store::Create(dir, o) : Store::Open(dir, o);
+}
+
+// ls, show, diff and restore go through the daemon when no --store is given
+// and one answers: it applies the per-user access rules. Null: open directly.
+Result<std::unique_ptr<api::ApiClient>> DaemonFor(const SnapFlags& f) {
+  if (!f.store.empty()) return std::unique_ptr<api::ApiClient>();
+  auto c = api::ApiClient::Connect();
+  if (c.ok()) return std::move(*c);
+  if (DaemonStoreDir().ok()) return std::unique_ptr<api::ApiClient>();
+  return Status::Msg(Code::kUnavailable, "snap.no_daemon_store");
+}
+
+// A snapshot's id and manifest, from the daemon or the store.
+Result<std::pair<snap::SnapshotId, snap::Manifest>> LoadSnapshot(const SnapFlags& f, const std::string& ref) {
+  ASSIGN_OR_RETURN(auto client, DaemonFor(f));
+  if (client) {
+    ASSIGN_OR_RETURN(Json j, client->Get("/api/v1/snapshots/" + ref));
+    ASSIGN_OR_RETURN(auto m, snap::ManifestFromJson(j["manifest"].dump()));
+    return std::make_pair(j.value("id", ""), std::move(m));
+  }
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto id, store->Resolve(ref));
+  ASSIGN_OR_RETURN(auto m, store->Load(id));
+  return std::make_pair(id, std::move(m));
 }
 
 // A one-line progress bar on stderr, only when stderr is a terminal.
@@ -100,15 +144,28 @@ Status RunCreate(const SnapFlags& f, Lang lang) {
   return Status::OK();
 }
 
-Json InfoJson(const snap::SnapshotInfo& i) {
-  return {{"id", i.id}, {"time_ms", i.time_ms}, {"source", i.source}, {"parent", i.parent}, {"tags", i.tags},
-          {"files", i.files}, {"bytes", i.bytes}, {"new_bytes", i.new_bytes},
-          {"status", i.complete ? "complete" : "incomplete"}, {"reason", i.reason}};
-}
-
-Json SkipJson(const snap::SkipRecord& s) {
-  return {{"id", nullptr}, {"time_ms", s.time_ms}, {"source", s.source}, {"tags", s.tags},
-          {"status", "skipped"}, {"reason", s.reason}};
+// Rows of `snap ls` (info_json.h), from the daemon or the store.
+Result<std::vector<Json>> LsRows(const SnapFlags& f) {
+  ASSIGN_OR_RETURN(auto client, DaemonFor(f));
+  std::vector<Json> rows;
+  if (client) {
+    ASSIGN_OR_RETURN(Json j, client->Get("/api/v1/snapshots" + (f.ref.empty() ? "" : "?run=" + f.ref)));
+    for (auto& r : j) rows.push_back(std::move(r));
+    return rows;
+  }
+  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
+  ASSIGN_OR_RETURN(auto snaps, store->List());
+  ASSIGN_OR_RETURN(auto skipped, store->Skipped());
+  auto of_run = [&](const std::map<std::string, std::string>& tags) {
+    return f.ref.empty() || (tags.count("run") && tags.at("run") == f.ref);
+  };
+  for (const auto& s : snaps) {
+    if (of_run(s.tags)) rows.push_back(snap::InfoToJson(s));
+  }
+  for (const auto& s : skipped) {
+    if (of_run(s.tags)) rows.push_back(snap::SkipToJson(s));
+  }
+  return rows;
 }
 
 std::string StatusWord(const std::string& status, Lang lang) {
@@ -118,21 +175,11 @@ std::string StatusWord(const std::string& status, Lang lang) {
 }
 
 Status RunLs(const SnapFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto snaps, store->List());
-  ASSIGN_OR_RETURN(auto skipped, store->Skipped());
-  std::vector<Json> rows;
-  auto of_run = [&](const std::map<std::string, std::string>& tags) {
-    return f.ref.empty() || (tags.count("run") && tags.at("run") == f.ref);
-  };
-  for (const auto& s : snaps) {
-    if (of_run(s.tags)) rows.push_back(InfoJson(s));
-  }
-  for (const auto& s : skipped) {
-    if (!of_run(s.tags)) continue;
-    Json j = SkipJson(s);
-    j["reason_text"] = s.msg_id.empty() ? s.reason : Tr(s.msg_id, lang, s.args);
-    rows.push_back(j);
+  ASSIGN_OR_RETURN(auto rows, LsRows(f));
+  for (auto& r : rows) {
+    if (r.value("status", "") != "skipped") continue;
+    std::string id = r.value("msg_id", "");
+    r["reason_text"] = id.empty() ? r.value("reason", "") : Tr(id, lang, snap::SkipArgs(r));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Json& a, const Json& b) { return a["time_ms"] > b["time_ms"]; });
   if (f.json) {
@@ -140,7 +187,7 @@ Status RunLs(const SnapFlags& f, Lang lang) {
     return Status::OK();
   }
   if (rows.empty()) {
-    std::printf("%s\n", Tr("snap.none", lang, {{"path", f.store}}).c_str());
+    std::printf("%s\n", Tr("snap.none", lang, {{"path", f.store.empty() ? "daemon" : f.store}}).c_str());
     return Status::OK();
   }
   std::vector<std::vector<std::string>> table = {{"ID", "AGE", "SOURCE", "TAGS", "FILES", "SIZE", "NEW", "STATUS"}};
@@ -161,9 +208,8 @@ Status RunLs(const SnapFlags& f, Lang lang) {
 }
 
 Status RunShow(const SnapFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto id, store->Resolve(f.ref));
-  ASSIGN_OR_RETURN(auto m, store->Load(id));
+  ASSIGN_OR_RETURN(auto loaded, LoadSnapshot(f, f.ref));
+  auto& [id, m] = loaded;
   if (f.json) {
     Json j = Json::parse(snap::ManifestToJson(m));
     j["id"] = id;
@@ -197,12 +243,9 @@ Status RunShow(const SnapFlags& f, Lang lang) {
 }
 
 Status RunDiff(const SnapFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto a_id, store->Resolve(f.ref));
-  ASSIGN_OR_RETURN(auto b_id, store->Resolve(f.ref2));
-  ASSIGN_OR_RETURN(auto a, store->Load(a_id));
-  ASSIGN_OR_RETURN(auto b, store->Load(b_id));
-  auto diff = snap::DiffManifests(a, b);
+  ASSIGN_OR_RETURN(auto a, LoadSnapshot(f, f.ref));
+  ASSIGN_OR_RETURN(auto b, LoadSnapshot(f, f.ref2));
+  auto diff = snap::DiffManifests(a.second, b.second);
   static constexpr const char* kKind[] = {"added", "removed", "modified"};
   if (f.json) {
     Json out = Json::array();
@@ -224,6 +267,15 @@ Status RunDiff(const SnapFlags& f, Lang lang) {
 }
 
 Status RunRestore(const SnapFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto client, DaemonFor(f));
+  if (client) {
+    std::string to = std::filesystem::absolute(f.to).lexically_normal().string();
+    ASSIGN_OR_RETURN(Json r, client->Post("/api/v1/snapshots/" + f.ref + "/restore", {{"to", to}, {"force", f.force}}));
+    std::printf("%s\n", Tr("snap.restored", lang, {{"id", Short(r.value("id", ""))}, {"path", to},
+                                                   {"files", std::to_string(r.value("files", 0))},
+                                                   {"bytes", FormatBytes(r.value("bytes", uint64_t{0}))}}).c_str());
+    return Status::OK();
+  }
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
   ASSIGN_OR_RETURN(auto id, store->Resolve(f.ref));
   snap::RestoreOptions o;
@@ -333,7 +385,7 @@ Status RunRebuildIndex(const SnapFlags& f) {
 
 // --store on `snap` and on each verb, so both orders work.
 void AddStore(CLI::App* app, SnapFlags& f) {
-  app->add_option("--store", f.store, "store directory (default: $LATHE_SNAP_STORE)")->envname("LATHE_SNAP_STORE");
+  app->add_option("--store", f.store, "store directory (default: $LATHE_SNAP_STORE, else the daemon's)")->envname("LATHE_SNAP_STORE");
 }
 
 }  // namespace

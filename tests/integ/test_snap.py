@@ -167,8 +167,9 @@ class SnapCli(SnapCase):
         self.assertEqual(self.snap("create", os.path.join(self.tmp, "missing"), check=False).returncode, 3)
         self.assertEqual(self.snap("create", self.src, "--tag", "novalue", check=False).returncode, 2)
         self.assertEqual(self.snap("prune", check=False).returncode, 2)
+        # No --store and no daemon: "unreachable", pointing at --store.
         r = subprocess.run([LATHE, "snap", "ls"], capture_output=True, text=True, env=env(), timeout=60)
-        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.returncode, 4, r.stderr)
         self.assertIn("--store", r.stderr)
         e = env()
         e["LATHE_SNAP_STORE"] = self.store

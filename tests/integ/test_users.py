@@ -1,7 +1,10 @@
 """A second local user can neither stop nor read another user's run."""
+import json
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 from harness import DaemonTest
@@ -52,6 +55,57 @@ class Users(DaemonTest):
         self.assertEqual(st.st_mode & 0o777, 0o600)
         self.d.cli("stop", theirs, user=USER, env=env)
         self.d.wait_state(theirs, "stopped")
+
+    def test_snapshots_follow_run_ownership(self):
+        env = self.d.env(HOME="/tmp")
+        base = tempfile.mkdtemp(prefix="lathe-it-snap-")
+        self.addCleanup(shutil.rmtree, base, True)
+        os.chmod(base, 0o755)
+        mine_dir = os.path.join(base, "root-ckpt")
+        mine = self.d.submit("--checkpoint-dir", mine_dir, "--", "sh", "-c",
+                             f"echo secret > {mine_dir}/a.bin; sleep 1")
+        user_home = os.path.join(base, "user")
+        os.makedirs(user_home)
+        os.chown(user_home, self.pw.pw_uid, self.pw.pw_gid)
+        theirs_dir = os.path.join(user_home, "ckpt")
+        theirs = self.d.cli("run", "--workdir", "/tmp", "--checkpoint-dir", theirs_dir, "--", "sh", "-c",
+                            f"echo hi > {theirs_dir}/b.bin; sleep 1", user=USER, env=env).stdout.strip()
+        for run in (mine, theirs):
+            self.d.wait_state(run, "succeeded")
+            self.d.wait_for(lambda: any(e["type"] == "checkpoint" for e in self.d.inspect(run)["events"]),
+                            "a snapshot of " + run)
+        # The daemon made the user's checkpoint directory theirs.
+        self.assertEqual(os.stat(theirs_dir).st_uid, self.pw.pw_uid)
+
+        def ls(user=None, *args):
+            r = self.d.cli("snap", "ls", "--json", *args, user=user, env=env if user else None)
+            return json.loads(r.stdout)
+        everything = ls()
+        self.assertEqual({s["tags"]["run"] for s in everything}, {mine, theirs})
+        visible = ls(USER)
+        self.assertEqual({s["tags"]["run"] for s in visible}, {theirs})
+        root_snap = [s["id"] for s in everything if s["tags"]["run"] == mine][0]
+        their_snap = visible[0]["id"]
+
+        r = self.d.cli("snap", "ls", mine, user=USER, env=env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        r = self.d.cli("snap", "show", root_snap, user=USER, env=env, check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("belongs to root", r.stderr)
+        out = os.path.join(user_home, "out")
+        r = self.d.cli("snap", "restore", root_snap, "--to", out, user=USER, env=env, check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(os.path.exists(out))
+        # Their own snapshot restores into their directory, as their files...
+        self.d.cli("snap", "restore", their_snap, "--to", out, user=USER, env=env)
+        with open(os.path.join(out, "b.bin")) as f:
+            self.assertEqual(f.read(), "hi\n")
+        self.assertEqual(os.stat(os.path.join(out, "b.bin")).st_uid, self.pw.pw_uid)
+        # ...but not into a directory that is not theirs.
+        r = self.d.cli("snap", "restore", their_snap, "--to", os.path.join(base, "elsewhere"),
+                       user=USER, env=env, check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(base, "elsewhere")))
 
 
 if __name__ == "__main__":

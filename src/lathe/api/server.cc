@@ -195,6 +195,7 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     StartStreamThread([this, after, s] { FollowEvents("", after, *s); });
     return;
   }
+  if (!p.empty() && p[0] == "snapshots") return RouteSnapshots(req, p, caller, res);
   if (p.size() < 2 || p[0] != "runs") return;
   const std::string action = p.size() == 2 && m == "GET" ? "read" : "stop";
   if (p.size() == 3 && p[2] == "stop" && m == "POST") {
@@ -249,6 +250,29 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     StartStreamThread([this, id = r->id, after, s] { FollowEvents(id, after, *s); });
   }
   (void)action;
+}
+
+// /snapshots[?run=REF], /snapshots/{ref}, POST /snapshots/{ref}/restore {to, force}
+void ApiServer::RouteSnapshots(const net::HttpRequest& req, const std::vector<std::string>& p,
+                               const daemon::Caller& caller, std::unique_ptr<net::Responder>& res) {
+  auto reply = [&](const Result<Json>& r) {
+    res->Send(r.ok() ? JsonResponse(200, *r) : ErrorResponse(r.status()));
+    res.reset();
+  };
+  if (p.size() == 1 && req.method == "GET") {
+    return reply(daemon_.ListSnapshots(caller, req.QueryParam("run").value_or("")));
+  }
+  if (p.size() == 2 && req.method == "GET") return reply(daemon_.GetSnapshot(caller, p[1]));
+  if (p.size() == 3 && p[2] == "restore" && req.method == "POST") {
+    auto body = ParseJson(req.body);
+    if (!body.ok()) return reply(body.status());
+    if (!body->is_object() || !(*body)["to"].is_string()) {
+      return reply(Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute",
+                               {{"path", body->is_object() ? body->value("to", Json()).dump() : ""}}));
+    }
+    return reply(daemon_.RestoreSnapshot(caller, p[1], (*body)["to"].get<std::string>(),
+                                         body->value("force", false)));
+  }
 }
 
 void ApiServer::FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& stream) {

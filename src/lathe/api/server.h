@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
@@ -35,6 +36,8 @@ class ApiServer {
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res);
   void Route(const net::HttpRequest& req, const daemon::Caller& caller,
              std::unique_ptr<net::Responder>& res);
+  void RouteSnapshots(const net::HttpRequest& req, const std::vector<std::string>& p,
+                      const daemon::Caller& caller, std::unique_ptr<net::Responder>& res);
   void FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& s);
   void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);

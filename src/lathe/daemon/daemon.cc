@@ -102,6 +102,7 @@ Status Daemon::Init() {
     return Status::Msg(Code::kAlreadyExists, "daemon.already_running", {{"home", paths_.home}});
   }
   ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
+  checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
   if (!store_->db().journal_note().empty()) spdlog::warn("{}", store_->db().journal_note());
 
   ASSIGN_OR_RETURN(gpu_source_, gpu::OpenGpuSource(opts_.gpus));
@@ -181,6 +182,7 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
     return {};
   }
   for (auto& r : *active) CheckActive(r);
+  DrainCheckpointEvents();
   // 3. Place queued runs; the caller starts their monitors.
   return Schedule();
 }
@@ -240,6 +242,15 @@ void Daemon::Recover() {
       if (r.state == RunState::kStopping) {
         stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
       }
+      if (!r.spec.checkpoint_dir.empty()) {
+        // Checkpoints written while no daemon watched are captured now.
+        if (Status st = checkpoints_->Watch(r.id, r.attempt, r.spec.checkpoint_dir, OwnerOf(r),
+                                            r.spec.keep_checkpoints, /*capture_now=*/true);
+            !st.ok()) {
+          (void)store_->AddEvent(r.id, "warning", "checkpoint directory not watched: " + st.message(),
+                                 Json::object(), clock_.NowMs());
+        }
+      }
       continue;
     }
     MarkLost(r, "its monitor process vanished while the daemon was down; the exit status is unknown");
@@ -267,6 +278,7 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
+  EndCheckpoints(r, /*capture_if_unwatched=*/true);
   if (!Transition(r, RunState::kLost, why).ok()) return;
   if (r.retries_used < r.spec.retry) {
     r.retries_used++;
@@ -339,6 +351,7 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   }
   r.reason = to == RunState::kSucceeded ? "" : what;
   if (r.state == RunState::kStarting && to != RunState::kFailed) to = RunState::kFailed;
+  EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   if (!Transition(r, to, what).ok()) return;
   if (to == RunState::kFailed) AttachDiagnosis(r);
   if (to == RunState::kFailed && e.start_error.empty() && r.retries_used < r.spec.retry) {
@@ -498,18 +511,13 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r, const std:
   c.exit_path = p.dir + "/exit.json";
   c.kill_grace_ms = std::min(opts_.kill_grace_ms, 2000);
   p.launch = p.dir + "/launch.json";
-  // Not fsynced: if the machine loses power before the monitor reads it, the
-  // run never started and recovery requeues it.
-  if (Status st = os::WriteFileAtomic(p.launch, run::LaunchToJson(c).dump(), 0600,
-                                      os::Durability::kNoSync);
-      !st.ok()) {
-    return FailStart(r, st.message());
-  }
+  p.config = std::move(c);
   p.run = std::move(r);
   return p;
 }
 
 std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
+  EndCheckpoints(r, /*capture_if_unwatched=*/false);
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
@@ -520,6 +528,7 @@ std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
 // Step 3, under mu_ again: record what the monitor said. The run may have
 // been stopped while its monitor was starting; then it is told now.
 void Daemon::CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned) {
+  DrainCheckpointEvents();  // a restore is told before the start
   auto current = store_->Get(p.run.id);
   if (!current.ok()) return;
   RunRecord r = std::move(current).value();
@@ -547,16 +556,75 @@ void Daemon::CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spaw
 
 // Step 2, without mu_: start the monitors, all at once. Each waits for its
 // handshake (tens of ms), during which the API stays responsive.
-std::vector<Result<run::SpawnResult>> Daemon::SpawnAll(const std::vector<PendingStart>& starts) {
+std::vector<Result<run::SpawnResult>> Daemon::SpawnAll(std::vector<PendingStart>& starts) {
   std::vector<Result<run::SpawnResult>> results(starts.size(), Status::Internal("not started"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < starts.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = run::SpawnMonitor(opts_.self_exe, starts[i].launch, starts[i].dir + "/monitor.log");
-    });
+    threads.emplace_back([&, i] { results[i] = StartAttempt(starts[i]); });
   }
   for (auto& t : threads) t.join();
   return results;
+}
+
+// Without mu_: hand the checkpoint back, start watching, write launch.json
+// and start the monitor. Until launch.json exists, a daemon crash requeues
+// the run (Recover), so a half-done restore is simply done again.
+Result<run::SpawnResult> Daemon::StartAttempt(PendingStart& p) {
+  const RunRecord& r = p.run;
+  if (!r.spec.checkpoint_dir.empty()) {
+    const std::string& dir = r.spec.checkpoint_dir;
+    auto point = checkpoints_->Prepare(r.id, r.spec.resume_from, dir, OwnerOf(r));
+    if (!point.ok()) {
+      return Status(point.status().code(), "cannot hand the checkpoint back: " + point.status().message());
+    }
+    p.config.env["LATHE_CHECKPOINT_DIR"] = dir;
+    if (!point->resume_from.empty()) p.config.env["LATHE_RESUME_FROM"] = point->resume_from;
+    RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, OwnerOf(r), r.spec.keep_checkpoints));
+  }
+  // Not fsynced: if the machine loses power before the monitor reads it, the
+  // run never started and recovery requeues it.
+  RETURN_IF_ERROR(os::WriteFileAtomic(p.launch, run::LaunchToJson(p.config).dump(), 0600,
+                                      os::Durability::kNoSync));
+  return run::SpawnMonitor(opts_.self_exe, p.launch, p.dir + "/monitor.log");
+}
+
+DirOwner Daemon::OwnerOf(const RunRecord& r) const {
+  auto u = os::LookupUser(r.uid);
+  return DirOwner{r.uid, u.ok() ? u->gid : static_cast<gid_t>(r.uid)};
+}
+
+void Daemon::EndCheckpoints(const RunRecord& r, bool capture_if_unwatched) {
+  if (r.spec.checkpoint_dir.empty()) return;
+  checkpoints_->Unwatch(r.id, r.attempt, r.spec.checkpoint_dir, OwnerOf(r), r.spec.keep_checkpoints,
+                        capture_if_unwatched);
+}
+
+void Daemon::DrainCheckpointEvents() {
+  auto events = checkpoints_->TakeEvents();
+  for (const auto& e : events) {
+    (void)store_->AddEvent(e.run_id, e.type, e.message, e.data, clock_.NowMs());
+  }
+  if (!events.empty()) Notify();
+}
+
+// `resume_from` names a run the caller may read; stored as its id. A spec
+// without a checkpoint directory takes the resumed run's.
+Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
+  if (spec.resume_from.empty()) return Status::OK();
+  ASSIGN_OR_RETURN(RunRecord from, store_->Resolve(spec.resume_from));
+  if (!caller.admin && caller.uid != from.uid) {
+    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
+                       {{"run", spec.resume_from}, {"owner", from.user}, {"action", "resume from"}});
+  }
+  if (spec.checkpoint_dir.empty()) {
+    spec.checkpoint_dir = from.spec.checkpoint_dir;
+    if (spec.keep_checkpoints == 0) spec.keep_checkpoints = from.spec.keep_checkpoints;
+  }
+  if (spec.checkpoint_dir.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "run.resume_no_checkpoints", {{"run", spec.resume_from}});
+  }
+  spec.resume_from = from.id;
+  return Status::OK();
 }
 
 // ---- API-facing -------------------------------------------------------------------
@@ -605,6 +673,7 @@ Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckSubmittable(spec, caller));
+  RETURN_IF_ERROR(ResolveResumeFrom(caller, spec));
   RunRecord r;
   r.id = NewId("r");
   r.name = spec.name.empty() ? r.id : spec.name;

@@ -25,6 +25,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
+#include "lathe/daemon/run_checkpoints.h"
 #include "lathe/gpu/source.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
@@ -57,6 +58,7 @@ class Daemon {
   void Stop();     // stops it; runs keep running (re-adopted at next start)
 
   const HomePaths& paths() const { return paths_; }
+  RunCheckpoints& checkpoints() { return *checkpoints_; }
   uid_t uid() const { return uid_; }
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
@@ -72,6 +74,14 @@ class Daemon {
   // Why a queued run waits, from the last scheduling pass ("" if unknown).
   std::string WaitingWhy(const std::string& run_id);
 
+  // Snapshots of runs in the daemon's store (snapshots.cc), filtered to what
+  // `caller` may see; `run_ref` "" = every visible run.
+  Result<Json> ListSnapshots(const Caller& caller, const std::string& run_ref);
+  Result<Json> GetSnapshot(const Caller& caller, const std::string& ref);  // {id, manifest}
+  // Restores into `to` (absolute), which must lie in a directory the caller owns.
+  Result<Json> RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
+                               bool force);
+
   Json StatusJson();
   Json GpusJson();
 
@@ -86,7 +96,8 @@ class Daemon {
   struct PendingStart {
     state::RunRecord run;
     std::string dir;     // the attempt directory
-    std::string launch;  // its launch.json
+    std::string launch;  // its launch.json, written by StartAttempt
+    run::LaunchConfig config;
   };
 
   void Loop();
@@ -98,7 +109,13 @@ class Daemon {
   void AttachDiagnosis(const state::RunRecord& r);
   std::vector<PendingStart> Schedule();
   std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus);
-  std::vector<Result<run::SpawnResult>> SpawnAll(const std::vector<PendingStart>& starts);
+  std::vector<Result<run::SpawnResult>> SpawnAll(std::vector<PendingStart>& starts);
+  Result<run::SpawnResult> StartAttempt(PendingStart& p);  // without mu_
+  // Checkpoint capture ends with the attempt (see run_checkpoints.h).
+  void EndCheckpoints(const state::RunRecord& r, bool capture_if_unwatched);
+  void DrainCheckpointEvents();
+  DirOwner OwnerOf(const state::RunRecord& r) const;
+  Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec);
   void CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned);
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
   Status BeginStop(state::RunRecord& r, const std::string& intent, const std::string& why);
@@ -119,6 +136,7 @@ class Daemon {
   std::unique_ptr<gpu::GpuSource> gpu_source_;
   gpu::Inventory inventory_;  // sampled at start; GPU count and names
   os::CgroupSupport cgroups_;
+  std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
 

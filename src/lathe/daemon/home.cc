@@ -38,6 +38,7 @@ HomePaths PathsFor(const std::string& home, bool system) {
   p.lock = home + "/daemon.lock";
   p.endpoint = home + "/endpoint.json";
   p.runs = home + "/runs";
+  p.store = home + "/store";
   p.log = home + "/daemon.log";
   return p;
 }

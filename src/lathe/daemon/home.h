@@ -21,6 +21,7 @@ struct HomePaths {
   std::string lock;      // one daemon per home
   std::string endpoint;  // endpoint.json: where the daemon listens
   std::string runs;      // per-run directories
+  std::string store;     // the checkpoint snapshot store
   std::string log;       // daemon log when started by `lathe up`
   bool system = false;   // system mode
 };

@@ -88,6 +88,34 @@ Status MakeDirs(const std::string& path, unsigned mode) {
   return Status::OK();
 }
 
+Status MakeDirsOwned(const std::string& path, unsigned mode, uid_t uid, gid_t gid) {
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i != path.size() && (path[i] != '/' || i == 0)) continue;
+    std::string cur = path.substr(0, i);
+    if (::mkdir(cur.c_str(), mode) == 0) {
+      if (::lchown(cur.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + cur, errno);
+    } else if (errno != EEXIST) {
+      return ErrnoStatus("mkdir " + cur, errno);
+    }
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  if (!S_ISDIR(st.st_mode)) return Status::FailedPrecondition(path + " is not a directory");
+  return Status::OK();
+}
+
+Status ChownTree(const std::string& path, uid_t uid, gid_t gid) {
+  if (::lchown(path.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + path, errno);
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it(path, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::string p = it->path().string();
+    if (::lchown(p.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + p, errno);
+  }
+  if (ec) return Status::IoError("walk " + path + ": " + ec.message());
+  return Status::OK();
+}
+
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;

@@ -1,6 +1,8 @@
 // Files: reading, durable atomic writes, directories.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,13 @@ Status FsyncDir(const std::string& dir);
 
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, unsigned mode = 0755);
+
+// MakeDirs, then gives each directory it created to uid:gid (for a root
+// daemon creating directories in a user's tree).
+Status MakeDirsOwned(const std::string& path, unsigned mode, uid_t uid, gid_t gid);
+
+// lchown of `path` and everything below it (symlinks themselves, not their targets).
+Status ChownTree(const std::string& path, uid_t uid, gid_t gid);
 
 bool Exists(const std::string& path);
 

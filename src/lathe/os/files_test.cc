@@ -44,6 +44,34 @@ TEST(Files, ReadMissingIsNotFound) {
   EXPECT_TRUE(ReadFile("/nonexistent/lathe/x").status().IsNotFound());
 }
 
+uid_t OwnerOf(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
+}
+
+TEST(Files, MakeDirsOwnedGivesOnlyNewDirectoriesAway) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown";
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDirsOwned(dir + "/a/b", 0755, 65534, 65534).ok());
+  EXPECT_EQ(OwnerOf(dir), 0u);  // existed before: untouched
+  EXPECT_EQ(OwnerOf(dir + "/a"), 65534u);
+  EXPECT_EQ(OwnerOf(dir + "/a/b"), 65534u);
+  RemoveAll(dir);
+}
+
+TEST(Files, ChownTreeReachesEveryEntryButNotLinkTargets) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown";
+  std::string dir = TempDir(), outside = TempDir();
+  ASSERT_TRUE(MakeDirs(dir + "/x/y").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/x/y/f", "f").ok());
+  ASSERT_EQ(::symlink(outside.c_str(), (dir + "/x/link").c_str()), 0);
+  ASSERT_TRUE(ChownTree(dir, 65534, 65534).ok());
+  for (const char* p : {"", "/x", "/x/y", "/x/y/f", "/x/link"}) EXPECT_EQ(OwnerOf(dir + p), 65534u) << p;
+  EXPECT_EQ(OwnerOf(outside), 0u);
+  RemoveAll(dir);
+  RemoveAll(outside);
+}
+
 TEST(Files, MakeDirsNested) {
   std::string dir = TempDir();
   ASSERT_TRUE(MakeDirs(dir + "/a/b/c", 0700).ok());

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "lathe/common/ids.h"
@@ -24,7 +25,8 @@ namespace {
 
 constexpr const char* kFields[] = {"type",  "name",     "command", "gpus",         "cpus",
                                    "memory", "shm",     "priority", "env",         "workdir",
-                                   "retry", "max_duration", "requeue", "preemptible"};
+                                   "retry", "max_duration", "requeue", "preemptible",
+                                   "checkpoints", "resume_from"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -131,6 +133,29 @@ Status ParseBool(const Json& v, std::string_view field, bool& out) {
   return Status::OK();
 }
 
+// checkpoints: {dir: path, keep: N}. A relative dir is resolved against the
+// workdir once every field is read (SpecFromJson).
+Status ParseCheckpoints(const Json& v, RunSpec& s) {
+  if (!v.is_object()) return WrongType("checkpoints", "mapping {dir: path, keep: N}");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "dir") {
+      if (!it->is_string() || it->get<std::string>().empty()) {
+        return WrongType("checkpoints.dir", "path");
+      }
+      s.checkpoint_dir = it->get<std::string>();
+    } else if (it.key() == "keep") {
+      ASSIGN_OR_RETURN(s.keep_checkpoints, IntField(*it, "checkpoints.keep", 0, 1000000));
+    } else if (!it->is_null()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
+                         {{"field", "checkpoints." + it.key()}, {"allowed", "dir, keep"}});
+    }
+  }
+  if (s.checkpoint_dir.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.checkpoints_no_dir");
+  }
+  return Status::OK();
+}
+
 Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
   if (key == "type") {
     if (!v.is_string() || v.get<std::string>() != "job") {
@@ -172,6 +197,11 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParseBool(v, "requeue", s.requeue);
   } else if (key == "preemptible") {
     return ParseBool(v, "preemptible", s.preemptible);
+  } else if (key == "checkpoints") {
+    return ParseCheckpoints(v, s);
+  } else if (key == "resume_from") {
+    if (!v.is_string() || v.get<std::string>().empty()) return WrongType("resume_from", "run id or name");
+    s.resume_from = v.get<std::string>();
   } else {
     return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
                        {{"field", key}, {"allowed", AllowedFields()}});
@@ -191,6 +221,14 @@ Result<RunSpec> SpecFromJson(const Json& j) {
   if (s.command.empty() || s.command[0].empty()) {
     return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
   }
+  if (!s.checkpoint_dir.empty() && s.checkpoint_dir[0] != '/') {
+    if (s.workdir.empty()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.relative_checkpoint_dir",
+                         {{"value", s.checkpoint_dir}});
+    }
+    s.checkpoint_dir = std::filesystem::path(s.workdir + "/" + s.checkpoint_dir).lexically_normal().string();
+  }
+  if (s.checkpoint_dir.size() > 1 && s.checkpoint_dir.back() == '/') s.checkpoint_dir.pop_back();
   return s;
 }
 
@@ -204,6 +242,10 @@ Json SpecToJson(const RunSpec& s) {
   if (s.memory_bytes > 0) j["memory"] = s.memory_bytes;
   if (s.shm_bytes > 0) j["shm"] = s.shm_bytes;
   if (!s.workdir.empty()) j["workdir"] = s.workdir;
+  if (!s.checkpoint_dir.empty()) {
+    j["checkpoints"] = {{"dir", s.checkpoint_dir}, {"keep", s.keep_checkpoints}};
+  }
+  if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   if (s.max_duration_ms > 0) j["max_duration"] = FormatDuration(std::chrono::milliseconds(s.max_duration_ms));
   return j;
 }

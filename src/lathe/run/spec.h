@@ -9,6 +9,11 @@
 //   retry: int >= 0           max_duration: duration ("12h", or seconds)
 //   requeue: bool (requeue after preemption, default true)
 //   preemptible: bool (may be preempted by higher priority, default true)
+//   checkpoints: {dir: path, keep: int >= 0}  the daemon snapshots `dir`
+//       while the run lives and hands the newest complete checkpoint back on
+//       every restart; a relative dir is taken from the workdir; keep: how
+//       many of the run's snapshots to keep (0 = all)
+//   resume_from: run id or name  start from that run's newest checkpoint
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -42,6 +47,9 @@ struct RunSpec {
   int64_t max_duration_ms = 0;       // 0 = unlimited
   bool requeue = true;
   bool preemptible = true;
+  std::string checkpoint_dir;        // absolute; empty = no checkpoint capture
+  int keep_checkpoints = 0;          // 0 = keep every snapshot
+  std::string resume_from;           // a run reference (the daemon stores its id)
 };
 
 // Parses and validates a spec object. Strict: unknown fields are errors.

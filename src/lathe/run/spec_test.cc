@@ -60,6 +60,12 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":[]})", "command", "spec.missing_command"},
       {R"({"command":["a"],"retry":-2})", "retry", "spec.bad_int"},
       {R"({"command":["a"],"requeue":"yes"})", "requeue", "spec.wrong_type"},
+      {R"({"command":["a"],"checkpoints":"ckpt"})", "checkpoints", "spec.wrong_type"},
+      {R"({"command":["a"],"checkpoints":{"keep":2}})", "checkpoints", "spec.checkpoints_no_dir"},
+      {R"({"command":["a"],"checkpoints":{"dir":"/c","keep":-1}})", "checkpoints.keep", "spec.bad_int"},
+      {R"({"command":["a"],"checkpoints":{"dir":"/c","every":1}})", "checkpoints.every", "spec.unknown_field"},
+      {R"({"command":["a"],"checkpoints":{"dir":"rel"}})", "checkpoints.dir", "spec.relative_checkpoint_dir"},
+      {R"({"command":["a"],"resume_from":3})", "resume_from", "spec.wrong_type"},
   };
   for (const auto& c : cases) {
     auto s = Parse(c.json);
@@ -69,6 +75,23 @@ TEST(Spec, BadInputNamesTheField) {
     EXPECT_NE(s.status().message().find(c.field), std::string::npos)
         << c.json << " -> " << s.status().message();
   }
+}
+
+TEST(Spec, CheckpointsResolveAgainstWorkdirAndRoundTrip) {
+  auto s = Parse(R"({"command":["a"],"workdir":"/data/exp","checkpoints":{"dir":"out/../ckpt/","keep":3},
+      "resume_from":"first"})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->checkpoint_dir, "/data/exp/ckpt");
+  EXPECT_EQ(s->keep_checkpoints, 3);
+  EXPECT_EQ(s->resume_from, "first");
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->checkpoint_dir, "/data/exp/ckpt");
+  EXPECT_EQ(back->keep_checkpoints, 3);
+  EXPECT_EQ(back->resume_from, "first");
+  auto none = Parse(R"({"command":["a"]})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(SpecToJson(*none).contains("checkpoints"));
 }
 
 TEST(Spec, NotAnObject) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "lathe/os/files.h"
+
 #include "lathe/snap/test_util/snap_files.h"
 
 namespace lathe::snap {
@@ -39,6 +41,20 @@ TEST(FormatCheckTest, PytorchZipComplete) {
 TEST(FormatCheckTest, PytorchZip64Complete) {
   auto c = Check("model.pth", TorchZip(true));
   EXPECT_EQ(c.verdict, Verdict::kOk) << c.reason;
+}
+
+// A file written by torch.save (Debian's PyTorch 1.13): it carries zip64
+// records although nothing in it needs them.
+TEST(FormatCheckTest, RealTorchSaveFileIsCompleteAndItsPrefixesAreNot) {
+  auto data = os::ReadFile(std::string(LATHE_SOURCE_DIR) + "/tests/data/snap/torch-1.13-small.pt");
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto c = Check("ckpt_000007.pt", *data);
+  EXPECT_EQ(c.format, "pytorch-zip");
+  EXPECT_EQ(c.verdict, Verdict::kOk) << c.reason;
+  EXPECT_FALSE(c.tensor_offsets.empty());
+  for (size_t cut : Cuts(data->size())) {
+    EXPECT_EQ(Check("ckpt_000007.pt", data->substr(0, cut)).verdict, Verdict::kIncomplete) << "cut at " << cut;
+  }
 }
 
 TEST(FormatCheckTest, PytorchZipTruncatedIsIncomplete) {

@@ -80,7 +80,14 @@ bool ReadDirectory(const ByteSource& src, Directory* d, std::string* why) {
   d->cd_size = LoadLe(&eocd[12], 4);
   d->cd_offset = LoadLe(&eocd[16], 4);
   d->end = pos;
+  // PyTorch's writer adds the zip64 records even when no field needs them,
+  // so a locator right before the end record means zip64 too.
   bool zip64 = d->entries == 0xFFFF || d->cd_size == 0xFFFFFFFF || d->cd_offset == 0xFFFFFFFF;
+  std::string loc;
+  if (!zip64 && pos >= kLocatorSize && src.ReadAt(pos - kLocatorSize, 4, &loc).ok() &&
+      loc.compare(0, 4, kLocatorSig) == 0) {
+    zip64 = true;
+  }
   if (zip64 && !ReadZip64(src, pos, d, why)) return false;
   if (d->cd_offset > d->end || d->cd_offset + d->cd_size != d->end) {
     *why = "central directory does not end where the end record says";

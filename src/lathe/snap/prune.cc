@@ -44,6 +44,12 @@ Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p
     return Status::Msg(Code::kInvalidArgument, "snap.prune_no_policy");
   }
   ASSIGN_OR_RETURN(auto snaps, ctx.index.Snapshots());
+  if (!p.run.empty()) {
+    std::erase_if(snaps, [&](const SnapshotInfo& s) {
+      auto it = s.tags.find("run");
+      return it == s.tags.end() || it->second != p.run;
+    });
+  }
   std::set<SnapshotId> keep = SelectKept(snaps, p);
   PruneResult r;
   for (const auto& s : snaps) (keep.count(s.id) ? r.kept : r.removed).push_back(s.id);

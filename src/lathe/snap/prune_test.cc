@@ -25,12 +25,12 @@ TEST(PruneTest, KeepLastPerRun) {
   auto snaps = Hourly(10, "a");
   auto b = Hourly(3, "b");
   snaps.insert(snaps.end(), b.begin(), b.end());
-  auto keep = SelectKept(snaps, {2, 0, false});
+  auto keep = SelectKept(snaps, {2, 0, false, ""});
   EXPECT_EQ(keep, (std::set<SnapshotId>{"a9", "a8", "b2", "b1"}));
 }
 
 TEST(PruneTest, KeepEveryPeriod) {
-  auto keep = SelectKept(Hourly(24, "a"), {1, 6 * kHour, false});
+  auto keep = SelectKept(Hourly(24, "a"), {1, 6 * kHour, false, ""});
   // The newest of each 6-hour period: 5, 11, 17, 23.
   EXPECT_EQ(keep, (std::set<SnapshotId>{"a5", "a11", "a17", "a23"}));
 }
@@ -38,7 +38,7 @@ TEST(PruneTest, KeepEveryPeriod) {
 TEST(PruneTest, NewestCompleteIsAlwaysKept) {
   auto snaps = Hourly(5, "a");
   snaps[3].complete = snaps[4].complete = false;  // the two newest are incomplete
-  auto keep = SelectKept(snaps, {1, 0, false});
+  auto keep = SelectKept(snaps, {1, 0, false, ""});
   EXPECT_EQ(keep, (std::set<SnapshotId>{"a4", "a2"}));
 }
 

@@ -105,6 +105,7 @@ struct PrunePolicy {
   size_t keep_last = 0;       // keep the newest N snapshots of each source/run
   int64_t keep_every_ms = 0;  // also keep the newest snapshot of each such period (0: off)
   bool dry_run = false;
+  std::string run;            // only snapshots tagged run=<this> ("" = all)
 };
 
 struct PruneResult {

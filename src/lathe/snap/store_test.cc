@@ -304,6 +304,24 @@ TEST_F(StoreTest, PruneAndGcKeepEveryLiveChunk) {
   EXPECT_TRUE(store_->Resolve(second.id).status().IsNotFound());
 }
 
+TEST_F(StoreTest, PruneOfOneRunLeavesOtherRunsAlone) {
+  MakeTree();
+  std::vector<SnapshotId> r1, r2;
+  for (int i = 0; i < 3; ++i) {
+    WriteFile(src_ + "/notes.txt", RandomBytes(1 << 10, 200 + i));
+    r1.push_back(Snap(WithTags({{"run", "r1"}})).id);
+    r2.push_back(Snap(WithTags({{"run", "r2"}})).id);
+  }
+  PrunePolicy p = KeepLast(1);
+  p.run = "r1";
+  auto pruned = store_->Prune(p);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(pruned->removed.size(), 2u);
+  EXPECT_TRUE(store_->Resolve(r1[0]).status().IsNotFound());
+  EXPECT_TRUE(store_->Resolve(r1[2]).ok());
+  for (const auto& id : r2) EXPECT_TRUE(store_->Resolve(id).ok()) << id;
+}
+
 // A snapshot that deduplicates against chunks no manifest references any
 // more must not lose them to a gc running at the same time.
 TEST_F(StoreTest, GcNeverSweepsChunksOfASnapshotInProgress) {

@@ -55,7 +55,8 @@ Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherO
 
 Watcher::~Watcher() { Stop(); }
 
-void Watcher::Stop() {
+void Watcher::Stop(bool flush) {
+  if (flush) flush_on_stop_.store(true);
   if (!stopped_.exchange(true)) {
     uint64_t one = 1;
     if (::write(stop_fd_.get(), &one, sizeof one) < 0) spdlog::debug("watcher: wake-up write failed");
@@ -125,6 +126,19 @@ void Watcher::Loop() {
     }
     MaybeFire();
   }
+  if (flush_on_stop_.load()) FlushPending();
+}
+
+void Watcher::FlushPending() {
+  if (mode_.load() == WatchMode::kInotify) {
+    DrainEvents();
+  } else {
+    Scan(/*report=*/true);
+  }
+  if (pending_.empty()) return;
+  WatchBatch b{std::vector<std::string>(pending_.begin(), pending_.end()), mode_.load()};
+  pending_.clear();
+  cb_(b);
 }
 
 void Watcher::DrainEvents() {

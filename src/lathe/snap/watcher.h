@@ -66,8 +66,12 @@ class Watcher {
   ~Watcher();  // Stop()
 
   // Stops the thread and waits for it; no callback runs after Stop returns.
-  // A burst that has not settled yet is dropped. Idempotent.
-  void Stop();
+  // A burst that has not settled yet is dropped, unless `flush`: then the
+  // changes seen so far (including events still queued in the kernel, or a
+  // last scan when polling) go to one final callback before Stop returns —
+  // what a job's last checkpoint needs when its process has just ended.
+  // Idempotent.
+  void Stop(bool flush = false);
 
   WatchMode mode() const { return mode_.load(); }
   // Why the watcher polls ("" while it uses inotify).
@@ -90,6 +94,7 @@ class Watcher {
   void Fallback(const std::string& why);
   void Changed(const std::string& rel);
   void MaybeFire();
+  void FlushPending();
   std::string Abs(const std::string& rel) const { return rel.empty() ? root_ : root_ + "/" + rel; }
 
   // Constant after Start.
@@ -113,6 +118,7 @@ class Watcher {
 
   std::thread thread_;
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> flush_on_stop_{false};
 };
 
 }  // namespace lathe::snap

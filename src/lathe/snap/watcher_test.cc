@@ -141,6 +141,26 @@ TEST_F(WatcherTest, WatchLimitFallsBackToPolling) {
   EXPECT_TRUE(Has(b, "b/z"));
 }
 
+TEST_F(WatcherTest, StopWithFlushDeliversTheUnsettledBurst) {
+  StartWatcher();
+  WriteFile(dir_ / "last.pt", "written just before the job ended");
+  // No clock advance: the burst has not been quiet, yet it is delivered.
+  w_->Stop(/*flush=*/true);
+  ASSERT_EQ(BatchCount(), 1u);
+  EXPECT_TRUE(Has(batches_[0], "last.pt"));
+}
+
+TEST_F(WatcherTest, StopWithFlushWhenPolling) {
+  WatcherOptions o;
+  o.force_polling = true;
+  o.poll_interval_ms = 1000;
+  StartWatcher(o);
+  WriteFile(dir_ / "late.pt", "late");
+  w_->Stop(/*flush=*/true);
+  ASSERT_EQ(BatchCount(), 1u);
+  EXPECT_TRUE(Has(batches_[0], "late.pt"));
+}
+
 TEST_F(WatcherTest, NothingAfterStop) {
   StartWatcher();
   w_->Stop();

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Trains a small CNN on scikit-learn's bundled digits (8x8 images, 10 classes).
+
+A real, deterministic workload for Lathe's checkpoint capture and resume:
+
+  lathe run --checkpoint-dir ckpt --retry 2 -- /usr/bin/python3 examples/train_digits.py
+
+- Every --ckpt-every steps it saves model, optimizer, step and every RNG
+  state with the atomic pattern (torch.save to a temp name, then os.replace),
+  keeping the newest --keep files.
+- When LATHE_RESUME_FROM names a checkpoint (Lathe sets it on a restart,
+  after putting the checkpoint back), it continues from there. The run is
+  bitwise reproducible: an interrupted and resumed run ends with exactly the
+  loss of an uninterrupted one.
+
+Needs only Debian packages: python3-torch, python3-sklearn. No downloads.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+from sklearn.datasets import load_digits
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=600, help="training steps in all")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--ckpt-every", type=int, default=50, help="steps between checkpoints")
+    p.add_argument("--ckpt-dir", default=os.environ.get("LATHE_CHECKPOINT_DIR", "ckpt"))
+    p.add_argument("--keep", type=int, default=2, help="checkpoint files to keep")
+    p.add_argument("--step-sleep", type=float, default=0.0,
+                   help="seconds to sleep per step (to make a short run last)")
+    p.add_argument("--out", help="write the final step, loss and accuracy here (JSON)")
+    return p.parse_args()
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = torch.nn.Linear(32 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+def data(seed):
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(d.target, dtype=torch.long)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    x, y = x[perm], y[perm]
+    n_train = int(0.8 * len(y))
+    return (x[:n_train], y[:n_train]), (x[n_train:], y[n_train:])
+
+
+def save(path, state):
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def prune(ckpt_dir, keep):
+    files = sorted(f for f in os.listdir(ckpt_dir) if f.startswith("ckpt_") and f.endswith(".pt"))
+    for f in files[:-keep] if keep > 0 else []:
+        os.remove(os.path.join(ckpt_dir, f))
+
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(1)  # one thread: the same sums in the same order every time
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(a.seed)
+    (xtr, ytr), (xte, yte) = data(a.seed)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    batches = torch.Generator().manual_seed(a.seed + 1)
+    step = 0
+
+    resume = os.environ.get("LATHE_RESUME_FROM")
+    if resume:
+        state = torch.load(resume)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        batches.set_state(state["batch_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        step = state["step"]
+        print(f"resumed from {resume} at step {step}", flush=True)
+    start_step = step
+
+    os.makedirs(a.ckpt_dir, exist_ok=True)
+    loss = torch.tensor(float("nan"))
+    while step < a.steps:
+        idx = torch.randint(0, len(ytr), (a.batch,), generator=batches)
+        loss = torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        if step % 10 == 0:
+            print(f"step {step} loss {loss.item():.6f}", flush=True)
+        if step % a.ckpt_every == 0 or step == a.steps:
+            save(os.path.join(a.ckpt_dir, f"ckpt_{step:06d}.pt"),
+                 {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                  "batch_rng": batches.get_state(), "torch_rng": torch.get_rng_state()})
+            prune(a.ckpt_dir, a.keep)
+        if a.step_sleep:
+            time.sleep(a.step_sleep)
+
+    with torch.no_grad():
+        acc = (model(xte).argmax(1) == yte).float().mean().item()
+    result = {"step": step, "start_step": start_step, "loss": loss.item(),
+              "loss_hex": float(loss.item()).hex(), "accuracy": acc}
+    print(f"final step {step} loss {loss.item():.6f} ({result['loss_hex']}) "
+          f"test accuracy {acc:.4f}", flush=True)
+    if a.out:
+        with open(a.out + ".tmp", "w") as f:
+            json.dump(result, f)
+        os.replace(a.out + ".tmp", a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+#include "lathe/daemon/run_checkpoints.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "lathe/common/units.h"
+#include "lathe/os/files.h"
+#include "lathe/snap/checkpoints.h"
+#include "lathe/snap/store.h"
+#include "lathe/snap/watcher.h"
+
+namespace lathe::daemon {
+namespace {
+
+std::string Short(const std::string& id) { return id.substr(0, 12); }
+
+// True when every entry of `m` is in `dir` as captured (type, size, mtime;
+// link text). Files that are in `dir` but not in `m` do not matter.
+bool DirMatches(const snap::Manifest& m, const std::string& dir) {
+  for (const auto& e : m.files) {
+    std::string p = dir + "/" + e.path;
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) return false;
+    switch (e.type) {
+      case snap::EntryType::kDir:
+        if (!S_ISDIR(st.st_mode)) return false;
+        break;
+      case snap::EntryType::kSymlink: {
+        char buf[4096];
+        ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+        if (!S_ISLNK(st.st_mode) || n < 0 || std::string(buf, n) != e.target) return false;
+        break;
+      }
+      case snap::EntryType::kFile: {
+        int64_t mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+        if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.size ||
+            mtime_ns != e.mtime_ns) {
+          return false;
+        }
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+// The newest snapshot of `run` that holds a complete checkpoint.
+struct Found {
+  snap::SnapshotId id;
+  snap::Manifest manifest;
+  snap::Checkpoint checkpoint;
+};
+
+Result<std::optional<Found>> NewestResumable(snap::Store& store, const std::string& run) {
+  ASSIGN_OR_RETURN(auto snaps, store.List());  // newest first
+  for (const auto& s : snaps) {
+    auto tag = s.tags.find("run");
+    if (tag == s.tags.end() || tag->second != run) continue;
+    auto m = store.Load(s.id);
+    if (!m.ok()) {
+      spdlog::warn("run {}: snapshot {} unreadable: {}", run, Short(s.id), m.status().ToString());
+      continue;
+    }
+    if (auto c = snap::ChooseResume(*m)) return std::optional<Found>(Found{s.id, std::move(*m), *c});
+  }
+  return std::optional<Found>();
+}
+
+}  // namespace
+
+RunCheckpoints::RunCheckpoints(std::string store_dir, os::Clock& clock)
+    : store_dir_(std::move(store_dir)), clock_(clock) {}
+
+RunCheckpoints::~RunCheckpoints() {
+  std::map<std::string, std::unique_ptr<snap::Watcher>> watchers;
+  std::multimap<std::string, Capture> captures;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    watchers.swap(watchers_);
+    captures.swap(captures_);
+  }
+  for (auto& [id, w] : watchers) w->Stop();
+  for (auto& [id, c] : captures) c.thread.join();
+}
+
+void RunCheckpoints::StartCapture(const std::string& run_id, std::function<void()> fn) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([fn = std::move(fn), done] {
+    fn();
+    done->store(true);
+  });
+  captures_.emplace(run_id, Capture{std::move(t), std::move(done)});
+}
+
+Result<snap::Store*> RunCheckpoints::store() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!store_) {
+    snap::StoreOptions o;
+    o.clock = &clock_;
+    ASSIGN_OR_RETURN(store_, snap::Store::Create(store_dir_, o));
+  }
+  return store_.get();
+}
+
+void RunCheckpoints::AddEvent(const std::string& run_id, const std::string& type,
+                              const std::string& msg, Json data) {
+  std::lock_guard<std::mutex> l(mu_);
+  events_.push_back({run_id, type, msg, std::move(data)});
+}
+
+std::vector<CheckpointEvent> RunCheckpoints::TakeEvents() {
+  std::vector<CheckpointEvent> out;
+  std::vector<std::thread> finished;  // joined here, so ended captures do not pile up
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    out.swap(events_);
+    for (auto it = captures_.begin(); it != captures_.end();) {
+      if (it->second.done->load()) {
+        finished.push_back(std::move(it->second.thread));
+        it = captures_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& t : finished) t.join();
+  return out;
+}
+
+bool RunCheckpoints::Watching(const std::string& run_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return watchers_.count(run_id) > 0;
+}
+
+// Runs on a watcher's thread or a capture thread, never under mu_.
+void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std::string& dir,
+                              DirOwner owner, int keep, const std::string& why) {
+  auto store = this->store();
+  if (!store.ok()) {
+    AddEvent(run_id, "warning", "checkpoint not captured: " + store.status().message());
+    return;
+  }
+  snap::SnapshotOptions o;
+  o.tags = {{"run", run_id}, {"attempt", std::to_string(attempt)}, {"uid", std::to_string(owner.uid)}};
+  auto r = (*store)->Snapshot(dir, o);
+  if (!r.ok()) {
+    Json data = {{"reason", r.status().message()}, {"msg_id", r.status().msg_id()}};
+    AddEvent(run_id, "warning", "checkpoint snapshot skipped: " + r.status().message(), data);
+    return;
+  }
+  const snap::Manifest& m = r->manifest;
+  auto resume = snap::ChooseResume(m);
+  std::string msg = fmt::format("snapshot {} ({}): {} files, {} new", Short(r->id), why,
+                                m.stats.files, FormatBytes(m.stats.new_bytes));
+  Json data = {{"snapshot", r->id}, {"files", m.stats.files}, {"new_bytes", m.stats.new_bytes},
+               {"complete", m.complete()}};
+  if (resume) {
+    msg += "; resume point " + resume->path;
+    data["resume_point"] = resume->path;
+    if (resume->step) data["step"] = *resume->step;
+  }
+  for (const auto& c : m.checkpoints) {
+    if (!c.complete) msg += fmt::format("; {} is incomplete ({})", c.path, c.reason);
+  }
+  AddEvent(run_id, "checkpoint", msg, data);
+  if (keep > 0) {
+    snap::PrunePolicy p;
+    p.keep_last = static_cast<size_t>(keep);
+    p.run = run_id;
+    if (auto pr = (*store)->Prune(p); !pr.ok()) {
+      AddEvent(run_id, "warning", "pruning old snapshots failed: " + pr.status().message());
+    }
+  }
+}
+
+Status RunCheckpoints::Watch(const std::string& run_id, int attempt, const std::string& dir,
+                             DirOwner owner, int keep, bool capture_now) {
+  RETURN_IF_ERROR(os::MakeDirsOwned(dir, 0755, owner.uid, owner.gid));
+  snap::WatcherOptions o;
+  o.clock = &clock_;
+  auto w = snap::Watcher::Start(dir, o, [=, this](const snap::WatchBatch&) {
+    Snapshot(run_id, attempt, dir, owner, keep, "written");
+  });
+  if (!w.ok()) return w.status();
+  if ((*w)->mode() == snap::WatchMode::kPolling) {
+    AddEvent(run_id, "warning", "checkpoint directory polled, not watched: " + (*w)->fallback_reason());
+  }
+  std::unique_ptr<snap::Watcher> old;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    old = std::move(watchers_[run_id]);
+    watchers_[run_id] = std::move(*w);
+  }
+  if (old) old->Stop();
+  if (capture_now) {
+    std::lock_guard<std::mutex> l(mu_);
+    StartCapture(run_id, [=, this] { Snapshot(run_id, attempt, dir, owner, keep, "after a daemon restart"); });
+  }
+  return Status::OK();
+}
+
+void RunCheckpoints::Unwatch(const std::string& run_id, int attempt, const std::string& dir,
+                             DirOwner owner, int keep, bool capture_if_unwatched) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::unique_ptr<snap::Watcher> w;
+  if (auto it = watchers_.find(run_id); it != watchers_.end()) {
+    w = std::move(it->second);
+    watchers_.erase(it);
+  }
+  if (!w && !capture_if_unwatched) return;
+  // The flush's callback snapshots on the watcher's thread; Stop waits for it.
+  std::shared_ptr<snap::Watcher> shared(std::move(w));
+  StartCapture(run_id, [=, this] {
+    if (shared) {
+      shared->Stop(/*flush=*/true);
+    } else {
+      Snapshot(run_id, attempt, dir, owner, keep, "after the run ended unwatched");
+    }
+  });
+}
+
+void RunCheckpoints::WaitCaptures(const std::string& run_id) {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto [b, e] = captures_.equal_range(run_id);
+    for (auto it = b; it != e; ++it) threads.push_back(std::move(it->second.thread));
+    captures_.erase(b, e);
+  }
+  for (auto& t : threads) t.join();
+}
+
+Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std::string& resume_run,
+                                            const std::string& dir, DirOwner owner) {
+  WaitCaptures(run_id);
+  RETURN_IF_ERROR(os::MakeDirsOwned(dir, 0755, owner.uid, owner.gid));
+  ASSIGN_OR_RETURN(snap::Store * store, this->store());
+  ASSIGN_OR_RETURN(auto found, NewestResumable(*store, run_id));
+  if (!found && !resume_run.empty()) {
+    WaitCaptures(resume_run);
+    ASSIGN_OR_RETURN(found, NewestResumable(*store, resume_run));
+  }
+  ResumePoint p;
+  if (!found) return p;
+  p.snapshot = found->id;
+  p.resume_from = dir + "/" + found->checkpoint.path;
+  if (DirMatches(found->manifest, dir)) {
+    AddEvent(run_id, "checkpoint",
+             fmt::format("{} matches snapshot {}; resuming from {}", dir, Short(found->id),
+                         found->checkpoint.path),
+             {{"snapshot", found->id}, {"dir", dir}, {"resume_from", p.resume_from}});
+    return p;
+  }
+  snap::RestoreOptions ro;
+  ro.force = true;  // what is there now differs from the checkpoint: replace it
+  ASSIGN_OR_RETURN(auto restored, store->Restore(found->id, dir, ro));
+  if (::geteuid() == 0 && owner.uid != 0) RETURN_IF_ERROR(os::ChownTree(dir, owner.uid, owner.gid));
+  p.restored = true;
+  AddEvent(run_id, "checkpoint",
+           fmt::format("restored snapshot {} into {} ({} files, {}); resuming from {}", Short(found->id),
+                       dir, restored.files, FormatBytes(restored.bytes), found->checkpoint.path),
+           {{"snapshot", found->id}, {"dir", dir}, {"files", restored.files}, {"bytes", restored.bytes},
+            {"resume_from", p.resume_from}});
+  return p;
+}
+
+}  // namespace lathe::daemon

@@ -1,0 +1,99 @@
+// The daemon's side of `lathe snap` through the API: the runs' snapshots in
+// <home>/store, with the same access rule as runs (a snapshot tagged with
+// another user's uid is theirs alone; root and the daemon's user see all).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "lathe/daemon/daemon.h"
+#include "lathe/os/files.h"
+#include "lathe/os/users.h"
+#include "lathe/snap/info_json.h"
+#include "lathe/snap/store.h"
+
+namespace lathe::daemon {
+namespace {
+
+bool Visible(const Caller& caller, const std::map<std::string, std::string>& tags) {
+  if (caller.admin) return true;
+  auto uid = tags.find("uid");
+  return uid != tags.end() && uid->second == std::to_string(caller.uid);
+}
+
+bool OfRun(const std::map<std::string, std::string>& tags, const std::string& run_id) {
+  auto run = tags.find("run");
+  return run_id.empty() || (run != tags.end() && run->second == run_id);
+}
+
+Status Forbidden(const std::string& ref, const std::map<std::string, std::string>& tags) {
+  auto uid = tags.find("uid");
+  std::string owner = "root";
+  if (uid != tags.end()) {
+    auto u = os::LookupUser(static_cast<uid_t>(std::stoul(uid->second)));
+    owner = u.ok() ? u->name : uid->second;
+  }
+  return Status::Msg(Code::kPermissionDenied, "snap.forbidden", {{"snapshot", ref}, {"owner", owner}});
+}
+
+// The nearest existing directory at or above `path`.
+std::string ExistingAncestor(std::filesystem::path p) {
+  while (!p.empty() && p != p.root_path() && !os::Exists(p.string())) p = p.parent_path();
+  return p.empty() ? "/" : p.string();
+}
+
+}  // namespace
+
+Result<Json> Daemon::ListSnapshots(const Caller& caller, const std::string& run_ref) {
+  std::string run_id;
+  if (!run_ref.empty()) {
+    ASSIGN_OR_RETURN(auto r, Access(caller, run_ref, "read"));
+    run_id = r.id;
+  }
+  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+  ASSIGN_OR_RETURN(auto snaps, store->List());
+  ASSIGN_OR_RETURN(auto skipped, store->Skipped());
+  Json rows = Json::array();
+  for (const auto& s : snaps) {
+    if (Visible(caller, s.tags) && OfRun(s.tags, run_id)) rows.push_back(snap::InfoToJson(s));
+  }
+  for (const auto& s : skipped) {
+    if (Visible(caller, s.tags) && OfRun(s.tags, run_id)) rows.push_back(snap::SkipToJson(s));
+  }
+  return rows;
+}
+
+Result<Json> Daemon::GetSnapshot(const Caller& caller, const std::string& ref) {
+  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+  ASSIGN_OR_RETURN(auto id, store->Resolve(ref));
+  ASSIGN_OR_RETURN(auto m, store->Load(id));
+  if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
+  return Json{{"id", id}, {"manifest", Json::parse(snap::ManifestToJson(m))}};
+}
+
+Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
+                                     bool force) {
+  if (to.empty() || to[0] != '/') {
+    return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute", {{"path", to}});
+  }
+  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+  ASSIGN_OR_RETURN(auto id, store->Resolve(ref));
+  ASSIGN_OR_RETURN(auto m, store->Load(id));
+  if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
+  // The daemon may be root: it writes only where the caller could.
+  std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal());
+  struct stat st;
+  if (!caller.admin && (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid)) {
+    return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours", {{"path", to}, {"dir", anchor}});
+  }
+  snap::RestoreOptions o;
+  o.force = force;
+  ASSIGN_OR_RETURN(auto r, store->Restore(id, to, o));
+  if (::geteuid() == 0 && caller.uid != 0) {
+    auto u = os::LookupUser(caller.uid);
+    RETURN_IF_ERROR(os::ChownTree(to, caller.uid, u.ok() ? u->gid : caller.uid));
+  }
+  return Json{{"id", id}, {"path", to}, {"files", r.files}, {"bytes", r.bytes}};
+}
+
+}  // namespace lathe::daemon
