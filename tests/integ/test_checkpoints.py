@@ -158,5 +158,55 @@ class Checkpoints(DaemonTest):
         self.assertIn("checkpoint", r.stderr)
 
 
+class CheckpointsOnAFullStore(unittest.TestCase):
+    """The store fills up: the snapshot is skipped and says why, the run goes on."""
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to mount a small tmpfs (CI runs as root)")
+        self.mnt = tempfile.mkdtemp(prefix="lathe-ckfull-")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48M,mode=755", "tmpfs", self.mnt], check=True)
+        self.d = Daemon(gpus="none", home=self.mnt).start()
+        self.work = tempfile.mkdtemp(prefix="lathe-ckfull-src-")
+
+    def tearDown(self):
+        self.d.stop()
+        subprocess.run(["pkill", "-9", "-f", "__monitor " + self.mnt], check=False)
+        subprocess.run(["umount", "-l", self.mnt], check=False)
+        os.rmdir(self.mnt)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def test_snapshot_is_skipped_with_the_reason_and_the_run_is_undisturbed(self):
+        ckpt = os.path.join(self.work, "ckpt")
+        # Three incompressible 16 MB files, one per second: the store (48 MB,
+        # reserve 10%) takes two, the third would cross the reserve.
+        script = ("import os, time\n"
+                  "for i in range(3):\n"
+                  f"    p = os.path.join({ckpt!r}, f'weights_{{i}}.bin')\n"
+                  "    with open(p + '.tmp', 'wb') as f: f.write(os.urandom(16 << 20))\n"
+                  "    os.replace(p + '.tmp', p)\n"
+                  "    time.sleep(1.5)\n"
+                  "print('done')\n")
+        i = self.d.submit("--checkpoint-dir", ckpt, "--", PY, "-c", script)
+        r = self.d.wait_state(i, ["succeeded", "failed"], timeout=180)
+        self.assertEqual(r["state"], "succeeded", self.d.logs(i))
+        self.assertEqual(self.d.logs(i), "done\n")
+        warnings = self.d.wait_for(
+            lambda: [e for e in self.d.inspect(i)["events"] if e["type"] == "warning"], "the skip event")
+        self.assertIn("skipped", warnings[0]["message"])
+        self.assertIn("reserve", warnings[0]["message"])
+        rows = json.loads(self.d.cli("snap", "ls", i, "--json").stdout)
+        self.assertIn("skipped", [x["status"] for x in rows])
+        fsck = json.loads(self.d.cli("snap", "fsck", "--json").stdout)
+        self.assertTrue(fsck["ok"], fsck)
+        # The snapshots taken before the store filled restore intact.
+        taken = [x for x in rows if x["status"] == "complete"]
+        self.assertTrue(taken, rows)
+        out = os.path.join(self.work, "out")
+        self.d.cli("snap", "restore", taken[-1]["id"], "--to", out)
+        with open(os.path.join(out, "weights_0.bin"), "rb") as a, open(os.path.join(ckpt, "weights_0.bin"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+
 if __name__ == "__main__":
     unittest.main()
