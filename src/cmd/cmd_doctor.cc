@@ -23,7 +23,10 @@
 #include "lathe/gpu/source.h"
 #include "lathe/common/units.h"
 #include "lathe/net/http_client.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+
+#include <fmt/format.h>
 
 namespace lathe::cmd {
 namespace {
@@ -74,10 +77,57 @@ Status PingDaemon(std::string* where) {
   return last;
 }
 
+// The seed's check-upload.sh, done properly: a run writes one file into a
+// fresh checkpoint directory, and the daemon must capture it.
+Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
+  std::string dir = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { (void)os::RemoveAll(dir); }
+  } cleanup{dir};
+  Json spec = {{"command", {"/bin/sh", "-c", "printf lathe-doctor > \"$LATHE_CHECKPOINT_DIR/probe.bin\""}},
+               {"workdir", dir},
+               {"checkpoints", {{"dir", dir + "/ckpt"}, {"keep", 1}}}};
+  ASSIGN_OR_RETURN(Json run, c->Post("/api/v1/runs", spec));
+  std::string id = run.value("id", "");
+  int64_t deadline = os::RealClock().MonotonicMs() + timeout_ms;
+  while (os::RealClock().MonotonicMs() < deadline) {
+    ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + id));
+    int64_t started = 0;
+    for (const auto& e : r.value("events", Json::array())) {
+      std::string type = e.value("type", "");
+      if (type == "state" && e.value("message", "").rfind("started", 0) == 0) started = e.value("ts_ms", int64_t{0});
+      if (type == "warning") return Status::FailedPrecondition(e.value("message", ""));
+      if (type == "checkpoint" && e.contains("data") && e["data"].contains("snapshot")) {
+        return doctor::CaptureResult{e["data"]["snapshot"].get<std::string>(),
+                                     started ? e.value("ts_ms", int64_t{0}) - started : 0};
+      }
+    }
+    std::string state = r.value("state", "");
+    if (state == "failed" || state == "stopped" || state == "lost") {
+      return Status::FailedPrecondition("test run " + id + " " + state + ": " + r.value("reason", ""));
+    }
+    os::RealClock().SleepMs(50);
+  }
+  return Status::DeadlineExceeded(fmt::format("no snapshot of test run {} within {} s", id, timeout_ms / 1000));
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, n) : "lathe";
+}
+
 Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   doctor::RealSystemOptions ro;
   ro.lathe_home = daemon::DaemonHome("").home;
   ro.daemon_status = PingDaemon;
+  ro.store_dir = daemon::ReadableStoreDir();
+  ro.self_exe = SelfExe();
+  ro.capture = CaptureRoundTrip;
   auto view = doctor::NewRealSystemView(std::move(ro));
   doctor::DoctorOptions o;
   o.fast = f.fast;

@@ -45,10 +45,9 @@ std::string Short(const std::string& id) { return id.substr(0, 12); }
 // Without --store: the store of the daemon a client would talk to, when this
 // user can open it (the user's own daemon; root for the system one).
 Result<std::string> DaemonStoreDir() {
-  for (const auto& c : daemon::ClientCandidates()) {
-    if (os::Exists(c.paths.store + "/config.json") || os::Exists(c.paths.store + "/snapshots")) return c.paths.store;
-  }
-  return Status::Msg(Code::kNotFound, "snap.no_daemon_store");
+  std::string dir = daemon::ReadableStoreDir();
+  if (dir.empty()) return Status::Msg(Code::kNotFound, "snap.no_daemon_store");
+  return dir;
 }
 
 Result<std::unique_ptr<Store>> OpenStore(const SnapFlags& f, bool create) {

@@ -104,6 +104,37 @@ class Doctor(Cli, unittest.TestCase):
         report, _ = self.doctor_json("--fast", env=self.env(LANG="zh_CN.UTF-8"))
         self.assertEqual(report["lang"], "zh")
 
+    def test_capture_round_trip_and_store_fsck_with_a_daemon(self):
+        d = Daemon(gpus="none", home=self.home).start()
+        try:
+            report, r = self.doctor_json("--only", "lathe")
+            by_id = {c["id"]: c for c in report["checks"]}
+            self.assertEqual(by_id["lathe.daemon"]["outcome"], "lathe.daemon.ok")
+            self.assertEqual(by_id["lathe.capture"]["outcome"], "lathe.capture.ok", by_id["lathe.capture"])
+            # The test run and its snapshot are real: the daemon lists them.
+            snaps = json.loads(d.cli("snap", "ls", "--json").stdout)
+            self.assertEqual(len(snaps), 1)
+            # The store exists now: the next doctor verifies it.
+            report, _ = self.doctor_json("--only", "lathe")
+            store = {c["id"]: c for c in report["checks"]}["lathe.store"]
+            self.assertEqual(store["outcome"], "lathe.store.ok", store)
+            # Damage one pack: fsck names it and the check fails.
+            packs = glob.glob(os.path.join(self.home, "store", "packs", "*.pack"))
+            self.assertTrue(packs)
+            with open(packs[0], "r+b") as f:
+                f.seek(os.path.getsize(packs[0]) // 2)
+                b = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([b[0] ^ 0xFF]))
+            report, r = self.doctor_json("--only", "lathe", "--fast")
+            self.assertEqual({c["id"]: c for c in report["checks"]}["lathe.store"]["outcome"], "lathe.store.fast")
+            report, r = self.doctor_json("--only", "lathe")
+            store = {c["id"]: c for c in report["checks"]}["lathe.store"]
+            self.assertEqual(store["outcome"], "lathe.store.damaged", store)
+            self.assertEqual(r.returncode, 1)
+        finally:
+            d.cleanup()
+
     def test_only_one_group_and_bad_group(self):
         report, _ = self.doctor_json("--fast", "--only", "system")
         self.assertEqual({c["group"] for c in report["checks"]}, {"system"})

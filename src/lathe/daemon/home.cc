@@ -64,4 +64,12 @@ std::vector<Candidate> ClientCandidates() {
   return out;
 }
 
+std::string ReadableStoreDir() {
+  for (const auto& c : ClientCandidates()) {
+    std::string config = c.paths.store + "/config.json";
+    if (::access(config.c_str(), R_OK) == 0) return c.paths.store;
+  }
+  return "";
+}
+
 }  // namespace lathe::daemon

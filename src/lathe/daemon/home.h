@@ -39,4 +39,8 @@ struct Candidate {
 };
 std::vector<Candidate> ClientCandidates();
 
+// The snapshot store of the first candidate home that has one this user can
+// read ("" when none): what `lathe snap` and the doctor use without --store.
+std::string ReadableStoreDir();
+
 }  // namespace lathe::daemon

@@ -23,14 +23,32 @@ Finding CheckHome(const SystemView& view, const Facts&) {
   return {exists ? "lathe.home.ok" : "lathe.home.creatable", {{"path", home}}};
 }
 
-// The snapshot store (snap/) is not part of this build yet: the checks say
-// so instead of pretending. When it lands they run `fsck` and the
-// checkpoint-capture round trip through the daemon.
-Finding CheckStore(const SystemView&, const Facts&) { return {"lathe.store.unavailable", {}}; }
+Finding CheckStore(const SystemView&, const Facts& f) {
+  const StoreProbe& s = f.store;
+  switch (s.state) {
+    case ProbeState::kNotRun: return {"lathe.store.fast", {}};
+    case ProbeState::kTimedOut:
+      return {"lathe.store.slow", {{"path", s.path}, {"seconds", std::to_string(f.store_timeout_ms / 1000)}}};
+    case ProbeState::kFailed: return {"lathe.store.error", {{"path", s.path}, {"error", s.error}}};
+    case ProbeState::kDone: break;
+  }
+  if (s.path.empty()) return {"lathe.store.none", {}};
+  if (s.problems > 0) {
+    return {"lathe.store.damaged",
+            {{"path", s.path}, {"count", std::to_string(s.problems)}, {"first", s.first_problem}}};
+  }
+  return {"lathe.store.ok",
+          {{"path", s.path}, {"snapshots", std::to_string(s.snapshots)}, {"packs", std::to_string(s.packs)},
+           {"chunks", std::to_string(s.chunks)}}};
+}
 
 Finding CheckCapture(const SystemView&, const Facts& f) {
   if (!f.daemon.up) return {"lathe.capture.no_daemon", {}};
-  return {"lathe.capture.unavailable", {}};
+  const CaptureProbe& c = f.capture;
+  if (c.state == ProbeState::kNotRun) return {"lathe.capture.fast", {}};
+  if (c.state != ProbeState::kDone) return {"lathe.capture.fail", {{"error", c.error}}};
+  return {"lathe.capture.ok",
+          {{"snapshot", c.result.snapshot.substr(0, 12)}, {"ms", std::to_string(c.result.ms)}}};
 }
 
 }  // namespace lathe::doctor

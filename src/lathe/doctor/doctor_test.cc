@@ -510,10 +510,52 @@ TEST(LatheChecks, DaemonAndHome) {
   m.daemon = Status::OK();
   Report r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.daemon").finding.outcome, "lathe.daemon.ok");
-  EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.unavailable");
+  EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.ok");
   m.writable.clear();
   m.writable.insert("/tmp");
   EXPECT_EQ(Outcome(m, "lathe.home"), "lathe.home.not_writable");
+}
+
+TEST(LatheChecks, StoreFsckSummary) {
+  FakeSystemView m = HealthyMachine();
+  EXPECT_EQ(Outcome(m, "lathe.store"), "lathe.store.none");
+  m.store_dir = "/var/lib/lathe/store";
+  m.SetCommand("lathe snap", CommandOutput{0, R"({"ok":true,"packs":3,"chunks":120,"snapshots":7,"problems":[]})", ""});
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "lathe.store").finding.outcome, "lathe.store.ok");
+  EXPECT_EQ(Value(Get(r, "lathe.store"), "snapshots"), "7");
+  m.SetCommand("lathe snap", CommandOutput{1, R"({"ok":false,"packs":3,"chunks":120,"snapshots":7,
+      "problems":[{"snapshot":"ab","file":"ckpt/model.pt","chunk":"cd","pack":"","what":"hash mismatch"}]})", ""});
+  r = RunOn(m);
+  EXPECT_EQ(Get(r, "lathe.store").finding.outcome, "lathe.store.damaged");
+  EXPECT_EQ(Value(Get(r, "lathe.store"), "first"), "ckpt/model.pt: hash mismatch");
+  EXPECT_EQ(Get(r, "lathe.store").severity, Severity::kFail);
+  m.SetCommand("lathe snap", Status::DeadlineExceeded("killed after 10 s"));
+  EXPECT_EQ(Outcome(m, "lathe.store"), "lathe.store.slow");
+  m.SetCommand("lathe snap", CommandOutput{1, "", "cannot open index.db"});
+  EXPECT_EQ(Outcome(m, "lathe.store"), "lathe.store.error");
+  DoctorOptions fast;
+  fast.fast = true;
+  EXPECT_EQ(Get(RunOn(m, fast), "lathe.store").finding.outcome, "lathe.store.fast");
+}
+
+TEST(LatheChecks, CaptureRoundTripNeedsTheDaemonAndReportsItsLatency) {
+  FakeSystemView m = HealthyMachine();
+  m.capture = CaptureResult{"0123456789abcdef0123", 420};
+  EXPECT_EQ(Outcome(m, "lathe.capture"), "lathe.capture.no_daemon");
+  m.daemon = Status::OK();
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.ok");
+  EXPECT_EQ(Value(Get(r, "lathe.capture"), "ms"), "420");
+  EXPECT_EQ(Value(Get(r, "lathe.capture"), "snapshot"), "0123456789ab");
+  m.capture = Status::FailedPrecondition("checkpoint snapshot skipped: below the reserve");
+  r = RunOn(m);
+  EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.fail");
+  EXPECT_NE(Value(Get(r, "lathe.capture"), "error").find("reserve"), std::string::npos);
+  ExpectFilled(r);
+  DoctorOptions fast;
+  fast.fast = true;
+  EXPECT_EQ(Get(RunOn(m, fast), "lathe.capture").finding.outcome, "lathe.capture.fast");
 }
 
 // ---- formats ---------------------------------------------------------------------

@@ -191,6 +191,42 @@ std::string CudartVersionFromName(std::string_view file_name) {
   return "";
 }
 
+// `lathe snap fsck --json` in a child, so a large store cannot hold the
+// doctor past its timeout.
+StoreProbe ProbeStore(const SystemView& view, int64_t timeout_ms) {
+  StoreProbe p;
+  p.path = view.StoreDir();
+  if (p.path.empty()) {
+    p.state = ProbeState::kDone;
+    return p;
+  }
+  auto r = view.Run({view.SelfExe(), "snap", "--store", p.path, "fsck", "--json"}, timeout_ms);
+  if (!r.ok()) {
+    p.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
+    p.error = r.status().message();
+    return p;
+  }
+  auto j = ParseJson(r->out);
+  if (!j.ok() || !j->is_object() || !j->contains("ok")) {
+    p.state = ProbeState::kFailed;
+    p.error = r->err.empty() ? "unexpected output from lathe snap fsck" : r->err.substr(0, 300);
+    return p;
+  }
+  p.state = ProbeState::kDone;
+  p.snapshots = j->value("snapshots", uint64_t{0});
+  p.packs = j->value("packs", uint64_t{0});
+  p.chunks = j->value("chunks", uint64_t{0});
+  if (j->contains("problems") && (*j)["problems"].is_array()) {
+    const Json& probs = (*j)["problems"];
+    p.problems = probs.size();
+    if (!probs.empty()) {
+      const Json& f = probs[0];
+      p.first_problem = f.value("file", "") + (f.value("file", "").empty() ? "" : ": ") + f.value("what", "");
+    }
+  }
+  return p;
+}
+
 Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
   Facts f;
   f.torch_timeout_ms = o.torch_timeout_ms;
@@ -211,13 +247,20 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
       }
     }
   }
+  f.store_timeout_ms = o.store_timeout_ms;
   if (o.lathe) {
     threads.emplace_back([&] {
       Status st = view.DaemonStatus(&f.daemon.where);
       f.daemon.state = ProbeState::kDone;
       f.daemon.up = st.ok();
       f.daemon.reason = st.message();
+      if (!f.daemon.up || o.fast) return;
+      auto c = view.CaptureRoundTrip(o.capture_timeout_ms);
+      f.capture.state = c.ok() ? ProbeState::kDone : ProbeState::kFailed;
+      if (c.ok()) f.capture.result = *c;
+      else f.capture.error = c.status().message();
     });
+    if (!o.fast) threads.emplace_back([&] { f.store = ProbeStore(view, o.store_timeout_ms); });
   }
   if (o.network && !o.fast) {
     threads.emplace_back([&] { f.dns = ProbeDns(view, o.dns_name, o.dns_timeout_ms); });

@@ -57,6 +57,20 @@ struct DaemonProbe {
   std::string reason;  // why it is not up
 };
 
+struct StoreProbe {
+  ProbeState state = ProbeState::kNotRun;
+  std::string path;  // the store checked; empty when there is none to check
+  std::string error;
+  uint64_t snapshots = 0, packs = 0, chunks = 0, problems = 0;
+  std::string first_problem;
+};
+
+struct CaptureProbe {
+  ProbeState state = ProbeState::kNotRun;
+  CaptureResult result;
+  std::string error;
+};
+
 struct Facts {
   bool gpus_sampled = false;
   Result<gpu::Inventory> gpus = gpu::Inventory{};
@@ -65,7 +79,10 @@ struct Facts {
   ToolkitProbe toolkit;
   DnsProbe dns;
   DaemonProbe daemon;
+  StoreProbe store;
+  CaptureProbe capture;
   int64_t torch_timeout_ms = 0;
+  int64_t store_timeout_ms = 0;
 };
 
 struct ProbeOptions {
@@ -76,6 +93,8 @@ struct ProbeOptions {
   int64_t torch_timeout_ms = 20000;
   int64_t nvcc_timeout_ms = 5000;
   int64_t dns_timeout_ms = 3000;
+  int64_t store_timeout_ms = 10000;    // `lathe snap fsck` of the daemon's store
+  int64_t capture_timeout_ms = 15000;  // the capture round trip through the daemon
   std::string dns_name = "pypi.org";
 };
 

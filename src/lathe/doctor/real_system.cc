@@ -122,6 +122,13 @@ class RealSystemView : public SystemView {
     return Status::OK();
   }
 
+  std::string StoreDir() const override { return o_.store_dir; }
+  std::string SelfExe() const override { return o_.self_exe; }
+  Result<CaptureResult> CaptureRoundTrip(int64_t timeout_ms) const override {
+    if (!o_.capture) return Status::Unavailable("not checked");
+    return o_.capture(timeout_ms);
+  }
+
   Status DaemonStatus(std::string* where) const override {
     if (!o_.daemon_status) return Status::Unavailable("not checked");
     return o_.daemon_status(where);

@@ -16,6 +16,13 @@ struct RealSystemOptions {
   // api::ApiClient, which the doctor module does not link). Null: the
   // daemon is reported Unavailable("not checked").
   std::function<Status(std::string* where)> daemon_status;
+  // The daemon's snapshot store when readable ("" = none), and the lathe
+  // binary that checks it.
+  std::string store_dir;
+  std::string self_exe;
+  // The capture round trip through the daemon (the CLI builds it on
+  // api::ApiClient). Null: Unavailable("not checked").
+  std::function<Result<CaptureResult>(int64_t timeout_ms)> capture;
   // GPU source spec for SampleGpus(), as gpu/source.h OpenGpuSource takes it.
   std::string gpu_spec = "auto";
 };

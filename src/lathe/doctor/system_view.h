@@ -41,6 +41,11 @@ struct CommandOutput {
   std::string err;    // stderr
 };
 
+struct CaptureResult {
+  std::string snapshot;  // id of the snapshot that holds the file
+  int64_t ms = 0;        // from the run's start to the snapshot's event
+};
+
 class SystemView {
  public:
   virtual ~SystemView() = default;
@@ -71,6 +76,10 @@ class SystemView {
   virtual std::optional<std::string> FindExecutable(const std::string& name) const = 0;
   // The canonical path (symlinks resolved), or `path` when that fails.
   virtual std::string RealPath(const std::string& path) const = 0;
+  // The daemon's snapshot store when this user can read it, else "".
+  virtual std::string StoreDir() const = 0;
+  // The lathe binary (for `lathe snap fsck` under a timeout).
+  virtual std::string SelfExe() const = 0;
 
   // ---- slow: the doctor calls these from its parallel probes ------------
   // A sample of the GPUs (gpu/source.h "auto": no driver is an empty
@@ -80,6 +89,10 @@ class SystemView {
   // `timeout_ms`: DeadlineExceeded then; NotFound when it cannot be started.
   virtual Result<CommandOutput> Run(const std::vector<std::string>& argv,
                                     int64_t timeout_ms) const = 0;
+  // Through the daemon: a run writes one file into a fresh checkpoint
+  // directory; the answer is the snapshot that captured it and how long after
+  // the run started it was committed. Gives up after `timeout_ms`.
+  virtual Result<CaptureResult> CaptureRoundTrip(int64_t timeout_ms) const = 0;
 };
 
 }  // namespace lathe::doctor

@@ -32,6 +32,8 @@ class FakeSystemView : public SystemView {
   std::map<std::string, Result<CommandOutput>> commands;
   Result<gpu::Inventory> gpus = gpu::Inventory{};
   mutable int run_count = 0;  // commands run (probes)
+  std::string store_dir;      // "" = no store; fsck answers come from commands["lathe snap"]
+  Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380};
 
   Result<std::string> ReadFile(const std::string& path) const override;
   Result<std::vector<std::string>> ListDir(const std::string& path) const override;
@@ -47,6 +49,9 @@ class FakeSystemView : public SystemView {
   Status DaemonStatus(std::string* where) const override;
   std::optional<std::string> FindExecutable(const std::string& name) const override;
   std::string RealPath(const std::string& path) const override { return path; }
+  std::string StoreDir() const override { return store_dir; }
+  std::string SelfExe() const override { return "lathe"; }
+  Result<CaptureResult> CaptureRoundTrip(int64_t) const override { return capture; }
   Result<gpu::Inventory> SampleGpus() const override { return gpus; }
   Result<CommandOutput> Run(const std::vector<std::string>& argv,
                             int64_t timeout_ms) const override;
