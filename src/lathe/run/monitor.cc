@@ -1,6 +1,7 @@
 #include "lathe/run/monitor.h"
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <grp.h>
 #include <poll.h>
 #include <sys/mount.h>
@@ -477,28 +478,36 @@ Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string&
     if (logfd >= 0) ::close(logfd);
     return ErrnoStatus("open " + monitor_log, err);
   }
-  // Everything the child needs is prepared before fork: after fork in a
-  // threaded process only async-signal-safe calls are allowed.
+  // posix_spawn (vfork-style: no copy of the daemon's page tables) with the
+  // child's set-up as spawn attributes: its own session (the daemon's
+  // terminal and death do not reach it), stdin from /dev/null, stdout and
+  // stderr to monitor.log, the handshake pipe as fd 3, nothing else open,
+  // no signals blocked.
   std::string fd_arg = "3";
   const char* argv[] = {self_exe.c_str(), "__monitor", launch_path.c_str(), fd_arg.c_str(), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawn_file_actions_adddup2(&fa, devnull, 0);
+  ::posix_spawn_file_actions_adddup2(&fa, logfd, 1);
+  ::posix_spawn_file_actions_adddup2(&fa, logfd, 2);
+  ::posix_spawn_file_actions_adddup2(&fa, hs[1], 3);  // clears close-on-exec, also when hs[1] == 3
+  ::posix_spawn_file_actions_addclosefrom_np(&fa, 4);
   sigset_t none;
   sigemptyset(&none);
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) {
-    ::setsid();  // its own session: the daemon's terminal and death do not reach it
-    ::dup2(devnull, 0);
-    ::dup2(logfd, 1);
-    ::dup2(logfd, 2);
-    if (hs[1] == 3) {
-      ::fcntl(3, F_SETFD, 0);
-    } else {
-      ::dup2(hs[1], 3);
-    }
-    ::close_range(4, ~0U, 0);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(self_exe.c_str(), const_cast<char* const*>(argv));
-    ::_exit(127);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  int err = ::posix_spawn(&pid, self_exe.c_str(), &fa, &attr, const_cast<char* const*>(argv), environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  if (err != 0) {
+    ::close(hs[0]);
+    ::close(hs[1]);
+    ::close(logfd);
+    ::close(devnull);
+    return ErrnoStatus("spawn " + self_exe, err);
   }
   ::close(hs[1]);
   ::close(logfd);
