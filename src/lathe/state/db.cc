@@ -18,17 +18,22 @@ Status SqliteError(sqlite3* db, std::string_view what) {
 }
 }  // namespace
 
+std::string NetworkFsName(int64_t f_type) {
+  constexpr int64_t kNfs = 0x6969, kCifs = 0xFF534D42, kSmb2 = 0xFE534D42, kSmb = 0x517B;
+  switch (f_type) {
+    case kNfs: return "nfs";
+    case kCifs: return "cifs";
+    case kSmb2: return "smb2";
+    case kSmb: return "smb";
+    default: return "";
+  }
+}
+
 bool IsNetworkFilesystem(const std::string& dir, std::string* fs_name) {
   struct statfs s;
   if (::statfs(dir.c_str(), &s) != 0) return false;
-  constexpr long kNfs = 0x6969, kCifs = 0xFF534D42, kSmb2 = 0xFE534D42, kSmb = 0x517B;
-  switch (static_cast<long>(s.f_type)) {
-    case kNfs: *fs_name = "nfs"; return true;
-    case kCifs: *fs_name = "cifs"; return true;
-    case kSmb2: *fs_name = "smb2"; return true;
-    case kSmb: *fs_name = "smb"; return true;
-    default: return false;
-  }
+  *fs_name = NetworkFsName(static_cast<int64_t>(s.f_type));
+  return !fs_name->empty();
 }
 
 Stmt::~Stmt() {
@@ -73,23 +78,26 @@ Db::~Db() {
 }
 
 Result<std::unique_ptr<Db>> Db::Open(const std::string& path,
-                                     const std::vector<std::string>& migrations) {
+                                     const std::vector<std::string>& migrations,
+                                     std::optional<int64_t> fs_type) {
   std::unique_ptr<Db> db(new Db());
   if (sqlite3_open_v2(path.c_str(), &db->db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     return SqliteError(db->db_, "open " + path);
   }
-  RETURN_IF_ERROR(db->Configure(path));
+  RETURN_IF_ERROR(db->Configure(path, fs_type));
   RETURN_IF_ERROR(db->Migrate(migrations));
   return db;
 }
 
-Status Db::Configure(const std::string& path) {
+Status Db::Configure(const std::string& path, std::optional<int64_t> fs_type) {
   sqlite3_busy_timeout(db_, 5000);
   std::string fs;
   std::string dir = std::filesystem::path(path).parent_path().string();
-  if (IsNetworkFilesystem(dir.empty() ? "." : dir, &fs)) {
+  bool network = fs_type ? !(fs = NetworkFsName(*fs_type)).empty()
+                         : IsNetworkFilesystem(dir.empty() ? "." : dir, &fs);
+  if (network) {
     RETURN_IF_ERROR(Exec("PRAGMA journal_mode=DELETE"));
     journal_note_ = "state is on " + fs + ": using the rollback journal, WAL is unsafe there";
   } else {

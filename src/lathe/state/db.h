@@ -55,8 +55,11 @@ class Db {
  public:
   // Opens (creating) the database at `path` and applies `migrations` in
   // order: migrations[i] takes the schema from version i to i+1.
+  // `fs_type` overrides the statfs(2) f_type of the database's directory
+  // (tests: a machine without NFS can still check the rollback-journal path).
   static Result<std::unique_ptr<Db>> Open(const std::string& path,
-                                          const std::vector<std::string>& migrations);
+                                          const std::vector<std::string>& migrations,
+                                          std::optional<int64_t> fs_type = std::nullopt);
   ~Db();
 
   Status Exec(std::string_view sql);
@@ -71,7 +74,7 @@ class Db {
 
  private:
   Db() = default;
-  Status Configure(const std::string& path);
+  Status Configure(const std::string& path, std::optional<int64_t> fs_type);
   Status Migrate(const std::vector<std::string>& migrations);
 
   sqlite3* db_ = nullptr;
@@ -82,5 +85,8 @@ class Db {
 
 // True when `dir` is on a filesystem where SQLite's WAL is unsafe.
 bool IsNetworkFilesystem(const std::string& dir, std::string* fs_name);
+// The name of a network file system by its statfs f_type ("nfs", "cifs",
+// "smb2", "smb"), or "" for any other.
+std::string NetworkFsName(int64_t f_type);
 
 }  // namespace lathe::state

@@ -111,6 +111,39 @@ TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   EXPECT_TRUE((*s)->Get("r1").ok());
 }
 
+TEST(Db, NetworkFileSystemsAreKnownByTheirMagic) {
+  EXPECT_EQ(NetworkFsName(0x6969), "nfs");
+  EXPECT_EQ(NetworkFsName(0xFF534D42), "cifs");
+  EXPECT_EQ(NetworkFsName(0xFE534D42), "smb2");
+  EXPECT_EQ(NetworkFsName(0xEF53), "");  // ext4
+  EXPECT_EQ(NetworkFsName(0x01021994), "");  // tmpfs
+}
+
+// On NFS the database uses the rollback journal, says so, and still works
+// (and is a valid database afterwards on a local disk, in WAL mode again).
+TEST(Db, OnNfsUsesTheRollbackJournalAndSaysSo) {
+  char tmpl[] = "/tmp/lathe-db-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  {
+    auto db = Db::Open(dir + "/x.db", {"CREATE TABLE a(x)"}, /*fs_type=*/0x6969);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    EXPECT_FALSE((*db)->wal());
+    EXPECT_NE((*db)->journal_note().find("nfs"), std::string::npos);
+    auto mode = (*db)->Prepare("PRAGMA journal_mode");
+    ASSERT_TRUE(mode.ok());
+    auto row = mode->Step();
+    ASSERT_TRUE(row.ok() && *row);
+    EXPECT_EQ(mode->Text(0), "delete");
+    EXPECT_TRUE((*db)->Exec("INSERT INTO a VALUES (1)").ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.db-wal"));
+  auto local = Db::Open(dir + "/x.db", {"CREATE TABLE a(x)"});
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE((*local)->wal());
+  EXPECT_TRUE((*local)->journal_note().empty());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Db, RefusesANewerSchema) {
   char tmpl[] = "/tmp/lathe-db-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
