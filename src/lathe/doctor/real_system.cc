@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "lathe/doctor/command_runner.h"
+#include "lathe/os/command.h"
 #include "lathe/gpu/source.h"
 
 extern char** environ;
@@ -164,7 +164,7 @@ class RealSystemView : public SystemView {
 
   Result<CommandOutput> Run(const std::vector<std::string>& argv,
                             int64_t timeout_ms) const override {
-    return RunCommand(argv, timeout_ms);
+    return os::RunCommand(argv, timeout_ms);
   }
 
  private:

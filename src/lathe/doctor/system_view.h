@@ -17,6 +17,7 @@
 
 #include "lathe/common/status.h"
 #include "lathe/gpu/inventory.h"
+#include "lathe/os/command.h"
 
 namespace lathe::doctor {
 
@@ -35,11 +36,7 @@ struct Rlimit {
 };
 enum class RlimitKind { kOpenFiles, kProcesses };  // RLIMIT_NOFILE, RLIMIT_NPROC
 
-struct CommandOutput {
-  int exit_code = 0;  // the exit status; 128+N when killed by signal N
-  std::string out;    // stdout
-  std::string err;    // stderr
-};
+using os::CommandOutput;
 
 struct CaptureResult {
   std::string snapshot;  // id of the snapshot that holds the file

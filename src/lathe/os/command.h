@@ -1,5 +1,5 @@
 // Runs a command with a hard timeout and collects its output. The doctor's
-// probes use it for `python3 -c 'import torch…'` (seconds), `nvcc --version`
+// probes (doctor/probes.h) use it for `python3 -c 'import torch…'` (seconds), `nvcc --version`
 // and `getent ahosts` (which can hang for many seconds without a network).
 //
 // The child runs in its own process group with stdin on /dev/null; at the
@@ -12,9 +12,14 @@
 #include <vector>
 
 #include "lathe/common/status.h"
-#include "lathe/doctor/system_view.h"
 
-namespace lathe::doctor {
+namespace lathe::os {
+
+struct CommandOutput {
+  int exit_code = 0;  // the exit status; 128+N when killed by signal N
+  std::string out;    // stdout
+  std::string err;    // stderr
+};
 
 inline constexpr size_t kMaxCommandOutputBytes = 1 << 20;
 
@@ -23,4 +28,4 @@ inline constexpr size_t kMaxCommandOutputBytes = 1 << 20;
 // the exit status and output. Thread-safe.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms);
 
-}  // namespace lathe::doctor
+}  // namespace lathe::os

@@ -1,4 +1,4 @@
-#include "lathe/doctor/command_runner.h"
+#include "lathe/os/command.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-namespace lathe::doctor {
+namespace lathe::os {
 namespace {
 
 // exec() failures are reported through this exit status of the child.
@@ -124,4 +124,4 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t t
   return o;
 }
 
-}  // namespace lathe::doctor
+}  // namespace lathe::os
