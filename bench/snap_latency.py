@@ -11,7 +11,7 @@ clock). It includes the watcher's quiet period (200 ms). Also measures the
 restore of the latest 256 MiB snapshot into an empty directory (the store's
 part of a resume). Usage (from the repository root):
 
-    /usr/bin/python3 bench/snap_latency.py [--lathe build/lathe] [--reps 20] [--mib 256] [--changed 1.0]
+    /usr/bin/python3 bench/snap_latency.py [--lathe build/lathe] [--reps 20] [--mib 256] [--changed 1.0] [--interval S]
 """
 import argparse
 import json
@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--changed", type=float, default=1.0, help="fraction of the tensors each save rewrites")
+    ap.add_argument("--interval", type=float, default=0.0,
+                    help="seconds between one snapshot and the next save (0: back to back, a stress test)")
     ap.add_argument("--out", default="bench/snap_latency_results.json")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="lathe-snap-lat-", dir="/var/tmp")
@@ -83,6 +85,7 @@ def main():
                 raise SystemExit(line["error"])
             lat.append(line["time_ms"] / 1000 - t0)
             print(f"{i}: {lat[-1] * 1000:.0f} ms", flush=True)
+            time.sleep(a.interval)
         for i in range(3):
             out = os.path.join(work, f"restore{i}")
             t0 = time.time()
@@ -94,7 +97,7 @@ def main():
         watch.kill()
         watch.wait()
         shutil.rmtree(work, ignore_errors=True)
-    res = {"mib": a.mib, "reps": a.reps, "changed": a.changed, "latency_s": lat, "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
+    res = {"mib": a.mib, "reps": a.reps, "changed": a.changed, "interval_s": a.interval, "latency_s": lat, "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
            "max_s": max(lat), "restore_s": restore, "load": os.getloadavg(), "nproc": os.cpu_count()}
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)

@@ -175,7 +175,7 @@ void Watcher::HandleEvent(int wd, uint32_t mask, const std::string& name) {
     if (mask & IN_MOVED_TO) Changed(rel);  // a directory checkpoint renamed into place
     return;
   }
-  if (mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) Changed(rel);
+  if (mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) Changed(rel, (mask & IN_MOVED_TO) != 0);
 }
 
 // Polling: compares every regular file's (size, inode, mtime) with the last scan.
@@ -218,7 +218,9 @@ void Watcher::Fallback(const std::string& why) {
   next_scan_ms_ = 0;
 }
 
-void Watcher::Changed(const std::string& rel) {
+void Watcher::Changed(const std::string& rel, bool renamed) {
+  if (pending_.empty()) renames_only_ = true;
+  if (!renamed) renames_only_ = false;
   pending_.insert(rel);
   last_change_ms_ = clock_->MonotonicMs();
 }
@@ -228,7 +230,8 @@ void Watcher::MaybeFire() {
   // Polling must see one unchanged scan after the last change before it can
   // call the files settled.
   int64_t quiet = mode_.load() == WatchMode::kPolling ? std::max(opts_.quiet_ms, opts_.poll_interval_ms)
-                                                      : opts_.quiet_ms;
+                  : renames_only_                   ? std::min(opts_.quiet_ms, opts_.rename_quiet_ms)
+                                                    : opts_.quiet_ms;
   if (clock_->MonotonicMs() - last_change_ms_ < quiet) return;
   if (mode_.load() == WatchMode::kInotify) {
     // Whatever the kernel queued before this moment belongs to the burst.

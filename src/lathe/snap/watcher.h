@@ -45,6 +45,10 @@ struct WatcherOptions {
   // A burst ends after this long without a change: long enough to join the
   // files of one save written back to back, short enough for capture in < 1 s.
   int64_t quiet_ms = 200;
+  // A burst made only of files renamed into place (the atomic save:
+  // write to a temp name, fsync, os.replace) holds complete files already:
+  // it ends after this shorter quiet period (inotify only).
+  int64_t rename_quiet_ms = 50;
   int64_t poll_interval_ms = 2000;  // polling fallback: time between scans
   size_t max_watches = 0;           // 0: as many as the kernel allows
   bool force_polling = false;       // use polling even where inotify works
@@ -92,7 +96,7 @@ class Watcher {
   void HandleEvent(int wd, uint32_t mask, const std::string& name);
   void Scan(bool report);
   void Fallback(const std::string& why);
-  void Changed(const std::string& rel);
+  void Changed(const std::string& rel, bool renamed = false);
   void MaybeFire();
   void FlushPending();
   std::string Abs(const std::string& rel) const { return rel.empty() ? root_ : root_ + "/" + rel; }
@@ -114,6 +118,7 @@ class Watcher {
   std::map<std::string, FileSig> seen_;  // polling: the last scan
   std::set<std::string> pending_;
   int64_t last_change_ms_ = 0;
+  bool renames_only_ = true;  // every change of the pending burst was a file renamed in
   int64_t next_scan_ms_ = 0;
 
   std::thread thread_;

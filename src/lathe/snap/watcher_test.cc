@@ -141,6 +141,32 @@ TEST_F(WatcherTest, WatchLimitFallsBackToPolling) {
   EXPECT_TRUE(Has(b, "b/z"));
 }
 
+// A file renamed into place is complete: its burst ends after the shorter
+// rename quiet period; a file closed after writing waits the full one.
+TEST_F(WatcherTest, RenamedInFileSettlesSooner) {
+  WatcherOptions o;
+  o.rename_quiet_ms = 100;
+  StartWatcher(o);  // quiet_ms = kQuietMs (500)
+  TempDir outside;  // the temp file of an atomic save, written where nothing watches
+  WriteFile(outside / "ckpt.pt.tmp", "ckpt");
+  int64_t start = clock_.MonotonicMs();
+  std::filesystem::rename(outside / "ckpt.pt.tmp", dir_ / "ckpt.pt");
+  auto b = NextBatch(/*step_ms=*/100);
+  EXPECT_EQ(b.paths, std::vector<std::string>{"ckpt.pt"});
+  EXPECT_LT(clock_.MonotonicMs() - start, kQuietMs);  // before the full quiet period
+}
+
+TEST_F(WatcherTest, ClosedFileWaitsTheFullQuietPeriod) {
+  WatcherOptions o;
+  o.rename_quiet_ms = 100;
+  StartWatcher(o);
+  int64_t start = clock_.MonotonicMs();
+  WriteFile(dir_ / "ckpt.pt", "written in place");
+  auto b = NextBatch(/*step_ms=*/100);
+  EXPECT_EQ(b.paths, std::vector<std::string>{"ckpt.pt"});
+  EXPECT_GE(clock_.MonotonicMs() - start, kQuietMs);
+}
+
 TEST_F(WatcherTest, StopWithFlushDeliversTheUnsettledBurst) {
   StartWatcher();
   WriteFile(dir_ / "last.pt", "written just before the job ended");
