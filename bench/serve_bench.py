@@ -13,7 +13,9 @@ Measures, in one run:
       FastAPI + uvicorn doing torch.jit.load + JSON (uvloop and httptools when
       installed), the same JSON request, 32 connections: req/s, p50, p99, the
       ratios; lathe without and with dynamic batching; uvicorn with 1 and 2
-      workers.
+      workers. Two FastAPI apps: a lean one (raw Request, JSONResponse, async;
+      keys "fastapi_*") and the idiomatic one (a Pydantic request model, a sync
+      `def`, a returned dict; keys "fastapi_idiomatic_*").
   (c) dynamic batching on a compute-heavier MLP, 32 connections, with vs without.
   (d) overload: an identity model with a fixed 40 ms per batch (so its capacity
       C is known and small enough for a Python client to overload), 10x C
@@ -90,6 +92,32 @@ async def predict(request: Request):
     with torch.inference_mode():
         y = model(x)
     return JSONResponse({"predictions": y.tolist()})
+"""
+
+# The same endpoint as a FastAPI user usually writes it: a Pydantic request
+# model (validated and converted by FastAPI), a plain `def` (FastAPI's advice
+# for blocking code such as a torch call: it runs in the thread pool) and a
+# returned dict (serialised by FastAPI's jsonable_encoder).
+FASTAPI_IDIOMATIC_APP = r"""
+import os, torch
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+torch.set_num_threads(int(os.environ["TORCH_THREADS"]))
+model = torch.jit.load(os.environ["MODEL_PATH"]).eval()
+app = FastAPI()
+
+
+class PredictRequest(BaseModel):
+    instances: list[list[float]]
+
+
+@app.post("/predict")
+def predict(req: PredictRequest):
+    x = torch.tensor(req.instances, dtype=torch.float32)
+    with torch.inference_mode():
+        y = model(x)
+    return {"predictions": y.tolist()}
 """
 
 WRK_LUA = """
@@ -251,14 +279,14 @@ class Bench:
         port = ready_port(p.proc, b"ready", "bare_beast")
         return p, port
 
-    def fastapi(self, model, workers):
+    def fastapi(self, model, workers, app="fastapi_app"):
         port = free_port()
-        argv = [PY, "-m", "uvicorn", "fastapi_app:app", "--host", "127.0.0.1", "--port", str(port),
+        argv = [PY, "-m", "uvicorn", f"{app}:app", "--host", "127.0.0.1", "--port", str(port),
                 "--workers", str(workers), "--no-access-log", "--log-level", "warning"]
         if self.args.uvloop:
             argv += ["--loop", "uvloop", "--http", "httptools"]
         env = dict(ENV, MODEL_PATH=model, TORCH_THREADS="1")
-        p = Proc(f"uvicorn-{workers}", argv, self.tmp, env=env)
+        p = Proc(f"uvicorn-{app}-{workers}", argv, self.tmp, env=env)
         wait_http(f"http://127.0.0.1:{port}/docs", p.proc, "uvicorn")
         self.commands.append(f"MODEL_PATH={model} TORCH_THREADS=1 OMP_NUM_THREADS=1 " + " ".join(argv))
         return p, port
@@ -326,20 +354,27 @@ def check_same(a, b_, what):
         sys.exit(f"{what}: lathe and FastAPI disagree by {worst}")
 
 
+# The FastAPI apps of (b): JSON key prefix -> module written into the work dir.
+# The keys without "idiomatic" are the lean app's, as in earlier result files.
+FASTAPI_VARIANTS = (("fastapi", "fastapi_app"), ("fastapi_idiomatic", "fastapi_idiomatic_app"))
+
+
 def bench_mlp(b, models):
-    log("(b) MLP: lathe vs FastAPI")
+    log("(b) MLP: lathe vs FastAPI (lean and idiomatic)")
     rnd = random.Random(1)
     row = [round(rnd.uniform(-1, 1), 4) for _ in range(MLP_IN)]
     body = json.dumps({"instances": [row]})
     model = os.path.join(models, "mlp.pt")
     out = {}
-    fast = {}
-    for workers in (1, 2):
-        p, port = b.fastapi(model, workers)
-        url = f"http://127.0.0.1:{port}/predict"
-        fast_pred = post(url, body)["predictions"][0]
-        fast[workers] = b.wrk(f"b_fastapi_w{workers}", url, body)
-        p.stop()
+    fast = {}  # "fastapi_1_worker" ... -> wrk result
+    for prefix, app in FASTAPI_VARIANTS:
+        for workers in (1, 2):
+            key = f"{prefix}_{workers}_worker" + ("s" if workers > 1 else "")
+            p, port = b.fastapi(model, workers, app)
+            url = f"http://127.0.0.1:{port}/predict"
+            fast_pred = post(url, body)["predictions"][0]
+            fast[key] = b.wrk(f"b_{prefix}_w{workers}", url, body)
+            p.stop()
     for batching in (False, True):
         name = "mlp"
         repo = repo_with(b.tmp, name + ("_batch" if batching else "_nobatch"),
@@ -350,11 +385,11 @@ def bench_mlp(b, models):
         r = b.wrk(f"b_lathe_{'batch' if batching else 'nobatch'}", url, body)
         p.stop()
         key = "batching" if batching else "no_batching"
-        out[key] = {"lathe": pick(r),
-                    "vs_fastapi_1_worker": ratios(r, fast[1]),
-                    "vs_fastapi_2_workers": ratios(r, fast[2])}
-    out["fastapi_1_worker"] = pick(fast[1])
-    out["fastapi_2_workers"] = pick(fast[2])
+        out[key] = {"lathe": pick(r)}
+        for k, f in fast.items():
+            out[key]["vs_" + k] = ratios(r, f)
+    for k, f in fast.items():
+        out[k] = pick(f)
     return out
 
 
@@ -571,14 +606,16 @@ def print_summary(res):
                   f"(ratio {v['lathe_batching_ratio']:.2f})")
     if b_:
         print("\n(b) MLP, 32 connections: req/s, p50 ms, p99 ms")
-        for k in ("fastapi_1_worker", "fastapi_2_workers"):
+        fast = [k for k in b_ if k.startswith("fastapi")]
+        for k in fast:
             v = b_[k]
             print(f"  {k}: {v['rps']:.0f}, {v['p50_ms']:.2f}, {v['p99_ms']:.2f}")
         for k in ("no_batching", "batching"):
             v = b_[k]["lathe"]
-            r1 = b_[k]["vs_fastapi_1_worker"]
-            print(f"  lathe {k}: {v['rps']:.0f}, {v['p50_ms']:.2f}, {v['p99_ms']:.2f}  "
-                  f"(x{r1['rps']:.1f} req/s, p99 x{r1['p99']:.2f} vs 1 worker)")
+            print(f"  lathe {k}: {v['rps']:.0f}, {v['p50_ms']:.2f}, {v['p99_ms']:.2f}")
+            for f in fast:
+                r = b_[k]["vs_" + f]
+                print(f"    vs {f}: x{r['rps']:.1f} req/s, p99 x{r['p99']:.2f}")
     if c:
         print("\n(c) heavy MLP, 32 connections")
         for k in ("no_batching", "batching"):
@@ -612,6 +649,7 @@ def main():
     write(os.path.join(tmp, "build_models.py"), BUILD_MODELS)
     subprocess.run([PY, os.path.join(tmp, "build_models.py"), tmp], check=True, env=ENV)
     write(os.path.join(tmp, "fastapi_app.py"), FASTAPI_APP)
+    write(os.path.join(tmp, "fastapi_idiomatic_app.py"), FASTAPI_IDIOMATIC_APP)
 
     res = {"machine": machine(), "versions": versions(args), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
            "load_start": loadavg(), "settings": {"duration_s": args.duration, "connections": args.connections,
