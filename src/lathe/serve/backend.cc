@@ -235,4 +235,8 @@ Json BackendInstance::Describe() {
   return j.is_discarded() ? Json(nullptr) : j;
 }
 
+bool BackendInstance::RunsInline() {
+  return lib_.api().runs_inline != nullptr && lib_.api().runs_inline(handle_) != 0;
+}
+
 }  // namespace lathe::serve

@@ -80,6 +80,9 @@ class BackendInstance {
   Status Warmup(const std::vector<LatheTensor>& inputs);
   // What the backend can tell about the model's tensors; null when it cannot.
   Json Describe();
+  // Whether Execute may run on the thread that dispatched the batch (the
+  // backend's optional runs_inline; false when it has none).
+  bool RunsInline();
 
  private:
   BackendInstance(const BackendLibrary& lib, void* handle) : lib_(lib), handle_(handle) {}

@@ -20,7 +20,9 @@
  *     load  ->  [warmup]  ->  execute*  ->  unload
  * Required: load, execute, unload. Optional (may be NULL): warmup, describe.
  *
- * Threads: calls on one instance never overlap (the instance's thread). Calls on
+ * Threads: calls on one instance never overlap. They are made on the instance's
+ * thread, except execute on an instance whose runs_inline answers non-zero,
+ * which may also be called from the thread that dispatched the batch. Calls on
  * different instances of the same backend may run concurrently.
  *
  * Tensors: row-major, little-endian. BYTES tensors hold each element as a
@@ -148,6 +150,16 @@ typedef struct LatheBackendApi {
    *    "outputs": [...]}
    * Used when config.yaml leaves inputs/outputs out. */
   int (*describe)(void* instance, char* json, uint64_t capacity, LatheError* err);
+
+  /* Appended after the first release: a backend sets it only when the host's
+   * api->struct_size reaches past it (an older host has no room for it). */
+
+  /* Optional. Non-zero when execute on this instance is cheap and never blocks
+   * (microseconds: no I/O, no sleep, no lock held for long). The host may then
+   * run a batch on the thread that dispatched it, an HTTP I/O thread, instead
+   * of handing it to the instance's thread and back: two thread wake-ups less
+   * per batch. Asked once, on the instance's thread, right after load. */
+  int (*runs_inline)(void* instance);
 } LatheBackendApi;
 
 typedef int (*LatheBackendInitFn)(uint32_t host_api_version, LatheBackendApi* api,

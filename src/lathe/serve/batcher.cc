@@ -198,23 +198,27 @@ Batcher::~Batcher() { Stop(true); }
 
 Status Batcher::Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeout_us) {
   bool notify = false;
+  std::vector<ClaimedBatch> claimed;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Status::Msg(Code::kUnavailable, "serve.stopping");
     RETURN_IF_ERROR(queues_.Enqueue(r, options_.now_us(), request_timeout_us));
-    notify = StepLocked();
+    notify = StepLocked(claimed);
   }
   if (notify) cv_.notify_one();
+  RunClaimed(claimed);
   return Status::OK();
 }
 
 void Batcher::Wake() {
   bool notify = true;
+  std::vector<ClaimedBatch> claimed;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!stopping_) notify = StepLocked();  // while stopping, the loop alone decides
+    if (!stopping_) notify = StepLocked(claimed);  // while stopping, the loop alone decides
   }
   if (notify) cv_.notify_one();
+  RunClaimed(claimed);
 }
 
 // Waking the batcher thread for every request cost more than the request
@@ -222,16 +226,32 @@ void Batcher::Wake() {
 // can go now is dispatched by the thread that made it possible. The batcher
 // thread keeps what needs a clock or may block: timed waits and answering
 // expired requests (their callbacks may take locks the caller holds).
-bool Batcher::StepLocked() {
+bool Batcher::StepLocked(std::vector<ClaimedBatch>& claimed) {
   const int64_t now = options_.now_us();
   for (;;) {
     RequestQueues::Decision d = queues_.Next(now, sink_.CanDispatch());
     for (auto& r : d.expired) expired_.push_back(std::move(r));
     if (!d.batch.empty()) {
-      sink_.Dispatch(std::move(d.batch));
+      ClaimedBatch c = sink_.Dispatch(std::move(d.batch));
+      if (!c.batch.empty()) claimed.push_back(std::move(c));
       continue;
     }
     return !expired_.empty() || (d.wait_us >= 0 && now + d.wait_us < wake_at_us_);
+  }
+}
+
+// A loop rather than Wake from the finished batch: under load one thread may
+// drain a long queue, and recursion would grow its stack with every batch.
+void Batcher::RunClaimed(std::vector<ClaimedBatch>& claimed) {
+  while (!claimed.empty()) {
+    for (auto& c : claimed) sink_.RunClaimed(std::move(c));
+    claimed.clear();
+    bool notify = true;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!stopping_) notify = StepLocked(claimed);  // a draining loop waits for this instance
+    }
+    if (notify) cv_.notify_one();
   }
 }
 
@@ -271,8 +291,16 @@ void Batcher::Loop() {
     const int64_t now = options_.now_us();
     RequestQueues::Decision d = queues_.Next(now, sink_.CanDispatch());
     for (auto& r : d.expired) expired_.push_back(std::move(r));
-    if (!d.batch.empty()) sink_.Dispatch(std::move(d.batch));
-    if (!d.batch.empty() || !expired_.empty()) continue;
+    if (!d.batch.empty()) {
+      ClaimedBatch c = sink_.Dispatch(std::move(d.batch));
+      if (!c.batch.empty()) {
+        lock.unlock();
+        sink_.RunClaimed(std::move(c));
+        lock.lock();
+      }
+      continue;
+    }
+    if (!expired_.empty()) continue;
     if (d.wait_us < 0) {
       wake_at_us_ = kNever;
       cv_.wait(lock);

@@ -5,7 +5,8 @@
 // given "now", so tests drive it with a fake clock. Batcher runs it under a
 // mutex and hands batches to a BatchSink (the model's instances): a batch that
 // can go at once is dispatched by the thread that submitted its request or
-// freed an instance; its own thread, with a condition variable, handles the
+// freed an instance (and run there when the instance's backend allows it);
+// its own thread, with a condition variable, handles the
 // timed waits (max_queue_delay_us, queue timeouts) and answers expired requests.
 #pragma once
 
@@ -71,14 +72,28 @@ class RequestQueues {
   std::deque<std::unique_ptr<PendingRequest>> delayed_;
 };
 
-// Where the batcher sends batches. Both calls are made under the batcher's
-// mutex, from the batcher thread or from inside Submit/Wake on the caller's
-// thread: they must not call back into the Batcher, nor block.
+// A batch whose instance was claimed under the batcher's mutex, to be run by
+// the dispatching thread once the mutex is released (see BatchSink::Dispatch).
+struct ClaimedBatch {
+  int instance = -1;  // the sink's own index
+  Batch batch;        // empty: nothing to run
+};
+
+// Where the batcher sends batches. CanDispatch and Dispatch are called under
+// the batcher's mutex, from the batcher thread or from inside Submit/Wake on
+// the caller's thread: they must not call back into the Batcher, nor block.
 class BatchSink {
  public:
   virtual ~BatchSink() = default;
-  virtual bool CanDispatch() = 0;      // an instance would take a batch now
-  virtual void Dispatch(Batch batch) = 0;  // hand it to the least-loaded instance
+  virtual bool CanDispatch() = 0;  // an instance would take a batch now
+  // Hands `batch` to the least-loaded instance and returns an empty
+  // ClaimedBatch; or, when that instance runs batches on the dispatching
+  // thread, claims it and returns the batch, which the batcher passes to
+  // RunClaimed after releasing its mutex.
+  virtual ClaimedBatch Dispatch(Batch batch) = 0;
+  // Runs a batch returned by Dispatch on the caller's thread, without the
+  // batcher's mutex; it may take long and call the requests' callbacks.
+  virtual void RunClaimed(ClaimedBatch claimed) { (void)claimed; }
 };
 
 class Batcher {
@@ -110,10 +125,13 @@ class Batcher {
 
  private:
   void Loop();
-  // Requires mu_. Dispatches every batch that can go now; true when the
-  // batcher thread must look (expired requests, or a timed look due earlier
-  // than the one it waits for).
-  bool StepLocked();
+  // Requires mu_. Dispatches every batch that can go now, adding those the
+  // caller must run to `claimed`; true when the batcher thread must look
+  // (expired requests, or a timed look due earlier than the one it waits for).
+  bool StepLocked(std::vector<ClaimedBatch>& claimed);
+  // Without mu_. Runs the claimed batches, then whatever they let go next,
+  // until nothing is left for this thread.
+  void RunClaimed(std::vector<ClaimedBatch>& claimed);
 
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 

@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "lathe/os/test_util/fake_clock.h"
 
@@ -223,12 +226,13 @@ TEST(RequestQueues, TimeoutDelayMovesBehindTheRest) {
 class FakeSink : public BatchSink {
  public:
   bool CanDispatch() override { return !busy_; }
-  void Dispatch(Batch b) override {
+  ClaimedBatch Dispatch(Batch b) override {
     busy_ = true;
     std::lock_guard<std::mutex> l(mu_);
     sizes.push_back(b.size());
     held = std::move(b);
     cv_.notify_all();
+    return {};
   }
   // Completes the held batch (as an instance would) and lets the batcher go on.
   void Finish(Batcher& batcher) {
@@ -286,12 +290,12 @@ TEST(Batcher, BatchesFormWhileTheInstanceIsBusy) {
 // the batcher thread.
 TEST(Batcher, ImmediateBatchesAreDispatchedByTheCallingThread) {
   struct ThreadSink : FakeSink {
-    void Dispatch(Batch b) override {
+    ClaimedBatch Dispatch(Batch b) override {
       {
         std::lock_guard<std::mutex> l(mu_);
         threads.push_back(std::this_thread::get_id());
       }
-      FakeSink::Dispatch(std::move(b));
+      return FakeSink::Dispatch(std::move(b));
     }
     std::vector<std::thread::id> threads;  // guarded by mu_
   } sink;
@@ -333,6 +337,55 @@ TEST(Batcher, ImmediateBatchesAreDispatchedByTheCallingThread) {
   EXPECT_NE(later.threads[0], std::this_thread::get_id());
   later.busy_ = false;
   later.held.clear();
+}
+
+// A sink whose instance runs batches on the dispatching thread: Submit runs
+// the batch before it returns; requests that arrive meanwhile are run next by
+// the same thread, in a loop (not one stack frame deeper per batch).
+TEST(Batcher, ClaimedBatchesRunOnTheSubmittingThreadWithoutRecursion) {
+  struct InlineSink : BatchSink {
+    bool CanDispatch() override { return !busy; }
+    ClaimedBatch Dispatch(Batch b) override {
+      busy = true;
+      return ClaimedBatch{0, std::move(b)};
+    }
+    void RunClaimed(ClaimedBatch c) override {
+      depth++;
+      max_depth = std::max(max_depth, depth);
+      sizes.push_back(c.batch.size());
+      threads.push_back(std::this_thread::get_id());
+      if (during_first) std::exchange(during_first, nullptr)();  // requests arriving while it runs
+      busy = false;
+      for (auto& r : c.batch) r->done(InferResult{});
+      depth--;
+    }
+    bool busy = false;
+    int depth = 0, max_depth = 0;
+    std::vector<size_t> sizes;
+    std::vector<std::thread::id> threads;
+    std::function<void()> during_first;
+  } sink;
+  Batcher::Options o;
+  o.batching = Batching(0);
+  o.max_batch_size = 8;
+  Batcher b(o, sink);
+  int done = 0;
+  auto submit = [&] {
+    auto r = std::make_unique<PendingRequest>();
+    r->shape_key = "k";
+    r->done = [&](InferResult) { done++; };
+    ASSERT_TRUE(b.Submit(r, 0).ok());
+  };
+  sink.during_first = [&] {
+    for (int i = 0; i < 3; ++i) submit();  // the instance is busy: these queue
+  };
+  submit();
+  EXPECT_EQ(done, 4);  // all answered before the first Submit returned
+  EXPECT_EQ(sink.sizes, std::vector<size_t>({1, 3}));
+  EXPECT_EQ(sink.max_depth, 1);
+  for (auto id : sink.threads) EXPECT_EQ(id, std::this_thread::get_id());
+  EXPECT_EQ(b.queue_size_at(1), 0u);
+  b.Stop(true);
 }
 
 TEST(Batcher, StopWithoutDrainAnswersUnavailable) {

@@ -93,6 +93,17 @@ void ModelInstance::Run(Batch batch) {
   Post(Task{std::move(batch), nullptr});
 }
 
+bool ModelInstance::TryClaim() {
+  int idle = 0;
+  return busy_.compare_exchange_strong(idle, 1);
+}
+
+void ModelInstance::RunClaimed(Batch batch) {
+  Execute(batch);
+  executed_.fetch_add(1);
+  busy_.fetch_sub(1);
+}
+
 Status ModelInstance::Warmup(const std::vector<Tensor>& sample) {
   std::promise<Status> done;
   auto fut = done.get_future();
@@ -129,6 +140,7 @@ void ModelInstance::Loop(std::promise<Status>* loaded) {
     return;
   }
   backend_ = std::move(*b);
+  runs_inline_ = backend_->RunsInline();
   loaded->set_value(Status::OK());
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -148,6 +160,7 @@ void ModelInstance::Loop(std::promise<Status>* loaded) {
     lock.lock();
   }
   lock.unlock();
+  std::lock_guard<std::mutex> exec(exec_mu_);  // a claimed batch may still be running elsewhere
   backend_.reset();  // unload on this thread
 }
 
@@ -162,8 +175,12 @@ void ModelInstance::Execute(Batch& batch) {
   std::vector<LatheTensor> views;
   views.reserve(inputs.size());
   for (const auto& t : inputs) views.push_back(ToLathe(t));
-  // 2. Run the backend.
-  auto out = backend_->Execute(views);
+  // 2. Run the backend (gone when a claimed batch comes after Stop).
+  Result<std::vector<Tensor>> out = std::vector<Tensor>();
+  {
+    std::lock_guard<std::mutex> exec(exec_mu_);
+    out = backend_ ? backend_->Execute(views) : Status::Msg(Code::kUnavailable, "serve.stopping");
+  }
   const int64_t end = options_.now_us();
   // 3. Split and answer every request.
   Result<std::vector<std::vector<Tensor>>> split =

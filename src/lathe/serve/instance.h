@@ -48,6 +48,16 @@ class ModelInstance {
 
   // Hands over a batch; returns at once. Any thread.
   void Run(Batch batch);
+
+  // Whether the backend lets a batch run on the thread that dispatched it
+  // (runs_inline in backend_api.h). Constant after Create.
+  bool runs_inline() const { return runs_inline_; }
+  // Takes an idle instance for one RunClaimed; false when it is busy. Any thread.
+  bool TryClaim();
+  // Runs a batch taken with TryClaim on the caller's thread and answers its
+  // requests there; the instance is idle again when it returns. Does not call
+  // on_idle: the caller looks for the next batch itself. Any thread.
+  void RunClaimed(Batch batch);
   // Runs the warm-up sample on the instance's thread and waits for it.
   Status Warmup(const std::vector<Tensor>& sample);
   // The backend's description of the model (see BackendInstance::Describe).
@@ -66,7 +76,12 @@ class ModelInstance {
   void Post(Task task);
 
   const Options options_;
-  std::unique_ptr<BackendInstance> backend_;  // used only on thread_
+  bool runs_inline_ = false;  // set before Create returns
+  // Held around every backend call that may come from two threads (Execute:
+  // a claimed batch on the caller's thread, a Run batch on thread_), so calls
+  // never overlap even if routing got it wrong, and around the unload.
+  std::mutex exec_mu_;
+  std::unique_ptr<BackendInstance> backend_;  // on thread_, or under exec_mu_ when runs_inline_
   std::atomic<int> busy_{0};
   std::atomic<uint64_t> executed_{0};
   std::mutex mu_;

@@ -378,20 +378,25 @@ bool ModelVersion::CanDispatch() {
   return false;
 }
 
-void ModelVersion::Dispatch(Batch batch) {
+ClaimedBatch ModelVersion::Dispatch(Batch batch) {
   // The least-loaded instance: an idle one; ties go round-robin from the last pick.
   size_t n = instances_.size();
   size_t start = static_cast<size_t>(next_instance_.fetch_add(1) % n);
-  ModelInstance* best = nullptr;
+  size_t best = start;
   for (size_t k = 0; k < n; ++k) {
-    ModelInstance* i = instances_[(start + k) % n].get();
-    if (i->idle()) {
-      best = i;
+    if (instances_[(start + k) % n]->idle()) {
+      best = (start + k) % n;
       break;
     }
   }
-  if (best == nullptr) best = instances_[start].get();
-  best->Run(std::move(batch));
+  ModelInstance& inst = *instances_[best];
+  if (inst.runs_inline() && inst.TryClaim()) return ClaimedBatch{static_cast<int>(best), std::move(batch)};
+  inst.Run(std::move(batch));
+  return {};
+}
+
+void ModelVersion::RunClaimed(ClaimedBatch claimed) {
+  instances_[static_cast<size_t>(claimed.instance)]->RunClaimed(std::move(claimed.batch));
 }
 
 void ModelVersion::ProbeTick() {
@@ -400,7 +405,7 @@ void ModelVersion::ProbeTick() {
   if (s != ModelState::kReady && s != ModelState::kUnhealthy) return;
   const int64_t now = options_.now_us();
   const int64_t interval = config_.health_probe_interval_ms * 1000;
-  std::lock_guard<std::mutex> l(probe_mu_);
+  std::unique_lock<std::mutex> l(probe_mu_);
   if (probe_outstanding_) {
     if (now - probe_sent_us_ > interval && s == ModelState::kReady) {
       probe_error_ = fmt::format("the health probe has not been answered for {} ms", (now - probe_sent_us_) / 1000);
@@ -432,7 +437,11 @@ void ModelVersion::ProbeTick() {
   };
   probe_outstanding_ = true;
   probe_sent_us_ = now;
-  if (!batcher_->Submit(r, 0).ok()) probe_outstanding_ = false;
+  l.unlock();  // an instance that runs inline answers inside Submit, and `done` takes probe_mu_
+  if (!batcher_->Submit(r, 0).ok()) {
+    l.lock();
+    probe_outstanding_ = false;
+  }
 }
 
 std::string ModelVersion::last_probe_error() const {

@@ -66,7 +66,9 @@ class ModelVersion : public BatchSink {
   // InvalidArgument (bad input), ResourceExhausted (queue full) or Unavailable
   // (stopping) are returned at once, `done` is never called and `req` keeps its
   // inputs (so the caller may try another version); otherwise `done` is called
-  // exactly once, later, from a scheduler thread. Any thread.
+  // exactly once, from a scheduler thread or, when the instance runs batches
+  // inline, from this thread before Submit returns: hold no lock `done` takes.
+  // Any thread.
   Status Submit(ModelRequest& req, InferCallback done);
 
   const ModelConfig& config() const { return config_; }  // effective: with described tensors
@@ -91,9 +93,10 @@ class ModelVersion : public BatchSink {
   size_t queue_size_at(int level) const;
   int64_t inflight_at(int level) const;
 
-  // BatchSink (called by the batcher thread).
+  // BatchSink (called by the batcher).
   bool CanDispatch() override;
-  void Dispatch(Batch batch) override;
+  ClaimedBatch Dispatch(Batch batch) override;
+  void RunClaimed(ClaimedBatch claimed) override;
 
  private:
   ModelVersion(ModelConfig config, VersionSource version, ModelOptions options);

@@ -23,7 +23,9 @@ struct InferResult {
 };
 
 // Called exactly once per admitted request, from a scheduler thread (batcher or
-// instance). Must not block for long: hand slow work elsewhere.
+// instance) or, for an instance that runs batches inline, from the thread that
+// submitted or dispatched it, possibly inside Submit. Must not block for long:
+// hand slow work elsewhere.
 using InferCallback = std::function<void(InferResult)>;
 
 // A request inside the scheduler. Owned by exactly one place at a time: a

@@ -192,6 +192,23 @@ parameters: {block_while_exists: )") + block + "}\n");
             std::string::npos);
 }
 
+// The identity backend runs batches on the dispatching thread, so a probe is
+// answered inside the prober's own Submit: probes keep passing (each is sent
+// only once the last was answered) and requests are still served.
+TEST_F(ServerTest, ProbesPassOnAnInstanceThatRunsInline) {
+  AddModel("echo", std::string(kEcho) + "health_probe_interval: 20ms\n");
+  ASSERT_TRUE(Start().ok());
+  auto batches = [&] {
+    std::string m = Call("GET", "/metrics").body;
+    std::string key = R"(lathe_serve_batch_size_count{model="echo",version="1"} )";
+    auto at = m.find(key);
+    return at == std::string::npos ? 0 : std::stoi(m.substr(at + key.size()));
+  };
+  EXPECT_TRUE(WaitFor([&] { return batches() >= 3; }));
+  EXPECT_EQ(CallJson("GET", "/v2/models/echo/ready")["ready"], true);
+  EXPECT_EQ(CallJson("POST", "/v2/models/echo/infer", kInfer)["outputs"][0]["data"], Json::parse("[1.5,-2]"));
+}
+
 TEST_F(ServerTest, QueueTimeoutGives503) {
   std::string block = (dir_ / "block").string();
   AddModel("slow", std::string(R"(

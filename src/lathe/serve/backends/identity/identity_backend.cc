@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -81,6 +82,13 @@ int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutp
 
 void Unload(void* handle) { delete static_cast<Instance*>(handle); }
 
+// A plain copy may run on the server's I/O thread; the test parameters sleep
+// or poll the file system, so they keep the instance's own thread.
+int RunsInline(void* handle) {
+  auto* inst = static_cast<Instance*>(handle);
+  return inst->delay_us == 0 && inst->block_path.empty() && inst->fail_path.empty();
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int lathe_backend_init(uint32_t host_api_version,
@@ -95,5 +103,8 @@ extern "C" __attribute__((visibility("default"))) int lathe_backend_init(uint32_
   api->load = Load;
   api->execute = Execute;
   api->unload = Unload;
+  if (api->struct_size >= offsetof(LatheBackendApi, runs_inline) + sizeof api->runs_inline) {
+    api->runs_inline = RunsInline;
+  }
   return 0;
 }

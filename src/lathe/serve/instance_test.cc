@@ -1,0 +1,82 @@
+// ModelInstance with the identity backend (built beside the tests): which
+// instances run batches on the dispatching thread, and what a claimed batch does.
+#include "lathe/serve/instance.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace lathe::serve {
+namespace {
+
+std::unique_ptr<ModelInstance> LoadIdentity(BackendRegistry& registry, const std::string& config_json) {
+  auto lib = registry.Get("identity");
+  EXPECT_TRUE(lib.ok()) << lib.status().ToString();
+  if (!lib.ok()) return nullptr;
+  ModelInstance::Options o;
+  o.library = *lib;
+  o.spec.model_name = "echo";
+  o.spec.model_version = 1;
+  o.spec.config_json = config_json;
+  o.max_batch_size = 8;
+  o.now_us = [] { return int64_t{0}; };
+  auto inst = ModelInstance::Create(std::move(o));
+  EXPECT_TRUE(inst.ok()) << inst.status().ToString();
+  return inst.ok() ? std::move(*inst) : nullptr;
+}
+
+Batch OneRequest(std::vector<InferResult>& results, std::vector<std::thread::id>& threads) {
+  auto r = std::make_unique<PendingRequest>();
+  r->inputs.push_back(Tensor{"x", DataType::kFp32, {1, 1}, std::string("\0\0\x80\x3f", 4)});  // 1.0f
+  r->done = [&](InferResult res) {
+    results.push_back(std::move(res));
+    threads.push_back(std::this_thread::get_id());
+  };
+  Batch b;
+  b.push_back(std::move(r));
+  return b;
+}
+
+TEST(ModelInstance, AClaimedBatchRunsAndIsAnsweredOnTheCallersThread) {
+  BackendRegistry registry({LATHE_BACKEND_BUILD_DIR});
+  auto inst = LoadIdentity(registry, R"({"outputs": [{"name": "y"}]})");
+  ASSERT_NE(inst, nullptr);
+  EXPECT_TRUE(inst->runs_inline());
+  ASSERT_TRUE(inst->TryClaim());
+  EXPECT_FALSE(inst->idle());
+  EXPECT_FALSE(inst->TryClaim());  // one batch at a time
+  std::vector<InferResult> results;
+  std::vector<std::thread::id> threads;
+  inst->RunClaimed(OneRequest(results, threads));
+  ASSERT_EQ(results.size(), 1u);  // answered before RunClaimed returned
+  EXPECT_EQ(threads[0], std::this_thread::get_id());
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status.ToString();
+  ASSERT_EQ(results[0].outputs.size(), 1u);
+  EXPECT_EQ(results[0].outputs[0].name, "y");
+  EXPECT_EQ(results[0].outputs[0].data, std::string("\0\0\x80\x3f", 4));
+  EXPECT_TRUE(inst->idle());
+  EXPECT_EQ(inst->executed(), 1u);
+}
+
+TEST(ModelInstance, ABackendThatMaySleepKeepsItsOwnThread) {
+  BackendRegistry registry({LATHE_BACKEND_BUILD_DIR});
+  auto inst = LoadIdentity(registry, R"({"parameters": {"delay_us": 1}})");
+  ASSERT_NE(inst, nullptr);
+  EXPECT_FALSE(inst->runs_inline());
+}
+
+TEST(ModelInstance, AClaimedBatchAfterStopIsAnsweredUnavailable) {
+  BackendRegistry registry({LATHE_BACKEND_BUILD_DIR});
+  auto inst = LoadIdentity(registry, "{}");
+  ASSERT_NE(inst, nullptr);
+  ASSERT_TRUE(inst->TryClaim());
+  inst->Stop();  // unloads: the claimed batch finds no backend
+  std::vector<InferResult> results;
+  std::vector<std::thread::id> threads;
+  inst->RunClaimed(OneRequest(results, threads));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status.code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace lathe::serve
