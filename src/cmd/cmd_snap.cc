@@ -360,8 +360,10 @@ Status RunWatch(const SnapFlags& f, Lang lang) {
   snap::SnapshotOptions so;
   so.tags = tags;
   auto on_batch = [&](const snap::WatchBatch& b) {
+    int64_t start = os::RealClock().MonotonicMs();
     auto r = store->Snapshot(f.dir, so);
-    Json line = {{"time_ms", os::RealClock().NowMs()}, {"paths", b.paths}, {"mode", snap::WatchModeName(b.mode)}};
+    Json line = {{"time_ms", os::RealClock().NowMs()}, {"paths", b.paths}, {"mode", snap::WatchModeName(b.mode)},
+                 {"snapshot_ms", os::RealClock().MonotonicMs() - start}};
     if (r.ok()) {
       line["id"] = r->id;
       line["complete"] = r->manifest.complete();

@@ -20,7 +20,8 @@ namespace {
 // It bounds how late a burst is reported after its quiet period, and lets a
 // test's fake clock take effect.
 constexpr int64_t kMaxSliceMs = 100;
-constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_EXCL_UNLINK;
+// IN_MOVED_FROM: a temp file renamed away (the atomic save) is no longer a change.
+constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_ONLYDIR | IN_EXCL_UNLINK;
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
@@ -112,6 +113,9 @@ void Watcher::Loop() {
     bool polling = mode_.load() == WatchMode::kPolling;
     int64_t wait = pending_.empty() && !polling ? -1 : kMaxSliceMs;
     if (polling) wait = std::clamp<int64_t>(next_scan_ms_ - now, 0, kMaxSliceMs);
+    if (!polling && !pending_.empty()) {
+      wait = std::clamp<int64_t>(last_change_ms_ + Quiet() - now, 1, kMaxSliceMs);  // wake when it settles
+    }
     struct pollfd fds[2] = {{stop_fd_.get(), POLLIN, 0}, {inotify_fd_.get(), POLLIN, 0}};
     int n = ::poll(fds, polling ? 1 : 2, static_cast<int>(wait));
     if (n < 0 && errno != EINTR) {
@@ -138,6 +142,7 @@ void Watcher::FlushPending() {
   if (pending_.empty()) return;
   WatchBatch b{std::vector<std::string>(pending_.begin(), pending_.end()), mode_.load()};
   pending_.clear();
+  written_.clear();
   cb_(b);
 }
 
@@ -173,6 +178,13 @@ void Watcher::HandleEvent(int wd, uint32_t mask, const std::string& name) {
     Status st = AddTree(rel, true);
     if (!st.ok()) return Fallback(st.message());
     if (mask & IN_MOVED_TO) Changed(rel);  // a directory checkpoint renamed into place
+    return;
+  }
+  if (mask & IN_MOVED_FROM) {
+    // torch.save(ckpt.pt.tmp) + os.replace: the temp file's close belongs to
+    // the file renamed in, which is complete.
+    pending_.erase(rel);
+    written_.erase(rel);
     return;
   }
   if (mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) Changed(rel, (mask & IN_MOVED_TO) != 0);
@@ -219,27 +231,30 @@ void Watcher::Fallback(const std::string& why) {
 }
 
 void Watcher::Changed(const std::string& rel, bool renamed) {
-  if (pending_.empty()) renames_only_ = true;
-  if (!renamed) renames_only_ = false;
+  if (!renamed) written_.insert(rel);
   pending_.insert(rel);
   last_change_ms_ = clock_->MonotonicMs();
 }
 
+// How long the pending burst must stay quiet. Polling must see one unchanged
+// scan after the last change before it can call the files settled.
+int64_t Watcher::Quiet() const {
+  if (mode_.load() == WatchMode::kPolling) return std::max(opts_.quiet_ms, opts_.poll_interval_ms);
+  return written_.empty() ? std::min(opts_.quiet_ms, opts_.rename_quiet_ms) : opts_.quiet_ms;
+}
+
 void Watcher::MaybeFire() {
   if (pending_.empty()) return;
-  // Polling must see one unchanged scan after the last change before it can
-  // call the files settled.
-  int64_t quiet = mode_.load() == WatchMode::kPolling ? std::max(opts_.quiet_ms, opts_.poll_interval_ms)
-                  : renames_only_                   ? std::min(opts_.quiet_ms, opts_.rename_quiet_ms)
-                                                    : opts_.quiet_ms;
+  int64_t quiet = Quiet();
   if (clock_->MonotonicMs() - last_change_ms_ < quiet) return;
   if (mode_.load() == WatchMode::kInotify) {
     // Whatever the kernel queued before this moment belongs to the burst.
     DrainEvents();
-    if (clock_->MonotonicMs() - last_change_ms_ < quiet) return;
+    if (pending_.empty() || clock_->MonotonicMs() - last_change_ms_ < Quiet()) return;
   }
   WatchBatch b{std::vector<std::string>(pending_.begin(), pending_.end()), mode_.load()};
   pending_.clear();
+  written_.clear();
   cb_(b);
 }
 

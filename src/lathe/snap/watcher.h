@@ -98,6 +98,7 @@ class Watcher {
   void Fallback(const std::string& why);
   void Changed(const std::string& rel, bool renamed = false);
   void MaybeFire();
+  int64_t Quiet() const;
   void FlushPending();
   std::string Abs(const std::string& rel) const { return rel.empty() ? root_ : root_ + "/" + rel; }
 
@@ -118,7 +119,7 @@ class Watcher {
   std::map<std::string, FileSig> seen_;  // polling: the last scan
   std::set<std::string> pending_;
   int64_t last_change_ms_ = 0;
-  bool renames_only_ = true;  // every change of the pending burst was a file renamed in
+  std::set<std::string> written_;  // pending paths closed after writing (not renamed in)
   int64_t next_scan_ms_ = 0;
 
   std::thread thread_;

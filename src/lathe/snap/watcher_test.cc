@@ -156,6 +156,21 @@ TEST_F(WatcherTest, RenamedInFileSettlesSooner) {
   EXPECT_LT(clock_.MonotonicMs() - start, kQuietMs);  // before the full quiet period
 }
 
+// The usual atomic save writes the temp file next to the target: its close
+// is part of the burst, but the temp file is renamed away, so the burst is
+// still "renamed in" and lists only the final name.
+TEST_F(WatcherTest, TempFileInTheSameDirectoryThenRenamedSettlesSooner) {
+  WatcherOptions o;
+  o.rename_quiet_ms = 100;
+  StartWatcher(o);
+  int64_t start = clock_.MonotonicMs();
+  WriteFile(dir_ / "ckpt.pt.tmp", "ckpt");
+  std::filesystem::rename(dir_ / "ckpt.pt.tmp", dir_ / "ckpt.pt");
+  auto b = NextBatch(/*step_ms=*/100);
+  EXPECT_EQ(b.paths, std::vector<std::string>{"ckpt.pt"});
+  EXPECT_LT(clock_.MonotonicMs() - start, kQuietMs);
+}
+
 TEST_F(WatcherTest, ClosedFileWaitsTheFullQuietPeriod) {
   WatcherOptions o;
   o.rename_quiet_ms = 100;
