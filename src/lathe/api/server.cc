@@ -56,17 +56,9 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
 
 // Splits "/api/v1/runs/abc/logs" into {"runs", "abc", "logs"}.
 std::vector<std::string> ApiParts(const std::string& path) {
-  std::vector<std::string> parts;
   constexpr std::string_view kPrefix = "/api/v1/";
-  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return parts;
-  size_t i = kPrefix.size();
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    if (j > i) parts.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return parts;
+  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return {};
+  return net::PathSegments(std::string_view(path).substr(kPrefix.size()));
 }
 
 bool Truthy(const std::optional<std::string>& v) {

@@ -53,6 +53,18 @@ std::string PercentDecode(std::string_view in, bool plus_is_space) {
   return out;
 }
 
+std::vector<std::string> PathSegments(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.emplace_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
 std::string PercentEncode(std::string_view in) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;

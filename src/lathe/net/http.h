@@ -41,6 +41,10 @@ std::string PercentDecode(std::string_view in, bool plus_is_space);
 // Escapes every byte outside RFC 3986 "unreserved" (for building query strings).
 std::string PercentEncode(std::string_view in);
 
+// The non-empty '/'-separated segments of a request path: "/v2/models/m/" ->
+// {"v2", "models", "m"}.
+std::vector<std::string> PathSegments(std::string_view path);
+
 struct HttpRequest {
   std::string method;   // "GET", as sent (methods are case-sensitive)
   std::string target;   // raw "/api/v1/runs?all=1"

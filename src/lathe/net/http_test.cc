@@ -13,6 +13,13 @@ TEST(PercentDecode, DecodesEscapesAndKeepsMalformedOnes) {
   EXPECT_EQ(PercentDecode("%zz%4", false), "%zz%4");
 }
 
+TEST(PathSegments, SkipsEmptySegments) {
+  EXPECT_EQ(PathSegments("/v2/models/m/"), (std::vector<std::string>{"v2", "models", "m"}));
+  EXPECT_EQ(PathSegments("//a///b"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(PathSegments("/").empty());
+  EXPECT_TRUE(PathSegments("").empty());
+}
+
 TEST(PercentEncode, RoundTrips) {
   std::string raw = "a b&c=d/é~";
   EXPECT_EQ(PercentEncode(raw), "a%20b%26c%3Dd%2F%C3%A9~");

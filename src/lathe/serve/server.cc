@@ -77,18 +77,6 @@ net::HttpResponse ErrorResponse(const Status& s) {
   return JsonResponse(HttpStatusFor(s), j.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
-std::vector<std::string> SplitPath(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t i = 1;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    if (j > i) parts.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return parts;
-}
-
 int VisibleGpus(gpu::GpuSource* source) {
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr) {
     std::string s = v;
@@ -599,7 +587,7 @@ void ServerImpl::Route(net::HttpRequest& req, std::unique_ptr<net::Responder>& r
     HandlePredict(req, rsp, model, "");
     return;
   }
-  std::vector<std::string> p = SplitPath(path);
+  std::vector<std::string> p = net::PathSegments(path);
   if (p.size() >= 3 && p[0] == "v1" && p[1] == "models") {
     // /v1/models/{m}:predict and /v1/models/{m}/versions/{v}:predict
     std::string last = p.back();
