@@ -106,6 +106,18 @@ class Users(DaemonTest):
                        user=USER, env=env, check=False)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertFalse(os.path.exists(os.path.join(base, "elsewhere")))
+        # A snapshot tagged by hand with a uid that is not a number belongs to
+        # nobody else: refused with its tag as the owner, and the daemon lives on.
+        hand = os.path.join(base, "hand")
+        os.makedirs(hand)
+        with open(os.path.join(hand, "f.bin"), "w") as f:
+            f.write("x")
+        made = json.loads(self.d.cli("snap", "--store", os.path.join(self.d.home, "store"), "create", hand,
+                                     "--tag", "uid=not-a-number", "--json").stdout)
+        r = self.d.cli("snap", "show", made["id"], user=USER, env=env, check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("belongs to not-a-number", r.stderr)
+        self.assertEqual({s["tags"]["run"] for s in ls(USER)}, {theirs})
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <filesystem>
 
 #include "lathe/daemon/daemon.h"
@@ -30,7 +31,12 @@ Status Forbidden(const std::string& ref, const std::map<std::string, std::string
   auto uid = tags.find("uid");
   std::string owner = "root";
   if (uid != tags.end()) {
-    auto u = os::LookupUser(static_cast<uid_t>(std::stoul(uid->second)));
+    // The tag may have been written by hand (`snap create --tag uid=…`): not always a number.
+    unsigned long n = 0;
+    auto [end, ec] = std::from_chars(uid->second.data(), uid->second.data() + uid->second.size(), n);
+    auto u = ec == std::errc() && end == uid->second.data() + uid->second.size()
+                 ? os::LookupUser(static_cast<uid_t>(n))
+                 : Result<os::UserInfo>(Status::NotFound(uid->second));
     owner = u.ok() ? u->name : uid->second;
   }
   return Status::Msg(Code::kPermissionDenied, "snap.forbidden", {{"snapshot", ref}, {"owner", owner}});
