@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+from stats import pct  # bench/stats.py
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NGPUS = 4
@@ -49,17 +51,6 @@ def now_ns():
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def pct(xs, p):
-    """Percentile with linear interpolation between closest ranks."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    k = (len(s) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def summary(xs):
