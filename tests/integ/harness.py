@@ -17,6 +17,15 @@ LATHE = os.environ.get("LATHE_BIN") or os.path.join(
 PY = "/usr/bin/python3"
 
 
+def snap_env():
+    """This environment for `lathe snap` runs: messages in English, no store preset."""
+    e = dict(os.environ)
+    e["LANG"] = "C.UTF-8"
+    for k in ("LATHE_LANG", "LC_ALL", "LATHE_SNAP_STORE"):
+        e.pop(k, None)
+    return e
+
+
 class Daemon:
     def __init__(self, gpus="sim:4x24GB", grace="2s", home=None):
         self.home = home or tempfile.mkdtemp(prefix="lathe-integ-")

@@ -9,20 +9,13 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
-LATHE = os.environ.get("LATHE_BIN") or os.path.join(
-    os.path.dirname(__file__), "..", "..", "build", "lathe")
-
-
-def env():
-    e = dict(os.environ)
-    e["LANG"] = "C.UTF-8"
-    for k in ("LATHE_LANG", "LC_ALL", "LATHE_SNAP_STORE"):
-        e.pop(k, None)
-    return e
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import LATHE, snap_env as env  # noqa: E402
 
 
 def digest_tree(root):
