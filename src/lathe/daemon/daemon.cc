@@ -573,13 +573,14 @@ Result<run::SpawnResult> Daemon::StartAttempt(PendingStart& p) {
   const RunRecord& r = p.run;
   if (!r.spec.checkpoint_dir.empty()) {
     const std::string& dir = r.spec.checkpoint_dir;
-    auto point = checkpoints_->Prepare(r.id, r.spec.resume_from, dir, OwnerOf(r));
+    const DirOwner owner = OwnerOf(r);
+    auto point = checkpoints_->Prepare(r.id, r.spec.resume_from, dir, owner);
     if (!point.ok()) {
       return Status(point.status().code(), "cannot hand the checkpoint back: " + point.status().message());
     }
     p.config.env["LATHE_CHECKPOINT_DIR"] = dir;
     if (!point->resume_from.empty()) p.config.env["LATHE_RESUME_FROM"] = point->resume_from;
-    RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, OwnerOf(r), r.spec.keep_checkpoints));
+    RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, owner, r.spec.keep_checkpoints));
   }
   // Not fsynced: if the machine loses power before the monitor reads it, the
   // run never started and recovery requeues it.
