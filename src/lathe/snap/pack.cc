@@ -64,43 +64,33 @@ std::string IndexBytes(const std::vector<PackEntry>& entries) {
 
 }  // namespace
 
-PackWriter::PackWriter(Options opts) : opts_(std::move(opts)) {}
+PackWriter::PackWriter(Options opts)
+    : opts_(std::move(opts)), out_(BackgroundWriter::Options{.direct = opts_.direct}) {}
 
 PackWriter::~PackWriter() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (syncer_.joinable()) syncer_.join();
   if (!taken_) Abort();
 }
 
 Status PackWriter::OpenPack() {
   cur_ = PackFile{};
   cur_.tmp_path = opts_.tmp_dir + "/" + NewId("p") + ".pack.tmp";
-  ASSIGN_OR_RETURN(fd_, Fd::Open(cur_.tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0444));
+  RETURN_IF_ERROR(out_.Open(cur_.tmp_path, 0444));
   std::string h(kPackHeaderBytes, '\0');
   std::memcpy(h.data(), kPackMagic.data(), kPackMagic.size());
   PutLe(&h[8], kPackVersion, 4);
   if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size()));
-  RETURN_IF_ERROR(WriteFull(fd_.get(), h.data(), h.size(), cur_.tmp_path));
+  RETURN_IF_ERROR(out_.Append(h.data(), h.size()));
   cur_.size = h.size();
   return Status::OK();
 }
 
 Status PackWriter::Add(const Digest& id, std::string_view stored, uint32_t raw_size, uint8_t flags) {
-  if (!fd_.valid()) RETURN_IF_ERROR(OpenPack());
+  if (!out_.file_open()) RETURN_IF_ERROR(OpenPack());
   std::string h = BlobHeader(id, static_cast<uint32_t>(stored.size()), raw_size, flags);
   if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size() + stored.size()));
-  iovec iov[2] = {{h.data(), h.size()}, {const_cast<char*>(stored.data()), stored.size()}};
+  RETURN_IF_ERROR(out_.Append(h.data(), h.size()));
+  RETURN_IF_ERROR(out_.Append(stored.data(), stored.size()));
   size_t want = h.size() + stored.size();
-  ssize_t n = ::writev(fd_.get(), iov, 2);
-  if (n < 0) return ErrnoStatus("write " + cur_.tmp_path, errno);
-  if (static_cast<size_t>(n) < want) {  // short write: finish the rest plainly
-    std::string all = h + std::string(stored);
-    RETURN_IF_ERROR(WriteFull(fd_.get(), all.data() + n, want - n, cur_.tmp_path));
-  }
   cur_.entries.push_back({id, cur_.size, static_cast<uint32_t>(stored.size()), raw_size, flags});
   cur_.size += want;
   bytes_written_ += want;
@@ -108,6 +98,8 @@ Status PackWriter::Add(const Digest& id, std::string_view stored, uint32_t raw_s
   return Status::OK();
 }
 
+// Appends the index and footer and hands the pack to the writer's thread,
+// which writes what is left, fsyncs and closes it while the next pack fills.
 Status PackWriter::ClosePack() {
   std::string index = IndexBytes(cur_.entries);
   std::string footer(kFooterBytes, '\0');
@@ -116,57 +108,25 @@ Status PackWriter::ClosePack() {
   std::memcpy(&footer[16], kIndexMagic.data(), kIndexMagic.size());
   std::string tail = index + footer;
   if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(tail.size()));
-  RETURN_IF_ERROR(WriteFull(fd_.get(), tail.data(), tail.size(), cur_.tmp_path));
+  RETURN_IF_ERROR(out_.Append(tail.data(), tail.size()));
+  RETURN_IF_ERROR(out_.CloseAsync());
   cur_.size += tail.size();
   cur_.name = ToHex(Sha256(index)).substr(0, 32);
   done_.push_back(std::move(cur_));
   cur_ = PackFile{};
-  Enqueue(std::move(fd_));
   return Status::OK();
 }
 
-void PackWriter::Enqueue(Fd fd) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (!syncer_.joinable()) syncer_ = std::thread([this] { SyncLoop(); });
-  queue_.push_back(std::move(fd));
-  cv_.notify_all();
-}
-
-// The background thread: fsync and close each finished pack in order.
-void PackWriter::SyncLoop() {
-  std::unique_lock<std::mutex> l(mu_);
-  while (true) {
-    cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;
-    Fd fd = std::move(queue_.front());
-    queue_.pop_front();
-    ++in_flight_;
-    l.unlock();
-    Status st = Fsync(fd.get(), "pack");
-    if (st.ok()) st = fd.Close("pack");
-    l.lock();
-    --in_flight_;
-    if (!st.ok() && sync_error_.ok()) sync_error_ = st;
-    cv_.notify_all();
-  }
-}
-
-Status PackWriter::WaitSynced() {
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [this] { return queue_.empty() && in_flight_ == 0; });
-  return sync_error_;
-}
-
 Result<std::vector<PackFile>> PackWriter::Finish() {
-  if (fd_.valid()) RETURN_IF_ERROR(ClosePack());
-  RETURN_IF_ERROR(WaitSynced());
+  if (out_.file_open()) RETURN_IF_ERROR(ClosePack());
+  RETURN_IF_ERROR(out_.Wait());
   taken_ = true;
   return done_;
 }
 
 void PackWriter::Abort() {
-  WaitSynced();
-  fd_ = Fd();
+  if (out_.file_open()) out_.CloseAsync();
+  out_.Wait();
   if (!cur_.tmp_path.empty()) ::unlink(cur_.tmp_path.c_str());
   for (const auto& p : done_) ::unlink(p.tmp_path.c_str());
   cur_ = PackFile{};

@@ -14,16 +14,13 @@
 // digits of the SHA-256 of its index: the same content gets the same name.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "lathe/common/status.h"
+#include "lathe/snap/background_writer.h"
 #include "lathe/snap/file_io.h"
 #include "lathe/snap/sha256.h"
 #include "lathe/snap/space_guard.h"
@@ -49,17 +46,18 @@ struct PackFile {
   std::vector<PackEntry> entries;
 };
 
-// Appends chunks to packs in a temporary directory. Each finished pack is
-// fsynced by a background thread while the next one fills, so durability
-// costs no waiting until Finish(). Not thread-safe: one per snapshot. The
-// destructor removes every temporary file unless Finish() succeeded and the
-// caller took the packs.
+// Appends chunks to packs in a temporary directory. Packs are written and
+// fsynced by a background thread (BackgroundWriter) while the caller hashes
+// the next chunks, so durability costs little waiting in Finish(). Not
+// thread-safe: one per snapshot. The destructor removes every temporary file
+// unless Finish() succeeded and the caller took the packs.
 class PackWriter {
  public:
   struct Options {
     std::string tmp_dir;
     uint64_t target_bytes = 16ull << 20;  // a pack is finished once it reaches this size
     SpaceGuard* guard = nullptr;          // may be null (no reserve)
+    bool direct = true;                   // write around the page cache where possible
   };
   explicit PackWriter(Options opts);
   ~PackWriter();
@@ -78,24 +76,13 @@ class PackWriter {
  private:
   Status OpenPack();
   Status ClosePack();
-  void SyncLoop();
-  void Enqueue(Fd fd);
-  Status WaitSynced();
 
   Options opts_;
-  Fd fd_;
+  BackgroundWriter out_;
   PackFile cur_;
   std::vector<PackFile> done_;
   uint64_t bytes_written_ = 0;
   bool taken_ = false;
-
-  std::mutex mu_;  // guards the sync queue below
-  std::condition_variable cv_;
-  std::deque<Fd> queue_;
-  size_t in_flight_ = 0;
-  bool stop_ = false;
-  Status sync_error_;
-  std::thread syncer_;
 };
 
 // Reads a pack's index through its footer. InvalidArgument when the footer

@@ -1,0 +1,177 @@
+#include "lathe/snap/background_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace lathe::snap {
+namespace {
+
+size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// pwrite(2) until done. A direct write the filesystem refuses (EINVAL) is
+// retried through the page cache.
+Status WriteAt(int fd, const char* p, size_t n, uint64_t offset, const std::string& path) {
+  bool retried = false;
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EINVAL && !retried) {
+        int fl = ::fcntl(fd, F_GETFL);
+        if (fl >= 0 && (fl & O_DIRECT) != 0 && ::fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) {
+          retried = true;
+          continue;
+        }
+      }
+      return ErrnoStatus("write " + path, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+BackgroundWriter::BackgroundWriter() : BackgroundWriter(Options{}) {}
+
+BackgroundWriter::BackgroundWriter(Options opts) : opts_(opts) {
+  opts_.buffer_bytes = RoundUp(std::max<size_t>(opts_.buffer_bytes, kAlign), kAlign);
+  opts_.buffers = std::max(opts_.buffers, 2);
+}
+
+BackgroundWriter::~BackgroundWriter() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status BackgroundWriter::Open(const std::string& path, unsigned mode) {
+  if (fd_.valid()) return Status::Internal("BackgroundWriter::Open with a file still open");
+  RETURN_IF_ERROR(FirstError());
+  ASSIGN_OR_RETURN(fd_, Fd::Open(path, O_WRONLY | O_CREAT | O_EXCL, mode));
+  path_ = path;
+  offset_ = 0;
+  direct_ = false;
+  if (opts_.direct) {
+    int fl = ::fcntl(fd_.get(), F_GETFL);
+    direct_ = fl >= 0 && ::fcntl(fd_.get(), F_SETFL, fl | O_DIRECT) == 0;
+  }
+  return Status::OK();
+}
+
+Status BackgroundWriter::Append(const void* data, size_t n) {
+  if (!fd_.valid()) return Status::Internal("BackgroundWriter::Append without an open file");
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    if (cur_ == nullptr) RETURN_IF_ERROR(TakeBuffer());
+    size_t take = std::min(n, opts_.buffer_bytes - fill_);
+    std::memcpy(cur_ + fill_, p, take);
+    fill_ += take;
+    p += take;
+    n -= take;
+    if (fill_ == opts_.buffer_bytes) RETURN_IF_ERROR(Flush(false));
+  }
+  return Status::OK();
+}
+
+Status BackgroundWriter::CloseAsync() {
+  if (!fd_.valid()) return Status::Internal("BackgroundWriter::CloseAsync without an open file");
+  return Flush(true);
+}
+
+Status BackgroundWriter::Wait() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return queue_.empty() && !busy_; });
+  return error_;
+}
+
+Status BackgroundWriter::FirstError() {
+  std::lock_guard<std::mutex> l(mu_);
+  return error_;
+}
+
+Status BackgroundWriter::TakeBuffer() {
+  std::unique_lock<std::mutex> l(mu_);
+  if (free_.empty() && storage_.size() < static_cast<size_t>(opts_.buffers)) {
+    void* p = std::aligned_alloc(kAlign, opts_.buffer_bytes);
+    if (p == nullptr) return Status::ResourceExhausted("no memory for a write buffer");
+    storage_.emplace_back(static_cast<char*>(p), &std::free);
+    free_.push_back(static_cast<char*>(p));
+  }
+  cv_.wait(l, [this] { return !free_.empty(); });
+  cur_ = free_.back();
+  free_.pop_back();
+  fill_ = 0;
+  return error_;
+}
+
+Status BackgroundWriter::Flush(bool last) {
+  Job job;
+  job.fd = fd_.get();
+  job.offset = offset_;
+  job.buf = cur_;
+  job.len = fill_;
+  job.direct = direct_;
+  job.path = path_;
+  if (last) {
+    job.last = true;
+    job.final_size = offset_ + fill_;
+    if (direct_ && cur_ != nullptr) {  // a direct write covers whole blocks; truncated after
+      job.len = RoundUp(fill_, kAlign);
+      std::memset(cur_ + fill_, 0, job.len - fill_);
+    }
+    job.owned = std::move(fd_);
+  }
+  offset_ += fill_;
+  cur_ = nullptr;
+  fill_ = 0;
+  std::lock_guard<std::mutex> l(mu_);
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  queue_.push_back(std::move(job));
+  cv_.notify_all();
+  return error_;
+}
+
+void BackgroundWriter::Loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    bool failed = !error_.ok();
+    l.unlock();
+    // After a failure the rest is not written, but buffers come back and
+    // descriptors are closed.
+    Status st = failed ? Status::OK() : Run(&job);
+    if (job.last) job.owned = Fd();
+    l.lock();
+    busy_ = false;
+    if (job.buf != nullptr) free_.push_back(job.buf);
+    if (!st.ok() && error_.ok()) error_ = st;
+    cv_.notify_all();
+  }
+}
+
+Status BackgroundWriter::Run(Job* job) {
+  if (job->len > 0) RETURN_IF_ERROR(WriteAt(job->fd, job->buf, job->len, job->offset, job->path));
+  if (!job->last) return Status::OK();
+  if (job->offset + job->len != job->final_size &&
+      ::ftruncate(job->fd, static_cast<off_t>(job->final_size)) != 0) {
+    return ErrnoStatus("truncate " + job->path, errno);
+  }
+  RETURN_IF_ERROR(Fsync(job->fd, job->path));
+  return job->owned.Close(job->path);
+}
+
+}  // namespace lathe::snap
