@@ -265,11 +265,35 @@ Status RunDiff(const SnapFlags& f, Lang lang) {
   return Status::OK();
 }
 
+// On a terminal the restore streams its progress (server-sent events) into
+// the same bar a local restore draws; otherwise one plain request.
+Result<Json> RestoreThroughDaemon(api::ApiClient& client, const std::string& ref, const std::string& to,
+                                  bool force, const snap::ProgressFn& bar) {
+  std::string path = "/api/v1/snapshots/" + ref + "/restore";
+  Json body = {{"to", to}, {"force", force}};
+  if (!bar) return client.Post(path, body);
+  Json result;
+  Status failed;
+  RETURN_IF_ERROR(client.PostStream(path + "?progress=1", body, [&](const std::string& event, const Json& data) {
+    if (event == "progress") {
+      bar({data.value("done_bytes", uint64_t{0}), data.value("total_bytes", uint64_t{0})});
+    } else if (event == "result") {
+      result = data;
+    } else if (event == "error") {
+      failed = StatusFromJson(data, Code::kInternal);
+    }
+    return true;
+  }));
+  if (!failed.ok()) return failed;
+  if (result.is_null()) return Status::Unavailable("the daemon ended the restore without an answer");
+  return result;
+}
+
 Status RunRestore(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto client, DaemonFor(f));
   if (client) {
     std::string to = std::filesystem::absolute(f.to).lexically_normal().string();
-    ASSIGN_OR_RETURN(Json r, client->Post("/api/v1/snapshots/" + f.ref + "/restore", {{"to", to}, {"force", f.force}}));
+    ASSIGN_OR_RETURN(Json r, RestoreThroughDaemon(*client, f.ref, to, f.force, ProgressBar(Tr("snap.progress_restore", lang))));
     std::printf("%s\n", Tr("snap.restored", lang, {{"id", Short(r.value("id", ""))}, {"path", to},
                                                    {"files", std::to_string(r.value("files", 0))},
                                                    {"bytes", FormatBytes(r.value("bytes", uint64_t{0}))}}).c_str());

@@ -2,6 +2,7 @@
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -63,6 +64,57 @@ class Api(DaemonTest):
         tos = [json.loads(l[len("data: "):])["data"].get("to")
                for l in text.splitlines() if l.startswith("data: ") and '"state"' in l]
         self.assertEqual(tos, ["queued", "starting", "running", "succeeded"])
+
+    def sse(self, method, path, body):
+        host, port, token = self.endpoint()
+        c = http.client.HTTPConnection(host, port, timeout=60)
+        c.request(method, path, body=json.dumps(body),
+                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.getheader("Content-Type").startswith("text/event-stream"))
+        text = r.read().decode()
+        c.close()
+        out, event = [], None
+        for line in text.splitlines():
+            if line.startswith("event: "):
+                event = line[len("event: "):]
+            elif line.startswith("data: "):
+                out.append((event, json.loads(line[len("data: "):])))
+        return out
+
+    def test_restore_streams_its_progress(self):
+        base = tempfile.mkdtemp(prefix="lathe-it-restore-")
+        self.addCleanup(shutil.rmtree, base, True)
+        ckpt = os.path.join(base, "ckpt")
+        # 24 MiB: the restore reports about every 8 MiB.
+        run = self.d.submit("--checkpoint-dir", ckpt, "--", "sh", "-c",
+                            f"head -c 25165824 /dev/urandom > {ckpt}/w.bin; sleep 1")
+        self.d.wait_state(run, "succeeded")
+        self.d.wait_for(lambda: any(e["type"] == "checkpoint" for e in self.d.inspect(run)["events"]),
+                        "a snapshot of " + run)
+        snap = json.loads(self.d.cli("snap", "ls", run, "--json").stdout)[0]["id"]
+        out = os.path.join(base, "out")
+        events = self.sse("POST", f"/api/v1/snapshots/{snap}/restore?progress=1", {"to": out})
+        kinds = [e for e, _ in events]
+        self.assertEqual(kinds[-1], "result", kinds)
+        progress = [d for e, d in events if e == "progress"]
+        self.assertGreaterEqual(len(progress), 2, kinds)
+        done = [p["done_bytes"] for p in progress]
+        self.assertEqual(done, sorted(done))
+        self.assertEqual(progress[-1]["done_bytes"], 25165824)
+        self.assertEqual(progress[-1]["total_bytes"], 25165824)
+        self.assertEqual(events[-1][1]["bytes"], 25165824)
+        with open(os.path.join(ckpt, "w.bin"), "rb") as a, open(os.path.join(out, "w.bin"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # A failure inside the stream comes as an "error" event carrying the
+        # error body and its HTTP status: the target is not empty now.
+        events = self.sse("POST", f"/api/v1/snapshots/{snap}/restore?progress=1", {"to": out})
+        self.assertEqual([e for e, _ in events][-1], "error")
+        err = events[-1][1]
+        self.assertEqual(err["http"], 409, err)
+        self.assertIn("--force", err["error"]["en"])
+        self.assertIn("--force", err["error"]["zh"])
 
 
 class UpDown(unittest.TestCase):

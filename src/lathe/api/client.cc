@@ -74,10 +74,20 @@ Result<std::string> ApiClient::GetText(const std::string& path) {
 
 Status ApiClient::Stream(const std::string& path,
                          const std::function<bool(const std::string&, const Json&)>& on_event) {
+  return StreamEvents("GET", path, {}, on_event);
+}
+
+Status ApiClient::PostStream(const std::string& path, const Json& body,
+                             const std::function<bool(const std::string&, const Json&)>& on_event) {
+  return StreamEvents("POST", path, body.dump(), on_event);
+}
+
+Status ApiClient::StreamEvents(std::string_view method, const std::string& path, std::string_view body,
+                               const std::function<bool(const std::string&, const Json&)>& on_event) {
   std::string buf, event, data;
   std::string error_body;
   bool stop = false;
-  auto result = http_->Stream("GET", path, [&](std::string_view chunk) {
+  auto result = http_->Stream(method, path, [&](std::string_view chunk) {
     buf.append(chunk);
     size_t nl;
     while ((nl = buf.find('\n')) != std::string::npos) {
@@ -102,7 +112,7 @@ Status ApiClient::Stream(const std::string& path,
       }
     }
     return true;
-  });
+  }, body);
   if (!result.ok()) {
     return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
                        {{"where", where_}, {"reason", result.status().message()}});

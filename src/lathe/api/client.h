@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
@@ -29,10 +30,15 @@ class ApiClient {
   // or the stream ends.
   Status Stream(const std::string& path,
                 const std::function<bool(const std::string&, const Json&)>& on_event);
+  // The same for a POST whose answer is a stream of events.
+  Status PostStream(const std::string& path, const Json& body,
+                    const std::function<bool(const std::string&, const Json&)>& on_event);
 
  private:
   ApiClient(std::string where, std::string why);
   Result<Json> Decode(const Result<net::HttpResponse>& r);
+  Status StreamEvents(std::string_view method, const std::string& path, std::string_view body,
+                      const std::function<bool(const std::string&, const Json&)>& on_event);
 
   std::string where_, why_;
   std::unique_ptr<net::HttpClient> http_;

@@ -262,9 +262,35 @@ void ApiServer::RouteSnapshots(const net::HttpRequest& req, const std::vector<st
       return reply(Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute",
                                {{"path", body->is_object() ? body->value("to", Json()).dump() : ""}}));
     }
-    return reply(daemon_.RestoreSnapshot(caller, p[1], (*body)["to"].get<std::string>(),
-                                         body->value("force", false)));
+    std::string to = (*body)["to"].get<std::string>();
+    bool force = body->value("force", false);
+    if (!Truthy(req.QueryParam("progress"))) return reply(daemon_.RestoreSnapshot(caller, p[1], to, force));
+    std::shared_ptr<net::ResponseStream> s =
+        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    res.reset();
+    StartStreamThread([this, caller, ref = p[1], to, force, s] { StreamRestore(caller, ref, to, force, *s); });
   }
+}
+
+// Restore with progress, as server-sent events: "progress" {done_bytes,
+// total_bytes} as it goes, then "result" (the plain answer's JSON) or "error"
+// ({"error": …} as an error response would carry it, plus its HTTP status).
+void ApiServer::StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
+                              net::ResponseStream& s) {
+  auto send = [&s](const char* event, const Json& data) {
+    return s.Write(std::string("event: ") + event + "\ndata: " + data.dump() + "\n\n");
+  };
+  auto r = daemon_.RestoreSnapshot(caller, ref, to, force, [&](const snap::Progress& p) {
+    send("progress", Json{{"done_bytes", p.done_bytes}, {"total_bytes", p.total_bytes}});
+  });
+  if (r.ok()) {
+    send("result", *r);
+  } else {
+    Json err = StatusToJson(r.status());
+    err["http"] = HttpStatusFor(r.status());
+    send("error", err);
+  }
+  s.Close();
 }
 
 void ApiServer::FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& stream) {

@@ -40,6 +40,7 @@ class ApiServer {
                       const daemon::Caller& caller, std::unique_ptr<net::Responder>& res);
   void FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& s);
   void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
+  void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force, net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);
 
   daemon::Daemon& daemon_;

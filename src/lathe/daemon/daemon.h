@@ -29,6 +29,7 @@
 #include "lathe/gpu/source.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
+#include "lathe/snap/store.h"
 #include "lathe/run/monitor.h"
 #include "lathe/state/run_store.h"
 
@@ -78,9 +79,10 @@ class Daemon {
   // `caller` may see; `run_ref` "" = every visible run.
   Result<Json> ListSnapshots(const Caller& caller, const std::string& run_ref);
   Result<Json> GetSnapshot(const Caller& caller, const std::string& ref);  // {id, manifest}
-  // Restores into `to` (absolute), which must lie in a directory the caller owns.
+  // Restores into `to` (absolute), which must lie in a directory the caller
+  // owns. `progress` (may be empty) is called from the restoring thread.
   Result<Json> RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
-                               bool force);
+                               bool force, snap::ProgressFn progress = {});
 
   Json StatusJson();
   Json GpusJson();

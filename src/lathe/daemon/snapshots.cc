@@ -78,7 +78,7 @@ Result<Json> Daemon::GetSnapshot(const Caller& caller, const std::string& ref) {
 }
 
 Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
-                                     bool force) {
+                                     bool force, snap::ProgressFn progress) {
   if (to.empty() || to[0] != '/') {
     return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute", {{"path", to}});
   }
@@ -94,6 +94,7 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
   }
   snap::RestoreOptions o;
   o.force = force;
+  o.progress = std::move(progress);
   ASSIGN_OR_RETURN(auto r, store->Restore(id, to, o));
   if (::geteuid() == 0 && caller.uid != 0) {
     auto u = os::LookupUser(caller.uid);
