@@ -72,13 +72,21 @@ Metrics::Family* Metrics::Find(std::string_view name) {
 void Metrics::Add(std::string_view name, const Labels& labels, double v) {
   std::string key = RenderLabels(labels);
   std::lock_guard<std::mutex> l(mu_);
-  if (Family* f = Find(name)) f->series[key].value += v;
+  if (Family* f = Find(name)) {
+    Series& s = f->series[key];
+    s.value += v;
+    s.used = true;
+  }
 }
 
 void Metrics::Set(std::string_view name, const Labels& labels, double v) {
   std::string key = RenderLabels(labels);
   std::lock_guard<std::mutex> l(mu_);
-  if (Family* f = Find(name)) f->series[key].value = v;
+  if (Family* f = Find(name)) {
+    Series& s = f->series[key];
+    s.value = v;
+    s.used = true;
+  }
 }
 
 void Metrics::ClearGauge(std::string_view name) {
@@ -86,17 +94,42 @@ void Metrics::ClearGauge(std::string_view name) {
   if (Family* f = Find(name); f != nullptr && f->type == Type::kGauge) f->series.clear();
 }
 
+void Metrics::ObserveLocked(const std::vector<double>& bounds, Series& s, double v) {
+  if (s.buckets.empty()) s.buckets.assign(bounds.size(), 0);
+  auto it = std::lower_bound(bounds.begin(), bounds.end(), v);
+  if (it != bounds.end()) ++s.buckets[static_cast<size_t>(it - bounds.begin())];
+  s.value += v;
+  ++s.count;
+  s.used = true;
+}
+
 void Metrics::Observe(std::string_view name, const Labels& labels, double v) {
   std::string key = RenderLabels(labels);
   std::lock_guard<std::mutex> l(mu_);
+  if (Family* f = Find(name)) ObserveLocked(f->bounds, f->series[key], v);
+}
+
+Metrics::Series* Metrics::Resolve(std::string_view name, const Labels& labels) {
+  std::string key = RenderLabels(labels);
+  std::lock_guard<std::mutex> l(mu_);
   Family* f = Find(name);
-  if (f == nullptr) return;
+  if (f == nullptr || f->type == Type::kGauge) return nullptr;
   Series& s = f->series[key];
-  if (s.buckets.empty()) s.buckets.assign(f->bounds.size(), 0);
-  auto it = std::lower_bound(f->bounds.begin(), f->bounds.end(), v);
-  if (it != f->bounds.end()) ++s.buckets[static_cast<size_t>(it - f->bounds.begin())];
-  s.value += v;
-  ++s.count;
+  if (f->type == Type::kHistogram) s.bounds = &f->bounds;
+  return &s;
+}
+
+void Metrics::Add(Series* s, double v) {
+  if (s == nullptr) return;
+  std::lock_guard<std::mutex> l(mu_);
+  s->value += v;
+  s->used = true;
+}
+
+void Metrics::Observe(Series* s, double v) {
+  if (s == nullptr || s->bounds == nullptr) return;
+  std::lock_guard<std::mutex> l(mu_);
+  ObserveLocked(*s->bounds, *s, v);
 }
 
 std::string Metrics::Render() const {
@@ -106,6 +139,7 @@ std::string Metrics::Render() const {
     const char* type = f.type == Type::kCounter ? "counter" : f.type == Type::kGauge ? "gauge" : "histogram";
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, type);
     for (const auto& [labels, s] : f.series) {
+      if (!s.used) continue;  // resolved, never updated
       if (f.type != Type::kHistogram) {
         out += fmt::format("{}{} {}\n", f.name, labels, Number(s.value));
         continue;

@@ -62,6 +62,18 @@ std::string_view ModelStateName(ModelState s) {
   return "?";
 }
 
+std::string_view RequestOutcomeName(RequestOutcome o) {
+  switch (o) {
+    case RequestOutcome::kSuccess: return "success";
+    case RequestOutcome::kInvalid: return "invalid";
+    case RequestOutcome::kRejected: return "rejected";
+    case RequestOutcome::kTimeout: return "timeout";
+    case RequestOutcome::kUnavailable: return "unavailable";
+    case RequestOutcome::kError: return "error";
+  }
+  return "error";
+}
+
 bool ModelTransitionAllowed(ModelState from, ModelState to) {
   using S = ModelState;
   switch (from) {
@@ -166,6 +178,32 @@ Labels ModelVersion::ModelLabels() const {
   return {{"model", config_.name}, {"version", std::to_string(version_.version)}};
 }
 
+void ModelVersion::ResolveSeries() {
+  Metrics* m = options_.metrics;
+  if (m == nullptr) return;
+  Labels labels = ModelLabels();
+  for (int o = 0; o < kRequestOutcomes; ++o) {
+    Labels with_outcome = labels;
+    with_outcome.emplace_back("outcome", std::string(RequestOutcomeName(static_cast<RequestOutcome>(o))));
+    series_.requests[static_cast<size_t>(o)] = m->Resolve("lathe_serve_requests_total", with_outcome);
+  }
+  series_.request_duration = m->Resolve("lathe_serve_request_duration_seconds", labels);
+  series_.queue_duration = m->Resolve("lathe_serve_queue_duration_seconds", labels);
+  series_.batch_size = m->Resolve("lathe_serve_batch_size", labels);
+  series_.compute_duration = m->Resolve("lathe_serve_compute_duration_seconds", labels);
+}
+
+void ModelVersion::CountRequest(RequestOutcome outcome, double duration_s) const {
+  Metrics* m = options_.metrics;
+  if (m == nullptr) return;
+  m->Add(series_.requests[static_cast<size_t>(outcome)]);
+  m->Observe(series_.request_duration, duration_s);
+}
+
+void ModelVersion::ObserveQueue(double wait_s) const {
+  if (options_.metrics != nullptr) options_.metrics->Observe(series_.queue_duration, wait_s);
+}
+
 Status ModelVersion::LoadInstances(const ModelSource& source) {
   auto got = options_.registry->Get(config_.backend);
   if (!got.ok() && got.status().msg_id() == "serve.backend_missing") {
@@ -212,12 +250,10 @@ Status ModelVersion::LoadInstances(const ModelSource& source) {
         o.on_idle = [this] {
           if (batcher_) batcher_->Wake();
         };
-        Metrics* m = options_.metrics;
-        Labels labels = ModelLabels();
-        if (m != nullptr) {
-          o.on_batch = [m, labels](const BatchOutcome& b) {
-            m->Observe("lathe_serve_batch_size", labels, static_cast<double>(b.rows));
-            m->Observe("lathe_serve_compute_duration_seconds", labels, static_cast<double>(b.compute_us) / 1e6);
+        if (Metrics* m = options_.metrics; m != nullptr) {
+          o.on_batch = [m, rows = series_.batch_size, compute = series_.compute_duration](const BatchOutcome& b) {
+            m->Observe(rows, static_cast<double>(b.rows));
+            m->Observe(compute, static_cast<double>(b.compute_us) / 1e6);
           };
         }
         auto inst = ModelInstance::Create(std::move(o));
@@ -254,6 +290,7 @@ Status ModelVersion::BuildWarmup() {
 Result<std::unique_ptr<ModelVersion>> ModelVersion::Load(const ModelSource& source, const VersionSource& version,
                                                          ModelOptions options) {
   std::unique_ptr<ModelVersion> m(new ModelVersion(source.config, version, std::move(options)));
+  m->ResolveSeries();
   Status s = m->LoadInstances(source);
   if (s.ok()) s = m->BuildWarmup();
   if (m->options_.metrics != nullptr) {

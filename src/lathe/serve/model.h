@@ -39,6 +39,11 @@ std::string_view ModelStateName(ModelState s);  // "LOADING", "READY", ... (Trit
 // Whether `from → to` is one of the transitions above.
 bool ModelTransitionAllowed(ModelState from, ModelState to);
 
+// Outcome label of lathe_serve_requests_total.
+enum class RequestOutcome { kSuccess, kInvalid, kRejected, kTimeout, kUnavailable, kError };
+inline constexpr int kRequestOutcomes = 6;
+std::string_view RequestOutcomeName(RequestOutcome o);  // "success", "invalid", ...
+
 struct ModelOptions {
   BackendRegistry* registry = nullptr;   // not owned
   Metrics* metrics = nullptr;            // not owned; may be null
@@ -89,6 +94,13 @@ class ModelVersion : public BatchSink {
   // answers them Unavailable, unloads the instances. Idempotent.
   void Stop(bool drain);
 
+  // Per-request metrics of this version (nothing without options.metrics):
+  // lathe_serve_requests_total and lathe_serve_request_duration_seconds, and
+  // lathe_serve_queue_duration_seconds. Their series are resolved at load, so
+  // an update renders no labels. Any thread.
+  void CountRequest(RequestOutcome outcome, double duration_s) const;
+  void ObserveQueue(double wait_s) const;
+
   // For /metrics, per priority level (1-based).
   size_t queue_size_at(int level) const;
   int64_t inflight_at(int level) const;
@@ -105,11 +117,19 @@ class ModelVersion : public BatchSink {
   void SetState(ModelState to);
   Status Validate(ModelRequest& req, std::string& shape_key, int64_t& rows) const;
   Labels ModelLabels() const;
+  void ResolveSeries();
 
   // Constant after Load.
   ModelConfig config_;
   const VersionSource version_;
   const ModelOptions options_;
+  struct SeriesHandles {  // null without metrics
+    std::array<Metrics::Series*, kRequestOutcomes> requests{};
+    Metrics::Series* request_duration = nullptr;
+    Metrics::Series* queue_duration = nullptr;
+    Metrics::Series* batch_size = nullptr;
+    Metrics::Series* compute_duration = nullptr;
+  } series_;
   std::vector<Tensor> warmup_;  // empty: no sample, no probes
   std::vector<std::unique_ptr<ModelInstance>> instances_;
   std::unique_ptr<Batcher> batcher_;

@@ -48,18 +48,17 @@ int HttpStatusFor(const Status& s) {
   }
 }
 
-// Outcome label of lathe_serve_requests_total.
-std::string_view Outcome(const Status& s) {
-  if (s.ok()) return "success";
-  if (s.msg_id() == "serve.queue_timeout") return "timeout";
+RequestOutcome Outcome(const Status& s) {
+  if (s.ok()) return RequestOutcome::kSuccess;
+  if (s.msg_id() == "serve.queue_timeout") return RequestOutcome::kTimeout;
   switch (s.code()) {
     case Code::kInvalidArgument:
-    case Code::kNotFound: return "invalid";
-    case Code::kResourceExhausted: return "rejected";
+    case Code::kNotFound: return RequestOutcome::kInvalid;
+    case Code::kResourceExhausted: return RequestOutcome::kRejected;
     case Code::kUnavailable:
     case Code::kCancelled:
-    case Code::kDeadlineExceeded: return "unavailable";
-    default: return "error";
+    case Code::kDeadlineExceeded: return RequestOutcome::kUnavailable;
+    default: return RequestOutcome::kError;
   }
 }
 
@@ -680,12 +679,7 @@ Status ServerImpl::SchedulingFrom(const net::HttpRequest& req, const std::option
 }
 
 void ServerImpl::Count(const ModelVersion& mv, const Status& s, int64_t start_us) {
-  Labels labels = {{"model", mv.name()}, {"version", std::to_string(mv.version())}};
-  Labels with_outcome = labels;
-  with_outcome.emplace_back("outcome", std::string(Outcome(s)));
-  metrics_.Add("lathe_serve_requests_total", with_outcome);
-  metrics_.Observe("lathe_serve_request_duration_seconds", labels,
-                   static_cast<double>(options_.now_us() - start_us) / 1e6);
+  mv.CountRequest(Outcome(s), static_cast<double>(options_.now_us() - start_us) / 1e6);
 }
 
 void ServerImpl::Submit(std::shared_ptr<ModelVersion> mv, const std::string& version, ModelRequest mr,
@@ -697,11 +691,7 @@ void ServerImpl::Submit(std::shared_ptr<ModelVersion> mv, const std::string& ver
   auto done_for = [this, reply, finish](ModelVersion* raw) {
     return [this, reply, raw, finish](InferResult res) {
       // The model outlives its callbacks: Stop drains before it is destroyed.
-      if (res.status.ok()) {
-        metrics_.Observe("lathe_serve_queue_duration_seconds",
-                         {{"model", raw->name()}, {"version", std::to_string(raw->version())}},
-                         static_cast<double>(res.queue_us) / 1e6);
-      }
+      if (res.status.ok()) raw->ObserveQueue(static_cast<double>(res.queue_us) / 1e6);
       net::HttpResponse r = res.status.ok() ? finish(*raw, res) : ErrorResponse(res.status);
       Status outcome = res.status;
       if (outcome.ok() && r.status != 200) outcome = Status::Internal("response encoding failed");

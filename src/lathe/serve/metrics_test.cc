@@ -1,0 +1,67 @@
+#include "lathe/serve/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace lathe::serve {
+namespace {
+
+void DeclareAll(Metrics& m) {
+  m.Declare("req_total", Metrics::Type::kCounter, "Requests.");
+  m.Declare("lat_seconds", Metrics::Type::kHistogram, "Latency.", {0.1, 1});
+  m.Declare("queue", Metrics::Type::kGauge, "Queue.");
+}
+
+TEST(MetricsTest, HandlesRenderLikeNamedUpdates) {
+  Metrics named, handles;
+  DeclareAll(named);
+  DeclareAll(handles);
+  Labels a = {{"model", "m"}, {"version", "1"}};
+  Labels b = {{"model", "m\"x"}, {"version", "2"}};
+  named.Add("req_total", a);
+  named.Add("req_total", a, 2);
+  named.Add("req_total", b);
+  named.Observe("lat_seconds", a, 0.05);
+  named.Observe("lat_seconds", a, 0.5);
+  named.Observe("lat_seconds", a, 7);
+
+  Metrics::Series* ra = handles.Resolve("req_total", a);
+  Metrics::Series* rb = handles.Resolve("req_total", b);
+  Metrics::Series* la = handles.Resolve("lat_seconds", a);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(la, nullptr);
+  handles.Add(ra);
+  handles.Add(ra, 2);
+  handles.Add(rb);
+  handles.Observe(la, 0.05);
+  handles.Observe(la, 0.5);
+  handles.Observe(la, 7);
+  EXPECT_EQ(handles.Render(), named.Render());
+}
+
+TEST(MetricsTest, ResolvedSeriesShowOnlyOnceUpdated) {
+  Metrics m;
+  DeclareAll(m);
+  const std::string empty = m.Render();
+  Labels a = {{"model", "m"}};
+  Metrics::Series* r = m.Resolve("req_total", a);
+  Metrics::Series* l = m.Resolve("lat_seconds", a);
+  EXPECT_EQ(m.Render(), empty);
+  m.Observe(l, 0.2);
+  EXPECT_NE(m.Render().find(R"(lat_seconds_count{model="m"} 1)"), std::string::npos);
+  EXPECT_EQ(m.Render().find("req_total{"), std::string::npos);
+  m.Add("req_total", a);  // the named form reaches the same series
+  m.Add(r);
+  EXPECT_NE(m.Render().find(R"(req_total{model="m"} 2)"), std::string::npos);
+}
+
+TEST(MetricsTest, NoHandleForGaugesOrUnknownFamilies) {
+  Metrics m;
+  DeclareAll(m);
+  EXPECT_EQ(m.Resolve("queue", {}), nullptr);
+  EXPECT_EQ(m.Resolve("nope", {}), nullptr);
+  m.Add(nullptr);  // no-ops
+  m.Observe(nullptr, 1);
+}
+
+}  // namespace
+}  // namespace lathe::serve
