@@ -31,15 +31,29 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   return std::unique_ptr<Index>(new Index(std::move(db)));
 }
 
+Result<state::Stmt*> Index::Kept(std::optional<state::Stmt>* slot, std::string_view sql) {
+  if (!slot->has_value()) {
+    ASSIGN_OR_RETURN(auto s, db_->Prepare(sql));
+    slot->emplace(std::move(s));
+  }
+  (*slot)->Reset();
+  return &**slot;
+}
+
 Result<std::optional<ChunkLocation>> Index::FindChunk(const Digest& id) {
   std::lock_guard<std::mutex> l(mu_);
-  ASSIGN_OR_RETURN(auto s, db_->Prepare("SELECT pack, offset, stored, raw, flags FROM chunks WHERE id=? LIMIT 1"));
-  s.Bind(1, ToHex(id));
-  ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return std::optional<ChunkLocation>();
-  ChunkLocation loc{s.Text(0), PackEntry{id, static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)),
-                                         static_cast<uint32_t>(s.Int(3)), static_cast<uint8_t>(s.Int(4))}};
-  return std::optional<ChunkLocation>(std::move(loc));
+  ASSIGN_OR_RETURN(state::Stmt * s,
+                   Kept(&find_chunk_, "SELECT pack, offset, stored, raw, flags FROM chunks WHERE id=? LIMIT 1"));
+  s->Bind(1, ToHex(id));
+  auto row = s->Step();
+  std::optional<ChunkLocation> out;
+  if (row.ok() && *row) {
+    out = ChunkLocation{s->Text(0), PackEntry{id, static_cast<uint64_t>(s->Int(1)), static_cast<uint32_t>(s->Int(2)),
+                                              static_cast<uint32_t>(s->Int(3)), static_cast<uint8_t>(s->Int(4))}};
+  }
+  s->Reset();
+  if (!row.ok()) return row.status();
+  return out;
 }
 
 Result<bool> Index::HasChunk(const Digest& id) {
@@ -62,13 +76,13 @@ Status Index::AddPackLocked(const PackFile& p) {
   ASSIGN_OR_RETURN(auto ps, db_->Prepare("INSERT OR REPLACE INTO packs(name, size) VALUES(?, ?)"));
   RETURN_IF_ERROR(ps.Bind(1, p.name).Bind(2, static_cast<int64_t>(p.size)).Run());
   for (const auto& e : p.entries) {
-    // Re-binding a stepped statement needs a fresh one in state::Db; prepare
-    // per row is cheap next to the I/O that produced the chunk.
-    ASSIGN_OR_RETURN(auto s, db_->Prepare(
+    ASSIGN_OR_RETURN(state::Stmt * s, Kept(&insert_chunk_,
         "INSERT OR REPLACE INTO chunks(id, pack, offset, stored, raw, flags) VALUES(?, ?, ?, ?, ?, ?)"));
-    s.Bind(1, ToHex(e.id)).Bind(2, p.name).Bind(3, static_cast<int64_t>(e.offset));
-    s.Bind(4, static_cast<int64_t>(e.stored)).Bind(5, static_cast<int64_t>(e.raw)).Bind(6, int64_t{e.flags});
-    RETURN_IF_ERROR(s.Run());
+    s->Bind(1, ToHex(e.id)).Bind(2, p.name).Bind(3, static_cast<int64_t>(e.offset));
+    s->Bind(4, static_cast<int64_t>(e.stored)).Bind(5, static_cast<int64_t>(e.raw)).Bind(6, int64_t{e.flags});
+    Status st = s->Run();
+    s->Reset();
+    RETURN_IF_ERROR(st);
   }
   return Status::OK();
 }

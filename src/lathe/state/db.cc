@@ -63,6 +63,10 @@ Status Stmt::Run() {
     if (!row) return Status::OK();
   }
 }
+void Stmt::Reset() {
+  sqlite3_reset(s_);
+  sqlite3_clear_bindings(s_);
+}
 int64_t Stmt::Int(int col) const { return sqlite3_column_int64(s_, col); }
 std::optional<int64_t> Stmt::OptInt(int col) const {
   if (sqlite3_column_type(s_, col) == SQLITE_NULL) return std::nullopt;

@@ -39,6 +39,9 @@ class Stmt {
   Result<bool> Step();
   // Steps to completion, for statements without results.
   Status Run();
+  // Ends the current execution (releasing its read snapshot) and clears the
+  // bindings, so a kept statement can be bound and stepped again.
+  void Reset();
 
   int64_t Int(int col) const;
   std::optional<int64_t> OptInt(int col) const;

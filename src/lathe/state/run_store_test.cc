@@ -164,5 +164,33 @@ TEST(Db, RefusesANewerSchema) {
   std::filesystem::remove_all(dir);
 }
 
+// A kept statement is reset and bound again; a reset SELECT no longer holds
+// its read snapshot, so it sees rows committed after its first step.
+TEST(Db, ResetStatementsAreReused) {
+  char tmpl[] = "/tmp/lathe-db-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  auto db = Db::Open(dir + "/x.db", {"CREATE TABLE a(x INTEGER)"});
+  ASSERT_TRUE(db.ok());
+  auto ins = (*db)->Prepare("INSERT INTO a VALUES (?)");
+  auto count = (*db)->Prepare("SELECT count(*), sum(x) FROM a");
+  ASSERT_TRUE(ins.ok() && count.ok());
+  for (int64_t v : {1, 2, 40}) {
+    ins->Reset();
+    ASSERT_TRUE(ins->Bind(1, v).Run().ok());
+    count->Reset();
+    auto row = count->Step();
+    ASSERT_TRUE(row.ok() && *row);
+    EXPECT_EQ(count->Int(1), v == 1 ? 1 : v == 2 ? 3 : 43);
+  }
+  count->Reset();
+  ins->Reset();
+  ASSERT_TRUE(ins->Run().ok());  // bindings cleared: NULL
+  auto row = count->Step();
+  ASSERT_TRUE(row.ok() && *row);
+  EXPECT_EQ(count->Int(0), 4);
+  EXPECT_EQ(count->Int(1), 43);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace lathe::state
