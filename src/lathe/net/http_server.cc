@@ -118,10 +118,13 @@ struct StreamState {
 
 // What foreign threads (Responder, ResponseStream, Stop) may ask of a session.
 // Every method only posts onto the session's strand, except CloseNow, which
-// Stop calls once no I/O thread runs.
+// Stop calls once no I/O thread runs, and RespondHere, for the thread that is
+// running the session's strand (where RunningHere is true).
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
+  virtual bool RunningHere() const = 0;
+  virtual void RespondHere(uint64_t seq, HttpResponse response) = 0;
   virtual void PostResponse(uint64_t seq, HttpResponse response) = 0;
   virtual void PostStreamStart(uint64_t seq, std::shared_ptr<StreamState> st, int status,
                                std::string content_type, Headers headers) = 0;
@@ -152,6 +155,15 @@ class Core {
     if (!s) return false;
     fn(*s);
     return true;
+  }
+
+  // The session, unless the server stopped or the session is gone. Only for
+  // a thread running the session's strand: the I/O loop cannot be torn down
+  // under it, so it may run session code once the lock is released.
+  std::shared_ptr<SessionBase> SessionIfLive(const std::weak_ptr<SessionBase>& weak) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return nullptr;
+    return weak.lock();
   }
 
   // Requires mu_ (call inside WithSession). Stop marks tracked streams gone.
@@ -304,6 +316,13 @@ class ResponderImpl final : public Responder {
       return;
     }
     done_ = true;
+    // A handler answering before it returns (or from a callback on the same
+    // I/O thread) writes at once instead of a round trip through the loop.
+    if (t_io_thread) {
+      std::shared_ptr<SessionBase> s = core_->SessionIfLive(session_);
+      if (s == nullptr) return;
+      if (s->RunningHere()) return s->RespondHere(seq_, std::move(response));
+    }
     core_->WithSession(session_,
                        [&](SessionBase& s) { s.PostResponse(seq_, std::move(response)); });
   }
@@ -416,6 +435,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     asio::post(strand_, [self = Self()] { self->ReadRequest(); });
   }
 
+  bool RunningHere() const override { return strand_.running_in_this_thread(); }
+
+  void RespondHere(uint64_t seq, HttpResponse response) override { OnResponse(seq, std::move(response)); }
+
   void PostResponse(uint64_t seq, HttpResponse response) override {
     asio::post(strand_, [self = Self(), seq, r = std::move(response)]() mutable {
       self->OnResponse(seq, std::move(r));
@@ -498,7 +521,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     parser_->body_limit(options_.max_body_bytes);
     if (buffer_.size() > 0) {  // pipelined: the next request is already here
       SetDeadline(options_.header_timeout_ms);
-      return ReadHeader();
+      return ParseBuffered();
     }
     state_ = State::kIdle;
     SetDeadline(first_request_ ? options_.header_timeout_ms : options_.idle_timeout_ms);
@@ -512,7 +535,20 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (ec) return OnReadError(ec);
     buffer_.commit(n);
     if (!first_request_) SetDeadline(options_.header_timeout_ms);
-    ReadHeader();
+    ParseBuffered();
+  }
+
+  // A small request usually arrives whole in one read. Beast's read operations
+  // complete through the I/O loop (a post each) when the bytes are already
+  // buffered, so the header is parsed here; a partial one goes on through them.
+  void ParseBuffered() {
+    state_ = State::kReadingHeader;
+    error_code ec;
+    while (!ec && !parser_->is_header_done() && buffer_.size() > 0) {
+      buffer_.consume(parser_->put(buffer_.data(), ec));
+    }
+    if (ec == http::error::need_more || (!ec && !parser_->is_header_done())) return ReadHeader();
+    OnHeader(ec);
   }
 
   void ReadHeader() {
@@ -538,6 +574,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void ReadBody() {
+    error_code ec;  // the body, or what of it is buffered (see ParseBuffered)
+    while (!ec && !parser_->is_done() && buffer_.size() > 0) {
+      buffer_.consume(parser_->put(buffer_.data(), ec));
+    }
+    if (ec && ec != http::error::need_more) return OnReadError(ec);
     if (parser_->is_done()) return OnRequest();
     state_ = State::kReadingBody;
     SetDeadline(options_.body_timeout_ms);
