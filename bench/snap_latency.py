@@ -69,7 +69,7 @@ def main():
     watch = subprocess.Popen([os.path.abspath(a.lathe), "snap", "--store", store, "watch", src, "--reserve", "0"],
                              stdout=subprocess.PIPE, text=True, env=env)
     ckpt = Checkpoint(a.mib, a.changed)
-    lat, restore, snap_ms = [], [], []
+    lat, restore, snap_ms, parts = [], [], [], []
     try:
         time.sleep(1)  # the watcher is up
         for i in range(a.reps):
@@ -85,7 +85,9 @@ def main():
                 raise SystemExit(line["error"])
             lat.append(line["time_ms"] / 1000 - t0)
             snap_ms.append(line.get("snapshot_ms", 0))
-            print(f"{i}: {lat[-1] * 1000:.0f} ms (snapshot itself {snap_ms[-1]} ms)", flush=True)
+            parts.append([line.get("capture_ms", 0), line.get("commit_ms", 0)])
+            print(f"{i}: {lat[-1] * 1000:.0f} ms (snapshot itself {snap_ms[-1]} ms: capture {parts[-1][0]}, "
+                  f"commit {parts[-1][1]})", flush=True)
             time.sleep(a.interval)
         for i in range(3):
             out = os.path.join(work, f"restore{i}")
@@ -98,7 +100,7 @@ def main():
         watch.kill()
         watch.wait()
         shutil.rmtree(work, ignore_errors=True)
-    res = {"mib": a.mib, "reps": a.reps, "changed": a.changed, "interval_s": a.interval, "latency_s": lat, "snapshot_ms": snap_ms, "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
+    res = {"mib": a.mib, "reps": a.reps, "changed": a.changed, "interval_s": a.interval, "latency_s": lat, "snapshot_ms": snap_ms, "capture_commit_ms": parts, "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
            "max_s": max(lat), "restore_s": restore, "load": os.getloadavg(), "nproc": os.cpu_count()}
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)

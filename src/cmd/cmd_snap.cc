@@ -392,6 +392,8 @@ Status RunWatch(const SnapFlags& f, Lang lang) {
       line["id"] = r->id;
       line["complete"] = r->manifest.complete();
       line["new_bytes"] = r->manifest.stats.new_bytes;
+      line["capture_ms"] = r->capture_ms;
+      line["commit_ms"] = r->commit_ms;
     } else {
       line["error"] = Localize(r.status(), lang);
     }

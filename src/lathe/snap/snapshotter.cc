@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -29,6 +30,7 @@ namespace {
 
 constexpr size_t kReadBytes = 8u << 20;
 constexpr uint64_t kProgressEveryBytes = 8u << 20;
+constexpr size_t kInlineHashBytes = 1u << 20;  // a smaller file is hashed without a thread
 
 struct DigestHash {
   size_t operator()(const Digest& d) const {
@@ -51,7 +53,8 @@ class Snapshotter {
         guard_(guard),
         chunker_(ctx.config.chunker),
         writer_({ctx.layout.pack_tmp(), ctx.config.pack_target_bytes, guard}),
-        buf_(new uint8_t[kReadBytes + ctx.config.chunker.max_bytes]) {}
+        buf_{std::unique_ptr<uint8_t[]>(new uint8_t[kReadBytes + ctx.config.chunker.max_bytes]),
+             std::unique_ptr<uint8_t[]>(new uint8_t[kReadBytes + ctx.config.chunker.max_bytes])} {}
 
   Status Walk(const std::string& root, const std::string& rel, std::vector<FileEntry>* out);
   Status CaptureAll(const std::string& root, std::vector<FileEntry>* files);
@@ -71,7 +74,8 @@ class Snapshotter {
     Digest id;
   };
   Status ChunkFile(int fd, const FormatCheck& fc, FileEntry* e);
-  Status StoreCuts(std::vector<Cut>* cuts, FileEntry* e);
+  std::future<Status> HashCuts(std::vector<Cut>* cuts, bool inline_small);
+  Status StoreCuts(const std::vector<Cut>& cuts, FileEntry* e);
   Status AddChunk(const Cut& c, FileEntry* e);
   void Report(bool force);
 
@@ -81,7 +85,7 @@ class Snapshotter {
   SpaceGuard* guard_;
   GearChunker chunker_;
   PackWriter writer_;
-  std::unique_ptr<uint8_t[]> buf_;
+  std::unique_ptr<uint8_t[]> buf_[2];
   std::unordered_set<Digest, DigestHash> known_;  // chunks already in the store or this snapshot
   ManifestStats stats_;
   struct stat store_st_ {};
@@ -174,29 +178,29 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
   return true;
 }
 
-// Reads the file front to back through one buffer. For each buffer: find
-// the cuts (at a tensor start when one is in reach, otherwise where the
-// chunker says), hash the chunks in parallel (SHA-256 is most of the CPU
-// time), then store them in order.
+// Reads the file front to back through two buffers. While the chunks of one
+// buffer are hashed on other threads (SHA-256 is most of the CPU time), this
+// thread reads and cuts the next one, then stores the hashed chunks in order.
+// Cuts fall at a tensor start when one is in reach, otherwise where the
+// chunker says.
 Status Snapshotter::ChunkFile(int fd, const FormatCheck& fc, FileEntry* e) {
-  const size_t cap = kReadBytes + chunker_.params().max_bytes, max = chunker_.params().max_bytes;
-  uint8_t* buf = buf_.get();
-  size_t len = 0, pos = 0, hint = 0;
-  uint64_t base = 0;  // file offset of buf[0]
-  bool eof = false;
+  const size_t max = chunker_.params().max_bytes, cap = kReadBytes + max;
   const auto& hints = fc.tensor_offsets;
-  std::vector<Cut> cuts;
-  while (!eof || pos < len) {
+  std::vector<Cut> cuts[2];
+  std::future<Status> hashing[2];  // after `cuts`: an early return waits for them first
+  int cur = 0;
+  size_t len = 0, hint = 0;  // bytes in buf_[cur], the first of which may be carried over
+  uint64_t base = 0;         // file offset of buf_[cur][0]
+  bool eof = false;
+  while (true) {
+    uint8_t* buf = buf_[cur].get();
     if (!eof) {
-      std::memmove(buf, buf + pos, len - pos);
-      base += pos;
-      len -= pos;
-      pos = 0;
       ASSIGN_OR_RETURN(size_t n, ReadUpTo(fd, buf + len, cap - len, e->path));
       eof = n < cap - len;
       len += n;
     }
-    cuts.clear();
+    size_t pos = 0;
+    cuts[cur].clear();
     while (pos < len && (eof || len - pos >= max)) {
       uint64_t at = base + pos;
       while (hint < hints.size() && hints[hint] <= at) ++hint;
@@ -208,26 +212,53 @@ Status Snapshotter::ChunkFile(int fd, const FormatCheck& fc, FileEntry* e) {
       }
       size_t cut = chunker_.NextCut(buf + pos, limit, final);
       if (cut == 0) return Status::Internal("chunker asked for more data with a full buffer");
-      cuts.push_back({buf + pos, cut, Digest{}});
+      cuts[cur].push_back({buf + pos, cut, Digest{}});
       pos += cut;
     }
-    RETURN_IF_ERROR(StoreCuts(&cuts, e));
+    hashing[cur] = HashCuts(&cuts[cur], eof && base == 0);
+    if (hashing[1 - cur].valid()) {  // the previous buffer, hashed meanwhile
+      RETURN_IF_ERROR(hashing[1 - cur].get());
+      RETURN_IF_ERROR(StoreCuts(cuts[1 - cur], e));
+    }
+    if (eof && pos == len) {
+      RETURN_IF_ERROR(hashing[cur].get());
+      return StoreCuts(cuts[cur], e);
+    }
+    // The other buffer's chunks are stored: carry the uncut tail over to it.
+    std::memcpy(buf_[1 - cur].get(), buf + pos, len - pos);
+    base += pos;
+    len -= pos;
+    cur = 1 - cur;
   }
-  return Status::OK();
 }
 
-Status Snapshotter::StoreCuts(std::vector<Cut>* cuts, FileEntry* e) {
-  auto hash = [cuts](size_t i) {
-    Cut& c = (*cuts)[i];
-    c.id = Sha256(c.data, c.size);
-    return Status::OK();
+// Hashes on another thread (or, with more than two threads, several), unless
+// `inline_small` and there is too little to be worth a thread.
+std::future<Status> Snapshotter::HashCuts(std::vector<Cut>* cuts, bool inline_small) {
+  auto hash_all = [cuts, threads = ctx_.threads]() -> Status {
+    auto hash = [cuts](size_t i) {
+      Cut& c = (*cuts)[i];
+      c.id = Sha256(c.data, c.size);
+      return Status::OK();
+    };
+    if (threads <= 2 || cuts->size() < 2) {
+      for (size_t i = 0; i < cuts->size(); ++i) hash(i);
+      return Status::OK();
+    }
+    return ParallelFor(cuts->size(), threads - 1, hash);
   };
-  if (cuts->size() == 1) {
-    hash(0);
-  } else {
-    RETURN_IF_ERROR(ParallelFor(cuts->size(), ctx_.threads, hash));
+  size_t bytes = 0;
+  for (const Cut& c : *cuts) bytes += c.size;
+  if (inline_small && bytes < kInlineHashBytes) {
+    std::promise<Status> done;
+    done.set_value(hash_all());
+    return done.get_future();
   }
-  for (const Cut& c : *cuts) RETURN_IF_ERROR(AddChunk(c, e));
+  return std::async(std::launch::async, hash_all);
+}
+
+Status Snapshotter::StoreCuts(const std::vector<Cut>& cuts, FileEntry* e) {
+  for (const Cut& c : cuts) RETURN_IF_ERROR(AddChunk(c, e));
   return Status::OK();
 }
 
@@ -334,12 +365,14 @@ Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& 
   m.source = root;
   m.parent = parent_id;
   m.tags = opts.tags;
+  int64_t start = ctx.clock.MonotonicMs();
   Status st = s.Walk(root, "", &m.files);
   if (st.ok()) {
     std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
     st = s.CaptureAll(root, &m.files);
   }
   if (st.ok()) m.checkpoints = FindCheckpoints(m.files);
+  int64_t captured = ctx.clock.MonotonicMs();
   Result<SnapshotId> id = st.ok() ? s.Commit(&m) : Result<SnapshotId>(st);
   if (!id.ok()) {
     s.Abort();
@@ -347,7 +380,7 @@ Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& 
     if (why.code() == Code::kResourceExhausted) RecordSkip(ctx, root, opts, why);
     return why;
   }
-  return SnapshotResult{*id, std::move(m)};
+  return SnapshotResult{*id, std::move(m), captured - start, ctx.clock.MonotonicMs() - captured};
 }
 
 }  // namespace lathe::snap

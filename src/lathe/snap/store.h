@@ -76,6 +76,8 @@ struct SnapshotOptions {
 struct SnapshotResult {
   SnapshotId id;
   Manifest manifest;
+  int64_t capture_ms = 0;  // walking, reading, chunking, hashing, queuing new chunks
+  int64_t commit_ms = 0;   // waiting for the packs to be durable, then the manifest and index
 };
 
 // A snapshot that was not taken because it would have crossed the reserve
