@@ -258,6 +258,224 @@ Result<Tensor> ParseInput(const Json& in, size_t i, std::string_view& binary, bo
   return TensorFromJsonData(*name, *dt, shape, in["data"]);
 }
 
+// The common request, read straight from its text: ASCII strings without
+// escapes, flat lists of numbers for `data` (after `shape` and `datatype`), no
+// parameters, each key once. It builds exactly what the general path builds
+// from the JSON document, without the document's allocations; for anything
+// else, every malformed request included, Parse answers nullopt and the
+// general path takes the request (and words its error).
+class QuickInferParser {
+ public:
+  explicit QuickInferParser(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+
+  std::optional<InferRequestMsg> Parse() {
+    InferRequestMsg m;
+    bool id = false, inputs = false, outputs = false;
+    if (!Eat('{')) return std::nullopt;
+    do {
+      std::string_view key, v;
+      if (!String(key) || !Eat(':')) return std::nullopt;
+      if (key == "id" && !id && String(v)) {
+        id = true;
+        m.id = v;
+      } else if (key == "inputs" && !inputs && Inputs(m.inputs)) {
+        inputs = true;
+      } else if (key == "outputs" && !outputs && Outputs(m.outputs)) {
+        outputs = true;
+      } else {
+        return std::nullopt;
+      }
+    } while (Eat(','));
+    if (!Eat('}') || !inputs) return std::nullopt;
+    SkipSpace();
+    if (p_ != end_) return std::nullopt;
+    return m;
+  }
+
+ private:
+  // A JSON number as nlohmann keeps it: a 64-bit integer when it has no
+  // fraction or exponent and fits, else a double.
+  struct Number {
+    bool integer = false;
+    bool negative = false;
+    uint64_t u = 0;  // integer, !negative
+    int64_t i = 0;   // integer, negative
+    double d = 0;    // the value as a double (get<double>())
+  };
+
+  void SkipSpace() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool Eat(char c) {
+    SkipSpace();
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+  bool Peek(char c) {
+    SkipSpace();
+    return p_ < end_ && *p_ == c;
+  }
+  bool String(std::string_view& out) {
+    if (!Eat('"')) return false;
+    const char* b = p_;
+    while (p_ < end_ && *p_ != '"') {
+      auto c = static_cast<unsigned char>(*p_);
+      if (c < 0x20 || c >= 0x80 || c == '\\') return false;
+      ++p_;
+    }
+    if (p_ == end_) return false;
+    out = std::string_view(b, static_cast<size_t>(p_ - b));
+    ++p_;
+    return true;
+  }
+  static bool Digit(const char* q, const char* end) { return q < end && *q >= '0' && *q <= '9'; }
+  bool Num(Number& n) {
+    SkipSpace();
+    const char* b = p_;
+    const char* q = p_;
+    if (q < end_ && *q == '-') ++q;
+    if (!Digit(q, end_)) return false;
+    if (*q == '0') {
+      ++q;
+    } else {
+      while (Digit(q, end_)) ++q;
+    }
+    bool integer = true;
+    if (q < end_ && *q == '.') {
+      if (!Digit(++q, end_)) return false;
+      while (Digit(q, end_)) ++q;
+      integer = false;
+    }
+    if (q < end_ && (*q == 'e' || *q == 'E')) {
+      ++q;
+      if (q < end_ && (*q == '+' || *q == '-')) ++q;
+      if (!Digit(q, end_)) return false;
+      while (Digit(q, end_)) ++q;
+      integer = false;
+    }
+    n.negative = *b == '-';
+    if (integer && n.negative) {
+      auto r = std::from_chars(b, q, n.i);
+      n.integer = r.ec == std::errc() && r.ptr == q;
+      n.d = static_cast<double>(n.i);
+    } else if (integer) {
+      auto r = std::from_chars(b, q, n.u);
+      n.integer = r.ec == std::errc() && r.ptr == q;
+      n.d = static_cast<double>(n.u);
+    }
+    if (!n.integer) {
+      auto r = std::from_chars(b, q, n.d);
+      if (r.ec != std::errc() || r.ptr != q || !std::isfinite(n.d)) return false;
+    }
+    p_ = q;
+    return true;
+  }
+  template <typename T>
+  static bool PutQuickInt(std::string& out, const Number& n) {
+    if (!n.integer) return false;
+    if (!n.negative) {
+      if (n.u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      Put<T>(out, static_cast<T>(n.u));
+      return true;
+    }
+    if constexpr (std::is_unsigned_v<T>) {
+      return false;
+    } else {
+      if (n.i < static_cast<int64_t>(std::numeric_limits<T>::min())) return false;
+      Put<T>(out, static_cast<T>(n.i));
+      return true;
+    }
+  }
+  // As AppendElement for a number; false for the datatypes left to the general path.
+  static bool PutNumber(std::string& out, DataType dt, const Number& n) {
+    switch (dt) {
+      case DataType::kFp32: Put<float>(out, static_cast<float>(n.d)); return true;
+      case DataType::kFp64: Put<double>(out, n.d); return true;
+      case DataType::kUint8: return PutQuickInt<uint8_t>(out, n);
+      case DataType::kUint16: return PutQuickInt<uint16_t>(out, n);
+      case DataType::kUint32: return PutQuickInt<uint32_t>(out, n);
+      case DataType::kUint64: return PutQuickInt<uint64_t>(out, n);
+      case DataType::kInt8: return PutQuickInt<int8_t>(out, n);
+      case DataType::kInt16: return PutQuickInt<int16_t>(out, n);
+      case DataType::kInt32: return PutQuickInt<int32_t>(out, n);
+      case DataType::kInt64: return PutQuickInt<int64_t>(out, n);
+      default: return false;
+    }
+  }
+  bool Dims(Shape& shape) {
+    if (!Eat('[') || Peek(']')) return false;
+    do {
+      Number n;
+      if (!Num(n) || !n.integer || n.negative || shape.size() == kMaxRank ||
+          n.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return false;
+      }
+      shape.push_back(static_cast<int64_t>(n.u));
+    } while (Eat(','));
+    return Eat(']') && ElementCount(shape) >= 0;
+  }
+  bool Data(Tensor& t) {
+    const int64_t n = ElementCount(t.shape);
+    if (n <= 0 || !Eat('[')) return false;
+    t.data.reserve(static_cast<size_t>(n) * DataTypeSize(t.datatype));
+    int64_t count = 0;
+    do {
+      Number v;
+      if (++count > n || !Num(v) || !PutNumber(t.data, t.datatype, v)) return false;
+    } while (Eat(','));
+    return Eat(']') && count == n;
+  }
+  bool Input(Tensor& t) {
+    bool name = false, datatype = false, shape = false, data = false;
+    if (!Eat('{')) return false;
+    do {
+      std::string_view key, v;
+      if (!String(key) || !Eat(':')) return false;
+      if (key == "name" && !name && String(v)) {
+        name = true;
+        t.name = v;
+      } else if (key == "datatype" && !datatype && String(v)) {
+        datatype = true;
+        auto dt = ParseDataType(v);
+        if (!dt) return false;
+        t.datatype = *dt;
+      } else if (key == "shape" && !shape && Dims(t.shape)) {
+        shape = true;
+      } else if (key == "data" && !data && datatype && shape && Data(t)) {
+        data = true;
+      } else {
+        return false;
+      }
+    } while (Eat(','));
+    return Eat('}') && name && data;
+  }
+  bool Inputs(std::vector<Tensor>& inputs) {
+    if (!Eat('[')) return false;
+    do {
+      Tensor t;
+      if (!Input(t)) return false;
+      for (const auto& o : inputs) {
+        if (o.name == t.name) return false;
+      }
+      inputs.push_back(std::move(t));
+    } while (Eat(','));
+    return Eat(']');
+  }
+  bool Outputs(std::vector<RequestedOutput>& outputs) {
+    if (!Eat('[')) return false;
+    do {
+      std::string_view key, name;
+      if (!Eat('{') || !String(key) || key != "name" || !Eat(':') || !String(name) || !Eat('}')) return false;
+      outputs.push_back(RequestedOutput{std::string(name), false});
+    } while (Eat(','));
+    return Eat(']');
+  }
+
+  const char* p_;
+  const char* const end_;
+};
+
 }  // namespace
 
 Status JsonBodyError(std::string_view body, const Status& parse_error) {
@@ -324,6 +542,8 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
     }
     json_part = body.substr(0, n);
     binary = body.substr(n);
+  } else if (auto quick = QuickInferParser(body).Parse()) {
+    return std::move(*quick);
   }
   auto parsed = ParseJsonBody(json_part);
   if (!parsed.ok()) return parsed.status();

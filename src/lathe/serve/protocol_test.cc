@@ -97,6 +97,63 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "999", "serve.bad_header_length"},
         BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "x1", "serve.bad_header_length"}));
 
+// A body that carries no binary data parses the same whether or not it has
+// an Inference-Header-Content-Length: without it, common requests take a
+// quick path that skips the JSON document, and must agree with the general one.
+TEST(Protocol, QuickAndGeneralPathsAgree) {
+  const std::vector<std::string> bodies = {
+      R"({"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]})",
+      R"( { "id" : "r1" , "inputs" : [ { "name" : "x" , "shape" : [ 2 , 2 ] , "datatype" : "FP32" ,
+          "data" : [ -0 , 0.1 , 1e-46 , -3.4028235e38 ] } ] , "outputs" : [ { "name" : "y" } ] } )",
+      R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP64","data":[0.1,18446744073709551616,-9223372036854775809]},)"
+      R"({"name":"b","shape":[2],"datatype":"INT64","data":[9223372036854775807,-9223372036854775808]},)"
+      R"({"name":"c","shape":[2],"datatype":"UINT64","data":[18446744073709551615,0]},)"
+      R"({"name":"d","shape":[4],"datatype":"INT8","data":[-128,127,-0,0]},)"
+      R"({"name":"e","shape":[2],"datatype":"UINT8","data":[255,0]}]})",
+      R"({"inputs":[{"data":[1],"name":"x","shape":[1],"datatype":"FP32"}]})",         // data first
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"id":"a","id":"b"})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]})",        // out of range
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.0]}]})",
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]})",          // count
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[01]}]})",         // not JSON
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1e999]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[NaN]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]} x)",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
+      R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"fp32","data":[1]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]})",
+      R"({"inputs":[{"name":"x\u00e9","shape":[1],"datatype":"FP32","data":[1]}]})",
+      "{\"inputs\":[{\"name\":\"x\xc3\xa9\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",
+      R"({"inputs":[]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}])",
+  };
+  for (const auto& b : bodies) {
+    auto quick = ParseInferRequest(b, "");
+    auto general = ParseInferRequest(b, std::to_string(b.size()));
+    ASSERT_EQ(quick.ok(), general.ok()) << b;
+    if (!quick.ok()) {
+      EXPECT_EQ(quick.status().ToString(), general.status().ToString()) << b;
+      continue;
+    }
+    EXPECT_EQ(quick->id, general->id) << b;
+    ASSERT_EQ(quick->inputs.size(), general->inputs.size()) << b;
+    for (size_t i = 0; i < quick->inputs.size(); ++i) {
+      EXPECT_EQ(quick->inputs[i].name, general->inputs[i].name) << b;
+      EXPECT_EQ(quick->inputs[i].datatype, general->inputs[i].datatype) << b;
+      EXPECT_EQ(quick->inputs[i].shape, general->inputs[i].shape) << b;
+      EXPECT_EQ(quick->inputs[i].data, general->inputs[i].data) << b;  // bit for bit (-0 is +0, as before)
+    }
+    ASSERT_EQ(quick->outputs.size(), general->outputs.size()) << b;
+    for (size_t i = 0; i < quick->outputs.size(); ++i) {
+      EXPECT_EQ(quick->outputs[i].name, general->outputs[i].name) << b;
+      EXPECT_EQ(quick->outputs[i].binary, general->outputs[i].binary) << b;
+    }
+  }
+}
+
 TEST(Protocol, BinaryExtension) {
   std::string json = R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}},)"
                      R"({"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":7}}],)"
