@@ -1,5 +1,6 @@
 #include "lathe/serve/protocol.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -150,7 +151,16 @@ Result<Shape> ParseShape(const Json& j, const std::string& name) {
 // ---- output writing ----
 
 void AppendJsonString(std::string& out, std::string_view s) {
-  out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  // Printable ASCII without quotes or backslashes (names, ids) is written as
+  // is, which is what nlohmann writes; anything else goes through it.
+  bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  if (!plain) {
+    out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
 }
 
 template <typename F>

@@ -212,6 +212,14 @@ TEST(Protocol, EncodeJsonAndBinaryOutputs) {
   EXPECT_EQ(b.body.substr(b.header_length), y.data);
 }
 
+TEST(Protocol, EncodedStringsAreEscapedAsNlohmannWritesThem) {
+  for (std::string id : {"plain-id_1 ~", "q\"uote", "back\\slash", "ctl\x01\x1f", "del\x7f", "caf\xc3\xa9", "bad\xff"}) {
+    auto e = EncodeInferResponse("m", 1, id, {}, {}, false);
+    std::string want = "\"id\":" + Json(id).dump(-1, ' ', false, Json::error_handler_t::replace) + ",";
+    EXPECT_NE(e.body.find(want), std::string::npos) << e.body;
+  }
+}
+
 TEST(Protocol, PredictForms) {
   ModelConfig c = DefaultModelConfig("m", "torchscript");
   auto t = PredictRequestToTensors(*ParseJson(R"({"instances":[[1,2],[3,4],[5,6]]})"), c);
