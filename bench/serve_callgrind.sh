@@ -1,0 +1,42 @@
+#!/bin/bash
+# Instructions per request of `lathe serve` (all its threads) with the identity
+# model, counted by callgrind after start-up and a warm-up: a noise-free measure
+# of the server's own cost, for comparing two builds.
+#   bench/serve_callgrind.sh [LATHE]      (default build/lathe; needs valgrind, wrk)
+set -euo pipefail
+LATHE=$(realpath "${1:-build/lathe}")
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$W/repo/echo/1"
+touch "$W/repo/echo/1/READY"
+cat > "$W/repo/echo/config.yaml" <<'YAML'
+backend: identity
+max_batch_size: 32
+inputs: [{name: x, datatype: FP32, dims: [4]}]
+outputs: [{name: y, datatype: FP32, dims: [4]}]
+YAML
+cat > "$W/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = "{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 4], \"datatype\": \"FP32\", \"data\": [1, 2, 3, 4]}]}"
+LUA
+valgrind --tool=callgrind --callgrind-out-file="$W/cg.out" "$LATHE" serve --repository "$W/repo" --port 0 \
+  --gpus none --http-threads 1 > "$W/log" 2>&1 &
+PID=$!
+PORT=
+for _ in $(seq 600); do
+  PORT=$(grep -o 'http://[0-9.]*:[0-9]*' "$W/log" | head -1 | sed 's/.*://') || true
+  [ -n "$PORT" ] && break
+  sleep 0.1
+done
+URL=http://127.0.0.1:$PORT/v2/models/echo/infer
+wrk -t1 -c8 -d2s -s "$W/post.lua" "$URL" > /dev/null
+callgrind_control -z $PID > /dev/null 2>&1
+N=$(wrk -t1 -c8 -d6s -s "$W/post.lua" "$URL" | grep -o '[0-9]* requests in' | cut -d' ' -f1)
+callgrind_control -d $PID > /dev/null 2>&1
+sleep 0.5
+kill -INT $PID
+wait $PID 2> /dev/null || true
+F=$(ls -t "$W"/cg.out.* | head -1)
+IR=$(callgrind_annotate "$F" 2> /dev/null | grep -m1 "PROGRAM TOTALS" | awk '{gsub(",", "", $1); print $1}')
+echo "requests $N  instructions $IR  per request $((IR / N))"
