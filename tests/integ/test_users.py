@@ -101,6 +101,15 @@ class Users(DaemonTest):
         with open(os.path.join(out, "b.bin")) as f:
             self.assertEqual(f.read(), "hi\n")
         self.assertEqual(os.stat(os.path.join(out, "b.bin")).st_uid, self.pw.pw_uid)
+        # The store itself is the daemon's alone: another user cannot read
+        # root's checkpoint bytes around the API (packs, manifests).
+        store = os.path.join(self.d.home, "store")
+        self.assertEqual(os.stat(store).st_mode & 0o777, 0o700)
+        r = self.d.cli("snap", "--store", store, "ls", user=USER, env=env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        r = subprocess.run(["runuser", "-u", USER, "--", "ls", os.path.join(store, "packs")],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
         # ...but not into a directory that is not theirs.
         r = self.d.cli("snap", "restore", their_snap, "--to", os.path.join(base, "elsewhere"),
                        user=USER, env=env, check=False)

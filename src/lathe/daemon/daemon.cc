@@ -95,6 +95,10 @@ Status Daemon::Init() {
   RETURN_IF_ERROR(os::MakeDirs(paths_.home, paths_.system ? 0755 : 0700));
   if (paths_.system) ::chmod(paths_.home.c_str(), 0755);
   RETURN_IF_ERROR(os::MakeDirs(paths_.runs, paths_.system ? 0711 : 0700));
+  // The store holds every user's checkpoints: only the daemon reads it
+  // directly; users go through the API, which applies the access rules.
+  RETURN_IF_ERROR(os::MakeDirs(paths_.store, 0700));
+  if (::chmod(paths_.store.c_str(), 0700) != 0) return ErrnoStatus(paths_.store, errno);
 
   lock_fd_ = ::open(paths_.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0) return ErrnoStatus(paths_.lock, errno);
