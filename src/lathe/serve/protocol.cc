@@ -428,7 +428,9 @@ class QuickInferParser {
   bool Data(Tensor& t) {
     const int64_t n = ElementCount(t.shape);
     if (n <= 0 || !Eat('[')) return false;
-    t.data.reserve(static_cast<size_t>(n) * DataTypeSize(t.datatype));
+    // The shape is the client's word; the text left bounds what can follow.
+    const auto left = static_cast<uint64_t>(end_ - p_) / 2 + 1;
+    t.data.reserve(std::min(static_cast<uint64_t>(n), left) * DataTypeSize(t.datatype));
     int64_t count = 0;
     do {
       Number v;
@@ -519,7 +521,10 @@ Result<Tensor> TensorFromJsonData(const std::string& name, DataType datatype, co
   int64_t n = ElementCount(shape);
   if (n < 0) return Bad("serve.bad_shape", {{"tensor", name}, {"shape", ShapeString(shape)}});
   Tensor t{name, datatype, shape, {}};
-  if (datatype != DataType::kBytes) t.data.reserve(static_cast<size_t>(n) * DataTypeSize(datatype));
+  // Reserved from the elements there are, never from the shape alone: a
+  // shape of 2^62 elements must get an error, not std::length_error.
+  const size_t elements = data.is_array() ? data.size() : 1;
+  if (datatype != DataType::kBytes) t.data.reserve(elements * DataTypeSize(datatype));
   if (!data.is_array()) {
     if (n != 1 || data.is_null() || data.is_object()) return Bad("serve.data_not_list", {{"tensor", name}});
     RETURN_IF_ERROR(AppendElement(t.data, datatype, data, name, 0));

@@ -77,6 +77,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"{", "", "json.malformed"},
         BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP64","data":[1E99999]}]})", "", "json.malformed"},
         BadCase{"[]", "", "json.not_object"},
+        // A shape is not an allocation size (the short fuzz run's first find).
+        BadCase{R"({"inputs":[{"name":"x","shape":[9223372036854775807],"datatype":"FP64","data":[1,2]}]})", "",
+                "serve.data_count"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[4611686018427387904],"datatype":"INT8","data":[[1]]}]})", "",
+                "serve.data_nesting"},
         BadCase{R"({"inputs":[]})", "", "serve.bad_request_field"},
         BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FLOAT","data":[1]}]})", "", "serve.bad_datatype"},
         BadCase{R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})", "", "serve.data_count"},
@@ -116,6 +121,7 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.0]}]})",
       R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]})",          // count
+      R"({"inputs":[{"name":"x","shape":[9223372036854775807],"datatype":"FP64","data":[1]}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[01]}]})",         // not JSON
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.]}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1e999]}]})",
