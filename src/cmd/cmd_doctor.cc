@@ -126,6 +126,7 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   ro.lathe_home = daemon::DaemonHome("").home;
   ro.daemon_status = PingDaemon;
   ro.store_dir = daemon::ReadableStoreDir();
+  if (ro.store_dir.empty()) ro.unreadable_store_dir = daemon::UnreadableStoreDir();
   ro.self_exe = SelfExe();
   ro.capture = CaptureRoundTrip;
   auto view = doctor::NewRealSystemView(std::move(ro));

@@ -127,6 +127,11 @@ class Users(DaemonTest):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("belongs to not-a-number", r.stderr)
         self.assertEqual({s["tags"]["run"] for s in ls(USER)}, {theirs})
+        # The user's doctor cannot check the store (it is the daemon's alone)
+        # and says so, instead of "no store yet".
+        r = self.d.cli("doctor", "--json", user=USER, env=env, check=False)
+        checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
+        self.assertEqual(checks["lathe.store"]["outcome"], "lathe.store.not_readable", checks["lathe.store"])
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "lathe/os/users.h"
@@ -68,6 +69,14 @@ std::string ReadableStoreDir() {
   for (const auto& c : ClientCandidates()) {
     std::string config = c.paths.store + "/config.json";
     if (::access(config.c_str(), R_OK) == 0) return c.paths.store;
+  }
+  return "";
+}
+
+std::string UnreadableStoreDir() {
+  for (const auto& c : ClientCandidates()) {
+    std::string config = c.paths.store + "/config.json";
+    if (::access(config.c_str(), R_OK) != 0 && errno == EACCES) return c.paths.store;
   }
   return "";
 }

@@ -42,5 +42,8 @@ std::vector<Candidate> ClientCandidates();
 // The snapshot store of the first candidate home that has one this user can
 // read ("" when none): what `lathe snap` and the doctor use without --store.
 std::string ReadableStoreDir();
+// The store of the first candidate home that has one this user may not read
+// (permission denied), else "".
+std::string UnreadableStoreDir();
 
 }  // namespace lathe::daemon

@@ -32,6 +32,7 @@ Finding CheckStore(const SystemView&, const Facts& f) {
     case ProbeState::kFailed: return {"lathe.store.error", {{"path", s.path}, {"error", s.error}}};
     case ProbeState::kDone: break;
   }
+  if (s.path.empty() && !s.unreadable.empty()) return {"lathe.store.not_readable", {{"path", s.unreadable}}};
   if (s.path.empty()) return {"lathe.store.none", {}};
   if (s.problems > 0) {
     return {"lathe.store.damaged",

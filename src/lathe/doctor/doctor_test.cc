@@ -519,6 +519,9 @@ TEST(LatheChecks, DaemonAndHome) {
 TEST(LatheChecks, StoreFsckSummary) {
   FakeSystemView m = HealthyMachine();
   EXPECT_EQ(Outcome(m, "lathe.store"), "lathe.store.none");
+  m.unreadable_store_dir = "/var/lib/lathe/store";  // a user and the system daemon's store
+  EXPECT_EQ(Outcome(m, "lathe.store"), "lathe.store.not_readable");
+  m.unreadable_store_dir.clear();
   m.store_dir = "/var/lib/lathe/store";
   m.SetCommand("lathe snap", CommandOutput{0, R"({"ok":true,"packs":3,"chunks":120,"snapshots":7,"problems":[]})", ""});
   Report r = RunOn(m);

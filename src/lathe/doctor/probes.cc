@@ -197,6 +197,7 @@ StoreProbe ProbeStore(const SystemView& view, int64_t timeout_ms) {
   StoreProbe p;
   p.path = view.StoreDir();
   if (p.path.empty()) {
+    p.unreadable = view.UnreadableStoreDir();
     p.state = ProbeState::kDone;
     return p;
   }

@@ -60,6 +60,7 @@ struct DaemonProbe {
 struct StoreProbe {
   ProbeState state = ProbeState::kNotRun;
   std::string path;  // the store checked; empty when there is none to check
+  std::string unreadable;  // a store that exists but this user may not read
   std::string error;
   uint64_t snapshots = 0, packs = 0, chunks = 0, problems = 0;
   std::string first_problem;

@@ -123,6 +123,7 @@ class RealSystemView : public SystemView {
   }
 
   std::string StoreDir() const override { return o_.store_dir; }
+  std::string UnreadableStoreDir() const override { return o_.unreadable_store_dir; }
   std::string SelfExe() const override { return o_.self_exe; }
   Result<CaptureResult> CaptureRoundTrip(int64_t timeout_ms) const override {
     if (!o_.capture) return Status::Unavailable("not checked");

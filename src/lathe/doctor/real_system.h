@@ -19,6 +19,7 @@ struct RealSystemOptions {
   // The daemon's snapshot store when readable ("" = none), and the lathe
   // binary that checks it.
   std::string store_dir;
+  std::string unreadable_store_dir;  // exists, not readable by this user
   std::string self_exe;
   // The capture round trip through the daemon (the CLI builds it on
   // api::ApiClient). Null: Unavailable("not checked").

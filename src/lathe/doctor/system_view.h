@@ -75,6 +75,9 @@ class SystemView {
   virtual std::string RealPath(const std::string& path) const = 0;
   // The daemon's snapshot store when this user can read it, else "".
   virtual std::string StoreDir() const = 0;
+  // A daemon's store that exists but this user may not read (the system
+  // daemon's, for a non-root user), else "".
+  virtual std::string UnreadableStoreDir() const = 0;
   // The lathe binary (for `lathe snap fsck` under a timeout).
   virtual std::string SelfExe() const = 0;
 

@@ -33,6 +33,7 @@ class FakeSystemView : public SystemView {
   Result<gpu::Inventory> gpus = gpu::Inventory{};
   mutable int run_count = 0;  // commands run (probes)
   std::string store_dir;      // "" = no store; fsck answers come from commands["lathe snap"]
+  std::string unreadable_store_dir;
   Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380};
 
   Result<std::string> ReadFile(const std::string& path) const override;
@@ -50,6 +51,7 @@ class FakeSystemView : public SystemView {
   std::optional<std::string> FindExecutable(const std::string& name) const override;
   std::string RealPath(const std::string& path) const override { return path; }
   std::string StoreDir() const override { return store_dir; }
+  std::string UnreadableStoreDir() const override { return unreadable_store_dir; }
   std::string SelfExe() const override { return "lathe"; }
   Result<CaptureResult> CaptureRoundTrip(int64_t) const override { return capture; }
   Result<gpu::Inventory> SampleGpus() const override { return gpus; }
