@@ -9,7 +9,7 @@ BUILD=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
-  libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev
+  libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libsimdjson-dev
   libtorch-dev libopenblas0-pthread
 )
 TEST=(

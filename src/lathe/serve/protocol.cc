@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 namespace lathe::serve {
 namespace {
@@ -268,225 +269,220 @@ Result<Tensor> ParseInput(const Json& in, size_t i, std::string_view& binary, bo
   return TensorFromJsonData(*name, *dt, shape, in["data"]);
 }
 
-// The common request, read straight from its text: ASCII strings without
-// escapes, flat lists of numbers for `data` (after `shape` and `datatype`), no
-// parameters, each key once. It builds exactly what the general path builds
-// from the JSON document, without the document's allocations; for anything
-// else, every malformed request included, Parse answers nullopt and the
-// general path takes the request (and words its error).
-class QuickInferParser {
- public:
-  explicit QuickInferParser(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+// The common request, read with simdjson's On-Demand API: object keys each
+// once, known ones only (no parameters), `data` a flat list of numbers after
+// `shape` and `datatype`, outputs by name only. It builds exactly what the
+// general path builds from the nlohmann document, without the document's
+// allocations: numbers as nlohmann keeps them (a 64-bit integer when the text
+// has no fraction or exponent and fits, -0 included, else a double). Anything
+// else, every malformed request included, gives nullopt and the general path
+// takes the request (and words its error).
+namespace quick {
 
-  std::optional<InferRequestMsg> Parse() {
-    InferRequestMsg m;
-    bool id = false, inputs = false, outputs = false;
-    if (!Eat('{')) return std::nullopt;
-    do {
-      std::string_view key, v;
-      if (!String(key) || !Eat(':')) return std::nullopt;
-      if (key == "id" && !id && String(v)) {
-        id = true;
-        m.id = v;
-      } else if (key == "inputs" && !inputs && Inputs(m.inputs)) {
-        inputs = true;
-      } else if (key == "outputs" && !outputs && Outputs(m.outputs)) {
-        outputs = true;
-      } else {
-        return std::nullopt;
-      }
-    } while (Eat(','));
-    if (!Eat('}') || !inputs) return std::nullopt;
-    SkipSpace();
-    if (p_ != end_) return std::nullopt;
-    return m;
-  }
+namespace od = simdjson::ondemand;
 
- private:
-  // A JSON number as nlohmann keeps it: a 64-bit integer when it has no
-  // fraction or exponent and fits, else a double.
-  struct Number {
-    bool integer = false;
-    bool negative = false;
-    uint64_t u = 0;  // integer, !negative
-    int64_t i = 0;   // integer, negative
-    double d = 0;    // the value as a double (get<double>())
-  };
+// Bodies above this are read with a parser of their own rather than the
+// thread's, so that no I/O thread keeps a large parser's buffers.
+constexpr size_t kThreadParserMaxBytes = 64 << 10;
 
-  void SkipSpace() {
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-  }
-  bool Eat(char c) {
-    SkipSpace();
-    if (p_ == end_ || *p_ != c) return false;
-    ++p_;
-    return true;
-  }
-  bool Peek(char c) {
-    SkipSpace();
-    return p_ < end_ && *p_ == c;
-  }
-  bool String(std::string_view& out) {
-    if (!Eat('"')) return false;
-    const char* b = p_;
-    while (p_ < end_ && *p_ != '"') {
-      auto c = static_cast<unsigned char>(*p_);
-      if (c < 0x20 || c >= 0x80 || c == '\\') return false;
-      ++p_;
-    }
-    if (p_ == end_) return false;
-    out = std::string_view(b, static_cast<size_t>(p_ - b));
-    ++p_;
-    return true;
-  }
-  static bool Digit(const char* q, const char* end) { return q < end && *q >= '0' && *q <= '9'; }
-  bool Num(Number& n) {
-    SkipSpace();
-    const char* b = p_;
-    const char* q = p_;
-    if (q < end_ && *q == '-') ++q;
-    if (!Digit(q, end_)) return false;
-    if (*q == '0') {
-      ++q;
-    } else {
-      while (Digit(q, end_)) ++q;
-    }
-    bool integer = true;
-    if (q < end_ && *q == '.') {
-      if (!Digit(++q, end_)) return false;
-      while (Digit(q, end_)) ++q;
-      integer = false;
-    }
-    if (q < end_ && (*q == 'e' || *q == 'E')) {
-      ++q;
-      if (q < end_ && (*q == '+' || *q == '-')) ++q;
-      if (!Digit(q, end_)) return false;
-      while (Digit(q, end_)) ++q;
-      integer = false;
-    }
-    n.negative = *b == '-';
-    if (integer && n.negative) {
-      auto r = std::from_chars(b, q, n.i);
-      n.integer = r.ec == std::errc() && r.ptr == q;
-      n.d = static_cast<double>(n.i);
-    } else if (integer) {
-      auto r = std::from_chars(b, q, n.u);
-      n.integer = r.ec == std::errc() && r.ptr == q;
-      n.d = static_cast<double>(n.u);
-    }
-    if (!n.integer) {
-      auto r = std::from_chars(b, q, n.d);
-      if (r.ec != std::errc() || r.ptr != q || !std::isfinite(n.d)) return false;
-    }
-    p_ = q;
-    return true;
-  }
-  template <typename T>
-  static bool PutQuickInt(std::string& out, const Number& n) {
-    if (!n.integer) return false;
-    if (!n.negative) {
-      if (n.u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-      Put<T>(out, static_cast<T>(n.u));
-      return true;
-    }
-    if constexpr (std::is_unsigned_v<T>) {
-      return false;
-    } else {
-      if (n.i < static_cast<int64_t>(std::numeric_limits<T>::min())) return false;
-      Put<T>(out, static_cast<T>(n.i));
-      return true;
-    }
-  }
-  // As AppendElement for a number; false for the datatypes left to the general path.
-  static bool PutNumber(std::string& out, DataType dt, const Number& n) {
-    switch (dt) {
-      case DataType::kFp32: Put<float>(out, static_cast<float>(n.d)); return true;
-      case DataType::kFp64: Put<double>(out, n.d); return true;
-      case DataType::kUint8: return PutQuickInt<uint8_t>(out, n);
-      case DataType::kUint16: return PutQuickInt<uint16_t>(out, n);
-      case DataType::kUint32: return PutQuickInt<uint32_t>(out, n);
-      case DataType::kUint64: return PutQuickInt<uint64_t>(out, n);
-      case DataType::kInt8: return PutQuickInt<int8_t>(out, n);
-      case DataType::kInt16: return PutQuickInt<int16_t>(out, n);
-      case DataType::kInt32: return PutQuickInt<int32_t>(out, n);
-      case DataType::kInt64: return PutQuickInt<int64_t>(out, n);
-      default: return false;
-    }
-  }
-  bool Dims(Shape& shape) {
-    if (!Eat('[') || Peek(']')) return false;
-    do {
-      Number n;
-      if (!Num(n) || !n.integer || n.negative || shape.size() == kMaxRank ||
-          n.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return false;
-      }
-      shape.push_back(static_cast<int64_t>(n.u));
-    } while (Eat(','));
-    return Eat(']') && ElementCount(shape) >= 0;
-  }
-  bool Data(Tensor& t) {
-    const int64_t n = ElementCount(t.shape);
-    if (n <= 0 || !Eat('[')) return false;
-    // The shape is the client's word; the text left bounds what can follow.
-    const auto left = static_cast<uint64_t>(end_ - p_) / 2 + 1;
-    t.data.reserve(std::min(static_cast<uint64_t>(n), left) * DataTypeSize(t.datatype));
-    int64_t count = 0;
-    do {
-      Number v;
-      if (++count > n || !Num(v) || !PutNumber(t.data, t.datatype, v)) return false;
-    } while (Eat(','));
-    return Eat(']') && count == n;
-  }
-  bool Input(Tensor& t) {
-    bool name = false, datatype = false, shape = false, data = false;
-    if (!Eat('{')) return false;
-    do {
-      std::string_view key, v;
-      if (!String(key) || !Eat(':')) return false;
-      if (key == "name" && !name && String(v)) {
-        name = true;
-        t.name = v;
-      } else if (key == "datatype" && !datatype && String(v)) {
-        datatype = true;
-        auto dt = ParseDataType(v);
-        if (!dt) return false;
-        t.datatype = *dt;
-      } else if (key == "shape" && !shape && Dims(t.shape)) {
-        shape = true;
-      } else if (key == "data" && !data && datatype && shape && Data(t)) {
-        data = true;
-      } else {
-        return false;
-      }
-    } while (Eat(','));
-    return Eat('}') && name && data;
-  }
-  bool Inputs(std::vector<Tensor>& inputs) {
-    if (!Eat('[')) return false;
-    do {
-      Tensor t;
-      if (!Input(t)) return false;
-      for (const auto& o : inputs) {
-        if (o.name == t.name) return false;
-      }
-      inputs.push_back(std::move(t));
-    } while (Eat(','));
-    return Eat(']');
-  }
-  bool Outputs(std::vector<RequestedOutput>& outputs) {
-    if (!Eat('[')) return false;
-    do {
-      std::string_view key, name;
-      if (!Eat('{') || !String(key) || key != "name" || !Eat(':') || !String(name) || !Eat('}')) return false;
-      outputs.push_back(RequestedOutput{std::string(name), false});
-    } while (Eat(','));
-    return Eat(']');
-  }
-
-  const char* p_;
-  const char* const end_;
+struct Number {
+  od::number_type type = od::number_type::signed_integer;
+  int64_t i = 0;   // signed_integer
+  uint64_t u = 0;  // unsigned_integer (>= 2^63)
+  double d = 0;    // the value as a double (nlohmann's get<double>())
 };
+
+bool GetNumber(od::value v, Number& n) {
+  if (v.get_number_type().get(n.type)) return false;
+  switch (n.type) {
+    case od::number_type::signed_integer:
+      if (v.get_int64().get(n.i)) return false;  // below -2^63: a double in nlohmann
+      n.d = static_cast<double>(n.i);
+      return true;
+    case od::number_type::unsigned_integer:
+      if (v.get_uint64().get(n.u)) return false;  // 2^64 and above: a double in nlohmann
+      n.d = static_cast<double>(n.u);
+      return true;
+    default:
+      return !v.get_double().get(n.d);  // 1e999 is an error in both
+  }
+}
+
+template <typename T>
+bool PutInt(std::string& out, const Number& n) {
+  if (n.type == od::number_type::unsigned_integer) {
+    if (n.u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+    Put<T>(out, static_cast<T>(n.u));
+    return true;
+  }
+  if (n.type != od::number_type::signed_integer) return false;
+  if constexpr (std::is_unsigned_v<T>) {
+    if (n.i < 0 || static_cast<uint64_t>(n.i) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+  } else {
+    if (n.i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        n.i > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      return false;
+    }
+  }
+  Put<T>(out, static_cast<T>(n.i));
+  return true;
+}
+
+// As AppendElement for a number; false for the datatypes left to the general path.
+bool PutNumber(std::string& out, DataType dt, const Number& n) {
+  switch (dt) {
+    case DataType::kFp32: Put<float>(out, static_cast<float>(n.d)); return true;
+    case DataType::kFp64: Put<double>(out, n.d); return true;
+    case DataType::kUint8: return PutInt<uint8_t>(out, n);
+    case DataType::kUint16: return PutInt<uint16_t>(out, n);
+    case DataType::kUint32: return PutInt<uint32_t>(out, n);
+    case DataType::kUint64: return PutInt<uint64_t>(out, n);
+    case DataType::kInt8: return PutInt<int8_t>(out, n);
+    case DataType::kInt16: return PutInt<int16_t>(out, n);
+    case DataType::kInt32: return PutInt<int32_t>(out, n);
+    case DataType::kInt64: return PutInt<int64_t>(out, n);
+    default: return false;
+  }
+}
+
+bool GetString(od::value v, std::string& out) {
+  std::string_view s;
+  if (v.get_string().get(s)) return false;
+  out = s;
+  return true;
+}
+
+bool Dims(od::value v, Shape& shape) {
+  od::array a;
+  if (v.get_array().get(a)) return false;
+  for (auto d : a) {
+    int64_t x = 0;
+    od::value dv;
+    if (d.get(dv) || dv.get_int64().get(x) || x < 0 || shape.size() == kMaxRank) return false;
+    shape.push_back(x);
+  }
+  return !shape.empty() && ElementCount(shape) >= 0;
+}
+
+bool Data(od::value v, Tensor& t, size_t text_bytes) {
+  const int64_t n = ElementCount(t.shape);
+  od::array a;
+  if (n <= 0 || v.get_array().get(a)) return false;
+  // The shape is the client's word; the text bounds how many elements follow.
+  t.data.reserve(std::min(static_cast<uint64_t>(n), text_bytes / 2 + 1) * DataTypeSize(t.datatype));
+  int64_t count = 0;
+  for (auto e : a) {
+    od::value ev;
+    Number x;
+    if (++count > n || e.get(ev) || !GetNumber(ev, x) || !PutNumber(t.data, t.datatype, x)) return false;
+  }
+  return count == n;
+}
+
+bool Input(od::value v, Tensor& t, size_t text_bytes) {
+  bool name = false, datatype = false, shape = false, data = false;
+  od::object o;
+  if (v.get_object().get(o)) return false;
+  for (auto f : o) {
+    od::field field;
+    if (std::move(f).get(field)) return false;
+    od::raw_json_string key = field.key();
+    std::string_view dts;
+    if (key == "name" && !name && GetString(field.value(), t.name)) {
+      name = true;
+    } else if (key == "datatype" && !datatype && !field.value().get_string().get(dts)) {
+      auto dt = ParseDataType(dts);
+      if (!dt) return false;
+      t.datatype = *dt;
+      datatype = true;
+    } else if (key == "shape" && !shape && Dims(field.value(), t.shape)) {
+      shape = true;
+    } else if (key == "data" && !data && datatype && shape && Data(field.value(), t, text_bytes)) {
+      data = true;
+    } else {
+      return false;
+    }
+  }
+  return name && data;
+}
+
+bool Inputs(od::value v, std::vector<Tensor>& inputs, size_t text_bytes) {
+  od::array a;
+  if (v.get_array().get(a)) return false;
+  for (auto e : a) {
+    od::value ev;
+    Tensor t;
+    if (e.get(ev) || !Input(ev, t, text_bytes)) return false;
+    for (const auto& o : inputs) {
+      if (o.name == t.name) return false;
+    }
+    inputs.push_back(std::move(t));
+  }
+  return !inputs.empty();
+}
+
+bool Outputs(od::value v, std::vector<RequestedOutput>& outputs) {
+  od::array a;
+  if (v.get_array().get(a)) return false;
+  for (auto e : a) {
+    od::object o;
+    if (e.get_object().get(o)) return false;
+    RequestedOutput out;
+    bool name = false;
+    for (auto f : o) {
+      od::field field;
+      if (std::move(f).get(field) || name || field.key() != "name" || !GetString(field.value(), out.name)) return false;
+      name = true;
+    }
+    if (!name) return false;
+    outputs.push_back(std::move(out));
+  }
+  return true;
+}
+
+std::optional<InferRequestMsg> Read(od::parser& parser, const simdjson::padded_string_view& text) {
+  InferRequestMsg m;
+  bool id = false, inputs = false, outputs = false;
+  od::document doc;
+  od::object root;
+  if (parser.iterate(text).get(doc) || doc.get_object().get(root)) return std::nullopt;
+  for (auto f : root) {
+    od::field field;
+    if (std::move(f).get(field)) return std::nullopt;
+    od::raw_json_string key = field.key();
+    if (key == "id" && !id && GetString(field.value(), m.id)) {
+      id = true;
+    } else if (key == "inputs" && !inputs && Inputs(field.value(), m.inputs, text.length())) {
+      inputs = true;
+    } else if (key == "outputs" && !outputs && Outputs(field.value(), m.outputs)) {
+      outputs = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  // Nothing may follow the object: at the end, current_location says OUT_OF_BOUNDS.
+  if (!inputs || doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return std::nullopt;
+  return m;
+}
+
+// simdjson reads up to SIMDJSON_PADDING bytes past the text. A string_view
+// says nothing of what lies after it, so the body is copied into a buffer
+// that has them (initialized); the copy costs little next to the parse.
+std::optional<InferRequestMsg> Parse(std::string_view body) {
+  thread_local std::string padded;
+  thread_local od::parser thread_parser;
+  const bool big = body.size() > kThreadParserMaxBytes;
+  std::string big_padded;
+  std::string& buf = big ? big_padded : padded;
+  if (buf.size() < body.size() + simdjson::SIMDJSON_PADDING) buf.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(buf.data(), body.data(), body.size());
+  simdjson::padded_string_view text(buf.data(), body.size(), buf.size());
+  if (!big) return Read(thread_parser, text);
+  od::parser parser;
+  return Read(parser, text);
+}
+
+}  // namespace quick
 
 }  // namespace
 
@@ -557,7 +553,7 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
     }
     json_part = body.substr(0, n);
     binary = body.substr(n);
-  } else if (auto quick = QuickInferParser(body).Parse()) {
+  } else if (auto quick = quick::Parse(body)) {
     return std::move(*quick);
   }
   auto parsed = ParseJsonBody(json_part);

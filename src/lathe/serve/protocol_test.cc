@@ -135,6 +135,29 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
       "{\"inputs\":[{\"name\":\"x\xc3\xa9\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",
       R"({"inputs":[]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}])",
+      // simdjson's reader: escapes, UTF-8, number edges, what may follow.
+      R"({"id":"a\"b\u00e9\ud83d\ude00","inputs":[{"name":"x\n","shape":[1],"datatype":"FP32","data":[1]}]})",
+      R"({"inputs":[{"name":"x\ud800","shape":[1],"datatype":"FP32","data":[1]}]})",         // lone surrogate
+      "{\"inputs\":[{\"name\":\"x\xff\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",   // not UTF-8
+      "{\"inputs\":[{\"name\":\"x\xc0\xaf\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",  // overlong
+      R"({"inputs":[{"n\u0061me":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
+      R"({"inputs":[{"name":"x","shape":[5],"datatype":"FP64","data":[4.9e-324,2.4703282292062327e-324,1e-400,-0.0,1.7976931348623157e308]}]})",
+      R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[3.4028235677973366e38,1.401298464324817e-45,0.30000000000000004]}]})",
+      R"({"inputs":[{"name":"x","shape":[3],"datatype":"INT64","data":[-0,9223372036854775808,1]}]})",
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"UINT64","data":[9223372036854775808,18446744073709551616]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[-]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1,]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]} {})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1] "x":1}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"y","name":"z"}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[true]}]})",
+      R"({"inputs":[{"name":"x","shape":[],"datatype":"FP32","data":[1]}]})",
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})" "\t\r\n ",
+      std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})") + std::string(1, '\0'),
+      std::string(70000, ' ') + R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",  // own parser
   };
   for (const auto& b : bodies) {
     auto quick = ParseInferRequest(b, "");
