@@ -133,6 +133,28 @@ class Users(DaemonTest):
         checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
         self.assertEqual(checks["lathe.store"]["outcome"], "lathe.store.not_readable", checks["lathe.store"])
 
+    def test_users_run_resumes_with_its_checkpoint_restored_as_theirs(self):
+        env = self.d.env(HOME="/tmp")
+        base = tempfile.mkdtemp(prefix="lathe-it-resume-")
+        self.addCleanup(shutil.rmtree, base, True)
+        os.chmod(base, 0o755)
+        home = os.path.join(base, "user")
+        os.makedirs(home)
+        os.chown(home, self.pw.pw_uid, self.pw.pw_gid)
+        ckpt = os.path.join(home, "ckpt")
+        # Attempt 1 saves a checkpoint, waits for its capture, wipes the
+        # directory and fails; attempt 2 must find the checkpoint restored.
+        script = (f'if [ -n "$LATHE_RESUME_FROM" ]; then cat "$LATHE_RESUME_FROM/c.bin" > {home}/resumed; exit 0; fi; '
+                  f'mkdir {ckpt}/step_7 && echo step-7 > {ckpt}/step_7/c.bin; sleep 2; rm -rf {ckpt}/step_7; exit 1')
+        run = self.d.cli("run", "--workdir", home, "--retry", "1", "--checkpoint-dir", ckpt, "--",
+                         "sh", "-c", script, user=USER, env=env).stdout.strip()
+        self.d.wait_state(run, "succeeded")
+        with open(os.path.join(home, "resumed")) as f:
+            self.assertEqual(f.read(), "step-7\n")
+        st = os.stat(os.path.join(ckpt, "step_7", "c.bin"))
+        self.assertEqual((st.st_uid, st.st_gid), (self.pw.pw_uid, self.pw.pw_gid))
+        self.assertEqual(os.stat(ckpt).st_uid, self.pw.pw_uid)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -3,11 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "lathe/common/units.h"
 #include "lathe/os/files.h"
+#include "lathe/os/users.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/store.h"
 #include "lathe/snap/watcher.h"
@@ -233,6 +236,12 @@ void RunCheckpoints::WaitCaptures(const std::string& run_id) {
   for (auto& t : threads) t.join();
 }
 
+std::function<Status(const std::function<Status()>&)> WriteAs(uid_t uid, gid_t gid) {
+  auto found = os::LookupUser(uid);
+  os::UserInfo user = found.ok() ? *found : os::UserInfo{uid, gid, "", "", ""};
+  return [user](const std::function<Status()>& body) { return os::RunAsUser(user, body); };
+}
+
 Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std::string& resume_run,
                                             const std::string& dir, DirOwner owner) {
   WaitCaptures(run_id);
@@ -256,8 +265,19 @@ Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std
   }
   snap::RestoreOptions ro;
   ro.force = true;  // what is there now differs from the checkpoint: replace it
+  // A root daemon restores with the user's permissions where the user owns
+  // the directory the restore swaps in (so a path they swap cannot send it
+  // elsewhere); under a directory only root may write (an admin's /data),
+  // as root, then the files are given to the user, as before.
+  bool as_root = false;
+  if (::geteuid() == 0 && owner.uid != 0) {
+    struct stat parent;
+    std::string up = std::filesystem::path(dir).lexically_normal().parent_path().string();
+    as_root = ::stat(up.c_str(), &parent) == 0 && parent.st_uid != owner.uid;
+    if (!as_root) ro.write_as = WriteAs(owner.uid, owner.gid);
+  }
   ASSIGN_OR_RETURN(auto restored, store->Restore(found->id, dir, ro));
-  if (::geteuid() == 0 && owner.uid != 0) RETURN_IF_ERROR(os::ChownTree(dir, owner.uid, owner.gid));
+  if (as_root) RETURN_IF_ERROR(os::ChownTree(dir, owner.uid, owner.gid));
   p.restored = true;
   AddEvent(run_id, "checkpoint",
            fmt::format("restored snapshot {} into {} ({} files, {}); resuming from {}", Short(found->id),

@@ -40,6 +40,11 @@ class Watcher;
 
 namespace lathe::daemon {
 
+// RestoreOptions::write_as for a root daemon restoring into a user's tree:
+// the writing runs with that user's file-system identity (os::RunAsUser;
+// `gid` is used when `uid` has no passwd entry).
+std::function<Status(const std::function<Status()>&)> WriteAs(uid_t uid, gid_t gid);
+
 // One event for a run's history, produced off the daemon's lock.
 struct CheckpointEvent {
   std::string run_id;

@@ -95,11 +95,11 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
   snap::RestoreOptions o;
   o.force = force;
   o.progress = std::move(progress);
+  // A root daemon writes with the caller's permissions (the files are
+  // theirs, and a path swapped after the check above cannot send them
+  // elsewhere).
+  if (::geteuid() == 0 && caller.uid != 0) o.write_as = WriteAs(caller.uid, caller.uid);
   ASSIGN_OR_RETURN(auto r, store->Restore(id, to, o));
-  if (::geteuid() == 0 && caller.uid != 0) {
-    auto u = os::LookupUser(caller.uid);
-    RETURN_IF_ERROR(os::ChownTree(to, caller.uid, u.ok() ? u->gid : caller.uid));
-  }
   return Json{{"id", id}, {"path", to}, {"files", r.files}, {"bytes", r.bytes}};
 }
 

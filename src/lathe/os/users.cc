@@ -2,8 +2,11 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 
 namespace lathe::os {
 namespace {
@@ -44,6 +47,28 @@ std::vector<gid_t> GroupsOf(const UserInfo& user) {
   }
   groups.resize(n);
   return groups;
+}
+
+Status RunAsUser(const UserInfo& user, const std::function<Status()>& body) {
+  std::vector<gid_t> groups = GroupsOf(user);
+  Status result;
+  std::thread t([&] {
+    if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) {
+      result = ErrnoStatus("setgroups for " + user.name, errno);
+      return;
+    }
+    ::syscall(SYS_setfsgid, user.gid);
+    ::syscall(SYS_setfsuid, user.uid);
+    // setfs*id report the previous id, never an error: read them back.
+    if (static_cast<uid_t>(::syscall(SYS_setfsuid, -1)) != user.uid ||
+        static_cast<gid_t>(::syscall(SYS_setfsgid, -1)) != user.gid) {
+      result = Status::PermissionDenied("cannot take the file-system identity of " + user.name);
+      return;
+    }
+    result = body();
+  });
+  t.join();
+  return result;
 }
 
 }  // namespace lathe::os

@@ -94,6 +94,8 @@ Status Restorer::Layout(const std::string& tmp) {
   return Status::OK();
 }
 
+// Finds every chunk and opens every pack the snapshot needs, so that the
+// writing part reads through open descriptors only (see RestoreOptions::write_as).
 Status Restorer::Locate() {
   for (const auto& e : m_.files) {
     for (const auto& c : e.chunks) {
@@ -103,6 +105,8 @@ Status Restorer::Locate() {
         return Status::Msg(Code::kIoError, "snap.file_chunk_missing",
                            {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)}});
       }
+      ASSIGN_OR_RETURN(int fd, packs_.Get(loc->pack));
+      (void)fd;
       where_.emplace(c.id, std::move(*loc));
     }
   }
@@ -204,11 +208,8 @@ Status SwapIntoPlace(const std::string& tmp, const std::string& target, TargetSt
   return os::FsyncDir(parent);
 }
 
-}  // namespace
-
-Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id, const Manifest& m,
-                                      const std::string& target_arg, const RestoreOptions& opts) {
-  RETURN_IF_ERROR(ValidateManifestPaths(m));
+Status WriteTarget(Restorer* rp, const std::string& target_arg, const RestoreOptions& opts) {
+  Restorer& r = *rp;
   std::filesystem::path tp = std::filesystem::absolute(target_arg).lexically_normal();
   if (!tp.has_filename()) tp = tp.parent_path();
   // A target that is a symlink to a directory (checkpoints on another
@@ -226,16 +227,23 @@ Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId&
   }
   std::string tmp = parent + "/." + tp.filename().string() + ".lathe-restore-" + NewId("");
   if (::mkdir(tmp.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + tmp, errno);
-  Restorer r(ctx, id, m, opts);
   Status st = r.Layout(tmp);
-  if (st.ok()) st = r.Locate();
   if (st.ok()) st = r.WriteAll(tmp);
   if (st.ok()) st = r.Finish(tmp);
   if (st.ok()) st = SwapIntoPlace(tmp, target, state, parent);
-  if (!st.ok()) {
-    os::RemoveAll(tmp);
-    return st;
-  }
+  if (!st.ok()) os::RemoveAll(tmp);
+  return st;
+}
+
+}  // namespace
+
+Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id, const Manifest& m,
+                                      const std::string& target_arg, const RestoreOptions& opts) {
+  RETURN_IF_ERROR(ValidateManifestPaths(m));
+  Restorer r(ctx, id, m, opts);
+  RETURN_IF_ERROR(r.Locate());
+  auto write = [&]() -> Status { return WriteTarget(&r, target_arg, opts); };
+  RETURN_IF_ERROR(opts.write_as ? opts.write_as(write) : write());
   return r.result();
 }
 

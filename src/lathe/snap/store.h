@@ -96,6 +96,11 @@ struct RestoreOptions {
   // swapped aside and removed only after the new ones are in place.
   bool force = false;
   ProgressFn progress;
+  // Runs the part that touches the target (every directory, file and rename
+  // there) — e.g. os::RunAsUser, so a root daemon writes with the user's
+  // permissions. The store is read before: every pack the snapshot needs is
+  // opened first. Empty: run it directly.
+  std::function<Status(const std::function<Status()>&)> write_as;
 };
 
 struct RestoreResult {

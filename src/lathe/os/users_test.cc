@@ -1,0 +1,54 @@
+#include "lathe/os/users.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace lathe::os {
+namespace {
+
+// Needs root (to take another identity) and the `nobody` user.
+TEST(Users, RunAsUserWritesWithTheUsersPermissionsOnItsThreadOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookupUserByName("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user nobody";
+  char tmpl[] = "/tmp/lathe-users-XXXXXX";
+  std::string root_dir = ::mkdtemp(tmpl);  // root's, 0700
+  ASSERT_EQ(::chmod(root_dir.c_str(), 0755), 0);
+  std::string theirs = root_dir + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), nobody->uid, nobody->gid), 0);
+  std::filesystem::create_directory_symlink(root_dir, theirs + "/link");  // into root's directory
+
+  Status st = RunAsUser(*nobody, [&]() -> Status {
+    // Their own directory: created, and theirs.
+    int fd = ::open((theirs + "/mine").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::Internal("cannot create in their own directory");
+    ::close(fd);
+    // Root's directory, directly or through a symlink in their tree: refused.
+    for (const std::string& p : {root_dir + "/x", theirs + "/link/y"}) {
+      fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd >= 0 || errno != EACCES) return Status::Internal("created " + p);
+    }
+    return Status::OK();
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  struct stat s;
+  ASSERT_EQ(::stat((theirs + "/mine").c_str(), &s), 0);
+  EXPECT_EQ(s.st_uid, nobody->uid);
+  EXPECT_EQ(s.st_gid, nobody->gid);
+  EXPECT_FALSE(std::filesystem::exists(root_dir + "/x"));
+  // This thread is still root: it may write anywhere.
+  int fd = ::open((root_dir + "/x").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  // A failure inside comes back.
+  EXPECT_EQ(RunAsUser(*nobody, [] { return Status::NotFound("x"); }).code(), Code::kNotFound);
+  std::filesystem::remove_all(root_dir);
+}
+
+}  // namespace
+}  // namespace lathe::os
