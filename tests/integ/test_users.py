@@ -154,6 +154,14 @@ class Users(DaemonTest):
         st = os.stat(os.path.join(ckpt, "step_7", "c.bin"))
         self.assertEqual((st.st_uid, st.st_gid), (self.pw.pw_uid, self.pw.pw_gid))
         self.assertEqual(os.stat(ckpt).st_uid, self.pw.pw_uid)
+        # Under a directory only root may write (an admin's shared disk), the
+        # daemon still creates the user's checkpoint directory, as theirs.
+        shared = os.path.join(base, "shared", "ckpt")
+        run = self.d.cli("run", "--workdir", home, "--checkpoint-dir", shared, "--", "sh", "-c",
+                         f"echo x > {shared}/a.bin", user=USER, env=env).stdout.strip()
+        self.d.wait_state(run, "succeeded")
+        self.assertEqual(os.stat(shared).st_uid, self.pw.pw_uid)
+        self.assertEqual(os.stat(os.path.dirname(shared)).st_uid, self.pw.pw_uid)
 
 
 if __name__ == "__main__":

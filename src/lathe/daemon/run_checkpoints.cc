@@ -179,9 +179,21 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
   }
 }
 
+// Creates a run's checkpoint directory. A root daemon creates it with the
+// user's identity, so the kernel checks each step and a path component the
+// user swaps for a symlink cannot make root create a directory elsewhere;
+// where the user may not create it (under an admin's root-owned directory),
+// root creates it and gives it to the user.
+Status MakeCheckpointDir(const std::string& dir, DirOwner owner) {
+  if (::geteuid() != 0 || owner.uid == 0) return os::MakeDirs(dir, 0755);
+  Status st = WriteAs(owner.uid, owner.gid)([&] { return os::MakeDirs(dir, 0755); });
+  if (st.ok() || st.code() != Code::kPermissionDenied) return st;
+  return os::MakeDirsOwned(dir, 0755, owner.uid, owner.gid);
+}
+
 Status RunCheckpoints::Watch(const std::string& run_id, int attempt, const std::string& dir,
                              DirOwner owner, int keep, bool capture_now) {
-  RETURN_IF_ERROR(os::MakeDirsOwned(dir, 0755, owner.uid, owner.gid));
+  RETURN_IF_ERROR(MakeCheckpointDir(dir, owner));
   snap::WatcherOptions o;
   o.clock = &clock_;
   auto w = snap::Watcher::Start(dir, o, [=, this](const snap::WatchBatch&) {
@@ -245,7 +257,7 @@ std::function<Status(const std::function<Status()>&)> WriteAs(uid_t uid, gid_t g
 Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std::string& resume_run,
                                             const std::string& dir, DirOwner owner) {
   WaitCaptures(run_id);
-  RETURN_IF_ERROR(os::MakeDirsOwned(dir, 0755, owner.uid, owner.gid));
+  RETURN_IF_ERROR(MakeCheckpointDir(dir, owner));
   ASSIGN_OR_RETURN(snap::Store * store, this->store());
   ASSIGN_OR_RETURN(auto found, NewestResumable(*store, run_id));
   if (!found && !resume_run.empty()) {
