@@ -191,6 +191,17 @@ def write(path, text):
         f.write(text)
 
 
+# An identity model (2 floats in, the same 2 out) with dynamic batching; runs
+# inline on the I/O thread. Used by test_serve_prometheus and test_serve_inline.
+ECHO_CONFIG = """
+backend: identity
+max_batch_size: 8
+inputs: [{name: x, datatype: FP32, dims: [2]}]
+outputs: [{name: y, datatype: FP32, dims: [2]}]
+dynamic_batching: {max_queue_delay_us: 1000}
+"""
+
+
 class ServeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

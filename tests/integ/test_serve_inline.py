@@ -15,15 +15,8 @@ import tempfile
 import threading
 import unittest
 
-from test_serve import Server, write
+from test_serve import ECHO_CONFIG, Server, write
 
-ECHO = """
-backend: identity
-max_batch_size: 8
-inputs: [{name: x, datatype: FP32, dims: [2]}]
-outputs: [{name: y, datatype: FP32, dims: [2]}]
-dynamic_batching: {max_queue_delay_us: 200}
-"""
 CLIENTS = 4
 
 
@@ -88,7 +81,7 @@ class InlineServe(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="lathe-serve-inline-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.repo = os.path.join(self.tmp, "repo")
-        write(f"{self.repo}/echo/config.yaml", ECHO)
+        write(f"{self.repo}/echo/config.yaml", ECHO_CONFIG)
         write(f"{self.repo}/echo/1/READY", "")
 
     def serve(self, *args):

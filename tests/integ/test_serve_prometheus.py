@@ -21,20 +21,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from test_serve import Server, write
+from test_serve import ECHO_CONFIG, Server, write
 
 PROMETHEUS = "/usr/bin/prometheus"
 HAVE_PROMETHEUS = os.access(PROMETHEUS, os.X_OK)
 DEADLINE_S = 120  # generous: the machine is shared; scrapes come every second
 START_ATTEMPTS = 5  # a free port found by bind(0) can be taken before Prometheus binds it
 
-ECHO_CONFIG = """
-backend: identity
-max_batch_size: 8
-inputs: [{name: x, datatype: FP32, dims: [2]}]
-outputs: [{name: y, datatype: FP32, dims: [2]}]
-dynamic_batching: {max_queue_delay_us: 1000}
-"""
 
 PROMETHEUS_CONFIG = """
 global:

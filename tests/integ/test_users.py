@@ -56,17 +56,23 @@ class Users(DaemonTest):
         self.d.cli("stop", theirs, user=USER, env=env)
         self.d.wait_state(theirs, "stopped")
 
-    def test_snapshots_follow_run_ownership(self):
-        env = self.d.env(HOME="/tmp")
-        base = tempfile.mkdtemp(prefix="lathe-it-snap-")
+    def scratch(self, prefix):
+        """A root-owned 0755 directory (removed afterwards) holding a "user"
+        directory that belongs to USER: (base, user_dir)."""
+        base = tempfile.mkdtemp(prefix=prefix)
         self.addCleanup(shutil.rmtree, base, True)
         os.chmod(base, 0o755)
+        user_dir = os.path.join(base, "user")
+        os.makedirs(user_dir)
+        os.chown(user_dir, self.pw.pw_uid, self.pw.pw_gid)
+        return base, user_dir
+
+    def test_snapshots_follow_run_ownership(self):
+        env = self.d.env(HOME="/tmp")
+        base, user_home = self.scratch("lathe-it-snap-")
         mine_dir = os.path.join(base, "root-ckpt")
         mine = self.d.submit("--checkpoint-dir", mine_dir, "--", "sh", "-c",
                              f"echo secret > {mine_dir}/a.bin; sleep 1")
-        user_home = os.path.join(base, "user")
-        os.makedirs(user_home)
-        os.chown(user_home, self.pw.pw_uid, self.pw.pw_gid)
         theirs_dir = os.path.join(user_home, "ckpt")
         theirs = self.d.cli("run", "--workdir", "/tmp", "--checkpoint-dir", theirs_dir, "--", "sh", "-c",
                             f"echo hi > {theirs_dir}/b.bin; sleep 1", user=USER, env=env).stdout.strip()
@@ -135,12 +141,7 @@ class Users(DaemonTest):
 
     def test_users_run_resumes_with_its_checkpoint_restored_as_theirs(self):
         env = self.d.env(HOME="/tmp")
-        base = tempfile.mkdtemp(prefix="lathe-it-resume-")
-        self.addCleanup(shutil.rmtree, base, True)
-        os.chmod(base, 0o755)
-        home = os.path.join(base, "user")
-        os.makedirs(home)
-        os.chown(home, self.pw.pw_uid, self.pw.pw_gid)
+        base, home = self.scratch("lathe-it-resume-")
         ckpt = os.path.join(home, "ckpt")
         # Attempt 1 saves a checkpoint, waits for its capture, wipes the
         # directory and fails; attempt 2 must find the checkpoint restored.
