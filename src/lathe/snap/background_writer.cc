@@ -76,6 +76,7 @@ Status BackgroundWriter::Append(const void* data, size_t n) {
     size_t take = std::min(n, opts_.buffer_bytes - fill_);
     std::memcpy(cur_ + fill_, p, take);
     fill_ += take;
+    appended_ += take;
     p += take;
     n -= take;
     if (fill_ == opts_.buffer_bytes) RETURN_IF_ERROR(Flush(false));
@@ -165,6 +166,7 @@ void BackgroundWriter::Loop() {
 
 Status BackgroundWriter::Run(Job* job) {
   if (job->len > 0) RETURN_IF_ERROR(WriteAt(job->fd, job->buf, job->len, job->offset, job->path));
+  written_ += job->len;
   if (!job->last) return Status::OK();
   if (job->offset + job->len != job->final_size &&
       ::ftruncate(job->fd, static_cast<off_t>(job->final_size)) != 0) {

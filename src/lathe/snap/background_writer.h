@@ -16,6 +16,7 @@
 // (ENOSPC, EIO) are returned by the next call.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,11 @@ class BackgroundWriter {
   bool file_open() const { return fd_.valid(); }
   // Whether the file opened last is written with O_DIRECT.
   bool direct() const { return direct_; }
+  // Bytes appended that are not on the filesystem yet (buffered or queued).
+  uint64_t unwritten_bytes() const {
+    uint64_t written = written_.load();
+    return appended_ > written ? appended_ - written : 0;
+  }
 
   // Queues the rest of the open file, then its fsync and close. Returns at
   // once; Wait() reports the outcome.
@@ -86,6 +92,8 @@ class BackgroundWriter {
   std::string path_;
   bool direct_ = false;
   uint64_t offset_ = 0;  // file offset of cur_[0]
+  uint64_t appended_ = 0;             // by the caller, over all files
+  std::atomic<uint64_t> written_{0};  // by the thread (padding included)
   char* cur_ = nullptr;
   size_t fill_ = 0;
 

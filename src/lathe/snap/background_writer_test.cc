@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lathe/snap/file_io.h"
+#include "lathe/snap/space_guard.h"
 #include "lathe/snap/test_util/snap_files.h"
 
 namespace lathe::snap {
@@ -77,6 +79,32 @@ TEST(BackgroundWriter, UsesDirectWritesWhereTheFilesystemAllowsThem) {
   ASSERT_TRUE(buffered.CloseAsync().ok());
   EXPECT_TRUE(w.Wait().ok());
   EXPECT_TRUE(buffered.Wait().ok());
+}
+
+// What the writer holds counts against the space guard until it is written.
+TEST(BackgroundWriter, CountsUnwrittenBytes) {
+  TempDir dir;
+  BackgroundWriter w(Small(true));
+  ASSERT_TRUE(w.Open(dir / "f", 0644).ok());
+  std::string data = RandomBytes(1000, 9);
+  ASSERT_TRUE(w.Append(data.data(), data.size()).ok());
+  EXPECT_EQ(w.unwritten_bytes(), 1000u);  // still in the buffer
+  ASSERT_TRUE(w.CloseAsync().ok());
+  ASSERT_TRUE(w.Wait().ok());
+  EXPECT_EQ(w.unwritten_bytes(), 0u);
+}
+
+TEST(SpaceGuard, CountsBytesAWriterStillHolds) {
+  TempDir dir;
+  auto avail = AvailableBytes(dir.path());
+  ASSERT_TRUE(avail.ok());
+  SpaceGuard fits(dir.path(), 0);
+  EXPECT_TRUE(fits.Claim(4096).ok());
+  // The filesystem reports `avail` free, but all of it is already promised
+  // to writes a background thread has not made yet.
+  SpaceGuard held(dir.path(), 0);
+  Status st = held.Claim(4096, *avail);
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.ToString();
 }
 
 TEST(BackgroundWriter, RefusesAnExistingFileAndMisuse) {

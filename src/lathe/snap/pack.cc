@@ -78,7 +78,7 @@ Status PackWriter::OpenPack() {
   std::string h(kPackHeaderBytes, '\0');
   std::memcpy(h.data(), kPackMagic.data(), kPackMagic.size());
   PutLe(&h[8], kPackVersion, 4);
-  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size()));
+  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size(), out_.unwritten_bytes()));
   RETURN_IF_ERROR(out_.Append(h.data(), h.size()));
   cur_.size = h.size();
   return Status::OK();
@@ -87,7 +87,7 @@ Status PackWriter::OpenPack() {
 Status PackWriter::Add(const Digest& id, std::string_view stored, uint32_t raw_size, uint8_t flags) {
   if (!out_.file_open()) RETURN_IF_ERROR(OpenPack());
   std::string h = BlobHeader(id, static_cast<uint32_t>(stored.size()), raw_size, flags);
-  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size() + stored.size()));
+  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size() + stored.size(), out_.unwritten_bytes()));
   RETURN_IF_ERROR(out_.Append(h.data(), h.size()));
   RETURN_IF_ERROR(out_.Append(stored.data(), stored.size()));
   size_t want = h.size() + stored.size();
@@ -107,7 +107,7 @@ Status PackWriter::ClosePack() {
   PutLe(&footer[8], cur_.entries.size(), 8);
   std::memcpy(&footer[16], kIndexMagic.data(), kIndexMagic.size());
   std::string tail = index + footer;
-  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(tail.size()));
+  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(tail.size(), out_.unwritten_bytes()));
   RETURN_IF_ERROR(out_.Append(tail.data(), tail.size()));
   RETURN_IF_ERROR(out_.CloseAsync());
   cur_.size += tail.size();

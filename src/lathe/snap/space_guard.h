@@ -21,7 +21,9 @@ class SpaceGuard {
   // otherwise ResourceExhausted: snap.disk_full when they would not fit at
   // all, snap.reserve when they would eat into the reserve. Asks the
   // filesystem at most every kRecheckBytes of writes, and counts in between.
-  Status Claim(uint64_t bytes);
+  // `unwritten`: bytes claimed earlier that a background writer still holds
+  // (the filesystem does not count them yet).
+  Status Claim(uint64_t bytes, uint64_t unwritten = 0);
 
   uint64_t reserve_bytes() const { return reserve_; }
 
