@@ -87,7 +87,6 @@ class Api(DaemonTest):
         base = tempfile.mkdtemp(prefix="lathe-it-restore-")
         self.addCleanup(shutil.rmtree, base, True)
         ckpt = os.path.join(base, "ckpt")
-        # 24 MiB: the restore reports about every 8 MiB.
         run = self.d.submit("--checkpoint-dir", ckpt, "--", "sh", "-c",
                             f"head -c 25165824 /dev/urandom > {ckpt}/w.bin; sleep 1")
         self.d.wait_state(run, "succeeded")
@@ -98,8 +97,10 @@ class Api(DaemonTest):
         events = self.sse("POST", f"/api/v1/snapshots/{snap}/restore?progress=1", {"to": out})
         kinds = [e for e, _ in events]
         self.assertEqual(kinds[-1], "result", kinds)
+        # The restorer reports from a thread on a timer, and once at the end:
+        # how many events come depends on the machine's speed, not fewer than one.
         progress = [d for e, d in events if e == "progress"]
-        self.assertGreaterEqual(len(progress), 2, kinds)
+        self.assertGreaterEqual(len(progress), 1, kinds)
         done = [p["done_bytes"] for p in progress]
         self.assertEqual(done, sorted(done))
         self.assertEqual(progress[-1]["done_bytes"], 25165824)
