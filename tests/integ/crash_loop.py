@@ -32,7 +32,7 @@ def crash_loop(test, kills, runs_per_round=4, seed=7):
             r = d.wait_state(rid, ["succeeded", "failed", "lost"], timeout=180)
             test.assertNotEqual(r["state"], "lost", json.dumps(r)[:3000])
             test.assertEqual(r["exit_code"], code, json.dumps(r)[:3000])
-            test.assertEqual(r["state"], "succeeded" if code == 0 else "failed")
+            test.assertEqual(r["state"], "succeeded" if code == 0 else "failed", json.dumps(r)[:3000])
             test.assertEqual(d.logs(rid), f"begin {rid}\nend {rid}\n")
         listed = {r["id"] for r in d.runs(all_runs=True)}
         test.assertEqual(set(expected), listed)

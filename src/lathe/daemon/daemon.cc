@@ -354,7 +354,13 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
     to = RunState::kFailed;
   }
   r.reason = to == RunState::kSucceeded ? "" : what;
-  if (r.state == RunState::kStarting && to != RunState::kFailed) to = RunState::kFailed;
+  if (r.state == RunState::kStarting && to == RunState::kSucceeded) {
+    // It ran and exited 0 before its start was recorded (a daemon killed in
+    // between): record the start, then the success.
+    if (!Transition(r, RunState::kRunning, "started (recorded after it had finished)").ok()) return;
+  } else if (r.state == RunState::kStarting && to != RunState::kFailed) {
+    to = RunState::kFailed;
+  }
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   if (!Transition(r, to, what).ok()) return;
   if (to == RunState::kFailed) AttachDiagnosis(r);
