@@ -12,28 +12,14 @@ namespace {
 
 size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// pwrite(2) until done. A direct write the filesystem refuses (EINVAL) is
-// retried through the page cache.
+// PwriteFull, but a direct write the filesystem refuses (EINVAL, an IoError
+// from ErrnoStatus) is written again through the page cache, once.
 Status WriteAt(int fd, const char* p, size_t n, uint64_t offset, const std::string& path) {
-  bool retried = false;
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EINVAL && !retried) {
-        int fl = ::fcntl(fd, F_GETFL);
-        if (fl >= 0 && (fl & O_DIRECT) != 0 && ::fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) {
-          retried = true;
-          continue;
-        }
-      }
-      return ErrnoStatus("write " + path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    offset += static_cast<uint64_t>(w);
-  }
-  return Status::OK();
+  Status st = PwriteFull(fd, p, n, offset, path);
+  if (st.code() != Code::kIoError) return st;
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || (fl & O_DIRECT) == 0 || ::fcntl(fd, F_SETFL, fl & ~O_DIRECT) != 0) return st;
+  return PwriteFull(fd, p, n, offset, path);
 }
 
 }  // namespace
@@ -121,7 +107,6 @@ Status BackgroundWriter::Flush(bool last) {
   job.offset = offset_;
   job.buf = cur_;
   job.len = fill_;
-  job.direct = direct_;
   job.path = path_;
   if (last) {
     job.last = true;

@@ -73,7 +73,6 @@ class BackgroundWriter {
     uint64_t offset = 0;
     char* buf = nullptr;
     size_t len = 0;
-    bool direct = false;
     bool last = false;       // then: truncate to final_size, fsync, close
     uint64_t final_size = 0;
     Fd owned;                // the descriptor, moved into the last job

@@ -105,8 +105,7 @@ Status Restorer::Locate() {
         return Status::Msg(Code::kIoError, "snap.file_chunk_missing",
                            {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)}});
       }
-      ASSIGN_OR_RETURN(int fd, packs_.Get(loc->pack));
-      (void)fd;
+      RETURN_IF_ERROR(packs_.Get(loc->pack).status());
       where_.emplace(c.id, std::move(*loc));
     }
   }
@@ -208,8 +207,7 @@ Status SwapIntoPlace(const std::string& tmp, const std::string& target, TargetSt
   return os::FsyncDir(parent);
 }
 
-Status WriteTarget(Restorer* rp, const std::string& target_arg, const RestoreOptions& opts) {
-  Restorer& r = *rp;
+Status WriteTarget(Restorer& r, const std::string& target_arg, const RestoreOptions& opts) {
   std::filesystem::path tp = std::filesystem::absolute(target_arg).lexically_normal();
   if (!tp.has_filename()) tp = tp.parent_path();
   // A target that is a symlink to a directory (checkpoints on another
@@ -242,7 +240,7 @@ Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId&
   RETURN_IF_ERROR(ValidateManifestPaths(m));
   Restorer r(ctx, id, m, opts);
   RETURN_IF_ERROR(r.Locate());
-  auto write = [&]() -> Status { return WriteTarget(&r, target_arg, opts); };
+  auto write = [&]() -> Status { return WriteTarget(r, target_arg, opts); };
   RETURN_IF_ERROR(opts.write_as ? opts.write_as(write) : write());
   return r.result();
 }
