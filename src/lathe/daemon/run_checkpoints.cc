@@ -1,9 +1,10 @@
 #include "lathe/daemon/run_checkpoints.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
+#include <cerrno>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -148,6 +149,7 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
   }
   snap::SnapshotOptions o;
   o.tags = {{"run", run_id}, {"attempt", std::to_string(attempt)}, {"uid", std::to_string(owner.uid)}};
+  o.read_as = ActingAs(owner.uid, owner.gid);
   auto r = (*store)->Snapshot(dir, o);
   if (!r.ok()) {
     Json data = {{"reason", r.status().message()}, {"msg_id", r.status().msg_id()}};
@@ -179,23 +181,27 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
   }
 }
 
-// Creates a run's checkpoint directory. A root daemon creates it with the
-// user's identity, so the kernel checks each step and a path component the
-// user swaps for a symlink cannot make root create a directory elsewhere;
-// where the user may not create it (under an admin's root-owned directory),
-// root creates it and gives it to the user.
-Status MakeCheckpointDir(const std::string& dir, DirOwner owner) {
-  if (::geteuid() != 0 || owner.uid == 0) return os::MakeDirs(dir, 0755);
-  Status st = WriteAs(owner.uid, owner.gid)([&] { return os::MakeDirs(dir, 0755); });
-  if (st.ok() || st.code() != Code::kPermissionDenied) return st;
-  return os::MakeDirsOwned(dir, 0755, owner.uid, owner.gid);
+// Creates a run's checkpoint directory, with the user's identity: the kernel
+// checks each step, so a path component the user swaps for a symlink cannot
+// make root create a directory elsewhere, and a directory the user could not
+// have made is refused with their EACCES.
+Status MakeCheckpointDir(const std::string& dir, const os::AccessAs& as) {
+  return os::WithAccess(as, [&] {
+    RETURN_IF_ERROR(os::MakeDirs(dir, 0755));
+    if (::faccessat(AT_FDCWD, dir.c_str(), R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
+      return ErrnoStatus(dir, errno);
+    }
+    return Status::OK();
+  });
 }
 
 Status RunCheckpoints::Watch(const std::string& run_id, int attempt, const std::string& dir,
                              DirOwner owner, int keep, bool capture_now) {
-  RETURN_IF_ERROR(MakeCheckpointDir(dir, owner));
+  os::AccessAs as = ActingAs(owner.uid, owner.gid);
+  RETURN_IF_ERROR(MakeCheckpointDir(dir, as));
   snap::WatcherOptions o;
   o.clock = &clock_;
+  o.access_as = as;
   auto w = snap::Watcher::Start(dir, o, [=, this](const snap::WatchBatch&) {
     Snapshot(run_id, attempt, dir, owner, keep, "written");
   });
@@ -248,16 +254,16 @@ void RunCheckpoints::WaitCaptures(const std::string& run_id) {
   for (auto& t : threads) t.join();
 }
 
-std::function<Status(const std::function<Status()>&)> WriteAs(uid_t uid, gid_t gid) {
-  auto found = os::LookupUser(uid);
-  os::UserInfo user = found.ok() ? *found : os::UserInfo{uid, gid, "", "", ""};
-  return [user](const std::function<Status()>& body) { return os::RunAsUser(user, body); };
+os::AccessAs ActingAs(uid_t uid, gid_t gid) {
+  if (::geteuid() != 0 || uid == 0) return {};
+  return os::AccessAsUser(os::IdentityOf(uid, gid));
 }
 
 Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std::string& resume_run,
                                             const std::string& dir, DirOwner owner) {
   WaitCaptures(run_id);
-  RETURN_IF_ERROR(MakeCheckpointDir(dir, owner));
+  const os::AccessAs as = ActingAs(owner.uid, owner.gid);
+  RETURN_IF_ERROR(MakeCheckpointDir(dir, as));
   ASSIGN_OR_RETURN(snap::Store * store, this->store());
   ASSIGN_OR_RETURN(auto found, NewestResumable(*store, run_id));
   if (!found && !resume_run.empty()) {
@@ -268,7 +274,12 @@ Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std
   if (!found) return p;
   p.snapshot = found->id;
   p.resume_from = dir + "/" + found->checkpoint.path;
-  if (DirMatches(found->manifest, dir)) {
+  bool matches = false;
+  (void)os::WithAccess(as, [&] {
+    matches = DirMatches(found->manifest, dir);
+    return Status::OK();
+  });
+  if (matches) {
     AddEvent(run_id, "checkpoint",
              fmt::format("{} matches snapshot {}; resuming from {}", dir, Short(found->id),
                          found->checkpoint.path),
@@ -277,19 +288,10 @@ Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std
   }
   snap::RestoreOptions ro;
   ro.force = true;  // what is there now differs from the checkpoint: replace it
-  // A root daemon restores with the user's permissions where the user owns
-  // the directory the restore swaps in (so a path they swap cannot send it
-  // elsewhere); under a directory only root may write (an admin's /data),
-  // as root, then the files are given to the user, as before.
-  bool as_root = false;
-  if (::geteuid() == 0 && owner.uid != 0) {
-    struct stat parent;
-    std::string up = std::filesystem::path(dir).lexically_normal().parent_path().string();
-    as_root = ::stat(up.c_str(), &parent) == 0 && parent.st_uid != owner.uid;
-    if (!as_root) ro.write_as = WriteAs(owner.uid, owner.gid);
-  }
+  // Written with the user's identity: what they could not write or delete
+  // in the directory (another user's file in a sticky one) stays as it is.
+  ro.write_as = as;
   ASSIGN_OR_RETURN(auto restored, store->Restore(found->id, dir, ro));
-  if (as_root) RETURN_IF_ERROR(os::ChownTree(dir, owner.uid, owner.gid));
   p.restored = true;
   AddEvent(run_id, "checkpoint",
            fmt::format("restored snapshot {} into {} ({} files, {}); resuming from {}", Short(found->id),

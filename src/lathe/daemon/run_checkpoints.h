@@ -32,6 +32,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/users.h"
 
 namespace lathe::snap {
 class Store;
@@ -40,10 +41,11 @@ class Watcher;
 
 namespace lathe::daemon {
 
-// RestoreOptions::write_as for a root daemon restoring into a user's tree:
-// the writing runs with that user's file-system identity (os::RunAsUser;
-// `gid` is used when `uid` has no passwd entry).
-std::function<Status(const std::function<Status()>&)> WriteAs(uid_t uid, gid_t gid);
+// How the daemon acts on a checkpoint directory (or any path) of `uid`'s:
+// with their file-system identity when the daemon is root and they are not
+// (os::AccessAsUser; `gid` is used when `uid` has no passwd entry), as
+// itself otherwise (empty).
+os::AccessAs ActingAs(uid_t uid, gid_t gid);
 
 // One event for a run's history, produced off the daemon's lock.
 struct CheckpointEvent {
@@ -53,7 +55,8 @@ struct CheckpointEvent {
   Json data;
 };
 
-// Who owns the checkpoint directory (files restored into it are theirs).
+// Whose checkpoint directory it is: every access to it — creating, watching,
+// reading for a snapshot, restoring into — is made with their identity.
 struct DirOwner {
   uid_t uid = 0;
   gid_t gid = 0;

@@ -86,19 +86,26 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
   ASSIGN_OR_RETURN(auto id, store->Resolve(ref));
   ASSIGN_OR_RETURN(auto m, store->Load(id));
   if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
-  // The daemon may be root: it writes only where the caller could.
-  std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal());
-  struct stat st;
-  if (!caller.admin && (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid)) {
-    return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours", {{"path", to}, {"dir", anchor}});
+  // A root daemon looks and writes with the caller's file-system identity:
+  // the files are theirs, what they may not write is refused by the kernel,
+  // and a path swapped after the checks cannot send the writes elsewhere.
+  const os::AccessAs as = ActingAs(caller.uid, caller.uid);
+  RETURN_IF_ERROR(reserved_->Check("to", to, PathUse::kRestoreTarget, as));
+  if (!caller.admin) {
+    Status mine = os::WithAccess(as, [&] {
+      std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal());
+      struct stat st;
+      if (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid) {
+        return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours", {{"path", to}, {"dir", anchor}});
+      }
+      return Status::OK();
+    });
+    RETURN_IF_ERROR(mine);
   }
   snap::RestoreOptions o;
   o.force = force;
   o.progress = std::move(progress);
-  // A root daemon writes with the caller's permissions (the files are
-  // theirs, and a path swapped after the check above cannot send them
-  // elsewhere).
-  if (::geteuid() == 0 && caller.uid != 0) o.write_as = WriteAs(caller.uid, caller.uid);
+  o.write_as = as;
   ASSIGN_OR_RETURN(auto r, store->Restore(id, to, o));
   return Json{{"id", id}, {"path", to}, {"files", r.files}, {"bytes", r.bytes}};
 }

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 namespace lathe::os {
 namespace {
@@ -69,6 +72,60 @@ Status RunAsUser(const UserInfo& user, const std::function<Status()>& body) {
   });
   t.join();
   return result;
+}
+
+FsIdentity IdentityOf(uid_t uid, gid_t fallback_gid) {
+  FsIdentity id;
+  id.uid = uid;
+  auto u = LookupUser(uid);
+  if (!u.ok()) {
+    id.gid = fallback_gid;
+    id.name = std::to_string(uid);
+    id.groups = {fallback_gid};
+    return id;
+  }
+  id.gid = u->gid;
+  id.name = u->name;
+  id.groups = GroupsOf(*u);
+  return id;
+}
+
+namespace {
+// The raw syscalls change the calling thread only (glibc's wrappers would
+// change every thread of the process).
+bool SetThreadFsIdentity(uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) return false;
+  ::syscall(SYS_setfsgid, gid);
+  ::syscall(SYS_setfsuid, uid);
+  // setfs*id report the previous id, never an error: read them back.
+  return static_cast<uid_t>(::syscall(SYS_setfsuid, -1)) == uid &&
+         static_cast<gid_t>(::syscall(SYS_setfsgid, -1)) == gid;
+}
+}  // namespace
+
+Status AsUser(const FsIdentity& id, const std::function<Status()>& body) {
+  if (::geteuid() != 0 || id.uid == ::geteuid()) return body();
+  uid_t own_uid = static_cast<uid_t>(::syscall(SYS_setfsuid, -1));
+  gid_t own_gid = static_cast<gid_t>(::syscall(SYS_setfsgid, -1));
+  int n = static_cast<int>(::syscall(SYS_getgroups, 0, nullptr));
+  std::vector<gid_t> own_groups(n > 0 ? n : 0);
+  if (n > 0) ::syscall(SYS_getgroups, n, own_groups.data());
+  Status result;
+  if (SetThreadFsIdentity(id.uid, id.gid, id.groups)) {
+    result = body();
+  } else {
+    result = Status::PermissionDenied("cannot take the file-system identity of " + id.name);
+  }
+  if (!SetThreadFsIdentity(own_uid, own_gid, own_groups)) {
+    // A thread that cannot become itself again must not go on acting.
+    spdlog::critical("cannot restore this thread's file-system identity after acting as {}", id.name);
+    std::abort();
+  }
+  return result;
+}
+
+AccessAs AccessAsUser(FsIdentity id) {
+  return [id = std::move(id)](const std::function<Status()>& body) { return AsUser(id, body); };
 }
 
 }  // namespace lathe::os

@@ -34,4 +34,33 @@ std::vector<gid_t> GroupsOf(const UserInfo& user);
 // change one thread only, unlike glibc's setgroups, which changes all).
 Status RunAsUser(const UserInfo& user, const std::function<Status()>& body);
 
+// A file-system identity, resolved once (the passwd and group lookups are not
+// free): what a root daemon takes on to act on a path a user named.
+struct FsIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::string name;  // for messages; may be the uid in digits
+};
+// `uid`'s identity; a uid without a passwd entry gets `fallback_gid` and no
+// supplementary groups.
+FsIdentity IdentityOf(uid_t uid, gid_t fallback_gid);
+
+// Runs `body` on the calling thread with `id`'s file-system identity, then
+// gives the thread its own back. For many short accesses (every file a
+// snapshot opens) where a thread per call would cost too much; threads
+// started inside `body` keep `id`. When the process is not root, or `id` is
+// the process's own user, `body` simply runs.
+Status AsUser(const FsIdentity& id, const std::function<Status()>& body);
+
+// How a component is told to do its file-system accesses of a user's tree:
+// `as(body)` runs body with the user's identity. Empty: as the process.
+using AccessAs = std::function<Status(const std::function<Status()>&)>;
+AccessAs AccessAsUser(FsIdentity id);
+
+// With `as` (may be empty) around `body`.
+inline Status WithAccess(const AccessAs& as, const std::function<Status()>& body) {
+  return as ? as(body) : body();
+}
+
 }  // namespace lathe::os

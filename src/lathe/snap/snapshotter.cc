@@ -148,8 +148,12 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
     return true;
   }
   std::string path = root + "/" + e->path;
-  auto fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
-  if (!fd.ok() && fd.status().IsPermissionDenied()) fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
+  Result<Fd> fd = Status::Internal("not opened");
+  (void)os::WithAccess(opts_.read_as, [&] {
+    fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
+    if (!fd.ok() && fd.status().IsPermissionDenied()) fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
+    return Status::OK();
+  });
   if (!fd.ok()) {
     if (fd.status().IsNotFound()) return false;
     return fd.status();
@@ -355,7 +359,12 @@ void RecordSkip(const StoreContext& ctx, const std::string& source, const Snapsh
 
 Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& dir, const SnapshotOptions& opts,
                                     const Manifest* parent, const SnapshotId& parent_id) {
-  ASSIGN_OR_RETURN(std::string root, RealDir(dir));
+  Result<std::string> real = Status::Internal("not resolved");
+  RETURN_IF_ERROR(os::WithAccess(opts.read_as, [&] {
+    real = RealDir(dir);
+    return Status::OK();
+  }));
+  ASSIGN_OR_RETURN(std::string root, std::move(real));
   SpaceGuard guard(ctx.layout.root, opts.reserve_bytes.value_or(ctx.reserve_bytes));
   Snapshotter s(ctx, opts, parent, &guard);
   struct stat store_st;
@@ -366,7 +375,8 @@ Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& 
   m.parent = parent_id;
   m.tags = opts.tags;
   int64_t start = ctx.clock.MonotonicMs();
-  Status st = s.Walk(root, "", &m.files);
+  // The walk only reads the source: all of it with the reader's identity.
+  Status st = os::WithAccess(opts.read_as, [&] { return s.Walk(root, "", &m.files); });
   if (st.ok()) {
     std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
     st = s.CaptureAll(root, &m.files);

@@ -156,7 +156,11 @@ Result<SnapshotResult> Store::Snapshot(const std::string& dir, const SnapshotOpt
   RETURN_IF_ERROR(Reconcile());
   SnapshotId parent_id;
   if (opts.parent == "auto") {
-    auto source = RealPath(dir);
+    Result<std::string> source = Status::NotFound(dir);
+    (void)os::WithAccess(opts.read_as, [&] {
+      source = RealPath(dir);
+      return Status::OK();
+    });
     ASSIGN_OR_RETURN(auto snaps, index_->Snapshots());
     auto run = opts.tags.find("run");
     for (const auto& s : snaps) {  // newest first

@@ -33,6 +33,7 @@
 
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/users.h"
 #include "lathe/snap/layout.h"
 #include "lathe/snap/manifest.h"
 
@@ -71,6 +72,12 @@ struct SnapshotOptions {
   std::string parent = "auto";
   std::optional<uint64_t> reserve_bytes;  // overrides the store's reserve
   ProgressFn progress;                    // after each file and each ~8 MiB
+  // Runs every access to the source tree (resolving it, listing, lstat,
+  // readlink, opening files) — e.g. os::AccessAsUser, so a root daemon reads
+  // a user's directory with the user's permissions and the kernel refuses
+  // what they could not read. The store itself is written as the process.
+  // Empty: as the process.
+  os::AccessAs read_as;
 };
 
 struct SnapshotResult {
@@ -100,7 +107,7 @@ struct RestoreOptions {
   // there) — e.g. os::RunAsUser, so a root daemon writes with the user's
   // permissions. The store is read before: every pack the snapshot needs is
   // opened first. Empty: run it directly.
-  std::function<Status(const std::function<Status()>&)> write_as;
+  os::AccessAs write_as;
 };
 
 struct RestoreResult {

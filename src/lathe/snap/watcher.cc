@@ -34,7 +34,10 @@ std::string_view WatchModeName(WatchMode m) { return m == WatchMode::kInotify ? 
 Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherOptions opts, Callback cb) {
   char real[PATH_MAX];
   struct stat st;
-  if (::realpath(dir.c_str(), real) == nullptr || ::stat(real, &st) != 0) return ErrnoStatus(dir, errno);
+  RETURN_IF_ERROR(os::WithAccess(opts.access_as, [&] {
+    if (::realpath(dir.c_str(), real) == nullptr || ::stat(real, &st) != 0) return ErrnoStatus(dir, errno);
+    return Status::OK();
+  }));
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(dir + " is not a directory");
   std::unique_ptr<Watcher> w(new Watcher());
   w->root_ = real;
@@ -45,10 +48,13 @@ Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherO
   if (efd < 0) return ErrnoStatus("eventfd", errno);
   w->stop_fd_ = Fd(efd);
   // Watches are in place before Start returns, so no write after it is missed.
-  Status st_init = opts.force_polling ? Status::Unavailable("polling requested") : w->InitInotify();
+  Status st_init = opts.force_polling ? Status::Unavailable("polling requested")
+                                      : os::WithAccess(opts.access_as, [&] { return w->InitInotify(); });
+  // Polling would not read what inotify may not either.
+  if (st_init.IsPermissionDenied()) return st_init;
   if (!st_init.ok()) {
     w->Fallback(st_init.message());
-    w->Scan(/*report=*/false);
+    w->ScanAs(/*report=*/false);
   }
   w->thread_ = std::thread([p = w.get()] { p->Loop(); });
   return w;
@@ -124,9 +130,9 @@ void Watcher::Loop() {
     }
     if (stopped_.load() || (fds[0].revents & POLLIN)) break;
     if (mode_.load() == WatchMode::kInotify) {
-      DrainEvents();
+      DrainEventsAs();
     } else if (clock_->MonotonicMs() >= next_scan_ms_) {
-      Scan(/*report=*/true);
+      ScanAs(/*report=*/true);
     }
     MaybeFire();
   }
@@ -135,9 +141,9 @@ void Watcher::Loop() {
 
 void Watcher::FlushPending() {
   if (mode_.load() == WatchMode::kInotify) {
-    DrainEvents();
+    DrainEventsAs();
   } else {
-    Scan(/*report=*/true);
+    ScanAs(/*report=*/true);
   }
   if (pending_.empty()) return;
   WatchBatch b{std::vector<std::string>(pending_.begin(), pending_.end()), mode_.load()};
@@ -188,6 +194,20 @@ void Watcher::HandleEvent(int wd, uint32_t mask, const std::string& name) {
     return;
   }
   if (mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) Changed(rel, (mask & IN_MOVED_TO) != 0);
+}
+
+void Watcher::DrainEventsAs() {
+  (void)os::WithAccess(opts_.access_as, [this] {
+    DrainEvents();
+    return Status::OK();
+  });
+}
+
+void Watcher::ScanAs(bool report) {
+  (void)os::WithAccess(opts_.access_as, [&] {
+    Scan(report);
+    return Status::OK();
+  });
 }
 
 // Polling: compares every regular file's (size, inode, mtime) with the last scan.
@@ -249,7 +269,7 @@ void Watcher::MaybeFire() {
   if (clock_->MonotonicMs() - last_change_ms_ < quiet) return;
   if (mode_.load() == WatchMode::kInotify) {
     // Whatever the kernel queued before this moment belongs to the burst.
-    DrainEvents();
+    DrainEventsAs();
     if (pending_.empty() || clock_->MonotonicMs() - last_change_ms_ < Quiet()) return;
   }
   WatchBatch b{std::vector<std::string>(pending_.begin(), pending_.end()), mode_.load()};

@@ -34,6 +34,7 @@
 
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/users.h"
 #include "lathe/snap/file_io.h"
 
 namespace lathe::snap {
@@ -53,6 +54,11 @@ struct WatcherOptions {
   size_t max_watches = 0;           // 0: as many as the kernel allows
   bool force_polling = false;       // use polling even where inotify works
   os::Clock* clock = nullptr;       // null: os::RealClock(); not owned
+  // Runs every access to the watched tree (resolving it, adding watches,
+  // listing, lstat): e.g. os::AccessAsUser, so a root daemon watches a
+  // user's directory with the user's permissions. The callback runs outside
+  // it. Empty: as the process.
+  os::AccessAs access_as;
 };
 
 struct WatchBatch {
@@ -93,8 +99,10 @@ class Watcher {
   Status InitInotify();
   Status AddTree(const std::string& rel, bool report_files);
   void DrainEvents();
+  void DrainEventsAs();  // DrainEvents through opts_.access_as
   void HandleEvent(int wd, uint32_t mask, const std::string& name);
   void Scan(bool report);
+  void ScanAs(bool report);  // Scan through opts_.access_as
   void Fallback(const std::string& why);
   void Changed(const std::string& rel, bool renamed = false);
   void MaybeFire();
