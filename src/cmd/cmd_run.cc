@@ -1,4 +1,5 @@
 // lathe run | ps | logs | stop | inspect
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -80,6 +81,12 @@ Result<Json> BuildSpec(const RunFlags& f) {
     }
     spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  // Like a command started from this shell, the run creates files with its umask.
+  if (!spec.contains("umask")) {
+    mode_t mask = ::umask(022);
+    ::umask(mask);
+    spec["umask"] = static_cast<unsigned>(mask);
+  }
   // Like sbatch, the run sees the submitting shell's PATH unless told otherwise.
   if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH")) {
     spec["env"]["PATH"] = std::getenv("PATH");
@@ -123,7 +130,8 @@ Status RunRun(const RunFlags& f, Lang lang) {
 std::string GpuList(const Json& r) {
   std::string s;
   for (const auto& g : r["gpus"]) s += (s.empty() ? "" : ",") + std::to_string(g.get<int>());
-  return s.empty() ? std::to_string(r["spec"].value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "") : "[" + s + "]";
+  const Json& asked = r.contains("spec") ? r["spec"] : r["resources"];
+  return s.empty() ? std::to_string(asked.value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "") : "[" + s + "]";
 }
 
 Status RunPs(bool all, int limit, bool json) {
@@ -136,7 +144,10 @@ Status RunPs(bool all, int limit, bool json) {
   std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "AGE", "COMMAND"}};
   for (const auto& run : r["runs"]) {
     std::string cmd;
-    for (const auto& a : run["spec"]["command"]) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+    if (run.value("redacted", false)) cmd = "-";  // another user's: the daemon does not say
+    if (run.contains("spec")) {
+      for (const auto& a : run["spec"]["command"]) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+    }
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     std::string state = run.value("state", "");
     if (run["exit_code"].is_number() && state == "failed") state += " (" + std::to_string(run["exit_code"].get<int>()) + ")";

@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming the field; bad commands end `failed`."""
 import json
 import os
+import shutil
 import socket
 import tempfile
 import unittest
@@ -56,7 +57,8 @@ class Input(DaemonTest):
         self.assertIn("command", r.stderr)
 
     def test_yaml_spec_unknown_field_and_relative_workdir(self):
-        d = tempfile.mkdtemp(dir=self.d.home)
+        d = tempfile.mkdtemp(prefix="lathe-it-input-")
+        self.addCleanup(shutil.rmtree, d, True)
         os.makedirs(os.path.join(d, "work"))
         with open(os.path.join(d, "bad.yaml"), "w") as f:
             f.write("type: job\ncommand: [true]\ngpu: 1\n")
@@ -69,6 +71,10 @@ class Input(DaemonTest):
         i = self.d.submit("-f", os.path.join(d, "job.yaml"))
         self.d.wait_state(i, "succeeded")
         self.assertEqual(self.d.logs("yjob"), f"hi from {d}/work\n")
+        # No run works inside the daemon's own home.
+        r = self.d.cli("run", "--workdir", os.path.join(self.d.home, "runs"), "--", "true", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("Lathe daemon's own directory", r.stderr)
 
     def test_missing_command_or_workdir_fails_with_reason(self):
         i = self.d.submit("--", "no-such-command-xyz")

@@ -53,6 +53,15 @@ class Users(DaemonTest):
         st = os.stat(log)
         self.assertEqual(st.st_uid, self.pw.pw_uid)
         self.assertEqual(st.st_mode & 0o777, 0o600)
+        # The run directory is root's: root's monitor writes in it, so the user
+        # must not be able to swap its entries for symlinks to root's files.
+        run_dir = os.path.dirname(log)
+        st = os.stat(run_dir)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o711))
+        r = subprocess.run(["runuser", "-u", USER, "--", "ln", "-sf", "/etc/shadow", log],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertFalse(os.path.islink(log))
         self.d.cli("stop", theirs, user=USER, env=env)
         self.d.wait_state(theirs, "stopped")
 
@@ -155,14 +164,175 @@ class Users(DaemonTest):
         st = os.stat(os.path.join(ckpt, "step_7", "c.bin"))
         self.assertEqual((st.st_uid, st.st_gid), (self.pw.pw_uid, self.pw.pw_gid))
         self.assertEqual(os.stat(ckpt).st_uid, self.pw.pw_uid)
-        # Under a directory only root may write (an admin's shared disk), the
-        # daemon still creates the user's checkpoint directory, as theirs.
+        # Under a directory only root may write, the user could not have made
+        # the directory: refused at submit, naming it, and nothing is created.
         shared = os.path.join(base, "shared", "ckpt")
-        run = self.d.cli("run", "--workdir", home, "--checkpoint-dir", shared, "--", "sh", "-c",
-                         f"echo x > {shared}/a.bin", user=USER, env=env).stdout.strip()
+        r = self.d.cli("run", "--workdir", home, "--checkpoint-dir", shared, "--", "true",
+                       user=USER, env=env, check=False)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn(shared, r.stderr)
+        self.assertIn("may not create", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(base, "shared")))
+
+    def snapshots_of(self, run):
+        return [s for s in json.loads(self.d.cli("snap", "ls", "--json").stdout)
+                if s.get("tags", {}).get("run") == run]
+
+    def test_checkpoint_dirs_are_used_only_where_the_user_could(self):
+        env = self.d.env(HOME="/tmp")
+        base, home = self.scratch("lathe-it-esc-")
+        run_as_user = lambda *a: self.d.cli("run", "--workdir", home, *a, user=USER, env=env, check=False)
+        # (1) An absent directory anywhere: root must not make it theirs.
+        probe = "/etc/lathe-it-probe-%d" % os.getpid()
+        r = run_as_user("--checkpoint-dir", probe, "--", "true")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(probe, r.stderr)
+        self.assertFalse(os.path.exists(probe))
+        # (2) Root's 0700 directory: not watched, not snapshotted for them.
+        secret_dir = os.path.join(base, "root-only")
+        os.makedirs(secret_dir, mode=0o700)
+        with open(os.path.join(secret_dir, "secret.bin"), "w") as f:
+            f.write("root's")
+        r = run_as_user("--checkpoint-dir", secret_dir, "--", "true")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("may not", r.stderr)
+        # (4) The daemon's home, its store, and anything containing them: no
+        # run of anyone's may use them; a restore may not write there.
+        for d in (self.d.home, os.path.join(self.d.home, "store"), os.path.dirname(self.d.home), "/"):
+            for user in (USER, None):
+                r = self.d.cli("run", "--workdir", home if user else "/tmp", "--checkpoint-dir", d, "--", "true",
+                               user=user, env=env if user else None, check=False)
+                self.assertNotEqual(r.returncode, 0, (d, user, r.stdout))
+                self.assertIn("Lathe daemon's own directory", r.stderr, (d, user))
+        mine = os.path.join(home, "ckpt")
+        run = self.d.cli("run", "--workdir", home, "--checkpoint-dir", mine, "--", "sh", "-c",
+                         f"echo hi > {mine}/a.bin; sleep 1", user=USER, env=env).stdout.strip()
         self.d.wait_state(run, "succeeded")
-        self.assertEqual(os.stat(shared).st_uid, self.pw.pw_uid)
-        self.assertEqual(os.stat(os.path.dirname(shared)).st_uid, self.pw.pw_uid)
+        snap = self.d.wait_for(lambda: self.snapshots_of(run), "a snapshot")[0]["id"]
+        for to in (os.path.join(self.d.home, "loot"), os.path.join(self.d.home, "store", "x")):
+            r = self.d.cli("snap", "restore", snap, "--to", to, check=False)  # even root's restore
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("Lathe daemon's own directory", r.stderr)
+            self.assertFalse(os.path.exists(to))
+        # No snapshot of anyone's holds the daemon's token.
+        with open(os.path.join(self.d.home, "token")) as f:
+            token = f.read().strip()
+        for s in json.loads(self.d.cli("snap", "ls", "--json").stdout):
+            if not s.get("skipped"):
+                self.assertNotIn("token", [e["path"] for e in json.loads(
+                    self.d.cli("snap", "show", "--json", s["id"]).stdout).get("files", [])])
+        self.assertEqual(os.stat(os.path.join(self.d.home, "token")).st_mode & 0o777, 0o600)
+        self.assertTrue(token)
+
+    def test_a_shared_sticky_directory_is_left_as_it_is(self):
+        # (3) A root-owned 1777 directory with root's files in it, as the
+        # checkpoint directory of a user's run that fails once and is retried:
+        # nothing of root's is read, chowned, changed or deleted.
+        env = self.d.env(HOME="/tmp")
+        base, home = self.scratch("lathe-it-sticky-")
+        sticky = os.path.join(base, "sticky")
+        os.makedirs(sticky)
+        os.chmod(sticky, 0o1777)
+        with open(os.path.join(sticky, "roots.bin"), "w") as f:
+            f.write("root's data")
+        os.chmod(os.path.join(sticky, "roots.bin"), 0o600)
+        script = (f'if [ "$LATHE_ATTEMPT" = 1 ]; then echo x > {sticky}/theirs.bin; sleep 1; '
+                  f'rm -f {sticky}/theirs.bin; exit 1; fi; exit 0')
+        run = self.d.cli("run", "--workdir", home, "--retry", "1", "--checkpoint-dir", sticky, "--",
+                         "sh", "-c", script, user=USER, env=env).stdout.strip()
+        self.d.wait_state(run, ["succeeded", "failed"])
+        st = os.stat(sticky)
+        self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o1777))
+        st = os.stat(os.path.join(sticky, "roots.bin"))
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
+        with open(os.path.join(sticky, "roots.bin")) as f:
+            self.assertEqual(f.read(), "root's data")
+        # A snapshot, if one was taken, holds nothing the user could not read.
+        for s in self.snapshots_of(run):
+            if s.get("skipped"):
+                continue
+            shown = self.d.cli("snap", "show", "--json", s["id"]).stdout
+            self.assertNotIn("roots.bin", shown)
+
+    def test_a_checkpoint_dir_swapped_for_a_symlink_is_not_followed_after_a_restart(self):
+        env = self.d.env(HOME="/tmp")
+        base, home = self.scratch("lathe-it-swap-")
+        secret_dir = os.path.join(base, "root-only")
+        os.makedirs(secret_dir, mode=0o700)
+        with open(os.path.join(secret_dir, "secret.bin"), "w") as f:
+            f.write("root's")
+        ckpt = os.path.join(home, "ckpt")
+        run = self.d.cli("run", "--workdir", home, "--checkpoint-dir", ckpt, "--", "sleep", "60",
+                         user=USER, env=env).stdout.strip()
+        self.d.wait_state(run, "running")
+        self.d.kill9()
+        # While no daemon watches, the user swaps their directory for a link.
+        subprocess.run(["runuser", "-u", USER, "--", "sh", "-c",
+                        f"rmdir {ckpt} && ln -s {secret_dir} {ckpt}"], check=True)
+        self.d.start()
+        self.d.wait_for(lambda: any("not watched" in e["message"] for e in self.d.inspect(run)["events"]),
+                        "the refusal to watch the swapped directory")
+        for s in self.snapshots_of(run):
+            self.assertNotIn("secret.bin", self.d.cli("snap", "show", "--json", s["id"]).stdout)
+        self.d.cli("stop", run)
+
+    def test_other_users_runs_show_no_spec(self):
+        env = self.d.env(HOME="/tmp")
+        mine = self.d.submit("--env", "HF_TOKEN=hf_secret_value", "--priority", "normal", "--",
+                             "sh", "-c", "sleep 60 # arg-secret")
+        theirs = self.d.cli("run", "--workdir", "/tmp", "--", "sleep", "60", user=USER, env=env).stdout.strip()
+        self.d.wait_state(mine, "running")
+        out = self.d.cli("ps", "--json", "--all", user=USER, env=env).stdout
+        self.assertNotIn("hf_secret_value", out)
+        self.assertNotIn("arg-secret", out)
+        rows = {r["id"]: r for r in json.loads(out)}
+        other = rows[mine]
+        for hidden in ("spec", "run_dir", "reason", "exit_code"):
+            self.assertNotIn(hidden, other)
+        self.assertEqual((other["user"], other["state"]), ("root", "running"))
+        self.assertIn("spec", rows[theirs])  # their own run, whole
+        table = self.d.cli("ps", "--all", user=USER, env=env).stdout
+        self.assertNotIn("arg-secret", table)
+        self.assertIn(mine, table)
+        # Root sees everything of theirs.
+        whole = {r["id"]: r for r in self.d.runs(all_runs=True)}
+        self.assertIn("spec", whole[theirs])
+        self.d.cli("stop", mine)
+        self.d.cli("stop", theirs)
+
+    def test_the_database_is_private_in_new_and_repaired_homes(self):
+        run = self.d.submit("--", "true")
+        run_dir = self.d.wait_state(run, "succeeded")["run_dir"]
+        files = [os.path.join(self.d.home, f) for f in ("lathe.db", "lathe.db-wal", "lathe.db-shm")]
+        for f in files + [os.path.join(self.d.home, "token")]:
+            self.assertEqual(os.stat(f).st_mode & 0o777, 0o600, f)
+        r = subprocess.run(["runuser", "-u", USER, "--", "sqlite3", files[0], "select * from runs"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        # A home an older Lathe left readable is repaired at start.
+        self.d.kill9()
+        for f in files:
+            os.chmod(f, 0o644)
+        os.chown(run_dir, self.pw.pw_uid, self.pw.pw_gid)  # as older homes gave them out
+        self.d.start()
+        for f in files:
+            self.assertEqual(os.stat(f).st_mode & 0o777, 0o600, f)
+        self.assertEqual(os.stat(run_dir).st_uid, 0)
+
+    def test_a_run_creates_files_with_its_submitters_umask(self):
+        out = tempfile.mkdtemp(prefix="lathe-it-umask-")
+        self.addCleanup(shutil.rmtree, out, True)
+        for mask, mode in (("027", 0o640), ("002", 0o664)):
+            f = os.path.join(out, "f" + mask)
+            r = subprocess.run(["sh", "-c", f"umask {mask}; exec \"$0\" run -- touch {f}", self.d_bin()],
+                               capture_output=True, text=True, env=self.d.env())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.d.wait_state(r.stdout.strip(), "succeeded")
+            self.assertEqual(os.stat(f).st_mode & 0o777, mode, mask)
+
+    def d_bin(self):
+        from harness import LATHE
+        return LATHE
 
 
 if __name__ == "__main__":

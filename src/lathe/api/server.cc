@@ -165,8 +165,10 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     if (!runs.ok()) return reply(runs.status());
     Json arr = Json::array();
     for (const auto& r : *runs) {
-      Json j = state::RunToJson(r);
-      if (r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
+      // Another user's run shows who, what state and which GPUs, never its spec.
+      bool whole = caller.admin || caller.uid == r.uid;
+      Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
+      if (whole && r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
       arr.push_back(std::move(j));
     }
     return reply(Json{{"runs", arr}, {"total", total}});

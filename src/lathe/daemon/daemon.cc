@@ -38,15 +38,15 @@ uint64_t TotalMemoryBytes() {
 
 // A monitor started just before the daemon died may still be starting: give
 // it a moment to write monitor.json (it does so before answering).
-Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir) {
+Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir, os::Env& env) {
   constexpr int kWaitMs = 2000, kStepMs = 50;
-  if (!os::Exists(dir + "/launch.json")) return Status::NotFound("no launch.json");
+  if (!env.FileExists(dir + "/launch.json")) return Status::NotFound("no launch.json");
   for (int waited = 0; waited < kWaitMs; waited += kStepMs) {
-    auto mon = run::ReadMonitorRecord(dir + "/monitor.json");
-    if (mon.ok() || os::Exists(dir + "/exit.json")) return mon;
+    auto mon = run::ReadMonitorRecord(dir + "/monitor.json", env);
+    if (mon.ok() || env.FileExists(dir + "/exit.json")) return mon;
     os::RealClock().SleepMs(kStepMs);
   }
-  return run::ReadMonitorRecord(dir + "/monitor.json");
+  return run::ReadMonitorRecord(dir + "/monitor.json", env);
 }
 
 // The last part of a run's log, as the program printed it.
@@ -90,15 +90,12 @@ Status Daemon::Init() {
   uid_ = ::geteuid();
   auto me = os::LookupUser(uid_);
   user_ = me.ok() ? me->name : std::to_string(uid_);
-  // The home must be traversable by local users in system mode (they reach
-  // the socket and their own run directories); the token stays 0600.
-  RETURN_IF_ERROR(os::MakeDirs(paths_.home, paths_.system ? 0755 : 0700));
-  if (paths_.system) ::chmod(paths_.home.c_str(), 0755);
-  RETURN_IF_ERROR(os::MakeDirs(paths_.runs, paths_.system ? 0711 : 0700));
-  // The store holds every user's checkpoints: only the daemon reads it
-  // directly; users go through the API, which applies the access rules.
-  RETURN_IF_ERROR(os::MakeDirs(paths_.store, 0700));
-  if (::chmod(paths_.store.c_str(), 0700) != 0) return ErrnoStatus(paths_.store, errno);
+  env_ = opts_.env ? opts_.env : &os::RealEnv();
+  // Explicit modes for everything in the home, old homes repaired: the store
+  // holds every user's checkpoints and the database every run's spec and
+  // environment; users reach them only through the API's access rules.
+  RETURN_IF_ERROR(SecureHome(paths_));
+  reserved_ = std::make_unique<ReservedPaths>(paths_);
 
   lock_fd_ = ::open(paths_.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0) return ErrnoStatus(paths_.lock, errno);
@@ -214,51 +211,83 @@ void Daemon::Recover() {
     spdlog::error("recovery: {}", active.status().ToString());
     return;
   }
-  for (auto& r : *active) {
-    std::string dir = AttemptDir(r);
-    auto exit = run::ReadExitRecord(dir + "/exit.json");
-    if (exit.ok()) {
-      (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down",
-                             Json::object(), clock_.NowMs());
-      Finish(r, *exit);
-      continue;
+  for (auto& r : *active) RecoverRun(r);
+}
+
+// One run found active at start. Its monitor may be writing exit.json and
+// exiting at this very moment: exit.json is read again after the monitor is
+// found gone, so a run that ended is never taken for lost.
+void Daemon::RecoverRun(RunRecord& r) {
+  const std::string dir = AttemptDir(r);
+  const std::string exit_path = dir + "/exit.json";
+  auto ended_meanwhile = [&](const run::ExitRecord& e) {
+    (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down", Json::object(),
+                           clock_.NowMs());
+    Finish(r, e);
+  };
+  if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
+  auto mon = run::ReadMonitorRecord(dir + "/monitor.json", *env_);
+  if (!mon.ok() && r.state == RunState::kStarting) {
+    mon = WaitForMonitorRecord(dir, *env_);
+    if (!mon.ok()) {
+      if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
+      // No monitor ever answered: the process was never started, so the
+      // run goes back to the queue without using up a retry.
+      RemoveAttemptCgroups(r);
+      r.gpus.clear();
+      Transition(r, RunState::kQueued, "requeued: the daemon stopped before the run was started");
+      return;
     }
-    auto mon = run::ReadMonitorRecord(dir + "/monitor.json");
-    if (!mon.ok() && r.state == RunState::kStarting) {
-      mon = WaitForMonitorRecord(dir);
-      if (!mon.ok()) {
-        // No monitor ever answered: the process was never started, so the
-        // run goes back to the queue without using up a retry.
-        r.gpus.clear();
-        Transition(r, RunState::kQueued, "requeued: the daemon stopped before the run was started");
-        continue;
-      }
-    }
-    if (mon.ok() && os::ProcessAlive(mon->monitor_pid, mon->monitor_start)) {
-      r.monitor_pid = mon->monitor_pid;
-      r.monitor_start = mon->monitor_start;
-      r.child_pid = mon->child_pid;
-      if (r.state == RunState::kStarting) {
-        Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
-      } else {
-        (void)store_->Save(r, "info", "re-adopted after a daemon restart", clock_.NowMs());
-      }
-      if (r.state == RunState::kStopping) {
-        stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
-      }
-      if (!r.spec.checkpoint_dir.empty()) {
-        // Checkpoints written while no daemon watched are captured now.
-        if (Status st = checkpoints_->Watch(r.id, r.attempt, r.spec.checkpoint_dir, OwnerOf(r),
-                                            r.spec.keep_checkpoints, /*capture_now=*/true);
-            !st.ok()) {
-          (void)store_->AddEvent(r.id, "warning", "checkpoint directory not watched: " + st.message(),
-                                 Json::object(), clock_.NowMs());
-        }
-      }
-      continue;
-    }
-    MarkLost(r, "its monitor process vanished while the daemon was down; the exit status is unknown");
   }
+  if (mon.ok() && env_->ProcessAlive(mon->monitor_pid, mon->monitor_start)) return Readopt(r, *mon);
+  if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
+  MarkLost(r, "its monitor process vanished while the daemon was down; the exit status is unknown");
+}
+
+void Daemon::Readopt(RunRecord& r, const run::MonitorRecord& mon) {
+  r.monitor_pid = mon.monitor_pid;
+  r.monitor_start = mon.monitor_start;
+  r.child_pid = mon.child_pid;
+  if (r.state == RunState::kStarting) {
+    Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
+  } else {
+    (void)store_->Save(r, "info", "re-adopted after a daemon restart", clock_.NowMs());
+  }
+  if (r.state == RunState::kStopping) {
+    stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
+  }
+  if (r.spec.checkpoint_dir.empty()) return;
+  // Checkpoints written while no daemon watched are captured now, with the
+  // run's user's identity, and only from a directory the rules still allow.
+  const DirOwner owner = OwnerOf(r);
+  Status st = reserved_->Check("checkpoints.dir", r.spec.checkpoint_dir, PathUse::kCheckpointDir,
+                               ActingAs(owner.uid, owner.gid));
+  if (st.ok()) {
+    st = checkpoints_->Watch(r.id, r.attempt, r.spec.checkpoint_dir, owner, r.spec.keep_checkpoints,
+                             /*capture_now=*/true);
+  }
+  if (!st.ok()) {
+    (void)store_->AddEvent(r.id, "warning", "checkpoint directory not watched: " + st.message(),
+                           Json::object(), clock_.NowMs());
+  }
+}
+
+// The attempt's cgroups, found by name: they are recorded with the run only
+// once its monitor started, so a daemon that died in between left them
+// unrecorded (and empty: nothing ran in them).
+void Daemon::RemoveAttemptCgroups(const RunRecord& r) {
+  const std::string name = r.id + "-" + std::to_string(r.attempt);
+  std::vector<std::string> dirs;
+  for (const std::string& base : {cgroups_.memory_base, cgroups_.pids_base, cgroups_.cpu_base}) {
+    std::string d = base + "/" + name;
+    if (!base.empty() && os::Exists(d) && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) {
+      dirs.push_back(d);
+    }
+  }
+  if (dirs.empty()) return;
+  auto cg = os::RunCgroup::Open(dirs);
+  Status st = cg.ok() ? (*cg)->Destroy() : cg.status();
+  if (!st.ok()) spdlog::warn("run {}: cannot remove the cgroups of attempt {}: {}", r.id, r.attempt, st.ToString());
 }
 
 // What the knowledge base recognises in a failed run's log, as an event
@@ -295,14 +324,14 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
 
 void Daemon::CheckActive(RunRecord& r) {
   std::string dir = AttemptDir(r);
-  if (auto exit = run::ReadExitRecord(dir + "/exit.json"); exit.ok()) {
+  if (auto exit = run::ReadExitRecord(dir + "/exit.json", *env_); exit.ok()) {
     Finish(r, *exit);
     return;
   }
   if (r.state == RunState::kStarting) return;  // CompleteStart has not run yet
-  if (!os::ProcessAlive(r.monitor_pid, r.monitor_start)) {
+  if (!env_->ProcessAlive(r.monitor_pid, r.monitor_start)) {
     // The monitor may have written exit.json just before exiting.
-    if (auto exit = run::ReadExitRecord(dir + "/exit.json"); exit.ok()) {
+    if (auto exit = run::ReadExitRecord(dir + "/exit.json", *env_); exit.ok()) {
       Finish(r, *exit);
     } else {
       MarkLost(r, "its monitor process died without recording an exit status");
@@ -520,6 +549,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r, const std:
   c.monitor_path = p.dir + "/monitor.json";
   c.exit_path = p.dir + "/exit.json";
   c.kill_grace_ms = std::min(opts_.kill_grace_ms, 2000);
+  c.umask = r.spec.umask;
   p.launch = p.dir + "/launch.json";
   p.config = std::move(c);
   p.run = std::move(r);
@@ -542,6 +572,7 @@ void Daemon::CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spaw
   auto current = store_->Get(p.run.id);
   if (!current.ok()) return;
   RunRecord r = std::move(current).value();
+  r.cgroup_dirs = p.run.cgroup_dirs;  // created after `starting` was committed
   if (!spawned.ok()) {
     (void)FailStart(r, spawned.status().message());
     return;
@@ -584,6 +615,9 @@ Result<run::SpawnResult> Daemon::StartAttempt(PendingStart& p) {
   if (!r.spec.checkpoint_dir.empty()) {
     const std::string& dir = r.spec.checkpoint_dir;
     const DirOwner owner = OwnerOf(r);
+    // Checked again at each start: a component may have become a symlink.
+    RETURN_IF_ERROR(reserved_->Check("checkpoints.dir", dir, PathUse::kCheckpointDir,
+                                     ActingAs(owner.uid, owner.gid)));
     auto point = checkpoints_->Prepare(r.id, r.spec.resume_from, dir, owner);
     if (!point.ok()) {
       return Status(point.status().code(), "cannot hand the checkpoint back: " + point.status().message());
@@ -680,11 +714,25 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
   return Status::OK();
 }
 
+// The paths a spec names, checked with the submitter's identity (see
+// user_paths.h): the daemon acts on them for that user later.
+Status Daemon::CheckPaths(const run::RunSpec& spec, const Caller& caller) const {
+  const os::AccessAs as = ActingAs(caller.uid, caller.uid);
+  if (!spec.workdir.empty()) {
+    RETURN_IF_ERROR(reserved_->Check("workdir", spec.workdir, PathUse::kWorkdir, as));
+  }
+  if (!spec.checkpoint_dir.empty()) {
+    RETURN_IF_ERROR(reserved_->Check("checkpoints.dir", spec.checkpoint_dir, PathUse::kCheckpointDir, as));
+  }
+  return Status::OK();
+}
+
 Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckSubmittable(spec, caller));
   RETURN_IF_ERROR(ResolveResumeFrom(caller, spec));
+  RETURN_IF_ERROR(CheckPaths(spec, caller));
   RunRecord r;
   r.id = NewId("r");
   r.name = spec.name.empty() ? r.id : spec.name;
@@ -696,11 +744,12 @@ Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
   r.user = caller.user;
   r.spec = std::move(spec);
   r.run_dir = paths_.runs + "/" + r.id;
-  RETURN_IF_ERROR(os::MakeDirs(r.run_dir, 0700));
-  if (::geteuid() == 0 && r.uid != 0) {
-    // Only the run's user (and root) can read its directory and log.
-    (void)::chown(r.run_dir.c_str(), r.uid, static_cast<gid_t>(-1));
-  }
+  // The daemon's, never the user's: root's monitor writes the log and the
+  // attempt records in it, so a user who could replace an entry (with a
+  // symlink to a file of root's) would have root write there. The user
+  // reads their log (0600, theirs) by name through the 0711 directory.
+  RETURN_IF_ERROR(os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700));
+  if (::chmod(r.run_dir.c_str(), paths_.system ? 0711 : 0700) != 0) return ErrnoStatus(r.run_dir, errno);
   RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs()));
   Notify();
   kicked_ = true;

@@ -26,9 +26,11 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/run_checkpoints.h"
+#include "lathe/daemon/user_paths.h"
 #include "lathe/gpu/source.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/env.h"
 #include "lathe/snap/store.h"
 #include "lathe/run/monitor.h"
 #include "lathe/state/run_store.h"
@@ -41,6 +43,9 @@ struct DaemonOptions {
   int kill_grace_ms = 10000;      // stopping: SIGTERM, then SIGKILL after this
   int poll_ms = 100;              // supervisor loop period
   std::string self_exe;           // the lathe binary, for `lathe __monitor`
+  // How runs' files (exit.json, monitor.json) are read and monitors looked
+  // for; null: os::RealEnv(). Not owned; tests inject faults through it.
+  os::Env* env = nullptr;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -105,6 +110,10 @@ class Daemon {
   void Loop();
   std::vector<PendingStart> Tick();              // one pass, mu_ held
   void Recover();                                // at start, mu_ held
+  void RecoverRun(state::RunRecord& r);
+  void Readopt(state::RunRecord& r, const run::MonitorRecord& mon);
+  void RemoveAttemptCgroups(const state::RunRecord& r);
+  Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
   void CheckActive(state::RunRecord& r);         // exits, lost, deadlines
   void Finish(state::RunRecord& r, const run::ExitRecord& e);
   void MarkLost(state::RunRecord& r, const std::string& why);
@@ -132,6 +141,8 @@ class Daemon {
   const DaemonOptions opts_;
   os::Clock& clock_;
   HomePaths paths_;
+  os::Env* env_ = nullptr;
+  std::unique_ptr<ReservedPaths> reserved_;  // the home's directories, resolved
   uid_t uid_ = 0;
   std::string user_;
   int lock_fd_ = -1;

@@ -1,10 +1,14 @@
 #include "lathe/daemon/home.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
+#include "lathe/os/files.h"
 #include "lathe/os/users.h"
 
 namespace lathe::daemon {
@@ -42,6 +46,55 @@ HomePaths PathsFor(const std::string& home, bool system) {
   p.store = home + "/store";
   p.log = home + "/daemon.log";
   return p;
+}
+
+namespace {
+// chmod, where the file exists.
+Status ModeIfPresent(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) == 0 || errno == ENOENT) return Status::OK();
+  return ErrnoStatus("chmod " + path, errno);
+}
+
+Status Dir(const std::string& path, mode_t mode) {
+  RETURN_IF_ERROR(os::MakeDirs(path, mode));
+  if (::chmod(path.c_str(), mode) != 0) return ErrnoStatus("chmod " + path, errno);
+  return Status::OK();
+}
+}  // namespace
+
+// Older homes gave each run directory to its user, who could then swap its
+// entries for symlinks that root's monitor and daemon would follow: every
+// run directory is root's again (its log stays the user's file).
+Status SecureRunDirs(const HomePaths& paths) {
+  const mode_t mode = paths.system ? 0711 : 0700;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(paths.runs, ec)) {
+    std::string dir = entry.path().string();
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (st.st_uid != ::geteuid() && ::lchown(dir.c_str(), ::geteuid(), ::getegid()) != 0) {
+      return ErrnoStatus("chown " + dir, errno);
+    }
+    if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0) return ErrnoStatus("chmod " + dir, errno);
+  }
+  return Status::OK();
+}
+
+Status SecureHome(const HomePaths& paths) {
+  RETURN_IF_ERROR(Dir(paths.home, paths.system ? 0755 : 0700));
+  RETURN_IF_ERROR(Dir(paths.runs, paths.system ? 0711 : 0700));
+  RETURN_IF_ERROR(Dir(paths.store, 0700));
+  int fd = ::open(paths.db.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus(paths.db, errno);
+  int rc = ::fchmod(fd, 0600);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("chmod " + paths.db, err);
+  for (const char* side : {"-wal", "-shm", "-journal"}) {
+    RETURN_IF_ERROR(ModeIfPresent(paths.db + side, 0600));
+  }
+  for (const std::string& f : {paths.token, paths.lock, paths.log}) RETURN_IF_ERROR(ModeIfPresent(f, 0600));
+  return SecureRunDirs(paths);
 }
 
 HomePaths DaemonHome(const std::string& home_flag) {

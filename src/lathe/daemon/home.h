@@ -28,6 +28,17 @@ struct HomePaths {
 
 HomePaths PathsFor(const std::string& home, bool system);
 
+// Creates the home's directories and gives everything in it the mode it
+// must have, whatever the process umask (runs' monitors inherit that, so it
+// is not relied on) and whatever an older Lathe left:
+//   home 0755 in system mode (users reach the socket and their run
+//   directories), else 0700; runs/ 0711 (system) / 0700; store/ 0700;
+//   lathe.db and SQLite's -wal, -shm and -journal 0600 (the database is
+//   created empty with that mode before SQLite opens it; SQLite gives its
+//   side files the database's mode); token, daemon.lock, daemon.log 0600;
+//   endpoint.json stays 0644 (where the daemon listens, for every client).
+Status SecureHome(const HomePaths& paths);
+
 // The home a daemon started now would use.
 HomePaths DaemonHome(const std::string& home_flag);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 
 namespace lathe::os {
 namespace {
@@ -47,6 +48,52 @@ TEST(Users, RunAsUserWritesWithTheUsersPermissionsOnItsThreadOnly) {
   if (fd >= 0) ::close(fd);
   // A failure inside comes back.
   EXPECT_EQ(RunAsUser(*nobody, [] { return Status::NotFound("x"); }).code(), Code::kNotFound);
+  std::filesystem::remove_all(root_dir);
+}
+
+TEST(Users, AsUserActsWithTheUsersIdentityThenGivesTheThreadItsOwnBack) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookupUserByName("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user nobody";
+  char tmpl[] = "/tmp/lathe-asuser-XXXXXX";
+  std::string root_dir = ::mkdtemp(tmpl);  // root's, 0700
+  std::string secret = root_dir + "/secret";
+  int fd = ::open(secret.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  FsIdentity id = IdentityOf(nobody->uid, nobody->gid);
+  EXPECT_EQ(id.name, "nobody");
+  for (int i = 0; i < 3; ++i) {  // back and forth, on one thread
+    Status st = AsUser(id, [&]() -> Status {
+      int f = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);
+      if (f >= 0 || errno != EACCES) return Status::Internal("read root's file");
+      // A thread started here keeps the identity.
+      bool child_refused = false;
+      std::thread([&] {
+        int g = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);
+        child_refused = g < 0 && errno == EACCES;
+        if (g >= 0) ::close(g);
+      }).join();
+      return child_refused ? Status::OK() : Status::Internal("a thread started inside read root's file");
+    });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    int f = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);  // root again
+    EXPECT_GE(f, 0);
+    if (f >= 0) ::close(f);
+  }
+  EXPECT_EQ(AsUser(id, [] { return Status::NotFound("x"); }).code(), Code::kNotFound);
+  // The access functor form does the same; empty means "as the process".
+  AccessAs as = AccessAsUser(id);
+  EXPECT_FALSE(WithAccess(as, [&] {
+                 int f = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);
+                 if (f >= 0) ::close(f);
+                 return f >= 0 ? Status::OK() : ErrnoStatus(secret, errno);
+               }).ok());
+  EXPECT_TRUE(WithAccess({}, [&] {
+                int f = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);
+                if (f >= 0) ::close(f);
+                return f >= 0 ? Status::OK() : ErrnoStatus(secret, errno);
+              }).ok());
   std::filesystem::remove_all(root_dir);
 }
 

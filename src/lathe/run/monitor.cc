@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,7 +34,8 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"gid", c.gid},                 {"groups", c.groups},
               {"log_path", c.log_path},       {"shm_bytes", c.shm_bytes},
               {"cgroup_dirs", c.cgroup_dirs}, {"monitor_path", c.monitor_path},
-              {"exit_path", c.exit_path},     {"kill_grace_ms", c.kill_grace_ms}};
+              {"exit_path", c.exit_path},     {"kill_grace_ms", c.kill_grace_ms},
+              {"umask", c.umask}};
 }
 
 Result<LaunchConfig> LaunchFromJson(const Json& j) {
@@ -53,6 +55,7 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.monitor_path = j.at("monitor_path").get<std::string>();
     c.exit_path = j.at("exit_path").get<std::string>();
     c.kill_grace_ms = j.at("kill_grace_ms").get<int>();
+    c.umask = j.value("umask", 022u) & 0777u;
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
     return c;
   } catch (const Json::exception& e) {
@@ -60,8 +63,8 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
   }
 }
 
-Result<MonitorRecord> ReadMonitorRecord(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, os::ReadFile(path));
+Result<MonitorRecord> ReadMonitorRecord(const std::string& path, os::Env& env) {
+  ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
   ASSIGN_OR_RETURN(Json j, ParseJson(text));
   MonitorRecord r;
   r.monitor_pid = j.value("monitor_pid", 0);
@@ -80,8 +83,8 @@ Json ExitToJson(const ExitRecord& e) {
   return j;
 }
 
-Result<ExitRecord> ReadExitRecord(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, os::ReadFile(path));
+Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
+  ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
   ASSIGN_OR_RETURN(Json j, ParseJson(text));
   ExitRecord e;
   if (j.contains("exit_code") && j["exit_code"].is_number_integer()) e.exit_code = j["exit_code"].get<int>();
@@ -161,6 +164,7 @@ void DropPrivileges(const LaunchConfig& c, int errpipe) {
   JoinCgroups(c, errpipe);
   PrivateShm(c, errpipe);
   DropPrivileges(c, errpipe);
+  ::umask(static_cast<mode_t>(c.umask));  // the submitter's, not the monitor's
   if (!c.workdir.empty() && ::chdir(c.workdir.c_str()) != 0) {
     FailChild(errpipe, "cannot enter working directory " + c.workdir + ": " + std::strerror(errno));
   }
@@ -264,7 +268,8 @@ void Monitor::ReserveExitRecord() {
 
 Status Monitor::Start() {
   ReserveExitRecord();
-  log_fd_ = ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  // Never through a symlink: the log is root's to write, the user's to read.
+  log_fd_ = ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd_ < 0) return ErrnoStatus("open log " + c_.log_path, errno);
   if (::getuid() == 0) (void)::fchown(log_fd_, c_.uid, c_.gid);
   if (!c_.cgroup_dirs.empty()) {

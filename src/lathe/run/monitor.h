@@ -28,6 +28,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/os/env.h"
 
 namespace lathe::run {
 
@@ -47,6 +48,7 @@ struct LaunchConfig {
   std::string monitor_path;   // monitor.json
   std::string exit_path;      // exit.json
   int kill_grace_ms = 2000;   // SIGTERM -> SIGKILL for leftovers
+  unsigned umask = 022;       // the run's process gets it (the submitter's CLI sends it)
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);
@@ -58,7 +60,7 @@ struct MonitorRecord {
   uint64_t child_start = 0;
   int64_t started_at_ms = 0;
 };
-Result<MonitorRecord> ReadMonitorRecord(const std::string& path);
+Result<MonitorRecord> ReadMonitorRecord(const std::string& path, os::Env& env = os::RealEnv());
 
 struct ExitRecord {
   std::optional<int> exit_code;  // set when the process exited
@@ -67,7 +69,7 @@ struct ExitRecord {
   std::string start_error;       // non-empty when it could not be started
   int64_t finished_at_ms = 0;
 };
-Result<ExitRecord> ReadExitRecord(const std::string& path);
+Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env = os::RealEnv());
 Json ExitToJson(const ExitRecord& e);
 
 // Daemon side: starts `self_exe __monitor <launch_path>` in a new session and

@@ -26,7 +26,7 @@ namespace {
 constexpr const char* kFields[] = {"type",  "name",     "command", "gpus",         "cpus",
                                    "memory", "shm",     "priority", "env",         "workdir",
                                    "retry", "max_duration", "requeue", "preemptible",
-                                   "checkpoints", "resume_from"};
+                                   "checkpoints", "resume_from", "umask"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -133,6 +133,21 @@ Status ParseBool(const Json& v, std::string_view field, bool& out) {
   return Status::OK();
 }
 
+// umask: 18 (an integer) or "022" (octal digits, as a shell writes it).
+Status ParseUmask(const Json& v, RunSpec& s) {
+  constexpr int kMaxUmask = 0777;
+  if (v.is_string()) {
+    const std::string& t = v.get_ref<const std::string&>();
+    bool octal = !t.empty() && t.size() <= 4 && t.find_first_not_of("01234567") == std::string::npos;
+    if (!octal || std::stoi(t, nullptr, 8) > kMaxUmask) return WrongType("umask", "octal mask 000-777");
+    s.umask = static_cast<unsigned>(std::stoi(t, nullptr, 8));
+    return Status::OK();
+  }
+  ASSIGN_OR_RETURN(int m, IntField(v, "umask", 0, kMaxUmask));
+  s.umask = static_cast<unsigned>(m);
+  return Status::OK();
+}
+
 // checkpoints: {dir: path, keep: N}. A relative dir is resolved against the
 // workdir once every field is read (SpecFromJson).
 Status ParseCheckpoints(const Json& v, RunSpec& s) {
@@ -199,6 +214,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParseBool(v, "preemptible", s.preemptible);
   } else if (key == "checkpoints") {
     return ParseCheckpoints(v, s);
+  } else if (key == "umask") {
+    return ParseUmask(v, s);
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty()) return WrongType("resume_from", "run id or name");
     s.resume_from = v.get<std::string>();
@@ -246,6 +263,7 @@ Json SpecToJson(const RunSpec& s) {
     j["checkpoints"] = {{"dir", s.checkpoint_dir}, {"keep", s.keep_checkpoints}};
   }
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
+  j["umask"] = s.umask;
   if (s.max_duration_ms > 0) j["max_duration"] = FormatDuration(std::chrono::milliseconds(s.max_duration_ms));
   return j;
 }

@@ -14,6 +14,8 @@
 //       every restart; a relative dir is taken from the workdir; keep: how
 //       many of the run's snapshots to keep (0 = all)
 //   resume_from: run id or name  start from that run's newest checkpoint
+//   umask: the run's file-mode creation mask, 0-0777 (an integer, or a string
+//       of octal digits such as "027"); the CLI sends its own; default 022
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -50,6 +52,7 @@ struct RunSpec {
   std::string checkpoint_dir;        // absolute; empty = no checkpoint capture
   int keep_checkpoints = 0;          // 0 = keep every snapshot
   std::string resume_from;           // a run reference (the daemon stores its id)
+  unsigned umask = 022;              // the run's umask (never the daemon's)
 };
 
 // Parses and validates a spec object. Strict: unknown fields are errors.

@@ -94,29 +94,43 @@ Result<RunRecord> RowToRecord(const Stmt& s) {
 
 }  // namespace
 
+namespace {
+// What anyone may see of a run: who, state, GPUs, times.
+Json CommonRunJson(const RunRecord& r) {
+  return Json{{"id", r.id},
+              {"name", r.name},
+              {"seq", r.seq},
+              {"uid", r.uid},
+              {"user", r.user},
+              {"kind", r.kind},
+              {"state", std::string(run::StateName(r.state))},
+              {"priority", std::string(run::PriorityName(r.spec.priority))},
+              {"gpus", r.gpus},
+              {"attempt", r.attempt},
+              {"restarts", r.attempt > 0 ? r.attempt - 1 : 0},
+              {"preemptions", r.preemptions},
+              {"created_at_ms", r.created_at_ms},
+              {"started_at_ms", r.started_at_ms},
+              {"finished_at_ms", r.finished_at_ms}};
+}
+}  // namespace
+
 Json RunToJson(const RunRecord& r) {
-  Json j = {{"id", r.id},
-            {"name", r.name},
-            {"seq", r.seq},
-            {"uid", r.uid},
-            {"user", r.user},
-            {"kind", r.kind},
-            {"spec", run::SpecToJson(r.spec)},
-            {"state", std::string(run::StateName(r.state))},
-            {"priority", std::string(run::PriorityName(r.spec.priority))},
-            {"gpus", r.gpus},
-            {"attempt", r.attempt},
-            {"restarts", r.attempt > 0 ? r.attempt - 1 : 0},
-            {"retries_used", r.retries_used},
-            {"preemptions", r.preemptions},
-            {"created_at_ms", r.created_at_ms},
-            {"started_at_ms", r.started_at_ms},
-            {"finished_at_ms", r.finished_at_ms},
-            {"oom_killed", r.oom_killed},
-            {"reason", r.reason},
-            {"run_dir", r.run_dir}};
+  Json j = CommonRunJson(r);
+  j["spec"] = run::SpecToJson(r.spec);
+  j["retries_used"] = r.retries_used;
+  j["oom_killed"] = r.oom_killed;
+  j["reason"] = r.reason;
+  j["run_dir"] = r.run_dir;
   j["exit_code"] = r.exit_code ? Json(*r.exit_code) : Json(nullptr);
   j["signal"] = r.signal ? Json(*r.signal) : Json(nullptr);
+  return j;
+}
+
+Json RunToPublicJson(const RunRecord& r) {
+  Json j = CommonRunJson(r);
+  j["resources"] = {{"gpus", r.spec.gpus}, {"cpus", r.spec.cpus}, {"memory", r.spec.memory_bytes}};
+  j["redacted"] = true;
   return j;
 }
 

@@ -59,6 +59,10 @@ struct EventRecord {
 };
 
 Json RunToJson(const RunRecord& r);
+// What every local user may see of another user's run (`lathe ps`): who,
+// state, GPUs, resources asked for, times — no spec, command, environment,
+// paths, reason or exit status. "redacted": true marks it.
+Json RunToPublicJson(const RunRecord& r);
 Json EventToJson(const EventRecord& e);
 
 class RunStore {

@@ -1,0 +1,144 @@
+#include "lathe/daemon/daemon.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "lathe/os/files.h"
+#include "lathe/run/monitor.h"
+#include "lathe/state/run_store.h"
+
+namespace lathe::daemon {
+namespace {
+
+using run::RunState;
+using state::RunRecord;
+
+// A pid that certainly names no live process (a child that exited and was reaped).
+pid_t DeadPid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+class DaemonRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-daemon-test-XXXXXX";
+    home_ = ::mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(home_); }
+
+  // A run recorded as running on a monitor that has gone (the daemon was
+  // killed, then the monitor ended), as a daemon killed mid-run leaves it.
+  RunRecord RunningWithGoneMonitor() {
+    auto store = state::RunStore::Open(home_ + "/lathe.db");
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    RunRecord r;
+    r.id = "r-recover";
+    r.name = r.id;
+    r.uid = ::geteuid();
+    r.user = "me";
+    r.spec.command = {"sh", "-c", "exit 1"};
+    r.run_dir = home_ + "/runs/" + r.id;
+    EXPECT_TRUE((*store)->Insert(r, 1).ok());
+    r.attempt = 1;
+    EXPECT_TRUE((*store)->Transition(r, RunState::kStarting, "placed", 2).ok());
+    r.monitor_pid = DeadPid();
+    r.monitor_start = 1;
+    EXPECT_TRUE((*store)->Transition(r, RunState::kRunning, "started", 3).ok());
+    std::string dir = r.run_dir + "/attempt-1";
+    EXPECT_TRUE(os::MakeDirs(dir, 0700).ok());
+    Json mon = {{"monitor_pid", r.monitor_pid}, {"monitor_start", 1}, {"child_pid", r.monitor_pid}};
+    EXPECT_TRUE(os::WriteFileAtomic(dir + "/monitor.json", mon.dump()).ok());
+    return r;
+  }
+
+  Result<std::unique_ptr<Daemon>> Open(os::Env* env) {
+    DaemonOptions o;
+    o.home = home_;
+    o.gpus = "none";
+    o.env = env;
+    return Daemon::Create(o, os::RealClock());
+  }
+
+  std::string home_;
+};
+
+// Makes exit.json appear just after the daemon's first look for it, as a
+// monitor does that writes it and exits while the daemon is starting.
+class ExitAppearsAfterFirstRead : public os::EnvWrapper {
+ public:
+  ExitAppearsAfterFirstRead() : os::EnvWrapper(os::RealEnv()) {}
+  Result<std::string> ReadFile(const std::string& path) override {
+    bool exit_json = path.size() >= 10 && path.compare(path.size() - 10, 10, "/exit.json") == 0;
+    if (exit_json && !written_.exchange(true)) {
+      run::ExitRecord e;
+      e.exit_code = 1;
+      e.finished_at_ms = 5;
+      EXPECT_TRUE(os::WriteFileAtomic(path, run::ExitToJson(e).dump()).ok());
+      return Status::NotFound(path);  // what the daemon saw an instant before
+    }
+    return target().ReadFile(path);
+  }
+  bool ProcessAlive(pid_t, std::optional<uint64_t>) override { return false; }  // it has exited
+
+ private:
+  std::atomic<bool> written_{false};
+};
+
+TEST_F(DaemonRecoveryTest, ARunWhoseExitIsWrittenDuringRecoveryFinishesInsteadOfBeingLost) {
+  RunRecord r = RunningWithGoneMonitor();
+  ExitAppearsAfterFirstRead env;
+  auto d = Open(&env);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->state, RunState::kFailed) << got->reason;
+  ASSERT_TRUE(got->exit_code.has_value());
+  EXPECT_EQ(*got->exit_code, 1);
+}
+
+TEST_F(DaemonRecoveryTest, ARunWithNeitherMonitorNorExitIsLost) {
+  RunRecord r = RunningWithGoneMonitor();
+  os::EnvWrapper env(os::RealEnv());
+  auto d = Open(&env);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, RunState::kLost);
+}
+
+// The database holds every run's spec and environment: 0600 in a new home,
+// and repaired in an old one whose files were left readable.
+TEST_F(DaemonRecoveryTest, TheDatabaseAndItsSideFilesAreOwnerOnly) {
+  for (int round = 0; round < 2; ++round) {
+    {
+      auto d = Open(nullptr);
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      auto sub = (*d)->Submit(Caller{::geteuid(), "me", true},
+                              Json{{"command", {"true"}}, {"workdir", "/tmp"}});
+      ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+      for (const char* f : {"lathe.db", "lathe.db-wal", "lathe.db-shm"}) {
+        struct stat st;
+        ASSERT_EQ(::stat((home_ + "/" + f).c_str(), &st), 0) << f;
+        EXPECT_EQ(st.st_mode & 0777, 0600u) << f << " in round " << round;
+      }
+      struct stat st;
+      ASSERT_EQ(::stat((home_ + "/store").c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 0777, 0700u);
+    }
+    // An older Lathe left them world-readable; the next start repairs them.
+    for (const char* f : {"lathe.db", "lathe.db-wal", "lathe.db-shm"}) {
+      ::chmod((home_ + "/" + f).c_str(), 0644);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lathe::daemon
