@@ -38,3 +38,24 @@ def crash_loop(test, kills, runs_per_round=4, seed=7):
         test.assertEqual(set(expected), listed)
     finally:
         d.cleanup()
+
+
+def exit_race_loop(test, rounds, seed=5):
+    """Runs that end at once, the daemon killed 0-30 ms after their submission:
+    their monitors write exit.json while the next daemon is recovering. Every
+    run must end failed with its exit code, never `lost` (nor re-run)."""
+    rnd = random.Random(seed)
+    d = Daemon(gpus="none").start()
+    ids = []
+    try:
+        for _ in range(rounds):
+            for _ in range(4):
+                ids.append(d.submit("--", "sh", "-c", "exit 1"))
+            time.sleep(rnd.uniform(0.0, 0.03))
+            d.kill9()
+            d.start()
+        for rid in ids:
+            r = d.wait_state(rid, ["failed", "lost", "succeeded"], timeout=180)
+            test.assertEqual((r["state"], r["exit_code"], r["attempt"]), ("failed", 1, 1), json.dumps(r)[:3000])
+    finally:
+        d.cleanup()
