@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "lathe/os/cgroup.h"
 #include "lathe/os/files.h"
 #include "lathe/run/monitor.h"
 #include "lathe/state/run_store.h"
@@ -112,6 +113,38 @@ TEST_F(DaemonRecoveryTest, ARunWithNeitherMonitorNorExitIsLost) {
   auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, RunState::kLost);
+}
+
+// A daemon killed after creating an attempt's cgroups but before starting its
+// monitor: the run is requeued and the cgroups, never recorded, are removed.
+TEST_F(DaemonRecoveryTest, CgroupsOfAnAttemptThatNeverStartedAreRemoved) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for cgroups";
+  os::CgroupSupport support = os::DetectCgroups();
+  if (support.mode == os::CgroupSupport::kNone) GTEST_SKIP() << "no cgroups: " << support.note;
+  RunRecord r;
+  {
+    auto store = state::RunStore::Open(home_ + "/lathe.db");
+    ASSERT_TRUE(store.ok());
+    r.id = "r-nostart";
+    r.name = r.id;
+    r.uid = ::geteuid();
+    r.spec.command = {"true"};
+    r.run_dir = home_ + "/runs/" + r.id;
+    ASSERT_TRUE((*store)->Insert(r, 1).ok());
+    r.attempt = 1;
+    ASSERT_TRUE((*store)->Transition(r, RunState::kStarting, "placed", 2).ok());
+  }
+  auto cg = os::RunCgroup::Create(support, r.id + "-1", os::CgroupLimits{});
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  std::vector<std::string> dirs = (*cg)->dirs();
+  ASSERT_FALSE(dirs.empty());
+  cg->reset();
+  auto d = Open(nullptr);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, RunState::kQueued);
+  for (const auto& dir : dirs) EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
 // The database holds every run's spec and environment: 0600 in a new home,
