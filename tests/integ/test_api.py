@@ -19,6 +19,16 @@ class Api(DaemonTest):
             token = f.read().strip()
         return host, int(port), token
 
+    def test_a_fresh_daemon_has_a_snapshot_store(self):
+        # Right after start, before any run captured a checkpoint.
+        src = tempfile.mkdtemp(prefix="lathe-it-fresh-")
+        self.addCleanup(shutil.rmtree, src, True)
+        with open(os.path.join(src, "w.bin"), "wb") as f:
+            f.write(b"x" * 1000)
+        self.assertTrue(os.path.exists(os.path.join(self.d.home, "store", "config.json")))
+        r = self.d.cli("snap", "create", src, "--json")
+        self.assertTrue(json.loads(r.stdout)["id"])
+
     def request(self, method, path, token=None, body=None):
         host, port, _ = self.endpoint()
         c = http.client.HTTPConnection(host, port, timeout=30)

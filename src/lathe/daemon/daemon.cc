@@ -104,6 +104,11 @@ Status Daemon::Init() {
   }
   ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
   checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
+  // Initialised now, not by the first checkpointing run: `lathe snap create`
+  // right after `lathe up` finds a store.
+  if (auto st = checkpoints_->store(); !st.ok()) {
+    spdlog::warn("snapshot store {}: {}", paths_.store, st.status().ToString());
+  }
   if (!store_->db().journal_note().empty()) spdlog::warn("{}", store_->db().journal_note());
 
   ASSIGN_OR_RETURN(gpu_source_, gpu::OpenGpuSource(opts_.gpus));
