@@ -186,7 +186,11 @@ Status RunStatus(bool json, Lang lang) {
               cg.value("memory", false) ? "yes" : "no", cg.value("cpu", false) ? "yes" : "no",
               cg.value("pids", false) ? "yes" : "no", cgnote.empty() ? "" : " — ", cgnote.c_str());
   if (cg.value("mode", "") == "none") std::printf("  %s\n", Tr("status.no_limits", lang).c_str());
-  std::printf("  runs: %s\n", s["runs"].dump().c_str());
+  std::string runs;
+  for (const auto& [state, n] : s["runs"].items()) {
+    runs += (runs.empty() ? "" : ", ") + std::to_string(n.get<int64_t>()) + " " + state;
+  }
+  std::printf("  runs: %s\n", runs.empty() ? "none queued or active" : runs.c_str());
   return Status::OK();
 }
 

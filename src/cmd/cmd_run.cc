@@ -2,10 +2,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "cmd/commands.h"
 #include "cmd/output.h"
@@ -198,6 +201,35 @@ void PrintDiagnosis(const Json& run, Lang lang) {
   }
 }
 
+// The spec, one field per line: the command as a shell would show it, the
+// environment by name (a long PATH by its number of entries).
+void PrintSpec(const Json& spec) {
+  const Json command = spec.value("command", Json::array());
+  const Json environment = spec.value("env", Json::object());
+  std::string cmd;
+  for (const auto& a : command) {
+    std::string arg = a.get<std::string>();
+    bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+    cmd += (cmd.empty() ? "" : " ") + (plain ? arg : "'" + arg + "'");
+  }
+  std::printf("spec:\n  command:      %s\n", cmd.c_str());
+  std::string env;
+  for (const auto& [k, v] : environment.items()) {
+    std::string val = v.get<std::string>();
+    if (k == "PATH" && val.size() > 40) {
+      val = "(" + std::to_string(std::count(val.begin(), val.end(), ':') + 1) + " entries)";
+    }
+    env += (env.empty() ? "" : " ") + k + "=" + val;
+  }
+  if (!env.empty()) std::printf("  env:          %s\n", env.c_str());
+  for (const auto& [k, v] : spec.items()) {
+    if (k == "command" || k == "env" || k == "name") continue;
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (k == "umask" && v.is_number_unsigned()) text = fmt::format("{:03o}", v.get<unsigned>());
+    std::printf("  %-13s %s\n", (k + ":").c_str(), text.c_str());
+  }
+}
+
 Status RunInspect(const std::string& ref, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
@@ -216,7 +248,7 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
   std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0), r.value("restarts", 0),
               r.value("preemptions", 0));
   std::printf("created:   %s ago\n", Age(r.value("created_at_ms", int64_t{0})).c_str());
-  std::printf("spec:      %s\n", r["spec"].dump().c_str());
+  PrintSpec(r["spec"]);
   std::printf("run dir:   %s\n", r.value("run_dir", "").c_str());
   PrintDiagnosis(r, lang);
   std::printf("events:\n");

@@ -19,6 +19,18 @@ class Api(DaemonTest):
             token = f.read().strip()
         return host, int(port), token
 
+    def test_status_and_inspect_print_for_people(self):
+        out = self.d.cli("status").stdout
+        self.assertIn("runs: none queued or active", out)
+        run = self.d.submit("--name", "fmt", "--", "sh", "-c", "sleep 30")
+        self.d.wait_state(run, "running")
+        self.assertIn("runs: 1 running", self.d.cli("status").stdout)
+        shown = self.d.cli("inspect", run).stdout
+        self.assertIn("  command:      sh -c 'sleep 30'", shown)
+        self.assertRegex(shown, r"PATH=\(\d+ entries\)")
+        self.assertNotIn('{"', shown)  # no JSON for people
+        self.d.cli("stop", run)
+
     def test_a_fresh_daemon_has_a_snapshot_store(self):
         # Right after start, before any run captured a checkpoint.
         src = tempfile.mkdtemp(prefix="lathe-it-fresh-")

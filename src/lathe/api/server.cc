@@ -92,12 +92,14 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   RETURN_IF_ERROR(os::MakeDirs(sock_dir, 0755));
   RETURN_IF_ERROR(s->server_->ListenUnix(paths.socket, paths.system ? 0666 : 0600));
   ASSIGN_OR_RETURN(s->port_, s->server_->ListenTcp(s->opts_.host, s->opts_.port));
-  RETURN_IF_ERROR(s->server_->Start());
+  // Written before the first request is served: a client that got an answer
+  // finds the endpoint file.
   Json endpoint = {{"socket", paths.socket},
                    {"tcp", s->tcp_endpoint()},
                    {"pid", ::getpid()},
                    {"mode", paths.system ? "system" : "user"}};
   RETURN_IF_ERROR(os::WriteFileAtomic(paths.endpoint, endpoint.dump() + "\n", 0644));
+  RETURN_IF_ERROR(s->server_->Start());
   return s;
 }
 
