@@ -12,7 +12,8 @@ Code CodeForHttp(int status) {
     case 403: return Code::kPermissionDenied;
     case 404: return Code::kNotFound;
     case 409: return Code::kFailedPrecondition;
-    case 429: return Code::kResourceExhausted;
+    case 429:
+    case 507: return Code::kResourceExhausted;
     case 503: return Code::kUnavailable;
     default: return Code::kInternal;
   }

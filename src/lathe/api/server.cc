@@ -19,6 +19,12 @@ namespace {
 
 constexpr int kStreamPollMs = 100;
 
+// A full disk is 507 Insufficient Storage (RFC 4918), not a rate limit (429).
+bool IsOutOfSpace(const Status& s) {
+  const std::string& id = s.msg_id();
+  return id == "state.disk_full" || id == "snap.disk_full" || id == "snap.reserve";
+}
+
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
     case Code::kInvalidArgument: return 400;
@@ -26,7 +32,7 @@ int HttpStatusFor(const Status& s) {
     case Code::kPermissionDenied: return s.msg_id() == "api.unauthenticated" ? 401 : 403;
     case Code::kAlreadyExists:
     case Code::kFailedPrecondition: return 409;
-    case Code::kResourceExhausted: return 429;
+    case Code::kResourceExhausted: return IsOutOfSpace(s) ? 507 : 429;
     case Code::kUnavailable: return 503;
     default: return 500;
   }

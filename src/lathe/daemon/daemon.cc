@@ -62,6 +62,13 @@ std::string LogTail(const std::string& run_dir) {
   return run::RenderLog(v, false);
 }
 
+// ENOSPC/EDQUOT from the daemon's home is the same full disk the state
+// store reports as state.disk_full (the API answers both with 507).
+Status AsDiskFull(const Status& st) {
+  if (st.code() != Code::kResourceExhausted || !st.msg_id().empty()) return st;
+  return Status::Msg(Code::kResourceExhausted, "state.disk_full", {{"detail", st.message()}});
+}
+
 std::string DescribeExit(const run::ExitRecord& e, const run::RunSpec& spec) {
   if (!e.start_error.empty()) return e.start_error;
   if (e.oom_killed) {
@@ -696,7 +703,7 @@ Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
   r.user = caller.user;
   r.spec = std::move(spec);
   r.run_dir = paths_.runs + "/" + r.id;
-  RETURN_IF_ERROR(os::MakeDirs(r.run_dir, 0700));
+  if (Status made = os::MakeDirs(r.run_dir, 0700); !made.ok()) return AsDiskFull(made);
   if (::geteuid() == 0 && r.uid != 0) {
     // Only the run's user (and root) can read its directory and log.
     (void)::chown(r.run_dir.c_str(), r.uid, static_cast<gid_t>(-1));
