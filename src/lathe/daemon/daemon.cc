@@ -22,6 +22,7 @@
 #include "lathe/run/log_format.h"
 #include "lathe/run/monitor.h"
 #include "lathe/sched/scheduler.h"
+#include "lathe/snap/sha256.h"
 
 namespace lathe::daemon {
 
@@ -30,6 +31,13 @@ using state::RunRecord;
 
 namespace {
 constexpr int kMaxEventsPerCall = 1000;
+constexpr int64_t kKeyPurgeEveryMs = 3600 * 1000;
+
+// What makes two submissions the same request: the spec as parsed, written
+// canonically (defaults filled in, keys sorted), hashed.
+std::string SpecHash(const run::RunSpec& spec) {
+  return snap::ToHex(snap::Sha256(run::SpecToJson(spec).dump()));
+}
 
 uint64_t TotalMemoryBytes() {
   long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
@@ -126,6 +134,7 @@ Status Daemon::Init() {
                cgroups_.note.empty() ? "ok" : cgroups_.note);
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
+  PurgeExpiredKeys(/*now=*/true);
   return Status::OK();
 }
 
@@ -194,6 +203,7 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
   }
   for (auto& r : *active) CheckActive(r);
   DrainCheckpointEvents();
+  PurgeExpiredKeys();
   // 3. Place queued runs; the caller starts their monitors.
   return Schedule();
 }
@@ -687,9 +697,33 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
   return Status::OK();
 }
 
-Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
+void Daemon::PurgeExpiredKeys(bool now) {
+  int64_t mono = clock_.MonotonicMs();
+  if (!now && mono - keys_purged_at_ms_ < kKeyPurgeEveryMs) return;
+  keys_purged_at_ms_ = mono;
+  auto n = store_->PurgeExpiredKeys(clock_.NowMs());
+  if (!n.ok()) {
+    spdlog::warn("idempotency keys: {}", n.status().ToString());
+  } else if (*n > 0) {
+    spdlog::info("forgot {} idempotency key(s) older than 24h", *n);
+  }
+}
+
+Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
+                                  const std::string& idempotency_key) {
+  std::optional<InFlightKeys::Lease> lease =
+      idempotency_key.empty() ? std::nullopt : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
+  if (!idempotency_key.empty() && !lease) {
+    return Status::Msg(Code::kFailedPrecondition, "run.idempotency_in_flight", {{"key", idempotency_key}});
+  }
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
+  std::optional<state::IdempotencyKey> key;
+  if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
   std::lock_guard<std::mutex> lock(mu_);
+  if (key) {  // before any check: the original run may hold the name, the GPUs...
+    ASSIGN_OR_RETURN(std::optional<RunRecord> earlier, store_->FindByKey(*key, clock_.NowMs()));
+    if (earlier) return Submission{std::move(*earlier), true};
+  }
   RETURN_IF_ERROR(CheckSubmittable(spec, caller));
   RETURN_IF_ERROR(ResolveResumeFrom(caller, spec));
   RunRecord r;
@@ -708,11 +742,11 @@ Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
     // Only the run's user (and root) can read its directory and log.
     (void)::chown(r.run_dir.c_str(), r.uid, static_cast<gid_t>(-1));
   }
-  RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs()));
+  RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
   Notify();
   kicked_ = true;
   loop_cv_.notify_all();
-  return r;
+  return Submission{std::move(r), false};
 }
 
 Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total) {
