@@ -115,7 +115,9 @@ Status RunRun(const RunFlags& f, Lang lang) {
   // Validate here too, so bad input fails fast even without a daemon.
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs", spec));
+  ASSIGN_OR_RETURN(Json r, c->SubmitRun(spec, [lang](const Status& why) {
+    std::fprintf(stderr, "%s\n", Tr("cli.submit_retry", lang, {{"reason", why.message()}}).c_str());
+  }));
   std::string id = r.value("id", "");
   if (!f.follow) {
     std::printf("%s\n", id.c_str());

@@ -1,6 +1,9 @@
 """A full disk under the daemon's home: clear errors, nothing stored is lost,
 and everything catches up once space is freed."""
+import http.client
+import json
 import os
+import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +26,19 @@ class DiskFull(unittest.TestCase):
         subprocess.run(["umount", "-l", self.mnt], check=False)
         os.rmdir(self.mnt)
 
+    def post_run(self):
+        class Unix(http.client.HTTPConnection):
+            def connect(conn):
+                conn.sock = socket.socket(socket.AF_UNIX)
+                conn.sock.connect(os.path.join(self.mnt, "lathe.sock"))
+        c = Unix("lathe", timeout=60)
+        c.request("POST", "/api/v1/runs", body=json.dumps({"command": ["true"], "workdir": "/tmp"}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = r.status, json.loads(r.read())
+        c.close()
+        return out
+
     def test_full_disk_then_recovery(self):
         first = self.d.submit("--", "true")
         self.d.wait_state(first, "succeeded")
@@ -36,6 +52,10 @@ class DiskFull(unittest.TestCase):
         r = self.d.cli("run", "--", "true", check=False)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("disk is full", r.stderr)
+        # The API says so with 507 Insufficient Storage, not 429 (a rate limit).
+        status, err = self.post_run()
+        self.assertEqual(status, 507, err)
+        self.assertEqual(err["error"]["id"], "state.disk_full")
         # Nothing already stored is lost while full.
         self.assertEqual(self.d.inspect(first)["state"], "succeeded")
         os.unlink(filler)

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -292,9 +293,19 @@ class SnapFullDisk(SnapCase):
         out = os.path.join(self.tmp, "out")
         self.snap("restore", a, "--to", out)
         self.assertEqual(tree(self.src), tree(out))
+        return r
 
     def test_reserve_skips_the_snapshot(self):
         self.check_skip(["--reserve", "1M"], "reserve")
+
+    def test_the_reserve_message_compares_in_one_unit(self):
+        # Not "2.1MB free, below the reserve of 2MiB": what would be left and
+        # the reserve are written in the same unit, the smaller one first.
+        r = self.check_skip(["--reserve", "1Mi"], "reserve")
+        m = re.search(r"leave ([0-9.]+)(\w+) free, below the reserve of ([0-9.]+)(\w+)", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        self.assertEqual(m.group(2), m.group(4), r.stderr)
+        self.assertLess(float(m.group(1)), float(m.group(3)), r.stderr)
 
     def test_disk_full_skips_the_snapshot(self):
         self.check_skip(["--reserve", "0"], "full")

@@ -1,6 +1,8 @@
 #include "lathe/api/client.h"
 
+#include "lathe/common/ids.h"
 #include "lathe/daemon/home.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 
 namespace lathe::api {
@@ -12,7 +14,9 @@ Code CodeForHttp(int status) {
     case 403: return Code::kPermissionDenied;
     case 404: return Code::kNotFound;
     case 409: return Code::kFailedPrecondition;
-    case 429: return Code::kResourceExhausted;
+    case 422: return Code::kInvalidArgument;
+    case 429:
+    case 507: return Code::kResourceExhausted;
     case 503: return Code::kUnavailable;
     default: return Code::kInternal;
   }
@@ -61,6 +65,33 @@ Result<Json> ApiClient::Get(const std::string& path) { return Decode(http_->Requ
 
 Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
   return Decode(http_->Request("POST", path, body.dump(), {{"Content-Type", "application/json"}}));
+}
+
+Result<Json> ApiClient::PostIdempotent(const std::string& path, const Json& body, const std::string& key,
+                                       const std::function<void(const Status&)>& on_retry) {
+  const std::string text = body.dump();
+  const net::Headers headers = {{"Content-Type", "application/json"}, {"Idempotency-Key", key}};
+  auto r = http_->Request("POST", path, text, headers);
+  if (!r.ok() && r.status().code() == Code::kUnavailable) {
+    if (on_retry) on_retry(r.status());
+    WaitForDaemon(kRestartWaitMs);
+    r = http_->Request("POST", path, text, headers);
+  }
+  return Decode(r);
+}
+
+Result<Json> ApiClient::SubmitRun(const Json& spec, const std::function<void(const Status&)>& on_retry) {
+  return PostIdempotent("/api/v1/runs", spec, NewSecret(), on_retry);
+}
+
+// Until the daemon's socket is back and answers, or `wait_ms` have passed.
+void ApiClient::WaitForDaemon(int wait_ms) {
+  os::Clock& clock = os::RealClock();
+  const int64_t deadline = clock.MonotonicMs() + wait_ms;
+  while (clock.MonotonicMs() < deadline) {
+    if (os::Exists(where_) && http_->Request("GET", "/api/v1/status").ok()) return;
+    clock.SleepMs(kRestartPollMs);
+  }
 }
 
 Result<std::string> ApiClient::GetText(const std::string& path) {

@@ -25,6 +25,20 @@ class ApiClient {
   // HTTP errors come back as the daemon's Status (code, message id, args).
   Result<Json> Get(const std::string& path);
   Result<Json> Post(const std::string& path, const Json& body);
+  // POST with "Idempotency-Key: `key`". When the daemon goes away during the
+  // call (the connection reset or closed before an answer; its socket missing
+  // or refused while it restarts), waits up to kRestartWaitMs for it to
+  // answer again and sends the same request once more with the same key, so
+  // that a request the daemon had already committed is answered with what it
+  // created instead of being done twice. `on_retry` (may be empty) is told
+  // why, before the retry. A timeout is not retried.
+  Result<Json> PostIdempotent(const std::string& path, const Json& body, const std::string& key,
+                              const std::function<void(const Status&)>& on_retry = {});
+  // POST /api/v1/runs under a fresh random idempotency key (PostIdempotent).
+  Result<Json> SubmitRun(const Json& spec, const std::function<void(const Status&)>& on_retry = {});
+
+  static constexpr int kRestartWaitMs = 15000;
+  static constexpr int kRestartPollMs = 100;
   Result<std::string> GetText(const std::string& path);
   // Server-sent events: calls on_event(event, data) until it returns false
   // or the stream ends.
@@ -37,6 +51,7 @@ class ApiClient {
  private:
   ApiClient(std::string where, std::string why);
   Result<Json> Decode(const Result<net::HttpResponse>& r);
+  void WaitForDaemon(int wait_ms);
   Status StreamEvents(std::string_view method, const std::string& path, std::string_view body,
                       const std::function<bool(const std::string&, const Json&)>& on_event);
 

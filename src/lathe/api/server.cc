@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -19,14 +20,20 @@ namespace {
 
 constexpr int kStreamPollMs = 100;
 
+// A full disk is 507 Insufficient Storage (RFC 4918), not a rate limit (429).
+bool IsOutOfSpace(const Status& s) {
+  const std::string& id = s.msg_id();
+  return id == "state.disk_full" || id == "snap.disk_full" || id == "snap.reserve";
+}
+
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
-    case Code::kInvalidArgument: return 400;
+    case Code::kInvalidArgument: return s.msg_id() == "run.idempotency_key_reused" ? 422 : 400;
     case Code::kNotFound: return 404;
     case Code::kPermissionDenied: return s.msg_id() == "api.unauthenticated" ? 401 : 403;
     case Code::kAlreadyExists:
     case Code::kFailedPrecondition: return 409;
-    case Code::kResourceExhausted: return 429;
+    case Code::kResourceExhausted: return IsOutOfSpace(s) ? 507 : 429;
     case Code::kUnavailable: return 503;
     default: return 500;
   }
@@ -69,6 +76,44 @@ std::string SseEvent(std::string_view event, const Json& data, int64_t id = 0) {
   std::string out;
   if (id > 0) out += fmt::format("id: {}\n", id);
   out += fmt::format("event: {}\ndata: {}\n\n", event, data.dump());
+  return out;
+}
+
+// The Idempotency-Key header of a request: "" when absent; the IETF draft's
+// quoted form ("…") and Stripe's bare one are the same key.
+Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
+  constexpr size_t kMaxKey = 255;
+  constexpr std::string_view kAllowed =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:~+/=";
+  constexpr size_t kShown = 64;
+  auto it = std::find_if(req.headers.begin(), req.headers.end(),
+                         [](const auto& h) { return net::EqualsIgnoreCase(h.first, "Idempotency-Key"); });
+  if (it == req.headers.end()) return std::string();
+  std::string_view key = it->second;
+  if (key.size() >= 2 && key.front() == '"' && key.back() == '"') key = key.substr(1, key.size() - 2);
+  if (key.empty() || key.size() > kMaxKey || key.find_first_not_of(kAllowed) != std::string_view::npos) {
+    std::string shown;
+    for (char c : it->second.substr(0, kShown)) shown += c >= 0x20 && c < 0x7f ? c : '?';
+    if (it->second.size() > kShown) shown += "...";
+    return Status::Msg(Code::kInvalidArgument, "api.bad_idempotency_key",
+                       {{"value", shown}, {"length", std::to_string(it->second.size())},
+                        {"max", std::to_string(kMaxKey)}});
+  }
+  return std::string(key);
+}
+
+// POST /runs: 201 with the run; a replay of an earlier request with the same
+// Idempotency-Key is 201 too, with the run as it is now and
+// "Idempotent-Replayed: true".
+net::HttpResponse PostRun(daemon::Daemon& d, const net::HttpRequest& req, const daemon::Caller& caller) {
+  auto key = IdempotencyKeyOf(req);
+  if (!key.ok()) return ErrorResponse(key.status());
+  auto body = ParseJson(req.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  auto r = d.Submit(caller, *body, *key);
+  if (!r.ok()) return ErrorResponse(r.status());
+  net::HttpResponse out = JsonResponse(201, state::RunToJson(r->run));
+  if (r->replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
   return out;
 }
 
@@ -176,11 +221,9 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     return reply(Json{{"runs", arr}, {"total", total}});
   }
   if (p.size() == 1 && p[0] == "runs" && m == "POST") {
-    auto body = ParseJson(req.body);
-    if (!body.ok()) return reply(body.status());
-    auto r = daemon_.Submit(caller, *body);
-    if (!r.ok()) return reply(r.status());
-    return reply(state::RunToJson(*r), 201);
+    res->Send(PostRun(daemon_, req, caller));
+    res.reset();
+    return;
   }
   if (p.size() == 1 && p[0] == "events" && m == "GET") {
     if (!caller.admin) return reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -138,24 +139,58 @@ Result<uint64_t> ParseCount(std::string_view in) {
   return ToInteger(n * mult, "units.bad_count", in);
 }
 
-std::string FormatBytes(uint64_t bytes) {
-  static constexpr const char* kBin[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  static constexpr const char* kDec[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  // Exact binary multiples read best in binary units, others in decimal.
-  double v = static_cast<double>(bytes);
+namespace {
+constexpr const char* kBinUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+constexpr const char* kDecUnits[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+constexpr int kMaxUnit = 5;  // PB / PiB
+
+// Whether `bytes` is a whole number of the largest binary unit it reaches
+// (16GiB, 2MiB): such counts read best in binary units.
+bool IsBinaryRound(uint64_t bytes) {
   uint64_t unit = 1;
   while (unit <= bytes / 1024 && unit < (1ull << 50)) unit *= 1024;
-  bool binary = bytes >= 1024 && bytes % unit == 0;
-  double base = binary ? 1024.0 : 1000.0;
-  const char* const* names = binary ? kBin : kDec;
+  return bytes >= 1024 && bytes % unit == 0;
+}
+
+// The index of the largest unit (of `base`) that `bytes` reaches.
+int UnitIndex(uint64_t bytes, double base) {
+  double v = static_cast<double>(bytes);
   int i = 0;
-  while (v >= base && i < 5) {
+  while (v >= base && i < kMaxUnit) {
     v /= base;
     ++i;
   }
+  return i;
+}
+}  // namespace
+
+std::string FormatBytes(uint64_t bytes) {
+  bool binary = IsBinaryRound(bytes);
+  double base = binary ? 1024.0 : 1000.0;
+  int i = UnitIndex(bytes, base);
   if (i == 0) return fmt::format("{}B", bytes);
-  if (std::fabs(v - std::round(v)) < 0.05) return fmt::format("{:.0f}{}", v, names[i]);
-  return fmt::format("{:.1f}{}", v, names[i]);
+  double v = static_cast<double>(bytes) / std::pow(base, i);
+  const char* unit = binary ? kBinUnits[i] : kDecUnits[i];
+  if (std::fabs(v - std::round(v)) < 0.05) return fmt::format("{:.0f}{}", v, unit);
+  return fmt::format("{:.1f}{}", v, unit);
+}
+
+std::pair<std::string, std::string> FormatBytesPair(uint64_t a, uint64_t b) {
+  constexpr int kMaxDecimals = 3;
+  bool binary = IsBinaryRound(a) || IsBinaryRound(b);
+  double base = binary ? 1024.0 : 1000.0;
+  int i = UnitIndex(std::max(a, b), base);
+  if (i > 0) {
+    const char* unit = binary ? kBinUnits[i] : kDecUnits[i];
+    double scale = std::pow(base, i);
+    auto whole = [&](uint64_t x) { return std::fmod(static_cast<double>(x), scale) == 0; };
+    for (int d = whole(a) && whole(b) ? 0 : 1; d <= kMaxDecimals; ++d) {
+      std::string fa = fmt::format("{:.{}f}{}", static_cast<double>(a) / scale, d, unit);
+      std::string fb = fmt::format("{:.{}f}{}", static_cast<double>(b) / scale, d, unit);
+      if (a == b || fa != fb) return {fa, fb};
+    }
+  }
+  return {fmt::format("{}B", a), fmt::format("{}B", b)};
 }
 
 std::string FormatDuration(std::chrono::milliseconds d) {

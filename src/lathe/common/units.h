@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "lathe/common/status.h"
 
@@ -25,6 +26,13 @@ Result<uint64_t> ParseCount(std::string_view s);
 
 // Human forms: FormatBytes(16ull<<30) == "16GiB", FormatBytes(1500) == "1.5kB".
 std::string FormatBytes(uint64_t bytes);
+// Two counts in one unit, so that they compare at a glance: the unit that
+// FormatBytes would give the larger (binary when either is a whole number of
+// the binary unit FormatBytes picks for it, as a 2MiB reserve is), with as
+// few decimals (0-3) as tell different counts apart, else exact bytes.
+// FormatBytesPair(2'080'000, 2ull << 20) == {"1.98MiB", "2.00MiB"}, where
+// FormatBytes alone gives "2.1MB" and "2MiB".
+std::pair<std::string, std::string> FormatBytesPair(uint64_t a, uint64_t b);
 // FormatDuration(90s) == "1m30s", FormatDuration(12h) == "12h".
 std::string FormatDuration(std::chrono::milliseconds d);
 

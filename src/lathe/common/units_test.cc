@@ -64,9 +64,26 @@ TEST(Format, BytesAndDurations) {
   EXPECT_EQ(FormatBytes(24'000'000'000ull), "24GB");
   EXPECT_EQ(FormatBytes(1500), "1.5kB");
   EXPECT_EQ(FormatBytes(12), "12B");
+  EXPECT_EQ(FormatBytes(2ull << 20), "2MiB");
   EXPECT_EQ(FormatDuration(std::chrono::seconds(90)), "1m30s");
   EXPECT_EQ(FormatDuration(std::chrono::hours(12)), "12h");
   EXPECT_EQ(FormatDuration(std::chrono::milliseconds(250)), "250ms");
+}
+
+// "2.1MB free, below the reserve of 2MiB" read as a contradiction: a pair is
+// written in one unit, with the decimals it takes to tell them apart.
+TEST(Format, BytePairsShareOneUnit) {
+  using P = std::pair<std::string, std::string>;
+  EXPECT_EQ(FormatBytes(2'080'000), "2.1MB");  // alone, above "2MiB" at a glance
+  EXPECT_EQ(FormatBytesPair(2'080'000, 2ull << 20), P("1.98MiB", "2.00MiB"));
+  EXPECT_EQ(FormatBytesPair(2ull << 20, 2'080'000), P("2.00MiB", "1.98MiB"));
+  EXPECT_EQ(FormatBytesPair(5'000'000, 1'000'000), P("5MB", "1MB"));
+  EXPECT_EQ(FormatBytesPair(1ull << 30, 1ull << 30), P("1GiB", "1GiB"));
+  EXPECT_EQ(FormatBytesPair(1'500'000'000, 1ull << 30), P("1.4GiB", "1.0GiB"));
+  EXPECT_EQ(FormatBytesPair(0, 1'000'000), P("0MB", "1MB"));
+  // One byte apart: no number of decimals tells them apart, so exact bytes.
+  EXPECT_EQ(FormatBytesPair((2ull << 20) - 1, 2ull << 20), P("2097151B", "2097152B"));
+  EXPECT_EQ(FormatBytesPair(12, 700), P("12B", "700B"));
 }
 
 TEST(ParseJson, HugeNumbersAreAnErrorNotACrash) {

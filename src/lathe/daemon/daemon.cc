@@ -22,6 +22,7 @@
 #include "lathe/run/log_format.h"
 #include "lathe/run/monitor.h"
 #include "lathe/sched/scheduler.h"
+#include "lathe/snap/sha256.h"
 
 namespace lathe::daemon {
 
@@ -30,6 +31,13 @@ using state::RunRecord;
 
 namespace {
 constexpr int kMaxEventsPerCall = 1000;
+constexpr int64_t kKeyPurgeEveryMs = 3600 * 1000;
+
+// What makes two submissions the same request: the spec as parsed, written
+// canonically (defaults filled in, keys sorted), hashed.
+std::string SpecHash(const run::RunSpec& spec) {
+  return snap::ToHex(snap::Sha256(run::SpecToJson(spec).dump()));
+}
 
 uint64_t TotalMemoryBytes() {
   long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
@@ -60,6 +68,13 @@ std::string LogTail(const std::string& run_dir) {
     v.remove_prefix(std::min(v.size(), v.find('\n') + 1));  // start at a record
   }
   return run::RenderLog(v, false);
+}
+
+// ENOSPC/EDQUOT from the daemon's home is the same full disk the state
+// store reports as state.disk_full (the API answers both with 507).
+Status AsDiskFull(const Status& st) {
+  if (st.code() != Code::kResourceExhausted || !st.msg_id().empty()) return st;
+  return Status::Msg(Code::kResourceExhausted, "state.disk_full", {{"detail", st.message()}});
 }
 
 std::string DescribeExit(const run::ExitRecord& e, const run::RunSpec& spec) {
@@ -121,6 +136,7 @@ Status Daemon::Init() {
                cgroups_.note.empty() ? "ok" : cgroups_.note);
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
+  PurgeExpiredKeys(/*now=*/true);
   return Status::OK();
 }
 
@@ -189,6 +205,7 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
   }
   for (auto& r : *active) CheckActive(r);
   DrainCheckpointEvents();
+  PurgeExpiredKeys();
   // 3. Place queued runs; the caller starts their monitors.
   return Schedule();
 }
@@ -732,9 +749,33 @@ Status Daemon::CheckPaths(const run::RunSpec& spec, const Caller& caller) const 
   return Status::OK();
 }
 
-Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
+void Daemon::PurgeExpiredKeys(bool now) {
+  int64_t mono = clock_.MonotonicMs();
+  if (!now && mono - keys_purged_at_ms_ < kKeyPurgeEveryMs) return;
+  keys_purged_at_ms_ = mono;
+  auto n = store_->PurgeExpiredKeys(clock_.NowMs());
+  if (!n.ok()) {
+    spdlog::warn("idempotency keys: {}", n.status().ToString());
+  } else if (*n > 0) {
+    spdlog::info("forgot {} idempotency key(s) older than 24h", *n);
+  }
+}
+
+Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
+                                  const std::string& idempotency_key) {
+  std::optional<InFlightKeys::Lease> lease =
+      idempotency_key.empty() ? std::nullopt : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
+  if (!idempotency_key.empty() && !lease) {
+    return Status::Msg(Code::kFailedPrecondition, "run.idempotency_in_flight", {{"key", idempotency_key}});
+  }
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
+  std::optional<state::IdempotencyKey> key;
+  if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
   std::lock_guard<std::mutex> lock(mu_);
+  if (key) {  // before any check: the original run may hold the name, the GPUs...
+    ASSIGN_OR_RETURN(std::optional<RunRecord> earlier, store_->FindByKey(*key, clock_.NowMs()));
+    if (earlier) return Submission{std::move(*earlier), true};
+  }
   RETURN_IF_ERROR(CheckSubmittable(spec, caller));
   RETURN_IF_ERROR(ResolveResumeFrom(caller, spec));
   RETURN_IF_ERROR(CheckPaths(spec, caller));
@@ -753,13 +794,13 @@ Result<RunRecord> Daemon::Submit(const Caller& caller, const Json& spec_json) {
   // attempt records in it, so a user who could replace an entry (with a
   // symlink to a file of root's) would have root write there. The user
   // reads their log (0600, theirs) by name through the 0711 directory.
-  RETURN_IF_ERROR(os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700));
+  if (Status made = os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700); !made.ok()) return AsDiskFull(made);
   if (::chmod(r.run_dir.c_str(), paths_.system ? 0711 : 0700) != 0) return ErrnoStatus(r.run_dir, errno);
-  RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs()));
+  RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
   Notify();
   kicked_ = true;
   loop_cv_.notify_all();
-  return r;
+  return Submission{std::move(r), false};
 }
 
 Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total) {

@@ -25,6 +25,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
+#include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/user_paths.h"
 #include "lathe/gpu/source.h"
@@ -55,6 +56,13 @@ struct Caller {
   bool admin = false;  // root or the daemon's own user
 };
 
+// What Submit did: queued a new run, or found the one that an earlier request
+// with the same idempotency key created.
+struct Submission {
+  state::RunRecord run;
+  bool replayed = false;  // true: `run` is the earlier request's
+};
+
 class Daemon {
  public:
   static Result<std::unique_ptr<Daemon>> Create(DaemonOptions options, os::Clock& clock);
@@ -68,7 +76,14 @@ class Daemon {
   uid_t uid() const { return uid_; }
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
-  Result<state::RunRecord> Submit(const Caller& caller, const Json& spec_json);
+  // With an `idempotency_key` (validated by the API), a request that repeats
+  // an earlier one of the caller's uid (same key, same canonical spec) gets
+  // that request's run, replayed, instead of a second one; the same key with
+  // another spec is InvalidArgument (run.idempotency_key_reused); while a
+  // request with the key is still being handled, FailedPrecondition
+  // (run.idempotency_in_flight). Keys live state::kIdempotencyKeyTtlMs.
+  Result<Submission> Submit(const Caller& caller, const Json& spec_json,
+                            const std::string& idempotency_key = "");
   // Newest first, at most `limit`; `total` gets the count without the limit.
   Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total);
   // Resolves `ref` and checks that `caller` may `action` it ("read", "stop").
@@ -131,6 +146,9 @@ class Daemon {
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
   Status BeginStop(state::RunRecord& r, const std::string& intent, const std::string& why);
   Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
+  // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
+  // unless `now`; mu_ held.
+  void PurgeExpiredKeys(bool now = false);
   Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
   std::string AttemptDir(const state::RunRecord& r) const;
   std::map<std::string, std::string> RunEnv(const state::RunRecord& r,
@@ -150,6 +168,7 @@ class Daemon {
   gpu::Inventory inventory_;  // sampled at start; GPU count and names
   os::CgroupSupport cgroups_;
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
+  InFlightKeys in_flight_keys_;                  // thread-safe itself
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
 
@@ -162,6 +181,7 @@ class Daemon {
   std::unique_ptr<state::RunStore> store_;            // guarded by mu_
   std::map<std::string, int64_t> stop_deadline_ms_;   // run id -> SIGKILL time (monotonic)
   std::map<std::string, std::string> waiting_why_;    // run id -> why it waits
+  int64_t keys_purged_at_ms_ = 0;                     // monotonic
   std::thread loop_;
 };
 

@@ -19,9 +19,11 @@ Status SpaceGuard::Claim(uint64_t bytes, uint64_t unwritten) {
                        {{"detail", FormatBytes(known_free_) + " free, " + FormatBytes(bytes) + " to write"}});
   }
   if (known_free_ - bytes < reserve_) {
+    // What would be left, in the reserve's unit: "1.98MiB ... below 2.00MiB",
+    // never "2.1MB ... below 2MiB".
+    auto [left, reserve] = FormatBytesPair(known_free_ - bytes, reserve_);
     return Status::Msg(Code::kResourceExhausted, "snap.reserve",
-                       {{"free", FormatBytes(known_free_)}, {"need", FormatBytes(bytes)},
-                        {"reserve", FormatBytes(reserve_)}});
+                       {{"free", left}, {"need", FormatBytes(bytes)}, {"reserve", reserve}});
   }
   known_free_ -= bytes;
   since_check_ += bytes;

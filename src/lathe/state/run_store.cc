@@ -48,6 +48,18 @@ CREATE TABLE events (
 );
 CREATE INDEX events_run ON events(run_id, id);
 )sql",
+      // v2: idempotency keys of submissions (one row per uid and key).
+      R"sql(
+CREATE TABLE idempotency_keys (
+  uid INTEGER NOT NULL,
+  key TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (uid, key)
+);
+CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
+)sql",
   };
   return m;
 }
@@ -144,7 +156,7 @@ Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& db_path) {
   return std::unique_ptr<RunStore>(new RunStore(std::move(db)));
 }
 
-Status RunStore::Insert(RunRecord& r, int64_t now_ms) {
+Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key) {
   return db_->Transaction([&]() -> Status {
     ASSIGN_OR_RETURN(Stmt q, db_->Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"));
     ASSIGN_OR_RETURN(bool row, q.Step());
@@ -165,8 +177,46 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms) {
     s.Bind(21, int64_t{r.monitor_pid}).Bind(22, static_cast<int64_t>(r.monitor_start));
     s.Bind(23, int64_t{r.child_pid}).Bind(24, r.run_dir).Bind(25, Json(r.cgroup_dirs).dump());
     RETURN_IF_ERROR(s.Run());
+    if (key) RETURN_IF_ERROR(InsertKey(*key, r.id, now_ms));  // after the run: it references it
     return InsertEvent(r.id, "state", "submitted", Json{{"to", "queued"}}, now_ms);
   });
+}
+
+// An expired row of the same uid and key gives way; a live one makes the
+// insert fail (the primary key), and with it the whole submission.
+Status RunStore::InsertKey(const IdempotencyKey& k, const std::string& run_id, int64_t now_ms) {
+  ASSIGN_OR_RETURN(Stmt del, db_->Prepare(
+                                 "DELETE FROM idempotency_keys WHERE uid=? AND key=? AND created_at<=?"));
+  del.Bind(1, int64_t{k.uid}).Bind(2, k.key).Bind(3, now_ms - kIdempotencyKeyTtlMs);
+  RETURN_IF_ERROR(del.Run());
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("INSERT INTO idempotency_keys (uid, key, request_hash, run_id, "
+                                        "created_at) VALUES (?,?,?,?,?)"));
+  s.Bind(1, int64_t{k.uid}).Bind(2, k.key).Bind(3, k.request_hash).Bind(4, run_id).Bind(5, now_ms);
+  return s.Run();
+}
+
+Result<std::optional<RunRecord>> RunStore::FindByKey(const IdempotencyKey& k, int64_t now_ms) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT request_hash, run_id FROM idempotency_keys "
+                                        "WHERE uid=? AND key=? AND created_at>?"));
+  s.Bind(1, int64_t{k.uid}).Bind(2, k.key).Bind(3, now_ms - kIdempotencyKeyTtlMs);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<RunRecord>();
+  std::string hash = s.Text(0), run_id = s.Text(1);
+  if (hash != k.request_hash) {
+    return Status::Msg(Code::kInvalidArgument, "run.idempotency_key_reused",
+                       {{"key", k.key}, {"run", run_id}});
+  }
+  ASSIGN_OR_RETURN(RunRecord r, Get(run_id));
+  return std::optional<RunRecord>(std::move(r));
+}
+
+Result<int64_t> RunStore::PurgeExpiredKeys(int64_t now_ms) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("DELETE FROM idempotency_keys WHERE created_at<=?"));
+  s.Bind(1, now_ms - kIdempotencyKeyTtlMs);
+  RETURN_IF_ERROR(s.Run());
+  ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
+  ASSIGN_OR_RETURN(bool row, c.Step());
+  return row ? c.Int(0) : 0;
 }
 
 Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expected) {

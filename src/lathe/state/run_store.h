@@ -58,6 +58,16 @@ struct EventRecord {
   Json data;            // e.g. {"from": "queued", "to": "starting"}
 };
 
+// An idempotency key (the API's Idempotency-Key header): requests from one
+// uid that carry the same key are one submission. Keys of different uids
+// never meet; a key lives kIdempotencyKeyTtlMs from its run's submission.
+struct IdempotencyKey {
+  uid_t uid = 0;
+  std::string key;           // as the client sent it (the API validates it)
+  std::string request_hash;  // of the canonical spec: equal hashes, same request
+};
+inline constexpr int64_t kIdempotencyKeyTtlMs = 24LL * 3600 * 1000;
+
 Json RunToJson(const RunRecord& r);
 // What every local user may see of another user's run (`lathe ps`): who,
 // state, GPUs, resources asked for, times — no spec, command, environment,
@@ -69,8 +79,18 @@ class RunStore {
  public:
   static Result<std::unique_ptr<RunStore>> Open(const std::string& db_path);
 
-  // Inserts a new run (state queued) and assigns r.seq.
-  Status Insert(RunRecord& r, int64_t now_ms);
+  // Inserts a new run (state queued) and assigns r.seq. With `key`, records
+  // it for r.id in the same transaction, so that a crash never leaves the run
+  // without its key; AlreadyExists when k.uid holds that key, live, already.
+  Status Insert(RunRecord& r, int64_t now_ms,
+                const std::optional<IdempotencyKey>& key = std::nullopt);
+  // The run submitted under k.uid's key k.key, or nullopt when that uid has
+  // no live key of that name (never used, or older than the TTL at now_ms).
+  // InvalidArgument (run.idempotency_key_reused) when the key was used for a
+  // different request (another request_hash).
+  Result<std::optional<RunRecord>> FindByKey(const IdempotencyKey& k, int64_t now_ms);
+  // Deletes the keys that are no longer live at now_ms; returns how many.
+  Result<int64_t> PurgeExpiredKeys(int64_t now_ms);
   Result<RunRecord> Get(const std::string& id);
   // `ref` is an id or a name; for a name, the most recent run with it.
   Result<RunRecord> Resolve(const std::string& ref);
@@ -99,6 +119,7 @@ class RunStore {
  private:
   explicit RunStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
   Status WriteRow(const RunRecord& r, std::optional<run::RunState> expected);
+  Status InsertKey(const IdempotencyKey& k, const std::string& run_id, int64_t now_ms);
   Status InsertEvent(const std::string& run_id, const std::string& type, const std::string& msg,
                      const Json& data, int64_t now_ms);
   Result<std::vector<RunRecord>> Query(const std::string& where_sql,

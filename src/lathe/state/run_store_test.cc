@@ -107,8 +107,82 @@ TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   store_.reset();
   auto s = RunStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->db().schema_version(), 1);
+  EXPECT_EQ((*s)->db().schema_version(), 2);
   EXPECT_TRUE((*s)->Get("r1").ok());
+}
+
+// ---- idempotency keys ------------------------------------------------------------
+// Times are passed in explicitly: the store's clock is the caller's.
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+
+TEST_F(RunStoreTest, TheSameKeyAndRequestFindTheSameRun) {
+  RunRecord a = NewRun("r1", "a");
+  IdempotencyKey k{1000, "key-1", "hash-a"};
+  ASSERT_TRUE(store_->FindByKey(k, kT0).ok());
+  EXPECT_FALSE(store_->FindByKey(k, kT0)->has_value());
+  ASSERT_TRUE(store_->Insert(a, kT0, k).ok());
+  auto found = store_->FindByKey(k, kT0 + 5000);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->id, "r1");
+  EXPECT_EQ((*found)->spec.command, a.spec.command);
+}
+
+TEST_F(RunStoreTest, TheSameKeyWithAnotherRequestIsRefused) {
+  RunRecord a = NewRun("r1", "a");
+  ASSERT_TRUE(store_->Insert(a, kT0, IdempotencyKey{1000, "key-1", "hash-a"}).ok());
+  auto other = store_->FindByKey({1000, "key-1", "hash-b"}, kT0 + 1);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(other.status().msg_id(), "run.idempotency_key_reused");
+  EXPECT_NE(other.status().message().find("key-1"), std::string::npos);
+}
+
+TEST_F(RunStoreTest, KeysAreScopedToTheirUid) {
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
+  b.uid = 1001;
+  ASSERT_TRUE(store_->Insert(a, kT0, IdempotencyKey{1000, "shared", "hash-a"}).ok());
+  // Another user's key of the same name is not theirs to see, whatever the body.
+  EXPECT_FALSE(store_->FindByKey({1001, "shared", "hash-a"}, kT0)->has_value());
+  EXPECT_FALSE(store_->FindByKey({1001, "shared", "hash-b"}, kT0)->has_value());
+  ASSERT_TRUE(store_->Insert(b, kT0, IdempotencyKey{1001, "shared", "hash-b"}).ok());
+  EXPECT_EQ((*store_->FindByKey({1000, "shared", "hash-a"}, kT0))->id, "r1");
+  EXPECT_EQ((*store_->FindByKey({1001, "shared", "hash-b"}, kT0))->id, "r2");
+}
+
+// The key goes in with the run or not at all: a submission whose key cannot
+// be recorded leaves no run behind.
+TEST_F(RunStoreTest, AKeyAndItsRunAreOneTransaction) {
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
+  ASSERT_TRUE(store_->Insert(a, kT0, IdempotencyKey{1000, "k", "hash-a"}).ok());
+  Status st = store_->Insert(b, kT0 + 1, IdempotencyKey{1000, "k", "hash-a"});
+  EXPECT_EQ(st.code(), Code::kAlreadyExists) << st.ToString();
+  EXPECT_TRUE(store_->Get("r2").status().IsNotFound());
+  EXPECT_EQ(store_->List(true)->size(), 1u);
+}
+
+TEST_F(RunStoreTest, KeysExpireAfterTheirTtl) {
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b"), c = NewRun("r3", "c");
+  IdempotencyKey k{1000, "k", "hash-a"};
+  ASSERT_TRUE(store_->Insert(a, kT0, k).ok());
+  ASSERT_TRUE(store_->Insert(c, kT0 + 1000, IdempotencyKey{1000, "later", "hash-c"}).ok());
+  const int64_t last_live = kT0 + kIdempotencyKeyTtlMs - 1;
+  EXPECT_EQ((*store_->FindByKey(k, last_live))->id, "r1");
+  EXPECT_FALSE(store_->FindByKey(k, last_live + 1)->has_value());
+  // Nothing to purge while live; then exactly the expired one.
+  EXPECT_EQ(*store_->PurgeExpiredKeys(last_live), 0);
+  EXPECT_EQ(*store_->PurgeExpiredKeys(last_live + 1), 1);
+  EXPECT_EQ((*store_->FindByKey({1000, "later", "hash-c"}, last_live + 1))->id, "r3");
+  // An expired key is free again, even before a purge has removed it.
+  const int64_t later_expires = kT0 + 1000 + kIdempotencyKeyTtlMs;
+  IdempotencyKey again{1000, "later", "hash-b"};
+  EXPECT_EQ(store_->Insert(b, later_expires - 1, again).code(), Code::kAlreadyExists);
+  ASSERT_TRUE(store_->Insert(b, later_expires, again).ok());
+  EXPECT_EQ((*store_->FindByKey(again, later_expires))->id, "r2");
+  // The runs themselves stay.
+  EXPECT_TRUE(store_->Get("r1").ok());
+  EXPECT_TRUE(store_->Get("r3").ok());
 }
 
 TEST(Db, NetworkFileSystemsAreKnownByTheirMagic) {
