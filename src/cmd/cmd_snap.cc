@@ -7,6 +7,7 @@
 // this file parses, calls and prints.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -15,6 +16,7 @@
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
+#include "lathe/common/log.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/home.h"
 #include "lathe/os/files.h"
@@ -87,6 +89,12 @@ Result<std::pair<snap::SnapshotId, snap::Manifest>> LoadSnapshot(const SnapFlags
   return std::make_pair(id, std::move(m));
 }
 
+// Says on stderr that the store found its index damaged and rebuilt it.
+void NoteRepair(const Store& store, Lang lang) {
+  auto r = store.index_repair();
+  if (r) std::fprintf(stderr, "%s\n", Tr("snap.index_rebuilt", lang, {{"moved_to", r->moved_to}, {"detail", r->detail}}).c_str());
+}
+
 // A one-line progress bar on stderr, only when stderr is a terminal.
 snap::ProgressFn ProgressBar(std::string label) {
   if (::isatty(2) != 1) return {};
@@ -125,7 +133,9 @@ Status RunCreate(const SnapFlags& f, Lang lang) {
   o.tags = std::move(tags);
   o.parent = f.parent == "none" ? "" : f.parent;
   o.progress = ProgressBar(Tr("snap.progress_capture", lang));
-  ASSIGN_OR_RETURN(auto r, store->Snapshot(f.dir, o));
+  auto snapped = store->Snapshot(f.dir, o);
+  NoteRepair(*store, lang);
+  ASSIGN_OR_RETURN(auto r, std::move(snapped));
   const auto& s = r.manifest.stats;
   if (f.json) {
     PrintJson({{"id", r.id}, {"complete", r.manifest.complete()}, {"files", s.files}, {"bytes", s.bytes},
@@ -144,7 +154,7 @@ Status RunCreate(const SnapFlags& f, Lang lang) {
 }
 
 // Rows of `snap ls` (info_json.h), from the daemon or the store.
-Result<std::vector<Json>> LsRows(const SnapFlags& f) {
+Result<std::vector<Json>> LsRows(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto client, DaemonFor(f));
   std::vector<Json> rows;
   if (client) {
@@ -153,7 +163,9 @@ Result<std::vector<Json>> LsRows(const SnapFlags& f) {
     return rows;
   }
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto snaps, store->List());
+  auto listed = store->List();
+  NoteRepair(*store, lang);
+  ASSIGN_OR_RETURN(auto snaps, std::move(listed));
   ASSIGN_OR_RETURN(auto skipped, store->Skipped());
   auto of_run = [&](const std::map<std::string, std::string>& tags) {
     return f.ref.empty() || (tags.count("run") && tags.at("run") == f.ref);
@@ -174,7 +186,7 @@ std::string StatusWord(const std::string& status, Lang lang) {
 }
 
 Status RunLs(const SnapFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(auto rows, LsRows(f));
+  ASSIGN_OR_RETURN(auto rows, LsRows(f, lang));
   for (auto& r : rows) {
     if (r.value("status", "") != "skipped") continue;
     std::string id = r.value("msg_id", "");
@@ -304,7 +316,12 @@ Status RunRestore(const SnapFlags& f, Lang lang) {
   snap::RestoreOptions o;
   o.force = f.force;
   o.progress = ProgressBar(Tr("snap.progress_restore", lang));
-  ASSIGN_OR_RETURN(auto r, store->Restore(id, f.to, o));
+  auto restored = store->Restore(id, f.to, o);
+  NoteRepair(*store, lang);
+  ASSIGN_OR_RETURN(auto r, std::move(restored));
+  for (const auto& d : r.damaged_pack_headers) {
+    std::fprintf(stderr, "%s\n", Tr("snap.restore_header_damaged", lang, {{"detail", d}}).c_str());
+  }
   std::printf("%s\n", Tr("snap.restored", lang, {{"id", Short(id)}, {"path", f.to}, {"files", std::to_string(r.files)},
                                                  {"bytes", FormatBytes(r.bytes)}}).c_str());
   return Status::OK();
@@ -319,7 +336,9 @@ Status RunPrune(const SnapFlags& f, Lang lang) {
     p.keep_every_ms = d.count();
   }
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto r, store->Prune(p));
+  auto pruned = store->Prune(p);
+  NoteRepair(*store, lang);
+  ASSIGN_OR_RETURN(auto r, std::move(pruned));
   for (const auto& id : r.removed) std::printf("%s %s\n", f.dry_run ? "would remove" : "removed", Short(id).c_str());
   std::printf("%s\n", Tr(f.dry_run ? "snap.prune_dry" : "snap.pruned", lang,
                          {{"removed", std::to_string(r.removed.size())}, {"kept", std::to_string(r.kept.size())}}).c_str());
@@ -328,7 +347,9 @@ Status RunPrune(const SnapFlags& f, Lang lang) {
 
 Status RunGc(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto r, store->Gc());
+  auto collected = store->Gc();
+  NoteRepair(*store, lang);
+  ASSIGN_OR_RETURN(auto r, std::move(collected));
   std::printf("%s\n", Tr("snap.gc_done", lang, {{"live", std::to_string(r.live_chunks)}, {"deleted", std::to_string(r.packs_deleted)},
                                                 {"rewritten", std::to_string(r.packs_rewritten)},
                                                 {"temp", std::to_string(r.temp_files_removed)},
@@ -336,7 +357,11 @@ Status RunGc(const SnapFlags& f, Lang lang) {
   return Status::OK();
 }
 
-std::string ProblemText(const snap::FsckProblem& p, Lang lang) {
+std::string ProblemText(const snap::FsckProblem& p, const snap::FsckReport& r, Lang lang) {
+  bool lost = std::find(r.lost_snapshots.begin(), r.lost_snapshots.end(), p.snapshot) != r.lost_snapshots.end();
+  if (lost && p.file.empty()) {
+    return Tr("snap.fsck_lost", lang, {{"snapshot", Short(p.snapshot)}, {"path", "snapshots/" + p.snapshot + ".json.zst"}});
+  }
   if (!p.file.empty()) {
     return Tr("snap.fsck_file", lang, {{"snapshot", Short(p.snapshot)}, {"file", p.file}, {"chunk", p.chunk}, {"what", p.what}});
   }
@@ -347,17 +372,25 @@ std::string ProblemText(const snap::FsckProblem& p, Lang lang) {
 
 Status RunFsck(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  ASSIGN_OR_RETURN(auto r, store->Fsck());
+  auto checked = store->Fsck();
+  if (!f.json) NoteRepair(*store, lang);
+  ASSIGN_OR_RETURN(auto r, std::move(checked));
   if (f.json) {
     Json probs = Json::array();
     for (const auto& p : r.problems) {
       probs.push_back({{"snapshot", p.snapshot}, {"file", p.file}, {"chunk", p.chunk}, {"pack", p.pack}, {"what", p.what}});
     }
+    Json repair = nullptr;
+    if (r.index_repair) repair = {{"moved_to", r.index_repair->moved_to}, {"detail", r.index_repair->detail}};
     PrintJson({{"ok", r.ok()}, {"packs", r.packs}, {"chunks", r.chunks}, {"snapshots", r.snapshots},
-               {"unreferenced_packs", r.unreferenced_packs}, {"temp_packs", r.temp_packs}, {"problems", probs}});
+               {"unreferenced_packs", r.unreferenced_packs}, {"temp_packs", r.temp_packs},
+               {"lost_snapshots", r.lost_snapshots}, {"index_rebuilt", repair}, {"problems", probs}});
   } else {
-    for (const auto& p : r.problems) std::printf("%s\n", ProblemText(p, lang).c_str());
-    if (r.unreferenced_packs || r.temp_packs) {
+    for (const auto& p : r.problems) std::printf("%s\n", ProblemText(p, r, lang).c_str());
+    if (!r.lost_snapshots.empty()) {
+      // Their chunks are among the "unreferenced" ones: gc must not be advised.
+      std::printf("%s\n", Tr("snap.fsck_lost_advice", lang, {{"count", std::to_string(r.lost_snapshots.size())}}).c_str());
+    } else if (r.unreferenced_packs || r.temp_packs) {
       std::printf("%s\n", Tr("snap.fsck_leftovers", lang, {{"unreferenced", std::to_string(r.unreferenced_packs)},
                                                             {"temp", std::to_string(r.temp_packs)}}).c_str());
     }
@@ -405,9 +438,11 @@ Status RunWatch(const SnapFlags& f, Lang lang) {
   while (true) ::pause();  // until a signal ends the process; a killed snapshot leaves the store consistent
 }
 
-Status RunRebuildIndex(const SnapFlags& f) {
+Status RunRebuildIndex(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
-  return store->RebuildIndex();
+  Status st = store->RebuildIndex();
+  NoteRepair(*store, lang);
+  return st;
 }
 
 // --store on `snap` and on each verb, so both orders work.
@@ -424,7 +459,13 @@ void SetupSnap(CLI::App& app, Globals& g, Status& status) {
   AddStore(snap, f);
   auto bind = [&](CLI::App* sub, Status (*fn)(const SnapFlags&, Lang)) {
     AddStore(sub, f);
-    sub->callback([&status, &g, fn] { status = fn(f, g.Language()); });
+    sub->callback([&status, &g, fn] {
+      // The library's log lines go to stderr, errors only (LATHE_LOG=warn for
+      // more): what a person needs to know, these commands say themselves,
+      // and stdout stays for the output (--json).
+      InitLogging("error");
+      status = fn(f, g.Language());
+    });
   };
 
   auto* create = snap->add_subcommand("create", "snapshot a directory");
@@ -478,8 +519,7 @@ void SetupSnap(CLI::App& app, Globals& g, Status& status) {
   bind(watch, RunWatch);
 
   auto* rebuild = snap->add_subcommand("rebuild-index", "rebuild index.db from the store's files");
-  AddStore(rebuild, f);
-  rebuild->callback([&status] { status = RunRebuildIndex(f); });
+  bind(rebuild, RunRebuildIndex);
 }
 
 }  // namespace lathe::cmd

@@ -336,6 +336,33 @@ parameters: {{env: {{HANG_FILE: {cls.hang}}}}}
             self.assertAlmostEqual(g, w, delta=1e-5)
 
     @unittest.skipUnless(HAVE_TORCH, "needs python3-torch")
+    def test_tensors_a_bare_model_cannot_take_are_400_without_a_traceback(self):
+        # No config: nothing is known of the model's inputs before forward() runs.
+        s = self.serve("--model", f"m={self.tmp}/mlp.pt")
+        cases = {
+            "FP64": ("/v2/models/m/infer",
+                     {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP64", "data": [1, 2, 3, 4]}]}),
+            "wrong shape": ("/v2/models/m/infer",
+                            {"inputs": [{"name": "input", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}),
+            "wrong shape, :predict": ("/v1/models/m:predict", {"instances": [[1.5, 2.5, 3.5]]}),
+            "wrong shape, /predict": ("/predict", {"instances": [[1.5, 2.5, 3.5]]}),
+        }
+        for what, (path, body) in cases.items():
+            with self.subTest(what):
+                status, data, _ = s.request("POST", path, body)
+                self.assertEqual(status, 400, data)
+                err = json.loads(data)
+                self.assertEqual(err["code"], "invalid_argument")
+                self.assertIn("forward()", err["error"])
+                for leak in ("Traceback", ".py", "code/__torch__", "\n"):
+                    self.assertNotIn(leak, err["error"])
+                self.assertLess(len(err["error"]), 600)
+        self.assertIn("Traceback of TorchScript", s.read_log())  # the whole error is in the server's log
+        out = s.json("POST", "/v2/models/m/infer",
+                     {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]})
+        self.assertEqual(out["outputs"][0]["shape"], [1, 3])
+
+    @unittest.skipUnless(HAVE_TORCH, "needs python3-torch")
     def test_state_dict_is_explained(self):
         rc, err = run_serve("--model", f"bad={self.tmp}/state_dict.pt")
         self.assertEqual(rc, 2, err)  # invalid input

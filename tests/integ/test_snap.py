@@ -261,6 +261,114 @@ class SnapCli(SnapCase):
         self.snap("restore", a, "--to", os.path.join(self.tmp, "out"))
 
 
+class SnapRepair(SnapCase):
+    """What a damaged or tampered store does: nothing is lost that can be kept."""
+
+    def packs(self):
+        return sorted(os.listdir(os.path.join(self.store, "packs")))
+
+    def test_deleted_manifest_is_reported_and_gc_keeps_its_data(self):
+        write(os.path.join(self.src, "model.bin"), rand_bytes(1_500_000, 1))
+        a = self.create()
+        write(os.path.join(self.src, "model.bin"), rand_bytes(1_500_000, 2))
+        b = self.create()
+        manifest = os.path.join(self.store, "snapshots", a + ".json.zst")
+        with open(manifest, "rb") as f:
+            saved = f.read()
+        os.remove(manifest)
+        packs = self.packs()
+
+        r = self.snap("fsck", check=False)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("lost: snapshot " + a[:12], r.stdout)
+        self.assertIn("rebuild-index", r.stdout)
+        self.assertNotIn("gc` reclaims", r.stdout)  # the advice that would have deleted the data
+        report = json.loads(self.snap("fsck", "--json", check=False).stdout)
+        self.assertFalse(report["ok"])
+        self.assertEqual(report["lost_snapshots"], [a])
+        r = self.snap("gc", check=False)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("gc stopped before deleting anything", r.stderr)
+        self.assertIn(a[:12], r.stderr)
+        self.assertEqual(self.packs(), packs)
+        self.assertEqual([x["id"] for x in self.ls()], [b])
+
+        write(manifest, saved)  # back from a backup
+        self.assertTrue(json.loads(self.snap("fsck", "--json").stdout)["ok"])
+        out = os.path.join(self.tmp, "out")
+        self.snap("restore", a, "--to", out)
+        with open(os.path.join(out, "model.bin"), "rb") as f:
+            self.assertEqual(f.read(), rand_bytes(1_500_000, 1))
+
+    def test_garbage_in_the_index_is_moved_aside_and_rebuilt(self):
+        write(os.path.join(self.src, "model.bin"), rand_bytes(800_000, 3))
+        a = self.create()
+        index = os.path.join(self.store, "index.db")
+
+        def spoil(seed):
+            with open(index, "r+b") as f:
+                f.write(rand_bytes(4096, seed))
+
+        spoil(10)
+        r = self.snap("fsck")
+        self.assertIn("rebuilt", r.stderr)
+        self.assertIn("no damage", r.stdout)
+        self.assertTrue(any(n.startswith("index.db.corrupt-") for n in os.listdir(self.store)))
+        spoil(11)
+        r = self.snap("fsck", "--json")
+        self.assertIsNotNone(json.loads(r.stdout)["index_rebuilt"])
+        spoil(12)
+        r = self.snap("rebuild-index")
+        self.assertIn("rebuilt", r.stderr)
+        spoil(13)
+        out = os.path.join(self.tmp, "out")
+        r = self.snap("restore", a, "--to", out)
+        self.assertIn("rebuilt", r.stderr)
+        self.assertEqual(tree(self.src), tree(out))
+        with open(index, "wb") as f:  # all garbage, no database left at all
+            f.write(rand_bytes(10_000, 14))
+        self.assertEqual([x["id"] for x in self.ls()], [a])
+
+    def test_flipped_byte_in_a_pack_header_is_found(self):
+        write(os.path.join(self.src, "weights.bin"), rand_bytes(400_000, 5))
+        a = self.create()
+        pack = self.first_pack()
+        name = os.path.basename(pack)[: -len(".pack")]
+        os.chmod(pack, 0o644)
+
+        def flip(offset):
+            with open(pack, "r+b") as f:
+                f.seek(offset)
+                byte = f.read(1)
+                f.seek(offset)
+                f.write(bytes([byte[0] ^ 0x10]))
+
+        for offset in (3, 8, 15):  # the magic, the version, the reserved field
+            with self.subTest(offset=offset):
+                flip(offset)
+                r = self.snap("fsck", check=False)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn(name, r.stdout)
+                self.assertIn("header damaged", r.stdout)
+                out = os.path.join(self.tmp, "out")
+                shutil.rmtree(out, ignore_errors=True)
+                r = self.snap("restore", a, "--to", out)  # every chunk verifies: the data is intact
+                self.assertIn("header damaged", r.stderr)
+                self.assertEqual(tree(self.src), tree(out))
+                flip(offset)
+                self.snap("fsck")
+
+    def test_gc_counts_the_temporary_packs_it_removes(self):
+        write(os.path.join(self.src, "a.bin"), rand_bytes(100_000, 6))
+        self.create()
+        for i in range(3):
+            write(os.path.join(self.store, "packs", "tmp", f"p{i}.pack.tmp"), rand_bytes(1_000_000, 20 + i))
+        r = self.snap("gc")
+        self.assertIn("removed 3 temporary files", r.stdout)
+        self.assertIn("freed 3MB", r.stdout)
+        self.assertEqual(os.listdir(os.path.join(self.store, "packs", "tmp")), [])
+
+
 class SnapFullDisk(SnapCase):
     """A store on a small tmpfs: the snapshot that does not fit is skipped."""
 

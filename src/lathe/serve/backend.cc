@@ -84,6 +84,13 @@ Status BackendError(const LatheError& err, const std::string& context) {
   return Status(CodeFor(err.code), context.empty() ? msg : context + ": " + msg);
 }
 
+Status ForClient(const Status& s) {
+  if (s.ok() || !s.msg_id().empty()) return s;
+  std::string line = s.message().substr(0, s.message().find('\n'));
+  if (line.size() > kClientErrorMaxChars) line = line.substr(0, kClientErrorMaxChars) + "...";
+  return Status(s.code(), std::move(line));
+}
+
 LatheTensor ToLathe(const Tensor& t) {
   LatheTensor l;
   l.name = t.name.c_str();

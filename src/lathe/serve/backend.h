@@ -52,8 +52,15 @@ class BackendRegistry {
   std::map<std::string, std::unique_ptr<BackendLibrary>> open_;  // guarded by mu_
 };
 
-// Status for a failed backend call.
+// Status for a failed backend call. The message is the backend's, whole:
+// for the server's log.
 Status BackendError(const LatheError& err, const std::string& context);
+
+inline constexpr size_t kClientErrorMaxChars = 500;
+// A failed request's status as its client gets it: the first line of the
+// message (a backend's summary line, backend_api.h), at most
+// kClientErrorMaxChars. A catalog message passes unchanged.
+Status ForClient(const Status& s);
 
 struct InstanceSpec {
   std::string model_name;

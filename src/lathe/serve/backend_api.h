@@ -81,7 +81,15 @@ typedef enum LatheErrorCode {
 } LatheErrorCode;
 
 /* Filled by the backend when a call returns non-zero. Host-owned storage; the
- * message is NUL-terminated and truncated to fit. */
+ * message is NUL-terminated and truncated to fit.
+ *
+ * The first line of the message is a summary that the host may send to the
+ * client (e.g. "input 'x': expected 4 features, got 3"); it must not carry a
+ * traceback, source paths or anything else only the operator should see.
+ * Further lines (a traceback, the runtime's full error) go to the server's
+ * log only. An error that the request's tensors caused — a shape or datatype
+ * the model does not take, a value out of its range — is
+ * LATHE_ERR_INVALID_ARGUMENT, so the client gets a 400 and not a 500. */
 typedef struct LatheError {
   int32_t code; /* LatheErrorCode */
   char message[4096];

@@ -199,7 +199,7 @@ void ModelInstance::Execute(Batch& batch) {
     if (split.ok()) {
       res.outputs = std::move((*split)[k]);
     } else {
-      res.status = split.status();
+      res.status = ForClient(split.status());  // the whole of it is in the log (above)
     }
     if (r.done) r.done(std::move(res));
   }

@@ -3,7 +3,10 @@
 #include "lathe/serve/instance.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 namespace lathe::serve {
@@ -76,6 +79,39 @@ TEST(ModelInstance, AClaimedBatchAfterStopIsAnsweredUnavailable) {
   inst->RunClaimed(OneRequest(results, threads));
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status.code(), Code::kUnavailable);
+}
+
+// backend_api.h: the first line of a backend's error is what a client may
+// see; the rest (a traceback, source paths) is for the server's log.
+TEST(ModelInstance, TheClientGetsTheFirstLineOfABackendError) {
+  char path[] = "/tmp/lathe-instance-test-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  BackendRegistry registry({LATHE_BACKEND_BUILD_DIR});
+  auto inst = LoadIdentity(registry, std::string(R"({"parameters": {"fail_while_exists": ")") + path + "\"}}");
+  ::unlink(path);
+  ASSERT_NE(inst, nullptr);
+  std::ofstream(path).put('x');
+  ASSERT_TRUE(inst->TryClaim());
+  std::vector<InferResult> results;
+  std::vector<std::thread::id> threads;
+  inst->RunClaimed(OneRequest(results, threads));
+  ::unlink(path);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status.code(), Code::kUnavailable);
+  EXPECT_EQ(results[0].status.message(), std::string("identity: failing while ") + path + " exists");
+}
+
+TEST(ForClient, KeepsTheFirstLineBoundedAndCatalogMessagesWhole) {
+  Status multi(Code::kInvalidArgument, "forward(): bad shape\nTraceback ...\n  File \"/src/m.py\"");
+  EXPECT_EQ(ForClient(multi).message(), "forward(): bad shape");
+  EXPECT_EQ(ForClient(multi).code(), Code::kInvalidArgument);
+  Status long_line(Code::kInternal, std::string(2000, 'a'));
+  EXPECT_EQ(ForClient(long_line).message().size(), kClientErrorMaxChars + 3);
+  Status catalog = Status::Msg(Code::kUnavailable, "serve.stopping");
+  EXPECT_EQ(ForClient(catalog).msg_id(), "serve.stopping");
+  EXPECT_EQ(ForClient(catalog).message(), catalog.message());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "lathe/snap/file_io.h"
+#include "lathe/snap/lost.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
 #include "lathe/snap/parallel.h"
@@ -26,6 +27,7 @@ class Checker {
   explicit Checker(const StoreContext& ctx) : ctx_(ctx) {}
   Status CheckPacks();
   Status CheckManifests();
+  Status CheckLost();
   void CountLeftovers();
   FsckReport Take() { return std::move(report_); }
 
@@ -53,6 +55,7 @@ Status Checker::CheckPack(const std::string& name) {
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path, errno);
   uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (Status h = CheckPackHeader(fd->get(), name); !h.ok()) Problem({"", "", "", name, h.message()});
   auto entries = ReadPackIndex(fd->get(), size, name);
   if (!entries.ok()) {
     Problem({"", "", "", name, "index damaged (" + entries.status().message() + "); chunks read by scanning"});
@@ -101,6 +104,16 @@ Status Checker::CheckManifests() {
   return Status::OK();
 }
 
+Status Checker::CheckLost() {
+  ASSIGN_OR_RETURN(auto lost, LostSnapshots(ctx_));
+  for (const auto& s : lost) {
+    report_.problems.push_back({s.id, "", "", "", "manifest missing: the index lists this snapshot but " +
+                                                      ctx_.layout.manifest(s.id) + " is gone"});
+    report_.lost_snapshots.push_back(s.id);
+  }
+  return Status::OK();
+}
+
 void Checker::CountLeftovers() {
   for (const auto& [pack, ids] : chunks_.by_pack) {
     bool used = std::any_of(ids.begin(), ids.end(), [&](const Digest& d) { return referenced_.count(d) > 0; });
@@ -116,6 +129,7 @@ Result<FsckReport> CheckStore(const StoreContext& ctx) {
   Checker c(ctx);
   RETURN_IF_ERROR(c.CheckPacks());
   RETURN_IF_ERROR(c.CheckManifests());
+  RETURN_IF_ERROR(c.CheckLost());
   c.CountLeftovers();
   return c.Take();
 }

@@ -1,6 +1,7 @@
-// The store checker: reads every pack and verifies every chunk against its
-// SHA-256, reads and verifies every manifest, and reports each damaged or
-// missing chunk by snapshot and file. It changes nothing.
+// The store checker: reads every pack, checks its header and verifies every
+// chunk against its SHA-256, reads and verifies every manifest, and reports
+// each damaged or missing chunk by snapshot and file, and each snapshot the
+// index lists whose manifest is gone (lost.h). It changes nothing.
 #pragma once
 
 #include "lathe/snap/store.h"

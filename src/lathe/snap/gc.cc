@@ -12,14 +12,22 @@
 #include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
 #include "lathe/snap/file_io.h"
+#include "lathe/snap/lost.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
 
 namespace lathe::snap {
 namespace {
 
-// Step 1: every chunk any manifest references.
+// Step 1: every chunk any manifest references. A lost snapshot (lost.h)
+// references chunks no one can name any more: nothing is swept then.
 Result<std::set<Digest>> MarkLive(const StoreContext& ctx) {
+  ASSIGN_OR_RETURN(auto lost, LostSnapshots(ctx));
+  if (!lost.empty()) {
+    return Status::Msg(Code::kFailedPrecondition, "snap.gc_lost",
+                       {{"snapshot", lost.front().id.substr(0, 12)}, {"path", ctx.layout.manifest(lost.front().id)},
+                        {"count", std::to_string(lost.size())}});
+  }
   std::set<Digest> live;
   ASSIGN_OR_RETURN(auto ids, ListManifestIds(ctx.layout));
   for (const auto& id : ids) {
@@ -35,20 +43,25 @@ Result<std::set<Digest>> MarkLive(const StoreContext& ctx) {
   return live;
 }
 
-// Step 2: temporary files of killed snapshots and interrupted atomic writes.
-uint64_t RemoveTemporaries(const StoreContext& ctx) {
-  uint64_t n = 0;
+// Step 2: temporary files of killed snapshots and interrupted atomic
+// writes; what they held counts as freed.
+void RemoveTemporaries(const StoreContext& ctx, GcResult* r) {
   auto sweep = [&](const std::string& dir, bool all) {
     auto names = ListDir(dir);
     if (!names.ok()) return;
     for (const auto& name : *names) {
-      if ((all || name.find(".tmp-") != std::string::npos) && ::unlink((dir + "/" + name).c_str()) == 0) ++n;
+      if (!all && name.find(".tmp-") == std::string::npos) continue;
+      std::string path = dir + "/" + name;
+      struct stat st;
+      if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+      if (::unlink(path.c_str()) != 0) continue;
+      ++r->temp_files_removed;
+      r->bytes_freed += static_cast<uint64_t>(st.st_size);
     }
   };
   sweep(ctx.layout.pack_tmp(), true);
   sweep(ctx.layout.snapshots(), false);
   sweep(ctx.layout.skipped(), false);
-  return n;
 }
 
 struct PackUse {
@@ -131,7 +144,7 @@ Result<GcResult> CollectGarbage(const StoreContext& ctx) {
   GcResult r;
   ASSIGN_OR_RETURN(std::set<Digest> live, MarkLive(ctx));  // 1
   r.live_chunks = live.size();
-  r.temp_files_removed = RemoveTemporaries(ctx);  // 2
+  RemoveTemporaries(ctx, &r);  // 2
   ASSIGN_OR_RETURN(auto names, ListPackNames(ctx.layout));
   std::vector<PackUse> rewrite;
   for (const auto& name : names) {  // 3: sweep packs with nothing live

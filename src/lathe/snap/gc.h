@@ -4,7 +4,8 @@
 //     names a chunk that is gone (snapshots dedup against the index);
 //   - a rewritten pack is durable and indexed before the old one is removed;
 //   - a damaged or unreadable manifest stops gc before anything is swept
-//     (its chunks cannot be marked).
+//     (its chunks cannot be marked), and so does a lost one (lost.h: the
+//     index lists a snapshot whose manifest is gone).
 // Concurrent snapshots cannot be hurt: gc runs under the store's exclusive
 // lock, snapshots under its shared lock; temporary packs found under the
 // exclusive lock therefore belong to killed snapshots and are removed.

@@ -1,5 +1,9 @@
 #include "lathe/snap/index.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 namespace lathe::snap {
@@ -23,12 +27,76 @@ const std::vector<std::string>& Migrations() {
 
 }  // namespace
 
-Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
+Result<std::unique_ptr<state::Db>> Index::OpenDb(const std::string& path, ino_t* ino) {
   ASSIGN_OR_RETURN(auto db, state::Db::Open(path, Migrations()));
   // The index is rebuildable, so a power cut may lose its last transaction;
   // NORMAL skips an fsync per commit.
   RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=NORMAL"));
-  return std::unique_ptr<Index>(new Index(std::move(db)));
+  struct stat st;
+  *ino = ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  return db;
+}
+
+Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
+  ino_t ino = 0;
+  ASSIGN_OR_RETURN(auto db, OpenDb(path, &ino));
+  return std::unique_ptr<Index>(new Index(path, std::move(db), ino));
+}
+
+Result<std::string> Index::MoveAside(const std::string& path, int64_t now_ms) {
+  std::string to = path + ".corrupt-" + std::to_string(now_ms);
+  if (::rename(path.c_str(), to.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("move " + path + " aside", errno);
+  if (::rename((path + "-wal").c_str(), (to + "-wal").c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus("move " + path + "-wal aside", errno);
+  }
+  if (::unlink((path + "-shm").c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path + "-shm", errno);
+  return to;
+}
+
+Status Index::Usable() const {
+  if (!db_) return Status::Unavailable("the snapshot index " + path_ + " is not open");
+  return Status::OK();
+}
+
+Status Index::Check() {
+  std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
+  return db_->QuickCheck();
+}
+
+bool Index::Replaced() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return ReplacedLocked();
+}
+
+bool Index::ReplacedLocked() const {
+  struct stat st;
+  return ::stat(path_.c_str(), &st) == 0 && st.st_ino != ino_;
+}
+
+// Closing a file that another process moved aside must not delete the WAL of
+// the new one at the same path (SQLite deletes "<path>-wal" by name).
+void Index::CloseLocked() {
+  find_chunk_.reset();
+  insert_chunk_.reset();
+  if (db_ && ReplacedLocked()) db_->SkipCheckpointOnClose();
+  db_.reset();
+}
+
+Index::~Index() {
+  std::lock_guard<std::mutex> l(mu_);
+  CloseLocked();
+}
+
+Result<std::string> Index::Reopen(bool move_aside, int64_t now_ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  CloseLocked();
+  std::string moved;
+  if (move_aside) {
+    ASSIGN_OR_RETURN(moved, MoveAside(path_, now_ms));
+  }
+  ASSIGN_OR_RETURN(db_, OpenDb(path_, &ino_));
+  return moved;
 }
 
 Result<state::Stmt*> Index::Kept(std::optional<state::Stmt>* slot, std::string_view sql) {
@@ -42,6 +110,7 @@ Result<state::Stmt*> Index::Kept(std::optional<state::Stmt>* slot, std::string_v
 
 Result<std::optional<ChunkLocation>> Index::FindChunk(const Digest& id) {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(state::Stmt * s,
                    Kept(&find_chunk_, "SELECT pack, offset, stored, raw, flags FROM chunks WHERE id=? LIMIT 1"));
   s->Bind(1, ToHex(id));
@@ -63,6 +132,7 @@ Result<bool> Index::HasChunk(const Digest& id) {
 
 Result<std::set<std::string>> Index::PackNames() {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(auto s, db_->Prepare("SELECT name FROM packs"));
   std::set<std::string> out;
   while (true) {
@@ -89,6 +159,7 @@ Status Index::AddPackLocked(const PackFile& p) {
 
 Status Index::AddPacks(const std::vector<PackFile>& packs) {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   return db_->Transaction([&]() -> Status {
     for (const auto& p : packs) RETURN_IF_ERROR(AddPackLocked(p));
     return Status::OK();
@@ -97,6 +168,7 @@ Status Index::AddPacks(const std::vector<PackFile>& packs) {
 
 Status Index::RemovePack(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   return db_->Transaction([&]() -> Status {
     ASSIGN_OR_RETURN(auto c, db_->Prepare("DELETE FROM chunks WHERE pack=?"));
     RETURN_IF_ERROR(c.Bind(1, name).Run());
@@ -107,6 +179,7 @@ Status Index::RemovePack(const std::string& name) {
 
 Result<std::set<SnapshotId>> Index::SnapshotIds() {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(auto s, db_->Prepare("SELECT id FROM snapshots"));
   std::set<SnapshotId> out;
   while (true) {
@@ -118,6 +191,7 @@ Result<std::set<SnapshotId>> Index::SnapshotIds() {
 
 Status Index::AddSnapshot(const SnapshotInfo& i) {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(auto s, db_->Prepare(
       "INSERT OR REPLACE INTO snapshots(id, time_ms, source, parent, tags, files, bytes, new_bytes, complete,"
       " reason) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
@@ -130,12 +204,14 @@ Status Index::AddSnapshot(const SnapshotInfo& i) {
 
 Status Index::RemoveSnapshot(const SnapshotId& id) {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(auto s, db_->Prepare("DELETE FROM snapshots WHERE id=?"));
   return s.Bind(1, id).Run();
 }
 
 Result<std::vector<SnapshotInfo>> Index::Snapshots() {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(auto s, db_->Prepare(
       "SELECT id, time_ms, source, parent, tags, files, bytes, new_bytes, complete, reason FROM snapshots"
       " ORDER BY time_ms DESC, id"));
@@ -163,6 +239,7 @@ Result<std::vector<SnapshotInfo>> Index::Snapshots() {
 
 Status Index::Clear() {
   std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Usable());
   return db_->Exec("DELETE FROM chunks; DELETE FROM packs; DELETE FROM snapshots;");
 }
 

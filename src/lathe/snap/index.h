@@ -7,8 +7,16 @@
 //
 // Thread-safe: one connection guarded by a mutex. Other processes may use
 // the same file (SQLite WAL, busy timeout).
+//
+// A damaged file (garbage written into it, a torn disk block) shows as a
+// status for which state::IsCorruption holds, from Open, from Check or from
+// any query. Store then moves the file aside (MoveAside, Reopen) and
+// rebuilds it; see Store::index_repair().
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +39,21 @@ struct ChunkLocation {
 class Index {
  public:
   static Result<std::unique_ptr<Index>> Open(const std::string& path);
+  ~Index();
+  // Renames the file at `path` (and its WAL) to <path>.corrupt-<now_ms> and
+  // removes its shared-memory file, so that a new index can take its place;
+  // returns the new name. No connection of this process may be open on it.
+  static Result<std::string> MoveAside(const std::string& path, int64_t now_ms);
+
+  // PRAGMA quick_check of the file: reads every page.
+  Status Check();
+  // True when the file at the path is no longer the one open here (another
+  // process moved a damaged index aside and made a new one).
+  bool Replaced() const;
+  // Closes the file and opens the one at the path; with `move_aside`, the
+  // closed file is first moved aside (MoveAside) and its new name returned.
+  // When the open fails, every call fails until a Reopen succeeds.
+  Result<std::string> Reopen(bool move_aside, int64_t now_ms);
 
   Result<std::optional<ChunkLocation>> FindChunk(const Digest& id);
   Result<bool> HasChunk(const Digest& id);
@@ -49,14 +72,22 @@ class Index {
   Status Clear();
 
  private:
-  explicit Index(std::unique_ptr<state::Db> db) : db_(std::move(db)) {}
+  Index(std::string path, std::unique_ptr<state::Db> db, ino_t ino)
+      : path_(std::move(path)), db_(std::move(db)), ino_(ino) {}
+  static Result<std::unique_ptr<state::Db>> OpenDb(const std::string& path, ino_t* ino);
+  // mu_ held:
+  Status Usable() const;
+  bool ReplacedLocked() const;
+  void CloseLocked();
   Status AddPackLocked(const PackFile& p);
   // A statement prepared once and kept (a snapshot of 256 MiB looks up and
   // inserts ~4,000 chunks; preparing each time was a tenth of its CPU).
   Result<state::Stmt*> Kept(std::optional<state::Stmt>* slot, std::string_view sql);
 
-  std::mutex mu_;
-  std::unique_ptr<state::Db> db_;  // guarded by mu_
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::unique_ptr<state::Db> db_;  // guarded by mu_; null after a failed Reopen
+  ino_t ino_ = 0;                  // guarded by mu_: the inode db_ has open
   std::optional<state::Stmt> find_chunk_, insert_chunk_;  // after db_: finalized before it closes
 };
 

@@ -1,11 +1,13 @@
 // Where things live in a store directory, and the store's config.
 //
 //   <store>/config.json          format, chunker parameters, pack size (fixed at creation)
-//   <store>/lock                 flock: snapshots, restores, prune, fsck shared; gc exclusive
+//   <store>/lock                 flock: snapshots, restores, prune, fsck shared; gc, index repair exclusive
 //   <store>/index.db             SQLite cache (index.h), rebuildable from the rest
+//   <store>/index.db.corrupt-<ms>  a damaged index, moved aside when it was rebuilt
 //   <store>/packs/<name>.pack    chunks (pack.h)
 //   <store>/packs/tmp/           packs being written; removed by gc
 //   <store>/snapshots/<id>.json.zst   manifests (zstd-compressed canonical JSON)
+//   <store>/snapshots/<id>.pruned     a manifest prune is removing (manifest_files.h)
 //   <store>/skipped/<ms>-<rand>.json  snapshots skipped for lack of space, with the reason
 #pragma once
 
@@ -33,6 +35,7 @@ struct StoreLayout {
   std::string skipped() const { return root + "/skipped"; }
   std::string pack(const std::string& name) const { return packs() + "/" + name + ".pack"; }
   std::string manifest(const std::string& id) const { return snapshots() + "/" + id + ".json.zst"; }
+  std::string pruned(const std::string& id) const { return snapshots() + "/" + id + ".pruned"; }
 };
 
 struct StoreConfig {

@@ -58,4 +58,28 @@ Status RemoveManifest(const StoreLayout& l, const SnapshotId& id) {
   return Status::OK();
 }
 
+Status MarkPruned(const StoreLayout& l, const SnapshotId& id) {
+  std::string p = l.manifest(id);
+  if (::rename(p.c_str(), l.pruned(id).c_str()) != 0 && errno != ENOENT) return ErrnoStatus("rename " + p, errno);
+  return Status::OK();
+}
+
+Status UnlinkPruned(const StoreLayout& l, const SnapshotId& id) {
+  std::string p = l.pruned(id);
+  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + p, errno);
+  return Status::OK();
+}
+
+Result<std::vector<SnapshotId>> ListPrunedIds(const StoreLayout& l) {
+  constexpr std::string_view kPruned = ".pruned";
+  ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
+  std::vector<SnapshotId> out;
+  for (const auto& n : names) {
+    if (n.size() == 64 + kPruned.size() && n.compare(64, kPruned.size(), kPruned) == 0 && IsSnapshotId(n.substr(0, 64))) {
+      out.push_back(n.substr(0, 64));
+    }
+  }
+  return out;
+}
+
 }  // namespace lathe::snap

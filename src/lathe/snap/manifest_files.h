@@ -26,6 +26,18 @@ Result<std::vector<SnapshotId>> ListManifestIds(const StoreLayout& l);
 // Unlinks the manifest (the caller fsyncs the directory once after a batch).
 Status RemoveManifest(const StoreLayout& l, const SnapshotId& id);
 
+// Prune removes a snapshot in three steps, so that no other process can take
+// a snapshot that is going away for one whose manifest was lost:
+//   1. MarkPruned renames the manifest to snapshots/<id>.pruned;
+//   2. the snapshot leaves the index;
+//   3. UnlinkPruned removes the marker.
+// A marker left by a killed prune finishes the removal at the next
+// reconcile (Store::Reconcile).
+Status MarkPruned(const StoreLayout& l, const SnapshotId& id);
+Status UnlinkPruned(const StoreLayout& l, const SnapshotId& id);
+// Ids of the markers in snapshots/.
+Result<std::vector<SnapshotId>> ListPrunedIds(const StoreLayout& l);
+
 bool IsSnapshotId(std::string_view s);  // 64 lower-case hex digits
 
 }  // namespace lathe::snap

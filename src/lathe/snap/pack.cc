@@ -133,6 +133,20 @@ void PackWriter::Abort() {
   done_.clear();
 }
 
+Status CheckPackHeader(int fd, const std::string& name) {
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument("header damaged: " + why); };
+  std::string h(kPackHeaderBytes, '\0');
+  Status st = PreadFull(fd, h.data(), h.size(), 0, name);
+  if (!st.ok()) return bad(st.message());
+  if (h.compare(0, kPackMagic.size(), kPackMagic) != 0) return bad("the magic is not " + std::string(kPackMagic));
+  uint64_t version = GetLe(&h[8], 4), reserved = GetLe(&h[12], 4);
+  if (version != kPackVersion) {
+    return bad("version " + std::to_string(version) + ", this lathe writes and reads " + std::to_string(kPackVersion));
+  }
+  if (reserved != 0) return bad("the reserved field is " + std::to_string(reserved) + ", not 0");
+  return Status::OK();
+}
+
 Result<std::vector<PackEntry>> ReadPackIndex(int fd, uint64_t size, const std::string& name) {
   auto bad = [&](const std::string& why) { return Status::InvalidArgument("pack " + name + ": " + why); };
   if (size < kPackHeaderBytes + kFooterBytes) return bad("too short");

@@ -2,7 +2,8 @@
 // costs a handful of files and fsyncs instead of thousands.
 //
 // Layout (all integers little-endian):
-//   header  16 bytes  "LATHEPAK", u32 version = 1, u32 0
+//   header  16 bytes  "LATHEPAK", u32 version = 1, u32 0 (reserved). It has
+//           no checksum, but no field is free: CheckPackHeader checks all three
 //   blobs   each: 48-byte header ("LBLK", u8 flags, 3 zero bytes, u32 stored
 //           length, u32 plain length, 32-byte SHA-256 of the plain bytes),
 //           then the stored bytes (zstd frame when flags & kBlobZstd)
@@ -84,6 +85,12 @@ class PackWriter {
   uint64_t bytes_written_ = 0;
   bool taken_ = false;
 };
+
+// Reads the 16-byte header and checks each field: the magic, the version
+// this code writes, the reserved zero. InvalidArgument ("header damaged:
+// ...", without the pack's name) naming the field when one differs. The chunks do not depend on it (each blob carries its own
+// header and SHA-256), so a damaged header alone loses no data.
+Status CheckPackHeader(int fd, const std::string& name);
 
 // Reads a pack's index through its footer. InvalidArgument when the footer
 // or index is damaged.

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "lathe/common/status.h"
 #include "lathe/snap/file_io.h"
@@ -15,13 +16,19 @@ namespace lathe::snap {
 class PackCache {
  public:
   explicit PackCache(const StoreLayout& l) : layout_(l) {}
-  // The descriptor of pack `name`; NotFound when the pack is missing.
+  // The descriptor of pack `name`; NotFound when the pack is missing. Its
+  // header is checked once, when it is opened: a damaged one is logged and
+  // listed in DamagedHeaders(), and the pack is still read (every chunk
+  // verifies itself).
   Result<int> Get(const std::string& name);
+  // Packs opened so far whose header is damaged, with what is wrong.
+  std::vector<std::string> DamagedHeaders();
 
  private:
   const StoreLayout& layout_;
   std::mutex mu_;
   std::map<std::string, Fd> open_;  // guarded by mu_
+  std::vector<std::string> damaged_;  // guarded by mu_
 };
 
 }  // namespace lathe::snap

@@ -44,6 +44,9 @@ Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p
     return Status::Msg(Code::kInvalidArgument, "snap.prune_no_policy");
   }
   ASSIGN_OR_RETURN(auto snaps, ctx.index.Snapshots());
+  // A lost snapshot (lost.h) is neither kept nor removed: keeping it would
+  // count it as the newest complete one of its group.
+  std::erase_if(snaps, [&](const SnapshotInfo& s) { return !os::Exists(ctx.layout.manifest(s.id)); });
   if (!p.run.empty()) {
     std::erase_if(snaps, [&](const SnapshotInfo& s) {
       auto it = s.tags.find("run");
@@ -54,9 +57,11 @@ Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p
   PruneResult r;
   for (const auto& s : snaps) (keep.count(s.id) ? r.kept : r.removed).push_back(s.id);
   if (p.dry_run || r.removed.empty()) return r;
-  for (const auto& id : r.removed) RETURN_IF_ERROR(RemoveManifest(ctx.layout, id));
+  // The three steps of manifest_files.h, each for the whole batch.
+  for (const auto& id : r.removed) RETURN_IF_ERROR(MarkPruned(ctx.layout, id));
   RETURN_IF_ERROR(os::FsyncDir(ctx.layout.snapshots()));
   for (const auto& id : r.removed) RETURN_IF_ERROR(ctx.index.RemoveSnapshot(id));
+  for (const auto& id : r.removed) RETURN_IF_ERROR(UnlinkPruned(ctx.layout, id));
   return r;
 }
 

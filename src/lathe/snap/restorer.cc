@@ -60,7 +60,7 @@ class Restorer {
   Status Locate();
   Status WriteAll(const std::string& tmp);
   Status Finish(const std::string& tmp);
-  RestoreResult result() const { return {files_, total_}; }
+  RestoreResult result() { return {files_, total_, packs_.DamagedHeaders()}; }
 
  private:
   Status RunJob(const std::string& tmp, const Job& j);

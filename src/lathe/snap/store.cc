@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/os/files.h"
+#include "lathe/state/db.h"
 #include "lathe/snap/file_io.h"
 #include "lathe/snap/fsck.h"
 #include "lathe/snap/gc.h"
@@ -47,6 +48,10 @@ Result<PackFile> ReadPackFile(const StoreLayout& l, const std::string& name) {
   ASSIGN_OR_RETURN(p.entries, ReadPackIndex(fd.get(), p.size, name));
   return p;
 }
+
+const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) { return r.status(); }
 
 SkipRecord ParseSkip(const nlohmann::json& j) {
   SkipRecord r;
@@ -108,10 +113,77 @@ Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& root, Stor
     s->reserve_bytes_ = DefaultReserveBytes(fs);
   }
   s->opts_ = std::move(opts);
-  ASSIGN_OR_RETURN(s->index_, Index::Open(s->layout_.index()));
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(s->layout_.lock(), FileLock::Mode::kShared));
-  RETURN_IF_ERROR(s->Reconcile());
+  auto index = Index::Open(s->layout_.index());
+  if (index.ok()) {
+    s->index_ = std::move(*index);
+  } else if (state::IsCorruption(index.status())) {
+    RETURN_IF_ERROR(s->RepairIndex(index.status()));
+  } else {
+    return index.status();
+  }
+  RETURN_IF_ERROR(s->Repairing([&] { return s->LockAndReconcile(FileLock::Mode::kShared).status(); }));
   return s;
+}
+
+Result<FileLock> Store::LockAndReconcile(FileLock::Mode mode) {
+  if (index_->Replaced()) RETURN_IF_ERROR(index_->Reopen(false, 0).status());
+  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), mode));
+  RETURN_IF_ERROR(Reconcile());
+  return lock;
+}
+
+// Operations nest (Snapshot resolves its parent through List): only the
+// outermost one repairs, once its lock is released, since the exclusive lock
+// cannot be had while this thread holds the shared one.
+thread_local int repairing_depth = 0;
+
+template <typename F>
+auto Store::Repairing(F&& op) -> decltype(op()) {
+  ++repairing_depth;
+  auto r = op();
+  --repairing_depth;
+  const Status& st = StatusOf(r);
+  if (st.ok() || !state::IsCorruption(st) || repairing_depth > 0) return r;
+  Status why = st;
+  RETURN_IF_ERROR(RepairIndex(why));
+  return op();
+}
+
+// Under the exclusive lock no other process uses the index, so what is found
+// damaged now is damaged for all; a file found healthy was repaired by
+// another process meanwhile (this one may still have the old one open).
+Status Store::RepairIndex(const Status& why) {
+  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kExclusive));
+  Status health;
+  if (index_) {
+    auto reopened = index_->Reopen(false, 0);
+    health = reopened.ok() ? index_->Check() : reopened.status();
+  } else {
+    auto fresh = Index::Open(layout_.index());
+    health = fresh.ok() ? (*fresh)->Check() : fresh.status();
+    if (health.ok()) index_ = std::move(*fresh);
+  }
+  if (!health.ok() && !state::IsCorruption(health)) return health;
+  if (!health.ok()) {
+    int64_t now = clock_->NowMs();
+    std::string moved;
+    if (index_) {
+      ASSIGN_OR_RETURN(moved, index_->Reopen(true, now));
+    } else {
+      ASSIGN_OR_RETURN(moved, Index::MoveAside(layout_.index(), now));
+      ASSIGN_OR_RETURN(index_, Index::Open(layout_.index()));
+    }
+    spdlog::warn("snapshot index {} was damaged ({}); moved to {} and rebuilt from the packs and manifests",
+                 layout_.index(), why.message(), moved);
+    std::lock_guard<std::mutex> l(repair_mu_);
+    repair_ = IndexRepair{moved, why.message()};
+  }
+  return Reconcile();
+}
+
+std::optional<IndexRepair> Store::index_repair() const {
+  std::lock_guard<std::mutex> l(repair_mu_);
+  return repair_;
 }
 
 StoreContext Store::Ctx() const {
@@ -136,24 +208,37 @@ Status Store::Reconcile() {
   RETURN_IF_ERROR(index_->AddPacks(add));
   for (const auto& gone : known_packs) RETURN_IF_ERROR(index_->RemovePack(gone));
 
+  // Prunes a killed process left half-done (manifest_files.h).
+  ASSIGN_OR_RETURN(auto pruned, ListPrunedIds(layout_));
+  for (const auto& id : pruned) {
+    RETURN_IF_ERROR(index_->RemoveSnapshot(id));
+    RETURN_IF_ERROR(UnlinkPruned(layout_, id));
+  }
   ASSIGN_OR_RETURN(auto disk_ids, ListManifestIds(layout_));
   ASSIGN_OR_RETURN(auto known_ids, index_->SnapshotIds());
   for (const auto& id : disk_ids) {
-    if (known_ids.erase(id)) continue;
+    if (known_ids.count(id)) continue;
     auto m = ReadManifest(layout_, id);
     if (m.ok()) {
       RETURN_IF_ERROR(index_->AddSnapshot(Summarize(id, *m)));
-    } else {
+      // A prune may have taken it away since it was read: its entry must not
+      // outlive it, or it would look lost.
+      if (!os::Exists(layout_.manifest(id))) RETURN_IF_ERROR(index_->RemoveSnapshot(id));
+    } else if (!m.status().IsNotFound()) {
       spdlog::warn("snapshot {} not indexed: {}", id, m.status().ToString());
     }
   }
-  for (const auto& gone : known_ids) RETURN_IF_ERROR(index_->RemoveSnapshot(gone));
+  // Snapshots the index lists without a manifest stay listed: lost ones
+  // (lost.h), reported by fsck until the manifest is back or RebuildIndex.
   return Status::OK();
 }
 
 Result<SnapshotResult> Store::Snapshot(const std::string& dir, const SnapshotOptions& opts) {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kShared));
-  RETURN_IF_ERROR(Reconcile());
+  return Repairing([&] { return SnapshotOnce(dir, opts); });
+}
+
+Result<SnapshotResult> Store::SnapshotOnce(const std::string& dir, const SnapshotOptions& opts) {
+  ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
   SnapshotId parent_id;
   if (opts.parent == "auto") {
     Result<std::string> source = Status::NotFound(dir);
@@ -183,11 +268,13 @@ Result<SnapshotResult> Store::Snapshot(const std::string& dir, const SnapshotOpt
 }
 
 Result<std::vector<SnapshotInfo>> Store::List() {
-  {
-    ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kShared));
-    RETURN_IF_ERROR(Reconcile());
-  }
-  return index_->Snapshots();
+  auto snaps = Repairing([&]() -> Result<std::vector<SnapshotInfo>> {
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    return index_->Snapshots();
+  });
+  // Lost snapshots (lost.h) can be neither shown nor restored: fsck names them.
+  if (snaps.ok()) std::erase_if(*snaps, [&](const SnapshotInfo& s) { return !os::Exists(layout_.manifest(s.id)); });
+  return snaps;
 }
 
 Result<std::vector<SkipRecord>> Store::Skipped() {
@@ -229,32 +316,45 @@ Result<SnapshotId> Store::Resolve(std::string_view ref) {
 Result<Manifest> Store::Load(const SnapshotId& id) { return ReadManifest(layout_, id); }
 
 Result<RestoreResult> Store::Restore(const SnapshotId& id, const std::string& target, const RestoreOptions& opts) {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kShared));
-  ASSIGN_OR_RETURN(Manifest m, ReadManifest(layout_, id));
-  return RestoreSnapshot(Ctx(), id, m, target, opts);
+  return Repairing([&]() -> Result<RestoreResult> {
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(Manifest m, ReadManifest(layout_, id));
+    return RestoreSnapshot(Ctx(), id, m, target, opts);
+  });
 }
 
 Result<PruneResult> Store::Prune(const PrunePolicy& policy) {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kShared));
-  RETURN_IF_ERROR(Reconcile());
-  return PruneSnapshots(Ctx(), policy);
+  return Repairing([&]() -> Result<PruneResult> {
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    return PruneSnapshots(Ctx(), policy);
+  });
 }
 
 Result<GcResult> Store::Gc() {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kExclusive));
-  RETURN_IF_ERROR(Reconcile());
-  return CollectGarbage(Ctx());
+  return Repairing([&]() -> Result<GcResult> {
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kExclusive));
+    return CollectGarbage(Ctx());
+  });
 }
 
 Result<FsckReport> Store::Fsck() {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kShared));
-  return CheckStore(Ctx());
+  auto r = Repairing([&]() -> Result<FsckReport> {
+    RETURN_IF_ERROR(index_->Check());
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    return CheckStore(Ctx());
+  });
+  if (r.ok()) r->index_repair = index_repair();
+  return r;
 }
 
 Status Store::RebuildIndex() {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kExclusive));
-  RETURN_IF_ERROR(index_->Clear());
-  return Reconcile();
+  return Repairing([&]() -> Status {
+    if (index_->Replaced()) RETURN_IF_ERROR(index_->Reopen(false, 0).status());
+    ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kExclusive));
+    RETURN_IF_ERROR(index_->Check());
+    RETURN_IF_ERROR(index_->Clear());
+    return Reconcile();
+  });
 }
 
 }  // namespace lathe::snap

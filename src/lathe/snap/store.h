@@ -20,12 +20,20 @@
 // killed process never leaves it held). So gc never runs while a snapshot is
 // writing or deduplicating against existing chunks: it waits for them, and
 // they wait for it.
+//
+// Repair. index.db is a cache. When it turns out damaged — at open, in any
+// operation, or in Fsck's quick_check — the store takes the exclusive lock,
+// moves the file aside (index.db.corrupt-<ms>, kept for inspection),
+// rebuilds it from packs/ and snapshots/, and runs the operation once more;
+// index_repair() then says so. A snapshot the index lists whose manifest is
+// gone is lost, not removed (lost.h): Fsck reports it and Gc refuses to run.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +42,7 @@
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/users.h"
+#include "lathe/snap/file_io.h"
 #include "lathe/snap/layout.h"
 #include "lathe/snap/manifest.h"
 
@@ -113,6 +122,10 @@ struct RestoreOptions {
 struct RestoreResult {
   uint64_t files = 0;
   uint64_t bytes = 0;
+  // Packs read whose 16-byte header is damaged (what is wrong, English).
+  // Their chunks verified one by one, so the restore is intact; fsck
+  // reports the packs.
+  std::vector<std::string> damaged_pack_headers;
 };
 
 struct PrunePolicy {
@@ -131,7 +144,7 @@ struct GcResult {
   uint64_t packs_deleted = 0;
   uint64_t packs_rewritten = 0;
   uint64_t temp_files_removed = 0;
-  uint64_t bytes_freed = 0;
+  uint64_t bytes_freed = 0;  // deleted and rewritten packs, and the temporary files removed
   uint64_t live_chunks = 0;
 };
 
@@ -144,12 +157,20 @@ struct FsckProblem {
   std::string what;   // English description
 };
 
+// A damaged index.db that was moved aside and rebuilt.
+struct IndexRepair {
+  std::string moved_to;  // where the damaged file is now
+  std::string detail;    // what was wrong with it (English)
+};
+
 struct FsckReport {
   uint64_t packs = 0;
   uint64_t chunks = 0;
   uint64_t snapshots = 0;
   uint64_t unreferenced_packs = 0;  // hold no live chunk: gc reclaims them
   uint64_t temp_packs = 0;          // left by a snapshot in progress or killed
+  std::vector<SnapshotId> lost_snapshots;  // each also a problem; gc refuses to run while any
+  std::optional<IndexRepair> index_repair;  // the index was damaged and rebuilt first
   std::vector<FsckProblem> problems;
   bool ok() const { return problems.empty(); }
 };
@@ -187,11 +208,17 @@ class Store {
   Result<PruneResult> Prune(const PrunePolicy& policy);
   // Mark and sweep: deletes packs without live chunks, rewrites packs that
   // are mostly dead, removes temporary files of killed snapshots.
+  // FailedPrecondition, deleting nothing, while a manifest is damaged
+  // (snap.gc_damaged) or lost (snap.gc_lost).
   Result<GcResult> Gc();
-  // Reads every pack and manifest and verifies every chunk.
+  // Checks the index (quick_check; a damaged one is rebuilt first), reads
+  // every pack and manifest and verifies every chunk.
   Result<FsckReport> Fsck();
-  // Rebuilds index.db from packs/ and snapshots/.
+  // Rebuilds index.db from packs/ and snapshots/. It forgets lost snapshots.
   Status RebuildIndex();
+
+  // The last repair of a damaged index this Store made, if any.
+  std::optional<IndexRepair> index_repair() const;
 
   const StoreLayout& layout() const { return layout_; }
   const StoreConfig& config() const { return config_; }
@@ -200,8 +227,19 @@ class Store {
  private:
   Store() = default;
   static Result<std::unique_ptr<Store>> OpenExisting(const std::string& root, StoreOptions opts);
+  Result<SnapshotResult> SnapshotOnce(const std::string& dir, const SnapshotOptions& opts);
   Status Reconcile();  // the caller holds the lock, shared or exclusive
   StoreContext Ctx() const;
+  // Takes the lock and reconciles, first reopening an index that another
+  // process replaced.
+  Result<FileLock> LockAndReconcile(FileLock::Mode mode);
+  // Runs `op` (which takes its own lock); when it fails on a damaged index,
+  // repairs the index and runs it once more.
+  template <typename F>
+  auto Repairing(F&& op) -> decltype(op());
+  // Takes the exclusive lock; moves the index aside and rebuilds it unless
+  // another process already did. The caller holds no lock.
+  Status RepairIndex(const Status& why);
 
   // Constant after construction.
   StoreLayout layout_;
@@ -210,6 +248,9 @@ class Store {
   uint64_t reserve_bytes_ = 0;
   os::Clock* clock_ = nullptr;
   std::unique_ptr<Index> index_;  // thread-safe itself
+
+  mutable std::mutex repair_mu_;
+  std::optional<IndexRepair> repair_;  // guarded by repair_mu_
 };
 
 }  // namespace lathe::snap

@@ -1,6 +1,7 @@
 #include "lathe/snap/store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -382,7 +383,193 @@ TEST_F(StoreTest, LeftoversOfAKilledSnapshotAreHarmless) {
   auto gc = store_->Gc();
   ASSERT_TRUE(gc.ok());
   EXPECT_EQ(gc->temp_files_removed, 1u);
+  EXPECT_EQ(gc->bytes_freed, 1000u);  // what removing it freed counts
   EXPECT_TRUE(store_->Restore(snap.id, tmp_ / "out", {}).ok());
+}
+
+// A snapshot whose manifest was deleted by hand: its chunks look like
+// garbage, but they are the only copy of it. fsck says so, and gc deletes
+// nothing until the manifest is back or rebuild-index forgets it.
+TEST_F(StoreTest, LostManifestIsReportedAndGcDeletesNothing) {
+  WriteFile(src_ + "/a.bin", RandomBytes(2 << 20, 31));
+  auto first = Snap();
+  WriteFile(src_ + "/a.bin", RandomBytes(2 << 20, 32));
+  auto second = Snap();
+  std::string manifest = store_->layout().manifest(first.id);
+  std::string saved = ReadAll(manifest);
+  fs::remove(manifest);
+  auto packs_before = ListPackNames(store_->layout());
+  store_.reset();
+  auto reopened = Store::Open(tmp_ / "store", NoReserve());
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(*reopened);
+
+  auto report = store_->Fsck();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->ok());
+  ASSERT_EQ(report->lost_snapshots.size(), 1u);
+  EXPECT_EQ(report->lost_snapshots[0], first.id);
+  bool named = false;
+  for (const auto& p : report->problems) named |= p.snapshot == first.id && p.what.find("manifest missing") == 0;
+  EXPECT_TRUE(named);
+  EXPECT_GT(report->unreferenced_packs, 0u);  // what gc would have deleted
+
+  auto gc = store_->Gc();
+  ASSERT_FALSE(gc.ok());
+  EXPECT_EQ(gc.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(gc.status().msg_id(), "snap.gc_lost");
+  EXPECT_EQ(*ListPackNames(store_->layout()), *packs_before);
+  auto list = store_->List();
+  ASSERT_EQ(list->size(), 1u);  // a lost snapshot is not listed: it cannot be shown or restored
+  EXPECT_EQ((*list)[0].id, second.id);
+
+  WriteFile(manifest, saved);  // put back from a backup: whole again
+  report = store_->Fsck();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+  ASSERT_TRUE(store_->Restore(first.id, tmp_ / "out", {}).ok());
+
+  fs::remove(manifest);  // lost for good: rebuild-index forgets it, then gc frees it
+  ASSERT_TRUE(store_->RebuildIndex().ok());
+  report = store_->Fsck();
+  EXPECT_TRUE(report->ok());
+  gc = store_->Gc();
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_GT(gc->bytes_freed, 1u << 20);
+}
+
+TEST_F(StoreTest, PrunedSnapshotsAreNotLost) {
+  for (int i = 0; i < 3; ++i) {
+    WriteFile(src_ + "/a.bin", RandomBytes(1 << 16, 40 + i));
+    Snap();
+  }
+  ASSERT_TRUE(store_->Prune(KeepLast(2)).ok());
+  auto report = store_->Fsck();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+  EXPECT_TRUE(report->lost_snapshots.empty());
+
+  // A prune killed after its first step: the manifest is renamed to its
+  // marker, the index still lists the snapshot. The next open finishes it.
+  auto list = store_->List();
+  ASSERT_EQ(list->size(), 2u);
+  SnapshotId victim = list->back().id;
+  ASSERT_TRUE(MarkPruned(store_->layout(), victim).ok());
+  store_.reset();
+  auto reopened = Store::Open(tmp_ / "store", NoReserve());
+  ASSERT_TRUE(reopened.ok());
+  store_ = std::move(*reopened);
+  EXPECT_FALSE(fs::exists(store_->layout().pruned(victim)));
+  report = store_->Fsck();
+  EXPECT_TRUE(report->ok());
+  EXPECT_TRUE(report->lost_snapshots.empty());
+  EXPECT_EQ(store_->List()->size(), 1u);
+  EXPECT_TRUE(store_->Gc().ok());
+}
+
+// The index is a cache: garbage in it costs a rebuild, not the store.
+TEST_F(StoreTest, GarbageIndexIsMovedAsideAndRebuilt) {
+  MakeTree();
+  auto snap = Snap();
+  store_.reset();
+  std::string index = tmp_ / "store/index.db";
+  {
+    std::fstream f(index, std::ios::in | std::ios::out | std::ios::binary);
+    std::string junk = RandomBytes(4096, 3);
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));  // the header is gone: "not a database"
+  }
+  auto s = Store::Open(tmp_ / "store", NoReserve());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto repair = (*s)->index_repair();
+  ASSERT_TRUE(repair.has_value());
+  EXPECT_EQ(repair->moved_to.rfind(index + ".corrupt-", 0), 0u) << repair->moved_to;
+  EXPECT_TRUE(fs::exists(repair->moved_to));  // kept for inspection
+  EXPECT_NE(repair->detail.find("not a database"), std::string::npos) << repair->detail;
+  auto list = (*s)->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, snap.id);
+  ASSERT_TRUE((*s)->Restore(snap.id, tmp_ / "out", {}).ok());
+  EXPECT_EQ(TreeOf(src_), TreeOf(tmp_ / "out"));
+  auto report = (*s)->Fsck();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok());
+  ASSERT_TRUE(report->index_repair.has_value());
+  EXPECT_TRUE((*s)->RebuildIndex().ok());
+}
+
+// Damage deep in the file, where opening does not look, is found by fsck's
+// quick_check and repaired the same way.
+TEST_F(StoreTest, FsckFindsADamagedIndexPageAndRebuildsTheIndex) {
+  MakeTree();
+  auto snap = Snap();
+  store_.reset();  // checkpoints the WAL into index.db
+  std::string index = tmp_ / "store/index.db";
+  int64_t page = 0, page_size = 0;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(index.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='chunks'", -1, &st, nullptr);
+    if (sqlite3_step(st) == SQLITE_ROW) page = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, nullptr);
+    if (sqlite3_step(st) == SQLITE_ROW) page_size = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  ASSERT_GT(page, 1);
+  ASSERT_GT(page_size, 0);
+  {
+    std::fstream f(index, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((page - 1) * page_size);
+    std::string junk = RandomBytes(static_cast<size_t>(page_size), 4);
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto s = Store::Open(tmp_ / "store", NoReserve());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE((*s)->index_repair().has_value());  // the chunks table is not read at open
+  auto report = (*s)->Fsck();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok());
+  ASSERT_TRUE(report->index_repair.has_value());
+  ASSERT_TRUE((*s)->Restore(snap.id, tmp_ / "out", {}).ok());
+  EXPECT_EQ(TreeOf(src_), TreeOf(tmp_ / "out"));
+}
+
+// The pack header has no checksum, but each field has one allowed value.
+TEST_F(StoreTest, DamagedPackHeaderIsReportedAndItsChunksStillRestore) {
+  WriteFile(src_ + "/weights.bin", RandomBytes(300000, 6));
+  auto snap = Snap();
+  std::string pack = SomePack();
+  ASSERT_FALSE(pack.empty());
+  std::string name = fs::path(pack).stem().string();
+  for (int offset : {2, 8, 14}) {  // magic, version, reserved
+    SCOPED_TRACE(offset);
+    auto flip = [&] {
+      std::fstream f(pack, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(offset);
+      char c;
+      f.get(c);
+      f.seekp(offset);
+      f.put(static_cast<char>(c ^ 0x01));
+    };
+    flip();
+    auto report = store_->Fsck();
+    ASSERT_TRUE(report.ok());
+    EXPECT_FALSE(report->ok());
+    bool named = false;
+    for (const auto& p : report->problems) named |= p.pack == name && p.what.find("header damaged") != std::string::npos;
+    EXPECT_TRUE(named);
+    fs::remove_all(tmp_ / "out");
+    auto r = store_->Restore(snap.id, tmp_ / "out", {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->damaged_pack_headers.size(), 1u);
+    EXPECT_NE(r->damaged_pack_headers[0].find(name), std::string::npos);
+    EXPECT_EQ(TreeOf(src_), TreeOf(tmp_ / "out"));
+    flip();
+    EXPECT_TRUE(store_->Fsck()->ok());
+  }
 }
 
 TEST_F(StoreTest, OpenFailsWithoutAStore) {

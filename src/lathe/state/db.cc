@@ -8,7 +8,10 @@ namespace lathe::state {
 namespace {
 Status SqliteError(sqlite3* db, std::string_view what) {
   std::string msg = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : "sqlite error");
-  int code = db ? sqlite3_errcode(db) : SQLITE_ERROR;
+  int code = db ? sqlite3_errcode(db) & 0xff : SQLITE_ERROR;
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+    return Status::Msg(Code::kIoError, "state.db_damaged", {{"detail", msg}});
+  }
   if (code == SQLITE_FULL) {
     return Status::Msg(Code::kResourceExhausted, "state.disk_full", {{"detail", msg}});
   }
@@ -140,10 +143,27 @@ Status Db::Exec(std::string_view sql) {
     std::string msg = err ? err : "exec failed";
     sqlite3_free(err);
     Status s = SqliteError(db_, "exec");
-    return s.code() == Code::kResourceExhausted ? s : Status(s.code(), msg);
+    if (s.code() == Code::kResourceExhausted) return s;
+    if (IsCorruption(s)) return Status::Msg(Code::kIoError, "state.db_damaged", {{"detail", msg}});
+    return Status(s.code(), msg);
   }
   return Status::OK();
 }
+
+Status Db::QuickCheck() {
+  ASSIGN_OR_RETURN(Stmt s, Prepare("PRAGMA quick_check"));
+  std::string found;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    std::string line = s.Text(0);
+    if (line != "ok") found += (found.empty() ? "" : "; ") + line;
+  }
+  if (found.empty()) return Status::OK();
+  return Status::Msg(Code::kIoError, "state.db_damaged", {{"detail", "quick_check: " + found.substr(0, 500)}});
+}
+
+void Db::SkipCheckpointOnClose() { sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr); }
 
 Result<Stmt> Db::Prepare(std::string_view sql) {
   sqlite3_stmt* s = nullptr;
@@ -164,5 +184,7 @@ Status Db::Transaction(const std::function<Status()>& body) {
   if (!st.ok()) (void)Exec("ROLLBACK");
   return st;
 }
+
+bool IsCorruption(const Status& s) { return s.msg_id() == "state.db_damaged"; }
 
 }  // namespace lathe::state

@@ -70,6 +70,14 @@ class Db {
   // Runs `body` in BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
   Status Transaction(const std::function<Status()>& body);
 
+  // PRAGMA quick_check: OK, or a status for which IsCorruption holds, naming
+  // what it found. Reads every page: seconds on a large file.
+  Status QuickCheck();
+  // Leaves the WAL file in place when the connection closes. Closing the last
+  // connection otherwise checkpoints and then deletes "<path>-wal" by name,
+  // which would delete the WAL of a new file put at the same path meanwhile.
+  void SkipCheckpointOnClose();
+
   int schema_version() const { return schema_version_; }
   bool wal() const { return wal_; }
   // Empty, or why WAL is not used.
@@ -85,6 +93,11 @@ class Db {
   bool wal_ = false;
   std::string journal_note_;
 };
+
+// True when `s` says a database file is damaged or is not a database
+// (SQLITE_CORRUPT, SQLITE_NOTADB, or a failed QuickCheck): catalog id
+// state.db_damaged.
+bool IsCorruption(const Status& s);
 
 // True when `dir` is on a filesystem where SQLite's WAL is unsafe.
 bool IsNetworkFilesystem(const std::string& dir, std::string* fs_name);

@@ -8,7 +8,7 @@
 // parameters (config.yaml), all optional, for tests:
 //   delay_us: N                  sleep N µs in every execute
 //   block_while_exists: PATH     execute waits while PATH exists (a "hanging" model)
-//   fail_while_exists: PATH      execute fails (UNAVAILABLE) while PATH exists
+//   fail_while_exists: PATH      execute fails (UNAVAILABLE, two lines) while PATH exists
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
@@ -62,7 +62,10 @@ int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutp
   auto* inst = static_cast<Instance*>(handle);
   while (Exists(inst->block_path)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (Exists(inst->fail_path)) {
-    SetError(err, LATHE_ERR_UNAVAILABLE, "identity: failing while " + inst->fail_path + " exists");
+    // Two lines, as a runtime's error with a traceback has: the host must
+    // send the client the first only.
+    SetError(err, LATHE_ERR_UNAVAILABLE, "identity: failing while " + inst->fail_path +
+                                             " exists\n  detail for the server's log only");
     return 1;
   }
   if (inst->delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(inst->delay_us));

@@ -8,7 +8,10 @@
 //
 // Errors a user meets first are explained: a missing or unreadable file, a
 // torch.save'd state_dict or pickled module instead of a TorchScript archive,
-// an archive newer than this LibTorch, a CUDA device without CUDA.
+// an archive newer than this LibTorch, a CUDA device without CUDA. When
+// forward() fails on a request's tensors (a wrong shape or dtype), the
+// client gets the error alone as INVALID_ARGUMENT (400), and the server's
+// log the TorchScript traceback after it.
 #include <ATen/Parallel.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/cuda.h>
@@ -19,13 +22,16 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lathe/serve/backend_api.h"
@@ -206,6 +212,63 @@ std::string OutName(const Instance& inst, size_t i) {
   return i < inst.output_names.size() ? inst.output_names[i] : "output__" + std::to_string(i);
 }
 
+// The error itself out of what forward() threw. The TorchScript interpreter
+// writes "The following operation failed...", the traceback of the
+// serialized code and of the original source (with its file paths), then
+// "RuntimeError: <the error>"; a plain c10::Error starts with the error.
+std::string ErrorLine(const std::string& what) {
+  // "RuntimeError: text" -> "text"; "" for any other line.
+  auto raised = [](const std::string& l) -> std::string {
+    size_t start = l.find_first_not_of(' ');
+    size_t colon = l.find(": ");
+    if (start == std::string::npos || colon == std::string::npos || colon <= start) return "";
+    std::string name = l.substr(start, colon - start);
+    for (char c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return "";
+    }
+    auto ends = [&](std::string_view suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    return ends("Error") || ends("Exception") ? l.substr(colon + 2) : "";
+  };
+  std::vector<std::string> lines;
+  std::istringstream in(what);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    std::string text = raised(*it);
+    if (!text.empty()) return text;
+  }
+  for (const auto& l : lines) {
+    if (!l.empty() && l.find("failed in the TorchScript interpreter") == std::string::npos) return l;
+  }
+  return "failed without a message";
+}
+
+// Shape, size and dtype errors of an operation given the request's tensors:
+// the request does not fit the model.
+bool IsInputMismatch(const std::string& error) {
+  static const char* const kWords[] = {"shape", "size", "dimension", "dtype", "scalar type", "argument",
+                                       "mat1", "mat2", "channels", "input", "ndim", "rank"};
+  std::string lower = error;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* w : kWords) {
+    if (lower.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Per the ABI, the first line of the message is what a client sees: the
+// error alone, never the traceback or a source path. The whole text follows
+// for the server's log.
+void FailForward(LatheError* err, const std::string& what) {
+  std::string line = ErrorLine(what);
+  if (line.find("File \"") != std::string::npos || line.find(".py") != std::string::npos) {
+    line = "the model's forward() failed on these inputs";
+  }
+  int code = IsInputMismatch(line) ? LATHE_ERR_INVALID_ARGUMENT : LATHE_ERR_INTERNAL;
+  SetError(err, code, "forward(): " + line.substr(0, 500) + "\n" + what);
+}
+
 int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink, LatheError* err) {
   try {
     c10::InferenceMode guard;
@@ -258,10 +321,11 @@ int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutput
                                              "; return a Tensor, a tuple/list of Tensors or a dict str -> Tensor");
     return 1;
   } catch (const c10::Error& e) {
-    std::string m = Short(e);
-    SetError(err, LATHE_ERR_INVALID_ARGUMENT, "forward(): " + m.substr(0, 2000));
+    FailForward(err, Short(e));
   } catch (const std::exception& e) {
-    SetError(err, LATHE_ERR_INTERNAL, std::string("forward(): ") + e.what());
+    // An operation that fails inside the TorchScript interpreter comes out
+    // as std::runtime_error, its traceback first.
+    FailForward(err, e.what());
   }
   return 1;
 }
