@@ -58,7 +58,7 @@ LogWriter::LogWriter(std::unique_ptr<LogFile> file, uint64_t size, os::Clock& cl
 
 void LogWriter::Append(std::string records) {
   if (records.empty()) return;
-  if (held_bytes_ >= options_.max_held_bytes) return Drop(records);
+  if (held_bytes_ >= options_.max_held_bytes && StallOver()) return Drop(records);
   held_bytes_ += records.size();
   if (!held_.empty() && held_.back().gap_bytes == 0) {
     held_.back().bytes += records;  // `done` still counts from the start
@@ -79,10 +79,13 @@ bool LogWriter::Flush() {
   return true;
 }
 
-bool LogWriter::Accepting() {
-  if (held_bytes_ < options_.max_held_bytes) return true;
-  if (full_since_ms_ < 0) full_since_ms_ = clock_.MonotonicMs();
-  return clock_.MonotonicMs() - full_since_ms_ >= options_.max_stall_ms;
+bool LogWriter::Accepting() { return held_bytes_ < options_.max_held_bytes || StallOver(); }
+
+// Requires a full hold buffer.
+bool LogWriter::StallOver() {
+  int64_t now = clock_.MonotonicMs();
+  if (full_since_ms_ < 0) full_since_ms_ = now;
+  return now - full_since_ms_ >= options_.max_stall_ms;
 }
 
 // Writes (some of) the front entry; false when the file took nothing.

@@ -63,8 +63,9 @@ class LogWriter {
   LogWriter(std::unique_ptr<LogFile> file, uint64_t size, os::Clock& clock, LogWriterOptions options = {});
 
   // Queues complete records (each ending with '\n') behind what is held and
-  // writes what the file takes. Records that find the hold buffer full are
-  // dropped and counted (see Accepting()).
+  // writes what the file takes. Records that find the hold buffer full after
+  // the stall are dropped and counted; before it they are held (the buffer
+  // may overshoot by what the monitor read before it saw Accepting() false).
   void Append(std::string records);
   // Writes what is held; true when nothing is held any more.
   bool Flush();
@@ -89,6 +90,7 @@ class LogWriter {
     int64_t gap_ns = 0;     // time of the first lost record
   };
   bool WriteFront();
+  bool StallOver();
   void Drop(std::string_view records);
   std::string Marker(uint64_t bytes, int64_t ns) const;
 

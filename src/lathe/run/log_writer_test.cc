@@ -115,6 +115,8 @@ TEST(LogWriter, FullHoldBufferHoldsTheRunBackThenEverythingIsWritten) {
   while (f.writer.Accepting() && i < 1000) f.writer.Append(Line(i++));
   ASSERT_LT(i, 1000) << "never held back";
   EXPECT_GE(f.writer.held_bytes(), o.max_held_bytes);
+  f.writer.Append(Line(i++));  // read before the monitor saw it full: held, not dropped
+  EXPECT_EQ(f.writer.lost_bytes(), 0u);
   f.clock.Advance(o.max_stall_ms - 1);
   EXPECT_FALSE(f.writer.Accepting());
   EXPECT_FALSE(f.writer.Flush());

@@ -251,7 +251,7 @@ class Monitor {
   void OnSignal();
   void KillTree(int sig);
   bool ReadStream(int& fd, StreamLog& log);
-  void FlushLogAtEnd();
+  void FlushLogAtEnd(int64_t wait_ms);
   void Finish();
   void ReserveExitRecord();
   Status WriteExit(const std::string& text);
@@ -398,13 +398,13 @@ void Monitor::Loop() {
   }
   out_log.Flush();
   err_log.Flush();
-  FlushLogAtEnd();
+  FlushLogAtEnd(c_.log_stall_ms);
 }
 
-// What the log still holds gets as long as the run could have been held back
-// to reach the file; then it is given up, with a gap marker.
-void Monitor::FlushLogAtEnd() {
-  int64_t deadline = MonoMs() + c_.log_stall_ms;
+// What the log still holds gets `wait_ms` (as long as the run could have been
+// held back) to reach the file; then it is given up, with a gap marker.
+void Monitor::FlushLogAtEnd(int64_t wait_ms) {
+  int64_t deadline = MonoMs() + wait_ms;
   while (!log_->Flush() && MonoMs() < deadline) {
     ::poll(nullptr, 0, kLogRetryMs);
   }
@@ -430,7 +430,7 @@ void Monitor::Finish() {
   }
   if (!start_error_.empty()) {
     log_->Append(FormatLogRecord(NowNs(), "stderr", false, "lathe: " + start_error_));
-    FlushLogAtEnd();
+    FlushLogAtEnd(0);  // the daemon waits for the handshake that follows
   }
   e.log_lost_bytes = log_->lost_bytes();
   e.log_lost_reason = log_->lost_reason();
