@@ -119,6 +119,11 @@ net::HttpResponse PostRun(daemon::Daemon& d, const net::HttpRequest& req, const 
 
 }  // namespace
 
+// Connection limits of the API (docs/api.md, "Limits").
+constexpr size_t kMaxConnectionsPerUid = 128;
+constexpr size_t kMaxConnectionsPerAddress = 256;
+constexpr size_t kReservedConnections = 64;
+
 Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptions options) {
   std::unique_ptr<ApiServer> s(new ApiServer(d, std::move(options)));
   const auto& paths = d.paths();
@@ -126,7 +131,13 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   net::ServerOptions so;
   so.io_threads = 2;
   so.max_body_bytes = 4 << 20;
-  so.idle_timeout_ms = 600000;
+  // Every local user can reach the socket in system mode: no one user (or
+  // client address) may hold enough connections to lock the others out, and
+  // root and the daemon's own user can connect even when all are taken.
+  so.max_connections_per_uid = kMaxConnectionsPerUid;
+  so.max_connections_per_address = kMaxConnectionsPerAddress;
+  so.reserved_uids = {0, static_cast<unsigned>(d.uid())};
+  so.reserved_connections = kReservedConnections;
   ApiServer* self = s.get();
   ASSIGN_OR_RETURN(s->server_,
                    net::HttpServer::Create(so, [self](net::HttpRequest req,

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/common/ids.h"
+#include "lathe/common/log.h"
 #include "lathe/common/units.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/os/files.h"
@@ -55,6 +56,13 @@ Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir, os::Env&
     os::RealClock().SleepMs(kStepMs);
   }
   return run::ReadMonitorRecord(dir + "/monitor.json", env);
+}
+
+// Errors the loop meets on every pass (a full disk: every 100 ms) are
+// logged once a minute with a count.
+RepeatFilter& LoopErrors() {
+  static RepeatFilter filter;
+  return filter;
 }
 
 // The last part of a run's log, as the program printed it.
@@ -200,7 +208,7 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
   // 2. Notice exits, vanished monitors, stop escalations and deadlines.
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
   if (!active.ok()) {
-    spdlog::error("state store: {}", active.status().ToString());
+    LogFiltered(LoopErrors(), spdlog::level::err, "state store: " + active.status().ToString());
     return {};
   }
   for (auto& r : *active) CheckActive(r);
@@ -213,7 +221,7 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
 Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
   Status st = store_->Transition(r, to, msg, clock_.NowMs());
   if (!st.ok()) {
-    spdlog::error("run {}: {}", r.id, st.ToString());
+    LogFiltered(LoopErrors(), spdlog::level::err, fmt::format("run {}: {}", r.id, st.ToString()));
   } else {
     spdlog::info("run {} -> {}: {}", r.id, run::StateName(to), msg);
     Notify();
@@ -230,7 +238,7 @@ std::string Daemon::AttemptDir(const RunRecord& r) const {
 void Daemon::Recover() {
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
   if (!active.ok()) {
-    spdlog::error("recovery: {}", active.status().ToString());
+    LogFiltered(LoopErrors(), spdlog::level::err, "recovery: " + active.status().ToString());
     return;
   }
   for (auto& r : *active) RecoverRun(r);
@@ -414,6 +422,14 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   }
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   if (!Transition(r, to, what).ok()) return;
+  if (e.log_lost_bytes > 0) {  // the monitor could not write all of the run's output
+    Status lost = Status::Msg(Code::kIoError, "run.log_lost",
+                              {{"bytes", std::to_string(e.log_lost_bytes)}, {"reason", e.log_lost_reason}});
+    (void)store_->AddEvent(r.id, "warning", lost.message(),
+                           Json{{"lost_bytes", e.log_lost_bytes}, {"reason", e.log_lost_reason},
+                                {"msg_id", lost.msg_id()}},
+                           clock_.NowMs());
+  }
   if (to == RunState::kFailed) AttachDiagnosis(r);
   if (to == RunState::kFailed && e.start_error.empty() && r.retries_used < r.spec.retry) {
     r.retries_used++;

@@ -44,6 +44,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -84,6 +85,13 @@ std::string_view ErrorBody(int status) {
     default: return R"({"error":"internal error"})";
   }
 }
+
+// Who a connection comes from, for the per-peer limits.
+struct PeerKey {
+  std::string key;     // "uid:1000", "addr:127.0.0.1"; "" for none
+  size_t limit = 0;    // connections allowed under this key; 0 = no limit
+  bool reserved = false;  // may use the reserve beyond max_connections
+};
 
 HttpResponse ErrorResponse(int status, std::string_view body) {
   return HttpResponse{status, std::string(kJson), {}, std::string(body)};
@@ -176,18 +184,24 @@ class Core {
     streams_.push_back(st);
   }
 
-  // Decides how a new connection is treated: served, refused with a 503, or
-  // closed at once (too many refusals in flight).
-  enum class Admission { kServe, kReject, kDrop };
-  Admission Admit() {
+  // Decides how a new connection is treated: served, refused with a 503
+  // (over the global limit, or over its peer's), or closed at once (too many
+  // refusals in flight).
+  enum class Admission { kServe, kReject, kRejectPeer, kDrop };
+  Admission Admit(const PeerKey& peer) {
     std::lock_guard<std::mutex> l(mu_);
-    if (served_ < options.max_connections) {
+    size_t cap = options.max_connections + (peer.reserved ? options.reserved_connections : 0);
+    auto it = peer.key.empty() ? per_peer_.end() : per_peer_.find(peer.key);
+    size_t mine = it == per_peer_.end() ? 0 : it->second;
+    bool over_peer = !peer.reserved && peer.limit > 0 && mine >= peer.limit;
+    if (served_ < cap && !over_peer) {
       ++served_;
+      if (!peer.key.empty()) ++per_peer_[peer.key];
       return Admission::kServe;
     }
     if (rejecting_ >= kMaxRejectingConnections) return Admission::kDrop;
     ++rejecting_;
-    return Admission::kReject;
+    return over_peer ? Admission::kRejectPeer : Admission::kReject;
   }
 
   void Register(std::shared_ptr<SessionBase> s) {
@@ -197,7 +211,7 @@ class Core {
   }
 
   // Called by the session when it closes; may drop the last strong reference.
-  void Unregister(SessionBase* s, bool served) {
+  void Unregister(SessionBase* s, bool served, const std::string& peer_key) {
     std::shared_ptr<SessionBase> keep;  // destroyed after the lock is released
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -206,6 +220,10 @@ class Core {
       keep = std::move(it->second);
       sessions_.erase(it);
       --(served ? served_ : rejecting_);
+      if (served && !peer_key.empty()) {
+        auto p = per_peer_.find(peer_key);
+        if (p != per_peer_.end() && --p->second == 0) per_peer_.erase(p);
+      }
     }
     empty_cv_.notify_all();
   }
@@ -255,6 +273,7 @@ class Core {
   size_t streams_cap_ = 16;                                               // guarded by mu_
   size_t served_ = 0;                                                     // guarded by mu_
   size_t rejecting_ = 0;                                                  // guarded by mu_
+  std::unordered_map<std::string, size_t> per_peer_;  // served, by PeerKey::key; guarded by mu_
 };
 
 // ---------------------------------------------------------------------------
@@ -420,8 +439,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
  public:
   using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
 
+  // `reject`: empty to serve, else the 503 body its one request gets.
   Session(std::shared_ptr<Core> core, Socket socket, Strand strand, std::string remote,
-          std::optional<PeerCred> peer, bool reject)
+          std::optional<PeerCred> peer, std::string peer_key, std::string_view reject)
       : core_(std::move(core)),
         options_(core_->options),
         strand_(std::move(strand)),
@@ -429,6 +449,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         timer_(strand_),
         remote_(std::move(remote)),
         peer_(peer),
+        peer_key_(std::move(peer_key)),
         reject_(reject) {}
 
   void Start() {
@@ -524,7 +545,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return ParseBuffered();
     }
     state_ = State::kIdle;
-    SetDeadline(first_request_ ? options_.header_timeout_ms : options_.idle_timeout_ms);
+    SetDeadline(first_request_ ? options_.first_request_timeout_ms : options_.idle_timeout_ms);
     socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
                             [self = Self()](error_code ec, size_t n) { self->OnIdleRead(ec, n); });
   }
@@ -608,7 +629,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     HttpRequest req = ToHttpRequest(parser_->release());
     req.peer = peer_;
     req.remote = remote_;
-    if (reject_) return SendError(503);
+    if (!reject_.empty()) return SendError(503, reject_);
     auto responder = std::make_unique<ResponderImpl>(core_, this->weak_from_this(), seq_);
     try {
       core_->handler(std::move(req), std::move(responder));
@@ -619,11 +640,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
   }
 
-  void SendError(int status) {
+  void SendError(int status, std::string_view body = {}) {
     keep_alive_ = false;
     linger_ = true;
     state_ = State::kHandling;
-    WriteResponse(ErrorResponse(status, ErrorBody(status)));
+    WriteResponse(ErrorResponse(status, body.empty() ? ErrorBody(status) : body));
   }
 
   // --- whole responses -----------------------------------------------------
@@ -831,7 +852,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     socket_.close(ignored);
     if (stream_) stream_->MarkGone();
     queue_.clear();
-    core_->Unregister(this, !reject_);
+    core_->Unregister(this, reject_.empty(), peer_key_);
   }
 
   // Constant after construction.
@@ -842,7 +863,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   Timer timer_;
   const std::string remote_;
   const std::optional<PeerCred> peer_;
-  const bool reject_;  // answers its one request with 503
+  const std::string peer_key_;    // counted under this key while served (PeerKey)
+  const std::string_view reject_;  // non-empty: its one request gets this 503 body
 
   // Strand-only state.
   State state_ = State::kIdle;
@@ -907,6 +929,30 @@ std::optional<PeerCred> PeerOf(asio::local::stream_protocol::socket::rebind_exec
   return PeerCred{cred.pid, cred.uid, cred.gid};
 }
 
+// TCP peers are limited per client address (the port changes with every
+// connection).
+PeerKey KeyOf(const asio::ip::tcp::socket::rebind_executor<Strand>::other& s,
+              const std::optional<PeerCred>&, const ServerOptions& o) {
+  error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  return PeerKey{ec ? "addr:?" : "addr:" + ep.address().to_string(), o.max_connections_per_address,
+                 false};
+}
+
+// Unix-socket peers per uid; one whose credentials cannot be read shares a
+// key with the others like it.
+PeerKey KeyOf(const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&,
+              const std::optional<PeerCred>& peer, const ServerOptions& o) {
+  if (!peer) return PeerKey{"uid:?", o.max_connections_per_uid, false};
+  bool reserved = std::find(o.reserved_uids.begin(), o.reserved_uids.end(), peer->uid) !=
+                  o.reserved_uids.end();
+  return PeerKey{"uid:" + std::to_string(peer->uid), o.max_connections_per_uid, reserved};
+}
+
+constexpr std::string_view kTooManyFromUser = R"({"error":"too many connections from this user"})";
+constexpr std::string_view kTooManyFromAddress =
+    R"({"error":"too many connections from this address"})";
+
 template <typename Protocol>
 class Listener final : public ListenerBase, public std::enable_shared_from_this<Listener<Protocol>> {
  public:
@@ -945,17 +991,26 @@ class Listener final : public ListenerBase, public std::enable_shared_from_this<
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) return RetryLater(ec);
     if (core_->draining) return;  // the socket closes as it goes out of scope
-    Core::Admission admission = core_->Admit();
-    if (admission != Core::Admission::kDrop) StartSession(std::move(socket), std::move(strand), admission);
+    std::optional<PeerCred> peer = PeerOf(socket);
+    PeerKey key = KeyOf(socket, peer, core_->options);
+    Core::Admission admission = core_->Admit(key);
+    if (admission != Core::Admission::kDrop) {
+      StartSession(std::move(socket), std::move(strand), peer, std::move(key.key), admission);
+    }
     Accept();
   }
 
-  void StartSession(Socket socket, Strand strand, Core::Admission admission) {
+  void StartSession(Socket socket, Strand strand, std::optional<PeerCred> peer, std::string key,
+                    Core::Admission admission) {
     std::string remote = DescribePeer(socket);
-    std::optional<PeerCred> peer = PeerOf(socket);
+    std::string_view reject;
+    if (admission == Core::Admission::kReject) reject = ErrorBody(503);
+    if (admission == Core::Admission::kRejectPeer) {
+      reject = std::is_same_v<Protocol, asio::ip::tcp> ? kTooManyFromAddress : kTooManyFromUser;
+    }
     auto session = std::make_shared<Session<Protocol>>(core_, std::move(socket), std::move(strand),
-                                                       std::move(remote), peer,
-                                                       admission == Core::Admission::kReject);
+                                                       std::move(remote), peer, std::move(key),
+                                                       reject);
     core_->Register(session);
     session->Start();
   }
@@ -1176,7 +1231,8 @@ class ServerImpl final : public HttpServer {
 Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options, Handler handler) {
   if (!handler) return Status::InvalidArgument("http server needs a handler");
   if (options.io_threads < 1) return Status::InvalidArgument("io_threads must be at least 1");
-  if (options.header_timeout_ms <= 0 || options.body_timeout_ms <= 0 ||
+  if (options.first_request_timeout_ms <= 0 || options.header_timeout_ms <= 0 ||
+      options.body_timeout_ms <= 0 ||
       options.idle_timeout_ms <= 0 || options.write_timeout_ms <= 0) {
     return Status::InvalidArgument("http server timeouts must be positive (milliseconds)");
   }

@@ -6,7 +6,7 @@
 // handler may answer at once or later from any thread.
 //
 // Answers the server gives on its own (400 malformed, 408 slow header, 413, 431,
-// 503 over max_connections, 500 for a dropped Responder) carry an
+// 503 over a connection limit, 500 for a dropped Responder) carry an
 // application/json body {"error": "<reason>"}, the KServe v2 error shape.
 //
 // Lifecycle: Create → ListenTcp/ListenUnix (any number) → Start → Stop. Stop is
@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lathe/common/status.h"
 #include "lathe/net/http.h"
@@ -37,12 +38,28 @@ struct ServerOptions {
   int io_threads = 2;                // threads running the I/O loop (handlers run on them)
   size_t max_body_bytes = 64 << 20;  // larger bodies get 413 and the connection is closed
   size_t max_header_bytes = 64 << 10;  // larger request line + headers get 431, closed
-  int header_timeout_ms = 10000;     // to receive a complete header (from its first byte
-                                     // on keep-alive connections), else 408 and close
+  int first_request_timeout_ms = 5000;  // a new connection's first request header must be
+                                        // complete this long after the accept, else it is
+                                        // closed (408 if part of it came)
+  int header_timeout_ms = 10000;     // to receive a later request's complete header (from
+                                     // its first byte on keep-alive connections), else 408
   int body_timeout_ms = 60000;       // to receive the body once the header is in, else close
-  int idle_timeout_ms = 60000;       // keep-alive connection with no request is closed after this
+  int idle_timeout_ms = 60000;       // keep-alive connection with no request is closed after
+                                     // this; a streamed response is never idle
   int write_timeout_ms = 60000;      // to hand one response (or one stream chunk) to a slow client
-  size_t max_connections = 1024;     // beyond this new connections get 503 and are closed
+  // Connection limits. A connection over one of them is answered 503
+  // ("too many connections", or "... from this user" / "... from this
+  // address" for the per-peer limits) and closed.
+  size_t max_connections = 1024;          // open connections in all
+  size_t max_connections_per_uid = 0;     // unix-socket connections of one peer uid
+                                          // (SO_PEERCRED); 0 = no such limit
+  size_t max_connections_per_address = 0;  // TCP connections from one client IP address;
+                                           // 0 = no such limit
+  // Unix-socket peers with these uids (root, the server's own user) have no
+  // per-uid limit and may open `reserved_connections` beyond max_connections,
+  // so that they can connect while others hold every ordinary slot.
+  std::vector<unsigned> reserved_uids;
+  size_t reserved_connections = 0;
   std::string server_name = "lathe";  // Server: header
 };
 

@@ -5,7 +5,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <grp.h>
+#include <signal.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -297,6 +300,7 @@ TEST(HttpServer, MalformedRequestGets400) {
 
 TEST(HttpServer, StalledHeaderIsAnswered408AndClosed) {
   ServerOptions o;
+  o.first_request_timeout_ms = 200;
   o.header_timeout_ms = 200;
   int port = 0;
   auto server = StartTcp(o, EchoHandler(), &port);
@@ -310,6 +314,22 @@ TEST(HttpServer, StalledHeaderIsAnswered408AndClosed) {
 
   RawConn silent = RawConn::Tcp(port);  // connects, sends nothing
   EXPECT_TRUE(silent.WaitClosed());
+}
+
+TEST(HttpServer, ANewConnectionThatSendsNothingIsClosedSooner) {
+  ServerOptions o;
+  o.first_request_timeout_ms = 200;
+  o.header_timeout_ms = 600000;  // neither of these closes it within the test
+  o.idle_timeout_ms = 600000;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+  RawConn silent = RawConn::Tcp(port);
+  EXPECT_TRUE(silent.WaitClosed());
+  // Once a request came, the keep-alive idle timeout applies instead.
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/x")));
+  ASSERT_TRUE(conn.ReadResponse().has_value());
+  EXPECT_FALSE(conn.WaitClosed(1000));
 }
 
 TEST(HttpServer, IdleKeepAliveConnectionIsClosed) {
@@ -577,6 +597,169 @@ TEST(HttpServer, ConnectionsBeyondTheLimitGet503) {
     if (status != 200) std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(status, 200);
+}
+
+// A served request on `c` (kept open, keep-alive): its status, 0 for none.
+int Probe(RawConn& c) {
+  if (!c.connected() || !c.Send(Get("/probe"))) return 0;
+  auto r = c.ReadResponse();
+  return r ? r->status : 0;
+}
+
+// A unix-socket server others can reach: the directory 0755, the socket 0666.
+std::unique_ptr<HttpServer> StartUnix(ServerOptions o, const TempDir& dir, std::string* path) {
+  *path = dir.Path("lathe.sock");
+  ::chmod(path->substr(0, path->rfind('/')).c_str(), 0755);
+  auto server = HttpServer::Create(std::move(o), EchoHandler());
+  EXPECT_TRUE(server.ok());
+  EXPECT_TRUE((*server)->ListenUnix(*path, 0666).ok());
+  EXPECT_TRUE((*server)->Start().ok());
+  return std::move(*server);
+}
+
+TEST(HttpServer, ConnectionsBeyondTheLimitOfOneUidGet503) {
+  TempDir dir;
+  std::string path;
+  ServerOptions o;
+  o.max_connections_per_uid = 2;
+  auto server = StartUnix(o, dir, &path);
+  RawConn a = RawConn::Unix(path), b = RawConn::Unix(path);
+  EXPECT_EQ(Probe(a), 200);
+  EXPECT_EQ(Probe(b), 200);
+  RawConn c = RawConn::Unix(path);
+  ASSERT_TRUE(c.Send(Get("/3")));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("too many connections from this user"), std::string::npos) << r->body;
+  EXPECT_TRUE(c.WaitClosed());
+  a.Close();  // frees one of the uid's slots
+  int status = 0;
+  for (auto until = std::chrono::steady_clock::now() + kWait;
+       std::chrono::steady_clock::now() < until && status != 200;) {
+    RawConn d = RawConn::Unix(path);
+    status = Probe(d);
+    if (status != 200) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(status, 200);
+}
+
+TEST(HttpServer, ReservedUidsHaveNoPerUidLimitAndUseTheReserve) {
+  TempDir dir;
+  std::string path;
+  ServerOptions o;
+  o.max_connections = 2;
+  o.max_connections_per_uid = 1;
+  o.reserved_uids = {static_cast<unsigned>(::getuid())};
+  o.reserved_connections = 1;
+  auto server = StartUnix(o, dir, &path);
+  std::vector<RawConn> held;
+  for (int i = 0; i < 3; ++i) {  // the two ordinary slots and the reserve
+    held.push_back(RawConn::Unix(path));
+    EXPECT_EQ(Probe(held.back()), 200) << i;
+  }
+  RawConn over = RawConn::Unix(path);
+  EXPECT_EQ(Probe(over), 503);  // the reserve is bounded too
+  EXPECT_EQ(server->active_connections(), 3u);
+}
+
+TEST(HttpServer, ConnectionsBeyondTheLimitOfOneAddressGet503) {
+  ServerOptions o;
+  o.max_connections_per_address = 1;
+  int port = 0;
+  auto server = StartTcp(o, EchoHandler(), &port);
+  RawConn a = RawConn::Tcp(port);
+  EXPECT_EQ(Probe(a), 200);
+  RawConn b = RawConn::Tcp(port);
+  ASSERT_TRUE(b.Send(Get("/2")));
+  auto r = b.ReadResponse();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("too many connections from this address"), std::string::npos) << r->body;
+  RawConn other = RawConn::TcpFrom("127.0.0.2", port);  // another client address
+  ASSERT_TRUE(other.connected());
+  EXPECT_EQ(Probe(other), 200);
+}
+
+// In a child that becomes `uid`: connects to `path`, sends a request and
+// writes the answer's status line to `report`, then holds the connection
+// until `hold` is closed. Only async-signal-safe calls after fork.
+pid_t ConnectAs(uid_t uid, const std::string& path, int report, int hold) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  char buf[512];
+  const char req[] = "GET /as-other HTTP/1.1\r\nHost: x\r\n\r\n";
+  int fd = -1;
+  if (::setgroups(0, nullptr) == 0 && ::setgid(uid) == 0 && ::setuid(uid) == 0 &&
+      (fd = ::socket(AF_UNIX, SOCK_STREAM, 0)) >= 0 &&
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::write(fd, req, sizeof(req) - 1) == static_cast<ssize_t>(sizeof(req) - 1)) {
+    ssize_t n = ::read(fd, buf, 12);  // "HTTP/1.1 200"
+    if (n > 0) (void)!::write(report, buf, static_cast<size_t>(n));
+  }
+  ::close(report);
+  (void)!::read(hold, buf, 1);
+  ::_exit(0);
+}
+
+// The status another uid's connection got (0: none), the child kept holding it.
+struct Other {
+  pid_t pid = -1;
+  int hold_w = -1;
+  int status = 0;
+  ~Other() {  // later children inherited hold_w too: end this one directly
+    if (hold_w >= 0) ::close(hold_w);
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+void RunAs(uid_t uid, const std::string& path, Other* o) {
+  int report[2], hold[2];
+  ASSERT_EQ(::pipe(report), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  o->pid = ConnectAs(uid, path, report[1], hold[0]);
+  ::close(report[1]);
+  ::close(hold[0]);
+  o->hold_w = hold[1];
+  char buf[32] = {};
+  ssize_t n = ::read(report[0], buf, sizeof buf - 1);
+  ::close(report[0]);
+  if (n >= 12) o->status = std::atoi(buf + 9);
+}
+
+constexpr uid_t kNobody = 65534;
+
+TEST(HttpServer, OneUidAtItsLimitLeavesOthersServedAndRootHasAReserve) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  TempDir dir;
+  std::string path;
+  ServerOptions o;
+  o.max_connections = 2;
+  o.max_connections_per_uid = 1;
+  o.reserved_uids = {0};
+  o.reserved_connections = 1;
+  auto server = StartUnix(o, dir, &path);
+  // nobody takes its one slot; a second connection of nobody is refused.
+  Other first, second;
+  RunAs(kNobody, path, &first);
+  EXPECT_EQ(first.status, 200);
+  RunAs(kNobody, path, &second);
+  EXPECT_EQ(second.status, 503);
+  // Another uid is still served (the per-uid limit is nobody's alone) ...
+  Other another;
+  RunAs(kNobody - 1, path, &another);
+  EXPECT_EQ(another.status, 200);
+  // ... now every ordinary slot is taken: others are refused, root is not.
+  Other third;
+  RunAs(kNobody - 2, path, &third);
+  EXPECT_EQ(third.status, 503);
+  RawConn root = RawConn::Unix(path);
+  EXPECT_EQ(Probe(root), 200);
 }
 
 TEST(HttpServer, GracefulStopFinishesInFlightRequest) {

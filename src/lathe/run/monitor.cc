@@ -19,7 +19,9 @@
 #include "lathe/os/cgroup.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
+#include "lathe/os/clock.h"
 #include "lathe/run/log_format.h"
+#include "lathe/run/log_writer.h"
 
 extern char** environ;
 
@@ -35,7 +37,8 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"log_path", c.log_path},       {"shm_bytes", c.shm_bytes},
               {"cgroup_dirs", c.cgroup_dirs}, {"monitor_path", c.monitor_path},
               {"exit_path", c.exit_path},     {"kill_grace_ms", c.kill_grace_ms},
-              {"umask", c.umask}};
+              {"umask", c.umask},
+              {"log_hold_bytes", c.log_hold_bytes}, {"log_stall_ms", c.log_stall_ms}};
 }
 
 Result<LaunchConfig> LaunchFromJson(const Json& j) {
@@ -56,6 +59,8 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.exit_path = j.at("exit_path").get<std::string>();
     c.kill_grace_ms = j.at("kill_grace_ms").get<int>();
     c.umask = j.value("umask", 022u) & 0777u;
+    c.log_hold_bytes = j.value("log_hold_bytes", c.log_hold_bytes);
+    c.log_stall_ms = j.value("log_stall_ms", c.log_stall_ms);
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
     return c;
   } catch (const Json::exception& e) {
@@ -80,6 +85,10 @@ Json ExitToJson(const ExitRecord& e) {
   j["exit_code"] = e.exit_code ? Json(*e.exit_code) : Json(nullptr);
   j["signal"] = e.signal ? Json(*e.signal) : Json(nullptr);
   if (!e.start_error.empty()) j["start_error"] = e.start_error;
+  if (e.log_lost_bytes > 0) {
+    j["log_lost_bytes"] = e.log_lost_bytes;
+    j["log_lost_reason"] = e.log_lost_reason;
+  }
   return j;
 }
 
@@ -92,6 +101,8 @@ Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
   e.oom_killed = j.value("oom_killed", false);
   e.start_error = j.value("start_error", "");
   e.finished_at_ms = j.value("finished_at_ms", int64_t{0});
+  e.log_lost_bytes = j.value("log_lost_bytes", uint64_t{0});
+  e.log_lost_reason = j.value("log_lost_reason", "");
   return e;
 }
 
@@ -194,10 +205,12 @@ void DropPrivileges(const LaunchConfig& c, int errpipe) {
 
 // ---- the monitor's loop --------------------------------------------------------
 
-// Splits one stream's bytes into log records.
+constexpr int kLogRetryMs = 100;  // retrying held log output
+
+// Splits one stream's bytes into log records for the writer.
 class StreamLog {
  public:
-  StreamLog(std::string_view name, int log_fd) : name_(name), log_fd_(log_fd) {}
+  StreamLog(std::string_view name, LogWriter& writer) : name_(name), writer_(writer) {}
   void Add(std::string_view data) {
     buf_.append(data);
     std::string out;
@@ -216,17 +229,17 @@ class StreamLog {
       }
     }
     buf_.erase(0, pos);
-    WriteAllFd(log_fd_, out);
+    writer_.Append(std::move(out));
   }
   void Flush() {
     if (buf_.empty()) return;
-    WriteAllFd(log_fd_, FormatLogRecord(NowNs(), name_, false, buf_));
+    writer_.Append(FormatLogRecord(NowNs(), name_, false, buf_));
     buf_.clear();
   }
 
  private:
   std::string name_;
-  int log_fd_;
+  LogWriter& writer_;
   std::string buf_;
 };
 
@@ -241,6 +254,7 @@ class Monitor {
   void OnSignal();
   void KillTree(int sig);
   bool ReadStream(int& fd, StreamLog& log);
+  void FlushLogAtEnd(int64_t wait_ms);
   void Finish();
   void ReserveExitRecord();
   Status WriteExit(const std::string& text);
@@ -249,6 +263,7 @@ class Monitor {
   int exit_fd_ = -1;  // exit.json.pending with its blocks reserved
   std::unique_ptr<os::RunCgroup> cgroup_;
   int log_fd_ = -1;
+  std::unique_ptr<LogWriter> log_;
   int out_fd_ = -1, err_fd_ = -1, sig_fd_ = -1;
   pid_t child_ = 0;
   std::optional<int> wstatus_;
@@ -272,6 +287,12 @@ Status Monitor::Start() {
   log_fd_ = ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd_ < 0) return ErrnoStatus("open log " + c_.log_path, errno);
   if (::getuid() == 0) (void)::fchown(log_fd_, c_.uid, c_.gid);
+  struct stat st{};
+  uint64_t log_size = ::fstat(log_fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  LogWriterOptions lo;
+  lo.max_held_bytes = c_.log_hold_bytes;
+  lo.max_stall_ms = c_.log_stall_ms;
+  log_ = std::make_unique<LogWriter>(FdLogFile(log_fd_), log_size, os::RealClock(), lo);
   if (!c_.cgroup_dirs.empty()) {
     auto cg = os::RunCgroup::Open(c_.cgroup_dirs);
     if (cg.ok()) cgroup_ = std::move(cg).value();
@@ -349,16 +370,21 @@ void Monitor::OnSignal() {
 }
 
 void Monitor::Loop() {
-  StreamLog out_log("stdout", log_fd_), err_log("stderr", log_fd_);
+  StreamLog out_log("stdout", *log_), err_log("stderr", *log_);
   int64_t cleanup_deadline = -1;
   while (true) {
-    pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {sig_fd_, POLLIN, 0}};
-    int rc = ::poll(fds, 3, 200);
+    // While the log holds back output it cannot write, the pipes are not
+    // read: the run blocks in write() rather than losing output.
+    bool reading = log_->Accepting();
+    int out = reading ? out_fd_ : -1, err = reading ? err_fd_ : -1;
+    pollfd fds[3] = {{out, POLLIN, 0}, {err, POLLIN, 0}, {sig_fd_, POLLIN, 0}};
+    int rc = ::poll(fds, 3, log_->holding() ? kLogRetryMs : 200);
     if (rc > 0) {
-      if (out_fd_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) ReadStream(out_fd_, out_log);
-      if (err_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) ReadStream(err_fd_, err_log);
+      if (out >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) ReadStream(out_fd_, out_log);
+      if (err >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) ReadStream(err_fd_, err_log);
       if (fds[2].revents & POLLIN) OnSignal();
     }
+    if (log_->holding()) log_->Flush();
     if (!wstatus_) continue;
     // The main process has ended: what is left of its tree is ended too,
     // politely first, then by force after the grace period.
@@ -371,10 +397,26 @@ void Monitor::Loop() {
     }
     OnSignal();  // reap
     if (!tree_left && out_fd_ < 0 && err_fd_ < 0) break;
-    if (!tree_left && MonoMs() > cleanup_deadline + 1000) break;  // a leaked pipe end
+    // A leaked pipe end; not while output waits unread in the pipes.
+    if (!tree_left && reading && MonoMs() > cleanup_deadline + 1000) break;
   }
   out_log.Flush();
   err_log.Flush();
+  FlushLogAtEnd(c_.log_stall_ms);
+}
+
+// What the log still holds gets `wait_ms` (as long as the run could have been
+// held back) to reach the file; then it is given up, with a gap marker.
+void Monitor::FlushLogAtEnd(int64_t wait_ms) {
+  int64_t deadline = MonoMs() + wait_ms;
+  while (!log_->Flush() && MonoMs() < deadline) {
+    ::poll(nullptr, 0, kLogRetryMs);
+  }
+  log_->Abandon();
+  if (log_->lost_bytes() > 0) {
+    std::fprintf(stderr, "monitor: %llu bytes of the run's output lost: %s\n",
+                 static_cast<unsigned long long>(log_->lost_bytes()), log_->lost_reason().c_str());
+  }
 }
 
 void Monitor::Finish() {
@@ -391,9 +433,11 @@ void Monitor::Finish() {
     (void)cgroup_->Destroy();
   }
   if (!start_error_.empty()) {
-    std::string line = FormatLogRecord(NowNs(), "stderr", false, "lathe: " + start_error_);
-    WriteAllFd(log_fd_, line);
+    log_->Append(FormatLogRecord(NowNs(), "stderr", false, "lathe: " + start_error_));
+    FlushLogAtEnd(0);  // the daemon waits for the handshake that follows
   }
+  e.log_lost_bytes = log_->lost_bytes();
+  e.log_lost_reason = log_->lost_reason();
   Status st = WriteExit(ExitToJson(e).dump() + "\n");
   if (!st.ok()) std::fprintf(stderr, "monitor: %s\n", st.ToString().c_str());
 }

@@ -11,7 +11,10 @@
 //      execs. A failure at any step is reported back, never left "starting";
 //   3. answers the daemon's handshake ("ok <pid>" or "err <reason>") and
 //      writes monitor.json (its own and the child's pid and start time);
-//   4. writes stdout/stderr to the run's log (CRI format, log_format.h);
+//   4. writes stdout/stderr to the run's log (CRI format, log_format.h)
+//      through a LogWriter (log_writer.h): when the file takes nothing, the
+//      output is held and the pipes are not read, for a bounded time; what is
+//      lost after that is counted, marked in the log and in exit.json;
 //   5. forwards SIGTERM to the whole tree; SIGUSR2 means SIGKILL the tree;
 //   6. when the main process exits, ends what is left of the tree, and
 //      writes exit.json atomically: exit code or signal, OOM kill.
@@ -49,6 +52,11 @@ struct LaunchConfig {
   std::string exit_path;      // exit.json
   int kill_grace_ms = 2000;   // SIGTERM -> SIGKILL for leftovers
   unsigned umask = 022;       // the run's process gets it (the submitter's CLI sends it)
+  // The log on a full disk (log_writer.h): output held in memory, and how
+  // long the run may be held back before output is dropped (with a gap
+  // marker); also how long the monitor waits at the end for held output.
+  uint64_t log_hold_bytes = 4 << 20;
+  int64_t log_stall_ms = 30000;
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);
@@ -68,6 +76,10 @@ struct ExitRecord {
   bool oom_killed = false;
   std::string start_error;       // non-empty when it could not be started
   int64_t finished_at_ms = 0;
+  // Output bytes that never reached the log (a gap marker stands in for
+  // them when there was room for it) and why ("disk full").
+  uint64_t log_lost_bytes = 0;
+  std::string log_lost_reason;
 };
 Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env = os::RealEnv());
 Json ExitToJson(const ExitRecord& e);

@@ -23,8 +23,19 @@ bool RawResponse::HeadHas(std::string_view text) const {
   return false;
 }
 
-RawConn RawConn::Tcp(int port) {
+RawConn RawConn::Tcp(int port) { return TcpFrom("", port); }
+
+RawConn RawConn::TcpFrom(const std::string& source, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (!source.empty()) {
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &src.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) {
+      ::close(fd);
+      return RawConn(-1);
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));

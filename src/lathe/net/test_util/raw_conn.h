@@ -19,6 +19,8 @@ struct RawResponse {
 class RawConn {
  public:
   static RawConn Tcp(int port);                 // 127.0.0.1:port
+  // 127.0.0.1:port from the local address `source` (e.g. "127.0.0.2").
+  static RawConn TcpFrom(const std::string& source, int port);
   static RawConn Unix(const std::string& path);
   RawConn(RawConn&& other) noexcept;
   RawConn& operator=(RawConn&&) = delete;
