@@ -7,7 +7,7 @@ import time
 import unittest
 
 from harness import LATHE, DaemonTest
-from logs_load import TS, UnixConnection, get, read_concurrently, write_big_log
+from logs_load import TS, UnixConnection, get, memory_kb, read_concurrently, reset_peak, write_big_log
 
 BIG_LOG_BYTES = int(os.environ.get("LATHE_BIG_LOG_MB", "100")) * 1000 * 1000
 RSS_LIMIT_KB = 100 * 1024
@@ -49,6 +49,28 @@ class Logs(DaemonTest):
         status, _, body = get(self.d, f"/api/v1/runs/{rid}/logs?tail=2")
         self.assertEqual(status, 200)
         self.assertEqual(body.decode().splitlines()[-1][:9], f"{lines - 1:09d}")
+
+    def test_a_failed_run_with_a_big_log_is_diagnosed_in_bounded_memory(self):
+        go = os.path.join(self.d.home, "go")
+        rid = self.d.submit("--", "sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done; exit 3")
+        run = self.d.wait_state(rid, "running")
+        log = os.path.join(run["run_dir"], "log")
+        write_big_log(log + ".big", BIG_LOG_BYTES)
+        with open(log, "ab") as out, open(log + ".big", "rb") as big:
+            while True:
+                block = big.read(1 << 20)
+                if not block:
+                    break
+                out.write(block)
+            out.write(f"{TS} stderr F RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n".encode())
+        os.unlink(log + ".big")
+        reset_peak(self.d.proc.pid)
+        open(go, "w").close()
+        self.d.wait_state(rid, "failed")
+        diag = self.d.wait_for(lambda: [e for e in self.d.inspect(rid)["events"] if e["type"] == "diagnosis"],
+                               "the diagnosis event")
+        self.assertIn("cuda", json.dumps(diag).lower())
+        self.assertLess(memory_kb(self.d.proc.pid)[1], RSS_LIMIT_KB)
 
     def test_tail_offset_limit_and_grep_through_the_cli(self):
         rid = self.small_run()
