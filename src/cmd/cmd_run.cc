@@ -14,6 +14,7 @@
 #include "cmd/output.h"
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
+#include "lathe/net/http.h"
 #include "lathe/os/files.h"
 #include "lathe/run/spec.h"
 
@@ -97,8 +98,24 @@ Result<Json> BuildSpec(const RunFlags& f) {
   return spec;
 }
 
-Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps) {
-  std::string path = "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "");
+struct LogsFlags {
+  std::string ref;
+  bool follow = false, timestamps = false;
+  std::optional<std::string> tail, grep, offset, limit;
+};
+
+// "&tail=10&grep=..." for the flags given; the daemon checks the values.
+std::string LogsQuery(const LogsFlags& f) {
+  std::string q;
+  for (const auto& [name, value] : {std::pair{"tail", &f.tail}, std::pair{"grep", &f.grep},
+                                    std::pair{"offset", &f.offset}, std::pair{"limit", &f.limit}}) {
+    if (*value) q += std::string("&") + name + "=" + net::PercentEncode(**value);
+  }
+  return q;
+}
+
+Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps, const std::string& query = "") {
+  std::string path = "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "") + query;
   return c.Stream(path, [](const std::string& event, const Json& data) {
     if (event == "log") {
       std::string line = data.value("line", "");
@@ -168,14 +185,19 @@ Status RunPs(bool all, int limit, bool json) {
   return Status::OK();
 }
 
-Status RunLogs(const std::string& ref, bool follow, bool timestamps) {
+Status RunLogs(const LogsFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
-  std::string id = r.value("id", ref);
-  if (follow) return FollowLogs(*c, id, timestamps);
-  ASSIGN_OR_RETURN(std::string text,
-                   c->GetText("/api/v1/runs/" + id + "/logs" + (timestamps ? "?timestamps=1" : "")));
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + f.ref));
+  std::string id = r.value("id", f.ref);
+  if (f.follow) return FollowLogs(*c, id, f.timestamps, LogsQuery(f));
+  net::Headers headers;
+  RETURN_IF_ERROR(c->GetStream(
+      "/api/v1/runs/" + id + "/logs?timestamps=" + (f.timestamps ? "1" : "0") + LogsQuery(f),
+      [](std::string_view chunk) { return std::fwrite(chunk.data(), 1, chunk.size(), stdout) == chunk.size(); },
+      &headers));
+  std::fflush(stdout);
+  std::string_view next = net::FindHeader(headers, "X-Lathe-Next-Offset");
+  if (!next.empty()) std::fprintf(stderr, "%s\n", Tr("logs.next_offset", lang, {{"next", std::string(next)}}).c_str());
   return Status::OK();
 }
 
@@ -294,12 +316,16 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   ps->callback([&status] { status = RunPs(all, limit, json); });
 
   static std::string ref;
-  static bool follow = false, timestamps = false;
+  static LogsFlags lf;
   auto* logs = app.add_subcommand("logs", "print a run's output");
-  logs->add_option("run", ref, "run id or name")->required();
-  logs->add_flag("-f,--follow", follow, "keep printing until the run ends");
-  logs->add_flag("-t,--timestamps", timestamps, "prefix each line with its time");
-  logs->callback([&status] { status = RunLogs(ref, follow, timestamps); });
+  logs->add_option("run", lf.ref, "run id or name")->required();
+  logs->add_flag("-f,--follow", lf.follow, "keep printing until the run ends");
+  logs->add_flag("-t,--timestamps", lf.timestamps, "prefix each line with its time");
+  logs->add_option("--tail", lf.tail, "only the last N lines (with -f: then follow)");
+  logs->add_option("--grep", lf.grep, "only lines matching this RE2 regular expression");
+  logs->add_option("--offset", lf.offset, "from line number K on (0-based); prints where the next page starts");
+  logs->add_option("--limit", lf.limit, "at most M lines");
+  logs->callback([&status, &g] { status = RunLogs(lf, g.Language()); });
 
   auto* stop = app.add_subcommand("stop", "stop a run (SIGTERM, then SIGKILL after the grace period)");
   stop->add_option("run", ref, "run id or name")->required();

@@ -103,6 +103,34 @@ Result<std::string> ApiClient::GetText(const std::string& path) {
   return r->body;
 }
 
+Status ApiClient::GetStream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
+                            net::Headers* headers) {
+  constexpr size_t kMaxErrorBody = 1 << 20;
+  int status = 0;
+  std::string error_body;
+  auto result = http_->Stream(
+      "GET", path,
+      [&](std::string_view chunk) {
+        if (status < 400) return on_data(chunk);
+        if (error_body.size() < kMaxErrorBody) error_body.append(chunk);
+        return true;
+      },
+      {},
+      [&](int st, const net::Headers& h) {
+        status = st;
+        if (headers) *headers = h;
+      });
+  if (!result.ok()) {
+    return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
+                       {{"where", where_}, {"reason", result.status().message()}});
+  }
+  if (*result >= 400) {
+    auto j = ParseJson(error_body);
+    return StatusFromJson(j.ok() ? *j : Json(error_body), CodeForHttp(*result));
+  }
+  return Status::OK();
+}
+
 Status ApiClient::Stream(const std::string& path,
                          const std::function<bool(const std::string&, const Json&)>& on_event) {
   return StreamEvents("GET", path, {}, on_event);

@@ -40,6 +40,10 @@ class ApiClient {
   static constexpr int kRestartWaitMs = 15000;
   static constexpr int kRestartPollMs = 100;
   Result<std::string> GetText(const std::string& path);
+  // A plain answer handed to `on_data` as it arrives, so that a long one is
+  // never held whole; `headers` (if given) gets the answer's headers.
+  Status GetStream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
+                   net::Headers* headers = nullptr);
   // Server-sent events: calls on_event(event, data) until it returns false
   // or the stream ends.
   Status Stream(const std::string& path,

@@ -269,20 +269,8 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
   }
   bool follow = Truthy(req.QueryParam("follow"));
   if (p[2] == "logs") {
-    bool ts = Truthy(req.QueryParam("timestamps"));
-    if (!follow) {
-      auto text = os::ReadFile(r->run_dir + "/log");
-      net::HttpResponse out;
-      out.content_type = "text/plain; charset=utf-8";
-      out.body = text.ok() ? run::RenderLog(*text, ts) : "";
-      res->Send(std::move(out));
-      res.reset();
-      return;
-    }
-    std::shared_ptr<net::ResponseStream> s =
-        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-    res.reset();
-    StartStreamThread([this, id = r->id, ts, s] { FollowLogs(id, ts, *s); });
+    Status s = RouteLogs(req, *r, caller, follow, res);
+    if (!s.ok()) return reply(s);
     return;
   }
   if (p[2] == "events") {
@@ -349,47 +337,6 @@ void ApiServer::StreamRestore(daemon::Caller caller, std::string ref, std::strin
     send("error", err);
   }
   s.Close();
-}
-
-void ApiServer::FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& stream) {
-  net::ResponseStream* s = &stream;
-  auto run = daemon_.Access(daemon::Caller{0, "root", true}, run_id, "read");
-  if (!run.ok()) return;
-  std::string path = run->run_dir + "/log";
-  int fd = -1;
-  off_t offset = 0;
-  run::LogRenderer renderer(timestamps);
-  while (!stopping_ && !s->ClientGone()) {
-    bool finished = daemon_.IsFinished(run_id);  // before reading: no line is missed
-    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    std::string chunk;
-    if (fd >= 0) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = ::pread(fd, buf, sizeof buf, offset)) > 0) {
-        chunk.append(buf, static_cast<size_t>(n));
-        offset += n;
-      }
-    }
-    if (!chunk.empty()) {
-      std::string text = renderer.Feed(chunk);
-      size_t pos = 0;
-      std::string out;
-      while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        out += SseEvent("log", Json{{"line", text.substr(pos, nl - pos)}});
-        pos = nl + 1;
-      }
-      if (!out.empty() && !s->Write(out)) break;
-    }
-    if (finished) {
-      s->Write(SseEvent("end", Json{{"run", run_id}}));
-      break;
-    }
-    daemon_.WaitForChange(kStreamPollMs);
-  }
-  if (fd >= 0) ::close(fd);
-  s->Close();
 }
 
 void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStream& stream) {

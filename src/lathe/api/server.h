@@ -4,13 +4,16 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/net/http_server.h"
+#include "lathe/run/log_reader.h"
 
 namespace lathe::api {
 
@@ -38,7 +41,13 @@ class ApiServer {
              std::unique_ptr<net::Responder>& res);
   void RouteSnapshots(const net::HttpRequest& req, const std::vector<std::string>& p,
                       const daemon::Caller& caller, std::unique_ptr<net::Responder>& res);
-  void FollowLogs(std::string run_id, bool timestamps, net::ResponseStream& s);
+  // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
+  // answer to a stream thread; an error comes back before anything is sent.
+  Status RouteLogs(const net::HttpRequest& req, const state::RunRecord& run, const daemon::Caller& caller,
+                   bool follow, std::unique_ptr<net::Responder>& res);
+  void ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query, bool follow,
+                 net::Responder& res);
+  void FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s);
   void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
   void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force, net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);
@@ -50,6 +59,12 @@ class ApiServer {
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};
+
+  // Logs being read per uid, plain or followed; each holds a thread and up to
+  // a few MiB (run/log_reader.h).
+  static constexpr int kMaxLogReadersPerUser = 16;
+  std::mutex log_mu_;
+  std::map<uid_t, int> log_readers_;  // guarded by log_mu_
 };
 
 }  // namespace lathe::api

@@ -20,7 +20,7 @@
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
-#include "lathe/run/log_format.h"
+#include "lathe/run/log_reader.h"
 #include "lathe/run/monitor.h"
 #include "lathe/sched/scheduler.h"
 #include "lathe/snap/sha256.h"
@@ -67,15 +67,8 @@ RepeatFilter& LoopErrors() {
 
 // The last part of a run's log, as the program printed it.
 std::string LogTail(const std::string& run_dir) {
-  constexpr off_t kTailBytes = 256 * 1024;
-  auto text = os::ReadFile(run_dir + "/log");
-  if (!text.ok()) return "";
-  std::string_view v = *text;
-  if (v.size() > static_cast<size_t>(kTailBytes)) {
-    v.remove_prefix(v.size() - kTailBytes);
-    v.remove_prefix(std::min(v.size(), v.find('\n') + 1));  // start at a record
-  }
-  return run::RenderLog(v, false);
+  constexpr size_t kTailBytes = 256 * 1024;
+  return run::RenderLogEnd(run_dir + "/log", kTailBytes).value_or("");
 }
 
 // ENOSPC/EDQUOT from the daemon's home is the same full disk the state

@@ -15,6 +15,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <limits>
 #include <optional>
 
 namespace lathe::net {
@@ -169,17 +170,25 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, std::string_vi
 
 Result<int> HttpClient::Stream(std::string_view method, std::string_view path_and_query,
                                const std::function<bool(std::string_view)>& on_data,
-                               std::string_view body) {
+                               std::string_view body,
+                               const std::function<void(int, const Headers&)>& on_header) {
   conn_.reset();  // a stream gets a connection of its own, closed afterwards
   RETURN_IF_ERROR(Connect());
   auto req = BuildRequest(method, path_and_query, body, {}, options_, "lathe");
   error_code ec;
   bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(boost::none);
+  // Not boost::none: Boost 1.74 compares a Content-Length against an unset
+  // limit as exceeding it when the header is read on its own.
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   std::string callback_error;
   WithSocket(*conn_, [&](auto& sock) {
     bhttp::write(sock, req, ec);
     if (!ec) bhttp::read_header(sock, conn_->buffer, parser, ec);
+    if (!ec && on_header) {
+      Headers h;
+      for (const auto& f : parser.get()) h.emplace_back(std::string(f.name_string()), std::string(f.value()));
+      on_header(static_cast<int>(parser.get().result_int()), h);
+    }
     while (!ec && !parser.is_done()) {
       bhttp::read_some(sock, conn_->buffer, parser, ec);
       std::string& got = parser.get().body();

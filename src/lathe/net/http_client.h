@@ -45,9 +45,11 @@ class HttpClient {
   // Streams the response body to `on_data` as it arrives (de-chunked), on the
   // calling thread; returning false from on_data stops and closes the
   // connection (not an error). Returns the HTTP status code. Same errors as Request.
+  // `on_header`, if given, sees the status and headers before any of the body.
   Result<int> Stream(std::string_view method, std::string_view path_and_query,
                      const std::function<bool(std::string_view)>& on_data,
-                     std::string_view body = {});
+                     std::string_view body = {},
+                     const std::function<void(int status, const Headers& headers)>& on_header = {});
 
   struct Conn;  // the socket and its read buffer (defined in the .cc)
 

@@ -34,6 +34,9 @@ class HttpClientTest : public ::testing::Test {
         last_ = req;
       }
       if (req.path == "/missing") return r->Send(HttpResponse{404, "application/json", {}, "{}"});
+      if (req.path == "/refused") {
+        return r->Send(HttpResponse{400, "application/json", {{"X-Why", "bad"}}, R"({"error":"no"})"});
+      }
       if (req.path == "/stream") {
         auto s = r->StartStream(200, "text/plain");
         for (int i = 0; i < 5; ++i) s->Write("chunk" + std::to_string(i) + ";");
@@ -122,6 +125,30 @@ TEST_F(HttpClientTest, StreamCanStopEarly) {
   EXPECT_EQ(calls, 1);
   // The client is still usable after an aborted transfer.
   EXPECT_TRUE(client.Request("GET", "/after").ok());
+}
+
+// A stream asked for may be answered by a plain (Content-Length) error.
+TEST_F(HttpClientTest, StreamOfAPlainAnswerGivesItsStatusHeadersAndBody) {
+  HttpClient client(Options());
+  std::string body;
+  int seen_status = 0;
+  Headers headers;
+  auto status = client.Stream(
+      "GET", "/refused",
+      [&](std::string_view d) {
+        body += d;
+        return true;
+      },
+      {},
+      [&](int st, const Headers& h) {
+        seen_status = st;
+        headers = h;
+      });
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(*status, 400);
+  EXPECT_EQ(seen_status, 400);
+  EXPECT_EQ(FindHeader(headers, "X-Why"), "bad");
+  EXPECT_EQ(body, R"({"error":"no"})");
 }
 
 TEST_F(HttpClientTest, ExceptionInStreamCallbackBecomesAStatus) {

@@ -1,0 +1,100 @@
+// GET /api/v1/runs/{run}/logs: the run's log read in bounded chunks
+// (run/log_reader.h) and streamed, plain or as server-sent events.
+#include <spdlog/spdlog.h>
+
+#include "lathe/api/server.h"
+#include "lathe/run/log_reader.h"
+
+namespace lathe::api {
+namespace {
+
+constexpr int kLogPollMs = 100;
+
+// nlohmann refuses invalid UTF-8; a log is whatever the program printed.
+std::string LogEvent(std::string_view event, const Json& data) {
+  return "event: " + std::string(event) + "\ndata: " +
+         data.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+}
+
+net::HttpResponse LogError(const Status& s) {
+  net::HttpResponse r;
+  r.status = s.code() == Code::kInvalidArgument ? 400 : 500;
+  r.body = StatusToJson(s).dump() + "\n";
+  return r;
+}
+
+}  // namespace
+
+Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
+                            const daemon::Caller& caller, bool follow, std::unique_ptr<net::Responder>& res) {
+  ASSIGN_OR_RETURN(run::LogQuery query,
+                   run::ParseLogQuery([&](std::string_view name) { return req.QueryParam(name); }, follow));
+  {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    int& readers = log_readers_[caller.uid];
+    if (readers >= kMaxLogReadersPerUser) {
+      return Status::Msg(Code::kResourceExhausted, "logs.too_many_readers",
+                         {{"user", caller.user}, {"max", std::to_string(kMaxLogReadersPerUser)}});
+    }
+    ++readers;
+  }
+  std::shared_ptr<net::Responder> responder(res.release());
+  StartStreamThread([this, responder, query, path = run.run_dir + "/log", id = run.id, follow,
+                     uid = caller.uid] {
+    ServeLogs(id, path, query, follow, *responder);
+    std::lock_guard<std::mutex> lock(log_mu_);
+    if (--log_readers_[uid] == 0) log_readers_.erase(uid);
+  });
+  return Status::OK();
+}
+
+// Runs on a stream thread of its own: finding where the answer starts may
+// read much of the log.
+void ApiServer::ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query,
+                          bool follow, net::Responder& res) {
+  auto reader = run::LogReader::Open(path, query);
+  if (!reader.ok()) {
+    spdlog::warn("logs of {}: {}", run_id, reader.status().ToString());
+    return res.Send(LogError(reader.status()));
+  }
+  if (follow) {
+    std::shared_ptr<net::ResponseStream> s =
+        res.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    return FollowLogs(run_id, **reader, *s);
+  }
+  net::Headers headers = {{"Cache-Control", "no-cache"}};
+  if (auto next = (*reader)->next_offset()) headers.push_back({"X-Lathe-Next-Offset", std::to_string(*next)});
+  std::shared_ptr<net::ResponseStream> s = res.StartStream(200, "text/plain; charset=utf-8", headers);
+  Status st = (*reader)->Read([&](std::string_view chunk) { return !stopping_ && s->Write(chunk); });
+  if (!st.ok()) spdlog::warn("logs of {}: {}", run_id, st.ToString());
+  s->Close();
+}
+
+// Server-sent events, one `log` event per line, gathered into writes of about
+// kLogChunkBytes; `end` once the run has finished and its log is read.
+void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s) {
+  std::string out;
+  bool gone = false;
+  auto flush = [&] {
+    if (!out.empty() && !s.Write(out)) gone = true;
+    out.clear();
+    return !gone;
+  };
+  while (!stopping_ && !s.ClientGone()) {
+    bool finished = daemon_.IsFinished(run_id);  // before reading: no line is missed
+    auto more = reader.Poll([&](std::string_view line) {
+      out += LogEvent("log", Json{{"line", line}});
+      return out.size() < run::kLogChunkBytes || (flush() && !stopping_);
+    });
+    if (!more.ok()) spdlog::warn("logs of {}: {}", run_id, more.status().ToString());
+    if (!flush() || !more.ok() || !*more) break;
+    if (finished) {
+      s.Write(LogEvent("end", Json{{"run", run_id}}));
+      break;
+    }
+    daemon_.WaitForChange(kLogPollMs);
+  }
+  s.Close();
+}
+
+}  // namespace lathe::api
