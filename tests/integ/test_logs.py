@@ -170,5 +170,19 @@ class Logs(DaemonTest):
                 p.wait()
             p.stdout.close()
 
+    def test_a_silent_run_is_followed_without_timing_out(self):
+        # A training that prints nothing for minutes: the stream says it is alive
+        # (an SSE comment about every 15 s) so that clients' read timeouts hold.
+        rid = self.d.submit("--", "sleep", "60")
+        self.d.wait_state(rid, "running")
+        c = UnixConnection(os.path.join(self.d.home, "lathe.sock"), timeout=45)
+        c.request("GET", f"/api/v1/runs/{rid}/logs?follow=1")
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.readline(), b": keep-alive\n")
+        c.close()
+        self.d.cli("stop", rid)
+
+
 if __name__ == "__main__":
     unittest.main()

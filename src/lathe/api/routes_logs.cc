@@ -75,6 +75,7 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path, co
 void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s) {
   std::string out;
   bool gone = false;
+  KeepAlive keep_alive;
   auto flush = [&] {
     if (!out.empty() && !s.Write(out)) gone = true;
     out.clear();
@@ -92,6 +93,7 @@ void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader, ne
       s.Write(LogEvent("end", Json{{"run", run_id}}));
       break;
     }
+    if (!keep_alive.Tick(s)) break;
     daemon_.WaitForChange(kLogPollMs);
   }
   s.Close();

@@ -12,6 +12,7 @@
 
 #include "lathe/api/auth.h"
 #include "lathe/common/ids.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/run/log_format.h"
 
@@ -339,8 +340,18 @@ void ApiServer::StreamRestore(daemon::Caller caller, std::string ref, std::strin
   s.Close();
 }
 
+bool ApiServer::KeepAlive::Tick(net::ResponseStream& s) {
+  constexpr int64_t kQuietMs = 15000;
+  int64_t now = os::RealClock().MonotonicMs();
+  if (last_ms == 0) last_ms = now;
+  if (now - last_ms < kQuietMs) return true;
+  last_ms = now;
+  return s.Write(": keep-alive\n\n");
+}
+
 void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStream& stream) {
   net::ResponseStream* s = &stream;
+  KeepAlive keep_alive;
   while (!stopping_ && !s->ClientGone()) {
     bool finished = !run_id.empty() && daemon_.IsFinished(run_id);
     auto events = daemon_.Events(run_id, after);
@@ -355,6 +366,7 @@ void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStr
       s->Write(SseEvent("end", Json{{"run", run_id}}));
       break;
     }
+    if (!keep_alive.Tick(*s)) break;
     daemon_.WaitForChange(kStreamPollMs * 5);
   }
   s->Close();

@@ -49,6 +49,12 @@ class ApiServer {
                  net::Responder& res);
   void FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s);
   void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
+  // Sends an SSE comment on a stream quiet for 15 s, so that a client's read
+  // timeout (the CLI's is 60 s) does not end the follow of a silent run.
+  struct KeepAlive {
+    int64_t last_ms = 0;
+    bool Tick(net::ResponseStream& s);  // false: the client is gone
+  };
   void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force, net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);
 
