@@ -5,6 +5,7 @@ no test asserts a wall-clock bound: waits poll with generous limits.
 """
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,16 @@ def snap_env():
     for k in ("LATHE_LANG", "LC_ALL", "LATHE_SNAP_STORE"):
         e.pop(k, None)
     return e
+
+
+def ensure_user(name):
+    """The passwd entry of a local system user for tests of a second user, made when missing."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", name],
+                       check=True)
+        return pwd.getpwnam(name)
 
 
 class Daemon:

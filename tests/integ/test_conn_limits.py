@@ -2,11 +2,10 @@
 other users (nor root) out: connections are limited per uid."""
 import json
 import os
-import pwd
 import subprocess
 import unittest
 
-from harness import DaemonTest, PY
+from harness import DaemonTest, PY, ensure_user
 
 USERS = ("lathe-it-user", "lathe-it-user2")
 PER_UID = 128  # docs/api.md, "Limits"
@@ -51,14 +50,6 @@ print("held", len(held), status, body.decode(errors="replace"), flush=True)
 sys.stdin.read()
 """
 
-
-def ensure_user(name):
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", name],
-                       check=True)
-        return pwd.getpwnam(name)
 
 
 class ConnectionLimits(DaemonTest):

@@ -3,7 +3,6 @@ creates one run however often it is sent, per user; `lathe run` sends a fresh
 key and retries once with it when the daemon goes away mid-call."""
 import json
 import os
-import pwd
 import socket
 import subprocess
 import tempfile
@@ -11,7 +10,7 @@ import threading
 import time
 import unittest
 
-from harness import LATHE, PY, DaemonTest
+from harness import LATHE, PY, DaemonTest, ensure_user
 
 USER = "lathe-it-user"
 
@@ -34,14 +33,6 @@ print(json.dumps({"status": r.status, "replayed": r.getheader("Idempotent-Replay
                   "body": json.loads(r.read())}))
 """
 
-
-def ensure_user():
-    try:
-        return pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", USER],
-                       check=True)
-        return pwd.getpwnam(USER)
 
 
 def spec(*command, **extra):
@@ -118,7 +109,7 @@ class Idempotency(DaemonTest):
     def test_users_keys_are_their_own(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to create a second user (CI runs as root)")
-        pw = ensure_user()
+        pw = ensure_user(USER)
         mine = self.post(spec("true"), key="shared-key")
         theirs = self.post(spec("true"), key="shared-key", user=USER)
         self.assertEqual(theirs["status"], 201, theirs)

@@ -1,24 +1,15 @@
 """A second local user can neither stop nor read another user's run."""
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from harness import DaemonTest
+from harness import DaemonTest, ensure_user
 
 USER = "lathe-it-user"
 
-
-def ensure_user():
-    try:
-        return pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", USER],
-                       check=True)
-        return pwd.getpwnam(USER)
 
 
 class Users(DaemonTest):
@@ -27,7 +18,7 @@ class Users(DaemonTest):
     def setUp(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to create a second user (CI runs as root)")
-        self.pw = ensure_user()
+        self.pw = ensure_user(USER)
         super().setUp()
 
     def test_other_user_cannot_stop_or_read(self):
