@@ -133,6 +133,10 @@ class Users(DaemonTest):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("belongs to not-a-number", r.stderr)
         self.assertEqual({s["tags"]["run"] for s in ls(USER)}, {theirs})
+        # "latest" is the user's own newest snapshot, not the store's newest.
+        r = self.d.cli("snap", "show", "latest", user=USER, env=env)
+        self.assertIn(their_snap[:12], r.stdout)
+        self.assertIn(made["id"][:12], self.d.cli("snap", "show", "latest").stdout)
         # The user's doctor cannot check the store (it is the daemon's alone)
         # and says so, instead of "no store yet".
         r = self.d.cli("doctor", "--json", user=USER, env=env, check=False)

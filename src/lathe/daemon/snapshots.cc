@@ -48,6 +48,18 @@ std::string ExistingAncestor(std::filesystem::path p) {
   return p.empty() ? "/" : p.string();
 }
 
+// `ref` as the caller means it: "latest" is the caller's newest snapshot
+// (root's and the daemon's user's: the store's newest), not whoever's was
+// taken last; anything else resolves store-wide and is checked by the caller.
+Result<snap::SnapshotId> ResolveFor(const Caller& caller, snap::Store& store, const std::string& ref) {
+  if (ref != "latest" || caller.admin) return store.Resolve(ref);
+  ASSIGN_OR_RETURN(auto snaps, store.List());  // newest first
+  for (const auto& s : snaps) {
+    if (Visible(caller, s.tags)) return s.id;
+  }
+  return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", "latest"}});
+}
+
 }  // namespace
 
 Result<Json> Daemon::ListSnapshots(const Caller& caller, const std::string& run_ref) {
@@ -71,7 +83,7 @@ Result<Json> Daemon::ListSnapshots(const Caller& caller, const std::string& run_
 
 Result<Json> Daemon::GetSnapshot(const Caller& caller, const std::string& ref) {
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
-  ASSIGN_OR_RETURN(auto id, store->Resolve(ref));
+  ASSIGN_OR_RETURN(auto id, ResolveFor(caller, *store, ref));
   ASSIGN_OR_RETURN(auto m, store->Load(id));
   if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
   return Json{{"id", id}, {"manifest", Json::parse(snap::ManifestToJson(m))}};
@@ -83,7 +95,7 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
     return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute", {{"path", to}});
   }
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
-  ASSIGN_OR_RETURN(auto id, store->Resolve(ref));
+  ASSIGN_OR_RETURN(auto id, ResolveFor(caller, *store, ref));
   ASSIGN_OR_RETURN(auto m, store->Load(id));
   if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
   // A root daemon looks and writes with the caller's file-system identity:
