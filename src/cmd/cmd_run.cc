@@ -127,6 +127,27 @@ Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps, con
   });
 }
 
+// What the knowledge base recognised in a failed run's log (its diagnosis
+// events); false when there is none.
+bool PrintDiagnosis(const Json& run, Lang lang, FILE* out = stdout) {
+  bool any = false;
+  const char* l = lang == Lang::kZh ? "zh" : "en";
+  for (const auto& e : run["events"]) {
+    if (e.value("type", "") != "diagnosis") continue;
+    for (const auto& m : e["data"]["matches"]) {
+      auto text = [&](const char* k) {
+        return m.contains(k) && m[k].is_object() ? m[k].value(l, "") : std::string();
+      };
+      any = true;
+      std::fprintf(out, "%s %s\n", Tr("inspect.diagnosis", lang).c_str(), text("title").c_str());
+      std::fprintf(out, "  line %d: %s\n", m.value("line_no", 0), m.value("line", "").substr(0, 200).c_str());
+      std::fprintf(out, "  %s\n  %s\n  $ %s\n  %s\n", text("scenario").c_str(), text("cause").c_str(),
+                   m.value("verify", "").c_str(), text("fix").c_str());
+    }
+  }
+  return any;
+}
+
 Status RunRun(const RunFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(Json spec, BuildSpec(f));
   // Validate here too, so bad input fails fast even without a daemon.
@@ -146,6 +167,10 @@ Status RunRun(const RunFlags& f, Lang lang) {
   std::string state = fin.value("state", "");
   std::fprintf(stderr, "%s\n", Tr("run.ended", lang, {{"run", id}, {"state", state},
                                                       {"reason", fin.value("reason", "")}}).c_str());
+  if (state != "succeeded") {
+    PrintDiagnosis(fin, lang, stderr);
+    std::fprintf(stderr, "%s\n", Tr("run.see_inspect", lang, {{"run", id}}).c_str());
+  }
   return state == "succeeded" ? Status::OK() : Status(Code::kInternal, "run " + id + " " + state);
 }
 
@@ -209,22 +234,6 @@ Status RunStop(const std::string& ref, Lang lang) {
 }
 
 // The knowledge base's reading of a failed run (an event "diagnosis").
-void PrintDiagnosis(const Json& run, Lang lang) {
-  const char* l = lang == Lang::kZh ? "zh" : "en";
-  for (const auto& e : run["events"]) {
-    if (e.value("type", "") != "diagnosis") continue;
-    for (const auto& m : e["data"]["matches"]) {
-      auto text = [&](const char* k) {
-        return m.contains(k) && m[k].is_object() ? m[k].value(l, "") : std::string();
-      };
-      std::printf("%s %s\n", Tr("inspect.diagnosis", lang).c_str(), text("title").c_str());
-      std::printf("  line %d: %s\n", m.value("line_no", 0), m.value("line", "").substr(0, 200).c_str());
-      std::printf("  %s\n  %s\n  $ %s\n  %s\n", text("scenario").c_str(), text("cause").c_str(),
-                  m.value("verify", "").c_str(), text("fix").c_str());
-    }
-  }
-}
-
 // The spec, one field per line: the command as a shell would show it, the
 // environment by name (a long PATH by its number of entries).
 void PrintSpec(const Json& spec) {

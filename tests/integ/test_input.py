@@ -100,6 +100,14 @@ class Input(DaemonTest):
         ok = self.d.submit("--", "true")
         r = self.d.wait_state(ok, "succeeded")
         self.assertFalse([e for e in r["events"] if e["type"] == "diagnosis"])
+        # `run --follow` of a failing run ends by pointing at what went wrong.
+        r = self.d.cli("run", "--follow", "--", "sh", "-c",
+                       "echo 'RuntimeError: CUDA error: no kernel image is available for execution "
+                       "on the device' >&2; exit 1", check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("no kernel image", r.stdout)  # the log
+        self.assertIn("diagnosis:", r.stderr)
+        self.assertIn("lathe inspect r", r.stderr)
 
     def test_unknown_run_is_exit_3(self):
         r = self.d.cli("logs", "nope", check=False)
