@@ -1,13 +1,18 @@
 # The two commands of the README:
 #   make run   install dependencies, build, start the daemon in the foreground
 #   make test  install dependencies, build, run every unit and integration test
+# And: make install [PREFIX=/usr/local] [DESTDIR=staging-dir]
+#   build, then install bin/lathe, lib/lathe/backends/ and lib/systemd/system/lathe.service
+#   under $(DESTDIR)$(PREFIX) (docs/install.md)
 BUILD_DIR ?= build
 # ccache hits across checkouts in different directories.
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: run test build deps
+.PHONY: run test build deps install
 
 deps:
 	@bash scripts/deps.sh
@@ -21,3 +26,6 @@ run: build
 
 test: build
 	@cd $(BUILD_DIR) && ctest -j2 -L 'unit|integ' --output-on-failure --timeout 300
+
+install: build
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) --prefix $(PREFIX)

@@ -184,8 +184,13 @@ Result<const BackendLibrary*> BackendRegistry::Get(const std::string& name) {
   std::string where, avail;
   for (const auto& d : dirs_) where += (where.empty() ? "" : ", ") + d;
   for (const auto& n : Available()) avail += (avail.empty() ? "" : ", ") + n;
+  // No backend at all: a lathe binary copied away from its backends (or a
+  // build that made none); the message says where they belong.
+  if (avail.empty()) {
+    return Status::Msg(Code::kNotFound, "serve.backends_none", {{"backend", name}, {"dirs", where}});
+  }
   return Status::Msg(Code::kNotFound, "serve.backend_missing",
-                     {{"backend", name}, {"dirs", where}, {"available", avail.empty() ? "none" : avail}});
+                     {{"backend", name}, {"dirs", where}, {"available", avail}});
 }
 
 Result<std::unique_ptr<BackendInstance>> BackendInstance::Load(const BackendLibrary& lib, const InstanceSpec& s) {

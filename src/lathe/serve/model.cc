@@ -206,10 +206,11 @@ void ModelVersion::ObserveQueue(double wait_s) const {
 
 Status ModelVersion::LoadInstances(const ModelSource& source) {
   auto got = options_.registry->Get(config_.backend);
-  if (!got.ok() && got.status().msg_id() == "serve.backend_missing") {
+  if (!got.ok() && (got.status().msg_id() == "serve.backend_missing" ||
+                    got.status().msg_id() == "serve.backends_none")) {
     MsgArgs args = got.status().args();
     args.push_back({"file", config_.file.empty() ? "--model " + config_.name : config_.file});
-    return Status::Msg(got.status().code(), "serve.backend_missing", std::move(args));
+    return Status::Msg(got.status().code(), got.status().msg_id(), std::move(args));
   }
   if (!got.ok()) return got.status();
   const BackendLibrary* lib = *got;
