@@ -39,7 +39,8 @@ std::string Cwd() {
 Result<Json> BuildSpec(const RunFlags& f) {
   Json spec = Json::object();
   if (!f.file.empty()) {
-    ASSIGN_OR_RETURN(std::string text, os::ReadFile(f.file));
+    // At most one byte more than a spec may have: /dev/zero must not fill memory.
+    ASSIGN_OR_RETURN(std::string text, os::ReadFileUpTo(f.file, run::kMaxSpecFileBytes));
     ASSIGN_OR_RETURN(spec, run::YamlSpecToJson(text, f.file));
   }
   if (f.gpus) spec["gpus"] = *f.gpus;

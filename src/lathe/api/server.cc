@@ -13,6 +13,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/os/files.h"
 #include "lathe/run/log_format.h"
+#include "lathe/run/spec.h"
 
 namespace lathe::api {
 namespace {
@@ -172,7 +173,7 @@ void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
     return reply(Json{{"runs", arr}, {"total", total}});
   }
   if (p.size() == 1 && p[0] == "runs" && m == "POST") {
-    auto body = ParseJson(req.body);
+    auto body = run::ParseSpecJson(req.body);
     if (!body.ok()) return reply(body.status());
     auto r = daemon_.Submit(caller, *body);
     if (!r.ok()) return reply(r.status());
