@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "lathe/api/auth.h"
+#include "lathe/api/limits.h"
 #include "lathe/common/ids.h"
 #include "lathe/os/files.h"
 #include "lathe/run/log_format.h"
@@ -81,7 +82,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
   net::ServerOptions so;
   so.io_threads = 2;
-  so.max_body_bytes = 4 << 20;
+  so.max_body_bytes = kMaxRequestBodyBytes;
   so.idle_timeout_ms = 600000;
   ApiServer* self = s.get();
   ASSIGN_OR_RETURN(s->server_,
