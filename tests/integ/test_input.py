@@ -118,6 +118,12 @@ class Input(DaemonTest):
             err = json.loads(out)["error"]
             self.assertEqual(err["id"], "input.nul_byte", out)
             self.assertIn(f"'{field}'", err["en"], out)
+        # A byte that is not UTF-8, from argv: refused by name, not a crash
+        # when the CLI writes the request.
+        r = self.d.cli("run", "--", "echo", os.fsdecode(b"a\xff"), check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("'command[1]'", r.stderr)
+        self.assertIn("UTF-8", r.stderr)
         code, out = raw_request(sock, b'{"command": ["true"], "gpus": 1e400}')
         self.assertEqual(code, 400, out)
         err = json.loads(out)["error"]

@@ -120,6 +120,14 @@ class PathSax {
 
 }  // namespace
 
+bool IsValidUtf8(std::string_view s) {
+  // The serializer's own rules, not a second copy of them: dropping invalid
+  // bytes and replacing them give the same text only when there are none.
+  Json j = std::string(s);
+  return j.dump(-1, ' ', false, Json::error_handler_t::ignore) ==
+         j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 Result<Json> ParseJson(std::string_view text) {
   Json j;
   PathSax sax(j);

@@ -22,6 +22,10 @@ inline constexpr size_t kMaxJsonDepth = 256;
 // (json.duplicate_key); nesting beyond kMaxJsonDepth (json.too_deep).
 Result<Json> ParseJson(std::string_view text);
 
+// Whether `s` is UTF-8 that Json::dump accepts (it throws on anything else):
+// a string from argv or a YAML file may not be.
+bool IsValidUtf8(std::string_view s);
+
 // Typed field access for request bodies and stored records. A missing field
 // is NotFound; a field of the wrong type is InvalidArgument naming it.
 Result<std::string> GetString(const Json& obj, std::string_view field);

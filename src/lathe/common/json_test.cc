@@ -67,6 +67,15 @@ TEST(ParseJson, NestingBeyondTheLimitIsRefused) {
   EXPECT_EQ(j.status().msg_id(), "json.too_deep");
 }
 
+TEST(Json, IsValidUtf8AgreesWithTheSerializer) {
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8("h\xc3\xa9 \xe4\xbd\xa0 \xf0\x9f\x98\x80"));
+  for (const char* bad : {"\xff", "a\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    EXPECT_FALSE(IsValidUtf8(bad)) << bad;
+    EXPECT_THROW(Json(std::string(bad)).dump(), Json::type_error) << bad;
+  }
+}
+
 TEST(PathCheck, NulLengthAndComponents) {
   EXPECT_TRUE(CheckPathName("/data/exp/ckpt", "to").ok());
   EXPECT_TRUE(CheckPathName("rel/ok", "to").ok());

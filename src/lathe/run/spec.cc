@@ -44,7 +44,10 @@ Status WrongType(std::string_view field, std::string_view type) {
                      {{"field", std::string(field)}, {"type", std::string(type)}});
 }
 
-std::string Shown(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A value as a message quotes it; bytes JSON cannot hold (a YAML file's) become U+FFFD.
+std::string Shown(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 Result<int> IntField(const Json& v, std::string_view field, int min, int max) {
   auto bad = [&] {
@@ -105,14 +108,21 @@ bool ValidEnvName(const std::string& k) {
 }
 
 // Strings reach the kernel (argv, the environment, paths), where a NUL byte
-// would cut them short: every one is checked (CheckNoNul) with its field.
+// would cut them short, and travel to the daemon as JSON, which holds UTF-8
+// only: every one is checked with its field.
 const std::string& Str(const Json& v) { return v.get_ref<const std::string&>(); }
+
+Status CheckString(std::string_view s, const std::string& field) {
+  RETURN_IF_ERROR(CheckNoNul(s, field));
+  if (!IsValidUtf8(s)) return Status::Msg(Code::kInvalidArgument, "input.bad_utf8", {{"field", field}});
+  return Status::OK();
+}
 
 Status ParseCommand(const Json& v, RunSpec& s) {
   if (!v.is_array()) return WrongType("command", "list of strings");
   for (const auto& a : v) {
     if (!a.is_string()) return WrongType("command", "list of strings");
-    RETURN_IF_ERROR(CheckNoNul(Str(a), "command[" + std::to_string(s.command.size()) + "]"));
+    RETURN_IF_ERROR(CheckString(Str(a), "command[" + std::to_string(s.command.size()) + "]"));
     s.command.push_back(Str(a));
   }
   return Status::OK();
@@ -121,12 +131,12 @@ Status ParseCommand(const Json& v, RunSpec& s) {
 Status ParseEnv(const Json& v, RunSpec& s) {
   if (!v.is_object()) return WrongType("env", "mapping of NAME: value");
   for (auto it = v.begin(); it != v.end(); ++it) {
-    RETURN_IF_ERROR(CheckNoNul(it.key(), "env"));
+    RETURN_IF_ERROR(CheckString(it.key(), "env"));
     if (!ValidEnvName(it.key())) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_env", {{"key", it.key()}});
     }
     if (it->is_string()) {
-      RETURN_IF_ERROR(CheckNoNul(Str(*it), "env." + it.key()));
+      RETURN_IF_ERROR(CheckString(Str(*it), "env." + it.key()));
       s.env[it.key()] = Str(*it);
     } else if (it->is_number() || it->is_boolean()) {
       s.env[it.key()] = it->dump();
@@ -152,7 +162,7 @@ Status ParseCheckpoints(const Json& v, RunSpec& s) {
       if (!it->is_string() || it->get<std::string>().empty()) {
         return WrongType("checkpoints.dir", "path");
       }
-      RETURN_IF_ERROR(CheckNoNul(Str(*it), "checkpoints.dir"));
+      RETURN_IF_ERROR(CheckString(Str(*it), "checkpoints.dir"));
       s.checkpoint_dir = Str(*it);
     } else if (it.key() == "keep") {
       ASSIGN_OR_RETURN(s.keep_checkpoints, IntField(*it, "checkpoints.keep", 0, 1000000));
@@ -168,7 +178,7 @@ Status ParseCheckpoints(const Json& v, RunSpec& s) {
 }
 
 Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
-  if (v.is_string()) RETURN_IF_ERROR(CheckNoNul(Str(v), key));  // type, name, workdir, resume_from
+  if (v.is_string()) RETURN_IF_ERROR(CheckString(Str(v), key));  // type, name, workdir, resume_from
   if (key == "type") {
     if (!v.is_string() || v.get<std::string>() != "job") {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});

@@ -116,6 +116,24 @@ TEST(Spec, NulBytesAreRefusedNamingTheField) {
   }
 }
 
+TEST(Spec, TextThatJsonCannotHoldIsRefusedNamingTheField) {
+  // From argv or a YAML file: bytes that are not UTF-8 would make the
+  // request to the daemon unserializable.
+  auto s = SpecFromJson(Json{{"command", {"echo", "a\xff"}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().msg_id(), "input.bad_utf8");
+  EXPECT_NE(s.status().message().find("'command[1]'"), std::string::npos) << s.status().message();
+  auto e = SpecFromJson(Json{{"command", {"a"}}, {"env", {{"A", "\xc3("}}}});
+  EXPECT_EQ(e.status().msg_id(), "input.bad_utf8");
+  EXPECT_TRUE(SpecFromJson(Json{{"command", {"echo", "h\xc3\xa9llo \xe4\xbd\xa0\xe5\xa5\xbd"}}}).ok());
+  // A value quoted in an error may hold such bytes too (a list as `type`).
+  auto y = YamlSpecToJson("type: [ch\xff" "ec]\ncommand: [a]\n", "job.yaml");
+  ASSERT_TRUE(y.ok());
+  auto t = SpecFromJson(*y);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().msg_id(), "spec.bad_type");
+}
+
 TEST(Spec, PathsMustFitTheKernelsLimits) {
   std::string long_dir = "/" + std::string(5000, 'a');
   auto w = SpecFromJson(Json{{"command", {"a"}}, {"workdir", long_dir}});
