@@ -44,7 +44,8 @@ std::string Cwd() {
 Result<Json> BuildSpec(const RunFlags& f) {
   Json spec = Json::object();
   if (!f.file.empty()) {
-    ASSIGN_OR_RETURN(std::string text, os::ReadFile(f.file));
+    // At most one byte more than a spec may have: /dev/zero must not fill memory.
+    ASSIGN_OR_RETURN(std::string text, os::ReadFileUpTo(f.file, run::kMaxSpecFileBytes));
     ASSIGN_OR_RETURN(spec, run::YamlSpecToJson(text, f.file));
   }
   if (f.gpus) spec["gpus"] = *f.gpus;
@@ -304,7 +305,10 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--shm", f.shm, "size of a private /dev/shm, e.g. 8GB");
   run->add_option("--priority", f.priority, "low | normal | high");
   run->add_option("--name", f.name, "a unique name for the run");
-  run->add_option("--env", f.env, "environment variable K=V (repeatable)");
+  // One value per --env: a vector option would take every following word,
+  // and CLI11 ends such a list at `--` by consuming it, so `--env A=1 -- sh -c x`
+  // handed `-c` to the option parser.
+  run->add_option("--env", f.env, "environment variable K=V (repeatable)")->allow_extra_args(false);
   run->add_option("--workdir", f.workdir, "working directory (default: the current one)");
   run->add_option("--retry", f.retry, "restarts after a failure");
   run->add_option("--max-duration", f.max_duration, "stop the run after this long, e.g. 12h");

@@ -6,7 +6,17 @@ import socket
 import tempfile
 import unittest
 
+import test_users
 from harness import DaemonTest
+
+# 397 bytes of aliases of aliases: 9^9 strings once expanded.
+BILLION_LAUGHS = (
+    'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+    "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+    "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+    "h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n"
+    "type: job\ncommand: [echo, hi]\n")
 
 
 def raw_request(sock_path, body, path="/api/v1/runs"):
@@ -76,6 +86,106 @@ class Input(DaemonTest):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("Lathe daemon's own directory", r.stderr)
 
+    def spec_file(self, name, text):
+        d = tempfile.mkdtemp(dir=self.d.home)
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_yaml_duplicate_key_is_refused_naming_it(self):
+        path = self.spec_file("dup.yaml", "type: job\ncommand: [echo, one]\ncommand: [echo, two]\n")
+        r = self.d.cli("run", "-f", path, check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("'command'", r.stderr)
+        self.assertIn("line 3", r.stderr)
+        self.assertEqual(self.d.runs(all_runs=True), [])
+
+    def test_billion_laughs_and_endless_files_are_refused(self):
+        path = self.spec_file("laughs.yaml", BILLION_LAUGHS)
+        r = self.d.cli("run", "-f", path, check=False, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("more than 100000 values", r.stderr)
+        r = self.d.cli("run", "-f", "/dev/zero", check=False, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("at most 1MiB", r.stderr)
+        self.assertEqual(self.d.runs(all_runs=True), [])
+
+    def test_nul_bytes_and_huge_numbers_name_the_field(self):
+        sock = os.path.join(self.d.home, "lathe.sock")
+        for body, field in [(b'{"command": ["echo", "a\\u0000b"]}', "command[1]"),
+                            (b'{"command": ["true"], "env": {"FOO": "x\\u0000y"}}', "env.FOO"),
+                            (b'{"command": ["true"], "workdir": "/tmp/a\\u0000b"}', "workdir"),
+                            (b'{"command": ["true"], "checkpoints": {"dir": "/tmp/c\\u0000d"}}',
+                             "checkpoints.dir")]:
+            code, out = raw_request(sock, body)
+            self.assertEqual(code, 400, out)
+            err = json.loads(out)["error"]
+            self.assertEqual(err["id"], "input.nul_byte", out)
+            self.assertIn(f"'{field}'", err["en"], out)
+        # A byte that is not UTF-8, from argv: refused by name, not a crash
+        # when the CLI writes the request.
+        r = self.d.cli("run", "--", "echo", os.fsdecode(b"a\xff"), check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("'command[1]'", r.stderr)
+        self.assertIn("UTF-8", r.stderr)
+        code, out = raw_request(sock, b'{"command": ["true"], "gpus": 1e400}')
+        self.assertEqual(code, 400, out)
+        err = json.loads(out)["error"]
+        self.assertIn("'gpus'", err["en"])
+        self.assertIn("0 to 1024", err["en"])
+        self.assertEqual(self.d.runs(all_runs=True), [])
+
+    def test_shm_beyond_the_machine_is_refused(self):
+        r = self.d.cli("run", "--shm", "1000PB", "--", "true", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("field 'shm'", r.stderr)
+        self.assertIn("this machine has", r.stderr)
+
+    def test_oversized_spec_says_413_and_the_limit(self):
+        # 3.9 MB of tabs (the aliases' budget is 4 MiB) that JSON writes as
+        # "\t": a 7.8 MB request body, over the daemon's 4 MiB.
+        tabs = "\t" * 300_000
+        path = self.spec_file("big.yaml", 'env: {A: &a "' + tabs + '"}\ncommand: [echo' + ", *a" * 12 + "]\n")
+        r = self.d.cli("run", "-f", path, check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("413", r.stderr)
+        self.assertIn("at most 4MiB", r.stderr)
+        self.assertNotIn("cannot reach", r.stderr)
+
+    def test_env_as_the_last_flag_before_the_command(self):
+        i = self.d.submit("--env", "A=1", "--", "sh", "-c", "echo A=$A")
+        self.d.wait_state(i, "succeeded")
+        self.assertEqual(self.d.logs(i), "A=1\n")
+        i = self.d.submit("--env", "A=1", "--env", "B=2", "--", "sh", "-c", "echo $A$B")
+        self.d.wait_state(i, "succeeded")
+        self.assertEqual(self.d.logs(i), "12\n")
+
+    def test_restore_target_with_nul_or_too_long_is_400(self):
+        sock = os.path.join(self.d.home, "lathe.sock")
+        data = tempfile.mkdtemp(dir=self.d.home)
+        with open(os.path.join(data, "a.bin"), "w") as f:
+            f.write("x")
+        self.d.cli("snap", "--store", os.path.join(self.d.home, "store"), "create", data)
+        long_target = "/tmp/" + "a" * 5000
+        for to, msg_id in [("/tmp/a\0b", "input.nul_byte"), (long_target, "path.too_long"),
+                           ("/tmp/" + "b" * 300 + "/c", "path.name_too_long"),
+                           ("relative/dir", "snap.restore_needs_absolute")]:
+            body = json.dumps({"to": to}).encode()
+            for path in ("/api/v1/snapshots/latest/restore", "/api/v1/snapshots/latest/restore?progress=1"):
+                code, out = raw_request(sock, body, path=path)
+                if "progress" in path:  # a stream: the error event carries the status
+                    self.assertEqual(code, 200, out)
+                    data = json.loads(out.split("event: error\ndata: ", 1)[1].split("\n", 1)[0])
+                    self.assertEqual(data["http"], 400, out)
+                    self.assertEqual(data["error"]["id"], msg_id, out)
+                else:
+                    self.assertEqual(code, 400, out)
+                    err = json.loads(out)["error"]
+                    self.assertEqual(err["id"], msg_id, out)
+                    self.assertLess(len(err["en"]), 400)
+        self.assertFalse(os.path.exists("/tmp/a"))
+
     def test_missing_command_or_workdir_fails_with_reason(self):
         i = self.d.submit("--", "no-such-command-xyz")
         r = self.d.wait_state(i, ["failed", "starting", "running"])
@@ -127,6 +237,32 @@ class Input(DaemonTest):
                           raw.count(" stderr ")))
         self.assertIn("x" * 40000, lines)
         self.assertEqual(self.d.inspect(i)["state"], "succeeded")
+
+    def test_unreadable_snapshot_store_says_so(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to create a second user (CI runs as root)")
+        test_users.ensure_user()
+        base = tempfile.mkdtemp(prefix="lathe-it-store-")
+        self.addCleanup(shutil.rmtree, base, True)
+        os.chmod(base, 0o755)
+        store, data = os.path.join(base, "store"), os.path.join(base, "data")
+        os.makedirs(data)
+        with open(os.path.join(data, "a.bin"), "w") as f:
+            f.write("x")
+        self.d.cli("snap", "--store", store, "create", data)
+        os.chmod(store, 0o700)  # root's, closed to others
+        env = self.d.env(HOME="/tmp")
+        for verb in ("ls", "fsck"):
+            r = self.d.cli("snap", "--store", store, verb, user=test_users.USER, env=env, check=False)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("not readable", r.stderr)
+            self.assertIn(store, r.stderr)
+            self.assertNotIn("no snapshot store", r.stderr)
+        # A store that is not there is still "not found".
+        r = self.d.cli("snap", "--store", os.path.join(base, "none"), "fsck", user=test_users.USER, env=env,
+                       check=False)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("no snapshot store", r.stderr)
 
     def test_no_daemon_is_exit_4(self):
         self.d.stop()

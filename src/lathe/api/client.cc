@@ -1,6 +1,8 @@
 #include "lathe/api/client.h"
 
+#include "lathe/api/limits.h"
 #include "lathe/common/ids.h"
+#include "lathe/common/units.h"
 #include "lathe/daemon/home.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
@@ -14,6 +16,7 @@ Code CodeForHttp(int status) {
     case 403: return Code::kPermissionDenied;
     case 404: return Code::kNotFound;
     case 409: return Code::kFailedPrecondition;
+    case 413: return Code::kInvalidArgument;
     case 422: return Code::kInvalidArgument;
     case 429:
     case 507: return Code::kResourceExhausted;
@@ -21,6 +24,13 @@ Code CodeForHttp(int status) {
     default: return Code::kInternal;
   }
 }
+// The daemon's 413 is its HTTP layer's, {"error": "request body too large"}:
+// say what was sent and what it takes.
+Status TooLarge(size_t request_bytes) {
+  return Status::Msg(Code::kInvalidArgument, "cli.request_too_large",
+                     {{"size", FormatBytes(request_bytes)}, {"limit", FormatBytes(kMaxRequestBodyBytes)}});
+}
+
 }  // namespace
 
 ApiClient::ApiClient(std::string where, std::string why) : where_(std::move(where)), why_(std::move(why)) {
@@ -48,11 +58,12 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Connect() {
                      {{"where", tried}, {"reason", last.message()}});
 }
 
-Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r) {
+Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r, size_t request_bytes) {
   if (!r.ok()) {
     return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
                        {{"where", where_}, {"reason", r.status().message()}});
   }
+  if (r->status == 413) return TooLarge(request_bytes);
   auto body = ParseJson(r->body);
   if (r->status >= 400) {
     return StatusFromJson(body.ok() ? *body : Json(r->body), CodeForHttp(r->status));
@@ -64,7 +75,8 @@ Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r) {
 Result<Json> ApiClient::Get(const std::string& path) { return Decode(http_->Request("GET", path)); }
 
 Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
-  return Decode(http_->Request("POST", path, body.dump(), {{"Content-Type", "application/json"}}));
+  std::string text = body.dump();
+  return Decode(http_->Request("POST", path, text, {{"Content-Type", "application/json"}}), text.size());
 }
 
 Result<Json> ApiClient::PostIdempotent(const std::string& path, const Json& body, const std::string& key,
@@ -176,6 +188,7 @@ Status ApiClient::StreamEvents(std::string_view method, const std::string& path,
     return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
                        {{"where", where_}, {"reason", result.status().message()}});
   }
+  if (*result == 413) return TooLarge(body.size());
   if (*result >= 400) {
     auto j = ParseJson(error_body + buf);
     return StatusFromJson(j.ok() ? *j : Json(error_body + buf), CodeForHttp(*result));

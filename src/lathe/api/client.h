@@ -54,7 +54,8 @@ class ApiClient {
 
  private:
   ApiClient(std::string where, std::string why);
-  Result<Json> Decode(const Result<net::HttpResponse>& r);
+  // request_bytes: the body sent, for a 413's message.
+  Result<Json> Decode(const Result<net::HttpResponse>& r, size_t request_bytes = 0);
   void WaitForDaemon(int wait_ms);
   Status StreamEvents(std::string_view method, const std::string& path, std::string_view body,
                       const std::function<bool(const std::string&, const Json&)>& on_event);

@@ -11,10 +11,12 @@
 #include <fmt/format.h>
 
 #include "lathe/api/auth.h"
+#include "lathe/api/limits.h"
 #include "lathe/common/ids.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/run/log_format.h"
+#include "lathe/run/spec.h"
 
 namespace lathe::api {
 namespace {
@@ -109,7 +111,7 @@ Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
 net::HttpResponse PostRun(daemon::Daemon& d, const net::HttpRequest& req, const daemon::Caller& caller) {
   auto key = IdempotencyKeyOf(req);
   if (!key.ok()) return ErrorResponse(key.status());
-  auto body = ParseJson(req.body);
+  auto body = run::ParseSpecJson(req.body);  // a number out of range names its field
   if (!body.ok()) return ErrorResponse(body.status());
   auto r = d.Submit(caller, *body, *key);
   if (!r.ok()) return ErrorResponse(r.status());
@@ -131,7 +133,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
   net::ServerOptions so;
   so.io_threads = 2;
-  so.max_body_bytes = 4 << 20;
+  so.max_body_bytes = kMaxRequestBodyBytes;
   // Every local user can reach the socket in system mode: no one user (or
   // client address) may hold enough connections to lock the others out, and
   // root and the daemon's own user can connect even when all are taken.

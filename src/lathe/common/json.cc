@@ -2,25 +2,136 @@
 
 #include <fmt/format.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "lathe/common/i18n.h"
 
 namespace lathe {
 
-Result<Json> ParseJson(std::string_view text) {
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Parse again with exceptions only to learn where it failed.
-    try {
-      Json unused = Json::parse(text.begin(), text.end());
-    (void)unused;
-    } catch (const Json::parse_error& e) {
-      return Status::Msg(Code::kInvalidArgument, "json.malformed",
-                         {{"offset", std::to_string(e.byte)}});
-    } catch (const Json::exception&) {
-      // e.g. out_of_range for a number such as 1E99999
+namespace {
+
+// Json::parse's own handler, plus where in the document it is ("gpus",
+// "command[1]", "env.FOO"), so that a number out of a double's range (which
+// nlohmann reports without a position) names its field, and a depth bound:
+// the parser is iterative, but dump() and the validators that print a value
+// recurse.
+class PathSax {
+ public:
+  static constexpr size_t kMaxPathShown = 100;  // bytes of a field's path in a message
+
+  explicit PathSax(Json& out) : dom_(out, /*allow_exceptions=*/false) {}
+
+  bool null() { return Value() && dom_.null(); }
+  bool boolean(bool v) { return Value() && dom_.boolean(v); }
+  bool number_integer(Json::number_integer_t v) { return Value() && dom_.number_integer(v); }
+  bool number_unsigned(Json::number_unsigned_t v) { return Value() && dom_.number_unsigned(v); }
+  bool number_float(Json::number_float_t v, const Json::string_t& s) { return Value() && dom_.number_float(v, s); }
+  bool string(Json::string_t& v) { return Value() && dom_.string(v); }
+  bool binary(Json::binary_t& v) { return Value() && dom_.binary(v); }
+  bool start_object(std::size_t n) { return Open(false) && dom_.start_object(n); }
+  bool key(Json::string_t& k) {
+    Frame& f = frames_.back();
+    f.key = k;
+    // nlohmann keeps the last of two equal keys; a person meant one of them.
+    if (!f.keys.insert(k).second) {
+      duplicate_ = true;
+      return false;
     }
-    return Status::Msg(Code::kInvalidArgument, "json.malformed", {{"offset", "?"}});
+    return dom_.key(k);
   }
+  bool end_object() {
+    frames_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return Open(true) && dom_.start_array(n); }
+  bool end_array() {
+    frames_.pop_back();
+    return dom_.end_array();
+  }
+  template <typename Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    error_ = e.id;
+    if (error_ == 406) Value();  // the number that failed is an element of its array too
+    byte_ = position;
+    token_ = token;
+    return dom_.parse_error(position, token, e);
+  }
+
+  Status Error() const {
+    // 406: nlohmann's "number overflow" (1e400); the token is the number.
+    if (error_ == 406) {
+      return Status::Msg(Code::kInvalidArgument, "json.number_out_of_range",
+                         {{"field", Path()}, {"value", token_.substr(0, 40)}});
+    }
+    if (duplicate_) {
+      return Status::Msg(Code::kInvalidArgument, "json.duplicate_key", {{"field", Path()}});
+    }
+    if (too_deep_) {
+      return Status::Msg(Code::kInvalidArgument, "json.too_deep",
+                         {{"field", Path()}, {"max", std::to_string(kMaxJsonDepth)}});
+    }
+    return Status::Msg(Code::kInvalidArgument, "json.malformed", {{"offset", std::to_string(byte_)}});
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    size_t index;     // arrays: one past the element being read
+    std::string key;  // objects: the member being read
+    std::set<std::string> keys;  // objects: the members read so far
+  };
+
+  bool Value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+    return true;
+  }
+  bool Open(bool array) {
+    Value();
+    if (frames_.size() >= kMaxJsonDepth) {
+      too_deep_ = true;
+      return false;
+    }
+    frames_.push_back({array, 0, {}, {}});
+    return true;
+  }
+  std::string Path() const {
+    std::string p;
+    for (const auto& f : frames_) {
+      if (f.array) {
+        p += "[" + std::to_string(f.index == 0 ? 0 : f.index - 1) + "]";
+      } else {
+        p += (p.empty() ? "" : ".") + f.key;
+      }
+    }
+    if (p.size() > kMaxPathShown) p = p.substr(0, kMaxPathShown) + "...";
+    return p.empty() ? "(top level)" : p;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<Json> dom_;
+  std::vector<Frame> frames_;
+  int error_ = 0;
+  bool too_deep_ = false;
+  bool duplicate_ = false;
+  size_t byte_ = 0;
+  std::string token_;
+};
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  // The serializer's own rules, not a second copy of them: dropping invalid
+  // bytes and replacing them give the same text only when there are none.
+  Json j = std::string(s);
+  return j.dump(-1, ' ', false, Json::error_handler_t::ignore) ==
+         j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Result<Json> ParseJson(std::string_view text) {
+  Json j;
+  PathSax sax(j);
+  if (!Json::sax_parse(text.begin(), text.end(), &sax)) return sax.Error();
   return j;
 }
 

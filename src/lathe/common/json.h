@@ -12,8 +12,19 @@ namespace lathe {
 
 using Json = nlohmann::json;
 
-// Parses `text`; a syntax error is InvalidArgument with the byte offset.
+// Documents nested deeper than this are refused (json.too_deep).
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// Parses `text`. Errors are InvalidArgument: a syntax error with its byte
+// offset (json.malformed); a number beyond a double's range, e.g. 1e400, with
+// the field it is in, as "gpus", "command[1]" or "env.FOO"
+// (json.number_out_of_range); a key given twice in one object
+// (json.duplicate_key); nesting beyond kMaxJsonDepth (json.too_deep).
 Result<Json> ParseJson(std::string_view text);
+
+// Whether `s` is UTF-8 that Json::dump accepts (it throws on anything else):
+// a string from argv or a YAML file may not be.
+bool IsValidUtf8(std::string_view s);
 
 // Typed field access for request bodies and stored records. A missing field
 // is NotFound; a field of the wrong type is InvalidArgument naming it.

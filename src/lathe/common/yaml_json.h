@@ -4,13 +4,30 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
+#include <string_view>
+
 #include "lathe/common/json.h"
 
 namespace lathe {
 
+// What converting one document may produce. yaml-cpp loads an alias as a
+// second reference to its anchor's node, so a few hundred bytes of aliases of
+// aliases ("billion laughs") expand to gigabytes once copied into JSON, and an
+// alias inside its own anchor (`&a [*a]`) is a cycle; these bound both.
+struct YamlLimits {
+  size_t max_nodes = 100'000;           // mappings, sequences and scalars, each alias use counted again
+  size_t max_scalar_bytes = 4u << 20;   // bytes of scalar text (keys included), each alias use counted again
+  int max_depth = 64;                   // nesting of mappings and sequences
+};
+
 // Plain (untagged, unquoted) scalars become numbers, booleans or null where
-// they read as such; quoted scalars stay strings. May throw YAML::Exception
-// only through the caller's YAML::Load, never itself.
-Json YamlToJson(const YAML::Node& n);
+// they read as such (a number too large for a double stays a string); quoted
+// scalars stay strings. Fails, naming `file`, on a key given twice in one
+// mapping (yaml.duplicate_key), a key that is not a scalar (yaml.bad_key), and
+// a document beyond `limits` (yaml.too_many_nodes,
+// yaml.too_many_bytes, yaml.too_deep). Never throws;
+// YAML::Load, the caller's, may.
+Result<Json> YamlToJson(const YAML::Node& n, std::string_view file, const YamlLimits& limits = {});
 
 }  // namespace lathe

@@ -726,6 +726,12 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
                        {{"field", "memory"}, {"requested", FormatBytes(spec.memory_bytes)},
                         {"available", FormatBytes(node_memory_)}});
   }
+  // A private /dev/shm is a tmpfs: its pages are memory, whatever size it claims.
+  if (spec.shm_bytes > node_memory_) {
+    return Status::Msg(Code::kInvalidArgument, "spec.too_much",
+                       {{"field", "shm"}, {"requested", FormatBytes(spec.shm_bytes)},
+                        {"available", FormatBytes(node_memory_)}});
+  }
   sched::NodeState node{gpus, {}, node_cpus_, node_memory_};
   if (Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes}); !v.ok()) {
     return Status(Code::kInvalidArgument, v.message());  // GPUs marked unavailable

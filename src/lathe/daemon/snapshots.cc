@@ -7,6 +7,7 @@
 #include <charconv>
 #include <filesystem>
 
+#include "lathe/common/path_check.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/os/files.h"
 #include "lathe/os/users.h"
@@ -40,6 +41,17 @@ Status Forbidden(const std::string& ref, const std::map<std::string, std::string
     owner = u.ok() ? u->name : uid->second;
   }
   return Status::Msg(Code::kPermissionDenied, "snap.forbidden", {{"snapshot", ref}, {"owner", owner}});
+}
+
+// A restore target is a path the caller names: absolute, and one the kernel
+// can take (no NUL byte, within PATH_MAX and NAME_MAX), or a 400 before any
+// file-system call sees it.
+Status CheckRestoreTarget(const std::string& to) {
+  RETURN_IF_ERROR(CheckNoNul(to, "to"));
+  if (to.empty() || to[0] != '/') {
+    return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute", {{"path", to.substr(0, 200)}});
+  }
+  return CheckPathName(to, "to");
 }
 
 // The nearest existing directory at or above `path`.
@@ -91,9 +103,7 @@ Result<Json> Daemon::GetSnapshot(const Caller& caller, const std::string& ref) {
 
 Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
                                      bool force, snap::ProgressFn progress) {
-  if (to.empty() || to[0] != '/') {
-    return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute", {{"path", to}});
-  }
+  RETURN_IF_ERROR(CheckRestoreTarget(to));
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
   ASSIGN_OR_RETURN(auto id, ResolveFor(caller, *store, ref));
   ASSIGN_OR_RETURN(auto m, store->Load(id));

@@ -142,9 +142,21 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, std::string_vi
     error_code ec;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(boost::none);
+    bool answered_early = false;  // before the whole request was written
     WithSocket(*conn_, [&](auto& sock) {
       bhttp::write(sock, req, ec);
-      if (!ec) bhttp::read(sock, conn_->buffer, parser, ec);
+      if (!ec) {
+        bhttp::read(sock, conn_->buffer, parser, ec);
+      } else {
+        // A server may answer before it has read the whole body (413 for a
+        // body over its limit) and close: the answer is there to read.
+        error_code read_ec;
+        bhttp::read(sock, conn_->buffer, parser, read_ec);
+        if (!read_ec) {
+          answered_early = true;
+          ec = {};
+        }
+      }
       return 0;
     });
     if (ec) {
@@ -162,7 +174,7 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, std::string_vi
       out.headers.emplace_back(std::move(name), std::move(value));
     }
     out.body = std::move(res.body());
-    if (!res.keep_alive()) conn_.reset();
+    if (!res.keep_alive() || answered_early) conn_.reset();
     return out;
   }
   return Status::Unavailable("request failed");

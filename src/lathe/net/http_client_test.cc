@@ -159,6 +159,31 @@ TEST_F(HttpClientTest, ExceptionInStreamCallbackBecomesAStatus) {
   EXPECT_EQ(status.status().code(), Code::kInternal);
 }
 
+// A body over the server's limit: it answers 413 and closes while the client
+// is still writing; the client reads that answer instead of failing the write.
+TEST(HttpClient, ReadsAnAnswerSentBeforeTheBodyWasTaken) {
+  ServerOptions so;
+  so.max_body_bytes = 1024;
+  auto server = HttpServer::Create(so, [](HttpRequest, std::unique_ptr<Responder> r) {
+    r->Send(HttpResponse{200, "application/json", {}, "{}"});
+  });
+  ASSERT_TRUE(server.ok());
+  std::string sock = ::testing::TempDir() + "lathe-413-" + std::to_string(::getpid()) + ".sock";
+  ASSERT_TRUE((*server)->ListenUnix(sock, 0600).ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  ClientOptions o;
+  o.unix_socket = sock;
+  HttpClient client(o);
+  auto res = client.Request("POST", "/api/v1/runs", std::string(16 << 20, 'x'));
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->status, 413);
+  // The spent connection is not reused: the next request gets a fresh one.
+  auto next = client.Request("POST", "/api/v1/runs", "{}");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->status, 200);
+  ::unlink(sock.c_str());
+}
+
 TEST(HttpClient, UnavailableWhenNothingListens) {
   ClientOptions tcp;
   tcp.base_url = "http://127.0.0.1:" + std::to_string(UnusedPort());

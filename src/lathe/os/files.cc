@@ -4,20 +4,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
 
 #include "lathe/common/ids.h"
 
 namespace lathe::os {
 
-Result<std::string> ReadFile(const std::string& path) {
+Result<std::string> ReadFile(const std::string& path) { return ReadFileUpTo(path, SIZE_MAX - 1); }
+
+Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(path, errno);
   std::string out;
   char buf[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+  while (out.size() <= max_bytes) {
+    size_t want = std::min(sizeof buf, max_bytes + 1 - out.size());
+    ssize_t n = ::read(fd, buf, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;

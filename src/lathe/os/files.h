@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,10 @@ namespace lathe::os {
 
 // Reads the whole file. NotFound when it does not exist.
 Result<std::string> ReadFile(const std::string& path);
+
+// Reads at most `max_bytes` + 1 bytes: a result longer than `max_bytes` means
+// the file is larger (or endless, as /dev/zero), which the caller refuses.
+Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes);
 
 enum class Durability {
   kSync,     // survives power loss: fsync the file and the directory

@@ -44,6 +44,18 @@ TEST(Files, ReadMissingIsNotFound) {
   EXPECT_TRUE(ReadFile("/nonexistent/lathe/x").status().IsNotFound());
 }
 
+TEST(Files, ReadUpToStopsOneBytePastTheLimit) {
+  auto zero = ReadFileUpTo("/dev/zero", 100000);  // endless
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->size(), 100001u);
+  std::string p = std::filesystem::temp_directory_path() / ("lathe-upto-" + std::to_string(::getpid()));
+  ASSERT_TRUE(WriteFileAtomic(p, "hello", 0644, Durability::kNoSync).ok());
+  EXPECT_EQ(*ReadFileUpTo(p, 5), "hello");
+  EXPECT_EQ(*ReadFileUpTo(p, 3), "hell");
+  EXPECT_TRUE(ReadFileUpTo("/nonexistent/lathe/x", 10).status().IsNotFound());
+  ::unlink(p.c_str());
+}
+
 uid_t OwnerOf(const std::string& p) {
   struct stat st;
   return ::lstat(p.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);

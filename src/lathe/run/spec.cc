@@ -2,11 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
 
 #include "lathe/common/ids.h"
+#include "lathe/common/path_check.h"
 #include "lathe/common/units.h"
 #include "lathe/common/yaml_json.h"
 
@@ -41,7 +44,10 @@ Status WrongType(std::string_view field, std::string_view type) {
                      {{"field", std::string(field)}, {"type", std::string(type)}});
 }
 
-std::string Shown(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A value as a message quotes it; bytes JSON cannot hold (a YAML file's) become U+FFFD.
+std::string Shown(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 Result<int> IntField(const Json& v, std::string_view field, int min, int max) {
   auto bad = [&] {
@@ -101,11 +107,23 @@ bool ValidEnvName(const std::string& k) {
   return true;
 }
 
+// Strings reach the kernel (argv, the environment, paths), where a NUL byte
+// would cut them short, and travel to the daemon as JSON, which holds UTF-8
+// only: every one is checked with its field.
+const std::string& Str(const Json& v) { return v.get_ref<const std::string&>(); }
+
+Status CheckString(std::string_view s, const std::string& field) {
+  RETURN_IF_ERROR(CheckNoNul(s, field));
+  if (!IsValidUtf8(s)) return Status::Msg(Code::kInvalidArgument, "input.bad_utf8", {{"field", field}});
+  return Status::OK();
+}
+
 Status ParseCommand(const Json& v, RunSpec& s) {
   if (!v.is_array()) return WrongType("command", "list of strings");
   for (const auto& a : v) {
     if (!a.is_string()) return WrongType("command", "list of strings");
-    s.command.push_back(a.get<std::string>());
+    RETURN_IF_ERROR(CheckString(Str(a), "command[" + std::to_string(s.command.size()) + "]"));
+    s.command.push_back(Str(a));
   }
   return Status::OK();
 }
@@ -113,11 +131,13 @@ Status ParseCommand(const Json& v, RunSpec& s) {
 Status ParseEnv(const Json& v, RunSpec& s) {
   if (!v.is_object()) return WrongType("env", "mapping of NAME: value");
   for (auto it = v.begin(); it != v.end(); ++it) {
+    RETURN_IF_ERROR(CheckString(it.key(), "env"));
     if (!ValidEnvName(it.key())) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_env", {{"key", it.key()}});
     }
     if (it->is_string()) {
-      s.env[it.key()] = it->get<std::string>();
+      RETURN_IF_ERROR(CheckString(Str(*it), "env." + it.key()));
+      s.env[it.key()] = Str(*it);
     } else if (it->is_number() || it->is_boolean()) {
       s.env[it.key()] = it->dump();
     } else {
@@ -157,7 +177,8 @@ Status ParseCheckpoints(const Json& v, RunSpec& s) {
       if (!it->is_string() || it->get<std::string>().empty()) {
         return WrongType("checkpoints.dir", "path");
       }
-      s.checkpoint_dir = it->get<std::string>();
+      RETURN_IF_ERROR(CheckString(Str(*it), "checkpoints.dir"));
+      s.checkpoint_dir = Str(*it);
     } else if (it.key() == "keep") {
       ASSIGN_OR_RETURN(s.keep_checkpoints, IntField(*it, "checkpoints.keep", 0, 1000000));
     } else if (!it->is_null()) {
@@ -172,6 +193,7 @@ Status ParseCheckpoints(const Json& v, RunSpec& s) {
 }
 
 Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
+  if (v.is_string()) RETURN_IF_ERROR(CheckString(Str(v), key));  // type, name, workdir, resume_from
   if (key == "type") {
     if (!v.is_string() || v.get<std::string>() != "job") {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});
@@ -203,6 +225,7 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/') {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", Shown(v)}});
     }
+    RETURN_IF_ERROR(CheckPathName(Str(v), "workdir"));
     s.workdir = v.get<std::string>();
   } else if (key == "retry") {
     ASSIGN_OR_RETURN(s.retry, IntField(v, "retry", 0, kMaxRetry));
@@ -245,7 +268,8 @@ Result<RunSpec> SpecFromJson(const Json& j) {
     }
     s.checkpoint_dir = std::filesystem::path(s.workdir + "/" + s.checkpoint_dir).lexically_normal().string();
   }
-  if (s.checkpoint_dir.size() > 1 && s.checkpoint_dir.back() == '/') s.checkpoint_dir.pop_back();
+  while (s.checkpoint_dir.size() > 1 && s.checkpoint_dir.back() == '/') s.checkpoint_dir.pop_back();
+  RETURN_IF_ERROR(CheckPathName(s.checkpoint_dir, "checkpoints.dir"));
   return s;
 }
 
@@ -264,24 +288,74 @@ Json SpecToJson(const RunSpec& s) {
   }
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   j["umask"] = s.umask;
-  if (s.max_duration_ms > 0) j["max_duration"] = FormatDuration(std::chrono::milliseconds(s.max_duration_ms));
+  if (s.max_duration_ms > 0) {
+    // FormatDuration drops milliseconds past the first second: "1.5s" would come back as 1s.
+    j["max_duration"] = s.max_duration_ms % 1000 == 0 ? FormatDuration(std::chrono::milliseconds(s.max_duration_ms))
+                                                      : std::to_string(s.max_duration_ms) + "ms";
+  }
   return j;
 }
 
 namespace {
+
 std::string YamlScalarText(const Json& v) {
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   return v.dump();
 }
+
+std::string ArgOf(const Status& s, std::string_view key) {
+  for (const auto& a : s.args()) {
+    if (a.key == key) return a.value;
+  }
+  return "";
+}
+
+// {"checkpoints": {"keep": value}} for field "checkpoints.keep"; null unless
+// every part of the field is a plain name (not "command[1]").
+Json SpecWithField(const std::string& field, const std::string& value) {
+  Json probe;
+  Json* at = &probe;
+  size_t start = 0;
+  while (start <= field.size()) {
+    size_t end = std::min(field.find('.', start), field.size());
+    std::string part = field.substr(start, end - start);
+    if (part.empty()) return nullptr;
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return nullptr;
+    }
+    at = &(*at)[part];
+    start = end + 1;
+  }
+  *at = value;
+  return probe;
+}
+
 }  // namespace
 
+Result<Json> ParseSpecJson(std::string_view text) {
+  auto j = ParseJson(text);
+  if (j.ok() || j.status().msg_id() != "json.number_out_of_range") return j;
+  // The number cannot be held, but the field's own rule (gpus: a whole number
+  // from 0 to 1024) says more than "out of range": check the field alone with
+  // the number as written.
+  Json probe = SpecWithField(ArgOf(j.status(), "field"), ArgOf(j.status(), "value"));
+  if (probe.is_null()) return j.status();
+  auto s = SpecFromJson(probe);
+  if (!s.ok() && s.status().msg_id() != "spec.missing_command") return s.status();
+  return j.status();
+}
+
 Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file) {
+  if (yaml.size() > kMaxSpecFileBytes) {
+    return Status::Msg(Code::kInvalidArgument, "spec.file_too_large",
+                       {{"file", std::string(file)}, {"max", FormatBytes(kMaxSpecFileBytes)}});
+  }
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) {
       return Status::Msg(Code::kInvalidArgument, "spec.yaml_not_mapping", {{"file", std::string(file)}});
     }
-    Json j = YamlToJson(root);
+    ASSIGN_OR_RETURN(Json j, YamlToJson(root, file));
     // A command may be written as one string: split on whitespace is wrong for
     // quoting, so run it through the shell instead, as dstack and Slurm do.
     if (j.contains("command") && j["command"].is_string()) {

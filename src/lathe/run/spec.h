@@ -20,6 +20,7 @@
 // field named (catalog ids spec.*).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -53,10 +54,23 @@ struct RunSpec {
   int keep_checkpoints = 0;          // 0 = keep every snapshot
   std::string resume_from;           // a run reference (the daemon stores its id)
   unsigned umask = 022;              // the run's umask (never the daemon's)
+
+  friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
 
+// The largest spec file `lathe run -f` reads (spec.file_too_large beyond).
+inline constexpr size_t kMaxSpecFileBytes = 1u << 20;
+
 // Parses and validates a spec object. Strict: unknown fields are errors.
+// Every string that reaches the kernel (command arguments, env names and
+// values, paths) is refused with its field named when it holds a NUL byte
+// ("command[1]", "env.FOO"); paths must fit PATH_MAX and NAME_MAX.
 Result<RunSpec> SpecFromJson(const Json& j);
+
+// ParseJson for a spec body: a number beyond a double's range (1e400) gets
+// its field's own error ("field 'gpus' must be a whole number from 0 to
+// 1024, got '1e400'") where the field has one.
+Result<Json> ParseSpecJson(std::string_view text);
 // The canonical JSON form: sizes as integers of bytes, max_duration as a
 // duration string ("12h"), priority by name. SpecFromJson(SpecToJson(s))
 // gives back `s`.
@@ -64,6 +78,8 @@ Json SpecToJson(const RunSpec& s);
 
 // Converts a YAML spec file to the JSON object SpecFromJson takes, keeping
 // values as written (units are parsed later). `file` names it in errors.
+// Refused: more than kMaxSpecFileBytes, a key given twice, and aliases that
+// expand beyond YamlLimits' defaults (see common/yaml_json.h).
 Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file);
 
 }  // namespace lathe::run

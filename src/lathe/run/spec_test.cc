@@ -94,6 +94,98 @@ TEST(Spec, CheckpointsResolveAgainstWorkdirAndRoundTrip) {
   EXPECT_FALSE(SpecToJson(*none).contains("checkpoints"));
 }
 
+TEST(Spec, NulBytesAreRefusedNamingTheField) {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  for (const Case& c : {Case{R"({"command":["echo","a\u0000b"]})", "command[1]"},
+                        Case{R"({"command":["a\u0000"]})", "command[0]"},
+                        Case{R"({"command":["a"],"env":{"FOO":"x\u0000y"}})", "env.FOO"},
+                        Case{R"({"command":["a"],"env":{"F\u0000O":"x"}})", "env"},
+                        Case{R"({"command":["a"],"workdir":"/a\u0000b"})", "workdir"},
+                        Case{R"({"command":["a"],"name":"n\u0000"})", "name"},
+                        Case{R"({"command":["a"],"resume_from":"r\u0000"})", "resume_from"},
+                        Case{R"({"command":["a"],"checkpoints":{"dir":"/c\u0000d"}})", "checkpoints.dir"}}) {
+    auto s = Parse(c.json);
+    ASSERT_FALSE(s.ok()) << c.json;
+    EXPECT_TRUE(s.status().IsInvalidArgument());
+    EXPECT_EQ(s.status().msg_id(), "input.nul_byte") << c.json;
+    EXPECT_NE(s.status().message().find(std::string("'") + c.field + "'"), std::string::npos)
+        << c.json << " -> " << s.status().message();
+  }
+}
+
+TEST(Spec, TextThatJsonCannotHoldIsRefusedNamingTheField) {
+  // From argv or a YAML file: bytes that are not UTF-8 would make the
+  // request to the daemon unserializable.
+  auto s = SpecFromJson(Json{{"command", {"echo", "a\xff"}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().msg_id(), "input.bad_utf8");
+  EXPECT_NE(s.status().message().find("'command[1]'"), std::string::npos) << s.status().message();
+  auto e = SpecFromJson(Json{{"command", {"a"}}, {"env", {{"A", "\xc3("}}}});
+  EXPECT_EQ(e.status().msg_id(), "input.bad_utf8");
+  EXPECT_TRUE(SpecFromJson(Json{{"command", {"echo", "h\xc3\xa9llo \xe4\xbd\xa0\xe5\xa5\xbd"}}}).ok());
+  // A value quoted in an error may hold such bytes too (a list as `type`).
+  auto y = YamlSpecToJson("type: [ch\xff" "ec]\ncommand: [a]\n", "job.yaml");
+  ASSERT_TRUE(y.ok());
+  auto t = SpecFromJson(*y);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().msg_id(), "spec.bad_type");
+}
+
+TEST(Spec, PathsMustFitTheKernelsLimits) {
+  std::string long_dir = "/" + std::string(5000, 'a');
+  auto w = SpecFromJson(Json{{"command", {"a"}}, {"workdir", long_dir}});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().msg_id(), "path.too_long");
+  EXPECT_NE(w.status().message().find("workdir"), std::string::npos);
+  auto c = SpecFromJson(Json{{"command", {"a"}}, {"workdir", "/w"},
+                             {"checkpoints", {{"dir", std::string(300, 'c')}}}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().msg_id(), "path.name_too_long");
+  EXPECT_NE(c.status().message().find("checkpoints.dir"), std::string::npos);
+}
+
+TEST(Spec, RoundTripKeepsMillisecondsAndTrailingSlashes) {
+  auto s = Parse(R"({"command":["a"],"max_duration":"1.5s","checkpoints":{"dir":"/c//"}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->checkpoint_dir, "/c");
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->max_duration_ms, 1500);
+  EXPECT_TRUE(*back == *s);
+}
+
+TEST(SpecJson, NumberOutOfRangeGetsTheFieldsOwnRule) {
+  auto g = ParseSpecJson(R"({"command":["a"],"gpus":1e400})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().msg_id(), "spec.bad_int");
+  EXPECT_NE(g.status().message().find("'gpus'"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("0 to 1024"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("1e400"), std::string::npos) << g.status().message();
+  auto k = ParseSpecJson(R"({"command":["a"],"checkpoints":{"dir":"/c","keep":-1e999}})");
+  EXPECT_EQ(k.status().msg_id(), "spec.bad_int");
+  EXPECT_NE(k.status().message().find("checkpoints.keep"), std::string::npos);
+  EXPECT_EQ(ParseSpecJson(R"({"cpus":1e400,"command":["a"]})").status().msg_id(), "spec.bad_cpus");
+  EXPECT_EQ(ParseSpecJson(R"({"memory":1e400,"command":["a"]})").status().msg_id(), "spec.bad_size");
+  // A field whose rule a string would pass (an env value): the parser's own error.
+  auto e = ParseSpecJson(R"({"command":["a"],"env":{"X":1e400}})");
+  EXPECT_EQ(e.status().msg_id(), "json.number_out_of_range");
+  EXPECT_NE(e.status().message().find("env.X"), std::string::npos);
+  auto a = ParseSpecJson(R"({"command":["a",1e400]})");
+  EXPECT_EQ(a.status().msg_id(), "json.number_out_of_range");
+  EXPECT_NE(a.status().message().find("command[1]"), std::string::npos);
+  EXPECT_TRUE(ParseSpecJson(R"({"command":["a"],"gpus":1})").ok());
+}
+
+TEST(SpecJson, DuplicateKeyIsRefused) {
+  auto j = ParseSpecJson(R"({"command":["echo","one"],"command":["echo","two"]})");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().msg_id(), "json.duplicate_key");
+  EXPECT_NE(j.status().message().find("command"), std::string::npos);
+}
+
 TEST(Spec, NotAnObject) {
   EXPECT_FALSE(SpecFromJson(Json::array()).ok());
   EXPECT_FALSE(SpecFromJson(Json("x")).ok());
@@ -119,6 +211,48 @@ TEST(YamlSpec, BadYamlNamesTheFile) {
   ASSERT_FALSE(j.ok());
   EXPECT_NE(j.status().message().find("job.yaml"), std::string::npos);
   EXPECT_FALSE(YamlSpecToJson("- a\n- b\n", "job.yaml").ok());
+}
+
+TEST(YamlSpec, DuplicateKeyIsRefusedNamingIt) {
+  auto j = YamlSpecToJson("type: job\ncommand: [echo, one]\ncommand: [echo, two]\n", "job.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().msg_id(), "yaml.duplicate_key");
+  EXPECT_NE(j.status().message().find("'command'"), std::string::npos) << j.status().message();
+  EXPECT_NE(j.status().message().find("job.yaml"), std::string::npos);
+}
+
+TEST(YamlSpec, BillionLaughsAndLargeFilesAreRefused) {
+  // 397 bytes that expand to 9^9 strings.
+  const char* laughs =
+      "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+      "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+      "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+      "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+      "h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
+  auto j = YamlSpecToJson(laughs, "laughs.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().msg_id(), "yaml.too_many_nodes");
+  EXPECT_NE(j.status().message().find("laughs.yaml"), std::string::npos);
+  std::string big(kMaxSpecFileBytes + 1, '#');
+  auto b = YamlSpecToJson(big, "big.yaml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().msg_id(), "spec.file_too_large");
+  EXPECT_NE(b.status().message().find("1MiB"), std::string::npos) << b.status().message();
+  EXPECT_TRUE(YamlSpecToJson("# " + std::string(kMaxSpecFileBytes - 20, 'x') + "\ncommand: [a]\n", "ok.yaml").ok());
+}
+
+TEST(YamlSpec, NulAndHugeNumbersReachTheFieldChecks) {
+  auto j = YamlSpecToJson("command: [\"echo\", \"a\\0b\"]\n", "job.yaml");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  auto s = SpecFromJson(*j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("command[1]"), std::string::npos) << s.status().message();
+  auto g = YamlSpecToJson("command: [a]\ngpus: 1e400\n", "job.yaml");
+  ASSERT_TRUE(g.ok());
+  auto gs = SpecFromJson(*g);
+  ASSERT_FALSE(gs.ok());
+  EXPECT_EQ(gs.status().msg_id(), "spec.bad_int");
+  EXPECT_NE(gs.status().message().find("1e400"), std::string::npos) << gs.status().message();
 }
 
 }  // namespace

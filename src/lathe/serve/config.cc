@@ -392,7 +392,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view yaml, const std::string& f
       return Status::Msg(Code::kInvalidArgument, "serve.config_yaml",
                          {{"file", file}, {"detail", "the top level must be a mapping (field: value)"}});
     }
-    j = YamlToJson(root);
+    ASSIGN_OR_RETURN(j, YamlToJson(root, file));
   } catch (const YAML::Exception& e) {
     return Status::Msg(Code::kInvalidArgument, "serve.config_yaml", {{"file", file}, {"detail", e.what()}});
   }

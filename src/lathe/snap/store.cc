@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -90,9 +91,16 @@ Result<std::unique_ptr<Store>> Store::Create(const std::string& dir, StoreOption
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, StoreOptions opts) {
   auto root = RealPath(dir);
-  if (!root.ok() || !os::Exists(StoreLayout{*root}.config())) {
-    return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
+  // A store this user may not look into is not a missing one.
+  int err = 0;
+  struct stat st;
+  if (!root.ok()) {
+    err = root.status().IsPermissionDenied() ? EACCES : ENOENT;
+  } else if (::stat(StoreLayout{*root}.config().c_str(), &st) != 0) {
+    err = errno;
   }
+  if (err == EACCES) return Status::Msg(Code::kPermissionDenied, "snap.store_unreadable", {{"path", dir}});
+  if (err != 0) return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
   return OpenExisting(*root, std::move(opts));
 }
 

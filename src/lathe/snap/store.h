@@ -179,7 +179,8 @@ class Store {
  public:
   // Opens the store in `dir`, creating it (and `dir`) when there is none.
   static Result<std::unique_ptr<Store>> Create(const std::string& dir, StoreOptions opts = {});
-  // Opens an existing store; NotFound (snap.no_store) when `dir` holds none.
+  // Opens an existing store; NotFound (snap.no_store) when `dir` holds none,
+  // PermissionDenied (snap.store_unreadable) when this user cannot look.
   static Result<std::unique_ptr<Store>> Open(const std::string& dir, StoreOptions opts = {});
   ~Store();
 

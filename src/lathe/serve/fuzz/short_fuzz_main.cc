@@ -2,7 +2,9 @@
 // compiler (g++ with ASan and UBSan in `make test`): every file of the corpus
 // directories, then a fixed number of mutants of them. The count, not a
 // clock, bounds the run, so a failure reproduces with the same arguments.
-//   serve_fuzz_infer_short [-runs=N] [-seed=S] DIR|FILE...
+//   serve_fuzz_infer_short [-runs=N] [-seed=S] [-dict=FILE] DIR|FILE...
+// -dict adds the tokens of a libFuzzer dictionary (one "token" a line, with
+// \\, \" and \xNN escapes; # comments) to the built-in JSON ones.
 // On a crash or a sanitizer report the input is written to ./crash-<run> (in
 // the ctest working directory), which the libFuzzer build replays as is.
 //
@@ -50,6 +52,9 @@ constexpr std::string_view kTokens[] = {
     "\"FP32\"", "\"INT8\"", "\"UINT64\"", "\"BYTES\"", "\"FP16\"",
 };
 
+// kTokens, then the -dict file's.
+std::vector<std::string> g_tokens(std::begin(kTokens), std::end(kTokens));
+
 using Input = std::string;
 using Rng = std::mt19937_64;  // fixed algorithm: the same stream on every platform
 
@@ -76,10 +81,10 @@ void Mutate(Input& in, const std::vector<Input>& pool, Rng& rng) {
       break;
     }
     case 5:  // insert a token
-      in.insert(at, kTokens[Below(rng, std::size(kTokens))]);
+      in.insert(at, g_tokens[Below(rng, g_tokens.size())]);
       break;
     default: {  // write a token over a number, a string or a few bytes
-      auto tok = kTokens[Below(rng, std::size(kTokens))];
+      const std::string& tok = g_tokens[Below(rng, g_tokens.size())];
       size_t end = at;
       while (end < in.size() && (std::isalnum(static_cast<unsigned char>(in[end])) || in[end] == '.' ||
                                  in[end] == '-' || in[end] == '+')) {
@@ -129,6 +134,30 @@ void Run(const Input& in, uint64_t run) {
   g_current = nullptr;
 }
 
+// The tokens of a libFuzzer dictionary: `"..."` or `name="..."` a line.
+bool LoadDict(const char* path) {
+  std::ifstream f(path);
+  if (!f) return false;
+  std::string line;
+  while (std::getline(f, line)) {
+    size_t open = line.find('"'), close = line.rfind('"');
+    if (line.empty() || line[0] == '#' || open == std::string::npos || close <= open) continue;
+    std::string tok;
+    for (size_t i = open + 1; i < close; ++i) {
+      if (line[i] != '\\' || i + 1 >= close) {
+        tok += line[i];
+      } else if (line[i + 1] == 'x' && i + 3 < close) {
+        tok += static_cast<char>(std::strtoul(line.substr(i + 2, 2).c_str(), nullptr, 16));
+        i += 3;
+      } else {
+        tok += line[++i];
+      }
+    }
+    if (!tok.empty()) g_tokens.push_back(tok);
+  }
+  return true;
+}
+
 bool ParseFlag(const char* arg, const char* name, uint64_t& out) {
   size_t n = std::strlen(name);
   if (std::strncmp(arg, name, n) != 0) return false;
@@ -146,6 +175,13 @@ int main(int argc, char** argv) {
   std::vector<std::filesystem::path> files;
   for (int i = 1; i < argc; ++i) {
     if (ParseFlag(argv[i], "-runs=", runs) || ParseFlag(argv[i], "-seed=", seed)) continue;
+    if (std::strncmp(argv[i], "-dict=", 6) == 0) {
+      if (!LoadDict(argv[i] + 6)) {
+        std::fprintf(stderr, "%s: cannot read %s\n", argv[0], argv[i] + 6);
+        return 2;
+      }
+      continue;
+    }
     if (!std::filesystem::is_directory(argv[i])) {
       files.push_back(argv[i]);  // one input, e.g. a crash-<run> to replay with -runs=0
       continue;
@@ -161,7 +197,7 @@ int main(int argc, char** argv) {
     pool.emplace_back(std::istreambuf_iterator<char>(s), std::istreambuf_iterator<char>());
   }
   if (pool.empty()) {
-    std::fprintf(stderr, "usage: %s [-runs=N] [-seed=S] DIR|FILE...  (no input found)\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [-runs=N] [-seed=S] [-dict=FILE] DIR|FILE...  (no input found)\n", argv[0]);
     return 2;
   }
   const size_t seeds = pool.size();
