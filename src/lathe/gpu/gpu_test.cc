@@ -1,10 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "lathe/gpu/inventory.h"
 #include "lathe/gpu/nvml.h"
 #include "lathe/gpu/nvml_source.h"
+#include "lathe/gpu/sim_load.h"
 #include "lathe/gpu/simulated_source.h"
 #include "lathe/gpu/source.h"
 
@@ -388,32 +391,59 @@ TEST(ThrottleReasonNames, BitsInOrder) {
 TEST(ParseSimSpec, GoodForms) {
   auto s = ParseSimSpec("sim:4x24GB");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ(s->count, 4);
-  EXPECT_EQ(s->memory_bytes, 24'000'000'000ULL);
+  ASSERT_EQ(s->groups.size(), 1u);
+  EXPECT_EQ(s->groups[0].count, 4);
+  EXPECT_EQ(s->groups[0].memory_bytes, 24'000'000'000ULL);
+  EXPECT_EQ(s->groups[0].model, "");
+  EXPECT_EQ(s->load_path, "");
   s = ParseSimSpec("sim:2x80GiB");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->count, 2);
-  EXPECT_EQ(s->memory_bytes, 80ULL << 30);
+  EXPECT_EQ(s->groups[0].count, 2);
+  EXPECT_EQ(s->groups[0].memory_bytes, 80ULL << 30);
   s = ParseSimSpec("sim:4");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->count, 4);
-  EXPECT_EQ(s->memory_bytes, 24'000'000'000ULL);
+  EXPECT_EQ(s->groups[0].count, 4);
+  EXPECT_EQ(s->groups[0].memory_bytes, 24'000'000'000ULL);
   s = ParseSimSpec("sim:64x512Mi");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->memory_bytes, 512ULL << 20);
+  EXPECT_EQ(s->groups[0].memory_bytes, 512ULL << 20);
+}
+
+TEST(ParseSimSpec, ModelsGroupsAndLoadFile) {
+  auto s = ParseSimSpec("sim:2x80GB:A100,1:RTX 4090,3x16GB@/tmp/a@b,c.json");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->groups.size(), 3u);
+  EXPECT_EQ(s->groups[0].count, 2);
+  EXPECT_EQ(s->groups[0].memory_bytes, 80'000'000'000ULL);
+  EXPECT_EQ(s->groups[0].model, "A100");
+  EXPECT_EQ(s->groups[1].count, 1);
+  EXPECT_EQ(s->groups[1].memory_bytes, kDefaultSimulatedMemoryBytes);
+  EXPECT_EQ(s->groups[1].model, "RTX 4090");
+  EXPECT_EQ(s->groups[2].count, 3);
+  EXPECT_EQ(s->groups[2].model, "");
+  EXPECT_EQ(s->TotalCount(), 6);
+  EXPECT_EQ(s->load_path, "/tmp/a@b,c.json");  // the path is everything after the first '@'
+  EXPECT_TRUE(ParseSimSpec("sim:32,32").ok());
 }
 
 TEST(ParseSimSpec, BadFormsNameTheValueAndTheForms) {
   for (const char* bad : {"sim:", "sim:0", "sim:65", "sim:-1", "sim:x24GB", "sim:4x", "sim:4x0GB",
                           "sim:4x24XB", "sim:4y24GB", "sim:four", "sim:4x24GBx2", "sim4",
-                          "sim: 4"}) {
+                          "sim: 4", "sim:33,32", "sim:2,", "sim:,2", "sim:2x80GB:",
+                          "sim:2x80GB:A100/x", "sim:2: A100", "sim:2x80GB:A100:B",
+                          "sim:2@", "sim:2@rel/load.json", "sim:2x80GB:A100,0:L4"}) {
     auto s = ParseSimSpec(bad);
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_TRUE(s.status().IsInvalidArgument()) << bad;
     EXPECT_NE(s.status().message().find(std::string("'") + bad + "'"), std::string::npos)
         << s.status().message();
     EXPECT_NE(s.status().message().find("sim:NxSIZE"), std::string::npos);
+    EXPECT_EQ(s.status().msg_id(), "gpu.sim_spec");
   }
+  // The message says which part is wrong.
+  EXPECT_NE(ParseSimSpec("sim:2x80GB:A100/x").status().message().find("MODEL"), std::string::npos);
+  EXPECT_NE(ParseSimSpec("sim:2x8XB").status().message().find("SIZE"), std::string::npos);
+  EXPECT_NE(ParseSimSpec("sim:2@rel").status().message().find("@FILE"), std::string::npos);
 }
 
 TEST(SimulatedSource, Sample) {
@@ -434,6 +464,218 @@ TEST(SimulatedSource, Sample) {
     EXPECT_EQ(g.utilization_gpu_pct, 0);
     EXPECT_TRUE(g.throttle_reason_names.empty());
   }
+}
+
+TEST(SimulatedSource, ModelsNameTheGpusAndStaySimulated) {
+  auto source = SimulatedSource::Create("sim:2x80GB:A100,2x24GB:L4,1:AMD MI300X,1:nvidia H100");
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  auto inv = (*source)->Sample();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->simulated);
+  EXPECT_EQ(inv->source, "simulated");
+  ASSERT_EQ(inv->gpus.size(), 6u);
+  std::vector<std::string> names;
+  for (const GpuInfo& g : inv->gpus) names.push_back(g.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"NVIDIA A100 (simulated)", "NVIDIA A100 (simulated)",
+                                             "NVIDIA L4 (simulated)", "NVIDIA L4 (simulated)",
+                                             "AMD MI300X (simulated)", "nvidia H100 (simulated)"}));
+  EXPECT_EQ(inv->gpus[1].memory_total_bytes, 80'000'000'000ULL);
+  EXPECT_EQ(inv->gpus[2].memory_total_bytes, 24'000'000'000ULL);
+  EXPECT_EQ(inv->gpus[3].index, 3);
+  EXPECT_EQ(inv->gpus[3].uuid, "GPU-sim-0003");
+  EXPECT_NE(inv->note.find("6 simulated GPUs: 2 × A100 80GB, 2 × L4 24GB"), std::string::npos)
+      << inv->note;
+}
+
+// A temp directory with a load file, written in place (same inode) as a
+// careless test would, so that a change within one timestamp tick is seen.
+class SimLoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-simload-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    path_ = dir_ + "/load.json";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Write(const std::string& text) {
+    std::ofstream(path_, std::ios::trunc) << text;
+  }
+  std::unique_ptr<SimulatedSource> Open(const std::string& groups) {
+    auto s = SimulatedSource::Create("sim:" + groups + "@" + path_);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  Inventory Sample(SimulatedSource& s) {
+    auto inv = s.Sample();
+    EXPECT_TRUE(inv.ok()) << inv.status().ToString();
+    return inv.ok() ? *inv : Inventory{};
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(SimLoadTest, MissingFileIsIdle) {
+  auto s = Open("2x80GB:A100");
+  Inventory inv = Sample(*s);
+  ASSERT_EQ(inv.gpus.size(), 2u);
+  EXPECT_EQ(inv.gpus[0].utilization_gpu_pct, 0);
+  EXPECT_EQ(inv.gpus[0].memory_used_bytes, 0u);
+  EXPECT_NE(inv.note.find("no load file at " + path_), std::string::npos) << inv.note;
+}
+
+TEST_F(SimLoadTest, LoadIsApplied) {
+  Write(R"J({"gpus": [
+    {"index": 1, "utilization_gpu_pct": 87, "utilization_mem_pct": 41,
+     "memory_used_bytes": "20GB", "temperature_c": 83, "sm_clock_mhz": 1200,
+     "sm_clock_max_mhz": 1980, "power_w": 301.5, "power_limit_w": 400,
+     "throttle_reason_names": ["sw_thermal", "hw_slowdown"], "ecc_uncorrected_errors": 2,
+     "processes": [{"pid": 1234, "used_memory_bytes": "10GB"},
+                   {"pid": 99, "used_memory_bytes": 5}]},
+    {"index": 2, "processes": [{"pid": 7, "used_memory_bytes": "3GB"},
+                               {"pid": 8, "used_memory_bytes": "1GB"}]},
+    {"index": 3, "error": "GPU is lost (15)"}]})J");
+  auto s = Open("2x80GB:A100,2x24GB:L4");
+  Inventory inv = Sample(*s);
+  ASSERT_EQ(inv.gpus.size(), 4u);
+  EXPECT_TRUE(inv.simulated);
+  EXPECT_NE(inv.note.find("load from " + path_), std::string::npos) << inv.note;
+  const GpuInfo& idle = inv.gpus[0];
+  EXPECT_EQ(idle.utilization_gpu_pct, 0);
+  EXPECT_EQ(idle.memory_used_bytes, 0u);
+  EXPECT_FALSE(idle.temperature_c.has_value());
+
+  const GpuInfo& busy = inv.gpus[1];
+  EXPECT_EQ(busy.name, "NVIDIA A100 (simulated)");
+  EXPECT_EQ(busy.utilization_gpu_pct, 87);
+  EXPECT_EQ(busy.utilization_mem_pct, 41);
+  EXPECT_EQ(busy.memory_used_bytes, 20'000'000'000ULL);
+  EXPECT_EQ(busy.temperature_c, 83);
+  EXPECT_EQ(busy.sm_clock_mhz, 1200);
+  EXPECT_EQ(busy.sm_clock_max_mhz, 1980);
+  EXPECT_DOUBLE_EQ(busy.power_w.value_or(0), 301.5);
+  EXPECT_DOUBLE_EQ(busy.power_limit_w.value_or(0), 400);
+  EXPECT_EQ(busy.throttle_reasons, 0x28u);
+  EXPECT_EQ(busy.throttle_reason_names, (std::vector<std::string>{"hw_slowdown", "sw_thermal"}));
+  EXPECT_EQ(busy.ecc_uncorrected_errors, 2u);
+  ASSERT_TRUE(busy.processes.has_value());
+  ASSERT_EQ(busy.processes->size(), 2u);
+  EXPECT_EQ((*busy.processes)[0].pid, 1234);
+  EXPECT_EQ((*busy.processes)[0].used_memory_bytes, 10'000'000'000ULL);
+  EXPECT_EQ((*busy.processes)[1].pid, 99);
+  EXPECT_EQ((*busy.processes)[1].used_memory_bytes, 5u);
+
+  // Without memory_used_bytes, the memory in use is what the processes hold.
+  EXPECT_EQ(inv.gpus[2].memory_used_bytes, 4'000'000'000ULL);
+  EXPECT_EQ(inv.gpus[2].utilization_gpu_pct, 0);
+  EXPECT_EQ(inv.gpus[3].error, "GPU is lost (15)");
+
+  Json j = ToJson(inv);
+  EXPECT_EQ(j["gpus"][1]["throttle_reason_names"], Json({"hw_slowdown", "sw_thermal"}));
+  EXPECT_EQ(j["gpus"][1]["processes"][0]["pid"], 1234);
+}
+
+TEST_F(SimLoadTest, ChangesArePickedUp) {
+  auto s = Open("2");
+  Write(R"({"gpus": [{"index": 0, "utilization_gpu_pct": 87}]})");
+  EXPECT_EQ(Sample(*s).gpus[0].utilization_gpu_pct, 87);
+  // Same size, same inode, most likely the same timestamp tick.
+  Write(R"({"gpus": [{"index": 0, "utilization_gpu_pct": 12}]})");
+  EXPECT_EQ(Sample(*s).gpus[0].utilization_gpu_pct, 12);
+  Write(R"({"gpus": [{"index": 1, "throttle_reason_names": ["hw_power_brake"]}]})");
+  Inventory inv = Sample(*s);
+  EXPECT_EQ(inv.gpus[0].utilization_gpu_pct, 0);  // not listed any more: idle
+  EXPECT_EQ(inv.gpus[1].throttle_reason_names, std::vector<std::string>{"hw_power_brake"});
+  std::filesystem::remove(path_);
+  inv = Sample(*s);
+  EXPECT_TRUE(inv.gpus[1].throttle_reason_names.empty());
+  EXPECT_NE(inv.note.find("no load file"), std::string::npos) << inv.note;
+}
+
+TEST_F(SimLoadTest, BadFileIsReportedAndKeepsTheLastGoodLoad) {
+  auto s = Open("2x24GB");
+  Write(R"({"gpus": [{"index": 0, "utilization_gpu_pct": 55}]})");
+  EXPECT_EQ(Sample(*s).gpus[0].utilization_gpu_pct, 55);
+
+  Write(R"({"gpus": [{"index": 0, "utilization_gpu_pct": 5)");  // cut short
+  Inventory inv = Sample(*s);
+  EXPECT_EQ(inv.gpus[0].utilization_gpu_pct, 55);
+  EXPECT_NE(inv.note.find(path_ + " is not valid JSON"), std::string::npos) << inv.note;
+
+  Write(R"({"gpus": [{"index": 0, "utilization_gpu_pct": 140}]})");
+  inv = Sample(*s);
+  EXPECT_EQ(inv.gpus[0].utilization_gpu_pct, 55);
+  EXPECT_NE(inv.note.find("field 'gpus[0].utilization_gpu_pct' is not valid; allowed: 0…100"),
+            std::string::npos)
+      << inv.note;
+
+  Write(R"({"gpus": [{"index": 1, "utilization_gpu_pct": 9}]})");
+  inv = Sample(*s);
+  EXPECT_EQ(inv.gpus[0].utilization_gpu_pct, 0);
+  EXPECT_EQ(inv.gpus[1].utilization_gpu_pct, 9);
+  EXPECT_EQ(inv.note.find("not valid"), std::string::npos) << inv.note;
+}
+
+TEST(ApplySimLoad, ErrorsNameTheField) {
+  struct Case {
+    const char* text;
+    const char* field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"([])", "(top level)"},
+           {R"({"gpu": []})", "gpu"},
+           {R"({})", "gpus"},
+           {R"({"gpus": {}})", "gpus"},
+           {R"({"gpus": [3]})", "gpus[0]"},
+           {R"({"gpus": [{"utilization_gpu_pct": 1}]})", "gpus[0].index"},
+           {R"({"gpus": [{"index": 2}]})", "gpus[0].index"},
+           {R"({"gpus": [{"index": 0}, {"index": 0}]})", "gpus[1].index"},
+           {R"({"gpus": [{"index": 0, "utilisation": 5}]})", "gpus[0].utilisation"},
+           {R"({"gpus": [{"index": 0, "utilization_gpu_pct": "87"}]})",
+            "gpus[0].utilization_gpu_pct"},
+           {R"({"gpus": [{"index": 0, "memory_used_bytes": "25GB"}]})",
+            "gpus[0].memory_used_bytes"},
+           {R"({"gpus": [{"index": 0, "memory_used_bytes": -1}]})", "gpus[0].memory_used_bytes"},
+           {R"({"gpus": [{"index": 0, "memory_used_bytes": "lots"}]})",
+            "gpus[0].memory_used_bytes"},
+           {R"({"gpus": [{"index": 1, "temperature_c": 900}]})", "gpus[0].temperature_c"},
+           {R"({"gpus": [{"index": 0, "power_w": "hot"}]})", "gpus[0].power_w"},
+           {R"({"gpus": [{"index": 0, "throttle_reason_names": "sw_thermal"}]})",
+            "gpus[0].throttle_reason_names"},
+           {R"({"gpus": [{"index": 0, "throttle_reason_names": ["hot"]}]})",
+            "gpus[0].throttle_reason_names[0]"},
+           {R"({"gpus": [{"index": 0, "error": 5}]})", "gpus[0].error"},
+           {R"({"gpus": [{"index": 0, "processes": {}}]})", "gpus[0].processes"},
+           {R"({"gpus": [{"index": 0, "processes": [{"used_memory_bytes": 1}]}]})",
+            "gpus[0].processes[0].pid"},
+           {R"({"gpus": [{"index": 0, "processes": [{"pid": -4}]}]})", "gpus[0].processes[0].pid"},
+           {R"({"gpus": [{"index": 0, "processes": [{"pid": 4, "mem": 1}]}]})",
+            "gpus[0].processes[0].mem"},
+           {R"({"gpus": [{"index": 0, "processes": [{"pid": 4, "used_memory_bytes": "20GB"},
+                                                     {"pid": 5, "used_memory_bytes": "20GB"}]}]})",
+            "gpus[0].processes"},
+       }) {
+    auto source = SimulatedSource(SimSpec{{{2, 24'000'000'000ULL, ""}}, ""});
+    std::vector<GpuInfo> gpus = source.Sample()->gpus;
+    std::vector<GpuInfo> before = gpus;
+    Status st = ApplySimLoad(c.text, "/x/load.json", gpus);
+    ASSERT_FALSE(st.ok()) << c.text;
+    EXPECT_TRUE(st.IsInvalidArgument());
+    EXPECT_EQ(st.msg_id(), "gpu.sim_load_field") << c.text;
+    EXPECT_NE(st.message().find(std::string("field '") + c.field + "'"), std::string::npos)
+        << c.text << " -> " << st.message();
+    EXPECT_NE(st.message().find("/x/load.json"), std::string::npos);
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      EXPECT_EQ(ToJson(gpus[i]), ToJson(before[i])) << c.text;  // unchanged on error
+    }
+  }
+  std::vector<GpuInfo> gpus(1);
+  Status st = ApplySimLoad("{", "/x/load.json", gpus);
+  EXPECT_EQ(st.msg_id(), "gpu.sim_load_json");
+  // Unknown throttle bits are accepted by the names ThrottleReasonNames gives them.
+  gpus = SimulatedSource(SimSpec{{{1, 1000, ""}}, ""}).Sample()->gpus;
+  ASSERT_TRUE(ApplySimLoad(R"({"gpus": [{"index": 0, "throttle_reason_names": ["bit20"]}]})", "/x",
+                           gpus)
+                  .ok());
+  EXPECT_EQ(gpus[0].throttle_reasons, 1ULL << 20);
 }
 
 // ---- JSON ---------------------------------------------------------------------
@@ -469,7 +711,7 @@ TEST(InventoryJson, Fields) {
   EXPECT_EQ(h["processes"][0]["used_memory_bytes"], 60 * kGiB);
   EXPECT_TRUE(h["processes"][1]["used_memory_bytes"].is_null());
 
-  Json sim = ToJson(*SimulatedSource(SimSpec{1, 1000}).Sample());
+  Json sim = ToJson(*SimulatedSource(SimSpec{{{1, 1000, ""}}, ""}).Sample());
   EXPECT_EQ(sim["source"], "simulated");
   EXPECT_EQ(sim["simulated"], true);
   EXPECT_TRUE(sim["gpus"][0]["temperature_c"].is_null());

@@ -41,7 +41,8 @@ Result<std::unique_ptr<GpuSource>> OpenGpuSource(const std::string& spec) {
     return std::unique_ptr<GpuSource>(std::move(sim));
   }
   return Status::InvalidArgument(fmt::format(
-      "GPU source '{}' is not valid: use auto, nvml, none, sim:N or sim:NxSIZE (e.g. sim:4x24GB)",
+      "GPU source '{}' is not valid: use auto, nvml, none, sim:N or sim:NxSIZE[:MODEL] "
+      "(e.g. sim:4x24GB)",
       spec));
 }
 

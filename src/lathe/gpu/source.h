@@ -37,7 +37,8 @@ class NoGpuSource : public GpuSource {
 //                 NoGpuSource whose note says why (never an error);
 //   "nvml"        NVML or the error that prevents it;
 //   "none"        no GPUs;
-//   "sim:4x24GB"  simulated GPUs (see simulated_source.h): "sim:N" or "sim:NxSIZE".
+//   "sim:4x24GB"  simulated GPUs (see simulated_source.h): "sim:N", "sim:NxSIZE",
+//                 "sim:2x80GB:A100,2x24GB:L4", "sim:4x24GB@/abs/load.json".
 // Any other spec is InvalidArgument naming it and the allowed forms.
 Result<std::unique_ptr<GpuSource>> OpenGpuSource(const std::string& spec);
 

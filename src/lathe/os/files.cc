@@ -126,6 +126,19 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+Result<FileStamp> StatFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  constexpr int64_t kNsPerSec = 1'000'000'000;
+  FileStamp s;
+  s.device = static_cast<uint64_t>(st.st_dev);
+  s.inode = static_cast<uint64_t>(st.st_ino);
+  s.size_bytes = static_cast<uint64_t>(st.st_size);
+  s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec;
+  s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * kNsPerSec + st.st_ctim.tv_nsec;
+  return s;
+}
+
 Status RemoveAll(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

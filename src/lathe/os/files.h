@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -43,6 +44,23 @@ Status MakeDirsOwned(const std::string& path, unsigned mode, uid_t uid, gid_t gi
 Status ChownTree(const std::string& path, uid_t uid, gid_t gid);
 
 bool Exists(const std::string& path);
+
+// What identifies one version of a file without reading it: equal stamps mean
+// "probably unchanged". Timestamps are as coarse as the kernel's (a jiffy, or
+// a second on some file systems), so two writes close together may leave equal
+// stamps; a reader that must not miss a change re-reads a file whose mtime is
+// that recent.
+struct FileStamp {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size_bytes = 0;
+  int64_t mtime_ns = 0;  // since the Unix epoch
+  int64_t ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+// stat(2) of `path`, following symlinks. NotFound when it does not exist.
+Result<FileStamp> StatFile(const std::string& path);
 
 // Removes a directory tree; a missing one is fine.
 Status RemoveAll(const std::string& path);

@@ -56,6 +56,27 @@ TEST(Files, ReadUpToStopsOneBytePastTheLimit) {
   ::unlink(p.c_str());
 }
 
+TEST(Files, StatFileStampChangesWithTheFile) {
+  std::string dir = TempDir();
+  std::string path = dir + "/f";
+  EXPECT_TRUE(StatFile(path).status().IsNotFound());
+  ASSERT_TRUE(WriteFileAtomic(path, "one", 0644, Durability::kNoSync).ok());
+  auto a = StatFile(path);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->size_bytes, 3u);
+  EXPECT_GT(a->mtime_ns, 0);
+  auto same = StatFile(path);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*a, *same);
+  // An atomic replace is a new inode even when size and mtime tick agree.
+  ASSERT_TRUE(WriteFileAtomic(path, "two", 0644, Durability::kNoSync).ok());
+  auto b = StatFile(path);
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(a->inode, b->inode);
+  EXPECT_FALSE(*a == *b);
+  RemoveAll(dir);
+}
+
 uid_t OwnerOf(const std::string& p) {
   struct stat st;
   return ::lstat(p.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
