@@ -135,10 +135,9 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   o.only = f.only;
   ASSIGN_OR_RETURN(doctor::Report report, doctor::RunDoctor(*view, o));
   if (f.fix_script) {
+    // stdout is only the script; the exit code is the checks', as without it.
     Print(doctor::FormatFixScript(report, lang));
-    return Status::OK();  // the script is the product; the exit code is not about the checks
-  }
-  if (f.json) {
+  } else if (f.json) {
     PrintJsonSafe(doctor::ReportToJson(report, lang, f.strict));
   } else {
     Print(doctor::FormatReportTable(report, {lang, UseColor(), true}));

@@ -166,7 +166,9 @@ class Doctor(Cli, unittest.TestCase):
     def test_fix_script_is_valid_shell_and_is_not_run(self):
         env = self.env(http_proxy="http://proxy.invalid:3128", TMPDIR="/nonexistent/it's here")
         r = self.lathe("doctor", "--fast", "--fix-script", env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        # The unusable TMPDIR fails sys.tmp: the exit code is the doctor's, as without the flag.
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("check(s) failed", r.stderr)
         script = r.stdout
         self.assertTrue(script.startswith("#!/bin/sh\n"))
         self.assertIn("export no_proxy=", script)
@@ -174,6 +176,19 @@ class Doctor(Cli, unittest.TestCase):
         self.assertFalse(os.path.exists("/nonexistent"))
         check = subprocess.run(["sh", "-n"], input=script, text=True, capture_output=True)
         self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_fix_script_exits_with_the_doctors_code(self):
+        # Only the lathe group: the daemon is down, a warning and no failure.
+        r = self.lathe("doctor", "--fast", "--only", "lathe", "--fix-script")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("#!/bin/sh\n"))
+        r = self.lathe("doctor", "--fast", "--only", "lathe", "--fix-script", "--strict")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertTrue(r.stdout.startswith("#!/bin/sh\n"))
+        zh = self.lathe("doctor", "--fast", "--fix-script", env=self.env(TMPDIR="/nonexistent",
+                                                                          LANG="zh_CN.UTF-8"))
+        self.assertEqual(zh.returncode, 1, zh.stderr)
+        self.assertIn("项检查失败", zh.stderr)
 
 
 class Explain(Cli, unittest.TestCase):
