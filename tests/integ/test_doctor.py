@@ -300,6 +300,35 @@ class Plan(Cli, unittest.TestCase):
         self.assertIn("优化器状态", zh.stdout)
         self.assertIn("激活重计算 开启", zh.stdout)
 
+    def test_catalog_override_from_the_config_directory(self):
+        cfg = os.path.join(self.home, "config")
+        path = os.path.join(cfg, "lathe", "gpu_catalog.yaml")
+        args = ["plan", "--params", "7B"]
+        # No file yet: the hint names where to create it, not the source tree's data/.
+        r = self.lathe(*args, env=self.env(XDG_CONFIG_HOME=cfg))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(path, r.stdout)
+        self.assertNotIn("data/gpu_catalog.yaml", r.stdout)
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as f:
+            f.write("- id: lab-card\n  name: Lab Card 192GB\n  memory: 192GiB\n  bf16_tflops: '400'\n"
+                    "  price_usd_hour: '1.00'\n")
+        r = self.lathe(*args, "--json", env=self.env(XDG_CONFIG_HOME=cfg))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lab = [g for g in json.loads(r.stdout)["gpus"] if g["name"] == "Lab Card 192GB"]
+        self.assertEqual(len(lab), 1)
+        self.assertTrue(lab[0]["fits"])
+        self.assertIsNotNone(lab[0]["usd_per_mtok"])
+        zh = self.lathe(*args, env=self.env(XDG_CONFIG_HOME=cfg, LANG="zh_CN.UTF-8"))
+        self.assertIn("GPU 型号：内置目录，并合并了 " + path, zh.stdout)
+        self.assertIn("Lab Card 192GB", zh.stdout)
+        with open(path, "w") as f:
+            f.write("- id: lab-card\n  name: Lab Card\n  memory: lots\n  bf16_tflops: '400'\n")
+        r = self.lathe(*args, env=self.env(XDG_CONFIG_HOME=cfg))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(path, r.stderr)
+        self.assertIn("memory", r.stderr)
+
     def test_prices_and_bad_input(self):
         prices = os.path.join(self.home, "prices.yaml")
         with open(prices, "w") as f:
