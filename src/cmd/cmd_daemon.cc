@@ -99,19 +99,9 @@ Status RunDaemon(DaemonFlags& f) {
   return Status::OK();
 }
 
-Status RunUp(const DaemonFlags& f) {
-  // With --home, that daemon is the one to look for and to start.
-  if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
-  if (auto c = api::ApiClient::Connect(); c.ok()) {
-    std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
-                           {{"why", (*c)->why()}, {"socket", (*c)->where()}}).c_str());
-    return Status::OK();
-  }
-  daemon::HomePaths paths = daemon::DaemonHome(f.home);
-  RETURN_IF_ERROR(os::MakeDirs(paths.home, 0700));
-  std::string exe = SelfExe();
-  // Only the flags given here are passed on, so <home>/config.yaml still applies.
-  std::vector<std::string> args = {exe, "daemon"};
+// The flags given to `lathe up`, as the daemon would take them.
+std::vector<std::string> GivenFlags(const DaemonFlags& f) {
+  std::vector<std::string> args;
   auto pass = [&](const char* name, const std::string& value) {
     if (f.app != nullptr && f.app->count(name) > 0) args.insert(args.end(), {name, value});
   };
@@ -120,6 +110,49 @@ Status RunUp(const DaemonFlags& f) {
   pass("--host", f.host);
   pass("--grace", f.grace);
   if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
+  return args;
+}
+
+// `lathe up` found a daemon: says which of the flags given it does not have
+// (it keeps the settings it started with) and how to restart it with them.
+Status CheckRunningSettings(api::ApiClient& c, const DaemonFlags& f) {
+  auto given = [&](const char* name) { return f.app != nullptr && f.app->count(name) > 0; };
+  daemon::DaemonConfig asked;
+  if (given("--gpus")) asked.gpus = f.gpus;
+  if (given("--host")) asked.host = f.host;
+  if (given("--port")) asked.port = f.port;
+  if (given("--grace")) asked.grace = f.grace;
+  if (!asked.gpus && !asked.host && !asked.port && !asked.grace) return Status::OK();
+  ASSIGN_OR_RETURN(Json s, c.Get("/api/v1/status"));
+  std::vector<daemon::SettingMismatch> diffs = daemon::CompareWithRunning(asked, s);
+  if (diffs.empty()) return Status::OK();
+  Lang lang = DetectLang();
+  for (const auto& d : diffs) {
+    std::fprintf(stderr, "%s\n",
+                 Tr("daemon.up_setting_differs", lang,
+                    {{"flag", d.flag}, {"asked", d.asked}, {"running", d.running}})
+                     .c_str());
+  }
+  std::string up = "lathe up";
+  for (const auto& a : GivenFlags(f)) up += " " + a;
+  return Status::Msg(Code::kFailedPrecondition, "daemon.up_restart",
+                     {{"command", "lathe down && " + up}});
+}
+
+Status RunUp(const DaemonFlags& f) {
+  // With --home, that daemon is the one to look for and to start.
+  if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
+  if (auto c = api::ApiClient::Connect(); c.ok()) {
+    std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
+                           {{"why", (*c)->why()}, {"socket", (*c)->where()}}).c_str());
+    return CheckRunningSettings(**c, f);
+  }
+  daemon::HomePaths paths = daemon::DaemonHome(f.home);
+  RETURN_IF_ERROR(os::MakeDirs(paths.home, 0700));
+  std::string exe = SelfExe();
+  // Only the flags given here are passed on, so <home>/config.yaml still applies.
+  std::vector<std::string> args = {exe, "daemon"};
+  for (auto& a : GivenFlags(f)) args.push_back(std::move(a));
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) {

@@ -135,10 +135,9 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   o.only = f.only;
   ASSIGN_OR_RETURN(doctor::Report report, doctor::RunDoctor(*view, o));
   if (f.fix_script) {
+    // stdout is only the script; the exit code is the checks', as without it.
     Print(doctor::FormatFixScript(report, lang));
-    return Status::OK();  // the script is the product; the exit code is not about the checks
-  }
-  if (f.json) {
+  } else if (f.json) {
     PrintJsonSafe(doctor::ReportToJson(report, lang, f.strict));
   } else {
     Print(doctor::FormatReportTable(report, {lang, UseColor(), true}));
@@ -275,7 +274,14 @@ gpu::Inventory LocalGpus() {
 Status RunPlan(const PlanFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(doctor::PlanInput in, PlanInputFrom(f));
   ASSIGN_OR_RETURN(doctor::MemoryPlan plan, doctor::PlanMemory(in));
-  std::vector<doctor::GpuModel> catalog = doctor::DefaultGpuCatalog();
+  std::vector<std::string> catalog_paths =
+      doctor::GpuCatalogOverridePaths([](const char* n) -> const char* { return std::getenv(n); });
+  doctor::CatalogSource source;
+  ASSIGN_OR_RETURN(std::vector<doctor::GpuModel> catalog,
+                   doctor::LoadGpuCatalog(catalog_paths, &source.catalog_files));
+  // The file to edit: the last one read (the user's wins), else the user's.
+  source.edit_file =
+      source.catalog_files.empty() ? catalog_paths.back() : source.catalog_files.back();
   if (!f.prices.empty()) {
     ASSIGN_OR_RETURN(std::string text, os::ReadFile(f.prices));
     RETURN_IF_ERROR(doctor::ApplyPrices(catalog, text, f.prices));
@@ -285,7 +291,7 @@ Status RunPlan(const PlanFlags& f, Lang lang) {
   if (f.json) {
     PrintJsonSafe(doctor::PlanToJson(plan, fits, f.mfu));
   } else {
-    Print(doctor::FormatPlan(in, plan, fits, f.mfu, lang));
+    Print(doctor::FormatPlan(in, plan, fits, f.mfu, source, lang));
   }
   return Status::OK();
 }

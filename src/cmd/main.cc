@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cmd/commands.h"
+#include "cmd/usage_error.h"
 #include "lathe/common/exit_code.h"
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
@@ -32,6 +33,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {  // not --help or --version
+      std::vector<std::string> args(argv + 1, argv + argc);
+      if (auto what = lathe::cmd::DescribeUnknownArgument(app, args, globals.Language())) {
+        std::fprintf(stderr, "lathe: %s\n", what->c_str());
+        return lathe::kExitUsage;
+      }
+    }
     int rc = app.exit(e);
     return rc == 0 ? lathe::kExitOk : lathe::kExitUsage;
   }

@@ -165,6 +165,41 @@ class UpDown(unittest.TestCase):
             subprocess.run([LATHE, "down"], env=env, capture_output=True, timeout=60)
             d.cleanup()
 
+    def test_up_says_which_flags_the_running_daemon_does_not_have(self):
+        d = Daemon(gpus="none")
+        env = d.env()
+        try:
+            r = subprocess.run([LATHE, "up", "--gpus", "none"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            status = json.loads(subprocess.run([LATHE, "status", "--json"], env=env, check=True,
+                                               capture_output=True, text=True).stdout)
+            self.assertEqual(status["gpus"]["spec"], "none")
+            # The same flags again: nothing to say.
+            r = subprocess.run([LATHE, "up", "--gpus", "none"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            self.assertIn("already running", r.stdout)
+            r = subprocess.run([LATHE, "up", "--gpus", "sim:4x24GB", "--grace", "3s"], env=env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("already running", r.stdout)
+            self.assertIn("--gpus sim:4x24GB is not applied: the running daemon has none", r.stderr)
+            self.assertIn("--grace 3s is not applied: the running daemon has 10s", r.stderr)
+            self.assertIn("lathe down && lathe up --gpus sim:4x24GB --grace 3s", r.stderr)
+            zh = subprocess.run([LATHE, "up", "--gpus", "sim:4x24GB"], env=d.env(LANG="zh_CN.UTF-8"),
+                                capture_output=True, text=True, timeout=60)
+            self.assertEqual(zh.returncode, 1, zh.stderr)
+            self.assertIn("--gpus sim:4x24GB 未生效：正在运行的守护进程用的是 none", zh.stderr)
+            self.assertIn("lathe down && lathe up --gpus sim:4x24GB", zh.stderr)
+            # The daemon was left as it was.
+            status = json.loads(subprocess.run([LATHE, "status", "--json"], env=env, check=True,
+                                               capture_output=True, text=True).stdout)
+            self.assertEqual(status["gpus"]["count"], 0)
+        finally:
+            subprocess.run([LATHE, "down"], env=env, capture_output=True, timeout=60)
+            d.cleanup()
+
 
 if __name__ == "__main__":
     unittest.main()

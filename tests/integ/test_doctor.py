@@ -166,7 +166,9 @@ class Doctor(Cli, unittest.TestCase):
     def test_fix_script_is_valid_shell_and_is_not_run(self):
         env = self.env(http_proxy="http://proxy.invalid:3128", TMPDIR="/nonexistent/it's here")
         r = self.lathe("doctor", "--fast", "--fix-script", env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        # The unusable TMPDIR fails sys.tmp: the exit code is the doctor's, as without the flag.
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("check(s) failed", r.stderr)
         script = r.stdout
         self.assertTrue(script.startswith("#!/bin/sh\n"))
         self.assertIn("export no_proxy=", script)
@@ -174,6 +176,19 @@ class Doctor(Cli, unittest.TestCase):
         self.assertFalse(os.path.exists("/nonexistent"))
         check = subprocess.run(["sh", "-n"], input=script, text=True, capture_output=True)
         self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_fix_script_exits_with_the_doctors_code(self):
+        # Only the lathe group: the daemon is down, a warning and no failure.
+        r = self.lathe("doctor", "--fast", "--only", "lathe", "--fix-script")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("#!/bin/sh\n"))
+        r = self.lathe("doctor", "--fast", "--only", "lathe", "--fix-script", "--strict")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertTrue(r.stdout.startswith("#!/bin/sh\n"))
+        zh = self.lathe("doctor", "--fast", "--fix-script", env=self.env(TMPDIR="/nonexistent",
+                                                                          LANG="zh_CN.UTF-8"))
+        self.assertEqual(zh.returncode, 1, zh.stderr)
+        self.assertIn("项检查失败", zh.stderr)
 
 
 class Explain(Cli, unittest.TestCase):
@@ -284,6 +299,35 @@ class Plan(Cli, unittest.TestCase):
         zh = self.lathe(*args, "--lang", "zh")
         self.assertIn("优化器状态", zh.stdout)
         self.assertIn("激活重计算 开启", zh.stdout)
+
+    def test_catalog_override_from_the_config_directory(self):
+        cfg = os.path.join(self.home, "config")
+        path = os.path.join(cfg, "lathe", "gpu_catalog.yaml")
+        args = ["plan", "--params", "7B"]
+        # No file yet: the hint names where to create it, not the source tree's data/.
+        r = self.lathe(*args, env=self.env(XDG_CONFIG_HOME=cfg))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(path, r.stdout)
+        self.assertNotIn("data/gpu_catalog.yaml", r.stdout)
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as f:
+            f.write("- id: lab-card\n  name: Lab Card 192GB\n  memory: 192GiB\n  bf16_tflops: '400'\n"
+                    "  price_usd_hour: '1.00'\n")
+        r = self.lathe(*args, "--json", env=self.env(XDG_CONFIG_HOME=cfg))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lab = [g for g in json.loads(r.stdout)["gpus"] if g["name"] == "Lab Card 192GB"]
+        self.assertEqual(len(lab), 1)
+        self.assertTrue(lab[0]["fits"])
+        self.assertIsNotNone(lab[0]["usd_per_mtok"])
+        zh = self.lathe(*args, env=self.env(XDG_CONFIG_HOME=cfg, LANG="zh_CN.UTF-8"))
+        self.assertIn("GPU 型号：内置目录，并合并了 " + path, zh.stdout)
+        self.assertIn("Lab Card 192GB", zh.stdout)
+        with open(path, "w") as f:
+            f.write("- id: lab-card\n  name: Lab Card\n  memory: lots\n  bf16_tflops: '400'\n")
+        r = self.lathe(*args, env=self.env(XDG_CONFIG_HOME=cfg))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(path, r.stderr)
+        self.assertIn("memory", r.stderr)
 
     def test_prices_and_bad_input(self):
         prices = os.path.join(self.home, "prices.yaml")

@@ -56,4 +56,43 @@ Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   return ParseDaemonConfig(*text, path);
 }
 
+namespace {
+
+// "127.0.0.1:7731" / "[::1]:7731" -> host, port.
+std::pair<std::string, std::string> SplitEndpoint(const std::string& tcp) {
+  size_t colon = tcp.rfind(':');
+  if (colon == std::string::npos) return {tcp, ""};
+  std::string host = tcp.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return {host, tcp.substr(colon + 1)};
+}
+
+}  // namespace
+
+std::vector<SettingMismatch> CompareWithRunning(const DaemonConfig& asked, const Json& status) {
+  std::vector<SettingMismatch> out;
+  const Json gpus = status.value("gpus", Json::object());
+  if (asked.gpus && gpus.is_object() && gpus.contains("spec") && gpus["spec"].is_string()) {
+    std::string running = gpus["spec"].get<std::string>();
+    if (running != *asked.gpus) out.push_back({"--gpus", *asked.gpus, running});
+  }
+  if (status.contains("tcp") && status["tcp"].is_string()) {
+    auto [host, port] = SplitEndpoint(status["tcp"].get<std::string>());
+    if (asked.host && *asked.host != host) out.push_back({"--host", *asked.host, host});
+    if (asked.port && *asked.port != 0 && std::to_string(*asked.port) != port) {
+      out.push_back({"--port", std::to_string(*asked.port), port});
+    }
+  }
+  if (asked.grace && status.contains("grace_ms") && status["grace_ms"].is_number_integer()) {
+    int64_t running_ms = status["grace_ms"].get<int64_t>();
+    auto ms = ParseDuration(*asked.grace);
+    if (!ms.ok() || ms->count() != running_ms) {
+      out.push_back(
+          {"--grace", *asked.grace, FormatDuration(std::chrono::milliseconds(running_ms))});
+    }
+  }
+  return out;
+}
+
 }  // namespace lathe::daemon

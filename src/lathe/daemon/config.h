@@ -11,7 +11,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "lathe/common/json.h"
 #include "lathe/common/status.h"
 
 namespace lathe::daemon {
@@ -27,5 +29,20 @@ struct DaemonConfig {
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file);
 // Reads `path`; a missing file is an empty config.
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path);
+
+// A setting `lathe up` was given that the daemon already running does not
+// have (a running daemon keeps the settings it started with).
+struct SettingMismatch {
+  std::string flag;     // "--gpus"
+  std::string asked;    // the value given to `lathe up`
+  std::string running;  // the running daemon's value
+};
+
+// The settings of `asked` (the flags given to `lathe up`; unset fields were
+// not given) that differ from those of the daemon described by `status`, its
+// GET /api/v1/status answer: --gpus against gpus.spec, --host and --port
+// against tcp (port 0, "any free port", matches every port), --grace against
+// grace_ms. A setting the status does not report is not compared.
+std::vector<SettingMismatch> CompareWithRunning(const DaemonConfig& asked, const Json& status);
 
 }  // namespace lathe::daemon

@@ -33,5 +33,46 @@ TEST(DaemonConfig, MissingFileIsEmpty) {
   EXPECT_FALSE(c->port.has_value());
 }
 
+TEST(CompareWithRunning, NamesEachGivenSettingTheRunningDaemonLacks) {
+  Json status = Json::parse(R"({"gpus": {"count": 0, "source": "none", "spec": "none"},
+                                "tcp": "127.0.0.1:7731", "grace_ms": 10000})");
+  DaemonConfig asked;
+  asked.gpus = "sim:4x24GB";
+  asked.port = 8000;
+  asked.host = "127.0.0.1";
+  asked.grace = "10s";
+  auto diffs = CompareWithRunning(asked, status);
+  ASSERT_EQ(diffs.size(), 2u);
+  EXPECT_EQ(diffs[0].flag, "--gpus");
+  EXPECT_EQ(diffs[0].asked, "sim:4x24GB");
+  EXPECT_EQ(diffs[0].running, "none");
+  EXPECT_EQ(diffs[1].flag, "--port");
+  EXPECT_EQ(diffs[1].running, "7731");
+  asked.grace = "30s";
+  asked.host = "0.0.0.0";
+  diffs = CompareWithRunning(asked, status);
+  ASSERT_EQ(diffs.size(), 4u);
+  EXPECT_EQ(diffs[1].flag, "--host");
+  EXPECT_EQ(diffs[1].running, "127.0.0.1");
+  EXPECT_EQ(diffs[2].flag, "--port");
+  EXPECT_EQ(diffs[3].flag, "--grace");
+  EXPECT_EQ(diffs[3].running, "10s");
+}
+
+TEST(CompareWithRunning, SameOrUnreportedSettingsAreNotMismatches) {
+  Json status =
+      Json::parse(R"({"gpus": {"spec": "sim:4x24GB"}, "tcp": "[::1]:7731", "grace_ms": 2000})");
+  DaemonConfig asked;
+  asked.gpus = "sim:4x24GB";
+  asked.host = "::1";
+  asked.port = 0;  // any free port
+  asked.grace = "2s";
+  EXPECT_TRUE(CompareWithRunning(asked, status).empty());
+  EXPECT_TRUE(CompareWithRunning(DaemonConfig{}, status).empty());
+  asked.gpus = "none";
+  asked.grace = "5s";
+  EXPECT_TRUE(CompareWithRunning(asked, Json::object()).empty());  // a daemon that reports neither
+}
+
 }  // namespace
 }  // namespace lathe::daemon

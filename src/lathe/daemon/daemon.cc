@@ -879,7 +879,9 @@ Json Daemon::StatusJson() {
               {"socket", paths_.socket},
               {"user", user_},
               {"gpus", {{"count", inventory_.gpus.size()}, {"source", inventory_.source},
-                        {"simulated", inventory_.simulated}, {"note", inventory_.note}}},
+                        {"simulated", inventory_.simulated}, {"note", inventory_.note},
+                        {"spec", opts_.gpus}}},
+              {"grace_ms", opts_.kill_grace_ms},
               {"cgroups", {{"mode", cgroups_.mode == os::CgroupSupport::kV2   ? "v2"
                                     : cgroups_.mode == os::CgroupSupport::kV1 ? "v1"
                                                                                : "none"},

@@ -10,6 +10,7 @@
 #include "lathe/common/embedded.h"
 #include "lathe/common/i18n.h"
 #include "lathe/common/units.h"
+#include "lathe/os/files.h"
 
 namespace lathe::doctor {
 namespace {
@@ -90,6 +91,46 @@ const std::vector<GpuModel>& DefaultGpuCatalog() {
     return new std::vector<GpuModel>(std::move(r).value());
   }();
   return *catalog;
+}
+
+std::vector<std::string> GpuCatalogOverridePaths(GetenvFn getenv_fn) {
+  std::vector<std::string> paths = {"/etc/lathe/gpu_catalog.yaml"};
+  const char* xdg = getenv_fn("XDG_CONFIG_HOME");
+  const char* home = getenv_fn("HOME");
+  if (xdg != nullptr && *xdg == '/') {  // XDG: a relative value is ignored
+    paths.push_back(std::string(xdg) + "/lathe/gpu_catalog.yaml");
+  } else if (home != nullptr && *home != '\0') {
+    paths.push_back(std::string(home) + "/.config/lathe/gpu_catalog.yaml");
+  }
+  return paths;
+}
+
+Status MergeGpuCatalog(std::vector<GpuModel>& catalog, std::string_view yaml,
+                       std::string_view file_name) {
+  ASSIGN_OR_RETURN(std::vector<GpuModel> models, ParseGpuCatalog(yaml, file_name));
+  for (auto& m : models) {
+    auto it = std::find_if(catalog.begin(), catalog.end(),
+                           [&](const GpuModel& c) { return c.id == m.id; });
+    if (it != catalog.end()) {
+      *it = std::move(m);
+    } else {
+      catalog.push_back(std::move(m));
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::vector<GpuModel>> LoadGpuCatalog(const std::vector<std::string>& paths,
+                                             std::vector<std::string>* read) {
+  std::vector<GpuModel> catalog = DefaultGpuCatalog();
+  for (const auto& path : paths) {
+    Result<std::string> text = os::ReadFile(path);
+    if (!text.ok() && text.status().code() == Code::kNotFound) continue;
+    if (!text.ok()) return text.status();
+    RETURN_IF_ERROR(MergeGpuCatalog(catalog, *text, path));
+    if (read != nullptr) read->push_back(path);
+  }
+  return catalog;
 }
 
 Status ApplyPrices(std::vector<GpuModel>& models, std::string_view yaml, std::string_view file) {

@@ -1,5 +1,6 @@
 // The GPUs `lathe plan` compares against: data/gpu_catalog.yaml (embedded,
-// shared data-file format), an optional user price table, and which of them
+// shared data-file format) with the override files of the configuration
+// directories merged on top, an optional user price table, and which of them
 // a setup fits on, at what throughput and cost per million tokens.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/status.h"
 #include "lathe/doctor/plan.h"
 #include "lathe/gpu/inventory.h"
@@ -28,6 +30,21 @@ struct GpuModel {
 Result<std::vector<GpuModel>> ParseGpuCatalog(std::string_view yaml, std::string_view file_name);
 // The embedded data/gpu_catalog.yaml; aborts if broken (plan_test catches it).
 const std::vector<GpuModel>& DefaultGpuCatalog();
+
+// The files that override the embedded catalogue, in the order they apply:
+// the system one, /etc/lathe/gpu_catalog.yaml, then the user's,
+// $XDG_CONFIG_HOME/lathe/gpu_catalog.yaml (XDG_CONFIG_HOME defaults to
+// $HOME/.config; left out when neither is set). `getenv_fn` is injectable.
+std::vector<std::string> GpuCatalogOverridePaths(GetenvFn getenv_fn);
+// Merges a catalogue file into `catalog`: an entry whose id is a model's
+// replaces it, any other is added. Entries are validated as in ParseGpuCatalog.
+Status MergeGpuCatalog(std::vector<GpuModel>& catalog, std::string_view yaml,
+                       std::string_view file_name);
+// The embedded catalogue with each of `paths` that exists merged on top, in
+// order; `read` (if not null) gets the files that were merged. A file that
+// exists but cannot be read or parsed is an error naming it.
+Result<std::vector<GpuModel>> LoadGpuCatalog(const std::vector<std::string>& paths,
+                                             std::vector<std::string>* read);
 // The first catalogue model whose `match` finds `nvml_name`, or nullptr.
 const GpuModel* MatchGpuModel(const std::vector<GpuModel>& catalog, const std::string& nvml_name);
 // Overrides prices from a user file of entries {id, price_usd_hour}; an id

@@ -1,6 +1,7 @@
 #include "lathe/doctor/plan_format.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lathe/doctor/text_match.h"
 
@@ -73,7 +74,7 @@ std::vector<std::vector<std::string>> GpuRows(const std::vector<GpuFit>& fits, L
 }  // namespace
 
 std::string FormatPlan(const PlanInput& in, const MemoryPlan& p, const std::vector<GpuFit>& fits,
-                       double mfu, Lang lang) {
+                       double mfu, const CatalogSource& source, Lang lang) {
   std::string out = Tr("plan.summary", lang,
                        {{"params", Count(p.params)},
                         {"precision", kPrecisionNames[static_cast<int>(in.precision)]},
@@ -84,9 +85,17 @@ std::string FormatPlan(const PlanInput& in, const MemoryPlan& p, const std::vect
                         {"zero", std::to_string(in.zero)}, {"gpus", std::to_string(in.gpus)}}) +
                     "\n\n" + Tr("plan.memory_per_gpu", lang) + "\n" + Table(BreakdownRows(p, lang));
   out += "\n" + Table(GpuRows(fits, lang));
-  out += "\n" + Tr("plan.assumptions", lang,
-                   {{"mfu", fmt::format("{:.0f}", mfu * 100)},
-                    {"flops", fmt::format("{:.0f}", FlopsPerTokenPerParam(in))}}) + "\n";
+  out += "\n" +
+         Tr("plan.assumptions", lang,
+            {{"mfu", fmt::format("{:.0f}", mfu * 100)},
+             {"flops", fmt::format("{:.0f}", FlopsPerTokenPerParam(in))},
+             {"catalog", source.edit_file}}) +
+         "\n";
+  if (!source.catalog_files.empty()) {
+    out += Tr("plan.catalog_files", lang,
+              {{"files", fmt::format("{}", fmt::join(source.catalog_files, ", "))}}) +
+           "\n";
+  }
   return out;
 }
 

@@ -13,8 +13,14 @@
 
 namespace lathe::doctor {
 
-std::string FormatPlan(const PlanInput& in, const MemoryPlan& plan,
-                       const std::vector<GpuFit>& fits, double mfu, Lang lang);
+// `catalog_files`: the override files of the catalogue that were read (named
+// as such); `edit_file`: the one the closing hint tells the reader to edit.
+struct CatalogSource {
+  std::vector<std::string> catalog_files;
+  std::string edit_file;
+};
+std::string FormatPlan(const PlanInput& in, const MemoryPlan& plan, const std::vector<GpuFit>& fits,
+                       double mfu, const CatalogSource& source, Lang lang);
 
 // {"params", "bytes_per_gpu": {"weights", "gradients", "optimizer",
 //  "activations" (null when unknown), "overhead", "total"}, "formulas": {…},

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
 #include "lathe/common/embedded.h"
 #include "lathe/doctor/gpu_catalog.h"
 #include "lathe/doctor/plan_format.h"
@@ -166,6 +170,52 @@ TEST(GpuCatalog, FitsThroughputCostAndPrices) {
   EXPECT_TRUE(h200_fits);
 }
 
+TEST(GpuCatalog, OverridePathsFollowXdg) {
+  auto env = [](const char* n) -> const char* {
+    if (std::string_view(n) == "XDG_CONFIG_HOME") return "/cfg";
+    if (std::string_view(n) == "HOME") return "/home/u";
+    return nullptr;
+  };
+  EXPECT_EQ(
+      GpuCatalogOverridePaths(env),
+      (std::vector<std::string>{"/etc/lathe/gpu_catalog.yaml", "/cfg/lathe/gpu_catalog.yaml"}));
+  auto home_only = [](const char* n) -> const char* {
+    return std::string_view(n) == "HOME" ? "/home/u" : nullptr;
+  };
+  EXPECT_EQ(GpuCatalogOverridePaths(home_only).back(), "/home/u/.config/lathe/gpu_catalog.yaml");
+  auto none = [](const char*) -> const char* { return nullptr; };
+  EXPECT_EQ(GpuCatalogOverridePaths(none), std::vector<std::string>{"/etc/lathe/gpu_catalog.yaml"});
+}
+
+TEST(GpuCatalog, OverrideFilesReplaceByIdAndAdd) {
+  std::string dir = ::testing::TempDir() + "/gpu_catalog_override";
+  std::filesystem::create_directories(dir);
+  std::string system = dir + "/system.yaml", user = dir + "/user.yaml";
+  {
+    std::ofstream(system)
+        << "- id: h100-sxm\n  name: Our H100\n  memory: 80GiB\n  bf16_tflops: '989'\n"
+           "  price_usd_hour: '1.25'\n";
+    std::ofstream(user)
+        << "- id: lab-card\n  name: Lab Card 48GB\n  memory: 48GiB\n  bf16_tflops: '150'\n";
+  }
+  std::vector<std::string> read;
+  auto c = LoadGpuCatalog({system, dir + "/missing.yaml", user}, &read);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(read, (std::vector<std::string>{system, user}));
+  EXPECT_EQ(c->size(), DefaultGpuCatalog().size() + 1);
+  auto h100 =
+      std::find_if(c->begin(), c->end(), [](const GpuModel& m) { return m.id == "h100-sxm"; });
+  ASSERT_NE(h100, c->end());
+  EXPECT_EQ(h100->name, "Our H100");
+  EXPECT_EQ(*h100->price_usd_hour, 1.25);
+  EXPECT_EQ(c->back().id, "lab-card");
+  { std::ofstream(user) << "- id: bad\n  name: Bad\n  memory: lots\n  bf16_tflops: '1'\n"; }
+  auto bad = LoadGpuCatalog({user}, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(user), std::string::npos) << bad.status().ToString();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(PlanFormat, BothLanguagesShowFormulas) {
   PlanInput in;
   in.params = 7'500'000'000;
@@ -173,13 +223,22 @@ TEST(PlanFormat, BothLanguagesShowFormulas) {
   in.gpus = 64;
   MemoryPlan p = Plan(in);
   auto fits = FitGpus(p, in, DefaultGpuCatalog(), nullptr, 0.4);
-  std::string en = FormatPlan(in, p, fits, 0.4, Lang::kEn);
+  std::string en =
+      FormatPlan(in, p, fits, 0.4, {{}, "/home/u/.config/lathe/gpu_catalog.yaml"}, Lang::kEn);
   EXPECT_NE(en.find("12·Ψ / N"), std::string::npos) << en;
   EXPECT_NE(en.find("optimizer states"), std::string::npos);
   EXPECT_NE(en.find("40% MFU"), std::string::npos);
-  std::string zh = FormatPlan(in, p, fits, 0.4, Lang::kZh);
+  // The hint names the file that is read, not the source tree's embedded one.
+  EXPECT_NE(en.find("/home/u/.config/lathe/gpu_catalog.yaml"), std::string::npos) << en;
+  EXPECT_EQ(en.find("data/gpu_catalog.yaml"), std::string::npos) << en;
+  EXPECT_EQ(en.find("GPU models: the built-in catalogue with"), std::string::npos) << en;
+  std::string zh =
+      FormatPlan(in, p, fits, 0.4, {{"/etc/lathe/gpu_catalog.yaml"}, "/etc/lathe/gpu_catalog.yaml"},
+                 Lang::kZh);
   EXPECT_NE(zh.find("优化器状态"), std::string::npos);
   EXPECT_NE(zh.find("ZeRO 阶段 1"), std::string::npos);
+  EXPECT_NE(zh.find("内置目录，并合并了 /etc/lathe/gpu_catalog.yaml"), std::string::npos) << zh;
+  EXPECT_EQ(zh.find("data/gpu_catalog.yaml"), std::string::npos) << zh;
   Json j = PlanToJson(p, fits, 0.4);
   EXPECT_NEAR(j["bytes_per_gpu"]["optimizer"].get<double>(), 12 * 7.5e9 / 64, 1);
   EXPECT_TRUE(j["bytes_per_gpu"]["activations"].is_null());

@@ -1,0 +1,81 @@
+"""The command line's usage errors name the bad flag or word, suggest the nearest valid
+one, and point at `--` when a command's own flag came before it; in English and Chinese.
+
+None of these need a daemon: the CLI stops at parsing (exit 2).
+"""
+import os
+import subprocess
+import unittest
+
+from harness import LATHE
+
+
+def lathe(*args, lang="C.UTF-8"):
+    env = dict(os.environ)
+    for k in ("LATHE_LANG", "LC_ALL", "LC_MESSAGES"):
+        env.pop(k, None)
+    env["LANG"] = lang
+    env["LATHE_HOME"] = "/nonexistent-lathe-home"  # parse errors come before any connection
+    return subprocess.run([LATHE, *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+ZH = "zh_CN.UTF-8"
+
+
+class UsageErrors(unittest.TestCase):
+    def usage(self, *args, lang="C.UTF-8"):
+        r = lathe(*args, lang=lang)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stdout, "")
+        return r.stderr
+
+    def test_mistyped_flag_is_named_with_the_nearest(self):
+        err = self.usage("run", "--gpux", "1", "--", "ls")
+        self.assertIn("`lathe run` has no flag --gpux; did you mean --gpus?", err)
+        self.assertIn("lathe run --help", err)
+        self.assertNotIn("not expected", err)
+        zh = self.usage("run", "--gpux", "1", "--", "ls", lang=ZH)
+        self.assertIn("`lathe run` 没有 --gpux 这个选项；是不是想输入 --gpus？", zh)
+        self.assertIn("lathe run --help", zh)
+
+    def test_flag_without_a_near_one_gets_no_guess(self):
+        err = self.usage("ps", "--colour")
+        self.assertIn("`lathe ps` has no flag --colour", err)
+        self.assertNotIn("did you mean", err)
+
+    def test_forgotten_double_dash(self):
+        err = self.usage("run", "--gpus", "1", "python3", "train.py", "--steps", "10")
+        self.assertIn("`lathe run` has no flag --steps", err)
+        self.assertIn("put -- before the command", err)
+        self.assertIn("lathe run --gpus 1 -- python3 train.py --steps 10", err)
+        zh = self.usage("run", "python3", "train.py", "--steps", "10", lang=ZH)
+        self.assertIn("`lathe run` 没有 --steps 这个选项", zh)
+        self.assertIn("请在命令前加上 --", zh)
+        self.assertIn("lathe run -- python3 train.py --steps 10", zh)
+
+    def test_unknown_subcommand(self):
+        err = self.usage("pss")
+        self.assertIn("`lathe` has no command 'pss'; did you mean ps?", err)
+        self.assertNotIn("A subcommand is required", err)
+        zh = self.usage("--lang", "zh", "pss")
+        self.assertIn("`lathe` 没有 “pss” 这个命令；是不是想输入 ps？", zh)
+        self.assertIn("`lathe snap` has no command 'lss'; did you mean ls?", self.usage("snap", "lss"))
+        self.assertIn("`lathe snap ls` has no flag --jsn; did you mean --json?",
+                      self.usage("snap", "ls", "--jsn"))
+
+    def test_missing_subcommand(self):
+        self.assertIn("`lathe` needs a command", self.usage())
+        self.assertIn("`lathe snap` 后面需要跟一个命令", self.usage("snap", lang=ZH))
+
+    def test_valid_words_are_not_reported(self):
+        # A missing value is CLI11's own error, not an unknown flag.
+        err = self.usage("run", "--gpus")
+        self.assertNotIn("has no flag", err)
+        self.assertIn("--gpus", err)
+        # Everything after -- is the command's.
+        r = lathe("run", "-f", "/nonexistent/job.yaml", "--", "ls", "--gpux")
+        self.assertNotIn("has no flag", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
