@@ -98,7 +98,7 @@ RouteMatch RouteTable::Find(std::string_view method, std::string_view path) cons
   // 1. A route of this method.
   for (size_t i = 0; i < routes_.size(); ++i) {
     const Route& r = routes_[i];
-    if (r.method != method) continue;
+    if (r.segments.size() != n || r.method != method) continue;
     if (MatchSegments(r, segs.data(), n, &m.params)) {
       m.kind = RouteMatch::Kind::kFound;
       m.route = i;
