@@ -71,6 +71,54 @@ class Api(DaemonTest):
         status, _ = self.request("GET", "/api/v1/nothing", token=token)
         self.assertEqual(status, 404)
 
+    def call(self, method, path, token):
+        host, port, _ = self.endpoint()
+        c = http.client.HTTPConnection(host, port, timeout=30)
+        c.request(method, path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = c.getresponse()
+        return r.status, r.getheader("Allow"), json.loads(r.read() or b"{}")
+
+    def test_a_wrong_method_is_405_with_allow(self):
+        _, _, token = self.endpoint()
+        run = self.d.submit("--", "true")
+        for method, path, allow in (("DELETE", "/api/v1/runs", "GET, POST"),
+                                    ("GET", "/api/v1/shutdown", "POST"),
+                                    ("PUT", f"/api/v1/runs/{run}", "GET"),
+                                    ("GET", f"/api/v1/runs/{run}/stop", "POST"),
+                                    ("GET", "/api/v1/snapshots/latest/restore", "POST")):
+            with self.subTest(method=method, path=path):
+                status, allowed, body = self.call(method, path, token)
+                self.assertEqual(status, 405, body)
+                self.assertEqual(allowed, allow)
+                self.assertEqual(body["error"]["id"], "api.bad_method")
+                self.assertIn(allow, body["error"]["zh"])
+        status, allowed, body = self.call("GET", f"/api/v1/runs/{run}/nothing", token)
+        self.assertEqual((status, allowed, body["error"]["id"]), (404, None, "api.no_route"))
+        # Authentication comes first: no token, no list of methods.
+        status, allowed, _ = self.call("DELETE", "/api/v1/runs", None)
+        self.assertEqual((status, allowed), (401, None))
+
+    def test_numbers_in_the_query_are_checked(self):
+        _, _, token = self.endpoint()
+        run = self.d.submit("--", "true")
+        for path, param in (("/api/v1/runs?limit=abc", "limit"), ("/api/v1/runs?limit=-1", "limit"),
+                            ("/api/v1/runs?all=1&limit=1e3", "limit"), ("/api/v1/runs?limit=", "limit"),
+                            (f"/api/v1/runs/{run}/events?after=abc", "after"),
+                            ("/api/v1/events?follow=1&after=1x", "after")):
+            with self.subTest(path):
+                status, _, body = self.call("GET", path, token)
+                self.assertEqual(status, 400, body)
+                self.assertEqual(body["error"]["id"], "api.bad_number")
+                self.assertEqual(body["error"]["args"]["param"], param)
+                self.assertIn(param, body["error"]["message"])
+                self.assertIn(param, body["error"]["zh"])
+        status, _, body = self.call("GET", "/api/v1/runs?all=1&limit=0", token)  # 0: the default
+        self.assertEqual(status, 200)
+        self.assertEqual(len(body["runs"]), 1)
+        status, _, body = self.call("GET", f"/api/v1/runs/{run}/events?after=0", token)
+        self.assertEqual(status, 200)
+        self.assertTrue(body["events"])
+
     def test_events_stream_ends_when_the_run_ends(self):
         host, port, token = self.endpoint()
         run = self.d.submit("--", "sh", "-c", "sleep 1")

@@ -2,6 +2,7 @@
 // (run/log_reader.h) and streamed, plain or as server-sent events.
 #include <spdlog/spdlog.h>
 
+#include "lathe/api/routes.h"
 #include "lathe/api/server.h"
 #include "lathe/run/log_reader.h"
 
@@ -12,18 +13,17 @@ constexpr int kLogPollMs = 100;
 
 // nlohmann refuses invalid UTF-8; a log is whatever the program printed.
 std::string LogEvent(std::string_view event, const Json& data) {
-  return "event: " + std::string(event) + "\ndata: " +
-         data.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
-}
-
-net::HttpResponse LogError(const Status& s) {
-  net::HttpResponse r;
-  r.status = s.code() == Code::kInvalidArgument ? 400 : 500;
-  r.body = StatusToJson(s).dump() + "\n";
-  return r;
+  return net::SseEvent(event, data.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 }  // namespace
+
+void ApiServer::GetRunLogs(ApiCall& call) {
+  auto r = daemon_.Access(call.caller, call.Param("run"), "read");
+  if (!r.ok()) return call.Reply(r.status());
+  Status s = RouteLogs(call.req, *r, call.caller, Truthy(call.req.QueryParam("follow")), call.res);
+  if (!s.ok()) call.Reply(s);
+}
 
 Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
                             const daemon::Caller& caller, bool follow, std::unique_ptr<net::Responder>& res) {
@@ -55,11 +55,10 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path, co
   auto reader = run::LogReader::Open(path, query);
   if (!reader.ok()) {
     spdlog::warn("logs of {}: {}", run_id, reader.status().ToString());
-    return res.Send(LogError(reader.status()));
+    return res.Send(ErrorResponse(reader.status()));
   }
   if (follow) {
-    std::shared_ptr<net::ResponseStream> s =
-        res.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    std::shared_ptr<net::ResponseStream> s = net::StartEventStream(res);
     return FollowLogs(run_id, **reader, *s);
   }
   net::Headers headers = {{"Cache-Control", "no-cache"}};

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <thread>
 
@@ -12,7 +12,9 @@
 
 #include "lathe/api/auth.h"
 #include "lathe/api/limits.h"
+#include "lathe/api/routes.h"
 #include "lathe/common/ids.h"
+#include "lathe/net/status_http.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/run/log_format.h"
@@ -22,35 +24,6 @@ namespace lathe::api {
 namespace {
 
 constexpr int kStreamPollMs = 100;
-
-// A full disk is 507 Insufficient Storage (RFC 4918), not a rate limit (429).
-bool IsOutOfSpace(const Status& s) {
-  const std::string& id = s.msg_id();
-  return id == "state.disk_full" || id == "snap.disk_full" || id == "snap.reserve";
-}
-
-int HttpStatusFor(const Status& s) {
-  switch (s.code()) {
-    case Code::kInvalidArgument: return s.msg_id() == "run.idempotency_key_reused" ? 422 : 400;
-    case Code::kNotFound: return 404;
-    case Code::kPermissionDenied: return s.msg_id() == "api.unauthenticated" ? 401 : 403;
-    case Code::kAlreadyExists:
-    case Code::kFailedPrecondition: return 409;
-    case Code::kResourceExhausted: return IsOutOfSpace(s) ? 507 : 429;
-    case Code::kUnavailable: return 503;
-    default: return 500;
-  }
-}
-
-net::HttpResponse JsonResponse(int status, const Json& body) {
-  net::HttpResponse r;
-  r.status = status;
-  r.body = body.dump();
-  r.body += '\n';
-  return r;
-}
-
-net::HttpResponse ErrorResponse(const Status& s) { return JsonResponse(HttpStatusFor(s), StatusToJson(s)); }
 
 Result<std::string> LoadOrCreateToken(const std::string& path) {
   auto existing = os::ReadFile(path);
@@ -64,63 +37,46 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
   return token;
 }
 
-// Splits "/api/v1/runs/abc/logs" into {"runs", "abc", "logs"}.
-std::vector<std::string> ApiParts(const std::string& path) {
-  constexpr std::string_view kPrefix = "/api/v1/";
-  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return {};
-  return net::PathSegments(std::string_view(path).substr(kPrefix.size()));
+}  // namespace
+
+void ApiCall::Reply(const Result<Json>& r, int ok_status) {
+  Send(r.ok() ? JsonResponse(ok_status, *r) : ErrorResponse(r.status()));
 }
+
+void ApiCall::Send(net::HttpResponse r) {
+  res->Send(std::move(r));
+  res.reset();
+}
+
+net::HttpResponse JsonResponse(int status, const Json& body) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  r.body += '\n';
+  return r;
+}
+
+net::HttpResponse ErrorResponse(const Status& s) { return JsonResponse(net::HttpStatusFor(s), StatusToJson(s)); }
 
 bool Truthy(const std::optional<std::string>& v) {
   return v && (*v == "1" || *v == "true" || *v == "yes");
 }
 
-std::string SseEvent(std::string_view event, const Json& data, int64_t id = 0) {
-  std::string out;
-  if (id > 0) out += fmt::format("id: {}\n", id);
-  out += fmt::format("event: {}\ndata: {}\n\n", event, data.dump());
-  return out;
-}
-
-// The Idempotency-Key header of a request: "" when absent; the IETF draft's
-// quoted form ("…") and Stripe's bare one are the same key.
-Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
-  constexpr size_t kMaxKey = 255;
-  constexpr std::string_view kAllowed =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:~+/=";
+Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, int64_t absent, int64_t max) {
   constexpr size_t kShown = 64;
-  auto it = std::find_if(req.headers.begin(), req.headers.end(),
-                         [](const auto& h) { return net::EqualsIgnoreCase(h.first, "Idempotency-Key"); });
-  if (it == req.headers.end()) return std::string();
-  std::string_view key = it->second;
-  if (key.size() >= 2 && key.front() == '"' && key.back() == '"') key = key.substr(1, key.size() - 2);
-  if (key.empty() || key.size() > kMaxKey || key.find_first_not_of(kAllowed) != std::string_view::npos) {
-    std::string shown;
-    for (char c : it->second.substr(0, kShown)) shown += c >= 0x20 && c < 0x7f ? c : '?';
-    if (it->second.size() > kShown) shown += "...";
-    return Status::Msg(Code::kInvalidArgument, "api.bad_idempotency_key",
-                       {{"value", shown}, {"length", std::to_string(it->second.size())},
-                        {"max", std::to_string(kMaxKey)}});
+  std::optional<std::string> v = req.QueryParam(name);
+  if (!v) return absent;
+  int64_t n = -1;
+  const char* end = v->data() + v->size();
+  auto [at, ec] = std::from_chars(v->data(), end, n);
+  if (v->empty() || (*v)[0] == '-' || ec != std::errc() || at != end || n > max) {
+    std::string shown = v->substr(0, kShown);
+    if (v->size() > kShown) shown += "...";
+    return Status::Msg(Code::kInvalidArgument, "api.bad_number",
+                       {{"param", std::string(name)}, {"value", shown}, {"max", std::to_string(max)}});
   }
-  return std::string(key);
+  return n;
 }
-
-// POST /runs: 201 with the run; a replay of an earlier request with the same
-// Idempotency-Key is 201 too, with the run as it is now and
-// "Idempotent-Replayed: true".
-net::HttpResponse PostRun(daemon::Daemon& d, const net::HttpRequest& req, const daemon::Caller& caller) {
-  auto key = IdempotencyKeyOf(req);
-  if (!key.ok()) return ErrorResponse(key.status());
-  auto body = run::ParseSpecJson(req.body);  // a number out of range names its field
-  if (!body.ok()) return ErrorResponse(body.status());
-  auto r = d.Submit(caller, *body, *key);
-  if (!r.ok()) return ErrorResponse(r.status());
-  net::HttpResponse out = JsonResponse(201, state::RunToJson(r->run));
-  if (r->replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
-  return out;
-}
-
-}  // namespace
 
 // Connection limits of the API (docs/api.md, "Limits").
 constexpr size_t kMaxConnectionsPerUid = 128;
@@ -141,6 +97,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   so.max_connections_per_address = kMaxConnectionsPerAddress;
   so.reserved_uids = {0, static_cast<unsigned>(d.uid())};
   so.reserved_connections = kReservedConnections;
+  RETURN_IF_ERROR(s->AddRoutes());
   ApiServer* self = s.get();
   ASSIGN_OR_RETURN(s->server_,
                    net::HttpServer::Create(so, [self](net::HttpRequest req,
@@ -181,165 +138,49 @@ void ApiServer::StartStreamThread(std::function<void()> body) {
   }).detach();
 }
 
+// The API, as docs/api.md lists it.
+Status ApiServer::AddRoutes() {
+  using A = ApiServer;
+  return router_.AddAll({
+      {"GET", "/api/v1/status", &A::GetStatus},
+      {"GET", "/api/v1/gpus", &A::GetGpus},
+      {"GET", "/api/v1/runs", &A::ListRuns},
+      {"POST", "/api/v1/runs", &A::PostRun},
+      {"GET", "/api/v1/runs/{run}", &A::GetRun},
+      {"POST", "/api/v1/runs/{run}/stop", &A::StopRun},
+      {"GET", "/api/v1/runs/{run}/logs", &A::GetRunLogs},
+      {"GET", "/api/v1/runs/{run}/events", &A::GetRunEvents},
+      {"GET", "/api/v1/events", &A::GetEvents},
+      {"GET", "/api/v1/snapshots", &A::ListSnapshots},
+      {"GET", "/api/v1/snapshots/{snap}", &A::GetSnapshot},
+      {"POST", "/api/v1/snapshots/{snap}/restore", &A::PostRestore},
+      {"POST", "/api/v1/shutdown", &A::PostShutdown},
+  });
+}
+
 void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
   auto caller = Authenticate(req, token_, daemon_.uid());
   if (!caller.ok()) {
     res->Send(ErrorResponse(caller.status()));
     return;
   }
-  Route(req, *caller, res);
-  if (res) {
+  const Route* route = nullptr;
+  net::RouteMatch m = router_.Find(req.method, req.path, &route);
+  if (m.kind == net::RouteMatch::Kind::kNotFound) {
     res->Send(ErrorResponse(Status::Msg(Code::kNotFound, "api.no_route",
                                         {{"method", req.method}, {"path", req.path}})));
-  }
-}
-
-// Each branch either answers through `res` (and resets it) or leaves it for
-// the 404 in Handle.
-void ApiServer::Route(const net::HttpRequest& req, const daemon::Caller& caller,
-                      std::unique_ptr<net::Responder>& res) {
-  std::vector<std::string> p = ApiParts(req.path);
-  const std::string& m = req.method;
-  auto reply = [&](const Result<Json>& r, int ok_status = 200) {
-    res->Send(r.ok() ? JsonResponse(ok_status, *r) : ErrorResponse(r.status()));
-    res.reset();
-  };
-  if (p.size() == 1 && p[0] == "status" && m == "GET") {
-    Json s = daemon_.StatusJson();
-    s["tcp"] = tcp_endpoint();
-    s["caller"] = {{"uid", caller.uid}, {"user", caller.user}, {"admin", caller.admin}};
-    return reply(s);
-  }
-  if (p.size() == 1 && p[0] == "gpus" && m == "GET") return reply(daemon_.GpusJson());
-  if (p.size() == 1 && p[0] == "shutdown" && m == "POST") {
-    if (!caller.admin) return reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
-    reply(Json{{"shutting_down", true}}, 202);
-    if (opts_.on_shutdown) opts_.on_shutdown();
     return;
   }
-  if (p.size() == 1 && p[0] == "runs" && m == "GET") {
-    constexpr int kDefaultLimit = 1000;
-    int limit = std::atoi(req.QueryParam("limit").value_or("0").c_str());
-    if (limit <= 0) limit = kDefaultLimit;
-    int64_t total = 0;
-    auto runs = daemon_.List(Truthy(req.QueryParam("all")), limit, &total);
-    if (!runs.ok()) return reply(runs.status());
-    Json arr = Json::array();
-    for (const auto& r : *runs) {
-      // Another user's run shows who, what state and which GPUs, never its spec.
-      bool whole = caller.admin || caller.uid == r.uid;
-      Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
-      if (whole && r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
-      arr.push_back(std::move(j));
-    }
-    return reply(Json{{"runs", arr}, {"total", total}});
-  }
-  if (p.size() == 1 && p[0] == "runs" && m == "POST") {
-    res->Send(PostRun(daemon_, req, caller));
-    res.reset();
+  if (m.kind == net::RouteMatch::Kind::kWrongMethod) {
+    net::HttpResponse r = ErrorResponse(Status::Msg(
+        Code::kInvalidArgument, "api.bad_method", {{"method", req.method}, {"path", req.path}, {"allowed", m.allow}}));
+    r.status = 405;
+    r.headers.emplace_back("Allow", m.allow);
+    res->Send(std::move(r));
     return;
   }
-  if (p.size() == 1 && p[0] == "events" && m == "GET") {
-    if (!caller.admin) return reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
-    int64_t after = std::atoll(req.QueryParam("after").value_or("0").c_str());
-    std::shared_ptr<net::ResponseStream> s =
-        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-    res.reset();
-    StartStreamThread([this, after, s] { FollowEvents("", after, *s); });
-    return;
-  }
-  if (!p.empty() && p[0] == "snapshots") return RouteSnapshots(req, p, caller, res);
-  if (p.size() < 2 || p[0] != "runs") return;
-  const std::string action = p.size() == 2 && m == "GET" ? "read" : "stop";
-  if (p.size() == 3 && p[2] == "stop" && m == "POST") {
-    auto r = daemon_.StopRun(caller, p[1]);
-    if (!r.ok()) return reply(r.status());
-    return reply(state::RunToJson(*r), 202);
-  }
-  if (m != "GET" || p.size() > 3) return;
-  auto r = daemon_.Access(caller, p[1], "read");
-  if (!r.ok()) return reply(r.status());
-  if (p.size() == 2) {
-    Json j = state::RunToJson(*r);
-    if (r->state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r->id);
-    auto events = daemon_.Events(r->id, 0);
-    if (events.ok()) {
-      Json ev = Json::array();
-      for (const auto& e : *events) ev.push_back(state::EventToJson(e));
-      j["events"] = ev;
-    }
-    return reply(j);
-  }
-  bool follow = Truthy(req.QueryParam("follow"));
-  if (p[2] == "logs") {
-    Status s = RouteLogs(req, *r, caller, follow, res);
-    if (!s.ok()) return reply(s);
-    return;
-  }
-  if (p[2] == "events") {
-    int64_t after = std::atoll(req.QueryParam("after").value_or("0").c_str());
-    if (!follow) {
-      auto events = daemon_.Events(r->id, after);
-      if (!events.ok()) return reply(events.status());
-      Json ev = Json::array();
-      for (const auto& e : *events) ev.push_back(state::EventToJson(e));
-      return reply(Json{{"events", ev}});
-    }
-    std::shared_ptr<net::ResponseStream> s =
-        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-    res.reset();
-    StartStreamThread([this, id = r->id, after, s] { FollowEvents(id, after, *s); });
-  }
-  (void)action;
-}
-
-// /snapshots[?run=REF], /snapshots/{ref}, POST /snapshots/{ref}/restore {to, force}
-void ApiServer::RouteSnapshots(const net::HttpRequest& req, const std::vector<std::string>& p,
-                               const daemon::Caller& caller, std::unique_ptr<net::Responder>& res) {
-  auto reply = [&](const Result<Json>& r) {
-    res->Send(r.ok() ? JsonResponse(200, *r) : ErrorResponse(r.status()));
-    res.reset();
-  };
-  if (p.size() == 1 && req.method == "GET") {
-    return reply(daemon_.ListSnapshots(caller, req.QueryParam("run").value_or("")));
-  }
-  if (p.size() == 2 && req.method == "GET") return reply(daemon_.GetSnapshot(caller, p[1]));
-  if (p.size() == 3 && p[2] == "restore" && req.method == "POST") {
-    auto body = ParseJson(req.body);
-    if (!body.ok()) return reply(body.status());
-    if (!body->is_object() || !(*body)["to"].is_string()) {
-      return reply(Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute",
-                               {{"path", body->is_object() ? body->value("to", Json()).dump() : ""}}));
-    }
-    std::string to = (*body)["to"].get<std::string>();
-    bool force = body->value("force", false);
-    if (!Truthy(req.QueryParam("progress"))) return reply(daemon_.RestoreSnapshot(caller, p[1], to, force));
-    std::shared_ptr<net::ResponseStream> s =
-        res->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-    res.reset();
-    StartStreamThread([this, caller, ref = p[1], to, force, s] { StreamRestore(caller, ref, to, force, *s); });
-  }
-}
-
-// Restore with progress, as server-sent events: "progress" {done_bytes,
-// total_bytes} as it goes, then "result" (the plain answer's JSON) or "error"
-// ({"error": …} as an error response would carry it, plus its HTTP status).
-void ApiServer::StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
-                              net::ResponseStream& s) {
-  auto send = [&s](const char* event, const Json& data) {
-    return s.Write(std::string("event: ") + event + "\ndata: " + data.dump() + "\n\n");
-  };
-  auto r = daemon_.RestoreSnapshot(caller, ref, to, force, [&](const snap::Progress& p) {
-    send("progress", Json{{"done_bytes", p.done_bytes}, {"total_bytes", p.total_bytes}});
-  });
-  if (r.ok()) {
-    send("result", *r);
-  } else {
-    Json err = StatusToJson(r.status());
-    err["http"] = HttpStatusFor(r.status());
-    send("error", err);
-  }
-  s.Close();
+  ApiCall call{req, *caller, m.params, std::move(res)};
+  (this->**route)(call);
 }
 
 bool ApiServer::KeepAlive::Tick(net::ResponseStream& s) {
@@ -348,7 +189,7 @@ bool ApiServer::KeepAlive::Tick(net::ResponseStream& s) {
   if (last_ms == 0) last_ms = now;
   if (now - last_ms < kQuietMs) return true;
   last_ms = now;
-  return s.Write(": keep-alive\n\n");
+  return s.Write(net::kSseKeepAlive);
 }
 
 void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStream& stream) {
@@ -360,12 +201,12 @@ void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStr
     if (!events.ok()) break;
     std::string out;
     for (const auto& e : *events) {
-      out += SseEvent(e.type, state::EventToJson(e), e.id);
+      out += net::SseEvent(e.type, state::EventToJson(e).dump(), e.id);
       after = e.id;
     }
     if (!out.empty() && !s->Write(out)) break;
     if (finished && events->empty()) {
-      s->Write(SseEvent("end", Json{{"run", run_id}}));
+      s->Write(net::SseEvent("end", Json{{"run", run_id}}.dump()));
       break;
     }
     if (!keep_alive.Tick(*s)) break;

@@ -13,9 +13,12 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/net/http_server.h"
+#include "lathe/net/router.h"
 #include "lathe/run/log_reader.h"
 
 namespace lathe::api {
+
+struct ApiCall;  // routes.h
 
 struct ApiOptions {
   std::string host = "127.0.0.1";  // TCP address; loopback unless configured
@@ -36,11 +39,31 @@ class ApiServer {
 
  private:
   ApiServer(daemon::Daemon& d, ApiOptions o) : daemon_(d), opts_(std::move(o)) {}
+  // Authenticates, then dispatches through router_: 404 for an unknown path,
+  // 405 with Allow for a known path and another method.
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res);
-  void Route(const net::HttpRequest& req, const daemon::Caller& caller,
-             std::unique_ptr<net::Responder>& res);
-  void RouteSnapshots(const net::HttpRequest& req, const std::vector<std::string>& p,
-                      const daemon::Caller& caller, std::unique_ptr<net::Responder>& res);
+  // The route table (server.cc); it reads like docs/api.md's endpoint table.
+  Status AddRoutes();
+
+  // Routes. Each answers through call.res or hands it to a stream thread.
+  // routes_system.cc
+  void GetStatus(ApiCall& call);
+  void GetGpus(ApiCall& call);
+  void GetEvents(ApiCall& call);
+  void PostShutdown(ApiCall& call);
+  // routes_runs.cc
+  void ListRuns(ApiCall& call);
+  void PostRun(ApiCall& call);
+  void GetRun(ApiCall& call);
+  void StopRun(ApiCall& call);
+  void GetRunEvents(ApiCall& call);
+  // routes_logs.cc
+  void GetRunLogs(ApiCall& call);
+  // routes_snapshots.cc
+  void ListSnapshots(ApiCall& call);
+  void GetSnapshot(ApiCall& call);
+  void PostRestore(ApiCall& call);
+
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
   Status RouteLogs(const net::HttpRequest& req, const state::RunRecord& run, const daemon::Caller& caller,
@@ -62,6 +85,8 @@ class ApiServer {
   const ApiOptions opts_;
   std::string token_;
   int port_ = 0;
+  using Route = void (ApiServer::*)(ApiCall&);
+  net::Router<Route> router_;  // constant after Create
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};

@@ -16,6 +16,8 @@
 
 #include "lathe/common/json.h"
 #include "lathe/gpu/source.h"
+#include "lathe/net/router.h"
+#include "lathe/net/status_http.h"
 #include "lathe/serve/metrics.h"
 #include "lathe/serve/model.h"
 #include "lathe/serve/protocol.h"
@@ -30,22 +32,6 @@ int64_t SteadyNowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-int HttpStatusFor(const Status& s) {
-  switch (s.code()) {
-    case Code::kOk: return 200;
-    case Code::kInvalidArgument: return 400;
-    case Code::kNotFound: return 404;
-    case Code::kPermissionDenied: return 403;
-    case Code::kAlreadyExists:
-    case Code::kFailedPrecondition: return 409;
-    case Code::kResourceExhausted: return 429;
-    case Code::kUnavailable:
-    case Code::kDeadlineExceeded:
-    case Code::kCancelled: return 503;
-    default: return 500;
-  }
 }
 
 RequestOutcome Outcome(const Status& s) {
@@ -73,7 +59,7 @@ net::HttpResponse JsonResponse(int status, std::string body) {
 net::HttpResponse ErrorResponse(const Status& s) {
   Json j = {{"error", s.message()}, {"code", std::string(CodeName(s.code()))}};
   if (!s.msg_id().empty()) j["id"] = s.msg_id();
-  return JsonResponse(HttpStatusFor(s), j.dump(-1, ' ', false, Json::error_handler_t::replace));
+  return JsonResponse(net::HttpStatusFor(s), j.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 int VisibleGpus(gpu::GpuSource* source) {
@@ -110,6 +96,20 @@ struct Reply {
   int64_t start_us = 0;
 };
 
+// One request matched to a route. A route answers through `rsp` (and resets
+// it) or hands it on; `params` are views into `req.path`.
+struct Call {
+  net::HttpRequest& req;
+  std::unique_ptr<net::Responder>& rsp;
+  const net::PathParams& params;
+
+  std::string Param(std::string_view name) const { return std::string(params.Get(name)); }
+  void Send(net::HttpResponse r) {
+    rsp->Send(std::move(r));
+    rsp.reset();
+  }
+};
+
 enum class ServerState { kLoading, kServing, kDraining, kStopped };
 
 struct ServedModel {
@@ -139,15 +139,29 @@ class ServerImpl final : public ServeServer {
   Result<std::shared_ptr<ModelVersion>> Find(const std::string& name, const std::string& version) const;
   bool AllReady() const;
 
+  // The route table, as docs/serving.md lists the endpoints.
+  Status AddRoutes();
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> responder);
-  void Route(net::HttpRequest& req, std::unique_ptr<net::Responder>& responder);
-  void HandleModel(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::vector<std::string>& p);
+  // Routes.
+  void Live(Call& c);
+  void Ready(Call& c);
+  void MetricsText(Call& c);
+  void ServerMetadata(Call& c);
+  void Predict(Call& c);    // /predict[?model=M]
+  void PredictV1(Call& c);  // /v1/models/{model}[/versions/{version}]:predict
+  void ModelMetadata(Call& c);
+  void ModelReady(Call& c);
+  void ModelConfigRoute(Call& c);
+  void Infer(Call& c);
+  void RepositoryIndex(Call& c);
+  void RepositoryLoad(Call& c) { RepositoryControl(c, true); }
+  void RepositoryUnload(Call& c) { RepositoryControl(c, false); }
+  void RepositoryControl(Call& c, bool load);
+
   void HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::string& model,
                    const std::string& version);
   void HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::string& model,
                      const std::string& version);
-  void HandleRepository(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
-                        const std::vector<std::string>& p);
   Status SchedulingFrom(const net::HttpRequest& req, const std::optional<std::string>& param_priority,
                         int64_t param_timeout_us, const ModelConfig& c, ModelRequest& mr) const;
   // Submits and answers through `finish` (called once, on any thread).
@@ -170,6 +184,8 @@ class ServerImpl final : public ServeServer {
   std::unique_ptr<gpu::GpuSource> gpus_;
   int visible_gpus_ = 0;
   Metrics metrics_;
+  using Route = void (ServerImpl::*)(Call&);
+  net::Router<Route> router_;  // constant after Init
   std::unique_ptr<net::HttpServer> http_;
   int port_ = 0;
   std::atomic<ServerState> state_{ServerState::kLoading};
@@ -225,6 +241,7 @@ Status ServerImpl::Init() {
     return Status::Msg(Code::kInvalidArgument, "serve.watch_needs_repository");
   }
   DeclareMetrics();
+  RETURN_IF_ERROR(AddRoutes());
   registry_ = std::make_unique<BackendRegistry>(options_.backend_dirs.empty() ? BackendRegistry::DefaultSearchDirs()
                                                                              : options_.backend_dirs);
   auto src = gpu::OpenGpuSource(options_.gpus);
@@ -532,110 +549,112 @@ void ServerImpl::RescanModel(const std::string& name) {
   }
 }
 
+// KServe v2 (health, metadata, infer, repository), TF Serving's :predict,
+// plain /predict, Kubernetes-style probes and Prometheus. Infer comes first:
+// it is what is asked most, and no two patterns here match the same path, so
+// the order changes nothing else.
+Status ServerImpl::AddRoutes() {
+  using S = ServerImpl;
+  return router_.AddAll({
+      {"POST", "/v2/models/{model}/infer", &S::Infer},
+      {"POST", "/v2/models/{model}/versions/{version}/infer", &S::Infer},
+      {"GET", "/v2/health/live", &S::Live},
+      {"GET", "/livez", &S::Live},
+      {"GET", "/v2/health/ready", &S::Ready},
+      {"GET", "/healthz", &S::Ready},
+      {"GET", "/readyz", &S::Ready},
+      {"GET", "/v2", &S::ServerMetadata},
+      {"GET", "/v2/models/{model}", &S::ModelMetadata},
+      {"GET", "/v2/models/{model}/versions/{version}", &S::ModelMetadata},
+      {"GET", "/v2/models/{model}/ready", &S::ModelReady},
+      {"GET", "/v2/models/{model}/versions/{version}/ready", &S::ModelReady},
+      {"GET", "/v2/models/{model}/config", &S::ModelConfigRoute},
+      {"GET", "/v2/models/{model}/versions/{version}/config", &S::ModelConfigRoute},
+      {"POST", "/predict", &S::Predict},
+      {"POST", "/v1/models/{model}:predict", &S::PredictV1},
+      {"POST", "/v1/models/{model}/versions/{version}:predict", &S::PredictV1},
+      {"POST", "/v2/repository/index", &S::RepositoryIndex},
+      {"POST", "/v2/repository/models/{model}/load", &S::RepositoryLoad},
+      {"POST", "/v2/repository/models/{model}/unload", &S::RepositoryUnload},
+      {"GET", "/metrics", &S::MetricsText},
+  });
+}
+
 void ServerImpl::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> responder) {
-  Route(req, responder);
-  if (responder) responder->Send(ErrorResponse(Status::Msg(Code::kNotFound, "serve.no_route", {{"path", req.path}})));
+  const Route* route = nullptr;
+  net::RouteMatch m = router_.Find(req.method, req.path, &route);
+  if (m.kind == net::RouteMatch::Kind::kFound) {
+    Call c{req, responder, m.params};
+    (this->**route)(c);
+    return;
+  }
+  if (m.kind == net::RouteMatch::Kind::kNotFound) {
+    responder->Send(ErrorResponse(Status::Msg(Code::kNotFound, "serve.no_route", {{"path", req.path}})));
+    return;
+  }
+  net::HttpResponse r = ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.bad_method",
+                                                  {{"method", req.method}, {"path", req.path}, {"allowed", m.allow}}));
+  r.status = 405;
+  r.headers.emplace_back("Allow", m.allow);
+  responder->Send(std::move(r));
 }
 
-// Every route answers and resets `rsp`, or hands it on; a route left unanswered is a 404.
-void ServerImpl::Route(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp) {
-  const std::string& path = req.path;
-  auto send = [&](net::HttpResponse r) {
-    rsp->Send(std::move(r));
-    rsp.reset();
-  };
-  auto need = [&](const char* method) {
-    if (req.method == method) return true;
-    send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.bad_method",
-                                   {{"method", req.method}, {"path", path}, {"allowed", method}})));
-    return false;
-  };
-  if (path == "/v2/health/live" || path == "/livez") {
-    send(JsonResponse(200, R"({"live":true})"));
-    return;
-  }
-  if (path == "/v2/health/ready" || path == "/healthz" || path == "/readyz") {
-    bool ready = AllReady();
-    send(JsonResponse(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})"));
-    return;
-  }
-  if (path == "/metrics") {
-    net::HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = RenderMetrics();
-    send(std::move(r));
-    return;
-  }
-  if (path == "/v2" || path == "/v2/") {
-    Json ext = Json::array({"binary_tensor_data", "parameters"});
-    if (options_.model_control == "explicit") ext.push_back("model_repository");
-    send(JsonResponse(200, Json{{"name", "lathe"}, {"version", LATHE_VERSION}, {"extensions", ext}}.dump()));
-    return;
-  }
-  if (path == "/predict") {
-    if (!need("POST")) return;
-    std::string model = req.QueryParam("model").value_or("");
-    if (model.empty()) {
-      std::lock_guard<std::mutex> l(mu_);
-      if (models_.size() != 1) {
-        send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.predict_which")));
-        return;
-      }
-      model = models_.begin()->first;
-    }
-    HandlePredict(req, rsp, model, "");
-    return;
-  }
-  std::vector<std::string> p = net::PathSegments(path);
-  if (p.size() >= 3 && p[0] == "v1" && p[1] == "models") {
-    // /v1/models/{m}:predict and /v1/models/{m}/versions/{v}:predict
-    std::string last = p.back();
-    size_t colon = last.rfind(":predict");
-    if (colon == std::string::npos || colon + 8 != last.size()) return;
-    if (!need("POST")) return;
-    if (p.size() == 3) return HandlePredict(req, rsp, last.substr(0, colon), "");
-    if (p.size() == 5 && p[3] == "versions") return HandlePredict(req, rsp, p[2], last.substr(0, colon));
-    return;
-  }
-  if (p.size() >= 3 && p[0] == "v2" && p[1] == "models") return HandleModel(req, rsp, p);
-  if (p.size() >= 3 && p[0] == "v2" && p[1] == "repository") return HandleRepository(req, rsp, p);
+void ServerImpl::Live(Call& c) { c.Send(JsonResponse(200, R"({"live":true})")); }
+
+void ServerImpl::Ready(Call& c) {
+  bool ready = AllReady();
+  c.Send(JsonResponse(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})"));
 }
 
-void ServerImpl::HandleModel(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
-                             const std::vector<std::string>& p) {
-  // /v2/models/{m}[/versions/{v}][/ready|/infer|/config]
-  std::string model = p[2], version, action;
-  size_t i = 3;
-  if (p.size() >= 5 && p[3] == "versions") {
-    version = p[4];
-    i = 5;
+void ServerImpl::MetricsText(Call& c) {
+  net::HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = RenderMetrics();
+  c.Send(std::move(r));
+}
+
+void ServerImpl::ServerMetadata(Call& c) {
+  Json ext = Json::array({"binary_tensor_data", "parameters"});
+  if (options_.model_control == "explicit") ext.push_back("model_repository");
+  c.Send(JsonResponse(200, Json{{"name", "lathe"}, {"version", LATHE_VERSION}, {"extensions", ext}}.dump()));
+}
+
+void ServerImpl::Predict(Call& c) {
+  std::string model = c.req.QueryParam("model").value_or("");
+  if (model.empty()) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (models_.size() != 1) return c.Send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.predict_which")));
+    model = models_.begin()->first;
   }
-  if (p.size() > i + 1) return;
-  if (p.size() == i + 1) action = p[i];
-  auto send = [&](net::HttpResponse r) {
-    rsp->Send(std::move(r));
-    rsp.reset();
-  };
-  if (action == "infer") {
-    if (req.method != "POST") {
-      send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.bad_method",
-                                     {{"method", req.method}, {"path", req.path}, {"allowed", "POST"}})));
-      return;
-    }
-    return HandleInfer(req, rsp, model, version);
-  }
-  if (!action.empty() && action != "ready" && action != "config") return;
-  auto mv = Find(model, version);
-  if (!mv.ok()) return send(ErrorResponse(mv.status()));
+  HandlePredict(c.req, c.rsp, model, "");
+}
+
+void ServerImpl::PredictV1(Call& c) { HandlePredict(c.req, c.rsp, c.Param("model"), c.Param("version")); }
+
+void ServerImpl::Infer(Call& c) { HandleInfer(c.req, c.rsp, c.Param("model"), c.Param("version")); }
+
+void ServerImpl::ModelReady(Call& c) {
+  auto mv = Find(c.Param("model"), c.Param("version"));
+  if (!mv.ok()) return c.Send(ErrorResponse(mv.status()));
   const ModelVersion& m = **mv;
-  if (action == "ready") {
-    Json j = {{"name", m.name()}, {"version", std::to_string(m.version())}, {"ready", m.ready()},
-              {"state", std::string(ModelStateName(m.state()))}};
-    std::string err = m.last_probe_error();
-    if (!err.empty()) j["reason"] = err.substr(0, kReasonMaxChars);
-    return send(JsonResponse(m.ready() ? 200 : 503, j.dump(-1, ' ', false, Json::error_handler_t::replace)));
-  }
-  if (action == "config") return send(JsonResponse(200, ModelConfigToJson(m.config()).dump()));
+  Json j = {{"name", m.name()}, {"version", std::to_string(m.version())}, {"ready", m.ready()},
+            {"state", std::string(ModelStateName(m.state()))}};
+  std::string err = m.last_probe_error();
+  if (!err.empty()) j["reason"] = err.substr(0, kReasonMaxChars);
+  c.Send(JsonResponse(m.ready() ? 200 : 503, j.dump(-1, ' ', false, Json::error_handler_t::replace)));
+}
+
+void ServerImpl::ModelConfigRoute(Call& c) {
+  auto mv = Find(c.Param("model"), c.Param("version"));
+  if (!mv.ok()) return c.Send(ErrorResponse(mv.status()));
+  c.Send(JsonResponse(200, ModelConfigToJson((*mv)->config()).dump()));
+}
+
+void ServerImpl::ModelMetadata(Call& c) {
+  std::string model = c.Param("model");
+  auto mv = Find(model, c.Param("version"));
+  if (!mv.ok()) return c.Send(ErrorResponse(mv.status()));
+  const ModelVersion& m = **mv;
   Json versions = Json::array();
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -650,7 +669,7 @@ void ServerImpl::HandleModel(net::HttpRequest& req, std::unique_ptr<net::Respond
   for (const auto& t : m.config().outputs) outputs.push_back(TensorMetadata(t, batching));
   Json j = {{"name", m.name()}, {"versions", versions}, {"platform", m.config().backend},
             {"inputs", inputs}, {"outputs", outputs}};
-  send(JsonResponse(200, j.dump()));
+  c.Send(JsonResponse(200, j.dump()));
 }
 
 Status ServerImpl::SchedulingFrom(const net::HttpRequest& req, const std::optional<std::string>& param_priority,
@@ -799,38 +818,28 @@ void ServerImpl::HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Respo
   });
 }
 
-void ServerImpl::HandleRepository(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
-                                  const std::vector<std::string>& p) {
-  // POST /v2/repository/index, /v2/repository/models/{m}/load|unload
-  auto send = [&](net::HttpResponse r) {
-    rsp->Send(std::move(r));
-    rsp.reset();
-  };
-  if (req.method != "POST") {
-    return send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.bad_method",
-                                          {{"method", req.method}, {"path", req.path}, {"allowed", "POST"}})));
-  }
-  if (p.size() == 3 && p[2] == "index") {
-    Json idx = Json::array();
-    std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [name, m] : models_) {
-      for (const auto& v : m.versions) {
-        idx.push_back({{"name", name}, {"version", std::to_string(v->version())},
-                       {"state", std::string(ModelStateName(v->state()))}, {"reason", v->last_probe_error()}});
-      }
+void ServerImpl::RepositoryIndex(Call& c) {
+  Json idx = Json::array();
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [name, m] : models_) {
+    for (const auto& v : m.versions) {
+      idx.push_back({{"name", name}, {"version", std::to_string(v->version())},
+                     {"state", std::string(ModelStateName(v->state()))}, {"reason", v->last_probe_error()}});
     }
-    for (const auto& [name, err] : load_errors_) {
-      if (models_.count(name) == 0) idx.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", err}});
-    }
-    return send(JsonResponse(200, idx.dump(-1, ' ', false, Json::error_handler_t::replace)));
   }
-  if (p.size() != 5 || p[2] != "models" || (p[4] != "load" && p[4] != "unload")) return;
+  for (const auto& [name, err] : load_errors_) {
+    if (models_.count(name) == 0) idx.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", err}});
+  }
+  c.Send(JsonResponse(200, idx.dump(-1, ' ', false, Json::error_handler_t::replace)));
+}
+
+// POST /v2/repository/models/{model}/load|unload
+void ServerImpl::RepositoryControl(Call& c, bool load) {
   if (options_.model_control != "explicit") {
-    return send(ErrorResponse(Status::Msg(Code::kFailedPrecondition, "serve.model_control_off")));
+    return c.Send(ErrorResponse(Status::Msg(Code::kFailedPrecondition, "serve.model_control_off")));
   }
-  std::string name = p[3];
-  bool load = p[4] == "load";
-  auto shared = std::make_shared<std::unique_ptr<net::Responder>>(std::move(rsp));
+  std::string name = c.Param("model");
+  auto shared = std::make_shared<std::unique_ptr<net::Responder>>(std::move(c.rsp));
   // Loading takes seconds: never on an I/O thread.
   Post([this, name, load, shared] {
     Status s = Status::OK();

@@ -148,8 +148,40 @@ TEST_F(ServerTest, ErrorsAreJsonWithTheRightStatus) {
   CallJson("POST", "/v2/models/echo/infer", kInfer, 400, {{"X-Timeout-Ms", "-5"}});
   CallJson("POST", "/v2/models/echo/infer",
            R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}],"outputs":[{"name":"q"}]})", 400);
-  CallJson("GET", "/v2/models/echo/infer", "", 400);
+  CallJson("GET", "/v2/models/echo/infer", "", 405);  // RFC 9110: wrong method, with Allow
   CallJson("POST", "/v2/repository/models/echo/unload", "", 409);  // model control is off
+}
+
+TEST_F(ServerTest, WrongMethodIs405WithAllowUnknownPathIs404) {
+  AddModel("echo", kEcho);
+  ASSERT_TRUE(Start().ok());
+  struct Case {
+    const char* method;
+    const char* path;
+    const char* allow;
+  };
+  for (const Case& k : {Case{"GET", "/v2/models/echo/infer", "POST"},
+                        Case{"PUT", "/v2/models/echo/versions/1/infer", "POST"},
+                        Case{"POST", "/v2/models/echo", "GET"}, Case{"DELETE", "/v2/health/ready", "GET"},
+                        Case{"GET", "/predict", "POST"}, Case{"GET", "/v1/models/echo:predict", "POST"},
+                        Case{"GET", "/v2/repository/index", "POST"}}) {
+    auto r = Call(k.method, k.path);
+    EXPECT_EQ(r.status, 405) << k.method << " " << k.path << ": " << r.body;
+    EXPECT_EQ(net::FindHeader(r.headers, "Allow"), k.allow) << k.path;
+    auto j = ParseJson(r.body);
+    ASSERT_TRUE(j.ok());
+    EXPECT_EQ((*j)["id"], "serve.bad_method");  // KServe's {"error": …} with lathe's code and id
+    EXPECT_TRUE((*j)["error"].is_string());
+  }
+  for (const char* path : {"/v2/models/echo/versions", "/v2/models/echo/explain", "/v1/models/echo",
+                           "/v2/repository/models/echo/reload", "/v2/models"}) {
+    auto r = Call("POST", path);
+    EXPECT_EQ(r.status, 404) << path << ": " << r.body;
+    EXPECT_EQ(net::FindHeader(r.headers, "Allow"), "") << path;
+  }
+  // Segments, not strings: a trailing slash names the same endpoint.
+  EXPECT_EQ(CallJson("GET", "/v2/")["name"], "lathe");
+  EXPECT_EQ(CallJson("POST", "/v2/models/echo/infer/", kInfer)["outputs"][0]["data"], Json::parse("[1.5,-2]"));
 }
 
 TEST_F(ServerTest, FullQueueRejectsWith429AndProbesSeeAHang) {

@@ -1,0 +1,113 @@
+// Runs: GET and POST /runs, GET /runs/{run}, POST /runs/{run}/stop,
+// GET /runs/{run}/events. The log is routes_logs.cc.
+#include <algorithm>
+
+#include "lathe/api/routes.h"
+#include "lathe/api/server.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::api {
+namespace {
+
+// The Idempotency-Key header of a request: "" when absent; the IETF draft's
+// quoted form ("…") and Stripe's bare one are the same key.
+Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
+  constexpr size_t kMaxKey = 255;
+  constexpr std::string_view kAllowed =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:~+/=";
+  constexpr size_t kShown = 64;
+  auto it = std::find_if(req.headers.begin(), req.headers.end(),
+                         [](const auto& h) { return net::EqualsIgnoreCase(h.first, "Idempotency-Key"); });
+  if (it == req.headers.end()) return std::string();
+  std::string_view key = it->second;
+  if (key.size() >= 2 && key.front() == '"' && key.back() == '"') key = key.substr(1, key.size() - 2);
+  if (key.empty() || key.size() > kMaxKey || key.find_first_not_of(kAllowed) != std::string_view::npos) {
+    std::string shown;
+    for (char c : it->second.substr(0, kShown)) shown += c >= 0x20 && c < 0x7f ? c : '?';
+    if (it->second.size() > kShown) shown += "...";
+    return Status::Msg(Code::kInvalidArgument, "api.bad_idempotency_key",
+                       {{"value", shown}, {"length", std::to_string(it->second.size())},
+                        {"max", std::to_string(kMaxKey)}});
+  }
+  return std::string(key);
+}
+
+Json EventsJson(const std::vector<state::EventRecord>& events) {
+  Json ev = Json::array();
+  for (const auto& e : events) ev.push_back(state::EventToJson(e));
+  return ev;
+}
+
+}  // namespace
+
+// Newest first, at most `limit` (default 1000; 0 is the default too).
+void ApiServer::ListRuns(ApiCall& call) {
+  constexpr int64_t kDefaultLimit = 1000;
+  constexpr int64_t kMaxLimit = 10'000'000;
+  const daemon::Caller& caller = call.caller;
+  auto limit = QueryNumber(call.req, "limit", kDefaultLimit, kMaxLimit);
+  if (!limit.ok()) return call.Reply(limit.status());
+  if (*limit == 0) *limit = kDefaultLimit;
+  int64_t total = 0;
+  auto runs = daemon_.List(Truthy(call.req.QueryParam("all")), static_cast<int>(*limit), &total);
+  if (!runs.ok()) return call.Reply(runs.status());
+  Json arr = Json::array();
+  for (const auto& r : *runs) {
+    // Another user's run shows who, what state and which GPUs, never its spec.
+    bool whole = caller.admin || caller.uid == r.uid;
+    Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
+    if (whole && r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
+    arr.push_back(std::move(j));
+  }
+  call.Reply(Json{{"runs", arr}, {"total", total}});
+}
+
+// 201 with the run; a replay of an earlier request with the same
+// Idempotency-Key is 201 too, with the run as it is now and
+// "Idempotent-Replayed: true".
+void ApiServer::PostRun(ApiCall& call) {
+  auto key = IdempotencyKeyOf(call.req);
+  if (!key.ok()) return call.Reply(key.status());
+  auto body = run::ParseSpecJson(call.req.body);  // a number out of range names its field
+  if (!body.ok()) return call.Reply(body.status());
+  auto r = daemon_.Submit(call.caller, *body, *key);
+  if (!r.ok()) return call.Reply(r.status());
+  net::HttpResponse out = JsonResponse(201, state::RunToJson(r->run));
+  if (r->replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
+  call.Send(std::move(out));
+}
+
+void ApiServer::GetRun(ApiCall& call) {
+  auto r = daemon_.Access(call.caller, call.Param("run"), "read");
+  if (!r.ok()) return call.Reply(r.status());
+  Json j = state::RunToJson(*r);
+  if (r->state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r->id);
+  auto events = daemon_.Events(r->id, 0);
+  if (events.ok()) j["events"] = EventsJson(*events);
+  call.Reply(j);
+}
+
+void ApiServer::StopRun(ApiCall& call) {
+  auto r = daemon_.StopRun(call.caller, call.Param("run"));
+  if (!r.ok()) return call.Reply(r.status());
+  call.Reply(state::RunToJson(*r), 202);
+}
+
+// ?after=ID: the events after that one; ?follow=1: server-sent events until
+// the run has finished.
+void ApiServer::GetRunEvents(ApiCall& call) {
+  auto r = daemon_.Access(call.caller, call.Param("run"), "read");
+  if (!r.ok()) return call.Reply(r.status());
+  auto after = QueryNumber(call.req, "after", 0, INT64_MAX);
+  if (!after.ok()) return call.Reply(after.status());
+  if (!Truthy(call.req.QueryParam("follow"))) {
+    auto events = daemon_.Events(r->id, *after);
+    if (!events.ok()) return call.Reply(events.status());
+    return call.Reply(Json{{"events", EventsJson(*events)}});
+  }
+  std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
+  call.res.reset();
+  StartStreamThread([this, id = r->id, after = *after, s] { FollowEvents(id, after, *s); });
+}
+
+}  // namespace lathe::api
