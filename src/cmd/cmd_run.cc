@@ -184,7 +184,11 @@ std::string GpuList(const Json& r) {
 
 Status RunPs(bool all, int limit, bool json) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs?limit=" + std::to_string(limit) + (all ? "&all=1" : "")));
+  // Without --all, runs that ended a moment ago are shown too: a run that
+  // failed at once would otherwise leave an empty table.
+  constexpr int kRecentS = 300;
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs?limit=" + std::to_string(limit) +
+                                  (all ? "&all=1" : "&recent=" + std::to_string(kRecentS))));
   if (json) {
     PrintJson(r["runs"]);
     return Status::OK();
@@ -198,7 +202,9 @@ Status RunPs(bool all, int limit, bool json) {
     }
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     std::string state = run.value("state", "");
-    if (run["exit_code"].is_number() && state == "failed") state += " (" + std::to_string(run["exit_code"].get<int>()) + ")";
+    if (run.contains("exit_code") && run["exit_code"].is_number() && state == "failed") {
+      state += " (" + std::to_string(run["exit_code"].get<int>()) + ")";
+    }
     rows.push_back({run.value("id", ""), run.value("name", ""), run.value("user", ""), state,
                     GpuList(run), run.value("priority", ""), Age(run.value("created_at_ms", int64_t{0})), cmd});
   }
@@ -207,6 +213,11 @@ Status RunPs(bool all, int limit, bool json) {
   if (total > static_cast<int64_t>(r["runs"].size())) {
     std::fprintf(stderr, "%s\n", Tr("ps.truncated", DetectLang(), {{"shown", std::to_string(r["runs"].size())},
                                                                   {"total", std::to_string(total)}}).c_str());
+  }
+  int64_t hidden = r.value("total_all", total) - total;
+  if (!all && hidden > 0) {
+    std::fprintf(stderr, "%s\n", Tr("ps.ended_hidden", DetectLang(), {{"hidden", std::to_string(hidden)},
+                                                                     {"minutes", std::to_string(kRecentS / 60)}}).c_str());
   }
   return Status::OK();
 }

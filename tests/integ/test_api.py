@@ -31,6 +31,25 @@ class Api(DaemonTest):
         self.assertNotIn('{"', shown)  # no JSON for people
         self.d.cli("stop", run)
 
+    def test_ps_shows_a_run_that_just_ended(self):
+        run = self.d.submit("--name", "quick-fail", "--", "sh", "-c", "exit 3")
+        self.d.wait_state(run, "failed")
+        table = self.d.cli("ps").stdout
+        self.assertIn(run, table)
+        self.assertIn("failed (3)", table)
+        # The API lists it only when asked for recent ones, and says how many runs there are.
+        _, token = self.endpoint()[1:], self.endpoint()[2]
+        status, body = self.request("GET", "/api/v1/runs", token=token)
+        listed = json.loads(body)
+        self.assertEqual(status, 200)
+        self.assertNotIn(run, [r["id"] for r in listed["runs"]])
+        self.assertGreaterEqual(listed["total_all"], 1)
+        status, body = self.request("GET", "/api/v1/runs?recent=60", token=token)
+        self.assertIn(run, [r["id"] for r in json.loads(body)["runs"]])
+        status, body = self.request("GET", "/api/v1/runs?recent=soon", token=token)
+        self.assertEqual(status, 400)
+        self.assertIn("recent", body)
+
     def test_a_fresh_daemon_has_a_snapshot_store(self):
         # Right after start, before any run captured a checkpoint.
         src = tempfile.mkdtemp(prefix="lathe-it-fresh-")

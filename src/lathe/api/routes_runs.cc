@@ -48,8 +48,12 @@ void ApiServer::ListRuns(ApiCall& call) {
   auto limit = QueryNumber(call.req, "limit", kDefaultLimit, kMaxLimit);
   if (!limit.ok()) return call.Reply(limit.status());
   if (*limit == 0) *limit = kDefaultLimit;
-  int64_t total = 0;
-  auto runs = daemon_.List(Truthy(call.req.QueryParam("all")), static_cast<int>(*limit), &total);
+  constexpr int64_t kMaxRecentS = 7 * 24 * 3600;
+  auto recent_s = QueryNumber(call.req, "recent", 0, kMaxRecentS);
+  if (!recent_s.ok()) return call.Reply(recent_s.status());
+  int64_t total = 0, total_all = 0;
+  auto runs = daemon_.List(Truthy(call.req.QueryParam("all")), static_cast<int>(*limit), &total,
+                           *recent_s * 1000, &total_all);
   if (!runs.ok()) return call.Reply(runs.status());
   Json arr = Json::array();
   for (const auto& r : *runs) {
@@ -59,7 +63,7 @@ void ApiServer::ListRuns(ApiCall& call) {
     if (whole && r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
     arr.push_back(std::move(j));
   }
-  call.Reply(Json{{"runs", arr}, {"total", total}});
+  call.Reply(Json{{"runs", arr}, {"total", total}, {"total_all", total_all}});
 }
 
 // 201 with the run; a replay of an earlier request with the same

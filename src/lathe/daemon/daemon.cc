@@ -818,10 +818,15 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   return Submission{std::move(r), false};
 }
 
-Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total) {
+Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total, int64_t recent_ms,
+                                            int64_t* total_all) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(*total, store_->Count(all));
-  return store_->List(all, limit);
+  int64_t since = recent_ms > 0 ? clock_.NowMs() - recent_ms : 0;
+  ASSIGN_OR_RETURN(*total, store_->Count(all, since));
+  if (total_all) {
+    ASSIGN_OR_RETURN(*total_all, store_->Count(true));
+  }
+  return store_->List(all, limit, since);
 }
 
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,

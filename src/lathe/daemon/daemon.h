@@ -85,7 +85,10 @@ class Daemon {
   Result<Submission> Submit(const Caller& caller, const Json& spec_json,
                             const std::string& idempotency_key = "");
   // Newest first, at most `limit`; `total` gets the count without the limit.
-  Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total);
+  // Without `all`, also the runs that ended in the last `recent_ms`;
+  // `total_all` (may be null) gets the count of every run.
+  Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total, int64_t recent_ms = 0,
+                                             int64_t* total_all = nullptr);
   // Resolves `ref` and checks that `caller` may `action` it ("read", "stop").
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
                                   const std::string& action);

@@ -310,14 +310,23 @@ Result<RunRecord> RunStore::Resolve(const std::string& ref) {
   return std::move(rows[0]);
 }
 
-Result<std::vector<RunRecord>> RunStore::List(bool all, int limit) {
-  std::string where = all ? "" : "WHERE state IN ('queued','starting','running','stopping')";
+namespace {
+// Queued and active runs, and those that ended at or after `ended_since_ms` (0: none).
+std::string NotAllWhere(int64_t ended_since_ms) {
+  std::string w = "WHERE (state IN ('queued','starting','running','stopping')";
+  if (ended_since_ms > 0) w += " OR finished_at >= " + std::to_string(ended_since_ms);
+  return w + ")";
+}
+}  // namespace
+
+Result<std::vector<RunRecord>> RunStore::List(bool all, int limit, int64_t ended_since_ms) {
+  std::string where = all ? "" : NotAllWhere(ended_since_ms);
   return Query(where + " ORDER BY seq DESC LIMIT " + std::to_string(limit), {});
 }
 
-Result<int64_t> RunStore::Count(bool all) {
+Result<int64_t> RunStore::Count(bool all, int64_t ended_since_ms) {
   std::string sql = "SELECT COUNT(*) FROM runs";
-  if (!all) sql += " WHERE state IN ('queued','starting','running','stopping')";
+  if (!all) sql += " " + NotAllWhere(ended_since_ms);
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
   ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.Int(0) : 0;

@@ -95,9 +95,10 @@ class RunStore {
   // `ref` is an id or a name; for a name, the most recent run with it.
   Result<RunRecord> Resolve(const std::string& ref);
   // Most recent first. Without `all`, only queued and active runs.
-  Result<std::vector<RunRecord>> List(bool all, int limit = 1000);
-  // How many runs List(all) would return without a limit.
-  Result<int64_t> Count(bool all);
+  // Without `all`, also the runs that ended at or after `ended_since_ms` (0: none).
+  Result<std::vector<RunRecord>> List(bool all, int limit = 1000, int64_t ended_since_ms = 0);
+  // How many runs List(all, ∞, ended_since_ms) would return.
+  Result<int64_t> Count(bool all, int64_t ended_since_ms = 0);
   Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
   // Whether a queued or active run has this name.
   Result<bool> NameInUse(const std::string& name);
