@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
   }
   int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   asio::io_context ioc(threads);
-  tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"),
-                               static_cast<unsigned short>(std::atoi(argv[1]))});
+  tcp::acceptor acceptor(
+      ioc, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::atoi(argv[1]))});
   std::printf("ready %d\n", acceptor.local_endpoint().port());
   std::fflush(stdout);
   Accept(ioc, acceptor);

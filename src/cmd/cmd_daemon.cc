@@ -16,10 +16,10 @@
 #include "lathe/api/server.h"
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
-#include "lathe/os/files.h"
 #include "lathe/daemon/config.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/files.h"
 #include "lathe/run/monitor.h"
 
 namespace lathe::cmd {
@@ -83,9 +83,12 @@ Status RunDaemon(DaemonFlags& f) {
   RETURN_IF_ERROR(d->Start());
   Lang lang = DetectLang();
   std::printf("%s\n", Tr("daemon.ready", lang,
-                         {{"version", LATHE_VERSION}, {"mode", d->paths().system ? "system" : "user"},
-                          {"socket", d->paths().socket}, {"tcp", server->tcp_endpoint()},
-                          {"token", d->paths().token}}).c_str());
+                         {{"version", LATHE_VERSION},
+                          {"mode", d->paths().system ? "system" : "user"},
+                          {"socket", d->paths().socket},
+                          {"tcp", server->tcp_endpoint()},
+                          {"token", d->paths().token}})
+                          .c_str());
   std::fflush(stdout);
   timespec ts{0, 200'000'000};
   while (!g_shutdown) {
@@ -144,7 +147,8 @@ Status RunUp(const DaemonFlags& f) {
   if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
   if (auto c = api::ApiClient::Connect(); c.ok()) {
     std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
-                           {{"why", (*c)->why()}, {"socket", (*c)->where()}}).c_str());
+                           {{"why", (*c)->why()}, {"socket", (*c)->where()}})
+                            .c_str());
     return CheckRunningSettings(**c, f);
   }
   daemon::HomePaths paths = daemon::DaemonHome(f.home);
@@ -173,8 +177,10 @@ Status RunUp(const DaemonFlags& f) {
     if (auto c = api::ApiClient::Connect(); c.ok()) {
       auto s = (*c)->Get("/api/v1/status");
       std::printf("%s\n", Tr("daemon.started", DetectLang(),
-                             {{"pid", std::to_string(pid)}, {"socket", (*c)->where()},
-                              {"tcp", s.ok() ? s->value("tcp", "") : "?"}}).c_str());
+                             {{"pid", std::to_string(pid)},
+                              {"socket", (*c)->where()},
+                              {"tcp", s.ok() ? s->value("tcp", "") : "?"}})
+                              .c_str());
       return Status::OK();
     }
     int ws;
@@ -208,8 +214,9 @@ Status RunStatus(bool json, Lang lang) {
   const Json& cg = s["cgroups"];
   std::printf("%s: %s (%s, found by %s)\n", Tr("status.daemon", lang).c_str(),
               s.value("socket", "").c_str(), s.value("mode", "").c_str(), c->why().c_str());
-  std::printf("  version %s, pid %d, home %s, API http://%s/api/v1\n", s.value("version", "").c_str(),
-              s.value("pid", 0), s.value("home", "").c_str(), s.value("tcp", "").c_str());
+  std::printf("  version %s, pid %d, home %s, API http://%s/api/v1\n",
+              s.value("version", "").c_str(), s.value("pid", 0), s.value("home", "").c_str(),
+              s.value("tcp", "").c_str());
   std::string gnote = g.value("note", "");
   std::printf("  GPUs: %d (%s%s%s%s)\n", g.value("count", 0), g.value("source", "").c_str(),
               g.value("simulated", false) ? ", SIMULATED" : "", gnote.empty() ? "" : ": ",
@@ -232,13 +239,15 @@ Status RunStatus(bool json, Lang lang) {
 void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
   static DaemonFlags flags;
   auto add_flags = [](CLI::App* sub) {
-    sub->add_option("--home", flags.home, "state directory (default: LATHE_HOME, XDG, or /var/lib/lathe as root)");
+    sub->add_option("--home", flags.home,
+                    "state directory (default: LATHE_HOME, XDG, or /var/lib/lathe as root)");
     sub->add_option("--gpus", flags.gpus, "GPU inventory: auto | none | sim:4x24GB");
     sub->add_option("--host", flags.host, "TCP address of the API (default 127.0.0.1)");
     sub->add_option("--port", flags.port, "TCP port of the API (0: any free port)");
     sub->add_option("--grace", flags.grace, "time between SIGTERM and SIGKILL when stopping a run");
   };
-  auto* d = app.add_subcommand("daemon", "run the daemon in the foreground (<home>/config.yaml for defaults)");
+  auto* d = app.add_subcommand(
+      "daemon", "run the daemon in the foreground (<home>/config.yaml for defaults)");
   add_flags(d);
   d->callback([&status, d] {
     flags.app = d;

@@ -9,6 +9,7 @@
 
 #include "cmd/commands.h"
 #include "lathe/api/client.h"
+#include "lathe/common/units.h"
 #include "lathe/daemon/home.h"
 #include "lathe/doctor/doctor.h"
 #include "lathe/doctor/explain_format.h"
@@ -21,7 +22,6 @@
 #include "lathe/doctor/report_format.h"
 #include "lathe/doctor/term_format.h"
 #include "lathe/gpu/source.h"
-#include "lathe/common/units.h"
 #include "lathe/net/http_client.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
@@ -88,9 +88,10 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
     std::string dir;
     ~Cleanup() { (void)os::RemoveAll(dir); }
   } cleanup{dir};
-  Json spec = {{"command", {"/bin/sh", "-c", "printf lathe-doctor > \"$LATHE_CHECKPOINT_DIR/probe.bin\""}},
-               {"workdir", dir},
-               {"checkpoints", {{"dir", dir + "/ckpt"}, {"keep", 1}}}};
+  Json spec = {
+      {"command", {"/bin/sh", "-c", "printf lathe-doctor > \"$LATHE_CHECKPOINT_DIR/probe.bin\""}},
+      {"workdir", dir},
+      {"checkpoints", {{"dir", dir + "/ckpt"}, {"keep", 1}}}};
   ASSIGN_OR_RETURN(Json run, c->Post("/api/v1/runs", spec));
   std::string id = run.value("id", "");
   int64_t deadline = os::RealClock().MonotonicMs() + timeout_ms;
@@ -99,7 +100,8 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
     int64_t started = 0;
     for (const auto& e : r.value("events", Json::array())) {
       std::string type = e.value("type", "");
-      if (type == "state" && e.value("message", "").rfind("started", 0) == 0) started = e.value("ts_ms", int64_t{0});
+      if (type == "state" && e.value("message", "").rfind("started", 0) == 0)
+        started = e.value("ts_ms", int64_t{0});
       if (type == "warning") return Status::FailedPrecondition(e.value("message", ""));
       if (type == "checkpoint" && e.contains("data") && e["data"].contains("snapshot")) {
         return doctor::CaptureResult{e["data"]["snapshot"].get<std::string>(),
@@ -108,11 +110,13 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
     }
     std::string state = r.value("state", "");
     if (state == "failed" || state == "stopped" || state == "lost") {
-      return Status::FailedPrecondition("test run " + id + " " + state + ": " + r.value("reason", ""));
+      return Status::FailedPrecondition("test run " + id + " " + state + ": " +
+                                        r.value("reason", ""));
     }
     os::RealClock().SleepMs(50);
   }
-  return Status::DeadlineExceeded(fmt::format("no snapshot of test run {} within {} s", id, timeout_ms / 1000));
+  return Status::DeadlineExceeded(
+      fmt::format("no snapshot of test run {} within {} s", id, timeout_ms / 1000));
 }
 
 std::string SelfExe() {
@@ -143,8 +147,9 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
     Print(doctor::FormatReportTable(report, {lang, UseColor(), true}));
   }
   if (doctor::DoctorExitCode(report, f.strict) == 0) return Status::OK();
-  return Status::Msg(Code::kFailedPrecondition, f.strict ? "doctor.failed_strict" : "doctor.failed",
-                     {{"fail", std::to_string(report.fail)}, {"warn", std::to_string(report.warn)}});
+  return Status::Msg(
+      Code::kFailedPrecondition, f.strict ? "doctor.failed_strict" : "doctor.failed",
+      {{"fail", std::to_string(report.fail)}, {"warn", std::to_string(report.warn)}});
 }
 
 // ---- explain -----------------------------------------------------------------
@@ -172,7 +177,8 @@ Result<std::string> RunLog(const std::string& ref) {
 bool LooksLikeRunRef(const std::vector<std::string>& text) {
   if (text.size() != 1 || text[0].empty() || text[0].size() > 64) return false;
   for (char c : text[0]) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
   }
   return true;
 }
@@ -310,7 +316,8 @@ void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   doc->callback([&status, &g] { status = RunDoctorCmd(df, g.Language()); });
 
   static ExplainFlags ef;
-  auto* ex = app.add_subcommand("explain", "explain an error: lathe explain \"TEXT\" | --log FILE | RUN");
+  auto* ex =
+      app.add_subcommand("explain", "explain an error: lathe explain \"TEXT\" | --log FILE | RUN");
   ex->add_option("text", ef.text, "error text, or a run id or name");
   ex->add_option("--log", ef.log, "a log file to explain (- for stdin)");
   ex->add_option("--run", ef.run, "a run whose log to explain");
@@ -328,12 +335,14 @@ void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   term->callback([&status, &g] { status = RunTerm(tf, g.Language()); });
 
   static PlanFlags pf;
-  auto* plan = app.add_subcommand("plan", "GPU memory a training setup needs, and which GPUs fit it");
+  auto* plan =
+      app.add_subcommand("plan", "GPU memory a training setup needs, and which GPUs fit it");
   plan->add_option("--params", pf.params, "parameter count, e.g. 7B or 350M");
   plan->add_option("--layers", pf.layers, "transformer layers (for activations)");
   plan->add_option("--hidden", pf.hidden, "hidden size");
   plan->add_option("--heads", pf.heads, "attention heads");
-  plan->add_option("--vocab", pf.vocab, "vocabulary size (with --layers/--hidden instead of --params)");
+  plan->add_option("--vocab", pf.vocab,
+                   "vocabulary size (with --layers/--hidden instead of --params)");
   plan->add_option("--precision", pf.precision, "fp32 | bf16 | fp16 | int8 (inference)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
   plan->add_option("--optimizer", pf.optimizer, "adamw | sgd | adafactor")
@@ -344,10 +353,12 @@ void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   plan->add_option("--checkpointing", pf.checkpointing, "activation checkpointing: on | off")
       ->check(CLI::IsMember({"on", "off"}));
   plan->add_option("--zero", pf.zero, "ZeRO stage 0..3")->check(CLI::Range(0, 3));
-  plan->add_option("--gpus", pf.gpus, "data-parallel GPUs (default 1)")->check(CLI::Range(1, 100000));
+  plan->add_option("--gpus", pf.gpus, "data-parallel GPUs (default 1)")
+      ->check(CLI::Range(1, 100000));
   plan->add_option("--mfu", pf.mfu, "assumed model FLOPs utilisation (default 0.4)")
       ->check(CLI::Range(0.01, 1.0));
-  plan->add_option("--prices", pf.prices, "a YAML price table: - {id: h100-sxm, price_usd_hour: '2.5'}");
+  plan->add_option("--prices", pf.prices,
+                   "a YAML price table: - {id: h100-sxm, price_usd_hour: '2.5'}");
   plan->add_flag("--json", pf.json, "JSON output");
   AddLang(plan, g);
   plan->callback([&status, &g] { status = RunPlan(pf, g.Language()); });

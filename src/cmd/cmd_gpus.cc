@@ -26,15 +26,17 @@ Status RunGpus(bool json, Lang lang) {
     return Status::OK();
   }
   if (sim) std::printf("%s\n", Tr("gpus.simulated", lang).c_str());
-  std::vector<std::vector<std::string>> rows = {{"GPU", "NAME", "MEMORY", "USED", "UTIL", "TEMP", "ALLOCATED TO"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"GPU", "NAME", "MEMORY", "USED", "UTIL", "TEMP", "ALLOCATED TO"}};
   for (const auto& g : inv["gpus"]) {
     auto bytes = [&](const char* k) {
-      return g.contains(k) && g[k].is_number() ? FormatBytes(g[k].get<uint64_t>()) : std::string("-");
+      return g.contains(k) && g[k].is_number() ? FormatBytes(g[k].get<uint64_t>())
+                                               : std::string("-");
     };
     std::string name = g.value("name", "");  // a simulated model's name already says so
     if (sim && !name.ends_with("(simulated)")) name += " (simulated)";
-    rows.push_back({std::to_string(g.value("index", 0)), name,
-                    bytes("memory_total_bytes"), bytes("memory_used_bytes"), Num(g, "utilization_gpu_pct", "%"),
+    rows.push_back({std::to_string(g.value("index", 0)), name, bytes("memory_total_bytes"),
+                    bytes("memory_used_bytes"), Num(g, "utilization_gpu_pct", "%"),
                     Num(g, "temperature_c", "C"),
                     g["allocated_to"].is_string() ? g["allocated_to"].get<std::string>() : "-"});
   }

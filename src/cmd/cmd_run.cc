@@ -58,21 +58,26 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (f.retry) spec["retry"] = *f.retry;
   if (!f.command.empty()) spec["command"] = f.command;
   if (!f.workdir.empty()) spec["workdir"] = f.workdir;
-  std::string base = f.file.empty() ? Cwd()
-                                    : std::filesystem::absolute(f.file).parent_path().string();
+  std::string base =
+      f.file.empty() ? Cwd() : std::filesystem::absolute(f.file).parent_path().string();
   if (spec.contains("workdir") && spec["workdir"].is_string()) {
     std::filesystem::path w = spec["workdir"].get<std::string>();
-    if (w.is_relative()) spec["workdir"] = (std::filesystem::path(f.workdir.empty() ? base : Cwd()) / w).lexically_normal().string();
+    if (w.is_relative())
+      spec["workdir"] =
+          (std::filesystem::path(f.workdir.empty() ? base : Cwd()) / w).lexically_normal().string();
   } else {
     spec["workdir"] = Cwd();
   }
   if (!f.checkpoint_dir.empty()) {
     std::filesystem::path d = f.checkpoint_dir;  // a flag is relative to this shell
-    if (!spec.contains("checkpoints") || !spec["checkpoints"].is_object()) spec["checkpoints"] = Json::object();
-    spec["checkpoints"]["dir"] = (d.is_relative() ? std::filesystem::path(Cwd()) / d : d).lexically_normal().string();
+    if (!spec.contains("checkpoints") || !spec["checkpoints"].is_object())
+      spec["checkpoints"] = Json::object();
+    spec["checkpoints"]["dir"] =
+        (d.is_relative() ? std::filesystem::path(Cwd()) / d : d).lexically_normal().string();
   }
   if (f.keep_checkpoints) {
-    if (!spec.contains("checkpoints") || !spec["checkpoints"].is_object()) spec["checkpoints"] = Json::object();
+    if (!spec.contains("checkpoints") || !spec["checkpoints"].is_object())
+      spec["checkpoints"] = Json::object();
     spec["checkpoints"]["keep"] = *f.keep_checkpoints;
   }
   if (!f.resume_from.empty()) spec["resume_from"] = f.resume_from;
@@ -115,8 +120,10 @@ std::string LogsQuery(const LogsFlags& f) {
   return q;
 }
 
-Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps, const std::string& query = "") {
-  std::string path = "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "") + query;
+Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps,
+                  const std::string& query = "") {
+  std::string path =
+      "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "") + query;
   return c.Stream(path, [](const std::string& event, const Json& data) {
     if (event == "log") {
       std::string line = data.value("line", "");
@@ -141,9 +148,10 @@ bool PrintDiagnosis(const Json& run, Lang lang, FILE* out = stdout) {
       };
       any = true;
       std::fprintf(out, "%s %s\n", Tr("inspect.diagnosis", lang).c_str(), text("title").c_str());
-      std::fprintf(out, "  line %d: %s\n", m.value("line_no", 0), m.value("line", "").substr(0, 200).c_str());
-      std::fprintf(out, "  %s\n  %s\n  $ %s\n  %s\n", text("scenario").c_str(), text("cause").c_str(),
-                   m.value("verify", "").c_str(), text("fix").c_str());
+      std::fprintf(out, "  line %d: %s\n", m.value("line_no", 0),
+                   m.value("line", "").substr(0, 200).c_str());
+      std::fprintf(out, "  %s\n  %s\n  $ %s\n  %s\n", text("scenario").c_str(),
+                   text("cause").c_str(), m.value("verify", "").c_str(), text("fix").c_str());
     }
   }
   return any;
@@ -166,8 +174,10 @@ Status RunRun(const RunFlags& f, Lang lang) {
   RETURN_IF_ERROR(FollowLogs(*c, id, false));
   ASSIGN_OR_RETURN(Json fin, c->Get("/api/v1/runs/" + id));
   std::string state = fin.value("state", "");
-  std::fprintf(stderr, "%s\n", Tr("run.ended", lang, {{"run", id}, {"state", state},
-                                                      {"reason", fin.value("reason", "")}}).c_str());
+  std::fprintf(
+      stderr, "%s\n",
+      Tr("run.ended", lang, {{"run", id}, {"state", state}, {"reason", fin.value("reason", "")}})
+          .c_str());
   if (state != "succeeded") {
     PrintDiagnosis(fin, lang, stderr);
     std::fprintf(stderr, "%s\n", Tr("run.see_inspect", lang, {{"run", id}}).c_str());
@@ -179,7 +189,9 @@ std::string GpuList(const Json& r) {
   std::string s;
   for (const auto& g : r["gpus"]) s += (s.empty() ? "" : ",") + std::to_string(g.get<int>());
   const Json& asked = r.contains("spec") ? r["spec"] : r["resources"];
-  return s.empty() ? std::to_string(asked.value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "") : "[" + s + "]";
+  return s.empty()
+             ? std::to_string(asked.value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "")
+             : "[" + s + "]";
 }
 
 Status RunPs(bool all, int limit, bool json) {
@@ -193,12 +205,14 @@ Status RunPs(bool all, int limit, bool json) {
     PrintJson(r["runs"]);
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "AGE", "COMMAND"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "AGE", "COMMAND"}};
   for (const auto& run : r["runs"]) {
     std::string cmd;
     if (run.value("redacted", false)) cmd = "-";  // another user's: the daemon does not say
     if (run.contains("spec")) {
-      for (const auto& a : run["spec"]["command"]) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+      for (const auto& a : run["spec"]["command"])
+        cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
     }
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     std::string state = run.value("state", "");
@@ -206,18 +220,24 @@ Status RunPs(bool all, int limit, bool json) {
       state += " (" + std::to_string(run["exit_code"].get<int>()) + ")";
     }
     rows.push_back({run.value("id", ""), run.value("name", ""), run.value("user", ""), state,
-                    GpuList(run), run.value("priority", ""), Age(run.value("created_at_ms", int64_t{0})), cmd});
+                    GpuList(run), run.value("priority", ""),
+                    Age(run.value("created_at_ms", int64_t{0})), cmd});
   }
   PrintTable(rows);
   int64_t total = r.value("total", int64_t{0});
   if (total > static_cast<int64_t>(r["runs"].size())) {
-    std::fprintf(stderr, "%s\n", Tr("ps.truncated", DetectLang(), {{"shown", std::to_string(r["runs"].size())},
-                                                                  {"total", std::to_string(total)}}).c_str());
+    std::fprintf(stderr, "%s\n",
+                 Tr("ps.truncated", DetectLang(),
+                    {{"shown", std::to_string(r["runs"].size())}, {"total", std::to_string(total)}})
+                     .c_str());
   }
   int64_t hidden = r.value("total_all", total) - total;
   if (!all && hidden > 0) {
-    std::fprintf(stderr, "%s\n", Tr("ps.ended_hidden", DetectLang(), {{"hidden", std::to_string(hidden)},
-                                                                     {"minutes", std::to_string(kRecentS / 60)}}).c_str());
+    std::fprintf(
+        stderr, "%s\n",
+        Tr("ps.ended_hidden", DetectLang(),
+           {{"hidden", std::to_string(hidden)}, {"minutes", std::to_string(kRecentS / 60)}})
+            .c_str());
   }
   return Status::OK();
 }
@@ -230,18 +250,24 @@ Status RunLogs(const LogsFlags& f, Lang lang) {
   net::Headers headers;
   RETURN_IF_ERROR(c->GetStream(
       "/api/v1/runs/" + id + "/logs?timestamps=" + (f.timestamps ? "1" : "0") + LogsQuery(f),
-      [](std::string_view chunk) { return std::fwrite(chunk.data(), 1, chunk.size(), stdout) == chunk.size(); },
+      [](std::string_view chunk) {
+        return std::fwrite(chunk.data(), 1, chunk.size(), stdout) == chunk.size();
+      },
       &headers));
   std::fflush(stdout);
   std::string_view next = net::FindHeader(headers, "X-Lathe-Next-Offset");
-  if (!next.empty()) std::fprintf(stderr, "%s\n", Tr("logs.next_offset", lang, {{"next", std::string(next)}}).c_str());
+  if (!next.empty())
+    std::fprintf(stderr, "%s\n",
+                 Tr("logs.next_offset", lang, {{"next", std::string(next)}}).c_str());
   return Status::OK();
 }
 
 Status RunStop(const std::string& ref, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs/" + ref + "/stop", Json::object()));
-  std::printf("%s\n", Tr("run.stopping", lang, {{"run", r.value("id", ref)}, {"state", r.value("state", "")}}).c_str());
+  std::printf("%s\n", Tr("run.stopping", lang,
+                         {{"run", r.value("id", ref)}, {"state", r.value("state", "")}})
+                          .c_str());
   return Status::OK();
 }
 
@@ -282,24 +308,27 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
     PrintJson(r);
     return Status::OK();
   }
-  std::printf("id:        %s\nname:      %s\nuser:      %s\nstate:     %s\n", r.value("id", "").c_str(),
-              r.value("name", "").c_str(), r.value("user", "").c_str(), r.value("state", "").c_str());
+  std::printf("id:        %s\nname:      %s\nuser:      %s\nstate:     %s\n",
+              r.value("id", "").c_str(), r.value("name", "").c_str(), r.value("user", "").c_str(),
+              r.value("state", "").c_str());
   if (!r.value("reason", "").empty()) std::printf("reason:    %s\n", r.value("reason", "").c_str());
-  if (!r.value("waiting", "").empty()) std::printf("waiting:   %s\n", r.value("waiting", "").c_str());
+  if (!r.value("waiting", "").empty())
+    std::printf("waiting:   %s\n", r.value("waiting", "").c_str());
   std::printf("gpus:      %s\n", GpuList(r).c_str());
   if (r["exit_code"].is_number()) std::printf("exit code: %d\n", r["exit_code"].get<int>());
   if (r["signal"].is_number()) std::printf("signal:    %d\n", r["signal"].get<int>());
-  if (r.value("oom_killed", false)) std::printf("oom:       %s\n", Tr("run.oom_killed", lang).c_str());
-  std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0), r.value("restarts", 0),
-              r.value("preemptions", 0));
+  if (r.value("oom_killed", false))
+    std::printf("oom:       %s\n", Tr("run.oom_killed", lang).c_str());
+  std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0),
+              r.value("restarts", 0), r.value("preemptions", 0));
   std::printf("created:   %s ago\n", Age(r.value("created_at_ms", int64_t{0})).c_str());
   PrintSpec(r["spec"]);
   std::printf("run dir:   %s\n", r.value("run_dir", "").c_str());
   PrintDiagnosis(r, lang);
   std::printf("events:\n");
   for (const auto& e : r["events"]) {
-    std::printf("  %s ago  %-7s %s\n", Age(e.value("ts_ms", int64_t{0})).c_str(), e.value("type", "").c_str(),
-                e.value("message", "").c_str());
+    std::printf("  %s ago  %-7s %s\n", Age(e.value("ts_ms", int64_t{0})).c_str(),
+                e.value("type", "").c_str(), e.value("message", "").c_str());
   }
   return Status::OK();
 }
@@ -325,8 +354,10 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--max-duration", f.max_duration, "stop the run after this long, e.g. 12h");
   run->add_option("--checkpoint-dir", f.checkpoint_dir,
                   "snapshot this directory while the run lives; hand it back on restart");
-  run->add_option("--keep-checkpoints", f.keep_checkpoints, "keep the run's newest N snapshots (default all)");
-  run->add_option("--resume-from", f.resume_from, "start from this run's newest complete checkpoint");
+  run->add_option("--keep-checkpoints", f.keep_checkpoints,
+                  "keep the run's newest N snapshots (default all)");
+  run->add_option("--resume-from", f.resume_from,
+                  "start from this run's newest complete checkpoint");
   run->add_flag("--follow", f.follow, "stream the log until the run ends");
   run->add_option("command", f.command, "the command and its arguments, after --");
   run->callback([&status, &g] { status = RunRun(f, g.Language()); });
@@ -347,16 +378,19 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   logs->add_flag("-t,--timestamps", lf.timestamps, "prefix each line with its time");
   logs->add_option("--tail", lf.tail, "only the last N lines (with -f: then follow)");
   logs->add_option("--grep", lf.grep, "only lines matching this RE2 regular expression");
-  logs->add_option("--offset", lf.offset, "from line number K on (0-based); prints where the next page starts");
+  logs->add_option("--offset", lf.offset,
+                   "from line number K on (0-based); prints where the next page starts");
   logs->add_option("--limit", lf.limit, "at most M lines");
   logs->callback([&status, &g] { status = RunLogs(lf, g.Language()); });
 
-  auto* stop = app.add_subcommand("stop", "stop a run (SIGTERM, then SIGKILL after the grace period)");
+  auto* stop =
+      app.add_subcommand("stop", "stop a run (SIGTERM, then SIGKILL after the grace period)");
   stop->add_option("run", ref, "run id or name")->required();
   stop->callback([&status, &g] { status = RunStop(ref, g.Language()); });
 
   static bool ijson = false;
-  auto* inspect = app.add_subcommand("inspect", "show a run's spec, allocation, timestamps, exit and events");
+  auto* inspect =
+      app.add_subcommand("inspect", "show a run's spec, allocation, timestamps, exit and events");
   inspect->add_option("run", ref, "run id or name")->required();
   inspect->add_flag("--json", ijson, "JSON output");
   inspect->callback([&status, &g] { status = RunInspect(ref, ijson, g.Language()); });

@@ -37,7 +37,9 @@ Result<int> Millis(const char* flag, const std::string& v) {
   auto d = ParseDuration(v);
   if (!d.ok() || d->count() <= 0) {
     return Status::Msg(Code::kInvalidArgument, "serve.bad_size_flag",
-                       {{"flag", flag}, {"value", v}, {"detail", d.ok() ? "must be positive" : d.status().message()}});
+                       {{"flag", flag},
+                        {"value", v},
+                        {"detail", d.ok() ? "must be positive" : d.status().message()}});
   }
   return static_cast<int>(d->count());
 }
@@ -52,11 +54,13 @@ Result<serve::ServeOptions> Options(const ServeFlags& f) {
   o.gpus = f.gpus;
   o.backend_dirs = f.backend_dirs;
   unsigned cores = std::thread::hardware_concurrency();
-  o.http.io_threads = f.http_threads > 0 ? f.http_threads : static_cast<int>(std::clamp(cores / 2, 1u, 8u));
+  o.http.io_threads =
+      f.http_threads > 0 ? f.http_threads : static_cast<int>(std::clamp(cores / 2, 1u, 8u));
   auto body = ParseBytes(f.max_body);
   if (!body.ok()) {
-    return Status::Msg(Code::kInvalidArgument, "serve.bad_size_flag",
-                       {{"flag", "--max-body"}, {"value", f.max_body}, {"detail", body.status().message()}});
+    return Status::Msg(
+        Code::kInvalidArgument, "serve.bad_size_flag",
+        {{"flag", "--max-body"}, {"value", f.max_body}, {"detail", body.status().message()}});
   }
   o.http.max_body_bytes = *body;
   ASSIGN_OR_RETURN(o.http.header_timeout_ms, Millis("--header-timeout", f.header_timeout));
@@ -98,22 +102,32 @@ Status RunServe(const ServeFlags& f, Lang lang) {
 void SetupServe(CLI::App& app, Globals& g, Status& status) {
   static ServeFlags f;
   auto* s = app.add_subcommand("serve", "serve models over HTTP (KServe v2, /predict, /metrics)");
-  s->add_option("--repository", f.repository, "model repository: DIR/<model>/config.yaml, DIR/<model>/<version>/");
+  s->add_option("--repository", f.repository,
+                "model repository: DIR/<model>/config.yaml, DIR/<model>/<version>/");
   s->add_option("--model", f.models, "NAME=PATH: one model file or directory (repeatable)");
   s->add_option("--model-control", f.model_control,
-                "none | explicit (POST /v2/repository/models/M/load|unload) | watch (new versions hot-swapped)");
-  s->add_option("--watch-interval", f.watch_interval, "watch: how often the repository is scanned (default 1s)");
+                "none | explicit (POST /v2/repository/models/M/load|unload) | watch (new versions "
+                "hot-swapped)");
+  s->add_option("--watch-interval", f.watch_interval,
+                "watch: how often the repository is scanned (default 1s)");
   s->add_option("--host", f.host, "address to listen on (default 127.0.0.1)");
   s->add_option("--port", f.port, "HTTP port (default 8000; 0: any free port)");
   s->add_option("--http-threads", f.http_threads, "I/O threads (default: half the cores, 1-8)");
-  s->add_option("--max-body", f.max_body, "largest request body; larger ones get 413 (default 64Mi)");
-  s->add_option("--header-timeout", f.header_timeout, "time to receive a request's headers (default 10s)");
+  s->add_option("--max-body", f.max_body,
+                "largest request body; larger ones get 413 (default 64Mi)");
+  s->add_option("--header-timeout", f.header_timeout,
+                "time to receive a request's headers (default 10s)");
   s->add_option("--body-timeout", f.body_timeout, "time to receive a request's body (default 60s)");
-  s->add_option("--idle-timeout", f.idle_timeout, "idle keep-alive connections are closed after this (default 60s)");
-  s->add_option("--max-connections", f.max_connections, "concurrent connections; more get 503 (default 1024)");
-  s->add_option("--drain-timeout", f.drain, "on SIGTERM, longest wait for admitted requests (default 30s)");
-  s->add_option("--gpus", f.gpus, "GPU inventory for metrics and `auto` devices: auto | nvml | none");
-  s->add_option("--backend-dir", f.backend_dirs, "where liblathe_backend_<name>.so are (repeatable)");
+  s->add_option("--idle-timeout", f.idle_timeout,
+                "idle keep-alive connections are closed after this (default 60s)");
+  s->add_option("--max-connections", f.max_connections,
+                "concurrent connections; more get 503 (default 1024)");
+  s->add_option("--drain-timeout", f.drain,
+                "on SIGTERM, longest wait for admitted requests (default 30s)");
+  s->add_option("--gpus", f.gpus,
+                "GPU inventory for metrics and `auto` devices: auto | nvml | none");
+  s->add_option("--backend-dir", f.backend_dirs,
+                "where liblathe_backend_<name>.so are (repeatable)");
   s->callback([&status, &g] { status = RunServe(f, g.Language()); });
 }
 

@@ -19,11 +19,11 @@
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/home.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/files.h"
-#include "lathe/snap/info_json.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/diff.h"
-#include "lathe/os/clock.h"
+#include "lathe/snap/info_json.h"
 #include "lathe/snap/store.h"
 #include "lathe/snap/watcher.h"
 
@@ -76,7 +76,8 @@ Result<std::unique_ptr<api::ApiClient>> DaemonFor(const SnapFlags& f) {
 }
 
 // A snapshot's id and manifest, from the daemon or the store.
-Result<std::pair<snap::SnapshotId, snap::Manifest>> LoadSnapshot(const SnapFlags& f, const std::string& ref) {
+Result<std::pair<snap::SnapshotId, snap::Manifest>> LoadSnapshot(const SnapFlags& f,
+                                                                 const std::string& ref) {
   ASSIGN_OR_RETURN(auto client, DaemonFor(f));
   if (client) {
     ASSIGN_OR_RETURN(Json j, client->Get("/api/v1/snapshots/" + ref));
@@ -92,7 +93,10 @@ Result<std::pair<snap::SnapshotId, snap::Manifest>> LoadSnapshot(const SnapFlags
 // Says on stderr that the store found its index damaged and rebuilt it.
 void NoteRepair(const Store& store, Lang lang) {
   auto r = store.index_repair();
-  if (r) std::fprintf(stderr, "%s\n", Tr("snap.index_rebuilt", lang, {{"moved_to", r->moved_to}, {"detail", r->detail}}).c_str());
+  if (r)
+    std::fprintf(
+        stderr, "%s\n",
+        Tr("snap.index_rebuilt", lang, {{"moved_to", r->moved_to}, {"detail", r->detail}}).c_str());
 }
 
 // A one-line progress bar on stderr, only when stderr is a terminal.
@@ -100,7 +104,9 @@ snap::ProgressFn ProgressBar(std::string label) {
   if (::isatty(2) != 1) return {};
   return [label](const snap::Progress& p) {
     constexpr int kWidth = 30;
-    double frac = p.total_bytes ? static_cast<double>(p.done_bytes) / static_cast<double>(p.total_bytes) : 1.0;
+    double frac = p.total_bytes
+                      ? static_cast<double>(p.done_bytes) / static_cast<double>(p.total_bytes)
+                      : 1.0;
     int fill = static_cast<int>(frac * kWidth);
     std::fprintf(stderr, "\r%s [%s%s] %3d%% %s/%s ", label.c_str(), std::string(fill, '#').c_str(),
                  std::string(kWidth - fill, '-').c_str(), static_cast<int>(frac * 100),
@@ -114,7 +120,8 @@ Result<std::map<std::string, std::string>> ParseTags(const std::vector<std::stri
   std::map<std::string, std::string> tags;
   for (const auto& kv : kvs) {
     size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return Status::Msg(Code::kInvalidArgument, "snap.bad_tag", {{"value", kv}});
+    if (eq == std::string::npos || eq == 0)
+      return Status::Msg(Code::kInvalidArgument, "snap.bad_tag", {{"value", kv}});
     tags[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return tags;
@@ -138,17 +145,29 @@ Status RunCreate(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto r, std::move(snapped));
   const auto& s = r.manifest.stats;
   if (f.json) {
-    PrintJson({{"id", r.id}, {"complete", r.manifest.complete()}, {"files", s.files}, {"bytes", s.bytes},
-               {"files_read", s.files_read}, {"new_chunks", s.new_chunks}, {"new_bytes", s.new_bytes}});
+    PrintJson({{"id", r.id},
+               {"complete", r.manifest.complete()},
+               {"files", s.files},
+               {"bytes", s.bytes},
+               {"files_read", s.files_read},
+               {"new_chunks", s.new_chunks},
+               {"new_bytes", s.new_bytes}});
     return Status::OK();
   }
   std::printf("%s\n", r.id.c_str());
-  std::fprintf(stderr, "%s\n", Tr("snap.created", lang, {{"id", Short(r.id)}, {"files", std::to_string(s.files)},
-                                                         {"bytes", FormatBytes(s.bytes)},
-                                                         {"read", std::to_string(s.files_read)},
-                                                         {"new_bytes", FormatBytes(s.new_bytes)}}).c_str());
+  std::fprintf(stderr, "%s\n",
+               Tr("snap.created", lang,
+                  {{"id", Short(r.id)},
+                   {"files", std::to_string(s.files)},
+                   {"bytes", FormatBytes(s.bytes)},
+                   {"read", std::to_string(s.files_read)},
+                   {"new_bytes", FormatBytes(s.new_bytes)}})
+                   .c_str());
   for (const auto& c : r.manifest.checkpoints) {
-    if (!c.complete) std::fprintf(stderr, "%s\n", Tr("snap.incomplete_note", lang, {{"reason", c.path + " (" + c.reason + ")"}}).c_str());
+    if (!c.complete)
+      std::fprintf(
+          stderr, "%s\n",
+          Tr("snap.incomplete_note", lang, {{"reason", c.path + " (" + c.reason + ")"}}).c_str());
   }
   return Status::OK();
 }
@@ -158,7 +177,8 @@ Result<std::vector<Json>> LsRows(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto client, DaemonFor(f));
   std::vector<Json> rows;
   if (client) {
-    ASSIGN_OR_RETURN(Json j, client->Get("/api/v1/snapshots" + (f.ref.empty() ? "" : "?run=" + f.ref)));
+    ASSIGN_OR_RETURN(Json j,
+                     client->Get("/api/v1/snapshots" + (f.ref.empty() ? "" : "?run=" + f.ref)));
     for (auto& r : j) rows.push_back(std::move(r));
     return rows;
   }
@@ -192,24 +212,28 @@ Status RunLs(const SnapFlags& f, Lang lang) {
     std::string id = r.value("msg_id", "");
     r["reason_text"] = id.empty() ? r.value("reason", "") : Tr(id, lang, snap::SkipArgs(r));
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Json& a, const Json& b) { return a["time_ms"] > b["time_ms"]; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Json& a, const Json& b) { return a["time_ms"] > b["time_ms"]; });
   if (f.json) {
     PrintJson(rows);
     return Status::OK();
   }
   if (rows.empty()) {
-    std::printf("%s\n", Tr("snap.none", lang, {{"path", f.store.empty() ? "daemon" : f.store}}).c_str());
+    std::printf("%s\n",
+                Tr("snap.none", lang, {{"path", f.store.empty() ? "daemon" : f.store}}).c_str());
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> table = {{"ID", "AGE", "SOURCE", "TAGS", "FILES", "SIZE", "NEW", "STATUS"}};
+  std::vector<std::vector<std::string>> table = {
+      {"ID", "AGE", "SOURCE", "TAGS", "FILES", "SIZE", "NEW", "STATUS"}};
   for (const auto& r : rows) {
     std::string status = r["status"].get<std::string>();
     std::string text = StatusWord(status, lang);
     if (status == "skipped") text += ": " + r.value("reason_text", "");
     if (status == "incomplete") text += ": " + r.value("reason", "");
     bool skip = status == "skipped";
-    table.push_back({skip ? "-" : Short(r["id"].get<std::string>()), Age(r["time_ms"].get<int64_t>()),
-                     r.value("source", ""), TagsText(r["tags"].get<std::map<std::string, std::string>>()),
+    table.push_back({skip ? "-" : Short(r["id"].get<std::string>()),
+                     Age(r["time_ms"].get<int64_t>()), r.value("source", ""),
+                     TagsText(r["tags"].get<std::map<std::string, std::string>>()),
                      skip ? "-" : std::to_string(r["files"].get<uint64_t>()),
                      skip ? "-" : FormatBytes(r["bytes"].get<uint64_t>()),
                      skip ? "-" : FormatBytes(r["new_bytes"].get<uint64_t>()), text});
@@ -227,13 +251,14 @@ Status RunShow(const SnapFlags& f, Lang lang) {
     PrintJson(j);
     return Status::OK();
   }
-  std::printf("id:       %s\ntime:     %s ago\nsource:   %s\nparent:   %s\ntags:     %s\n", id.c_str(),
-              Age(m.time_ms).c_str(), m.source.c_str(), m.parent.empty() ? "-" : Short(m.parent).c_str(),
-              TagsText(m.tags).c_str());
+  std::printf("id:       %s\ntime:     %s ago\nsource:   %s\nparent:   %s\ntags:     %s\n",
+              id.c_str(), Age(m.time_ms).c_str(), m.source.c_str(),
+              m.parent.empty() ? "-" : Short(m.parent).c_str(), TagsText(m.tags).c_str());
   std::printf("status:   %s\nfiles:    %llu, %s (%llu read, %s new)\n",
               Tr(m.complete() ? "snap.status_complete" : "snap.status_incomplete", lang).c_str(),
               static_cast<unsigned long long>(m.stats.files), FormatBytes(m.stats.bytes).c_str(),
-              static_cast<unsigned long long>(m.stats.files_read), FormatBytes(m.stats.new_bytes).c_str());
+              static_cast<unsigned long long>(m.stats.files_read),
+              FormatBytes(m.stats.new_bytes).c_str());
   auto resume = snap::ChooseResume(m);
   std::printf("resume:   %s\ncheckpoints:\n", resume ? resume->path.c_str() : "-");
   for (const auto& c : m.checkpoints) {
@@ -244,7 +269,9 @@ Status RunShow(const SnapFlags& f, Lang lang) {
   std::vector<std::vector<std::string>> table = {{"PATH", "TYPE", "SIZE", "CHUNKS", "CHECK"}};
   for (const auto& e : m.files) {
     bool file = e.type == snap::EntryType::kFile;
-    std::string check = file ? std::string(snap::VerdictName(e.check)) + (e.format.empty() ? "" : " (" + e.format + ")") : "";
+    std::string check = file ? std::string(snap::VerdictName(e.check)) +
+                                   (e.format.empty() ? "" : " (" + e.format + ")")
+                             : "";
     table.push_back({e.path + (e.type == snap::EntryType::kSymlink ? " -> " + e.target : ""),
                      std::string(snap::EntryTypeName(e.type)), file ? FormatBytes(e.size) : "",
                      file ? std::to_string(e.chunks.size()) : "", check});
@@ -260,7 +287,10 @@ Status RunDiff(const SnapFlags& f, Lang lang) {
   static constexpr const char* kKind[] = {"added", "removed", "modified"};
   if (f.json) {
     Json out = Json::array();
-    for (const auto& d : diff) out.push_back({{"kind", kKind[static_cast<int>(d.kind)]}, {"path", d.path}, {"new_bytes", d.new_bytes}});
+    for (const auto& d : diff)
+      out.push_back({{"kind", kKind[static_cast<int>(d.kind)]},
+                     {"path", d.path},
+                     {"new_bytes", d.new_bytes}});
     PrintJson(out);
     return Status::OK();
   }
@@ -270,34 +300,41 @@ Status RunDiff(const SnapFlags& f, Lang lang) {
     int k = static_cast<int>(d.kind);
     ++count[k];
     bytes += d.new_bytes;
-    std::printf("%c %s%s\n", kMark[k], d.path.c_str(), d.new_bytes ? (" (" + FormatBytes(d.new_bytes) + ")").c_str() : "");
+    std::printf("%c %s%s\n", kMark[k], d.path.c_str(),
+                d.new_bytes ? (" (" + FormatBytes(d.new_bytes) + ")").c_str() : "");
   }
-  std::printf("%s\n", Tr("snap.diff_summary", lang, {{"added", std::to_string(count[0])}, {"removed", std::to_string(count[1])},
-                                                      {"modified", std::to_string(count[2])}, {"bytes", FormatBytes(bytes)}}).c_str());
+  std::printf("%s\n", Tr("snap.diff_summary", lang,
+                         {{"added", std::to_string(count[0])},
+                          {"removed", std::to_string(count[1])},
+                          {"modified", std::to_string(count[2])},
+                          {"bytes", FormatBytes(bytes)}})
+                          .c_str());
   return Status::OK();
 }
 
 // On a terminal the restore streams its progress (server-sent events) into
 // the same bar a local restore draws; otherwise one plain request.
-Result<Json> RestoreThroughDaemon(api::ApiClient& client, const std::string& ref, const std::string& to,
-                                  bool force, const snap::ProgressFn& bar) {
+Result<Json> RestoreThroughDaemon(api::ApiClient& client, const std::string& ref,
+                                  const std::string& to, bool force, const snap::ProgressFn& bar) {
   std::string path = "/api/v1/snapshots/" + ref + "/restore";
   Json body = {{"to", to}, {"force", force}};
   if (!bar) return client.Post(path, body);
   Json result;
   Status failed;
-  RETURN_IF_ERROR(client.PostStream(path + "?progress=1", body, [&](const std::string& event, const Json& data) {
-    if (event == "progress") {
-      bar({data.value("done_bytes", uint64_t{0}), data.value("total_bytes", uint64_t{0})});
-    } else if (event == "result") {
-      result = data;
-    } else if (event == "error") {
-      failed = StatusFromJson(data, Code::kInternal);
-    }
-    return true;
-  }));
+  RETURN_IF_ERROR(client.PostStream(
+      path + "?progress=1", body, [&](const std::string& event, const Json& data) {
+        if (event == "progress") {
+          bar({data.value("done_bytes", uint64_t{0}), data.value("total_bytes", uint64_t{0})});
+        } else if (event == "result") {
+          result = data;
+        } else if (event == "error") {
+          failed = StatusFromJson(data, Code::kInternal);
+        }
+        return true;
+      }));
   if (!failed.ok()) return failed;
-  if (result.is_null()) return Status::Unavailable("the daemon ended the restore without an answer");
+  if (result.is_null())
+    return Status::Unavailable("the daemon ended the restore without an answer");
   return result;
 }
 
@@ -305,10 +342,14 @@ Status RunRestore(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto client, DaemonFor(f));
   if (client) {
     std::string to = std::filesystem::absolute(f.to).lexically_normal().string();
-    ASSIGN_OR_RETURN(Json r, RestoreThroughDaemon(*client, f.ref, to, f.force, ProgressBar(Tr("snap.progress_restore", lang))));
-    std::printf("%s\n", Tr("snap.restored", lang, {{"id", Short(r.value("id", ""))}, {"path", to},
-                                                   {"files", std::to_string(r.value("files", 0))},
-                                                   {"bytes", FormatBytes(r.value("bytes", uint64_t{0}))}}).c_str());
+    ASSIGN_OR_RETURN(Json r, RestoreThroughDaemon(*client, f.ref, to, f.force,
+                                                  ProgressBar(Tr("snap.progress_restore", lang))));
+    std::printf("%s\n", Tr("snap.restored", lang,
+                           {{"id", Short(r.value("id", ""))},
+                            {"path", to},
+                            {"files", std::to_string(r.value("files", 0))},
+                            {"bytes", FormatBytes(r.value("bytes", uint64_t{0}))}})
+                            .c_str());
     return Status::OK();
   }
   ASSIGN_OR_RETURN(auto store, OpenStore(f, false));
@@ -322,8 +363,12 @@ Status RunRestore(const SnapFlags& f, Lang lang) {
   for (const auto& d : r.damaged_pack_headers) {
     std::fprintf(stderr, "%s\n", Tr("snap.restore_header_damaged", lang, {{"detail", d}}).c_str());
   }
-  std::printf("%s\n", Tr("snap.restored", lang, {{"id", Short(id)}, {"path", f.to}, {"files", std::to_string(r.files)},
-                                                 {"bytes", FormatBytes(r.bytes)}}).c_str());
+  std::printf("%s\n", Tr("snap.restored", lang,
+                         {{"id", Short(id)},
+                          {"path", f.to},
+                          {"files", std::to_string(r.files)},
+                          {"bytes", FormatBytes(r.bytes)}})
+                          .c_str());
   return Status::OK();
 }
 
@@ -339,9 +384,12 @@ Status RunPrune(const SnapFlags& f, Lang lang) {
   auto pruned = store->Prune(p);
   NoteRepair(*store, lang);
   ASSIGN_OR_RETURN(auto r, std::move(pruned));
-  for (const auto& id : r.removed) std::printf("%s %s\n", f.dry_run ? "would remove" : "removed", Short(id).c_str());
+  for (const auto& id : r.removed)
+    std::printf("%s %s\n", f.dry_run ? "would remove" : "removed", Short(id).c_str());
   std::printf("%s\n", Tr(f.dry_run ? "snap.prune_dry" : "snap.pruned", lang,
-                         {{"removed", std::to_string(r.removed.size())}, {"kept", std::to_string(r.kept.size())}}).c_str());
+                         {{"removed", std::to_string(r.removed.size())},
+                          {"kept", std::to_string(r.kept.size())}})
+                          .c_str());
   return Status::OK();
 }
 
@@ -350,22 +398,30 @@ Status RunGc(const SnapFlags& f, Lang lang) {
   auto collected = store->Gc();
   NoteRepair(*store, lang);
   ASSIGN_OR_RETURN(auto r, std::move(collected));
-  std::printf("%s\n", Tr("snap.gc_done", lang, {{"live", std::to_string(r.live_chunks)}, {"deleted", std::to_string(r.packs_deleted)},
-                                                {"rewritten", std::to_string(r.packs_rewritten)},
-                                                {"temp", std::to_string(r.temp_files_removed)},
-                                                {"freed", FormatBytes(r.bytes_freed)}}).c_str());
+  std::printf("%s\n", Tr("snap.gc_done", lang,
+                         {{"live", std::to_string(r.live_chunks)},
+                          {"deleted", std::to_string(r.packs_deleted)},
+                          {"rewritten", std::to_string(r.packs_rewritten)},
+                          {"temp", std::to_string(r.temp_files_removed)},
+                          {"freed", FormatBytes(r.bytes_freed)}})
+                          .c_str());
   return Status::OK();
 }
 
 std::string ProblemText(const snap::FsckProblem& p, const snap::FsckReport& r, Lang lang) {
-  bool lost = std::find(r.lost_snapshots.begin(), r.lost_snapshots.end(), p.snapshot) != r.lost_snapshots.end();
+  bool lost = std::find(r.lost_snapshots.begin(), r.lost_snapshots.end(), p.snapshot) !=
+              r.lost_snapshots.end();
   if (lost && p.file.empty()) {
-    return Tr("snap.fsck_lost", lang, {{"snapshot", Short(p.snapshot)}, {"path", "snapshots/" + p.snapshot + ".json.zst"}});
+    return Tr("snap.fsck_lost", lang,
+              {{"snapshot", Short(p.snapshot)}, {"path", "snapshots/" + p.snapshot + ".json.zst"}});
   }
   if (!p.file.empty()) {
-    return Tr("snap.fsck_file", lang, {{"snapshot", Short(p.snapshot)}, {"file", p.file}, {"chunk", p.chunk}, {"what", p.what}});
+    return Tr(
+        "snap.fsck_file", lang,
+        {{"snapshot", Short(p.snapshot)}, {"file", p.file}, {"chunk", p.chunk}, {"what", p.what}});
   }
-  if (!p.chunk.empty()) return Tr("snap.fsck_chunk", lang, {{"pack", p.pack}, {"chunk", p.chunk}, {"what", p.what}});
+  if (!p.chunk.empty())
+    return Tr("snap.fsck_chunk", lang, {{"pack", p.pack}, {"chunk", p.chunk}, {"what", p.what}});
   std::string where = !p.snapshot.empty() ? "snapshot " + Short(p.snapshot) : "pack " + p.pack;
   return Tr("snap.fsck_other", lang, {{"where", where}, {"what", p.what}});
 }
@@ -378,29 +434,48 @@ Status RunFsck(const SnapFlags& f, Lang lang) {
   if (f.json) {
     Json probs = Json::array();
     for (const auto& p : r.problems) {
-      probs.push_back({{"snapshot", p.snapshot}, {"file", p.file}, {"chunk", p.chunk}, {"pack", p.pack}, {"what", p.what}});
+      probs.push_back({{"snapshot", p.snapshot},
+                       {"file", p.file},
+                       {"chunk", p.chunk},
+                       {"pack", p.pack},
+                       {"what", p.what}});
     }
     Json repair = nullptr;
-    if (r.index_repair) repair = {{"moved_to", r.index_repair->moved_to}, {"detail", r.index_repair->detail}};
-    PrintJson({{"ok", r.ok()}, {"packs", r.packs}, {"chunks", r.chunks}, {"snapshots", r.snapshots},
-               {"unreferenced_packs", r.unreferenced_packs}, {"temp_packs", r.temp_packs},
-               {"lost_snapshots", r.lost_snapshots}, {"index_rebuilt", repair}, {"problems", probs}});
+    if (r.index_repair)
+      repair = {{"moved_to", r.index_repair->moved_to}, {"detail", r.index_repair->detail}};
+    PrintJson({{"ok", r.ok()},
+               {"packs", r.packs},
+               {"chunks", r.chunks},
+               {"snapshots", r.snapshots},
+               {"unreferenced_packs", r.unreferenced_packs},
+               {"temp_packs", r.temp_packs},
+               {"lost_snapshots", r.lost_snapshots},
+               {"index_rebuilt", repair},
+               {"problems", probs}});
   } else {
     for (const auto& p : r.problems) std::printf("%s\n", ProblemText(p, r, lang).c_str());
     if (!r.lost_snapshots.empty()) {
       // Their chunks are among the "unreferenced" ones: gc must not be advised.
-      std::printf("%s\n", Tr("snap.fsck_lost_advice", lang, {{"count", std::to_string(r.lost_snapshots.size())}}).c_str());
+      std::printf("%s\n", Tr("snap.fsck_lost_advice", lang,
+                             {{"count", std::to_string(r.lost_snapshots.size())}})
+                              .c_str());
     } else if (r.unreferenced_packs || r.temp_packs) {
-      std::printf("%s\n", Tr("snap.fsck_leftovers", lang, {{"unreferenced", std::to_string(r.unreferenced_packs)},
-                                                            {"temp", std::to_string(r.temp_packs)}}).c_str());
+      std::printf("%s\n", Tr("snap.fsck_leftovers", lang,
+                             {{"unreferenced", std::to_string(r.unreferenced_packs)},
+                              {"temp", std::to_string(r.temp_packs)}})
+                              .c_str());
     }
     if (r.ok()) {
-      std::printf("%s\n", Tr("snap.fsck_ok", lang, {{"snapshots", std::to_string(r.snapshots)}, {"packs", std::to_string(r.packs)},
-                                                    {"chunks", std::to_string(r.chunks)}}).c_str());
+      std::printf("%s\n", Tr("snap.fsck_ok", lang,
+                             {{"snapshots", std::to_string(r.snapshots)},
+                              {"packs", std::to_string(r.packs)},
+                              {"chunks", std::to_string(r.chunks)}})
+                              .c_str());
     }
   }
   if (r.ok()) return Status::OK();
-  return Status::Msg(Code::kFailedPrecondition, "snap.fsck_failed", {{"count", std::to_string(r.problems.size())}});
+  return Status::Msg(Code::kFailedPrecondition, "snap.fsck_failed",
+                     {{"count", std::to_string(r.problems.size())}});
 }
 
 // Snapshots DIR after every settled burst of writes, until killed: what the
@@ -419,7 +494,9 @@ Status RunWatch(const SnapFlags& f, Lang lang) {
   auto on_batch = [&](const snap::WatchBatch& b) {
     int64_t start = os::RealClock().MonotonicMs();
     auto r = store->Snapshot(f.dir, so);
-    Json line = {{"time_ms", os::RealClock().NowMs()}, {"paths", b.paths}, {"mode", snap::WatchModeName(b.mode)},
+    Json line = {{"time_ms", os::RealClock().NowMs()},
+                 {"paths", b.paths},
+                 {"mode", snap::WatchModeName(b.mode)},
                  {"snapshot_ms", os::RealClock().MonotonicMs() - start}};
     if (r.ok()) {
       line["id"] = r->id;
@@ -434,8 +511,11 @@ Status RunWatch(const SnapFlags& f, Lang lang) {
     std::fflush(stdout);
   };
   ASSIGN_OR_RETURN(auto w, snap::Watcher::Start(f.dir, wo, on_batch));
-  if (w->mode() == snap::WatchMode::kPolling) std::fprintf(stderr, "%s\n", Tr("snap.watch_polling", lang, {{"reason", w->fallback_reason()}}).c_str());
-  while (true) ::pause();  // until a signal ends the process; a killed snapshot leaves the store consistent
+  if (w->mode() == snap::WatchMode::kPolling)
+    std::fprintf(stderr, "%s\n",
+                 Tr("snap.watch_polling", lang, {{"reason", w->fallback_reason()}}).c_str());
+  while (true)
+    ::pause();  // until a signal ends the process; a killed snapshot leaves the store consistent
 }
 
 Status RunRebuildIndex(const SnapFlags& f, Lang lang) {
@@ -447,14 +527,17 @@ Status RunRebuildIndex(const SnapFlags& f, Lang lang) {
 
 // --store on `snap` and on each verb, so both orders work.
 void AddStore(CLI::App* app, SnapFlags& f) {
-  app->add_option("--store", f.store, "store directory (default: $LATHE_SNAP_STORE, else the daemon's)")->envname("LATHE_SNAP_STORE");
+  app->add_option("--store", f.store,
+                  "store directory (default: $LATHE_SNAP_STORE, else the daemon's)")
+      ->envname("LATHE_SNAP_STORE");
 }
 
 }  // namespace
 
 void SetupSnap(CLI::App& app, Globals& g, Status& status) {
   static SnapFlags f;
-  auto* snap = app.add_subcommand("snap", "checkpoint snapshots: capture, list, restore, prune, check");
+  auto* snap =
+      app.add_subcommand("snap", "checkpoint snapshots: capture, list, restore, prune, check");
   snap->require_subcommand(1);
   AddStore(snap, f);
   auto bind = [&](CLI::App* sub, Status (*fn)(const SnapFlags&, Lang)) {
@@ -471,8 +554,11 @@ void SetupSnap(CLI::App& app, Globals& g, Status& status) {
   auto* create = snap->add_subcommand("create", "snapshot a directory");
   create->add_option("dir", f.dir, "directory to capture")->required();
   create->add_option("--tag", f.tags, "tag KEY=VALUE (repeatable), e.g. run=r1 step=500");
-  create->add_option("--parent", f.parent, "auto | none | SNAP: unchanged files are taken from the parent");
-  create->add_option("--reserve", f.reserve, "free space to leave on the store's disk, e.g. 2G (default 1GiB, at most 10%)");
+  create->add_option("--parent", f.parent,
+                     "auto | none | SNAP: unchanged files are taken from the parent");
+  create->add_option(
+      "--reserve", f.reserve,
+      "free space to leave on the store's disk, e.g. 2G (default 1GiB, at most 10%)");
   create->add_flag("--json", f.json, "JSON output");
   bind(create, RunCreate);
 
@@ -511,10 +597,12 @@ void SetupSnap(CLI::App& app, Globals& g, Status& status) {
   fsck->add_flag("--json", f.json, "JSON output");
   bind(fsck, RunFsck);
 
-  auto* watch = snap->add_subcommand("watch", "snapshot a directory after every burst of writes, until killed");
+  auto* watch = snap->add_subcommand(
+      "watch", "snapshot a directory after every burst of writes, until killed");
   watch->add_option("dir", f.dir, "directory to watch")->required();
   watch->add_option("--tag", f.tags, "tag KEY=VALUE (repeatable)");
-  watch->add_option("--quiet", f.quiet, "a burst ends after this long without writes (default 200ms)");
+  watch->add_option("--quiet", f.quiet,
+                    "a burst ends after this long without writes (default 200ms)");
   watch->add_option("--reserve", f.reserve, "free space to leave on the store's disk");
   bind(watch, RunWatch);
 

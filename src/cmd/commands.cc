@@ -6,9 +6,10 @@ void SetupVersion(CLI::App& app, Globals& g, Status& status);
 void SetupDaemon(CLI::App& app, Globals& g, Status& status);
 void SetupRun(CLI::App& app, Globals& g, Status& status);
 void SetupGpus(CLI::App& app, Globals& g, Status& status);
-void SetupSnap(CLI::App& app, Globals& g, Status& status);     // cmd_snap.cc
-void SetupDoctor(CLI::App& app, Globals& g, Status& status);   // cmd_doctor.cc: doctor, explain, term, plan
-void SetupServe(CLI::App& app, Globals& g, Status& status);    // cmd_serve.cc
+void SetupSnap(CLI::App& app, Globals& g, Status& status);  // cmd_snap.cc
+void SetupDoctor(CLI::App& app, Globals& g,
+                 Status& status);  // cmd_doctor.cc: doctor, explain, term, plan
+void SetupServe(CLI::App& app, Globals& g, Status& status);  // cmd_serve.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);

@@ -11,29 +11,40 @@ namespace lathe::api {
 namespace {
 Code CodeForHttp(int status) {
   switch (status) {
-    case 400: return Code::kInvalidArgument;
+    case 400:
+      return Code::kInvalidArgument;
     case 401:
-    case 403: return Code::kPermissionDenied;
-    case 404: return Code::kNotFound;
-    case 409: return Code::kFailedPrecondition;
-    case 413: return Code::kInvalidArgument;
-    case 422: return Code::kInvalidArgument;
+    case 403:
+      return Code::kPermissionDenied;
+    case 404:
+      return Code::kNotFound;
+    case 409:
+      return Code::kFailedPrecondition;
+    case 413:
+      return Code::kInvalidArgument;
+    case 422:
+      return Code::kInvalidArgument;
     case 429:
-    case 507: return Code::kResourceExhausted;
-    case 503: return Code::kUnavailable;
-    default: return Code::kInternal;
+    case 507:
+      return Code::kResourceExhausted;
+    case 503:
+      return Code::kUnavailable;
+    default:
+      return Code::kInternal;
   }
 }
 // The daemon's 413 is its HTTP layer's, {"error": "request body too large"}:
 // say what was sent and what it takes.
 Status TooLarge(size_t request_bytes) {
-  return Status::Msg(Code::kInvalidArgument, "cli.request_too_large",
-                     {{"size", FormatBytes(request_bytes)}, {"limit", FormatBytes(kMaxRequestBodyBytes)}});
+  return Status::Msg(
+      Code::kInvalidArgument, "cli.request_too_large",
+      {{"size", FormatBytes(request_bytes)}, {"limit", FormatBytes(kMaxRequestBodyBytes)}});
 }
 
 }  // namespace
 
-ApiClient::ApiClient(std::string where, std::string why) : where_(std::move(where)), why_(std::move(why)) {
+ApiClient::ApiClient(std::string where, std::string why)
+    : where_(std::move(where)), why_(std::move(why)) {
   net::ClientOptions o;
   o.unix_socket = where_;
   o.timeout_ms = 60000;
@@ -76,10 +87,12 @@ Result<Json> ApiClient::Get(const std::string& path) { return Decode(http_->Requ
 
 Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
   std::string text = body.dump();
-  return Decode(http_->Request("POST", path, text, {{"Content-Type", "application/json"}}), text.size());
+  return Decode(http_->Request("POST", path, text, {{"Content-Type", "application/json"}}),
+                text.size());
 }
 
-Result<Json> ApiClient::PostIdempotent(const std::string& path, const Json& body, const std::string& key,
+Result<Json> ApiClient::PostIdempotent(const std::string& path, const Json& body,
+                                       const std::string& key,
                                        const std::function<void(const Status&)>& on_retry) {
   const std::string text = body.dump();
   const net::Headers headers = {{"Content-Type", "application/json"}, {"Idempotency-Key", key}};
@@ -92,7 +105,8 @@ Result<Json> ApiClient::PostIdempotent(const std::string& path, const Json& body
   return Decode(r);
 }
 
-Result<Json> ApiClient::SubmitRun(const Json& spec, const std::function<void(const Status&)>& on_retry) {
+Result<Json> ApiClient::SubmitRun(const Json& spec,
+                                  const std::function<void(const Status&)>& on_retry) {
   return PostIdempotent("/api/v1/runs", spec, NewSecret(), on_retry);
 }
 
@@ -115,7 +129,8 @@ Result<std::string> ApiClient::GetText(const std::string& path) {
   return r->body;
 }
 
-Status ApiClient::GetStream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
+Status ApiClient::GetStream(const std::string& path,
+                            const std::function<bool(std::string_view)>& on_data,
                             net::Headers* headers) {
   constexpr size_t kMaxErrorBody = 1 << 20;
   int status = 0;
@@ -153,37 +168,41 @@ Status ApiClient::PostStream(const std::string& path, const Json& body,
   return StreamEvents("POST", path, body.dump(), on_event);
 }
 
-Status ApiClient::StreamEvents(std::string_view method, const std::string& path, std::string_view body,
-                               const std::function<bool(const std::string&, const Json&)>& on_event) {
+Status ApiClient::StreamEvents(
+    std::string_view method, const std::string& path, std::string_view body,
+    const std::function<bool(const std::string&, const Json&)>& on_event) {
   std::string buf, event, data;
   std::string error_body;
   bool stop = false;
-  auto result = http_->Stream(method, path, [&](std::string_view chunk) {
-    buf.append(chunk);
-    size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
-      std::string line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      if (line.empty()) {  // end of one event
-        if (!data.empty()) {
-          auto j = ParseJson(data);
-          if (j.ok() && !on_event(event.empty() ? "message" : event, *j)) stop = true;
-        } else if (event.empty()) {
-          error_body += line;
+  auto result = http_->Stream(
+      method, path,
+      [&](std::string_view chunk) {
+        buf.append(chunk);
+        size_t nl;
+        while ((nl = buf.find('\n')) != std::string::npos) {
+          std::string line = buf.substr(0, nl);
+          buf.erase(0, nl + 1);
+          if (line.empty()) {  // end of one event
+            if (!data.empty()) {
+              auto j = ParseJson(data);
+              if (j.ok() && !on_event(event.empty() ? "message" : event, *j)) stop = true;
+            } else if (event.empty()) {
+              error_body += line;
+            }
+            event.clear();
+            data.clear();
+            if (stop) return false;
+          } else if (line.rfind("event: ", 0) == 0) {
+            event = line.substr(7);
+          } else if (line.rfind("data: ", 0) == 0) {
+            data += line.substr(6);
+          } else if (line[0] != ':' && line.rfind("id: ", 0) != 0) {
+            error_body += line;  // not SSE: an error body
+          }
         }
-        event.clear();
-        data.clear();
-        if (stop) return false;
-      } else if (line.rfind("event: ", 0) == 0) {
-        event = line.substr(7);
-      } else if (line.rfind("data: ", 0) == 0) {
-        data += line.substr(6);
-      } else if (line[0] != ':' && line.rfind("id: ", 0) != 0) {
-        error_body += line;  // not SSE: an error body
-      }
-    }
-    return true;
-  }, body);
+        return true;
+      },
+      body);
   if (!result.ok()) {
     return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
                        {{"where", where_}, {"reason", result.status().message()}});

@@ -42,6 +42,7 @@ bool Truthy(const std::optional<std::string>& v);
 // The query parameter `name` as a whole number from 0 to `max`; `absent` when
 // it is not given. InvalidArgument (api.bad_number, naming the parameter, the
 // range and what was sent) for anything else: "abc", "-1", "1e3", "".
-Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, int64_t absent, int64_t max);
+Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, int64_t absent,
+                            int64_t max);
 
 }  // namespace lathe::api

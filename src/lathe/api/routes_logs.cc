@@ -26,9 +26,11 @@ void ApiServer::GetRunLogs(ApiCall& call) {
 }
 
 Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
-                            const daemon::Caller& caller, bool follow, std::unique_ptr<net::Responder>& res) {
-  ASSIGN_OR_RETURN(run::LogQuery query,
-                   run::ParseLogQuery([&](std::string_view name) { return req.QueryParam(name); }, follow));
+                            const daemon::Caller& caller, bool follow,
+                            std::unique_ptr<net::Responder>& res) {
+  ASSIGN_OR_RETURN(
+      run::LogQuery query,
+      run::ParseLogQuery([&](std::string_view name) { return req.QueryParam(name); }, follow));
   {
     std::lock_guard<std::mutex> lock(log_mu_);
     int& readers = log_readers_[caller.uid];
@@ -39,19 +41,19 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
     ++readers;
   }
   std::shared_ptr<net::Responder> responder(res.release());
-  StartStreamThread([this, responder, query, path = run.run_dir + "/log", id = run.id, follow,
-                     uid = caller.uid] {
-    ServeLogs(id, path, query, follow, *responder);
-    std::lock_guard<std::mutex> lock(log_mu_);
-    if (--log_readers_[uid] == 0) log_readers_.erase(uid);
-  });
+  StartStreamThread(
+      [this, responder, query, path = run.run_dir + "/log", id = run.id, follow, uid = caller.uid] {
+        ServeLogs(id, path, query, follow, *responder);
+        std::lock_guard<std::mutex> lock(log_mu_);
+        if (--log_readers_[uid] == 0) log_readers_.erase(uid);
+      });
   return Status::OK();
 }
 
 // Runs on a stream thread of its own: finding where the answer starts may
 // read much of the log.
-void ApiServer::ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query,
-                          bool follow, net::Responder& res) {
+void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
+                          const run::LogQuery& query, bool follow, net::Responder& res) {
   auto reader = run::LogReader::Open(path, query);
   if (!reader.ok()) {
     spdlog::warn("logs of {}: {}", run_id, reader.status().ToString());
@@ -62,16 +64,20 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path, co
     return FollowLogs(run_id, **reader, *s);
   }
   net::Headers headers = {{"Cache-Control", "no-cache"}};
-  if (auto next = (*reader)->next_offset()) headers.push_back({"X-Lathe-Next-Offset", std::to_string(*next)});
-  std::shared_ptr<net::ResponseStream> s = res.StartStream(200, "text/plain; charset=utf-8", headers);
-  Status st = (*reader)->Read([&](std::string_view chunk) { return !stopping_ && s->Write(chunk); });
+  if (auto next = (*reader)->next_offset())
+    headers.push_back({"X-Lathe-Next-Offset", std::to_string(*next)});
+  std::shared_ptr<net::ResponseStream> s =
+      res.StartStream(200, "text/plain; charset=utf-8", headers);
+  Status st =
+      (*reader)->Read([&](std::string_view chunk) { return !stopping_ && s->Write(chunk); });
   if (!st.ok()) spdlog::warn("logs of {}: {}", run_id, st.ToString());
   s->Close();
 }
 
 // Server-sent events, one `log` event per line, gathered into writes of about
 // kLogChunkBytes; `end` once the run has finished and its log is read.
-void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s) {
+void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader,
+                           net::ResponseStream& s) {
   std::string out;
   bool gone = false;
   KeepAlive keep_alive;

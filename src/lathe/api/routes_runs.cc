@@ -16,17 +16,21 @@ Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
   constexpr std::string_view kAllowed =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:~+/=";
   constexpr size_t kShown = 64;
-  auto it = std::find_if(req.headers.begin(), req.headers.end(),
-                         [](const auto& h) { return net::EqualsIgnoreCase(h.first, "Idempotency-Key"); });
+  auto it = std::find_if(req.headers.begin(), req.headers.end(), [](const auto& h) {
+    return net::EqualsIgnoreCase(h.first, "Idempotency-Key");
+  });
   if (it == req.headers.end()) return std::string();
   std::string_view key = it->second;
-  if (key.size() >= 2 && key.front() == '"' && key.back() == '"') key = key.substr(1, key.size() - 2);
-  if (key.empty() || key.size() > kMaxKey || key.find_first_not_of(kAllowed) != std::string_view::npos) {
+  if (key.size() >= 2 && key.front() == '"' && key.back() == '"')
+    key = key.substr(1, key.size() - 2);
+  if (key.empty() || key.size() > kMaxKey ||
+      key.find_first_not_of(kAllowed) != std::string_view::npos) {
     std::string shown;
     for (char c : it->second.substr(0, kShown)) shown += c >= 0x20 && c < 0x7f ? c : '?';
     if (it->second.size() > kShown) shown += "...";
     return Status::Msg(Code::kInvalidArgument, "api.bad_idempotency_key",
-                       {{"value", shown}, {"length", std::to_string(it->second.size())},
+                       {{"value", shown},
+                        {"length", std::to_string(it->second.size())},
                         {"max", std::to_string(kMaxKey)}});
   }
   return std::string(key);

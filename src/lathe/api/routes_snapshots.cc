@@ -10,7 +10,9 @@ void ApiServer::ListSnapshots(ApiCall& call) {
   call.Reply(daemon_.ListSnapshots(call.caller, call.req.QueryParam("run").value_or("")));
 }
 
-void ApiServer::GetSnapshot(ApiCall& call) { call.Reply(daemon_.GetSnapshot(call.caller, call.Param("snap"))); }
+void ApiServer::GetSnapshot(ApiCall& call) {
+  call.Reply(daemon_.GetSnapshot(call.caller, call.Param("snap")));
+}
 
 void ApiServer::PostRestore(ApiCall& call) {
   const net::HttpRequest& req = call.req;
@@ -19,16 +21,19 @@ void ApiServer::PostRestore(ApiCall& call) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return reply(body.status());
   if (!body->is_object() || !(*body)["to"].is_string()) {
-    return reply(Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute",
-                             {{"path", body->is_object() ? body->value("to", Json()).dump() : ""}}));
+    return reply(
+        Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute",
+                    {{"path", body->is_object() ? body->value("to", Json()).dump() : ""}}));
   }
   std::string to = (*body)["to"].get<std::string>();
   bool force = body->value("force", false);
   std::string ref = call.Param("snap");
-  if (!Truthy(req.QueryParam("progress"))) return reply(daemon_.RestoreSnapshot(caller, ref, to, force));
+  if (!Truthy(req.QueryParam("progress")))
+    return reply(daemon_.RestoreSnapshot(caller, ref, to, force));
   std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
   call.res.reset();
-  StartStreamThread([this, caller, ref, to, force, s] { StreamRestore(caller, ref, to, force, *s); });
+  StartStreamThread(
+      [this, caller, ref, to, force, s] { StreamRestore(caller, ref, to, force, *s); });
 }
 
 // Restore with progress, as server-sent events: "progress" {done_bytes,
@@ -36,7 +41,9 @@ void ApiServer::PostRestore(ApiCall& call) {
 // ({"error": …} as an error response would carry it, plus its HTTP status).
 void ApiServer::StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
                               net::ResponseStream& s) {
-  auto send = [&s](const char* event, const Json& data) { return s.Write(net::SseEvent(event, data.dump())); };
+  auto send = [&s](const char* event, const Json& data) {
+    return s.Write(net::SseEvent(event, data.dump()));
+  };
   auto r = daemon_.RestoreSnapshot(caller, ref, to, force, [&](const snap::Progress& p) {
     send("progress", Json{{"done_bytes", p.done_bytes}, {"total_bytes", p.total_bytes}});
   });

@@ -56,13 +56,16 @@ net::HttpResponse JsonResponse(int status, const Json& body) {
   return r;
 }
 
-net::HttpResponse ErrorResponse(const Status& s) { return JsonResponse(net::HttpStatusFor(s), StatusToJson(s)); }
+net::HttpResponse ErrorResponse(const Status& s) {
+  return JsonResponse(net::HttpStatusFor(s), StatusToJson(s));
+}
 
 bool Truthy(const std::optional<std::string>& v) {
   return v && (*v == "1" || *v == "true" || *v == "yes");
 }
 
-Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, int64_t absent, int64_t max) {
+Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, int64_t absent,
+                            int64_t max) {
   constexpr size_t kShown = 64;
   std::optional<std::string> v = req.QueryParam(name);
   if (!v) return absent;
@@ -72,8 +75,9 @@ Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, 
   if (v->empty() || (*v)[0] == '-' || ec != std::errc() || at != end || n > max) {
     std::string shown = v->substr(0, kShown);
     if (v->size() > kShown) shown += "...";
-    return Status::Msg(Code::kInvalidArgument, "api.bad_number",
-                       {{"param", std::string(name)}, {"value", shown}, {"max", std::to_string(max)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "api.bad_number",
+        {{"param", std::string(name)}, {"value", shown}, {"max", std::to_string(max)}});
   }
   return n;
 }
@@ -100,10 +104,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   RETURN_IF_ERROR(s->AddRoutes());
   ApiServer* self = s.get();
   ASSIGN_OR_RETURN(s->server_,
-                   net::HttpServer::Create(so, [self](net::HttpRequest req,
-                                                      std::unique_ptr<net::Responder> res) {
-                     self->Handle(std::move(req), std::move(res));
-                   }));
+                   net::HttpServer::Create(
+                       so, [self](net::HttpRequest req, std::unique_ptr<net::Responder> res) {
+                         self->Handle(std::move(req), std::move(res));
+                       }));
   std::string sock_dir = paths.socket.substr(0, paths.socket.rfind('/'));
   RETURN_IF_ERROR(os::MakeDirs(sock_dir, 0755));
   RETURN_IF_ERROR(s->server_->ListenUnix(paths.socket, paths.system ? 0666 : 0600));
@@ -172,8 +176,9 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
     return;
   }
   if (m.kind == net::RouteMatch::Kind::kWrongMethod) {
-    net::HttpResponse r = ErrorResponse(Status::Msg(
-        Code::kInvalidArgument, "api.bad_method", {{"method", req.method}, {"path", req.path}, {"allowed", m.allow}}));
+    net::HttpResponse r = ErrorResponse(
+        Status::Msg(Code::kInvalidArgument, "api.bad_method",
+                    {{"method", req.method}, {"path", req.path}, {"allowed", m.allow}}));
     r.status = 405;
     r.headers.emplace_back("Allow", m.allow);
     res->Send(std::move(r));

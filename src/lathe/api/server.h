@@ -21,8 +21,8 @@ namespace lathe::api {
 struct ApiCall;  // routes.h
 
 struct ApiOptions {
-  std::string host = "127.0.0.1";  // TCP address; loopback unless configured
-  int port = 0;                    // 0: any free port (see endpoint.json)
+  std::string host = "127.0.0.1";     // TCP address; loopback unless configured
+  int port = 0;                       // 0: any free port (see endpoint.json)
   std::function<void()> on_shutdown;  // POST /api/v1/shutdown
 };
 
@@ -66,10 +66,10 @@ class ApiServer {
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
-  Status RouteLogs(const net::HttpRequest& req, const state::RunRecord& run, const daemon::Caller& caller,
-                   bool follow, std::unique_ptr<net::Responder>& res);
-  void ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query, bool follow,
-                 net::Responder& res);
+  Status RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
+                   const daemon::Caller& caller, bool follow, std::unique_ptr<net::Responder>& res);
+  void ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query,
+                 bool follow, net::Responder& res);
   void FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s);
   void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
   // Sends an SSE comment on a stream quiet for 15 s, so that a client's read
@@ -78,7 +78,8 @@ class ApiServer {
     int64_t last_ms = 0;
     bool Tick(net::ResponseStream& s);  // false: the client is gone
   };
-  void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force, net::ResponseStream& s);
+  void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
+                     net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);
 
   daemon::Daemon& daemon_;

@@ -40,12 +40,11 @@ namespace {
 
 Status EntryError(std::string_view file, std::string_view id, std::string_view field,
                   std::string_view what) {
-  return Status::InvalidArgument(fmt::format("{}: entry '{}' field '{}': {}", file, id, field, what));
+  return Status::InvalidArgument(
+      fmt::format("{}: entry '{}' field '{}': {}", file, id, field, what));
 }
 
-bool IsBiMap(const YAML::Node& n) {
-  return n.IsMap() && (n["en"] || n["zh"]) && n.size() <= 2;
-}
+bool IsBiMap(const YAML::Node& n) { return n.IsMap() && (n["en"] || n["zh"]) && n.size() <= 2; }
 
 Result<BiText> ParseBiText(const YAML::Node& n, std::string_view file, std::string_view id,
                            std::string_view field) {
@@ -169,8 +168,10 @@ Result<Catalog> Catalog::FromEmbedded() {
     ASSIGN_OR_RETURN(Catalog c, FromYaml(f.text, "data/" + std::string(n)));
     for (auto& e : c.entries_) {
       if (all.index_.count(e.id)) {
-        return Status::InvalidArgument(fmt::format("data/{}: id '{}' is also defined in another "
-                                                   "messages*.yaml file", n, e.id));
+        return Status::InvalidArgument(
+            fmt::format("data/{}: id '{}' is also defined in another "
+                        "messages*.yaml file",
+                        n, e.id));
       }
       all.index_.emplace(e.id, all.entries_.size());
       all.entries_.push_back(std::move(e));

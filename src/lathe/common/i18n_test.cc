@@ -43,8 +43,9 @@ TEST(DataFile, RejectsMissingLanguageNamingEntryAndField) {
 }
 
 TEST(DataFile, RejectsDuplicateAndMissingIds) {
-  EXPECT_FALSE(ParseDataFile("- id: a\n  text: {en: x, zh: y}\n- id: a\n  text: {en: x, zh: y}\n",
-                             "x.yaml").ok());
+  EXPECT_FALSE(
+      ParseDataFile("- id: a\n  text: {en: x, zh: y}\n- id: a\n  text: {en: x, zh: y}\n", "x.yaml")
+          .ok());
   EXPECT_FALSE(ParseDataFile("- text: {en: x, zh: y}\n", "x.yaml").ok());
   EXPECT_FALSE(ParseDataFile("{not: a list}", "x.yaml").ok());
   EXPECT_FALSE(ParseDataFile("- id: [unclosed\n", "x.yaml").ok());

@@ -27,7 +27,9 @@ class PathSax {
   bool boolean(bool v) { return Value() && dom_.boolean(v); }
   bool number_integer(Json::number_integer_t v) { return Value() && dom_.number_integer(v); }
   bool number_unsigned(Json::number_unsigned_t v) { return Value() && dom_.number_unsigned(v); }
-  bool number_float(Json::number_float_t v, const Json::string_t& s) { return Value() && dom_.number_float(v, s); }
+  bool number_float(Json::number_float_t v, const Json::string_t& s) {
+    return Value() && dom_.number_float(v, s);
+  }
   bool string(Json::string_t& v) { return Value() && dom_.string(v); }
   bool binary(Json::binary_t& v) { return Value() && dom_.binary(v); }
   bool start_object(std::size_t n) { return Open(false) && dom_.start_object(n); }
@@ -72,14 +74,15 @@ class PathSax {
       return Status::Msg(Code::kInvalidArgument, "json.too_deep",
                          {{"field", Path()}, {"max", std::to_string(kMaxJsonDepth)}});
     }
-    return Status::Msg(Code::kInvalidArgument, "json.malformed", {{"offset", std::to_string(byte_)}});
+    return Status::Msg(Code::kInvalidArgument, "json.malformed",
+                       {{"offset", std::to_string(byte_)}});
   }
 
  private:
   struct Frame {
     bool array;
-    size_t index;     // arrays: one past the element being read
-    std::string key;  // objects: the member being read
+    size_t index;                // arrays: one past the element being read
+    std::string key;             // objects: the member being read
     std::set<std::string> keys;  // objects: the members read so far
   };
 
@@ -152,14 +155,16 @@ Result<T> GetTyped(const Json& obj, std::string_view field, Check is_type, const
 }  // namespace
 
 Result<std::string> GetString(const Json& obj, std::string_view field) {
-  return GetTyped<std::string>(obj, field, [](const Json& j) { return j.is_string(); }, "string");
+  return GetTyped<std::string>(
+      obj, field, [](const Json& j) { return j.is_string(); }, "string");
 }
 Result<int64_t> GetInt(const Json& obj, std::string_view field) {
-  return GetTyped<int64_t>(obj, field, [](const Json& j) { return j.is_number_integer(); },
-                           "integer");
+  return GetTyped<int64_t>(
+      obj, field, [](const Json& j) { return j.is_number_integer(); }, "integer");
 }
 Result<bool> GetBool(const Json& obj, std::string_view field) {
-  return GetTyped<bool>(obj, field, [](const Json& j) { return j.is_boolean(); }, "boolean");
+  return GetTyped<bool>(
+      obj, field, [](const Json& j) { return j.is_boolean(); }, "boolean");
 }
 
 Json StatusToJson(const Status& s) {

@@ -33,11 +33,10 @@ TEST(ParseJson, NumberOutOfRangeNamesItsField) {
     const char* json;
     const char* field;
   };
-  for (const Case& c : {Case{R"({"gpus": 1e400})", "gpus"},
-                        Case{R"({"command": ["a", 1e400]})", "command[1]"},
-                        Case{R"({"env": {"A": "x", "FOO": -1E999}})", "env.FOO"},
-                        Case{R"({"a": [[0], {"b": 1e400}]})", "a[1].b"},
-                        Case{R"(1e400)", "(top level)"}}) {
+  for (const Case& c :
+       {Case{R"({"gpus": 1e400})", "gpus"}, Case{R"({"command": ["a", 1e400]})", "command[1]"},
+        Case{R"({"env": {"A": "x", "FOO": -1E999}})", "env.FOO"},
+        Case{R"({"a": [[0], {"b": 1e400}]})", "a[1].b"}, Case{R"(1e400)", "(top level)"}}) {
     auto j = ParseJson(c.json);
     ASSERT_FALSE(j.ok()) << c.json;
     EXPECT_TRUE(j.status().IsInvalidArgument());
@@ -87,7 +86,8 @@ TEST(PathCheck, NulLengthAndComponents) {
   EXPECT_EQ(longp.msg_id(), "path.too_long");
   EXPECT_LT(longp.message().size(), 200u);  // does not quote 5,000 bytes back
   std::string parts;
-  for (int i = 0; i < 10; ++i) parts += "/" + std::string(300, 'b');  // 3,010 bytes, each part too long
+  for (int i = 0; i < 10; ++i)
+    parts += "/" + std::string(300, 'b');  // 3,010 bytes, each part too long
   EXPECT_EQ(CheckPathName(parts, "to").msg_id(), "path.name_too_long");
   EXPECT_TRUE(CheckPathName("/" + std::string(255, 'c'), "to").ok());
   EXPECT_EQ(CheckPathName("/" + std::string(256, 'c'), "to").msg_id(), "path.name_too_long");

@@ -62,7 +62,8 @@ std::vector<std::string> RepeatFilter::Admit(const std::string& message) {
     for (auto j = seen_.begin(); j != seen_.end(); ++j) {
       if (j->second.since_ms < oldest->second.since_ms) oldest = j;
     }
-    if (oldest->second.suppressed > 0) out.push_back(Report(oldest->first, oldest->second.suppressed));
+    if (oldest->second.suppressed > 0)
+      out.push_back(Report(oldest->first, oldest->second.suppressed));
     seen_.erase(oldest);
   }
   seen_.emplace(message, Seen{now, 0});
@@ -70,7 +71,8 @@ std::vector<std::string> RepeatFilter::Admit(const std::string& message) {
   return out;
 }
 
-void LogFiltered(RepeatFilter& filter, spdlog::level::level_enum level, const std::string& message) {
+void LogFiltered(RepeatFilter& filter, spdlog::level::level_enum level,
+                 const std::string& message) {
   for (const std::string& line : filter.Admit(message)) spdlog::log(level, "{}", line);
 }
 

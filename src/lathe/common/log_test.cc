@@ -23,7 +23,8 @@ TEST(RepeatFilter, RepeatsWithinTheWindowAreCountedAndReportedAfterIt) {
     EXPECT_TRUE(f.filter.Admit("disk full").empty()) << i;
   }
   f.now += 100;  // 60 s after the first
-  EXPECT_EQ(f.filter.Admit("disk full"), Lines{"disk full (599 repeats suppressed in the last 60s)"});
+  EXPECT_EQ(f.filter.Admit("disk full"),
+            Lines{"disk full (599 repeats suppressed in the last 60s)"});
   f.now += 100;
   EXPECT_TRUE(f.filter.Admit("disk full").empty());  // a new window began
 }

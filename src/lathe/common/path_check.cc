@@ -19,7 +19,8 @@ Status CheckPathName(std::string_view path, std::string_view field) {
   RETURN_IF_ERROR(CheckNoNul(path, field));
   if (path.size() >= PATH_MAX) {
     return Status::Msg(Code::kInvalidArgument, "path.too_long",
-                       {{"field", std::string(field)}, {"length", std::to_string(path.size())},
+                       {{"field", std::string(field)},
+                        {"length", std::to_string(path.size())},
                         {"max", std::to_string(PATH_MAX - 1)}});
   }
   size_t start = 0;
@@ -29,8 +30,10 @@ Status CheckPathName(std::string_view path, std::string_view field) {
     std::string_view name = path.substr(start, end - start);
     if (name.size() > NAME_MAX) {
       return Status::Msg(Code::kInvalidArgument, "path.name_too_long",
-                         {{"field", std::string(field)}, {"name", std::string(name.substr(0, kQuotedBytes)) + "..."},
-                          {"length", std::to_string(name.size())}, {"max", std::to_string(NAME_MAX)}});
+                         {{"field", std::string(field)},
+                          {"name", std::string(name.substr(0, kQuotedBytes)) + "..."},
+                          {"length", std::to_string(name.size())},
+                          {"max", std::to_string(NAME_MAX)}});
     }
     start = end + 1;
   }

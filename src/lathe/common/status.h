@@ -45,17 +45,29 @@ class Status {
   Status() = default;  // OK
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
+  static Status InvalidArgument(std::string msg) {
+    return Status(Code::kInvalidArgument, std::move(msg));
+  }
   static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
-  static Status AlreadyExists(std::string msg) { return Status(Code::kAlreadyExists, std::move(msg)); }
-  static Status PermissionDenied(std::string msg) { return Status(Code::kPermissionDenied, std::move(msg)); }
-  static Status FailedPrecondition(std::string msg) { return Status(Code::kFailedPrecondition, std::move(msg)); }
-  static Status ResourceExhausted(std::string msg) { return Status(Code::kResourceExhausted, std::move(msg)); }
+  static Status AlreadyExists(std::string msg) {
+    return Status(Code::kAlreadyExists, std::move(msg));
+  }
+  static Status PermissionDenied(std::string msg) {
+    return Status(Code::kPermissionDenied, std::move(msg));
+  }
+  static Status FailedPrecondition(std::string msg) {
+    return Status(Code::kFailedPrecondition, std::move(msg));
+  }
+  static Status ResourceExhausted(std::string msg) {
+    return Status(Code::kResourceExhausted, std::move(msg));
+  }
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
   static Status IoError(std::string msg) { return Status(Code::kIoError, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
   static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
-  static Status DeadlineExceeded(std::string msg) { return Status(Code::kDeadlineExceeded, std::move(msg)); }
+  static Status DeadlineExceeded(std::string msg) {
+    return Status(Code::kDeadlineExceeded, std::move(msg));
+  }
 
   // A status whose text comes from the catalog entry `msg_id`, with {key}
   // placeholders filled from `args`. The English message is rendered now.
@@ -66,7 +78,7 @@ class Status {
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }  // English
-  const std::string& msg_id() const { return msg_id_; }     // empty when none
+  const std::string& msg_id() const { return msg_id_; }    // empty when none
   const MsgArgs& args() const { return args_; }
 
   bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
@@ -95,8 +107,8 @@ Status ErrnoStatus(std::string_view context, int err);
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT: must not be OK
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be OK
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -121,10 +133,10 @@ class Result {
 #define LATHE_CONCAT_INNER(a, b) a##b
 #define LATHE_CONCAT(a, b) LATHE_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::lathe::Status _st = (expr);              \
-    if (!_st.ok()) return _st;                 \
+#define RETURN_IF_ERROR(expr)     \
+  do {                            \
+    ::lathe::Status _st = (expr); \
+    if (!_st.ok()) return _st;    \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
@@ -132,5 +144,4 @@ class Result {
   if (!tmp.ok()) return tmp.status();         \
   lhs = std::move(tmp).value()
 
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(LATHE_CONCAT(_res_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(LATHE_CONCAT(_res_, __LINE__), lhs, expr)

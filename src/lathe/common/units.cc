@@ -67,12 +67,24 @@ Result<uint64_t> ParseBytes(std::string_view in) {
     if (suf.size() > 2 || (suf.size() == 2 && !binary)) return bad();
     int power = 0;
     switch (suf[0]) {
-      case 'k': case 'K': power = 1; break;
-      case 'M': power = 2; break;
-      case 'G': power = 3; break;
-      case 'T': power = 4; break;
-      case 'P': power = 5; break;
-      default: return bad();
+      case 'k':
+      case 'K':
+        power = 1;
+        break;
+      case 'M':
+        power = 2;
+        break;
+      case 'G':
+        power = 3;
+        break;
+      case 'T':
+        power = 4;
+        break;
+      case 'P':
+        power = 5;
+        break;
+      default:
+        return bad();
     }
     mult = std::pow(binary ? 1024.0 : 1000.0, power);
   }
@@ -130,12 +142,18 @@ Result<uint64_t> ParseCount(std::string_view in) {
   };
   if (!SplitNumber(s, n, suf)) return bad();
   double mult = 1;
-  if (suf == "") mult = 1;
-  else if (suf == "k" || suf == "K") mult = 1e3;
-  else if (suf == "M") mult = 1e6;
-  else if (suf == "B" || suf == "G") mult = 1e9;
-  else if (suf == "T") mult = 1e12;
-  else return bad();
+  if (suf == "")
+    mult = 1;
+  else if (suf == "k" || suf == "K")
+    mult = 1e3;
+  else if (suf == "M")
+    mult = 1e6;
+  else if (suf == "B" || suf == "G")
+    mult = 1e9;
+  else if (suf == "T")
+    mult = 1e12;
+  else
+    return bad();
   return ToInteger(n * mult, "units.bad_count", in);
 }
 

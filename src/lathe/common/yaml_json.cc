@@ -28,7 +28,8 @@ class Converter {
         Json o = Json::object();
         for (const auto& kv : n) {
           if (!kv.first.IsScalar()) {
-            return Status::Msg(Code::kInvalidArgument, "yaml.bad_key", {{"file", file_}, {"line", Line(kv.first)}});
+            return Status::Msg(Code::kInvalidArgument, "yaml.bad_key",
+                               {{"file", file_}, {"line", Line(kv.first)}});
           }
           const std::string& key = kv.first.Scalar();
           RETURN_IF_ERROR(CountBytes(key.size()));
@@ -71,17 +72,20 @@ class Converter {
 
   Status CountBytes(size_t n) {
     scalar_bytes_ += n;
-    if (scalar_bytes_ > limits_.max_scalar_bytes) return TooLarge("yaml.too_many_bytes", limits_.max_scalar_bytes);
+    if (scalar_bytes_ > limits_.max_scalar_bytes)
+      return TooLarge("yaml.too_many_bytes", limits_.max_scalar_bytes);
     return Status::OK();
   }
 
   Status TooLarge(const char* id, size_t limit) const {
-    return Status::Msg(Code::kInvalidArgument, id, {{"file", file_}, {"limit", std::to_string(limit)}});
+    return Status::Msg(Code::kInvalidArgument, id,
+                       {{"file", file_}, {"limit", std::to_string(limit)}});
   }
 
   Status TooDeep(const YAML::Node& n) const {
-    return Status::Msg(Code::kInvalidArgument, "yaml.too_deep",
-                       {{"file", file_}, {"max", std::to_string(limits_.max_depth)}, {"line", Line(n)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "yaml.too_deep",
+        {{"file", file_}, {"max", std::to_string(limits_.max_depth)}, {"line", Line(n)}});
   }
 
   const std::string file_;

@@ -16,9 +16,10 @@ namespace lathe {
 // aliases ("billion laughs") expand to gigabytes once copied into JSON, and an
 // alias inside its own anchor (`&a [*a]`) is a cycle; these bound both.
 struct YamlLimits {
-  size_t max_nodes = 100'000;           // mappings, sequences and scalars, each alias use counted again
-  size_t max_scalar_bytes = 4u << 20;   // bytes of scalar text (keys included), each alias use counted again
-  int max_depth = 64;                   // nesting of mappings and sequences
+  size_t max_nodes = 100'000;  // mappings, sequences and scalars, each alias use counted again
+  size_t max_scalar_bytes =
+      4u << 20;        // bytes of scalar text (keys included), each alias use counted again
+  int max_depth = 64;  // nesting of mappings and sequences
 };
 
 // Plain (untagged, unquoted) scalars become numbers, booleans or null where

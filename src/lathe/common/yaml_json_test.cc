@@ -49,7 +49,7 @@ TEST(YamlToJson, DuplicateKeyIsRefusedNamingItAndItsLine) {
   EXPECT_NE(j.status().message().find("'command'"), std::string::npos) << j.status().message();
   EXPECT_NE(j.status().message().find("line 3"), std::string::npos) << j.status().message();
   EXPECT_NE(j.status().message().find("f.yaml"), std::string::npos);
-  EXPECT_FALSE(Convert("env: {A: 1, A: 2}\n").ok());  // nested mappings too
+  EXPECT_FALSE(Convert("env: {A: 1, A: 2}\n").ok());    // nested mappings too
   EXPECT_TRUE(Convert("a: {x: 1}\nb: {x: 1}\n").ok());  // same key in two mappings is fine
 }
 

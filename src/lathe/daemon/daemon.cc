@@ -253,7 +253,8 @@ void Daemon::RecoverRun(RunRecord& r) {
   if (!mon.ok() && r.state == RunState::kStarting) {
     mon = WaitForMonitorRecord(dir, *env_);
     if (!mon.ok()) {
-      if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
+      if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok())
+        return ended_meanwhile(*exit);
       // No monitor ever answered: the process was never started, so the
       // run goes back to the queue without using up a retry.
       RemoveAttemptCgroups(r);
@@ -310,7 +311,9 @@ void Daemon::RemoveAttemptCgroups(const RunRecord& r) {
   if (dirs.empty()) return;
   auto cg = os::RunCgroup::Open(dirs);
   Status st = cg.ok() ? (*cg)->Destroy() : cg.status();
-  if (!st.ok()) spdlog::warn("run {}: cannot remove the cgroups of attempt {}: {}", r.id, r.attempt, st.ToString());
+  if (!st.ok())
+    spdlog::warn("run {}: cannot remove the cgroups of attempt {}: {}", r.id, r.attempt,
+                 st.ToString());
 }
 
 // What the knowledge base recognises in a failed run's log, as an event
@@ -416,10 +419,12 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   if (!Transition(r, to, what).ok()) return;
   if (e.log_lost_bytes > 0) {  // the monitor could not write all of the run's output
-    Status lost = Status::Msg(Code::kIoError, "run.log_lost",
-                              {{"bytes", std::to_string(e.log_lost_bytes)}, {"reason", e.log_lost_reason}});
+    Status lost =
+        Status::Msg(Code::kIoError, "run.log_lost",
+                    {{"bytes", std::to_string(e.log_lost_bytes)}, {"reason", e.log_lost_reason}});
     (void)store_->AddEvent(r.id, "warning", lost.message(),
-                           Json{{"lost_bytes", e.log_lost_bytes}, {"reason", e.log_lost_reason},
+                           Json{{"lost_bytes", e.log_lost_bytes},
+                                {"reason", e.log_lost_reason},
                                 {"msg_id", lost.msg_id()}},
                            clock_.NowMs());
   }
@@ -465,8 +470,11 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
   for (const auto& r : *queued) {
-    sched::QueuedJob j{r.id, r.spec.priority, r.seq,
-                       {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes}, std::nullopt};
+    sched::QueuedJob j{r.id,
+                       r.spec.priority,
+                       r.seq,
+                       {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes},
+                       std::nullopt};
     if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;
     q.push_back(std::move(j));
   }
@@ -535,7 +543,8 @@ std::map<std::string, std::string> Daemon::RunEnv(const RunRecord& r,
 
 // Step 1 of a start, under mu_: commit `starting`, prepare the attempt
 // directory, cgroups and launch.json. nullopt when the run failed already.
-std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r, const std::vector<int>& gpus) {
+std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
+                                                         const std::vector<int>& gpus) {
   r.gpus = gpus;
   r.attempt++;
   r.started_at_ms = clock_.NowMs();
@@ -546,8 +555,8 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r, const std:
   r.stop_intent.clear();
   r.monitor_pid = 0;
   r.cgroup_dirs.clear();
-  if (!Transition(r, RunState::kStarting,
-                  fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","))).ok()) {
+  if (!Transition(r, RunState::kStarting, fmt::format("placed on GPUs [{}]", fmt::join(gpus, ",")))
+           .ok()) {
     return std::nullopt;
   }
   PendingStart p;
@@ -651,7 +660,8 @@ Result<run::SpawnResult> Daemon::StartAttempt(PendingStart& p) {
                                      ActingAs(owner.uid, owner.gid)));
     auto point = checkpoints_->Prepare(r.id, r.spec.resume_from, dir, owner);
     if (!point.ok()) {
-      return Status(point.status().code(), "cannot hand the checkpoint back: " + point.status().message());
+      return Status(point.status().code(),
+                    "cannot hand the checkpoint back: " + point.status().message());
     }
     p.config.env["LATHE_CHECKPOINT_DIR"] = dir;
     if (!point->resume_from.empty()) p.config.env["LATHE_RESUME_FROM"] = point->resume_from;
@@ -689,15 +699,17 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
   if (spec.resume_from.empty()) return Status::OK();
   ASSIGN_OR_RETURN(RunRecord from, store_->Resolve(spec.resume_from));
   if (!caller.admin && caller.uid != from.uid) {
-    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
-                       {{"run", spec.resume_from}, {"owner", from.user}, {"action", "resume from"}});
+    return Status::Msg(
+        Code::kPermissionDenied, "run.forbidden",
+        {{"run", spec.resume_from}, {"owner", from.user}, {"action", "resume from"}});
   }
   if (spec.checkpoint_dir.empty()) {
     spec.checkpoint_dir = from.spec.checkpoint_dir;
     if (spec.keep_checkpoints == 0) spec.keep_checkpoints = from.spec.keep_checkpoints;
   }
   if (spec.checkpoint_dir.empty()) {
-    return Status::Msg(Code::kInvalidArgument, "run.resume_no_checkpoints", {{"run", spec.resume_from}});
+    return Status::Msg(Code::kInvalidArgument, "run.resume_no_checkpoints",
+                       {{"run", spec.resume_from}});
   }
   spec.resume_from = from.id;
   return Status::OK();
@@ -713,23 +725,27 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
                         {"why", inventory_.note.empty() ? inventory_.source : inventory_.note}});
   }
   if (spec.gpus > gpus) {
-    return Status::Msg(Code::kInvalidArgument, "spec.too_many_gpus",
-                       {{"requested", std::to_string(spec.gpus)}, {"available", std::to_string(gpus)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.too_many_gpus",
+        {{"requested", std::to_string(spec.gpus)}, {"available", std::to_string(gpus)}});
   }
   if (spec.cpus > node_cpus_) {
     return Status::Msg(Code::kInvalidArgument, "spec.too_much",
-                       {{"field", "cpus"}, {"requested", fmt::format("{:g}", spec.cpus)},
+                       {{"field", "cpus"},
+                        {"requested", fmt::format("{:g}", spec.cpus)},
                         {"available", fmt::format("{:g}", node_cpus_)}});
   }
   if (spec.memory_bytes > node_memory_) {
     return Status::Msg(Code::kInvalidArgument, "spec.too_much",
-                       {{"field", "memory"}, {"requested", FormatBytes(spec.memory_bytes)},
+                       {{"field", "memory"},
+                        {"requested", FormatBytes(spec.memory_bytes)},
                         {"available", FormatBytes(node_memory_)}});
   }
   // A private /dev/shm is a tmpfs: its pages are memory, whatever size it claims.
   if (spec.shm_bytes > node_memory_) {
     return Status::Msg(Code::kInvalidArgument, "spec.too_much",
-                       {{"field", "shm"}, {"requested", FormatBytes(spec.shm_bytes)},
+                       {{"field", "shm"},
+                        {"requested", FormatBytes(spec.shm_bytes)},
                         {"available", FormatBytes(node_memory_)}});
   }
   sched::NodeState node{gpus, {}, node_cpus_, node_memory_};
@@ -759,7 +775,8 @@ Status Daemon::CheckPaths(const run::RunSpec& spec, const Caller& caller) const 
     RETURN_IF_ERROR(reserved_->Check("workdir", spec.workdir, PathUse::kWorkdir, as));
   }
   if (!spec.checkpoint_dir.empty()) {
-    RETURN_IF_ERROR(reserved_->Check("checkpoints.dir", spec.checkpoint_dir, PathUse::kCheckpointDir, as));
+    RETURN_IF_ERROR(
+        reserved_->Check("checkpoints.dir", spec.checkpoint_dir, PathUse::kCheckpointDir, as));
   }
   return Status::OK();
 }
@@ -779,9 +796,11 @@ void Daemon::PurgeExpiredKeys(bool now) {
 Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
                                   const std::string& idempotency_key) {
   std::optional<InFlightKeys::Lease> lease =
-      idempotency_key.empty() ? std::nullopt : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
+      idempotency_key.empty() ? std::nullopt
+                              : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
   if (!idempotency_key.empty() && !lease) {
-    return Status::Msg(Code::kFailedPrecondition, "run.idempotency_in_flight", {{"key", idempotency_key}});
+    return Status::Msg(Code::kFailedPrecondition, "run.idempotency_in_flight",
+                       {{"key", idempotency_key}});
   }
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
   std::optional<state::IdempotencyKey> key;
@@ -809,8 +828,10 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   // attempt records in it, so a user who could replace an entry (with a
   // symlink to a file of root's) would have root write there. The user
   // reads their log (0600, theirs) by name through the 0711 directory.
-  if (Status made = os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700); !made.ok()) return AsDiskFull(made);
-  if (::chmod(r.run_dir.c_str(), paths_.system ? 0711 : 0700) != 0) return ErrnoStatus(r.run_dir, errno);
+  if (Status made = os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700); !made.ok())
+    return AsDiskFull(made);
+  if (::chmod(r.run_dir.c_str(), paths_.system ? 0711 : 0700) != 0)
+    return ErrnoStatus(r.run_dir, errno);
   RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
   Notify();
   kicked_ = true;
@@ -854,7 +875,8 @@ Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) 
   return r;
 }
 
-Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id, int64_t after_id) {
+Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id,
+                                                       int64_t after_id) {
   std::lock_guard<std::mutex> lock(mu_);
   return store_->Events(run_id, after_id, kMaxEventsPerCall);
 }
@@ -875,7 +897,9 @@ Json Daemon::StatusJson() {
   std::lock_guard<std::mutex> lock(mu_);
   Json counts = Json::object();
   if (auto runs = store_->List(false); runs.ok()) {
-    for (const auto& r : *runs) counts[std::string(run::StateName(r.state))] = counts.value(std::string(run::StateName(r.state)), 0) + 1;
+    for (const auto& r : *runs)
+      counts[std::string(run::StateName(r.state))] =
+          counts.value(std::string(run::StateName(r.state)), 0) + 1;
   }
   return Json{{"version", LATHE_VERSION},
               {"pid", ::getpid()},
@@ -883,15 +907,21 @@ Json Daemon::StatusJson() {
               {"home", paths_.home},
               {"socket", paths_.socket},
               {"user", user_},
-              {"gpus", {{"count", inventory_.gpus.size()}, {"source", inventory_.source},
-                        {"simulated", inventory_.simulated}, {"note", inventory_.note},
-                        {"spec", opts_.gpus}}},
+              {"gpus",
+               {{"count", inventory_.gpus.size()},
+                {"source", inventory_.source},
+                {"simulated", inventory_.simulated},
+                {"note", inventory_.note},
+                {"spec", opts_.gpus}}},
               {"grace_ms", opts_.kill_grace_ms},
-              {"cgroups", {{"mode", cgroups_.mode == os::CgroupSupport::kV2   ? "v2"
-                                    : cgroups_.mode == os::CgroupSupport::kV1 ? "v1"
-                                                                               : "none"},
-                           {"memory", cgroups_.memory}, {"cpu", cgroups_.cpu},
-                           {"pids", cgroups_.pids}, {"note", cgroups_.note}}},
+              {"cgroups",
+               {{"mode", cgroups_.mode == os::CgroupSupport::kV2   ? "v2"
+                         : cgroups_.mode == os::CgroupSupport::kV1 ? "v1"
+                                                                   : "none"},
+                {"memory", cgroups_.memory},
+                {"cpu", cgroups_.cpu},
+                {"pids", cgroups_.pids},
+                {"note", cgroups_.note}}},
               {"state", {{"wal", store_->db().wal()}, {"note", store_->db().journal_note()}}},
               {"runs", counts}};
 }
@@ -902,7 +932,8 @@ Json Daemon::GpusJson() {
   Json j = gpu::ToJson(inv);
   std::lock_guard<std::mutex> lock(mu_);
   std::map<int, std::string> owner;
-  if (auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+  if (auto active =
+          store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
       active.ok()) {
     for (const auto& r : *active) {
       for (int g : r.gpus) owner[g] = r.id;

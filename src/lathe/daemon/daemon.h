@@ -32,18 +32,18 @@
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/env.h"
-#include "lathe/snap/store.h"
 #include "lathe/run/monitor.h"
+#include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
 
 namespace lathe::daemon {
 
 struct DaemonOptions {
-  std::string home;               // empty: DaemonHome("") decides
-  std::string gpus = "auto";      // "auto" | "none" | "sim:4x24GB"
-  int kill_grace_ms = 10000;      // stopping: SIGTERM, then SIGKILL after this
-  int poll_ms = 100;              // supervisor loop period
-  std::string self_exe;           // the lathe binary, for `lathe __monitor`
+  std::string home;           // empty: DaemonHome("") decides
+  std::string gpus = "auto";  // "auto" | "none" | "sim:4x24GB"
+  int kill_grace_ms = 10000;  // stopping: SIGTERM, then SIGKILL after this
+  int poll_ms = 100;          // supervisor loop period
+  std::string self_exe;       // the lathe binary, for `lathe __monitor`
   // How runs' files (exit.json, monitor.json) are read and monitors looked
   // for; null: os::RealEnv(). Not owned; tests inject faults through it.
   os::Env* env = nullptr;
@@ -87,8 +87,8 @@ class Daemon {
   // Newest first, at most `limit`; `total` gets the count without the limit.
   // Without `all`, also the runs that ended in the last `recent_ms`;
   // `total_all` (may be null) gets the count of every run.
-  Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total, int64_t recent_ms = 0,
-                                             int64_t* total_all = nullptr);
+  Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total,
+                                             int64_t recent_ms = 0, int64_t* total_all = nullptr);
   // Resolves `ref` and checks that `caller` may `action` it ("read", "stop").
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
                                   const std::string& action);
@@ -126,13 +126,13 @@ class Daemon {
   };
 
   void Loop();
-  std::vector<PendingStart> Tick();              // one pass, mu_ held
-  void Recover();                                // at start, mu_ held
+  std::vector<PendingStart> Tick();  // one pass, mu_ held
+  void Recover();                    // at start, mu_ held
   void RecoverRun(state::RunRecord& r);
   void Readopt(state::RunRecord& r, const run::MonitorRecord& mon);
   void RemoveAttemptCgroups(const state::RunRecord& r);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
-  void CheckActive(state::RunRecord& r);         // exits, lost, deadlines
+  void CheckActive(state::RunRecord& r);  // exits, lost, deadlines
   void Finish(state::RunRecord& r, const run::ExitRecord& e);
   void MarkLost(state::RunRecord& r, const std::string& why);
   void AttachDiagnosis(const state::RunRecord& r);
@@ -181,10 +181,10 @@ class Daemon {
   bool stopping_ = false;
   bool kicked_ = false;
   uint64_t change_seq_ = 0;
-  std::unique_ptr<state::RunStore> store_;            // guarded by mu_
-  std::map<std::string, int64_t> stop_deadline_ms_;   // run id -> SIGKILL time (monotonic)
-  std::map<std::string, std::string> waiting_why_;    // run id -> why it waits
-  int64_t keys_purged_at_ms_ = 0;                     // monotonic
+  std::unique_ptr<state::RunStore> store_;           // guarded by mu_
+  std::map<std::string, int64_t> stop_deadline_ms_;  // run id -> SIGKILL time (monotonic)
+  std::map<std::string, std::string> waiting_why_;   // run id -> why it waits
+  int64_t keys_purged_at_ms_ = 0;                    // monotonic
   std::thread loop_;
 };
 

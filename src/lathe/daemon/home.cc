@@ -75,7 +75,8 @@ Status SecureRunDirs(const HomePaths& paths) {
     if (st.st_uid != ::geteuid() && ::lchown(dir.c_str(), ::geteuid(), ::getegid()) != 0) {
       return ErrnoStatus("chown " + dir, errno);
     }
-    if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0) return ErrnoStatus("chmod " + dir, errno);
+    if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0)
+      return ErrnoStatus("chmod " + dir, errno);
   }
   return Status::OK();
 }
@@ -93,7 +94,8 @@ Status SecureHome(const HomePaths& paths) {
   for (const char* side : {"-wal", "-shm", "-journal"}) {
     RETURN_IF_ERROR(ModeIfPresent(paths.db + side, 0600));
   }
-  for (const std::string& f : {paths.token, paths.lock, paths.log}) RETURN_IF_ERROR(ModeIfPresent(f, 0600));
+  for (const std::string& f : {paths.token, paths.lock, paths.log})
+    RETURN_IF_ERROR(ModeIfPresent(f, 0600));
   return SecureRunDirs(paths);
 }
 

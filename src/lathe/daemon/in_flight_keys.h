@@ -29,7 +29,8 @@ class InFlightKeys {
 
    private:
     friend class InFlightKeys;
-    Lease(InFlightKeys* owner, std::pair<uid_t, std::string> key) : owner_(owner), key_(std::move(key)) {}
+    Lease(InFlightKeys* owner, std::pair<uid_t, std::string> key)
+        : owner_(owner), key_(std::move(key)) {}
     InFlightKeys* owner_;
     std::pair<uid_t, std::string> key_;
   };

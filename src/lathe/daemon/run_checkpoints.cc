@@ -68,7 +68,8 @@ Result<std::optional<Found>> NewestResumable(snap::Store& store, const std::stri
       spdlog::warn("run {}: snapshot {} unreadable: {}", run, Short(s.id), m.status().ToString());
       continue;
     }
-    if (auto c = snap::ChooseResume(*m)) return std::optional<Found>(Found{s.id, std::move(*m), *c});
+    if (auto c = snap::ChooseResume(*m))
+      return std::optional<Found>(Found{s.id, std::move(*m), *c});
   }
   return std::optional<Found>();
 }
@@ -148,7 +149,8 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
     return;
   }
   snap::SnapshotOptions o;
-  o.tags = {{"run", run_id}, {"attempt", std::to_string(attempt)}, {"uid", std::to_string(owner.uid)}};
+  o.tags = {
+      {"run", run_id}, {"attempt", std::to_string(attempt)}, {"uid", std::to_string(owner.uid)}};
   o.read_as = ActingAs(owner.uid, owner.gid);
   auto r = (*store)->Snapshot(dir, o);
   if (!r.ok()) {
@@ -160,7 +162,9 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
   auto resume = snap::ChooseResume(m);
   std::string msg = fmt::format("snapshot {} ({}): {} files, {} new", Short(r->id), why,
                                 m.stats.files, FormatBytes(m.stats.new_bytes));
-  Json data = {{"snapshot", r->id}, {"files", m.stats.files}, {"new_bytes", m.stats.new_bytes},
+  Json data = {{"snapshot", r->id},
+               {"files", m.stats.files},
+               {"new_bytes", m.stats.new_bytes},
                {"complete", m.complete()}};
   if (resume) {
     msg += "; resume point " + resume->path;
@@ -207,7 +211,8 @@ Status RunCheckpoints::Watch(const std::string& run_id, int attempt, const std::
   });
   if (!w.ok()) return w.status();
   if ((*w)->mode() == snap::WatchMode::kPolling) {
-    AddEvent(run_id, "warning", "checkpoint directory polled, not watched: " + (*w)->fallback_reason());
+    AddEvent(run_id, "warning",
+             "checkpoint directory polled, not watched: " + (*w)->fallback_reason());
   }
   std::unique_ptr<snap::Watcher> old;
   {
@@ -218,7 +223,9 @@ Status RunCheckpoints::Watch(const std::string& run_id, int attempt, const std::
   if (old) old->Stop();
   if (capture_now) {
     std::lock_guard<std::mutex> l(mu_);
-    StartCapture(run_id, [=, this] { Snapshot(run_id, attempt, dir, owner, keep, "after a daemon restart"); });
+    StartCapture(run_id, [=, this] {
+      Snapshot(run_id, attempt, dir, owner, keep, "after a daemon restart");
+    });
   }
   return Status::OK();
 }
@@ -259,8 +266,9 @@ os::AccessAs ActingAs(uid_t uid, gid_t gid) {
   return os::AccessAsUser(os::IdentityOf(uid, gid));
 }
 
-Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std::string& resume_run,
-                                            const std::string& dir, DirOwner owner) {
+Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id,
+                                            const std::string& resume_run, const std::string& dir,
+                                            DirOwner owner) {
   WaitCaptures(run_id);
   const os::AccessAs as = ActingAs(owner.uid, owner.gid);
   RETURN_IF_ERROR(MakeCheckpointDir(dir, as));
@@ -293,11 +301,15 @@ Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id, const std
   ro.write_as = as;
   ASSIGN_OR_RETURN(auto restored, store->Restore(found->id, dir, ro));
   p.restored = true;
-  AddEvent(run_id, "checkpoint",
-           fmt::format("restored snapshot {} into {} ({} files, {}); resuming from {}", Short(found->id),
-                       dir, restored.files, FormatBytes(restored.bytes), found->checkpoint.path),
-           {{"snapshot", found->id}, {"dir", dir}, {"files", restored.files}, {"bytes", restored.bytes},
-            {"resume_from", p.resume_from}});
+  AddEvent(
+      run_id, "checkpoint",
+      fmt::format("restored snapshot {} into {} ({} files, {}); resuming from {}", Short(found->id),
+                  dir, restored.files, FormatBytes(restored.bytes), found->checkpoint.path),
+      {{"snapshot", found->id},
+       {"dir", dir},
+       {"files", restored.files},
+       {"bytes", restored.bytes},
+       {"resume_from", p.resume_from}});
   return p;
 }
 

@@ -34,13 +34,15 @@ Status Forbidden(const std::string& ref, const std::map<std::string, std::string
   if (uid != tags.end()) {
     // The tag may have been written by hand (`snap create --tag uid=…`): not always a number.
     unsigned long n = 0;
-    auto [end, ec] = std::from_chars(uid->second.data(), uid->second.data() + uid->second.size(), n);
+    auto [end, ec] =
+        std::from_chars(uid->second.data(), uid->second.data() + uid->second.size(), n);
     auto u = ec == std::errc() && end == uid->second.data() + uid->second.size()
                  ? os::LookupUser(static_cast<uid_t>(n))
                  : Result<os::UserInfo>(Status::NotFound(uid->second));
     owner = u.ok() ? u->name : uid->second;
   }
-  return Status::Msg(Code::kPermissionDenied, "snap.forbidden", {{"snapshot", ref}, {"owner", owner}});
+  return Status::Msg(Code::kPermissionDenied, "snap.forbidden",
+                     {{"snapshot", ref}, {"owner", owner}});
 }
 
 // A restore target is a path the caller names: absolute, and one the kernel
@@ -49,7 +51,8 @@ Status Forbidden(const std::string& ref, const std::map<std::string, std::string
 Status CheckRestoreTarget(const std::string& to) {
   RETURN_IF_ERROR(CheckNoNul(to, "to"));
   if (to.empty() || to[0] != '/') {
-    return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute", {{"path", to.substr(0, 200)}});
+    return Status::Msg(Code::kInvalidArgument, "snap.restore_needs_absolute",
+                       {{"path", to.substr(0, 200)}});
   }
   return CheckPathName(to, "to");
 }
@@ -63,7 +66,8 @@ std::string ExistingAncestor(std::filesystem::path p) {
 // `ref` as the caller means it: "latest" is the caller's newest snapshot
 // (root's and the daemon's user's: the store's newest), not whoever's was
 // taken last; anything else resolves store-wide and is checked by the caller.
-Result<snap::SnapshotId> ResolveFor(const Caller& caller, snap::Store& store, const std::string& ref) {
+Result<snap::SnapshotId> ResolveFor(const Caller& caller, snap::Store& store,
+                                    const std::string& ref) {
   if (ref != "latest" || caller.admin) return store.Resolve(ref);
   ASSIGN_OR_RETURN(auto snaps, store.List());  // newest first
   for (const auto& s : snaps) {
@@ -101,8 +105,8 @@ Result<Json> Daemon::GetSnapshot(const Caller& caller, const std::string& ref) {
   return Json{{"id", id}, {"manifest", Json::parse(snap::ManifestToJson(m))}};
 }
 
-Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
-                                     bool force, snap::ProgressFn progress) {
+Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& ref,
+                                     const std::string& to, bool force, snap::ProgressFn progress) {
   RETURN_IF_ERROR(CheckRestoreTarget(to));
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
   ASSIGN_OR_RETURN(auto id, ResolveFor(caller, *store, ref));
@@ -118,7 +122,8 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
       std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal());
       struct stat st;
       if (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid) {
-        return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours", {{"path", to}, {"dir", anchor}});
+        return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours",
+                           {{"path", to}, {"dir", anchor}});
       }
       return Status::OK();
     });

@@ -47,11 +47,13 @@ Status CheckAccess(const std::string& field, const std::string& path, PathUse us
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) {
-      return Status::Msg(Code::kInvalidArgument, "path.not_dir", {{"field", field}, {"path", path}});
+      return Status::Msg(Code::kInvalidArgument, "path.not_dir",
+                         {{"field", field}, {"path", path}});
     }
     int mode = use == PathUse::kWorkdir ? X_OK : (R_OK | W_OK | X_OK);
     if (::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) != 0) {
-      return Denied(use == PathUse::kWorkdir ? "path.cannot_enter" : "path.cannot_use", field, path, errno);
+      return Denied(use == PathUse::kWorkdir ? "path.cannot_enter" : "path.cannot_use", field, path,
+                    errno);
     }
     return Status::OK();
   }
@@ -61,7 +63,8 @@ Status CheckAccess(const std::string& field, const std::string& path, PathUse us
   // Missing: it is created by the user, in the nearest directory that exists.
   std::string parent = ExistingAncestor(path);
   if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Status::Msg(Code::kInvalidArgument, "path.not_dir", {{"field", field}, {"path", parent}});
+    return Status::Msg(Code::kInvalidArgument, "path.not_dir",
+                       {{"field", field}, {"path", parent}});
   }
   if (::faccessat(AT_FDCWD, parent.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
     return Denied("path.cannot_create", field, path, errno, parent);
@@ -73,8 +76,9 @@ Status CheckAccess(const std::string& field, const std::string& path, PathUse us
 
 bool PathWithin(const std::string& inner, const std::string& outer) {
   if (outer == "/") return true;
-  return inner == outer || (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-                            inner[outer.size()] == '/');
+  return inner == outer ||
+         (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+          inner[outer.size()] == '/');
 }
 
 Result<std::string> ResolveAsFarAsExists(const std::string& path) {
@@ -82,7 +86,8 @@ Result<std::string> ResolveAsFarAsExists(const std::string& path) {
   std::filesystem::path rest;
   while (true) {
     char buf[PATH_MAX];
-    if (::realpath(p.c_str(), buf) != nullptr) return Normal((std::filesystem::path(buf) / rest).string());
+    if (::realpath(p.c_str(), buf) != nullptr)
+      return Normal((std::filesystem::path(buf) / rest).string());
     if (errno != ENOENT && errno != ENOTDIR) return ErrnoStatus(p.string(), errno);
     if (p == p.root_path() || p.empty()) return Normal(path);
     rest = p.filename() / rest;
@@ -103,7 +108,8 @@ ReservedPaths::ReservedPaths(const HomePaths& home) {
 Status ReservedPaths::Check(const std::string& field, const std::string& path, PathUse use,
                             const os::AccessAs& as) const {
   if (path.empty() || path[0] != '/') {
-    return Status::Msg(Code::kInvalidArgument, "path.not_absolute", {{"field", field}, {"path", path}});
+    return Status::Msg(Code::kInvalidArgument, "path.not_absolute",
+                       {{"field", field}, {"path", path}});
   }
   if (path.find('\0') != std::string::npos || path.size() >= PATH_MAX) {
     return Status::Msg(Code::kInvalidArgument, "path.invalid",

@@ -34,17 +34,22 @@ class ReservedPathsTest : public ::testing::Test {
 TEST_F(ReservedPathsTest, TheDaemonsOwnDirectoriesAreRefusedWhateverTheSpelling) {
   ReservedPaths r(home_);
   std::filesystem::create_directory_symlink(home_.home, base_ + "/link");
-  for (const std::string& p : {home_.home, home_.store, home_.home + "/runs/x", home_.home + "/./store/",
-                               base_ + "/link", base_ + "/link/new", base_ + "/other/../home"}) {
+  for (const std::string& p :
+       {home_.home, home_.store, home_.home + "/runs/x", home_.home + "/./store/", base_ + "/link",
+        base_ + "/link/new", base_ + "/other/../home"}) {
     Status st = r.Check("checkpoints.dir", p, PathUse::kCheckpointDir, {});
     EXPECT_EQ(st.msg_id(), "path.reserved") << p << ": " << st.ToString();
-    EXPECT_NE(st.message().find(p), std::string::npos) << "the error names the path: " << st.message();
+    EXPECT_NE(st.message().find(p), std::string::npos)
+        << "the error names the path: " << st.message();
   }
   // A directory above the home would be read whole or replaced: refused too,
   // except as a working directory, which is only entered.
   for (const std::string& p : {base_, std::string("/")}) {
-    EXPECT_EQ(r.Check("checkpoints.dir", p, PathUse::kCheckpointDir, {}).msg_id(), "path.contains_reserved") << p;
-    EXPECT_EQ(r.Check("to", p, PathUse::kRestoreTarget, {}).msg_id(), "path.contains_reserved") << p;
+    EXPECT_EQ(r.Check("checkpoints.dir", p, PathUse::kCheckpointDir, {}).msg_id(),
+              "path.contains_reserved")
+        << p;
+    EXPECT_EQ(r.Check("to", p, PathUse::kRestoreTarget, {}).msg_id(), "path.contains_reserved")
+        << p;
     EXPECT_TRUE(r.Check("workdir", p, PathUse::kWorkdir, {}).ok()) << p;
   }
   EXPECT_TRUE(r.Check("checkpoints.dir", base_ + "/ckpt", PathUse::kCheckpointDir, {}).ok());
@@ -53,11 +58,16 @@ TEST_F(ReservedPathsTest, TheDaemonsOwnDirectoriesAreRefusedWhateverTheSpelling)
 
 TEST_F(ReservedPathsTest, BadPathsAreInvalidArguments) {
   ReservedPaths r(home_);
-  EXPECT_EQ(r.Check("to", "relative/dir", PathUse::kRestoreTarget, {}).msg_id(), "path.not_absolute");
-  EXPECT_EQ(r.Check("to", std::string("/tmp/a\0b", 8), PathUse::kRestoreTarget, {}).msg_id(), "path.invalid");
-  EXPECT_EQ(r.Check("to", "/" + std::string(5000, 'a'), PathUse::kRestoreTarget, {}).msg_id(), "path.invalid");
-  EXPECT_EQ(r.Check("workdir", base_ + "/home/missing", PathUse::kWorkdir, {}).msg_id(), "path.reserved");
-  EXPECT_TRUE(r.Check("workdir", base_ + "/missing", PathUse::kWorkdir, {}).ok());  // may be made later
+  EXPECT_EQ(r.Check("to", "relative/dir", PathUse::kRestoreTarget, {}).msg_id(),
+            "path.not_absolute");
+  EXPECT_EQ(r.Check("to", std::string("/tmp/a\0b", 8), PathUse::kRestoreTarget, {}).msg_id(),
+            "path.invalid");
+  EXPECT_EQ(r.Check("to", "/" + std::string(5000, 'a'), PathUse::kRestoreTarget, {}).msg_id(),
+            "path.invalid");
+  EXPECT_EQ(r.Check("workdir", base_ + "/home/missing", PathUse::kWorkdir, {}).msg_id(),
+            "path.reserved");
+  EXPECT_TRUE(
+      r.Check("workdir", base_ + "/missing", PathUse::kWorkdir, {}).ok());  // may be made later
 }
 
 // Needs root (to take another identity) and the `nobody` user.
@@ -78,7 +88,8 @@ TEST_F(ReservedPathsTest, AccessIsJudgedWithTheUsersIdentity) {
   EXPECT_EQ(st.msg_id(), "path.cannot_create") << st.ToString();
   EXPECT_FALSE(std::filesystem::exists(base_ + "/new"));
   // Root's 0700 directory, as it is or below it.
-  EXPECT_EQ(r.Check("checkpoints.dir", root_only, PathUse::kCheckpointDir, as).msg_id(), "path.cannot_use");
+  EXPECT_EQ(r.Check("checkpoints.dir", root_only, PathUse::kCheckpointDir, as).msg_id(),
+            "path.cannot_use");
   EXPECT_EQ(r.Check("checkpoints.dir", root_only + "/x", PathUse::kCheckpointDir, as).msg_id(),
             "path.cannot_reach");
   EXPECT_EQ(r.Check("workdir", root_only, PathUse::kWorkdir, as).msg_id(), "path.cannot_enter");

@@ -9,10 +9,14 @@ namespace lathe::doctor {
 
 std::string_view SeverityName(Severity s) {
   switch (s) {
-    case Severity::kOk: return "ok";
-    case Severity::kWarn: return "warn";
-    case Severity::kFail: return "fail";
-    case Severity::kSkipped: return "skipped";
+    case Severity::kOk:
+      return "ok";
+    case Severity::kWarn:
+      return "warn";
+    case Severity::kFail:
+      return "fail";
+    case Severity::kSkipped:
+      return "skipped";
   }
   return "ok";
 }

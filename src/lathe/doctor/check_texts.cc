@@ -12,7 +12,8 @@ namespace {
 
 Status Bad(std::string_view file, std::string_view id, std::string_view field,
            std::string_view what) {
-  return Status::InvalidArgument(fmt::format("{}: entry '{}' field '{}': {}", file, id, field, what));
+  return Status::InvalidArgument(
+      fmt::format("{}: entry '{}' field '{}': {}", file, id, field, what));
 }
 
 std::optional<BiText> TextOf(const DataEntry& e, const std::string& field) {

@@ -1,8 +1,8 @@
 #include "lathe/doctor/check_util.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <sstream>
 
 #include "lathe/common/units.h"
@@ -98,9 +98,7 @@ std::optional<uint64_t> SmallestLimit(const SystemView& view, const std::vector<
 
 }  // namespace
 
-std::string Bytes(uint64_t bytes) {
-  return bytes == kUnlimited ? "unlimited" : FormatBytes(bytes);
-}
+std::string Bytes(uint64_t bytes) { return bytes == kUnlimited ? "unlimited" : FormatBytes(bytes); }
 
 std::optional<uint64_t> ParseU64(std::string_view text) {
   text = Trim(text);
@@ -118,9 +116,8 @@ std::optional<uint64_t> MeminfoBytes(std::string_view meminfo, std::string_view 
   }
   if (at == std::string_view::npos) return std::nullopt;
   size_t end = meminfo.find('\n', at);
-  std::string_view rest = meminfo.substr(at + k.size(), end == std::string_view::npos
-                                                            ? std::string_view::npos
-                                                            : end - at - k.size());
+  std::string_view rest = meminfo.substr(
+      at + k.size(), end == std::string_view::npos ? std::string_view::npos : end - at - k.size());
   rest = Trim(rest);
   bool kb = rest.ends_with("kB");
   if (kb) rest = Trim(rest.substr(0, rest.size() - 2));
@@ -228,10 +225,14 @@ Finding Worst(const std::vector<Finding>& findings) {
     const OutcomeText* o = CheckTexts::Default().Outcome(f.outcome);
     if (o == nullptr) return 0;
     switch (o->severity) {
-      case Severity::kFail: return 4;
-      case Severity::kWarn: return 3;
-      case Severity::kOk: return 2;
-      case Severity::kSkipped: return 1;
+      case Severity::kFail:
+        return 4;
+      case Severity::kWarn:
+        return 3;
+      case Severity::kOk:
+        return 2;
+      case Severity::kSkipped:
+        return 1;
     }
     return 0;
   };

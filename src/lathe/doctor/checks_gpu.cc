@@ -111,8 +111,11 @@ Finding CheckGpuVisible(const SystemView& view, const Facts& f) {
     }
     for (const auto& t : toks) {
       if (!ValidOrdinal(t, gpus->size()) && !ValidUuid(t, *gpus)) {
-        return {"gpu.visible.invalid", {{"value", v}, {"bad", t}, {"count", count},
-                                        {"max", std::to_string(gpus->size() - 1)}}};
+        return {"gpu.visible.invalid",
+                {{"value", v},
+                 {"bad", t},
+                 {"count", count},
+                 {"max", std::to_string(gpus->size() - 1)}}};
       }
     }
     visible = toks.size();
@@ -120,11 +123,12 @@ Finding CheckGpuVisible(const SystemView& view, const Facts& f) {
   std::set<std::string> models;
   for (const auto& g : *gpus) models.insert(g.name);
   if (models.size() > 1 && view.Getenv("CUDA_DEVICE_ORDER").value_or("") != "PCI_BUS_ID") {
-    return {"gpu.visible.order", {{"count", count}, {"models", Join({models.begin(), models.end()})}}};
+    return {"gpu.visible.order",
+            {{"count", count}, {"models", Join({models.begin(), models.end()})}}};
   }
   if (cvd) {
-    return {"gpu.visible.subset", {{"value", *cvd}, {"visible", std::to_string(visible)},
-                                   {"count", count}}};
+    return {"gpu.visible.subset",
+            {{"value", *cvd}, {"visible", std::to_string(visible)}, {"count", count}}};
   }
   return {"gpu.visible.all", {{"count", count}}};
 }
@@ -144,15 +148,18 @@ Finding CheckGpuCuda(const SystemView& view, const Facts& f) {
   for (const auto& t : f.torch) {
     auto tv = ParseCudaVersion(t.cuda);
     if (!t.importable || !tv || *tv <= *dv) continue;
-    MsgArgs a = {{"torch", t.cuda}, {"version", t.version}, {"python", t.python},
-                 {"driver", driver}};
-    findings.push_back({tv->major > dv->major ? "gpu.cuda.torch_newer" : "gpu.cuda.torch_minor_newer", a});
+    MsgArgs a = {
+        {"torch", t.cuda}, {"version", t.version}, {"python", t.python}, {"driver", driver}};
+    findings.push_back(
+        {tv->major > dv->major ? "gpu.cuda.torch_newer" : "gpu.cuda.torch_minor_newer", a});
   }
   if (auto kv = ParseCudaVersion(f.toolkit.version); kv && *kv > *dv) {
-    findings.push_back({"gpu.cuda.toolkit_newer",
-                        {{"toolkit", f.toolkit.version}, {"path", f.toolkit.path}, {"driver", driver}}});
+    findings.push_back(
+        {"gpu.cuda.toolkit_newer",
+         {{"toolkit", f.toolkit.version}, {"path", f.toolkit.path}, {"driver", driver}}});
   }
-  findings.push_back({"gpu.cuda.ok", {{"driver", driver}, {"toolkit", toolkit}, {"torch", torch_cuda}}});
+  findings.push_back(
+      {"gpu.cuda.ok", {{"driver", driver}, {"toolkit", toolkit}, {"torch", torch_cuda}}});
   return Worst(findings);
 }
 
@@ -163,8 +170,8 @@ Finding TorchFinding(const TorchProbe& t, const std::vector<gpu::GpuInfo>* gpus,
   MsgArgs a = {{"python", t.python}, {"version", t.version}, {"cuda", t.cuda}};
   switch (t.state) {
     case ProbeState::kTimedOut:
-      return {"gpu.torch.timeout", {{"python", t.python},
-                                    {"timeout", fmt::format("{}s", timeout_ms / 1000)}}};
+      return {"gpu.torch.timeout",
+              {{"python", t.python}, {"timeout", fmt::format("{}s", timeout_ms / 1000)}}};
     case ProbeState::kFailed:
       return {"gpu.torch.probe_failed", {{"python", t.python}, {"error", t.error}}};
     case ProbeState::kNotRun:
@@ -235,10 +242,13 @@ Finding CheckGpuArch(const SystemView& view, const Facts& f) {
     for (size_t i = 0; i < t.capabilities.size(); ++i) {
       auto cv = ParseCudaVersion(t.capabilities[i]);
       if (!cv || ArchSupported(t.arch_list, cv->major * 10 + cv->minor)) continue;
-      return {"gpu.arch.missing", {{"device", std::to_string(i)}, {"cap", t.capabilities[i]},
-                                   {"sm", fmt::format("sm_{}{}", cv->major, cv->minor)},
-                                   {"archs", Join(t.arch_list, " ")}, {"version", t.version},
-                                   {"python", t.python}}};
+      return {"gpu.arch.missing",
+              {{"device", std::to_string(i)},
+               {"cap", t.capabilities[i]},
+               {"sm", fmt::format("sm_{}{}", cv->major, cv->minor)},
+               {"archs", Join(t.arch_list, " ")},
+               {"version", t.version},
+               {"python", t.python}}};
     }
     return {"gpu.arch.ok", {{"caps", Join(t.capabilities)}, {"archs", Join(t.arch_list, " ")}}};
   }
@@ -261,8 +271,8 @@ Finding CheckGpuEcc(const SystemView& view, const Facts& f) {
   }
   if (!bad.empty()) return {"gpu.ecc.errors", {{"gpus", GpuList(bad)}}};
   if (known == 0) return {"gpu.ecc.unknown", {}};
-  return {"gpu.ecc.ok", {{"count", std::to_string(gpus->size())},
-                         {"off", off.empty() ? "-" : GpuList(off)}}};
+  return {"gpu.ecc.ok",
+          {{"count", std::to_string(gpus->size())}, {"off", off.empty() ? "-" : GpuList(off)}}};
 }
 
 Finding CheckGpuClocks(const SystemView& view, const Facts& f) {
@@ -273,11 +283,11 @@ Finding CheckGpuClocks(const SystemView& view, const Facts& f) {
   for (const auto& g : *gpus) {
     if (!g.throttle_reasons) continue;
     ++known;
-    std::string where = fmt::format(
-        "GPU {}: {} (SM {}/{} MHz, {}°C)", g.index, Join(g.throttle_reason_names, "+"),
-        g.sm_clock_mhz ? std::to_string(*g.sm_clock_mhz) : "?",
-        g.sm_clock_max_mhz ? std::to_string(*g.sm_clock_max_mhz) : "?",
-        g.temperature_c ? std::to_string(*g.temperature_c) : "?");
+    std::string where =
+        fmt::format("GPU {}: {} (SM {}/{} MHz, {}°C)", g.index, Join(g.throttle_reason_names, "+"),
+                    g.sm_clock_mhz ? std::to_string(*g.sm_clock_mhz) : "?",
+                    g.sm_clock_max_mhz ? std::to_string(*g.sm_clock_max_mhz) : "?",
+                    g.temperature_c ? std::to_string(*g.temperature_c) : "?");
     if (*g.throttle_reasons & kSlowdownBits) {
       slow.push_back(where);
     } else if (*g.throttle_reasons & nvmlClocksThrottleReasonSwPowerCap) {

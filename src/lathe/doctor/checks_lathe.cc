@@ -26,20 +26,27 @@ Finding CheckHome(const SystemView& view, const Facts&) {
 Finding CheckStore(const SystemView&, const Facts& f) {
   const StoreProbe& s = f.store;
   switch (s.state) {
-    case ProbeState::kNotRun: return {"lathe.store.fast", {}};
+    case ProbeState::kNotRun:
+      return {"lathe.store.fast", {}};
     case ProbeState::kTimedOut:
-      return {"lathe.store.slow", {{"path", s.path}, {"seconds", std::to_string(f.store_timeout_ms / 1000)}}};
-    case ProbeState::kFailed: return {"lathe.store.error", {{"path", s.path}, {"error", s.error}}};
-    case ProbeState::kDone: break;
+      return {"lathe.store.slow",
+              {{"path", s.path}, {"seconds", std::to_string(f.store_timeout_ms / 1000)}}};
+    case ProbeState::kFailed:
+      return {"lathe.store.error", {{"path", s.path}, {"error", s.error}}};
+    case ProbeState::kDone:
+      break;
   }
-  if (s.path.empty() && !s.unreadable.empty()) return {"lathe.store.not_readable", {{"path", s.unreadable}}};
+  if (s.path.empty() && !s.unreadable.empty())
+    return {"lathe.store.not_readable", {{"path", s.unreadable}}};
   if (s.path.empty()) return {"lathe.store.none", {}};
   if (s.problems > 0) {
     return {"lathe.store.damaged",
             {{"path", s.path}, {"count", std::to_string(s.problems)}, {"first", s.first_problem}}};
   }
   return {"lathe.store.ok",
-          {{"path", s.path}, {"snapshots", std::to_string(s.snapshots)}, {"packs", std::to_string(s.packs)},
+          {{"path", s.path},
+           {"snapshots", std::to_string(s.snapshots)},
+           {"packs", std::to_string(s.packs)},
            {"chunks", std::to_string(s.chunks)}}};
 }
 

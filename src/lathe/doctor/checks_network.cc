@@ -16,11 +16,11 @@ constexpr const char* kProxyVars[] = {"http_proxy", "https_proxy", "all_proxy",
                                       "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"};
 constexpr const char* kLocalHosts[] = {"localhost", "127.0.0.1"};
 // Interfaces that are not links to other machines.
-constexpr const char* kVirtualPrefixes[] = {"lo", "docker", "veth", "br-", "virbr", "ifb",
-                                            "cni", "flannel", "cali", "tunl", "kube", "vxlan"};
+constexpr const char* kVirtualPrefixes[] = {"lo",  "docker",  "veth", "br-",  "virbr", "ifb",
+                                            "cni", "flannel", "cali", "tunl", "kube",  "vxlan"};
 // NCCL switches that trade speed for getting past a problem.
-constexpr const char* kSlowSwitches[] = {"NCCL_P2P_DISABLE", "NCCL_IB_DISABLE",
-                                         "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE=0"};
+constexpr const char* kSlowSwitches[] = {"NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE",
+                                         "NCCL_NVLS_ENABLE=0"};
 
 std::string Trim(std::string s) {
   s.erase(0, s.find_first_not_of(" \t"));
@@ -100,10 +100,14 @@ Finding CheckProxy(const SystemView& view, const Facts&) {
 Finding CheckDns(const SystemView&, const Facts& f) {
   const DnsProbe& d = f.dns;
   switch (d.state) {
-    case ProbeState::kNotRun: return {"net.dns.fast", {}};
-    case ProbeState::kTimedOut: return {"net.dns.timeout", {{"name", d.name}}};
-    case ProbeState::kFailed: return {"net.dns.error", {{"error", d.error}}};
-    case ProbeState::kDone: break;
+    case ProbeState::kNotRun:
+      return {"net.dns.fast", {}};
+    case ProbeState::kTimedOut:
+      return {"net.dns.timeout", {{"name", d.name}}};
+    case ProbeState::kFailed:
+      return {"net.dns.error", {{"error", d.error}}};
+    case ProbeState::kDone:
+      break;
   }
   if (d.address.empty()) return {"net.dns.fail", {{"name", d.name}, {"error", d.error}}};
   return {"net.dns.ok", {{"name", d.name}, {"address", d.address}}};

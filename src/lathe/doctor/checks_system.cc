@@ -32,9 +32,11 @@ std::string TmpDir(const SystemView& view) {
 Finding DiskFinding(const SystemView& view, const std::string& what, const std::string& path) {
   std::string where = ExistingAncestor(view, path);
   auto st = view.StatFs(where);
-  if (!st.ok()) return {"sys.disk.unknown", {{"what", what}, {"path", path},
-                                             {"error", st.status().message()}}};
-  MsgArgs a = {{"what", what}, {"path", path}, {"free", Bytes(st->free_bytes)},
+  if (!st.ok())
+    return {"sys.disk.unknown", {{"what", what}, {"path", path}, {"error", st.status().message()}}};
+  MsgArgs a = {{"what", what},
+               {"path", path},
+               {"free", Bytes(st->free_bytes)},
                {"size", Bytes(st->size_bytes)}};
   if (st->free_bytes < kDiskFailBytes) return {"sys.disk.low", a};
   if (st->free_bytes < kDiskWarnBytes) return {"sys.disk.tight", a};
@@ -46,12 +48,12 @@ Finding DiskFinding(const SystemView& view, const std::string& what, const std::
 Finding CheckShm(const SystemView& view, const Facts&) {
   auto st = view.StatFs(kShm);
   if (!st.ok()) return {"sys.shm.missing", {{"error", st.status().message()}}};
-  MsgArgs a = {{"size", Bytes(st->size_bytes)}, {"free", Bytes(st->free_bytes)},
+  MsgArgs a = {{"size", Bytes(st->size_bytes)},
+               {"free", Bytes(st->free_bytes)},
                {"ifree", std::to_string(st->inodes_free)},
                {"itotal", std::to_string(st->inodes_total)}};
   if (st->size_bytes < kShmFailBytes) return {"sys.shm.too_small", a};
-  if (st->inodes_total > 0 &&
-      st->inodes_free < std::max<uint64_t>(1000, st->inodes_total / 100)) {
+  if (st->inodes_total > 0 && st->inodes_free < std::max<uint64_t>(1000, st->inodes_total / 100)) {
     return {"sys.shm.no_inodes", a};
   }
   if (st->size_bytes < kShmWarnBytes) return {"sys.shm.small", a};
@@ -94,7 +96,8 @@ Finding CheckCgroupMemory(const SystemView& view, const Facts&) {
   std::optional<uint64_t> total = ReadMeminfo(view, "MemTotal");
   auto cg = ReadCgroupMemory(view);
   if (!cg || !total) return {"sys.cgroup_mem.unknown", {}};
-  MsgArgs a = {{"total", Bytes(*total)}, {"path", cg->path},
+  MsgArgs a = {{"total", Bytes(*total)},
+               {"path", cg->path},
                {"usage", cg->usage_bytes ? Bytes(*cg->usage_bytes) : "?"}};
   if (!cg->limit_bytes || *cg->limit_bytes >= *total) return {"sys.cgroup_mem.unlimited", a};
   a.push_back({"limit", Bytes(*cg->limit_bytes)});
@@ -111,7 +114,8 @@ Finding CheckTmp(const SystemView& view, const Facts&) {
   }
   auto st = view.StatFs(dir);
   std::string type = MountType(view, view.RealPath(dir));
-  MsgArgs a = {{"path", dir}, {"type", type.empty() ? "?" : type},
+  MsgArgs a = {{"path", dir},
+               {"type", type.empty() ? "?" : type},
                {"size", st.ok() ? Bytes(st->size_bytes) : "?"},
                {"free", st.ok() ? Bytes(st->free_bytes) : "?"}};
   if (type == "tmpfs" && st.ok() && st->size_bytes < kTmpfsWarnBytes) {

@@ -7,13 +7,13 @@
 namespace lathe::doctor {
 
 // Thresholds, named so tests and docs can refer to them.
-inline constexpr uint64_t kShmFailBytes = 512ULL << 20;   // below: DataLoader workers crash
-inline constexpr uint64_t kShmWarnBytes = 2ULL << 30;     // below: large batches will
-inline constexpr uint64_t kNoFileWarn = 4096;             // soft RLIMIT_NOFILE
-inline constexpr uint64_t kNprocWarn = 4096;              // soft RLIMIT_NPROC
-inline constexpr uint64_t kSwappinessWarn = 10;           // with swap on
-inline constexpr uint64_t kTmpfsWarnBytes = 8ULL << 30;   // tmpfs /tmp smaller than this
-inline constexpr uint64_t kDiskFailBytes = 1ULL << 30;    // free space
+inline constexpr uint64_t kShmFailBytes = 512ULL << 20;  // below: DataLoader workers crash
+inline constexpr uint64_t kShmWarnBytes = 2ULL << 30;    // below: large batches will
+inline constexpr uint64_t kNoFileWarn = 4096;            // soft RLIMIT_NOFILE
+inline constexpr uint64_t kNprocWarn = 4096;             // soft RLIMIT_NPROC
+inline constexpr uint64_t kSwappinessWarn = 10;          // with swap on
+inline constexpr uint64_t kTmpfsWarnBytes = 8ULL << 30;  // tmpfs /tmp smaller than this
+inline constexpr uint64_t kDiskFailBytes = 1ULL << 30;   // free space
 inline constexpr uint64_t kDiskWarnBytes = 10ULL << 30;
 
 Finding CheckShm(const SystemView& view, const Facts& facts);

@@ -13,10 +13,18 @@ bool Selected(const CheckDef& c, const std::string& only) {
 
 void Count(Report& r, Severity s) {
   switch (s) {
-    case Severity::kOk: ++r.ok; break;
-    case Severity::kWarn: ++r.warn; break;
-    case Severity::kFail: ++r.fail; break;
-    case Severity::kSkipped: ++r.skipped; break;
+    case Severity::kOk:
+      ++r.ok;
+      break;
+    case Severity::kWarn:
+      ++r.warn;
+      break;
+    case Severity::kFail:
+      ++r.fail;
+      break;
+    case Severity::kSkipped:
+      ++r.skipped;
+      break;
   }
 }
 

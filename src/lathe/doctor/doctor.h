@@ -18,15 +18,15 @@
 namespace lathe::doctor {
 
 struct DoctorOptions {
-  bool fast = false;  // skip the slow probes (torch import, DNS)
-  std::string only;   // one group of CheckGroups(); empty = all
+  bool fast = false;    // skip the slow probes (torch import, DNS)
+  std::string only;     // one group of CheckGroups(); empty = all
   ProbeOptions probes;  // timeouts and the DNS name; `fast` and the groups are set from above
 };
 
 struct CheckOutcome {
-  const CheckDef* check = nullptr;      // points into AllChecks()
+  const CheckDef* check = nullptr;  // points into AllChecks()
   Finding finding;
-  const OutcomeText* text = nullptr;    // points into the CheckTexts used
+  const OutcomeText* text = nullptr;  // points into the CheckTexts used
   Severity severity = Severity::kOk;
 };
 

@@ -396,7 +396,8 @@ TEST(GpuChecks, ToolkitNewerThanDriverWarns) {
   FakeSystemView m = HealthyMachine();
   AddGpus(m, TwoA100());
   m.executables.insert("/usr/local/cuda/bin/nvcc");
-  m.SetCommand("/usr/local/cuda/bin/nvcc --version", CommandOutput{0, "Cuda compilation tools, release 12.6, V12.6.77\n", ""});
+  m.SetCommand("/usr/local/cuda/bin/nvcc --version",
+               CommandOutput{0, "Cuda compilation tools, release 12.6, V12.6.77\n", ""});
   EXPECT_EQ(Outcome(m, "gpu.cuda"), "gpu.cuda.toolkit_newer");
 }
 
@@ -523,12 +524,15 @@ TEST(LatheChecks, StoreFsckSummary) {
   EXPECT_EQ(Outcome(m, "lathe.store"), "lathe.store.not_readable");
   m.unreadable_store_dir.clear();
   m.store_dir = "/var/lib/lathe/store";
-  m.SetCommand("lathe snap", CommandOutput{0, R"({"ok":true,"packs":3,"chunks":120,"snapshots":7,"problems":[]})", ""});
+  m.SetCommand(
+      "lathe snap",
+      CommandOutput{0, R"({"ok":true,"packs":3,"chunks":120,"snapshots":7,"problems":[]})", ""});
   Report r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.store").finding.outcome, "lathe.store.ok");
   EXPECT_EQ(Value(Get(r, "lathe.store"), "snapshots"), "7");
   m.SetCommand("lathe snap", CommandOutput{1, R"({"ok":false,"packs":3,"chunks":120,"snapshots":7,
-      "problems":[{"snapshot":"ab","file":"ckpt/model.pt","chunk":"cd","pack":"","what":"hash mismatch"}]})", ""});
+      "problems":[{"snapshot":"ab","file":"ckpt/model.pt","chunk":"cd","pack":"","what":"hash mismatch"}]})",
+                                           ""});
   r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.store").finding.outcome, "lathe.store.damaged");
   EXPECT_EQ(Value(Get(r, "lathe.store"), "first"), "ckpt/model.pt: hash mismatch");

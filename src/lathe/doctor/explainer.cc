@@ -16,7 +16,7 @@ namespace lathe::doctor {
 struct Explainer::Tally {
   std::set<size_t> signatures;  // pattern indices
   std::set<size_t> hints;
-  size_t first_line = 0;        // 0: no signature yet
+  size_t first_line = 0;  // 0: no signature yet
   size_t first_pattern = 0;
   std::string line;
 };

@@ -31,8 +31,8 @@ inline constexpr size_t kMaxShownLineBytes = 240;
 struct KbMatch {
   const KbEntry* entry = nullptr;  // points into the KnowledgeBase
   int score = 0;
-  size_t line_no = 0;   // 1-based line of the first signature match
-  std::string line;     // that line, cut to kMaxShownLineBytes around the match
+  size_t line_no = 0;                   // 1-based line of the first signature match
+  std::string line;                     // that line, cut to kMaxShownLineBytes around the match
   std::vector<std::string> signatures;  // the distinct signatures that matched
 };
 
@@ -54,8 +54,8 @@ class Explainer {
 
  private:
   struct Pattern {
-    size_t entry;      // index into kb_.entries()
-    bool signature;    // false: a hint
+    size_t entry;    // index into kb_.entries()
+    bool signature;  // false: a hint
     std::unique_ptr<RE2> re;
   };
   struct Tally;  // per-entry evidence while scanning

@@ -55,9 +55,8 @@ Status CheckRelated(const std::vector<GlossaryEntry>& entries, std::string_view 
   for (const auto& e : entries) {
     for (const auto& r : e.related) {
       if (!ids.count(r)) {
-        return Status::InvalidArgument(
-            fmt::format("{}: term '{}' lists related term '{}', which does not exist", file,
-                        e.id, r));
+        return Status::InvalidArgument(fmt::format(
+            "{}: term '{}' lists related term '{}', which does not exist", file, e.id, r));
       }
     }
   }

@@ -6,11 +6,10 @@
 //     term:    {en: "spot instance", zh: "抢占式实例"}
 //     aliases: ["preemptible instance", "竞价实例"]   # optional, any language
 //     kind: concept          # concept | param (an env var, flag or option name)
-//     category: cloud        # cloud | gpu | cuda | training | distributed | serving | system | data | lathe
-//     context: {en, zh}      # what it means, where it shows up
-//     usage:   {en, zh}      # how to use the word (or the parameter) correctly
-//     related: [preemption]  # optional glossary ids
-//     kb: [spot.preempted]   # optional knowledge-base ids
+//     category: cloud        # cloud | gpu | cuda | training | distributed | serving | system |
+//     data | lathe context: {en, zh}      # what it means, where it shows up usage:   {en, zh} #
+//     how to use the word (or the parameter) correctly related: [preemption]  # optional glossary
+//     ids kb: [spot.preempted]   # optional knowledge-base ids
 //
 // A `param` term's English name is the parameter itself (NCCL_IB_DISABLE):
 // it is never translated; term.zh is its Chinese gloss ("禁用 InfiniBand").

@@ -44,8 +44,9 @@ TEST(Glossary, EmbeddedFileIsValidAndLargeEnough) {
 }
 
 TEST(Glossary, RejectsBrokenEntries) {
-  const char* ok = "- id: a\n  term: {en: a, zh: 甲}\n  kind: concept\n"
-                   "  context: {en: c, zh: 境}\n  usage: {en: u, zh: 用}\n";
+  const char* ok =
+      "- id: a\n  term: {en: a, zh: 甲}\n  kind: concept\n"
+      "  context: {en: c, zh: 境}\n  usage: {en: u, zh: 用}\n";
   EXPECT_TRUE(Glossary::FromYaml(ok, "g").ok());
   std::string no_zh = std::string(ok);
   no_zh.replace(no_zh.find(", zh: 用"), 9, "");

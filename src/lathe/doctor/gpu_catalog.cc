@@ -17,7 +17,8 @@ namespace {
 
 Status Bad(std::string_view file, std::string_view id, std::string_view field,
            std::string_view why) {
-  return Status::InvalidArgument(fmt::format("{}: entry '{}' field '{}': {}", file, id, field, why));
+  return Status::InvalidArgument(
+      fmt::format("{}: entry '{}' field '{}': {}", file, id, field, why));
 }
 
 std::string Plain(const DataEntry& e, const std::string& k) {
@@ -29,7 +30,8 @@ Result<double> Number(const DataEntry& e, const std::string& k, std::string_view
   std::string v = Plain(e, k);
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || d < 0) return Bad(file, e.id, k, "must be a non-negative number");
+  if (v.empty() || *end != '\0' || d < 0)
+    return Bad(file, e.id, k, "must be a non-negative number");
   return d;
 }
 
@@ -136,8 +138,10 @@ Result<std::vector<GpuModel>> LoadGpuCatalog(const std::vector<std::string>& pat
 Status ApplyPrices(std::vector<GpuModel>& models, std::string_view yaml, std::string_view file) {
   ASSIGN_OR_RETURN(std::vector<DataEntry> data, ParseDataFile(yaml, file));
   for (const auto& e : data) {
-    auto it = std::find_if(models.begin(), models.end(), [&](const GpuModel& m) { return m.id == e.id; });
-    if (it == models.end()) return Bad(file, e.id, "id", "no GPU model with this id in the catalogue");
+    auto it =
+        std::find_if(models.begin(), models.end(), [&](const GpuModel& m) { return m.id == e.id; });
+    if (it == models.end())
+      return Bad(file, e.id, "id", "no GPU model with this id in the catalogue");
     ASSIGN_OR_RETURN(double price, Number(e, "price_usd_hour", file));
     it->price_usd_hour = price;
   }

@@ -49,13 +49,14 @@ Result<std::vector<GpuModel>> LoadGpuCatalog(const std::vector<std::string>& pat
 const GpuModel* MatchGpuModel(const std::vector<GpuModel>& catalog, const std::string& nvml_name);
 // Overrides prices from a user file of entries {id, price_usd_hour}; an id
 // that is not in `models` is InvalidArgument naming it.
-Status ApplyPrices(std::vector<GpuModel>& models, std::string_view yaml, std::string_view file_name);
+Status ApplyPrices(std::vector<GpuModel>& models, std::string_view yaml,
+                   std::string_view file_name);
 
 struct GpuFit {
   std::string name;
   bool local = false;  // found on this machine through NVML
   uint64_t memory_bytes = 0;
-  bool fits = false;   // plan.total ≤ memory
+  bool fits = false;                   // plan.total ≤ memory
   std::optional<double> tokens_per_s;  // per GPU, at the assumed MFU
   std::optional<double> usd_per_mtok;  // needs a price
 };
@@ -67,7 +68,7 @@ double FlopsPerTokenPerParam(const PlanInput& in);
 // Every local GPU (matched to a catalogue model for its TFLOP/s and price
 // when `match` finds it), then every catalogue model. `mfu` is in (0, 1].
 std::vector<GpuFit> FitGpus(const MemoryPlan& plan, const PlanInput& in,
-                            const std::vector<GpuModel>& catalog,
-                            const gpu::Inventory* local, double mfu);
+                            const std::vector<GpuModel>& catalog, const gpu::Inventory* local,
+                            double mfu);
 
 }  // namespace lathe::doctor

@@ -13,9 +13,8 @@ namespace lathe::doctor {
 namespace {
 
 Status Missing(std::string_view file, std::string_view id, std::string_view field) {
-  return Status::InvalidArgument(
-      fmt::format("{}: entry '{}' has no '{}' (required, with en and zh where bilingual)", file,
-                  id, field));
+  return Status::InvalidArgument(fmt::format(
+      "{}: entry '{}' has no '{}' (required, with en and zh where bilingual)", file, id, field));
 }
 
 Result<BiText> NeedText(const DataEntry& e, std::string_view file, const std::string& field) {
@@ -34,9 +33,8 @@ Status CheckPatterns(const KbEntry& k, std::string_view file) {
     for (const auto& p : *list) {
       Status s = CheckPattern(p);
       if (!s.ok()) {
-        return Status::InvalidArgument(
-            fmt::format("{}: entry '{}': pattern '{}' does not compile: {}", file, k.id, p,
-                        s.message()));
+        return Status::InvalidArgument(fmt::format(
+            "{}: entry '{}': pattern '{}' does not compile: {}", file, k.id, p, s.message()));
       }
     }
   }
@@ -49,9 +47,9 @@ Result<int> ParsePriority(const DataEntry& e, std::string_view file) {
   char* end = nullptr;
   long v = std::strtol(it->second.c_str(), &end, 10);
   if (it->second.empty() || *end != '\0' || v < -100 || v > 100) {
-    return Status::InvalidArgument(fmt::format(
-        "{}: entry '{}' field 'priority': '{}' is not an integer in -100..100", file, e.id,
-        it->second));
+    return Status::InvalidArgument(
+        fmt::format("{}: entry '{}' field 'priority': '{}' is not an integer in -100..100", file,
+                    e.id, it->second));
   }
   return static_cast<int>(v);
 }

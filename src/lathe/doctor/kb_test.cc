@@ -88,7 +88,8 @@ TEST(KnowledgeBase, LinksToTermsAndChecksExist) {
   std::set<std::string_view> checks;
   for (const auto& c : AllChecks()) checks.insert(c.id);
   for (const auto& e : kb.entries()) {
-    for (const auto& t : e.terms) EXPECT_NE(Glossary::Default().Find(t), nullptr) << e.id << " → " << t;
+    for (const auto& t : e.terms)
+      EXPECT_NE(Glossary::Default().Find(t), nullptr) << e.id << " → " << t;
     for (const auto& c : e.checks) EXPECT_TRUE(checks.count(c)) << e.id << " → " << c;
   }
   for (const auto& g : Glossary::Default().entries()) {

@@ -14,19 +14,25 @@ Status Bad(std::string field, std::string why) {
 
 double WeightBytes(Precision p) {
   switch (p) {
-    case Precision::kFp32: return 4;
+    case Precision::kFp32:
+      return 4;
     case Precision::kBf16:
-    case Precision::kFp16: return 2;
-    case Precision::kInt8: return 1;
+    case Precision::kFp16:
+      return 2;
+    case Precision::kInt8:
+      return 1;
   }
   return 4;
 }
 
 double OptimizerBytes(Optimizer o, bool mixed) {
   switch (o) {
-    case Optimizer::kAdamW: return mixed ? 12 : 8;
-    case Optimizer::kSgd: return mixed ? 8 : 4;
-    case Optimizer::kAdafactor: return mixed ? 4 : 0;
+    case Optimizer::kAdamW:
+      return mixed ? 12 : 8;
+    case Optimizer::kSgd:
+      return mixed ? 8 : 4;
+    case Optimizer::kAdafactor:
+      return mixed ? 4 : 0;
   }
   return 0;
 }
@@ -39,7 +45,8 @@ Status Validate(const PlanInput& in) {
   if (in.grad_accum <= 0) return Bad("grad-accum", "must be ≥ 1");
   if (in.gpus <= 0) return Bad("gpus", "must be ≥ 1");
   if (in.zero < 0 || in.zero > 3) return Bad("zero", "must be 0, 1, 2 or 3");
-  if (in.precision == Precision::kInt8 && in.zero != 0) return Bad("zero", "int8 plans inference only");
+  if (in.precision == Precision::kInt8 && in.zero != 0)
+    return Bad("zero", "int8 plans inference only");
   return Status::OK();
 }
 
@@ -54,8 +61,8 @@ void Activations(const PlanInput& in, MemoryPlan& p) {
   double scale = in.precision == Precision::kFp32 ? 2.0 : 1.0;
   double layer = LayerActivations(in) * scale;
   if (in.checkpointing) {
-    double inputs = kActivationBytesPerElement16 * scale * in.seq_len * in.batch * in.hidden *
-                    in.layers;
+    double inputs =
+        kActivationBytesPerElement16 * scale * in.seq_len * in.batch * in.hidden * in.layers;
     p.activations = inputs + layer;
     p.activations_formula = "2·s·b·h·L + s·b·h·(34 + 5·a·s/h)";
   } else {
@@ -86,8 +93,8 @@ Result<MemoryPlan> PlanMemory(const PlanInput& in) {
   RETURN_IF_ERROR(Validate(in));
   MemoryPlan p;
   double h = in.hidden, L = in.layers;
-  p.params = in.params > 0 ? in.params
-                           : static_cast<uint64_t>(12.0 * L * h * h + double(in.vocab) * h);
+  p.params =
+      in.params > 0 ? in.params : static_cast<uint64_t>(12.0 * L * h * h + double(in.vocab) * h);
   double psi = static_cast<double>(p.params);
   bool inference = in.precision == Precision::kInt8;
   bool mixed = in.precision == Precision::kBf16 || in.precision == Precision::kFp16;

@@ -42,16 +42,16 @@ inline constexpr double kOverheadBytes = 1.0e9;      // per GPU
 inline constexpr double kFragmentationShare = 0.05;  // of states + activations
 
 struct PlanInput {
-  uint64_t params = 0;  // Ψ; 0: computed from the shape
+  uint64_t params = 0;                               // Ψ; 0: computed from the shape
   int layers = 0, hidden = 0, heads = 0, vocab = 0;  // 0 = unknown
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
-  int batch = 1;        // micro-batch per GPU
+  int batch = 1;  // micro-batch per GPU
   int seq_len = 2048;
-  int grad_accum = 1;   // does not change memory; scales tokens per step
+  int grad_accum = 1;  // does not change memory; scales tokens per step
   bool checkpointing = false;
-  int zero = 0;         // 0..3
-  int gpus = 1;         // data-parallel GPUs (ZeRO divides by this)
+  int zero = 0;  // 0..3
+  int gpus = 1;  // data-parallel GPUs (ZeRO divides by this)
 };
 
 // Bytes per GPU, each term with the formula that produced it.
@@ -62,7 +62,7 @@ struct MemoryPlan {
   // KV cache depends on the server); the formula is then empty.
   std::optional<double> activations;
   double overhead = 0;
-  double total = 0;                   // without activations when they are unknown
+  double total = 0;  // without activations when they are unknown
   // Each term's formula in Ψ, N, L, s, b, h, a ("12·Ψ / N"); math only.
   std::string weights_formula, gradients_formula, optimizer_formula, activations_formula;
   double ModelStates() const { return weights + gradients + optimizer; }

@@ -40,7 +40,8 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   std::string out;
   for (const auto& r : rows) {
     std::string line = "  ";
-    for (size_t i = 0; i < r.size(); ++i) line += i + 1 < r.size() ? Pad(r[i], widths[i] + 2) : r[i];
+    for (size_t i = 0; i < r.size(); ++i)
+      line += i + 1 < r.size() ? Pad(r[i], widths[i] + 2) : r[i];
     out += line + "\n";
   }
   return out;
@@ -48,8 +49,9 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 
 std::vector<std::vector<std::string>> BreakdownRows(const MemoryPlan& p, Lang lang) {
   std::string act = p.activations ? Gb(*p.activations) : "?";
-  std::string act_note = p.activations ? p.activations_formula + "  " + Tr("plan.note.activations", lang)
-                                       : Tr("plan.note.activations_unknown", lang);
+  std::string act_note = p.activations
+                             ? p.activations_formula + "  " + Tr("plan.note.activations", lang)
+                             : Tr("plan.note.activations_unknown", lang);
   return {{Tr("plan.row.weights", lang), Gb(p.weights), p.weights_formula},
           {Tr("plan.row.gradients", lang), Gb(p.gradients), p.gradients_formula},
           {Tr("plan.row.optimizer", lang), Gb(p.optimizer), p.optimizer_formula},
@@ -79,10 +81,12 @@ std::string FormatPlan(const PlanInput& in, const MemoryPlan& p, const std::vect
                        {{"params", Count(p.params)},
                         {"precision", kPrecisionNames[static_cast<int>(in.precision)]},
                         {"optimizer", kOptimizerNames[static_cast<int>(in.optimizer)]},
-                        {"batch", std::to_string(in.batch)}, {"seq", std::to_string(in.seq_len)},
+                        {"batch", std::to_string(in.batch)},
+                        {"seq", std::to_string(in.seq_len)},
                         {"accum", std::to_string(in.grad_accum)},
                         {"ckpt", Tr(in.checkpointing ? "plan.on" : "plan.off", lang)},
-                        {"zero", std::to_string(in.zero)}, {"gpus", std::to_string(in.gpus)}}) +
+                        {"zero", std::to_string(in.zero)},
+                        {"gpus", std::to_string(in.gpus)}}) +
                     "\n\n" + Tr("plan.memory_per_gpu", lang) + "\n" + Table(BreakdownRows(p, lang));
   out += "\n" + Table(GpuRows(fits, lang));
   out += "\n" +
@@ -102,18 +106,26 @@ std::string FormatPlan(const PlanInput& in, const MemoryPlan& p, const std::vect
 Json PlanToJson(const MemoryPlan& p, const std::vector<GpuFit>& fits, double mfu) {
   Json gpus = Json::array();
   for (const auto& f : fits) {
-    gpus.push_back({{"name", f.name}, {"local", f.local}, {"memory_bytes", f.memory_bytes},
+    gpus.push_back({{"name", f.name},
+                    {"local", f.local},
+                    {"memory_bytes", f.memory_bytes},
                     {"fits", f.fits},
                     {"tokens_per_s", f.tokens_per_s ? Json(*f.tokens_per_s) : Json(nullptr)},
                     {"usd_per_mtok", f.usd_per_mtok ? Json(*f.usd_per_mtok) : Json(nullptr)}});
   }
   return {{"params", p.params},
-          {"bytes_per_gpu", {{"weights", p.weights}, {"gradients", p.gradients},
-                             {"optimizer", p.optimizer},
-                             {"activations", p.activations ? Json(*p.activations) : Json(nullptr)},
-                             {"overhead", p.overhead}, {"total", p.total}}},
-          {"formulas", {{"weights", p.weights_formula}, {"gradients", p.gradients_formula},
-                        {"optimizer", p.optimizer_formula}, {"activations", p.activations_formula}}},
+          {"bytes_per_gpu",
+           {{"weights", p.weights},
+            {"gradients", p.gradients},
+            {"optimizer", p.optimizer},
+            {"activations", p.activations ? Json(*p.activations) : Json(nullptr)},
+            {"overhead", p.overhead},
+            {"total", p.total}}},
+          {"formulas",
+           {{"weights", p.weights_formula},
+            {"gradients", p.gradients_formula},
+            {"optimizer", p.optimizer_formula},
+            {"activations", p.activations_formula}}},
           {"gpus", gpus},
           {"mfu", mfu}};
 }

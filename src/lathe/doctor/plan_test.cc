@@ -139,12 +139,14 @@ TEST(GpuCatalog, EmbeddedCatalogAndMatching) {
   EXPECT_EQ(id("NVIDIA H200"), "h200");
   EXPECT_EQ(id("Tesla T4"), "t4");
   EXPECT_EQ(id("Simulated GPU"), "<none>");
-  EXPECT_FALSE(ParseGpuCatalog("- id: x\n  name: X\n  memory: lots\n  bf16_tflops: '1'\n", "t").ok());
+  EXPECT_FALSE(
+      ParseGpuCatalog("- id: x\n  name: X\n  memory: lots\n  bf16_tflops: '1'\n", "t").ok());
 }
 
 TEST(GpuCatalog, FitsThroughputCostAndPrices) {
   std::vector<GpuModel> catalog = DefaultGpuCatalog();
-  ASSERT_TRUE(ApplyPrices(catalog, "- id: h100-sxm\n  price_usd_hour: '2.00'\n", "prices.yaml").ok());
+  ASSERT_TRUE(
+      ApplyPrices(catalog, "- id: h100-sxm\n  price_usd_hour: '2.00'\n", "prices.yaml").ok());
   EXPECT_FALSE(ApplyPrices(catalog, "- id: nope\n  price_usd_hour: '1'\n", "prices.yaml").ok());
   PlanInput in;
   in.params = 7'000'000'000;  // 7B, bf16, AdamW: 112 GB of model states

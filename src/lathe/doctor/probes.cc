@@ -34,8 +34,8 @@ TorchProbe ProbeTorch(const SystemView& view, const std::string& python, int64_t
   p.python = python;
   auto r = view.Run({python, "-c", std::string(TorchProbeScript())}, timeout_ms);
   if (!r.ok()) {
-    p.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut
-                                                            : ProbeState::kFailed;
+    p.state =
+        r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
     p.error = r.status().message();
     return p;
   }
@@ -79,8 +79,8 @@ ToolkitProbe ProbeToolkit(const SystemView& view, int64_t timeout_ms) {
   t.path = *nvcc;
   auto r = view.Run({*nvcc, "--version"}, timeout_ms);
   if (!r.ok()) {
-    t.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut
-                                                            : ProbeState::kFailed;
+    t.state =
+        r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
     t.error = r.status().message();
     return t;
   }
@@ -98,8 +98,8 @@ DnsProbe ProbeDns(const SystemView& view, const std::string& name, int64_t timeo
   // getent runs the system's resolver (NSS), as pip and curl would, and can be killed.
   auto r = view.Run({"getent", "ahosts", name}, timeout_ms);
   if (!r.ok()) {
-    d.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut
-                                                            : ProbeState::kFailed;
+    d.state =
+        r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
     d.error = r.status().message();
     return d;
   }
@@ -108,8 +108,9 @@ DnsProbe ProbeDns(const SystemView& view, const std::string& name, int64_t timeo
   if (r->exit_code == 0 && sp != std::string::npos && sp > 0) {
     d.address = r->out.substr(0, sp);
   } else {
-    d.error = r->exit_code == 2 ? "name not found" : "lookup failed (getent exit " +
-                                                         std::to_string(r->exit_code) + ")";
+    d.error = r->exit_code == 2
+                  ? "name not found"
+                  : "lookup failed (getent exit " + std::to_string(r->exit_code) + ")";
   }
   return d;
 }
@@ -203,7 +204,8 @@ StoreProbe ProbeStore(const SystemView& view, int64_t timeout_ms) {
   }
   auto r = view.Run({view.SelfExe(), "snap", "--store", p.path, "fsck", "--json"}, timeout_ms);
   if (!r.ok()) {
-    p.state = r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
+    p.state =
+        r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
     p.error = r.status().message();
     return p;
   }
@@ -222,7 +224,8 @@ StoreProbe ProbeStore(const SystemView& view, int64_t timeout_ms) {
     p.problems = probs.size();
     if (!probs.empty()) {
       const Json& f = probs[0];
-      p.first_problem = f.value("file", "") + (f.value("file", "").empty() ? "" : ": ") + f.value("what", "");
+      p.first_problem =
+          f.value("file", "") + (f.value("file", "").empty() ? "" : ": ") + f.value("what", "");
     }
   }
   return p;
@@ -242,9 +245,8 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
       std::vector<std::string> pythons = Pythons(view);
       f.torch.resize(pythons.size());
       for (size_t i = 0; i < pythons.size(); ++i) {
-        threads.emplace_back([&, i, py = pythons[i]] {
-          f.torch[i] = ProbeTorch(view, py, o.torch_timeout_ms);
-        });
+        threads.emplace_back(
+            [&, i, py = pythons[i]] { f.torch[i] = ProbeTorch(view, py, o.torch_timeout_ms); });
       }
     }
   }
@@ -258,8 +260,10 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
       if (!f.daemon.up || o.fast) return;
       auto c = view.CaptureRoundTrip(o.capture_timeout_ms);
       f.capture.state = c.ok() ? ProbeState::kDone : ProbeState::kFailed;
-      if (c.ok()) f.capture.result = *c;
-      else f.capture.error = c.status().message();
+      if (c.ok())
+        f.capture.result = *c;
+      else
+        f.capture.error = c.status().message();
     });
     if (!o.fast) threads.emplace_back([&] { f.store = ProbeStore(view, o.store_timeout_ms); });
   }

@@ -26,7 +26,7 @@ enum class ProbeState {
 struct TorchProbe {
   std::string python;  // the interpreter, e.g. "/usr/bin/python3"
   ProbeState state = ProbeState::kNotRun;
-  std::string error;   // why it failed, or the ImportError when !importable
+  std::string error;  // why it failed, or the ImportError when !importable
   bool importable = false;
   std::string version;  // torch.__version__, "2.3.1+cu121"
   std::string cuda;     // torch.version.cuda, "12.1"; empty for a CPU-only build
@@ -59,7 +59,7 @@ struct DaemonProbe {
 
 struct StoreProbe {
   ProbeState state = ProbeState::kNotRun;
-  std::string path;  // the store checked; empty when there is none to check
+  std::string path;        // the store checked; empty when there is none to check
   std::string unreadable;  // a store that exists but this user may not read
   std::string error;
   uint64_t snapshots = 0, packs = 0, chunks = 0, problems = 0;
@@ -87,10 +87,10 @@ struct Facts {
 };
 
 struct ProbeOptions {
-  bool fast = false;     // skip the slow probes: torch import and DNS
-  bool gpu = true;       // gather the GPU group's facts
-  bool network = true;   // gather the network group's facts
-  bool lathe = true;     // gather the lathe group's facts (is the daemon up?)
+  bool fast = false;    // skip the slow probes: torch import and DNS
+  bool gpu = true;      // gather the GPU group's facts
+  bool network = true;  // gather the network group's facts
+  bool lathe = true;    // gather the lathe group's facts (is the daemon up?)
   int64_t torch_timeout_ms = 20000;
   int64_t nvcc_timeout_ms = 5000;
   int64_t dns_timeout_ms = 3000;

@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "lathe/os/command.h"
 #include "lathe/gpu/source.h"
+#include "lathe/os/command.h"
 
 extern char** environ;
 

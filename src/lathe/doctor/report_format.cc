@@ -14,20 +14,28 @@ constexpr const char* kBold = "\033[1m";
 
 const char* Symbol(Severity s) {
   switch (s) {
-    case Severity::kOk: return "✓";
-    case Severity::kWarn: return "⚠";
-    case Severity::kFail: return "✗";
-    case Severity::kSkipped: return "–";
+    case Severity::kOk:
+      return "✓";
+    case Severity::kWarn:
+      return "⚠";
+    case Severity::kFail:
+      return "✗";
+    case Severity::kSkipped:
+      return "–";
   }
   return "?";
 }
 
 const char* Color(Severity s) {
   switch (s) {
-    case Severity::kOk: return "\033[32m";
-    case Severity::kWarn: return "\033[33m";
-    case Severity::kFail: return "\033[31m";
-    case Severity::kSkipped: return "\033[2m";
+    case Severity::kOk:
+      return "\033[32m";
+    case Severity::kWarn:
+      return "\033[33m";
+    case Severity::kFail:
+      return "\033[31m";
+    case Severity::kSkipped:
+      return "\033[2m";
   }
   return "";
 }
@@ -66,8 +74,10 @@ size_t IdWidth(const Report& r) {
 }
 
 MsgArgs SummaryArgs(const Report& r) {
-  return {{"ok", std::to_string(r.ok)}, {"warn", std::to_string(r.warn)},
-          {"fail", std::to_string(r.fail)}, {"skipped", std::to_string(r.skipped)}};
+  return {{"ok", std::to_string(r.ok)},
+          {"warn", std::to_string(r.warn)},
+          {"fail", std::to_string(r.fail)},
+          {"skipped", std::to_string(r.skipped)}};
 }
 
 }  // namespace
@@ -156,9 +166,8 @@ std::string FormatFixScript(const Report& r, Lang lang) {
     out += Commented(Filled(c.text->fix, c, lang));
     MsgArgs quoted;
     for (const auto& a : c.finding.args) quoted.push_back({a.key, ShellQuote(a.value)});
-    out += c.text->fix_script.empty()
-               ? Commented(Tr("doctor.fix_script.manual", lang))
-               : FillPlaceholders(c.text->fix_script, quoted);
+    out += c.text->fix_script.empty() ? Commented(Tr("doctor.fix_script.manual", lang))
+                                      : FillPlaceholders(c.text->fix_script, quoted);
     if (!out.ends_with("\n")) out += "\n";
   }
   if (fixes == 0) out += "\n" + Commented(Tr("doctor.fix_script.nothing", lang));

@@ -13,8 +13,8 @@ namespace lathe::doctor {
 
 struct TableOptions {
   Lang lang = Lang::kEn;
-  bool color = false;    // ANSI colours (only on a terminal)
-  bool details = true;   // scenario / cause / verify / fix under each warn and fail
+  bool color = false;   // ANSI colours (only on a terminal)
+  bool details = true;  // scenario / cause / verify / fix under each warn and fail
 };
 
 // One line per check under its group's heading, with ✓ ⚠ ✗ or – and the

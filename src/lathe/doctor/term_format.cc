@@ -26,8 +26,8 @@ std::string FormatTermResults(const TermResults& r, const Glossary& g, Lang lang
   for (const auto& h : r.terms) {
     const GlossaryEntry& e = *h.entry;
     std::string head = fmt::format("{} ↔ {}", e.term.en, e.term.zh);
-    out += (out.empty() ? "" : "\n") + (color ? "\033[1m" + head + "\033[0m" : head) +
-           "  [" + MatchNote(h, lang) + "]\n";
+    out += (out.empty() ? "" : "\n") + (color ? "\033[1m" + head + "\033[0m" : head) + "  [" +
+           MatchNote(h, lang) + "]\n";
     if (e.param) out += "  " + Tr("term.param_note", lang) + "\n";
     out += "  " + e.context.Get(lang) + "\n";
     out += "  " + Tr("term.label.usage", lang) + " " + e.usage.Get(lang) + "\n";

@@ -114,10 +114,14 @@ void AddLinkedKb(const KnowledgeBase& kb, const std::vector<TermHit>& hits,
 
 std::string_view TermMatchKindName(TermMatchKind k) {
   switch (k) {
-    case TermMatchKind::kExact: return "exact";
-    case TermMatchKind::kPrefix: return "prefix";
-    case TermMatchKind::kFuzzy: return "fuzzy";
-    case TermMatchKind::kPhrase: return "phrase";
+    case TermMatchKind::kExact:
+      return "exact";
+    case TermMatchKind::kPrefix:
+      return "prefix";
+    case TermMatchKind::kFuzzy:
+      return "fuzzy";
+    case TermMatchKind::kPhrase:
+      return "phrase";
   }
   return "exact";
 }

@@ -30,13 +30,13 @@ std::string_view TermMatchKindName(TermMatchKind k);  // "exact" | "prefix" | "f
 struct TermHit {
   const GlossaryEntry* entry = nullptr;
   TermMatchKind kind = TermMatchKind::kExact;
-  size_t distance = 0;   // fuzzy: the edit distance
-  double overlap = 0;    // phrase: the share of query tokens found
+  size_t distance = 0;  // fuzzy: the edit distance
+  double overlap = 0;   // phrase: the share of query tokens found
 };
 
 struct TermResults {
-  std::vector<TermHit> terms;         // best first
-  std::vector<const KbEntry*> kb;     // related knowledge-base entries, best first
+  std::vector<TermHit> terms;      // best first
+  std::vector<const KbEntry*> kb;  // related knowledge-base entries, best first
 };
 
 struct TermSearchOptions {

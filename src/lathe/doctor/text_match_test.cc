@@ -9,7 +9,9 @@ namespace {
 
 TEST(TextMatch, DecodeAndSanitize) {
   EXPECT_EQ(DecodeUtf8("a中"), std::u32string(U"a中"));
-  EXPECT_EQ(DecodeUtf8("\xff" "a"), std::u32string(U"\uFFFDa"));
+  EXPECT_EQ(DecodeUtf8("\xff"
+                       "a"),
+            std::u32string(U"\uFFFDa"));
   EXPECT_EQ(DecodeUtf8("\xc0\x80"), std::u32string(U"\uFFFD\uFFFD"));  // overlong NUL
   EXPECT_EQ(DecodeUtf8("\xed\xa0\x80").size(), 3u);                    // a surrogate
   EXPECT_EQ(SanitizeUtf8("ok\xe4\xb8"), "ok\xEF\xBF\xBD\xEF\xBF\xBD");
@@ -42,15 +44,18 @@ TEST(TextMatch, PhraseTokens) {
 
 TEST(Probes, Parsers) {
   EXPECT_EQ(ParseNvccVersion("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, "
-                             "release 13.0, V13.0.88\n"), "13.0");
+                             "release 13.0, V13.0.88\n"),
+            "13.0");
   EXPECT_EQ(ParseNvccVersion("garbage"), "");
   EXPECT_EQ(CudartVersionFromName("libcudart.so.12.1.105"), "12.1");
   EXPECT_EQ(CudartVersionFromName("libcudart.so.11.0"), "11.0");
   EXPECT_EQ(CudartVersionFromName("libcudart.so"), "");
   TorchProbe p;
-  ParseTorchProbeOutput("noise\n{\"importable\": true, \"version\": \"2.3.1\", \"cuda\": \"12.1\","
-                        " \"cuda_available\": true, \"arch_list\": [\"sm_80\"],"
-                        " \"capabilities\": [\"8.0\"]}\n", p);
+  ParseTorchProbeOutput(
+      "noise\n{\"importable\": true, \"version\": \"2.3.1\", \"cuda\": \"12.1\","
+      " \"cuda_available\": true, \"arch_list\": [\"sm_80\"],"
+      " \"capabilities\": [\"8.0\"]}\n",
+      p);
   EXPECT_EQ(p.state, ProbeState::kDone);
   EXPECT_EQ(p.cuda, "12.1");
   EXPECT_EQ(p.arch_list, std::vector<std::string>{"sm_80"});

@@ -57,9 +57,12 @@ nvmlReturn_t FakeShutdown() {
 }
 const char* FakeErrorString(nvmlReturn_t rc) {
   switch (rc) {
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    default: return "Unknown Error";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
   }
 }
 nvmlReturn_t FakeDriverVersion(char* v, unsigned int len) {
@@ -194,16 +197,39 @@ constexpr unsigned long long kGiB = 1ULL << 30;
 // uncorrected ECC errors, MIG on and two processes (one without a memory figure).
 void ResetFake() {
   g_fake = FakeNvml{};
-  g_fake.gpus.push_back(FakeGpu{"GPU-aaaa-0000", "NVIDIA A100-SXM4-40GB", "00000000:07:00.0",
-                                {40 * kGiB, 39 * kGiB, 1 * kGiB}, {0, 0}, 34, 210, 1410,
-                                nvmlClocksThrottleReasonGpuIdle, NVML_FEATURE_ENABLED, 0,
-                                NVML_DEVICE_MIG_DISABLE, NVML_FEATURE_ENABLED, 61000, 400000, {}});
-  g_fake.gpus.push_back(FakeGpu{
-      "GPU-bbbb-1111", "NVIDIA H100 80GB HBM3", "00000000:3B:00.0",
-      {80 * kGiB, 10 * kGiB, 70 * kGiB}, {97, 55}, 91, 1095, 1980,
-      nvmlClocksThrottleReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwSlowdown,
-      NVML_FEATURE_ENABLED, 3, NVML_DEVICE_MIG_ENABLE, NVML_FEATURE_DISABLED, 699500, 700000,
-      {{4242, 60 * kGiB, 0xFFFFFFFF, 0xFFFFFFFF}, {4343, NVML_VALUE_NOT_AVAILABLE, 1, 0}}});
+  g_fake.gpus.push_back(FakeGpu{"GPU-aaaa-0000",
+                                "NVIDIA A100-SXM4-40GB",
+                                "00000000:07:00.0",
+                                {40 * kGiB, 39 * kGiB, 1 * kGiB},
+                                {0, 0},
+                                34,
+                                210,
+                                1410,
+                                nvmlClocksThrottleReasonGpuIdle,
+                                NVML_FEATURE_ENABLED,
+                                0,
+                                NVML_DEVICE_MIG_DISABLE,
+                                NVML_FEATURE_ENABLED,
+                                61000,
+                                400000,
+                                {}});
+  g_fake.gpus.push_back(
+      FakeGpu{"GPU-bbbb-1111",
+              "NVIDIA H100 80GB HBM3",
+              "00000000:3B:00.0",
+              {80 * kGiB, 10 * kGiB, 70 * kGiB},
+              {97, 55},
+              91,
+              1095,
+              1980,
+              nvmlClocksThrottleReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwSlowdown,
+              NVML_FEATURE_ENABLED,
+              3,
+              NVML_DEVICE_MIG_ENABLE,
+              NVML_FEATURE_DISABLED,
+              699500,
+              700000,
+              {{4242, 60 * kGiB, 0xFFFFFFFF, 0xFFFFFFFF}, {4343, NVML_VALUE_NOT_AVAILABLE, 1, 0}}});
 }
 
 class NvmlSourceTest : public ::testing::Test {
@@ -427,11 +453,29 @@ TEST(ParseSimSpec, ModelsGroupsAndLoadFile) {
 }
 
 TEST(ParseSimSpec, BadFormsNameTheValueAndTheForms) {
-  for (const char* bad : {"sim:", "sim:0", "sim:65", "sim:-1", "sim:x24GB", "sim:4x", "sim:4x0GB",
-                          "sim:4x24XB", "sim:4y24GB", "sim:four", "sim:4x24GBx2", "sim4",
-                          "sim: 4", "sim:33,32", "sim:2,", "sim:,2", "sim:2x80GB:",
-                          "sim:2x80GB:A100/x", "sim:2: A100", "sim:2x80GB:A100:B",
-                          "sim:2@", "sim:2@rel/load.json", "sim:2x80GB:A100,0:L4"}) {
+  for (const char* bad : {"sim:",
+                          "sim:0",
+                          "sim:65",
+                          "sim:-1",
+                          "sim:x24GB",
+                          "sim:4x",
+                          "sim:4x0GB",
+                          "sim:4x24XB",
+                          "sim:4y24GB",
+                          "sim:four",
+                          "sim:4x24GBx2",
+                          "sim4",
+                          "sim: 4",
+                          "sim:33,32",
+                          "sim:2,",
+                          "sim:,2",
+                          "sim:2x80GB:",
+                          "sim:2x80GB:A100/x",
+                          "sim:2: A100",
+                          "sim:2x80GB:A100:B",
+                          "sim:2@",
+                          "sim:2@rel/load.json",
+                          "sim:2x80GB:A100,0:L4"}) {
     auto s = ParseSimSpec(bad);
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_TRUE(s.status().IsInvalidArgument()) << bad;
@@ -497,9 +541,7 @@ class SimLoadTest : public ::testing::Test {
     path_ = dir_ + "/load.json";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-  void Write(const std::string& text) {
-    std::ofstream(path_, std::ios::trunc) << text;
-  }
+  void Write(const std::string& text) { std::ofstream(path_, std::ios::trunc) << text; }
   std::unique_ptr<SimulatedSource> Open(const std::string& groups) {
     auto s = SimulatedSource::Create("sim:" + groups + "@" + path_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -672,9 +714,9 @@ TEST(ApplySimLoad, ErrorsNameTheField) {
   EXPECT_EQ(st.msg_id(), "gpu.sim_load_json");
   // Unknown throttle bits are accepted by the names ThrottleReasonNames gives them.
   gpus = SimulatedSource(SimSpec{{{1, 1000, ""}}, ""}).Sample()->gpus;
-  ASSERT_TRUE(ApplySimLoad(R"({"gpus": [{"index": 0, "throttle_reason_names": ["bit20"]}]})", "/x",
-                           gpus)
-                  .ok());
+  ASSERT_TRUE(
+      ApplySimLoad(R"({"gpus": [{"index": 0, "throttle_reason_names": ["bit20"]}]})", "/x", gpus)
+          .ok());
   EXPECT_EQ(gpus[0].throttle_reasons, 1ULL << 20);
 }
 
@@ -692,12 +734,27 @@ TEST(InventoryJson, Fields) {
   EXPECT_EQ(j["note"], "");
   ASSERT_EQ(j["gpus"].size(), 2u);
   const Json& h = j["gpus"][1];
-  for (const char* key :
-       {"index", "uuid", "name", "pci_bus_id", "memory_total_bytes", "memory_used_bytes",
-        "utilization_gpu_pct", "utilization_mem_pct", "temperature_c", "sm_clock_mhz",
-        "sm_clock_max_mhz", "throttle_reasons", "throttle_reason_names", "ecc_enabled",
-        "ecc_uncorrected_errors", "mig_enabled", "persistence_mode", "power_w", "power_limit_w",
-        "processes", "error"}) {
+  for (const char* key : {"index",
+                          "uuid",
+                          "name",
+                          "pci_bus_id",
+                          "memory_total_bytes",
+                          "memory_used_bytes",
+                          "utilization_gpu_pct",
+                          "utilization_mem_pct",
+                          "temperature_c",
+                          "sm_clock_mhz",
+                          "sm_clock_max_mhz",
+                          "throttle_reasons",
+                          "throttle_reason_names",
+                          "ecc_enabled",
+                          "ecc_uncorrected_errors",
+                          "mig_enabled",
+                          "persistence_mode",
+                          "power_w",
+                          "power_limit_w",
+                          "processes",
+                          "error"}) {
     EXPECT_TRUE(h.contains(key)) << key;
   }
   EXPECT_EQ(h["uuid"], "GPU-bbbb-1111");

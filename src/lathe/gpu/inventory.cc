@@ -9,9 +9,15 @@ namespace lathe::gpu {
 namespace {
 
 constexpr std::array<std::string_view, 9> kThrottleBitNames = {
-    "gpu_idle",   "applications_clocks_setting", "sw_power_cap",
-    "hw_slowdown", "sync_boost",                 "sw_thermal",
-    "hw_thermal", "hw_power_brake",              "display_clock_setting",
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clock_setting",
 };
 
 // nlohmann has no std::optional support of its own; null stands for unknown.

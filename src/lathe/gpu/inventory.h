@@ -50,7 +50,7 @@ struct GpuInfo {
   std::optional<uint64_t> throttle_reasons;
   std::vector<std::string> throttle_reason_names;
 
-  std::optional<bool> ecc_enabled;                // current mode
+  std::optional<bool> ecc_enabled;                 // current mode
   std::optional<uint64_t> ecc_uncorrected_errors;  // volatile: since the driver loaded
   std::optional<bool> mig_enabled;                 // current mode
   std::optional<bool> persistence_mode;

@@ -39,8 +39,7 @@ void BindAll(void* lib, NvmlApi& api) {
   Bind(lib, "nvmlDeviceGetEccMode", api.device_get_ecc_mode);
   Bind(lib, "nvmlDeviceGetTotalEccErrors", api.device_get_total_ecc_errors);
   Bind(lib, "nvmlDeviceGetMigMode", api.device_get_mig_mode);
-  Bind(lib, "nvmlDeviceGetComputeRunningProcesses_v3",
-       api.device_get_compute_running_processes_v3);
+  Bind(lib, "nvmlDeviceGetComputeRunningProcesses_v3", api.device_get_compute_running_processes_v3);
   Bind(lib, "nvmlDeviceGetPersistenceMode", api.device_get_persistence_mode);
   Bind(lib, "nvmlDeviceGetPowerUsage", api.device_get_power_usage);
   Bind(lib, "nvmlDeviceGetEnforcedPowerLimit", api.device_get_enforced_power_limit);

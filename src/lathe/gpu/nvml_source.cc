@@ -56,12 +56,14 @@ Result<Inventory> NvmlSource::Sample() {
     inv.driver_version = FromBuffer(driver);
   }
   int cuda = 0;
-  if (Call(api_.system_get_cuda_driver_version_v2, &cuda)) inv.cuda_driver_version = CudaVersionText(cuda);
+  if (Call(api_.system_get_cuda_driver_version_v2, &cuda))
+    inv.cuda_driver_version = CudaVersionText(cuda);
 
   unsigned int count = 0;
   nvmlReturn_t rc = api_.device_get_count_v2(&count);
   if (rc != NVML_SUCCESS) {
-    return Status::Unavailable(fmt::format("nvmlDeviceGetCount failed: {}", NvmlErrorText(api_, rc)));
+    return Status::Unavailable(
+        fmt::format("nvmlDeviceGetCount failed: {}", NvmlErrorText(api_, rc)));
   }
   for (unsigned int i = 0; i < count; ++i) inv.gpus.push_back(SampleDevice(i));
   return inv;
@@ -122,7 +124,8 @@ void NvmlSource::ReadMemoryAndLoad(nvmlDevice_t dev, GpuInfo& g) const {
 
 void NvmlSource::ReadClocks(nvmlDevice_t dev, GpuInfo& g) const {
   unsigned int mhz = 0;
-  if (Call(api_.device_get_clock_info, dev, NVML_CLOCK_SM, &mhz)) g.sm_clock_mhz = static_cast<int>(mhz);
+  if (Call(api_.device_get_clock_info, dev, NVML_CLOCK_SM, &mhz))
+    g.sm_clock_mhz = static_cast<int>(mhz);
   if (Call(api_.device_get_max_clock_info, dev, NVML_CLOCK_SM, &mhz)) {
     g.sm_clock_max_mhz = static_cast<int>(mhz);
   }
@@ -156,7 +159,8 @@ void NvmlSource::ReadModes(nvmlDevice_t dev, GpuInfo& g) const {
 void NvmlSource::ReadPower(nvmlDevice_t dev, GpuInfo& g) const {
   unsigned int mw = 0;
   if (Call(api_.device_get_power_usage, dev, &mw)) g.power_w = mw / kMilliwattsPerWatt;
-  if (Call(api_.device_get_enforced_power_limit, dev, &mw)) g.power_limit_w = mw / kMilliwattsPerWatt;
+  if (Call(api_.device_get_enforced_power_limit, dev, &mw))
+    g.power_limit_w = mw / kMilliwattsPerWatt;
 }
 
 std::optional<std::vector<GpuProcess>> NvmlSource::ReadProcesses(nvmlDevice_t dev) const {
@@ -175,7 +179,8 @@ std::optional<std::vector<GpuProcess>> NvmlSource::ReadProcesses(nvmlDevice_t de
     for (unsigned int i = 0; i < count && i < buf.size(); ++i) {
       GpuProcess p;
       p.pid = static_cast<int>(buf[i].pid);
-      if (buf[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) p.used_memory_bytes = buf[i].usedGpuMemory;
+      if (buf[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE)
+        p.used_memory_bytes = buf[i].usedGpuMemory;
       out.push_back(p);
     }
     return out;

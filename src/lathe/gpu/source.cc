@@ -40,10 +40,10 @@ Result<std::unique_ptr<GpuSource>> OpenGpuSource(const std::string& spec) {
     ASSIGN_OR_RETURN(std::unique_ptr<SimulatedSource> sim, SimulatedSource::Create(spec));
     return std::unique_ptr<GpuSource>(std::move(sim));
   }
-  return Status::InvalidArgument(fmt::format(
-      "GPU source '{}' is not valid: use auto, nvml, none, sim:N or sim:NxSIZE[:MODEL] "
-      "(e.g. sim:4x24GB)",
-      spec));
+  return Status::InvalidArgument(
+      fmt::format("GPU source '{}' is not valid: use auto, nvml, none, sim:N or sim:NxSIZE[:MODEL] "
+                  "(e.g. sim:4x24GB)",
+                  spec));
 }
 
 }  // namespace lathe::gpu

@@ -81,7 +81,9 @@ std::string PercentEncode(std::string_view in) {
   return out;
 }
 
-std::string_view HttpRequest::Header(std::string_view name) const { return FindHeader(headers, name); }
+std::string_view HttpRequest::Header(std::string_view name) const {
+  return FindHeader(headers, name);
+}
 
 std::optional<std::string> HttpRequest::QueryParam(std::string_view name) const {
   std::string_view rest = query;

@@ -46,10 +46,10 @@ std::string PercentEncode(std::string_view in);
 std::vector<std::string> PathSegments(std::string_view path);
 
 struct HttpRequest {
-  std::string method;   // "GET", as sent (methods are case-sensitive)
-  std::string target;   // raw "/api/v1/runs?all=1"
-  std::string path;     // percent-decoded path without query: "/api/v1/runs"
-  std::string query;    // raw query string without '?'
+  std::string method;  // "GET", as sent (methods are case-sensitive)
+  std::string target;  // raw "/api/v1/runs?all=1"
+  std::string path;    // percent-decoded path without query: "/api/v1/runs"
+  std::string query;   // raw query string without '?'
   Headers headers;
   std::string body;
   std::optional<PeerCred> peer;  // SO_PEERCRED of a unix-socket client; nullopt for TCP
@@ -63,9 +63,9 @@ struct HttpRequest {
 };
 
 struct HttpResponse {
-  int status = 200;  // outside 100..999 is sent as 500
+  int status = 200;                               // outside 100..999 is sent as 500
   std::string content_type = "application/json";  // empty: no Content-Type header
-  Headers headers;   // extra headers; Content-Length/Transfer-Encoding are computed
+  Headers headers;  // extra headers; Content-Length/Transfer-Encoding are computed
   std::string body;
 };
 

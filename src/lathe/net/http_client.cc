@@ -63,7 +63,8 @@ void SetTimeouts(int fd, int timeout_ms) {
 
 Status ErrorStatus(const error_code& ec, std::string_view what) {
   std::string msg = std::string(what) + ": " + ec.message();
-  if (ec == asio::error::would_block || ec == asio::error::try_again || ec == beast::error::timeout) {
+  if (ec == asio::error::would_block || ec == asio::error::try_again ||
+      ec == beast::error::timeout) {
     return Status::DeadlineExceeded(msg);
   }
   return Status::Unavailable(msg);
@@ -115,9 +116,9 @@ Status HttpClient::Connect() {
   }
   if (ec) {
     conn_.reset();
-    return Status::Unavailable("connect " +
-                               (options_.unix_socket.empty() ? options_.base_url : options_.unix_socket) +
-                               ": " + ec.message());
+    return Status::Unavailable(
+        "connect " + (options_.unix_socket.empty() ? options_.base_url : options_.unix_socket) +
+        ": " + ec.message());
   }
   SetTimeouts(fd, options_.timeout_ms);
   return Status::OK();
@@ -198,7 +199,8 @@ Result<int> HttpClient::Stream(std::string_view method, std::string_view path_an
     if (!ec) bhttp::read_header(sock, conn_->buffer, parser, ec);
     if (!ec && on_header) {
       Headers h;
-      for (const auto& f : parser.get()) h.emplace_back(std::string(f.name_string()), std::string(f.value()));
+      for (const auto& f : parser.get())
+        h.emplace_back(std::string(f.name_string()), std::string(f.value()));
       on_header(static_cast<int>(parser.get().result_int()), h);
     }
     while (!ec && !parser.is_done()) {

@@ -18,11 +18,11 @@
 namespace lathe::net {
 
 struct ClientOptions {
-  std::string unix_socket;                     // if non-empty, connect through this unix socket
+  std::string unix_socket;                    // if non-empty, connect through this unix socket
   std::string base_url = "http://localhost";  // scheme://host:port for TCP (host ignored for unix)
-  std::string bearer_token;                    // adds Authorization: Bearer <token> when non-empty
+  std::string bearer_token;                   // adds Authorization: Bearer <token> when non-empty
   int connect_timeout_ms = 2000;
-  int timeout_ms = 30000;                      // whole request; 0 = none (for streams)
+  int timeout_ms = 30000;  // whole request; 0 = none (for streams)
 };
 
 class HttpClient {

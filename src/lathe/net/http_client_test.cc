@@ -35,7 +35,8 @@ class HttpClientTest : public ::testing::Test {
       }
       if (req.path == "/missing") return r->Send(HttpResponse{404, "application/json", {}, "{}"});
       if (req.path == "/refused") {
-        return r->Send(HttpResponse{400, "application/json", {{"X-Why", "bad"}}, R"({"error":"no"})"});
+        return r->Send(
+            HttpResponse{400, "application/json", {{"X-Why", "bad"}}, R"({"error":"no"})"});
       }
       if (req.path == "/stream") {
         auto s = r->StartStream(200, "text/plain");
@@ -153,9 +154,8 @@ TEST_F(HttpClientTest, StreamOfAPlainAnswerGivesItsStatusHeadersAndBody) {
 
 TEST_F(HttpClientTest, ExceptionInStreamCallbackBecomesAStatus) {
   HttpClient client(Options());
-  auto status = client.Stream("GET", "/stream", [](std::string_view) -> bool {
-    throw std::runtime_error("bad consumer");
-  });
+  auto status = client.Stream(
+      "GET", "/stream", [](std::string_view) -> bool { throw std::runtime_error("bad consumer"); });
   EXPECT_EQ(status.status().code(), Code::kInternal);
 }
 

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -35,11 +36,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -61,13 +61,13 @@ using Clock = std::chrono::steady_clock;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Strand>;
 
-constexpr size_t kReadChunkBytes = 16 << 10;    // one idle read into the buffer
-constexpr size_t kLingerMaxBytes = 1 << 20;     // discarded after an error response
-constexpr int kLingerMs = 2000;                 // ... for at most this long
-constexpr size_t kMaxRejectingConnections = 64; // 503 answers in flight; beyond: plain close
-constexpr int kAcceptRetryMs = 100;             // after EMFILE and friends
-constexpr int kCloseSettleMs = 1000;            // Stop: wait for posted closes before ioc.stop()
-constexpr int kDefaultDrainMs = 5000;           // Stop from the destructor
+constexpr size_t kReadChunkBytes = 16 << 10;     // one idle read into the buffer
+constexpr size_t kLingerMaxBytes = 1 << 20;      // discarded after an error response
+constexpr int kLingerMs = 2000;                  // ... for at most this long
+constexpr size_t kMaxRejectingConnections = 64;  // 503 answers in flight; beyond: plain close
+constexpr int kAcceptRetryMs = 100;              // after EMFILE and friends
+constexpr int kCloseSettleMs = 1000;             // Stop: wait for posted closes before ioc.stop()
+constexpr int kDefaultDrainMs = 5000;            // Stop from the destructor
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 // The server's own answers (limits, timeouts, refusals) share the shape of
@@ -77,19 +77,25 @@ constexpr std::string_view kJson = "application/json";
 
 std::string_view ErrorBody(int status) {
   switch (status) {
-    case 400: return R"({"error":"bad request"})";
-    case 408: return R"({"error":"request header timeout"})";
-    case 413: return R"({"error":"request body too large"})";
-    case 431: return R"({"error":"request header too large"})";
-    case 503: return R"({"error":"too many connections"})";
-    default: return R"({"error":"internal error"})";
+    case 400:
+      return R"({"error":"bad request"})";
+    case 408:
+      return R"({"error":"request header timeout"})";
+    case 413:
+      return R"({"error":"request body too large"})";
+    case 431:
+      return R"({"error":"request header too large"})";
+    case 503:
+      return R"({"error":"too many connections"})";
+    default:
+      return R"({"error":"internal error"})";
   }
 }
 
 // Who a connection comes from, for the per-peer limits.
 struct PeerKey {
-  std::string key;     // "uid:1000", "addr:127.0.0.1"; "" for none
-  size_t limit = 0;    // connections allowed under this key; 0 = no limit
+  std::string key;        // "uid:1000", "addr:127.0.0.1"; "" for none
+  size_t limit = 0;       // connections allowed under this key; 0 = no limit
   bool reserved = false;  // may use the reserve beyond max_connections
 };
 
@@ -267,12 +273,12 @@ class Core {
  private:
   mutable std::mutex mu_;
   std::condition_variable empty_cv_;
-  bool stopped_ = false;                                                  // guarded by mu_
+  bool stopped_ = false;                                                     // guarded by mu_
   std::unordered_map<SessionBase*, std::shared_ptr<SessionBase>> sessions_;  // guarded by mu_
-  std::vector<std::weak_ptr<StreamState>> streams_;                       // guarded by mu_
-  size_t streams_cap_ = 16;                                               // guarded by mu_
-  size_t served_ = 0;                                                     // guarded by mu_
-  size_t rejecting_ = 0;                                                  // guarded by mu_
+  std::vector<std::weak_ptr<StreamState>> streams_;                          // guarded by mu_
+  size_t streams_cap_ = 16;                                                  // guarded by mu_
+  size_t served_ = 0;                                                        // guarded by mu_
+  size_t rejecting_ = 0;                                                     // guarded by mu_
   std::unordered_map<std::string, size_t> per_peer_;  // served, by PeerKey::key; guarded by mu_
 };
 
@@ -291,9 +297,8 @@ class StreamImpl final : public ResponseStream {
     if (data.empty()) return true;
     uint64_t ticket = ++issued_;
     std::string copy(data);
-    bool posted = core_->WithSession(session_, [&](SessionBase& s) {
-      s.PostChunk(st_, std::move(copy), ticket, false);
-    });
+    bool posted = core_->WithSession(
+        session_, [&](SessionBase& s) { s.PostChunk(st_, std::move(copy), ticket, false); });
     if (!posted) {
       st_->MarkGone();
       return false;
@@ -458,7 +463,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   bool RunningHere() const override { return strand_.running_in_this_thread(); }
 
-  void RespondHere(uint64_t seq, HttpResponse response) override { OnResponse(seq, std::move(response)); }
+  void RespondHere(uint64_t seq, HttpResponse response) override {
+    OnResponse(seq, std::move(response));
+  }
 
   void PostResponse(uint64_t seq, HttpResponse response) override {
     asio::post(strand_, [self = Self(), seq, r = std::move(response)]() mutable {
@@ -491,8 +498,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void CloseNow() override { Close(); }
 
  private:
-  enum class State { kIdle, kReadingHeader, kReadingBody, kHandling, kWriting, kStreaming,
-                     kClosing, kClosed };
+  enum class State {
+    kIdle,
+    kReadingHeader,
+    kReadingBody,
+    kHandling,
+    kWriting,
+    kStreaming,
+    kClosing,
+    kClosed
+  };
   struct Chunk {
     std::string data;
     uint64_t ticket = 0;  // 0: written from an I/O thread, nobody waits
@@ -537,8 +552,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void ReadRequest() {
     if (core_->draining) return Close();
     parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(options_.max_header_bytes,
-                                                                 UINT32_MAX)));
+    parser_->header_limit(
+        static_cast<uint32_t>(std::min<size_t>(options_.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(options_.max_body_bytes);
     if (buffer_.size() > 0) {  // pipelined: the next request is already here
       SetDeadline(options_.header_timeout_ms);
@@ -863,7 +878,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   Timer timer_;
   const std::string remote_;
   const std::optional<PeerCred> peer_;
-  const std::string peer_key_;    // counted under this key while served (PeerKey)
+  const std::string peer_key_;     // counted under this key while served (PeerKey)
   const std::string_view reject_;  // non-empty: its one request gets this 503 body
 
   // Strand-only state.
@@ -910,7 +925,8 @@ std::string DescribePeer(const asio::ip::tcp::socket::rebind_executor<Strand>::o
   return ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-std::string DescribePeer(const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&) {
+std::string DescribePeer(
+    const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&) {
   return "unix";
 }
 
@@ -920,7 +936,8 @@ std::optional<PeerCred> PeerOf(asio::ip::tcp::socket::rebind_executor<Strand>::o
   return std::nullopt;
 }
 
-std::optional<PeerCred> PeerOf(asio::local::stream_protocol::socket::rebind_executor<Strand>::other& s) {
+std::optional<PeerCred> PeerOf(
+    asio::local::stream_protocol::socket::rebind_executor<Strand>::other& s) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
@@ -944,8 +961,8 @@ PeerKey KeyOf(const asio::ip::tcp::socket::rebind_executor<Strand>::other& s,
 PeerKey KeyOf(const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&,
               const std::optional<PeerCred>& peer, const ServerOptions& o) {
   if (!peer) return PeerKey{"uid:?", o.max_connections_per_uid, false};
-  bool reserved = std::find(o.reserved_uids.begin(), o.reserved_uids.end(), peer->uid) !=
-                  o.reserved_uids.end();
+  bool reserved =
+      std::find(o.reserved_uids.begin(), o.reserved_uids.end(), peer->uid) != o.reserved_uids.end();
   return PeerKey{"uid:" + std::to_string(peer->uid), o.max_connections_per_uid, reserved};
 }
 
@@ -954,21 +971,24 @@ constexpr std::string_view kTooManyFromAddress =
     R"({"error":"too many connections from this address"})";
 
 template <typename Protocol>
-class Listener final : public ListenerBase, public std::enable_shared_from_this<Listener<Protocol>> {
+class Listener final : public ListenerBase,
+                       public std::enable_shared_from_this<Listener<Protocol>> {
  public:
   using Acceptor = typename Protocol::acceptor::template rebind_executor<Strand>::other;
   using Socket = typename Session<Protocol>::Socket;
 
   Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor)
-      : ioc_(ioc), core_(std::move(core)), acceptor_(std::move(acceptor)),
+      : ioc_(ioc),
+        core_(std::move(core)),
+        acceptor_(std::move(acceptor)),
         retry_(acceptor_.get_executor()) {}
 
   void Accept() override {
     Strand strand = asio::make_strand(ioc_);
-    acceptor_.async_accept(strand, [self = this->shared_from_this(), strand](
-                                       error_code ec, Socket socket) mutable {
-      self->OnAccept(ec, std::move(socket), std::move(strand));
-    });
+    acceptor_.async_accept(
+        strand, [self = this->shared_from_this(), strand](error_code ec, Socket socket) mutable {
+          self->OnAccept(ec, std::move(socket), std::move(strand));
+        });
   }
 
   void Close() override {
@@ -1008,9 +1028,9 @@ class Listener final : public ListenerBase, public std::enable_shared_from_this<
     if (admission == Core::Admission::kRejectPeer) {
       reject = std::is_same_v<Protocol, asio::ip::tcp> ? kTooManyFromAddress : kTooManyFromUser;
     }
-    auto session = std::make_shared<Session<Protocol>>(core_, std::move(socket), std::move(strand),
-                                                       std::move(remote), peer, std::move(key),
-                                                       reject);
+    auto session =
+        std::make_shared<Session<Protocol>>(core_, std::move(socket), std::move(strand),
+                                            std::move(remote), peer, std::move(key), reject);
     core_->Register(session);
     session->Start();
   }
@@ -1050,7 +1070,7 @@ bool UnixSocketIsLive(const std::string& path) {
 
 // Removes a stale socket file at `path`, or says why it must stay.
 Status ClearUnixPath(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     return errno == ENOENT ? Status::OK() : ErrnoStatus("stat " + path, errno);
   }
@@ -1078,9 +1098,11 @@ class ServerImpl final : public HttpServer {
 
   Result<int> ListenTcp(const std::string& host, int port) override {
     if (stop_called_) return Status::FailedPrecondition("http server stopped");
-    if (port < 0 || port > 65535) return Status::InvalidArgument("port out of range: " + std::to_string(port));
+    if (port < 0 || port > 65535)
+      return Status::InvalidArgument("port out of range: " + std::to_string(port));
     error_code ec;
-    auto addr = asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
+    auto addr =
+        asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
     if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
     asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
     Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
@@ -1098,8 +1120,8 @@ class ServerImpl final : public HttpServer {
     RETURN_IF_ERROR(ClearUnixPath(path));
     Listener<asio::local::stream_protocol>::Acceptor acceptor(asio::make_strand(ioc_));
     RETURN_IF_ERROR(BindUnix(acceptor, path, mode));
-    AddListener(std::make_shared<Listener<asio::local::stream_protocol>>(ioc_, core_,
-                                                                          std::move(acceptor)));
+    AddListener(
+        std::make_shared<Listener<asio::local::stream_protocol>>(ioc_, core_, std::move(acceptor)));
     return Status::OK();
   }
 
@@ -1138,7 +1160,8 @@ class ServerImpl final : public HttpServer {
     acceptor.open(ep.protocol(), ec);
     if (!ec && reuse_address) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(ep, ec);
-    if (ec == asio::error::address_in_use) return Status::AlreadyExists(std::string(what) + " is in use");
+    if (ec == asio::error::address_in_use)
+      return Status::AlreadyExists(std::string(what) + " is in use");
     if (ec) return Status::IoError("bind " + std::string(what) + ": " + ec.message());
     return Status::OK();
   }
@@ -1169,7 +1192,7 @@ class ServerImpl final : public HttpServer {
       ::unlink(path.c_str());
       return st;
     }
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) == 0) unix_paths_.push_back(UnixPath{path, st.st_dev, st.st_ino});
     return Listen(acceptor, path);
   }
@@ -1207,7 +1230,7 @@ class ServerImpl final : public HttpServer {
   // the path since).
   void RemoveUnixPaths() {
     for (const auto& p : unix_paths_) {
-      struct stat st{};
+      struct stat st {};
       if (::lstat(p.path.c_str(), &st) == 0 && st.st_dev == p.dev && st.st_ino == p.ino) {
         ::unlink(p.path.c_str());
       }
@@ -1232,11 +1255,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options, Ha
   if (!handler) return Status::InvalidArgument("http server needs a handler");
   if (options.io_threads < 1) return Status::InvalidArgument("io_threads must be at least 1");
   if (options.first_request_timeout_ms <= 0 || options.header_timeout_ms <= 0 ||
-      options.body_timeout_ms <= 0 ||
-      options.idle_timeout_ms <= 0 || options.write_timeout_ms <= 0) {
+      options.body_timeout_ms <= 0 || options.idle_timeout_ms <= 0 ||
+      options.write_timeout_ms <= 0) {
     return Status::InvalidArgument("http server timeouts must be positive (milliseconds)");
   }
-  if (options.max_connections == 0) return Status::InvalidArgument("max_connections must be positive");
+  if (options.max_connections == 0)
+    return Status::InvalidArgument("max_connections must be positive");
   try {
     return std::unique_ptr<HttpServer>(new ServerImpl(std::move(options), std::move(handler)));
   } catch (const std::exception& e) {  // io_context creation (epoll, eventfd) can fail

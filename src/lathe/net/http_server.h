@@ -35,24 +35,24 @@ namespace lathe::net {
 using Handler = std::function<void(HttpRequest request, std::unique_ptr<Responder> responder)>;
 
 struct ServerOptions {
-  int io_threads = 2;                // threads running the I/O loop (handlers run on them)
-  size_t max_body_bytes = 64 << 20;  // larger bodies get 413 and the connection is closed
-  size_t max_header_bytes = 64 << 10;  // larger request line + headers get 431, closed
+  int io_threads = 2;                   // threads running the I/O loop (handlers run on them)
+  size_t max_body_bytes = 64 << 20;     // larger bodies get 413 and the connection is closed
+  size_t max_header_bytes = 64 << 10;   // larger request line + headers get 431, closed
   int first_request_timeout_ms = 5000;  // a new connection's first request header must be
                                         // complete this long after the accept, else it is
                                         // closed (408 if part of it came)
-  int header_timeout_ms = 10000;     // to receive a later request's complete header (from
-                                     // its first byte on keep-alive connections), else 408
-  int body_timeout_ms = 60000;       // to receive the body once the header is in, else close
-  int idle_timeout_ms = 60000;       // keep-alive connection with no request is closed after
-                                     // this; a streamed response is never idle
-  int write_timeout_ms = 60000;      // to hand one response (or one stream chunk) to a slow client
+  int header_timeout_ms = 10000;        // to receive a later request's complete header (from
+                                        // its first byte on keep-alive connections), else 408
+  int body_timeout_ms = 60000;          // to receive the body once the header is in, else close
+  int idle_timeout_ms = 60000;          // keep-alive connection with no request is closed after
+                                        // this; a streamed response is never idle
+  int write_timeout_ms = 60000;  // to hand one response (or one stream chunk) to a slow client
   // Connection limits. A connection over one of them is answered 503
   // ("too many connections", or "... from this user" / "... from this
   // address" for the per-peer limits) and closed.
-  size_t max_connections = 1024;          // open connections in all
-  size_t max_connections_per_uid = 0;     // unix-socket connections of one peer uid
-                                          // (SO_PEERCRED); 0 = no such limit
+  size_t max_connections = 1024;           // open connections in all
+  size_t max_connections_per_uid = 0;      // unix-socket connections of one peer uid
+                                           // (SO_PEERCRED); 0 = no such limit
   size_t max_connections_per_address = 0;  // TCP connections from one client IP address;
                                            // 0 = no such limit
   // Unix-socket peers with these uids (root, the server's own user) have no

@@ -1,12 +1,12 @@
 #include "lathe/net/http_server.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <grp.h>
-#include <signal.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,7 +144,8 @@ void ExpectJsonError(const testing::RawResponse& res) {
 }
 
 std::string Get(std::string_view path, std::string_view extra_headers = "") {
-  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n" + std::string(extra_headers) + "\r\n";
+  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n" + std::string(extra_headers) +
+         "\r\n";
 }
 
 TEST(HttpServer, CreateRejectsBadOptions) {
@@ -182,13 +183,16 @@ TEST(HttpServer, KeepAliveServesTwoRequestsOnOneConnection) {
   std::mutex mu;
   std::vector<std::string> remotes;
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      remotes.push_back(req.remote);
-    }
-    r->Send(Text(200, req.path));
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest req, std::unique_ptr<Responder> r) {
+        {
+          std::lock_guard<std::mutex> l(mu);
+          remotes.push_back(req.remote);
+        }
+        r->Send(Text(200, req.path));
+      },
+      &port);
   RawConn conn = RawConn::Tcp(port);
   ASSERT_TRUE(conn.connected());
   for (std::string path : {"/one", "/two"}) {
@@ -208,16 +212,19 @@ TEST(HttpServer, KeepAliveServesTwoRequestsOnOneConnection) {
 TEST(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
   Workers workers;
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
-    if (req.path == "/slow") {
-      workers.Spawn([r = std::move(r)]() mutable {
-        std::this_thread::sleep_for(100ms);
-        r->Send(Text(200, "slow"));
-      });
-      return;
-    }
-    r->Send(Text(200, "fast"));
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest req, std::unique_ptr<Responder> r) {
+        if (req.path == "/slow") {
+          workers.Spawn([r = std::move(r)]() mutable {
+            std::this_thread::sleep_for(100ms);
+            r->Send(Text(200, "slow"));
+          });
+          return;
+        }
+        r->Send(Text(200, "fast"));
+      },
+      &port);
   RawConn conn = RawConn::Tcp(port);
   ASSERT_TRUE(conn.Send(Get("/slow") + Get("/fast") + Get("/slow")));
   for (std::string want : {"slow", "fast", "slow"}) {
@@ -257,8 +264,10 @@ TEST(HttpServer, OversizedBodyGets413) {
   // Chunked: the limit is only known to be crossed while reading.
   RawConn chunked = RawConn::Tcp(port);
   std::string chunk(800, 'c');
-  ASSERT_TRUE(chunked.Send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                           "320\r\n" + chunk + "\r\n320\r\n" + chunk + "\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      chunked.Send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "320\r\n" +
+                   chunk + "\r\n320\r\n" + chunk + "\r\n0\r\n\r\n"));
   auto res2 = chunked.ReadResponse();
   ASSERT_TRUE(res2.has_value());
   EXPECT_EQ(res2->status, 413);
@@ -347,7 +356,8 @@ TEST(HttpServer, Expect100ContinueGetsInterimResponse) {
   int port = 0;
   auto server = StartTcp({}, EchoHandler(), &port);
   RawConn conn = RawConn::Tcp(port);
-  ASSERT_TRUE(conn.Send("POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(conn.Send(
+      "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
   auto interim = conn.ReadResponse(20000, /*keep_interim=*/true);
   ASSERT_TRUE(interim.has_value());
   EXPECT_EQ(interim->status, 100);
@@ -361,14 +371,17 @@ TEST(HttpServer, ResponderCompletesFromAnotherThreadAfterHandlerReturned) {
   Workers workers;
   std::atomic<bool> handler_returned{false};
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
-    workers.Spawn([&, r = std::move(r)]() mutable {
-      while (!handler_returned) std::this_thread::sleep_for(1ms);
-      std::this_thread::sleep_for(50ms);
-      r->Send(Text(201, "late"));
-    });
-    handler_returned = true;
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest req, std::unique_ptr<Responder> r) {
+        workers.Spawn([&, r = std::move(r)]() mutable {
+          while (!handler_returned) std::this_thread::sleep_for(1ms);
+          std::this_thread::sleep_for(50ms);
+          r->Send(Text(201, "late"));
+        });
+        handler_returned = true;
+      },
+      &port);
   auto res = TcpClient(port).Request("GET", "/async");
   ASSERT_TRUE(res.ok()) << res.status().ToString();
   EXPECT_EQ(res->status, 201);
@@ -377,10 +390,13 @@ TEST(HttpServer, ResponderCompletesFromAnotherThreadAfterHandlerReturned) {
 
 TEST(HttpServer, DroppedResponderOrThrowingHandlerGives500) {
   int port = 0;
-  auto server = StartTcp({}, [](HttpRequest req, std::unique_ptr<Responder> r) {
-    if (req.path == "/throw") throw std::runtime_error("boom");
-    // "/drop": r goes out of scope unanswered.
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [](HttpRequest req, std::unique_ptr<Responder> r) {
+        if (req.path == "/throw") throw std::runtime_error("boom");
+        // "/drop": r goes out of scope unanswered.
+      },
+      &port);
   HttpClient client = TcpClient(port);
   for (const char* path : {"/drop", "/throw", "/drop"}) {  // the connection stays usable
     auto res = client.Request("GET", path);
@@ -392,9 +408,12 @@ TEST(HttpServer, DroppedResponderOrThrowingHandlerGives500) {
 
 TEST(HttpServer, NoContentHasNoBody) {
   int port = 0;
-  auto server = StartTcp({}, [](HttpRequest, std::unique_ptr<Responder> r) {
-    r->Send(HttpResponse{204, "", {}, "ignored"});
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [](HttpRequest, std::unique_ptr<Responder> r) {
+        r->Send(HttpResponse{204, "", {}, "ignored"});
+      },
+      &port);
   RawConn conn = RawConn::Tcp(port);
   ASSERT_TRUE(conn.Send(Get("/a") + Get("/b")));
   for (int i = 0; i < 2; ++i) {
@@ -409,18 +428,21 @@ TEST(HttpServer, StreamDeliversChunksAsTheyAreWritten) {
   Workers workers;
   Event got_first;
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest, std::unique_ptr<Responder> r) {
-    workers.Spawn([&, r = std::move(r)]() mutable {
-      auto stream = r->StartStream(200, "text/event-stream");
-      EXPECT_TRUE(stream->Write("data: 1\n\n"));
-      // The second chunk waits until the client has seen the first: proves the
-      // first was not buffered until the end.
-      EXPECT_TRUE(got_first.Wait());
-      EXPECT_TRUE(stream->Write("data: 2\n\n"));
-      stream->Close();
-      EXPECT_FALSE(stream->Write("late"));
-    });
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest, std::unique_ptr<Responder> r) {
+        workers.Spawn([&, r = std::move(r)]() mutable {
+          auto stream = r->StartStream(200, "text/event-stream");
+          EXPECT_TRUE(stream->Write("data: 1\n\n"));
+          // The second chunk waits until the client has seen the first: proves the
+          // first was not buffered until the end.
+          EXPECT_TRUE(got_first.Wait());
+          EXPECT_TRUE(stream->Write("data: 2\n\n"));
+          stream->Close();
+          EXPECT_FALSE(stream->Write("late"));
+        });
+      },
+      &port);
   std::vector<std::string> seen;
   std::string all;
   auto status = TcpClient(port).Stream("GET", "/events", [&](std::string_view data) {
@@ -438,17 +460,20 @@ TEST(HttpServer, StreamWriteFailsAfterClientDisconnects) {
   Event writer_done;
   std::atomic<bool> saw_gone{false};
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest, std::unique_ptr<Responder> r) {
-    workers.Spawn([&, r = std::move(r)]() mutable {
-      auto stream = r->StartStream(200, "text/event-stream");
-      auto deadline = std::chrono::steady_clock::now() + kWait;
-      while (std::chrono::steady_clock::now() < deadline && stream->Write("tick\n")) {
-        std::this_thread::sleep_for(5ms);
-      }
-      saw_gone = stream->ClientGone();
-      writer_done.Notify();
-    });
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest, std::unique_ptr<Responder> r) {
+        workers.Spawn([&, r = std::move(r)]() mutable {
+          auto stream = r->StartStream(200, "text/event-stream");
+          auto deadline = std::chrono::steady_clock::now() + kWait;
+          while (std::chrono::steady_clock::now() < deadline && stream->Write("tick\n")) {
+            std::this_thread::sleep_for(5ms);
+          }
+          saw_gone = stream->ClientGone();
+          writer_done.Notify();
+        });
+      },
+      &port);
   int chunks = 0;
   auto status = TcpClient(port).Stream("GET", "/ticks", [&](std::string_view) {
     return ++chunks < 3;  // hang up after a few chunks
@@ -461,10 +486,13 @@ TEST(HttpServer, StreamWriteFailsAfterClientDisconnects) {
 
 TEST(HttpServer, StreamWrittenInsideTheHandlerDoesNotBlock) {
   int port = 0;
-  auto server = StartTcp({}, [](HttpRequest, std::unique_ptr<Responder> r) {
-    auto stream = r->StartStream(200, "text/plain", {{"X-Kind", "inline"}});
-    for (int i = 0; i < 3; ++i) EXPECT_TRUE(stream->Write("line" + std::to_string(i) + "\n"));
-  }, &port);  // destroying `stream` ends the response
+  auto server = StartTcp(
+      {},
+      [](HttpRequest, std::unique_ptr<Responder> r) {
+        auto stream = r->StartStream(200, "text/plain", {{"X-Kind", "inline"}});
+        for (int i = 0; i < 3; ++i) EXPECT_TRUE(stream->Write("line" + std::to_string(i) + "\n"));
+      },
+      &port);  // destroying `stream` ends the response
   RawConn conn = RawConn::Tcp(port);
   ASSERT_TRUE(conn.Send(Get("/inline") + Get("/inline")));  // keep-alive after a stream
   for (int i = 0; i < 2; ++i) {
@@ -487,7 +515,7 @@ TEST(HttpServer, UnixSocketReportsPeerCredentials) {
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->ListenUnix(path, 0600).ok());
   ASSERT_TRUE((*server)->Start().ok());
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -766,14 +794,18 @@ TEST(HttpServer, GracefulStopFinishesInFlightRequest) {
   Workers workers;
   Event in_handler;
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest, std::unique_ptr<Responder> r) {
-    workers.Spawn([&, r = std::move(r)]() mutable {
-      in_handler.Notify();
-      std::this_thread::sleep_for(300ms);
-      r->Send(Text(200, "finished"));
-    });
-  }, &port);
-  auto pending = std::async(std::launch::async, [port] { return TcpClient(port).Request("GET", "/slow"); });
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest, std::unique_ptr<Responder> r) {
+        workers.Spawn([&, r = std::move(r)]() mutable {
+          in_handler.Notify();
+          std::this_thread::sleep_for(300ms);
+          r->Send(Text(200, "finished"));
+        });
+      },
+      &port);
+  auto pending =
+      std::async(std::launch::async, [port] { return TcpClient(port).Request("GET", "/slow"); });
   ASSERT_TRUE(in_handler.Wait());
   server->Stop(20000);
   auto res = pending.get();
@@ -790,18 +822,21 @@ TEST(HttpServer, StopDoesNotHangOnAStreamWriterOrALateResponder) {
   std::mutex mu;
   std::atomic<bool> write_failed{false};
   int port = 0;
-  auto server = StartTcp({}, [&](HttpRequest req, std::unique_ptr<Responder> r) {
-    if (req.path == "/park") {
-      std::lock_guard<std::mutex> l(mu);
-      parked = std::move(r);
-      return;
-    }
-    workers.Spawn([&, r = std::move(r)]() mutable {
-      auto stream = r->StartStream(200, "text/event-stream");
-      while (stream->Write("x")) streaming.Notify();
-      write_failed = true;
-    });
-  }, &port);
+  auto server = StartTcp(
+      {},
+      [&](HttpRequest req, std::unique_ptr<Responder> r) {
+        if (req.path == "/park") {
+          std::lock_guard<std::mutex> l(mu);
+          parked = std::move(r);
+          return;
+        }
+        workers.Spawn([&, r = std::move(r)]() mutable {
+          auto stream = r->StartStream(200, "text/event-stream");
+          while (stream->Write("x")) streaming.Notify();
+          write_failed = true;
+        });
+      },
+      &port);
   auto reader = std::async(std::launch::async, [port] {
     return TcpClient(port).Stream("GET", "/stream", [](std::string_view) { return true; });
   });
@@ -822,7 +857,6 @@ TEST(HttpServer, StopDoesNotHangOnAStreamWriterOrALateResponder) {
   parked->Send(Text(200, "nobody listens"));  // must not crash
   parked.reset();
 }
-
 
 }  // namespace
 }  // namespace lathe::net

@@ -20,7 +20,8 @@ bool SplitPath(std::string_view path, std::string_view* out, size_t max, size_t*
 }
 
 Status BadPattern(std::string_view pattern, std::string_view why) {
-  return Status::InvalidArgument("route pattern '" + std::string(pattern) + "': " + std::string(why));
+  return Status::InvalidArgument("route pattern '" + std::string(pattern) +
+                                 "': " + std::string(why));
 }
 
 }  // namespace
@@ -37,7 +38,8 @@ Result<size_t> RouteTable::Add(std::string_view method, std::string_view pattern
   if (pattern.empty() || pattern[0] != '/') return BadPattern(pattern, "must start with '/'");
   std::array<std::string_view, kMaxSegments> parts;
   size_t n = 0;
-  if (!SplitPath(pattern, parts.data(), parts.size(), &n)) return BadPattern(pattern, "too many segments");
+  if (!SplitPath(pattern, parts.data(), parts.size(), &n))
+    return BadPattern(pattern, "too many segments");
   Route r{std::string(method), std::string(pattern), {}};
   size_t params = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -62,13 +64,15 @@ Result<size_t> RouteTable::Add(std::string_view method, std::string_view pattern
     r.segments.push_back(std::move(seg));
   }
   for (const auto& other : routes_) {
-    if (other.method == r.method && other.pattern == r.pattern) return BadPattern(pattern, "added twice");
+    if (other.method == r.method && other.pattern == r.pattern)
+      return BadPattern(pattern, "added twice");
   }
   routes_.push_back(std::move(r));
   return routes_.size() - 1;
 }
 
-bool RouteTable::MatchSegments(const Route& r, const std::string_view* segs, size_t n, PathParams* params) {
+bool RouteTable::MatchSegments(const Route& r, const std::string_view* segs, size_t n,
+                               PathParams* params) {
   if (r.segments.size() != n) return false;
   params->size_ = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -84,7 +88,8 @@ bool RouteTable::MatchSegments(const Route& r, const std::string_view* segs, siz
       return false;
     }
     params->names_[params->size_] = seg.param;
-    params->values_[params->size_] = s.substr(seg.prefix.size(), s.size() - seg.prefix.size() - seg.suffix.size());
+    params->values_[params->size_] =
+        s.substr(seg.prefix.size(), s.size() - seg.prefix.size() - seg.suffix.size());
     params->size_++;
   }
   return true;

@@ -59,9 +59,9 @@ class PathParams {
 struct RouteMatch {
   enum class Kind { kFound, kWrongMethod, kNotFound };
   Kind kind = Kind::kNotFound;
-  size_t route = 0;    // kFound: the route's index (the order of Add)
-  PathParams params;   // kFound
-  std::string allow;   // kWrongMethod: "GET, POST" (each method once, in the order added)
+  size_t route = 0;   // kFound: the route's index (the order of Add)
+  PathParams params;  // kFound
+  std::string allow;  // kWrongMethod: "GET, POST" (each method once, in the order added)
 };
 
 // The table itself, without handlers: patterns compiled into segments.
@@ -82,14 +82,15 @@ class RouteTable {
   struct Segment {
     std::string prefix;  // the literal, for a segment without a parameter
     std::string suffix;
-    std::string param;   // "" for a literal segment
+    std::string param;  // "" for a literal segment
   };
   struct Route {
     std::string method;
     std::string pattern;
     std::vector<Segment> segments;
   };
-  static bool MatchSegments(const Route& r, const std::string_view* segs, size_t n, PathParams* params);
+  static bool MatchSegments(const Route& r, const std::string_view* segs, size_t n,
+                            PathParams* params);
 
   std::vector<Route> routes_;
 };

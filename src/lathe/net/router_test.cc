@@ -26,7 +26,8 @@ Router<int> ApiLike() {
   return r;
 }
 
-int Found(const Router<int>& r, std::string_view method, std::string_view path, PathParams* params = nullptr) {
+int Found(const Router<int>& r, std::string_view method, std::string_view path,
+          PathParams* params = nullptr) {
   const int* h = nullptr;
   RouteMatch m = r.Find(method, path, &h);
   if (m.kind != Kind::kFound) return 0;
@@ -46,7 +47,8 @@ TEST(Router, MatchesMethodAndPathAndExtractsParams) {
   EXPECT_EQ(p.Get("model"), "");
   EXPECT_EQ(Found(r, "POST", "/api/v1/runs/resnet/stop", &p), 4);
   EXPECT_EQ(p.Get("run"), "resnet");
-  EXPECT_EQ(Found(r, "GET", "/api/v1/runs/a b/logs", &p), 5);  // the path is already percent-decoded
+  EXPECT_EQ(Found(r, "GET", "/api/v1/runs/a b/logs", &p),
+            5);  // the path is already percent-decoded
   EXPECT_EQ(p.Get("run"), "a b");
 }
 
@@ -69,8 +71,8 @@ TEST(Router, UnknownPathIsNotFound) {
   Router<int> r = ApiLike();
   static const int kSentinel = -1;
   const int* h = &kSentinel;  // Find must reset it
-  for (std::string_view path : {"/api/v1/nothing", "/api/v1/runs/x/y/z", "/api/v1", "/", "", "/api/v2/runs",
-                                "/api/v1/runs/x/stopp"}) {
+  for (std::string_view path : {"/api/v1/nothing", "/api/v1/runs/x/y/z", "/api/v1", "/", "",
+                                "/api/v2/runs", "/api/v1/runs/x/stopp"}) {
     RouteMatch m = r.Find("GET", path, &h);
     EXPECT_EQ(m.kind, Kind::kNotFound) << path;
     EXPECT_EQ(h, nullptr);
@@ -121,8 +123,8 @@ TEST(Router, TrailingSlashAndEmptySegmentsAreIgnored) {
 }
 
 TEST(Router, RefusesMalformedPatterns) {
-  for (std::string_view bad : {"", "api/v1", "/a/{", "/a/}", "/a/{}", "/a/{x}{y}", "/a/{x}-{y}",
-                               "/{a}/{b}/{c}/{d}/{e}"}) {
+  for (std::string_view bad :
+       {"", "api/v1", "/a/{", "/a/}", "/a/{}", "/a/{x}{y}", "/a/{x}-{y}", "/{a}/{b}/{c}/{d}/{e}"}) {
     Router<int> r;
     EXPECT_EQ(r.Add("GET", bad, 1).code(), Code::kInvalidArgument) << bad;
   }

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -220,11 +220,11 @@ Result<std::string> TryV2(const char* ctrl, const std::string& own_dir, const st
     Status st = WriteCgroupFile(Join(own_dir, "cgroup.subtree_control"), enable);
     if (!st.ok()) {
       // EBUSY: the no-internal-process rule; the daemon itself lives here.
-      return Status::FailedPrecondition(fmt::format(
-          "cannot enable it for the children of {} ({}); a cgroup v2 cgroup that holds "
-          "processes cannot pass controllers down: start the daemon in a cgroup whose "
-          "subtree_control already enables {} (systemd: Delegate=yes)",
-          own_dir, st.message(), ctrl));
+      return Status::FailedPrecondition(
+          fmt::format("cannot enable it for the children of {} ({}); a cgroup v2 cgroup that holds "
+                      "processes cannot pass controllers down: start the daemon in a cgroup whose "
+                      "subtree_control already enables {} (systemd: Delegate=yes)",
+                      own_dir, st.message(), ctrl));
     }
   }
   std::string base = Join(own_dir, group);
@@ -272,8 +272,8 @@ Found FindController(const char* ctrl, const std::vector<Mount>& mounts, const O
     break;
   }
   for (const Mount& m : mounts) {
-    if (m.fstype != "cgroup" || std::find(m.super_opts.begin(), m.super_opts.end(), ctrl) ==
-                                    m.super_opts.end()) {
+    if (m.fstype != "cgroup" ||
+        std::find(m.super_opts.begin(), m.super_opts.end(), ctrl) == m.super_opts.end()) {
       continue;
     }
     auto path = own.by_v1.find(ctrl);
@@ -322,10 +322,12 @@ Status ValidateLimits(const CgroupLimits& l) {
     return Status::InvalidArgument("memory limit must be more than 0 bytes");
   }
   if (l.cpus && !(*l.cpus > 0 && std::isfinite(*l.cpus))) {
-    return Status::InvalidArgument(fmt::format("cpu limit must be a number of CPUs above 0, not {}", *l.cpus));
+    return Status::InvalidArgument(
+        fmt::format("cpu limit must be a number of CPUs above 0, not {}", *l.cpus));
   }
   if (l.pids_max && *l.pids_max < 1) {
-    return Status::InvalidArgument(fmt::format("pids limit must be at least 1, not {}", *l.pids_max));
+    return Status::InvalidArgument(
+        fmt::format("pids limit must be at least 1, not {}", *l.pids_max));
   }
   return Status::OK();
 }
@@ -387,7 +389,8 @@ Status WriteMemory(const RunCgroup::Dir& d, const CgroupLimits& l) {
 
 Status WriteCpu(const RunCgroup::Dir& d, double cpus) {
   int64_t quota = std::max<int64_t>(kMinCpuQuotaUs, std::llround(cpus * kCpuPeriodUs));
-  if (d.v2) return WriteCgroupFile(Join(d.path, "cpu.max"), fmt::format("{} {}", quota, kCpuPeriodUs));
+  if (d.v2)
+    return WriteCgroupFile(Join(d.path, "cpu.max"), fmt::format("{} {}", quota, kCpuPeriodUs));
   RETURN_IF_ERROR(WriteCgroupFile(Join(d.path, "cpu.cfs_period_us"), std::to_string(kCpuPeriodUs)));
   return WriteCgroupFile(Join(d.path, "cpu.cfs_quota_us"), std::to_string(quota));
 }
@@ -439,8 +442,10 @@ Result<std::unique_ptr<RunCgroup>> RunCgroup::Create(const CgroupSupport& suppor
                                                      const std::string& run_id,
                                                      const CgroupLimits& limits) {
   if (!IsValidName(run_id)) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' cannot name a cgroup: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", run_id));
+    return Status::InvalidArgument(
+        fmt::format("'{}' cannot name a cgroup: use 1-63 letters, digits, '.', '_' or '-', "
+                    "starting with a letter or digit",
+                    run_id));
   }
   RETURN_IF_ERROR(ValidateLimits(limits));
   if (limits.memory_bytes && !support.memory) return Unavailable(support, "memory");
@@ -452,8 +457,8 @@ Result<std::unique_ptr<RunCgroup>> RunCgroup::Create(const CgroupSupport& suppor
   if (support.pids) Plan(dirs, support.pids_base, run_id, "pids");
   if (support.cpu && limits.cpus) Plan(dirs, support.cpu_base, run_id, "cpu");
   if (dirs.empty()) {
-    return Status::FailedPrecondition("neither the memory nor the pids cgroup controller is available: " +
-                                      support.note);
+    return Status::FailedPrecondition(
+        "neither the memory nor the pids cgroup controller is available: " + support.note);
   }
   std::unique_ptr<RunCgroup> cg(new RunCgroup(std::move(dirs)));
   for (const Dir& d : cg->dirs_) {
@@ -545,9 +550,9 @@ Status RunCgroup::WaitUntilEmpty() {
     std::vector<pid_t> pids = Pids();
     if (pids.empty()) return Status::OK();
     if (clock.MonotonicMs() >= deadline) {
-      return Status::DeadlineExceeded(fmt::format(
-          "processes {} of cgroup {} survived SIGKILL for {} ms (stuck in the kernel?)",
-          PidList(pids), dirs_.front().path, kKillDeadlineMs));
+      return Status::DeadlineExceeded(
+          fmt::format("processes {} of cgroup {} survived SIGKILL for {} ms (stuck in the kernel?)",
+                      PidList(pids), dirs_.front().path, kKillDeadlineMs));
     }
     for (pid_t pid : pids) {
       if (::kill(pid, SIGKILL) != 0 && errno != ESRCH) {
@@ -602,9 +607,9 @@ Status RunCgroup::Destroy() {
         if (clock.MonotonicMs() >= deadline) {
           std::set<pid_t> left;
           ReadProcs(dir, left);
-          return Status::FailedPrecondition(fmt::format(
-              "cgroup {} is busy: processes {} are still in it", dir,
-              PidList(std::vector<pid_t>(left.begin(), left.end()))));
+          return Status::FailedPrecondition(
+              fmt::format("cgroup {} is busy: processes {} are still in it", dir,
+                          PidList(std::vector<pid_t>(left.begin(), left.end()))));
         }
         clock.SleepMs(kPollMs);
       }

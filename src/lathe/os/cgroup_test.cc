@@ -73,14 +73,18 @@ TEST(DetectCgroupsFake, PureV1) {
          "3:cpu,cpuacct:/user.slice\n"
          "1:name=systemd:/user.slice/user-1000.slice/session-2.scope\n");
   // What the kernel would create in each new `lathe` directory.
-  t.File("/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-2.scope/lathe/memory.limit_in_bytes", "");
+  t.File(
+      "/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-2.scope/lathe/"
+      "memory.limit_in_bytes",
+      "");
   t.File("/sys/fs/cgroup/cpu,cpuacct/user.slice/lathe/cpu.cfs_quota_us", "-1");
   t.File("/sys/fs/cgroup/pids/user.slice/user-1000.slice/lathe/pids.max", "max");
 
   CgroupSupport s = DetectCgroups(t.Paths());
   EXPECT_EQ(s.mode, CgroupSupport::kV1);
   EXPECT_TRUE(s.memory && s.cpu && s.pids) << s.note;
-  EXPECT_EQ(s.memory_base, t.Abs("/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-2.scope/lathe"));
+  EXPECT_EQ(s.memory_base,
+            t.Abs("/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-2.scope/lathe"));
   EXPECT_EQ(s.cpu_base, t.Abs("/sys/fs/cgroup/cpu,cpuacct/user.slice/lathe"));
   EXPECT_EQ(s.pids_base, t.Abs("/sys/fs/cgroup/pids/user.slice/user-1000.slice/lathe"));
   EXPECT_EQ(s.note, "");
@@ -115,7 +119,8 @@ TEST(DetectCgroupsFake, V1MountOfASubtree) {
   EXPECT_TRUE(s.memory) << s.note;
   EXPECT_EQ(s.memory_base, t.Abs("/sys/fs/cgroup/mem ory/lathe"));
   EXPECT_FALSE(s.pids);
-  EXPECT_NE(s.note.find("pids: no cgroup hierarchy has this controller"), std::string::npos) << s.note;
+  EXPECT_NE(s.note.find("pids: no cgroup hierarchy has this controller"), std::string::npos)
+      << s.note;
 }
 
 constexpr const char* kV2Own = "/sys/fs/cgroup/system.slice/lathe.service";
@@ -265,8 +270,9 @@ TEST(RunCgroupFake, V1LimitsInOneDirPerController) {
   t.File("/pids/lathe/r2/pids.max", "");
   auto cg = RunCgroup::Create(s, "r2", {1000000000, 0.25, 7});
   ASSERT_TRUE(cg.ok()) << cg.status().ToString();
-  EXPECT_EQ((*cg)->dirs(), (std::vector<std::string>{t.Abs("/memory/lathe/r2"), t.Abs("/pids/lathe/r2"),
-                                                    t.Abs("/cpu/lathe/r2")}));
+  EXPECT_EQ((*cg)->dirs(),
+            (std::vector<std::string>{t.Abs("/memory/lathe/r2"), t.Abs("/pids/lathe/r2"),
+                                      t.Abs("/cpu/lathe/r2")}));
   EXPECT_EQ(t.Read("/memory/lathe/r2/memory.limit_in_bytes"), "1000000000");
   EXPECT_EQ(t.Read("/memory/lathe/r2/memory.memsw.limit_in_bytes"), "1000000000");
   EXPECT_EQ(t.Read("/cpu/lathe/r2/cpu.cfs_period_us"), "100000");
@@ -296,7 +302,8 @@ TEST(RunCgroupFake, NoLimitsStillCreatesMemoryAndPidsButNotCpu) {
   fs::create_directories(t.Abs("/pids/lathe"));
   auto cg = RunCgroup::Create(s, "r3", {});
   ASSERT_TRUE(cg.ok()) << cg.status().ToString();
-  EXPECT_EQ((*cg)->dirs(), (std::vector<std::string>{t.Abs("/memory/lathe/r3"), t.Abs("/pids/lathe/r3")}));
+  EXPECT_EQ((*cg)->dirs(),
+            (std::vector<std::string>{t.Abs("/memory/lathe/r3"), t.Abs("/pids/lathe/r3")}));
   EXPECT_TRUE(fs::is_directory(t.Abs("/pids/lathe/r3")));
   EXPECT_FALSE(fs::exists(t.Abs("/cpu/lathe/r3")));
   EXPECT_TRUE((*cg)->Destroy().ok());  // empty directories: rmdir works on a fake tree too
@@ -327,9 +334,12 @@ TEST(RunCgroupFake, RefusesWhatCannotBeDone) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(r.status().IsInvalidArgument()) << bad;
   }
-  EXPECT_TRUE(RunCgroup::Create(s, "r4", {0ull, std::nullopt, std::nullopt}).status().IsInvalidArgument());
-  EXPECT_TRUE(RunCgroup::Create(s, "r4", {std::nullopt, 0.0, std::nullopt}).status().IsInvalidArgument());
-  EXPECT_TRUE(RunCgroup::Create(s, "r4", {std::nullopt, std::nullopt, 0}).status().IsInvalidArgument());
+  EXPECT_TRUE(
+      RunCgroup::Create(s, "r4", {0ull, std::nullopt, std::nullopt}).status().IsInvalidArgument());
+  EXPECT_TRUE(
+      RunCgroup::Create(s, "r4", {std::nullopt, 0.0, std::nullopt}).status().IsInvalidArgument());
+  EXPECT_TRUE(
+      RunCgroup::Create(s, "r4", {std::nullopt, std::nullopt, 0}).status().IsInvalidArgument());
 
   CgroupSupport none;
   none.note = "memory: x\ncpu: y\npids: z";

@@ -71,7 +71,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   if (st.ok() && ::fchmod(fd, mode) != 0) st = ErrnoStatus("chmod " + tmp, errno);
   if (st.ok() && sync && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
   ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename " + path, errno);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = ErrnoStatus("rename " + path, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());  // nothing already stored is touched on failure
     return st;
@@ -84,7 +85,8 @@ Status MakeDirs(const std::string& path, unsigned mode) {
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || (path[i] == '/' && i > 0)) {
       cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + cur, errno);
+      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+        return ErrnoStatus("mkdir " + cur, errno);
     }
   }
   struct stat st;

@@ -20,8 +20,8 @@ Result<std::string> ReadFile(const std::string& path);
 Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes);
 
 enum class Durability {
-  kSync,     // survives power loss: fsync the file and the directory
-  kNoSync,   // survives a crash of any process, not power loss (no fsync)
+  kSync,    // survives power loss: fsync the file and the directory
+  kNoSync,  // survives a crash of any process, not power loss (no fsync)
 };
 
 // Replaces `path` with `data` so that a crash leaves either the old or the

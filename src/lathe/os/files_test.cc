@@ -48,7 +48,8 @@ TEST(Files, ReadUpToStopsOneBytePastTheLimit) {
   auto zero = ReadFileUpTo("/dev/zero", 100000);  // endless
   ASSERT_TRUE(zero.ok()) << zero.status().ToString();
   EXPECT_EQ(zero->size(), 100001u);
-  std::string p = std::filesystem::temp_directory_path() / ("lathe-upto-" + std::to_string(::getpid()));
+  std::string p =
+      std::filesystem::temp_directory_path() / ("lathe-upto-" + std::to_string(::getpid()));
   ASSERT_TRUE(WriteFileAtomic(p, "hello", 0644, Durability::kNoSync).ok());
   EXPECT_EQ(*ReadFileUpTo(p, 5), "hello");
   EXPECT_EQ(*ReadFileUpTo(p, 3), "hell");
@@ -99,7 +100,8 @@ TEST(Files, ChownTreeReachesEveryEntryButNotLinkTargets) {
   ASSERT_TRUE(WriteFileAtomic(dir + "/x/y/f", "f").ok());
   ASSERT_EQ(::symlink(outside.c_str(), (dir + "/x/link").c_str()), 0);
   ASSERT_TRUE(ChownTree(dir, 65534, 65534).ok());
-  for (const char* p : {"", "/x", "/x/y", "/x/y/f", "/x/link"}) EXPECT_EQ(OwnerOf(dir + p), 65534u) << p;
+  for (const char* p : {"", "/x", "/x/y", "/x/y/f", "/x/link"})
+    EXPECT_EQ(OwnerOf(dir + p), 65534u) << p;
   EXPECT_EQ(OwnerOf(outside), 0u);
   RemoveAll(dir);
   RemoveAll(outside);

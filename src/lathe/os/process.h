@@ -35,8 +35,8 @@ Status SendSignal(pid_t pid, int signal);
 // Result of waitpid: exited with a code, or killed by a signal.
 struct ExitStatus {
   bool exited = false;
-  int code = 0;     // when exited
-  int signal = 0;   // when killed by a signal
+  int code = 0;    // when exited
+  int signal = 0;  // when killed by a signal
   bool core = false;
 };
 ExitStatus DecodeWaitStatus(int wstatus);

@@ -16,7 +16,9 @@ namespace lathe::os {
 class RandomAccessFile {
  public:
   RandomAccessFile() = default;  // not open: valid() is false
-  RandomAccessFile(RandomAccessFile&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  RandomAccessFile(RandomAccessFile&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) {
+    o.fd_ = -1;
+  }
   RandomAccessFile& operator=(RandomAccessFile&& o) noexcept;
   RandomAccessFile(const RandomAccessFile&) = delete;
   RandomAccessFile& operator=(const RandomAccessFile&) = delete;

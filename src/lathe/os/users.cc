@@ -118,7 +118,8 @@ Status AsUser(const FsIdentity& id, const std::function<Status()>& body) {
   }
   if (!SetThreadFsIdentity(own_uid, own_gid, own_groups)) {
     // A thread that cannot become itself again must not go on acting.
-    spdlog::critical("cannot restore this thread's file-system identity after acting as {}", id.name);
+    spdlog::critical("cannot restore this thread's file-system identity after acting as {}",
+                     id.name);
     std::abort();
   }
   return result;

@@ -74,7 +74,8 @@ TEST(Users, AsUserActsWithTheUsersIdentityThenGivesTheThreadItsOwnBack) {
         child_refused = g < 0 && errno == EACCES;
         if (g >= 0) ::close(g);
       }).join();
-      return child_refused ? Status::OK() : Status::Internal("a thread started inside read root's file");
+      return child_refused ? Status::OK()
+                           : Status::Internal("a thread started inside read root's file");
     });
     EXPECT_TRUE(st.ok()) << st.ToString();
     int f = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);  // root again

@@ -48,8 +48,8 @@ class LogRenderer {
     std::string text;
   };
   bool timestamps_;
-  std::string tail_;      // bytes after the last newline
-  Pending out_, err_;     // partial lines of stdout and stderr
+  std::string tail_;   // bytes after the last newline
+  Pending out_, err_;  // partial lines of stdout and stderr
 };
 
 // The whole of a log at once.

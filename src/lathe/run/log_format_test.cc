@@ -46,7 +46,8 @@ TEST(LogFormat, RendererJoinsPartialsPerStreamAndKeepsIncompleteTail) {
 TEST(LogFormat, ByteAtATimeEqualsWhole) {
   std::string text;
   for (int i = 0; i < 50; ++i) {
-    text += FormatLogRecord(i, i % 3 ? "stdout" : "stderr", i % 5 == 1, "piece" + std::to_string(i));
+    text +=
+        FormatLogRecord(i, i % 3 ? "stdout" : "stderr", i % 5 == 1, "piece" + std::to_string(i));
   }
   text += FormatLogRecord(99, "stdout", false, "end");
   text += FormatLogRecord(99, "stderr", false, "end");

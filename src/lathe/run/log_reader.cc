@@ -59,8 +59,9 @@ Result<std::optional<int64_t>> NumberParam(
   auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
   if (v->empty() || (*v)[0] == '-' || (*v)[0] == '+' || ec != std::errc() ||
       end != v->data() + v->size() || n < 0 || n > max) {
-    return Status::Msg(Code::kInvalidArgument, "logs.bad_number",
-                       {{"param", std::string(name)}, {"value", Shown(*v)}, {"max", std::to_string(max)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "logs.bad_number",
+        {{"param", std::string(name)}, {"value", Shown(*v)}, {"max", std::to_string(max)}});
   }
   return std::optional<int64_t>(n);
 }
@@ -78,7 +79,8 @@ Status CompileCheck(const std::string& pattern, std::unique_ptr<RE2>* out) {
 }
 
 Status ConflictStatus(std::string_view a, std::string_view b) {
-  return Status::Msg(Code::kInvalidArgument, "logs.conflict", {{"a", std::string(a)}, {"b", std::string(b)}});
+  return Status::Msg(Code::kInvalidArgument, "logs.conflict",
+                     {{"a", std::string(a)}, {"b", std::string(b)}});
 }
 
 // Where the last `n` lines begin, found by reading backwards in blocks.
@@ -212,7 +214,8 @@ class LogReader::Renderer {
   // and how many bytes of text were left out; false stops the Feed.
   using OnLine = std::function<bool(int64_t, std::string_view, std::string_view, uint64_t)>;
 
-  Renderer(uint64_t pos, int64_t line) : pos_(pos), lines_(line), quiet_pos_(pos), quiet_lines_(line) {}
+  Renderer(uint64_t pos, int64_t line)
+      : pos_(pos), lines_(line), quiet_pos_(pos), quiet_lines_(line) {}
 
   // False when on_line stopped it (the renderer is then spent).
   bool Feed(std::string_view b, const OnLine& on_line) {
@@ -328,8 +331,8 @@ class LogReader::Renderer {
   int64_t quiet_lines_;
 };
 
-Result<LogQuery> ParseLogQuery(const std::function<std::optional<std::string>(std::string_view)>& param,
-                               bool follow) {
+Result<LogQuery> ParseLogQuery(
+    const std::function<std::optional<std::string>(std::string_view)>& param, bool follow) {
   LogQuery q;
   auto ts = param("timestamps");
   q.timestamps = ts && (*ts == "1" || *ts == "true" || *ts == "yes");
@@ -341,8 +344,9 @@ Result<LogQuery> ParseLogQuery(const std::function<std::optional<std::string>(st
   if (follow && q.limit) return ConflictStatus("limit", "follow");
   q.grep = param("grep").value_or("");
   if (q.grep.size() > kMaxLogGrepBytes) {
-    return Status::Msg(Code::kInvalidArgument, "logs.grep_too_long",
-                       {{"size", std::to_string(q.grep.size())}, {"max", std::to_string(kMaxLogGrepBytes)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "logs.grep_too_long",
+        {{"size", std::to_string(q.grep.size())}, {"max", std::to_string(kMaxLogGrepBytes)}});
   }
   if (!q.grep.empty()) RETURN_IF_ERROR(CompileCheck(q.grep, nullptr));
   return q;
@@ -424,7 +428,8 @@ Status LogReader::PlanPage() {
     return true;
   };
   for (uint64_t pos = 0; pos < end_ && !next;) {
-    ASSIGN_OR_RETURN(size_t got, file_.ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), end_ - pos)));
+    ASSIGN_OR_RETURN(size_t got,
+                     file_.ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), end_ - pos)));
     if (got == 0) break;
     pos += got;
     if (!scout.Feed(std::string_view(buf.data(), got), on_line)) break;
@@ -451,7 +456,8 @@ Status LogReader::PlanTail() {
   }
   std::vector<char> buf(kLogBlockBytes);
   constexpr int64_t kMaxWindowLines = kMaxLogLines * 64;
-  for (int64_t window = std::max(n, kMinGrepWindowLines);; window = std::min(window * 2, kMaxWindowLines)) {
+  for (int64_t window = std::max(n, kMinGrepWindowLines);;
+       window = std::min(window * 2, kMaxWindowLines)) {
     ASSIGN_OR_RETURN(TailStart t, TailScanner(file_, end_, window).Scan());
     Renderer count(t.start, 0);
     int64_t skip = t.skip_lines, matches = 0;
@@ -464,7 +470,8 @@ Status LogReader::PlanTail() {
       return true;
     };
     for (uint64_t pos = t.start; pos < end_;) {
-      ASSIGN_OR_RETURN(size_t got, file_.ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), end_ - pos)));
+      ASSIGN_OR_RETURN(size_t got,
+                       file_.ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), end_ - pos)));
       if (got == 0) break;
       pos += got;
       count.Feed(std::string_view(buf.data(), got), on_line);
@@ -478,7 +485,8 @@ Status LogReader::PlanTail() {
   }
 }
 
-Result<bool> LogReader::Advance(uint64_t until, const std::function<bool(std::string_view)>& deliver) {
+Result<bool> LogReader::Advance(uint64_t until,
+                                const std::function<bool(std::string_view)>& deliver) {
   if (done_) return false;
   RETURN_IF_ERROR(EnsureOpen());
   if (!file_.valid()) return true;
@@ -507,7 +515,8 @@ Result<bool> LogReader::Advance(uint64_t until, const std::function<bool(std::st
   };
   while (renderer_->pos() < until) {
     uint64_t pos = renderer_->pos();
-    ASSIGN_OR_RETURN(size_t got, file_.ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), until - pos)));
+    ASSIGN_OR_RETURN(size_t got,
+                     file_.ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), until - pos)));
     if (got == 0) break;
     if (!renderer_->Feed(std::string_view(buf.data(), got), on_line)) {
       done_ = true;

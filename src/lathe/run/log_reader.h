@@ -36,13 +36,13 @@ class RE2;
 
 namespace lathe::run {
 
-constexpr size_t kLogBlockBytes = 64 * 1024;      // one read of the file
-constexpr size_t kLogChunkBytes = 64 * 1024;      // output handed to the sink at a time
-constexpr size_t kMaxLogLineBytes = 1 << 20;      // text kept of one line
-constexpr uint64_t kLogJoinGapBytes = 4 << 20;    // see the file comment
-constexpr int64_t kMaxLogLines = 10'000'000;      // the most `tail` and `limit` take
+constexpr size_t kLogBlockBytes = 64 * 1024;          // one read of the file
+constexpr size_t kLogChunkBytes = 64 * 1024;          // output handed to the sink at a time
+constexpr size_t kMaxLogLineBytes = 1 << 20;          // text kept of one line
+constexpr uint64_t kLogJoinGapBytes = 4 << 20;        // see the file comment
+constexpr int64_t kMaxLogLines = 10'000'000;          // the most `tail` and `limit` take
 constexpr int64_t kMaxLogOffset = 1'000'000'000'000;  // the most `offset` takes
-constexpr size_t kMaxLogGrepBytes = 1024;         // the longest `grep` pattern
+constexpr size_t kMaxLogGrepBytes = 1024;             // the longest `grep` pattern
 
 struct LogQuery {
   bool timestamps = false;        // each line starts with the time of its first piece and a space
@@ -57,8 +57,8 @@ struct LogQuery {
 // InvalidArgument naming the parameter and what it allows: logs.bad_number,
 // logs.bad_grep, logs.grep_too_long, and logs.conflict for `tail` with
 // `offset` or `limit`, and (with `follow`) `limit` with follow.
-Result<LogQuery> ParseLogQuery(const std::function<std::optional<std::string>(std::string_view)>& param,
-                               bool follow);
+Result<LogQuery> ParseLogQuery(
+    const std::function<std::optional<std::string>(std::string_view)>& param, bool follow);
 
 // What the program printed in about the last `bytes` of the log at `path`
 // (from the first record that starts within them), rendered as RenderLog
@@ -110,7 +110,7 @@ class LogReader {
   std::string path_;
   LogQuery query_;
   std::unique_ptr<re2::RE2> re_;  // null without grep
-  uint64_t end_ = 0;             // the log's size when opened: where Read stops
+  uint64_t end_ = 0;              // the log's size when opened: where Read stops
 
   // The plan: where rendering starts and which of its lines are not shown.
   std::optional<int64_t> next_offset_;

@@ -27,7 +27,9 @@ class LogReaderTest : public ::testing::Test {
   void Write(const std::string& text) {
     std::ofstream(path_, std::ios::binary | std::ios::trunc) << text;
   }
-  void Append(const std::string& text) { std::ofstream(path_, std::ios::binary | std::ios::app) << text; }
+  void Append(const std::string& text) {
+    std::ofstream(path_, std::ios::binary | std::ios::app) << text;
+  }
 
   // Reads with `q`; fails the test on an error. `next` gets next_offset().
   std::string Read(const LogQuery& q, std::optional<int64_t>* next = nullptr) {
@@ -211,7 +213,8 @@ TEST_F(LogReaderTest, PagingReachesTheEnd) {
 
 TEST_F(LogReaderTest, GrepWithPagingCountsMatchesAndNumbersAllLines) {
   std::string log;
-  for (int i = 0; i < 5000; ++i) log += Rec("stdout", false, (i % 10 == 0 ? "ERR " : "ok ") + std::to_string(i));
+  for (int i = 0; i < 5000; ++i)
+    log += Rec("stdout", false, (i % 10 == 0 ? "ERR " : "ok ") + std::to_string(i));
   Write(log);
   std::optional<int64_t> next;
   // Lines 0, 10, 20: the third match is line 20, so the next page starts at 21.
@@ -231,10 +234,11 @@ TEST_F(LogReaderTest, GrepWithPagingCountsMatchesAndNumbersAllLines) {
 TEST_F(LogReaderTest, AHugeLineIsCutAndTheRestStillReads) {
   // One record far longer than a block or the kept text (a hand-written log).
   std::string huge(3 * kMaxLogLineBytes + 12345, 'h');
-  std::string log = Rec("stdout", false, "before") + Rec("stdout", false, huge) + Rec("stderr", false, "after");
+  std::string log =
+      Rec("stdout", false, "before") + Rec("stdout", false, huge) + Rec("stderr", false, "after");
   Write(log);
-  std::string want_huge = std::string(kMaxLogLineBytes, 'h') +
-                          "…(+" + std::to_string(huge.size() - kMaxLogLineBytes) + " B)";
+  std::string want_huge = std::string(kMaxLogLineBytes, 'h') + "…(+" +
+                          std::to_string(huge.size() - kMaxLogLineBytes) + " B)";
   EXPECT_EQ(Read(LogQuery{}), "before\n" + want_huge + "\nafter\n");
   EXPECT_EQ(Read(Tail(2)), want_huge + "\nafter\n");
   EXPECT_EQ(Read(Tail(1)), "after\n");
@@ -310,7 +314,8 @@ TEST_F(LogReaderTest, ReadStopsWhenTheSinkSaysSo) {
 // back no further than kLogJoinGapBytes for pieces to join.
 TEST_F(LogReaderTest, TailReadsBackwardsFromTheEndOnly) {
   std::string lines = "\n";
-  for (int i = 0; i < 100000; ++i) lines += Rec("stdout", false, (i % 2 ? "odd " : "even ") + std::to_string(i));
+  for (int i = 0; i < 100000; ++i)
+    lines += Rec("stdout", false, (i % 2 ? "odd " : "even ") + std::to_string(i));
   ASSERT_GT(lines.size(), kLogJoinGapBytes);
   lines += Rec("stderr", false, "last");
   Write("");
@@ -330,7 +335,8 @@ TEST_F(LogReaderTest, RenderLogEndReadsOnlyTheEnd) {
   std::string lines;
   for (int i = 0; i < 1000; ++i) lines += Rec("stdout", false, "line " + std::to_string(i));
   Write("");
-  ASSERT_EQ(truncate(path_.c_str(), 64LL << 30), 0);  // a hole no reader of the whole file gets through
+  ASSERT_EQ(truncate(path_.c_str(), 64LL << 30),
+            0);  // a hole no reader of the whole file gets through
   Append("\n" + lines);
   auto end = RenderLogEnd(path_, 3 * Rec("stdout", false, "line 999").size() - 5);
   ASSERT_TRUE(end.ok()) << end.status().ToString();
@@ -361,21 +367,30 @@ TEST(LogQuery, ParsesAndChecksParameters) {
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->offset, 0);
   EXPECT_EQ(q->limit, kMaxLogLines);
-  for (const auto& [param, value] : std::vector<std::pair<std::string, std::string>>{
-           {"tail", "-1"}, {"tail", "ten"}, {"tail", ""}, {"tail", "1e3"}, {"tail", "+5"},
-           {"tail", "10000001"}, {"limit", "99999999999999999999999"}, {"limit", "5 "},
-           {"offset", "1000000000001"}, {"offset", "0x10"}}) {
+  for (const auto& [param, value] :
+       std::vector<std::pair<std::string, std::string>>{{"tail", "-1"},
+                                                        {"tail", "ten"},
+                                                        {"tail", ""},
+                                                        {"tail", "1e3"},
+                                                        {"tail", "+5"},
+                                                        {"tail", "10000001"},
+                                                        {"limit", "99999999999999999999999"},
+                                                        {"limit", "5 "},
+                                                        {"offset", "1000000000001"},
+                                                        {"offset", "0x10"}}) {
     auto bad = Parse({{param, value}});
     ASSERT_FALSE(bad.ok()) << param << "=" << value;
     EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
     EXPECT_EQ(bad.status().msg_id(), "logs.bad_number");
-    EXPECT_NE(bad.status().message().find("'" + param + "'"), std::string::npos) << bad.status().message();
+    EXPECT_NE(bad.status().message().find("'" + param + "'"), std::string::npos)
+        << bad.status().message();
   }
   auto re = Parse({{"grep", "(unclosed"}});
   ASSERT_FALSE(re.ok());
   EXPECT_EQ(re.status().msg_id(), "logs.bad_grep");
   EXPECT_NE(re.status().message().find("'grep'"), std::string::npos);
-  EXPECT_EQ(Parse({{"grep", std::string(kMaxLogGrepBytes + 1, 'a')}}).status().msg_id(), "logs.grep_too_long");
+  EXPECT_EQ(Parse({{"grep", std::string(kMaxLogGrepBytes + 1, 'a')}}).status().msg_id(),
+            "logs.grep_too_long");
   EXPECT_EQ(Parse({{"tail", "1"}, {"offset", "2"}}).status().msg_id(), "logs.conflict");
   EXPECT_EQ(Parse({{"tail", "1"}, {"limit", "2"}}).status().msg_id(), "logs.conflict");
   EXPECT_EQ(Parse({{"limit", "2"}}, true).status().msg_id(), "logs.conflict");

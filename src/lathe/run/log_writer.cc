@@ -46,9 +46,12 @@ uint64_t OutputBytesOf(std::string_view records) {
 
 std::string DescribeWriteError(int err) {
   switch (err) {
-    case ENOSPC: return "disk full";
-    case EDQUOT: return "disk quota exceeded";
-    default: return std::strerror(err);
+    case ENOSPC:
+      return "disk full";
+    case EDQUOT:
+      return "disk quota exceeded";
+    default:
+      return std::strerror(err);
   }
 }
 
@@ -161,7 +164,8 @@ void LogWriter::Abandon() {
 }
 
 std::string LogWriter::Marker(uint64_t bytes, int64_t ns) const {
-  std::string why = lost_reason_.empty() ? DescribeWriteError(err_ != 0 ? err_ : ENOSPC) : lost_reason_;
+  std::string why =
+      lost_reason_.empty() ? DescribeWriteError(err_ != 0 ? err_ : ENOSPC) : lost_reason_;
   return FormatLogRecord(ns, "stderr", false,
                          fmt::format("[lathe: {} bytes of output lost: {}]", bytes, why));
 }

@@ -60,7 +60,8 @@ struct LogWriterOptions {
 class LogWriter {
  public:
   // `size` is the file's current length (a record boundary).
-  LogWriter(std::unique_ptr<LogFile> file, uint64_t size, os::Clock& clock, LogWriterOptions options = {});
+  LogWriter(std::unique_ptr<LogFile> file, uint64_t size, os::Clock& clock,
+            LogWriterOptions options = {});
 
   // Queues complete records (each ending with '\n') behind what is held and
   // writes what the file takes. Records that find the hold buffer full after
@@ -84,10 +85,10 @@ class LogWriter {
 
  private:
   struct Entry {
-    std::string bytes;      // records; for a gap, empty until its marker is formatted
-    size_t done = 0;        // bytes of it already in the file
-    uint64_t gap_bytes = 0; // > 0: a gap of this many lost output bytes
-    int64_t gap_ns = 0;     // time of the first lost record
+    std::string bytes;       // records; for a gap, empty until its marker is formatted
+    size_t done = 0;         // bytes of it already in the file
+    uint64_t gap_bytes = 0;  // > 0: a gap of this many lost output bytes
+    int64_t gap_ns = 0;      // time of the first lost record
   };
   bool WriteFront();
   bool StallOver();
@@ -97,11 +98,11 @@ class LogWriter {
   std::unique_ptr<LogFile> file_;
   os::Clock& clock_;
   const LogWriterOptions options_;
-  uint64_t size_;                 // the file's length as we wrote it
-  std::deque<Entry> held_;        // front is written first
-  size_t held_bytes_ = 0;         // unwritten record bytes in held_
-  int64_t full_since_ms_ = -1;    // monotonic time the hold buffer filled
-  int err_ = 0;                   // the last write error
+  uint64_t size_;               // the file's length as we wrote it
+  std::deque<Entry> held_;      // front is written first
+  size_t held_bytes_ = 0;       // unwritten record bytes in held_
+  int64_t full_since_ms_ = -1;  // monotonic time the hold buffer filled
+  int err_ = 0;                 // the last write error
   uint64_t lost_bytes_ = 0;
   std::string lost_reason_;
 };

@@ -41,7 +41,9 @@ class FakeFile final : public LogFile {
   Disk& d_;
 };
 
-std::string Line(int i) { return FormatLogRecord(1'000'000'000LL * i, "stdout", false, "line " + std::to_string(i)); }
+std::string Line(int i) {
+  return FormatLogRecord(1'000'000'000LL * i, "stdout", false, "line " + std::to_string(i));
+}
 
 std::string Lines(int from, int to) {
   std::string s;
@@ -80,7 +82,8 @@ struct Fixture {
   Disk disk;
   os::FakeClock clock;
   LogWriter writer;
-  explicit Fixture(LogWriterOptions o = {}) : writer(std::make_unique<FakeFile>(disk), 0, clock, o) {}
+  explicit Fixture(LogWriterOptions o = {})
+      : writer(std::make_unique<FakeFile>(disk), 0, clock, o) {}
 };
 
 TEST(LogWriter, WritesRecordsThrough) {
@@ -185,7 +188,8 @@ TEST(LogWriter, AbandonCutsThePartialRecordAndMarksTheLoss) {
 
 TEST(LogWriter, OutputBytesCountContentAndNewlines) {
   std::string recs = FormatLogRecord(0, "stdout", false, "abc") +
-                     FormatLogRecord(0, "stderr", true, "xy") + FormatLogRecord(0, "stderr", false, "");
+                     FormatLogRecord(0, "stderr", true, "xy") +
+                     FormatLogRecord(0, "stderr", false, "");
   EXPECT_EQ(OutputBytesOf(recs), 4u + 2u + 1u);
   EXPECT_EQ(DescribeWriteError(ENOSPC), "disk full");
   EXPECT_EQ(DescribeWriteError(EDQUOT), "disk quota exceeded");

@@ -1,9 +1,9 @@
 #include "lathe/run/monitor.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <grp.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -17,9 +17,9 @@
 #include <ctime>
 
 #include "lathe/os/cgroup.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
-#include "lathe/os/clock.h"
 #include "lathe/run/log_format.h"
 #include "lathe/run/log_writer.h"
 
@@ -30,15 +30,23 @@ namespace lathe::run {
 // ---- JSON records ----------------------------------------------------------
 
 Json LaunchToJson(const LaunchConfig& c) {
-  return Json{{"run_id", c.run_id},           {"attempt", c.attempt},
-              {"argv", c.argv},               {"env", c.env},
-              {"workdir", c.workdir},         {"uid", c.uid},
-              {"gid", c.gid},                 {"groups", c.groups},
-              {"log_path", c.log_path},       {"shm_bytes", c.shm_bytes},
-              {"cgroup_dirs", c.cgroup_dirs}, {"monitor_path", c.monitor_path},
-              {"exit_path", c.exit_path},     {"kill_grace_ms", c.kill_grace_ms},
+  return Json{{"run_id", c.run_id},
+              {"attempt", c.attempt},
+              {"argv", c.argv},
+              {"env", c.env},
+              {"workdir", c.workdir},
+              {"uid", c.uid},
+              {"gid", c.gid},
+              {"groups", c.groups},
+              {"log_path", c.log_path},
+              {"shm_bytes", c.shm_bytes},
+              {"cgroup_dirs", c.cgroup_dirs},
+              {"monitor_path", c.monitor_path},
+              {"exit_path", c.exit_path},
+              {"kill_grace_ms", c.kill_grace_ms},
               {"umask", c.umask},
-              {"log_hold_bytes", c.log_hold_bytes}, {"log_stall_ms", c.log_stall_ms}};
+              {"log_hold_bytes", c.log_hold_bytes},
+              {"log_stall_ms", c.log_stall_ms}};
 }
 
 Result<LaunchConfig> LaunchFromJson(const Json& j) {
@@ -96,7 +104,8 @@ Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
   ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
   ASSIGN_OR_RETURN(Json j, ParseJson(text));
   ExitRecord e;
-  if (j.contains("exit_code") && j["exit_code"].is_number_integer()) e.exit_code = j["exit_code"].get<int>();
+  if (j.contains("exit_code") && j["exit_code"].is_number_integer())
+    e.exit_code = j["exit_code"].get<int>();
   if (j.contains("signal") && j["signal"].is_number_integer()) e.signal = j["signal"].get<int>();
   e.oom_killed = j.value("oom_killed", false);
   e.start_error = j.value("start_error", "");
@@ -150,7 +159,8 @@ void JoinCgroups(const LaunchConfig& c, int errpipe) {
 void PrivateShm(const LaunchConfig& c, int errpipe) {
   if (c.shm_bytes == 0) return;
   if (::unshare(CLONE_NEWNS) != 0) {
-    FailChild(errpipe, std::string("cannot create a mount namespace for shm: ") + std::strerror(errno));
+    FailChild(errpipe,
+              std::string("cannot create a mount namespace for shm: ") + std::strerror(errno));
   }
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     FailChild(errpipe, std::string("cannot make mounts private: ") + std::strerror(errno));
@@ -284,10 +294,11 @@ void Monitor::ReserveExitRecord() {
 Status Monitor::Start() {
   ReserveExitRecord();
   // Never through a symlink: the log is root's to write, the user's to read.
-  log_fd_ = ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  log_fd_ =
+      ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd_ < 0) return ErrnoStatus("open log " + c_.log_path, errno);
   if (::getuid() == 0) (void)::fchown(log_fd_, c_.uid, c_.gid);
-  struct stat st{};
+  struct stat st {};
   uint64_t log_size = ::fstat(log_fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   LogWriterOptions lo;
   lo.max_held_bytes = c_.log_hold_bytes;
@@ -454,7 +465,8 @@ Status Monitor::WriteExit(const std::string& text) {
   ::close(exit_fd_);
   exit_fd_ = -1;
   if (!ok) return ErrnoStatus("write " + pending, err);
-  if (::rename(pending.c_str(), c_.exit_path.c_str()) != 0) return ErrnoStatus("rename " + pending, errno);
+  if (::rename(pending.c_str(), c_.exit_path.c_str()) != 0)
+    return ErrnoStatus("rename " + pending, errno);
   std::string dir = c_.exit_path.substr(0, c_.exit_path.rfind('/'));
   return os::FsyncDir(dir.empty() ? "." : dir);
 }
@@ -503,7 +515,7 @@ int MonitorMain(const std::string& launch_path, int handshake_fd) {
     if (!j.ok()) return j.status();
     return LaunchFromJson(*j);
   }()
-                                       : Result<LaunchConfig>(text.status());
+      : Result<LaunchConfig>(text.status());
   if (!cfg.ok()) {
     WriteAllFd(handshake_fd, "err " + cfg.status().message() + "\n");
     return 1;
@@ -533,7 +545,8 @@ Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string&
   // stderr to monitor.log, the handshake pipe as fd 3, nothing else open,
   // no signals blocked.
   std::string fd_arg = "3";
-  const char* argv[] = {self_exe.c_str(), "__monitor", launch_path.c_str(), fd_arg.c_str(), nullptr};
+  const char* argv[] = {self_exe.c_str(), "__monitor", launch_path.c_str(), fd_arg.c_str(),
+                        nullptr};
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   ::posix_spawn_file_actions_init(&fa);
@@ -548,7 +561,8 @@ Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string&
   ::posix_spawnattr_setsigmask(&attr, &none);
   ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  int err = ::posix_spawn(&pid, self_exe.c_str(), &fa, &attr, const_cast<char* const*>(argv), environ);
+  int err =
+      ::posix_spawn(&pid, self_exe.c_str(), &fa, &attr, const_cast<char* const*>(argv), environ);
   ::posix_spawn_file_actions_destroy(&fa);
   ::posix_spawnattr_destroy(&attr);
   if (err != 0) {

@@ -45,13 +45,13 @@ struct LaunchConfig {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
-  std::string log_path;       // appended to; created 0600 owned by uid
-  uint64_t shm_bytes = 0;     // > 0: private /dev/shm of this size
+  std::string log_path;    // appended to; created 0600 owned by uid
+  uint64_t shm_bytes = 0;  // > 0: private /dev/shm of this size
   std::vector<std::string> cgroup_dirs;
-  std::string monitor_path;   // monitor.json
-  std::string exit_path;      // exit.json
-  int kill_grace_ms = 2000;   // SIGTERM -> SIGKILL for leftovers
-  unsigned umask = 022;       // the run's process gets it (the submitter's CLI sends it)
+  std::string monitor_path;  // monitor.json
+  std::string exit_path;     // exit.json
+  int kill_grace_ms = 2000;  // SIGTERM -> SIGKILL for leftovers
+  unsigned umask = 022;      // the run's process gets it (the submitter's CLI sends it)
   // The log on a full disk (log_writer.h): output held in memory, and how
   // long the run may be held back before output is dropped (with a gap
   // marker); also how long the monitor waits at the end for held output.
@@ -74,7 +74,7 @@ struct ExitRecord {
   std::optional<int> exit_code;  // set when the process exited
   std::optional<int> signal;     // set when it was killed by a signal
   bool oom_killed = false;
-  std::string start_error;       // non-empty when it could not be started
+  std::string start_error;  // non-empty when it could not be started
   int64_t finished_at_ms = 0;
   // Output bytes that never reached the log (a gap marker stands in for
   // them when there was room for it) and why ("disk full").
@@ -88,8 +88,8 @@ Json ExitToJson(const ExitRecord& e);
 // waits (up to `handshake_timeout_ms`) for its answer.
 struct SpawnResult {
   pid_t monitor_pid = 0;
-  pid_t child_pid = 0;           // 0 when start_error is set
-  std::string start_error;       // the run could not be started (reason)
+  pid_t child_pid = 0;      // 0 when start_error is set
+  std::string start_error;  // the run could not be started (reason)
 };
 Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string& launch_path,
                                  const std::string& monitor_log, int handshake_timeout_ms = 10000);

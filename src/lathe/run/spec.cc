@@ -17,19 +17,23 @@ namespace lathe::run {
 
 std::string_view PriorityName(int p) {
   switch (p) {
-    case kPriorityLow: return "low";
-    case kPriorityNormal: return "normal";
-    case kPriorityHigh: return "high";
-    default: return "normal";
+    case kPriorityLow:
+      return "low";
+    case kPriorityNormal:
+      return "normal";
+    case kPriorityHigh:
+      return "high";
+    default:
+      return "normal";
   }
 }
 
 namespace {
 
-constexpr const char* kFields[] = {"type",  "name",     "command", "gpus",         "cpus",
-                                   "memory", "shm",     "priority", "env",         "workdir",
-                                   "retry", "max_duration", "requeue", "preemptible",
-                                   "checkpoints", "resume_from", "umask"};
+constexpr const char* kFields[] = {
+    "type",    "name",        "command",     "gpus",        "cpus",  "memory",
+    "shm",     "priority",    "env",         "workdir",     "retry", "max_duration",
+    "requeue", "preemptible", "checkpoints", "resume_from", "umask"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -46,14 +50,17 @@ Status WrongType(std::string_view field, std::string_view type) {
 
 // A value as a message quotes it; bytes JSON cannot hold (a YAML file's) become U+FFFD.
 std::string Shown(const Json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return v.is_string() ? v.get<std::string>()
+                       : v.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 Result<int> IntField(const Json& v, std::string_view field, int min, int max) {
   auto bad = [&] {
     return Status::Msg(Code::kInvalidArgument, "spec.bad_int",
-                       {{"field", std::string(field)}, {"min", std::to_string(min)},
-                        {"max", std::to_string(max)}, {"value", Shown(v)}});
+                       {{"field", std::string(field)},
+                        {"min", std::to_string(min)},
+                        {"max", std::to_string(max)},
+                        {"value", Shown(v)}});
   };
   if (!v.is_number_integer()) return bad();
   int64_t n = v.get<int64_t>();
@@ -114,7 +121,8 @@ const std::string& Str(const Json& v) { return v.get_ref<const std::string&>(); 
 
 Status CheckString(std::string_view s, const std::string& field) {
   RETURN_IF_ERROR(CheckNoNul(s, field));
-  if (!IsValidUtf8(s)) return Status::Msg(Code::kInvalidArgument, "input.bad_utf8", {{"field", field}});
+  if (!IsValidUtf8(s))
+    return Status::Msg(Code::kInvalidArgument, "input.bad_utf8", {{"field", field}});
   return Status::OK();
 }
 
@@ -158,8 +166,10 @@ Status ParseUmask(const Json& v, RunSpec& s) {
   constexpr int kMaxUmask = 0777;
   if (v.is_string()) {
     const std::string& t = v.get_ref<const std::string&>();
-    bool octal = !t.empty() && t.size() <= 4 && t.find_first_not_of("01234567") == std::string::npos;
-    if (!octal || std::stoi(t, nullptr, 8) > kMaxUmask) return WrongType("umask", "octal mask 000-777");
+    bool octal =
+        !t.empty() && t.size() <= 4 && t.find_first_not_of("01234567") == std::string::npos;
+    if (!octal || std::stoi(t, nullptr, 8) > kMaxUmask)
+      return WrongType("umask", "octal mask 000-777");
     s.umask = static_cast<unsigned>(std::stoi(t, nullptr, 8));
     return Status::OK();
   }
@@ -240,7 +250,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
   } else if (key == "umask") {
     return ParseUmask(v, s);
   } else if (key == "resume_from") {
-    if (!v.is_string() || v.get<std::string>().empty()) return WrongType("resume_from", "run id or name");
+    if (!v.is_string() || v.get<std::string>().empty())
+      return WrongType("resume_from", "run id or name");
     s.resume_from = v.get<std::string>();
   } else {
     return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
@@ -266,7 +277,8 @@ Result<RunSpec> SpecFromJson(const Json& j) {
       return Status::Msg(Code::kInvalidArgument, "spec.relative_checkpoint_dir",
                          {{"value", s.checkpoint_dir}});
     }
-    s.checkpoint_dir = std::filesystem::path(s.workdir + "/" + s.checkpoint_dir).lexically_normal().string();
+    s.checkpoint_dir =
+        std::filesystem::path(s.workdir + "/" + s.checkpoint_dir).lexically_normal().string();
   }
   while (s.checkpoint_dir.size() > 1 && s.checkpoint_dir.back() == '/') s.checkpoint_dir.pop_back();
   RETURN_IF_ERROR(CheckPathName(s.checkpoint_dir, "checkpoints.dir"));
@@ -274,10 +286,10 @@ Result<RunSpec> SpecFromJson(const Json& j) {
 }
 
 Json SpecToJson(const RunSpec& s) {
-  Json j = {{"type", s.type},         {"command", s.command},
-            {"gpus", s.gpus},         {"priority", std::string(PriorityName(s.priority))},
-            {"env", s.env},           {"retry", s.retry},
-            {"requeue", s.requeue},   {"preemptible", s.preemptible}};
+  Json j = {{"type", s.type},       {"command", s.command},
+            {"gpus", s.gpus},       {"priority", std::string(PriorityName(s.priority))},
+            {"env", s.env},         {"retry", s.retry},
+            {"requeue", s.requeue}, {"preemptible", s.preemptible}};
   if (!s.name.empty()) j["name"] = s.name;
   if (s.cpus > 0) j["cpus"] = s.cpus;
   if (s.memory_bytes > 0) j["memory"] = s.memory_bytes;
@@ -290,8 +302,9 @@ Json SpecToJson(const RunSpec& s) {
   j["umask"] = s.umask;
   if (s.max_duration_ms > 0) {
     // FormatDuration drops milliseconds past the first second: "1.5s" would come back as 1s.
-    j["max_duration"] = s.max_duration_ms % 1000 == 0 ? FormatDuration(std::chrono::milliseconds(s.max_duration_ms))
-                                                      : std::to_string(s.max_duration_ms) + "ms";
+    j["max_duration"] = s.max_duration_ms % 1000 == 0
+                            ? FormatDuration(std::chrono::milliseconds(s.max_duration_ms))
+                            : std::to_string(s.max_duration_ms) + "ms";
   }
   return j;
 }
@@ -353,7 +366,8 @@ Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file) {
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) {
-      return Status::Msg(Code::kInvalidArgument, "spec.yaml_not_mapping", {{"file", std::string(file)}});
+      return Status::Msg(Code::kInvalidArgument, "spec.yaml_not_mapping",
+                         {{"file", std::string(file)}});
     }
     ASSIGN_OR_RETURN(Json j, YamlToJson(root, file));
     // A command may be written as one string: split on whitespace is wrong for

@@ -40,20 +40,20 @@ struct RunSpec {
   std::string name;                  // empty: the daemon uses the id
   std::vector<std::string> command;  // argv; argv[0] is looked up in PATH
   int gpus = 0;
-  double cpus = 0;                   // 0 = no CPU limit
-  uint64_t memory_bytes = 0;         // 0 = no memory limit
-  uint64_t shm_bytes = 0;            // 0 = the host's /dev/shm
+  double cpus = 0;            // 0 = no CPU limit
+  uint64_t memory_bytes = 0;  // 0 = no memory limit
+  uint64_t shm_bytes = 0;     // 0 = the host's /dev/shm
   int priority = kPriorityNormal;
   std::map<std::string, std::string> env;
-  std::string workdir;               // absolute; empty = the user's home
-  int retry = 0;                     // restarts after a failure
-  int64_t max_duration_ms = 0;       // 0 = unlimited
+  std::string workdir;          // absolute; empty = the user's home
+  int retry = 0;                // restarts after a failure
+  int64_t max_duration_ms = 0;  // 0 = unlimited
   bool requeue = true;
   bool preemptible = true;
-  std::string checkpoint_dir;        // absolute; empty = no checkpoint capture
-  int keep_checkpoints = 0;          // 0 = keep every snapshot
-  std::string resume_from;           // a run reference (the daemon stores its id)
-  unsigned umask = 022;              // the run's umask (never the daemon's)
+  std::string checkpoint_dir;  // absolute; empty = no checkpoint capture
+  int keep_checkpoints = 0;    // 0 = keep every snapshot
+  std::string resume_from;     // a run reference (the daemon stores its id)
+  unsigned umask = 022;        // the run's umask (never the daemon's)
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

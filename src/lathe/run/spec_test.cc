@@ -62,9 +62,12 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":["a"],"requeue":"yes"})", "requeue", "spec.wrong_type"},
       {R"({"command":["a"],"checkpoints":"ckpt"})", "checkpoints", "spec.wrong_type"},
       {R"({"command":["a"],"checkpoints":{"keep":2}})", "checkpoints", "spec.checkpoints_no_dir"},
-      {R"({"command":["a"],"checkpoints":{"dir":"/c","keep":-1}})", "checkpoints.keep", "spec.bad_int"},
-      {R"({"command":["a"],"checkpoints":{"dir":"/c","every":1}})", "checkpoints.every", "spec.unknown_field"},
-      {R"({"command":["a"],"checkpoints":{"dir":"rel"}})", "checkpoints.dir", "spec.relative_checkpoint_dir"},
+      {R"({"command":["a"],"checkpoints":{"dir":"/c","keep":-1}})", "checkpoints.keep",
+       "spec.bad_int"},
+      {R"({"command":["a"],"checkpoints":{"dir":"/c","every":1}})", "checkpoints.every",
+       "spec.unknown_field"},
+      {R"({"command":["a"],"checkpoints":{"dir":"rel"}})", "checkpoints.dir",
+       "spec.relative_checkpoint_dir"},
       {R"({"command":["a"],"resume_from":3})", "resume_from", "spec.wrong_type"},
   };
   for (const auto& c : cases) {
@@ -78,7 +81,8 @@ TEST(Spec, BadInputNamesTheField) {
 }
 
 TEST(Spec, CheckpointsResolveAgainstWorkdirAndRoundTrip) {
-  auto s = Parse(R"({"command":["a"],"workdir":"/data/exp","checkpoints":{"dir":"out/../ckpt/","keep":3},
+  auto s =
+      Parse(R"({"command":["a"],"workdir":"/data/exp","checkpoints":{"dir":"out/../ckpt/","keep":3},
       "resume_from":"first"})");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->checkpoint_dir, "/data/exp/ckpt");
@@ -99,14 +103,15 @@ TEST(Spec, NulBytesAreRefusedNamingTheField) {
     const char* json;
     const char* field;
   };
-  for (const Case& c : {Case{R"({"command":["echo","a\u0000b"]})", "command[1]"},
-                        Case{R"({"command":["a\u0000"]})", "command[0]"},
-                        Case{R"({"command":["a"],"env":{"FOO":"x\u0000y"}})", "env.FOO"},
-                        Case{R"({"command":["a"],"env":{"F\u0000O":"x"}})", "env"},
-                        Case{R"({"command":["a"],"workdir":"/a\u0000b"})", "workdir"},
-                        Case{R"({"command":["a"],"name":"n\u0000"})", "name"},
-                        Case{R"({"command":["a"],"resume_from":"r\u0000"})", "resume_from"},
-                        Case{R"({"command":["a"],"checkpoints":{"dir":"/c\u0000d"}})", "checkpoints.dir"}}) {
+  for (const Case& c :
+       {Case{R"({"command":["echo","a\u0000b"]})", "command[1]"},
+        Case{R"({"command":["a\u0000"]})", "command[0]"},
+        Case{R"({"command":["a"],"env":{"FOO":"x\u0000y"}})", "env.FOO"},
+        Case{R"({"command":["a"],"env":{"F\u0000O":"x"}})", "env"},
+        Case{R"({"command":["a"],"workdir":"/a\u0000b"})", "workdir"},
+        Case{R"({"command":["a"],"name":"n\u0000"})", "name"},
+        Case{R"({"command":["a"],"resume_from":"r\u0000"})", "resume_from"},
+        Case{R"({"command":["a"],"checkpoints":{"dir":"/c\u0000d"}})", "checkpoints.dir"}}) {
     auto s = Parse(c.json);
     ASSERT_FALSE(s.ok()) << c.json;
     EXPECT_TRUE(s.status().IsInvalidArgument());
@@ -125,9 +130,13 @@ TEST(Spec, TextThatJsonCannotHoldIsRefusedNamingTheField) {
   EXPECT_NE(s.status().message().find("'command[1]'"), std::string::npos) << s.status().message();
   auto e = SpecFromJson(Json{{"command", {"a"}}, {"env", {{"A", "\xc3("}}}});
   EXPECT_EQ(e.status().msg_id(), "input.bad_utf8");
-  EXPECT_TRUE(SpecFromJson(Json{{"command", {"echo", "h\xc3\xa9llo \xe4\xbd\xa0\xe5\xa5\xbd"}}}).ok());
+  EXPECT_TRUE(
+      SpecFromJson(Json{{"command", {"echo", "h\xc3\xa9llo \xe4\xbd\xa0\xe5\xa5\xbd"}}}).ok());
   // A value quoted in an error may hold such bytes too (a list as `type`).
-  auto y = YamlSpecToJson("type: [ch\xff" "ec]\ncommand: [a]\n", "job.yaml");
+  auto y = YamlSpecToJson(
+      "type: [ch\xff"
+      "ec]\ncommand: [a]\n",
+      "job.yaml");
   ASSERT_TRUE(y.ok());
   auto t = SpecFromJson(*y);
   ASSERT_FALSE(t.ok());
@@ -140,8 +149,8 @@ TEST(Spec, PathsMustFitTheKernelsLimits) {
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().msg_id(), "path.too_long");
   EXPECT_NE(w.status().message().find("workdir"), std::string::npos);
-  auto c = SpecFromJson(Json{{"command", {"a"}}, {"workdir", "/w"},
-                             {"checkpoints", {{"dir", std::string(300, 'c')}}}});
+  auto c = SpecFromJson(Json{
+      {"command", {"a"}}, {"workdir", "/w"}, {"checkpoints", {{"dir", std::string(300, 'c')}}}});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().msg_id(), "path.name_too_long");
   EXPECT_NE(c.status().message().find("checkpoints.dir"), std::string::npos);
@@ -168,7 +177,8 @@ TEST(SpecJson, NumberOutOfRangeGetsTheFieldsOwnRule) {
   EXPECT_EQ(k.status().msg_id(), "spec.bad_int");
   EXPECT_NE(k.status().message().find("checkpoints.keep"), std::string::npos);
   EXPECT_EQ(ParseSpecJson(R"({"cpus":1e400,"command":["a"]})").status().msg_id(), "spec.bad_cpus");
-  EXPECT_EQ(ParseSpecJson(R"({"memory":1e400,"command":["a"]})").status().msg_id(), "spec.bad_size");
+  EXPECT_EQ(ParseSpecJson(R"({"memory":1e400,"command":["a"]})").status().msg_id(),
+            "spec.bad_size");
   // A field whose rule a string would pass (an env value): the parser's own error.
   auto e = ParseSpecJson(R"({"command":["a"],"env":{"X":1e400}})");
   EXPECT_EQ(e.status().msg_id(), "json.number_out_of_range");
@@ -199,7 +209,8 @@ TEST(YamlSpec, ConvertsTypesAndShellCommands) {
   EXPECT_EQ((*j)["requeue"], false);
   EXPECT_EQ((*j)["command"][0], "/bin/sh");
   EXPECT_EQ((*j)["command"][2], "python3 train.py --lr 3");
-  auto list = YamlSpecToJson("command: [python3, train.py, --epochs, 3, true]\nmemory: \"16\"\n", "j");
+  auto list =
+      YamlSpecToJson("command: [python3, train.py, --epochs, 3, true]\nmemory: \"16\"\n", "j");
   ASSERT_TRUE(list.ok());
   EXPECT_EQ((*list)["command"][3], "3");
   EXPECT_EQ((*list)["command"][4], "true");
@@ -238,7 +249,9 @@ TEST(YamlSpec, BillionLaughsAndLargeFilesAreRefused) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().msg_id(), "spec.file_too_large");
   EXPECT_NE(b.status().message().find("1MiB"), std::string::npos) << b.status().message();
-  EXPECT_TRUE(YamlSpecToJson("# " + std::string(kMaxSpecFileBytes - 20, 'x') + "\ncommand: [a]\n", "ok.yaml").ok());
+  EXPECT_TRUE(YamlSpecToJson("# " + std::string(kMaxSpecFileBytes - 20, 'x') + "\ncommand: [a]\n",
+                             "ok.yaml")
+                  .ok());
 }
 
 TEST(YamlSpec, NulAndHugeNumbersReachTheFieldChecks) {

@@ -48,8 +48,8 @@ bool CanTransition(RunState from, RunState to) {
     case S::kRunning:
       return to == S::kStopping || to == S::kSucceeded || to == S::kFailed || to == S::kLost;
     case S::kStopping:
-      return to == S::kStopped || to == S::kPreempted || to == S::kFailed ||
-             to == S::kSucceeded || to == S::kLost;
+      return to == S::kStopped || to == S::kPreempted || to == S::kFailed || to == S::kSucceeded ||
+             to == S::kLost;
     case S::kPreempted:
     case S::kFailed:
     case S::kLost:

@@ -8,9 +8,9 @@
 namespace lathe::run {
 namespace {
 
-constexpr RunState kAll[] = {RunState::kQueued,    RunState::kStarting, RunState::kRunning,
-                             RunState::kStopping,  RunState::kSucceeded, RunState::kFailed,
-                             RunState::kStopped,   RunState::kPreempted, RunState::kLost};
+constexpr RunState kAll[] = {RunState::kQueued,   RunState::kStarting,  RunState::kRunning,
+                             RunState::kStopping, RunState::kSucceeded, RunState::kFailed,
+                             RunState::kStopped,  RunState::kPreempted, RunState::kLost};
 
 TEST(RunState, NamesRoundTrip) {
   for (RunState s : kAll) EXPECT_EQ(StateFromName(StateName(s)), s);
@@ -20,16 +20,13 @@ TEST(RunState, NamesRoundTrip) {
 TEST(RunState, ExactlyTheDocumentedTransitions) {
   using S = RunState;
   const std::set<std::pair<S, S>> allowed = {
-      {S::kQueued, S::kStarting},     {S::kQueued, S::kStopped},
-      {S::kStarting, S::kRunning},    {S::kStarting, S::kFailed},
-      {S::kStarting, S::kStopping},   {S::kStarting, S::kLost},
-      {S::kStarting, S::kQueued},
-      {S::kRunning, S::kStopping},    {S::kRunning, S::kSucceeded},
-      {S::kRunning, S::kFailed},      {S::kRunning, S::kLost},
-      {S::kStopping, S::kStopped},    {S::kStopping, S::kPreempted},
-      {S::kStopping, S::kFailed},     {S::kStopping, S::kSucceeded},
-      {S::kStopping, S::kLost},       {S::kPreempted, S::kQueued},
-      {S::kFailed, S::kQueued},       {S::kLost, S::kQueued},
+      {S::kQueued, S::kStarting},    {S::kQueued, S::kStopped},    {S::kStarting, S::kRunning},
+      {S::kStarting, S::kFailed},    {S::kStarting, S::kStopping}, {S::kStarting, S::kLost},
+      {S::kStarting, S::kQueued},    {S::kRunning, S::kStopping},  {S::kRunning, S::kSucceeded},
+      {S::kRunning, S::kFailed},     {S::kRunning, S::kLost},      {S::kStopping, S::kStopped},
+      {S::kStopping, S::kPreempted}, {S::kStopping, S::kFailed},   {S::kStopping, S::kSucceeded},
+      {S::kStopping, S::kLost},      {S::kPreempted, S::kQueued},  {S::kFailed, S::kQueued},
+      {S::kLost, S::kQueued},
   };
   for (S from : kAll) {
     for (S to : kAll) {

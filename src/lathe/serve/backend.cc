@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <climits>
-#include <deque>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -28,12 +28,18 @@ std::string SelfDir() {
 
 Code CodeFor(int32_t c) {
   switch (c) {
-    case LATHE_ERR_INVALID_ARGUMENT: return Code::kInvalidArgument;
-    case LATHE_ERR_NOT_FOUND: return Code::kNotFound;
-    case LATHE_ERR_UNAVAILABLE: return Code::kUnavailable;
-    case LATHE_ERR_PERMISSION_DENIED: return Code::kPermissionDenied;
-    case LATHE_ERR_UNSUPPORTED: return Code::kFailedPrecondition;
-    default: return Code::kInternal;
+    case LATHE_ERR_INVALID_ARGUMENT:
+      return Code::kInvalidArgument;
+    case LATHE_ERR_NOT_FOUND:
+      return Code::kNotFound;
+    case LATHE_ERR_UNAVAILABLE:
+      return Code::kUnavailable;
+    case LATHE_ERR_PERMISSION_DENIED:
+      return Code::kPermissionDenied;
+    case LATHE_ERR_UNSUPPORTED:
+      return Code::kFailedPrecondition;
+    default:
+      return Code::kInternal;
   }
 }
 
@@ -42,8 +48,8 @@ struct OutputCollector {
   std::deque<Tensor> outputs;  // a deque: buffers handed out must not move
   std::string error;
 
-  static void* Alloc(void* ctx, const char* name, int32_t datatype, int32_t rank, const int64_t* shape,
-                     uint64_t byte_size) {
+  static void* Alloc(void* ctx, const char* name, int32_t datatype, int32_t rank,
+                     const int64_t* shape, uint64_t byte_size) {
     auto* self = static_cast<OutputCollector*>(ctx);
     Tensor t;
     t.name = name != nullptr ? name : "";
@@ -66,13 +72,15 @@ struct OutputCollector {
     int64_t n = ElementCount(t.shape);
     if (n < 0 || (t.datatype != DataType::kBytes &&
                   byte_size != static_cast<uint64_t>(n) * DataTypeSize(t.datatype))) {
-      self->error = fmt::format("output '{}' has {} bytes for shape {}", t.name, byte_size, ShapeString(t.shape));
+      self->error = fmt::format("output '{}' has {} bytes for shape {}", t.name, byte_size,
+                                ShapeString(t.shape));
       return nullptr;
     }
     t.data.resize(byte_size);
     self->outputs.push_back(std::move(t));
     // A zero-size output still needs a non-NULL pointer.
-    return self->outputs.back().data.empty() ? static_cast<void*>(self) : self->outputs.back().data.data();
+    return self->outputs.back().data.empty() ? static_cast<void*>(self)
+                                             : self->outputs.back().data.data();
   }
 };
 
@@ -102,7 +110,8 @@ LatheTensor ToLathe(const Tensor& t) {
   return l;
 }
 
-Result<std::unique_ptr<BackendLibrary>> BackendLibrary::Open(const std::string& name, const std::string& path) {
+Result<std::unique_ptr<BackendLibrary>> BackendLibrary::Open(const std::string& name,
+                                                             const std::string& path) {
   // RTLD_LOCAL keeps a runtime's symbols (LibTorch's) away from other backends.
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
@@ -112,29 +121,34 @@ Result<std::unique_ptr<BackendLibrary>> BackendLibrary::Open(const std::string& 
   }
   auto init = reinterpret_cast<LatheBackendInitFn>(::dlsym(h, LATHE_BACKEND_INIT_SYMBOL));
   if (init == nullptr) {
-    return Status::Msg(Code::kFailedPrecondition, "serve.backend_open",
-                       {{"backend", name}, {"path", path}, {"detail", "no symbol " LATHE_BACKEND_INIT_SYMBOL}});
+    return Status::Msg(
+        Code::kFailedPrecondition, "serve.backend_open",
+        {{"backend", name}, {"path", path}, {"detail", "no symbol " LATHE_BACKEND_INIT_SYMBOL}});
   }
   std::unique_ptr<BackendLibrary> lib(new BackendLibrary());
   lib->name_ = name;
   lib->path_ = path;
   lib->api_.struct_size = sizeof(LatheBackendApi);
   LatheError err{};
-  if (init(LATHE_BACKEND_API_VERSION, &lib->api_, &err) != 0 || lib->api_.api_version != LATHE_BACKEND_API_VERSION) {
-    return Status::Msg(Code::kFailedPrecondition, "serve.backend_version",
-                       {{"backend", name},
-                        {"host", std::to_string(LATHE_BACKEND_API_VERSION)},
-                        {"version", std::to_string(lib->api_.api_version)},
-                        {"detail", std::string(err.message, strnlen(err.message, sizeof err.message))}});
+  if (init(LATHE_BACKEND_API_VERSION, &lib->api_, &err) != 0 ||
+      lib->api_.api_version != LATHE_BACKEND_API_VERSION) {
+    return Status::Msg(
+        Code::kFailedPrecondition, "serve.backend_version",
+        {{"backend", name},
+         {"host", std::to_string(LATHE_BACKEND_API_VERSION)},
+         {"version", std::to_string(lib->api_.api_version)},
+         {"detail", std::string(err.message, strnlen(err.message, sizeof err.message))}});
   }
   if (lib->api_.load == nullptr || lib->api_.execute == nullptr || lib->api_.unload == nullptr) {
-    return Status::Msg(Code::kFailedPrecondition, "serve.backend_open",
-                       {{"backend", name}, {"path", path}, {"detail", "a required entry point is missing"}});
+    return Status::Msg(
+        Code::kFailedPrecondition, "serve.backend_open",
+        {{"backend", name}, {"path", path}, {"detail", "a required entry point is missing"}});
   }
   return lib;
 }
 
-BackendRegistry::BackendRegistry(std::vector<std::string> search_dirs) : dirs_(std::move(search_dirs)) {}
+BackendRegistry::BackendRegistry(std::vector<std::string> search_dirs)
+    : dirs_(std::move(search_dirs)) {}
 
 std::vector<std::string> BackendRegistry::DefaultSearchDirs() {
   std::vector<std::string> dirs;
@@ -187,13 +201,15 @@ Result<const BackendLibrary*> BackendRegistry::Get(const std::string& name) {
   // No backend at all: a lathe binary copied away from its backends (or a
   // build that made none); the message says where they belong.
   if (avail.empty()) {
-    return Status::Msg(Code::kNotFound, "serve.backends_none", {{"backend", name}, {"dirs", where}});
+    return Status::Msg(Code::kNotFound, "serve.backends_none",
+                       {{"backend", name}, {"dirs", where}});
   }
   return Status::Msg(Code::kNotFound, "serve.backend_missing",
                      {{"backend", name}, {"dirs", where}, {"available", avail}});
 }
 
-Result<std::unique_ptr<BackendInstance>> BackendInstance::Load(const BackendLibrary& lib, const InstanceSpec& s) {
+Result<std::unique_ptr<BackendInstance>> BackendInstance::Load(const BackendLibrary& lib,
+                                                               const InstanceSpec& s) {
   LatheInstanceSpec spec{};
   spec.struct_size = sizeof spec;
   spec.model_name = s.model_name.c_str();
@@ -219,13 +235,15 @@ Result<std::vector<Tensor>> BackendInstance::Execute(const std::vector<LatheTens
   OutputCollector c;
   LatheOutputSink sink{&c, &OutputCollector::Alloc};
   LatheError err{};
-  int rc = lib_.api().execute(handle_, inputs.data(), static_cast<uint32_t>(inputs.size()), &sink, &err);
+  int rc =
+      lib_.api().execute(handle_, inputs.data(), static_cast<uint32_t>(inputs.size()), &sink, &err);
   if (!c.error.empty()) return Status::Internal(lib_.name() + " backend: " + c.error);
   if (rc != 0) return BackendError(err, "");
   for (const auto& t : c.outputs) {
     if (t.datatype == DataType::kBytes) RETURN_IF_ERROR(ValidateTensorData(t));
   }
-  return std::vector<Tensor>(std::make_move_iterator(c.outputs.begin()), std::make_move_iterator(c.outputs.end()));
+  return std::vector<Tensor>(std::make_move_iterator(c.outputs.begin()),
+                             std::make_move_iterator(c.outputs.end()));
 }
 
 Status BackendInstance::Warmup(const std::vector<LatheTensor>& inputs) {

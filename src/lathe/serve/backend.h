@@ -20,7 +20,8 @@ namespace lathe::serve {
 class BackendLibrary {
  public:
   // dlopens `path` and initialises it for LATHE_BACKEND_API_VERSION.
-  static Result<std::unique_ptr<BackendLibrary>> Open(const std::string& name, const std::string& path);
+  static Result<std::unique_ptr<BackendLibrary>> Open(const std::string& name,
+                                                      const std::string& path);
   const LatheBackendApi& api() const { return api_; }
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
@@ -78,7 +79,8 @@ struct InstanceSpec {
 // thread-safe: its owner calls it from one thread at a time.
 class BackendInstance {
  public:
-  static Result<std::unique_ptr<BackendInstance>> Load(const BackendLibrary& lib, const InstanceSpec& spec);
+  static Result<std::unique_ptr<BackendInstance>> Load(const BackendLibrary& lib,
+                                                       const InstanceSpec& spec);
   ~BackendInstance();
 
   // Runs one batch. Outputs are validated (sizes match shapes).

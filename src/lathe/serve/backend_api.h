@@ -112,30 +112,30 @@ typedef struct LatheTensor {
  * the backend then fails the call. */
 typedef struct LatheOutputSink {
   void* ctx;
-  void* (*alloc)(void* ctx, const char* name, int32_t datatype, int32_t rank,
-                 const int64_t* shape, uint64_t byte_size);
+  void* (*alloc)(void* ctx, const char* name, int32_t datatype, int32_t rank, const int64_t* shape,
+                 uint64_t byte_size);
 } LatheOutputSink;
 
 /* Everything a backend needs to load one instance. Strings are host-owned and
  * valid only during load (copy what you keep). */
 typedef struct LatheInstanceSpec {
-  uint32_t struct_size;     /* sizeof(LatheInstanceSpec) of the host */
+  uint32_t struct_size; /* sizeof(LatheInstanceSpec) of the host */
   const char* model_name;
   int64_t model_version;
-  const char* model_dir;    /* <repository>/<model> */
-  const char* version_dir;  /* <repository>/<model>/<version> */
-  const char* model_file;   /* the version's model file (may not exist for `process`) */
-  const char* config_json;  /* the whole validated config.yaml, as JSON */
-  const char* device_kind;  /* "cpu" | "cuda" */
-  int32_t device_index;     /* among the visible CUDA devices; -1 for cpu */
-  int32_t instance_index;   /* 0..count-1 over all the model's instances */
-  int32_t threads;          /* intra-op threads for this instance (>= 1; 0 = backend default) */
-  int32_t max_batch_size;   /* 0: the model does not batch */
+  const char* model_dir;   /* <repository>/<model> */
+  const char* version_dir; /* <repository>/<model>/<version> */
+  const char* model_file;  /* the version's model file (may not exist for `process`) */
+  const char* config_json; /* the whole validated config.yaml, as JSON */
+  const char* device_kind; /* "cpu" | "cuda" */
+  int32_t device_index;    /* among the visible CUDA devices; -1 for cpu */
+  int32_t instance_index;  /* 0..count-1 over all the model's instances */
+  int32_t threads;         /* intra-op threads for this instance (>= 1; 0 = backend default) */
+  int32_t max_batch_size;  /* 0: the model does not batch */
 } LatheInstanceSpec;
 
 typedef struct LatheBackendApi {
-  uint32_t struct_size; /* set by the host to sizeof(LatheBackendApi) */
-  uint32_t api_version; /* set by the backend to the version it implements */
+  uint32_t struct_size;        /* set by the host to sizeof(LatheBackendApi) */
+  uint32_t api_version;        /* set by the backend to the version it implements */
   const char* name;            /* static string, e.g. "torchscript" */
   const char* runtime_version; /* static string, e.g. "libtorch 1.13.1" */
 
@@ -150,8 +150,7 @@ typedef struct LatheBackendApi {
 
   /* Optional. Runs backend-specific warm-up on a sample batch (e.g. to let a JIT
    * specialise). When NULL the host calls execute with the sample instead. */
-  int (*warmup)(void* instance, const LatheTensor* inputs, uint32_t input_count,
-                LatheError* err);
+  int (*warmup)(void* instance, const LatheTensor* inputs, uint32_t input_count, LatheError* err);
   /* Optional. Writes what the backend can tell about the model's tensors, as a
    * NUL-terminated JSON object into `json` (at most `capacity` bytes):
    *   {"inputs": [{"name": "x", "datatype": "FP32"|"", "dims": [..]|null}],
@@ -170,11 +169,10 @@ typedef struct LatheBackendApi {
   int (*runs_inline)(void* instance);
 } LatheBackendApi;
 
-typedef int (*LatheBackendInitFn)(uint32_t host_api_version, LatheBackendApi* api,
-                                  LatheError* err);
+typedef int (*LatheBackendInitFn)(uint32_t host_api_version, LatheBackendApi* api, LatheError* err);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* LATHE_SERVE_BACKEND_API_H_ */

@@ -34,18 +34,23 @@ RequestQueues::RequestQueues(BatchingConfig config, int max_batch_size)
   queues_.resize(levels);
 }
 
-Status RequestQueues::Enqueue(std::unique_ptr<PendingRequest>& r, int64_t now_us, int64_t request_timeout_us) {
+Status RequestQueues::Enqueue(std::unique_ptr<PendingRequest>& r, int64_t now_us,
+                              int64_t request_timeout_us) {
   int level = std::clamp(r->priority, 1, levels());
-  QueuePolicy policy = static_cast<size_t>(level) <= config_.queues.size() ? config_.queues[level - 1] : QueuePolicy{};
+  QueuePolicy policy = static_cast<size_t>(level) <= config_.queues.size()
+                           ? config_.queues[level - 1]
+                           : QueuePolicy{};
   auto& q = queues_[static_cast<size_t>(level - 1)];
-  size_t waiting = q.size() + static_cast<size_t>(std::count_if(delayed_.begin(), delayed_.end(), [&](const auto& d) {
-                     return d->priority == level;
-                   }));
+  size_t waiting = q.size() + static_cast<size_t>(std::count_if(
+                                  delayed_.begin(), delayed_.end(),
+                                  [&](const auto& d) { return d->priority == level; }));
   if (!r->bypass_limits && policy.max_size > 0 && waiting >= policy.max_size) {
-    return Status::Msg(Code::kResourceExhausted, "serve.queue_full",
-                       {{"level", std::to_string(level)}, {"max", std::to_string(policy.max_size)}});
+    return Status::Msg(
+        Code::kResourceExhausted, "serve.queue_full",
+        {{"level", std::to_string(level)}, {"max", std::to_string(policy.max_size)}});
   }
-  int64_t timeout = (request_timeout_us > 0 && policy.allow_timeout_override) ? request_timeout_us : policy.timeout_us;
+  int64_t timeout = (request_timeout_us > 0 && policy.allow_timeout_override) ? request_timeout_us
+                                                                              : policy.timeout_us;
   r->priority = level;
   r->enqueue_us = now_us;
   r->deadline_us = timeout > 0 ? now_us + timeout : 0;
@@ -94,7 +99,8 @@ std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> Req
       if (++scanned > kMaxScan) return false;
       const PendingRequest& r = *q[i];
       if (key != nullptr && r.shape_key != *key) continue;  // never mix shapes
-      if (key != nullptr && (max_rows == 0 || rows + r.rows > max_rows)) return false;  // full, keep order
+      if (key != nullptr && (max_rows == 0 || rows + r.rows > max_rows))
+        return false;  // full, keep order
       key = &r.shape_key;
       picks.emplace_back(&q, i);
       rows += r.rows;
@@ -139,7 +145,8 @@ RequestQueues::Decision RequestQueues::Next(int64_t now_us, bool can_dispatch) {
   const int64_t max_rows = MaxRows();
   bool full = max_rows == 0 || rows >= max_rows;
   bool delay_over = now_us - oldest_us >= config_.max_queue_delay_us;
-  bool preferred = !config_.preferred_batch_sizes.empty() && rows >= config_.preferred_batch_sizes.back();
+  bool preferred =
+      !config_.preferred_batch_sizes.empty() && rows >= config_.preferred_batch_sizes.back();
   if (!full && !delay_over && !preferred) {
     int64_t until_delay = oldest_us + config_.max_queue_delay_us - now_us;
     d.wait_us = deadline_wait < 0 ? until_delay : std::min(until_delay, deadline_wait);

@@ -39,8 +39,8 @@ class RequestQueues {
   Status Enqueue(std::unique_ptr<PendingRequest>& r, int64_t now_us, int64_t request_timeout_us);
 
   struct Decision {
-    Batch batch;         // non-empty: run it now
-    Batch expired;       // past their deadline with on_timeout: reject; answer 503
+    Batch batch;           // non-empty: run it now
+    Batch expired;         // past their deadline with on_timeout: reject; answer 503
     int64_t wait_us = -1;  // nothing to run: look again after this long (-1: when woken)
   };
   // One step at `now_us`. `can_dispatch` says whether an instance could take a
@@ -48,8 +48,8 @@ class RequestQueues {
   // which is where batches come from under load).
   Decision Next(int64_t now_us, bool can_dispatch);
 
-  size_t size() const;                  // all levels, including delayed requests
-  size_t size_at(int level) const;      // one level (1-based), without delayed ones
+  size_t size() const;              // all levels, including delayed requests
+  size_t size_at(int level) const;  // one level (1-based), without delayed ones
   size_t delayed_size() const { return delayed_.size(); }
   int levels() const { return static_cast<int>(queues_.size()); }
   // Removes every queued request (for shutdown without draining).
@@ -61,8 +61,8 @@ class RequestQueues {
   int64_t Expire(int64_t now_us, Batch& expired);
   // The requests of the next batch in priority/FIFO order, all with the head's
   // shape key, at most max rows; `oldest_us` is the earliest enqueue time among them.
-  std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> Gather(int64_t& rows,
-                                                                                       int64_t& oldest_us);
+  std::vector<std::pair<std::deque<std::unique_ptr<PendingRequest>>*, size_t>> Gather(
+      int64_t& rows, int64_t& oldest_us);
   int64_t MaxRows() const;
   int64_t CutRows(int64_t rows, bool delay_expired) const;
 
@@ -139,9 +139,10 @@ class Batcher {
   BatchSink& sink_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  RequestQueues queues_;   // guarded by mu_
-  Batch expired_;          // guarded by mu_; answered by the batcher thread
-  int64_t wake_at_us_ = 0;  // guarded by mu_; when the thread looks next by itself (0: it is looking)
+  RequestQueues queues_;  // guarded by mu_
+  Batch expired_;         // guarded by mu_; answered by the batcher thread
+  int64_t wake_at_us_ =
+      0;  // guarded by mu_; when the thread looks next by itself (0: it is looking)
   bool stopping_ = false;  // guarded by mu_
   bool drain_ = true;      // guarded by mu_
   std::thread thread_;

@@ -34,7 +34,8 @@ struct Fixture {
   int64_t Now() { return clock.MonotonicMs() * 1000; }
   std::vector<std::string> answered;  // tags of requests answered (expired)
 
-  std::unique_ptr<PendingRequest> Req(std::string tag, int priority = 2, int64_t rows = 1, std::string key = "k") {
+  std::unique_ptr<PendingRequest> Req(std::string tag, int priority = 2, int64_t rows = 1,
+                                      std::string key = "k") {
     auto r = std::make_unique<PendingRequest>();
     r->rows = rows;
     r->priority = priority;
@@ -50,7 +51,8 @@ struct Fixture {
   }
 };
 
-Status Put(RequestQueues& q, std::unique_ptr<PendingRequest> r, int64_t now, int64_t timeout_us = 0) {
+Status Put(RequestQueues& q, std::unique_ptr<PendingRequest> r, int64_t now,
+           int64_t timeout_us = 0) {
   return q.Enqueue(r, now, timeout_us);
 }
 
@@ -123,7 +125,8 @@ TEST(RequestQueues, HigherPriorityFirst) {
   ASSERT_TRUE(Put(q, f.Req("low2", 3), f.Now()).ok());
   ASSERT_TRUE(Put(q, f.Req("normal", 2), f.Now()).ok());
   ASSERT_TRUE(Put(q, f.Req("high", 1), f.Now()).ok());
-  EXPECT_EQ(Fixture::Tags(q.Next(f.Now(), true).batch), std::vector<std::string>({"high", "normal"}));
+  EXPECT_EQ(Fixture::Tags(q.Next(f.Now(), true).batch),
+            std::vector<std::string>({"high", "normal"}));
   EXPECT_EQ(Fixture::Tags(q.Next(f.Now(), true).batch), std::vector<std::string>({"low1", "low2"}));
 }
 
@@ -171,7 +174,7 @@ TEST(RequestQueues, RejectsWhenTheLevelIsFull) {
   Status s = q.Enqueue(r, f.Now(), 0);
   EXPECT_EQ(s.code(), Code::kResourceExhausted);
   EXPECT_EQ(s.msg_id(), "serve.queue_full");
-  EXPECT_NE(r, nullptr);  // still the caller's
+  EXPECT_NE(r, nullptr);                                // still the caller's
   EXPECT_TRUE(Put(q, f.Req("high", 1), f.Now()).ok());  // another level has room
   auto probe = f.Req("probe");
   probe->bypass_limits = true;

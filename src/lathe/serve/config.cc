@@ -17,7 +17,6 @@ constexpr int kMaxPriorityLevels = 100;
 constexpr int kMaxInstances = 256;
 constexpr int kMaxBatchSize = 1 << 20;
 
-
 std::string Join(std::initializer_list<std::string_view> items) {
   std::string s;
   for (auto i : items) s += (s.empty() ? "" : ", ") + std::string(i);
@@ -38,8 +37,9 @@ class Checker {
                  std::initializer_list<std::string_view> allowed) const {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
-        return Status::Msg(Code::kInvalidArgument, "serve.config_unknown_field",
-                           {{"file", file_}, {"field", Path(path, it.key())}, {"allowed", Join(allowed)}});
+        return Status::Msg(
+            Code::kInvalidArgument, "serve.config_unknown_field",
+            {{"file", file_}, {"field", Path(path, it.key())}, {"allowed", Join(allowed)}});
       }
     }
     return Status::OK();
@@ -49,11 +49,13 @@ class Checker {
                        {{"file", file_}, {"field", field}, {"type", type}});
   }
   Status Value(const std::string& field, const Json& value, const std::string& allowed) const {
-    return Status::Msg(Code::kInvalidArgument, "serve.config_value",
-                       {{"file", file_}, {"field", field}, {"value", ShortValue(value)}, {"allowed", allowed}});
+    return Status::Msg(
+        Code::kInvalidArgument, "serve.config_value",
+        {{"file", file_}, {"field", field}, {"value", ShortValue(value)}, {"allowed", allowed}});
   }
   Status Missing(const std::string& field) const {
-    return Status::Msg(Code::kInvalidArgument, "serve.config_missing", {{"file", file_}, {"field", field}});
+    return Status::Msg(Code::kInvalidArgument, "serve.config_missing",
+                       {{"file", file_}, {"field", field}});
   }
   Result<int64_t> Int(const Json& v, const std::string& field, int64_t lo, int64_t hi) const {
     if (!v.is_number_integer()) return Type(field, "integer");
@@ -107,14 +109,17 @@ Result<TensorSpec> ParseTensorSpec(const Checker& c, const Json& j, const std::s
   return t;
 }
 
-Result<std::vector<TensorSpec>> ParseTensorList(const Checker& c, const Json& j, const std::string& path) {
+Result<std::vector<TensorSpec>> ParseTensorList(const Checker& c, const Json& j,
+                                                const std::string& path) {
   std::vector<TensorSpec> out;
   if (j.is_null()) return out;
   if (!j.is_array()) return c.Type(path, "list of {name, datatype, dims}");
   for (size_t i = 0; i < j.size(); ++i) {
     ASSIGN_OR_RETURN(TensorSpec t, ParseTensorSpec(c, j[i], path + "[" + std::to_string(i) + "]"));
     for (const auto& o : out) {
-      if (o.name == t.name) return c.Value(path + "[" + std::to_string(i) + "].name", j[i]["name"], "a name not used twice");
+      if (o.name == t.name)
+        return c.Value(path + "[" + std::to_string(i) + "].name", j[i]["name"],
+                       "a name not used twice");
     }
     out.push_back(std::move(t));
   }
@@ -125,13 +130,15 @@ Result<QueuePolicy> ParseQueuePolicy(const Checker& c, const Json& j, const std:
                                      QueuePolicy base) {
   if (j.is_null()) return base;
   if (!j.is_object()) return c.Type(path, "mapping");
-  RETURN_IF_ERROR(c.Unknown(j, path, {"max_size", "timeout_us", "on_timeout", "allow_timeout_override"}));
+  RETURN_IF_ERROR(
+      c.Unknown(j, path, {"max_size", "timeout_us", "on_timeout", "allow_timeout_override"}));
   if (j.contains("max_size")) {
     ASSIGN_OR_RETURN(int64_t v, c.Int(j["max_size"], path + ".max_size", 0, 1 << 24));
     base.max_size = static_cast<size_t>(v);
   }
   if (j.contains("timeout_us")) {
-    ASSIGN_OR_RETURN(base.timeout_us, c.Int(j["timeout_us"], path + ".timeout_us", 0, int64_t{1} << 50));
+    ASSIGN_OR_RETURN(base.timeout_us,
+                     c.Int(j["timeout_us"], path + ".timeout_us", 0, int64_t{1} << 50));
   }
   if (j.contains("on_timeout")) {
     ASSIGN_OR_RETURN(std::string a, c.Str(j["on_timeout"], path + ".on_timeout"));
@@ -144,7 +151,8 @@ Result<QueuePolicy> ParseQueuePolicy(const Checker& c, const Json& j, const std:
     }
   }
   if (j.contains("allow_timeout_override")) {
-    if (!j["allow_timeout_override"].is_boolean()) return c.Type(path + ".allow_timeout_override", "boolean");
+    if (!j["allow_timeout_override"].is_boolean())
+      return c.Type(path + ".allow_timeout_override", "boolean");
     base.allow_timeout_override = j["allow_timeout_override"].get<bool>();
   }
   return base;
@@ -162,8 +170,9 @@ Status ParseBatching(const Checker& c, const Json& j, int max_batch_size, Batchi
     return Status::OK();
   }
   if (!j.is_object()) return c.Type(path, "mapping (or true)");
-  RETURN_IF_ERROR(c.Unknown(j, path, {"max_queue_delay_us", "preferred_batch_sizes", "priority_levels",
-                                      "default_priority", "queue", "priority_queues"}));
+  RETURN_IF_ERROR(c.Unknown(j, path,
+                            {"max_queue_delay_us", "preferred_batch_sizes", "priority_levels",
+                             "default_priority", "queue", "priority_queues"}));
   b.enabled = true;
   if (j.contains("max_queue_delay_us")) {
     ASSIGN_OR_RETURN(b.max_queue_delay_us,
@@ -178,16 +187,19 @@ Status ParseBatching(const Checker& c, const Json& j, int max_batch_size, Batchi
       b.preferred_batch_sizes.push_back(static_cast<int>(v));
     }
     std::sort(b.preferred_batch_sizes.begin(), b.preferred_batch_sizes.end());
-    b.preferred_batch_sizes.erase(std::unique(b.preferred_batch_sizes.begin(), b.preferred_batch_sizes.end()),
-                                  b.preferred_batch_sizes.end());
+    b.preferred_batch_sizes.erase(
+        std::unique(b.preferred_batch_sizes.begin(), b.preferred_batch_sizes.end()),
+        b.preferred_batch_sizes.end());
   }
   if (j.contains("priority_levels")) {
-    ASSIGN_OR_RETURN(int64_t v, c.Int(j["priority_levels"], path + ".priority_levels", 1, kMaxPriorityLevels));
+    ASSIGN_OR_RETURN(int64_t v,
+                     c.Int(j["priority_levels"], path + ".priority_levels", 1, kMaxPriorityLevels));
     b.priority_levels = static_cast<int>(v);
     b.default_priority = (b.priority_levels + 1) / 2;
   }
   if (j.contains("default_priority")) {
-    ASSIGN_OR_RETURN(int64_t v, c.Int(j["default_priority"], path + ".default_priority", 1, b.priority_levels));
+    ASSIGN_OR_RETURN(
+        int64_t v, c.Int(j["default_priority"], path + ".default_priority", 1, b.priority_levels));
     b.default_priority = static_cast<int>(v);
   }
   QueuePolicy base;
@@ -203,7 +215,8 @@ Status ParseBatching(const Checker& c, const Json& j, int max_batch_size, Batchi
       char* end = nullptr;
       long level = std::strtol(it.key().c_str(), &end, 10);
       if (it.key().empty() || *end != '\0' || level < 1 || level > b.priority_levels) {
-        return c.Value(f, it.key(), "a priority level from 1 to " + std::to_string(b.priority_levels));
+        return c.Value(f, it.key(),
+                       "a priority level from 1 to " + std::to_string(b.priority_levels));
       }
       ASSIGN_OR_RETURN(b.queues[static_cast<size_t>(level - 1)], ParseQueuePolicy(c, *it, f, base));
     }
@@ -230,7 +243,8 @@ Result<InstanceGroup> ParseInstanceGroup(const Checker& c, const Json& j, const 
       g.device = DeviceKind::kCuda;
       g.device_index = idx;
     } else {
-      return c.Value(path + ".device", j["device"], "cpu, cuda:N (N among the visible devices), auto");
+      return c.Value(path + ".device", j["device"],
+                     "cpu, cuda:N (N among the visible devices), auto");
     }
   }
   return g;
@@ -248,12 +262,14 @@ Result<VersionPolicy> ParseVersionPolicy(const Checker& c, const Json& j) {
     ASSIGN_OR_RETURN(int64_t n, c.Int(j["latest"], path + ".latest", 1, 1000));
     p.latest = static_cast<int>(n);
   } else if (j.contains("all")) {
-    if (!j["all"].is_boolean() || !j["all"].get<bool>()) return c.Value(path + ".all", j["all"], "true");
+    if (!j["all"].is_boolean() || !j["all"].get<bool>())
+      return c.Value(path + ".all", j["all"], "true");
     p.kind = VersionPolicy::Kind::kAll;
   } else {
     p.kind = VersionPolicy::Kind::kSpecific;
     const Json& s = j["specific"];
-    if (!s.is_array() || s.empty()) return c.Type(path + ".specific", "non-empty list of version numbers");
+    if (!s.is_array() || s.empty())
+      return c.Type(path + ".specific", "non-empty list of version numbers");
     for (size_t i = 0; i < s.size(); ++i) {
       ASSIGN_OR_RETURN(int64_t v, c.Int(s[i], path + ".specific[" + std::to_string(i) + "]", 1,
                                         int64_t{1} << 53));
@@ -266,7 +282,8 @@ Result<VersionPolicy> ParseVersionPolicy(const Checker& c, const Json& j) {
 Status ParseWarmup(const Checker& c, const Json& j, ModelConfig& m) {
   if (j.is_null()) return Status::OK();
   if (j.is_boolean()) {
-    if (j.get<bool>()) return c.Value("warmup", j, "false, {inputs: {NAME: {data, shape}}}, {json: ...}");
+    if (j.get<bool>())
+      return c.Value("warmup", j, "false, {inputs: {NAME: {data, shape}}}, {json: ...}");
     m.warmup = false;
     return Status::OK();
   }
@@ -277,7 +294,8 @@ Status ParseWarmup(const Checker& c, const Json& j, ModelConfig& m) {
   }
   if (j.contains("inputs")) {
     const Json& in = j["inputs"];
-    if (!in.is_object() || in.empty()) return c.Type("warmup.inputs", "mapping NAME → {data, shape}");
+    if (!in.is_object() || in.empty())
+      return c.Type("warmup.inputs", "mapping NAME → {data, shape}");
     for (auto it = in.begin(); it != in.end(); ++it) {
       std::string f = "warmup.inputs." + it.key();
       if (!it->is_object()) return c.Type(f, "mapping {data, shape[, datatype]}");
@@ -286,7 +304,8 @@ Status ParseWarmup(const Checker& c, const Json& j, ModelConfig& m) {
       if (!it->contains("shape")) return c.Missing(f + ".shape");
       if (!(*it)["shape"].is_array()) return c.Type(f + ".shape", "list of integers");
       if (!m.inputs.empty() &&
-          std::none_of(m.inputs.begin(), m.inputs.end(), [&](const TensorSpec& t) { return t.name == it.key(); })) {
+          std::none_of(m.inputs.begin(), m.inputs.end(),
+                       [&](const TensorSpec& t) { return t.name == it.key(); })) {
         std::string names;
         for (const auto& t : m.inputs) names += (names.empty() ? "" : ", ") + t.name;
         return c.Value(f, it.key(), "an input of the model: " + names);
@@ -298,22 +317,25 @@ Status ParseWarmup(const Checker& c, const Json& j, ModelConfig& m) {
 }
 
 Status CheckTopLevel(const Checker& c, const Json& j) {
-  return c.Unknown(j, "", {"name", "backend", "max_batch_size", "inputs", "outputs", "dynamic_batching",
-                           "instances", "threads_per_instance", "version_policy", "default_model_filename",
-                           "warmup", "health_probe_interval", "parameters"});
+  return c.Unknown(j, "",
+                   {"name", "backend", "max_batch_size", "inputs", "outputs", "dynamic_batching",
+                    "instances", "threads_per_instance", "version_policy", "default_model_filename",
+                    "warmup", "health_probe_interval", "parameters"});
 }
 
 Status ParseBasics(const Checker& c, const Json& j, const std::string& dir_name, ModelConfig& m) {
   m.name = dir_name;
   if (j.contains("name")) {
     ASSIGN_OR_RETURN(std::string n, c.Str(j["name"], "name"));
-    if (!dir_name.empty() && n != dir_name) return c.Value("name", j["name"], "'" + dir_name + "' (the directory's name)");
+    if (!dir_name.empty() && n != dir_name)
+      return c.Value("name", j["name"], "'" + dir_name + "' (the directory's name)");
     m.name = n;
   }
   if (!j.contains("backend")) return c.Missing("backend");
   ASSIGN_OR_RETURN(m.backend, c.Str(j["backend"], "backend"));
   if (!RE2::FullMatch(m.backend, "[a-z][a-z0-9_]{0,31}")) {
-    return c.Value("backend", j["backend"], "torchscript, process, identity (or another installed backend)");
+    return c.Value("backend", j["backend"],
+                   "torchscript, process, identity (or another installed backend)");
   }
   if (j.contains("max_batch_size")) {
     ASSIGN_OR_RETURN(int64_t v, c.Int(j["max_batch_size"], "max_batch_size", 0, kMaxBatchSize));
@@ -324,10 +346,13 @@ Status ParseBasics(const Checker& c, const Json& j, const std::string& dir_name,
     m.threads_per_instance = static_cast<int>(v);
   }
   if (j.contains("default_model_filename")) {
-    ASSIGN_OR_RETURN(m.default_model_filename, c.Str(j["default_model_filename"], "default_model_filename"));
-    if (m.default_model_filename.empty() || m.default_model_filename.find('/') != std::string::npos ||
+    ASSIGN_OR_RETURN(m.default_model_filename,
+                     c.Str(j["default_model_filename"], "default_model_filename"));
+    if (m.default_model_filename.empty() ||
+        m.default_model_filename.find('/') != std::string::npos ||
         m.default_model_filename == "..") {
-      return c.Value("default_model_filename", j["default_model_filename"], "a file name without '/'");
+      return c.Value("default_model_filename", j["default_model_filename"],
+                     "a file name without '/'");
     }
   }
   if (j.contains("health_probe_interval")) {
@@ -335,8 +360,11 @@ Status ParseBasics(const Checker& c, const Json& j, const std::string& dir_name,
     if (h.is_number_integer() && h.get<int64_t>() == 0) {
       m.health_probe_interval_ms = 0;
     } else {
-      auto d = h.is_string() ? ParseDuration(h.get<std::string>()) : Result<std::chrono::milliseconds>(Status::InvalidArgument(""));
-      if (!d.ok() || d->count() < 0) return c.Value("health_probe_interval", h, "a duration such as 10s, 500ms, 1m; 0 turns probes off");
+      auto d = h.is_string() ? ParseDuration(h.get<std::string>())
+                             : Result<std::chrono::milliseconds>(Status::InvalidArgument(""));
+      if (!d.ok() || d->count() < 0)
+        return c.Value("health_probe_interval", h,
+                       "a duration such as 10s, 500ms, 1m; 0 turns probes off");
       m.health_probe_interval_ms = d->count();
     }
   }
@@ -355,7 +383,8 @@ std::string DefaultModelFilename(const std::string& backend) {
   return "";
 }
 
-Result<ModelConfig> ModelConfigFromJson(const Json& j, const std::string& file, const std::string& dir_name) {
+Result<ModelConfig> ModelConfigFromJson(const Json& j, const std::string& file,
+                                        const std::string& dir_name) {
   Checker c(file);
   if (!j.is_object()) return c.Type("(top level)", "mapping");
   RETURN_IF_ERROR(CheckTopLevel(c, j));
@@ -368,12 +397,15 @@ Result<ModelConfig> ModelConfigFromJson(const Json& j, const std::string& file, 
       !(j["dynamic_batching"].is_boolean() && !j["dynamic_batching"].get<bool>())) {
     return c.Value("max_batch_size", 0, "an integer from 1 when dynamic_batching is set");
   }
-  RETURN_IF_ERROR(ParseBatching(c, j.value("dynamic_batching", Json()), m.max_batch_size, m.batching));
+  RETURN_IF_ERROR(
+      ParseBatching(c, j.value("dynamic_batching", Json()), m.max_batch_size, m.batching));
   if (j.contains("instances") && !j["instances"].is_null()) {
     const Json& in = j["instances"];
-    if (!in.is_array() || in.empty()) return c.Type("instances", "non-empty list of {count, device}");
+    if (!in.is_array() || in.empty())
+      return c.Type("instances", "non-empty list of {count, device}");
     for (size_t i = 0; i < in.size(); ++i) {
-      ASSIGN_OR_RETURN(InstanceGroup g, ParseInstanceGroup(c, in[i], "instances[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(InstanceGroup g,
+                       ParseInstanceGroup(c, in[i], "instances[" + std::to_string(i) + "]"));
       m.instances.push_back(g);
     }
   } else {
@@ -384,17 +416,20 @@ Result<ModelConfig> ModelConfigFromJson(const Json& j, const std::string& file, 
   return m;
 }
 
-Result<ModelConfig> ParseModelConfig(std::string_view yaml, const std::string& file, const std::string& dir_name) {
+Result<ModelConfig> ParseModelConfig(std::string_view yaml, const std::string& file,
+                                     const std::string& dir_name) {
   Json j;
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) {
-      return Status::Msg(Code::kInvalidArgument, "serve.config_yaml",
-                         {{"file", file}, {"detail", "the top level must be a mapping (field: value)"}});
+      return Status::Msg(
+          Code::kInvalidArgument, "serve.config_yaml",
+          {{"file", file}, {"detail", "the top level must be a mapping (field: value)"}});
     }
     ASSIGN_OR_RETURN(j, YamlToJson(root, file));
   } catch (const YAML::Exception& e) {
-    return Status::Msg(Code::kInvalidArgument, "serve.config_yaml", {{"file", file}, {"detail", e.what()}});
+    return Status::Msg(Code::kInvalidArgument, "serve.config_yaml",
+                       {{"file", file}, {"detail", e.what()}});
   }
   return ModelConfigFromJson(j, file, dir_name);
 }
@@ -413,7 +448,8 @@ Json TensorSpecsToJson(const std::vector<TensorSpec>& specs) {
   Json a = Json::array();
   for (const auto& t : specs) {
     Json o = {{"name", t.name},
-              {"datatype", t.datatype == DataType::kInvalid ? "" : std::string(DataTypeName(t.datatype))}};
+              {"datatype",
+               t.datatype == DataType::kInvalid ? "" : std::string(DataTypeName(t.datatype))}};
     o["dims"] = t.dims ? Json(*t.dims) : Json(nullptr);
     a.push_back(o);
   }
@@ -428,19 +464,21 @@ Json QueueToJson(const QueuePolicy& q) {
 }  // namespace
 
 Json ModelConfigToJson(const ModelConfig& c) {
-  Json j = {{"name", c.name},
-            {"backend", c.backend},
-            {"max_batch_size", c.max_batch_size},
-            {"inputs", TensorSpecsToJson(c.inputs)},
-            {"outputs", TensorSpecsToJson(c.outputs)},
-            {"threads_per_instance", c.threads_per_instance},
-            {"default_model_filename", c.default_model_filename.empty() ? DefaultModelFilename(c.backend)
-                                                                         : c.default_model_filename},
-            {"health_probe_interval", std::to_string(c.health_probe_interval_ms) + "ms"},
-            {"parameters", c.parameters}};
+  Json j = {
+      {"name", c.name},
+      {"backend", c.backend},
+      {"max_batch_size", c.max_batch_size},
+      {"inputs", TensorSpecsToJson(c.inputs)},
+      {"outputs", TensorSpecsToJson(c.outputs)},
+      {"threads_per_instance", c.threads_per_instance},
+      {"default_model_filename", c.default_model_filename.empty() ? DefaultModelFilename(c.backend)
+                                                                  : c.default_model_filename},
+      {"health_probe_interval", std::to_string(c.health_probe_interval_ms) + "ms"},
+      {"parameters", c.parameters}};
   if (c.batching.enabled) {
     Json pq = Json::object();
-    for (size_t i = 0; i < c.batching.queues.size(); ++i) pq[std::to_string(i + 1)] = QueueToJson(c.batching.queues[i]);
+    for (size_t i = 0; i < c.batching.queues.size(); ++i)
+      pq[std::to_string(i + 1)] = QueueToJson(c.batching.queues[i]);
     j["dynamic_batching"] = {{"max_queue_delay_us", c.batching.max_queue_delay_us},
                              {"preferred_batch_sizes", c.batching.preferred_batch_sizes},
                              {"priority_levels", c.batching.priority_levels},
@@ -458,9 +496,15 @@ Json ModelConfigToJson(const ModelConfig& c) {
   }
   j["instances"] = inst;
   switch (c.version_policy.kind) {
-    case VersionPolicy::Kind::kLatest: j["version_policy"] = {{"latest", c.version_policy.latest}}; break;
-    case VersionPolicy::Kind::kAll: j["version_policy"] = {{"all", true}}; break;
-    case VersionPolicy::Kind::kSpecific: j["version_policy"] = {{"specific", c.version_policy.versions}}; break;
+    case VersionPolicy::Kind::kLatest:
+      j["version_policy"] = {{"latest", c.version_policy.latest}};
+      break;
+    case VersionPolicy::Kind::kAll:
+      j["version_policy"] = {{"all", true}};
+      break;
+    case VersionPolicy::Kind::kSpecific:
+      j["version_policy"] = {{"specific", c.version_policy.versions}};
+      break;
   }
   j["warmup"] = c.warmup;
   return j;
@@ -471,7 +515,8 @@ std::optional<int> ParsePriority(std::string_view text, const BatchingConfig& b)
   if (text == "low") return b.priority_levels;
   if (text == "normal" || text == "default") return b.default_priority;
   int v = 0;
-  if (!text.empty() && RE2::FullMatch(text, R"((\d{1,3}))", &v) && v >= 1 && v <= b.priority_levels) return v;
+  if (!text.empty() && RE2::FullMatch(text, R"((\d{1,3}))", &v) && v >= 1 && v <= b.priority_levels)
+    return v;
   return std::nullopt;
 }
 

@@ -45,19 +45,19 @@ struct TensorSpec {
 enum class TimeoutAction { kReject, kDelay };
 
 struct QueuePolicy {
-  size_t max_size = 1024;   // requests waiting at this level; 0 = unbounded
-  int64_t timeout_us = 0;   // how long a request may wait in the queue; 0 = forever
+  size_t max_size = 1024;  // requests waiting at this level; 0 = unbounded
+  int64_t timeout_us = 0;  // how long a request may wait in the queue; 0 = forever
   TimeoutAction on_timeout = TimeoutAction::kReject;  // reject: 503; delay: behind the rest
-  bool allow_timeout_override = true;  // a request may set a shorter/longer timeout
+  bool allow_timeout_override = true;                 // a request may set a shorter/longer timeout
 };
 
 struct BatchingConfig {
-  bool enabled = false;           // `dynamic_batching` is present
-  int64_t max_queue_delay_us = 0; // longest the oldest request waits for a fuller batch
+  bool enabled = false;                    // `dynamic_batching` is present
+  int64_t max_queue_delay_us = 0;          // longest the oldest request waits for a fuller batch
   std::vector<int> preferred_batch_sizes;  // ascending, each <= max_batch_size
-  int priority_levels = 3;        // 1 = highest
-  int default_priority = 2;       // level of requests that name none
-  std::vector<QueuePolicy> queues;  // one per level, index = level - 1
+  int priority_levels = 3;                 // 1 = highest
+  int default_priority = 2;                // level of requests that name none
+  std::vector<QueuePolicy> queues;         // one per level, index = level - 1
 };
 
 enum class DeviceKind { kCpu, kCuda, kAuto };
@@ -76,7 +76,7 @@ struct VersionPolicy {
 };
 
 struct ModelConfig {
-  std::string file;     // where it was read from; "" for generated defaults
+  std::string file;  // where it was read from; "" for generated defaults
   std::string name;
   std::string backend;
   int max_batch_size = 0;
@@ -86,8 +86,8 @@ struct ModelConfig {
   std::vector<InstanceGroup> instances;  // never empty after parsing
   int threads_per_instance = 0;          // 0: cores / instances (the backend is always told)
   VersionPolicy version_policy;
-  std::string default_model_filename;    // "" = the backend's default
-  Json warmup;                           // null: generated if possible; false: none
+  std::string default_model_filename;  // "" = the backend's default
+  Json warmup;                         // null: generated if possible; false: none
   int64_t health_probe_interval_ms = 10000;
   Json parameters = Json::object();
 };

@@ -73,8 +73,8 @@ TEST(Config, DefaultsAreSane) {
 
 struct Bad {
   const char* yaml;
-  const char* field;   // must appear in the message
-  const char* allowed; // must appear in the message ("" to skip)
+  const char* field;    // must appear in the message
+  const char* allowed;  // must appear in the message ("" to skip)
 };
 
 class ConfigErrors : public ::testing::TestWithParam<Bad> {};
@@ -97,24 +97,35 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"backend: Torch Script\n", "backend", "torchscript, process"},
         Bad{"backend: torchscript\nmax_batch_size: -1\n", "max_batch_size", "from 0"},
         Bad{"backend: torchscript\nmax_batch_size: many\n", "max_batch_size", "integer"},
-        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FLOAT32}]\n", "inputs[0].datatype", "FP32"},
-        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FP32, dims: [0]}]\n", "inputs[0].dims[0]", "-1"},
-        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FP32}, {name: x, datatype: FP32}]\n", "inputs[1].name", ""},
-        Bad{"backend: torchscript\ndynamic_batching: {max_queue_delay_us: 5}\n", "max_batch_size", "dynamic_batching"},
-        Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {queue: {on_timeout: drop}}\n",
+        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FLOAT32}]\n", "inputs[0].datatype",
+            "FP32"},
+        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FP32, dims: [0]}]\n",
+            "inputs[0].dims[0]", "-1"},
+        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FP32}, {name: x, datatype: "
+            "FP32}]\n",
+            "inputs[1].name", ""},
+        Bad{"backend: torchscript\ndynamic_batching: {max_queue_delay_us: 5}\n", "max_batch_size",
+            "dynamic_batching"},
+        Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {queue: {on_timeout: "
+            "drop}}\n",
             "dynamic_batching.queue.on_timeout", "reject, delay"},
-        Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {preferred_batch_sizes: [8]}\n",
+        Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {preferred_batch_sizes: "
+            "[8]}\n",
             "preferred_batch_sizes[0]", "from 1 to 4"},
-        Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {priority_levels: 2, priority_queues: {3: {}}}\n",
+        Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {priority_levels: 2, "
+            "priority_queues: {3: {}}}\n",
             "priority_queues.3", "from 1 to 2"},
         Bad{"backend: torchscript\nmax_batch_size: 4\ndynamic_batching: {max_queue_delay: 5}\n",
             "dynamic_batching.max_queue_delay", "max_queue_delay_us"},
-        Bad{"backend: torchscript\ninstances: [{count: 1, device: gpu0}]\n", "instances[0].device", "cuda:N"},
+        Bad{"backend: torchscript\ninstances: [{count: 1, device: gpu0}]\n", "instances[0].device",
+            "cuda:N"},
         Bad{"backend: torchscript\ninstances: [{count: 0}]\n", "instances[0].count", "from 1"},
         Bad{"backend: torchscript\nversion_policy: {newest: 1}\n", "version_policy", "latest"},
-        Bad{"backend: torchscript\nversion_policy: {latest: 1, all: true}\n", "version_policy", "{all: true}"},
+        Bad{"backend: torchscript\nversion_policy: {latest: 1, all: true}\n", "version_policy",
+            "{all: true}"},
         Bad{"backend: torchscript\nhealth_probe_interval: soon\n", "health_probe_interval", "10s"},
-        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FP32}]\nwarmup: {inputs: {z: {data: [1], shape: [1]}}}\n",
+        Bad{"backend: torchscript\ninputs: [{name: x, datatype: FP32}]\nwarmup: {inputs: {z: "
+            "{data: [1], shape: [1]}}}\n",
             "warmup.inputs.z", "x"},
         Bad{"backend: torchscript\nname: other\n", "name", "'m'"},
         Bad{"backend: [unclosed\n", "YAML", ""}));

@@ -18,13 +18,15 @@ std::vector<Tensor> MergeInputs(const Batch& batch) {
     size_t bytes = 0;
     for (const auto& r : batch) bytes += r->inputs[i].data.size();
     t.data.reserve(bytes);
-    for (const auto& r : batch) t.data += r->inputs[i].data;  // BYTES elements are self-delimited too
+    for (const auto& r : batch)
+      t.data += r->inputs[i].data;  // BYTES elements are self-delimited too
     merged.push_back(std::move(t));
   }
   return merged;
 }
 
-Result<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outputs, const std::vector<int64_t>& rows) {
+Result<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outputs,
+                                                      const std::vector<int64_t>& rows) {
   std::vector<std::vector<Tensor>> per(rows.size());
   int64_t total = 0;
   for (int64_t r : rows) total += r;
@@ -34,9 +36,10 @@ Result<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> output
       continue;
     }
     if (out.shape.empty() || out.shape[0] != total) {
-      return Status::Internal(fmt::format("output '{}' has shape {}, but the batch has {} rows: a batching model "
-                                          "must return the batch size as the first dimension",
-                                          out.name, ShapeString(out.shape), total));
+      return Status::Internal(
+          fmt::format("output '{}' has shape {}, but the batch has {} rows: a batching model "
+                      "must return the batch size as the first dimension",
+                      out.name, ShapeString(out.shape), total));
     }
     int64_t per_row = total == 0 ? 0 : ElementCount(out.shape) / total;
     std::vector<size_t> offsets;
@@ -161,7 +164,7 @@ void ModelInstance::Loop(std::promise<Status>* loaded) {
   }
   lock.unlock();
   std::lock_guard<std::mutex> exec(exec_mu_);  // a claimed batch may still be running elsewhere
-  backend_.reset();  // unload on this thread
+  backend_.reset();                            // unload on this thread
 }
 
 void ModelInstance::Execute(Batch& batch) {
@@ -184,11 +187,13 @@ void ModelInstance::Execute(Batch& batch) {
   const int64_t end = options_.now_us();
   // 3. Split and answer every request.
   Result<std::vector<std::vector<Tensor>>> split =
-      out.ok() ? SplitOutputs(std::move(*out), rows) : Result<std::vector<std::vector<Tensor>>>(out.status());
+      out.ok() ? SplitOutputs(std::move(*out), rows)
+               : Result<std::vector<std::vector<Tensor>>>(out.status());
   if (options_.on_batch) options_.on_batch(BatchOutcome{BatchRows(batch), end - start, split.ok()});
   if (!split.ok()) {
-    spdlog::warn("serve: {} v{} instance {}: {}", options_.spec.model_name, options_.spec.model_version,
-                 options_.spec.instance_index, split.status().message());
+    spdlog::warn("serve: {} v{} instance {}: {}", options_.spec.model_name,
+                 options_.spec.model_version, options_.spec.instance_index,
+                 split.status().message());
   }
   for (size_t k = 0; k < batch.size(); ++k) {
     PendingRequest& r = *batch[k];

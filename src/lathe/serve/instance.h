@@ -33,9 +33,9 @@ class ModelInstance {
     const BackendLibrary* library = nullptr;  // not owned; outlives the instance
     InstanceSpec spec;
     int max_batch_size = 0;
-    std::function<int64_t()> now_us;                      // monotonic µs
-    std::function<void()> on_idle;                        // a batch finished (wake the batcher)
-    std::function<void(const BatchOutcome&)> on_batch;    // metrics; may be empty
+    std::function<int64_t()> now_us;                    // monotonic µs
+    std::function<void()> on_idle;                      // a batch finished (wake the batcher)
+    std::function<void(const BatchOutcome&)> on_batch;  // metrics; may be empty
   };
 
   static Result<std::unique_ptr<ModelInstance>> Create(Options options);
@@ -68,8 +68,8 @@ class ModelInstance {
  private:
   explicit ModelInstance(Options options) : options_(std::move(options)) {}
   struct Task {
-    Batch batch;                                  // a batch to execute, or
-    std::function<void(BackendInstance&)> call;   // a call to make on the thread
+    Batch batch;                                 // a batch to execute, or
+    std::function<void(BackendInstance&)> call;  // a call to make on the thread
   };
   void Loop(std::promise<Status>* loaded);
   void Execute(Batch& batch);
@@ -96,6 +96,7 @@ class ModelInstance {
 std::vector<Tensor> MergeInputs(const Batch& batch);
 // Splits `outputs` of a batch with `rows` per request; InvalidArgument-free:
 // an output whose first dimension is not the batch's rows is Internal.
-Result<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outputs, const std::vector<int64_t>& rows);
+Result<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outputs,
+                                                      const std::vector<int64_t>& rows);
 
 }  // namespace lathe::serve

@@ -12,7 +12,8 @@
 namespace lathe::serve {
 namespace {
 
-std::unique_ptr<ModelInstance> LoadIdentity(BackendRegistry& registry, const std::string& config_json) {
+std::unique_ptr<ModelInstance> LoadIdentity(BackendRegistry& registry,
+                                            const std::string& config_json) {
   auto lib = registry.Get("identity");
   EXPECT_TRUE(lib.ok()) << lib.status().ToString();
   if (!lib.ok()) return nullptr;
@@ -30,7 +31,8 @@ std::unique_ptr<ModelInstance> LoadIdentity(BackendRegistry& registry, const std
 
 Batch OneRequest(std::vector<InferResult>& results, std::vector<std::thread::id>& threads) {
   auto r = std::make_unique<PendingRequest>();
-  r->inputs.push_back(Tensor{"x", DataType::kFp32, {1, 1}, std::string("\0\0\x80\x3f", 4)});  // 1.0f
+  r->inputs.push_back(
+      Tensor{"x", DataType::kFp32, {1, 1}, std::string("\0\0\x80\x3f", 4)});  // 1.0f
   r->done = [&](InferResult res) {
     results.push_back(std::move(res));
     threads.push_back(std::this_thread::get_id());
@@ -89,7 +91,8 @@ TEST(ModelInstance, TheClientGetsTheFirstLineOfABackendError) {
   ASSERT_GE(fd, 0);
   ::close(fd);
   BackendRegistry registry({LATHE_BACKEND_BUILD_DIR});
-  auto inst = LoadIdentity(registry, std::string(R"({"parameters": {"fail_while_exists": ")") + path + "\"}}");
+  auto inst = LoadIdentity(
+      registry, std::string(R"({"parameters": {"fail_while_exists": ")") + path + "\"}}");
   ::unlink(path);
   ASSERT_NE(inst, nullptr);
   std::ofstream(path).put('x');
@@ -100,7 +103,8 @@ TEST(ModelInstance, TheClientGetsTheFirstLineOfABackendError) {
   ::unlink(path);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status.code(), Code::kUnavailable);
-  EXPECT_EQ(results[0].status.message(), std::string("identity: failing while ") + path + " exists");
+  EXPECT_EQ(results[0].status.message(),
+            std::string("identity: failing while ") + path + " exists");
 }
 
 TEST(ForClient, KeepsTheFirstLineBoundedAndCatalogMessagesWhole) {

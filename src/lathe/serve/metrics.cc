@@ -51,10 +51,13 @@ std::string RenderLabels(const Labels& labels) {
 }
 
 std::vector<double> Metrics::LatencyBuckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
 }
 
-std::vector<double> Metrics::BatchBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
+std::vector<double> Metrics::BatchBuckets() {
+  return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+}
 
 void Metrics::Declare(std::string name, Type type, std::string help, std::vector<double> buckets) {
   std::lock_guard<std::mutex> l(mu_);
@@ -136,7 +139,9 @@ std::string Metrics::Render() const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   for (const auto& f : families_) {
-    const char* type = f.type == Type::kCounter ? "counter" : f.type == Type::kGauge ? "gauge" : "histogram";
+    const char* type = f.type == Type::kCounter ? "counter"
+                       : f.type == Type::kGauge ? "gauge"
+                                                : "histogram";
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, type);
     for (const auto& [labels, s] : f.series) {
       if (!s.used) continue;  // resolved, never updated
@@ -147,7 +152,8 @@ std::string Metrics::Render() const {
       uint64_t cum = 0;
       for (size_t i = 0; i < f.bounds.size(); ++i) {
         cum += i < s.buckets.size() ? s.buckets[i] : 0;
-        out += fmt::format("{}_bucket{} {}\n", f.name, WithLabel(labels, "le=\"" + Number(f.bounds[i]) + "\""), cum);
+        out += fmt::format("{}_bucket{} {}\n", f.name,
+                           WithLabel(labels, "le=\"" + Number(f.bounds[i]) + "\""), cum);
       }
       out += fmt::format("{}_bucket{} {}\n", f.name, WithLabel(labels, "le=\"+Inf\""), s.count);
       out += fmt::format("{}_sum{} {}\n", f.name, labels, Number(s.value));

@@ -28,9 +28,9 @@ class Metrics {
   // bounds, ascending; +Inf is implicit.
   void Declare(std::string name, Type type, std::string help, std::vector<double> buckets = {});
 
-  void Add(std::string_view name, const Labels& labels, double v = 1);   // counter
-  void Set(std::string_view name, const Labels& labels, double v);       // gauge
-  void Observe(std::string_view name, const Labels& labels, double v);   // histogram
+  void Add(std::string_view name, const Labels& labels, double v = 1);  // counter
+  void Set(std::string_view name, const Labels& labels, double v);      // gauge
+  void Observe(std::string_view name, const Labels& labels, double v);  // histogram
 
   // One series of a counter or histogram family, resolved ahead of its
   // updates. It is rendered only once it has been updated (by either form), so
@@ -39,16 +39,16 @@ class Metrics {
   // are cleared at scrape time).
   class Series {
     friend class Metrics;
-    double value = 0;               // counter or gauge; histogram sum
-    uint64_t count = 0;             // histogram
-    std::vector<uint64_t> buckets;  // histogram, not cumulative
-    bool used = false;              // rendered only once updated
+    double value = 0;                             // counter or gauge; histogram sum
+    uint64_t count = 0;                           // histogram
+    std::vector<uint64_t> buckets;                // histogram, not cumulative
+    bool used = false;                            // rendered only once updated
     const std::vector<double>* bounds = nullptr;  // histogram: its family's bucket bounds
   };
   // nullptr when `name` is not declared or is a gauge.
   Series* Resolve(std::string_view name, const Labels& labels);
-  void Add(Series* s, double v = 1);   // counter; null: nothing
-  void Observe(Series* s, double v);   // histogram; null: nothing
+  void Add(Series* s, double v = 1);  // counter; null: nothing
+  void Observe(Series* s, double v);  // histogram; null: nothing
 
   // Removes every series of a gauge (before setting fresh values at scrape time).
   void ClearGauge(std::string_view name);
@@ -71,7 +71,8 @@ class Metrics {
   static void ObserveLocked(const std::vector<double>& bounds, Series& s, double v);
 
   mutable std::mutex mu_;
-  std::deque<Family> families_;  // guarded by mu_; declaration order (a deque: handles point into it)
+  std::deque<Family>
+      families_;  // guarded by mu_; declaration order (a deque: handles point into it)
 };
 
 // The label set as Prometheus writes it: {a="x",b="y"} (values escaped); "" when empty.

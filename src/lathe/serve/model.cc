@@ -52,24 +52,36 @@ std::vector<TensorSpec> SpecsFromDescribe(const Json& list) {
 
 std::string_view ModelStateName(ModelState s) {
   switch (s) {
-    case ModelState::kLoading: return "LOADING";
-    case ModelState::kReady: return "READY";
-    case ModelState::kUnhealthy: return "UNHEALTHY";
-    case ModelState::kUnloading: return "UNLOADING";
-    case ModelState::kUnloaded: return "UNAVAILABLE";
-    case ModelState::kFailed: return "FAILED";
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kUnhealthy:
+      return "UNHEALTHY";
+    case ModelState::kUnloading:
+      return "UNLOADING";
+    case ModelState::kUnloaded:
+      return "UNAVAILABLE";
+    case ModelState::kFailed:
+      return "FAILED";
   }
   return "?";
 }
 
 std::string_view RequestOutcomeName(RequestOutcome o) {
   switch (o) {
-    case RequestOutcome::kSuccess: return "success";
-    case RequestOutcome::kInvalid: return "invalid";
-    case RequestOutcome::kRejected: return "rejected";
-    case RequestOutcome::kTimeout: return "timeout";
-    case RequestOutcome::kUnavailable: return "unavailable";
-    case RequestOutcome::kError: return "error";
+    case RequestOutcome::kSuccess:
+      return "success";
+    case RequestOutcome::kInvalid:
+      return "invalid";
+    case RequestOutcome::kRejected:
+      return "rejected";
+    case RequestOutcome::kTimeout:
+      return "timeout";
+    case RequestOutcome::kUnavailable:
+      return "unavailable";
+    case RequestOutcome::kError:
+      return "error";
   }
   return "error";
 }
@@ -77,12 +89,17 @@ std::string_view RequestOutcomeName(RequestOutcome o) {
 bool ModelTransitionAllowed(ModelState from, ModelState to) {
   using S = ModelState;
   switch (from) {
-    case S::kLoading: return to == S::kReady || to == S::kFailed || to == S::kUnloading;
-    case S::kReady: return to == S::kUnhealthy || to == S::kUnloading;
-    case S::kUnhealthy: return to == S::kReady || to == S::kUnloading;
-    case S::kUnloading: return to == S::kUnloaded;
+    case S::kLoading:
+      return to == S::kReady || to == S::kFailed || to == S::kUnloading;
+    case S::kReady:
+      return to == S::kUnhealthy || to == S::kUnloading;
+    case S::kUnhealthy:
+      return to == S::kReady || to == S::kUnloading;
+    case S::kUnloading:
+      return to == S::kUnloaded;
     case S::kUnloaded:
-    case S::kFailed: return false;
+    case S::kFailed:
+      return false;
   }
   return false;
 }
@@ -138,8 +155,10 @@ Result<std::vector<Tensor>> WarmupFromConfig(const ModelConfig& c) {
     for (const auto& d : (*it)["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) {
         return Status::Msg(Code::kInvalidArgument, "serve.config_value",
-                           {{"file", c.file}, {"field", "warmup.inputs." + it.key() + ".shape"},
-                            {"value", (*it)["shape"].dump()}, {"allowed", "a list of non-negative integers"}});
+                           {{"file", c.file},
+                            {"field", "warmup.inputs." + it.key() + ".shape"},
+                            {"value", (*it)["shape"].dump()},
+                            {"allowed", "a list of non-negative integers"}});
       }
       shape.push_back(d.get<int64_t>());
     }
@@ -168,9 +187,11 @@ void ModelVersion::SetState(ModelState to) {
     return;
   }
   state_ = to;
-  spdlog::info("serve: {} v{}: {} -> {}", config_.name, version_.version, ModelStateName(from), ModelStateName(to));
+  spdlog::info("serve: {} v{}: {} -> {}", config_.name, version_.version, ModelStateName(from),
+               ModelStateName(to));
   if (options_.metrics) {
-    options_.metrics->Set("lathe_serve_model_ready", ModelLabels(), to == ModelState::kReady ? 1 : 0);
+    options_.metrics->Set("lathe_serve_model_ready", ModelLabels(),
+                          to == ModelState::kReady ? 1 : 0);
   }
 }
 
@@ -184,8 +205,10 @@ void ModelVersion::ResolveSeries() {
   Labels labels = ModelLabels();
   for (int o = 0; o < kRequestOutcomes; ++o) {
     Labels with_outcome = labels;
-    with_outcome.emplace_back("outcome", std::string(RequestOutcomeName(static_cast<RequestOutcome>(o))));
-    series_.requests[static_cast<size_t>(o)] = m->Resolve("lathe_serve_requests_total", with_outcome);
+    with_outcome.emplace_back("outcome",
+                              std::string(RequestOutcomeName(static_cast<RequestOutcome>(o))));
+    series_.requests[static_cast<size_t>(o)] =
+        m->Resolve("lathe_serve_requests_total", with_outcome);
   }
   series_.request_duration = m->Resolve("lathe_serve_request_duration_seconds", labels);
   series_.queue_duration = m->Resolve("lathe_serve_queue_duration_seconds", labels);
@@ -222,20 +245,23 @@ Status ModelVersion::LoadInstances(const ModelSource& source) {
   for (const auto& g : config_.instances) {
     total += g.count * (g.device == DeviceKind::kAuto ? std::max(1, options_.visible_gpus) : 1);
   }
-  int threads = config_.threads_per_instance > 0
-                    ? config_.threads_per_instance
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, total));
+  int threads =
+      config_.threads_per_instance > 0
+          ? config_.threads_per_instance
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, total));
   for (const auto& g : config_.instances) {
     // `auto`: one group per visible GPU, or the CPU when there is none.
     std::vector<std::pair<std::string, int>> devices;
-    if (g.device == DeviceKind::kCpu || (g.device == DeviceKind::kAuto && options_.visible_gpus == 0)) {
+    if (g.device == DeviceKind::kCpu ||
+        (g.device == DeviceKind::kAuto && options_.visible_gpus == 0)) {
       devices.emplace_back("cpu", -1);
     } else if (g.device == DeviceKind::kAuto) {
       for (int d = 0; d < options_.visible_gpus; ++d) devices.emplace_back("cuda", d);
     } else {
       if (g.device_index >= options_.visible_gpus) {
         return Status::Msg(Code::kFailedPrecondition, "serve.no_such_gpu",
-                           {{"file", config_.file}, {"device", "cuda:" + std::to_string(g.device_index)},
+                           {{"file", config_.file},
+                            {"device", "cuda:" + std::to_string(g.device_index)},
                             {"visible", std::to_string(options_.visible_gpus)}});
       }
       devices.emplace_back("cuda", g.device_index);
@@ -244,15 +270,25 @@ Status ModelVersion::LoadInstances(const ModelSource& source) {
       for (int k = 0; k < g.count; ++k) {
         ModelInstance::Options o;
         o.library = lib;
-        o.spec = InstanceSpec{config_.name, version_.version, source.model_dir, version_.dir, version_.model_file,
-                              config_json, kind, dev, index++, threads, config_.max_batch_size};
+        o.spec = InstanceSpec{config_.name,
+                              version_.version,
+                              source.model_dir,
+                              version_.dir,
+                              version_.model_file,
+                              config_json,
+                              kind,
+                              dev,
+                              index++,
+                              threads,
+                              config_.max_batch_size};
         o.max_batch_size = config_.max_batch_size;
         o.now_us = options_.now_us;
         o.on_idle = [this] {
           if (batcher_) batcher_->Wake();
         };
         if (Metrics* m = options_.metrics; m != nullptr) {
-          o.on_batch = [m, rows = series_.batch_size, compute = series_.compute_duration](const BatchOutcome& b) {
+          o.on_batch = [m, rows = series_.batch_size,
+                        compute = series_.compute_duration](const BatchOutcome& b) {
             m->Observe(rows, static_cast<double>(b.rows));
             m->Observe(compute, static_cast<double>(b.compute_us) / 1e6);
           };
@@ -281,14 +317,16 @@ Status ModelVersion::BuildWarmup() {
     Status s = inst->Warmup(warmup_);
     if (!s.ok()) {
       return Status::Msg(s.code(), "serve.warmup_failed",
-                         {{"model", config_.name}, {"version", std::to_string(version_.version)},
+                         {{"model", config_.name},
+                          {"version", std::to_string(version_.version)},
                           {"detail", s.message()}});
     }
   }
   return Status::OK();
 }
 
-Result<std::unique_ptr<ModelVersion>> ModelVersion::Load(const ModelSource& source, const VersionSource& version,
+Result<std::unique_ptr<ModelVersion>> ModelVersion::Load(const ModelSource& source,
+                                                         const VersionSource& version,
                                                          ModelOptions options) {
   std::unique_ptr<ModelVersion> m(new ModelVersion(source.config, version, std::move(options)));
   m->ResolveSeries();
@@ -296,7 +334,8 @@ Result<std::unique_ptr<ModelVersion>> ModelVersion::Load(const ModelSource& sour
   if (s.ok()) s = m->BuildWarmup();
   if (m->options_.metrics != nullptr) {
     m->options_.metrics->Add("lathe_serve_model_loads_total",
-                             {{"model", m->name()}, {"version", std::to_string(version.version)},
+                             {{"model", m->name()},
+                              {"version", std::to_string(version.version)},
                               {"outcome", s.ok() ? "success" : "failure"}});
   }
   if (!s.ok()) {
@@ -332,16 +371,19 @@ Status ModelVersion::Validate(ModelRequest& req, std::string& key, int64_t& rows
       bool known = std::any_of(config_.inputs.begin(), config_.inputs.end(),
                                [&](const TensorSpec& s) { return s.name == t.name; });
       if (!known) {
-        return Status::Msg(Code::kInvalidArgument, "serve.unknown_input",
-                           {{"tensor", t.name}, {"model", config_.name}, {"inputs", Names(config_.inputs)}});
+        return Status::Msg(
+            Code::kInvalidArgument, "serve.unknown_input",
+            {{"tensor", t.name}, {"model", config_.name}, {"inputs", Names(config_.inputs)}});
       }
     }
     std::vector<Tensor> ordered;
     for (const auto& s : config_.inputs) {
-      auto it = std::find_if(req.inputs.begin(), req.inputs.end(), [&](const Tensor& t) { return t.name == s.name; });
+      auto it = std::find_if(req.inputs.begin(), req.inputs.end(),
+                             [&](const Tensor& t) { return t.name == s.name; });
       if (it == req.inputs.end()) {
-        return Status::Msg(Code::kInvalidArgument, "serve.missing_input",
-                           {{"tensor", s.name}, {"model", config_.name}, {"inputs", Names(config_.inputs)}});
+        return Status::Msg(
+            Code::kInvalidArgument, "serve.missing_input",
+            {{"tensor", s.name}, {"model", config_.name}, {"inputs", Names(config_.inputs)}});
       }
       ordered.push_back(std::move(*it));
     }
@@ -355,14 +397,16 @@ Status ModelVersion::Validate(ModelRequest& req, std::string& key, int64_t& rows
     const TensorSpec* spec = config_.inputs.empty() ? nullptr : &config_.inputs[i];
     if (spec != nullptr && spec->datatype != DataType::kInvalid && spec->datatype != t.datatype) {
       return Status::Msg(Code::kInvalidArgument, "serve.wrong_datatype",
-                         {{"tensor", t.name}, {"expected", std::string(DataTypeName(spec->datatype))},
+                         {{"tensor", t.name},
+                          {"expected", std::string(DataTypeName(spec->datatype))},
                           {"got", std::string(DataTypeName(t.datatype))}});
     }
     if (batching) {
       if (t.shape.empty() || t.shape[0] < 1 || t.shape[0] > config_.max_batch_size ||
           (rows >= 0 && t.shape[0] != rows)) {
         return Status::Msg(Code::kInvalidArgument, "serve.bad_batch_dim",
-                           {{"tensor", t.name}, {"shape", ShapeString(t.shape)},
+                           {{"tensor", t.name},
+                            {"shape", ShapeString(t.shape)},
                             {"max", std::to_string(config_.max_batch_size)}});
       }
       rows = t.shape[0];
@@ -370,12 +414,14 @@ Status ModelVersion::Validate(ModelRequest& req, std::string& key, int64_t& rows
     if (spec != nullptr && spec->dims && !DimsMatch(*spec->dims, t.shape, batching ? 1 : 0)) {
       Shape want = *spec->dims;
       if (batching) want.insert(want.begin(), -1);
-      return Status::Msg(Code::kInvalidArgument, "serve.wrong_shape",
-                         {{"tensor", t.name}, {"expected", ShapeString(want)}, {"got", ShapeString(t.shape)}});
+      return Status::Msg(
+          Code::kInvalidArgument, "serve.wrong_shape",
+          {{"tensor", t.name}, {"expected", ShapeString(want)}, {"got", ShapeString(t.shape)}});
     }
     RETURN_IF_ERROR(ValidateTensorData(t));
     key += t.name + ':' + std::string(DataTypeName(t.datatype));
-    for (size_t d = batching ? 1 : 0; d < t.shape.size(); ++d) key += ',' + std::to_string(t.shape[d]);
+    for (size_t d = batching ? 1 : 0; d < t.shape.size(); ++d)
+      key += ',' + std::to_string(t.shape[d]);
     key += ';';
   }
   if (rows < 0) rows = 1;
@@ -428,7 +474,8 @@ ClaimedBatch ModelVersion::Dispatch(Batch batch) {
     }
   }
   ModelInstance& inst = *instances_[best];
-  if (inst.runs_inline() && inst.TryClaim()) return ClaimedBatch{static_cast<int>(best), std::move(batch)};
+  if (inst.runs_inline() && inst.TryClaim())
+    return ClaimedBatch{static_cast<int>(best), std::move(batch)};
   inst.Run(std::move(batch));
   return {};
 }
@@ -446,7 +493,8 @@ void ModelVersion::ProbeTick() {
   std::unique_lock<std::mutex> l(probe_mu_);
   if (probe_outstanding_) {
     if (now - probe_sent_us_ > interval && s == ModelState::kReady) {
-      probe_error_ = fmt::format("the health probe has not been answered for {} ms", (now - probe_sent_us_) / 1000);
+      probe_error_ = fmt::format("the health probe has not been answered for {} ms",
+                                 (now - probe_sent_us_) / 1000);
       spdlog::warn("serve: {} v{}: {}", config_.name, version_.version, probe_error_);
       SetState(ModelState::kUnhealthy);
     }
@@ -469,7 +517,8 @@ void ModelVersion::ProbeTick() {
       if (state() == ModelState::kUnhealthy) SetState(ModelState::kReady);
     } else {
       probe_error_ = res.status.message();
-      spdlog::warn("serve: {} v{}: health probe failed: {}", config_.name, version_.version, probe_error_);
+      spdlog::warn("serve: {} v{}: health probe failed: {}", config_.name, version_.version,
+                   probe_error_);
       if (state() == ModelState::kReady) SetState(ModelState::kUnhealthy);
     }
   };
@@ -496,7 +545,9 @@ void ModelVersion::Stop(bool drain) {
   if (s != ModelState::kFailed) SetState(ModelState::kUnloaded);
 }
 
-size_t ModelVersion::queue_size_at(int level) const { return batcher_ ? batcher_->queue_size_at(level) : 0; }
+size_t ModelVersion::queue_size_at(int level) const {
+  return batcher_ ? batcher_->queue_size_at(level) : 0;
+}
 
 int64_t ModelVersion::inflight_at(int level) const {
   if (level < 1 || level >= kMaxLevels) return 0;

@@ -45,17 +45,17 @@ inline constexpr int kRequestOutcomes = 6;
 std::string_view RequestOutcomeName(RequestOutcome o);  // "success", "invalid", ...
 
 struct ModelOptions {
-  BackendRegistry* registry = nullptr;   // not owned
-  Metrics* metrics = nullptr;            // not owned; may be null
-  std::function<int64_t()> now_us;       // monotonic µs; default steady_clock
-  int visible_gpus = 0;                  // CUDA devices this process may use
+  BackendRegistry* registry = nullptr;  // not owned
+  Metrics* metrics = nullptr;           // not owned; may be null
+  std::function<int64_t()> now_us;      // monotonic µs; default steady_clock
+  int visible_gpus = 0;                 // CUDA devices this process may use
 };
 
 // One request handed to a model, already decoded.
 struct ModelRequest {
   std::vector<Tensor> inputs;
-  int priority = 0;         // 0: the model's default_priority
-  int64_t timeout_us = 0;   // 0: the queue policy's
+  int priority = 0;        // 0: the model's default_priority
+  int64_t timeout_us = 0;  // 0: the queue policy's
 };
 
 class ModelVersion : public BatchSink {
@@ -63,7 +63,8 @@ class ModelVersion : public BatchSink {
   // Loads every instance, fills undeclared inputs/outputs from the backend,
   // runs the warm-up sample on each instance. Fails (with the reason) when any
   // step fails; nothing is left running then.
-  static Result<std::unique_ptr<ModelVersion>> Load(const ModelSource& source, const VersionSource& version,
+  static Result<std::unique_ptr<ModelVersion>> Load(const ModelSource& source,
+                                                    const VersionSource& version,
                                                     ModelOptions options);
   ~ModelVersion() override;
 

@@ -14,7 +14,9 @@ namespace {
 
 constexpr size_t kMaxRank = 32;
 
-Status Bad(std::string id, MsgArgs args) { return Status::Msg(Code::kInvalidArgument, std::move(id), std::move(args)); }
+Status Bad(std::string id, MsgArgs args) {
+  return Status::Msg(Code::kInvalidArgument, std::move(id), std::move(args));
+}
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -27,7 +29,8 @@ std::optional<double> NonFinite(const std::string& s) {
   std::string l;
   for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (l == "nan" || l == "+nan" || l == "-nan") return std::numeric_limits<double>::quiet_NaN();
-  if (l == "infinity" || l == "+infinity" || l == "inf" || l == "+inf") return std::numeric_limits<double>::infinity();
+  if (l == "infinity" || l == "+infinity" || l == "inf" || l == "+inf")
+    return std::numeric_limits<double>::infinity();
   if (l == "-infinity" || l == "-inf") return -std::numeric_limits<double>::infinity();
   return std::nullopt;
 }
@@ -35,8 +38,10 @@ std::optional<double> NonFinite(const std::string& s) {
 Status ElementError(const std::string& name, size_t index, DataType dt, const Json& v) {
   std::string got = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (got.size() > 40) got = got.substr(0, 37) + "...";
-  return Bad("serve.bad_element", {{"tensor", name}, {"index", std::to_string(index)},
-                                   {"datatype", std::string(DataTypeName(dt))}, {"value", got}});
+  return Bad("serve.bad_element", {{"tensor", name},
+                                   {"index", std::to_string(index)},
+                                   {"datatype", std::string(DataTypeName(dt))},
+                                   {"value", got}});
 }
 
 template <typename T>
@@ -50,7 +55,8 @@ bool PutInt(std::string& out, const Json& v) {
   if (v.is_number_integer()) {
     int64_t x = v.get<int64_t>();
     if constexpr (std::is_unsigned_v<T>) {
-      if (x < 0 || static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      if (x < 0 || static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        return false;
     } else {
       if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
           x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
@@ -69,7 +75,8 @@ std::optional<double> FloatValue(const Json& v) {
   return std::nullopt;
 }
 
-Status AppendElement(std::string& out, DataType dt, const Json& v, const std::string& name, size_t index) {
+Status AppendElement(std::string& out, DataType dt, const Json& v, const std::string& name,
+                     size_t index) {
   bool ok = false;
   switch (dt) {
     case DataType::kBool:
@@ -81,14 +88,30 @@ Status AppendElement(std::string& out, DataType dt, const Json& v, const std::st
         ok = true;
       }
       break;
-    case DataType::kUint8: ok = PutInt<uint8_t>(out, v); break;
-    case DataType::kUint16: ok = PutInt<uint16_t>(out, v); break;
-    case DataType::kUint32: ok = PutInt<uint32_t>(out, v); break;
-    case DataType::kUint64: ok = PutInt<uint64_t>(out, v); break;
-    case DataType::kInt8: ok = PutInt<int8_t>(out, v); break;
-    case DataType::kInt16: ok = PutInt<int16_t>(out, v); break;
-    case DataType::kInt32: ok = PutInt<int32_t>(out, v); break;
-    case DataType::kInt64: ok = PutInt<int64_t>(out, v); break;
+    case DataType::kUint8:
+      ok = PutInt<uint8_t>(out, v);
+      break;
+    case DataType::kUint16:
+      ok = PutInt<uint16_t>(out, v);
+      break;
+    case DataType::kUint32:
+      ok = PutInt<uint32_t>(out, v);
+      break;
+    case DataType::kUint64:
+      ok = PutInt<uint64_t>(out, v);
+      break;
+    case DataType::kInt8:
+      ok = PutInt<int8_t>(out, v);
+      break;
+    case DataType::kInt16:
+      ok = PutInt<int16_t>(out, v);
+      break;
+    case DataType::kInt32:
+      ok = PutInt<int32_t>(out, v);
+      break;
+    case DataType::kInt64:
+      ok = PutInt<int64_t>(out, v);
+      break;
     case DataType::kFp16:
     case DataType::kBf16:
     case DataType::kFp32:
@@ -123,8 +146,8 @@ Status AppendElement(std::string& out, DataType dt, const Json& v, const std::st
 Status AppendNested(std::string& out, DataType dt, const Json& data, const Shape& shape, size_t dim,
                     const std::string& name, size_t& index) {
   if (!data.is_array() || static_cast<int64_t>(data.size()) != shape[dim]) {
-    return Bad("serve.data_nesting", {{"tensor", name}, {"shape", ShapeString(shape)},
-                                      {"dim", std::to_string(dim)}});
+    return Bad("serve.data_nesting",
+               {{"tensor", name}, {"shape", ShapeString(shape)}, {"dim", std::to_string(dim)}});
   }
   for (const auto& v : data) {
     if (dim + 1 < shape.size()) {
@@ -137,7 +160,8 @@ Status AppendNested(std::string& out, DataType dt, const Json& data, const Shape
 }
 
 Result<Shape> ParseShape(const Json& j, const std::string& name) {
-  if (!j.is_array() || j.size() > kMaxRank) return Bad("serve.bad_shape", {{"tensor", name}, {"shape", j.dump()}});
+  if (!j.is_array() || j.size() > kMaxRank)
+    return Bad("serve.bad_shape", {{"tensor", name}, {"shape", j.dump()}});
   Shape s;
   for (const auto& d : j) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) {
@@ -154,7 +178,8 @@ Result<Shape> ParseShape(const Json& j, const std::string& name) {
 void AppendJsonString(std::string& out, std::string_view s) {
   // Printable ASCII without quotes or backslashes (names, ids) is written as
   // is, which is what nlohmann writes; anything else goes through it.
-  bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  bool plain = std::all_of(s.begin(), s.end(),
+                           [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
   if (!plain) {
     out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
     return;
@@ -184,30 +209,59 @@ class ElementWriter {
     }
   }
   int64_t count() const {
-    return t_.datatype == DataType::kBytes ? static_cast<int64_t>(offsets_.empty() ? 0 : offsets_.size() - 1)
-                                           : ElementCount(t_.shape);
+    return t_.datatype == DataType::kBytes
+               ? static_cast<int64_t>(offsets_.empty() ? 0 : offsets_.size() - 1)
+               : ElementCount(t_.shape);
   }
   void Write(std::string& out, int64_t i) const {
     const char* p = t_.data.data();
     size_t k = static_cast<size_t>(i);
     switch (t_.datatype) {
-      case DataType::kBool: out += p[k] ? "true" : "false"; break;
-      case DataType::kUint8: Int<uint8_t>(out, p, k); break;
-      case DataType::kUint16: Int<uint16_t>(out, p, k); break;
-      case DataType::kUint32: Int<uint32_t>(out, p, k); break;
-      case DataType::kUint64: Int<uint64_t>(out, p, k); break;
-      case DataType::kInt8: Int<int8_t>(out, p, k); break;
-      case DataType::kInt16: Int<int16_t>(out, p, k); break;
-      case DataType::kInt32: Int<int32_t>(out, p, k); break;
-      case DataType::kInt64: Int<int64_t>(out, p, k); break;
-      case DataType::kFp16: AppendFloat(out, HalfToFloat(Get<uint16_t>(p, k))); break;
-      case DataType::kBf16: AppendFloat(out, Bf16ToFloat(Get<uint16_t>(p, k))); break;
-      case DataType::kFp32: AppendFloat(out, Get<float>(p, k)); break;
-      case DataType::kFp64: AppendFloat(out, Get<double>(p, k)); break;
-      case DataType::kBytes:
-        AppendJsonString(out, std::string_view(p + offsets_[k] + 4, offsets_[k + 1] - offsets_[k] - 4));
+      case DataType::kBool:
+        out += p[k] ? "true" : "false";
         break;
-      default: out += "null";
+      case DataType::kUint8:
+        Int<uint8_t>(out, p, k);
+        break;
+      case DataType::kUint16:
+        Int<uint16_t>(out, p, k);
+        break;
+      case DataType::kUint32:
+        Int<uint32_t>(out, p, k);
+        break;
+      case DataType::kUint64:
+        Int<uint64_t>(out, p, k);
+        break;
+      case DataType::kInt8:
+        Int<int8_t>(out, p, k);
+        break;
+      case DataType::kInt16:
+        Int<int16_t>(out, p, k);
+        break;
+      case DataType::kInt32:
+        Int<int32_t>(out, p, k);
+        break;
+      case DataType::kInt64:
+        Int<int64_t>(out, p, k);
+        break;
+      case DataType::kFp16:
+        AppendFloat(out, HalfToFloat(Get<uint16_t>(p, k)));
+        break;
+      case DataType::kBf16:
+        AppendFloat(out, Bf16ToFloat(Get<uint16_t>(p, k)));
+        break;
+      case DataType::kFp32:
+        AppendFloat(out, Get<float>(p, k));
+        break;
+      case DataType::kFp64:
+        AppendFloat(out, Get<double>(p, k));
+        break;
+      case DataType::kBytes:
+        AppendJsonString(out,
+                         std::string_view(p + offsets_[k] + 4, offsets_[k + 1] - offsets_[k] - 4));
+        break;
+      default:
+        out += "null";
     }
   }
 
@@ -220,13 +274,16 @@ class ElementWriter {
   }
   template <typename T>
   static void Int(std::string& out, const char* p, size_t k) {
-    fmt::format_to(std::back_inserter(out), "{}", static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(Get<T>(p, k)));
+    fmt::format_to(
+        std::back_inserter(out), "{}",
+        static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(Get<T>(p, k)));
   }
   const Tensor& t_;
   std::vector<size_t> offsets_;
 };
 
-void AppendNestedOut(std::string& out, const ElementWriter& w, const Shape& shape, size_t dim, int64_t& index) {
+void AppendNestedOut(std::string& out, const ElementWriter& w, const Shape& shape, size_t dim,
+                     int64_t& index) {
   out += '[';
   for (int64_t i = 0; i < shape[dim]; ++i) {
     if (i) out += ',';
@@ -240,24 +297,34 @@ void AppendNestedOut(std::string& out, const ElementWriter& w, const Shape& shap
 }
 
 Result<Tensor> ParseInput(const Json& in, size_t i, std::string_view& binary, bool has_binary) {
-  if (!in.is_object()) return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "]"}});
+  if (!in.is_object())
+    return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "]"}});
   auto name = GetString(in, "name");
-  if (!name.ok()) return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "].name"}});
+  if (!name.ok())
+    return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "].name"}});
   auto dts = GetString(in, "datatype");
-  if (!dts.ok()) return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "].datatype"}});
+  if (!dts.ok())
+    return Bad("serve.bad_request_field",
+               {{"field", "inputs[" + std::to_string(i) + "].datatype"}});
   auto dt = ParseDataType(*dts);
-  if (!dt) return Bad("serve.bad_datatype", {{"tensor", *name}, {"datatype", *dts}, {"allowed", DataTypeNames()}});
-  if (!in.contains("shape")) return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "].shape"}});
+  if (!dt)
+    return Bad("serve.bad_datatype",
+               {{"tensor", *name}, {"datatype", *dts}, {"allowed", DataTypeNames()}});
+  if (!in.contains("shape"))
+    return Bad("serve.bad_request_field", {{"field", "inputs[" + std::to_string(i) + "].shape"}});
   ASSIGN_OR_RETURN(Shape shape, ParseShape(in["shape"], *name));
-  const Json* params = in.contains("parameters") && in["parameters"].is_object() ? &in["parameters"] : nullptr;
+  const Json* params =
+      in.contains("parameters") && in["parameters"].is_object() ? &in["parameters"] : nullptr;
   if (params != nullptr && params->contains("binary_data_size")) {
     const Json& b = (*params)["binary_data_size"];
     if (!has_binary) return Bad("serve.binary_without_header", {{"tensor", *name}});
-    if (!b.is_number_unsigned()) return Bad("serve.bad_request_field", {{"field", *name + ".parameters.binary_data_size"}});
+    if (!b.is_number_unsigned())
+      return Bad("serve.bad_request_field", {{"field", *name + ".parameters.binary_data_size"}});
     if (in.contains("data")) return Bad("serve.data_and_binary", {{"tensor", *name}});
     uint64_t size = b.get<uint64_t>();
     if (size > binary.size()) {
-      return Bad("serve.binary_truncated", {{"tensor", *name}, {"size", std::to_string(size)},
+      return Bad("serve.binary_truncated", {{"tensor", *name},
+                                            {"size", std::to_string(size)},
                                             {"left", std::to_string(binary.size())}});
     }
     Tensor t{*name, *dt, shape, std::string(binary.substr(0, size))};
@@ -317,7 +384,9 @@ bool PutInt(std::string& out, const Number& n) {
   }
   if (n.type != od::number_type::signed_integer) return false;
   if constexpr (std::is_unsigned_v<T>) {
-    if (n.i < 0 || static_cast<uint64_t>(n.i) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+    if (n.i < 0 ||
+        static_cast<uint64_t>(n.i) > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+      return false;
   } else {
     if (n.i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
         n.i > static_cast<int64_t>(std::numeric_limits<T>::max())) {
@@ -331,17 +400,30 @@ bool PutInt(std::string& out, const Number& n) {
 // As AppendElement for a number; false for the datatypes left to the general path.
 bool PutNumber(std::string& out, DataType dt, const Number& n) {
   switch (dt) {
-    case DataType::kFp32: Put<float>(out, static_cast<float>(n.d)); return true;
-    case DataType::kFp64: Put<double>(out, n.d); return true;
-    case DataType::kUint8: return PutInt<uint8_t>(out, n);
-    case DataType::kUint16: return PutInt<uint16_t>(out, n);
-    case DataType::kUint32: return PutInt<uint32_t>(out, n);
-    case DataType::kUint64: return PutInt<uint64_t>(out, n);
-    case DataType::kInt8: return PutInt<int8_t>(out, n);
-    case DataType::kInt16: return PutInt<int16_t>(out, n);
-    case DataType::kInt32: return PutInt<int32_t>(out, n);
-    case DataType::kInt64: return PutInt<int64_t>(out, n);
-    default: return false;
+    case DataType::kFp32:
+      Put<float>(out, static_cast<float>(n.d));
+      return true;
+    case DataType::kFp64:
+      Put<double>(out, n.d);
+      return true;
+    case DataType::kUint8:
+      return PutInt<uint8_t>(out, n);
+    case DataType::kUint16:
+      return PutInt<uint16_t>(out, n);
+    case DataType::kUint32:
+      return PutInt<uint32_t>(out, n);
+    case DataType::kUint64:
+      return PutInt<uint64_t>(out, n);
+    case DataType::kInt8:
+      return PutInt<int8_t>(out, n);
+    case DataType::kInt16:
+      return PutInt<int16_t>(out, n);
+    case DataType::kInt32:
+      return PutInt<int32_t>(out, n);
+    case DataType::kInt64:
+      return PutInt<int64_t>(out, n);
+    default:
+      return false;
   }
 }
 
@@ -374,7 +456,8 @@ bool Data(od::value v, Tensor& t, size_t text_bytes) {
   for (auto e : a) {
     od::value ev;
     Number x;
-    if (++count > n || e.get(ev) || !GetNumber(ev, x) || !PutNumber(t.data, t.datatype, x)) return false;
+    if (++count > n || e.get(ev) || !GetNumber(ev, x) || !PutNumber(t.data, t.datatype, x))
+      return false;
   }
   return count == n;
 }
@@ -431,7 +514,9 @@ bool Outputs(od::value v, std::vector<RequestedOutput>& outputs) {
     bool name = false;
     for (auto f : o) {
       od::field field;
-      if (std::move(f).get(field) || name || field.key() != "name" || !GetString(field.value(), out.name)) return false;
+      if (std::move(f).get(field) || name || field.key() != "name" ||
+          !GetString(field.value(), out.name))
+        return false;
       name = true;
     }
     if (!name) return false;
@@ -474,7 +559,8 @@ std::optional<InferRequestMsg> Parse(std::string_view body) {
   const bool big = body.size() > kThreadParserMaxBytes;
   std::string big_padded;
   std::string& buf = big ? big_padded : padded;
-  if (buf.size() < body.size() + simdjson::SIMDJSON_PADDING) buf.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  if (buf.size() < body.size() + simdjson::SIMDJSON_PADDING)
+    buf.resize(body.size() + simdjson::SIMDJSON_PADDING);
   std::memcpy(buf.data(), body.data(), body.size());
   simdjson::padded_string_view text(buf.data(), body.size(), buf.size());
   if (!big) return Read(thread_parser, text);
@@ -510,10 +596,12 @@ Result<Json> ParseJsonBody(std::string_view body) {
     offset = std::to_string(e.byte);
   } catch (const Json::exception&) {  // e.g. out_of_range: a number too large
   }
-  return JsonBodyError(body, Status::Msg(Code::kInvalidArgument, "json.malformed", {{"offset", offset}}));
+  return JsonBodyError(body,
+                       Status::Msg(Code::kInvalidArgument, "json.malformed", {{"offset", offset}}));
 }
 
-Result<Tensor> TensorFromJsonData(const std::string& name, DataType datatype, const Shape& shape, const Json& data) {
+Result<Tensor> TensorFromJsonData(const std::string& name, DataType datatype, const Shape& shape,
+                                  const Json& data) {
   int64_t n = ElementCount(shape);
   if (n < 0) return Bad("serve.bad_shape", {{"tensor", name}, {"shape", ShapeString(shape)}});
   Tensor t{name, datatype, shape, {}};
@@ -522,22 +610,27 @@ Result<Tensor> TensorFromJsonData(const std::string& name, DataType datatype, co
   const size_t elements = data.is_array() ? data.size() : 1;
   if (datatype != DataType::kBytes) t.data.reserve(elements * DataTypeSize(datatype));
   if (!data.is_array()) {
-    if (n != 1 || data.is_null() || data.is_object()) return Bad("serve.data_not_list", {{"tensor", name}});
+    if (n != 1 || data.is_null() || data.is_object())
+      return Bad("serve.data_not_list", {{"tensor", name}});
     RETURN_IF_ERROR(AppendElement(t.data, datatype, data, name, 0));
     return t;
   }
   bool nested = !data.empty() && data[0].is_array();
   if (nested) {
-    if (shape.empty()) return Bad("serve.data_nesting", {{"tensor", name}, {"shape", "[]"}, {"dim", "0"}});
+    if (shape.empty())
+      return Bad("serve.data_nesting", {{"tensor", name}, {"shape", "[]"}, {"dim", "0"}});
     size_t index = 0;
     RETURN_IF_ERROR(AppendNested(t.data, datatype, data, shape, 0, name, index));
     return t;
   }
   if (static_cast<int64_t>(data.size()) != n) {
-    return Bad("serve.data_count", {{"tensor", name}, {"shape", ShapeString(shape)},
-                                    {"expected", std::to_string(n)}, {"got", std::to_string(data.size())}});
+    return Bad("serve.data_count", {{"tensor", name},
+                                    {"shape", ShapeString(shape)},
+                                    {"expected", std::to_string(n)},
+                                    {"got", std::to_string(data.size())}});
   }
-  for (size_t i = 0; i < data.size(); ++i) RETURN_IF_ERROR(AppendElement(t.data, datatype, data[i], name, i));
+  for (size_t i = 0; i < data.size(); ++i)
+    RETURN_IF_ERROR(AppendElement(t.data, datatype, data[i], name, i));
   return t;
 }
 
@@ -546,10 +639,11 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
   bool has_binary = !header_length.empty();
   if (has_binary) {
     uint64_t n = 0;
-    auto [p, ec] = std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
+    auto [p, ec] =
+        std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
     if (ec != std::errc() || p != header_length.data() + header_length.size() || n > body.size()) {
-      return Bad("serve.bad_header_length", {{"value", std::string(header_length)},
-                                             {"body", std::to_string(body.size())}});
+      return Bad("serve.bad_header_length",
+                 {{"value", std::string(header_length)}, {"body", std::to_string(body.size())}});
     }
     json_part = body.substr(0, n);
     binary = body.substr(n);
@@ -569,7 +663,8 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
     const Json& p = j["parameters"];
     if (!p.is_object()) return Bad("serve.bad_request_field", {{"field", "parameters"}});
     if (p.contains("binary_data_output")) {
-      if (!p["binary_data_output"].is_boolean()) return Bad("serve.bad_request_field", {{"field", "parameters.binary_data_output"}});
+      if (!p["binary_data_output"].is_boolean())
+        return Bad("serve.bad_request_field", {{"field", "parameters.binary_data_output"}});
       m.binary_data_output = p["binary_data_output"].get<bool>();
     }
     if (p.contains("priority")) {
@@ -582,8 +677,10 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
       }
     }
     if (p.contains("timeout")) {
-      if (!p["timeout"].is_number_unsigned()) return Bad("serve.bad_request_field", {{"field", "parameters.timeout"}});
-      m.timeout_us = static_cast<int64_t>(std::min<uint64_t>(p["timeout"].get<uint64_t>(), uint64_t{1} << 50));
+      if (!p["timeout"].is_number_unsigned())
+        return Bad("serve.bad_request_field", {{"field", "parameters.timeout"}});
+      m.timeout_us =
+          static_cast<int64_t>(std::min<uint64_t>(p["timeout"].get<uint64_t>(), uint64_t{1} << 50));
     }
   }
   if (!j.contains("inputs") || !j["inputs"].is_array() || j["inputs"].empty()) {
@@ -596,19 +693,23 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
     }
     m.inputs.push_back(std::move(t));
   }
-  if (!binary.empty()) return Bad("serve.binary_left_over", {{"bytes", std::to_string(binary.size())}});
+  if (!binary.empty())
+    return Bad("serve.binary_left_over", {{"bytes", std::to_string(binary.size())}});
   if (j.contains("outputs")) {
     const Json& outs = j["outputs"];
     if (!outs.is_array()) return Bad("serve.bad_request_field", {{"field", "outputs"}});
     for (size_t i = 0; i < outs.size(); ++i) {
       const Json& o = outs[i];
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
-        return Bad("serve.bad_request_field", {{"field", "outputs[" + std::to_string(i) + "].name"}});
+        return Bad("serve.bad_request_field",
+                   {{"field", "outputs[" + std::to_string(i) + "].name"}});
       }
       RequestedOutput r{o["name"].get<std::string>(), m.binary_data_output};
-      if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("binary_data")) {
+      if (o.contains("parameters") && o["parameters"].is_object() &&
+          o["parameters"].contains("binary_data")) {
         if (!o["parameters"]["binary_data"].is_boolean()) {
-          return Bad("serve.bad_request_field", {{"field", "outputs[" + std::to_string(i) + "].parameters.binary_data"}});
+          return Bad("serve.bad_request_field",
+                     {{"field", "outputs[" + std::to_string(i) + "].parameters.binary_data"}});
         }
         r.binary = o["parameters"]["binary_data"].get<bool>();
       }
@@ -633,8 +734,9 @@ void AppendJsonData(std::string& out, const Tensor& t, bool nested) {
   out += ']';
 }
 
-EncodedResponse EncodeInferResponse(const std::string& model, int64_t version, const std::string& id,
-                                    const std::vector<Tensor>& outputs, const std::vector<RequestedOutput>& requested,
+EncodedResponse EncodeInferResponse(const std::string& model, int64_t version,
+                                    const std::string& id, const std::vector<Tensor>& outputs,
+                                    const std::vector<RequestedOutput>& requested,
                                     bool binary_default) {
   std::vector<std::pair<const Tensor*, bool>> chosen;
   if (requested.empty()) {
@@ -726,7 +828,8 @@ Result<std::vector<Tensor>> PredictRequestToTensors(const Json& body, const Mode
   std::vector<Tensor> out;
   if (body.contains("instances")) {
     const Json& inst = body["instances"];
-    if (!inst.is_array() || inst.empty()) return Bad("serve.bad_request_field", {{"field", "instances"}});
+    if (!inst.is_array() || inst.empty())
+      return Bad("serve.bad_request_field", {{"field", "instances"}});
     if (inst[0].is_object()) {
       // One object per row: gather each named input's rows.
       std::vector<std::string> names;
@@ -742,7 +845,8 @@ Result<std::vector<Tensor>> PredictRequestToTensors(const Json& body, const Mode
       }
       return out;
     }
-    if (c.inputs.size() > 1) return Bad("serve.predict_inputs", {{"count", std::to_string(c.inputs.size())}});
+    if (c.inputs.size() > 1)
+      return Bad("serve.predict_inputs", {{"count", std::to_string(c.inputs.size())}});
     ASSIGN_OR_RETURN(Tensor t, PredictTensor(single, inst, c));
     out.push_back(std::move(t));
     return out;
@@ -756,7 +860,8 @@ Result<std::vector<Tensor>> PredictRequestToTensors(const Json& body, const Mode
       }
       return out;
     }
-    if (c.inputs.size() > 1) return Bad("serve.predict_inputs", {{"count", std::to_string(c.inputs.size())}});
+    if (c.inputs.size() > 1)
+      return Bad("serve.predict_inputs", {{"count", std::to_string(c.inputs.size())}});
     ASSIGN_OR_RETURN(Tensor t, PredictTensor(single, in, c));
     out.push_back(std::move(t));
     return out;
@@ -776,7 +881,8 @@ std::string TensorsToPredictResponse(const std::vector<Tensor>& outputs) {
   int64_t rows = outputs.empty() || outputs[0].shape.empty() ? -1 : outputs[0].shape[0];
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
-    if (t.shape.empty() || t.shape[0] != rows || writers[k].count() != ElementCount(t.shape)) rows = -1;
+    if (t.shape.empty() || t.shape[0] != rows || writers[k].count() != ElementCount(t.shape))
+      rows = -1;
   }
   if (rows < 0) {
     out += '{';

@@ -59,8 +59,9 @@ struct EncodedResponse {
 
 // Encodes a v2 infer response. `requested` empty: every output in JSON unless
 // `binary_default`. Outputs not requested are left out.
-EncodedResponse EncodeInferResponse(const std::string& model, int64_t version, const std::string& id,
-                                    const std::vector<Tensor>& outputs, const std::vector<RequestedOutput>& requested,
+EncodedResponse EncodeInferResponse(const std::string& model, int64_t version,
+                                    const std::string& id, const std::vector<Tensor>& outputs,
+                                    const std::vector<RequestedOutput>& requested,
                                     bool binary_default);
 
 // Appends `t`'s elements as JSON: flat (`nested` false) or nested to its shape.

@@ -16,25 +16,29 @@ std::vector<float> Floats(const Tensor& t) {
   return v;
 }
 
-std::string Raw(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+std::string Raw(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
 
 TEST(Protocol, FlatAndNestedJsonData) {
   auto flat = ParseInferRequest(
-      R"({"id":"r1","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4.5]}]})", "");
+      R"({"id":"r1","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4.5]}]})",
+      "");
   ASSERT_TRUE(flat.ok()) << flat.status().ToString();
   EXPECT_EQ(flat->id, "r1");
   EXPECT_EQ(Floats(flat->inputs[0]), std::vector<float>({1, 2, 3, 4.5}));
-  auto nested = ParseInferRequest(R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}]})", "");
+  auto nested = ParseInferRequest(
+      R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}]})", "");
   ASSERT_TRUE(nested.ok()) << nested.status().ToString();
   EXPECT_EQ(nested->inputs[0].data, flat->inputs[0].data);
 }
 
 TEST(Protocol, EveryFixedDatatypeRoundTrips) {
-  for (const char* dt : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
-                         "FP32", "FP64", "BF16"}) {
+  for (const char* dt : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
+                         "INT64", "FP16", "FP32", "FP64", "BF16"}) {
     std::string data = std::string(dt) == "BOOL" ? "[true,false,true]" : "[0,1,2]";
-    auto r = ParseInferRequest(std::string(R"({"inputs":[{"name":"x","shape":[3],"datatype":")") + dt +
-                                   R"(","data":)" + data + "}]}",
+    auto r = ParseInferRequest(std::string(R"({"inputs":[{"name":"x","shape":[3],"datatype":")") +
+                                   dt + R"(","data":)" + data + "}]}",
                                "");
     ASSERT_TRUE(r.ok()) << dt << ": " << r.status().ToString();
     EXPECT_EQ(r->inputs[0].data.size(), 3 * DataTypeSize(*ParseDataType(dt))) << dt;
@@ -45,7 +49,8 @@ TEST(Protocol, EveryFixedDatatypeRoundTrips) {
 }
 
 TEST(Protocol, BytesTensors) {
-  auto r = ParseInferRequest(R"({"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","data":["héllo",""]}]})", "");
+  auto r = ParseInferRequest(
+      R"({"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","data":["héllo",""]}]})", "");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto elems = SplitBytesElements(r->inputs[0].data);
   ASSERT_TRUE(elems.ok());
@@ -75,32 +80,50 @@ INSTANTIATE_TEST_SUITE_P(
     All, ProtocolErrors,
     ::testing::Values(
         BadCase{"{", "", "json.malformed"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP64","data":[1E99999]}]})", "", "json.malformed"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP64","data":[1E99999]}]})", "",
+                "json.malformed"},
         BadCase{"[]", "", "json.not_object"},
         // A shape is not an allocation size (the short fuzz run's first find).
-        BadCase{R"({"inputs":[{"name":"x","shape":[9223372036854775807],"datatype":"FP64","data":[1,2]}]})", "",
-                "serve.data_count"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[4611686018427387904],"datatype":"INT8","data":[[1]]}]})", "",
-                "serve.data_nesting"},
+        BadCase{
+            R"({"inputs":[{"name":"x","shape":[9223372036854775807],"datatype":"FP64","data":[1,2]}]})",
+            "", "serve.data_count"},
+        BadCase{
+            R"({"inputs":[{"name":"x","shape":[4611686018427387904],"datatype":"INT8","data":[[1]]}]})",
+            "", "serve.data_nesting"},
         BadCase{R"({"inputs":[]})", "", "serve.bad_request_field"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FLOAT","data":[1]}]})", "", "serve.bad_datatype"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})", "", "serve.data_count"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3]]}]})", "", "serve.data_nesting"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[2],"datatype":"INT32","data":[1,2.5]}]})", "", "serve.bad_element"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[300]}]})", "", "serve.bad_element"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]})", "", "serve.bad_element"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["one"]}]})", "", "serve.bad_element"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":[1]}]})", "", "serve.bad_element"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})", "", "serve.bad_shape"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FLOAT","data":[1]}]})", "",
+                "serve.bad_datatype"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})", "",
+                "serve.data_count"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3]]}]})",
+                "", "serve.data_nesting"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[2],"datatype":"INT32","data":[1,2.5]}]})", "",
+                "serve.bad_element"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[300]}]})", "",
+                "serve.bad_element"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]})", "",
+                "serve.bad_element"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["one"]}]})", "",
+                "serve.bad_element"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":[1]}]})", "",
+                "serve.bad_element"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})", "",
+                "serve.bad_shape"},
         BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})", "", "serve.no_data"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
-                "", "serve.duplicate_input"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[NaN]}]})", "", "serve.json_nan"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[-Infinity]}]})", "", "serve.json_nan"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]})", "",
-                "serve.binary_without_header"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "999", "serve.bad_header_length"},
-        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "x1", "serve.bad_header_length"}));
+        BadCase{
+            R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
+            "", "serve.duplicate_input"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[NaN]}]})", "",
+                "serve.json_nan"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[-Infinity]}]})", "",
+                "serve.json_nan"},
+        BadCase{
+            R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]})",
+            "", "serve.binary_without_header"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "999",
+                "serve.bad_header_length"},
+        BadCase{R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "x1",
+                "serve.bad_header_length"}));
 
 // A body that carries no binary data parses the same whether or not it has
 // an Inference-Header-Content-Length: without it, common requests take a
@@ -115,14 +138,14 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
       R"({"name":"c","shape":[2],"datatype":"UINT64","data":[18446744073709551615,0]},)"
       R"({"name":"d","shape":[4],"datatype":"INT8","data":[-128,127,-0,0]},)"
       R"({"name":"e","shape":[2],"datatype":"UINT8","data":[255,0]}]})",
-      R"({"inputs":[{"data":[1],"name":"x","shape":[1],"datatype":"FP32"}]})",         // data first
+      R"({"inputs":[{"data":[1],"name":"x","shape":[1],"datatype":"FP32"}]})",  // data first
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"id":"a","id":"b"})",
-      R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]})",        // out of range
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]})",  // out of range
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.0]}]})",
-      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]})",          // count
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]})",  // count
       R"({"inputs":[{"name":"x","shape":[9223372036854775807],"datatype":"FP64","data":[1]}]})",
-      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[01]}]})",         // not JSON
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[01]}]})",  // not JSON
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.]}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1e999]}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[NaN]}]})",
@@ -133,12 +156,13 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]})",
       R"({"inputs":[{"name":"x\u00e9","shape":[1],"datatype":"FP32","data":[1]}]})",
       "{\"inputs\":[{\"name\":\"x\xc3\xa9\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",
-      R"({"inputs":[]})",
-      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}])",
+      R"({"inputs":[]})", R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}])",
       // simdjson's reader: escapes, UTF-8, number edges, what may follow.
       R"({"id":"a\"b\u00e9\ud83d\ude00","inputs":[{"name":"x\n","shape":[1],"datatype":"FP32","data":[1]}]})",
-      R"({"inputs":[{"name":"x\ud800","shape":[1],"datatype":"FP32","data":[1]}]})",         // lone surrogate
-      "{\"inputs\":[{\"name\":\"x\xff\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",   // not UTF-8
+      R"({"inputs":[{"name":"x\ud800","shape":[1],"datatype":"FP32","data":[1]}]})",  // lone
+                                                                                      // surrogate
+      "{\"inputs\":[{\"name\":\"x\xff\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",  // not
+                                                                                               // UTF-8
       "{\"inputs\":[{\"name\":\"x\xc0\xaf\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",  // overlong
       R"({"inputs":[{"n\u0061me":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
       R"({"inputs":[{"name":"x","shape":[5],"datatype":"FP64","data":[4.9e-324,2.4703282292062327e-324,1e-400,-0.0,1.7976931348623157e308]}]})",
@@ -155,9 +179,12 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{}]})",
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[true]}]})",
       R"({"inputs":[{"name":"x","shape":[],"datatype":"FP32","data":[1]}]})",
-      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})" "\t\r\n ",
-      std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})") + std::string(1, '\0'),
-      std::string(70000, ' ') + R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",  // own parser
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})"
+      "\t\r\n ",
+      std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})") +
+          std::string(1, '\0'),
+      std::string(70000, ' ') +
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",  // own parser
   };
   for (const auto& b : bodies) {
     auto quick = ParseInferRequest(b, "");
@@ -173,7 +200,8 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
       EXPECT_EQ(quick->inputs[i].name, general->inputs[i].name) << b;
       EXPECT_EQ(quick->inputs[i].datatype, general->inputs[i].datatype) << b;
       EXPECT_EQ(quick->inputs[i].shape, general->inputs[i].shape) << b;
-      EXPECT_EQ(quick->inputs[i].data, general->inputs[i].data) << b;  // bit for bit (-0 is +0, as before)
+      EXPECT_EQ(quick->inputs[i].data, general->inputs[i].data)
+          << b;  // bit for bit (-0 is +0, as before)
     }
     ASSERT_EQ(quick->outputs.size(), general->outputs.size()) << b;
     for (size_t i = 0; i < quick->outputs.size(); ++i) {
@@ -184,9 +212,10 @@ TEST(Protocol, QuickAndGeneralPathsAgree) {
 }
 
 TEST(Protocol, BinaryExtension) {
-  std::string json = R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}},)"
-                     R"({"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":7}}],)"
-                     R"("outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
+  std::string json =
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}},)"
+      R"({"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":7}}],)"
+      R"("outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
   std::string s;
   AppendBytesElement(s, "abc");
   std::string body = json + Raw({1.5f, -2}) + s;
@@ -204,14 +233,16 @@ TEST(Protocol, BinaryExtension) {
   auto l = ParseInferRequest(body + "z", std::to_string(json.size()));
   EXPECT_EQ(l.status().msg_id(), "serve.binary_left_over");
   // Wrong size for the shape.
-  std::string json2 = R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":4}}]})";
+  std::string json2 =
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":4}}]})";
   auto w = ParseInferRequest(json2 + Raw({1}), std::to_string(json2.size()));
   EXPECT_EQ(w.status().msg_id(), "serve.size_mismatch");
 }
 
 TEST(Protocol, NonFiniteValuesAreStrings) {
   auto r = ParseInferRequest(
-      R"({"inputs":[{"name":"x","shape":[4],"datatype":"FP32","data":["NaN","Infinity","-inf",1]}]})", "");
+      R"({"inputs":[{"name":"x","shape":[4],"datatype":"FP32","data":["NaN","Infinity","-inf",1]}]})",
+      "");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto v = Floats(r->inputs[0]);
   EXPECT_TRUE(std::isnan(v[0]));
@@ -221,7 +252,9 @@ TEST(Protocol, NonFiniteValuesAreStrings) {
   AppendJsonData(out, r->inputs[0], false);
   EXPECT_EQ(out, R"(["NaN","Infinity","-Infinity",1])");
   // A string "NaN" inside a BYTES tensor is just a string.
-  EXPECT_TRUE(ParseInferRequest(R"({"inputs":[{"name":"s","shape":[1],"datatype":"BYTES","data":["NaN"]}]})", "").ok());
+  EXPECT_TRUE(ParseInferRequest(
+                  R"({"inputs":[{"name":"s","shape":[1],"datatype":"BYTES","data":["NaN"]}]})", "")
+                  .ok());
 }
 
 TEST(Protocol, EncodeJsonAndBinaryOutputs) {
@@ -242,9 +275,11 @@ TEST(Protocol, EncodeJsonAndBinaryOutputs) {
 }
 
 TEST(Protocol, EncodedStringsAreEscapedAsNlohmannWritesThem) {
-  for (std::string id : {"plain-id_1 ~", "q\"uote", "back\\slash", "ctl\x01\x1f", "del\x7f", "caf\xc3\xa9", "bad\xff"}) {
+  for (std::string id : {"plain-id_1 ~", "q\"uote", "back\\slash", "ctl\x01\x1f", "del\x7f",
+                         "caf\xc3\xa9", "bad\xff"}) {
     auto e = EncodeInferResponse("m", 1, id, {}, {}, false);
-    std::string want = "\"id\":" + Json(id).dump(-1, ' ', false, Json::error_handler_t::replace) + ",";
+    std::string want =
+        "\"id\":" + Json(id).dump(-1, ' ', false, Json::error_handler_t::replace) + ",";
     EXPECT_NE(e.body.find(want), std::string::npos) << e.body;
   }
 }
@@ -255,11 +290,13 @@ TEST(Protocol, PredictForms) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ((*t)[0].shape, Shape({3, 2}));
   EXPECT_EQ((*t)[0].datatype, DataType::kFp32);
-  auto named = PredictRequestToTensors(*ParseJson(R"({"instances":[{"a":1,"b":"x"},{"a":2,"b":"y"}]})"), c);
+  auto named =
+      PredictRequestToTensors(*ParseJson(R"({"instances":[{"a":1,"b":"x"},{"a":2,"b":"y"}]})"), c);
   ASSERT_TRUE(named.ok()) << named.status().ToString();
   EXPECT_EQ((*named)[1].datatype, DataType::kBytes);
   EXPECT_EQ(TensorsToPredictResponse({(*t)[0]}), R"({"predictions":[[1,2],[3,4],[5,6]]})");
-  EXPECT_EQ(TensorsToPredictResponse(*named), R"({"predictions":[{"a":1,"b":"x"},{"a":2,"b":"y"}]})");
+  EXPECT_EQ(TensorsToPredictResponse(*named),
+            R"({"predictions":[{"a":1,"b":"x"},{"a":2,"b":"y"}]})");
   EXPECT_FALSE(PredictRequestToTensors(*ParseJson(R"({"rows":[1]})"), c).ok());
 }
 
@@ -280,7 +317,8 @@ TEST(Instance, MergeAndSplit) {
     std::vector<float> v(static_cast<size_t>(2 * (i + 1)), static_cast<float>(i));
     r->inputs.push_back(Tensor{"x", DataType::kFp32, {i + 1, 2}, Raw(v)});
     std::string s;
-    for (int k = 0; k <= i; ++k) AppendBytesElement(s, std::string(static_cast<size_t>(k + i), 'a'));
+    for (int k = 0; k <= i; ++k)
+      AppendBytesElement(s, std::string(static_cast<size_t>(k + i), 'a'));
     r->inputs.push_back(Tensor{"s", DataType::kBytes, {i + 1}, s});
     batch.push_back(std::move(r));
   }

@@ -26,11 +26,13 @@ bool IsDir(const std::string& p) {
 }
 
 std::string ModelFilename(const ModelConfig& c) {
-  return c.default_model_filename.empty() ? DefaultModelFilename(c.backend) : c.default_model_filename;
+  return c.default_model_filename.empty() ? DefaultModelFilename(c.backend)
+                                          : c.default_model_filename;
 }
 
 // Numeric subdirectories of `model_dir`, ascending.
-Result<std::vector<VersionSource>> ListVersions(const std::string& model_dir, const ModelConfig& c) {
+Result<std::vector<VersionSource>> ListVersions(const std::string& model_dir,
+                                                const ModelConfig& c) {
   std::vector<VersionSource> out;
   std::error_code ec;
   fs::directory_iterator it(model_dir, ec);
@@ -47,7 +49,8 @@ Result<std::vector<VersionSource>> ListVersions(const std::string& model_dir, co
     }
     out.push_back(s);
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.version < b.version; });
   // A model directory holding its file directly (no version dirs) serves it as version 1.
   if (out.empty() && !file.empty() && IsFile(model_dir + "/" + file)) {
     out.push_back({1, model_dir, model_dir + "/" + file});
@@ -57,7 +60,8 @@ Result<std::vector<VersionSource>> ListVersions(const std::string& model_dir, co
 
 std::string BackendForFile(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
-  if (ext == ".pt" || ext == ".pth" || ext == ".ts" || ext == ".torchscript" || ext == ".jit") return "torchscript";
+  if (ext == ".pt" || ext == ".pth" || ext == ".ts" || ext == ".torchscript" || ext == ".jit")
+    return "torchscript";
   if (ext == ".py") return "process";
   return "";
 }
@@ -82,7 +86,8 @@ Result<std::vector<ModelSource>> ScanRepository(const std::string& repository) {
   std::vector<std::string> dirs;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(repository, ec)) {
-    if (e.is_directory(ec) && e.path().filename().string()[0] != '.') dirs.push_back(e.path().string());
+    if (e.is_directory(ec) && e.path().filename().string()[0] != '.')
+      dirs.push_back(e.path().string());
   }
   if (ec) return ErrnoStatus("list " + repository, ec.value());
   std::sort(dirs.begin(), dirs.end());
@@ -101,7 +106,8 @@ Result<std::vector<ModelSource>> ScanRepository(const std::string& repository) {
 Result<ModelSource> ModelFromFlag(const std::string& flag) {
   size_t eq = flag.find('=');
   static const RE2 kName("[A-Za-z0-9_.-]{1,128}");
-  if (eq == std::string::npos || !RE2::FullMatch(flag.substr(0, eq), kName) || eq + 1 == flag.size()) {
+  if (eq == std::string::npos || !RE2::FullMatch(flag.substr(0, eq), kName) ||
+      eq + 1 == flag.size()) {
     return Status::Msg(Code::kInvalidArgument, "serve.bad_model_flag", {{"value", flag}});
   }
   std::string name = flag.substr(0, eq), path = flag.substr(eq + 1);
@@ -118,9 +124,11 @@ Result<ModelSource> ModelFromFlag(const std::string& flag) {
     }
     return Status::Msg(Code::kInvalidArgument, "serve.model_dir_unknown", {{"path", path}});
   }
-  if (!os::Exists(path)) return Status::Msg(Code::kNotFound, "serve.model_path_missing", {{"path", path}});
+  if (!os::Exists(path))
+    return Status::Msg(Code::kNotFound, "serve.model_path_missing", {{"path", path}});
   std::string backend = BackendForFile(path);
-  if (backend.empty()) return Status::Msg(Code::kInvalidArgument, "serve.model_file_unknown", {{"path", path}});
+  if (backend.empty())
+    return Status::Msg(Code::kInvalidArgument, "serve.model_file_unknown", {{"path", path}});
   ModelSource m;
   m.name = name;
   std::string abs = fs::absolute(path).lexically_normal().string();
@@ -145,7 +153,8 @@ bool ZipIsWhole(const std::string& path, int64_t size) {
   constexpr int64_t kTail = 65536 + 22;
   std::ifstream f(path, std::ios::binary);
   char magic[4] = {};
-  if (!f.read(magic, 4) || !(magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4)) return false;
+  if (!f.read(magic, 4) || !(magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4))
+    return false;
   int64_t n = std::min(size, kTail);
   std::string tail(static_cast<size_t>(n), '\0');
   f.seekg(size - n);
@@ -160,7 +169,8 @@ bool IsZip(const std::string& path) {
 }
 }  // namespace
 
-bool VersionComplete(const VersionSource& v, const std::optional<FileState>& previous, FileState& now) {
+bool VersionComplete(const VersionSource& v, const std::optional<FileState>& previous,
+                     FileState& now) {
   now = StatFile(v.model_file);
   if (IsFile(v.dir + "/" + kVersionReadyMarker)) return true;
   if (now.size < 0) return false;
@@ -169,7 +179,8 @@ bool VersionComplete(const VersionSource& v, const std::optional<FileState>& pre
   return stable;
 }
 
-std::vector<int64_t> SelectVersions(const VersionPolicy& policy, const std::vector<int64_t>& available) {
+std::vector<int64_t> SelectVersions(const VersionPolicy& policy,
+                                    const std::vector<int64_t>& available) {
   std::vector<int64_t> v = available;
   std::sort(v.begin(), v.end());
   switch (policy.kind) {
@@ -181,7 +192,8 @@ std::vector<int64_t> SelectVersions(const VersionPolicy& policy, const std::vect
     case VersionPolicy::Kind::kSpecific: {
       std::vector<int64_t> out;
       for (int64_t x : v) {
-        if (std::find(policy.versions.begin(), policy.versions.end(), x) != policy.versions.end()) out.push_back(x);
+        if (std::find(policy.versions.begin(), policy.versions.end(), x) != policy.versions.end())
+          out.push_back(x);
       }
       return out;
     }

@@ -16,8 +16,9 @@ namespace lathe::serve {
 
 struct VersionSource {
   int64_t version = 0;
-  std::string dir;         // the version directory
-  std::string model_file;  // dir/<default_model_filename>, or the model dir's file, or the --model file
+  std::string dir;  // the version directory
+  std::string
+      model_file;  // dir/<default_model_filename>, or the model dir's file, or the --model file
 };
 
 struct ModelSource {
@@ -59,9 +60,11 @@ inline constexpr const char* kVersionReadyMarker = "READY";
 // since the previous scan, or any other file whose size and mtime did not
 // change since `previous` (the state at the previous scan; nullopt at the
 // first). `now` receives the model file's current state.
-bool VersionComplete(const VersionSource& v, const std::optional<FileState>& previous, FileState& now);
+bool VersionComplete(const VersionSource& v, const std::optional<FileState>& previous,
+                     FileState& now);
 
 // The versions a policy selects from `available` (ascending); empty when none.
-std::vector<int64_t> SelectVersions(const VersionPolicy& policy, const std::vector<int64_t>& available);
+std::vector<int64_t> SelectVersions(const VersionPolicy& policy,
+                                    const std::vector<int64_t>& available);
 
 }  // namespace lathe::serve

@@ -38,7 +38,7 @@ struct PendingRequest {
   int64_t enqueue_us = 0;   // when it was admitted (the batcher's clock)
   int64_t deadline_us = 0;  // leave the queue by then; 0 = no deadline
   TimeoutAction on_timeout = TimeoutAction::kReject;
-  bool delayed = false;     // timed out with on_timeout: delay
+  bool delayed = false;        // timed out with on_timeout: delay
   bool bypass_limits = false;  // health probes: never rejected for a full queue
   InferCallback done;
 };

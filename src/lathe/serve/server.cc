@@ -39,12 +39,16 @@ RequestOutcome Outcome(const Status& s) {
   if (s.msg_id() == "serve.queue_timeout") return RequestOutcome::kTimeout;
   switch (s.code()) {
     case Code::kInvalidArgument:
-    case Code::kNotFound: return RequestOutcome::kInvalid;
-    case Code::kResourceExhausted: return RequestOutcome::kRejected;
+    case Code::kNotFound:
+      return RequestOutcome::kInvalid;
+    case Code::kResourceExhausted:
+      return RequestOutcome::kRejected;
     case Code::kUnavailable:
     case Code::kCancelled:
-    case Code::kDeadlineExceeded: return RequestOutcome::kUnavailable;
-    default: return RequestOutcome::kError;
+    case Code::kDeadlineExceeded:
+      return RequestOutcome::kUnavailable;
+    default:
+      return RequestOutcome::kError;
   }
 }
 
@@ -59,7 +63,8 @@ net::HttpResponse JsonResponse(int status, std::string body) {
 net::HttpResponse ErrorResponse(const Status& s) {
   Json j = {{"error", s.message()}, {"code", std::string(CodeName(s.code()))}};
   if (!s.msg_id().empty()) j["id"] = s.msg_id();
-  return JsonResponse(net::HttpStatusFor(s), j.dump(-1, ' ', false, Json::error_handler_t::replace));
+  return JsonResponse(net::HttpStatusFor(s),
+                      j.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 int VisibleGpus(gpu::GpuSource* source) {
@@ -82,13 +87,16 @@ Json TensorMetadata(const TensorSpec& t, bool batching) {
     shape.push_back(-1);
   }
   return {{"name", t.name},
-          {"datatype", t.datatype == DataType::kInvalid ? "ANY" : std::string(DataTypeName(t.datatype))},
+          {"datatype",
+           t.datatype == DataType::kInvalid ? "ANY" : std::string(DataTypeName(t.datatype))},
           {"shape", shape}};
 }
 
 // Watch mode's key for a version: its model file, or its directory when the
 // backend has no file (identity).
-std::string VersionKey(const VersionSource& v) { return v.model_file.empty() ? v.dir : v.model_file; }
+std::string VersionKey(const VersionSource& v) {
+  return v.model_file.empty() ? v.dir : v.model_file;
+}
 
 // The responder of one request, shared by the scheduler's callback.
 struct Reply {
@@ -136,7 +144,8 @@ class ServerImpl final : public ServeServer {
   void DeclareMetrics();
   Result<std::vector<std::shared_ptr<ModelVersion>>> LoadVersions(const ModelSource& src);
   Status AddModel(ModelSource src);
-  Result<std::shared_ptr<ModelVersion>> Find(const std::string& name, const std::string& version) const;
+  Result<std::shared_ptr<ModelVersion>> Find(const std::string& name,
+                                             const std::string& version) const;
   bool AllReady() const;
 
   // The route table, as docs/serving.md lists the endpoints.
@@ -158,12 +167,13 @@ class ServerImpl final : public ServeServer {
   void RepositoryUnload(Call& c) { RepositoryControl(c, false); }
   void RepositoryControl(Call& c, bool load);
 
-  void HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::string& model,
-                   const std::string& version);
-  void HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::string& model,
-                     const std::string& version);
-  Status SchedulingFrom(const net::HttpRequest& req, const std::optional<std::string>& param_priority,
-                        int64_t param_timeout_us, const ModelConfig& c, ModelRequest& mr) const;
+  void HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
+                   const std::string& model, const std::string& version);
+  void HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
+                     const std::string& model, const std::string& version);
+  Status SchedulingFrom(const net::HttpRequest& req,
+                        const std::optional<std::string>& param_priority, int64_t param_timeout_us,
+                        const ModelConfig& c, ModelRequest& mr) const;
   // Submits and answers through `finish` (called once, on any thread).
   void Submit(std::shared_ptr<ModelVersion> mv, const std::string& version, ModelRequest mr,
               std::unique_ptr<net::Responder>& rsp,
@@ -191,7 +201,7 @@ class ServerImpl final : public ServeServer {
   std::atomic<ServerState> state_{ServerState::kLoading};
 
   mutable std::mutex mu_;
-  std::map<std::string, ServedModel> models_;  // guarded by mu_
+  std::map<std::string, ServedModel> models_;       // guarded by mu_
   std::map<std::string, std::string> load_errors_;  // guarded by mu_: last failed load per model
 
   // Watch mode, used only by the control thread: each version file's state at
@@ -201,30 +211,37 @@ class ServerImpl final : public ServeServer {
 
   std::mutex threads_mu_;
   std::condition_variable threads_cv_;
-  bool threads_stop_ = false;                 // guarded by threads_mu_
+  bool threads_stop_ = false;                  // guarded by threads_mu_
   std::deque<std::function<void()>> control_;  // guarded by threads_mu_
   std::thread prober_, controller_;
 };
 
 void ServerImpl::DeclareMetrics() {
   using T = Metrics::Type;
-  metrics_.Declare("lathe_serve_requests_total", T::kCounter,
-                   "Inference requests by model, version and outcome (success, invalid, rejected, timeout, "
-                   "unavailable, error).");
+  metrics_.Declare(
+      "lathe_serve_requests_total", T::kCounter,
+      "Inference requests by model, version and outcome (success, invalid, rejected, timeout, "
+      "unavailable, error).");
   metrics_.Declare("lathe_serve_request_duration_seconds", T::kHistogram,
-                   "Time from receiving an inference request to its answer.", Metrics::LatencyBuckets());
+                   "Time from receiving an inference request to its answer.",
+                   Metrics::LatencyBuckets());
   metrics_.Declare("lathe_serve_queue_duration_seconds", T::kHistogram,
                    "Time admitted requests waited in the queue before an instance took them.",
                    Metrics::LatencyBuckets());
   metrics_.Declare("lathe_serve_compute_duration_seconds", T::kHistogram,
                    "Time the backend took to execute one batch.", Metrics::LatencyBuckets());
-  metrics_.Declare("lathe_serve_batch_size", T::kHistogram, "Rows in each executed batch.", Metrics::BatchBuckets());
-  metrics_.Declare("lathe_serve_queue_length", T::kGauge, "Requests waiting, per priority level (1 is highest).");
+  metrics_.Declare("lathe_serve_batch_size", T::kHistogram, "Rows in each executed batch.",
+                   Metrics::BatchBuckets());
+  metrics_.Declare("lathe_serve_queue_length", T::kGauge,
+                   "Requests waiting, per priority level (1 is highest).");
   metrics_.Declare("lathe_serve_inflight_requests", T::kGauge,
                    "Requests admitted and not yet answered, per priority level.");
-  metrics_.Declare("lathe_serve_model_ready", T::kGauge, "1 when the model version is ready (loaded, last probe passed).");
-  metrics_.Declare("lathe_serve_model_loads_total", T::kCounter, "Model version loads by outcome (success, failure).");
-  metrics_.Declare("lathe_gpu_utilization_ratio", T::kGauge, "GPU utilization over the driver's last sample (0-1).");
+  metrics_.Declare("lathe_serve_model_ready", T::kGauge,
+                   "1 when the model version is ready (loaded, last probe passed).");
+  metrics_.Declare("lathe_serve_model_loads_total", T::kCounter,
+                   "Model version loads by outcome (success, failure).");
+  metrics_.Declare("lathe_gpu_utilization_ratio", T::kGauge,
+                   "GPU utilization over the driver's last sample (0-1).");
   metrics_.Declare("lathe_gpu_memory_used_bytes", T::kGauge, "GPU memory in use.");
   metrics_.Declare("lathe_gpu_memory_total_bytes", T::kGauge, "GPU memory in total.");
 }
@@ -242,8 +259,8 @@ Status ServerImpl::Init() {
   }
   DeclareMetrics();
   RETURN_IF_ERROR(AddRoutes());
-  registry_ = std::make_unique<BackendRegistry>(options_.backend_dirs.empty() ? BackendRegistry::DefaultSearchDirs()
-                                                                             : options_.backend_dirs);
+  registry_ = std::make_unique<BackendRegistry>(
+      options_.backend_dirs.empty() ? BackendRegistry::DefaultSearchDirs() : options_.backend_dirs);
   auto src = gpu::OpenGpuSource(options_.gpus);
   if (!src.ok()) return src.status();
   gpus_ = std::move(*src);
@@ -265,12 +282,14 @@ Status ServerImpl::Init() {
   return Status::OK();
 }
 
-Result<std::vector<std::shared_ptr<ModelVersion>>> ServerImpl::LoadVersions(const ModelSource& src) {
+Result<std::vector<std::shared_ptr<ModelVersion>>> ServerImpl::LoadVersions(
+    const ModelSource& src) {
   std::vector<int64_t> available;
   for (const auto& v : src.available) available.push_back(v.version);
   std::vector<int64_t> chosen = SelectVersions(src.config.version_policy, available);
   if (chosen.empty()) {
-    return Status::Msg(Code::kNotFound, "serve.no_versions", {{"model", src.name}, {"dir", src.model_dir}});
+    return Status::Msg(Code::kNotFound, "serve.no_versions",
+                       {{"model", src.name}, {"dir", src.model_dir}});
   }
   std::vector<std::shared_ptr<ModelVersion>> out;
   for (int64_t v : chosen) {
@@ -298,7 +317,8 @@ Status ServerImpl::AddModel(ModelSource src) {
   return Status::OK();
 }
 
-Result<std::shared_ptr<ModelVersion>> ServerImpl::Find(const std::string& name, const std::string& version) const {
+Result<std::shared_ptr<ModelVersion>> ServerImpl::Find(const std::string& name,
+                                                       const std::string& version) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.versions.empty()) {
@@ -315,7 +335,8 @@ Result<std::shared_ptr<ModelVersion>> ServerImpl::Find(const std::string& name, 
   for (const auto& v : vs) {
     if (std::to_string(v->version()) == version) return v;
   }
-  return Status::Msg(Code::kNotFound, "serve.unknown_version", {{"model", name}, {"version", version}});
+  return Status::Msg(Code::kNotFound, "serve.unknown_version",
+                     {{"model", name}, {"version", version}});
 }
 
 bool ServerImpl::AllReady() const {
@@ -342,10 +363,11 @@ std::vector<std::string> ServerImpl::Describe() const {
 }
 
 Status ServerImpl::Start() {
-  ASSIGN_OR_RETURN(http_, net::HttpServer::Create(options_.http, [this](net::HttpRequest r,
-                                                                        std::unique_ptr<net::Responder> rsp) {
-                     Handle(std::move(r), std::move(rsp));
-                   }));
+  ASSIGN_OR_RETURN(
+      http_, net::HttpServer::Create(
+                 options_.http, [this](net::HttpRequest r, std::unique_ptr<net::Responder> rsp) {
+                   Handle(std::move(r), std::move(rsp));
+                 }));
   ASSIGN_OR_RETURN(port_, http_->ListenTcp(options_.host, options_.port));
   RETURN_IF_ERROR(http_->Start());
   state_ = ServerState::kServing;
@@ -455,7 +477,8 @@ void ServerImpl::Rescan() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(options_.repository, ec)) {
     std::string n = e.path().filename().string();
-    if (e.is_directory(ec) && n[0] != '.' && std::filesystem::is_regular_file(e.path() / "config.yaml", ec)) {
+    if (e.is_directory(ec) && n[0] != '.' &&
+        std::filesystem::is_regular_file(e.path() / "config.yaml", ec)) {
       names.push_back(n);
     }
   }
@@ -478,7 +501,8 @@ void ServerImpl::RescanModel(const std::string& name) {
   auto src = LoadModelDir(options_.repository + "/" + name, name);
   if (!src.ok()) {
     std::lock_guard<std::mutex> l(mu_);
-    if (load_errors_[name] != src.status().message()) spdlog::warn("serve: {}", src.status().message());
+    if (load_errors_[name] != src.status().message())
+      spdlog::warn("serve: {}", src.status().message());
     load_errors_[name] = src.status().message();
     return;
   }
@@ -487,7 +511,8 @@ void ServerImpl::RescanModel(const std::string& name) {
   for (const auto& v : src->available) {
     FileState now;
     auto prev = seen_.find(VersionKey(v));
-    bool whole = VersionComplete(v, prev == seen_.end() ? std::nullopt : std::optional<FileState>(prev->second), now);
+    bool whole = VersionComplete(
+        v, prev == seen_.end() ? std::nullopt : std::optional<FileState>(prev->second), now);
     seen_[VersionKey(v)] = now;
     auto failed = failed_.find(VersionKey(v));
     if (failed != failed_.end() && failed->second == now) continue;
@@ -512,7 +537,8 @@ void ServerImpl::RescanModel(const std::string& name) {
   //    any failure keeps the old versions serving.
   std::vector<std::shared_ptr<ModelVersion>> next;
   for (int64_t v : wanted) {
-    auto reuse = std::find_if(current.begin(), current.end(), [&](const auto& m) { return m->version() == v; });
+    auto reuse = std::find_if(current.begin(), current.end(),
+                              [&](const auto& m) { return m->version() == v; });
     if (same_config && reuse != current.end()) {
       next.push_back(*reuse);
       continue;
@@ -523,8 +549,8 @@ void ServerImpl::RescanModel(const std::string& name) {
     ModelOptions mo{registry_.get(), &metrics_, options_.now_us, visible_gpus_};
     auto loaded = ModelVersion::Load(*src, vs, mo);
     if (!loaded.ok()) {
-      spdlog::error("serve: {}: version {} failed to load; the old version(s) keep serving: {}", name, v,
-                    loaded.status().message());
+      spdlog::error("serve: {}: version {} failed to load; the old version(s) keep serving: {}",
+                    name, v, loaded.status().message());
       failed_[VersionKey(vs)] = seen_[VersionKey(vs)];
       for (auto& m : next) {
         if (std::find(current.begin(), current.end(), m) == current.end()) m->Stop(false);
@@ -589,11 +615,13 @@ void ServerImpl::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> re
     return;
   }
   if (m.kind == net::RouteMatch::Kind::kNotFound) {
-    responder->Send(ErrorResponse(Status::Msg(Code::kNotFound, "serve.no_route", {{"path", req.path}})));
+    responder->Send(
+        ErrorResponse(Status::Msg(Code::kNotFound, "serve.no_route", {{"path", req.path}})));
     return;
   }
-  net::HttpResponse r = ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.bad_method",
-                                                  {{"method", req.method}, {"path", req.path}, {"allowed", m.allow}}));
+  net::HttpResponse r = ErrorResponse(
+      Status::Msg(Code::kInvalidArgument, "serve.bad_method",
+                  {{"method", req.method}, {"path", req.path}, {"allowed", m.allow}}));
   r.status = 405;
   r.headers.emplace_back("Allow", m.allow);
   responder->Send(std::move(r));
@@ -616,20 +644,24 @@ void ServerImpl::MetricsText(Call& c) {
 void ServerImpl::ServerMetadata(Call& c) {
   Json ext = Json::array({"binary_tensor_data", "parameters"});
   if (options_.model_control == "explicit") ext.push_back("model_repository");
-  c.Send(JsonResponse(200, Json{{"name", "lathe"}, {"version", LATHE_VERSION}, {"extensions", ext}}.dump()));
+  c.Send(JsonResponse(
+      200, Json{{"name", "lathe"}, {"version", LATHE_VERSION}, {"extensions", ext}}.dump()));
 }
 
 void ServerImpl::Predict(Call& c) {
   std::string model = c.req.QueryParam("model").value_or("");
   if (model.empty()) {
     std::lock_guard<std::mutex> l(mu_);
-    if (models_.size() != 1) return c.Send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.predict_which")));
+    if (models_.size() != 1)
+      return c.Send(ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.predict_which")));
     model = models_.begin()->first;
   }
   HandlePredict(c.req, c.rsp, model, "");
 }
 
-void ServerImpl::PredictV1(Call& c) { HandlePredict(c.req, c.rsp, c.Param("model"), c.Param("version")); }
+void ServerImpl::PredictV1(Call& c) {
+  HandlePredict(c.req, c.rsp, c.Param("model"), c.Param("version"));
+}
 
 void ServerImpl::Infer(Call& c) { HandleInfer(c.req, c.rsp, c.Param("model"), c.Param("version")); }
 
@@ -637,11 +669,14 @@ void ServerImpl::ModelReady(Call& c) {
   auto mv = Find(c.Param("model"), c.Param("version"));
   if (!mv.ok()) return c.Send(ErrorResponse(mv.status()));
   const ModelVersion& m = **mv;
-  Json j = {{"name", m.name()}, {"version", std::to_string(m.version())}, {"ready", m.ready()},
+  Json j = {{"name", m.name()},
+            {"version", std::to_string(m.version())},
+            {"ready", m.ready()},
             {"state", std::string(ModelStateName(m.state()))}};
   std::string err = m.last_probe_error();
   if (!err.empty()) j["reason"] = err.substr(0, kReasonMaxChars);
-  c.Send(JsonResponse(m.ready() ? 200 : 503, j.dump(-1, ' ', false, Json::error_handler_t::replace)));
+  c.Send(
+      JsonResponse(m.ready() ? 200 : 503, j.dump(-1, ' ', false, Json::error_handler_t::replace)));
 }
 
 void ServerImpl::ModelConfigRoute(Call& c) {
@@ -667,13 +702,18 @@ void ServerImpl::ModelMetadata(Call& c) {
   bool batching = m.config().max_batch_size > 0;
   for (const auto& t : m.config().inputs) inputs.push_back(TensorMetadata(t, batching));
   for (const auto& t : m.config().outputs) outputs.push_back(TensorMetadata(t, batching));
-  Json j = {{"name", m.name()}, {"versions", versions}, {"platform", m.config().backend},
-            {"inputs", inputs}, {"outputs", outputs}};
+  Json j = {{"name", m.name()},
+            {"versions", versions},
+            {"platform", m.config().backend},
+            {"inputs", inputs},
+            {"outputs", outputs}};
   c.Send(JsonResponse(200, j.dump()));
 }
 
-Status ServerImpl::SchedulingFrom(const net::HttpRequest& req, const std::optional<std::string>& param_priority,
-                                  int64_t param_timeout_us, const ModelConfig& c, ModelRequest& mr) const {
+Status ServerImpl::SchedulingFrom(const net::HttpRequest& req,
+                                  const std::optional<std::string>& param_priority,
+                                  int64_t param_timeout_us, const ModelConfig& c,
+                                  ModelRequest& mr) const {
   std::string prio = param_priority ? *param_priority : std::string(req.Header("X-Priority"));
   if (!prio.empty()) {
     auto level = ParsePriority(prio, c.batching);
@@ -701,9 +741,10 @@ void ServerImpl::Count(const ModelVersion& mv, const Status& s, int64_t start_us
   mv.CountRequest(Outcome(s), static_cast<double>(options_.now_us() - start_us) / 1e6);
 }
 
-void ServerImpl::Submit(std::shared_ptr<ModelVersion> mv, const std::string& version, ModelRequest mr,
-                        std::unique_ptr<net::Responder>& rsp,
-                        std::function<net::HttpResponse(const ModelVersion&, InferResult&)> finish) {
+void ServerImpl::Submit(
+    std::shared_ptr<ModelVersion> mv, const std::string& version, ModelRequest mr,
+    std::unique_ptr<net::Responder>& rsp,
+    std::function<net::HttpResponse(const ModelVersion&, InferResult&)> finish) {
   auto reply = std::make_shared<Reply>();
   reply->responder = std::move(rsp);
   reply->start_us = options_.now_us();
@@ -733,8 +774,8 @@ void ServerImpl::Submit(std::shared_ptr<ModelVersion> mv, const std::string& ver
   }
 }
 
-void ServerImpl::HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::string& model,
-                             const std::string& version) {
+void ServerImpl::HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
+                             const std::string& model, const std::string& version) {
   auto fail = [&](const Status& s) {
     rsp->Send(ErrorResponse(s));
     rsp.reset();
@@ -749,7 +790,8 @@ void ServerImpl::HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Respond
   const ModelConfig& c = (*mv)->config();
   if (!c.outputs.empty()) {
     for (const auto& o : msg->outputs) {
-      if (std::none_of(c.outputs.begin(), c.outputs.end(), [&](const TensorSpec& t) { return t.name == o.name; })) {
+      if (std::none_of(c.outputs.begin(), c.outputs.end(),
+                       [&](const TensorSpec& t) { return t.name == o.name; })) {
         std::string names;
         for (const auto& t : c.outputs) names += (names.empty() ? "" : ", ") + t.name;
         return fail(Status::Msg(Code::kInvalidArgument, "serve.unknown_output",
@@ -763,26 +805,30 @@ void ServerImpl::HandleInfer(net::HttpRequest& req, std::unique_ptr<net::Respond
   mr.inputs = std::move(msg->inputs);
   Submit(*mv, version, std::move(mr), rsp,
          [id = msg->id, outs = msg->outputs, bin = msg->binary_data_output](const ModelVersion& m,
-                                                                             InferResult& res) {
+                                                                            InferResult& res) {
            for (const auto& o : outs) {
-             if (std::none_of(res.outputs.begin(), res.outputs.end(), [&](const Tensor& t) { return t.name == o.name; })) {
-               return ErrorResponse(Status::Msg(Code::kInvalidArgument, "serve.unknown_output",
-                                                {{"tensor", o.name}, {"model", m.name()}, {"outputs", "?"}}));
+             if (std::none_of(res.outputs.begin(), res.outputs.end(),
+                              [&](const Tensor& t) { return t.name == o.name; })) {
+               return ErrorResponse(
+                   Status::Msg(Code::kInvalidArgument, "serve.unknown_output",
+                               {{"tensor", o.name}, {"model", m.name()}, {"outputs", "?"}}));
              }
            }
-           EncodedResponse e = EncodeInferResponse(m.name(), m.version(), id, res.outputs, outs, bin);
+           EncodedResponse e =
+               EncodeInferResponse(m.name(), m.version(), id, res.outputs, outs, bin);
            net::HttpResponse r;
            r.content_type = e.content_type;
            r.body = std::move(e.body);
            if (e.header_length > 0) {
-             r.headers.emplace_back("Inference-Header-Content-Length", std::to_string(e.header_length));
+             r.headers.emplace_back("Inference-Header-Content-Length",
+                                    std::to_string(e.header_length));
            }
            return r;
          });
 }
 
-void ServerImpl::HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp, const std::string& model,
-                               const std::string& version) {
+void ServerImpl::HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Responder>& rsp,
+                               const std::string& model, const std::string& version) {
   auto fail = [&](const Status& s) {
     rsp->Send(ErrorResponse(s));
     rsp.reset();
@@ -806,7 +852,8 @@ void ServerImpl::HandlePredict(net::HttpRequest& req, std::unique_ptr<net::Respo
         auto elems = SplitBytesElements(o.data);
         if (elems.ok() && elems->size() == 1) return JsonResponse(200, std::string((*elems)[0]));
       }
-      return ErrorResponse(Status::Msg(Code::kInternal, "serve.no_json_output", {{"model", m.name()}}));
+      return ErrorResponse(
+          Status::Msg(Code::kInternal, "serve.no_json_output", {{"model", m.name()}}));
     });
     return;
   }
@@ -823,12 +870,15 @@ void ServerImpl::RepositoryIndex(Call& c) {
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& [name, m] : models_) {
     for (const auto& v : m.versions) {
-      idx.push_back({{"name", name}, {"version", std::to_string(v->version())},
-                     {"state", std::string(ModelStateName(v->state()))}, {"reason", v->last_probe_error()}});
+      idx.push_back({{"name", name},
+                     {"version", std::to_string(v->version())},
+                     {"state", std::string(ModelStateName(v->state()))},
+                     {"reason", v->last_probe_error()}});
     }
   }
   for (const auto& [name, err] : load_errors_) {
-    if (models_.count(name) == 0) idx.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", err}});
+    if (models_.count(name) == 0)
+      idx.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", err}});
   }
   c.Send(JsonResponse(200, idx.dump(-1, ' ', false, Json::error_handler_t::replace)));
 }
@@ -849,10 +899,12 @@ void ServerImpl::RepositoryControl(Call& c, bool load) {
       {
         std::lock_guard<std::mutex> l(mu_);
         auto it = models_.find(name);
-        if (it != models_.end() && options_.repository.empty()) src = it->second.source;  // a --model: same place
+        if (it != models_.end() && options_.repository.empty())
+          src = it->second.source;  // a --model: same place
       }
       if (!src.ok()) src = LoadModelDir(options_.repository + "/" + name, name);
-      Result<std::vector<std::shared_ptr<ModelVersion>>> versions = src.ok() ? LoadVersions(*src) : src.status();
+      Result<std::vector<std::shared_ptr<ModelVersion>>> versions =
+          src.ok() ? LoadVersions(*src) : src.status();
       std::lock_guard<std::mutex> l(mu_);
       if (versions.ok()) {
         old = std::move(models_[name].versions);
@@ -886,11 +938,14 @@ std::string ServerImpl::RenderMetrics() {
     for (const auto& [name, m] : models_) {
       for (const auto& v : m.versions) {
         std::string ver = std::to_string(v->version());
-        metrics_.Set("lathe_serve_model_ready", {{"model", name}, {"version", ver}}, v->ready() ? 1 : 0);
+        metrics_.Set("lathe_serve_model_ready", {{"model", name}, {"version", ver}},
+                     v->ready() ? 1 : 0);
         for (int level = 1; level <= v->config().batching.priority_levels; ++level) {
           Labels lb = {{"model", name}, {"version", ver}, {"priority", std::to_string(level)}};
-          metrics_.Set("lathe_serve_queue_length", lb, static_cast<double>(v->queue_size_at(level)));
-          metrics_.Set("lathe_serve_inflight_requests", lb, static_cast<double>(v->inflight_at(level)));
+          metrics_.Set("lathe_serve_queue_length", lb,
+                       static_cast<double>(v->queue_size_at(level)));
+          metrics_.Set("lathe_serve_inflight_requests", lb,
+                       static_cast<double>(v->inflight_at(level)));
         }
       }
     }
@@ -900,9 +955,14 @@ std::string ServerImpl::RenderMetrics() {
     if (inv.ok() && inv->source == "nvml") {
       for (const auto& g : inv->gpus) {
         Labels lb = {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}};
-        if (g.utilization_gpu_pct) metrics_.Set("lathe_gpu_utilization_ratio", lb, *g.utilization_gpu_pct / 100.0);
-        if (g.memory_used_bytes) metrics_.Set("lathe_gpu_memory_used_bytes", lb, static_cast<double>(*g.memory_used_bytes));
-        if (g.memory_total_bytes) metrics_.Set("lathe_gpu_memory_total_bytes", lb, static_cast<double>(*g.memory_total_bytes));
+        if (g.utilization_gpu_pct)
+          metrics_.Set("lathe_gpu_utilization_ratio", lb, *g.utilization_gpu_pct / 100.0);
+        if (g.memory_used_bytes)
+          metrics_.Set("lathe_gpu_memory_used_bytes", lb,
+                       static_cast<double>(*g.memory_used_bytes));
+        if (g.memory_total_bytes)
+          metrics_.Set("lathe_gpu_memory_total_bytes", lb,
+                       static_cast<double>(*g.memory_total_bytes));
       }
     }
   }

@@ -20,18 +20,18 @@
 namespace lathe::serve {
 
 struct ServeOptions {
-  std::string repository;            // Triton-style model repository; "" when only --model
-  std::vector<std::string> models;   // "NAME=PATH" (see repository.h ModelFromFlag)
+  std::string repository;              // Triton-style model repository; "" when only --model
+  std::vector<std::string> models;     // "NAME=PATH" (see repository.h ModelFromFlag)
   std::string model_control = "none";  // none | explicit (load/unload over HTTP) | watch
   int watch_interval_ms = 1000;        // watch: how often the repository is scanned
   std::string host = "127.0.0.1";
-  int port = 8000;                   // 0: any free port
-  net::ServerOptions http;           // I/O threads, body limit (413), timeouts, max connections
+  int port = 8000;          // 0: any free port
+  net::ServerOptions http;  // I/O threads, body limit (413), timeouts, max connections
   std::vector<std::string> backend_dirs;  // where backends are looked for; empty: the defaults
-  std::string gpus = "auto";         // GPU source for per-GPU metrics: auto | nvml | none
-  int drain_ms = 30000;              // Stop: longest wait for admitted requests
-  int probe_tick_ms = 100;           // how often health probes are considered
-  std::function<int64_t()> now_us;   // monotonic µs; default steady_clock
+  std::string gpus = "auto";              // GPU source for per-GPU metrics: auto | nvml | none
+  int drain_ms = 30000;                   // Stop: longest wait for admitted requests
+  int probe_tick_ms = 100;                // how often health probes are considered
+  std::function<int64_t()> now_us;        // monotonic µs; default steady_clock
 };
 
 class ServeServer {

@@ -25,8 +25,9 @@ namespace fs = std::filesystem;
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lathe-serve-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("lathe-serve-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -34,7 +35,8 @@ class ServerTest : public ::testing::Test {
     if (server_) server_->Stop();
     fs::remove_all(dir_);
   }
-  void AddModel(const std::string& name, const std::string& config, std::vector<int> versions = {1}) {
+  void AddModel(const std::string& name, const std::string& config,
+                std::vector<int> versions = {1}) {
     fs::create_directories(dir_ / name);
     std::ofstream(dir_ / name / "config.yaml") << config;
     for (int v : versions) fs::create_directories(dir_ / name / std::to_string(v));
@@ -54,8 +56,8 @@ class ServerTest : public ::testing::Test {
     server_ = std::move(*s);
     return server_->Start();
   }
-  net::HttpResponse Call(const std::string& method, const std::string& path, const std::string& body = "",
-                         const net::Headers& headers = {}) {
+  net::HttpResponse Call(const std::string& method, const std::string& path,
+                         const std::string& body = "", const net::Headers& headers = {}) {
     net::ClientOptions o;
     o.base_url = "http://127.0.0.1:" + std::to_string(server_->port());
     net::HttpClient c(o);
@@ -63,8 +65,8 @@ class ServerTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : net::HttpResponse{};
   }
-  Json CallJson(const std::string& method, const std::string& path, const std::string& body = "", int want = 200,
-                const net::Headers& headers = {}) {
+  Json CallJson(const std::string& method, const std::string& path, const std::string& body = "",
+                int want = 200, const net::Headers& headers = {}) {
     auto r = Call(method, path, body, headers);
     EXPECT_EQ(r.status, want) << method << " " << path << ": " << r.body;
     auto j = ParseJson(r.body);
@@ -90,7 +92,8 @@ outputs: [{name: y, datatype: FP32, dims: [2]}]
 dynamic_batching: {max_queue_delay_us: 1000}
 )";
 
-constexpr const char* kInfer = R"({"id":"a","inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1.5,-2]}]})";
+constexpr const char* kInfer =
+    R"({"id":"a","inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1.5,-2]}]})";
 
 TEST_F(ServerTest, V2RoutesAndInference) {
   AddModel("echo", kEcho);
@@ -108,17 +111,21 @@ TEST_F(ServerTest, V2RoutesAndInference) {
   EXPECT_EQ(out["outputs"][0]["name"], "y");
   EXPECT_EQ(out["outputs"][0]["data"], Json::parse("[1.5,-2]"));
   // The same through a version path.
-  EXPECT_EQ(CallJson("POST", "/v2/models/echo/versions/1/infer", kInfer)["outputs"][0]["shape"], Json::parse("[1,2]"));
+  EXPECT_EQ(CallJson("POST", "/v2/models/echo/versions/1/infer", kInfer)["outputs"][0]["shape"],
+            Json::parse("[1,2]"));
   // /predict and :predict with the TF-Serving row form.
-  EXPECT_EQ(CallJson("POST", "/predict", R"({"instances":[[1,2],[3,4]]})")["predictions"], Json::parse("[[1,2],[3,4]]"));
-  EXPECT_EQ(CallJson("POST", "/v1/models/echo:predict", R"({"instances":[[5,6]]})")["predictions"], Json::parse("[[5,6]]"));
+  EXPECT_EQ(CallJson("POST", "/predict", R"({"instances":[[1,2],[3,4]]})")["predictions"],
+            Json::parse("[[1,2],[3,4]]"));
+  EXPECT_EQ(CallJson("POST", "/v1/models/echo:predict", R"({"instances":[[5,6]]})")["predictions"],
+            Json::parse("[[5,6]]"));
 }
 
 TEST_F(ServerTest, BinaryOutputs) {
   AddModel("echo", kEcho);
   ASSERT_TRUE(Start().ok());
-  std::string json = R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}],)"
-                     R"("parameters":{"binary_data_output":true}})";
+  std::string json =
+      R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}],)"
+      R"("parameters":{"binary_data_output":true}})";
   float v[2] = {3.25f, 4};
   std::string body = json + std::string(reinterpret_cast<const char*>(v), 8);
   auto r = Call("POST", "/v2/models/echo/infer", body,
@@ -137,17 +144,26 @@ TEST_F(ServerTest, ErrorsAreJsonWithTheRightStatus) {
   EXPECT_TRUE(CallJson("POST", "/v2/models/nope/infer", kInfer, 404)["error"].is_string());
   EXPECT_TRUE(CallJson("GET", "/v2/models/echo/versions/9", "", 404)["error"].is_string());
   EXPECT_TRUE(CallJson("GET", "/nowhere", "", 404)["error"].is_string());
-  Json e = CallJson("POST", "/v2/models/echo/infer",
-                    R"({"inputs":[{"name":"z","shape":[1,2],"datatype":"FP32","data":[1,2]}]})", 400);
+  Json e =
+      CallJson("POST", "/v2/models/echo/infer",
+               R"({"inputs":[{"name":"z","shape":[1,2],"datatype":"FP32","data":[1,2]}]})", 400);
   EXPECT_NE(e["error"].get<std::string>().find("its inputs: x"), std::string::npos) << e;
-  CallJson("POST", "/v2/models/echo/infer", R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"INT32","data":[1,2]}]})", 400);
-  CallJson("POST", "/v2/models/echo/infer", R"({"inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]})", 400);
-  CallJson("POST", "/v2/models/echo/infer", R"({"inputs":[{"name":"x","shape":[9,2],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18]}]})", 400);
-  CallJson("POST", "/v2/models/echo/infer", R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[NaN,1]}]})", 400);
+  CallJson("POST", "/v2/models/echo/infer",
+           R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"INT32","data":[1,2]}]})", 400);
+  CallJson("POST", "/v2/models/echo/infer",
+           R"({"inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]})", 400);
+  CallJson(
+      "POST", "/v2/models/echo/infer",
+      R"({"inputs":[{"name":"x","shape":[9,2],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18]}]})",
+      400);
+  CallJson("POST", "/v2/models/echo/infer",
+           R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[NaN,1]}]})", 400);
   CallJson("POST", "/v2/models/echo/infer", kInfer, 400, {{"X-Priority", "urgent"}});
   CallJson("POST", "/v2/models/echo/infer", kInfer, 400, {{"X-Timeout-Ms", "-5"}});
-  CallJson("POST", "/v2/models/echo/infer",
-           R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}],"outputs":[{"name":"q"}]})", 400);
+  CallJson(
+      "POST", "/v2/models/echo/infer",
+      R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}],"outputs":[{"name":"q"}]})",
+      400);
   CallJson("GET", "/v2/models/echo/infer", "", 405);  // RFC 9110: wrong method, with Allow
   CallJson("POST", "/v2/repository/models/echo/unload", "", 409);  // model control is off
 }
@@ -160,11 +176,12 @@ TEST_F(ServerTest, WrongMethodIs405WithAllowUnknownPathIs404) {
     const char* path;
     const char* allow;
   };
-  for (const Case& k : {Case{"GET", "/v2/models/echo/infer", "POST"},
-                        Case{"PUT", "/v2/models/echo/versions/1/infer", "POST"},
-                        Case{"POST", "/v2/models/echo", "GET"}, Case{"DELETE", "/v2/health/ready", "GET"},
-                        Case{"GET", "/predict", "POST"}, Case{"GET", "/v1/models/echo:predict", "POST"},
-                        Case{"GET", "/v2/repository/index", "POST"}}) {
+  for (const Case& k :
+       {Case{"GET", "/v2/models/echo/infer", "POST"},
+        Case{"PUT", "/v2/models/echo/versions/1/infer", "POST"},
+        Case{"POST", "/v2/models/echo", "GET"}, Case{"DELETE", "/v2/health/ready", "GET"},
+        Case{"GET", "/predict", "POST"}, Case{"GET", "/v1/models/echo:predict", "POST"},
+        Case{"GET", "/v2/repository/index", "POST"}}) {
     auto r = Call(k.method, k.path);
     EXPECT_EQ(r.status, 405) << k.method << " " << k.path << ": " << r.body;
     EXPECT_EQ(net::FindHeader(r.headers, "Allow"), k.allow) << k.path;
@@ -181,7 +198,8 @@ TEST_F(ServerTest, WrongMethodIs405WithAllowUnknownPathIs404) {
   }
   // Segments, not strings: a trailing slash names the same endpoint.
   EXPECT_EQ(CallJson("GET", "/v2/")["name"], "lathe");
-  EXPECT_EQ(CallJson("POST", "/v2/models/echo/infer/", kInfer)["outputs"][0]["data"], Json::parse("[1.5,-2]"));
+  EXPECT_EQ(CallJson("POST", "/v2/models/echo/infer/", kInfer)["outputs"][0]["data"],
+            Json::parse("[1.5,-2]"));
 }
 
 TEST_F(ServerTest, FullQueueRejectsWith429AndProbesSeeAHang) {
@@ -193,7 +211,8 @@ inputs: [{name: x, datatype: FP32, dims: [2]}]
 dynamic_batching:
   queue: {max_size: 2}
 health_probe_interval: 200ms
-parameters: {block_while_exists: )") + block + "}\n");
+parameters: {block_while_exists: )") +
+                       block + "}\n");
   ASSERT_TRUE(Start().ok());
   EXPECT_EQ(CallJson("GET", "/v2/models/slow/ready")["ready"], true);
   std::ofstream(block) << "x";
@@ -216,11 +235,15 @@ parameters: {block_while_exists: )") + block + "}\n");
   EXPECT_EQ(ok.load(), 3);
   EXPECT_TRUE(WaitFor([&] { return Call("GET", "/v2/models/slow/ready").status == 200; }));
   std::string metrics = Call("GET", "/metrics").body;
-  EXPECT_NE(metrics.find(R"(lathe_serve_requests_total{model="slow",version="1",outcome="rejected"} 1)"),
-            std::string::npos) << metrics;
+  EXPECT_NE(
+      metrics.find(R"(lathe_serve_requests_total{model="slow",version="1",outcome="rejected"} 1)"),
+      std::string::npos)
+      << metrics;
   EXPECT_NE(metrics.find("lathe_serve_batch_size_bucket"), std::string::npos);
-  EXPECT_NE(metrics.find(R"(lathe_serve_queue_length{model="slow",version="1",priority="1"} 0)"), std::string::npos);
-  EXPECT_NE(metrics.find(R"(lathe_serve_model_loads_total{model="slow",version="1",outcome="success"} 1)"),
+  EXPECT_NE(metrics.find(R"(lathe_serve_queue_length{model="slow",version="1",priority="1"} 0)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(
+                R"(lathe_serve_model_loads_total{model="slow",version="1",outcome="success"} 1)"),
             std::string::npos);
 }
 
@@ -238,7 +261,8 @@ TEST_F(ServerTest, ProbesPassOnAnInstanceThatRunsInline) {
   };
   EXPECT_TRUE(WaitFor([&] { return batches() >= 3; }));
   EXPECT_EQ(CallJson("GET", "/v2/models/echo/ready")["ready"], true);
-  EXPECT_EQ(CallJson("POST", "/v2/models/echo/infer", kInfer)["outputs"][0]["data"], Json::parse("[1.5,-2]"));
+  EXPECT_EQ(CallJson("POST", "/v2/models/echo/infer", kInfer)["outputs"][0]["data"],
+            Json::parse("[1.5,-2]"));
 }
 
 TEST_F(ServerTest, QueueTimeoutGives503) {
@@ -248,7 +272,8 @@ backend: identity
 max_batch_size: 1
 dynamic_batching: {}
 warmup: false
-parameters: {block_while_exists: )") + block + "}\n");
+parameters: {block_while_exists: )") +
+                       block + "}\n");
   ASSERT_TRUE(Start().ok());
   std::ofstream(block) << "x";
   std::thread first([&] { Call("POST", "/v2/models/slow/infer", kInfer); });
@@ -263,7 +288,8 @@ TEST_F(ServerTest, BadConfigFailsCreateNamingTheFile) {
   AddModel("bad", "backend: identity\ninstances: [{device: tpu}]\n");
   Status s = Start();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find((dir_ / "bad" / "config.yaml").string()), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find((dir_ / "bad" / "config.yaml").string()), std::string::npos)
+      << s.message();
   EXPECT_NE(s.message().find("instances[0].device"), std::string::npos) << s.message();
 }
 
@@ -281,7 +307,8 @@ backend: identity
 max_batch_size: 1
 dynamic_batching: {priority_levels: 2, default_priority: 2}
 warmup: false
-parameters: {delay_us: 200000, block_while_exists: )") + block + "}\n");
+parameters: {delay_us: 200000, block_while_exists: )") +
+                       block + "}\n");
   ASSERT_TRUE(Start().ok());
   std::ofstream(block) << "x";
   std::mutex mu;
@@ -317,7 +344,8 @@ TEST_F(ServerTest, WatchSwapsInCompleteVersionsWithoutFailedRequests) {
     net::HttpClient c(o);
     while (!stop) {
       auto r = c.Request("POST", "/v2/models/m/infer", kInfer);
-      auto j = r.ok() && r->status == 200 ? ParseJson(r->body) : Result<Json>(Status::Internal("failed"));
+      auto j = r.ok() && r->status == 200 ? ParseJson(r->body)
+                                          : Result<Json>(Status::Internal("failed"));
       if (!j.ok()) {
         failures++;
         continue;

@@ -73,9 +73,9 @@ class BackgroundWriter {
     uint64_t offset = 0;
     char* buf = nullptr;
     size_t len = 0;
-    bool last = false;       // then: truncate to final_size, fsync, close
+    bool last = false;  // then: truncate to final_size, fsync, close
     uint64_t final_size = 0;
-    Fd owned;                // the descriptor, moved into the last job
+    Fd owned;  // the descriptor, moved into the last job
     std::string path;
   };
 
@@ -90,7 +90,7 @@ class BackgroundWriter {
   Fd fd_;
   std::string path_;
   bool direct_ = false;
-  uint64_t offset_ = 0;  // file offset of cur_[0]
+  uint64_t offset_ = 0;               // file offset of cur_[0]
   uint64_t appended_ = 0;             // by the caller, over all files
   std::atomic<uint64_t> written_{0};  // by the thread (padding included)
   char* cur_ = nullptr;

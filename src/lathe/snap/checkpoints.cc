@@ -31,9 +31,11 @@ std::optional<int64_t> LastNumber(std::string_view name) {
 
 // The outermost checkpoint directory that contains `path`, or "".
 std::string DirCheckpointOf(std::string_view path) {
-  for (size_t slash = path.find('/'); slash != std::string_view::npos; slash = path.find('/', slash + 1)) {
+  for (size_t slash = path.find('/'); slash != std::string_view::npos;
+       slash = path.find('/', slash + 1)) {
     bool tmp = false;
-    if (CheckpointDirStep(BaseName(path.substr(0, slash)), &tmp)) return std::string(path.substr(0, slash));
+    if (CheckpointDirStep(BaseName(path.substr(0, slash)), &tmp))
+      return std::string(path.substr(0, slash));
   }
   return "";
 }

@@ -22,9 +22,9 @@
 namespace lathe::snap {
 
 struct ChunkerParams {
-  uint32_t min_bytes = 16 * 1024;    // no cut before this many bytes
-  uint32_t avg_bytes = 64 * 1024;    // normal point: the mask gets easier after it
-  uint32_t max_bytes = 256 * 1024;   // forced cut
+  uint32_t min_bytes = 16 * 1024;   // no cut before this many bytes
+  uint32_t avg_bytes = 64 * 1024;   // normal point: the mask gets easier after it
+  uint32_t max_bytes = 256 * 1024;  // forced cut
 };
 
 // True when min < avg < max, avg is a power of two, and max <= 16 MiB.

@@ -17,7 +17,8 @@ std::vector<std::string> Chunks(const GearChunker& c, const std::string& data) {
   std::vector<std::string> out;
   size_t pos = 0;
   while (pos < data.size()) {
-    size_t n = c.NextCut(reinterpret_cast<const uint8_t*>(data.data()) + pos, data.size() - pos, true);
+    size_t n =
+        c.NextCut(reinterpret_cast<const uint8_t*>(data.data()) + pos, data.size() - pos, true);
     out.push_back(data.substr(pos, n));
     pos += n;
   }
@@ -90,7 +91,8 @@ TEST(ChunkerTest, ValidatesParams) {
 }
 
 TEST(Sha256Test, KnownVectorAndHex) {
-  EXPECT_EQ(ToHex(Sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(ToHex(Sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   auto d = DigestFromHex(ToHex(Sha256("abc")));
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(*d, Sha256("abc"));

@@ -42,10 +42,12 @@ bool MaybeCompress(std::string_view raw, std::string* out) {
   if (raw.size() > 4 * kSampleBytes) {
     std::string_view sample = raw.substr(raw.size() / 2 - kSampleBytes / 2, kSampleBytes);
     size_t n = CompressInto(sample, 1, out);
-    if (n == 0 || static_cast<double>(n) > kSampleMaxRatio * static_cast<double>(sample.size())) return false;
+    if (n == 0 || static_cast<double>(n) > kSampleMaxRatio * static_cast<double>(sample.size()))
+      return false;
   }
   size_t n = CompressInto(raw, kChunkLevel, out);
-  return n != 0 && static_cast<double>(n) <= (1.0 - kMinCompressionSavings) * static_cast<double>(raw.size());
+  return n != 0 &&
+         static_cast<double>(n) <= (1.0 - kMinCompressionSavings) * static_cast<double>(raw.size());
 }
 
 std::string Compress(std::string_view raw) {

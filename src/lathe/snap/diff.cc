@@ -6,7 +6,8 @@ namespace lathe::snap {
 namespace {
 
 bool Same(const FileEntry& x, const FileEntry& y) {
-  return x.type == y.type && x.size == y.size && x.mode == y.mode && x.target == y.target && x.chunks == y.chunks;
+  return x.type == y.type && x.size == y.size && x.mode == y.mode && x.target == y.target &&
+         x.chunks == y.chunks;
 }
 
 uint64_t NewBytes(const FileEntry& e, const std::set<Digest>& have) {

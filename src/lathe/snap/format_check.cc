@@ -10,9 +10,12 @@ namespace lathe::snap {
 
 std::string_view VerdictName(Verdict v) {
   switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kIncomplete: return "incomplete";
-    case Verdict::kUnchecked: return "unchecked";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kIncomplete:
+      return "incomplete";
+    case Verdict::kUnchecked:
+      return "unchecked";
   }
   return "unchecked";
 }
@@ -79,7 +82,8 @@ void CheckTorch(const std::string& ext, const ByteSource& src, FormatCheck* out)
   std::string head;
   bool pickle = src.ReadAt(0, 1, &head).ok() && head[0] == '\x80';
   out->verdict = Verdict::kUnchecked;
-  out->reason = pickle ? "legacy (pickle) format: not checked" : "not a zip nor a pickle: not checked";
+  out->reason =
+      pickle ? "legacy (pickle) format: not checked" : "not a zip nor a pickle: not checked";
 }
 }  // namespace
 

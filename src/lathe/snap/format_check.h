@@ -34,13 +34,13 @@ enum class Verdict {
   kIncomplete,  // recognised and damaged or truncated: never resume from it
   kUnchecked,   // not a known checkpoint format (or one that cannot be checked)
 };
-std::string_view VerdictName(Verdict v);  // "ok" | "incomplete" | "unchecked"
+std::string_view VerdictName(Verdict v);      // "ok" | "incomplete" | "unchecked"
 Verdict VerdictFromName(std::string_view s);  // unknown names are kUnchecked
 
 struct FormatCheck {
   std::string format;  // "pytorch-zip", "pytorch-legacy", "safetensors", "npy", "npz"; "" = none
   Verdict verdict = Verdict::kUnchecked;
-  std::string reason;  // why incomplete, in English (for logs and manifests)
+  std::string reason;                    // why incomplete, in English (for logs and manifests)
   std::vector<uint64_t> tensor_offsets;  // sorted, unique, each < file size
   bool is_checkpoint() const { return !format.empty(); }
 };
@@ -66,7 +66,8 @@ class StringSource final : public ByteSource {
 
 class FdSource final : public ByteSource {
  public:
-  FdSource(int fd, uint64_t size, std::string name) : fd_(fd), size_(size), name_(std::move(name)) {}
+  FdSource(int fd, uint64_t size, std::string name)
+      : fd_(fd), size_(size), name_(std::move(name)) {}
   uint64_t size() const override { return size_; }
   Status ReadAt(uint64_t off, size_t n, std::string* out) const override;
 

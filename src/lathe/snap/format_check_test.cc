@@ -19,7 +19,9 @@ FormatCheck Check(const std::string& name, const std::string& data) {
 }
 
 // Every strict prefix a killed writer could leave behind.
-std::vector<size_t> Cuts(size_t size) { return {0, 3, 10, 30, size / 3, size / 2, size - 22, size - 10, size - 1}; }
+std::vector<size_t> Cuts(size_t size) {
+  return {0, 3, 10, 30, size / 3, size / 2, size - 22, size - 10, size - 1};
+}
 
 std::string TorchZip(bool zip64 = false) {
   return MakeZip({{"archive/data.pkl", RandomBytes(300, 1)},
@@ -53,7 +55,8 @@ TEST(FormatCheckTest, RealTorchSaveFileIsCompleteAndItsPrefixesAreNot) {
   EXPECT_EQ(c.verdict, Verdict::kOk) << c.reason;
   EXPECT_FALSE(c.tensor_offsets.empty());
   for (size_t cut : Cuts(data->size())) {
-    EXPECT_EQ(Check("ckpt_000007.pt", data->substr(0, cut)).verdict, Verdict::kIncomplete) << "cut at " << cut;
+    EXPECT_EQ(Check("ckpt_000007.pt", data->substr(0, cut)).verdict, Verdict::kIncomplete)
+        << "cut at " << cut;
   }
 }
 
@@ -76,7 +79,8 @@ TEST(FormatCheckTest, ZipWithBadDirectoryOffsetIsIncomplete) {
 }
 
 TEST(FormatCheckTest, LegacyAndUnknownFiles) {
-  EXPECT_EQ(Check("old.pt", std::string("\x80\x02\x8a\x0a", 4) + RandomBytes(100, 1)).verdict, Verdict::kUnchecked);
+  EXPECT_EQ(Check("old.pt", std::string("\x80\x02\x8a\x0a", 4) + RandomBytes(100, 1)).verdict,
+            Verdict::kUnchecked);
   EXPECT_EQ(Check("old.pt", "").verdict, Verdict::kIncomplete);
   auto bin = Check("data.bin", RandomBytes(100, 1));
   EXPECT_FALSE(bin.is_checkpoint());
@@ -110,13 +114,15 @@ TEST(FormatCheckTest, NpyCompleteAndTruncated) {
   auto c = Check("w.npy", n);
   EXPECT_EQ(c.verdict, Verdict::kOk) << c.reason;
   EXPECT_EQ(c.tensor_offsets, std::vector<uint64_t>{128});
-  for (size_t cut : Cuts(n.size())) EXPECT_EQ(Check("w.npy", n.substr(0, cut)).verdict, Verdict::kIncomplete) << cut;
+  for (size_t cut : Cuts(n.size()))
+    EXPECT_EQ(Check("w.npy", n.substr(0, cut)).verdict, Verdict::kIncomplete) << cut;
 }
 
 TEST(FormatCheckTest, NpzCompleteAndTruncated) {
   std::string z = MakeZip({{"w.npy", MakeNpy(1000, 1)}, {"b.npy", MakeNpy(10, 2)}});
   EXPECT_EQ(Check("arrays.npz", z).verdict, Verdict::kOk);
-  for (size_t cut : Cuts(z.size())) EXPECT_EQ(Check("arrays.npz", z.substr(0, cut)).verdict, Verdict::kIncomplete);
+  for (size_t cut : Cuts(z.size()))
+    EXPECT_EQ(Check("arrays.npz", z.substr(0, cut)).verdict, Verdict::kIncomplete);
 }
 
 }  // namespace

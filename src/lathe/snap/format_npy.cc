@@ -56,7 +56,8 @@ uint64_t ItemBytes(const std::string& descr) {
   if (i >= descr.size()) return 0;
   char kind = descr[i++];
   std::string digits;
-  while (i < descr.size() && std::isdigit(static_cast<unsigned char>(descr[i]))) digits += descr[i++];
+  while (i < descr.size() && std::isdigit(static_cast<unsigned char>(descr[i])))
+    digits += descr[i++];
   if (digits.empty() || kind == 'O' || digits.size() > 6) return 0;
   uint64_t n = std::stoull(digits);
   return kind == 'U' ? 4 * n : n;
@@ -66,11 +67,13 @@ uint64_t ItemBytes(const std::string& descr) {
 
 void CheckNpy(const ByteSource& src, FormatCheck* out) {
   std::string buf;
-  if (src.size() < 10 || !src.ReadAt(0, 10, &buf).ok()) return MarkIncomplete(out, "file too short");
+  if (src.size() < 10 || !src.ReadAt(0, 10, &buf).ok())
+    return MarkIncomplete(out, "file too short");
   if (buf.compare(0, 6, kMagic) != 0) return MarkIncomplete(out, "not an .npy file (bad magic)");
   bool v1 = buf[6] == 1;
   uint64_t len_bytes = v1 ? 2 : 4, start = 8 + len_bytes;
-  if (!v1 && (src.size() < 12 || !src.ReadAt(0, 12, &buf).ok())) return MarkIncomplete(out, "file too short");
+  if (!v1 && (src.size() < 12 || !src.ReadAt(0, 12, &buf).ok()))
+    return MarkIncomplete(out, "file too short");
   uint64_t hlen = LoadLe(&buf[8], static_cast<int>(len_bytes));
   if (hlen > kMaxHeaderBytes || start + hlen > src.size() || !src.ReadAt(start, hlen, &buf).ok()) {
     return MarkIncomplete(out, "header runs past the end of the file");

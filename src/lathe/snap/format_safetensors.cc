@@ -26,7 +26,8 @@ uint64_t DtypeBytes(const std::string& dt) {
 bool CheckTensor(const std::string& name, const nlohmann::json& t, uint64_t data_bytes,
                  uint64_t* begin, uint64_t* end, std::string* why) {
   const auto& off = t.is_object() ? t.value("data_offsets", nlohmann::json()) : nlohmann::json();
-  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+      !off[1].is_number_unsigned()) {
     *why = "tensor " + name + " has no data_offsets";
     return false;
   }
@@ -62,7 +63,8 @@ void CheckSafetensors(const ByteSource& src, FormatCheck* out) {
   }
   if (!src.ReadAt(8, n, &buf).ok()) return MarkIncomplete(out, "cannot read the header");
   auto header = nlohmann::json::parse(buf, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return MarkIncomplete(out, "header is not JSON");
+  if (header.is_discarded() || !header.is_object())
+    return MarkIncomplete(out, "header is not JSON");
   uint64_t data_start = 8 + n, data_bytes = src.size() - data_start, max_end = 0;
   std::string why;
   for (const auto& [name, t] : header.items()) {
@@ -73,8 +75,8 @@ void CheckSafetensors(const ByteSource& src, FormatCheck* out) {
     out->tensor_offsets.push_back(data_start + b);
   }
   if (max_end != data_bytes) {
-    return MarkIncomplete(out, "data is " + std::to_string(data_bytes) + " bytes, the header says " +
-                                   std::to_string(max_end));
+    return MarkIncomplete(out, "data is " + std::to_string(data_bytes) +
+                                   " bytes, the header says " + std::to_string(max_end));
   }
   out->verdict = Verdict::kOk;
 }

@@ -57,8 +57,8 @@ bool ReadZip64(const ByteSource& src, uint64_t eocd_pos, Directory* d, std::stri
     return false;
   }
   uint64_t off = LoadLe(&loc[8], 8);
-  if (off + kZip64EocdSize > eocd_pos - kLocatorSize || !src.ReadAt(off, kZip64EocdSize, &rec).ok() ||
-      rec.compare(0, 4, kZip64EocdSig) != 0) {
+  if (off + kZip64EocdSize > eocd_pos - kLocatorSize ||
+      !src.ReadAt(off, kZip64EocdSize, &rec).ok() || rec.compare(0, 4, kZip64EocdSig) != 0) {
     *why = "zip64 end record missing";
     return false;
   }
@@ -148,7 +148,8 @@ bool WalkDirectory(const ByteSource& src, const Directory& d, FormatCheck* out, 
     }
     Entry e{LoadLe(&cd[i + 20], 4), LoadLe(&cd[i + 42], 4)};
     uint64_t usize = LoadLe(&cd[i + 24], 4);
-    size_t name = LoadLe(&cd[i + 28], 2), extra = LoadLe(&cd[i + 30], 2), comment = LoadLe(&cd[i + 32], 2);
+    size_t name = LoadLe(&cd[i + 28], 2), extra = LoadLe(&cd[i + 30], 2),
+           comment = LoadLe(&cd[i + 32], 2);
     size_t next = i + kCdHeaderSize + name + extra + comment;
     if (next > cd.size()) {
       *why = "damaged central directory";

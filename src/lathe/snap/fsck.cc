@@ -40,8 +40,8 @@ class Checker {
 
   const StoreContext& ctx_;
   std::mutex mu_;
-  ChunkState chunks_;   // guarded by mu_ while packs are checked
-  FsckReport report_;   // guarded by mu_ while packs are checked
+  ChunkState chunks_;  // guarded by mu_ while packs are checked
+  FsckReport report_;  // guarded by mu_ while packs are checked
   std::set<Digest> referenced_;
 };
 
@@ -55,10 +55,12 @@ Status Checker::CheckPack(const std::string& name) {
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path, errno);
   uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (Status h = CheckPackHeader(fd->get(), name); !h.ok()) Problem({"", "", "", name, h.message()});
+  if (Status h = CheckPackHeader(fd->get(), name); !h.ok())
+    Problem({"", "", "", name, h.message()});
   auto entries = ReadPackIndex(fd->get(), size, name);
   if (!entries.ok()) {
-    Problem({"", "", "", name, "index damaged (" + entries.status().message() + "); chunks read by scanning"});
+    Problem({"", "", "", name,
+             "index damaged (" + entries.status().message() + "); chunks read by scanning"});
     entries = ScanPack(fd->get(), size);
   }
   for (const auto& e : *entries) {
@@ -70,7 +72,8 @@ Status Checker::CheckPack(const std::string& name) {
       chunks_.good.insert(e.id);
     } else {
       chunks_.damaged[e.id] = name + ": " + data.status().message();
-      report_.problems.push_back({"", "", ToHex(e.id), name, "damaged: " + data.status().message()});
+      report_.problems.push_back(
+          {"", "", ToHex(e.id), name, "damaged: " + data.status().message()});
     }
   }
   return Status::OK();
@@ -96,7 +99,8 @@ Status Checker::CheckManifests() {
         referenced_.insert(c.id);
         if (chunks_.good.count(c.id)) continue;
         auto d = chunks_.damaged.find(c.id);
-        std::string what = d == chunks_.damaged.end() ? "chunk missing" : "chunk damaged in pack " + d->second;
+        std::string what =
+            d == chunks_.damaged.end() ? "chunk missing" : "chunk damaged in pack " + d->second;
         report_.problems.push_back({id, f.path, ToHex(c.id), "", what});
       }
     }
@@ -107,8 +111,9 @@ Status Checker::CheckManifests() {
 Status Checker::CheckLost() {
   ASSIGN_OR_RETURN(auto lost, LostSnapshots(ctx_));
   for (const auto& s : lost) {
-    report_.problems.push_back({s.id, "", "", "", "manifest missing: the index lists this snapshot but " +
-                                                      ctx_.layout.manifest(s.id) + " is gone"});
+    report_.problems.push_back({s.id, "", "", "",
+                                "manifest missing: the index lists this snapshot but " +
+                                    ctx_.layout.manifest(s.id) + " is gone"});
     report_.lost_snapshots.push_back(s.id);
   }
   return Status::OK();
@@ -116,7 +121,8 @@ Status Checker::CheckLost() {
 
 void Checker::CountLeftovers() {
   for (const auto& [pack, ids] : chunks_.by_pack) {
-    bool used = std::any_of(ids.begin(), ids.end(), [&](const Digest& d) { return referenced_.count(d) > 0; });
+    bool used = std::any_of(ids.begin(), ids.end(),
+                            [&](const Digest& d) { return referenced_.count(d) > 0; });
     if (!used) ++report_.unreferenced_packs;
   }
   auto tmp = ListDir(ctx_.layout.pack_tmp());

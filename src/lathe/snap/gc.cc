@@ -25,7 +25,8 @@ Result<std::set<Digest>> MarkLive(const StoreContext& ctx) {
   ASSIGN_OR_RETURN(auto lost, LostSnapshots(ctx));
   if (!lost.empty()) {
     return Status::Msg(Code::kFailedPrecondition, "snap.gc_lost",
-                       {{"snapshot", lost.front().id.substr(0, 12)}, {"path", ctx.layout.manifest(lost.front().id)},
+                       {{"snapshot", lost.front().id.substr(0, 12)},
+                        {"path", ctx.layout.manifest(lost.front().id)},
                         {"count", std::to_string(lost.size())}});
   }
   std::set<Digest> live;
@@ -91,7 +92,8 @@ Result<std::optional<PackUse>> Inspect(const StoreContext& ctx, const std::strin
 }
 
 Status DeletePack(const StoreContext& ctx, const std::string& name) {
-  RETURN_IF_ERROR(ctx.index.RemovePack(name));  // the index first: it must never name a missing chunk
+  RETURN_IF_ERROR(
+      ctx.index.RemovePack(name));  // the index first: it must never name a missing chunk
   std::string path = ctx.layout.pack(name);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path, errno);
   return Status::OK();
@@ -116,20 +118,23 @@ Status Rewrite(const StoreContext& ctx, const std::vector<PackUse>& packs, GcRes
       }
       std::string z;
       bool comp = MaybeCompress(*plain, &z);
-      RETURN_IF_ERROR(w.Add(e.id, comp ? std::string_view(z) : std::string_view(*plain), e.raw, comp ? kBlobZstd : 0));
+      RETURN_IF_ERROR(w.Add(e.id, comp ? std::string_view(z) : std::string_view(*plain), e.raw,
+                            comp ? kBlobZstd : 0));
       copied.insert(e.id);
     }
     if (intact) replaced.push_back(p.name);
   }
   ASSIGN_OR_RETURN(auto fresh, w.Finish());
   for (const auto& f : fresh) {
-    if (::rename(f.tmp_path.c_str(), ctx.layout.pack(f.name).c_str()) != 0) return ErrnoStatus("rename pack", errno);
+    if (::rename(f.tmp_path.c_str(), ctx.layout.pack(f.name).c_str()) != 0)
+      return ErrnoStatus("rename pack", errno);
   }
   RETURN_IF_ERROR(os::FsyncDir(ctx.layout.packs()));
   RETURN_IF_ERROR(ctx.index.AddPacks(fresh));
   for (const auto& p : packs) {
     bool is_replaced = std::find(replaced.begin(), replaced.end(), p.name) != replaced.end();
-    bool reborn = std::any_of(fresh.begin(), fresh.end(), [&](const PackFile& f) { return f.name == p.name; });
+    bool reborn = std::any_of(fresh.begin(), fresh.end(),
+                              [&](const PackFile& f) { return f.name == p.name; });
     if (!is_replaced || reborn) continue;
     RETURN_IF_ERROR(DeletePack(ctx, p.name));
     r->bytes_freed += p.dead_bytes;
@@ -154,7 +159,8 @@ Result<GcResult> CollectGarbage(const StoreContext& ctx) {
       RETURN_IF_ERROR(DeletePack(ctx, name));
       r.bytes_freed += use->size;
       ++r.packs_deleted;
-    } else if (static_cast<double>(use->dead_bytes) > kRepackDeadFraction * static_cast<double>(use->size)) {
+    } else if (static_cast<double>(use->dead_bytes) >
+               kRepackDeadFraction * static_cast<double>(use->size)) {
       rewrite.push_back(std::move(*use));
     }
   }

@@ -45,11 +45,13 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
 
 Result<std::string> Index::MoveAside(const std::string& path, int64_t now_ms) {
   std::string to = path + ".corrupt-" + std::to_string(now_ms);
-  if (::rename(path.c_str(), to.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("move " + path + " aside", errno);
+  if (::rename(path.c_str(), to.c_str()) != 0 && errno != ENOENT)
+    return ErrnoStatus("move " + path + " aside", errno);
   if (::rename((path + "-wal").c_str(), (to + "-wal").c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus("move " + path + "-wal aside", errno);
   }
-  if (::unlink((path + "-shm").c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path + "-shm", errno);
+  if (::unlink((path + "-shm").c_str()) != 0 && errno != ENOENT)
+    return ErrnoStatus("remove " + path + "-shm", errno);
   return to;
 }
 
@@ -111,14 +113,17 @@ Result<state::Stmt*> Index::Kept(std::optional<state::Stmt>* slot, std::string_v
 Result<std::optional<ChunkLocation>> Index::FindChunk(const Digest& id) {
   std::lock_guard<std::mutex> l(mu_);
   RETURN_IF_ERROR(Usable());
-  ASSIGN_OR_RETURN(state::Stmt * s,
-                   Kept(&find_chunk_, "SELECT pack, offset, stored, raw, flags FROM chunks WHERE id=? LIMIT 1"));
+  ASSIGN_OR_RETURN(
+      state::Stmt * s,
+      Kept(&find_chunk_, "SELECT pack, offset, stored, raw, flags FROM chunks WHERE id=? LIMIT 1"));
   s->Bind(1, ToHex(id));
   auto row = s->Step();
   std::optional<ChunkLocation> out;
   if (row.ok() && *row) {
-    out = ChunkLocation{s->Text(0), PackEntry{id, static_cast<uint64_t>(s->Int(1)), static_cast<uint32_t>(s->Int(2)),
-                                              static_cast<uint32_t>(s->Int(3)), static_cast<uint8_t>(s->Int(4))}};
+    out = ChunkLocation{
+        s->Text(0),
+        PackEntry{id, static_cast<uint64_t>(s->Int(1)), static_cast<uint32_t>(s->Int(2)),
+                  static_cast<uint32_t>(s->Int(3)), static_cast<uint8_t>(s->Int(4))}};
   }
   s->Reset();
   if (!row.ok()) return row.status();
@@ -147,9 +152,12 @@ Status Index::AddPackLocked(const PackFile& p) {
   RETURN_IF_ERROR(ps.Bind(1, p.name).Bind(2, static_cast<int64_t>(p.size)).Run());
   for (const auto& e : p.entries) {
     ASSIGN_OR_RETURN(state::Stmt * s, Kept(&insert_chunk_,
-        "INSERT OR REPLACE INTO chunks(id, pack, offset, stored, raw, flags) VALUES(?, ?, ?, ?, ?, ?)"));
+                                           "INSERT OR REPLACE INTO chunks(id, pack, offset, "
+                                           "stored, raw, flags) VALUES(?, ?, ?, ?, ?, ?)"));
     s->Bind(1, ToHex(e.id)).Bind(2, p.name).Bind(3, static_cast<int64_t>(e.offset));
-    s->Bind(4, static_cast<int64_t>(e.stored)).Bind(5, static_cast<int64_t>(e.raw)).Bind(6, int64_t{e.flags});
+    s->Bind(4, static_cast<int64_t>(e.stored))
+        .Bind(5, static_cast<int64_t>(e.raw))
+        .Bind(6, int64_t{e.flags});
     Status st = s->Run();
     s->Reset();
     RETURN_IF_ERROR(st);
@@ -192,9 +200,9 @@ Result<std::set<SnapshotId>> Index::SnapshotIds() {
 Status Index::AddSnapshot(const SnapshotInfo& i) {
   std::lock_guard<std::mutex> l(mu_);
   RETURN_IF_ERROR(Usable());
-  ASSIGN_OR_RETURN(auto s, db_->Prepare(
-      "INSERT OR REPLACE INTO snapshots(id, time_ms, source, parent, tags, files, bytes, new_bytes, complete,"
-      " reason) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  ASSIGN_OR_RETURN(auto s, db_->Prepare("INSERT OR REPLACE INTO snapshots(id, time_ms, source, "
+                                        "parent, tags, files, bytes, new_bytes, complete,"
+                                        " reason) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   std::string tags = nlohmann::json(i.tags).dump();
   s.Bind(1, i.id).Bind(2, i.time_ms).Bind(3, i.source).Bind(4, i.parent).Bind(5, tags);
   s.Bind(6, static_cast<int64_t>(i.files)).Bind(7, static_cast<int64_t>(i.bytes));
@@ -212,9 +220,9 @@ Status Index::RemoveSnapshot(const SnapshotId& id) {
 Result<std::vector<SnapshotInfo>> Index::Snapshots() {
   std::lock_guard<std::mutex> l(mu_);
   RETURN_IF_ERROR(Usable());
-  ASSIGN_OR_RETURN(auto s, db_->Prepare(
-      "SELECT id, time_ms, source, parent, tags, files, bytes, new_bytes, complete, reason FROM snapshots"
-      " ORDER BY time_ms DESC, id"));
+  ASSIGN_OR_RETURN(auto s, db_->Prepare("SELECT id, time_ms, source, parent, tags, files, bytes, "
+                                        "new_bytes, complete, reason FROM snapshots"
+                                        " ORDER BY time_ms DESC, id"));
   std::vector<SnapshotInfo> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
@@ -226,7 +234,8 @@ Result<std::vector<SnapshotInfo>> Index::Snapshots() {
     i.parent = s.Text(3);
     auto tags = nlohmann::json::parse(s.Text(4), nullptr, false);
     if (tags.is_object()) {
-      for (const auto& [k, v] : tags.items()) i.tags[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      for (const auto& [k, v] : tags.items())
+        i.tags[k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
     i.files = static_cast<uint64_t>(s.Int(5));
     i.bytes = static_cast<uint64_t>(s.Int(6));

@@ -7,12 +7,13 @@
 namespace lathe::snap {
 
 std::string ConfigToJson(const StoreConfig& c) {
-  nlohmann::json j = {
-      {"format", kStoreFormat},
-      {"chunker", {{"min_bytes", c.chunker.min_bytes}, {"avg_bytes", c.chunker.avg_bytes},
-                   {"max_bytes", c.chunker.max_bytes}}},
-      {"pack_target_bytes", c.pack_target_bytes},
-      {"created_ms", c.created_ms}};
+  nlohmann::json j = {{"format", kStoreFormat},
+                      {"chunker",
+                       {{"min_bytes", c.chunker.min_bytes},
+                        {"avg_bytes", c.chunker.avg_bytes},
+                        {"max_bytes", c.chunker.max_bytes}}},
+                      {"pack_target_bytes", c.pack_target_bytes},
+                      {"created_ms", c.created_ms}};
   if (c.reserve_bytes) j["reserve_bytes"] = *c.reserve_bytes;
   return j.dump(2) + "\n";
 }
@@ -23,7 +24,8 @@ Result<StoreConfig> ConfigFromJson(const std::string& text, const std::string& p
   };
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return bad("config.json is not a JSON object");
-  if (j.value("format", "") != kStoreFormat) return bad("unknown format '" + j.value("format", "") + "'");
+  if (j.value("format", "") != kStoreFormat)
+    return bad("unknown format '" + j.value("format", "") + "'");
   StoreConfig c;
   try {  // nlohmann throws on a wrong type; it stops here
     const auto& ch = j.at("chunker");

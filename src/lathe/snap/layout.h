@@ -1,8 +1,8 @@
 // Where things live in a store directory, and the store's config.
 //
 //   <store>/config.json          format, chunker parameters, pack size (fixed at creation)
-//   <store>/lock                 flock: snapshots, restores, prune, fsck shared; gc, index repair exclusive
-//   <store>/index.db             SQLite cache (index.h), rebuildable from the rest
+//   <store>/lock                 flock: snapshots, restores, prune, fsck shared; gc, index repair
+//   exclusive <store>/index.db             SQLite cache (index.h), rebuildable from the rest
 //   <store>/index.db.corrupt-<ms>  a damaged index, moved aside when it was rebuilt
 //   <store>/packs/<name>.pack    chunks (pack.h)
 //   <store>/packs/tmp/           packs being written; removed by gc

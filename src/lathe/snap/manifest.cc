@@ -10,15 +10,19 @@ using nlohmann::json;
 
 std::string_view EntryTypeName(EntryType t) {
   switch (t) {
-    case EntryType::kFile: return "file";
-    case EntryType::kDir: return "dir";
-    case EntryType::kSymlink: return "symlink";
+    case EntryType::kFile:
+      return "file";
+    case EntryType::kDir:
+      return "dir";
+    case EntryType::kSymlink:
+      return "symlink";
   }
   return "file";
 }
 
 bool Manifest::complete() const {
-  return std::all_of(checkpoints.begin(), checkpoints.end(), [](const Checkpoint& c) { return c.complete; });
+  return std::all_of(checkpoints.begin(), checkpoints.end(),
+                     [](const Checkpoint& c) { return c.complete; });
 }
 
 const FileEntry* Manifest::Find(std::string_view path) const {
@@ -30,7 +34,10 @@ const FileEntry* Manifest::Find(std::string_view path) const {
 namespace {
 
 json EntryJson(const FileEntry& e) {
-  json j = {{"path", e.path}, {"type", EntryTypeName(e.type)}, {"mode", e.mode}, {"mtime_ns", e.mtime_ns}};
+  json j = {{"path", e.path},
+            {"type", EntryTypeName(e.type)},
+            {"mode", e.mode},
+            {"mtime_ns", e.mtime_ns}};
   if (e.type == EntryType::kSymlink) j["target"] = e.target;
   if (e.type != EntryType::kFile) return j;
   j["size"] = e.size;
@@ -45,15 +52,19 @@ json EntryJson(const FileEntry& e) {
 }
 
 json CheckpointJson(const Checkpoint& c) {
-  json j = {{"path", c.path}, {"dir", c.is_dir}, {"complete", c.complete}, {"mtime_ns", c.mtime_ns}};
+  json j = {
+      {"path", c.path}, {"dir", c.is_dir}, {"complete", c.complete}, {"mtime_ns", c.mtime_ns}};
   if (c.step) j["step"] = *c.step;
   if (!c.reason.empty()) j["reason"] = c.reason;
   return j;
 }
 
 json StatsJson(const ManifestStats& s) {
-  return {{"files", s.files}, {"bytes", s.bytes}, {"files_read", s.files_read},
-          {"new_chunks", s.new_chunks}, {"new_bytes", s.new_bytes}};
+  return {{"files", s.files},
+          {"bytes", s.bytes},
+          {"files_read", s.files_read},
+          {"new_chunks", s.new_chunks},
+          {"new_bytes", s.new_bytes}};
 }
 
 }  // namespace
@@ -62,9 +73,14 @@ std::string ManifestToJson(const Manifest& m) {
   json files = json::array(), cps = json::array();
   for (const auto& e : m.files) files.push_back(EntryJson(e));
   for (const auto& c : m.checkpoints) cps.push_back(CheckpointJson(c));
-  json j = {{"format", kManifestFormat}, {"time_ms", m.time_ms}, {"source", m.source},
-            {"parent", m.parent}, {"tags", m.tags}, {"files", std::move(files)},
-            {"checkpoints", std::move(cps)}, {"stats", StatsJson(m.stats)}};
+  json j = {{"format", kManifestFormat},
+            {"time_ms", m.time_ms},
+            {"source", m.source},
+            {"parent", m.parent},
+            {"tags", m.tags},
+            {"files", std::move(files)},
+            {"checkpoints", std::move(cps)},
+            {"stats", StatsJson(m.stats)}};
   return j.dump();
 }
 
@@ -121,7 +137,8 @@ void ParseStats(const json& j, ManifestStats* s) {
 
 Result<Manifest> ManifestFromJson(std::string_view text) {
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("manifest: not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return Status::InvalidArgument("manifest: not a JSON object");
   if (j.value("format", "") != kManifestFormat) {
     return Status::InvalidArgument("manifest: unknown format '" + j.value("format", "") + "'");
   }
@@ -132,7 +149,8 @@ Result<Manifest> ManifestFromJson(std::string_view text) {
     m.parent = j.value("parent", "");
     m.tags = j.value("tags", std::map<std::string, std::string>{});
     for (const auto& e : j.at("files")) m.files.push_back(ParseEntry(e));
-    for (const auto& c : j.value("checkpoints", json::array())) m.checkpoints.push_back(ParseCheckpoint(c));
+    for (const auto& c : j.value("checkpoints", json::array()))
+      m.checkpoints.push_back(ParseCheckpoint(c));
     ParseStats(j.value("stats", json::object()), &m.stats);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("manifest: bad field: ") + e.what());
@@ -141,8 +159,16 @@ Result<Manifest> ManifestFromJson(std::string_view text) {
 }
 
 SnapshotInfo Summarize(const SnapshotId& id, const Manifest& m) {
-  SnapshotInfo i{id, m.time_ms, m.source, m.parent, m.tags, m.stats.files, m.stats.bytes, m.stats.new_bytes,
-                 m.complete(), ""};
+  SnapshotInfo i{id,
+                 m.time_ms,
+                 m.source,
+                 m.parent,
+                 m.tags,
+                 m.stats.files,
+                 m.stats.bytes,
+                 m.stats.new_bytes,
+                 m.complete(),
+                 ""};
   for (const auto& c : m.checkpoints) {
     if (!c.complete) {
       i.reason = c.path + ": " + c.reason;

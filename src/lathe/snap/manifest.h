@@ -35,7 +35,7 @@ struct ChunkRef {
 };
 
 struct FileEntry {
-  std::string path;   // relative to the snapshot root, '/'-separated, never "." or ".."
+  std::string path;  // relative to the snapshot root, '/'-separated, never "." or ".."
   EntryType type = EntryType::kFile;
   uint32_t mode = 0;  // permission bits (07777)
   int64_t mtime_ns = 0;
@@ -44,7 +44,7 @@ struct FileEntry {
   std::string target;  // symlinks: the link text
   std::string format;  // files: checkpoint format (format_check.h), "" when none
   Verdict check = Verdict::kUnchecked;
-  std::string reason;  // why `check` is incomplete
+  std::string reason;            // why `check` is incomplete
   std::vector<ChunkRef> chunks;  // files: the contents, in order
 };
 
@@ -60,17 +60,17 @@ struct Checkpoint {
 };
 
 struct ManifestStats {
-  uint64_t files = 0;          // regular files
-  uint64_t bytes = 0;          // their total size
-  uint64_t files_read = 0;     // files read (the rest matched the parent)
-  uint64_t new_chunks = 0;     // chunks this snapshot added to the store
-  uint64_t new_bytes = 0;      // bytes it added (after compression, before pack overhead)
+  uint64_t files = 0;       // regular files
+  uint64_t bytes = 0;       // their total size
+  uint64_t files_read = 0;  // files read (the rest matched the parent)
+  uint64_t new_chunks = 0;  // chunks this snapshot added to the store
+  uint64_t new_bytes = 0;   // bytes it added (after compression, before pack overhead)
 };
 
 struct Manifest {
-  int64_t time_ms = 0;       // when the snapshot started, ms since the epoch
-  std::string source;        // absolute path of the directory captured
-  SnapshotId parent;         // "" when none
+  int64_t time_ms = 0;                      // when the snapshot started, ms since the epoch
+  std::string source;                       // absolute path of the directory captured
+  SnapshotId parent;                        // "" when none
   std::map<std::string, std::string> tags;  // e.g. run=r123, step=500
   std::vector<FileEntry> files;             // sorted by path
   std::vector<Checkpoint> checkpoints;      // sorted by path

@@ -27,11 +27,13 @@ Result<SnapshotId> WriteManifest(const StoreLayout& l, const Manifest& m, SpaceG
 Result<Manifest> ReadManifest(const StoreLayout& l, const SnapshotId& id) {
   auto z = os::ReadFile(l.manifest(id));
   if (!z.ok()) {
-    if (z.status().IsNotFound()) return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", id}});
+    if (z.status().IsNotFound())
+      return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", id}});
     return z.status();
   }
   auto damaged = [&](const std::string& why) {
-    return Status::Msg(Code::kIoError, "snap.manifest_damaged", {{"snapshot", id}, {"detail", why}});
+    return Status::Msg(Code::kIoError, "snap.manifest_damaged",
+                       {{"snapshot", id}, {"detail", why}});
   };
   auto json = Decompress(*z, 0);
   if (!json.ok()) return damaged(json.status().message());
@@ -45,7 +47,8 @@ Result<std::vector<SnapshotId>> ListManifestIds(const StoreLayout& l) {
   ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
   std::vector<SnapshotId> out;
   for (const auto& n : names) {
-    if (n.size() == 64 + kExt.size() && n.compare(64, kExt.size(), kExt) == 0 && IsSnapshotId(n.substr(0, 64))) {
+    if (n.size() == 64 + kExt.size() && n.compare(64, kExt.size(), kExt) == 0 &&
+        IsSnapshotId(n.substr(0, 64))) {
       out.push_back(n.substr(0, 64));
     }
   }
@@ -60,7 +63,8 @@ Status RemoveManifest(const StoreLayout& l, const SnapshotId& id) {
 
 Status MarkPruned(const StoreLayout& l, const SnapshotId& id) {
   std::string p = l.manifest(id);
-  if (::rename(p.c_str(), l.pruned(id).c_str()) != 0 && errno != ENOENT) return ErrnoStatus("rename " + p, errno);
+  if (::rename(p.c_str(), l.pruned(id).c_str()) != 0 && errno != ENOENT)
+    return ErrnoStatus("rename " + p, errno);
   return Status::OK();
 }
 
@@ -75,7 +79,8 @@ Result<std::vector<SnapshotId>> ListPrunedIds(const StoreLayout& l) {
   ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
   std::vector<SnapshotId> out;
   for (const auto& n : names) {
-    if (n.size() == 64 + kPruned.size() && n.compare(64, kPruned.size(), kPruned) == 0 && IsSnapshotId(n.substr(0, 64))) {
+    if (n.size() == 64 + kPruned.size() && n.compare(64, kPruned.size(), kPruned) == 0 &&
+        IsSnapshotId(n.substr(0, 64))) {
       out.push_back(n.substr(0, 64));
     }
   }

@@ -16,7 +16,8 @@ FileEntry File(const std::string& path, const std::string& content, int64_t mtim
   e.mtime_ns = mtime;
   e.size = content.size();
   e.inode = 42;
-  if (!content.empty()) e.chunks.push_back({Sha256(content), static_cast<uint32_t>(content.size())});
+  if (!content.empty())
+    e.chunks.push_back({Sha256(content), static_cast<uint32_t>(content.size())});
   return e;
 }
 
@@ -89,7 +90,8 @@ TEST(PathsTest, SafeRelativePaths) {
   EXPECT_TRUE(IsSafeRelPath("a"));
   EXPECT_TRUE(IsSafeRelPath("a/b/c.pt"));
   EXPECT_TRUE(IsSafeRelPath("..a/b.."));
-  for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b", "a/", ".", ".."}) {
+  for (const char* bad :
+       {"", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b", "a/", ".", ".."}) {
     EXPECT_FALSE(IsSafeRelPath(bad)) << bad;
   }
   EXPECT_FALSE(IsSafeRelPath(std::string("a\0b", 3)));
@@ -125,11 +127,15 @@ TEST(PathsTest, ManifestValidation) {
 }
 
 TEST(CheckpointsTest, DirectoriesAndFiles) {
-  std::vector<FileEntry> files = {Dir("checkpoint-500"), File("checkpoint-500/model.safetensors", "m", 10),
-                                  File("checkpoint-500/trainer_state.json", "{}", 11), Dir("global_step900"),
+  std::vector<FileEntry> files = {Dir("checkpoint-500"),
+                                  File("checkpoint-500/model.safetensors", "m", 10),
+                                  File("checkpoint-500/trainer_state.json", "{}", 11),
+                                  Dir("global_step900"),
                                   File("global_step900/mp_rank_00_model_states.pt", "x", 20),
-                                  File("ckpt_000700.pt", "y", 30), File("log.txt", "z", 40),
-                                  Dir("tmp-checkpoint-1000"), File("tmp-checkpoint-1000/model.safetensors", "w", 50)};
+                                  File("ckpt_000700.pt", "y", 30),
+                                  File("log.txt", "z", 40),
+                                  Dir("tmp-checkpoint-1000"),
+                                  File("tmp-checkpoint-1000/model.safetensors", "w", 50)};
   files[1].format = "safetensors";
   files[4].format = "pytorch-zip";
   files[4].check = Verdict::kIncomplete;

@@ -84,10 +84,12 @@ Status PackWriter::OpenPack() {
   return Status::OK();
 }
 
-Status PackWriter::Add(const Digest& id, std::string_view stored, uint32_t raw_size, uint8_t flags) {
+Status PackWriter::Add(const Digest& id, std::string_view stored, uint32_t raw_size,
+                       uint8_t flags) {
   if (!out_.file_open()) RETURN_IF_ERROR(OpenPack());
   std::string h = BlobHeader(id, static_cast<uint32_t>(stored.size()), raw_size, flags);
-  if (opts_.guard) RETURN_IF_ERROR(opts_.guard->Claim(h.size() + stored.size(), out_.unwritten_bytes()));
+  if (opts_.guard)
+    RETURN_IF_ERROR(opts_.guard->Claim(h.size() + stored.size(), out_.unwritten_bytes()));
   RETURN_IF_ERROR(out_.Append(h.data(), h.size()));
   RETURN_IF_ERROR(out_.Append(stored.data(), stored.size()));
   size_t want = h.size() + stored.size();
@@ -134,21 +136,27 @@ void PackWriter::Abort() {
 }
 
 Status CheckPackHeader(int fd, const std::string& name) {
-  auto bad = [&](const std::string& why) { return Status::InvalidArgument("header damaged: " + why); };
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("header damaged: " + why);
+  };
   std::string h(kPackHeaderBytes, '\0');
   Status st = PreadFull(fd, h.data(), h.size(), 0, name);
   if (!st.ok()) return bad(st.message());
-  if (h.compare(0, kPackMagic.size(), kPackMagic) != 0) return bad("the magic is not " + std::string(kPackMagic));
+  if (h.compare(0, kPackMagic.size(), kPackMagic) != 0)
+    return bad("the magic is not " + std::string(kPackMagic));
   uint64_t version = GetLe(&h[8], 4), reserved = GetLe(&h[12], 4);
   if (version != kPackVersion) {
-    return bad("version " + std::to_string(version) + ", this lathe writes and reads " + std::to_string(kPackVersion));
+    return bad("version " + std::to_string(version) + ", this lathe writes and reads " +
+               std::to_string(kPackVersion));
   }
   if (reserved != 0) return bad("the reserved field is " + std::to_string(reserved) + ", not 0");
   return Status::OK();
 }
 
 Result<std::vector<PackEntry>> ReadPackIndex(int fd, uint64_t size, const std::string& name) {
-  auto bad = [&](const std::string& why) { return Status::InvalidArgument("pack " + name + ": " + why); };
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("pack " + name + ": " + why);
+  };
   if (size < kPackHeaderBytes + kFooterBytes) return bad("too short");
   std::string footer(kFooterBytes, '\0');
   RETURN_IF_ERROR(PreadFull(fd, footer.data(), footer.size(), size - kFooterBytes, name));
@@ -197,8 +205,8 @@ Result<std::string> ReadBlob(int fd, const PackEntry& e, const std::string& pack
   Status st = PreadFull(fd, buf.data(), buf.size(), e.offset, pack_name);
   if (!st.ok()) return damaged(st.message());
   PackEntry h;
-  if (!ParseBlobHeader(buf.substr(0, kBlobHeaderBytes), &h) || h.id != e.id || h.stored != e.stored ||
-      h.raw != e.raw) {
+  if (!ParseBlobHeader(buf.substr(0, kBlobHeaderBytes), &h) || h.id != e.id ||
+      h.stored != e.stored || h.raw != e.raw) {
     return damaged("blob header does not match the index");
   }
   std::string_view stored = std::string_view(buf).substr(kBlobHeaderBytes);
@@ -210,7 +218,8 @@ Result<std::string> ReadBlob(int fd, const PackEntry& e, const std::string& pack
   } else {
     plain.assign(stored);
   }
-  if (plain.size() != e.raw || Sha256(plain) != e.id) return damaged("content does not match its SHA-256");
+  if (plain.size() != e.raw || Sha256(plain) != e.id)
+    return damaged("content does not match its SHA-256");
   return plain;
 }
 

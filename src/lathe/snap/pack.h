@@ -88,8 +88,8 @@ class PackWriter {
 
 // Reads the 16-byte header and checks each field: the magic, the version
 // this code writes, the reserved zero. InvalidArgument ("header damaged:
-// ...", without the pack's name) naming the field when one differs. The chunks do not depend on it (each blob carries its own
-// header and SHA-256), so a damaged header alone loses no data.
+// ...", without the pack's name) naming the field when one differs. The chunks do not depend on it
+// (each blob carries its own header and SHA-256), so a damaged header alone loses no data.
 Status CheckPackHeader(int fd, const std::string& name);
 
 // Reads a pack's index through its footer. InvalidArgument when the footer

@@ -27,7 +27,7 @@ class PackCache {
  private:
   const StoreLayout& layout_;
   std::mutex mu_;
-  std::map<std::string, Fd> open_;  // guarded by mu_
+  std::map<std::string, Fd> open_;    // guarded by mu_
   std::vector<std::string> damaged_;  // guarded by mu_
 };
 

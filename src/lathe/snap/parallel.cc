@@ -33,7 +33,8 @@ Status ParallelFor(size_t n, unsigned threads, const std::function<Status(size_t
     --running;
     cv.notify_all();
   };
-  unsigned count = static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(threads == 0 ? 1 : threads, n)));
+  unsigned count =
+      static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(threads == 0 ? 1 : threads, n)));
   running = count;
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < count; ++t) pool.emplace_back(work);

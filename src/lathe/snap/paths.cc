@@ -6,7 +6,8 @@
 namespace lathe::snap {
 
 bool IsSafeRelPath(std::string_view path) {
-  if (path.empty() || path.front() == '/' || path.find('\0') != std::string_view::npos) return false;
+  if (path.empty() || path.front() == '/' || path.find('\0') != std::string_view::npos)
+    return false;
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find('/', start);
@@ -19,7 +20,8 @@ bool IsSafeRelPath(std::string_view path) {
 }
 
 bool SymlinkStaysInside(std::string_view link_path, std::string_view target) {
-  if (target.empty() || target.front() == '/' || target.find('\0') != std::string_view::npos) return false;
+  if (target.empty() || target.front() == '/' || target.find('\0') != std::string_view::npos)
+    return false;
   // ".." may only lead the target: "B/.." where B is a symlink to "." would
   // climb one level higher than the text suggests. With leading ".." only,
   // and each link's own directories being real ones (no entry lies below a
@@ -44,12 +46,14 @@ bool SymlinkStaysInside(std::string_view link_path, std::string_view target) {
 
 namespace {
 Status Escape(const std::string& path, std::string_view why) {
-  return Status::Msg(Code::kInvalidArgument, "snap.path_escape", {{"path", path}, {"why", std::string(why)}});
+  return Status::Msg(Code::kInvalidArgument, "snap.path_escape",
+                     {{"path", path}, {"why", std::string(why)}});
 }
 
 // True when some proper prefix directory of `path` is in `links`.
 bool BelowSymlink(const std::string& path, const std::set<std::string>& links) {
-  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+  for (size_t slash = path.find('/'); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
     if (links.count(path.substr(0, slash))) return true;
   }
   return false;
@@ -62,7 +66,8 @@ Status ValidateManifestPaths(const Manifest& m) {
     if (!IsSafeRelPath(e.path)) return Escape(e.path, "not a clean relative path");
     if (!seen.insert(e.path).second) return Escape(e.path, "listed twice");
     if (e.type == EntryType::kSymlink) {
-      if (!SymlinkStaysInside(e.path, e.target)) return Escape(e.path, "symlink to " + e.target + " leaves the tree");
+      if (!SymlinkStaysInside(e.path, e.target))
+        return Escape(e.path, "symlink to " + e.target + " leaves the tree");
       links.insert(e.path);
     }
   }

@@ -14,7 +14,8 @@ std::string GroupKey(const SnapshotInfo& s) {
   return s.source + '\0' + (run == s.tags.end() ? "" : run->second);
 }
 
-void KeepGroup(std::vector<const SnapshotInfo*> g, const PrunePolicy& p, std::set<SnapshotId>* keep) {
+void KeepGroup(std::vector<const SnapshotInfo*> g, const PrunePolicy& p,
+               std::set<SnapshotId>* keep) {
   std::sort(g.begin(), g.end(), [](const SnapshotInfo* a, const SnapshotInfo* b) {
     return a->time_ms != b->time_ms ? a->time_ms > b->time_ms : a->id < b->id;
   });
@@ -46,7 +47,8 @@ Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p
   ASSIGN_OR_RETURN(auto snaps, ctx.index.Snapshots());
   // A lost snapshot (lost.h) is neither kept nor removed: keeping it would
   // count it as the newest complete one of its group.
-  std::erase_if(snaps, [&](const SnapshotInfo& s) { return !os::Exists(ctx.layout.manifest(s.id)); });
+  std::erase_if(snaps,
+                [&](const SnapshotInfo& s) { return !os::Exists(ctx.layout.manifest(s.id)); });
   if (!p.run.empty()) {
     std::erase_if(snaps, [&](const SnapshotInfo& s) {
       auto it = s.tags.find("run");

@@ -53,7 +53,8 @@ struct DigestHash {
 
 class Restorer {
  public:
-  Restorer(const StoreContext& ctx, const SnapshotId& id, const Manifest& m, const RestoreOptions& opts)
+  Restorer(const StoreContext& ctx, const SnapshotId& id, const Manifest& m,
+           const RestoreOptions& opts)
       : ctx_(ctx), id_(id), m_(m), opts_(opts), packs_(ctx.layout) {}
 
   Status Layout(const std::string& tmp);
@@ -86,7 +87,8 @@ Status Restorer::Layout(const std::string& tmp) {
       if (::symlink(e.target.c_str(), p.c_str()) != 0) return ErrnoStatus("symlink " + p, errno);
     } else {
       ASSIGN_OR_RETURN(Fd fd, Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
-      if (::ftruncate(fd.get(), static_cast<off_t>(e.size)) != 0) return ErrnoStatus("truncate " + p, errno);
+      if (::ftruncate(fd.get(), static_cast<off_t>(e.size)) != 0)
+        return ErrnoStatus("truncate " + p, errno);
       total_ += e.size;
       ++files_;
     }
@@ -102,8 +104,9 @@ Status Restorer::Locate() {
       if (where_.count(c.id)) continue;
       ASSIGN_OR_RETURN(auto loc, ctx_.index.FindChunk(c.id));
       if (!loc) {
-        return Status::Msg(Code::kIoError, "snap.file_chunk_missing",
-                           {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)}});
+        return Status::Msg(
+            Code::kIoError, "snap.file_chunk_missing",
+            {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)}});
       }
       RETURN_IF_ERROR(packs_.Get(loc->pack).status());
       where_.emplace(c.id, std::move(*loc));
@@ -143,7 +146,9 @@ Status Restorer::RunJob(const std::string& tmp, const Job& j) {
     auto data = ReadBlob(pfd, loc.entry, loc.pack);
     if (!data.ok()) {
       return Status::Msg(Code::kIoError, "snap.file_chunk_damaged",
-                         {{"snapshot", id_.substr(0, 12)}, {"file", e.path}, {"chunk", ToHex(c.id)},
+                         {{"snapshot", id_.substr(0, 12)},
+                          {"file", e.path},
+                          {"chunk", ToHex(c.id)},
                           {"detail", data.status().message()}});
     }
     RETURN_IF_ERROR(PwriteFull(fd.get(), data->data(), data->size(), off, path));
@@ -158,7 +163,8 @@ Status Restorer::WriteAll(const std::string& tmp) {
   auto tick = [&] {
     if (opts_.progress) opts_.progress({done_.load(), total_});
   };
-  return ParallelFor(jobs.size(), ctx_.threads, [&](size_t i) { return RunJob(tmp, jobs[i]); }, tick);
+  return ParallelFor(
+      jobs.size(), ctx_.threads, [&](size_t i) { return RunJob(tmp, jobs[i]); }, tick);
 }
 
 Status SetTimes(const std::string& p, int64_t mtime_ns) {
@@ -167,7 +173,8 @@ Status SetTimes(const std::string& p, int64_t mtime_ns) {
   ts[0].tv_nsec = UTIME_OMIT;
   ts[1].tv_sec = mtime_ns / 1'000'000'000;
   ts[1].tv_nsec = mtime_ns % 1'000'000'000;
-  if (::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return ErrnoStatus("utimes " + p, errno);
+  if (::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0)
+    return ErrnoStatus("utimes " + p, errno);
   return Status::OK();
 }
 
@@ -176,7 +183,8 @@ Status SetTimes(const std::string& p, int64_t mtime_ns) {
 Status Restorer::Finish(const std::string& tmp) {
   for (auto it = m_.files.rbegin(); it != m_.files.rend(); ++it) {
     std::string p = tmp + "/" + it->path;
-    if (it->type != EntryType::kSymlink && ::chmod(p.c_str(), it->mode) != 0) return ErrnoStatus("chmod " + p, errno);
+    if (it->type != EntryType::kSymlink && ::chmod(p.c_str(), it->mode) != 0)
+      return ErrnoStatus("chmod " + p, errno);
     RETURN_IF_ERROR(SetTimes(p, it->mtime_ns));
   }
   if (::chmod(tmp.c_str(), 0755) != 0) return ErrnoStatus("chmod " + tmp, errno);
@@ -191,11 +199,13 @@ Status Restorer::Finish(const std::string& tmp) {
 Status SwapIntoPlace(const std::string& tmp, const std::string& target, TargetState state,
                      const std::string& parent) {
   if (state != TargetState::kNonEmpty) {
-    if (::rename(tmp.c_str(), target.c_str()) != 0) return ErrnoStatus("rename to " + target, errno);
+    if (::rename(tmp.c_str(), target.c_str()) != 0)
+      return ErrnoStatus("rename to " + target, errno);
   } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
     RETURN_IF_ERROR(os::RemoveAll(tmp));  // now holds the old contents
   } else {
-    std::string old = parent + "/." + std::filesystem::path(target).filename().string() + ".lathe-old-" + NewId("");
+    std::string old = parent + "/." + std::filesystem::path(target).filename().string() +
+                      ".lathe-old-" + NewId("");
     if (::rename(target.c_str(), old.c_str()) != 0) return ErrnoStatus("rename " + target, errno);
     if (::rename(tmp.c_str(), target.c_str()) != 0) {
       int err = errno;
@@ -235,8 +245,9 @@ Status WriteTarget(Restorer& r, const std::string& target_arg, const RestoreOpti
 
 }  // namespace
 
-Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id, const Manifest& m,
-                                      const std::string& target_arg, const RestoreOptions& opts) {
+Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id,
+                                      const Manifest& m, const std::string& target_arg,
+                                      const RestoreOptions& opts) {
   RETURN_IF_ERROR(ValidateManifestPaths(m));
   Restorer r(ctx, id, m, opts);
   RETURN_IF_ERROR(r.Locate());

@@ -20,7 +20,8 @@
 namespace lathe::snap {
 
 // The caller holds the store's shared lock.
-Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id, const Manifest& m,
-                                      const std::string& target, const RestoreOptions& opts);
+Result<RestoreResult> RestoreSnapshot(const StoreContext& ctx, const SnapshotId& id,
+                                      const Manifest& m, const std::string& target,
+                                      const RestoreOptions& opts);
 
 }  // namespace lathe::snap

@@ -46,7 +46,8 @@ int64_t MtimeNs(const struct stat& st) {
 
 class Snapshotter {
  public:
-  Snapshotter(const StoreContext& ctx, const SnapshotOptions& opts, const Manifest* parent, SpaceGuard* guard)
+  Snapshotter(const StoreContext& ctx, const SnapshotOptions& opts, const Manifest* parent,
+              SpaceGuard* guard)
       : ctx_(ctx),
         opts_(opts),
         parent_(parent),
@@ -92,10 +93,12 @@ class Snapshotter {
   uint64_t done_bytes_ = 0, total_bytes_ = 0, reported_ = 0;
 };
 
-Status Snapshotter::Walk(const std::string& root, const std::string& rel, std::vector<FileEntry>* out) {
+Status Snapshotter::Walk(const std::string& root, const std::string& rel,
+                         std::vector<FileEntry>* out) {
   std::string dir = rel.empty() ? root : root + "/" + rel;
   auto names = ListDir(dir);
-  if (!names.ok()) return names.status().IsNotFound() && !rel.empty() ? Status::OK() : names.status();
+  if (!names.ok())
+    return names.status().IsNotFound() && !rel.empty() ? Status::OK() : names.status();
   for (const auto& name : *names) {
     std::string r = rel.empty() ? name : rel + "/" + name;
     struct stat st;
@@ -108,7 +111,8 @@ Status Snapshotter::Walk(const std::string& root, const std::string& rel, std::v
     e.mode = st.st_mode & 07777;
     e.mtime_ns = MtimeNs(st);
     if (S_ISDIR(st.st_mode)) {
-      if (st.st_dev == store_st_.st_dev && st.st_ino == store_st_.st_ino) continue;  // the store itself
+      if (st.st_dev == store_st_.st_dev && st.st_ino == store_st_.st_ino)
+        continue;  // the store itself
       e.type = EntryType::kDir;
       out->push_back(e);
       RETURN_IF_ERROR(Walk(root, r, out));
@@ -131,8 +135,8 @@ Status Snapshotter::Walk(const std::string& root, const std::string& rel, std::v
 
 bool Snapshotter::ReuseParent(FileEntry* e) {
   const FileEntry* p = parent_ ? parent_->Find(e->path) : nullptr;
-  if (p == nullptr || p->type != EntryType::kFile || p->size != e->size || p->mtime_ns != e->mtime_ns ||
-      p->inode != e->inode) {
+  if (p == nullptr || p->type != EntryType::kFile || p->size != e->size ||
+      p->mtime_ns != e->mtime_ns || p->inode != e->inode) {
     return false;
   }
   e->chunks = p->chunks;
@@ -151,7 +155,8 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
   Result<Fd> fd = Status::Internal("not opened");
   (void)os::WithAccess(opts_.read_as, [&] {
     fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
-    if (!fd.ok() && fd.status().IsPermissionDenied()) fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
+    if (!fd.ok() && fd.status().IsPermissionDenied())
+      fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
     return Status::OK();
   });
   if (!fd.ok()) {
@@ -328,7 +333,8 @@ Result<SnapshotId> Snapshotter::Commit(Manifest* m) {
 Result<std::string> RealDir(const std::string& dir) {
   char buf[PATH_MAX];
   if (::realpath(dir.c_str(), buf) == nullptr) {
-    if (errno == ENOENT) return Status::Msg(Code::kNotFound, "snap.source_missing", {{"path", dir}});
+    if (errno == ENOENT)
+      return Status::Msg(Code::kNotFound, "snap.source_missing", {{"path", dir}});
     return ErrnoStatus(dir, errno);
   }
   struct stat st;
@@ -350,15 +356,17 @@ void RecordSkip(const StoreContext& ctx, const std::string& source, const Snapsh
                 const Status& why) {
   nlohmann::json args = nlohmann::json::object();
   for (const auto& a : why.args()) args[a.key] = a.value;
-  nlohmann::json j = {{"time_ms", ctx.clock.NowMs()}, {"source", source}, {"tags", opts.tags},
-                      {"reason", why.message()}, {"msg_id", why.msg_id()}, {"args", args}};
-  std::string path = ctx.layout.skipped() + "/" + std::to_string(ctx.clock.NowMs()) + "-" + NewId("") + ".json";
+  nlohmann::json j = {{"time_ms", ctx.clock.NowMs()}, {"source", source},       {"tags", opts.tags},
+                      {"reason", why.message()},      {"msg_id", why.msg_id()}, {"args", args}};
+  std::string path =
+      ctx.layout.skipped() + "/" + std::to_string(ctx.clock.NowMs()) + "-" + NewId("") + ".json";
   Status st = os::WriteFileAtomic(path, j.dump() + "\n");
   if (!st.ok()) spdlog::warn("cannot record the skipped snapshot of {}: {}", source, st.ToString());
 }
 
-Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& dir, const SnapshotOptions& opts,
-                                    const Manifest* parent, const SnapshotId& parent_id) {
+Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& dir,
+                                    const SnapshotOptions& opts, const Manifest* parent,
+                                    const SnapshotId& parent_id) {
   Result<std::string> real = Status::Internal("not resolved");
   RETURN_IF_ERROR(os::WithAccess(opts.read_as, [&] {
     real = RealDir(dir);
@@ -378,7 +386,8 @@ Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& 
   // The walk only reads the source: all of it with the reader's identity.
   Status st = os::WithAccess(opts.read_as, [&] { return s.Walk(root, "", &m.files); });
   if (st.ok()) {
-    std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+    std::sort(m.files.begin(), m.files.end(),
+              [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
     st = s.CaptureAll(root, &m.files);
   }
   if (st.ok()) m.checkpoints = FindCheckpoints(m.files);

@@ -22,8 +22,9 @@ namespace lathe::snap {
 
 // `parent` may be null; `parent_id` is its id (or ""). The caller holds the
 // store's shared lock.
-Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& dir, const SnapshotOptions& opts,
-                                    const Manifest* parent, const SnapshotId& parent_id);
+Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& dir,
+                                    const SnapshotOptions& opts, const Manifest* parent,
+                                    const SnapshotId& parent_id);
 
 // Writes a skip record for a snapshot of `source` that `why` prevented
 // (best effort: the disk may be full).

@@ -15,8 +15,9 @@ Status SpaceGuard::Claim(uint64_t bytes, uint64_t unwritten) {
     checked_ = true;
   }
   if (known_free_ < bytes) {  // would not fit at all, reserve or not
-    return Status::Msg(Code::kResourceExhausted, "snap.disk_full",
-                       {{"detail", FormatBytes(known_free_) + " free, " + FormatBytes(bytes) + " to write"}});
+    return Status::Msg(
+        Code::kResourceExhausted, "snap.disk_full",
+        {{"detail", FormatBytes(known_free_) + " free, " + FormatBytes(bytes) + " to write"}});
   }
   if (known_free_ - bytes < reserve_) {
     // What would be left, in the reserve's unit: "1.98MiB ... below 2.00MiB",
@@ -30,6 +31,8 @@ Status SpaceGuard::Claim(uint64_t bytes, uint64_t unwritten) {
   return Status::OK();
 }
 
-uint64_t DefaultReserveBytes(uint64_t fs_bytes) { return std::min<uint64_t>(1ull << 30, fs_bytes / 10); }
+uint64_t DefaultReserveBytes(uint64_t fs_bytes) {
+  return std::min<uint64_t>(1ull << 30, fs_bytes / 10);
+}
 
 }  // namespace lathe::snap

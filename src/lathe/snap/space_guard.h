@@ -15,7 +15,8 @@ namespace lathe::snap {
 class SpaceGuard {
  public:
   // `dir` is on the filesystem to watch.
-  SpaceGuard(std::string dir, uint64_t reserve_bytes) : dir_(std::move(dir)), reserve_(reserve_bytes) {}
+  SpaceGuard(std::string dir, uint64_t reserve_bytes)
+      : dir_(std::move(dir)), reserve_(reserve_bytes) {}
 
   // OK when `bytes` more can be written without crossing the reserve;
   // otherwise ResourceExhausted: snap.disk_full when they would not fit at
@@ -32,8 +33,8 @@ class SpaceGuard {
  private:
   std::string dir_;
   uint64_t reserve_;
-  uint64_t known_free_ = 0;     // free bytes at the last check, minus claims since
-  uint64_t since_check_ = 0;    // bytes claimed since the last check
+  uint64_t known_free_ = 0;   // free bytes at the last check, minus claims since
+  uint64_t since_check_ = 0;  // bytes claimed since the last check
   bool checked_ = false;
 };
 

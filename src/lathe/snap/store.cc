@@ -12,7 +12,6 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/os/files.h"
-#include "lathe/state/db.h"
 #include "lathe/snap/file_io.h"
 #include "lathe/snap/fsck.h"
 #include "lathe/snap/gc.h"
@@ -22,6 +21,7 @@
 #include "lathe/snap/prune.h"
 #include "lathe/snap/restorer.h"
 #include "lathe/snap/snapshotter.h"
+#include "lathe/state/db.h"
 
 namespace lathe::snap {
 namespace {
@@ -35,7 +35,8 @@ Result<std::string> RealPath(const std::string& p) {
 }
 
 Status MakeStoreDirs(const StoreLayout& l) {
-  for (const auto& d : {l.packs(), l.pack_tmp(), l.snapshots(), l.skipped()}) RETURN_IF_ERROR(os::MakeDirs(d));
+  for (const auto& d : {l.packs(), l.pack_tmp(), l.snapshots(), l.skipped()})
+    RETURN_IF_ERROR(os::MakeDirs(d));
   return Status::OK();
 }
 
@@ -52,7 +53,9 @@ Result<PackFile> ReadPackFile(const StoreLayout& l, const std::string& name) {
 
 const Status& StatusOf(const Status& s) { return s; }
 template <typename T>
-const Status& StatusOf(const Result<T>& r) { return r.status(); }
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
 
 SkipRecord ParseSkip(const nlohmann::json& j) {
   SkipRecord r;
@@ -61,10 +64,12 @@ SkipRecord ParseSkip(const nlohmann::json& j) {
   r.reason = j.value("reason", "");
   r.msg_id = j.value("msg_id", "");
   if (j.contains("tags") && j["tags"].is_object()) {
-    for (const auto& [k, v] : j["tags"].items()) r.tags[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    for (const auto& [k, v] : j["tags"].items())
+      r.tags[k] = v.is_string() ? v.get<std::string>() : v.dump();
   }
   if (j.contains("args") && j["args"].is_object()) {
-    for (const auto& [k, v] : j["args"].items()) r.args.push_back({k, v.is_string() ? v.get<std::string>() : v.dump()});
+    for (const auto& [k, v] : j["args"].items())
+      r.args.push_back({k, v.is_string() ? v.get<std::string>() : v.dump()});
   }
   return r;
 }
@@ -79,10 +84,12 @@ Result<std::unique_ptr<Store>> Store::Create(const std::string& dir, StoreOption
   StoreLayout l{root};
   if (!os::Exists(l.config())) {
     if (!ValidChunkerParams(opts.chunker)) {
-      return Status::InvalidArgument("chunker parameters: need min < avg < max, avg a power of two, max <= 16 MiB");
+      return Status::InvalidArgument(
+          "chunker parameters: need min < avg < max, avg a power of two, max <= 16 MiB");
     }
     RETURN_IF_ERROR(MakeStoreDirs(l));
-    StoreConfig c{opts.chunker, opts.pack_target_bytes, std::nullopt, (opts.clock ? *opts.clock : os::RealClock()).NowMs()};
+    StoreConfig c{opts.chunker, opts.pack_target_bytes, std::nullopt,
+                  (opts.clock ? *opts.clock : os::RealClock()).NowMs()};
     // The config is written last: a store exists once it is in place.
     RETURN_IF_ERROR(os::WriteFileAtomic(l.config(), ConfigToJson(c)));
   }
@@ -99,7 +106,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, StoreOptions 
   } else if (::stat(StoreLayout{*root}.config().c_str(), &st) != 0) {
     err = errno;
   }
-  if (err == EACCES) return Status::Msg(Code::kPermissionDenied, "snap.store_unreadable", {{"path", dir}});
+  if (err == EACCES)
+    return Status::Msg(Code::kPermissionDenied, "snap.store_unreadable", {{"path", dir}});
   if (err != 0) return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
   return OpenExisting(*root, std::move(opts));
 }
@@ -129,7 +137,8 @@ Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& root, Stor
   } else {
     return index.status();
   }
-  RETURN_IF_ERROR(s->Repairing([&] { return s->LockAndReconcile(FileLock::Mode::kShared).status(); }));
+  RETURN_IF_ERROR(
+      s->Repairing([&] { return s->LockAndReconcile(FileLock::Mode::kShared).status(); }));
   return s;
 }
 
@@ -181,8 +190,9 @@ Status Store::RepairIndex(const Status& why) {
       ASSIGN_OR_RETURN(moved, Index::MoveAside(layout_.index(), now));
       ASSIGN_OR_RETURN(index_, Index::Open(layout_.index()));
     }
-    spdlog::warn("snapshot index {} was damaged ({}); moved to {} and rebuilt from the packs and manifests",
-                 layout_.index(), why.message(), moved);
+    spdlog::warn(
+        "snapshot index {} was damaged ({}); moved to {} and rebuilt from the packs and manifests",
+        layout_.index(), why.message(), moved);
     std::lock_guard<std::mutex> l(repair_mu_);
     repair_ = IndexRepair{moved, why.message()};
   }
@@ -258,7 +268,8 @@ Result<SnapshotResult> Store::SnapshotOnce(const std::string& dir, const Snapsho
     auto run = opts.tags.find("run");
     for (const auto& s : snaps) {  // newest first
       if (!source.ok() || s.source != *source) continue;
-      if (run != opts.tags.end() && s.tags.count("run") && s.tags.at("run") != run->second) continue;
+      if (run != opts.tags.end() && s.tags.count("run") && s.tags.at("run") != run->second)
+        continue;
       parent_id = s.id;
       break;
     }
@@ -281,7 +292,9 @@ Result<std::vector<SnapshotInfo>> Store::List() {
     return index_->Snapshots();
   });
   // Lost snapshots (lost.h) can be neither shown nor restored: fsck names them.
-  if (snaps.ok()) std::erase_if(*snaps, [&](const SnapshotInfo& s) { return !os::Exists(layout_.manifest(s.id)); });
+  if (snaps.ok())
+    std::erase_if(*snaps,
+                  [&](const SnapshotInfo& s) { return !os::Exists(layout_.manifest(s.id)); });
   return snaps;
 }
 
@@ -295,14 +308,16 @@ Result<std::vector<SkipRecord>> Store::Skipped() {
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (j.is_object()) out.push_back(ParseSkip(j));
   }
-  std::sort(out.begin(), out.end(), [](const SkipRecord& a, const SkipRecord& b) { return a.time_ms > b.time_ms; });
+  std::sort(out.begin(), out.end(),
+            [](const SkipRecord& a, const SkipRecord& b) { return a.time_ms > b.time_ms; });
   return out;
 }
 
 Result<SnapshotId> Store::Resolve(std::string_view ref) {
   if (ref == "latest") {
     ASSIGN_OR_RETURN(auto snaps, List());
-    if (snaps.empty()) return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", "latest"}});
+    if (snaps.empty())
+      return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", "latest"}});
     return snaps.front().id;
   }
   if (!IsHexPrefix(ref) || ref.size() < kMinPrefix) {
@@ -313,7 +328,8 @@ Result<SnapshotId> Store::Resolve(std::string_view ref) {
   for (const auto& id : ids) {
     if (id.compare(0, ref.size(), ref) == 0) hits.push_back(id);
   }
-  if (hits.empty()) return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", std::string(ref)}});
+  if (hits.empty())
+    return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", std::string(ref)}});
   if (hits.size() > 1) {
     return Status::Msg(Code::kInvalidArgument, "snap.ambiguous",
                        {{"snapshot", std::string(ref)}, {"count", std::to_string(hits.size())}});
@@ -323,7 +339,8 @@ Result<SnapshotId> Store::Resolve(std::string_view ref) {
 
 Result<Manifest> Store::Load(const SnapshotId& id) { return ReadManifest(layout_, id); }
 
-Result<RestoreResult> Store::Restore(const SnapshotId& id, const std::string& target, const RestoreOptions& opts) {
+Result<RestoreResult> Store::Restore(const SnapshotId& id, const std::string& target,
+                                     const RestoreOptions& opts) {
   return Repairing([&]() -> Result<RestoreResult> {
     ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
     ASSIGN_OR_RETURN(Manifest m, ReadManifest(layout_, id));

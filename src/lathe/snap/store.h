@@ -102,8 +102,8 @@ struct SkipRecord {
   int64_t time_ms = 0;
   std::string source;
   std::map<std::string, std::string> tags;
-  std::string reason;   // English
-  std::string msg_id;   // catalog id of the reason, with its arguments
+  std::string reason;  // English
+  std::string msg_id;  // catalog id of the reason, with its arguments
   MsgArgs args;
 };
 
@@ -132,7 +132,7 @@ struct PrunePolicy {
   size_t keep_last = 0;       // keep the newest N snapshots of each source/run
   int64_t keep_every_ms = 0;  // also keep the newest snapshot of each such period (0: off)
   bool dry_run = false;
-  std::string run;            // only snapshots tagged run=<this> ("" = all)
+  std::string run;  // only snapshots tagged run=<this> ("" = all)
 };
 
 struct PruneResult {
@@ -154,7 +154,7 @@ struct FsckProblem {
   std::string file;   // path inside the snapshot
   std::string chunk;  // chunk id (hex)
   std::string pack;
-  std::string what;   // English description
+  std::string what;  // English description
 };
 
 // A damaged index.db that was moved aside and rebuilt.
@@ -167,9 +167,9 @@ struct FsckReport {
   uint64_t packs = 0;
   uint64_t chunks = 0;
   uint64_t snapshots = 0;
-  uint64_t unreferenced_packs = 0;  // hold no live chunk: gc reclaims them
-  uint64_t temp_packs = 0;          // left by a snapshot in progress or killed
-  std::vector<SnapshotId> lost_snapshots;  // each also a problem; gc refuses to run while any
+  uint64_t unreferenced_packs = 0;          // hold no live chunk: gc reclaims them
+  uint64_t temp_packs = 0;                  // left by a snapshot in progress or killed
+  std::vector<SnapshotId> lost_snapshots;   // each also a problem; gc refuses to run while any
   std::optional<IndexRepair> index_repair;  // the index was damaged and rebuilt first
   std::vector<FsckProblem> problems;
   bool ok() const { return problems.empty(); }
@@ -202,7 +202,8 @@ class Store {
   // Restores into `target` (see RestoreOptions). Every chunk is verified;
   // a damaged one fails the restore naming the file and the chunk, and the
   // target is left untouched.
-  Result<RestoreResult> Restore(const SnapshotId& id, const std::string& target, const RestoreOptions& opts);
+  Result<RestoreResult> Restore(const SnapshotId& id, const std::string& target,
+                                const RestoreOptions& opts);
 
   // Removes the manifests the policy does not keep. Never removes the newest
   // complete snapshot of a source/run. Chunks are freed by Gc.

@@ -204,7 +204,8 @@ TEST_F(StoreTest, FlippedByteFailsRestoreAndFsckNamingFileAndChunk) {
   EXPECT_NE(r.status().message().find(first_chunk), std::string::npos) << r.status().message();
   EXPECT_FALSE(fs::exists(tmp_ / "out"));
   for (const auto& e : fs::directory_iterator(tmp_.path())) {
-    EXPECT_EQ(e.path().filename().string().find(".out.lathe-restore"), std::string::npos);  // temp removed
+    EXPECT_EQ(e.path().filename().string().find(".out.lathe-restore"),
+              std::string::npos);  // temp removed
   }
   auto report = store_->Fsck();
   ASSERT_TRUE(report.ok());
@@ -226,7 +227,8 @@ TEST_F(StoreTest, RestoreRefusesNonEmptyTargetUnlessForced) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(TreeOf(src_), TreeOf(tmp_ / "out"));
   size_t entries = 0;
-  for (const auto& e : fs::directory_iterator(tmp_.path())) entries += e.path().filename() != "store";
+  for (const auto& e : fs::directory_iterator(tmp_.path()))
+    entries += e.path().filename() != "store";
   EXPECT_EQ(entries, 2u);  // src and out: nothing left aside
   fs::create_directories(tmp_ / "empty");
   EXPECT_TRUE(store_->Restore(snap.id, tmp_ / "empty", {}).ok());
@@ -326,7 +328,8 @@ TEST_F(StoreTest, PruneOfOneRunLeavesOtherRunsAlone) {
 // A snapshot that deduplicates against chunks no manifest references any
 // more must not lose them to a gc running at the same time.
 TEST_F(StoreTest, GcNeverSweepsChunksOfASnapshotInProgress) {
-  for (int i = 0; i < 4; ++i) WriteFile(src_ + "/f" + std::to_string(i), RandomBytes(2 << 20, 100 + i));
+  for (int i = 0; i < 4; ++i)
+    WriteFile(src_ + "/f" + std::to_string(i), RandomBytes(2 << 20, 100 + i));
   auto orphaned = Snap();
   ASSERT_TRUE(RemoveManifest(store_->layout(), orphaned.id).ok());
   ASSERT_TRUE(store_->RebuildIndex().ok());  // chunks stay indexed, but nothing references them
@@ -410,7 +413,8 @@ TEST_F(StoreTest, LostManifestIsReportedAndGcDeletesNothing) {
   ASSERT_EQ(report->lost_snapshots.size(), 1u);
   EXPECT_EQ(report->lost_snapshots[0], first.id);
   bool named = false;
-  for (const auto& p : report->problems) named |= p.snapshot == first.id && p.what.find("manifest missing") == 0;
+  for (const auto& p : report->problems)
+    named |= p.snapshot == first.id && p.what.find("manifest missing") == 0;
   EXPECT_TRUE(named);
   EXPECT_GT(report->unreferenced_packs, 0u);  // what gc would have deleted
 
@@ -476,7 +480,8 @@ TEST_F(StoreTest, GarbageIndexIsMovedAsideAndRebuilt) {
   {
     std::fstream f(index, std::ios::in | std::ios::out | std::ios::binary);
     std::string junk = RandomBytes(4096, 3);
-    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));  // the header is gone: "not a database"
+    f.write(junk.data(),
+            static_cast<std::streamsize>(junk.size()));  // the header is gone: "not a database"
   }
   auto s = Store::Open(tmp_ / "store", NoReserve());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -510,7 +515,8 @@ TEST_F(StoreTest, FsckFindsADamagedIndexPageAndRebuildsTheIndex) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(index.c_str(), &db), SQLITE_OK);
     sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='chunks'", -1, &st, nullptr);
+    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='chunks'", -1, &st,
+                       nullptr);
     if (sqlite3_step(st) == SQLITE_ROW) page = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, nullptr);
@@ -559,7 +565,8 @@ TEST_F(StoreTest, DamagedPackHeaderIsReportedAndItsChunksStillRestore) {
     ASSERT_TRUE(report.ok());
     EXPECT_FALSE(report->ok());
     bool named = false;
-    for (const auto& p : report->problems) named |= p.pack == name && p.what.find("header damaged") != std::string::npos;
+    for (const auto& p : report->problems)
+      named |= p.pack == name && p.what.find("header damaged") != std::string::npos;
     EXPECT_TRUE(named);
     fs::remove_all(tmp_ / "out");
     auto r = store_->Restore(snap.id, tmp_ / "out", {});

@@ -21,7 +21,8 @@ namespace {
 // test's fake clock take effect.
 constexpr int64_t kMaxSliceMs = 100;
 // IN_MOVED_FROM: a temp file renamed away (the atomic save) is no longer a change.
-constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_ONLYDIR | IN_EXCL_UNLINK;
+constexpr uint32_t kWatchMask =
+    IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_ONLYDIR | IN_EXCL_UNLINK;
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
@@ -29,13 +30,17 @@ int64_t MtimeNs(const struct stat& st) {
 
 }  // namespace
 
-std::string_view WatchModeName(WatchMode m) { return m == WatchMode::kInotify ? "inotify" : "polling"; }
+std::string_view WatchModeName(WatchMode m) {
+  return m == WatchMode::kInotify ? "inotify" : "polling";
+}
 
-Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherOptions opts, Callback cb) {
+Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherOptions opts,
+                                                Callback cb) {
   char real[PATH_MAX];
   struct stat st;
   RETURN_IF_ERROR(os::WithAccess(opts.access_as, [&] {
-    if (::realpath(dir.c_str(), real) == nullptr || ::stat(real, &st) != 0) return ErrnoStatus(dir, errno);
+    if (::realpath(dir.c_str(), real) == nullptr || ::stat(real, &st) != 0)
+      return ErrnoStatus(dir, errno);
     return Status::OK();
   }));
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(dir + " is not a directory");
@@ -48,8 +53,9 @@ Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherO
   if (efd < 0) return ErrnoStatus("eventfd", errno);
   w->stop_fd_ = Fd(efd);
   // Watches are in place before Start returns, so no write after it is missed.
-  Status st_init = opts.force_polling ? Status::Unavailable("polling requested")
-                                      : os::WithAccess(opts.access_as, [&] { return w->InitInotify(); });
+  Status st_init = opts.force_polling
+                       ? Status::Unavailable("polling requested")
+                       : os::WithAccess(opts.access_as, [&] { return w->InitInotify(); });
   // Polling would not read what inotify may not either.
   if (st_init.IsPermissionDenied()) return st_init;
   if (!st_init.ok()) {
@@ -66,7 +72,8 @@ void Watcher::Stop(bool flush) {
   if (flush) flush_on_stop_.store(true);
   if (!stopped_.exchange(true)) {
     uint64_t one = 1;
-    if (::write(stop_fd_.get(), &one, sizeof one) < 0) spdlog::debug("watcher: wake-up write failed");
+    if (::write(stop_fd_.get(), &one, sizeof one) < 0)
+      spdlog::debug("watcher: wake-up write failed");
   }
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
@@ -90,13 +97,16 @@ Status Watcher::AddTree(const std::string& rel, bool report_files) {
   int wd = ::inotify_add_watch(inotify_fd_.get(), Abs(rel).c_str(), kWatchMask);
   if (wd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return Status::OK();  // gone again
-    if (errno == ENOSPC) return Status::ResourceExhausted("the inotify watch limit (fs.inotify.max_user_watches) is reached");
+    if (errno == ENOSPC)
+      return Status::ResourceExhausted(
+          "the inotify watch limit (fs.inotify.max_user_watches) is reached");
     return ErrnoStatus("inotify_add_watch " + Abs(rel), errno);
   }
   bool fresh = dirs_.count(wd) == 0;
   dirs_[wd] = rel;  // a renamed directory keeps its descriptor: update its path
   if (fresh && opts_.max_watches > 0 && dirs_.size() > opts_.max_watches) {
-    return Status::ResourceExhausted("the watch limit of " + std::to_string(opts_.max_watches) + " directories is reached");
+    return Status::ResourceExhausted("the watch limit of " + std::to_string(opts_.max_watches) +
+                                     " directories is reached");
   }
   auto names = ListDir(Abs(rel));
   if (!names.ok()) return Status::OK();
@@ -120,7 +130,8 @@ void Watcher::Loop() {
     int64_t wait = pending_.empty() && !polling ? -1 : kMaxSliceMs;
     if (polling) wait = std::clamp<int64_t>(next_scan_ms_ - now, 0, kMaxSliceMs);
     if (!polling && !pending_.empty()) {
-      wait = std::clamp<int64_t>(last_change_ms_ + Quiet() - now, 1, kMaxSliceMs);  // wake when it settles
+      wait = std::clamp<int64_t>(last_change_ms_ + Quiet() - now, 1,
+                                 kMaxSliceMs);  // wake when it settles
     }
     struct pollfd fds[2] = {{stop_fd_.get(), POLLIN, 0}, {inotify_fd_.get(), POLLIN, 0}};
     int n = ::poll(fds, polling ? 1 : 2, static_cast<int>(wait));
@@ -224,7 +235,8 @@ void Watcher::Scan(bool report) {
       struct stat st;
       if (::lstat(Abs(child).c_str(), &st) != 0) continue;
       if (S_ISDIR(st.st_mode)) stack.push_back(child);
-      if (S_ISREG(st.st_mode)) now[child] = {static_cast<uint64_t>(st.st_size), st.st_ino, MtimeNs(st)};
+      if (S_ISREG(st.st_mode))
+        now[child] = {static_cast<uint64_t>(st.st_size), st.st_ino, MtimeNs(st)};
     }
   }
   for (const auto& [path, sig] : now) {

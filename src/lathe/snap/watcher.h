@@ -72,7 +72,8 @@ class Watcher {
   using Callback = std::function<void(const WatchBatch&)>;
 
   // Starts watching `dir` (an existing directory) on a new thread.
-  static Result<std::unique_ptr<Watcher>> Start(const std::string& dir, WatcherOptions opts, Callback cb);
+  static Result<std::unique_ptr<Watcher>> Start(const std::string& dir, WatcherOptions opts,
+                                                Callback cb);
   ~Watcher();  // Stop()
 
   // Stops the thread and waits for it; no callback runs after Stop returns.
@@ -123,7 +124,7 @@ class Watcher {
 
   // Owned by the watcher thread.
   Fd inotify_fd_;
-  std::map<int, std::string> dirs_;  // watch descriptor -> directory, relative
+  std::map<int, std::string> dirs_;      // watch descriptor -> directory, relative
   std::map<std::string, FileSig> seen_;  // polling: the last scan
   std::set<std::string> pending_;
   int64_t last_change_ms_ = 0;

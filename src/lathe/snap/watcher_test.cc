@@ -42,7 +42,8 @@ class WatcherTest : public ::testing::Test {
     for (int i = 0; i < 600; ++i) {
       {
         std::unique_lock<std::mutex> l(mu_);
-        if (cv_.wait_for(l, 100ms, [&] { return taken_ < batches_.size(); })) return batches_[taken_++];
+        if (cv_.wait_for(l, 100ms, [&] { return taken_ < batches_.size(); }))
+          return batches_[taken_++];
       }
       clock_.Advance(step_ms);
     }

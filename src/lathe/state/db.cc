@@ -24,11 +24,16 @@ Status SqliteError(sqlite3* db, std::string_view what) {
 std::string NetworkFsName(int64_t f_type) {
   constexpr int64_t kNfs = 0x6969, kCifs = 0xFF534D42, kSmb2 = 0xFE534D42, kSmb = 0x517B;
   switch (f_type) {
-    case kNfs: return "nfs";
-    case kCifs: return "cifs";
-    case kSmb2: return "smb2";
-    case kSmb: return "smb";
-    default: return "";
+    case kNfs:
+      return "nfs";
+    case kCifs:
+      return "cifs";
+    case kSmb2:
+      return "smb2";
+    case kSmb:
+      return "smb";
+    default:
+      return "";
   }
 }
 
@@ -121,10 +126,10 @@ Status Db::Migrate(const std::vector<std::string>& migrations) {
   ASSIGN_OR_RETURN(bool row, s.Step());
   schema_version_ = row ? static_cast<int>(s.Int(0)) : 0;
   if (schema_version_ > static_cast<int>(migrations.size())) {
-    return Status::FailedPrecondition(
-        "the state database has schema version " + std::to_string(schema_version_) +
-        ", newer than this lathe understands (" + std::to_string(migrations.size()) +
-        "); upgrade lathe");
+    return Status::FailedPrecondition("the state database has schema version " +
+                                      std::to_string(schema_version_) +
+                                      ", newer than this lathe understands (" +
+                                      std::to_string(migrations.size()) + "); upgrade lathe");
   }
   for (size_t v = schema_version_; v < migrations.size(); ++v) {
     RETURN_IF_ERROR(Transaction([&]() -> Status {
@@ -160,10 +165,13 @@ Status Db::QuickCheck() {
     if (line != "ok") found += (found.empty() ? "" : "; ") + line;
   }
   if (found.empty()) return Status::OK();
-  return Status::Msg(Code::kIoError, "state.db_damaged", {{"detail", "quick_check: " + found.substr(0, 500)}});
+  return Status::Msg(Code::kIoError, "state.db_damaged",
+                     {{"detail", "quick_check: " + found.substr(0, 500)}});
 }
 
-void Db::SkipCheckpointOnClose() { sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr); }
+void Db::SkipCheckpointOnClose() {
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+}
 
 Result<Stmt> Db::Prepare(std::string_view sql) {
   sqlite3_stmt* s = nullptr;

@@ -185,12 +185,14 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
 // An expired row of the same uid and key gives way; a live one makes the
 // insert fail (the primary key), and with it the whole submission.
 Status RunStore::InsertKey(const IdempotencyKey& k, const std::string& run_id, int64_t now_ms) {
-  ASSIGN_OR_RETURN(Stmt del, db_->Prepare(
-                                 "DELETE FROM idempotency_keys WHERE uid=? AND key=? AND created_at<=?"));
+  ASSIGN_OR_RETURN(
+      Stmt del,
+      db_->Prepare("DELETE FROM idempotency_keys WHERE uid=? AND key=? AND created_at<=?"));
   del.Bind(1, int64_t{k.uid}).Bind(2, k.key).Bind(3, now_ms - kIdempotencyKeyTtlMs);
   RETURN_IF_ERROR(del.Run());
-  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("INSERT INTO idempotency_keys (uid, key, request_hash, run_id, "
-                                        "created_at) VALUES (?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(Stmt s,
+                   db_->Prepare("INSERT INTO idempotency_keys (uid, key, request_hash, run_id, "
+                                "created_at) VALUES (?,?,?,?,?)"));
   s.Bind(1, int64_t{k.uid}).Bind(2, k.key).Bind(3, k.request_hash).Bind(4, run_id).Bind(5, now_ms);
   return s.Run();
 }
@@ -255,7 +257,8 @@ Status RunStore::Transition(RunRecord& r, run::RunState to, const std::string& m
   next.state = to;
   RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     RETURN_IF_ERROR(WriteRow(next, from));
-    Json data = {{"from", std::string(run::StateName(from))}, {"to", std::string(run::StateName(to))}};
+    Json data = {{"from", std::string(run::StateName(from))},
+                 {"to", std::string(run::StateName(to))}};
     return InsertEvent(r.id, "state", message, data, now_ms);
   }));
   r = std::move(next);
@@ -277,15 +280,17 @@ Status RunStore::AddEvent(const std::string& run_id, const std::string& type,
 
 Status RunStore::InsertEvent(const std::string& run_id, const std::string& type,
                              const std::string& msg, const Json& data, int64_t now_ms) {
-  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(
-                               "INSERT INTO events (run_id, ts, type, message, data) VALUES (?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(
+      Stmt s,
+      db_->Prepare("INSERT INTO events (run_id, ts, type, message, data) VALUES (?,?,?,?,?)"));
   s.Bind(1, run_id).Bind(2, now_ms).Bind(3, type).Bind(4, msg).Bind(5, data.dump());
   return s.Run();
 }
 
 Result<std::vector<RunRecord>> RunStore::Query(const std::string& where_sql,
                                                const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(fmt::format("SELECT {} FROM runs {}", kColumns, where_sql)));
+  ASSIGN_OR_RETURN(Stmt s,
+                   db_->Prepare(fmt::format("SELECT {} FROM runs {}", kColumns, where_sql)));
   for (size_t i = 0; i < args.size(); ++i) s.Bind(static_cast<int>(i + 1), args[i]);
   std::vector<RunRecord> out;
   while (true) {

@@ -35,7 +35,7 @@ struct RunRecord {
   int retries_used = 0;
   int preemptions = 0;
   int64_t created_at_ms = 0;
-  int64_t started_at_ms = 0;   // of the current/last attempt
+  int64_t started_at_ms = 0;  // of the current/last attempt
   int64_t finished_at_ms = 0;
   std::optional<int> exit_code;
   std::optional<int> signal;

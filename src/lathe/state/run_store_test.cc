@@ -189,7 +189,7 @@ TEST(Db, NetworkFileSystemsAreKnownByTheirMagic) {
   EXPECT_EQ(NetworkFsName(0x6969), "nfs");
   EXPECT_EQ(NetworkFsName(0xFF534D42), "cifs");
   EXPECT_EQ(NetworkFsName(0xFE534D42), "smb2");
-  EXPECT_EQ(NetworkFsName(0xEF53), "");  // ext4
+  EXPECT_EQ(NetworkFsName(0xEF53), "");      // ext4
   EXPECT_EQ(NetworkFsName(0x01021994), "");  // tmpfs
 }
 

@@ -56,8 +56,7 @@ std::optional<std::string> FakeSystemView::FindExecutable(const std::string& nam
   return std::nullopt;
 }
 
-Result<CommandOutput> FakeSystemView::Run(const std::vector<std::string>& argv,
-                                          int64_t) const {
+Result<CommandOutput> FakeSystemView::Run(const std::vector<std::string>& argv, int64_t) const {
   ++run_count;
   std::string key = argv[0] + (argv.size() > 1 ? " " + argv[1] : "");
   auto it = commands.find(key);
@@ -84,9 +83,10 @@ void FakeSystemView::SetTorch(const std::string& json) {
 
 FakeSystemView HealthyMachine() {
   FakeSystemView m;
-  m.AddFile("/proc/meminfo",
-            "MemTotal:       67108864 kB\nMemFree:        60000000 kB\n"
-            "MemAvailable:   62000000 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n");
+  m.AddFile(
+      "/proc/meminfo",
+      "MemTotal:       67108864 kB\nMemFree:        60000000 kB\n"
+      "MemAvailable:   62000000 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n");
   m.AddFile("/proc/self/cgroup", "0::/user.slice/user-1000.slice/session-1.scope\n");
   m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.max", "max\n");
   m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.current",

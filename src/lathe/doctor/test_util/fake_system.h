@@ -14,10 +14,10 @@ namespace lathe::doctor::testing {
 
 class FakeSystemView : public SystemView {
  public:
-  std::map<std::string, std::string> files;                // path → content
-  std::map<std::string, std::vector<std::string>> dirs;    // path → names
+  std::map<std::string, std::string> files;              // path → content
+  std::map<std::string, std::vector<std::string>> dirs;  // path → names
   std::map<std::string, std::string> env;
-  std::map<std::string, FsStats> statfs;                   // exact path → answer
+  std::map<std::string, FsStats> statfs;  // exact path → answer
   Rlimit nofile{65536, 65536};
   Rlimit nproc{127000, 127000};
   int cpus = 16;

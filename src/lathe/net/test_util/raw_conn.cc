@@ -59,7 +59,8 @@ RawConn RawConn::Unix(const std::string& path) {
   return RawConn(fd);
 }
 
-RawConn::RawConn(RawConn&& other) noexcept : fd_(std::exchange(other.fd_, -1)), buf_(std::move(other.buf_)) {}
+RawConn::RawConn(RawConn&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), buf_(std::move(other.buf_)) {}
 
 RawConn::~RawConn() { Close(); }
 

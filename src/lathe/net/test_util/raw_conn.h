@@ -11,14 +11,14 @@ namespace lathe::net::testing {
 
 struct RawResponse {
   int status = 0;
-  std::string head;  // status line and headers, without the blank line
-  std::string body;  // de-chunked
+  std::string head;                           // status line and headers, without the blank line
+  std::string body;                           // de-chunked
   bool HeadHas(std::string_view text) const;  // case-insensitive substring of head
 };
 
 class RawConn {
  public:
-  static RawConn Tcp(int port);                 // 127.0.0.1:port
+  static RawConn Tcp(int port);  // 127.0.0.1:port
   // 127.0.0.1:port from the local address `source` (e.g. "127.0.0.2").
   static RawConn TcpFrom(const std::string& source, int port);
   static RawConn Unix(const std::string& path);

@@ -22,7 +22,8 @@ namespace {
 void CheckError(const lathe::Status& s) {
   if (s.ok()) return;
   if (s.msg_id().empty() || !lathe::Catalog::Default().Has(s.msg_id())) __builtin_trap();
-  if (lathe::Localize(s, lathe::Lang::kEn).empty() || lathe::Localize(s, lathe::Lang::kZh).empty()) {
+  if (lathe::Localize(s, lathe::Lang::kEn).empty() ||
+      lathe::Localize(s, lathe::Lang::kZh).empty()) {
     __builtin_trap();
   }
 }

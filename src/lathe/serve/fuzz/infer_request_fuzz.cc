@@ -4,7 +4,8 @@
 // Input layout: byte 0 chooses the mode (bit 0: binary extension, bit 1: also
 // /predict), bytes 1-2 the JSON header length for the binary extension, the
 // rest is the body. Without the binary extension the body is also parsed as
-// if a header length covered it all, and the two results must agree. Build with -DLATHE_FUZZ=ON and clang; run e.g.
+// if a header length covered it all, and the two results must agree. Build with -DLATHE_FUZZ=ON and
+// clang; run e.g.
 //   build-fuzz/src/lathe/serve/serve_fuzz_infer -max_total_time=60 src/lathe/serve/fuzz/corpus
 #include <cstddef>
 #include <cstdint>
@@ -18,15 +19,18 @@ namespace {
 
 bool SameRequest(const lathe::serve::InferRequestMsg& a, const lathe::serve::InferRequestMsg& b) {
   if (a.id != b.id || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size() ||
-      a.binary_data_output != b.binary_data_output || a.priority != b.priority || a.timeout_us != b.timeout_us) {
+      a.binary_data_output != b.binary_data_output || a.priority != b.priority ||
+      a.timeout_us != b.timeout_us) {
     return false;
   }
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     const auto &x = a.inputs[i], &y = b.inputs[i];
-    if (x.name != y.name || x.datatype != y.datatype || x.shape != y.shape || x.data != y.data) return false;
+    if (x.name != y.name || x.datatype != y.datatype || x.shape != y.shape || x.data != y.data)
+      return false;
   }
   for (size_t i = 0; i < a.outputs.size(); ++i) {
-    if (a.outputs[i].name != b.outputs[i].name || a.outputs[i].binary != b.outputs[i].binary) return false;
+    if (a.outputs[i].name != b.outputs[i].name || a.outputs[i].binary != b.outputs[i].binary)
+      return false;
   }
   return true;
 }
@@ -55,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& t : req->inputs) {
       if (!ValidateTensorData(t).ok()) __builtin_trap();
     }
-    auto enc = EncodeInferResponse("m", 1, req->id, req->inputs, req->outputs, req->binary_data_output);
+    auto enc =
+        EncodeInferResponse("m", 1, req->id, req->inputs, req->outputs, req->binary_data_output);
     if (enc.body.empty()) __builtin_trap();
     TensorsToPredictResponse(req->inputs);
   }

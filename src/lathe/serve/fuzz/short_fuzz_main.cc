@@ -37,19 +37,54 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
-constexpr size_t kMaxInputBytes = 4096;     // as libFuzzer's default -max_len
-constexpr size_t kPoolMax = 256;            // seeds plus recent mutants to mutate further
+constexpr size_t kMaxInputBytes = 4096;  // as libFuzzer's default -max_len
+constexpr size_t kPoolMax = 256;         // seeds plus recent mutants to mutate further
 constexpr uint64_t kDefaultRuns = 200000;
 constexpr uint64_t kDefaultSeed = 1;
 
 // Tokens that sit on the parsers' edges: quotes and escapes, number forms
 // (-0, overflow, 64-bit limits, leading zeros), and structure.
 constexpr std::string_view kTokens[] = {
-    "\"", "\\", "\\u00e9", "\\u0000", "-0", "1e999", "-1e999", "1E-400", "0.1", "01", "1.", "-",
-    "18446744073709551615", "18446744073709551616", "9223372036854775807", "-9223372036854775808",
-    "-9223372036854775809", "[", "]", "{", "}", ",", ":", " ", "null", "true", "NaN", "\"NaN\"",
-    "\"id\":\"a\",", "\"parameters\":{},", "\"data\":[1],", "\"shape\":[1],", "[1,2]", "\xc3\xa9", "\xff",
-    "\"FP32\"", "\"INT8\"", "\"UINT64\"", "\"BYTES\"", "\"FP16\"",
+    "\"",
+    "\\",
+    "\\u00e9",
+    "\\u0000",
+    "-0",
+    "1e999",
+    "-1e999",
+    "1E-400",
+    "0.1",
+    "01",
+    "1.",
+    "-",
+    "18446744073709551615",
+    "18446744073709551616",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ":",
+    " ",
+    "null",
+    "true",
+    "NaN",
+    "\"NaN\"",
+    "\"id\":\"a\",",
+    "\"parameters\":{},",
+    "\"data\":[1],",
+    "\"shape\":[1],",
+    "[1,2]",
+    "\xc3\xa9",
+    "\xff",
+    "\"FP32\"",
+    "\"INT8\"",
+    "\"UINT64\"",
+    "\"BYTES\"",
+    "\"FP16\"",
 };
 
 // kTokens, then the -dict file's.
@@ -86,8 +121,8 @@ void Mutate(Input& in, const std::vector<Input>& pool, Rng& rng) {
     default: {  // write a token over a number, a string or a few bytes
       const std::string& tok = g_tokens[Below(rng, g_tokens.size())];
       size_t end = at;
-      while (end < in.size() && (std::isalnum(static_cast<unsigned char>(in[end])) || in[end] == '.' ||
-                                 in[end] == '-' || in[end] == '+')) {
+      while (end < in.size() && (std::isalnum(static_cast<unsigned char>(in[end])) ||
+                                 in[end] == '.' || in[end] == '-' || in[end] == '+')) {
         ++end;
       }
       in.replace(std::min(at, in.size()), std::max<size_t>(end - at, 1), tok);
@@ -124,7 +159,8 @@ void OnSignal(int sig) {
 }
 
 void Run(const Input& in, uint64_t run) {
-  std::snprintf(g_crash_path, sizeof(g_crash_path), "crash-%llu", static_cast<unsigned long long>(run));
+  std::snprintf(g_crash_path, sizeof(g_crash_path), "crash-%llu",
+                static_cast<unsigned long long>(run));
   g_current = &in;
   // An allocation of exactly the input's size, as libFuzzer passes it: ASan
   // then sees a read one byte past the end (a std::string has slack there).
@@ -197,7 +233,9 @@ int main(int argc, char** argv) {
     pool.emplace_back(std::istreambuf_iterator<char>(s), std::istreambuf_iterator<char>());
   }
   if (pool.empty()) {
-    std::fprintf(stderr, "usage: %s [-runs=N] [-seed=S] [-dict=FILE] DIR|FILE...  (no input found)\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s [-runs=N] [-seed=S] [-dict=FILE] DIR|FILE...  (no input found)\n",
+                 argv[0]);
     return 2;
   }
   const size_t seeds = pool.size();
@@ -207,11 +245,13 @@ int main(int argc, char** argv) {
   for (uint64_t r = 0; r < runs; ++r) {
     // Half the mutants start from a seed, half from an earlier mutant, so
     // edits pile up; 1-4 edits each.
-    const Input& base = (pool.size() == seeds || (rng() & 1)) ? pool[Below(rng, seeds)]
-                                                             : pool[seeds + Below(rng, pool.size() - seeds)];
+    const Input& base = (pool.size() == seeds || (rng() & 1))
+                            ? pool[Below(rng, seeds)]
+                            : pool[seeds + Below(rng, pool.size() - seeds)];
     Input in = base;
     for (size_t k = 1 + Below(rng, 4); k > 0; --k) Mutate(in, pool, rng);
-    if (in.size() >= 3 && Below(rng, 8) != 0) std::memcpy(in.data(), base.data(), std::min<size_t>(3, base.size()));
+    if (in.size() >= 3 && Below(rng, 8) != 0)
+      std::memcpy(in.data(), base.data(), std::min<size_t>(3, base.size()));
     Run(in, seeds + r);
     if (pool.size() < kPoolMax) {
       pool.push_back(std::move(in));

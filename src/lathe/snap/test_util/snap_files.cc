@@ -53,7 +53,8 @@ std::string ReadAll(const std::string& path) {
 
 std::map<std::string, std::string> TreeOf(const std::string& root) {
   std::map<std::string, std::string> out;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
     std::string rel = fs::relative(it->path(), root).string();
     struct stat st;
     ::lstat(it->path().c_str(), &st);
@@ -99,7 +100,8 @@ std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entr
     cd += "PK\x01\x02";
     Le(&cd, 20, 2), Le(&cd, 20, 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 2);
     Le(&cd, crc, 4), Le(&cd, data.size(), 4), Le(&cd, data.size(), 4);
-    Le(&cd, name.size(), 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 4);
+    Le(&cd, name.size(), 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 2), Le(&cd, 0, 2),
+        Le(&cd, 0, 4);
     Le(&cd, off, 4);
     cd += name;
   }
@@ -109,7 +111,8 @@ std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entr
     uint64_t rec = out.size();
     out += "PK\x06\x06";
     Le(&out, 44, 8), Le(&out, 45, 2), Le(&out, 45, 2), Le(&out, 0, 4), Le(&out, 0, 4);
-    Le(&out, entries.size(), 8), Le(&out, entries.size(), 8), Le(&out, cd.size(), 8), Le(&out, cd_off, 8);
+    Le(&out, entries.size(), 8), Le(&out, entries.size(), 8), Le(&out, cd.size(), 8),
+        Le(&out, cd_off, 8);
     out += "PK\x06\x07";
     Le(&out, 0, 4), Le(&out, rec, 8), Le(&out, 1, 4);
   }
@@ -121,7 +124,8 @@ std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entr
   return out;
 }
 
-std::string MakeSafetensors(const std::vector<std::pair<std::string, size_t>>& tensors, uint64_t seed) {
+std::string MakeSafetensors(const std::vector<std::pair<std::string, size_t>>& tensors,
+                            uint64_t seed) {
   std::string header = "{", data;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, count] = tensors[i];
@@ -139,7 +143,8 @@ std::string MakeSafetensors(const std::vector<std::pair<std::string, size_t>>& t
 }
 
 std::string MakeNpy(size_t count, uint64_t seed) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(count) + ",), }";
+  std::string dict =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(count) + ",), }";
   while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
   dict += '\n';
   std::string out = "\x93NUMPY";

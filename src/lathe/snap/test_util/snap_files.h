@@ -24,7 +24,8 @@ class TempDir {
 };
 
 std::string RandomBytes(size_t n, uint64_t seed);
-void WriteFile(const std::string& path, const std::string& data, unsigned mode = 0644);  // makes parents
+void WriteFile(const std::string& path, const std::string& data,
+               unsigned mode = 0644);  // makes parents
 std::string ReadAll(const std::string& path);
 
 // Relative path -> description ("f:<mode>:<content>", "d:<mode>", "l:<target>")
@@ -33,9 +34,11 @@ std::map<std::string, std::string> TreeOf(const std::string& root);
 
 // A zip of stored (uncompressed) entries, as torch.save and np.savez write.
 // With zip64, the end records use the zip64 form.
-std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entries, bool zip64 = false);
+std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entries,
+                    bool zip64 = false);
 // safetensors with F32 tensors of the given element counts, data filled from `seed`.
-std::string MakeSafetensors(const std::vector<std::pair<std::string, size_t>>& tensors, uint64_t seed);
+std::string MakeSafetensors(const std::vector<std::pair<std::string, size_t>>& tensors,
+                            uint64_t seed);
 // An .npy (version 1.0) of `count` little-endian float32.
 std::string MakeNpy(size_t count, uint64_t seed);
 

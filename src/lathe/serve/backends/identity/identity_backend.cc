@@ -45,7 +45,8 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
   try {
     auto cfg = nlohmann::json::parse(spec->config_json);
     auto inst = new Instance();
-    for (const auto& o : cfg.value("outputs", nlohmann::json::array())) inst->output_names.push_back(o.value("name", ""));
+    for (const auto& o : cfg.value("outputs", nlohmann::json::array()))
+      inst->output_names.push_back(o.value("name", ""));
     const auto& p = cfg.value("parameters", nlohmann::json::object());
     inst->delay_us = p.value("delay_us", int64_t{0});
     inst->block_path = p.value("block_while_exists", std::string());
@@ -58,21 +59,24 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
   }
 }
 
-int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink, LatheError* err) {
+int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink,
+            LatheError* err) {
   auto* inst = static_cast<Instance*>(handle);
   while (Exists(inst->block_path)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (Exists(inst->fail_path)) {
     // Two lines, as a runtime's error with a traceback has: the host must
     // send the client the first only.
-    SetError(err, LATHE_ERR_UNAVAILABLE, "identity: failing while " + inst->fail_path +
-                                             " exists\n  detail for the server's log only");
+    SetError(err, LATHE_ERR_UNAVAILABLE,
+             "identity: failing while " + inst->fail_path +
+                 " exists\n  detail for the server's log only");
     return 1;
   }
   if (inst->delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(inst->delay_us));
   for (uint32_t i = 0; i < n; ++i) {
     const LatheTensor& t = inputs[i];
     bool json = std::strcmp(t.name, LATHE_JSON_TENSOR_NAME) == 0;
-    const char* name = (!json && i < inst->output_names.size()) ? inst->output_names[i].c_str() : t.name;
+    const char* name =
+        (!json && i < inst->output_names.size()) ? inst->output_names[i].c_str() : t.name;
     void* buf = sink->alloc(sink->ctx, name, t.datatype, t.rank, t.shape, t.byte_size);
     if (buf == nullptr) {
       SetError(err, LATHE_ERR_INTERNAL, std::string("identity: output '") + name + "' refused");
@@ -95,7 +99,8 @@ int RunsInline(void* handle) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int lathe_backend_init(uint32_t host_api_version,
-                                                                          LatheBackendApi* api, LatheError* err) {
+                                                                         LatheBackendApi* api,
+                                                                         LatheError* err) {
   api->api_version = LATHE_BACKEND_API_VERSION;
   if (host_api_version != LATHE_BACKEND_API_VERSION) {
     SetError(err, LATHE_ERR_UNSUPPORTED, "identity backend implements API version 1");

@@ -42,8 +42,9 @@ using nlohmann::json;
 constexpr uint32_t kMaxFrameBytes = 0xFFFFFFF0u;
 constexpr int kKillGraceMs = 3000;
 
-const char* kTypeNames[] = {"INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
-                            "INT32",   "INT64", "FP16", "FP32",  "FP64",   "BYTES",  "BF16"};
+const char* kTypeNames[] = {"INVALID", "BOOL", "UINT8", "UINT16", "UINT32",
+                            "UINT64",  "INT8", "INT16", "INT32",  "INT64",
+                            "FP16",    "FP32", "FP64",  "BYTES",  "BF16"};
 
 int TypeFromName(const std::string& n) {
   for (int i = 1; i < 15; ++i) {
@@ -59,10 +60,12 @@ void SetError(LatheError* err, int code, const std::string& msg) {
 
 std::string RunnerPath() {
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&SetError), &info) == 0 || info.dli_fname == nullptr) return "lathe_handler.py";
+  if (::dladdr(reinterpret_cast<void*>(&SetError), &info) == 0 || info.dli_fname == nullptr)
+    return "lathe_handler.py";
   std::string so = info.dli_fname;
   size_t slash = so.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : so.substr(0, slash)) + "/lathe_handler.py";
+  return (slash == std::string::npos ? std::string(".") : so.substr(0, slash)) +
+         "/lathe_handler.py";
 }
 
 // The physical GPU id of visible device `index` (the entry of our
@@ -98,7 +101,8 @@ bool WaitReadable(int fd, int64_t deadline_ms) {
     int timeout = -1;
     if (deadline_ms >= 0) {
       int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
       if (now >= deadline_ms) return false;
       timeout = static_cast<int>(deadline_ms - now);
     }
@@ -139,7 +143,8 @@ uint32_t Le32(const char* p) {
 }
 
 void PutLe32(std::string& s, uint32_t v) {
-  char b[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16), static_cast<char>(v >> 24)};
+  char b[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
+               static_cast<char>(v >> 24)};
   s.append(b, 4);
 }
 
@@ -161,7 +166,8 @@ bool ReadFrame(int fd, int64_t deadline_ms, json& header, std::string& data) {
 
 std::string DescribeExit(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
   return "stopped";
 }
 
@@ -188,7 +194,8 @@ std::string Reap(Instance& inst, bool kill_now) {
 }
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -228,7 +235,8 @@ bool Spawn(Instance& inst, LatheError* err) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
@@ -247,8 +255,9 @@ bool Spawn(Instance& inst, LatheError* err) {
   if (!ReadFrame(inst.fd, NowMs() + inst.load_timeout_ms, header, data)) {
     std::string how = Reap(inst, true);
     SetError(err, LATHE_ERR_UNAVAILABLE,
-             inst.name + ": the handler did not become ready within " + std::to_string(inst.load_timeout_ms / 1000) +
-                 " s (" + how + "; see its traceback in the log above)");
+             inst.name + ": the handler did not become ready within " +
+                 std::to_string(inst.load_timeout_ms / 1000) + " s (" + how +
+                 "; see its traceback in the log above)");
     return false;
   }
   if (!header.value("ok", false)) {
@@ -265,12 +274,13 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
     json cfg = json::parse(spec->config_json);
     json params = cfg.value("parameters", json::object());
     auto inst = std::make_unique<Instance>();
-    inst->name = std::string(spec->model_name) + " v" + std::to_string(spec->model_version) + " instance " +
-                 std::to_string(spec->instance_index);
+    inst->name = std::string(spec->model_name) + " v" + std::to_string(spec->model_version) +
+                 " instance " + std::to_string(spec->instance_index);
     if (::access(spec->model_file, R_OK) != 0) {
-      SetError(err, errno == EACCES ? LATHE_ERR_PERMISSION_DENIED : LATHE_ERR_NOT_FOUND,
-               std::string("handler ") + spec->model_file + ": " + std::strerror(errno) +
-                   " (the process backend runs <version dir>/handler.py, or default_model_filename)");
+      SetError(
+          err, errno == EACCES ? LATHE_ERR_PERMISSION_DENIED : LATHE_ERR_NOT_FOUND,
+          std::string("handler ") + spec->model_file + ": " + std::strerror(errno) +
+              " (the process backend runs <version dir>/handler.py, or default_model_filename)");
       return 1;
     }
     std::string python = params.value("python", std::string("/usr/bin/python3"));
@@ -283,7 +293,8 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
       if (kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
       inst->env.push_back(kv);
     }
-    std::string cuda = std::strcmp(spec->device_kind, "cuda") == 0 ? PhysicalGpu(spec->device_index) : "";
+    std::string cuda =
+        std::strcmp(spec->device_kind, "cuda") == 0 ? PhysicalGpu(spec->device_index) : "";
     inst->env.push_back("CUDA_VISIBLE_DEVICES=" + cuda);
     inst->env.push_back("LATHE_HANDLER_FD=3");
     inst->env.push_back("LATHE_SERVER_PID=" + std::to_string(::getpid()));
@@ -298,7 +309,8 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
     if (spec->threads > 0) inst->env.push_back("OMP_NUM_THREADS=" + std::to_string(spec->threads));
     if (params.contains("env") && params["env"].is_object()) {
       for (auto it = params["env"].begin(); it != params["env"].end(); ++it) {
-        inst->env.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+        inst->env.push_back(it.key() + "=" +
+                            (it->is_string() ? it->get<std::string>() : it->dump()));
       }
     }
     if (!Spawn(*inst, err)) return 1;
@@ -310,16 +322,19 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
   }
 }
 
-int ExecuteOnce(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink, LatheError* err) {
+int ExecuteOnce(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink,
+                LatheError* err) {
   // 1. The request frame.
   json tensors = json::array();
   uint64_t offset = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const LatheTensor& t = inputs[i];
     int dt = (t.datatype > 0 && t.datatype < 15) ? t.datatype : 0;
-    tensors.push_back({{"name", t.name}, {"datatype", kTypeNames[dt]},
+    tensors.push_back({{"name", t.name},
+                       {"datatype", kTypeNames[dt]},
                        {"shape", std::vector<int64_t>(t.shape, t.shape + t.rank)},
-                       {"offset", offset}, {"size", t.byte_size}});
+                       {"offset", offset},
+                       {"size", t.byte_size}});
     offset += t.byte_size;
   }
   std::string h = json{{"op", "infer"}, {"tensors", tensors}}.dump();
@@ -342,9 +357,11 @@ int ExecuteOnce(Instance& inst, const LatheTensor* inputs, uint32_t n, const Lat
   if (!sent || !ReadFrame(inst.fd, deadline, reply, data)) {
     bool timed_out = sent && deadline >= 0 && NowMs() >= deadline;
     std::string how = Reap(inst, true);
-    SetError(err, LATHE_ERR_UNAVAILABLE,
-             inst.name + (timed_out ? ": the handler took longer than execute_timeout; " : ": the handler ") + how +
-                 " during the batch; it is restarted for the next one");
+    SetError(
+        err, LATHE_ERR_UNAVAILABLE,
+        inst.name +
+            (timed_out ? ": the handler took longer than execute_timeout; " : ": the handler ") +
+            how + " during the batch; it is restarted for the next one");
     return 1;
   }
   if (!reply.value("ok", false)) {
@@ -365,7 +382,8 @@ int ExecuteOnce(Instance& inst, const LatheTensor* inputs, uint32_t n, const Lat
     void* buf = sink->alloc(sink->ctx, name.c_str(), TypeFromName(t.value("datatype", "")),
                             static_cast<int32_t>(shape.size()), shape.data(), size);
     if (buf == nullptr) {
-      SetError(err, LATHE_ERR_INTERNAL, "output '" + name + "' was refused (its size does not match its shape)");
+      SetError(err, LATHE_ERR_INTERNAL,
+               "output '" + name + "' was refused (its size does not match its shape)");
       return 1;
     }
     if (size > 0) std::memcpy(buf, data.data() + off, size);
@@ -373,7 +391,8 @@ int ExecuteOnce(Instance& inst, const LatheTensor* inputs, uint32_t n, const Lat
   return 0;
 }
 
-int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink, LatheError* err) {
+int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink,
+            LatheError* err) {
   auto& inst = *static_cast<Instance*>(handle);
   try {
     if (inst.fd < 0) {
@@ -396,7 +415,8 @@ void Unload(void* handle) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int lathe_backend_init(uint32_t host_api_version,
-                                                                          LatheBackendApi* api, LatheError* err) {
+                                                                         LatheBackendApi* api,
+                                                                         LatheError* err) {
   api->api_version = LATHE_BACKEND_API_VERSION;
   if (host_api_version != LATHE_BACKEND_API_VERSION) {
     SetError(err, LATHE_ERR_UNSUPPORTED, "the process backend implements API version 1");

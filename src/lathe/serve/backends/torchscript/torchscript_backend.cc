@@ -42,7 +42,8 @@ using nlohmann::json;
 constexpr int kWarmupRuns = 3;  // the profiling executor specialises after two runs
 
 const char* const kSaveHint =
-    "export it as TorchScript: torch.jit.script(model).save('model.pt') (or torch.jit.trace(model, example).save(...))";
+    "export it as TorchScript: torch.jit.script(model).save('model.pt') (or torch.jit.trace(model, "
+    "example).save(...))";
 
 void SetError(LatheError* err, int code, const std::string& msg) {
   err->code = code;
@@ -62,33 +63,65 @@ struct Instance {
 
 bool TorchType(int32_t dt, c10::ScalarType& out) {
   switch (dt) {
-    case LATHE_TYPE_BOOL: out = torch::kBool; return true;
-    case LATHE_TYPE_UINT8: out = torch::kUInt8; return true;
-    case LATHE_TYPE_INT8: out = torch::kInt8; return true;
-    case LATHE_TYPE_INT16: out = torch::kInt16; return true;
-    case LATHE_TYPE_INT32: out = torch::kInt32; return true;
-    case LATHE_TYPE_INT64: out = torch::kInt64; return true;
-    case LATHE_TYPE_FP16: out = torch::kFloat16; return true;
-    case LATHE_TYPE_BF16: out = torch::kBFloat16; return true;
-    case LATHE_TYPE_FP32: out = torch::kFloat32; return true;
-    case LATHE_TYPE_FP64: out = torch::kFloat64; return true;
-    default: return false;
+    case LATHE_TYPE_BOOL:
+      out = torch::kBool;
+      return true;
+    case LATHE_TYPE_UINT8:
+      out = torch::kUInt8;
+      return true;
+    case LATHE_TYPE_INT8:
+      out = torch::kInt8;
+      return true;
+    case LATHE_TYPE_INT16:
+      out = torch::kInt16;
+      return true;
+    case LATHE_TYPE_INT32:
+      out = torch::kInt32;
+      return true;
+    case LATHE_TYPE_INT64:
+      out = torch::kInt64;
+      return true;
+    case LATHE_TYPE_FP16:
+      out = torch::kFloat16;
+      return true;
+    case LATHE_TYPE_BF16:
+      out = torch::kBFloat16;
+      return true;
+    case LATHE_TYPE_FP32:
+      out = torch::kFloat32;
+      return true;
+    case LATHE_TYPE_FP64:
+      out = torch::kFloat64;
+      return true;
+    default:
+      return false;
   }
 }
 
 int32_t LatheType(c10::ScalarType t) {
   switch (t) {
-    case torch::kBool: return LATHE_TYPE_BOOL;
-    case torch::kUInt8: return LATHE_TYPE_UINT8;
-    case torch::kInt8: return LATHE_TYPE_INT8;
-    case torch::kInt16: return LATHE_TYPE_INT16;
-    case torch::kInt32: return LATHE_TYPE_INT32;
-    case torch::kInt64: return LATHE_TYPE_INT64;
-    case torch::kFloat16: return LATHE_TYPE_FP16;
-    case torch::kBFloat16: return LATHE_TYPE_BF16;
-    case torch::kFloat32: return LATHE_TYPE_FP32;
-    case torch::kFloat64: return LATHE_TYPE_FP64;
-    default: return LATHE_TYPE_INVALID;
+    case torch::kBool:
+      return LATHE_TYPE_BOOL;
+    case torch::kUInt8:
+      return LATHE_TYPE_UINT8;
+    case torch::kInt8:
+      return LATHE_TYPE_INT8;
+    case torch::kInt16:
+      return LATHE_TYPE_INT16;
+    case torch::kInt32:
+      return LATHE_TYPE_INT32;
+    case torch::kInt64:
+      return LATHE_TYPE_INT64;
+    case torch::kFloat16:
+      return LATHE_TYPE_FP16;
+    case torch::kBFloat16:
+      return LATHE_TYPE_BF16;
+    case torch::kFloat32:
+      return LATHE_TYPE_FP32;
+    case torch::kFloat64:
+      return LATHE_TYPE_FP64;
+    default:
+      return LATHE_TYPE_INVALID;
   }
 }
 
@@ -99,7 +132,8 @@ std::string CheckArchive(const std::string& path, int& code) {
     int e = errno;
     code = e == EACCES ? LATHE_ERR_PERMISSION_DENIED : LATHE_ERR_NOT_FOUND;
     if (e == ENOENT) {
-      return "model file " + path + " does not exist: put the TorchScript archive at <version>/model.pt "
+      return "model file " + path +
+             " does not exist: put the TorchScript archive at <version>/model.pt "
              "(or name the file with default_model_filename in config.yaml)";
     }
     return "cannot read model file " + path + ": " + std::strerror(e) +
@@ -110,7 +144,9 @@ std::string CheckArchive(const std::string& path, int& code) {
   f.read(magic, 4);
   if (!(magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4)) {
     if (static_cast<unsigned char>(magic[0]) == 0x80) {
-      return path + " is a pickled Python object (torch.save with the legacy format), not a TorchScript archive; " +
+      return path +
+             " is a pickled Python object (torch.save with the legacy format), not a TorchScript "
+             "archive; " +
              kSaveHint;
     }
     return path + " is not a TorchScript archive (not a zip file); " + kSaveHint;
@@ -122,15 +158,21 @@ std::string CheckArchive(const std::string& path, int& code) {
       if (r.rfind("code/", 0) == 0) has_code = true;
     }
     if (!reader.hasRecord("constants.pkl") || !has_code) {
-      return path + " was written by torch.save (a state_dict or a pickled nn.Module), not by TorchScript: "
-             "LibTorch cannot rebuild Python classes from it; " + kSaveHint;
+      return path +
+             " was written by torch.save (a state_dict or a pickled nn.Module), not by "
+             "TorchScript: "
+             "LibTorch cannot rebuild Python classes from it; " +
+             kSaveHint;
     }
   } catch (const c10::Error& e) {
     std::string m = Short(e);
     if (m.find("maximum supported version") != std::string::npos) {
-      return path + " was written by a newer PyTorch than this LibTorch " TORCH_VERSION
-             " can read (archive format: " + m.substr(0, m.find('\n')) +
-             "); save it with torch " TORCH_VERSION " (or older), or build lathe against a newer LibTorch";
+      return path +
+             " was written by a newer PyTorch than this LibTorch " TORCH_VERSION
+             " can read (archive format: " +
+             m.substr(0, m.find('\n')) +
+             "); save it with torch " TORCH_VERSION
+             " (or older), or build lathe against a newer LibTorch";
     }
     return path + " is not a readable TorchScript archive: " + m.substr(0, m.find('\n'));
   }
@@ -141,14 +183,17 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
   try {
     json cfg = json::parse(spec->config_json);
     auto inst = std::make_unique<Instance>();
-    for (const auto& t : cfg.value("inputs", json::array())) inst->input_names.push_back(t.value("name", ""));
-    for (const auto& t : cfg.value("outputs", json::array())) inst->output_names.push_back(t.value("name", ""));
+    for (const auto& t : cfg.value("inputs", json::array()))
+      inst->input_names.push_back(t.value("name", ""));
+    for (const auto& t : cfg.value("outputs", json::array()))
+      inst->output_names.push_back(t.value("name", ""));
     inst->threads = spec->threads;
     if (std::strcmp(spec->device_kind, "cuda") == 0) {
       if (!torch::cuda::is_available()) {
         SetError(err, LATHE_ERR_UNSUPPORTED,
-                 "device cuda:" + std::to_string(spec->device_index) + " was asked for, but this LibTorch " +
-                     TORCH_VERSION + " has no usable CUDA (Debian's libtorch is CPU-only): point Torch_DIR at a "
+                 "device cuda:" + std::to_string(spec->device_index) +
+                     " was asked for, but this LibTorch " + TORCH_VERSION +
+                     " has no usable CUDA (Debian's libtorch is CPU-only): point Torch_DIR at a "
                      "CUDA build of LibTorch and rebuild, or use device: cpu");
         return 1;
       }
@@ -164,11 +209,13 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
     inst->module = torch::jit::load(spec->model_file, inst->device);
     inst->module.eval();
     const auto& schema = inst->module.get_method("forward").function().getSchema();
-    for (size_t i = 1; i < schema.arguments().size(); ++i) inst->arg_names.push_back(schema.arguments()[i].name());
+    for (size_t i = 1; i < schema.arguments().size(); ++i)
+      inst->arg_names.push_back(schema.arguments()[i].name());
     *out = inst.release();
     return 0;
   } catch (const c10::Error& e) {
-    SetError(err, LATHE_ERR_INVALID_ARGUMENT, std::string("torch::jit::load(") + spec->model_file + "): " + Short(e));
+    SetError(err, LATHE_ERR_INVALID_ARGUMENT,
+             std::string("torch::jit::load(") + spec->model_file + "): " + Short(e));
   } catch (const std::exception& e) {
     SetError(err, LATHE_ERR_INTERNAL, std::string("torchscript backend: ") + e.what());
   }
@@ -189,17 +236,20 @@ std::vector<const LatheTensor*> Order(const Instance& inst, const LatheTensor* i
   return by_name.size() == n ? by_name : ordered;
 }
 
-bool Emit(const std::string& name, const at::Tensor& value, const LatheOutputSink* sink, LatheError* err) {
+bool Emit(const std::string& name, const at::Tensor& value, const LatheOutputSink* sink,
+          LatheError* err) {
   at::Tensor t = value.to(torch::kCPU).contiguous();
   int32_t dt = LatheType(t.scalar_type());
   if (dt == LATHE_TYPE_INVALID) {
-    SetError(err, LATHE_ERR_UNSUPPORTED, "output '" + name + "' has dtype " + std::string(c10::toString(t.scalar_type())) +
-                                             ", which has no KServe v2 datatype");
+    SetError(err, LATHE_ERR_UNSUPPORTED,
+             "output '" + name + "' has dtype " + std::string(c10::toString(t.scalar_type())) +
+                 ", which has no KServe v2 datatype");
     return false;
   }
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-  void* buf = sink->alloc(sink->ctx, name.c_str(), dt, static_cast<int32_t>(shape.size()), shape.data(), bytes);
+  void* buf = sink->alloc(sink->ctx, name.c_str(), dt, static_cast<int32_t>(shape.size()),
+                          shape.data(), bytes);
   if (buf == nullptr) {
     SetError(err, LATHE_ERR_INTERNAL, "output '" + name + "' was refused by the server");
     return false;
@@ -227,7 +277,8 @@ std::string ErrorLine(const std::string& what) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return "";
     }
     auto ends = [&](std::string_view suffix) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
     return ends("Error") || ends("Exception") ? l.substr(colon + 2) : "";
   };
@@ -239,7 +290,8 @@ std::string ErrorLine(const std::string& what) {
     if (!text.empty()) return text;
   }
   for (const auto& l : lines) {
-    if (!l.empty() && l.find("failed in the TorchScript interpreter") == std::string::npos) return l;
+    if (!l.empty() && l.find("failed in the TorchScript interpreter") == std::string::npos)
+      return l;
   }
   return "failed without a message";
 }
@@ -247,8 +299,9 @@ std::string ErrorLine(const std::string& what) {
 // Shape, size and dtype errors of an operation given the request's tensors:
 // the request does not fit the model.
 bool IsInputMismatch(const std::string& error) {
-  static const char* const kWords[] = {"shape", "size", "dimension", "dtype", "scalar type", "argument",
-                                       "mat1", "mat2", "channels", "input", "ndim", "rank"};
+  static const char* const kWords[] = {"shape",       "size",     "dimension", "dtype",
+                                       "scalar type", "argument", "mat1",      "mat2",
+                                       "channels",    "input",    "ndim",      "rank"};
   std::string lower = error;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const char* w : kWords) {
@@ -269,20 +322,24 @@ void FailForward(LatheError* err, const std::string& what) {
   SetError(err, code, "forward(): " + line.substr(0, 500) + "\n" + what);
 }
 
-int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink, LatheError* err) {
+int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink,
+        LatheError* err) {
   try {
     c10::InferenceMode guard;
-    if (inst.threads > 0 && at::get_num_threads() != inst.threads) at::set_num_threads(inst.threads);
+    if (inst.threads > 0 && at::get_num_threads() != inst.threads)
+      at::set_num_threads(inst.threads);
     std::vector<torch::jit::IValue> args;
     for (const LatheTensor* t : Order(inst, inputs, n)) {
       c10::ScalarType st;
       if (!TorchType(t->datatype, st)) {
-        SetError(err, LATHE_ERR_INVALID_ARGUMENT, std::string("input '") + t->name +
-                                                      "': this datatype has no torch dtype (BYTES, UINT16/32/64)");
+        SetError(err, LATHE_ERR_INVALID_ARGUMENT,
+                 std::string("input '") + t->name +
+                     "': this datatype has no torch dtype (BYTES, UINT16/32/64)");
         return 1;
       }
-      at::Tensor x = torch::from_blob(const_cast<void*>(t->data), at::IntArrayRef(t->shape, t->rank),
-                                      torch::TensorOptions().dtype(st));
+      at::Tensor x =
+          torch::from_blob(const_cast<void*>(t->data), at::IntArrayRef(t->shape, t->rank),
+                           torch::TensorOptions().dtype(st));
       args.emplace_back(inst.device.is_cpu() ? x : x.to(inst.device));
     }
     torch::jit::IValue result = inst.module.forward(args);
@@ -297,7 +354,8 @@ int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutput
       }
       for (size_t i = 0; i < items.size(); ++i) {
         if (!items[i].isTensor()) {
-          SetError(err, LATHE_ERR_UNSUPPORTED, "forward() returned a non-tensor at position " + std::to_string(i));
+          SetError(err, LATHE_ERR_UNSUPPORTED,
+                   "forward() returned a non-tensor at position " + std::to_string(i));
           return 1;
         }
         if (!Emit(OutName(inst, i), items[i].toTensor(), sink, err)) return 1;
@@ -307,7 +365,8 @@ int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutput
     if (result.isGenericDict()) {
       for (const auto& kv : result.toGenericDict()) {
         if (!kv.key().isString() || !kv.value().isTensor()) {
-          SetError(err, LATHE_ERR_UNSUPPORTED, "forward() returned a dict that is not str -> Tensor");
+          SetError(err, LATHE_ERR_UNSUPPORTED,
+                   "forward() returned a dict that is not str -> Tensor");
           return 1;
         }
         std::string name = kv.key().toStringRef();
@@ -317,8 +376,9 @@ int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutput
       }
       return 0;
     }
-    SetError(err, LATHE_ERR_UNSUPPORTED, "forward() returned " + result.tagKind() +
-                                             "; return a Tensor, a tuple/list of Tensors or a dict str -> Tensor");
+    SetError(err, LATHE_ERR_UNSUPPORTED,
+             "forward() returned " + result.tagKind() +
+                 "; return a Tensor, a tuple/list of Tensors or a dict str -> Tensor");
     return 1;
   } catch (const c10::Error& e) {
     FailForward(err, Short(e));
@@ -330,7 +390,8 @@ int Run(Instance& inst, const LatheTensor* inputs, uint32_t n, const LatheOutput
   return 1;
 }
 
-int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink, LatheError* err) {
+int Execute(void* handle, const LatheTensor* inputs, uint32_t n, const LatheOutputSink* sink,
+            LatheError* err) {
   return Run(*static_cast<Instance*>(handle), inputs, n, sink, err);
 }
 
@@ -344,7 +405,8 @@ int Warmup(void* handle, const LatheTensor* inputs, uint32_t n, LatheError* err)
 int Describe(void* handle, char* out, uint64_t capacity, LatheError* err) {
   auto* inst = static_cast<Instance*>(handle);
   json in = json::array();
-  for (const auto& a : inst->arg_names) in.push_back({{"name", a}, {"datatype", ""}, {"dims", nullptr}});
+  for (const auto& a : inst->arg_names)
+    in.push_back({{"name", a}, {"datatype", ""}, {"dims", nullptr}});
   std::string s = json{{"inputs", in}, {"outputs", json::array()}}.dump();
   if (s.size() + 1 > capacity) {
     SetError(err, LATHE_ERR_INTERNAL, "description too long");
@@ -364,7 +426,8 @@ void Unload(void* handle) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int lathe_backend_init(uint32_t host_api_version,
-                                                                          LatheBackendApi* api, LatheError* err) {
+                                                                         LatheBackendApi* api,
+                                                                         LatheError* err) {
   api->api_version = LATHE_BACKEND_API_VERSION;
   if (host_api_version != LATHE_BACKEND_API_VERSION || api->struct_size < sizeof(LatheBackendApi)) {
     SetError(err, LATHE_ERR_UNSUPPORTED, "the torchscript backend implements API version 1");
