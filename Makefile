@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: run test build deps install
+.PHONY: run test build deps install format format-check
 
 deps:
 	@bash scripts/deps.sh
@@ -29,3 +29,13 @@ test: build
 
 install: build
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# The committed style (.clang-format: Google, 100 columns) for every C++ file
+# under src/ and bench/; .ci/run checks it.
+FORMAT_FILES = $(shell git ls-files 'src/*.cc' 'src/*.h' 'bench/*.cc' 'bench/*.h')
+
+format-check: deps
+	@clang-format --dry-run -Werror $(FORMAT_FILES)
+
+format: deps
+	@clang-format -i $(FORMAT_FILES)

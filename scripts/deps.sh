@@ -10,7 +10,7 @@ BUILD=(
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
   libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libsimdjson-dev
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libopenblas0-pthread clang-format
 )
 TEST=(
   python3 util-linux procps passwd curl
