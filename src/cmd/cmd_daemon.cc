@@ -20,6 +20,7 @@
 #include "lathe/daemon/daemon.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/process.h"
 #include "lathe/run/monitor.h"
 
 namespace lathe::cmd {
@@ -33,12 +34,6 @@ struct DaemonFlags {
   int port = 0;
   std::string grace = "10s";
 };
-
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "lathe";
-}
 
 std::atomic<bool> g_shutdown{false};
 
@@ -73,7 +68,7 @@ Status RunDaemon(DaemonFlags& f) {
   o.home = f.home;
   o.gpus = f.gpus;
   o.kill_grace_ms = static_cast<int>(grace->count());
-  o.self_exe = SelfExe();
+  o.self_exe = os::SelfExe();
   ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
   api::ApiOptions ao;
   ao.host = f.host;
@@ -153,7 +148,7 @@ Status RunUp(const DaemonFlags& f) {
   }
   daemon::HomePaths paths = daemon::DaemonHome(f.home);
   RETURN_IF_ERROR(os::MakeDirs(paths.home, 0700));
-  std::string exe = SelfExe();
+  std::string exe = os::SelfExe();
   // Only the flags given here are passed on, so <home>/config.yaml still applies.
   std::vector<std::string> args = {exe, "daemon"};
   for (auto& a : GivenFlags(f)) args.push_back(std::move(a));

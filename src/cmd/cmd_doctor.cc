@@ -25,6 +25,7 @@
 #include "lathe/net/http_client.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/process.h"
 
 #include <fmt/format.h>
 
@@ -119,19 +120,13 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
       fmt::format("no snapshot of test run {} within {} s", id, timeout_ms / 1000));
 }
 
-std::string SelfExe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, n) : "lathe";
-}
-
 Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   doctor::RealSystemOptions ro;
   ro.lathe_home = daemon::DaemonHome("").home;
   ro.daemon_status = PingDaemon;
   ro.store_dir = daemon::ReadableStoreDir();
   if (ro.store_dir.empty()) ro.unreadable_store_dir = daemon::UnreadableStoreDir();
-  ro.self_exe = SelfExe();
+  ro.self_exe = os::SelfExe();
   ro.capture = CaptureRoundTrip;
   auto view = doctor::NewRealSystemView(std::move(ro));
   doctor::DoctorOptions o;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +107,12 @@ std::string SignalName(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev != nullptr) return std::string("SIG") + abbrev;
   return "signal " + std::to_string(signal);
+}
+
+std::string SelfExe(const std::string& fallback) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : fallback;
 }
 
 }  // namespace lathe::os

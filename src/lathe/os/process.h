@@ -17,6 +17,10 @@ namespace lathe::os {
 // PID reuse. nullopt when the process does not exist.
 std::optional<uint64_t> ProcessStartTime(pid_t pid);
 
+// The running executable's path (/proc/self/exe, symlinks resolved); `fallback`
+// when it cannot be read.
+std::string SelfExe(const std::string& fallback = "lathe");
+
 // True when `pid` exists, is not a zombie and, if `start_time` is given, is
 // the same process that had that start time.
 bool ProcessAlive(pid_t pid, std::optional<uint64_t> start_time = std::nullopt);

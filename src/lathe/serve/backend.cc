@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "lathe/os/process.h"
+
 namespace lathe::serve {
 namespace fs = std::filesystem;
 namespace {
@@ -20,10 +22,8 @@ constexpr const char* kPrefix = "liblathe_backend_";
 constexpr size_t kDescribeCapacity = 1 << 20;
 
 std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  return fs::path(std::string(buf, static_cast<size_t>(n))).parent_path().string();
+  std::string exe = os::SelfExe("");
+  return exe.empty() ? "." : fs::path(exe).parent_path().string();
 }
 
 Code CodeFor(int32_t c) {
