@@ -17,6 +17,11 @@ class SystemClock final : public Clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  int64_t MonotonicUs() override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   void SleepMs(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 };
 }  // namespace
@@ -25,5 +30,7 @@ Clock& RealClock() {
   static SystemClock clock;
   return clock;
 }
+
+int64_t RealMonotonicUs() { return RealClock().MonotonicUs(); }
 
 }  // namespace lathe::os

@@ -11,10 +11,15 @@ class Clock {
   virtual ~Clock() = default;
   virtual int64_t NowMs() = 0;        // wall clock, ms since the Unix epoch
   virtual int64_t MonotonicMs() = 0;  // never goes back; for timeouts
+  // The same clock in microseconds (request latencies, batching delays).
+  virtual int64_t MonotonicUs() { return MonotonicMs() * 1000; }
   virtual void SleepMs(int64_t ms) = 0;
 };
 
 // The real clocks. The returned object lives forever.
 Clock& RealClock();
+
+// RealClock().MonotonicUs(), as a plain function for options that take one.
+int64_t RealMonotonicUs();
 
 }  // namespace lathe::os

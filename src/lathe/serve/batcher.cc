@@ -4,18 +4,14 @@
 #include <chrono>
 #include <limits>
 
+#include "lathe/os/clock.h"
+
 namespace lathe::serve {
 namespace {
 
 // A scan for compatible requests stops after this many entries, so one step
 // stays cheap even when a queue is long and full of other shapes.
 constexpr size_t kMaxScan = 4096;
-
-int64_t SteadyNowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 void Answer(Batch& batch, const Status& s) {
   for (auto& r : batch) {
@@ -193,7 +189,7 @@ Batch RequestQueues::TakeAll() {
 
 Batcher::Batcher(Options options, BatchSink& sink)
     : options_([&] {
-        if (!options.now_us) options.now_us = SteadyNowUs;
+        if (!options.now_us) options.now_us = os::RealMonotonicUs;
         return std::move(options);
       }()),
       sink_(sink),

@@ -7,16 +7,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/os/clock.h"
 #include "lathe/serve/protocol.h"
 
 namespace lathe::serve {
 namespace {
-
-int64_t SteadyNowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Names(const std::vector<TensorSpec>& specs) {
   std::string s;
@@ -171,7 +166,7 @@ Result<std::vector<Tensor>> WarmupFromConfig(const ModelConfig& c) {
 
 ModelVersion::ModelVersion(ModelConfig config, VersionSource version, ModelOptions options)
     : config_(std::move(config)), version_(std::move(version)), options_([&] {
-        if (!options.now_us) options.now_us = SteadyNowUs;
+        if (!options.now_us) options.now_us = os::RealMonotonicUs;
         return std::move(options);
       }()) {}
 

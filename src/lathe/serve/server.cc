@@ -18,6 +18,7 @@
 #include "lathe/gpu/source.h"
 #include "lathe/net/router.h"
 #include "lathe/net/status_http.h"
+#include "lathe/os/clock.h"
 #include "lathe/serve/metrics.h"
 #include "lathe/serve/model.h"
 #include "lathe/serve/protocol.h"
@@ -27,12 +28,6 @@ namespace lathe::serve {
 namespace {
 
 constexpr int kReasonMaxChars = 2000;
-
-int64_t SteadyNowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 RequestOutcome Outcome(const Status& s) {
   if (s.ok()) return RequestOutcome::kSuccess;
@@ -130,7 +125,7 @@ struct ServedModel {
 class ServerImpl final : public ServeServer {
  public:
   explicit ServerImpl(ServeOptions o) : options_(std::move(o)) {
-    if (!options_.now_us) options_.now_us = SteadyNowUs;
+    if (!options_.now_us) options_.now_us = os::RealMonotonicUs;
   }
   ~ServerImpl() override { Stop(); }
 
