@@ -47,13 +47,14 @@ uint64_t TotalMemoryBytes() {
 
 // A monitor started just before the daemon died may still be starting: give
 // it a moment to write monitor.json (it does so before answering).
-Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir, os::Env& env) {
+Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir, os::Env& env,
+                                                os::Clock& clock) {
   constexpr int kWaitMs = 2000, kStepMs = 50;
   if (!env.FileExists(dir + "/launch.json")) return Status::NotFound("no launch.json");
   for (int waited = 0; waited < kWaitMs; waited += kStepMs) {
     auto mon = run::ReadMonitorRecord(dir + "/monitor.json", env);
     if (mon.ok() || env.FileExists(dir + "/exit.json")) return mon;
-    os::RealClock().SleepMs(kStepMs);
+    clock.SleepMs(kStepMs);
   }
   return run::ReadMonitorRecord(dir + "/monitor.json", env);
 }
@@ -251,7 +252,7 @@ void Daemon::RecoverRun(RunRecord& r) {
   if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
   auto mon = run::ReadMonitorRecord(dir + "/monitor.json", *env_);
   if (!mon.ok() && r.state == RunState::kStarting) {
-    mon = WaitForMonitorRecord(dir, *env_);
+    mon = WaitForMonitorRecord(dir, *env_, clock_);
     if (!mon.ok()) {
       if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok())
         return ended_meanwhile(*exit);
