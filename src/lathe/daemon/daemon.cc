@@ -377,7 +377,7 @@ void Daemon::CheckActive(RunRecord& r) {
     return;
   }
   if (r.spec.max_duration_ms > 0 && clock_.NowMs() - r.started_at_ms > r.spec.max_duration_ms) {
-    (void)BeginStop(r, "timeout",
+    (void)BeginStop(r, run::StopIntent::kTimeout,
                     "max_duration " +
                         FormatDuration(std::chrono::milliseconds(r.spec.max_duration_ms)) +
                         " exceeded");
@@ -396,12 +396,12 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   bool requeue = false;
   if (!e.start_error.empty()) {
     to = RunState::kFailed;
-  } else if (r.stop_intent == "preempt") {
+  } else if (r.stop_intent == run::StopIntent::kPreempt) {
     to = RunState::kPreempted;
     requeue = r.spec.requeue;
-  } else if (r.stop_intent == "user") {
+  } else if (r.stop_intent == run::StopIntent::kUser) {
     to = RunState::kStopped;
-  } else if (r.stop_intent == "timeout") {
+  } else if (r.stop_intent == run::StopIntent::kTimeout) {
     to = RunState::kFailed;
     what = "stopped after exceeding max_duration (" + what + ")";
   } else if (e.exit_code && *e.exit_code == 0) {
@@ -436,7 +436,7 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   }
   if (requeue) {
     if (to == RunState::kPreempted) r.preemptions++;
-    r.stop_intent.clear();
+    r.stop_intent = run::StopIntent::kNone;
     Transition(r, RunState::kQueued,
                to == RunState::kPreempted
                    ? std::string("requeued after preemption")
@@ -444,7 +444,7 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   }
 }
 
-Status Daemon::BeginStop(RunRecord& r, const std::string& intent, const std::string& why) {
+Status Daemon::BeginStop(RunRecord& r, run::StopIntent intent, const std::string& why) {
   if (r.state == RunState::kQueued) {
     r.stop_intent = intent;
     r.reason = why;
@@ -497,7 +497,8 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   for (const auto& w : d.waiting) waiting_why_[w.id] = w.detail;
   for (const auto& victim : d.preempt) {
     for (auto& r : *active) {
-      if (r.id == victim) (void)BeginStop(r, "preempt", "preempted by a higher-priority run");
+      if (r.id == victim)
+        (void)BeginStop(r, run::StopIntent::kPreempt, "preempted by a higher-priority run");
     }
   }
   for (const auto& imp : d.impossible) {
@@ -553,7 +554,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   r.signal.reset();
   r.oom_killed = false;
   r.reason.clear();
-  r.stop_intent.clear();
+  r.stop_intent = run::StopIntent::kNone;
   r.monitor_pid = 0;
   r.cgroup_dirs.clear();
   if (!Transition(r, RunState::kStarting, fmt::format("placed on GPUs [{}]", fmt::join(gpus, ",")))
@@ -870,7 +871,7 @@ Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) 
     return Status::Msg(Code::kFailedPrecondition, "run.already_finished",
                        {{"run", ref}, {"state", std::string(run::StateName(r.state))}});
   }
-  RETURN_IF_ERROR(BeginStop(r, "user", "stopped by " + caller.user));
+  RETURN_IF_ERROR(BeginStop(r, run::StopIntent::kUser, "stopped by " + caller.user));
   kicked_ = true;
   loop_cv_.notify_all();
   return r;

@@ -147,7 +147,7 @@ class Daemon {
   Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec);
   void CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned);
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
-  Status BeginStop(state::RunRecord& r, const std::string& intent, const std::string& why);
+  Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why);
   Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.

@@ -61,4 +61,44 @@ bool CanTransition(RunState from, RunState to) {
   return false;
 }
 
+std::string_view StopIntentName(StopIntent i) {
+  switch (i) {
+    case StopIntent::kUser:
+      return "user";
+    case StopIntent::kPreempt:
+      return "preempt";
+    case StopIntent::kTimeout:
+      return "timeout";
+    case StopIntent::kNone:
+      break;
+  }
+  return "";
+}
+
+StopIntent StopIntentFromName(std::string_view name) {
+  for (StopIntent i : {StopIntent::kUser, StopIntent::kPreempt, StopIntent::kTimeout}) {
+    if (StopIntentName(i) == name) return i;
+  }
+  return StopIntent::kNone;
+}
+
+std::string_view RunKindName(RunKind k) {
+  switch (k) {
+    case RunKind::kNotebook:
+      return "notebook";
+    case RunKind::kService:
+      return "service";
+    case RunKind::kJob:
+      break;
+  }
+  return "job";
+}
+
+std::optional<RunKind> RunKindFromName(std::string_view name) {
+  for (RunKind k : {RunKind::kJob, RunKind::kNotebook, RunKind::kService}) {
+    if (RunKindName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
 }  // namespace lathe::run

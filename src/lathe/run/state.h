@@ -38,4 +38,16 @@ bool IsActive(RunState s);
 // Whether `from -> to` is an allowed transition (see the diagram above).
 bool CanTransition(RunState from, RunState to);
 
+// Why the daemon is stopping a run; decides the state it ends in (stopped,
+// preempted and requeued, failed for exceeding max_duration).
+enum class StopIntent { kNone, kUser, kPreempt, kTimeout };
+std::string_view StopIntentName(StopIntent i);  // "", "user", "preempt", "timeout"
+// Unknown text (a newer daemon's) reads as kNone.
+StopIntent StopIntentFromName(std::string_view name);
+
+// What a run is. Jobs end; notebooks and services run until stopped.
+enum class RunKind { kJob, kNotebook, kService };
+std::string_view RunKindName(RunKind k);  // "job", "notebook", "service"
+std::optional<RunKind> RunKindFromName(std::string_view name);
+
 }  // namespace lathe::run

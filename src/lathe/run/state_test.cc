@@ -45,5 +45,22 @@ TEST(RunState, TerminalAndActiveArePartitions) {
   EXPECT_FALSE(CanTransition(RunState::kStopped, RunState::kQueued));
 }
 
+TEST(StopIntent, NamesRoundTripAndUnknownTextIsNone) {
+  for (StopIntent i :
+       {StopIntent::kNone, StopIntent::kUser, StopIntent::kPreempt, StopIntent::kTimeout}) {
+    EXPECT_EQ(StopIntentFromName(StopIntentName(i)), i);
+  }
+  EXPECT_EQ(StopIntentName(StopIntent::kPreempt), "preempt");  // stored in the database as text
+  EXPECT_EQ(StopIntentFromName("drain"), StopIntent::kNone);
+}
+
+TEST(RunKind, NamesRoundTrip) {
+  for (RunKind k : {RunKind::kJob, RunKind::kNotebook, RunKind::kService}) {
+    EXPECT_EQ(RunKindFromName(RunKindName(k)), k);
+  }
+  EXPECT_EQ(RunKindName(RunKind::kJob), "job");
+  EXPECT_FALSE(RunKindFromName("batch").has_value());
+}
+
 }  // namespace
 }  // namespace lathe::run

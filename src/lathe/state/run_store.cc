@@ -76,7 +76,7 @@ Result<RunRecord> RowToRecord(const Stmt& s) {
   r.seq = s.Int(2);
   r.uid = static_cast<uid_t>(s.Int(3));
   r.user = s.Text(4);
-  r.kind = s.Text(5);
+  r.kind = run::RunKindFromName(s.Text(5)).value_or(run::RunKind::kJob);
   ASSIGN_OR_RETURN(Json spec, ParseJson(s.Text(6)));
   ASSIGN_OR_RETURN(r.spec, run::SpecFromJson(spec));
   auto st = run::StateFromName(s.Text(7));
@@ -94,7 +94,7 @@ Result<RunRecord> RowToRecord(const Stmt& s) {
   if (auto v = s.OptInt(16)) r.signal = static_cast<int>(*v);
   r.oom_killed = s.Int(17) != 0;
   r.reason = s.Text(18);
-  r.stop_intent = s.Text(19);
+  r.stop_intent = run::StopIntentFromName(s.Text(19));
   r.monitor_pid = static_cast<pid_t>(s.Int(20));
   r.monitor_start = static_cast<uint64_t>(s.Int(21));
   r.child_pid = static_cast<pid_t>(s.Int(22));
@@ -114,7 +114,7 @@ Json CommonRunJson(const RunRecord& r) {
               {"seq", r.seq},
               {"uid", r.uid},
               {"user", r.user},
-              {"kind", r.kind},
+              {"kind", std::string(run::RunKindName(r.kind))},
               {"state", std::string(run::StateName(r.state))},
               {"priority", std::string(run::PriorityName(r.spec.priority))},
               {"gpus", r.gpus},
@@ -167,13 +167,17 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
                                  "?,?,?,?,?,?,?,?)",
                                  kColumns)));
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.seq).Bind(4, int64_t{r.uid}).Bind(5, r.user);
-    s.Bind(6, r.kind).Bind(7, run::SpecToJson(r.spec).dump()).Bind(8, run::StateName(r.state));
+    s.Bind(6, std::string(run::RunKindName(r.kind)))
+        .Bind(7, run::SpecToJson(r.spec).dump())
+        .Bind(8, run::StateName(r.state));
     s.Bind(9, Json(r.gpus).dump()).Bind(10, int64_t{r.attempt}).Bind(11, int64_t{r.retries_used});
     s.Bind(12, int64_t{r.preemptions}).Bind(13, r.created_at_ms).Bind(14, r.started_at_ms);
     s.Bind(15, r.finished_at_ms);
     s.Bind(16, r.exit_code ? std::optional<int64_t>(*r.exit_code) : std::nullopt);
     s.Bind(17, r.signal ? std::optional<int64_t>(*r.signal) : std::nullopt);
-    s.Bind(18, int64_t{r.oom_killed}).Bind(19, r.reason).Bind(20, r.stop_intent);
+    s.Bind(18, int64_t{r.oom_killed})
+        .Bind(19, r.reason)
+        .Bind(20, std::string(run::StopIntentName(r.stop_intent)));
     s.Bind(21, int64_t{r.monitor_pid}).Bind(22, static_cast<int64_t>(r.monitor_start));
     s.Bind(23, int64_t{r.child_pid}).Bind(24, r.run_dir).Bind(25, Json(r.cgroup_dirs).dump());
     RETURN_IF_ERROR(s.Run());
@@ -233,7 +237,9 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   s.Bind(7, r.started_at_ms).Bind(8, r.finished_at_ms);
   s.Bind(9, r.exit_code ? std::optional<int64_t>(*r.exit_code) : std::nullopt);
   s.Bind(10, r.signal ? std::optional<int64_t>(*r.signal) : std::nullopt);
-  s.Bind(11, int64_t{r.oom_killed}).Bind(12, r.reason).Bind(13, r.stop_intent);
+  s.Bind(11, int64_t{r.oom_killed})
+      .Bind(12, r.reason)
+      .Bind(13, std::string(run::StopIntentName(r.stop_intent)));
   s.Bind(14, int64_t{r.monitor_pid}).Bind(15, static_cast<int64_t>(r.monitor_start));
   s.Bind(16, int64_t{r.child_pid}).Bind(17, Json(r.cgroup_dirs).dump()).Bind(18, r.id);
   if (expected) s.Bind(19, run::StateName(*expected));

@@ -27,7 +27,7 @@ struct RunRecord {
   int64_t seq = 0;  // submit order, assigned by Insert
   uid_t uid = 0;
   std::string user;
-  std::string kind = "job";
+  run::RunKind kind = run::RunKind::kJob;
   run::RunSpec spec;
   run::RunState state = run::RunState::kQueued;
   std::vector<int> gpus;  // allocation while starting/running/stopping
@@ -40,8 +40,8 @@ struct RunRecord {
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool oom_killed = false;
-  std::string reason;       // why it ended/failed/is lost, for people
-  std::string stop_intent;  // "", "user", "preempt", "timeout": why we are stopping it
+  std::string reason;                                    // why it ended/failed/is lost, for people
+  run::StopIntent stop_intent = run::StopIntent::kNone;  // why we are stopping it
   pid_t monitor_pid = 0;
   uint64_t monitor_start = 0;
   pid_t child_pid = 0;
