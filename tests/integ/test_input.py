@@ -129,6 +129,11 @@ class Input(DaemonTest):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("'command[1]'", r.stderr)
         self.assertIn("UTF-8", r.stderr)
+        # The same in any other request the CLI sends (a restore target).
+        r = self.d.cli("snap", "restore", "latest", "--to", os.fsdecode(b"/tmp/out\xff"), check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("'to'", r.stderr)
+        self.assertIn("UTF-8", r.stderr)
         code, out = raw_request(sock, b'{"command": ["true"], "gpus": 1e400}')
         self.assertEqual(code, 400, out)
         err = json.loads(out)["error"]

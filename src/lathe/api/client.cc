@@ -85,8 +85,32 @@ Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r, size_t reques
 
 Result<Json> ApiClient::Get(const std::string& path) { return Decode(http_->Request("GET", path)); }
 
+namespace {
+// A request body as JSON text. A string that is not UTF-8 (a path given on
+// the command line in another encoding) cannot travel as JSON: an error
+// naming the field it is in, not an exception that ends the CLI.
+Result<std::string> BodyText(const Json& body) {
+  try {
+    return body.dump();
+  } catch (const Json::exception&) {
+    std::string field = "request";
+    if (body.is_object()) {
+      for (const auto& [k, v] : body.items()) {
+        try {
+          (void)v.dump();
+        } catch (const Json::exception&) {
+          field = k;
+          break;
+        }
+      }
+    }
+    return Status::Msg(Code::kInvalidArgument, "input.bad_utf8", {{"field", field}});
+  }
+}
+}  // namespace
+
 Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
-  std::string text = body.dump();
+  ASSIGN_OR_RETURN(std::string text, BodyText(body));
   return Decode(http_->Request("POST", path, text, {{"Content-Type", "application/json"}}),
                 text.size());
 }
@@ -94,7 +118,7 @@ Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
 Result<Json> ApiClient::PostIdempotent(const std::string& path, const Json& body,
                                        const std::string& key,
                                        const std::function<void(const Status&)>& on_retry) {
-  const std::string text = body.dump();
+  ASSIGN_OR_RETURN(const std::string text, BodyText(body));
   const net::Headers headers = {{"Content-Type", "application/json"}, {"Idempotency-Key", key}};
   auto r = http_->Request("POST", path, text, headers);
   if (!r.ok() && r.status().code() == Code::kUnavailable) {
@@ -165,7 +189,8 @@ Status ApiClient::Stream(const std::string& path,
 
 Status ApiClient::PostStream(const std::string& path, const Json& body,
                              const std::function<bool(const std::string&, const Json&)>& on_event) {
-  return StreamEvents("POST", path, body.dump(), on_event);
+  ASSIGN_OR_RETURN(std::string text, BodyText(body));
+  return StreamEvents("POST", path, text, on_event);
 }
 
 Status ApiClient::StreamEvents(
