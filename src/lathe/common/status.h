@@ -40,7 +40,7 @@ struct MsgArg {
 };
 using MsgArgs = std::vector<MsgArg>;
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
 
@@ -105,7 +105,7 @@ Status ErrnoStatus(std::string_view context, int err);
 
 // Result<T> holds a T or a non-OK Status.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be OK

@@ -260,7 +260,8 @@ void Daemon::RecoverRun(RunRecord& r) {
       // run goes back to the queue without using up a retry.
       RemoveAttemptCgroups(r);
       r.gpus.clear();
-      Transition(r, RunState::kQueued, "requeued: the daemon stopped before the run was started");
+      (void)Transition(r, RunState::kQueued,
+                       "requeued: the daemon stopped before the run was started");
       return;
     }
   }
@@ -274,7 +275,7 @@ void Daemon::Readopt(RunRecord& r, const run::MonitorRecord& mon) {
   r.monitor_start = mon.monitor_start;
   r.child_pid = mon.child_pid;
   if (r.state == RunState::kStarting) {
-    Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
+    (void)Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
   } else {
     (void)store_->Save(r, "info", "re-adopted after a daemon restart", clock_.NowMs());
   }
@@ -342,8 +343,9 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
   if (!Transition(r, RunState::kLost, why).ok()) return;
   if (r.retries_used < r.spec.retry) {
     r.retries_used++;
-    Transition(r, RunState::kQueued,
-               fmt::format("retry {} of {} after the run was lost", r.retries_used, r.spec.retry));
+    (void)Transition(
+        r, RunState::kQueued,
+        fmt::format("retry {} of {} after the run was lost", r.retries_used, r.spec.retry));
   }
 }
 
@@ -437,10 +439,10 @@ void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
   if (requeue) {
     if (to == RunState::kPreempted) r.preemptions++;
     r.stop_intent = run::StopIntent::kNone;
-    Transition(r, RunState::kQueued,
-               to == RunState::kPreempted
-                   ? std::string("requeued after preemption")
-                   : fmt::format("retry {} of {}", r.retries_used, r.spec.retry));
+    (void)Transition(r, RunState::kQueued,
+                     to == RunState::kPreempted
+                         ? std::string("requeued after preemption")
+                         : fmt::format("retry {} of {}", r.retries_used, r.spec.retry));
   }
 }
 
@@ -506,7 +508,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
       if (r.id != imp.id) continue;
       r.reason = imp.reason;
       r.finished_at_ms = clock_.NowMs();
-      Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
+      (void)Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
     }
   }
   std::vector<PendingStart> starts;
@@ -603,7 +605,7 @@ std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
-  Transition(r, RunState::kFailed, why);
+  (void)Transition(r, RunState::kFailed, why);
   return std::nullopt;
 }
 
@@ -634,7 +636,7 @@ void Daemon::CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spaw
     (void)os::SendSignal(r.monitor_pid, SIGTERM);
     return;
   }
-  Transition(r, RunState::kRunning, fmt::format("started, pid {}", r.child_pid));
+  (void)Transition(r, RunState::kRunning, fmt::format("started, pid {}", r.child_pid));
 }
 
 // Step 2, without mu_: start the monitors, all at once. Each waits for its

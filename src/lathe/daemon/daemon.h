@@ -152,6 +152,9 @@ class Daemon {
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.
   void PurgeExpiredKeys(bool now = false);
+  // Commits a state change and its event. A failure is logged here; callers
+  // that go on regardless discard it with (void): the next pass re-reads the
+  // stored state.
   Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
   std::string AttemptDir(const state::RunRecord& r) const;
   std::map<std::string, std::string> RunEnv(const state::RunRecord& r,

@@ -850,7 +850,7 @@ TEST(HttpServer, StopDoesNotHangOnAStreamWriterOrALateResponder) {
   server->Stop(100);
   workers.JoinAll();
   EXPECT_TRUE(write_failed);
-  reader.get();  // ended, one way or another
+  (void)reader.get();  // ended, one way or another
   server.reset();
   std::lock_guard<std::mutex> l(mu);
   ASSERT_NE(parked, nullptr);

@@ -27,7 +27,7 @@ TEST(Files, AtomicWriteReplacesAndLeavesNoTemp) {
   int entries = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++entries;
   EXPECT_EQ(entries, 1);  // no temp file left behind
-  RemoveAll(dir);
+  (void)RemoveAll(dir);
 }
 
 TEST(Files, FailedWriteKeepsOldContent) {
@@ -37,7 +37,7 @@ TEST(Files, FailedWriteKeepsOldContent) {
   // A directory that does not exist: the write fails, the old file is intact.
   EXPECT_FALSE(WriteFileAtomic(dir + "/missing/a", "new").ok());
   EXPECT_EQ(*ReadFile(p), "old");
-  RemoveAll(dir);
+  (void)RemoveAll(dir);
 }
 
 TEST(Files, ReadMissingIsNotFound) {
@@ -75,7 +75,7 @@ TEST(Files, StatFileStampChangesWithTheFile) {
   ASSERT_TRUE(b.ok());
   EXPECT_NE(a->inode, b->inode);
   EXPECT_FALSE(*a == *b);
-  RemoveAll(dir);
+  (void)RemoveAll(dir);
 }
 
 uid_t OwnerOf(const std::string& p) {
@@ -90,7 +90,7 @@ TEST(Files, MakeDirsOwnedGivesOnlyNewDirectoriesAway) {
   EXPECT_EQ(OwnerOf(dir), 0u);  // existed before: untouched
   EXPECT_EQ(OwnerOf(dir + "/a"), 65534u);
   EXPECT_EQ(OwnerOf(dir + "/a/b"), 65534u);
-  RemoveAll(dir);
+  (void)RemoveAll(dir);
 }
 
 TEST(Files, ChownTreeReachesEveryEntryButNotLinkTargets) {
@@ -103,8 +103,8 @@ TEST(Files, ChownTreeReachesEveryEntryButNotLinkTargets) {
   for (const char* p : {"", "/x", "/x/y", "/x/y/f", "/x/link"})
     EXPECT_EQ(OwnerOf(dir + p), 65534u) << p;
   EXPECT_EQ(OwnerOf(outside), 0u);
-  RemoveAll(dir);
-  RemoveAll(outside);
+  (void)RemoveAll(dir);
+  (void)RemoveAll(outside);
 }
 
 TEST(Files, MakeDirsNested) {
@@ -113,7 +113,7 @@ TEST(Files, MakeDirsNested) {
   EXPECT_TRUE(Exists(dir + "/a/b/c"));
   ASSERT_TRUE(WriteFileAtomic(dir + "/f", "x").ok());
   EXPECT_FALSE(MakeDirs(dir + "/f").ok());
-  RemoveAll(dir);
+  (void)RemoveAll(dir);
 }
 
 }  // namespace

@@ -53,8 +53,8 @@ TEST(Process, DescendantsIncludeSetsidGrandchild) {
   auto d = Descendants(getpid());
   EXPECT_NE(std::find(d.begin(), d.end(), child), d.end());
   EXPECT_GE(d.size(), 2u);
-  for (pid_t p : Descendants(child)) SendSignal(p, SIGKILL);
-  SendSignal(child, SIGKILL);
+  for (pid_t p : Descendants(child)) (void)SendSignal(p, SIGKILL);
+  (void)SendSignal(child, SIGKILL);
   int ws = 0;
   waitpid(child, &ws, 0);
   ExitStatus es = DecodeWaitStatus(ws);

@@ -127,8 +127,8 @@ Result<std::vector<PackFile>> PackWriter::Finish() {
 }
 
 void PackWriter::Abort() {
-  if (out_.file_open()) out_.CloseAsync();
-  out_.Wait();
+  if (out_.file_open()) (void)out_.CloseAsync();  // aborting: the pack is thrown away
+  (void)out_.Wait();
   if (!cur_.tmp_path.empty()) ::unlink(cur_.tmp_path.c_str());
   for (const auto& p : done_) ::unlink(p.tmp_path.c_str());
   cur_ = PackFile{};

@@ -239,7 +239,7 @@ Status WriteTarget(Restorer& r, const std::string& target_arg, const RestoreOpti
   if (st.ok()) st = r.WriteAll(tmp);
   if (st.ok()) st = r.Finish(tmp);
   if (st.ok()) st = SwapIntoPlace(tmp, target, state, parent);
-  if (!st.ok()) os::RemoveAll(tmp);
+  if (!st.ok()) (void)os::RemoveAll(tmp);  // best effort: the restore's own error is what matters
   return st;
 }
 

@@ -251,7 +251,7 @@ std::future<Status> Snapshotter::HashCuts(std::vector<Cut>* cuts, bool inline_sm
       return Status::OK();
     };
     if (threads <= 2 || cuts->size() < 2) {
-      for (size_t i = 0; i < cuts->size(); ++i) hash(i);
+      for (size_t i = 0; i < cuts->size(); ++i) (void)hash(i);  // cannot fail
       return Status::OK();
     }
     return ParallelFor(cuts->size(), threads - 1, hash);
