@@ -57,12 +57,6 @@ Status CheckRestoreTarget(const std::string& to) {
   return CheckPathName(to, "to");
 }
 
-// The nearest existing directory at or above `path`.
-std::string ExistingAncestor(std::filesystem::path p) {
-  while (!p.empty() && p != p.root_path() && !os::Exists(p.string())) p = p.parent_path();
-  return p.empty() ? "/" : p.string();
-}
-
 // `ref` as the caller means it: "latest" is the caller's newest snapshot
 // (root's and the daemon's user's: the store's newest), not whoever's was
 // taken last; anything else resolves store-wide and is checked by the caller.
@@ -119,7 +113,7 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
   RETURN_IF_ERROR(reserved_->Check("to", to, PathUse::kRestoreTarget, as));
   if (!caller.admin) {
     Status mine = os::WithAccess(as, [&] {
-      std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal());
+      std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal().string());
       struct stat st;
       if (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid) {
         return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours",

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lathe/common/path_check.h"
+
 namespace lathe::daemon {
 namespace {
 
@@ -23,7 +25,8 @@ std::string SocketDir(const std::string& socket) {
   return slash == std::string::npos || slash == 0 ? "/" : socket.substr(0, slash);
 }
 
-// The nearest existing directory at or above `p` (normalised, absolute).
+}  // namespace
+
 std::string ExistingAncestor(std::string p) {
   while (p != "/") {
     struct stat st;
@@ -32,6 +35,8 @@ std::string ExistingAncestor(std::string p) {
   }
   return p;
 }
+
+namespace {
 
 // `id`: path.cannot_enter | cannot_use | cannot_create | cannot_reach.
 Status Denied(const char* id, const std::string& field, const std::string& path, int err,
@@ -111,10 +116,7 @@ Status ReservedPaths::Check(const std::string& field, const std::string& path, P
     return Status::Msg(Code::kInvalidArgument, "path.not_absolute",
                        {{"field", field}, {"path", path}});
   }
-  if (path.find('\0') != std::string::npos || path.size() >= PATH_MAX) {
-    return Status::Msg(Code::kInvalidArgument, "path.invalid",
-                       {{"field", field}, {"max", std::to_string(PATH_MAX - 1)}});
-  }
+  RETURN_IF_ERROR(CheckPathName(path, field));  // no NUL, within PATH_MAX and NAME_MAX
   Result<std::string> real = Status::Internal("not resolved");
   Status st = os::WithAccess(as, [&] {
     real = ResolveAsFarAsExists(path);

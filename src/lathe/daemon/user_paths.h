@@ -49,6 +49,11 @@ class ReservedPaths {
 // resolution must be the user's.
 Result<std::string> ResolveAsFarAsExists(const std::string& path);
 
+// The nearest entry at or above `path` (normalised, absolute) that exists
+// (lstat), "/" at worst. Run through `as` by the caller when the answer must
+// be the user's.
+std::string ExistingAncestor(std::string path);
+
 // True when `inner` is `outer` or lies below it (both normalised, absolute).
 bool PathWithin(const std::string& inner, const std::string& outer);
 

@@ -61,9 +61,11 @@ TEST_F(ReservedPathsTest, BadPathsAreInvalidArguments) {
   EXPECT_EQ(r.Check("to", "relative/dir", PathUse::kRestoreTarget, {}).msg_id(),
             "path.not_absolute");
   EXPECT_EQ(r.Check("to", std::string("/tmp/a\0b", 8), PathUse::kRestoreTarget, {}).msg_id(),
-            "path.invalid");
+            "input.nul_byte");
   EXPECT_EQ(r.Check("to", "/" + std::string(5000, 'a'), PathUse::kRestoreTarget, {}).msg_id(),
-            "path.invalid");
+            "path.too_long");
+  EXPECT_EQ(r.Check("to", "/tmp/" + std::string(300, 'a'), PathUse::kRestoreTarget, {}).msg_id(),
+            "path.name_too_long");
   EXPECT_EQ(r.Check("workdir", base_ + "/home/missing", PathUse::kWorkdir, {}).msg_id(),
             "path.reserved");
   EXPECT_TRUE(
