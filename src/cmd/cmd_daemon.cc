@@ -18,10 +18,10 @@
 #include "lathe/common/units.h"
 #include "lathe/daemon/config.h"
 #include "lathe/daemon/daemon.h"
+#include "lathe/exec/monitor.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
-#include "lathe/run/monitor.h"
 
 namespace lathe::cmd {
 namespace {
@@ -261,13 +261,13 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
   auto* st = app.add_subcommand("status", "which daemon this CLI talks to, and its state");
   st->add_flag("--json", json, "JSON output");
   st->callback([&status, &g] { status = RunStatus(json, g.Language()); });
-  // Internal: the per-run monitor process (run/monitor.h).
+  // Internal: the per-run monitor process (exec/monitor.h).
   static std::string launch;
   static int fd = 3;
   auto* mon = app.add_subcommand("__monitor", "")->group("");
   mon->add_option("launch", launch)->required();
   mon->add_option("fd", fd)->required();
-  mon->callback([] { std::exit(run::MonitorMain(launch, fd)); });
+  mon->callback([] { std::exit(exec::MonitorMain(launch, fd)); });
 }
 
 }  // namespace lathe::cmd

@@ -12,14 +12,14 @@
 #include "lathe/common/exit_code.h"
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
-#include "lathe/run/monitor.h"
+#include "lathe/exec/monitor.h"
 
 int main(int argc, char** argv) {
   // The per-run monitor (`lathe __monitor LAUNCH FD`, started by the daemon
   // for every run) skips building the whole command line: it is on the path
   // from submit to the job's first instruction.
   if (argc == 4 && std::strcmp(argv[1], "__monitor") == 0) {
-    return lathe::run::MonitorMain(argv[2], std::atoi(argv[3]));
+    return lathe::exec::MonitorMain(argv[2], std::atoi(argv[3]));
   }
   CLI::App app{"Lathe: a self-hosted AI workbench for GPU machines"};
   app.set_version_flag("--version", LATHE_VERSION);

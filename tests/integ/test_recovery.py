@@ -1,10 +1,29 @@
 """kill -9 of the daemon: runs keep going, exits are recorded, nothing is lost."""
 import os
 import signal
+import sqlite3
 import time
 import unittest
 
 from harness import Daemon, DaemonTest
+
+
+# The runs table back to schema v2, as the Lathe before execution backends
+# wrote it: the local handle's fields in their own columns.
+DOWNGRADE_TO_V2 = """
+ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cgroup_dirs TEXT NOT NULL DEFAULT '[]';
+UPDATE runs SET
+  monitor_pid = COALESCE(json_extract(handle, '$.monitor_pid'), 0),
+  monitor_start = COALESCE(json_extract(handle, '$.monitor_start'), 0),
+  child_pid = COALESCE(json_extract(handle, '$.child_pid'), 0),
+  cgroup_dirs = COALESCE(json_extract(handle, '$.cgroup_dirs'), '[]');
+ALTER TABLE runs DROP COLUMN backend;
+ALTER TABLE runs DROP COLUMN handle;
+PRAGMA user_version = 2;
+"""
 
 
 class Recovery(DaemonTest):
@@ -47,6 +66,41 @@ class Recovery(DaemonTest):
         self.assertIn("lost", states)
         self.assertEqual(r["retries_used"], 1)
         self.assertIn("attempt 2", self.d.logs(i))
+
+    def test_home_of_the_previous_schema_is_migrated_and_its_runs_readopted(self):
+        """A home as the Lathe before execution backends left it (schema v2:
+        monitor_pid, monitor_start, child_pid and cgroup_dirs columns), with
+        runs live in it: the new daemon migrates it, re-adopts the live run
+        and records the exit of the one that ended while it was down."""
+        ended = self.d.submit("--", "sh", "-c", "echo e1; sleep 2; exit 4")
+        alive = self.d.submit("--", "sh", "-c", "echo a1; sleep 6; echo a2")
+        self.d.wait_state(ended, "running")
+        self.d.wait_state(alive, "running")
+        self.d.wait_for(lambda: "a1" in self.d.logs(alive), "a1")
+        self.d.kill9()
+        db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
+        db.executescript(DOWNGRADE_TO_V2)
+        db.commit()
+        cols = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+        self.assertIn("monitor_pid", cols)
+        self.assertNotIn("handle", cols)
+        pids = dict(db.execute("SELECT id, monitor_pid FROM runs"))
+        self.assertTrue(all(p > 0 for p in pids.values()), pids)
+        db.close()
+        time.sleep(3)  # `ended` exits while no daemon watches
+        self.d.start()
+        r = self.d.wait_state(ended, "failed")
+        self.assertEqual(r["exit_code"], 4)
+        self.assertTrue(any("while the daemon was down" in e["message"] for e in r["events"]))
+        self.assertEqual(self.d.inspect(alive)["state"], "running")
+        r = self.d.wait_state(alive, "succeeded")
+        self.assertEqual(self.d.logs(alive), "a1\na2\n")
+        self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
+        db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 3)
+        backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
+        db.close()
+        self.assertEqual(backends, {"local"})
 
     def test_second_daemon_on_same_home_is_refused(self):
         other = Daemon(home=self.d.home)

@@ -42,7 +42,7 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
   }
   std::shared_ptr<net::Responder> responder(res.release());
   StartStreamThread(
-      [this, responder, query, path = run.run_dir + "/log", id = run.id, follow, uid = caller.uid] {
+      [this, responder, query, path = daemon_.LogPath(run), id = run.id, follow, uid = caller.uid] {
         ServeLogs(id, path, query, follow, *responder);
         std::lock_guard<std::mutex> lock(log_mu_);
         if (--log_readers_[uid] == 0) log_readers_.erase(uid);

@@ -3,12 +3,9 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
-#include <cstdlib>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,11 +14,11 @@
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
 #include "lathe/doctor/explainer.h"
+#include "lathe/exec/local_backend.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
 #include "lathe/run/log_reader.h"
-#include "lathe/run/monitor.h"
 #include "lathe/sched/scheduler.h"
 #include "lathe/snap/sha256.h"
 
@@ -45,20 +42,6 @@ uint64_t TotalMemoryBytes() {
   return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
 }
 
-// A monitor started just before the daemon died may still be starting: give
-// it a moment to write monitor.json (it does so before answering).
-Result<run::MonitorRecord> WaitForMonitorRecord(const std::string& dir, os::Env& env,
-                                                os::Clock& clock) {
-  constexpr int kWaitMs = 2000, kStepMs = 50;
-  if (!env.FileExists(dir + "/launch.json")) return Status::NotFound("no launch.json");
-  for (int waited = 0; waited < kWaitMs; waited += kStepMs) {
-    auto mon = run::ReadMonitorRecord(dir + "/monitor.json", env);
-    if (mon.ok() || env.FileExists(dir + "/exit.json")) return mon;
-    clock.SleepMs(kStepMs);
-  }
-  return run::ReadMonitorRecord(dir + "/monitor.json", env);
-}
-
 // Errors the loop meets on every pass (a full disk: every 100 ms) are
 // logged once a minute with a count.
 RepeatFilter& LoopErrors() {
@@ -67,9 +50,9 @@ RepeatFilter& LoopErrors() {
 }
 
 // The last part of a run's log, as the program printed it.
-std::string LogTail(const std::string& run_dir) {
+std::string LogTail(const std::string& log_path) {
   constexpr size_t kTailBytes = 256 * 1024;
-  return run::RenderLogEnd(run_dir + "/log", kTailBytes).value_or("");
+  return run::RenderLogEnd(log_path, kTailBytes).value_or("");
 }
 
 // ENOSPC/EDQUOT from the daemon's home is the same full disk the state
@@ -79,7 +62,7 @@ Status AsDiskFull(const Status& st) {
   return Status::Msg(Code::kResourceExhausted, "state.disk_full", {{"detail", st.message()}});
 }
 
-std::string DescribeExit(const run::ExitRecord& e, const run::RunSpec& spec) {
+std::string DescribeExit(const exec::ExitRecord& e, const run::RunSpec& spec) {
   if (!e.start_error.empty()) return e.start_error;
   if (e.oom_killed) {
     return fmt::format("out of memory: killed by the kernel at its {} memory limit",
@@ -130,7 +113,22 @@ Status Daemon::Init() {
 
   ASSIGN_OR_RETURN(gpu_source_, gpu::OpenGpuSource(opts_.gpus));
   ASSIGN_OR_RETURN(inventory_, gpu_source_->Sample());
-  cgroups_ = os::DetectCgroups();
+  if (opts_.backend) {
+    backend_ = opts_.backend;
+    cgroups_.note = "not used by the " + std::string(backend_->Name()) + " backend";
+  } else {
+    cgroups_ = os::DetectCgroups();
+    exec::LocalBackendOptions lo;
+    lo.self_exe = opts_.self_exe;
+    lo.cgroups = cgroups_;
+    lo.can_mount = ::geteuid() == 0;
+    lo.daemon_user = user_;
+    lo.leftover_grace_ms = std::min(opts_.kill_grace_ms, 2000);
+    lo.env = env_;
+    lo.clock = &clock_;
+    own_backend_ = std::make_unique<exec::LocalBackend>(std::move(lo));
+    backend_ = own_backend_.get();
+  }
   node_cpus_ = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   node_memory_ = TotalMemoryBytes();
   spdlog::info("home {} ({} mode); {} GPU(s) from {}; cgroups: {}", paths_.home,
@@ -184,7 +182,7 @@ void Daemon::Loop() {
     std::vector<PendingStart> starts = Tick();
     if (!starts.empty()) {
       lock.unlock();
-      auto results = SpawnAll(starts);
+      auto results = LaunchAll(starts);
       lock.lock();
       for (size_t i = 0; i < starts.size(); ++i) CompleteStart(starts[i], results[i]);
       continue;  // a run may have ended meanwhile: look again at once
@@ -195,20 +193,38 @@ void Daemon::Loop() {
   }
 }
 
+void Daemon::StepForTest() {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::vector<PendingStart> starts = Tick();
+  if (starts.empty()) return;
+  lock.unlock();
+  auto results = LaunchAll(starts);
+  lock.lock();
+  for (size_t i = 0; i < starts.size(); ++i) CompleteStart(starts[i], results[i]);
+}
+
 std::vector<Daemon::PendingStart> Daemon::Tick() {
-  // 1. Reap monitors that were our children (re-adopted ones are not).
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
-  // 2. Notice exits, vanished monitors, stop escalations and deadlines.
+  // 1. Ask the backend about every active attempt at once: exits, vanished
+  // supervision; then stop escalations and deadlines.
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
   if (!active.ok()) {
     LogFiltered(LoopErrors(), spdlog::level::err, "state store: " + active.status().ToString());
     return {};
   }
-  for (auto& r : *active) CheckActive(r);
+  std::vector<exec::AttemptRef> refs;
+  refs.reserve(active->size());
+  for (const auto& r : *active) refs.push_back(RefOf(r));
+  std::vector<exec::AttemptStatus> statuses = backend_->Poll(refs);
+  if (statuses.size() == active->size()) {
+    for (size_t i = 0; i < statuses.size(); ++i) CheckActive((*active)[i], statuses[i]);
+  } else {
+    LogFiltered(LoopErrors(), spdlog::level::err,
+                fmt::format("backend {} answered {} of {} attempts", backend_->Name(),
+                            statuses.size(), active->size()));
+  }
   DrainCheckpointEvents();
   PurgeExpiredKeys();
-  // 3. Place queued runs; the caller starts their monitors.
+  // 2. Place queued runs; the caller launches them.
   return Schedule();
 }
 
@@ -227,6 +243,33 @@ std::string Daemon::AttemptDir(const RunRecord& r) const {
   return fmt::format("{}/attempt-{}", r.run_dir, r.attempt);
 }
 
+exec::RunUser Daemon::UserOf(uid_t uid) const {
+  exec::RunUser u;
+  u.uid = uid;
+  u.gid = static_cast<gid_t>(uid);
+  if (auto info = os::LookupUser(uid); info.ok()) {
+    u.gid = info->gid;
+    u.groups = os::GroupsOf(*info);
+    u.name = info->name;
+    u.home = info->home;
+    u.shell = info->shell;
+  }
+  return u;
+}
+
+exec::AttemptRef Daemon::RefOf(const RunRecord& r) const {
+  exec::AttemptRef a;
+  a.run_id = r.id;
+  a.attempt = r.attempt;
+  a.attempt_dir = AttemptDir(r);
+  a.user.uid = r.uid;
+  a.user.name = r.user;
+  a.handle = r.handle;
+  return a;
+}
+
+std::string Daemon::LogPath(const RunRecord& r) const { return backend_->LogPath(r.run_dir); }
+
 // ---- recovery -----------------------------------------------------------------
 
 void Daemon::Recover() {
@@ -238,42 +281,48 @@ void Daemon::Recover() {
   for (auto& r : *active) RecoverRun(r);
 }
 
-// One run found active at start. Its monitor may be writing exit.json and
-// exiting at this very moment: exit.json is read again after the monitor is
-// found gone, so a run that ended is never taken for lost.
+// One run found active at start: its backend says whether the attempt is
+// still there. A run that ended meanwhile is never taken for lost (the local
+// backend reads exit.json again after finding the monitor gone).
 void Daemon::RecoverRun(RunRecord& r) {
-  const std::string dir = AttemptDir(r);
-  const std::string exit_path = dir + "/exit.json";
-  auto ended_meanwhile = [&](const run::ExitRecord& e) {
-    (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down", Json::object(),
-                           clock_.NowMs());
-    Finish(r, e);
-  };
-  if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
-  auto mon = run::ReadMonitorRecord(dir + "/monitor.json", *env_);
-  if (!mon.ok() && r.state == RunState::kStarting) {
-    mon = WaitForMonitorRecord(dir, *env_, clock_);
-    if (!mon.ok()) {
-      if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok())
-        return ended_meanwhile(*exit);
-      // No monitor ever answered: the process was never started, so the
-      // run goes back to the queue without using up a retry.
-      RemoveAttemptCgroups(r);
+  if (r.backend != backend_->Name()) {
+    return MarkLost(
+        r, fmt::format("it ran on the '{}' backend, which this daemon does not have", r.backend));
+  }
+  exec::Readoption found = backend_->Readopt(RefOf(r));
+  switch (found.what) {
+    case exec::Readoption::kExited:
+      (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down",
+                             Json::object(), clock_.NowMs());
+      return Finish(r, found.exit);
+    case exec::Readoption::kAlive:
+      r.handle = found.handle;
+      return Readopt(r);
+    case exec::Readoption::kNeverStarted:
+      if (r.state == RunState::kRunning) {
+        return MarkLost(r, "its backend has no record of the attempt; the exit status is unknown");
+      }
+      // The program was never started, so the run goes back to the queue
+      // without using up a retry (or ends, when it was being stopped).
+      backend_->Release(RefOf(r));
       r.gpus.clear();
+      if (r.state == RunState::kStopping) {
+        r.reason = "stopped before it was started";
+        r.finished_at_ms = clock_.NowMs();
+        (void)Transition(r, RunState::kStopped, r.reason);
+        return;
+      }
       (void)Transition(r, RunState::kQueued,
                        "requeued: the daemon stopped before the run was started");
       return;
-    }
+    case exec::Readoption::kGone:
+      return MarkLost(r, found.why.empty() ? "it vanished while the daemon was down; the exit "
+                                             "status is unknown"
+                                           : found.why);
   }
-  if (mon.ok() && env_->ProcessAlive(mon->monitor_pid, mon->monitor_start)) return Readopt(r, *mon);
-  if (auto exit = run::ReadExitRecord(exit_path, *env_); exit.ok()) return ended_meanwhile(*exit);
-  MarkLost(r, "its monitor process vanished while the daemon was down; the exit status is unknown");
 }
 
-void Daemon::Readopt(RunRecord& r, const run::MonitorRecord& mon) {
-  r.monitor_pid = mon.monitor_pid;
-  r.monitor_start = mon.monitor_start;
-  r.child_pid = mon.child_pid;
+void Daemon::Readopt(RunRecord& r) {
   if (r.state == RunState::kStarting) {
     (void)Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
   } else {
@@ -298,30 +347,10 @@ void Daemon::Readopt(RunRecord& r, const run::MonitorRecord& mon) {
   }
 }
 
-// The attempt's cgroups, found by name: they are recorded with the run only
-// once its monitor started, so a daemon that died in between left them
-// unrecorded (and empty: nothing ran in them).
-void Daemon::RemoveAttemptCgroups(const RunRecord& r) {
-  const std::string name = r.id + "-" + std::to_string(r.attempt);
-  std::vector<std::string> dirs;
-  for (const std::string& base : {cgroups_.memory_base, cgroups_.pids_base, cgroups_.cpu_base}) {
-    std::string d = base + "/" + name;
-    if (!base.empty() && os::Exists(d) && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) {
-      dirs.push_back(d);
-    }
-  }
-  if (dirs.empty()) return;
-  auto cg = os::RunCgroup::Open(dirs);
-  Status st = cg.ok() ? (*cg)->Destroy() : cg.status();
-  if (!st.ok())
-    spdlog::warn("run {}: cannot remove the cgroups of attempt {}: {}", r.id, r.attempt,
-                 st.ToString());
-}
-
 // What the knowledge base recognises in a failed run's log, as an event
 // that `lathe inspect` shows in the reader's language.
 void Daemon::AttachDiagnosis(const RunRecord& r) {
-  Json matches = doctor::DiagnoseLog(LogTail(r.run_dir));
+  Json matches = doctor::DiagnoseLog(LogTail(LogPath(r)));
   if (!matches.is_array() || matches.empty()) return;
   std::string first = matches[0].value("id", "");
   (void)store_->AddEvent(r.id, "diagnosis", "known failure: " + first, Json{{"matches", matches}},
@@ -329,13 +358,8 @@ void Daemon::AttachDiagnosis(const RunRecord& r) {
 }
 
 void Daemon::MarkLost(RunRecord& r, const std::string& why) {
-  // Whatever is left of the tree must not keep GPUs busy.
-  if (!r.cgroup_dirs.empty()) {
-    if (auto cg = os::RunCgroup::Open(r.cgroup_dirs); cg.ok()) {
-      (void)(*cg)->KillAll(SIGKILL);
-      (void)(*cg)->Destroy();
-    }
-  }
+  // Whatever is left of the attempt must not keep GPUs busy.
+  backend_->Release(RefOf(r));
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
@@ -351,21 +375,16 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
 
 // ---- supervision ----------------------------------------------------------------
 
-void Daemon::CheckActive(RunRecord& r) {
-  std::string dir = AttemptDir(r);
-  if (auto exit = run::ReadExitRecord(dir + "/exit.json", *env_); exit.ok()) {
-    Finish(r, *exit);
-    return;
-  }
-  if (r.state == RunState::kStarting) return;  // CompleteStart has not run yet
-  if (!env_->ProcessAlive(r.monitor_pid, r.monitor_start)) {
-    // The monitor may have written exit.json just before exiting.
-    if (auto exit = run::ReadExitRecord(dir + "/exit.json", *env_); exit.ok()) {
-      Finish(r, *exit);
-    } else {
-      MarkLost(r, "its monitor process died without recording an exit status");
-    }
-    return;
+void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
+  switch (s.phase) {
+    case exec::AttemptPhase::kExited:
+      return Finish(r, s.exit);
+    case exec::AttemptPhase::kStarting:
+      return;  // CompleteStart has not run yet
+    case exec::AttemptPhase::kGone:
+      return MarkLost(r, s.why.empty() ? "it vanished without recording an exit status" : s.why);
+    case exec::AttemptPhase::kRunning:
+      break;
   }
   int64_t mono = clock_.MonotonicMs();
   if (r.state == RunState::kStopping) {
@@ -373,7 +392,7 @@ void Daemon::CheckActive(RunRecord& r) {
     if (it == stop_deadline_ms_.end()) {
       stop_deadline_ms_[r.id] = mono + opts_.kill_grace_ms;
     } else if (mono >= it->second) {
-      (void)os::SendSignal(r.monitor_pid, SIGUSR2);  // the monitor SIGKILLs the tree
+      (void)backend_->Signal(RefOf(r), exec::StopSignal::kKill);
       it->second = mono + opts_.kill_grace_ms;
     }
     return;
@@ -386,8 +405,9 @@ void Daemon::CheckActive(RunRecord& r) {
   }
 }
 
-void Daemon::Finish(RunRecord& r, const run::ExitRecord& e) {
+void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   stop_deadline_ms_.erase(r.id);
+  backend_->Release(RefOf(r));
   r.exit_code = e.exit_code;
   r.signal = e.signal;
   r.oom_killed = e.oom_killed;
@@ -457,7 +477,7 @@ Status Daemon::BeginStop(RunRecord& r, run::StopIntent intent, const std::string
   r.stop_intent = intent;
   RETURN_IF_ERROR(Transition(r, RunState::kStopping, why));  // committed before acting
   stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
-  if (r.monitor_pid > 0) (void)os::SendSignal(r.monitor_pid, SIGTERM);
+  (void)backend_->Signal(RefOf(r), exec::StopSignal::kGraceful);  // none yet while starting
   return Status::OK();
 }
 
@@ -521,28 +541,26 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   return starts;
 }
 
-std::map<std::string, std::string> Daemon::RunEnv(const RunRecord& r,
-                                                  const std::vector<int>& gpus) const {
-  std::map<std::string, std::string> env;
-  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  if (auto u = os::LookupUser(r.uid); u.ok()) {
-    env["HOME"] = u->home;
-    env["USER"] = env["LOGNAME"] = u->name;
-    env["SHELL"] = u->shell;
-  }
-  for (const char* keep : {"LANG", "LC_ALL", "TZ"}) {
-    if (const char* v = std::getenv(keep)) env[keep] = v;
-  }
-  for (const auto& [k, v] : r.spec.env) env[k] = v;
-  std::string devices;
-  for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
-  // Exactly its GPUs; an empty list hides every GPU from a CPU-only run.
-  env["CUDA_VISIBLE_DEVICES"] = devices;
-  env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  env["LATHE_RUN_ID"] = r.id;
-  env["LATHE_RUN_NAME"] = r.name;
-  env["LATHE_ATTEMPT"] = std::to_string(r.attempt);
-  return env;
+exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
+  exec::LaunchRequest q;
+  q.run_id = r.id;
+  q.run_name = r.name;
+  q.attempt = r.attempt;
+  q.user = UserOf(r.uid);
+  q.argv = r.spec.command;
+  q.env = r.spec.env;
+  q.env["LATHE_RUN_ID"] = r.id;
+  q.env["LATHE_RUN_NAME"] = r.name;
+  q.env["LATHE_ATTEMPT"] = std::to_string(r.attempt);
+  q.workdir = r.spec.workdir;
+  q.gpus = r.gpus;
+  q.cpus = r.spec.cpus;
+  q.memory_bytes = r.spec.memory_bytes;
+  q.shm_bytes = r.spec.shm_bytes;
+  q.umask = r.spec.umask;
+  q.attempt_dir = AttemptDir(r);
+  q.log_path = LogPath(r);
+  return q;
 }
 
 // Step 1 of a start, under mu_: commit `starting`, prepare the attempt
@@ -557,50 +575,26 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   r.oom_killed = false;
   r.reason.clear();
   r.stop_intent = run::StopIntent::kNone;
-  r.monitor_pid = 0;
-  r.cgroup_dirs.clear();
+  r.backend = std::string(backend_->Name());
+  r.handle = Json::object();
   if (!Transition(r, RunState::kStarting, fmt::format("placed on GPUs [{}]", fmt::join(gpus, ",")))
            .ok()) {
     return std::nullopt;
   }
   PendingStart p;
-  p.dir = AttemptDir(r);
-  if (Status st = os::MakeDirs(p.dir, 0700); !st.ok()) return FailStart(r, st.message());
-  if (cgroups_.mode != os::CgroupSupport::kNone) {
-    os::CgroupLimits limits;
-    if (r.spec.memory_bytes) limits.memory_bytes = r.spec.memory_bytes;
-    if (r.spec.cpus > 0) limits.cpus = r.spec.cpus;
-    auto cg = os::RunCgroup::Create(cgroups_, r.id + "-" + std::to_string(r.attempt), limits);
-    if (cg.ok()) {
-      r.cgroup_dirs = (*cg)->dirs();
-    } else if (r.spec.memory_bytes || r.spec.cpus > 0) {
-      return FailStart(r, "cannot set up the run's cgroup: " + cg.status().message());
-    }
+  p.request = RequestFor(r);
+  if (Status st = os::MakeDirs(p.request.attempt_dir, 0700); !st.ok()) {
+    return FailStart(r, st.message());
   }
-  auto user = os::LookupUser(r.uid);
-  run::LaunchConfig c;
-  c.run_id = r.id;
-  c.attempt = r.attempt;
-  c.argv = r.spec.command;
-  c.env = RunEnv(r, gpus);
-  c.workdir = !r.spec.workdir.empty() ? r.spec.workdir : (user.ok() ? user->home : "/");
-  c.uid = r.uid;
-  c.gid = user.ok() ? user->gid : r.uid;
-  if (user.ok()) c.groups = os::GroupsOf(*user);
-  c.log_path = r.run_dir + "/log";
-  c.shm_bytes = r.spec.shm_bytes;
-  c.cgroup_dirs = r.cgroup_dirs;
-  c.monitor_path = p.dir + "/monitor.json";
-  c.exit_path = p.dir + "/exit.json";
-  c.kill_grace_ms = std::min(opts_.kill_grace_ms, 2000);
-  c.umask = r.spec.umask;
-  p.launch = p.dir + "/launch.json";
-  p.config = std::move(c);
+  auto prepared = backend_->Prepare(p.request);
+  if (!prepared.ok()) return FailStart(r, prepared.status().message());
+  p.prepared = std::move(prepared).value();
   p.run = std::move(r);
   return p;
 }
 
 std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
+  backend_->Release(RefOf(r));
   EndCheckpoints(r, /*capture_if_unwatched=*/false);
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
@@ -609,40 +603,45 @@ std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
   return std::nullopt;
 }
 
-// Step 3, under mu_ again: record what the monitor said. The run may have
-// been stopped while its monitor was starting; then it is told now.
-void Daemon::CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned) {
+// Step 3, under mu_ again: record what the backend said. The run may have
+// been stopped while it was being launched; then it is told now.
+void Daemon::CompleteStart(PendingStart& p, const Result<exec::Launched>& launched) {
   DrainCheckpointEvents();  // a restore is told before the start
   auto current = store_->Get(p.run.id);
   if (!current.ok()) return;
   RunRecord r = std::move(current).value();
-  r.cgroup_dirs = p.run.cgroup_dirs;  // created after `starting` was committed
-  if (!spawned.ok()) {
-    (void)FailStart(r, spawned.status().message());
+  r.handle = launched.ok() ? launched->handle : p.prepared;
+  if (!launched.ok()) {
+    (void)FailStart(r, launched.status().message());
     return;
   }
-  if (!spawned->start_error.empty()) {
-    if (auto exit = run::ReadExitRecord(p.dir + "/exit.json"); exit.ok()) return Finish(r, *exit);
-    (void)FailStart(r, spawned->start_error);
+  if (!launched->start_error.empty()) {
+    // The attempt has ended; its exit, when the backend recorded one, says how.
+    auto polled = backend_->Poll({RefOf(r)});
+    if (polled.size() == 1 && polled[0].phase == exec::AttemptPhase::kExited) {
+      return Finish(r, polled[0].exit);
+    }
+    (void)FailStart(r, launched->start_error);
     return;
   }
-  auto mon = run::ReadMonitorRecord(p.dir + "/monitor.json");
-  r.monitor_pid = spawned->monitor_pid;
-  r.monitor_start = mon.ok() ? mon->monitor_start : os::ProcessStartTime(r.monitor_pid).value_or(0);
-  r.child_pid = spawned->child_pid;
   if (r.state == RunState::kStopping) {
-    (void)store_->Save(r, "info", fmt::format("started, pid {}; stopping it", r.child_pid),
+    (void)store_->Save(r, "info", fmt::format("started, {}; stopping it", launched->what),
                        clock_.NowMs());
-    (void)os::SendSignal(r.monitor_pid, SIGTERM);
+    (void)backend_->Signal(RefOf(r), exec::StopSignal::kGraceful);
     return;
   }
-  (void)Transition(r, RunState::kRunning, fmt::format("started, pid {}", r.child_pid));
+  (void)Transition(r, RunState::kRunning, "started, " + launched->what);
 }
 
-// Step 2, without mu_: start the monitors, all at once. Each waits for its
-// handshake (tens of ms), during which the API stays responsive.
-std::vector<Result<run::SpawnResult>> Daemon::SpawnAll(std::vector<PendingStart>& starts) {
-  std::vector<Result<run::SpawnResult>> results(starts.size(), Status::Internal("not started"));
+// Step 2, without mu_: launch the attempts, all at once. The local backend
+// waits for each monitor's handshake (tens of ms), during which the API
+// stays responsive.
+std::vector<Result<exec::Launched>> Daemon::LaunchAll(std::vector<PendingStart>& starts) {
+  std::vector<Result<exec::Launched>> results(starts.size(), Status::Internal("not started"));
+  if (starts.size() == 1) {
+    results[0] = StartAttempt(starts[0]);
+    return results;
+  }
   std::vector<std::thread> threads;
   for (size_t i = 0; i < starts.size(); ++i) {
     threads.emplace_back([&, i] { results[i] = StartAttempt(starts[i]); });
@@ -651,10 +650,10 @@ std::vector<Result<run::SpawnResult>> Daemon::SpawnAll(std::vector<PendingStart>
   return results;
 }
 
-// Without mu_: hand the checkpoint back, start watching, write launch.json
-// and start the monitor. Until launch.json exists, a daemon crash requeues
-// the run (Recover), so a half-done restore is simply done again.
-Result<run::SpawnResult> Daemon::StartAttempt(PendingStart& p) {
+// Without mu_: hand the checkpoint back, start watching, and launch. Until
+// the backend has launched it, a daemon crash requeues the run (Recover),
+// so a half-done restore is simply done again.
+Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
   const RunRecord& r = p.run;
   if (!r.spec.checkpoint_dir.empty()) {
     const std::string& dir = r.spec.checkpoint_dir;
@@ -667,15 +666,11 @@ Result<run::SpawnResult> Daemon::StartAttempt(PendingStart& p) {
       return Status(point.status().code(),
                     "cannot hand the checkpoint back: " + point.status().message());
     }
-    p.config.env["LATHE_CHECKPOINT_DIR"] = dir;
-    if (!point->resume_from.empty()) p.config.env["LATHE_RESUME_FROM"] = point->resume_from;
+    p.request.env["LATHE_CHECKPOINT_DIR"] = dir;
+    if (!point->resume_from.empty()) p.request.env["LATHE_RESUME_FROM"] = point->resume_from;
     RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, owner, r.spec.keep_checkpoints));
   }
-  // Not fsynced: if the machine loses power before the monitor reads it, the
-  // run never started and recovery requeues it.
-  RETURN_IF_ERROR(os::WriteFileAtomic(p.launch, run::LaunchToJson(p.config).dump(), 0600,
-                                      os::Durability::kNoSync));
-  return run::SpawnMonitor(opts_.self_exe, p.launch, p.dir + "/monitor.log");
+  return backend_->Launch(p.request, p.prepared);
 }
 
 DirOwner Daemon::OwnerOf(const RunRecord& r) const {
@@ -722,6 +717,16 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 // ---- API-facing -------------------------------------------------------------------
 
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
+  // A backend that places runs itself (a cluster) judges the fit itself.
+  if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
+  exec::RunUser user;  // Check needs who, not their passwd entry
+  user.uid = caller.uid;
+  user.name = caller.user;
+  return backend_->Check(spec, user);
+}
+
+// Whether `spec` could ever be placed on this node, whatever else runs.
+Status Daemon::CheckFitsNode(const run::RunSpec& spec) const {
   int gpus = static_cast<int>(inventory_.gpus.size());
   if (spec.gpus > 0 && gpus == 0) {
     return Status::Msg(Code::kInvalidArgument, "spec.no_gpus",
@@ -756,18 +761,6 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
   if (Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes}); !v.ok()) {
     return Status(Code::kInvalidArgument, v.message());  // GPUs marked unavailable
   }
-  if (spec.shm_bytes > 0 && ::geteuid() != 0) {
-    return Status::Msg(Code::kInvalidArgument, "spec.shm_needs_root", {{"user", user_}});
-  }
-  if (spec.memory_bytes > 0 && !cgroups_.memory) {
-    return Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
-                       {{"field", "memory"}, {"controller", "memory"}, {"note", cgroups_.note}});
-  }
-  if (spec.cpus > 0 && !cgroups_.cpu) {
-    return Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
-                       {{"field", "cpus"}, {"controller", "cpu"}, {"note", cgroups_.note}});
-  }
-  (void)caller;
   return Status::OK();
 }
 
@@ -926,6 +919,9 @@ Json Daemon::StatusJson() {
                 {"cpu", cgroups_.cpu},
                 {"pids", cgroups_.pids},
                 {"note", cgroups_.note}}},
+              {"backend",
+               {{"name", std::string(backend_->Name())},
+                {"capabilities", exec::CapabilitiesToJson(backend_->Caps())}}},
               {"state", {{"wal", store_->db().wal()}, {"note", store_->db().journal_note()}}},
               {"runs", counts}};
 }

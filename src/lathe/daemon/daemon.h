@@ -2,13 +2,21 @@
 // loop and the runs' monitors. The REST API (api/) calls into it; it knows
 // nothing of HTTP.
 //
-// Threads: one supervisor thread runs the loop (reap, finish, schedule,
-// start, enforce deadlines) every poll interval or when Kick()ed. API threads
-// call the public methods. All state is guarded by mu_.
+// The daemon keeps the run state machine — queueing, placement (sched/),
+// retries, requeue after preemption, `lost`, deadlines, checkpoints — and
+// has attempts executed by an ExecutionBackend (exec/backend.h; the local
+// one unless a test injects another), whose durable handle it stores with
+// the run.
 //
-// Crash safety: a run's process is held by its monitor (run/monitor.h), not
-// by the daemon. On start the daemon re-adopts runs whose monitors live,
-// records exits that happened while it was down, and marks the rest lost.
+// Threads: one supervisor thread runs the loop (poll the backend, finish,
+// schedule, start, enforce deadlines) every poll interval or when Kick()ed.
+// API threads call the public methods. All state is guarded by mu_; the
+// backend is called under it, except Launch (see StartAttempt).
+//
+// Crash safety: a run's process is held by its backend (the local one: a
+// monitor process, exec/monitor.h), not by the daemon. On start the daemon
+// asks the backend to re-adopt each active attempt, records exits that
+// happened while it was down, and marks the rest lost.
 #pragma once
 
 #include <sys/types.h>
@@ -28,11 +36,11 @@
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/user_paths.h"
+#include "lathe/exec/backend.h"
 #include "lathe/gpu/source.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/env.h"
-#include "lathe/run/monitor.h"
 #include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
 
@@ -47,6 +55,10 @@ struct DaemonOptions {
   // How runs' files (exit.json, monitor.json) are read and monitors looked
   // for; null: os::RealEnv(). Not owned; tests inject faults through it.
   os::Env* env = nullptr;
+  // What executes attempts; null: a LocalBackend made by the daemon. Not
+  // owned; must outlive the daemon (tests keep one across two daemons, as
+  // processes outlive a daemon that is restarted).
+  exec::ExecutionBackend* backend = nullptr;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -109,6 +121,12 @@ class Daemon {
 
   Json StatusJson();
   Json GpusJson();
+  // The run's log file, wherever its backend keeps it.
+  std::string LogPath(const state::RunRecord& r) const;
+
+  // One pass of the supervisor loop, starts included, as its thread does;
+  // for tests that drive a daemon without Start().
+  void StepForTest();
 
   // Blocks until something changes (an event is recorded) or `timeout_ms`.
   void WaitForChange(int timeout_ms);
@@ -120,35 +138,34 @@ class Daemon {
   // A run committed as `starting` whose monitor is yet to be spawned.
   struct PendingStart {
     state::RunRecord run;
-    std::string dir;     // the attempt directory
-    std::string launch;  // its launch.json, written by StartAttempt
-    run::LaunchConfig config;
+    exec::LaunchRequest request;
+    Json prepared;  // the backend's preliminary handle
   };
 
   void Loop();
   std::vector<PendingStart> Tick();  // one pass, mu_ held
   void Recover();                    // at start, mu_ held
   void RecoverRun(state::RunRecord& r);
-  void Readopt(state::RunRecord& r, const run::MonitorRecord& mon);
-  void RemoveAttemptCgroups(const state::RunRecord& r);
+  void Readopt(state::RunRecord& r);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
-  void CheckActive(state::RunRecord& r);  // exits, lost, deadlines
-  void Finish(state::RunRecord& r, const run::ExitRecord& e);
+  void CheckActive(state::RunRecord& r, const exec::AttemptStatus& s);  // exits, lost, deadlines
+  void Finish(state::RunRecord& r, const exec::ExitRecord& e);
   void MarkLost(state::RunRecord& r, const std::string& why);
   void AttachDiagnosis(const state::RunRecord& r);
   std::vector<PendingStart> Schedule();
   std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus);
-  std::vector<Result<run::SpawnResult>> SpawnAll(std::vector<PendingStart>& starts);
-  Result<run::SpawnResult> StartAttempt(PendingStart& p);  // without mu_
+  std::vector<Result<exec::Launched>> LaunchAll(std::vector<PendingStart>& starts);
+  Result<exec::Launched> StartAttempt(PendingStart& p);  // without mu_
   // Checkpoint capture ends with the attempt (see run_checkpoints.h).
   void EndCheckpoints(const state::RunRecord& r, bool capture_if_unwatched);
   void DrainCheckpointEvents();
   DirOwner OwnerOf(const state::RunRecord& r) const;
   Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec);
-  void CompleteStart(PendingStart& p, const Result<run::SpawnResult>& spawned);
+  void CompleteStart(PendingStart& p, const Result<exec::Launched>& launched);
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
   Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why);
   Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
+  Status CheckFitsNode(const run::RunSpec& spec) const;
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.
   void PurgeExpiredKeys(bool now = false);
@@ -157,8 +174,9 @@ class Daemon {
   // stored state.
   Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
   std::string AttemptDir(const state::RunRecord& r) const;
-  std::map<std::string, std::string> RunEnv(const state::RunRecord& r,
-                                            const std::vector<int>& gpus) const;
+  exec::RunUser UserOf(uid_t uid) const;
+  exec::AttemptRef RefOf(const state::RunRecord& r) const;
+  exec::LaunchRequest RequestFor(const state::RunRecord& r) const;
   void Notify();
 
   // Constant after Init.
@@ -171,8 +189,10 @@ class Daemon {
   std::string user_;
   int lock_fd_ = -1;
   std::unique_ptr<gpu::GpuSource> gpu_source_;
-  gpu::Inventory inventory_;  // sampled at start; GPU count and names
-  os::CgroupSupport cgroups_;
+  gpu::Inventory inventory_;   // sampled at start; GPU count and names
+  os::CgroupSupport cgroups_;  // detected for the local backend only
+  std::unique_ptr<exec::ExecutionBackend> own_backend_;
+  exec::ExecutionBackend* backend_ = nullptr;    // own_backend_ or the injected one
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   double node_cpus_ = 1;

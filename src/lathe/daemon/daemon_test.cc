@@ -8,9 +8,9 @@
 #include <atomic>
 #include <filesystem>
 
+#include "lathe/exec/attempt_records.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/files.h"
-#include "lathe/run/monitor.h"
 #include "lathe/state/run_store.h"
 
 namespace lathe::daemon {
@@ -50,12 +50,12 @@ class DaemonRecoveryTest : public ::testing::Test {
     EXPECT_TRUE((*store)->Insert(r, 1).ok());
     r.attempt = 1;
     EXPECT_TRUE((*store)->Transition(r, RunState::kStarting, "placed", 2).ok());
-    r.monitor_pid = DeadPid();
-    r.monitor_start = 1;
+    pid_t dead = DeadPid();
+    r.handle = {{"monitor_pid", dead}, {"monitor_start", 1}, {"child_pid", dead}};
     EXPECT_TRUE((*store)->Transition(r, RunState::kRunning, "started", 3).ok());
     std::string dir = r.run_dir + "/attempt-1";
     EXPECT_TRUE(os::MakeDirs(dir, 0700).ok());
-    Json mon = {{"monitor_pid", r.monitor_pid}, {"monitor_start", 1}, {"child_pid", r.monitor_pid}};
+    Json mon = {{"monitor_pid", dead}, {"monitor_start", 1}, {"child_pid", dead}};
     EXPECT_TRUE(os::WriteFileAtomic(dir + "/monitor.json", mon.dump()).ok());
     return r;
   }
@@ -79,10 +79,10 @@ class ExitAppearsAfterFirstRead : public os::EnvWrapper {
   Result<std::string> ReadFile(const std::string& path) override {
     bool exit_json = path.size() >= 10 && path.compare(path.size() - 10, 10, "/exit.json") == 0;
     if (exit_json && !written_.exchange(true)) {
-      run::ExitRecord e;
+      exec::ExitRecord e;
       e.exit_code = 1;
       e.finished_at_ms = 5;
-      EXPECT_TRUE(os::WriteFileAtomic(path, run::ExitToJson(e).dump()).ok());
+      EXPECT_TRUE(os::WriteFileAtomic(path, exec::ExitToJson(e).dump()).ok());
       return Status::NotFound(path);  // what the daemon saw an instant before
     }
     return target().ReadFile(path);

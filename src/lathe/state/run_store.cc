@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 namespace lathe::state {
-namespace {
-
-const std::vector<std::string>& Migrations() {
+const std::vector<std::string>& RunStoreMigrations() {
   static const std::vector<std::string> m = {
       // v1: runs and their events.
       R"sql(
@@ -60,14 +58,31 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
 )sql",
+      // v3: how an attempt is executed is its backend's (exec/backend.h): the
+      // local process fields become the local backend's handle.
+      R"sql(
+ALTER TABLE runs ADD COLUMN backend TEXT NOT NULL DEFAULT 'local';
+ALTER TABLE runs ADD COLUMN handle TEXT NOT NULL DEFAULT '{}';
+UPDATE runs SET handle = json_object('cgroup_dirs', json(cgroup_dirs))
+  WHERE monitor_pid = 0;
+UPDATE runs SET handle = json_object('cgroup_dirs', json(cgroup_dirs), 'monitor_pid', monitor_pid,
+                                     'monitor_start', monitor_start, 'child_pid', child_pid)
+  WHERE monitor_pid != 0;
+ALTER TABLE runs DROP COLUMN monitor_pid;
+ALTER TABLE runs DROP COLUMN monitor_start;
+ALTER TABLE runs DROP COLUMN child_pid;
+ALTER TABLE runs DROP COLUMN cgroup_dirs;
+)sql",
   };
   return m;
 }
 
+namespace {
+
 constexpr const char* kColumns =
     "id, name, seq, uid, user, kind, spec, state, gpus, attempt, retries_used, preemptions, "
     "created_at, started_at, finished_at, exit_code, signal, oom_killed, reason, stop_intent, "
-    "monitor_pid, monitor_start, child_pid, run_dir, cgroup_dirs";
+    "run_dir, backend, handle";
 
 Result<RunRecord> RowToRecord(const Stmt& s) {
   RunRecord r;
@@ -95,12 +110,9 @@ Result<RunRecord> RowToRecord(const Stmt& s) {
   r.oom_killed = s.Int(17) != 0;
   r.reason = s.Text(18);
   r.stop_intent = run::StopIntentFromName(s.Text(19));
-  r.monitor_pid = static_cast<pid_t>(s.Int(20));
-  r.monitor_start = static_cast<uint64_t>(s.Int(21));
-  r.child_pid = static_cast<pid_t>(s.Int(22));
-  r.run_dir = s.Text(23);
-  ASSIGN_OR_RETURN(Json cg, ParseJson(s.Text(24)));
-  r.cgroup_dirs = cg.get<std::vector<std::string>>();
+  r.run_dir = s.Text(20);
+  r.backend = s.Text(21);
+  ASSIGN_OR_RETURN(r.handle, ParseJson(s.Text(22)));
   return r;
 }
 
@@ -152,7 +164,7 @@ Json EventToJson(const EventRecord& e) {
 }
 
 Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, Migrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
   return std::unique_ptr<RunStore>(new RunStore(std::move(db)));
 }
 
@@ -164,7 +176,7 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
     r.created_at_ms = now_ms;
     ASSIGN_OR_RETURN(Stmt s, db_->Prepare(fmt::format(
                                  "INSERT INTO runs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                                 "?,?,?,?,?,?,?,?)",
+                                 "?,?,?,?,?,?)",
                                  kColumns)));
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.seq).Bind(4, int64_t{r.uid}).Bind(5, r.user);
     s.Bind(6, std::string(run::RunKindName(r.kind)))
@@ -178,8 +190,7 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
     s.Bind(18, int64_t{r.oom_killed})
         .Bind(19, r.reason)
         .Bind(20, std::string(run::StopIntentName(r.stop_intent)));
-    s.Bind(21, int64_t{r.monitor_pid}).Bind(22, static_cast<int64_t>(r.monitor_start));
-    s.Bind(23, int64_t{r.child_pid}).Bind(24, r.run_dir).Bind(25, Json(r.cgroup_dirs).dump());
+    s.Bind(21, r.run_dir).Bind(22, r.backend).Bind(23, r.handle.dump());
     RETURN_IF_ERROR(s.Run());
     if (key) RETURN_IF_ERROR(InsertKey(*key, r.id, now_ms));  // after the run: it references it
     return InsertEvent(r.id, "state", "submitted", Json{{"to", "queued"}}, now_ms);
@@ -229,7 +240,7 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   std::string sql =
       "UPDATE runs SET name=?, state=?, gpus=?, attempt=?, retries_used=?, preemptions=?, "
       "started_at=?, finished_at=?, exit_code=?, signal=?, oom_killed=?, reason=?, stop_intent=?, "
-      "monitor_pid=?, monitor_start=?, child_pid=?, cgroup_dirs=? WHERE id=?";
+      "backend=?, handle=? WHERE id=?";
   if (expected) sql += " AND state=?";
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
   s.Bind(1, r.name).Bind(2, run::StateName(r.state)).Bind(3, Json(r.gpus).dump());
@@ -240,9 +251,8 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   s.Bind(11, int64_t{r.oom_killed})
       .Bind(12, r.reason)
       .Bind(13, std::string(run::StopIntentName(r.stop_intent)));
-  s.Bind(14, int64_t{r.monitor_pid}).Bind(15, static_cast<int64_t>(r.monitor_start));
-  s.Bind(16, int64_t{r.child_pid}).Bind(17, Json(r.cgroup_dirs).dump()).Bind(18, r.id);
-  if (expected) s.Bind(19, run::StateName(*expected));
+  s.Bind(14, r.backend).Bind(15, r.handle.dump()).Bind(16, r.id);
+  if (expected) s.Bind(17, run::StateName(*expected));
   RETURN_IF_ERROR(s.Run());
   ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
   ASSIGN_OR_RETURN(bool row, c.Step());

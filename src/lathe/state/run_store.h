@@ -42,11 +42,11 @@ struct RunRecord {
   bool oom_killed = false;
   std::string reason;                                    // why it ended/failed/is lost, for people
   run::StopIntent stop_intent = run::StopIntent::kNone;  // why we are stopping it
-  pid_t monitor_pid = 0;
-  uint64_t monitor_start = 0;
-  pid_t child_pid = 0;
   std::string run_dir;
-  std::vector<std::string> cgroup_dirs;
+  // Who executes its attempts (exec/backend.h) and that backend's durable
+  // handle of the current one ({} until it is launched).
+  std::string backend = "local";
+  Json handle = Json::object();
 };
 
 struct EventRecord {
@@ -67,6 +67,10 @@ struct IdempotencyKey {
   std::string request_hash;  // of the canonical spec: equal hashes, same request
 };
 inline constexpr int64_t kIdempotencyKeyTtlMs = 24LL * 3600 * 1000;
+
+// The schema, one SQL migration per version (Db::Open applies the missing
+// ones). Exposed for the tests that build a home as an older Lathe left it.
+const std::vector<std::string>& RunStoreMigrations();
 
 Json RunToJson(const RunRecord& r);
 // What every local user may see of another user's run (`lathe ps`): who,

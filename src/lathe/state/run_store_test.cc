@@ -107,8 +107,53 @@ TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   store_.reset();
   auto s = RunStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->db().schema_version(), 2);
+  EXPECT_EQ((*s)->db().schema_version(), 3);
   EXPECT_TRUE((*s)->Get("r1").ok());
+}
+
+// A home written before runs had backends (schema v2): each run's monitor
+// fields become its local handle; nothing else changes.
+TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
+  store_.reset();
+  const std::string path = dir_ + "/old.db";
+  {
+    const auto& all = RunStoreMigrations();
+    auto db = Db::Open(path, {all[0], all[1]});
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO runs (id, name, seq, uid, user, spec, state, attempt, "
+                           "created_at, monitor_pid, monitor_start, child_pid, run_dir, "
+                           "cgroup_dirs) VALUES ('r-live', 'live', 1, 0, 'root', "
+                           "'{\"command\":[\"sleep\",\"9\"]}', 'running', 1, 1, 4242, "
+                           "987654321, 4243, '/h/runs/r-live', '[\"/sys/fs/cgroup/x/r-live-1\"]')")
+                    .ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO runs (id, name, seq, uid, user, spec, state, created_at, "
+                           "run_dir) VALUES ('r-q', 'q', 2, 0, 'root', "
+                           "'{\"command\":[\"true\"]}', 'queued', 2, '/h/runs/r-q')")
+                    .ok());
+  }
+  auto s = RunStore::Open(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->db().schema_version(), 3);
+  auto live = (*s)->Get("r-live");
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(live->backend, "local");
+  EXPECT_EQ(live->handle.value("monitor_pid", 0), 4242);
+  EXPECT_EQ(live->handle.value("monitor_start", uint64_t{0}), 987654321u);
+  EXPECT_EQ(live->handle.value("child_pid", 0), 4243);
+  EXPECT_EQ(live->handle["cgroup_dirs"], Json::array({"/sys/fs/cgroup/x/r-live-1"}));
+  EXPECT_EQ(live->state, run::RunState::kRunning);
+  EXPECT_EQ(live->spec.command, (std::vector<std::string>{"sleep", "9"}));
+  auto queued = (*s)->Get("r-q");
+  ASSERT_TRUE(queued.ok());
+  EXPECT_FALSE(queued->handle.contains("monitor_pid"));
+  EXPECT_EQ(queued->handle["cgroup_dirs"], Json::array());
+  // The migrated row is written back like any other.
+  RunRecord r = *live;
+  r.handle["monitor_pid"] = 7;
+  ASSERT_TRUE((*s)->Save(r, "info", "x", 3).ok());
+  EXPECT_EQ((*s)->Get("r-live")->handle.value("monitor_pid", 0), 7);
 }
 
 // ---- idempotency keys ------------------------------------------------------------

@@ -1,24 +1,14 @@
-// The per-run monitor: a small process (`lathe __monitor`) that holds one run's
-// process tree so that the run's output and exit status never depend on the
-// daemon being alive (the conmon / containerd-shim design).
-//
-// The daemon writes a LaunchConfig to <attempt dir>/launch.json and calls
-// SpawnMonitor(). The monitor, in its own session:
-//   1. becomes a child subreaper, so processes that setsid() and lose their
-//      parent are re-parented to it and stay findable;
-//   2. forks the run's process: it joins the run's cgroups, optionally gets a
-//      private /dev/shm (mount namespace), drops to the run's user, chdirs and
-//      execs. A failure at any step is reported back, never left "starting";
-//   3. answers the daemon's handshake ("ok <pid>" or "err <reason>") and
-//      writes monitor.json (its own and the child's pid and start time);
-//   4. writes stdout/stderr to the run's log (CRI format, log_format.h)
-//      through a LogWriter (log_writer.h): when the file takes nothing, the
-//      output is held and the pipes are not read, for a bounded time; what is
-//      lost after that is counted, marked in the log and in exit.json;
-//   5. forwards SIGTERM to the whole tree; SIGUSR2 means SIGKILL the tree;
-//   6. when the main process exits, ends what is left of the tree, and
-//      writes exit.json atomically: exit code or signal, OOM kill.
-// The monitor is single-threaded, which makes fork-then-configure safe.
+// The files an attempt's monitor and the local backend share, in the
+// attempt's directory (<run dir>/attempt-N/, the daemon's):
+//   launch.json   written by the backend before it spawns the monitor: what
+//                 to run, as whom, where its output goes (LaunchConfig);
+//   monitor.json  written by the monitor once the run's process is started:
+//                 both pids and their start times (MonitorRecord);
+//   exit.json     written atomically by the monitor when the run has ended
+//                 (ExitRecord). ExitRecord is also what every backend
+//                 reports for an attempt that ended (backend.h).
+// The formats are kept stable across versions: a monitor started by an older
+// Lathe is re-adopted by a newer daemon through these files.
 #pragma once
 
 #include <sys/types.h>
@@ -33,7 +23,7 @@
 #include "lathe/common/status.h"
 #include "lathe/os/env.h"
 
-namespace lathe::run {
+namespace lathe::exec {
 
 struct LaunchConfig {
   std::string run_id;
@@ -84,17 +74,4 @@ struct ExitRecord {
 Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env = os::RealEnv());
 Json ExitToJson(const ExitRecord& e);
 
-// Daemon side: starts `self_exe __monitor <launch_path>` in a new session and
-// waits (up to `handshake_timeout_ms`) for its answer.
-struct SpawnResult {
-  pid_t monitor_pid = 0;
-  pid_t child_pid = 0;      // 0 when start_error is set
-  std::string start_error;  // the run could not be started (reason)
-};
-Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string& launch_path,
-                                 const std::string& monitor_log, int handshake_timeout_ms = 10000);
-
-// Monitor side: the body of `lathe __monitor`. Returns the process exit code.
-int MonitorMain(const std::string& launch_path, int handshake_fd);
-
-}  // namespace lathe::run
+}  // namespace lathe::exec

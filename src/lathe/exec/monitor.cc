@@ -1,9 +1,8 @@
-#include "lathe/run/monitor.h"
+#include "lathe/exec/monitor.h"
 
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -16,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "lathe/exec/attempt_records.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
@@ -25,95 +25,13 @@
 
 extern char** environ;
 
-namespace lathe::run {
+namespace lathe::exec {
 
-// ---- JSON records ----------------------------------------------------------
-
-Json LaunchToJson(const LaunchConfig& c) {
-  return Json{{"run_id", c.run_id},
-              {"attempt", c.attempt},
-              {"argv", c.argv},
-              {"env", c.env},
-              {"workdir", c.workdir},
-              {"uid", c.uid},
-              {"gid", c.gid},
-              {"groups", c.groups},
-              {"log_path", c.log_path},
-              {"shm_bytes", c.shm_bytes},
-              {"cgroup_dirs", c.cgroup_dirs},
-              {"monitor_path", c.monitor_path},
-              {"exit_path", c.exit_path},
-              {"kill_grace_ms", c.kill_grace_ms},
-              {"umask", c.umask},
-              {"log_hold_bytes", c.log_hold_bytes},
-              {"log_stall_ms", c.log_stall_ms}};
-}
-
-Result<LaunchConfig> LaunchFromJson(const Json& j) {
-  try {
-    LaunchConfig c;
-    c.run_id = j.at("run_id").get<std::string>();
-    c.attempt = j.at("attempt").get<int>();
-    c.argv = j.at("argv").get<std::vector<std::string>>();
-    c.env = j.at("env").get<std::map<std::string, std::string>>();
-    c.workdir = j.at("workdir").get<std::string>();
-    c.uid = j.at("uid").get<uid_t>();
-    c.gid = j.at("gid").get<gid_t>();
-    c.groups = j.at("groups").get<std::vector<gid_t>>();
-    c.log_path = j.at("log_path").get<std::string>();
-    c.shm_bytes = j.at("shm_bytes").get<uint64_t>();
-    c.cgroup_dirs = j.at("cgroup_dirs").get<std::vector<std::string>>();
-    c.monitor_path = j.at("monitor_path").get<std::string>();
-    c.exit_path = j.at("exit_path").get<std::string>();
-    c.kill_grace_ms = j.at("kill_grace_ms").get<int>();
-    c.umask = j.value("umask", 022u) & 0777u;
-    c.log_hold_bytes = j.value("log_hold_bytes", c.log_hold_bytes);
-    c.log_stall_ms = j.value("log_stall_ms", c.log_stall_ms);
-    if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
-    return c;
-  } catch (const Json::exception& e) {
-    return Status::InvalidArgument(std::string("bad launch config: ") + e.what());
-  }
-}
-
-Result<MonitorRecord> ReadMonitorRecord(const std::string& path, os::Env& env) {
-  ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
-  ASSIGN_OR_RETURN(Json j, ParseJson(text));
-  MonitorRecord r;
-  r.monitor_pid = j.value("monitor_pid", 0);
-  r.monitor_start = j.value("monitor_start", uint64_t{0});
-  r.child_pid = j.value("child_pid", 0);
-  r.child_start = j.value("child_start", uint64_t{0});
-  r.started_at_ms = j.value("started_at_ms", int64_t{0});
-  return r;
-}
-
-Json ExitToJson(const ExitRecord& e) {
-  Json j = {{"oom_killed", e.oom_killed}, {"finished_at_ms", e.finished_at_ms}};
-  j["exit_code"] = e.exit_code ? Json(*e.exit_code) : Json(nullptr);
-  j["signal"] = e.signal ? Json(*e.signal) : Json(nullptr);
-  if (!e.start_error.empty()) j["start_error"] = e.start_error;
-  if (e.log_lost_bytes > 0) {
-    j["log_lost_bytes"] = e.log_lost_bytes;
-    j["log_lost_reason"] = e.log_lost_reason;
-  }
-  return j;
-}
-
-Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
-  ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
-  ASSIGN_OR_RETURN(Json j, ParseJson(text));
-  ExitRecord e;
-  if (j.contains("exit_code") && j["exit_code"].is_number_integer())
-    e.exit_code = j["exit_code"].get<int>();
-  if (j.contains("signal") && j["signal"].is_number_integer()) e.signal = j["signal"].get<int>();
-  e.oom_killed = j.value("oom_killed", false);
-  e.start_error = j.value("start_error", "");
-  e.finished_at_ms = j.value("finished_at_ms", int64_t{0});
-  e.log_lost_bytes = j.value("log_lost_bytes", uint64_t{0});
-  e.log_lost_reason = j.value("log_lost_reason", "");
-  return e;
-}
+using run::FdLogFile;
+using run::FormatLogRecord;
+using run::kMaxLineBytes;
+using run::LogWriter;
+using run::LogWriterOptions;
 
 namespace {
 
@@ -524,81 +442,4 @@ int MonitorMain(const std::string& launch_path, int handshake_fd) {
   return m.Run(handshake_fd);
 }
 
-// ---- daemon side -----------------------------------------------------------------
-
-Result<SpawnResult> SpawnMonitor(const std::string& self_exe, const std::string& launch_path,
-                                 const std::string& monitor_log, int handshake_timeout_ms) {
-  int hs[2];
-  if (::pipe2(hs, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  int logfd = ::open(monitor_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (logfd < 0 || devnull < 0) {
-    int err = errno;
-    ::close(hs[0]);
-    ::close(hs[1]);
-    if (logfd >= 0) ::close(logfd);
-    return ErrnoStatus("open " + monitor_log, err);
-  }
-  // posix_spawn (vfork-style: no copy of the daemon's page tables) with the
-  // child's set-up as spawn attributes: its own session (the daemon's
-  // terminal and death do not reach it), stdin from /dev/null, stdout and
-  // stderr to monitor.log, the handshake pipe as fd 3, nothing else open,
-  // no signals blocked.
-  std::string fd_arg = "3";
-  const char* argv[] = {self_exe.c_str(), "__monitor", launch_path.c_str(), fd_arg.c_str(),
-                        nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawnattr_init(&attr);
-  ::posix_spawn_file_actions_adddup2(&fa, devnull, 0);
-  ::posix_spawn_file_actions_adddup2(&fa, logfd, 1);
-  ::posix_spawn_file_actions_adddup2(&fa, logfd, 2);
-  ::posix_spawn_file_actions_adddup2(&fa, hs[1], 3);  // clears close-on-exec, also when hs[1] == 3
-  ::posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-  sigset_t none;
-  sigemptyset(&none);
-  ::posix_spawnattr_setsigmask(&attr, &none);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = 0;
-  int err =
-      ::posix_spawn(&pid, self_exe.c_str(), &fa, &attr, const_cast<char* const*>(argv), environ);
-  ::posix_spawn_file_actions_destroy(&fa);
-  ::posix_spawnattr_destroy(&attr);
-  if (err != 0) {
-    ::close(hs[0]);
-    ::close(hs[1]);
-    ::close(logfd);
-    ::close(devnull);
-    return ErrnoStatus("spawn " + self_exe, err);
-  }
-  ::close(hs[1]);
-  ::close(logfd);
-  ::close(devnull);
-  std::string answer;
-  int64_t deadline = MonoMs() + handshake_timeout_ms;
-  while (answer.find('\n') == std::string::npos) {
-    int left = static_cast<int>(deadline - MonoMs());
-    if (left <= 0) break;
-    pollfd p = {hs[0], POLLIN, 0};
-    if (::poll(&p, 1, left) <= 0) continue;
-    char buf[512];
-    ssize_t n = ::read(hs[0], buf, sizeof buf);
-    if (n <= 0) break;
-    answer.append(buf, static_cast<size_t>(n));
-  }
-  ::close(hs[0]);
-  SpawnResult r;
-  r.monitor_pid = pid;
-  if (answer.rfind("ok ", 0) == 0) {
-    r.child_pid = std::atoi(answer.c_str() + 3);
-    return r;
-  }
-  if (answer.rfind("err ", 0) == 0) {
-    r.start_error = answer.substr(4, answer.find('\n') - 4);
-    return r;
-  }
-  return Status::Internal("the run monitor did not answer (see " + monitor_log + ")");
-}
-
-}  // namespace lathe::run
+}  // namespace lathe::exec

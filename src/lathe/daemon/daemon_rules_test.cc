@@ -1,0 +1,271 @@
+// The daemon's run rules — retries, preemption, lost attempts, exits while
+// it was down, deadlines, stop escalation — against a fake backend and a
+// fake clock: no process is started, and time moves only when a test says.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "lathe/daemon/daemon.h"
+#include "lathe/exec/test_util/fake_backend.h"
+#include "lathe/os/test_util/fake_clock.h"
+
+namespace lathe::daemon {
+namespace {
+
+using exec::FakeBackend;
+using exec::StopSignal;
+using run::RunState;
+using state::RunRecord;
+
+class DaemonRulesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-rules-test-XXXXXX";
+    home_ = ::mkdtemp(tmpl);
+    Open();
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::filesystem::remove_all(home_);
+  }
+
+  // A daemon on the same home and the same fake backend: the second call is
+  // a restart (the previous daemon is gone first, as after a crash).
+  void Open() {
+    daemon_.reset();
+    DaemonOptions o;
+    o.home = home_;
+    o.gpus = "sim:1x24GB";
+    o.kill_grace_ms = 5000;
+    o.backend = &backend_;
+    auto d = Daemon::Create(o, clock_);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+  }
+
+  std::string Submit(Json spec) {
+    if (!spec.contains("command")) spec["command"] = {"train"};
+    spec["workdir"] = "/tmp";
+    auto s = daemon_->Submit(me_, spec);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? s->run.id : "";
+  }
+  RunRecord Get(const std::string& id) {
+    auto r = daemon_->Access(me_, id, "read");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : RunRecord{};
+  }
+  void Step(int n = 1) {
+    for (int i = 0; i < n; ++i) daemon_->StepForTest();
+  }
+
+  std::string home_;
+  os::FakeClock clock_;
+  FakeBackend backend_;
+  std::unique_ptr<Daemon> daemon_;
+  Caller me_{::geteuid(), "me", true};
+};
+
+TEST_F(DaemonRulesTest, ARunIsLaunchedOnItsGpusAndSucceeds) {
+  std::string id = Submit({{"gpus", 1}, {"env", {{"A", "1"}}}});
+  Step();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kRunning);
+  EXPECT_EQ(r.backend, "fake");
+  EXPECT_EQ(r.handle.value("run", ""), id);  // the launched handle is stored
+  auto a = backend_.Get(id, 1);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->request.gpus, std::vector<int>{0});
+  EXPECT_EQ(a->request.env.at("A"), "1");
+  EXPECT_EQ(a->request.env.at("LATHE_RUN_ID"), id);
+  EXPECT_EQ(a->request.user.uid, ::geteuid());
+  backend_.Exit(id, 0);
+  Step();
+  r = Get(id);
+  EXPECT_EQ(r.state, RunState::kSucceeded);
+  EXPECT_TRUE(backend_.Get(id, 1)->released);
+}
+
+TEST_F(DaemonRulesTest, AFailureUsesARetryAndTheLastFailureEndsTheRun) {
+  std::string id = Submit({{"retry", 1}});
+  Step();
+  backend_.Exit(id, 3);
+  Step();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.retries_used, 1);
+  EXPECT_TRUE(r.state == RunState::kQueued || r.state == RunState::kRunning)
+      << run::StateName(r.state);
+  Step();
+  EXPECT_EQ(backend_.Launches(id), 2);
+  backend_.Exit(id, 3);
+  Step();
+  r = Get(id);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_EQ(r.attempt, 2);
+  ASSERT_TRUE(r.exit_code);
+  EXPECT_EQ(*r.exit_code, 3);
+  EXPECT_EQ(backend_.Launches(id), 2);
+}
+
+TEST_F(DaemonRulesTest, APreemptionRequeuesWithoutUsingARetry) {
+  std::string low = Submit({{"gpus", 1}, {"priority", "low"}, {"retry", 0}});
+  Step();
+  ASSERT_EQ(Get(low).state, RunState::kRunning);
+  std::string high = Submit({{"gpus", 1}, {"priority", "high"}});
+  Step();  // the scheduler preempts `low`: a graceful stop
+  auto a = backend_.Get(low, 1);
+  ASSERT_TRUE(a);
+  ASSERT_FALSE(a->signals.empty());
+  EXPECT_EQ(a->signals[0], StopSignal::kGraceful);
+  Step(3);  // `low` exits by the signal; `high` starts on the freed GPU
+  EXPECT_EQ(Get(high).state, RunState::kRunning);
+  RunRecord r = Get(low);
+  EXPECT_EQ(r.state, RunState::kQueued);
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.retries_used, 0);
+  backend_.Exit(high, 0);
+  Step(2);
+  EXPECT_EQ(Get(low).state, RunState::kRunning);
+  EXPECT_EQ(backend_.Launches(low), 2);
+}
+
+TEST_F(DaemonRulesTest, AnAttemptThatVanishesIsLostAndRetried) {
+  std::string id = Submit({{"retry", 1}});
+  Step();
+  backend_.Vanish(id);
+  Step();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.retries_used, 1);
+  EXPECT_TRUE(backend_.Get(id, 1)->released);
+  auto events = daemon_->Events(id, 0);
+  ASSERT_TRUE(events.ok());
+  bool lost = false;
+  for (const auto& e : *events) lost |= e.data.value("to", "") == "lost";
+  EXPECT_TRUE(lost);
+}
+
+TEST_F(DaemonRulesTest, AHandleThatCannotBeReadoptedAfterARestartIsLost) {
+  std::string id = Submit({});
+  Step();
+  ASSERT_EQ(Get(id).state, RunState::kRunning);
+  backend_.Vanish(id);  // while no daemon watches
+  Open();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kLost);
+  EXPECT_NE(r.reason.find("vanished"), std::string::npos) << r.reason;
+}
+
+TEST_F(DaemonRulesTest, ARunThatExitedWhileTheDaemonWasDownGetsItsExit) {
+  std::string id = Submit({});
+  Step();
+  backend_.Exit(id, 0);
+  Open();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kSucceeded);
+  auto events = daemon_->Events(id, 0);
+  ASSERT_TRUE(events.ok());
+  bool told = false;
+  for (const auto& e : *events)
+    told |= e.message.find("while the daemon was down") != std::string::npos;
+  EXPECT_TRUE(told);
+}
+
+TEST_F(DaemonRulesTest, ARunningAttemptIsReadoptedAndFinishesLater) {
+  std::string id = Submit({});
+  Step();
+  Open();
+  EXPECT_EQ(Get(id).state, RunState::kRunning);
+  backend_.Exit(id, 1);
+  Step();
+  EXPECT_EQ(Get(id).state, RunState::kFailed);
+}
+
+// A daemon that died after committing `starting` and before launching.
+TEST_F(DaemonRulesTest, AnAttemptNeverLaunchedIsRequeuedWithoutARetry) {
+  std::string id = Submit({{"retry", 1}});
+  daemon_.reset();
+  {
+    auto store = state::RunStore::Open(home_ + "/lathe.db");
+    ASSERT_TRUE(store.ok());
+    auto r = (*store)->Get(id);
+    ASSERT_TRUE(r.ok());
+    r->attempt = 1;
+    r->backend = "fake";
+    ASSERT_TRUE((*store)->Transition(*r, RunState::kStarting, "placed", 2).ok());
+  }
+  Open();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kQueued);
+  EXPECT_EQ(r.retries_used, 0);
+  Step();
+  EXPECT_EQ(Get(id).state, RunState::kRunning);
+  EXPECT_TRUE(backend_.Get(id, 2));
+}
+
+// A backend that answers "never started" for an attempt that was running
+// cannot be believed into a requeue: the program may have run.
+TEST_F(DaemonRulesTest, ARunningAttemptTheBackendDoesNotKnowIsLost) {
+  std::string id = Submit({});
+  Step();
+  backend_.readopt_as = exec::Readoption::kNeverStarted;
+  Open();
+  EXPECT_EQ(Get(id).state, RunState::kLost);
+}
+
+TEST_F(DaemonRulesTest, ADeadlineStopsTheRunAndFailsIt) {
+  std::string id = Submit({{"max_duration", "60s"}});
+  Step();
+  clock_.Advance(59'000);
+  Step();
+  EXPECT_TRUE(backend_.Get(id, 1)->signals.empty());
+  clock_.Advance(2'000);
+  Step(2);
+  auto a = backend_.Get(id, 1);
+  ASSERT_FALSE(a->signals.empty());
+  EXPECT_EQ(a->signals[0], StopSignal::kGraceful);
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_NE(r.reason.find("max_duration"), std::string::npos) << r.reason;
+}
+
+TEST_F(DaemonRulesTest, AStopIgnoredForTheGraceIsEscalatedToAKill) {
+  backend_.exit_on_signal = false;  // a program that ignores SIGTERM
+  std::string id = Submit({});
+  Step();
+  ASSERT_TRUE(daemon_->StopRun(me_, id).ok());
+  Step();
+  EXPECT_EQ(backend_.Get(id, 1)->signals, std::vector<StopSignal>{StopSignal::kGraceful});
+  clock_.Advance(5'001);
+  Step();
+  EXPECT_EQ(backend_.Get(id, 1)->signals,
+            (std::vector<StopSignal>{StopSignal::kGraceful, StopSignal::kKill}));
+  backend_.KillBySignal(id, 9);
+  Step();
+  EXPECT_EQ(Get(id).state, RunState::kStopped);
+}
+
+TEST_F(DaemonRulesTest, AStartErrorFailsTheRunWithoutARetry) {
+  backend_.start_error = "command not found: train";
+  std::string id = Submit({{"retry", 3}});
+  Step();
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_EQ(r.reason, "command not found: train");
+  EXPECT_EQ(backend_.Launches(id), 1);
+}
+
+TEST_F(DaemonRulesTest, ASpecTheBackendCannotHonourIsRefusedAtSubmission) {
+  backend_.check = Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
+                               {{"field", "memory"}, {"controller", "memory"}, {"note", "none"}});
+  auto s = daemon_->Submit(me_, Json{{"command", {"x"}}, {"workdir", "/tmp"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().msg_id(), "spec.limit_unavailable");
+  int64_t total = 0;
+  auto list = daemon_->List(true, 10, &total);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(total, 0);
+}
+
+}  // namespace
+}  // namespace lathe::daemon

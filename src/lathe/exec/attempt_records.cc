@@ -1,0 +1,91 @@
+#include "lathe/exec/attempt_records.h"
+
+namespace lathe::exec {
+
+Json LaunchToJson(const LaunchConfig& c) {
+  return Json{{"run_id", c.run_id},
+              {"attempt", c.attempt},
+              {"argv", c.argv},
+              {"env", c.env},
+              {"workdir", c.workdir},
+              {"uid", c.uid},
+              {"gid", c.gid},
+              {"groups", c.groups},
+              {"log_path", c.log_path},
+              {"shm_bytes", c.shm_bytes},
+              {"cgroup_dirs", c.cgroup_dirs},
+              {"monitor_path", c.monitor_path},
+              {"exit_path", c.exit_path},
+              {"kill_grace_ms", c.kill_grace_ms},
+              {"umask", c.umask},
+              {"log_hold_bytes", c.log_hold_bytes},
+              {"log_stall_ms", c.log_stall_ms}};
+}
+
+Result<LaunchConfig> LaunchFromJson(const Json& j) {
+  try {
+    LaunchConfig c;
+    c.run_id = j.at("run_id").get<std::string>();
+    c.attempt = j.at("attempt").get<int>();
+    c.argv = j.at("argv").get<std::vector<std::string>>();
+    c.env = j.at("env").get<std::map<std::string, std::string>>();
+    c.workdir = j.at("workdir").get<std::string>();
+    c.uid = j.at("uid").get<uid_t>();
+    c.gid = j.at("gid").get<gid_t>();
+    c.groups = j.at("groups").get<std::vector<gid_t>>();
+    c.log_path = j.at("log_path").get<std::string>();
+    c.shm_bytes = j.at("shm_bytes").get<uint64_t>();
+    c.cgroup_dirs = j.at("cgroup_dirs").get<std::vector<std::string>>();
+    c.monitor_path = j.at("monitor_path").get<std::string>();
+    c.exit_path = j.at("exit_path").get<std::string>();
+    c.kill_grace_ms = j.at("kill_grace_ms").get<int>();
+    c.umask = j.value("umask", 022u) & 0777u;
+    c.log_hold_bytes = j.value("log_hold_bytes", c.log_hold_bytes);
+    c.log_stall_ms = j.value("log_stall_ms", c.log_stall_ms);
+    if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
+    return c;
+  } catch (const Json::exception& e) {
+    return Status::InvalidArgument(std::string("bad launch config: ") + e.what());
+  }
+}
+
+Result<MonitorRecord> ReadMonitorRecord(const std::string& path, os::Env& env) {
+  ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
+  ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  MonitorRecord r;
+  r.monitor_pid = j.value("monitor_pid", 0);
+  r.monitor_start = j.value("monitor_start", uint64_t{0});
+  r.child_pid = j.value("child_pid", 0);
+  r.child_start = j.value("child_start", uint64_t{0});
+  r.started_at_ms = j.value("started_at_ms", int64_t{0});
+  return r;
+}
+
+Json ExitToJson(const ExitRecord& e) {
+  Json j = {{"oom_killed", e.oom_killed}, {"finished_at_ms", e.finished_at_ms}};
+  j["exit_code"] = e.exit_code ? Json(*e.exit_code) : Json(nullptr);
+  j["signal"] = e.signal ? Json(*e.signal) : Json(nullptr);
+  if (!e.start_error.empty()) j["start_error"] = e.start_error;
+  if (e.log_lost_bytes > 0) {
+    j["log_lost_bytes"] = e.log_lost_bytes;
+    j["log_lost_reason"] = e.log_lost_reason;
+  }
+  return j;
+}
+
+Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
+  ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
+  ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  ExitRecord e;
+  if (j.contains("exit_code") && j["exit_code"].is_number_integer())
+    e.exit_code = j["exit_code"].get<int>();
+  if (j.contains("signal") && j["signal"].is_number_integer()) e.signal = j["signal"].get<int>();
+  e.oom_killed = j.value("oom_killed", false);
+  e.start_error = j.value("start_error", "");
+  e.finished_at_ms = j.value("finished_at_ms", int64_t{0});
+  e.log_lost_bytes = j.value("log_lost_bytes", uint64_t{0});
+  e.log_lost_reason = j.value("log_lost_reason", "");
+  return e;
+}
+
+}  // namespace lathe::exec

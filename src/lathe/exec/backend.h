@@ -1,0 +1,193 @@
+// The execution seam: how the daemon has a run's attempt executed, whatever
+// executes it. The daemon (daemon/) owns the run state machine — queueing,
+// placement, retries, requeue after preemption, `lost`, deadlines, the
+// checkpoints — and talks to an ExecutionBackend for everything that touches
+// the attempt's processes. The local backend (local_backend.h: a monitor
+// process per attempt, cgroups) is the first; a cluster backend (Slurm) and
+// a container wrapper inside the local backend come later.
+//
+// An attempt's life, as the daemon drives it:
+//
+//   Check(spec)                      at submission: can this backend honour it?
+//   Prepare(request) -> prepared     the run is committed `starting`
+//   Launch(request, prepared) -> handle
+//   Poll({attempts}) -> statuses     every loop pass, one call for all attempts
+//   Signal(attempt, graceful|kill)   stop, preempt, deadline; kill after the grace
+//   Release(attempt)                 the attempt is over (ended, lost, failed to start)
+//   Readopt(attempt)                 at daemon start, for each attempt it left active
+//
+// The handle is the backend's durable memory of an attempt: JSON that the
+// daemon stores in the run record ({backend, handle}) once Launch returned,
+// hands back in every later call, and keeps across daemon restarts. Nothing
+// else about an attempt survives a restart, so a backend keeps no state of
+// its own that Readopt could not rebuild from the handle and its files.
+//
+// Ownership and threads. The daemon owns the backend (or a test does) and
+// outlives every call. Check, Prepare, Poll, Signal, Release and Readopt are
+// called with the daemon's mutex held — from the supervisor thread, from API
+// threads (Check, and Signal for a stop) or from the thread that creates the
+// daemon (Readopt, at start) — so they are serialised, and must be quick.
+// Launch is called without the mutex, from one thread per starting attempt,
+// several at once, and may block (a handshake, a submission to a cluster);
+// it must be safe concurrently with itself and with the other calls.
+//
+// Identity. Every request carries the run's user (RunUser): a backend runs
+// the program, and touches any path of the user's, as that user.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+#include "lathe/exec/attempt_records.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::exec {
+
+// Who a run runs as, resolved by the daemon from the run's uid.
+struct RunUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+  std::string name;           // "" when the uid has no passwd entry
+  std::string home;
+  std::string shell;
+};
+
+// What a backend can do, so the daemon can refuse a spec it cannot honour
+// (Check) instead of failing at start. Reported by `lathe status` too.
+struct Capabilities {
+  // false: the daemon's scheduler (sched/) places attempts on this node's
+  // GPUs and passes them in LaunchRequest::gpus; true: the backend places
+  // them itself (a cluster) and the daemon only queues.
+  bool places_runs = false;
+  bool memory_limit = false;  // spec.memory is enforced
+  bool cpu_limit = false;     // spec.cpus is enforced
+  bool private_shm = false;   // spec.shm: a private /dev/shm (a mount namespace)
+  bool images = false;        // runs in a container image
+  bool ports = false;         // a run may listen on ports reported as endpoints
+  bool multi_node = false;    // one attempt on several nodes
+  std::string note;           // why something is missing, for people
+};
+Json CapabilitiesToJson(const Capabilities& c);
+
+// One attempt to start, everything resolved by the daemon.
+struct LaunchRequest {
+  std::string run_id;
+  std::string run_name;
+  int attempt = 0;  // 1, 2, ...
+  RunUser user;
+  std::vector<std::string> argv;
+  // The run's own environment: the spec's variables and Lathe's (LATHE_RUN_ID,
+  // LATHE_CHECKPOINT_DIR...). The backend adds the base (PATH, HOME, USER...)
+  // below it and the GPU selection above it.
+  std::map<std::string, std::string> env;
+  std::string workdir;    // "" = the user's home
+  std::vector<int> gpus;  // placed by sched/ (places_runs == false)
+  double cpus = 0;        // 0 = no limit
+  uint64_t memory_bytes = 0;
+  uint64_t shm_bytes = 0;
+  unsigned umask = 022;
+  std::string attempt_dir;  // the daemon's directory for this attempt (exists)
+  std::string log_path;     // the run's log, appended to by every attempt
+};
+
+// An attempt the daemon asks about after Prepare.
+struct AttemptRef {
+  std::string run_id;
+  int attempt = 0;
+  std::string attempt_dir;
+  RunUser user;  // uid and name only: the full identity came with the LaunchRequest
+  Json handle;   // from Launch; {} while the attempt is still being launched
+};
+
+// What Launch did. A program that could not be started (no such command, a
+// workdir the user cannot enter) is not an error of the call: start_error
+// says why, and the attempt has ended.
+struct Launched {
+  Json handle;
+  std::string start_error;
+  std::string what;  // for the run's event: "pid 1234", "job 56"
+};
+
+enum class AttemptPhase {
+  kStarting,  // not known to be running yet (Launch has not returned)
+  kRunning,
+  kExited,  // ended; `exit` says how
+  kGone,    // its supervision vanished without recording how it ended
+};
+
+struct AttemptStatus {
+  AttemptPhase phase = AttemptPhase::kStarting;
+  ExitRecord exit;  // when kExited
+  std::string why;  // when kGone: for the run's reason, in the backend's terms
+};
+
+enum class StopSignal {
+  kGraceful,  // SIGTERM to the whole tree; the program may save and exit
+  kKill,      // SIGKILL to the whole tree
+};
+
+// What Readopt found of an attempt the previous daemon left active.
+struct Readoption {
+  enum What {
+    kAlive,         // still running: `handle` (possibly updated) supervises it
+    kExited,        // ended while no daemon watched: `exit`
+    kNeverStarted,  // the program was never started: the run may be requeued
+    kGone,          // vanished; how it ended is unknown
+  };
+  What what = kGone;
+  Json handle;
+  ExitRecord exit;
+  std::string why;  // when kGone
+};
+
+// An address a run serves on (a notebook, a service replica).
+struct Endpoint {
+  std::string kind;     // "tcp" | "unix"
+  std::string address;  // "127.0.0.1:8888", "/run/.../sock"
+};
+
+class ExecutionBackend {
+ public:
+  virtual ~ExecutionBackend() = default;
+
+  // Stored in the run record beside the handle; stable across versions.
+  virtual std::string_view Name() const = 0;
+  virtual Capabilities Caps() const = 0;
+  // OK when the backend can run `spec` as `user`; otherwise why not, with a
+  // catalog message naming the field (spec.limit_unavailable...).
+  virtual Status Check(const run::RunSpec& spec, const RunUser& user) const = 0;
+
+  // Reserves what the attempt needs before it is launched (cgroups) and
+  // returns it as a preliminary handle. An error fails the attempt.
+  virtual Result<Json> Prepare(const LaunchRequest& request) = 0;
+  // Starts the attempt (see the thread rule above). An error means nothing
+  // was started; Release is called either way.
+  virtual Result<Launched> Launch(const LaunchRequest& request, const Json& prepared) = 0;
+  // The state of each attempt, in the order given. Also the backend's
+  // periodic housekeeping (the local one reaps its children here), so the
+  // daemon calls it every pass, with an empty list when nothing runs.
+  virtual std::vector<AttemptStatus> Poll(const std::vector<AttemptRef>& attempts) = 0;
+  virtual Status Signal(const AttemptRef& attempt, StopSignal signal) = 0;
+  // Kills whatever is left of the attempt and frees what Prepare reserved.
+  // Idempotent; called once the attempt is over, however it ended.
+  virtual void Release(const AttemptRef& attempt) = 0;
+  // After a daemon restart: is the attempt still there? May wait briefly for
+  // an attempt that was being launched when the daemon died.
+  virtual Readoption Readopt(const AttemptRef& attempt) = 0;
+
+  // Where the attempt can be reached (none for a plain job).
+  virtual std::vector<Endpoint> Endpoints(const AttemptRef& attempt) = 0;
+  // The run's log, a file in the CRI format (run/log_format.h) that the
+  // daemon's log reader reads and follows; `run_dir` is the daemon's
+  // directory for the run.
+  virtual std::string LogPath(const std::string& run_dir) const = 0;
+};
+
+}  // namespace lathe::exec

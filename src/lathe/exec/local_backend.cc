@@ -1,0 +1,292 @@
+#include "lathe/exec/local_backend.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "lathe/exec/monitor_spawn.h"
+#include "lathe/os/files.h"
+#include "lathe/os/process.h"
+
+namespace lathe::exec {
+namespace {
+
+std::string MonitorPath(const AttemptRef& a) { return a.attempt_dir + "/monitor.json"; }
+std::string ExitPath(const std::string& attempt_dir) { return attempt_dir + "/exit.json"; }
+
+// A monitor started just before the daemon died may still be starting: give
+// it a moment to write monitor.json (it does so before answering).
+Result<MonitorRecord> WaitForMonitorRecord(const std::string& dir, os::Env& env, os::Clock& clock) {
+  constexpr int kWaitMs = 2000, kStepMs = 50;
+  if (!env.FileExists(dir + "/launch.json")) return Status::NotFound("no launch.json");
+  for (int waited = 0; waited < kWaitMs; waited += kStepMs) {
+    auto mon = ReadMonitorRecord(dir + "/monitor.json", env);
+    if (mon.ok() || env.FileExists(dir + "/exit.json")) return mon;
+    clock.SleepMs(kStepMs);
+  }
+  return ReadMonitorRecord(dir + "/monitor.json", env);
+}
+
+}  // namespace
+
+Json LocalHandleToJson(const LocalHandle& h) {
+  Json j = {{"cgroup_dirs", h.cgroup_dirs}};
+  if (h.monitor_pid > 0) {
+    j["monitor_pid"] = h.monitor_pid;
+    j["monitor_start"] = h.monitor_start;
+    j["child_pid"] = h.child_pid;
+  }
+  return j;
+}
+
+LocalHandle LocalHandleFromJson(const Json& j) {
+  LocalHandle h;
+  if (!j.is_object()) return h;
+  h.monitor_pid = j.value("monitor_pid", 0);
+  h.monitor_start = j.value("monitor_start", uint64_t{0});
+  h.child_pid = j.value("child_pid", 0);
+  if (auto it = j.find("cgroup_dirs"); it != j.end() && it->is_array()) {
+    for (const auto& d : *it) {
+      if (d.is_string()) h.cgroup_dirs.push_back(d.get<std::string>());
+    }
+  }
+  return h;
+}
+
+LocalBackend::LocalBackend(LocalBackendOptions options)
+    : opts_(std::move(options)),
+      env_(opts_.env ? *opts_.env : os::RealEnv()),
+      clock_(opts_.clock ? *opts_.clock : os::RealClock()) {}
+
+Capabilities LocalBackend::Caps() const {
+  Capabilities c;
+  c.places_runs = false;
+  c.memory_limit = opts_.cgroups.memory;
+  c.cpu_limit = opts_.cgroups.cpu;
+  c.private_shm = opts_.can_mount;
+  c.note = opts_.cgroups.note;
+  return c;
+}
+
+Status LocalBackend::Check(const run::RunSpec& spec, const RunUser& user) const {
+  (void)user;  // any local user may run; the path checks are the daemon's
+  if (spec.shm_bytes > 0 && !opts_.can_mount) {
+    return Status::Msg(Code::kInvalidArgument, "spec.shm_needs_root",
+                       {{"user", opts_.daemon_user}});
+  }
+  if (spec.memory_bytes > 0 && !opts_.cgroups.memory) {
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.limit_unavailable",
+        {{"field", "memory"}, {"controller", "memory"}, {"note", opts_.cgroups.note}});
+  }
+  if (spec.cpus > 0 && !opts_.cgroups.cpu) {
+    return Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
+                       {{"field", "cpus"}, {"controller", "cpu"}, {"note", opts_.cgroups.note}});
+  }
+  return Status::OK();
+}
+
+std::map<std::string, std::string> LocalBackend::Environment(const LaunchRequest& req) {
+  std::map<std::string, std::string> env;
+  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  if (!req.user.name.empty()) {
+    env["HOME"] = req.user.home;
+    env["USER"] = env["LOGNAME"] = req.user.name;
+    env["SHELL"] = req.user.shell;
+  }
+  for (const char* keep : {"LANG", "LC_ALL", "TZ"}) {
+    if (const char* v = std::getenv(keep)) env[keep] = v;
+  }
+  for (const auto& [k, v] : req.env) env[k] = v;
+  std::string devices;
+  for (int g : req.gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+  // Exactly its GPUs; an empty list hides every GPU from a CPU-only run.
+  env["CUDA_VISIBLE_DEVICES"] = devices;
+  env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  return env;
+}
+
+Result<Json> LocalBackend::Prepare(const LaunchRequest& req) {
+  LocalHandle h;
+  if (opts_.cgroups.mode != os::CgroupSupport::kNone) {
+    os::CgroupLimits limits;
+    if (req.memory_bytes) limits.memory_bytes = req.memory_bytes;
+    if (req.cpus > 0) limits.cpus = req.cpus;
+    auto cg = os::RunCgroup::Create(opts_.cgroups, req.run_id + "-" + std::to_string(req.attempt),
+                                    limits);
+    if (cg.ok()) {
+      h.cgroup_dirs = (*cg)->dirs();
+    } else if (req.memory_bytes || req.cpus > 0) {
+      return Status(cg.status().code(), "cannot set up the run's cgroup: " + cg.status().message());
+    }
+  }
+  return LocalHandleToJson(h);
+}
+
+Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prepared) {
+  LocalHandle h = LocalHandleFromJson(prepared);
+  LaunchConfig c;
+  c.run_id = req.run_id;
+  c.attempt = req.attempt;
+  c.argv = req.argv;
+  c.env = Environment(req);
+  c.workdir = !req.workdir.empty() ? req.workdir : !req.user.home.empty() ? req.user.home : "/";
+  c.uid = req.user.uid;
+  c.gid = req.user.gid;
+  c.groups = req.user.groups;
+  c.log_path = req.log_path;
+  c.shm_bytes = req.shm_bytes;
+  c.cgroup_dirs = h.cgroup_dirs;
+  c.monitor_path = req.attempt_dir + "/monitor.json";
+  c.exit_path = ExitPath(req.attempt_dir);
+  c.kill_grace_ms = opts_.leftover_grace_ms;
+  c.umask = req.umask;
+  const std::string launch = req.attempt_dir + "/launch.json";
+  // Not fsynced: if the machine loses power before the monitor reads it, the
+  // run never started and recovery requeues it.
+  RETURN_IF_ERROR(
+      os::WriteFileAtomic(launch, LaunchToJson(c).dump(), 0600, os::Durability::kNoSync));
+  ASSIGN_OR_RETURN(SpawnResult spawned,
+                   SpawnMonitor(opts_.self_exe, launch, req.attempt_dir + "/monitor.log"));
+  h.monitor_pid = spawned.monitor_pid;
+  h.child_pid = spawned.child_pid;
+  if (spawned.start_error.empty()) {
+    auto mon = ReadMonitorRecord(c.monitor_path);
+    h.monitor_start =
+        mon.ok() ? mon->monitor_start : os::ProcessStartTime(h.monitor_pid).value_or(0);
+  }
+  Launched out;
+  out.handle = LocalHandleToJson(h);
+  out.start_error = spawned.start_error;
+  out.what = fmt::format("pid {}", h.child_pid);
+  return out;
+}
+
+std::vector<AttemptStatus> LocalBackend::Poll(const std::vector<AttemptRef>& attempts) {
+  // Reap monitors that were our children (re-adopted ones are not).
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  std::vector<AttemptStatus> out;
+  out.reserve(attempts.size());
+  for (const auto& a : attempts) out.push_back(PollOne(a));
+  return out;
+}
+
+AttemptStatus LocalBackend::PollOne(const AttemptRef& a) {
+  const std::string exit_path = ExitPath(a.attempt_dir);
+  AttemptStatus s;
+  if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) {
+    s.phase = AttemptPhase::kExited;
+    s.exit = *exit;
+    return s;
+  }
+  LocalHandle h = LocalHandleFromJson(a.handle);
+  if (h.monitor_pid <= 0) return s;  // still being launched
+  if (env_.ProcessAlive(h.monitor_pid, h.monitor_start)) {
+    s.phase = AttemptPhase::kRunning;
+    return s;
+  }
+  // The monitor may have written exit.json just before exiting.
+  if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) {
+    s.phase = AttemptPhase::kExited;
+    s.exit = *exit;
+  } else {
+    s.phase = AttemptPhase::kGone;
+    s.why = "its monitor process died without recording an exit status";
+  }
+  return s;
+}
+
+Status LocalBackend::Signal(const AttemptRef& a, StopSignal signal) {
+  LocalHandle h = LocalHandleFromJson(a.handle);
+  if (h.monitor_pid <= 0) return Status::OK();  // told once it has started
+  // The monitor forwards SIGTERM to the tree; SIGUSR2 makes it SIGKILL the tree.
+  return os::SendSignal(h.monitor_pid, signal == StopSignal::kGraceful ? SIGTERM : SIGUSR2);
+}
+
+std::vector<std::string> LocalBackend::CgroupDirs(const AttemptRef& a) const {
+  std::vector<std::string> dirs = LocalHandleFromJson(a.handle).cgroup_dirs;
+  if (dirs.empty()) {
+    const std::string name = a.run_id + "-" + std::to_string(a.attempt);
+    const auto& cg = opts_.cgroups;
+    for (const std::string& base : {cg.memory_base, cg.pids_base, cg.cpu_base}) {
+      if (!base.empty()) dirs.push_back(base + "/" + name);
+    }
+  }
+  std::vector<std::string> existing;
+  for (const auto& d : dirs) {
+    if (os::Exists(d) && std::find(existing.begin(), existing.end(), d) == existing.end()) {
+      existing.push_back(d);
+    }
+  }
+  return existing;
+}
+
+void LocalBackend::Release(const AttemptRef& a) {
+  // The monitor removes its cgroups when the run ends; what is left belongs
+  // to an attempt that was lost or never started, and must not keep GPUs busy.
+  std::vector<std::string> dirs = CgroupDirs(a);
+  if (dirs.empty()) return;
+  auto cg = os::RunCgroup::Open(dirs);
+  Status st = cg.ok() ? (*cg)->KillAll(SIGKILL) : cg.status();
+  if (cg.ok()) {
+    Status destroyed = (*cg)->Destroy();
+    if (st.ok()) st = destroyed;
+  }
+  if (!st.ok()) {
+    spdlog::warn("run {}: cannot remove the cgroups of attempt {}: {}", a.run_id, a.attempt,
+                 st.ToString());
+  }
+}
+
+Readoption LocalBackend::Readopt(const AttemptRef& a) {
+  Readoption out;
+  const std::string exit_path = ExitPath(a.attempt_dir);
+  auto exited = [&](ExitRecord e) {
+    out.what = Readoption::kExited;
+    out.exit = std::move(e);
+    return out;
+  };
+  if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) return exited(*exit);
+  LocalHandle h = LocalHandleFromJson(a.handle);
+  auto mon = ReadMonitorRecord(MonitorPath(a), env_);
+  if (!mon.ok() && h.monitor_pid <= 0) {  // it was being launched
+    mon = WaitForMonitorRecord(a.attempt_dir, env_, clock_);
+    if (!mon.ok()) {
+      if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) return exited(*exit);
+      out.what = Readoption::kNeverStarted;  // no monitor ever answered
+      out.handle = a.handle;
+      return out;
+    }
+  }
+  if (mon.ok() && env_.ProcessAlive(mon->monitor_pid, mon->monitor_start)) {
+    h.monitor_pid = mon->monitor_pid;
+    h.monitor_start = mon->monitor_start;
+    h.child_pid = mon->child_pid;
+    h.cgroup_dirs = CgroupDirs(a);
+    out.what = Readoption::kAlive;
+    out.handle = LocalHandleToJson(h);
+    return out;
+  }
+  // Its monitor may be writing exit.json and exiting at this very moment:
+  // read again after finding it gone, so a run that ended is never lost.
+  if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) return exited(*exit);
+  out.what = Readoption::kGone;
+  out.handle = a.handle;
+  out.why = "its monitor process vanished while the daemon was down; the exit status is unknown";
+  return out;
+}
+
+std::vector<Endpoint> LocalBackend::Endpoints(const AttemptRef& a) {
+  (void)a;  // plain processes declare none yet (ports come with notebooks)
+  return {};
+}
+
+std::string LocalBackend::LogPath(const std::string& run_dir) const { return run_dir + "/log"; }
+
+}  // namespace lathe::exec

@@ -1,0 +1,82 @@
+// The local backend: each attempt runs on this machine under a monitor
+// process of its own (monitor.h), in cgroups that limit it and find all of
+// its processes, as the run's user. The daemon's scheduler places attempts
+// on this node's GPUs (places_runs is false).
+//
+// Per attempt, in the attempt directory: launch.json, monitor.json,
+// exit.json (attempt_records.h) and monitor.log (the monitor's own output).
+// The handle:
+//   {"monitor_pid": 123, "monitor_start": 456, "child_pid": 124,
+//    "cgroup_dirs": ["/sys/fs/cgroup/memory/.../lathe/r-x-1", ...]}
+// (prepared: only "cgroup_dirs"). The monitor holds the run's process: it
+// outlives the daemon, and a restarted daemon re-adopts it by pid and start
+// time (guarding against pid reuse).
+//
+// Thread-safe as backend.h asks: it keeps no state besides its options.
+#pragma once
+
+#include <string>
+
+#include "lathe/exec/backend.h"
+#include "lathe/os/cgroup.h"
+#include "lathe/os/clock.h"
+#include "lathe/os/env.h"
+
+namespace lathe::exec {
+
+struct LocalBackendOptions {
+  std::string self_exe;          // the lathe binary, for `lathe __monitor`
+  os::CgroupSupport cgroups;     // os::DetectCgroups(), once at daemon start
+  bool can_mount = false;        // running as root: a private /dev/shm is possible
+  std::string daemon_user;       // for messages ("the daemon runs as ...")
+  int leftover_grace_ms = 2000;  // the monitor: SIGTERM -> SIGKILL for leftovers
+  // How exit.json and monitor.json are read and monitors looked for; tests
+  // inject faults through it. Not owned.
+  os::Env* env = nullptr;      // null: os::RealEnv()
+  os::Clock* clock = nullptr;  // null: os::RealClock(); waits in Readopt
+};
+
+// The handle's fields, parsed.
+struct LocalHandle {
+  pid_t monitor_pid = 0;
+  uint64_t monitor_start = 0;
+  pid_t child_pid = 0;
+  std::vector<std::string> cgroup_dirs;
+};
+Json LocalHandleToJson(const LocalHandle& h);
+LocalHandle LocalHandleFromJson(const Json& j);  // missing fields stay zero
+
+class LocalBackend final : public ExecutionBackend {
+ public:
+  explicit LocalBackend(LocalBackendOptions options);
+
+  static constexpr std::string_view kName = "local";
+  std::string_view Name() const override { return kName; }
+  Capabilities Caps() const override;
+  Status Check(const run::RunSpec& spec, const RunUser& user) const override;
+  Result<Json> Prepare(const LaunchRequest& request) override;
+  Result<Launched> Launch(const LaunchRequest& request, const Json& prepared) override;
+  std::vector<AttemptStatus> Poll(const std::vector<AttemptRef>& attempts) override;
+  Status Signal(const AttemptRef& attempt, StopSignal signal) override;
+  void Release(const AttemptRef& attempt) override;
+  Readoption Readopt(const AttemptRef& attempt) override;
+  std::vector<Endpoint> Endpoints(const AttemptRef& attempt) override;
+  std::string LogPath(const std::string& run_dir) const override;
+
+  // The complete environment of an attempt's program: the base (PATH, HOME,
+  // USER, LOGNAME, SHELL; LANG, LC_ALL and TZ from the daemon's own), the
+  // request's variables over it, and exactly the placed GPUs over those.
+  static std::map<std::string, std::string> Environment(const LaunchRequest& request);
+
+ private:
+  AttemptStatus PollOne(const AttemptRef& attempt);
+  // The attempt's cgroups from the handle, or found by name: a daemon that
+  // died between Prepare and storing the handle left them unrecorded.
+  std::vector<std::string> CgroupDirs(const AttemptRef& attempt) const;
+
+  const LocalBackendOptions opts_;
+  os::Env& env_;
+  os::Clock& clock_;
+};
+
+}  // namespace lathe::exec

@@ -1,0 +1,34 @@
+// The per-run monitor: a small process (`lathe __monitor`) that holds one run's
+// process tree so that the run's output and exit status never depend on the
+// daemon being alive (the conmon / containerd-shim design).
+//
+// The local backend (local_backend.h) writes a LaunchConfig to <attempt
+// dir>/launch.json (attempt_records.h) and calls SpawnMonitor()
+// (monitor_spawn.h). The monitor, in its own session:
+//   1. becomes a child subreaper, so processes that setsid() and lose their
+//      parent are re-parented to it and stay findable;
+//   2. forks the run's process: it joins the run's cgroups, optionally gets a
+//      private /dev/shm (mount namespace), drops to the run's user, chdirs and
+//      execs. A failure at any step is reported back, never left "starting";
+//   3. answers the daemon's handshake ("ok <pid>" or "err <reason>") and
+//      writes monitor.json (its own and the child's pid and start time);
+//   4. writes stdout/stderr to the run's log (CRI format, log_format.h)
+//      through a LogWriter (log_writer.h): when the file takes nothing, the
+//      output is held and the pipes are not read, for a bounded time; what is
+//      lost after that is counted, marked in the log and in exit.json;
+//   5. forwards SIGTERM to the whole tree; SIGUSR2 means SIGKILL the tree;
+//   6. when the main process exits, ends what is left of the tree, and
+//      writes exit.json atomically: exit code or signal, OOM kill.
+// The monitor is single-threaded, which makes fork-then-configure safe.
+// This file is the monitor's side; monitor_spawn.h is the spawning side.
+#pragma once
+
+#include <string>
+
+namespace lathe::exec {
+
+// The body of `lathe __monitor <launch_path> <handshake_fd>`. Returns the
+// process exit code.
+int MonitorMain(const std::string& launch_path, int handshake_fd);
+
+}  // namespace lathe::exec
