@@ -19,7 +19,7 @@ std::string LogEvent(std::string_view event, const Json& data) {
 }  // namespace
 
 void ApiServer::GetRunLogs(ApiCall& call) {
-  auto r = daemon_.Access(call.caller, call.Param("run"), "read");
+  auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
   Status s = RouteLogs(call.req, *r, call.caller, Truthy(call.req.QueryParam("follow")), call.res);
   if (!s.ok()) call.Reply(s);

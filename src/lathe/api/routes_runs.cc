@@ -86,7 +86,7 @@ void ApiServer::PostRun(ApiCall& call) {
 }
 
 void ApiServer::GetRun(ApiCall& call) {
-  auto r = daemon_.Access(call.caller, call.Param("run"), "read");
+  auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
   Json j = state::RunToJson(*r);
   if (r->state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r->id);
@@ -104,7 +104,7 @@ void ApiServer::StopRun(ApiCall& call) {
 // ?after=ID: the events after that one; ?follow=1: server-sent events until
 // the run has finished.
 void ApiServer::GetRunEvents(ApiCall& call) {
-  auto r = daemon_.Access(call.caller, call.Param("run"), "read");
+  auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
   auto after = QueryNumber(call.req, "after", 0, INT64_MAX);
   if (!after.ok()) return call.Reply(after.status());

@@ -5,13 +5,12 @@
 
 namespace lathe {
 
-enum ExitCode : int {
-  kExitOk = 0,           // success
-  kExitFailed = 1,       // the operation failed (the doctor: a check failed)
-  kExitUsage = 2,        // usage error or invalid input
-  kExitNotFound = 3,     // a named run, snapshot, model... does not exist
-  kExitUnreachable = 4,  // the daemon (or another service) cannot be reached
-};
+// Process exit statuses: plain ints, as main() returns them.
+inline constexpr int kExitOk = 0;           // success
+inline constexpr int kExitFailed = 1;       // the operation failed (the doctor: a check failed)
+inline constexpr int kExitUsage = 2;        // usage error or invalid input
+inline constexpr int kExitNotFound = 3;     // a named run, snapshot, model... does not exist
+inline constexpr int kExitUnreachable = 4;  // the daemon (or another service) cannot be reached
 
 inline int ExitCodeFor(const Status& s) {
   switch (s.code()) {

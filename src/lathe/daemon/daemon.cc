@@ -74,6 +74,18 @@ std::string DescribeExit(const exec::ExitRecord& e, const run::RunSpec& spec) {
 }
 }  // namespace
 
+std::string_view AccessActionName(AccessAction a) {
+  switch (a) {
+    case AccessAction::kRead:
+      return "read";
+    case AccessAction::kStop:
+      return "stop";
+    case AccessAction::kResumeFrom:
+      return "resume from";
+  }
+  return "use";
+}
+
 Result<std::unique_ptr<Daemon>> Daemon::Create(DaemonOptions options, os::Clock& clock) {
   std::unique_ptr<Daemon> d(new Daemon(std::move(options), clock));
   RETURN_IF_ERROR(d->Init());
@@ -291,14 +303,14 @@ void Daemon::RecoverRun(RunRecord& r) {
   }
   exec::Readoption found = backend_->Readopt(RefOf(r));
   switch (found.what) {
-    case exec::Readoption::kExited:
+    case exec::Found::kExited:
       (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down",
                              Json::object(), clock_.NowMs());
       return Finish(r, found.exit);
-    case exec::Readoption::kAlive:
+    case exec::Found::kAlive:
       r.handle = found.handle;
       return Readopt(r);
-    case exec::Readoption::kNeverStarted:
+    case exec::Found::kNeverStarted:
       if (r.state == RunState::kRunning) {
         return MarkLost(r, "its backend has no record of the attempt; the exit status is unknown");
       }
@@ -315,7 +327,7 @@ void Daemon::RecoverRun(RunRecord& r) {
       (void)Transition(r, RunState::kQueued,
                        "requeued: the daemon stopped before the run was started");
       return;
-    case exec::Readoption::kGone:
+    case exec::Found::kGone:
       return MarkLost(r, found.why.empty() ? "it vanished while the daemon was down; the exit "
                                              "status is unknown"
                                            : found.why);
@@ -494,7 +506,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   std::vector<sched::QueuedJob> q;
   for (const auto& r : *queued) {
     sched::QueuedJob j{r.id,
-                       r.spec.priority,
+                       static_cast<int>(r.spec.priority),
                        r.seq,
                        {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes},
                        std::nullopt};
@@ -505,7 +517,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   for (const auto& r : *active) {
     sched::RunningJob j;
     j.id = r.id;
-    j.priority = r.spec.priority;
+    j.priority = static_cast<int>(r.spec.priority);
     j.started_ms = r.started_at_ms;
     j.gpu_indices = r.gpus;
     j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes};
@@ -698,9 +710,10 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
   if (spec.resume_from.empty()) return Status::OK();
   ASSIGN_OR_RETURN(RunRecord from, store_->Resolve(spec.resume_from));
   if (!caller.admin && caller.uid != from.uid) {
-    return Status::Msg(
-        Code::kPermissionDenied, "run.forbidden",
-        {{"run", spec.resume_from}, {"owner", from.user}, {"action", "resume from"}});
+    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
+                       {{"run", spec.resume_from},
+                        {"owner", from.user},
+                        {"action", std::string(AccessActionName(AccessAction::kResumeFrom))}});
   }
   if (spec.checkpoint_dir.empty()) {
     spec.checkpoint_dir = from.spec.checkpoint_dir;
@@ -848,18 +861,19 @@ Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total,
 }
 
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
-                                 const std::string& action) {
+                                 AccessAction action) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref));
   if (!caller.admin && caller.uid != r.uid) {
-    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
-                       {{"run", ref}, {"owner", r.user}, {"action", action}});
+    return Status::Msg(
+        Code::kPermissionDenied, "run.forbidden",
+        {{"run", ref}, {"owner", r.user}, {"action", std::string(AccessActionName(action))}});
   }
   return r;
 }
 
 Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) {
-  ASSIGN_OR_RETURN(RunRecord r, Access(caller, ref, "stop"));
+  ASSIGN_OR_RETURN(RunRecord r, Access(caller, ref, AccessAction::kStop));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(r, store_->Get(r.id));
   if (run::IsTerminal(r.state)) {
@@ -912,9 +926,9 @@ Json Daemon::StatusJson() {
                 {"spec", opts_.gpus}}},
               {"grace_ms", opts_.kill_grace_ms},
               {"cgroups",
-               {{"mode", cgroups_.mode == os::CgroupSupport::kV2   ? "v2"
-                         : cgroups_.mode == os::CgroupSupport::kV1 ? "v1"
-                                                                   : "none"},
+               {{"mode", cgroups_.mode == os::CgroupSupport::Mode::kV2   ? "v2"
+                         : cgroups_.mode == os::CgroupSupport::Mode::kV1 ? "v1"
+                                                                         : "none"},
                 {"memory", cgroups_.memory},
                 {"cpu", cgroups_.cpu},
                 {"pids", cgroups_.pids},

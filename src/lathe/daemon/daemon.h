@@ -68,6 +68,10 @@ struct Caller {
   bool admin = false;  // root or the daemon's own user
 };
 
+// What a caller wants to do with a run, for Access's rule and its message.
+enum class AccessAction { kRead, kStop, kResumeFrom };
+std::string_view AccessActionName(AccessAction a);  // "read", "stop", "resume from"
+
 // What Submit did: queued a new run, or found the one that an earlier request
 // with the same idempotency key created.
 struct Submission {
@@ -101,9 +105,10 @@ class Daemon {
   // `total_all` (may be null) gets the count of every run.
   Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total,
                                              int64_t recent_ms = 0, int64_t* total_all = nullptr);
-  // Resolves `ref` and checks that `caller` may `action` it ("read", "stop").
+  // Resolves `ref` and checks that `caller` may `action` it: the owner and
+  // admins may do anything; nobody else anything (see docs/security.md).
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
-                                  const std::string& action);
+                                  AccessAction action);
   Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref);
   Result<std::vector<state::EventRecord>> Events(const std::string& run_id, int64_t after_id);
   bool IsFinished(const std::string& run_id);

@@ -52,7 +52,7 @@ class DaemonRulesTest : public ::testing::Test {
     return s.ok() ? s->run.id : "";
   }
   RunRecord Get(const std::string& id) {
-    auto r = daemon_->Access(me_, id, "read");
+    auto r = daemon_->Access(me_, id, AccessAction::kRead);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : RunRecord{};
   }
@@ -208,7 +208,7 @@ TEST_F(DaemonRulesTest, AnAttemptNeverLaunchedIsRequeuedWithoutARetry) {
 TEST_F(DaemonRulesTest, ARunningAttemptTheBackendDoesNotKnowIsLost) {
   std::string id = Submit({});
   Step();
-  backend_.readopt_as = exec::Readoption::kNeverStarted;
+  backend_.readopt_as = exec::Found::kNeverStarted;
   Open();
   EXPECT_EQ(Get(id).state, RunState::kLost);
 }

@@ -98,7 +98,7 @@ TEST_F(DaemonRecoveryTest, ARunWhoseExitIsWrittenDuringRecoveryFinishesInsteadOf
   ExitAppearsAfterFirstRead env;
   auto d = Open(&env);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
+  auto got = (*d)->Access(Caller{0, "root", true}, r.id, AccessAction::kRead);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->state, RunState::kFailed) << got->reason;
   ASSERT_TRUE(got->exit_code.has_value());
@@ -110,7 +110,7 @@ TEST_F(DaemonRecoveryTest, ARunWithNeitherMonitorNorExitIsLost) {
   os::EnvWrapper env(os::RealEnv());
   auto d = Open(&env);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
+  auto got = (*d)->Access(Caller{0, "root", true}, r.id, AccessAction::kRead);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, RunState::kLost);
 }
@@ -120,7 +120,8 @@ TEST_F(DaemonRecoveryTest, ARunWithNeitherMonitorNorExitIsLost) {
 TEST_F(DaemonRecoveryTest, CgroupsOfAnAttemptThatNeverStartedAreRemoved) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root for cgroups";
   os::CgroupSupport support = os::DetectCgroups();
-  if (support.mode == os::CgroupSupport::kNone) GTEST_SKIP() << "no cgroups: " << support.note;
+  if (support.mode == os::CgroupSupport::Mode::kNone)
+    GTEST_SKIP() << "no cgroups: " << support.note;
   RunRecord r;
   {
     auto store = state::RunStore::Open(home_ + "/lathe.db");
@@ -141,7 +142,7 @@ TEST_F(DaemonRecoveryTest, CgroupsOfAnAttemptThatNeverStartedAreRemoved) {
   cg->reset();
   auto d = Open(nullptr);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  auto got = (*d)->Access(Caller{0, "root", true}, r.id, "read");
+  auto got = (*d)->Access(Caller{0, "root", true}, r.id, AccessAction::kRead);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, RunState::kQueued);
   for (const auto& dir : dirs) EXPECT_FALSE(std::filesystem::exists(dir)) << dir;

@@ -75,7 +75,7 @@ Result<snap::SnapshotId> ResolveFor(const Caller& caller, snap::Store& store,
 Result<Json> Daemon::ListSnapshots(const Caller& caller, const std::string& run_ref) {
   std::string run_id;
   if (!run_ref.empty()) {
-    ASSIGN_OR_RETURN(auto r, Access(caller, run_ref, "read"));
+    ASSIGN_OR_RETURN(auto r, Access(caller, run_ref, AccessAction::kRead));
     run_id = r.id;
   }
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());

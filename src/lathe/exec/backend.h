@@ -134,14 +134,14 @@ enum class StopSignal {
 };
 
 // What Readopt found of an attempt the previous daemon left active.
+enum class Found {
+  kAlive,         // still running: `handle` (possibly updated) supervises it
+  kExited,        // ended while no daemon watched: `exit`
+  kNeverStarted,  // the program was never started: the run may be requeued
+  kGone,          // vanished; how it ended is unknown
+};
 struct Readoption {
-  enum What {
-    kAlive,         // still running: `handle` (possibly updated) supervises it
-    kExited,        // ended while no daemon watched: `exit`
-    kNeverStarted,  // the program was never started: the run may be requeued
-    kGone,          // vanished; how it ended is unknown
-  };
-  What what = kGone;
+  Found what = Found::kGone;
   Json handle;
   ExitRecord exit;
   std::string why;  // when kGone

@@ -113,7 +113,7 @@ std::map<std::string, std::string> LocalBackend::Environment(const LaunchRequest
 
 Result<Json> LocalBackend::Prepare(const LaunchRequest& req) {
   LocalHandle h;
-  if (opts_.cgroups.mode != os::CgroupSupport::kNone) {
+  if (opts_.cgroups.mode != os::CgroupSupport::Mode::kNone) {
     os::CgroupLimits limits;
     if (req.memory_bytes) limits.memory_bytes = req.memory_bytes;
     if (req.cpus > 0) limits.cpus = req.cpus;
@@ -248,7 +248,7 @@ Readoption LocalBackend::Readopt(const AttemptRef& a) {
   Readoption out;
   const std::string exit_path = ExitPath(a.attempt_dir);
   auto exited = [&](ExitRecord e) {
-    out.what = Readoption::kExited;
+    out.what = Found::kExited;
     out.exit = std::move(e);
     return out;
   };
@@ -259,7 +259,7 @@ Readoption LocalBackend::Readopt(const AttemptRef& a) {
     mon = WaitForMonitorRecord(a.attempt_dir, env_, clock_);
     if (!mon.ok()) {
       if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) return exited(*exit);
-      out.what = Readoption::kNeverStarted;  // no monitor ever answered
+      out.what = Found::kNeverStarted;  // no monitor ever answered
       out.handle = a.handle;
       return out;
     }
@@ -269,14 +269,14 @@ Readoption LocalBackend::Readopt(const AttemptRef& a) {
     h.monitor_start = mon->monitor_start;
     h.child_pid = mon->child_pid;
     h.cgroup_dirs = CgroupDirs(a);
-    out.what = Readoption::kAlive;
+    out.what = Found::kAlive;
     out.handle = LocalHandleToJson(h);
     return out;
   }
   // Its monitor may be writing exit.json and exiting at this very moment:
   // read again after finding it gone, so a run that ended is never lost.
   if (auto exit = ReadExitRecord(exit_path, env_); exit.ok()) return exited(*exit);
-  out.what = Readoption::kGone;
+  out.what = Found::kGone;
   out.handle = a.handle;
   out.why = "its monitor process vanished while the daemon was down; the exit status is unknown";
   return out;

@@ -134,30 +134,30 @@ TEST_F(LocalBackendTest, PollTellsStartingRunningExitedAndGone) {
 TEST_F(LocalBackendTest, ReadoptFindsAliveExitedGoneAndNeverStarted) {
   LocalBackend b = Make();
   // Being launched and no launch.json: the monitor was never spawned.
-  EXPECT_EQ(b.Readopt(Ref()).what, Readoption::kNeverStarted);
+  EXPECT_EQ(b.Readopt(Ref()).what, Found::kNeverStarted);
   // launch.json but no monitor ever answers (the fake clock makes the wait instant).
   Write("launch.json", Json::object());
-  EXPECT_EQ(b.Readopt(Ref()).what, Readoption::kNeverStarted);
+  EXPECT_EQ(b.Readopt(Ref()).what, Found::kNeverStarted);
   // A monitor that is alive: re-adopted, the handle rebuilt from monitor.json.
   Write("monitor.json", Json{{"monitor_pid", ::getpid()},
                              {"monitor_start", os::ProcessStartTime(::getpid()).value_or(0)},
                              {"child_pid", 99}});
   Readoption r = b.Readopt(Ref());
-  EXPECT_EQ(r.what, Readoption::kAlive);
+  EXPECT_EQ(r.what, Found::kAlive);
   EXPECT_EQ(LocalHandleFromJson(r.handle).monitor_pid, ::getpid());
   EXPECT_EQ(LocalHandleFromJson(r.handle).child_pid, 99);
   // A monitor that died without an exit record: gone.
   pid_t dead = DeadPid();
   Write("monitor.json", Json{{"monitor_pid", dead}, {"monitor_start", 1}, {"child_pid", dead}});
   r = b.Readopt(Ref(LocalHandleToJson(LocalHandle{dead, 1, dead, {}})));
-  EXPECT_EQ(r.what, Readoption::kGone);
+  EXPECT_EQ(r.what, Found::kGone);
   EXPECT_FALSE(r.why.empty());
   // One that recorded its exit: exited.
   ExitRecord e;
   e.signal = 9;
   Write("exit.json", ExitToJson(e));
   r = b.Readopt(Ref(LocalHandleToJson(LocalHandle{dead, 1, dead, {}})));
-  EXPECT_EQ(r.what, Readoption::kExited);
+  EXPECT_EQ(r.what, Found::kExited);
   EXPECT_EQ(*r.exit.signal, 9);
 }
 

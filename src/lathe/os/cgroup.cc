@@ -432,7 +432,9 @@ CgroupSupport DetectCgroups(const CgroupPaths& paths) {
     available = true;
     base = f.base;
   }
-  s.mode = any_v1 ? CgroupSupport::kV1 : any_v2 ? CgroupSupport::kV2 : CgroupSupport::kNone;
+  s.mode = any_v1   ? CgroupSupport::Mode::kV1
+           : any_v2 ? CgroupSupport::Mode::kV2
+                    : CgroupSupport::Mode::kNone;
   return s;
 }
 

@@ -40,12 +40,12 @@ struct CgroupPaths {
 
 // What this machine lets Lathe do with cgroups, per controller.
 struct CgroupSupport {
-  enum Mode {
+  enum class Mode {
     kNone,  // no usable controller
     kV1,    // at least one usable controller lives on a v1 hierarchy (includes hybrid machines)
     kV2,    // every usable controller is on the unified (v2) hierarchy
   };
-  Mode mode = kNone;
+  Mode mode = Mode::kNone;
   bool memory = false;
   bool cpu = false;
   bool pids = false;

@@ -81,7 +81,7 @@ TEST(DetectCgroupsFake, PureV1) {
   t.File("/sys/fs/cgroup/pids/user.slice/user-1000.slice/lathe/pids.max", "max");
 
   CgroupSupport s = DetectCgroups(t.Paths());
-  EXPECT_EQ(s.mode, CgroupSupport::kV1);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kV1);
   EXPECT_TRUE(s.memory && s.cpu && s.pids) << s.note;
   EXPECT_EQ(s.memory_base,
             t.Abs("/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-2.scope/lathe"));
@@ -98,7 +98,7 @@ TEST(DetectCgroupsFake, V1WithoutCfsBandwidthHasNoCpu) {
   t.File("/sys/fs/cgroup/pids/lathe/pids.max", "max");
   fs::create_directories(t.Abs("/sys/fs/cgroup/cpu,cpuacct"));  // no cpu.cfs_quota_us in it
   CgroupSupport s = DetectCgroups(t.Paths());
-  EXPECT_EQ(s.mode, CgroupSupport::kV1);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kV1);
   EXPECT_TRUE(s.memory);
   EXPECT_TRUE(s.pids);
   EXPECT_FALSE(s.cpu);
@@ -138,7 +138,7 @@ TEST(DetectCgroupsFake, PureV2) {
   t.File(own + "/lathe/cgroup.subtree_control", "");
 
   CgroupSupport s = DetectCgroups(t.Paths());
-  EXPECT_EQ(s.mode, CgroupSupport::kV2);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kV2);
   EXPECT_TRUE(s.memory && s.cpu && s.pids) << s.note;
   EXPECT_EQ(s.memory_base, t.Abs(own + "/lathe"));
   EXPECT_EQ(s.cpu_base, s.memory_base);
@@ -156,7 +156,7 @@ TEST(DetectCgroupsFake, V2WithMemoryOnly) {
   t.File(own + "/cgroup.subtree_control", "memory\n");
   t.File(own + "/lathe/cgroup.subtree_control", "memory\n");
   CgroupSupport s = DetectCgroups(t.Paths());
-  EXPECT_EQ(s.mode, CgroupSupport::kV2);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kV2);
   EXPECT_TRUE(s.memory);
   EXPECT_FALSE(s.cpu);
   EXPECT_FALSE(s.pids);
@@ -184,7 +184,7 @@ TEST(DetectCgroupsFake, HybridLikeThisMachine) {
   t.File("/sys/fs/cgroup/pids/lathe/pids.max", "max");
 
   CgroupSupport s = DetectCgroups(t.Paths());
-  EXPECT_EQ(s.mode, CgroupSupport::kV1);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kV1);
   EXPECT_TRUE(s.memory && s.cpu && s.pids) << s.note;
   EXPECT_EQ(s.memory_base, t.Abs("/sys/fs/cgroup/memory/process_api/c993/lathe"));
   EXPECT_EQ(s.cpu_base, t.Abs("/sys/fs/cgroup/cpu/lathe"));
@@ -199,7 +199,7 @@ TEST(DetectCgroupsFake, None) {
   t.File("/proc/self/mountinfo", "25 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
   t.File("/proc/self/cgroup", "0::/\n");
   CgroupSupport s = DetectCgroups(t.Paths());
-  EXPECT_EQ(s.mode, CgroupSupport::kNone);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kNone);
   EXPECT_FALSE(s.memory || s.cpu || s.pids);
   EXPECT_EQ(s.memory_base, "");
   for (const char* c : {"memory: ", "cpu: ", "pids: "}) {
@@ -211,7 +211,7 @@ TEST(DetectCgroupsFake, UnreadableProcFiles) {
   CgroupPaths p;
   p.mountinfo = "/nonexistent/mountinfo";
   CgroupSupport s = DetectCgroups(p);
-  EXPECT_EQ(s.mode, CgroupSupport::kNone);
+  EXPECT_EQ(s.mode, CgroupSupport::Mode::kNone);
   EXPECT_NE(s.note.find("/nonexistent/mountinfo"), std::string::npos) << s.note;
 }
 
@@ -225,7 +225,7 @@ CgroupSupport FakeV2Support(FakeTree& t, const std::string& run) {
     t.File(base + "/" + run + "/" + f, "");
   }
   CgroupSupport s;
-  s.mode = CgroupSupport::kV2;
+  s.mode = CgroupSupport::Mode::kV2;
   s.memory = s.cpu = s.pids = true;
   s.memory_base = s.cpu_base = s.pids_base = t.Abs(base);
   return s;
@@ -257,7 +257,7 @@ TEST(RunCgroupFake, V2LimitsInOneDir) {
 TEST(RunCgroupFake, V1LimitsInOneDirPerController) {
   FakeTree t;
   CgroupSupport s;
-  s.mode = CgroupSupport::kV1;
+  s.mode = CgroupSupport::Mode::kV1;
   s.memory = s.cpu = s.pids = true;
   s.memory_base = t.Abs("/memory/lathe");
   s.cpu_base = t.Abs("/cpu/lathe");
@@ -292,7 +292,7 @@ TEST(RunCgroupFake, V1LimitsInOneDirPerController) {
 TEST(RunCgroupFake, NoLimitsStillCreatesMemoryAndPidsButNotCpu) {
   FakeTree t;
   CgroupSupport s;
-  s.mode = CgroupSupport::kV1;
+  s.mode = CgroupSupport::Mode::kV1;
   s.memory = s.cpu = s.pids = true;
   s.memory_base = t.Abs("/memory/lathe");
   s.cpu_base = t.Abs("/cpu/lathe");
@@ -313,7 +313,7 @@ TEST(RunCgroupFake, NoLimitsStillCreatesMemoryAndPidsButNotCpu) {
 TEST(RunCgroupFake, RefusesWhatCannotBeDone) {
   FakeTree t;
   CgroupSupport s;
-  s.mode = CgroupSupport::kV1;
+  s.mode = CgroupSupport::Mode::kV1;
   s.memory = true;
   s.memory_base = t.Abs("/memory/lathe");
   s.note = "cpu: cgroup v1: no hierarchy\npids: no cgroup hierarchy has this controller";

@@ -15,13 +15,13 @@
 
 namespace lathe::run {
 
-std::string_view PriorityName(int p) {
+std::string_view PriorityName(Priority p) {
   switch (p) {
-    case kPriorityLow:
+    case Priority::kLow:
       return "low";
-    case kPriorityNormal:
+    case Priority::kNormal:
       return "normal";
-    case kPriorityHigh:
+    case Priority::kHigh:
       return "high";
     default:
       return "normal";
@@ -94,14 +94,14 @@ Result<int64_t> DurationField(const Json& v, std::string_view field) {
   return r->count();
 }
 
-Result<int> PriorityField(const Json& v) {
+Result<Priority> PriorityField(const Json& v) {
   if (v.is_string()) {
     std::string s = v.get<std::string>();
-    if (s == "low") return kPriorityLow;
-    if (s == "normal") return kPriorityNormal;
-    if (s == "high") return kPriorityHigh;
+    if (s == "low") return Priority::kLow;
+    if (s == "normal") return Priority::kNormal;
+    if (s == "high") return Priority::kHigh;
   } else if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 2) {
-    return static_cast<int>(v.get<int64_t>());
+    return static_cast<Priority>(v.get<int64_t>());
   }
   return Status::Msg(Code::kInvalidArgument, "spec.bad_priority", {{"value", Shown(v)}});
 }

@@ -32,8 +32,9 @@
 
 namespace lathe::run {
 
-enum Priority : int { kPriorityLow = 0, kPriorityNormal = 1, kPriorityHigh = 2 };
-std::string_view PriorityName(int p);
+// Ordered: a higher priority may preempt a lower one (sched/ compares them as ints).
+enum class Priority : int { kLow = 0, kNormal = 1, kHigh = 2 };
+std::string_view PriorityName(Priority p);
 
 struct RunSpec {
   std::string type = "job";
@@ -43,7 +44,7 @@ struct RunSpec {
   double cpus = 0;            // 0 = no CPU limit
   uint64_t memory_bytes = 0;  // 0 = no memory limit
   uint64_t shm_bytes = 0;     // 0 = the host's /dev/shm
-  int priority = kPriorityNormal;
+  Priority priority = Priority::kNormal;
   std::map<std::string, std::string> env;
   std::string workdir;          // absolute; empty = the user's home
   int retry = 0;                // restarts after a failure

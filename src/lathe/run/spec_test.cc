@@ -16,7 +16,7 @@ TEST(Spec, FullSpecParses) {
   EXPECT_DOUBLE_EQ(s->cpus, 1.5);
   EXPECT_EQ(s->memory_bytes, 16'000'000'000ull);
   EXPECT_EQ(s->shm_bytes, 8ull << 30);
-  EXPECT_EQ(s->priority, kPriorityHigh);
+  EXPECT_EQ(s->priority, Priority::kHigh);
   EXPECT_EQ(s->env.at("B"), "2");
   EXPECT_EQ(s->max_duration_ms, 12LL * 3600 * 1000);
   EXPECT_FALSE(s->requeue);

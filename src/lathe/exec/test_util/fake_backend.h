@@ -30,10 +30,10 @@ class FakeBackend final : public ExecutionBackend {
 
   // What the test may change before or between calls.
   Capabilities caps{.places_runs = false, .memory_limit = true, .cpu_limit = true};
-  Status check = Status::OK();                 // what Check answers
-  std::string start_error;                     // non-empty: Launch reports this start error
-  bool exit_on_signal = true;                  // a signal ends the attempt (as most programs do)
-  std::optional<Readoption::What> readopt_as;  // overrides what Readopt derives
+  Status check = Status::OK();      // what Check answers
+  std::string start_error;          // non-empty: Launch reports this start error
+  bool exit_on_signal = true;       // a signal ends the attempt (as most programs do)
+  std::optional<Found> readopt_as;  // overrides what Readopt derives
 
   // ---- driving attempts (the latest attempt of `run_id`) ----
   void Exit(const std::string& run_id, int code) {
@@ -127,14 +127,14 @@ class FakeBackend final : public ExecutionBackend {
     r.handle = ref.handle;
     auto it = attempts_.find({ref.run_id, ref.attempt});
     if (it == attempts_.end()) {
-      r.what = Readoption::kNeverStarted;
+      r.what = Found::kNeverStarted;
     } else if (it->second.phase == AttemptPhase::kExited) {
-      r.what = Readoption::kExited;
+      r.what = Found::kExited;
       r.exit = it->second.exit;
     } else if (it->second.phase == AttemptPhase::kRunning) {
-      r.what = Readoption::kAlive;
+      r.what = Found::kAlive;
     } else {
-      r.what = Readoption::kGone;
+      r.what = Found::kGone;
       r.why = "the fake attempt vanished";
     }
     if (readopt_as) r.what = *readopt_as;
