@@ -502,6 +502,14 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     waiting_why_.clear();
     return {};
   }
+  if (backend_->Caps().places_runs) {  // a cluster queues and places them itself
+    waiting_why_.clear();
+    std::vector<PendingStart> starts;
+    for (auto& r : *queued) {
+      if (auto s = PrepareStart(r, {})) starts.push_back(std::move(*s));
+    }
+    return starts;
+  }
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
   for (const auto& r : *queued) {
@@ -589,8 +597,10 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   r.stop_intent = run::StopIntent::kNone;
   r.backend = std::string(backend_->Name());
   r.handle = Json::object();
-  if (!Transition(r, RunState::kStarting, fmt::format("placed on GPUs [{}]", fmt::join(gpus, ",")))
-           .ok()) {
+  const std::string placed = backend_->Caps().places_runs
+                                 ? fmt::format("handed to the {} backend", backend_->Name())
+                                 : fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","));
+  if (!Transition(r, RunState::kStarting, placed).ok()) {
     return std::nullopt;
   }
   PendingStart p;

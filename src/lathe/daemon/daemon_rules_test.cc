@@ -267,5 +267,21 @@ TEST_F(DaemonRulesTest, ASpecTheBackendCannotHonourIsRefusedAtSubmission) {
   EXPECT_EQ(total, 0);
 }
 
+// A backend that places runs itself (a cluster) gets every queued run at
+// once, without this node's GPUs; the node's size does not limit the spec.
+TEST_F(DaemonRulesTest, ABackendThatPlacesRunsGetsThemAllWithoutANodePlacement) {
+  backend_.caps.places_runs = true;
+  std::string a = Submit({{"gpus", 1}});
+  std::string b = Submit({{"gpus", 1}});
+  std::string big = Submit({{"gpus", 8}});  // more than this node has
+  Step();
+  for (const auto& id : {a, b, big}) {
+    EXPECT_EQ(Get(id).state, RunState::kRunning) << id;
+    auto at = backend_.Get(id, 1);
+    ASSERT_TRUE(at) << id;
+    EXPECT_TRUE(at->request.gpus.empty()) << id;
+  }
+}
+
 }  // namespace
 }  // namespace lathe::daemon

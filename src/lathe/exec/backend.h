@@ -88,7 +88,7 @@ struct LaunchRequest {
   // below it and the GPU selection above it.
   std::map<std::string, std::string> env;
   std::string workdir;    // "" = the user's home
-  std::vector<int> gpus;  // placed by sched/ (places_runs == false)
+  std::vector<int> gpus;  // placed by sched/; empty when the backend places runs
   double cpus = 0;        // 0 = no limit
   uint64_t memory_bytes = 0;
   uint64_t shm_bytes = 0;
