@@ -20,7 +20,6 @@
 #include "lathe/os/users.h"
 #include "lathe/run/log_reader.h"
 #include "lathe/sched/scheduler.h"
-#include "lathe/snap/sha256.h"
 
 namespace lathe::daemon {
 
@@ -28,14 +27,6 @@ using run::RunState;
 using state::RunRecord;
 
 namespace {
-constexpr int kMaxEventsPerCall = 1000;
-constexpr int64_t kKeyPurgeEveryMs = 3600 * 1000;
-
-// What makes two submissions the same request: the spec as parsed, written
-// canonically (defaults filled in, keys sorted), hashed.
-std::string SpecHash(const run::RunSpec& spec) {
-  return snap::ToHex(snap::Sha256(run::SpecToJson(spec).dump()));
-}
 
 uint64_t TotalMemoryBytes() {
   long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
@@ -55,13 +46,6 @@ std::string LogTail(const std::string& log_path) {
   return run::RenderLogEnd(log_path, kTailBytes).value_or("");
 }
 
-// ENOSPC/EDQUOT from the daemon's home is the same full disk the state
-// store reports as state.disk_full (the API answers both with 507).
-Status AsDiskFull(const Status& st) {
-  if (st.code() != Code::kResourceExhausted || !st.msg_id().empty()) return st;
-  return Status::Msg(Code::kResourceExhausted, "state.disk_full", {{"detail", st.message()}});
-}
-
 std::string DescribeExit(const exec::ExitRecord& e, const run::RunSpec& spec) {
   if (!e.start_error.empty()) return e.start_error;
   if (e.oom_killed) {
@@ -73,18 +57,6 @@ std::string DescribeExit(const exec::ExitRecord& e, const run::RunSpec& spec) {
   return "ended";
 }
 }  // namespace
-
-std::string_view AccessActionName(AccessAction a) {
-  switch (a) {
-    case AccessAction::kRead:
-      return "read";
-    case AccessAction::kStop:
-      return "stop";
-    case AccessAction::kResumeFrom:
-      return "resume from";
-  }
-  return "use";
-}
 
 Result<std::unique_ptr<Daemon>> Daemon::Create(DaemonOptions options, os::Clock& clock) {
   std::unique_ptr<Daemon> d(new Daemon(std::move(options), clock));
@@ -712,264 +684,6 @@ void Daemon::DrainCheckpointEvents() {
     (void)store_->AddEvent(e.run_id, e.type, e.message, e.data, clock_.NowMs());
   }
   if (!events.empty()) Notify();
-}
-
-// `resume_from` names a run the caller may read; stored as its id. A spec
-// without a checkpoint directory takes the resumed run's.
-Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
-  if (spec.resume_from.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(RunRecord from, store_->Resolve(spec.resume_from));
-  if (!caller.admin && caller.uid != from.uid) {
-    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
-                       {{"run", spec.resume_from},
-                        {"owner", from.user},
-                        {"action", std::string(AccessActionName(AccessAction::kResumeFrom))}});
-  }
-  if (spec.checkpoint_dir.empty()) {
-    spec.checkpoint_dir = from.spec.checkpoint_dir;
-    if (spec.keep_checkpoints == 0) spec.keep_checkpoints = from.spec.keep_checkpoints;
-  }
-  if (spec.checkpoint_dir.empty()) {
-    return Status::Msg(Code::kInvalidArgument, "run.resume_no_checkpoints",
-                       {{"run", spec.resume_from}});
-  }
-  spec.resume_from = from.id;
-  return Status::OK();
-}
-
-// ---- API-facing -------------------------------------------------------------------
-
-Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
-  // A backend that places runs itself (a cluster) judges the fit itself.
-  if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
-  exec::RunUser user;  // Check needs who, not their passwd entry
-  user.uid = caller.uid;
-  user.name = caller.user;
-  return backend_->Check(spec, user);
-}
-
-// Whether `spec` could ever be placed on this node, whatever else runs.
-Status Daemon::CheckFitsNode(const run::RunSpec& spec) const {
-  int gpus = static_cast<int>(inventory_.gpus.size());
-  if (spec.gpus > 0 && gpus == 0) {
-    return Status::Msg(Code::kInvalidArgument, "spec.no_gpus",
-                       {{"requested", std::to_string(spec.gpus)},
-                        {"why", inventory_.note.empty() ? inventory_.source : inventory_.note}});
-  }
-  if (spec.gpus > gpus) {
-    return Status::Msg(
-        Code::kInvalidArgument, "spec.too_many_gpus",
-        {{"requested", std::to_string(spec.gpus)}, {"available", std::to_string(gpus)}});
-  }
-  if (spec.cpus > node_cpus_) {
-    return Status::Msg(Code::kInvalidArgument, "spec.too_much",
-                       {{"field", "cpus"},
-                        {"requested", fmt::format("{:g}", spec.cpus)},
-                        {"available", fmt::format("{:g}", node_cpus_)}});
-  }
-  if (spec.memory_bytes > node_memory_) {
-    return Status::Msg(Code::kInvalidArgument, "spec.too_much",
-                       {{"field", "memory"},
-                        {"requested", FormatBytes(spec.memory_bytes)},
-                        {"available", FormatBytes(node_memory_)}});
-  }
-  // A private /dev/shm is a tmpfs: its pages are memory, whatever size it claims.
-  if (spec.shm_bytes > node_memory_) {
-    return Status::Msg(Code::kInvalidArgument, "spec.too_much",
-                       {{"field", "shm"},
-                        {"requested", FormatBytes(spec.shm_bytes)},
-                        {"available", FormatBytes(node_memory_)}});
-  }
-  sched::NodeState node{gpus, {}, node_cpus_, node_memory_};
-  if (Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes}); !v.ok()) {
-    return Status(Code::kInvalidArgument, v.message());  // GPUs marked unavailable
-  }
-  return Status::OK();
-}
-
-// The paths a spec names, checked with the submitter's identity (see
-// user_paths.h): the daemon acts on them for that user later.
-Status Daemon::CheckPaths(const run::RunSpec& spec, const Caller& caller) const {
-  const os::AccessAs as = ActingAs(caller.uid, caller.uid);
-  if (!spec.workdir.empty()) {
-    RETURN_IF_ERROR(reserved_->Check("workdir", spec.workdir, PathUse::kWorkdir, as));
-  }
-  if (!spec.checkpoint_dir.empty()) {
-    RETURN_IF_ERROR(
-        reserved_->Check("checkpoints.dir", spec.checkpoint_dir, PathUse::kCheckpointDir, as));
-  }
-  return Status::OK();
-}
-
-void Daemon::PurgeExpiredKeys(bool now) {
-  int64_t mono = clock_.MonotonicMs();
-  if (!now && mono - keys_purged_at_ms_ < kKeyPurgeEveryMs) return;
-  keys_purged_at_ms_ = mono;
-  auto n = store_->PurgeExpiredKeys(clock_.NowMs());
-  if (!n.ok()) {
-    spdlog::warn("idempotency keys: {}", n.status().ToString());
-  } else if (*n > 0) {
-    spdlog::info("forgot {} idempotency key(s) older than 24h", *n);
-  }
-}
-
-Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
-                                  const std::string& idempotency_key) {
-  std::optional<InFlightKeys::Lease> lease =
-      idempotency_key.empty() ? std::nullopt
-                              : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
-  if (!idempotency_key.empty() && !lease) {
-    return Status::Msg(Code::kFailedPrecondition, "run.idempotency_in_flight",
-                       {{"key", idempotency_key}});
-  }
-  ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
-  std::optional<state::IdempotencyKey> key;
-  if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
-  std::lock_guard<std::mutex> lock(mu_);
-  if (key) {  // before any check: the original run may hold the name, the GPUs...
-    ASSIGN_OR_RETURN(std::optional<RunRecord> earlier, store_->FindByKey(*key, clock_.NowMs()));
-    if (earlier) return Submission{std::move(*earlier), true};
-  }
-  RETURN_IF_ERROR(CheckSubmittable(spec, caller));
-  RETURN_IF_ERROR(ResolveResumeFrom(caller, spec));
-  RETURN_IF_ERROR(CheckPaths(spec, caller));
-  RunRecord r;
-  r.id = NewId("r");
-  r.name = spec.name.empty() ? r.id : spec.name;
-  if (!spec.name.empty()) {
-    ASSIGN_OR_RETURN(bool used, store_->NameInUse(spec.name));
-    if (used) return Status::Msg(Code::kInvalidArgument, "run.name_in_use", {{"name", spec.name}});
-  }
-  r.uid = caller.uid;
-  r.user = caller.user;
-  r.spec = std::move(spec);
-  r.run_dir = paths_.runs + "/" + r.id;
-  // The daemon's, never the user's: root's monitor writes the log and the
-  // attempt records in it, so a user who could replace an entry (with a
-  // symlink to a file of root's) would have root write there. The user
-  // reads their log (0600, theirs) by name through the 0711 directory.
-  if (Status made = os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700); !made.ok())
-    return AsDiskFull(made);
-  if (::chmod(r.run_dir.c_str(), paths_.system ? 0711 : 0700) != 0)
-    return ErrnoStatus(r.run_dir, errno);
-  RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
-  Notify();
-  kicked_ = true;
-  loop_cv_.notify_all();
-  return Submission{std::move(r), false};
-}
-
-Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total, int64_t recent_ms,
-                                            int64_t* total_all) {
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t since = recent_ms > 0 ? clock_.NowMs() - recent_ms : 0;
-  ASSIGN_OR_RETURN(*total, store_->Count(all, since));
-  if (total_all) {
-    ASSIGN_OR_RETURN(*total_all, store_->Count(true));
-  }
-  return store_->List(all, limit, since);
-}
-
-Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
-                                 AccessAction action) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref));
-  if (!caller.admin && caller.uid != r.uid) {
-    return Status::Msg(
-        Code::kPermissionDenied, "run.forbidden",
-        {{"run", ref}, {"owner", r.user}, {"action", std::string(AccessActionName(action))}});
-  }
-  return r;
-}
-
-Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) {
-  ASSIGN_OR_RETURN(RunRecord r, Access(caller, ref, AccessAction::kStop));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(r, store_->Get(r.id));
-  if (run::IsTerminal(r.state)) {
-    return Status::Msg(Code::kFailedPrecondition, "run.already_finished",
-                       {{"run", ref}, {"state", std::string(run::StateName(r.state))}});
-  }
-  RETURN_IF_ERROR(BeginStop(r, run::StopIntent::kUser, "stopped by " + caller.user));
-  kicked_ = true;
-  loop_cv_.notify_all();
-  return r;
-}
-
-Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id,
-                                                       int64_t after_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return store_->Events(run_id, after_id, kMaxEventsPerCall);
-}
-
-std::string Daemon::WaitingWhy(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = waiting_why_.find(run_id);
-  return it == waiting_why_.end() ? "" : it->second;
-}
-
-bool Daemon::IsFinished(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto r = store_->Get(run_id);
-  return !r.ok() || run::IsTerminal(r->state);
-}
-
-Json Daemon::StatusJson() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Json counts = Json::object();
-  if (auto runs = store_->List(false); runs.ok()) {
-    for (const auto& r : *runs)
-      counts[std::string(run::StateName(r.state))] =
-          counts.value(std::string(run::StateName(r.state)), 0) + 1;
-  }
-  return Json{{"version", LATHE_VERSION},
-              {"pid", ::getpid()},
-              {"mode", paths_.system ? "system" : "user"},
-              {"home", paths_.home},
-              {"socket", paths_.socket},
-              {"user", user_},
-              {"gpus",
-               {{"count", inventory_.gpus.size()},
-                {"source", inventory_.source},
-                {"simulated", inventory_.simulated},
-                {"note", inventory_.note},
-                {"spec", opts_.gpus}}},
-              {"grace_ms", opts_.kill_grace_ms},
-              {"cgroups",
-               {{"mode", cgroups_.mode == os::CgroupSupport::Mode::kV2   ? "v2"
-                         : cgroups_.mode == os::CgroupSupport::Mode::kV1 ? "v1"
-                                                                         : "none"},
-                {"memory", cgroups_.memory},
-                {"cpu", cgroups_.cpu},
-                {"pids", cgroups_.pids},
-                {"note", cgroups_.note}}},
-              {"backend",
-               {{"name", std::string(backend_->Name())},
-                {"capabilities", exec::CapabilitiesToJson(backend_->Caps())}}},
-              {"state", {{"wal", store_->db().wal()}, {"note", store_->db().journal_note()}}},
-              {"runs", counts}};
-}
-
-Json Daemon::GpusJson() {
-  auto sample = gpu_source_->Sample();
-  gpu::Inventory inv = sample.ok() ? *sample : inventory_;
-  Json j = gpu::ToJson(inv);
-  std::lock_guard<std::mutex> lock(mu_);
-  std::map<int, std::string> owner;
-  if (auto active =
-          store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
-      active.ok()) {
-    for (const auto& r : *active) {
-      for (int g : r.gpus) owner[g] = r.id;
-    }
-  }
-  if (j.contains("gpus")) {
-    for (auto& g : j["gpus"]) {
-      int idx = g.value("index", -1);
-      g["allocated_to"] = owner.count(idx) ? Json(owner[idx]) : Json(nullptr);
-    }
-  }
-  return j;
 }
 
 }  // namespace lathe::daemon
