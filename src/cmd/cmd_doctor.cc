@@ -46,7 +46,7 @@ bool UseColor() { return ::isatty(1) == 1 && std::getenv("NO_COLOR") == nullptr;
 
 void AddLang(CLI::App* sub, Globals& g) {
   sub->add_option("--lang", g.lang, "language: zh | en")
-      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN"}));
+      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN", "pseudo"}));
 }
 
 // ---- doctor ------------------------------------------------------------------

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   lathe::cmd::Globals globals;
   app.add_option("--lang", globals.lang, "language of messages: zh | en")
-      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN"}));
+      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN", "pseudo"}));
 
   lathe::Status status;
   lathe::cmd::SetupAll(app, globals, status);
