@@ -44,7 +44,7 @@ std::vector<Template> Compile(const Catalog& catalog) {
         t.literal_chars += en.size() - i;
         break;
       }
-      pattern += RE2::QuoteMeta(en.substr(i, open - i)) + "(.+?)";
+      pattern += RE2::QuoteMeta(en.substr(i, open - i)) + "(.*?)";
       t.literal_chars += open - i;
       t.names.push_back(en.substr(open + 1, close - open - 1));
       i = close + 1;
@@ -148,7 +148,8 @@ std::optional<EnglishMatch> MatchEnglish(std::string_view english, std::string_v
   }
   if (best == nullptr) return std::nullopt;
   EnglishMatch m{best->id, {}};
-  for (size_t i = 0; i < best->names.size(); ++i) m.args.push_back({best->names[i], best_values[i]});
+  for (size_t i = 0; i < best->names.size(); ++i)
+    m.args.push_back({best->names[i], best_values[i]});
   return m;
 }
 
@@ -182,8 +183,8 @@ std::string EventText(const Json& event, Lang lang) {
   std::string parts = Render(message, lang, 0);
   if (parts != message || lang == Lang::kEn) return parts;
   if (type == "state" && data.is_object() && data.contains("to") && data["to"].is_string()) {
-    return Tr("event.state_fallback",
-              lang, {{"state", StateLabel(data["to"].get<std::string>(), lang)}, {"message", message}});
+    return Tr("event.state_fallback", lang,
+              {{"state", StateLabel(data["to"].get<std::string>(), lang)}, {"message", message}});
   }
   return message;
 }

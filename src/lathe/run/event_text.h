@@ -9,10 +9,9 @@
 //      (an object; a value that is itself {msg_id, msg_args} is rendered the
 //      same way, so a nested reason is translated too);
 //   2. else the English message is read back against the English texts of
-//      the event.* entries (then of the whole catalog) ("started, pid {pid}" matches "started, pid 42"),
-//      a message of parts joined by "; " part by part; the arguments named
-//      reason, detail or why are read back the same way against the whole
-//      catalog;
+//      the event.* entries (then of the whole catalog) ("started, pid {pid}" matches "started, pid
+//      42"), a message of parts joined by "; " part by part; the arguments named reason, detail or
+//      why are read back the same way against the whole catalog;
 //   3. else the English message itself (for a state event, after the state
 //      it went to, taken from data.to).
 // The rules use only the catalog, so the web UI can apply them to the

@@ -23,25 +23,28 @@ TEST(EventText, ReadsTheEnglishMessageBack) {
   EXPECT_EQ(EventText(e, Lang::kZh), "已退出，退出码 1");
   EXPECT_EQ(EventText(e, Lang::kPseudo), "⟦exited with code 1⟧");
   // The longer English text wins over a shorter one it also matches.
-  EXPECT_EQ(EventText(StateEvent("started, pid 42; stopping it", "starting", "stopping"), Lang::kZh),
-            "已启动（进程号 42），正在停止");
+  EXPECT_EQ(
+      EventText(StateEvent("started, pid 42; stopping it", "starting", "stopping"), Lang::kZh),
+      "已启动（进程号 42），正在停止");
   EXPECT_EQ(ReasonText("killed by SIGKILL", Lang::kZh), "被信号 SIGKILL 终止");
 }
 
 TEST(EventText, MessageIdAndArgumentsWinOverTheMessage) {
-  Json e = {{"type", "state"},
-            {"message", "something else"},
-            {"data",
-             {{"msg_id", "event.never_placeable"},
-              {"msg_args", {{"reason", {{"msg_id", "event.exited"}, {"msg_args", {{"code", 3}}}}}}}}}};
+  Json e = {
+      {"type", "state"},
+      {"message", "something else"},
+      {"data",
+       {{"msg_id", "event.never_placeable"},
+        {"msg_args", {{"reason", {{"msg_id", "event.exited"}, {"msg_args", {{"code", 3}}}}}}}}}};
   EXPECT_EQ(EventText(e, Lang::kZh), "无论如何都无法分配资源：已退出，退出码 3");
   EXPECT_EQ(EventText(e, Lang::kPseudo), "⟦cannot ever be placed: ⟦exited with code 3⟧⟧");
 }
 
 TEST(EventText, PartsAndNestedReasons) {
-  Json e = {{"type", "checkpoint"},
-            {"message", "snapshot abcdef123456 (written): 3 files, 1.0 kB new; resume point ckpt_100.pt"},
-            {"data", {{"snapshot", "abcdef123456"}}}};
+  Json e = {
+      {"type", "checkpoint"},
+      {"message", "snapshot abcdef123456 (written): 3 files, 1.0 kB new; resume point ckpt_100.pt"},
+      {"data", {{"snapshot", "abcdef123456"}}}};
   EXPECT_EQ(EventText(e, Lang::kZh),
             "快照 abcdef123456（写入完成）：3 个文件，新增 1.0 kB；恢复点 ckpt_100.pt");
   EXPECT_EQ(EventText(e, Lang::kEn), e["message"].get<std::string>());
@@ -58,9 +61,12 @@ TEST(EventText, UnknownMessagesStayWithTheStateTranslated) {
 }
 
 TEST(EventText, DiagnosisUsesTheKnowledgeBaseTitle) {
-  Json e = {{"type", "diagnosis"},
-            {"message", "known failure: cuda-oom"},
-            {"data", {{"matches", {{{"id", "cuda-oom"}, {"title", {{"en", "CUDA out of memory"}, {"zh", "显存不足"}}}}}}}}};
+  Json e = {
+      {"type", "diagnosis"},
+      {"message", "known failure: cuda-oom"},
+      {"data",
+       {{"matches",
+         {{{"id", "cuda-oom"}, {"title", {{"en", "CUDA out of memory"}, {"zh", "显存不足"}}}}}}}}};
   EXPECT_EQ(EventText(e, Lang::kZh), "识别出已知故障：显存不足");
   EXPECT_EQ(EventText(e, Lang::kEn), "known failure: cuda-oom");
 }
