@@ -153,6 +153,14 @@ std::optional<EnglishMatch> MatchEnglish(std::string_view english, std::string_v
   return m;
 }
 
+EventMessage MakeEventMessage(std::string_view id, const MsgArgs& args, Json data) {
+  Json msg_args = Json::object();
+  for (const auto& a : args) msg_args[a.key] = a.value;
+  data["msg_id"] = std::string(id);
+  data["msg_args"] = std::move(msg_args);
+  return {Tr(id, Lang::kEn, args), std::move(data)};
+}
+
 std::string StateLabel(std::string_view state, Lang lang) {
   std::string id = "run_state." + std::string(state);
   return Catalog::Default().Has(id) ? Tr(id, lang) : std::string(state);

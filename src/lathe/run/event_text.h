@@ -37,6 +37,15 @@ std::string EventText(const Json& event, Lang lang);
 // A run's reason (why it failed, stopped or is lost), e.g. "exited with code 1".
 std::string ReasonText(std::string_view english, Lang lang);
 
+// For the daemon: the event data that names catalog text `id` with `args`
+// ({"msg_id": id, "msg_args": {…}}, merged into `data`), and the English
+// message to store beside it (Tr(id, kEn, args)).
+struct EventMessage {
+  std::string message;
+  Json data;
+};
+EventMessage MakeEventMessage(std::string_view id, const MsgArgs& args, Json data = Json::object());
+
 // The catalog entry whose English text, its placeholders taken as wildcards,
 // is all of `english`: its id and the values the placeholders stood for.
 // Only entries whose id starts with `id_prefix`; an empty prefix searches

@@ -40,6 +40,15 @@ TEST(EventText, MessageIdAndArgumentsWinOverTheMessage) {
   EXPECT_EQ(EventText(e, Lang::kPseudo), "⟦cannot ever be placed: ⟦exited with code 3⟧⟧");
 }
 
+TEST(EventText, WhatTheDaemonStoresRendersInEachLanguage) {
+  EventMessage m = MakeEventMessage("event.started", {{"pid", "42"}}, {{"from", "starting"}});
+  EXPECT_EQ(m.message, "started, pid 42");
+  EXPECT_EQ(m.data["from"], "starting");
+  Json e = {{"type", "state"}, {"message", m.message}, {"data", m.data}};
+  EXPECT_EQ(EventText(e, Lang::kZh), "已启动，进程号 42");
+  EXPECT_EQ(EventText(e, Lang::kEn), "started, pid 42");
+}
+
 TEST(EventText, PartsAndNestedReasons) {
   Json e = {
       {"type", "checkpoint"},
