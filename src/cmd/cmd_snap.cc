@@ -232,8 +232,11 @@ Status RunLs(const SnapFlags& f, Lang lang) {
   for (const auto& r : rows) {
     std::string status = r["status"].get<std::string>();
     std::string text = StatusWord(status, lang);
-    if (status == "skipped") text += ": " + r.value("reason_text", "");
-    if (status == "incomplete") text += ": " + run::ReasonText(r.value("reason", ""), lang);
+    if (status == "skipped" || status == "incomplete") {
+      std::string reason = status == "skipped" ? r.value("reason_text", "")
+                                               : run::ReasonText(r.value("reason", ""), lang);
+      text = Tr("snap.status_reason", lang, {{"status", text}, {"reason", reason}});
+    }
     bool skip = status == "skipped";
     table.push_back({skip ? "-" : Short(r["id"].get<std::string>()),
                      Age(r["time_ms"].get<int64_t>(), lang), r.value("source", ""),

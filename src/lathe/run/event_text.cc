@@ -80,23 +80,31 @@ std::optional<std::string> RenderWhole(std::string_view english, Lang lang, int 
   return Tr(m->id, lang, RenderArgs(std::move(m->args), lang, depth));
 }
 
-// `english` in `lang`: whole, else part by part ("a; b"), else as it is.
-std::string Render(std::string_view english, Lang lang, int depth) {
-  if (depth > kMaxDepth || english.empty()) return std::string(english);
-  if (auto whole = RenderWhole(english, lang, depth)) return *whole;
-  std::vector<std::string> parts;
+// `english` as parts joined by "; ", each a catalog text; nullopt unless
+// there are several and each of them matches.
+std::optional<std::string> RenderParts(std::string_view english, Lang lang, int depth) {
+  if (english.find("; ") == std::string_view::npos) return std::nullopt;
+  std::string out;
   size_t start = 0;
   while (true) {
     size_t sep = english.find("; ", start);
     auto part = RenderWhole(english.substr(start, sep - start), lang, depth);
-    if (!part) return std::string(english);
-    parts.push_back(std::move(*part));
+    if (!part) return std::nullopt;
+    out += (out.empty() ? "" : lang == Lang::kZh ? "；" : "; ") + *part;
     if (sep == std::string_view::npos) break;
     start = sep + 2;
   }
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : lang == Lang::kZh ? "；" : "; ") + p;
   return out;
+}
+
+// `english` in `lang`: part by part ("a; b") when every part is a catalog
+// text (a placeholder of one text could otherwise swallow the others), else
+// whole, else as it is.
+std::string Render(std::string_view english, Lang lang, int depth) {
+  if (depth > kMaxDepth || english.empty()) return std::string(english);
+  if (auto parts = RenderParts(english, lang, depth)) return *parts;
+  if (auto whole = RenderWhole(english, lang, depth)) return *whole;
+  return std::string(english);
 }
 
 std::string ArgText(const Json& v, Lang lang, int depth);
@@ -187,9 +195,8 @@ std::string EventText(const Json& event, Lang lang) {
     std::string en = title.value("en", id), zh = title.value("zh", en);
     return Tr("event.diagnosis", lang, {{"id", id}, {"title", PickText(en, zh, lang)}});
   }
-  if (auto whole = RenderWhole(message, lang, 0)) return *whole;
-  std::string parts = Render(message, lang, 0);
-  if (parts != message || lang == Lang::kEn) return parts;
+  std::string text = Render(message, lang, 0);
+  if (text != message || lang == Lang::kEn) return text;
   if (type == "state" && data.is_object() && data.contains("to") && data["to"].is_string()) {
     return Tr("event.state_fallback", lang,
               {{"state", StateLabel(data["to"].get<std::string>(), lang)}, {"message", message}});

@@ -57,6 +57,11 @@ TEST(EventText, PartsAndNestedReasons) {
   EXPECT_EQ(EventText(e, Lang::kZh),
             "快照 abcdef123456（写入完成）：3 个文件，新增 1.0 kB；恢复点 ckpt_100.pt");
   EXPECT_EQ(EventText(e, Lang::kEn), e["message"].get<std::string>());
+  // The last part's placeholder does not swallow the first part.
+  e["message"] =
+      "snapshot abcdef123456 (written): 1 files, 2B new; ckpt_1.pt is incomplete (short)";
+  EXPECT_EQ(EventText(e, Lang::kZh),
+            "快照 abcdef123456（写入完成）：1 个文件，新增 2B；ckpt_1.pt 不完整（short）");
   EXPECT_EQ(ReasonText("stopped after exceeding max_duration (killed by SIGTERM)", Lang::kZh),
             "超过最长运行时间（max_duration）后被停止（被信号 SIGTERM 终止）");
 }
