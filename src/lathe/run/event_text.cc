@@ -109,17 +109,18 @@ std::string Render(std::string_view english, Lang lang, int depth) {
 
 std::string ArgText(const Json& v, Lang lang, int depth);
 
-// data.msg_id with data.msg_args, in `lang`; nullopt when there is no such id.
+// data.msg_id with data.msg_args, in `lang`; nullopt when there is no such
+// id, or no msg_args: older events carry a msg_id of another meaning (the
+// log-lost warning's without its arguments, a skipped snapshot's reason's).
 std::optional<std::string> FromMsgId(const Json& obj, Lang lang, int depth) {
-  if (!obj.is_object() || !obj.contains("msg_id") || !obj["msg_id"].is_string()) {
+  if (!obj.is_object() || !obj.contains("msg_id") || !obj["msg_id"].is_string() ||
+      !obj.contains("msg_args") || !obj["msg_args"].is_object()) {
     return std::nullopt;
   }
   const std::string id = obj["msg_id"].get<std::string>();
   if (!Catalog::Default().Has(id)) return std::nullopt;
   MsgArgs args;
-  if (obj.contains("msg_args") && obj["msg_args"].is_object()) {
-    for (const auto& [k, v] : obj["msg_args"].items()) args.push_back({k, ArgText(v, lang, depth)});
-  }
+  for (const auto& [k, v] : obj["msg_args"].items()) args.push_back({k, ArgText(v, lang, depth)});
   return Tr(id, lang, args);
 }
 

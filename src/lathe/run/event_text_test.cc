@@ -49,6 +49,16 @@ TEST(EventText, WhatTheDaemonStoresRendersInEachLanguage) {
   EXPECT_EQ(EventText(e, Lang::kEn), "started, pid 42");
 }
 
+TEST(EventText, AMsgIdWithoutArgumentsIsReadFromTheMessage) {
+  // The log-lost warning names its id but not its arguments.
+  Status lost =
+      Status::Msg(Code::kIoError, "run.log_lost", {{"bytes", "10"}, {"reason", "disk full"}});
+  Json e = {{"type", "warning"},
+            {"message", lost.message()},
+            {"data", {{"lost_bytes", 10}, {"reason", "disk full"}, {"msg_id", "run.log_lost"}}}};
+  EXPECT_EQ(EventText(e, Lang::kZh), Localize(lost, Lang::kZh));
+}
+
 TEST(EventText, PartsAndNestedReasons) {
   Json e = {
       {"type", "checkpoint"},
