@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -22,6 +23,7 @@
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
+#include "lathe/run/event_text.h"
 
 namespace lathe::cmd {
 namespace {
@@ -77,13 +79,14 @@ Status RunDaemon(DaemonFlags& f) {
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
   RETURN_IF_ERROR(d->Start());
   Lang lang = DetectLang();
-  std::printf("%s\n", Tr("daemon.ready", lang,
-                         {{"version", LATHE_VERSION},
-                          {"mode", d->paths().system ? "system" : "user"},
-                          {"socket", d->paths().socket},
-                          {"tcp", server->tcp_endpoint()},
-                          {"token", d->paths().token}})
-                          .c_str());
+  std::printf("%s\n",
+              Tr("daemon.ready", lang,
+                 {{"version", LATHE_VERSION},
+                  {"mode", Tr(d->paths().system ? "status.mode.system" : "status.mode.user", lang)},
+                  {"socket", d->paths().socket},
+                  {"tcp", server->tcp_endpoint()},
+                  {"token", d->paths().token}})
+                  .c_str());
   std::fflush(stdout);
   timespec ts{0, 200'000'000};
   while (!g_shutdown) {
@@ -207,25 +210,56 @@ Status RunStatus(bool json, Lang lang) {
   }
   const Json& g = s["gpus"];
   const Json& cg = s["cgroups"];
-  std::printf("%s: %s (%s, found by %s)\n", Tr("status.daemon", lang).c_str(),
-              s.value("socket", "").c_str(), s.value("mode", "").c_str(), c->why().c_str());
-  std::printf("  version %s, pid %d, home %s, API http://%s/api/v1\n",
-              s.value("version", "").c_str(), s.value("pid", 0), s.value("home", "").c_str(),
-              s.value("tcp", "").c_str());
+  auto known = [&](const std::string& id, const std::string& value) {
+    return Catalog::Default().Has(id) ? Tr(id, lang) : value;
+  };
+  std::string why = c->why();
+  std::string why_id = "status.why." + why;
+  std::replace(why_id.begin(), why_id.end(), ' ', '_');
+  std::string found =
+      Tr("status.found_by", lang,
+         {{"mode", known("status.mode." + s.value("mode", ""), s.value("mode", ""))},
+          {"why", known(why_id, why)}});
+  std::printf("%s\n",
+              Tr("status.daemon_line", lang, {{"socket", s.value("socket", "")}, {"found", found}})
+                  .c_str());
+  std::printf("  %s\n", Tr("status.version_line", lang,
+                           {{"version", s.value("version", "")},
+                            {"pid", std::to_string(s.value("pid", 0))},
+                            {"home", s.value("home", "")},
+                            {"url", "http://" + s.value("tcp", "") + "/api/v1"}})
+                            .c_str());
   std::string gnote = g.value("note", "");
-  std::printf("  GPUs: %d (%s%s%s%s)\n", g.value("count", 0), g.value("source", "").c_str(),
-              g.value("simulated", false) ? ", SIMULATED" : "", gnote.empty() ? "" : ": ",
-              gnote.c_str());
+  std::string gpus_id = g.value("simulated", false) ? "status.gpus_simulated" : "status.gpus";
+  std::string gpus = Tr(gnote.empty() ? gpus_id : gpus_id + "_note", lang,
+                        {{"count", std::to_string(g.value("count", 0))},
+                         {"source", g.value("source", "")},
+                         {"note", run::ReasonText(gnote, lang)}});
+  std::printf("  %s\n", gpus.c_str());
+  auto yes_no = [&](const char* k) {
+    return Tr(cg.value(k, false) ? "common.yes" : "common.no", lang);
+  };
   std::string cgnote = cg.value("note", "");
-  std::printf("  cgroups: %s (memory %s, cpu %s, pids %s)%s%s\n", cg.value("mode", "").c_str(),
-              cg.value("memory", false) ? "yes" : "no", cg.value("cpu", false) ? "yes" : "no",
-              cg.value("pids", false) ? "yes" : "no", cgnote.empty() ? "" : " — ", cgnote.c_str());
+  std::printf("  %s%s%s\n",
+              Tr("status.cgroups", lang,
+                 {{"mode", cg.value("mode", "")},
+                  {"memory", yes_no("memory")},
+                  {"cpu", yes_no("cpu")},
+                  {"pids", yes_no("pids")}})
+                  .c_str(),
+              cgnote.empty() ? "" : " — ", run::ReasonText(cgnote, lang).c_str());
   if (cg.value("mode", "") == "none") std::printf("  %s\n", Tr("status.no_limits", lang).c_str());
   std::string runs;
   for (const auto& [state, n] : s["runs"].items()) {
-    runs += (runs.empty() ? "" : ", ") + std::to_string(n.get<int64_t>()) + " " + state;
+    runs += (runs.empty()        ? ""
+             : lang == Lang::kZh ? "，"
+                                 : ", ") +
+            Tr("status.run_count", lang,
+               {{"n", std::to_string(n.get<int64_t>())}, {"state", run::StateLabel(state, lang)}});
   }
-  std::printf("  runs: %s\n", runs.empty() ? "none queued or active" : runs.c_str());
+  std::printf("  %s\n", Tr("status.runs", lang,
+                           {{"runs", runs.empty() ? Tr("status.runs_none", lang) : runs}})
+                            .c_str());
   return Status::OK();
 }
 
@@ -234,37 +268,33 @@ Status RunStatus(bool json, Lang lang) {
 void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
   static DaemonFlags flags;
   auto add_flags = [](CLI::App* sub) {
-    sub->add_option("--home", flags.home,
-                    "state directory (default: LATHE_HOME, XDG, or /var/lib/lathe as root)");
-    sub->add_option("--gpus", flags.gpus, "GPU inventory: auto | none | sim:4x24GB");
-    sub->add_option("--host", flags.host, "TCP address of the API (default 127.0.0.1)");
-    sub->add_option("--port", flags.port, "TCP port of the API (0: any free port)");
-    sub->add_option("--grace", flags.grace, "time between SIGTERM and SIGKILL when stopping a run");
+    sub->add_option("--home", flags.home);
+    sub->add_option("--gpus", flags.gpus);
+    sub->add_option("--host", flags.host);
+    sub->add_option("--port", flags.port);
+    sub->add_option("--grace", flags.grace);
   };
-  auto* d = app.add_subcommand(
-      "daemon", "run the daemon in the foreground (<home>/config.yaml for defaults)");
+  auto* d = app.add_subcommand("daemon");
   add_flags(d);
   d->callback([&status, d] {
     flags.app = d;
     status = RunDaemon(flags);
   });
-  auto* up = app.add_subcommand("up", "start the daemon in the background if it is not running");
+  auto* up = app.add_subcommand("up");
   add_flags(up);
   up->callback([&status, up] {
     flags.app = up;
     status = RunUp(flags);
   });
-  app.add_subcommand("down", "stop the daemon (runs keep running)")->callback([&status] {
-    status = RunDown();
-  });
+  app.add_subcommand("down")->callback([&status] { status = RunDown(); });
   static bool json = false;
-  auto* st = app.add_subcommand("status", "which daemon this CLI talks to, and its state");
-  st->add_flag("--json", json, "JSON output");
+  auto* st = app.add_subcommand("status");
+  st->add_flag("--json", json);
   st->callback([&status, &g] { status = RunStatus(json, g.Language()); });
   // Internal: the per-run monitor process (exec/monitor.h).
   static std::string launch;
   static int fd = 3;
-  auto* mon = app.add_subcommand("__monitor", "")->group("");
+  auto* mon = app.add_subcommand("__monitor")->group("");
   mon->add_option("launch", launch)->required();
   mon->add_option("fd", fd)->required();
   mon->callback([] { std::exit(exec::MonitorMain(launch, fd)); });

@@ -45,8 +45,7 @@ void PrintJsonSafe(const Json& j) {
 bool UseColor() { return ::isatty(1) == 1 && std::getenv("NO_COLOR") == nullptr; }
 
 void AddLang(CLI::App* sub, Globals& g) {
-  sub->add_option("--lang", g.lang, "language: zh | en")
-      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN"}));
+  sub->add_option("--lang", g.lang)->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN", "pseudo"}));
 }
 
 // ---- doctor ------------------------------------------------------------------
@@ -301,60 +300,52 @@ Status RunPlan(const PlanFlags& f, Lang lang) {
 
 void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   static DoctorFlags df;
-  auto* doc = app.add_subcommand("doctor", "check this machine for GPU training and serving");
-  doc->add_flag("--json", df.json, "JSON output");
-  doc->add_option("--only", df.only, "one group: gpu | system | network | lathe");
-  doc->add_flag("--fix-script", df.fix_script, "print a shell script of the fixes (never runs it)");
-  doc->add_flag("--strict", df.strict, "exit 1 on warnings too");
-  doc->add_flag("--fast", df.fast, "skip slow probes (importing torch, DNS)");
+  auto* doc = app.add_subcommand("doctor");
+  doc->add_flag("--json", df.json);
+  doc->add_option("--only", df.only);
+  doc->add_flag("--fix-script", df.fix_script);
+  doc->add_flag("--strict", df.strict);
+  doc->add_flag("--fast", df.fast);
   AddLang(doc, g);
   doc->callback([&status, &g] { status = RunDoctorCmd(df, g.Language()); });
 
   static ExplainFlags ef;
-  auto* ex =
-      app.add_subcommand("explain", "explain an error: lathe explain \"TEXT\" | --log FILE | RUN");
-  ex->add_option("text", ef.text, "error text, or a run id or name");
-  ex->add_option("--log", ef.log, "a log file to explain (- for stdin)");
-  ex->add_option("--run", ef.run, "a run whose log to explain");
-  ex->add_option("--max", ef.max, "show at most this many matches (default 3)")
-      ->check(CLI::Range(1, 50));
-  ex->add_flag("--json", ef.json, "JSON output");
+  auto* ex = app.add_subcommand("explain");
+  ex->add_option("text", ef.text);
+  ex->add_option("--log", ef.log);
+  ex->add_option("--run", ef.run);
+  ex->add_option("--max", ef.max)->check(CLI::Range(1, 50));
+  ex->add_flag("--json", ef.json);
   AddLang(ex, g);
   ex->callback([&status, &g] { status = RunExplain(ef, g.Language()); });
 
   static TermFlags tf;
-  auto* term = app.add_subcommand("term", "look up a term in English or 中文: lathe term WORD");
-  term->add_option("word", tf.words, "a term, a parameter name or a scenario phrase")->required();
-  term->add_flag("--json", tf.json, "JSON output");
+  auto* term = app.add_subcommand("term");
+  term->add_option("word", tf.words)->required();
+  term->add_flag("--json", tf.json);
   AddLang(term, g);
   term->callback([&status, &g] { status = RunTerm(tf, g.Language()); });
 
   static PlanFlags pf;
-  auto* plan =
-      app.add_subcommand("plan", "GPU memory a training setup needs, and which GPUs fit it");
-  plan->add_option("--params", pf.params, "parameter count, e.g. 7B or 350M");
-  plan->add_option("--layers", pf.layers, "transformer layers (for activations)");
-  plan->add_option("--hidden", pf.hidden, "hidden size");
-  plan->add_option("--heads", pf.heads, "attention heads");
-  plan->add_option("--vocab", pf.vocab,
-                   "vocabulary size (with --layers/--hidden instead of --params)");
-  plan->add_option("--precision", pf.precision, "fp32 | bf16 | fp16 | int8 (inference)")
+  auto* plan = app.add_subcommand("plan");
+  plan->add_option("--params", pf.params);
+  plan->add_option("--layers", pf.layers);
+  plan->add_option("--hidden", pf.hidden);
+  plan->add_option("--heads", pf.heads);
+  plan->add_option("--vocab", pf.vocab);
+  plan->add_option("--precision", pf.precision)
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
-  plan->add_option("--optimizer", pf.optimizer, "adamw | sgd | adafactor")
+  plan->add_option("--optimizer", pf.optimizer)
       ->check(CLI::IsMember({"adamw", "adam", "sgd", "adafactor"}));
-  plan->add_option("--batch", pf.batch, "micro-batch per GPU (default 1)");
-  plan->add_option("--seq-len", pf.seq_len, "sequence length (default 2048)");
-  plan->add_option("--grad-accum", pf.grad_accum, "gradient accumulation steps (default 1)");
-  plan->add_option("--checkpointing", pf.checkpointing, "activation checkpointing: on | off")
-      ->check(CLI::IsMember({"on", "off"}));
-  plan->add_option("--zero", pf.zero, "ZeRO stage 0..3")->check(CLI::Range(0, 3));
-  plan->add_option("--gpus", pf.gpus, "data-parallel GPUs (default 1)")
-      ->check(CLI::Range(1, 100000));
-  plan->add_option("--mfu", pf.mfu, "assumed model FLOPs utilisation (default 0.4)")
-      ->check(CLI::Range(0.01, 1.0));
-  plan->add_option("--prices", pf.prices,
-                   "a YAML price table: - {id: h100-sxm, price_usd_hour: '2.5'}");
-  plan->add_flag("--json", pf.json, "JSON output");
+  plan->add_option("--batch", pf.batch);
+  plan->add_option("--seq-len", pf.seq_len);
+  plan->add_option("--grad-accum", pf.grad_accum);
+  plan->add_option("--checkpointing", pf.checkpointing)->check(CLI::IsMember({"on", "off"}));
+  plan->add_option("--zero", pf.zero)->check(CLI::Range(0, 3));
+  plan->add_option("--gpus", pf.gpus)->check(CLI::Range(1, 100000));
+  plan->add_option("--mfu", pf.mfu)->check(CLI::Range(0.01, 1.0));
+  plan->add_option("--prices", pf.prices);
+  plan->add_flag("--json", pf.json);
   AddLang(plan, g);
   plan->callback([&status, &g] { status = RunPlan(pf, g.Language()); });
 }

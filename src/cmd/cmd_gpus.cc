@@ -5,6 +5,7 @@
 #include "cmd/output.h"
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
+#include "lathe/run/event_text.h"
 
 namespace lathe::cmd {
 namespace {
@@ -22,19 +23,24 @@ Status RunGpus(bool json, Lang lang) {
   }
   bool sim = inv.value("simulated", false);
   if (!inv.contains("gpus") || inv["gpus"].empty()) {
-    std::printf("%s\n", Tr("gpus.none", lang, {{"note", inv.value("note", "")}}).c_str());
+    std::printf(
+        "%s\n",
+        Tr("gpus.none", lang, {{"note", run::ReasonText(inv.value("note", ""), lang)}}).c_str());
     return Status::OK();
   }
   if (sim) std::printf("%s\n", Tr("gpus.simulated", lang).c_str());
-  std::vector<std::vector<std::string>> rows = {
-      {"GPU", "NAME", "MEMORY", "USED", "UTIL", "TEMP", "ALLOCATED TO"}};
+  std::vector<std::vector<std::string>> rows(1);
+  for (const char* col : {"gpu", "name", "memory", "used", "util", "temp", "allocated"}) {
+    rows[0].push_back(Tr(std::string("gpus.col.") + col, lang));
+  }
   for (const auto& g : inv["gpus"]) {
     auto bytes = [&](const char* k) {
       return g.contains(k) && g[k].is_number() ? FormatBytes(g[k].get<uint64_t>())
                                                : std::string("-");
     };
     std::string name = g.value("name", "");  // a simulated model's name already says so
-    if (sim && !name.ends_with("(simulated)")) name += " (simulated)";
+    if (sim && !name.ends_with("(simulated)"))
+      name = Tr("gpus.simulated_name", lang, {{"name", name}});
     rows.push_back({std::to_string(g.value("index", 0)), name, bytes("memory_total_bytes"),
                     bytes("memory_used_bytes"), Num(g, "utilization_gpu_pct", "%"),
                     Num(g, "temperature_c", "C"),
@@ -47,8 +53,8 @@ Status RunGpus(bool json, Lang lang) {
 
 void SetupGpus(CLI::App& app, Globals& g, Status& status) {
   static bool json = false;
-  auto* sub = app.add_subcommand("gpus", "GPU inventory, allocation and live utilization");
-  sub->add_flag("--json", json, "JSON output");
+  auto* sub = app.add_subcommand("gpus");
+  sub->add_flag("--json", json);
   sub->callback([&status, &g] { status = RunGpus(json, g.Language()); });
 }
 

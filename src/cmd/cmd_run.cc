@@ -16,6 +16,7 @@
 #include "lathe/common/units.h"
 #include "lathe/net/http.h"
 #include "lathe/os/files.h"
+#include "lathe/run/event_text.h"
 #include "lathe/run/spec.h"
 
 namespace lathe::cmd {
@@ -139,17 +140,20 @@ Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps,
 // events); false when there is none.
 bool PrintDiagnosis(const Json& run, Lang lang, FILE* out = stdout) {
   bool any = false;
-  const char* l = lang == Lang::kZh ? "zh" : "en";
   for (const auto& e : run["events"]) {
     if (e.value("type", "") != "diagnosis") continue;
     for (const auto& m : e["data"]["matches"]) {
       auto text = [&](const char* k) {
-        return m.contains(k) && m[k].is_object() ? m[k].value(l, "") : std::string();
+        if (!m.contains(k) || !m[k].is_object()) return std::string();
+        return PickText(m[k].value("en", ""), m[k].value("zh", ""), lang);
       };
       any = true;
       std::fprintf(out, "%s %s\n", Tr("inspect.diagnosis", lang).c_str(), text("title").c_str());
-      std::fprintf(out, "  line %d: %s\n", m.value("line_no", 0),
-                   m.value("line", "").substr(0, 200).c_str());
+      std::fprintf(out, "  %s\n",
+                   Tr("inspect.diagnosis_line", lang,
+                      {{"n", std::to_string(m.value("line_no", 0))},
+                       {"line", m.value("line", "").substr(0, 200)}})
+                       .c_str());
       std::fprintf(out, "  %s\n  %s\n  $ %s\n  %s\n", text("scenario").c_str(),
                    text("cause").c_str(), m.value("verify", "").c_str(), text("fix").c_str());
     }
@@ -174,27 +178,36 @@ Status RunRun(const RunFlags& f, Lang lang) {
   RETURN_IF_ERROR(FollowLogs(*c, id, false));
   ASSIGN_OR_RETURN(Json fin, c->Get("/api/v1/runs/" + id));
   std::string state = fin.value("state", "");
-  std::fprintf(
-      stderr, "%s\n",
-      Tr("run.ended", lang, {{"run", id}, {"state", state}, {"reason", fin.value("reason", "")}})
-          .c_str());
+  std::string reason = fin.value("reason", "");
+  std::fprintf(stderr, "%s\n",
+               Tr(reason.empty() ? "run.ended_plain" : "run.ended", lang,
+                  {{"run", id},
+                   {"state", run::StateLabel(state, lang)},
+                   {"reason", run::ReasonText(reason, lang)}})
+                   .c_str());
   if (state != "succeeded") {
     PrintDiagnosis(fin, lang, stderr);
     std::fprintf(stderr, "%s\n", Tr("run.see_inspect", lang, {{"run", id}}).c_str());
   }
-  return state == "succeeded" ? Status::OK() : Status(Code::kInternal, "run " + id + " " + state);
+  if (state == "succeeded") return Status::OK();
+  return Status::Msg(Code::kInternal, "run.not_succeeded", {{"run", id}, {"state", state}});
 }
 
-std::string GpuList(const Json& r) {
+std::string GpuList(const Json& r, Lang lang) {
   std::string s;
   for (const auto& g : r["gpus"]) s += (s.empty() ? "" : ",") + std::to_string(g.get<int>());
   const Json& asked = r.contains("spec") ? r["spec"] : r["resources"];
-  return s.empty()
-             ? std::to_string(asked.value("gpus", 0)) + (r["state"] == "queued" ? " (wait)" : "")
-             : "[" + s + "]";
+  if (!s.empty()) return "[" + s + "]";
+  std::string n = std::to_string(asked.value("gpus", 0));
+  return r["state"] == "queued" ? Tr("ps.gpus_waiting", lang, {{"n", n}}) : n;
 }
 
-Status RunPs(bool all, int limit, bool json) {
+// "normal" → "普通"; a value the catalog does not know as it is.
+std::string PriorityLabel(const std::string& p, Lang lang) {
+  return Catalog::Default().Has("priority." + p) ? Tr("priority." + p, lang) : p;
+}
+
+Status RunPs(bool all, int limit, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   // Without --all, runs that ended a moment ago are shown too: a run that
   // failed at once would otherwise leave an empty table.
@@ -205,8 +218,10 @@ Status RunPs(bool all, int limit, bool json) {
     PrintJson(r["runs"]);
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "AGE", "COMMAND"}};
+  std::vector<std::vector<std::string>> rows(1);
+  for (const char* col : {"id", "name", "user", "state", "gpus", "priority", "age", "command"}) {
+    rows[0].push_back(Tr(std::string("ps.col.") + col, lang));
+  }
   for (const auto& run : r["runs"]) {
     std::string cmd;
     if (run.value("redacted", false)) cmd = "-";  // another user's: the daemon does not say
@@ -215,19 +230,21 @@ Status RunPs(bool all, int limit, bool json) {
         cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
     }
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
-    std::string state = run.value("state", "");
-    if (run.contains("exit_code") && run["exit_code"].is_number() && state == "failed") {
-      state += " (" + std::to_string(run["exit_code"].get<int>()) + ")";
+    std::string state = run::StateLabel(run.value("state", ""), lang);
+    if (run.contains("exit_code") && run["exit_code"].is_number() &&
+        run.value("state", "") == "failed") {
+      state = Tr("ps.state_exit", lang,
+                 {{"state", state}, {"code", std::to_string(run["exit_code"].get<int>())}});
     }
     rows.push_back({run.value("id", ""), run.value("name", ""), run.value("user", ""), state,
-                    GpuList(run), run.value("priority", ""),
-                    Age(run.value("created_at_ms", int64_t{0})), cmd});
+                    GpuList(run, lang), PriorityLabel(run.value("priority", ""), lang),
+                    Age(run.value("created_at_ms", int64_t{0}), lang), cmd});
   }
   PrintTable(rows);
   int64_t total = r.value("total", int64_t{0});
   if (total > static_cast<int64_t>(r["runs"].size())) {
     std::fprintf(stderr, "%s\n",
-                 Tr("ps.truncated", DetectLang(),
+                 Tr("ps.truncated", lang,
                     {{"shown", std::to_string(r["runs"].size())}, {"total", std::to_string(total)}})
                      .c_str());
   }
@@ -235,7 +252,7 @@ Status RunPs(bool all, int limit, bool json) {
   if (!all && hidden > 0) {
     std::fprintf(
         stderr, "%s\n",
-        Tr("ps.ended_hidden", DetectLang(),
+        Tr("ps.ended_hidden", lang,
            {{"hidden", std::to_string(hidden)}, {"minutes", std::to_string(kRecentS / 60)}})
             .c_str());
   }
@@ -271,10 +288,14 @@ Status RunStop(const std::string& ref, Lang lang) {
   return Status::OK();
 }
 
-// The knowledge base's reading of a failed run (an event "diagnosis").
 // The spec, one field per line: the command as a shell would show it, the
 // environment by name (a long PATH by its number of entries).
-void PrintSpec(const Json& spec) {
+void PrintSpec(const Json& spec, Lang lang) {
+  constexpr size_t kWidth = 14;  // "max_duration: " and the labels of the other languages
+  auto label = [&](const std::string& key) {
+    std::string id = "inspect.spec." + key;
+    return "  " + Label(Catalog::Default().Has(id) ? Tr(id, lang) : key + ":", kWidth);
+  };
   const Json command = spec.value("command", Json::array());
   const Json environment = spec.value("env", Json::object());
   std::string cmd;
@@ -283,21 +304,24 @@ void PrintSpec(const Json& spec) {
     bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
     cmd += (cmd.empty() ? "" : " ") + (plain ? arg : "'" + arg + "'");
   }
-  std::printf("spec:\n  command:      %s\n", cmd.c_str());
+  std::printf("%s\n%s%s\n", Tr("inspect.spec", lang).c_str(), label("command").c_str(),
+              cmd.c_str());
   std::string env;
   for (const auto& [k, v] : environment.items()) {
     std::string val = v.get<std::string>();
     if (k == "PATH" && val.size() > 40) {
-      val = "(" + std::to_string(std::count(val.begin(), val.end(), ':') + 1) + " entries)";
+      val = Tr("inspect.path_entries", lang,
+               {{"n", std::to_string(std::count(val.begin(), val.end(), ':') + 1)}});
     }
     env += (env.empty() ? "" : " ") + k + "=" + val;
   }
-  if (!env.empty()) std::printf("  env:          %s\n", env.c_str());
+  if (!env.empty()) std::printf("%s%s\n", label("env").c_str(), env.c_str());
   for (const auto& [k, v] : spec.items()) {
     if (k == "command" || k == "env" || k == "name") continue;
     std::string text = v.is_string() ? v.get<std::string>() : v.dump();
     if (k == "umask" && v.is_number_unsigned()) text = fmt::format("{:03o}", v.get<unsigned>());
-    std::printf("  %-13s %s\n", (k + ":").c_str(), text.c_str());
+    if (k == "priority" && v.is_string()) text = PriorityLabel(text, lang);
+    std::printf("%s%s\n", label(k).c_str(), text.c_str());
   }
 }
 
@@ -308,27 +332,37 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
     PrintJson(r);
     return Status::OK();
   }
-  std::printf("id:        %s\nname:      %s\nuser:      %s\nstate:     %s\n",
-              r.value("id", "").c_str(), r.value("name", "").c_str(), r.value("user", "").c_str(),
-              r.value("state", "").c_str());
-  if (!r.value("reason", "").empty()) std::printf("reason:    %s\n", r.value("reason", "").c_str());
+  constexpr size_t kWidth = 11;  // "exit code: "
+  auto field = [&](const char* id, const std::string& value) {
+    std::printf("%s%s\n", Label(Tr(id, lang), kWidth).c_str(), value.c_str());
+  };
+  field("inspect.id", r.value("id", ""));
+  field("inspect.name", r.value("name", ""));
+  field("inspect.user", r.value("user", ""));
+  field("inspect.state", run::StateLabel(r.value("state", ""), lang));
+  if (!r.value("reason", "").empty())
+    field("inspect.reason", run::ReasonText(r.value("reason", ""), lang));
   if (!r.value("waiting", "").empty())
-    std::printf("waiting:   %s\n", r.value("waiting", "").c_str());
-  std::printf("gpus:      %s\n", GpuList(r).c_str());
-  if (r["exit_code"].is_number()) std::printf("exit code: %d\n", r["exit_code"].get<int>());
-  if (r["signal"].is_number()) std::printf("signal:    %d\n", r["signal"].get<int>());
-  if (r.value("oom_killed", false))
-    std::printf("oom:       %s\n", Tr("run.oom_killed", lang).c_str());
-  std::printf("attempts:  %d (restarts %d, preemptions %d)\n", r.value("attempt", 0),
-              r.value("restarts", 0), r.value("preemptions", 0));
-  std::printf("created:   %s ago\n", Age(r.value("created_at_ms", int64_t{0})).c_str());
-  PrintSpec(r["spec"]);
-  std::printf("run dir:   %s\n", r.value("run_dir", "").c_str());
+    field("inspect.waiting", run::ReasonText(r.value("waiting", ""), lang));
+  field("inspect.gpus", GpuList(r, lang));
+  if (r["exit_code"].is_number())
+    field("inspect.exit_code", std::to_string(r["exit_code"].get<int>()));
+  if (r["signal"].is_number()) field("inspect.signal", std::to_string(r["signal"].get<int>()));
+  if (r.value("oom_killed", false)) field("inspect.oom", Tr("run.oom_killed", lang));
+  field("inspect.attempts", Tr("inspect.attempts_value", lang,
+                               {{"attempt", std::to_string(r.value("attempt", 0))},
+                                {"restarts", std::to_string(r.value("restarts", 0))},
+                                {"preemptions", std::to_string(r.value("preemptions", 0))}}));
+  field("inspect.created", AgeAgo(r.value("created_at_ms", int64_t{0}), lang));
+  PrintSpec(r["spec"], lang);
+  field("inspect.run_dir", r.value("run_dir", ""));
   PrintDiagnosis(r, lang);
-  std::printf("events:\n");
+  std::printf("%s\n", Tr("inspect.events", lang).c_str());
+  constexpr size_t kTypeWidth = 8;  // "warning "
   for (const auto& e : r["events"]) {
-    std::printf("  %s ago  %-7s %s\n", Age(e.value("ts_ms", int64_t{0})).c_str(),
-                e.value("type", "").c_str(), e.value("message", "").c_str());
+    std::printf("  %s  %s%s\n", AgeAgo(e.value("ts_ms", int64_t{0}), lang).c_str(),
+                Label(run::EventTypeLabel(e.value("type", ""), lang), kTypeWidth).c_str(),
+                run::EventText(e, lang).c_str());
   }
   return Status::OK();
 }
@@ -337,62 +371,56 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
 
 void SetupRun(CLI::App& app, Globals& g, Status& status) {
   static RunFlags f;
-  auto* run = app.add_subcommand("run", "submit a run: lathe run [flags] -- CMD ARGS...");
-  run->add_option("-f,--file", f.file, "YAML spec file (type: job)");
-  run->add_option("--gpus", f.gpus, "number of GPUs");
-  run->add_option("--cpus", f.cpus, "CPU limit (cores, e.g. 2 or 0.5)");
-  run->add_option("--memory", f.memory, "memory limit, e.g. 16GB or 16GiB");
-  run->add_option("--shm", f.shm, "size of a private /dev/shm, e.g. 8GB");
-  run->add_option("--priority", f.priority, "low | normal | high");
-  run->add_option("--name", f.name, "a unique name for the run");
+  auto* run = app.add_subcommand("run");
+  run->add_option("-f,--file", f.file);
+  run->add_option("--gpus", f.gpus);
+  run->add_option("--cpus", f.cpus);
+  run->add_option("--memory", f.memory);
+  run->add_option("--shm", f.shm);
+  run->add_option("--priority", f.priority);
+  run->add_option("--name", f.name);
   // One value per --env: a vector option would take every following word,
   // and CLI11 ends such a list at `--` by consuming it, so `--env A=1 -- sh -c x`
   // handed `-c` to the option parser.
-  run->add_option("--env", f.env, "environment variable K=V (repeatable)")->allow_extra_args(false);
-  run->add_option("--workdir", f.workdir, "working directory (default: the current one)");
-  run->add_option("--retry", f.retry, "restarts after a failure");
-  run->add_option("--max-duration", f.max_duration, "stop the run after this long, e.g. 12h");
-  run->add_option("--checkpoint-dir", f.checkpoint_dir,
-                  "snapshot this directory while the run lives; hand it back on restart");
-  run->add_option("--keep-checkpoints", f.keep_checkpoints,
-                  "keep the run's newest N snapshots (default all)");
-  run->add_option("--resume-from", f.resume_from,
-                  "start from this run's newest complete checkpoint");
-  run->add_flag("--follow", f.follow, "stream the log until the run ends");
-  run->add_option("command", f.command, "the command and its arguments, after --");
+  run->add_option("--env", f.env)->allow_extra_args(false);
+  run->add_option("--workdir", f.workdir);
+  run->add_option("--retry", f.retry);
+  run->add_option("--max-duration", f.max_duration);
+  run->add_option("--checkpoint-dir", f.checkpoint_dir);
+  run->add_option("--keep-checkpoints", f.keep_checkpoints);
+  run->add_option("--resume-from", f.resume_from);
+  run->add_flag("--follow", f.follow);
+  run->add_option("command", f.command);
   run->callback([&status, &g] { status = RunRun(f, g.Language()); });
 
   static bool all = false, json = false;
   static int limit = 1000;
-  auto* ps = app.add_subcommand("ps", "list runs");
-  ps->add_flag("-a,--all", all, "include finished runs");
-  ps->add_option("-n,--limit", limit, "show at most this many, newest first (default 1000)");
-  ps->add_flag("--json", json, "JSON output");
-  ps->callback([&status] { status = RunPs(all, limit, json); });
+  auto* ps = app.add_subcommand("ps");
+  ps->add_flag("-a,--all", all);
+  ps->add_option("-n,--limit", limit);
+  ps->add_flag("--json", json);
+  ps->callback([&status, &g] { status = RunPs(all, limit, json, g.Language()); });
 
   static std::string ref;
   static LogsFlags lf;
-  auto* logs = app.add_subcommand("logs", "print a run's output");
-  logs->add_option("run", lf.ref, "run id or name")->required();
-  logs->add_flag("-f,--follow", lf.follow, "keep printing until the run ends");
-  logs->add_flag("-t,--timestamps", lf.timestamps, "prefix each line with its time");
-  logs->add_option("--tail", lf.tail, "only the last N lines (with -f: then follow)");
-  logs->add_option("--grep", lf.grep, "only lines matching this RE2 regular expression");
-  logs->add_option("--offset", lf.offset,
-                   "from line number K on (0-based); prints where the next page starts");
-  logs->add_option("--limit", lf.limit, "at most M lines");
+  auto* logs = app.add_subcommand("logs");
+  logs->add_option("run", lf.ref)->required();
+  logs->add_flag("-f,--follow", lf.follow);
+  logs->add_flag("-t,--timestamps", lf.timestamps);
+  logs->add_option("--tail", lf.tail);
+  logs->add_option("--grep", lf.grep);
+  logs->add_option("--offset", lf.offset);
+  logs->add_option("--limit", lf.limit);
   logs->callback([&status, &g] { status = RunLogs(lf, g.Language()); });
 
-  auto* stop =
-      app.add_subcommand("stop", "stop a run (SIGTERM, then SIGKILL after the grace period)");
-  stop->add_option("run", ref, "run id or name")->required();
+  auto* stop = app.add_subcommand("stop");
+  stop->add_option("run", ref)->required();
   stop->callback([&status, &g] { status = RunStop(ref, g.Language()); });
 
   static bool ijson = false;
-  auto* inspect =
-      app.add_subcommand("inspect", "show a run's spec, allocation, timestamps, exit and events");
-  inspect->add_option("run", ref, "run id or name")->required();
-  inspect->add_flag("--json", ijson, "JSON output");
+  auto* inspect = app.add_subcommand("inspect");
+  inspect->add_option("run", ref)->required();
+  inspect->add_flag("--json", ijson);
   inspect->callback([&status, &g] { status = RunInspect(ref, ijson, g.Language()); });
 }
 

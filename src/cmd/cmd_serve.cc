@@ -101,33 +101,22 @@ Status RunServe(const ServeFlags& f, Lang lang) {
 
 void SetupServe(CLI::App& app, Globals& g, Status& status) {
   static ServeFlags f;
-  auto* s = app.add_subcommand("serve", "serve models over HTTP (KServe v2, /predict, /metrics)");
-  s->add_option("--repository", f.repository,
-                "model repository: DIR/<model>/config.yaml, DIR/<model>/<version>/");
-  s->add_option("--model", f.models, "NAME=PATH: one model file or directory (repeatable)");
-  s->add_option("--model-control", f.model_control,
-                "none | explicit (POST /v2/repository/models/M/load|unload) | watch (new versions "
-                "hot-swapped)");
-  s->add_option("--watch-interval", f.watch_interval,
-                "watch: how often the repository is scanned (default 1s)");
-  s->add_option("--host", f.host, "address to listen on (default 127.0.0.1)");
-  s->add_option("--port", f.port, "HTTP port (default 8000; 0: any free port)");
-  s->add_option("--http-threads", f.http_threads, "I/O threads (default: half the cores, 1-8)");
-  s->add_option("--max-body", f.max_body,
-                "largest request body; larger ones get 413 (default 64Mi)");
-  s->add_option("--header-timeout", f.header_timeout,
-                "time to receive a request's headers (default 10s)");
-  s->add_option("--body-timeout", f.body_timeout, "time to receive a request's body (default 60s)");
-  s->add_option("--idle-timeout", f.idle_timeout,
-                "idle keep-alive connections are closed after this (default 60s)");
-  s->add_option("--max-connections", f.max_connections,
-                "concurrent connections; more get 503 (default 1024)");
-  s->add_option("--drain-timeout", f.drain,
-                "on SIGTERM, longest wait for admitted requests (default 30s)");
-  s->add_option("--gpus", f.gpus,
-                "GPU inventory for metrics and `auto` devices: auto | nvml | none");
-  s->add_option("--backend-dir", f.backend_dirs,
-                "where liblathe_backend_<name>.so are (repeatable)");
+  auto* s = app.add_subcommand("serve");
+  s->add_option("--repository", f.repository);
+  s->add_option("--model", f.models);
+  s->add_option("--model-control", f.model_control);
+  s->add_option("--watch-interval", f.watch_interval);
+  s->add_option("--host", f.host);
+  s->add_option("--port", f.port);
+  s->add_option("--http-threads", f.http_threads);
+  s->add_option("--max-body", f.max_body);
+  s->add_option("--header-timeout", f.header_timeout);
+  s->add_option("--body-timeout", f.body_timeout);
+  s->add_option("--idle-timeout", f.idle_timeout);
+  s->add_option("--max-connections", f.max_connections);
+  s->add_option("--drain-timeout", f.drain);
+  s->add_option("--gpus", f.gpus);
+  s->add_option("--backend-dir", f.backend_dirs);
   s->callback([&status, &g] { status = RunServe(f, g.Language()); });
 }
 

@@ -21,6 +21,7 @@
 #include "lathe/daemon/home.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/run/event_text.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/diff.h"
 #include "lathe/snap/info_json.h"
@@ -219,20 +220,26 @@ Status RunLs(const SnapFlags& f, Lang lang) {
     return Status::OK();
   }
   if (rows.empty()) {
-    std::printf("%s\n",
-                Tr("snap.none", lang, {{"path", f.store.empty() ? "daemon" : f.store}}).c_str());
+    std::printf("%s\n", Tr("snap.none", lang,
+                           {{"path", f.store.empty() ? Tr("snap.the_daemon", lang) : f.store}})
+                            .c_str());
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> table = {
-      {"ID", "AGE", "SOURCE", "TAGS", "FILES", "SIZE", "NEW", "STATUS"}};
+  std::vector<std::vector<std::string>> table(1);
+  for (const char* col : {"id", "age", "source", "tags", "files", "size", "new", "status"}) {
+    table[0].push_back(Tr(std::string("snap.col.") + col, lang));
+  }
   for (const auto& r : rows) {
     std::string status = r["status"].get<std::string>();
     std::string text = StatusWord(status, lang);
-    if (status == "skipped") text += ": " + r.value("reason_text", "");
-    if (status == "incomplete") text += ": " + r.value("reason", "");
+    if (status == "skipped" || status == "incomplete") {
+      std::string reason = status == "skipped" ? r.value("reason_text", "")
+                                               : run::ReasonText(r.value("reason", ""), lang);
+      text = Tr("snap.status_reason", lang, {{"status", text}, {"reason", reason}});
+    }
     bool skip = status == "skipped";
     table.push_back({skip ? "-" : Short(r["id"].get<std::string>()),
-                     Age(r["time_ms"].get<int64_t>()), r.value("source", ""),
+                     Age(r["time_ms"].get<int64_t>(), lang), r.value("source", ""),
                      TagsText(r["tags"].get<std::map<std::string, std::string>>()),
                      skip ? "-" : std::to_string(r["files"].get<uint64_t>()),
                      skip ? "-" : FormatBytes(r["bytes"].get<uint64_t>()),
@@ -251,30 +258,45 @@ Status RunShow(const SnapFlags& f, Lang lang) {
     PrintJson(j);
     return Status::OK();
   }
-  std::printf("id:       %s\ntime:     %s ago\nsource:   %s\nparent:   %s\ntags:     %s\n",
-              id.c_str(), Age(m.time_ms).c_str(), m.source.c_str(),
-              m.parent.empty() ? "-" : Short(m.parent).c_str(), TagsText(m.tags).c_str());
-  std::printf("status:   %s\nfiles:    %llu, %s (%llu read, %s new)\n",
-              Tr(m.complete() ? "snap.status_complete" : "snap.status_incomplete", lang).c_str(),
-              static_cast<unsigned long long>(m.stats.files), FormatBytes(m.stats.bytes).c_str(),
-              static_cast<unsigned long long>(m.stats.files_read),
-              FormatBytes(m.stats.new_bytes).c_str());
+  constexpr size_t kWidth = 10;  // "resume:   "
+  auto field = [&](const char* id, const std::string& value) {
+    std::printf("%s%s\n", Label(Tr(id, lang), kWidth).c_str(), value.c_str());
+  };
+  auto status_word = [&](bool complete) {
+    return Tr(complete ? "snap.status_complete" : "snap.status_incomplete", lang);
+  };
+  field("snap.show.id", id);
+  field("snap.show.time", AgeAgo(m.time_ms, lang));
+  field("snap.show.source", m.source);
+  field("snap.show.parent", m.parent.empty() ? "-" : Short(m.parent));
+  field("snap.show.tags", TagsText(m.tags));
+  field("snap.show.status", status_word(m.complete()));
+  field("snap.show.files", Tr("snap.show.files_value", lang,
+                              {{"files", std::to_string(m.stats.files)},
+                               {"bytes", FormatBytes(m.stats.bytes)},
+                               {"read", std::to_string(m.stats.files_read)},
+                               {"new_bytes", FormatBytes(m.stats.new_bytes)}}));
   auto resume = snap::ChooseResume(m);
-  std::printf("resume:   %s\ncheckpoints:\n", resume ? resume->path.c_str() : "-");
+  field("snap.show.resume", resume ? resume->path : "-");
+  std::printf("%s\n", Tr("snap.show.checkpoints", lang).c_str());
   for (const auto& c : m.checkpoints) {
-    std::printf("  %-40s %s%s\n", (c.path + (c.is_dir ? "/" : "")).c_str(),
-                Tr(c.complete ? "snap.status_complete" : "snap.status_incomplete", lang).c_str(),
-                c.complete ? "" : (": " + c.reason).c_str());
+    std::printf("  %s%s%s\n", Label(c.path + (c.is_dir ? "/" : ""), 41).c_str(),
+                status_word(c.complete).c_str(),
+                c.complete ? "" : (": " + run::ReasonText(c.reason, lang)).c_str());
   }
-  std::vector<std::vector<std::string>> table = {{"PATH", "TYPE", "SIZE", "CHUNKS", "CHECK"}};
+  std::vector<std::vector<std::string>> table(1);
+  for (const char* col : {"path", "type", "size", "chunks", "check"}) {
+    table[0].push_back(Tr(std::string("snap.col.") + col, lang));
+  }
   for (const auto& e : m.files) {
     bool file = e.type == snap::EntryType::kFile;
-    std::string check = file ? std::string(snap::VerdictName(e.check)) +
+    std::string check = file ? Tr("snap.verdict." + std::string(snap::VerdictName(e.check)), lang) +
                                    (e.format.empty() ? "" : " (" + e.format + ")")
                              : "";
     table.push_back({e.path + (e.type == snap::EntryType::kSymlink ? " -> " + e.target : ""),
-                     std::string(snap::EntryTypeName(e.type)), file ? FormatBytes(e.size) : "",
-                     file ? std::to_string(e.chunks.size()) : "", check});
+                     Tr("snap.entry." + std::string(snap::EntryTypeName(e.type)), lang),
+                     file ? FormatBytes(e.size) : "", file ? std::to_string(e.chunks.size()) : "",
+                     check});
   }
   PrintTable(table);
   return Status::OK();
@@ -527,17 +549,14 @@ Status RunRebuildIndex(const SnapFlags& f, Lang lang) {
 
 // --store on `snap` and on each verb, so both orders work.
 void AddStore(CLI::App* app, SnapFlags& f) {
-  app->add_option("--store", f.store,
-                  "store directory (default: $LATHE_SNAP_STORE, else the daemon's)")
-      ->envname("LATHE_SNAP_STORE");
+  app->add_option("--store", f.store)->envname("LATHE_SNAP_STORE");
 }
 
 }  // namespace
 
 void SetupSnap(CLI::App& app, Globals& g, Status& status) {
   static SnapFlags f;
-  auto* snap =
-      app.add_subcommand("snap", "checkpoint snapshots: capture, list, restore, prune, check");
+  auto* snap = app.add_subcommand("snap");
   snap->require_subcommand(1);
   AddStore(snap, f);
   auto bind = [&](CLI::App* sub, Status (*fn)(const SnapFlags&, Lang)) {
@@ -551,62 +570,57 @@ void SetupSnap(CLI::App& app, Globals& g, Status& status) {
     });
   };
 
-  auto* create = snap->add_subcommand("create", "snapshot a directory");
-  create->add_option("dir", f.dir, "directory to capture")->required();
-  create->add_option("--tag", f.tags, "tag KEY=VALUE (repeatable), e.g. run=r1 step=500");
-  create->add_option("--parent", f.parent,
-                     "auto | none | SNAP: unchanged files are taken from the parent");
-  create->add_option(
-      "--reserve", f.reserve,
-      "free space to leave on the store's disk, e.g. 2G (default 1GiB, at most 10%)");
-  create->add_flag("--json", f.json, "JSON output");
+  auto* create = snap->add_subcommand("create");
+  create->add_option("dir", f.dir)->required();
+  create->add_option("--tag", f.tags);
+  create->add_option("--parent", f.parent);
+  create->add_option("--reserve", f.reserve);
+  create->add_flag("--json", f.json);
   bind(create, RunCreate);
 
-  auto* ls = snap->add_subcommand("ls", "list snapshots (and skipped ones)");
-  ls->add_option("run", f.ref, "only the snapshots tagged run=RUN");
-  ls->add_flag("--json", f.json, "JSON output");
+  auto* ls = snap->add_subcommand("ls");
+  ls->add_option("run", f.ref);
+  ls->add_flag("--json", f.json);
   bind(ls, RunLs);
 
-  auto* show = snap->add_subcommand("show", "show a snapshot's files and checkpoints");
-  show->add_option("snapshot", f.ref, "id, unique prefix, or latest")->required();
-  show->add_flag("--json", f.json, "JSON output (the manifest)");
+  auto* show = snap->add_subcommand("show");
+  show->add_option("snapshot", f.ref)->required();
+  show->add_flag("--json", f.json);
   bind(show, RunShow);
 
-  auto* diff = snap->add_subcommand("diff", "what changed between two snapshots");
-  diff->add_option("a", f.ref, "older snapshot")->required();
-  diff->add_option("b", f.ref2, "newer snapshot")->required();
-  diff->add_flag("--json", f.json, "JSON output");
+  auto* diff = snap->add_subcommand("diff");
+  diff->add_option("a", f.ref)->required();
+  diff->add_option("b", f.ref2)->required();
+  diff->add_flag("--json", f.json);
   bind(diff, RunDiff);
 
-  auto* restore = snap->add_subcommand("restore", "restore a snapshot into a directory");
-  restore->add_option("snapshot", f.ref, "id, unique prefix, or latest")->required();
-  restore->add_option("--to", f.to, "target directory")->required();
-  restore->add_flag("--force", f.force, "replace a non-empty target");
+  auto* restore = snap->add_subcommand("restore");
+  restore->add_option("snapshot", f.ref)->required();
+  restore->add_option("--to", f.to)->required();
+  restore->add_flag("--force", f.force);
   bind(restore, RunRestore);
 
-  auto* prune = snap->add_subcommand("prune", "remove old snapshots (then run gc)");
-  prune->add_option("--keep-last", f.keep_last, "keep the newest N of each source/run");
-  prune->add_option("--keep-every", f.keep_every, "also keep one per period, e.g. 6h");
-  prune->add_flag("--dry-run", f.dry_run, "only say what would be removed");
+  auto* prune = snap->add_subcommand("prune");
+  prune->add_option("--keep-last", f.keep_last);
+  prune->add_option("--keep-every", f.keep_every);
+  prune->add_flag("--dry-run", f.dry_run);
   bind(prune, RunPrune);
 
-  auto* gc = snap->add_subcommand("gc", "free the space of chunks no snapshot uses");
+  auto* gc = snap->add_subcommand("gc");
   bind(gc, RunGc);
 
-  auto* fsck = snap->add_subcommand("fsck", "verify every chunk and manifest");
-  fsck->add_flag("--json", f.json, "JSON output");
+  auto* fsck = snap->add_subcommand("fsck");
+  fsck->add_flag("--json", f.json);
   bind(fsck, RunFsck);
 
-  auto* watch = snap->add_subcommand(
-      "watch", "snapshot a directory after every burst of writes, until killed");
-  watch->add_option("dir", f.dir, "directory to watch")->required();
-  watch->add_option("--tag", f.tags, "tag KEY=VALUE (repeatable)");
-  watch->add_option("--quiet", f.quiet,
-                    "a burst ends after this long without writes (default 200ms)");
-  watch->add_option("--reserve", f.reserve, "free space to leave on the store's disk");
+  auto* watch = snap->add_subcommand("watch");
+  watch->add_option("dir", f.dir)->required();
+  watch->add_option("--tag", f.tags);
+  watch->add_option("--quiet", f.quiet);
+  watch->add_option("--reserve", f.reserve);
   bind(watch, RunWatch);
 
-  auto* rebuild = snap->add_subcommand("rebuild-index", "rebuild index.db from the store's files");
+  auto* rebuild = snap->add_subcommand("rebuild-index");
   bind(rebuild, RunRebuildIndex);
 }
 

@@ -5,7 +5,7 @@
 namespace lathe::cmd {
 
 void SetupVersion(CLI::App& app, Globals& g, Status& status) {
-  auto* sub = app.add_subcommand("version", "print the version");
+  auto* sub = app.add_subcommand("version");
   sub->callback([&status] {
     std::printf("lathe %s\n", LATHE_VERSION);
     status = Status::OK();

@@ -1,6 +1,9 @@
 // Registry of subcommands. Each cmd_<noun>.cc defines Setup<Noun>(app, globals,
 // status): it adds its subcommand(s) to `app` with a callback that stores the
-// outcome in `status`. main() maps that Status to the exit code.
+// outcome in `status`. main() maps that Status to the exit code. The
+// descriptions of commands and flags are not written here: they are in the
+// message catalog (data/messages_help.yaml, ids help.<command>.<flag>), set by
+// LocalizeHelp (help_text.h) in the reader's language.
 #pragma once
 
 #include <CLI/CLI.hpp>

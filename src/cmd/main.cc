@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cmd/commands.h"
+#include "cmd/help_text.h"
 #include "cmd/usage_error.h"
 #include "lathe/common/exit_code.h"
 #include "lathe/common/i18n.h"
@@ -21,27 +22,33 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "__monitor") == 0) {
     return lathe::exec::MonitorMain(argv[2], std::atoi(argv[3]));
   }
-  CLI::App app{"Lathe: a self-hosted AI workbench for GPU machines"};
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // --help is built in the reader's language before anything is parsed.
+  const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);
+  CLI::App app;
   app.set_version_flag("--version", LATHE_VERSION);
   app.require_subcommand(1);
   lathe::cmd::Globals globals;
-  app.add_option("--lang", globals.lang, "language of messages: zh | en")
-      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN"}));
+  app.add_option("--lang", globals.lang)
+      ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN", "pseudo"}));
 
   lathe::Status status;
   lathe::cmd::SetupAll(app, globals, status);
+  lathe::cmd::LocalizeHelp(app, help_lang);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() != 0) {  // not --help or --version
-      std::vector<std::string> args(argv + 1, argv + argc);
-      if (auto what = lathe::cmd::DescribeUnknownArgument(app, args, globals.Language())) {
-        std::fprintf(stderr, "lathe: %s\n", what->c_str());
-        return lathe::kExitUsage;
-      }
+    if (e.get_exit_code() == 0) {  // --help or --version
+      return app.exit(e) == 0 ? lathe::kExitOk : lathe::kExitUsage;
     }
-    int rc = app.exit(e);
-    return rc == 0 ? lathe::kExitOk : lathe::kExitUsage;
+    std::string what;
+    if (auto unknown = lathe::cmd::DescribeUnknownArgument(app, args, help_lang)) {
+      what = *unknown;
+    } else {
+      what = lathe::cmd::DescribeParseError(app, e, help_lang);
+    }
+    std::fprintf(stderr, "lathe: %s\n", what.c_str());
+    return lathe::kExitUsage;
   }
   if (status.ok()) return lathe::kExitOk;
   lathe::Lang lang = globals.Language();

@@ -7,30 +7,51 @@
 
 namespace lathe::cmd {
 namespace {
-// Display width: CJK characters take two columns, other UTF-8 one.
-size_t Width(const std::string& s) {
+// East Asian wide code points of the Basic Multilingual Plane (CJK, Hangul,
+// full-width forms); the rest of it takes one column.
+bool Wide(uint32_t c) {
+  return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) ||
+         (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+         (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+         (c >= 0xFFE0 && c <= 0xFFE6);
+}
+}  // namespace
+
+// Display width: wide characters take two columns, other UTF-8 one (and
+// characters beyond the BMP two, as most of them are emoji or CJK).
+size_t DisplayWidth(const std::string& s) {
   size_t w = 0;
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    w += len == 3 ? 2 : 1;
+    if (len == 3 && i + 2 < s.size()) {
+      uint32_t cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 6) |
+                    (static_cast<unsigned char>(s[i + 2]) & 0x3Fu);
+      w += Wide(cp) ? 2 : 1;
+    } else {
+      w += len == 4 ? 2 : 1;
+    }
     i += len;
   }
   return w;
 }
-}  // namespace
+
+std::string Label(const std::string& label, size_t width) {
+  size_t w = DisplayWidth(label);
+  return label + std::string(w < width ? width - w : 1, ' ');
+}
 
 void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   for (const auto& r : rows) {
     if (widths.size() < r.size()) widths.resize(r.size(), 0);
-    for (size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], Width(r[i]));
+    for (size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(r[i]));
   }
   for (const auto& r : rows) {
     std::string line;
     for (size_t i = 0; i < r.size(); ++i) {
       line += r[i];
-      if (i + 1 < r.size()) line += std::string(widths[i] - Width(r[i]) + 2, ' ');
+      if (i + 1 < r.size()) line += std::string(widths[i] - DisplayWidth(r[i]) + 2, ' ');
     }
     std::printf("%s\n", line.c_str());
   }
@@ -38,16 +59,22 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
 
 void PrintJson(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
-std::string Age(int64_t ms) {
+std::string Age(int64_t ms, Lang lang) {
   if (ms <= 0) return "-";
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
   int64_t s = std::max<int64_t>(0, (now - ms) / 1000);
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return std::to_string(s / 60) + "m";
-  if (s < 86400) return std::to_string(s / 3600) + "h";
-  return std::to_string(s / 86400) + "d";
+  auto n = [&](int64_t v) { return MsgArgs{{"n", std::to_string(v)}}; };
+  if (s < 60) return Tr("time.seconds", lang, n(s));
+  if (s < 3600) return Tr("time.minutes", lang, n(s / 60));
+  if (s < 86400) return Tr("time.hours", lang, n(s / 3600));
+  return Tr("time.days", lang, n(s / 86400));
+}
+
+std::string AgeAgo(int64_t ms, Lang lang) {
+  if (ms <= 0) return "-";
+  return Tr("time.ago", lang, {{"age", Age(ms, lang)}});
 }
 
 bool IsTerminal() { return ::isatty(1) == 1; }

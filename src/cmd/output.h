@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
 
 namespace lathe::cmd {
@@ -11,8 +12,16 @@ namespace lathe::cmd {
 // Prints rows as columns separated by two spaces; the first row is the header.
 void PrintTable(const std::vector<std::vector<std::string>>& rows);
 void PrintJson(const Json& j);
-// "3s", "5m", "2h", "4d" since `ms` (epoch milliseconds).
-std::string Age(int64_t ms);
+// "3s", "5m", "2h", "4d" since `ms` (epoch milliseconds); "3 秒"… in
+// Chinese; "-" for no time.
+std::string Age(int64_t ms, Lang lang);
+// "3s ago", "3 秒前".
+std::string AgeAgo(int64_t ms, Lang lang);
+// Columns `s` takes on a terminal (CJK characters two).
+size_t DisplayWidth(const std::string& s);
+// A label padded with spaces to `width` columns, at least one space after it:
+// the fields of `lathe inspect` line up in every language.
+std::string Label(const std::string& label, size_t width);
 bool IsTerminal();  // stdout is a TTY
 
 }  // namespace lathe::cmd

@@ -1,5 +1,7 @@
 #include "cmd/usage_error.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 
 #include "lathe/doctor/text_match.h"
@@ -79,6 +81,49 @@ std::string WithHint(std::string text, const std::optional<std::string>& nearest
 }
 
 }  // namespace
+
+namespace {
+
+std::string ParseErrorText(const CLI::ParseError& e, Lang lang) {
+  const std::string what = e.what();
+  const std::string kind = e.get_name();
+  std::string option, value, a, b;
+  if (kind == "RequiredError" && RE2::FullMatch(what, "(\\S+) is required", &option)) {
+    return Tr("cli.required", lang, {{"option", option}});
+  }
+  if (kind == "ConversionError" &&
+      (RE2::FullMatch(what, "The value (.*) is not an allowed value for (\\S+)", &value, &option) ||
+       RE2::FullMatch(what, "Could not convert: (\\S+) = (.*)", &option, &value))) {
+    return Tr("cli.bad_value", lang, {{"option", option}, {"value", value}});
+  }
+  if (kind == "ValidationError") {
+    if (RE2::FullMatch(what, "(\\S+): Value (.*) not in range (\\S+) to (\\S+)", &option, &value,
+                       &a, &b)) {
+      return Tr("cli.out_of_range", lang,
+                {{"option", option}, {"value", value}, {"min", a}, {"max", b}});
+    }
+    if (RE2::FullMatch(what, "(\\S+): (.*) not in (\\{.*\\})", &option, &value, &a)) {
+      return Tr("cli.not_one_of", lang, {{"option", option}, {"value", value}, {"allowed", a}});
+    }
+  }
+  if (kind == "ArgumentMismatch" &&
+      RE2::FullMatch(what, "(\\S+): \\d+ required .* missing", &option)) {
+    return Tr("cli.missing_value", lang, {{"option", option}});
+  }
+  if (kind == "ExtrasError" &&
+      RE2::FullMatch(what, "The following arguments? (?:was|were) not expected: (.*)", &value)) {
+    return Tr("cli.unexpected", lang, {{"words", value}});
+  }
+  return Tr("cli.usage", lang, {{"detail", what}});
+}
+
+}  // namespace
+
+std::string DescribeParseError(const CLI::App& app, const CLI::ParseError& e, Lang lang) {
+  const CLI::App* cur = &app;
+  while (!cur->get_subcommands().empty()) cur = cur->get_subcommands().front();
+  return ParseErrorText(e, lang) + "\n" + Tr("cli.see_help", lang, {{"command", CommandPath(cur)}});
+}
 
 std::optional<std::string> NearestWord(const std::string& word,
                                        const std::vector<std::string>& candidates) {

@@ -21,6 +21,13 @@ namespace lathe::cmd {
 std::optional<std::string> DescribeUnknownArgument(const CLI::App& app,
                                                    const std::vector<std::string>& args, Lang lang);
 
+// A parse error of another kind (a missing flag, a value that does not
+// convert or is out of range, a missing value, extra words), in `lang`:
+// the flag and the value named, CLI11's English only where it says
+// something the catalog has no text for; then where to read the help of the
+// (sub)command parsed last.
+std::string DescribeParseError(const CLI::App& app, const CLI::ParseError& e, Lang lang);
+
 // The nearest of `candidates` to `word` by edit distance, if it is close
 // enough to be a likely typo (leading dashes aside: at most 1 edit for words
 // of up to 4 characters,

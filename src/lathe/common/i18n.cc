@@ -14,10 +14,35 @@ std::optional<Lang> ParseLang(std::string_view s) {
   if (s.size() >= 2 && (s.substr(0, 2) == "zh" || s.substr(0, 2) == "ZH")) return Lang::kZh;
   if (s.size() >= 2 && (s.substr(0, 2) == "en" || s.substr(0, 2) == "EN")) return Lang::kEn;
   if (s == "C" || s == "POSIX" || s.substr(0, 2) == "C.") return Lang::kEn;
+  if (s == "pseudo") return Lang::kPseudo;
   return std::nullopt;
 }
 
-std::string_view LangName(Lang lang) { return lang == Lang::kZh ? "zh" : "en"; }
+std::string_view LangName(Lang lang) {
+  switch (lang) {
+    case Lang::kZh:
+      return "zh";
+    case Lang::kPseudo:
+      return "pseudo";
+    case Lang::kEn:
+      break;
+  }
+  return "en";
+}
+
+std::string PseudoText(std::string_view en) { return "⟦" + std::string(en) + "⟧"; }
+
+std::string PickText(const std::string& en, const std::string& zh, Lang lang) {
+  switch (lang) {
+    case Lang::kZh:
+      return zh;
+    case Lang::kPseudo:
+      return PseudoText(en);
+    case Lang::kEn:
+      break;
+  }
+  return en;
+}
 
 Lang DetectLang(std::optional<std::string_view> flag, GetenvFn getenv_fn) {
   if (flag && !flag->empty()) {

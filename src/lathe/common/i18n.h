@@ -23,22 +23,32 @@
 
 namespace lathe {
 
-enum class Lang { kEn, kZh };
+// kPseudo is the pseudo-locale (LATHE_LANG=pseudo or --lang pseudo): every
+// catalog text is its English text between ⟦ and ⟧, so a test can tell a
+// text that went through the catalog from one that did not.
+enum class Lang { kEn, kZh, kPseudo };
 
 // Chooses the language: `flag` (from --lang) if given, else LATHE_LANG, else
-// LC_ALL, LC_MESSAGES, LANG; anything starting with "zh" means Chinese.
-// `getenv` is injectable for tests.
+// LC_ALL, LC_MESSAGES, LANG; anything starting with "zh" means Chinese,
+// "pseudo" the pseudo-locale. `getenv` is injectable for tests.
 using GetenvFn = const char* (*)(const char*);
 Lang DetectLang(std::optional<std::string_view> flag, GetenvFn getenv_fn);
 Lang DetectLang(std::optional<std::string_view> flag = std::nullopt);
-// Parses "zh", "zh-CN", "zh_CN.UTF-8", "en", "en_US"...; nullopt if neither.
+// Parses "zh", "zh-CN", "zh_CN.UTF-8", "en", "en_US", "pseudo"...; nullopt if
+// none of them.
 std::optional<Lang> ParseLang(std::string_view s);
-std::string_view LangName(Lang lang);  // "en" | "zh"
+std::string_view LangName(Lang lang);  // "en" | "zh" | "pseudo"
+
+// The pseudo-locale's rendering of an English text: "⟦" + en + "⟧".
+std::string PseudoText(std::string_view en);
+// The text of `lang` from an English and a Chinese one (e.g. the "en" and
+// "zh" fields of a JSON object the daemon sent).
+std::string PickText(const std::string& en, const std::string& zh, Lang lang);
 
 struct BiText {
   std::string en;
   std::string zh;
-  const std::string& Get(Lang lang) const { return lang == Lang::kZh ? zh : en; }
+  std::string Get(Lang lang) const { return PickText(en, zh, lang); }
 };
 
 // One entry of a bilingual data file.

@@ -32,6 +32,16 @@ TEST(DetectLang, Precedence) {
   EXPECT_EQ(DetectLang(std::nullopt, FakeGetenv), Lang::kEn);
 }
 
+TEST(DetectLang, PseudoLocaleBracketsEveryCatalogText) {
+  g_env = {{"LATHE_LANG", "pseudo"}, {"LANG", "zh_CN.UTF-8"}};
+  EXPECT_EQ(DetectLang(std::nullopt, FakeGetenv), Lang::kPseudo);
+  EXPECT_EQ(DetectLang("pseudo", FakeGetenv), Lang::kPseudo);
+  EXPECT_EQ(LangName(Lang::kPseudo), "pseudo");
+  EXPECT_EQ(Tr("run.not_found", Lang::kPseudo, {{"run", "r-1"}}), "⟦no run with id or name 'r-1'⟧");
+  EXPECT_EQ((BiText{"disk", "磁盘"}.Get(Lang::kPseudo)), "⟦disk⟧");
+  EXPECT_EQ(PickText("disk", "磁盘", Lang::kZh), "磁盘");
+}
+
 TEST(DataFile, RejectsMissingLanguageNamingEntryAndField) {
   auto r = ParseDataFile("- id: a.b\n  text: {en: hello}\n", "x.yaml");
   ASSERT_FALSE(r.ok());

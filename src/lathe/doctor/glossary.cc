@@ -67,7 +67,8 @@ Status CheckRelated(const std::vector<GlossaryEntry>& entries, std::string_view 
 
 std::string GlossaryEntry::Heading(Lang lang) const {
   if (!param) return term.Get(lang);
-  return lang == Lang::kZh ? fmt::format("{}（{}）", term.en, term.zh) : term.en;
+  // A parameter's name is what people type: it stays English, glossed in Chinese.
+  return lang == Lang::kZh ? fmt::format("{}（{}）", term.en, term.zh) : term.Get(lang);
 }
 
 Result<Glossary> Glossary::FromYaml(std::string_view yaml, std::string_view file_name) {
