@@ -249,6 +249,22 @@ Status RunStatus(bool json, Lang lang) {
                   .c_str(),
               cgnote.empty() ? "" : " — ", run::ReasonText(cgnote, lang).c_str());
   if (cg.value("mode", "") == "none") std::printf("  %s\n", Tr("status.no_limits", lang).c_str());
+  if (s.contains("backend")) {  // what executes runs, and what it can honour
+    const Json& caps = s["backend"]["capabilities"];
+    std::string can;
+    for (const char* k :
+         {"memory_limit", "cpu_limit", "private_shm", "images", "ports", "multi_node"}) {
+      if (!caps.value(k, false)) continue;
+      can += (can.empty()         ? ""
+              : lang == Lang::kZh ? "、"
+                                  : ", ") +
+             Tr(std::string("status.cap.") + k, lang);
+    }
+    std::printf("  %s\n", Tr("status.backend", lang,
+                             {{"name", s["backend"].value("name", "")},
+                              {"caps", can.empty() ? Tr("status.cap.none", lang) : can}})
+                              .c_str());
+  }
   std::string runs;
   for (const auto& [state, n] : s["runs"].items()) {
     runs += (runs.empty()        ? ""

@@ -22,6 +22,10 @@ class Api(DaemonTest):
     def test_status_and_inspect_print_for_people(self):
         out = self.d.cli("status").stdout
         self.assertIn("runs: none queued or active", out)
+        self.assertIn("backend: local (", out)  # the execution backend and what it honours
+        status = json.loads(self.d.cli("status", "--json").stdout)
+        self.assertEqual(status["backend"]["name"], "local")
+        self.assertFalse(status["backend"]["capabilities"]["places_runs"])
         run = self.d.submit("--name", "fmt", "--", "sh", "-c", "sleep 30")
         self.d.wait_state(run, "running")
         self.assertIn("runs: 1 running", self.d.cli("status").stdout)
