@@ -1,5 +1,6 @@
 #include "lathe/os/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,54 +11,29 @@
 #include <filesystem>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
 
 namespace lathe::os {
 
 Result<std::string> ReadFile(const std::string& path) { return ReadFileUpTo(path, SIZE_MAX - 1); }
 
 Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(path, errno);
+  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_RDONLY));
   std::string out;
   char buf[65536];
   while (out.size() <= max_bytes) {
     size_t want = std::min(sizeof buf, max_bytes + 1 - out.size());
-    ssize_t n = ::read(fd, buf, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus(path, err);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    ASSIGN_OR_RETURN(size_t n, ReadUpTo(fd.get(), buf, want, path));
+    out.append(buf, n);
+    if (n < want) break;  // end of file
   }
-  ::close(fd);
   return out;
 }
 
 Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : ErrnoStatus("fsync " + dir, err);
+  ASSIGN_OR_RETURN(Fd fd, Fd::Open(dir, O_RDONLY | O_DIRECTORY));
+  return Fsync(fd.get(), dir);
 }
-
-namespace {
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write " + path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Status::OK();
-}
-}  // namespace
 
 Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode,
                        Durability durability) {
@@ -67,7 +43,7 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   std::string tmp = path + ".tmp-" + NewId("");
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoStatus(tmp, errno);
-  Status st = WriteAll(fd, data, tmp);
+  Status st = WriteFull(fd, data, tmp);
   if (st.ok() && ::fchmod(fd, mode) != 0) st = ErrnoStatus("chmod " + tmp, errno);
   if (st.ok() && sync && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
   ::close(fd);
@@ -146,6 +122,22 @@ Status RemoveAll(const std::string& path) {
   std::filesystem::remove_all(path, ec);
   if (ec) return Status::IoError("remove " + path + ": " + ec.message());
   return Status::OK();
+}
+
+Result<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return ErrnoStatus(dir, errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return ErrnoStatus("readdir " + dir, err);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace lathe::os

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lathe/common/status.h"
 
@@ -44,6 +45,9 @@ Status MakeDirsOwned(const std::string& path, unsigned mode, uid_t uid, gid_t gi
 Status ChownTree(const std::string& path, uid_t uid, gid_t gid);
 
 bool Exists(const std::string& path);
+
+// Names in `dir` (without . and ..), sorted. NotFound when `dir` is missing.
+Result<std::vector<std::string>> ListDir(const std::string& dir);
 
 // What identifies one version of a file without reading it: equal stamps mean
 // "probably unchanged". Timestamps are as coarse as the kernel's (a jiffy, or

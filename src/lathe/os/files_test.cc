@@ -116,5 +116,17 @@ TEST(Files, MakeDirsNested) {
   (void)RemoveAll(dir);
 }
 
+TEST(Files, ListDirIsSortedWithoutDotsAndAMissingOneIsNotFound) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/b", "", 0644, Durability::kNoSync).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/a", "", 0644, Durability::kNoSync).ok());
+  ASSERT_TRUE(MakeDirs(dir + "/c").ok());
+  auto names = ListDir(dir);
+  ASSERT_TRUE(names.ok()) << names.status().ToString();
+  EXPECT_EQ(*names, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(ListDir(dir + "/missing").status().IsNotFound());
+  (void)RemoveAll(dir);
+}
+
 }  // namespace
 }  // namespace lathe::os

@@ -9,9 +9,9 @@
 #include <optional>
 #include <set>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/lost.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
@@ -48,7 +48,7 @@ Result<std::set<Digest>> MarkLive(const StoreContext& ctx) {
 // writes; what they held counts as freed.
 void RemoveTemporaries(const StoreContext& ctx, GcResult* r) {
   auto sweep = [&](const std::string& dir, bool all) {
-    auto names = ListDir(dir);
+    auto names = os::ListDir(dir);
     if (!names.ok()) return;
     for (const auto& name : *names) {
       if (!all && name.find(".tmp-") == std::string::npos) continue;
@@ -75,7 +75,7 @@ struct PackUse {
 Result<std::optional<PackUse>> Inspect(const StoreContext& ctx, const std::string& name,
                                        const std::set<Digest>& live) {
   std::string path = ctx.layout.pack(name);
-  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_RDONLY));
+  ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(path, O_RDONLY));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(path, errno);
   auto entries = ReadPackIndex(fd.get(), static_cast<uint64_t>(st.st_size), name);
@@ -107,7 +107,7 @@ Status Rewrite(const StoreContext& ctx, const std::vector<PackUse>& packs, GcRes
   std::set<Digest> copied;
   std::vector<std::string> replaced;
   for (const auto& p : packs) {
-    ASSIGN_OR_RETURN(Fd fd, Fd::Open(ctx.layout.pack(p.name), O_RDONLY));
+    ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(ctx.layout.pack(p.name), O_RDONLY));
     bool intact = true;
     for (const auto& e : p.live) {
       if (copied.count(e.id)) continue;

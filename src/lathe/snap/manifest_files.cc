@@ -6,7 +6,6 @@
 
 #include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
-#include "lathe/snap/file_io.h"
 
 namespace lathe::snap {
 namespace {
@@ -44,7 +43,7 @@ Result<Manifest> ReadManifest(const StoreLayout& l, const SnapshotId& id) {
 }
 
 Result<std::vector<SnapshotId>> ListManifestIds(const StoreLayout& l) {
-  ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(l.snapshots()));
   std::vector<SnapshotId> out;
   for (const auto& n : names) {
     if (n.size() == 64 + kExt.size() && n.compare(64, kExt.size(), kExt) == 0 &&
@@ -76,7 +75,7 @@ Status UnlinkPruned(const StoreLayout& l, const SnapshotId& id) {
 
 Result<std::vector<SnapshotId>> ListPrunedIds(const StoreLayout& l) {
   constexpr std::string_view kPruned = ".pruned";
-  ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(l.snapshots()));
   std::vector<SnapshotId> out;
   for (const auto& n : names) {
     if (n.size() == 64 + kPruned.size() && n.compare(64, kPruned.size(), kPruned) == 0 &&

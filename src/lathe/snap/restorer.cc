@@ -12,8 +12,8 @@
 #include <unordered_map>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/pack_cache.h"
 #include "lathe/snap/parallel.h"
 #include "lathe/snap/paths.h"
@@ -32,7 +32,7 @@ Result<TargetState> InspectTarget(const std::string& target) {
     return ErrnoStatus(target, errno);
   }
   if (!S_ISDIR(st.st_mode)) return TargetState::kNonEmpty;
-  ASSIGN_OR_RETURN(auto names, ListDir(target));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(target));
   return names.empty() ? TargetState::kEmpty : TargetState::kNonEmpty;
 }
 
@@ -86,7 +86,7 @@ Status Restorer::Layout(const std::string& tmp) {
     } else if (e.type == EntryType::kSymlink) {
       if (::symlink(e.target.c_str(), p.c_str()) != 0) return ErrnoStatus("symlink " + p, errno);
     } else {
-      ASSIGN_OR_RETURN(Fd fd, Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+      ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
       if (::ftruncate(fd.get(), static_cast<off_t>(e.size)) != 0)
         return ErrnoStatus("truncate " + p, errno);
       total_ += e.size;
@@ -137,7 +137,7 @@ std::vector<Job> Restorer::Jobs() const {
 Status Restorer::RunJob(const std::string& tmp, const Job& j) {
   const FileEntry& e = m_.files[j.file];
   std::string path = tmp + "/" + e.path;
-  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_WRONLY | O_NOFOLLOW));
+  ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(path, O_WRONLY | O_NOFOLLOW));
   uint64_t off = j.offset;
   for (size_t i = j.first; i < j.last; ++i) {
     const ChunkRef& c = e.chunks[i];
@@ -151,7 +151,7 @@ Status Restorer::RunJob(const std::string& tmp, const Job& j) {
                           {"chunk", ToHex(c.id)},
                           {"detail", data.status().message()}});
     }
-    RETURN_IF_ERROR(PwriteFull(fd.get(), data->data(), data->size(), off, path));
+    RETURN_IF_ERROR(os::PwriteFull(fd.get(), data->data(), data->size(), off, path));
     off += data->size();
     done_ += data->size();
   }
@@ -188,7 +188,7 @@ Status Restorer::Finish(const std::string& tmp) {
     RETURN_IF_ERROR(SetTimes(p, it->mtime_ns));
   }
   if (::chmod(tmp.c_str(), 0755) != 0) return ErrnoStatus("chmod " + tmp, errno);
-  ASSIGN_OR_RETURN(Fd dir, Fd::Open(tmp, O_RDONLY | O_DIRECTORY));
+  ASSIGN_OR_RETURN(os::Fd dir, os::Fd::Open(tmp, O_RDONLY | O_DIRECTORY));
   if (::syncfs(dir.get()) != 0) return ErrnoStatus("syncfs " + tmp, errno);
   return Status::OK();
 }

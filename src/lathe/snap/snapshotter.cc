@@ -16,11 +16,11 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/chunker.h"
 #include "lathe/snap/compress.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
 #include "lathe/snap/parallel.h"
@@ -96,7 +96,7 @@ class Snapshotter {
 Status Snapshotter::Walk(const std::string& root, const std::string& rel,
                          std::vector<FileEntry>* out) {
   std::string dir = rel.empty() ? root : root + "/" + rel;
-  auto names = ListDir(dir);
+  auto names = os::ListDir(dir);
   if (!names.ok())
     return names.status().IsNotFound() && !rel.empty() ? Status::OK() : names.status();
   for (const auto& name : *names) {
@@ -152,11 +152,11 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
     return true;
   }
   std::string path = root + "/" + e->path;
-  Result<Fd> fd = Status::Internal("not opened");
+  Result<os::Fd> fd = Status::Internal("not opened");
   (void)os::WithAccess(opts_.read_as, [&] {
-    fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
+    fd = os::Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
     if (!fd.ok() && fd.status().IsPermissionDenied())
-      fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
+      fd = os::Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
     return Status::OK();
   });
   if (!fd.ok()) {
@@ -204,7 +204,7 @@ Status Snapshotter::ChunkFile(int fd, const FormatCheck& fc, FileEntry* e) {
   while (true) {
     uint8_t* buf = buf_[cur].get();
     if (!eof) {
-      ASSIGN_OR_RETURN(size_t n, ReadUpTo(fd, buf + len, cap - len, e->path));
+      ASSIGN_OR_RETURN(size_t n, os::ReadUpTo(fd, buf + len, cap - len, e->path));
       eof = n < cap - len;
       len += n;
     }

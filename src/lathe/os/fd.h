@@ -1,17 +1,19 @@
-// Low-level file helpers for the store: an owning file descriptor, full
-// reads and writes that retry on EINTR, free space, directory listing and
-// advisory store locks. Errors are Statuses built with ErrnoStatus (ENOSPC
-// and EDQUOT become ResourceExhausted).
+// File descriptors: an owning descriptor and the full read and write loops
+// that every caller uses instead of its own (they retry EINTR and short
+// transfers). Errors are Statuses built with ErrnoStatus naming `what` (ENOSPC
+// and EDQUOT become ResourceExhausted). Thread-safety: the free functions may
+// be called from any thread; one Fd is not shared between threads without a
+// lock.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
+#include <string_view>
 
 #include "lathe/common/status.h"
 
-namespace lathe::snap {
+namespace lathe::os {
 
 // Owns one file descriptor; closes it on destruction. Move-only.
 class Fd {
@@ -42,32 +44,18 @@ class Fd {
 Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, const std::string& what);
 // Reads up to `n` bytes from the current position, fewer only at end of file.
 Result<size_t> ReadUpTo(int fd, void* buf, size_t n, const std::string& what);
+
+// The one write-all loop: writes all `n` bytes or fails. A failure part-way
+// leaves an unknown prefix written; a caller that must know how much went out
+// (a log that counts lost bytes) writes with its own single write(2).
 Status WriteFull(int fd, const void* buf, size_t n, const std::string& what);
+Status WriteFull(int fd, std::string_view data, const std::string& what);
+// At `offset`, without moving the file position.
 Status PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std::string& what);
+// To a socket with MSG_NOSIGNAL: a closed peer is an error (EPIPE), not a
+// SIGPIPE that ends the process.
+Status SendFull(int fd, std::string_view data, const std::string& what);
+
 Status Fsync(int fd, const std::string& what);
 
-// Bytes an unprivileged writer may still use on the filesystem of `path`.
-Result<uint64_t> AvailableBytes(const std::string& path);
-// Total size of the filesystem of `path`.
-Result<uint64_t> FilesystemBytes(const std::string& path);
-
-// Names in `dir` (without . and ..), sorted. NotFound when `dir` is missing.
-Result<std::vector<std::string>> ListDir(const std::string& dir);
-
-// An flock(2) on a file, held until destruction (or the process dies, which
-// is what makes it crash-safe: a killed snapshotter never leaves a stale
-// lock). Locks taken through different FileLock objects conflict even inside
-// one process.
-class FileLock {
- public:
-  enum class Mode { kShared, kExclusive };
-  static Result<FileLock> Acquire(const std::string& path, Mode mode);
-  FileLock(FileLock&&) = default;
-  FileLock& operator=(FileLock&&) = default;
-
- private:
-  explicit FileLock(Fd fd) : fd_(std::move(fd)) {}
-  Fd fd_;
-};
-
-}  // namespace lathe::snap
+}  // namespace lathe::os

@@ -1,0 +1,117 @@
+#include "lathe/os/fd.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace lathe::os {
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<Fd> Fd::Open(const std::string& path, int flags, unsigned mode) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoStatus(path, errno);
+  return Fd(fd);
+}
+
+Status Fd::Close(const std::string& what) {
+  int fd = fd_;
+  fd_ = -1;
+  if (fd >= 0 && ::close(fd) != 0 && errno != EINTR) return ErrnoStatus("close " + what, errno);
+  return Status::OK();
+}
+
+Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, const std::string& what) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("read " + what, errno);
+    }
+    if (r == 0) return Status::IoError("read " + what + ": unexpected end of file");
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return Status::OK();
+}
+
+Result<size_t> ReadUpTo(int fd, void* buf, size_t n, const std::string& what) {
+  auto* p = static_cast<char*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("read " + what, errno);
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+namespace {
+
+// The write loop behind WriteFull, PwriteFull and SendFull. `op(p, n, done)`
+// makes one attempt to write `n` bytes from `p`, `done` bytes having gone out
+// before it, and returns what write(2) would.
+template <typename Op>
+Status WriteLoop(const void* buf, size_t n, const std::string& what, Op op) {
+  const auto* p = static_cast<const char*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = op(p + done, n - done, done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write " + what, errno);
+    }
+    if (r == 0) return Status::IoError("write " + what + ": no progress");
+    done += static_cast<size_t>(r);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status WriteFull(int fd, const void* buf, size_t n, const std::string& what) {
+  return WriteLoop(buf, n, what,
+                   [fd](const char* p, size_t k, size_t) { return ::write(fd, p, k); });
+}
+
+Status WriteFull(int fd, std::string_view data, const std::string& what) {
+  return WriteFull(fd, data.data(), data.size(), what);
+}
+
+Status PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std::string& what) {
+  return WriteLoop(buf, n, what, [fd, offset](const char* p, size_t k, size_t done) {
+    return ::pwrite(fd, p, k, static_cast<off_t>(offset + done));
+  });
+}
+
+Status SendFull(int fd, std::string_view data, const std::string& what) {
+  return WriteLoop(data.data(), data.size(), what, [fd](const char* p, size_t k, size_t) {
+    return ::send(fd, p, k, MSG_NOSIGNAL);
+  });
+}
+
+Status Fsync(int fd, const std::string& what) {
+  if (::fsync(fd) != 0) return ErrnoStatus("fsync " + what, errno);
+  return Status::OK();
+}
+
+}  // namespace lathe::os
