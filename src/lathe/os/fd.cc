@@ -67,30 +67,37 @@ Result<size_t> ReadUpTo(int fd, void* buf, size_t n, const std::string& what) {
 
 namespace {
 
-// The write loop behind WriteFull, PwriteFull and SendFull. `op(p, n, done)`
-// makes one attempt to write `n` bytes from `p`, `done` bytes having gone out
-// before it, and returns what write(2) would.
+// The one write loop. `op(p, n, done)` makes one attempt to write `n` bytes
+// from `p`, `done` bytes having gone out before it, and returns what write(2)
+// would. Returns 0 or the errno that stopped it; allocates nothing.
 template <typename Op>
-Status WriteLoop(const void* buf, size_t n, const std::string& what, Op op) {
+int WriteLoop(const void* buf, size_t n, Op op) {
   const auto* p = static_cast<const char*>(buf);
   size_t done = 0;
   while (done < n) {
     ssize_t r = op(p + done, n - done, done);
     if (r < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus("write " + what, errno);
+      return errno;
     }
-    if (r == 0) return Status::IoError("write " + what + ": no progress");
+    if (r == 0) return EIO;  // no progress on a non-empty write
     done += static_cast<size_t>(r);
   }
-  return Status::OK();
+  return 0;
+}
+
+Status WriteStatus(int err, const std::string& what) {
+  return err == 0 ? Status::OK() : ErrnoStatus("write " + what, err);
 }
 
 }  // namespace
 
+int WriteFullErrno(int fd, const void* buf, size_t n) {
+  return WriteLoop(buf, n, [fd](const char* p, size_t k, size_t) { return ::write(fd, p, k); });
+}
+
 Status WriteFull(int fd, const void* buf, size_t n, const std::string& what) {
-  return WriteLoop(buf, n, what,
-                   [fd](const char* p, size_t k, size_t) { return ::write(fd, p, k); });
+  return WriteStatus(WriteFullErrno(fd, buf, n), what);
 }
 
 Status WriteFull(int fd, std::string_view data, const std::string& what) {
@@ -98,15 +105,18 @@ Status WriteFull(int fd, std::string_view data, const std::string& what) {
 }
 
 Status PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std::string& what) {
-  return WriteLoop(buf, n, what, [fd, offset](const char* p, size_t k, size_t done) {
-    return ::pwrite(fd, p, k, static_cast<off_t>(offset + done));
-  });
+  return WriteStatus(WriteLoop(buf, n,
+                               [fd, offset](const char* p, size_t k, size_t done) {
+                                 return ::pwrite(fd, p, k, static_cast<off_t>(offset + done));
+                               }),
+                     what);
 }
 
 Status SendFull(int fd, std::string_view data, const std::string& what) {
-  return WriteLoop(data.data(), data.size(), what, [fd](const char* p, size_t k, size_t) {
-    return ::send(fd, p, k, MSG_NOSIGNAL);
-  });
+  return WriteStatus(
+      WriteLoop(data.data(), data.size(),
+                [fd](const char* p, size_t k, size_t) { return ::send(fd, p, k, MSG_NOSIGNAL); }),
+      what);
 }
 
 Status Fsync(int fd, const std::string& what) {

@@ -50,6 +50,9 @@ Result<size_t> ReadUpTo(int fd, void* buf, size_t n, const std::string& what);
 // (a log that counts lost bytes) writes with its own single write(2).
 Status WriteFull(int fd, const void* buf, size_t n, const std::string& what);
 Status WriteFull(int fd, std::string_view data, const std::string& what);
+// The same loop for a forked child before exec (only async-signal-safe calls
+// there: it allocates nothing): 0, or the errno that stopped it.
+int WriteFullErrno(int fd, const void* buf, size_t n);
 // At `offset`, without moving the file position.
 Status PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std::string& what);
 // To a socket with MSG_NOSIGNAL: a closed peer is an error (EPIPE), not a

@@ -74,7 +74,7 @@ void Watcher::Stop(bool flush) {
   if (flush) flush_on_stop_.store(true);
   if (!stopped_.exchange(true)) {
     uint64_t one = 1;
-    if (::write(stop_fd_.get(), &one, sizeof one) < 0)
+    if (!os::WriteFull(stop_fd_.get(), &one, sizeof one, "eventfd").ok())
       spdlog::debug("watcher: wake-up write failed");
   }
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
