@@ -85,6 +85,18 @@ TEST(Fd, WriteFullFinishesShortWritesToAPipe) {
   EXPECT_TRUE(got == data);
 }
 
+TEST(Fd, WriteFullErrnoGivesTheErrnoInsteadOfAStatus) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd r(p[0]), w(p[1]);
+  int err = 17;
+  EXPECT_EQ(WriteFullErrno(w.get(), &err, sizeof err), 0);
+  int back = 0;
+  ASSERT_EQ(*ReadUpTo(r.get(), &back, sizeof back, "pipe"), sizeof back);
+  EXPECT_EQ(back, 17);
+  EXPECT_EQ(WriteFullErrno(r.get(), &err, sizeof err), EBADF);  // the read end
+}
+
 // Without MSG_NOSIGNAL the write to a closed peer would raise SIGPIPE and end
 // this test binary.
 TEST(Fd, SendFullToAClosedPeerIsAnErrorNotASignal) {
