@@ -13,4 +13,13 @@ Result<uint64_t> AvailableBytes(const std::string& path);
 // Total size of the filesystem of `path`.
 Result<uint64_t> FilesystemBytes(const std::string& path);
 
+// The whole of statvfs(2), in bytes and inodes.
+struct FilesystemSpace {
+  uint64_t size_bytes = 0;
+  uint64_t available_bytes = 0;  // to an unprivileged writer (f_bavail)
+  uint64_t inodes_total = 0;
+  uint64_t inodes_available = 0;  // to an unprivileged writer (f_favail)
+};
+Result<FilesystemSpace> StatFilesystem(const std::string& path);
+
 }  // namespace lathe::os

@@ -124,4 +124,21 @@ Status Fsync(int fd, const std::string& what) {
   return Status::OK();
 }
 
+Status Truncate(int fd, uint64_t size, const std::string& what) {
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return ErrnoStatus("truncate " + what, errno);
+  return Status::OK();
+}
+
+bool SetDirectIo(int fd, bool on) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0) return false;
+  int want = on ? (fl | O_DIRECT) : (fl & ~O_DIRECT);
+  return want == fl || ::fcntl(fd, F_SETFL, want) == 0;
+}
+
+bool IsDirectIo(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_DIRECT) != 0;
+}
+
 }  // namespace lathe::os

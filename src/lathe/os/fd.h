@@ -60,5 +60,12 @@ Status PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std:
 Status SendFull(int fd, std::string_view data, const std::string& what);
 
 Status Fsync(int fd, const std::string& what);
+// ftruncate(2): the file is `size` bytes long afterwards.
+Status Truncate(int fd, uint64_t size, const std::string& what);
+// Turns O_DIRECT on or off; false when the filesystem refuses it (then
+// nothing changed).
+bool SetDirectIo(int fd, bool on);
+// Whether `fd` is open with O_DIRECT.
+bool IsDirectIo(int fd);
 
 }  // namespace lathe::os

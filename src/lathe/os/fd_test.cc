@@ -60,6 +60,24 @@ TEST(Fd, OpenIsCloseOnExecAndAMissingFileIsNotFound) {
   EXPECT_TRUE(Fd::Open("/nonexistent/lathe/x", O_RDONLY).status().IsNotFound());
 }
 
+TEST(Fd, TruncateAndDirectIoSwitch) {
+  std::string dir = TempDir();
+  std::string p = dir + "/f";
+  auto fd = Fd::Open(p, O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(WriteFull(fd->get(), std::string_view("abcdef"), p).ok());
+  ASSERT_TRUE(Truncate(fd->get(), 2, p).ok());
+  EXPECT_EQ(*ReadFile(p), "ab");
+  EXPECT_FALSE(IsDirectIo(fd->get()));
+  if (SetDirectIo(fd->get(), true)) {  // a tmpfs refuses O_DIRECT: then nothing changed
+    EXPECT_TRUE(IsDirectIo(fd->get()));
+    EXPECT_TRUE(SetDirectIo(fd->get(), false));
+  }
+  EXPECT_FALSE(IsDirectIo(fd->get()));
+  EXPECT_TRUE(SetDirectIo(fd->get(), false));  // already off
+  (void)RemoveAll(dir);
+}
+
 // A pipe takes 64 KiB at a time: the rest of 4 MiB goes out in many short
 // writes, all of which WriteFull must finish.
 TEST(Fd, WriteFullFinishesShortWritesToAPipe) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <filesystem>
 
@@ -104,9 +105,9 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-Result<FileStamp> StatFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+namespace {
+
+FileStamp StampOf(const struct stat& st) {
   constexpr int64_t kNsPerSec = 1'000'000'000;
   FileStamp s;
   s.device = static_cast<uint64_t>(st.st_dev);
@@ -114,7 +115,65 @@ Result<FileStamp> StatFile(const std::string& path) {
   s.size_bytes = static_cast<uint64_t>(st.st_size);
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec;
   s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * kNsPerSec + st.st_ctim.tv_nsec;
+  s.mode = static_cast<uint32_t>(st.st_mode);
   return s;
+}
+
+}  // namespace
+
+Result<FileStamp> StatFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  return StampOf(st);
+}
+
+Result<FileStamp> LstatFile(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  return StampOf(st);
+}
+
+Result<FileStamp> StatOpenFile(int fd, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("stat " + what, errno);
+  return StampOf(st);
+}
+
+Result<std::string> ReadLink(const std::string& path) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+  if (n < 0) return ErrnoStatus(path, errno);
+  if (static_cast<size_t>(n) == sizeof buf) return Status::IoError(path + ": link target too long");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+Status Chmod(const std::string& path, unsigned mode) {
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
+    return ErrnoStatus("chmod " + path, errno);
+  return Status::OK();
+}
+
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path, errno);
+  return Status::OK();
+}
+
+Status Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoStatus("rename " + from + " to " + to, errno);
+  }
+  return Status::OK();
+}
+
+Status ProbeWritable(const std::string& dir) {
+  std::string tmpl = dir + "/.lathe-probe-XXXXXX";
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(dir, errno);
+  ::close(fd);
+  ::unlink(tmpl.c_str());
+  return Status::OK();
 }
 
 Status RemoveAll(const std::string& path) {

@@ -17,8 +17,7 @@ size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 Status WriteAt(int fd, const char* p, size_t n, uint64_t offset, const std::string& path) {
   Status st = os::PwriteFull(fd, p, n, offset, path);
   if (st.code() != Code::kIoError) return st;
-  int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || (fl & O_DIRECT) == 0 || ::fcntl(fd, F_SETFL, fl & ~O_DIRECT) != 0) return st;
+  if (!os::IsDirectIo(fd) || !os::SetDirectIo(fd, false)) return st;
   return os::PwriteFull(fd, p, n, offset, path);
 }
 
@@ -48,8 +47,7 @@ Status BackgroundWriter::Open(const std::string& path, unsigned mode) {
   offset_ = 0;
   direct_ = false;
   if (opts_.direct) {
-    int fl = ::fcntl(fd_.get(), F_GETFL);
-    direct_ = fl >= 0 && ::fcntl(fd_.get(), F_SETFL, fl | O_DIRECT) == 0;
+    direct_ = os::SetDirectIo(fd_.get(), true);
   }
   return Status::OK();
 }
@@ -153,9 +151,8 @@ Status BackgroundWriter::Run(Job* job) {
   if (job->len > 0) RETURN_IF_ERROR(WriteAt(job->fd, job->buf, job->len, job->offset, job->path));
   written_ += job->len;
   if (!job->last) return Status::OK();
-  if (job->offset + job->len != job->final_size &&
-      ::ftruncate(job->fd, static_cast<off_t>(job->final_size)) != 0) {
-    return ErrnoStatus("truncate " + job->path, errno);
+  if (job->offset + job->len != job->final_size) {
+    RETURN_IF_ERROR(os::Truncate(job->fd, job->final_size, job->path));
   }
   RETURN_IF_ERROR(os::Fsync(job->fd, job->path));
   return job->owned.Close(job->path);

@@ -53,9 +53,8 @@ Status Checker::CheckPack(const std::string& name) {
     Problem({"", "", "", name, "cannot open: " + fd.status().message()});
     return Status::OK();
   }
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path, errno);
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  ASSIGN_OR_RETURN(os::FileStamp st, os::StatOpenFile(fd->get(), path));
+  uint64_t size = st.size_bytes;
   if (Status h = CheckPackHeader(fd->get(), name); !h.ok())
     Problem({"", "", "", name, h.message()});
   auto entries = ReadPackIndex(fd->get(), size, name);

@@ -55,22 +55,16 @@ Result<std::vector<SnapshotId>> ListManifestIds(const StoreLayout& l) {
 }
 
 Status RemoveManifest(const StoreLayout& l, const SnapshotId& id) {
-  std::string p = l.manifest(id);
-  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + p, errno);
-  return Status::OK();
+  return os::RemoveFile(l.manifest(id));
 }
 
 Status MarkPruned(const StoreLayout& l, const SnapshotId& id) {
-  std::string p = l.manifest(id);
-  if (::rename(p.c_str(), l.pruned(id).c_str()) != 0 && errno != ENOENT)
-    return ErrnoStatus("rename " + p, errno);
-  return Status::OK();
+  Status st = os::Rename(l.manifest(id), l.pruned(id));
+  return st.IsNotFound() ? Status::OK() : st;
 }
 
 Status UnlinkPruned(const StoreLayout& l, const SnapshotId& id) {
-  std::string p = l.pruned(id);
-  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + p, errno);
-  return Status::OK();
+  return os::RemoveFile(l.pruned(id));
 }
 
 Result<std::vector<SnapshotId>> ListPrunedIds(const StoreLayout& l) {

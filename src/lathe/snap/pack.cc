@@ -8,6 +8,7 @@
 
 #include "lathe/common/ids.h"
 #include "lathe/os/fd.h"
+#include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
 
 namespace lathe::snap {
@@ -130,8 +131,9 @@ Result<std::vector<PackFile>> PackWriter::Finish() {
 void PackWriter::Abort() {
   if (out_.file_open()) (void)out_.CloseAsync();  // aborting: the pack is thrown away
   (void)out_.Wait();
-  if (!cur_.tmp_path.empty()) ::unlink(cur_.tmp_path.c_str());
-  for (const auto& p : done_) ::unlink(p.tmp_path.c_str());
+  // Aborting: a temporary pack left behind is swept by the next gc.
+  if (!cur_.tmp_path.empty()) (void)os::RemoveFile(cur_.tmp_path);
+  for (const auto& p : done_) (void)os::RemoveFile(p.tmp_path);
   cur_ = PackFile{};
   done_.clear();
 }

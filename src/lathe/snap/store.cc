@@ -46,9 +46,8 @@ Result<PackFile> ReadPackFile(const StoreLayout& l, const std::string& name) {
   PackFile p;
   p.name = name;
   ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(l.pack(name), O_RDONLY));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(l.pack(name), errno);
-  p.size = static_cast<uint64_t>(st.st_size);
+  ASSIGN_OR_RETURN(os::FileStamp st, os::StatOpenFile(fd.get(), l.pack(name)));
+  p.size = st.size_bytes;
   ASSIGN_OR_RETURN(p.entries, ReadPackIndex(fd.get(), p.size, name));
   return p;
 }
@@ -101,16 +100,10 @@ Result<std::unique_ptr<Store>> Store::Create(const std::string& dir, StoreOption
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, StoreOptions opts) {
   auto root = RealPath(dir);
   // A store this user may not look into is not a missing one.
-  int err = 0;
-  struct stat st;
-  if (!root.ok()) {
-    err = root.status().IsPermissionDenied() ? EACCES : ENOENT;
-  } else if (::stat(StoreLayout{*root}.config().c_str(), &st) != 0) {
-    err = errno;
-  }
-  if (err == EACCES)
+  Status found = root.ok() ? os::StatFile(StoreLayout{*root}.config()).status() : root.status();
+  if (found.IsPermissionDenied())
     return Status::Msg(Code::kPermissionDenied, "snap.store_unreadable", {{"path", dir}});
-  if (err != 0) return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
+  if (!found.ok()) return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
   return OpenExisting(*root, std::move(opts));
 }
 
