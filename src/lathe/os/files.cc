@@ -57,6 +57,14 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   return sync ? FsyncDir(dir) : Status::OK();
 }
 
+Status MakeDir(const std::string& path, unsigned mode) {
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    if (errno == EEXIST) return Status::AlreadyExists("mkdir " + path + ": it exists");
+    return ErrnoStatus("mkdir " + path, errno);
+  }
+  return Status::OK();
+}
+
 Status MakeDirs(const std::string& path, unsigned mode) {
   std::string cur;
   for (size_t i = 0; i <= path.size(); ++i) {

@@ -34,6 +34,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
 // fsync on a directory, making a rename or create in it durable.
 Status FsyncDir(const std::string& dir);
 
+// mkdir(2) of one directory; AlreadyExists when `path` exists.
+Status MakeDir(const std::string& path, unsigned mode);
+
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, unsigned mode = 0755);
 

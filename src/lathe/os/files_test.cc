@@ -108,6 +108,16 @@ TEST(Files, ChownTreeReachesEveryEntryButNotLinkTargets) {
   (void)RemoveAll(outside);
 }
 
+TEST(Files, MakeDirMakesOneAndRefusesAnExistingOne) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDir(dir + "/a", 0700).ok());
+  EXPECT_TRUE(S_ISDIR(StatFile(dir + "/a")->mode));
+  EXPECT_EQ(StatFile(dir + "/a")->mode & 0777, 0700u);
+  EXPECT_EQ(MakeDir(dir + "/a", 0700).code(), Code::kAlreadyExists);
+  EXPECT_TRUE(MakeDir(dir + "/x/y", 0700).IsNotFound());  // no -p
+  (void)RemoveAll(dir);
+}
+
 TEST(Files, MakeDirsNested) {
   std::string dir = TempDir();
   ASSERT_TRUE(MakeDirs(dir + "/a/b/c", 0700).ok());
