@@ -1,7 +1,5 @@
 // lathe daemon | up | down | status | __monitor
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,21 +153,12 @@ Status RunUp(const DaemonFlags& f) {
   // Only the flags given here are passed on, so <home>/config.yaml still applies.
   std::vector<std::string> args = {exe, "daemon"};
   for (auto& a : GivenFlags(f)) args.push_back(std::move(a));
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) {
-    ::setsid();
-    int log = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    int null = ::open("/dev/null", O_RDONLY);
-    ::dup2(null, 0);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
+  auto spawned = os::SpawnDetached(args, paths.log, 0600);
+  if (!spawned.ok()) {
+    return Status::Msg(Code::kInternal, "daemon.spawn_failed",
+                       {{"exe", exe}, {"error", spawned.status().message()}});
   }
+  pid_t pid = *spawned;
   for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (auto c = api::ApiClient::Connect(); c.ok()) {
@@ -181,8 +170,7 @@ Status RunUp(const DaemonFlags& f) {
                               .c_str());
       return Status::OK();
     }
-    int ws;
-    if (::waitpid(pid, &ws, WNOHANG) == pid) break;
+    if (os::TryReap(pid)) break;  // it exited: its log says why
   }
   return Status::Msg(Code::kInternal, "daemon.start_failed", {{"log", paths.log}});
 }

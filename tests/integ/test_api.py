@@ -236,6 +236,31 @@ class UpDown(unittest.TestCase):
             subprocess.run([LATHE, "down"], env=env, capture_output=True, timeout=60)
             d.cleanup()
 
+    def test_up_starts_the_daemon_detached_without_the_callers_descriptors(self):
+        d = Daemon(gpus="none")
+        env = d.env()
+        r_fd, w_fd = os.pipe()  # left open to `lathe up`, as a shell or a CI runner leaves fds
+        try:
+            r = subprocess.run([LATHE, "up", "--gpus", "none"], env=env, capture_output=True,
+                               text=True, timeout=60, pass_fds=(w_fd,))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            status = json.loads(subprocess.run([LATHE, "status", "--json"], env=env, check=True,
+                                               capture_output=True, text=True).stdout)
+            pid = status["pid"]
+            self.assertEqual(os.getsid(pid), pid)  # its own session, away from our terminal
+            fds = os.listdir(f"/proc/{pid}/fd")
+            links = {fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds}
+            self.assertEqual(links["0"], "/dev/null")
+            self.assertEqual(links["1"], os.path.join(d.home, "daemon.log"))
+            self.assertEqual(links["2"], links["1"])
+            pipe = f"pipe:[{os.fstat(w_fd).st_ino}]"
+            self.assertNotIn(pipe, links.values(), links)
+        finally:
+            os.close(r_fd)
+            os.close(w_fd)
+            subprocess.run([LATHE, "down"], env=env, capture_output=True, timeout=60)
+            d.cleanup()
+
     def test_up_says_which_flags_the_running_daemon_does_not_have(self):
         d = Daemon(gpus="none")
         env = d.env()

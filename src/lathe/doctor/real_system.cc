@@ -1,10 +1,7 @@
 #include "lathe/doctor/real_system.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <sys/timex.h>
 #include <unistd.h>
 
@@ -15,6 +12,8 @@
 
 #include "lathe/gpu/source.h"
 #include "lathe/os/command.h"
+#include "lathe/os/disk_space.h"
+#include "lathe/os/files.h"
 
 extern char** environ;
 
@@ -29,30 +28,13 @@ class RealSystemView : public SystemView {
   explicit RealSystemView(RealSystemOptions o) : o_(std::move(o)) {}
 
   Result<std::string> ReadFile(const std::string& path) const override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(path, errno);
-    std::string out;
-    char buf[8192];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0 && out.size() < kMaxReadBytes) {
-      out.append(buf, static_cast<size_t>(n));
-    }
-    int err = errno;
-    ::close(fd);
-    if (n < 0) return ErrnoStatus(path, err);
+    ASSIGN_OR_RETURN(std::string out, os::ReadFileUpTo(path, kMaxReadBytes));
+    if (out.size() > kMaxReadBytes) out.resize(kMaxReadBytes);
     return out;
   }
 
   Result<std::vector<std::string>> ListDir(const std::string& path) const override {
-    DIR* d = ::opendir(path.c_str());
-    if (d == nullptr) return ErrnoStatus(path, errno);
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    ::closedir(d);
-    return names;
+    return os::ListDir(path);
   }
 
   std::optional<std::string> Getenv(const std::string& name) const override {
@@ -72,13 +54,12 @@ class RealSystemView : public SystemView {
   }
 
   Result<FsStats> StatFs(const std::string& path) const override {
-    struct statvfs s {};
-    if (::statvfs(path.c_str(), &s) != 0) return ErrnoStatus(path, errno);
+    ASSIGN_OR_RETURN(os::FilesystemSpace s, os::StatFilesystem(path));
     FsStats f;
-    f.size_bytes = static_cast<uint64_t>(s.f_blocks) * s.f_frsize;
-    f.free_bytes = static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
-    f.inodes_total = s.f_files;
-    f.inodes_free = s.f_favail;
+    f.size_bytes = s.size_bytes;
+    f.free_bytes = s.available_bytes;
+    f.inodes_total = s.inodes_total;
+    f.inodes_free = s.inodes_available;
     return f;
   }
 
@@ -113,14 +94,7 @@ class RealSystemView : public SystemView {
 
   std::string LatheHome() const override { return o_.lathe_home; }
 
-  Status ProbeWritable(const std::string& dir) const override {
-    std::string tmpl = dir + "/.lathe-doctor-XXXXXX";
-    int fd = ::mkstemp(tmpl.data());
-    if (fd < 0) return ErrnoStatus(dir, errno);
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    return Status::OK();
-  }
+  Status ProbeWritable(const std::string& dir) const override { return os::ProbeWritable(dir); }
 
   std::string StoreDir() const override { return o_.store_dir; }
   std::string UnreadableStoreDir() const override { return o_.unreadable_store_dir; }
@@ -137,7 +111,7 @@ class RealSystemView : public SystemView {
 
   std::optional<std::string> FindExecutable(const std::string& name) const override {
     if (name.find('/') != std::string::npos) {
-      return ::access(name.c_str(), X_OK) == 0 ? std::optional<std::string>(name) : std::nullopt;
+      return os::IsExecutable(name) ? std::optional<std::string>(name) : std::nullopt;
     }
     std::string path = Getenv("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
     size_t start = 0;
@@ -146,7 +120,7 @@ class RealSystemView : public SystemView {
       if (end == std::string::npos) end = path.size();
       std::string dir = path.substr(start, end - start);
       std::string cand = (dir.empty() ? "." : dir) + "/" + name;
-      if (::access(cand.c_str(), X_OK) == 0) return cand;
+      if (os::IsExecutable(cand)) return cand;
       start = end + 1;
     }
     return std::nullopt;

@@ -50,6 +50,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lathe/os/files.h"
+#include "lathe/os/unix_socket.h"
+
 namespace lathe::net {
 namespace {
 
@@ -1053,37 +1056,12 @@ class Listener final : public ListenerBase,
 // ---------------------------------------------------------------------------
 // Unix socket files.
 
-// True when something accepts connections at `path` (or we cannot tell: then
-// the file is not ours to delete).
-bool UnixSocketIsLive(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return true;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  int err = errno;
-  ::close(fd);
-  if (rc == 0) return true;
-  return err != ECONNREFUSED && err != ENOENT;
-}
-
-// Removes a stale socket file at `path`, or says why it must stay.
-Status ClearUnixPath(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? Status::OK() : ErrnoStatus("stat " + path, errno);
-  }
-  if (!S_ISSOCK(st.st_mode)) return Status::AlreadyExists(path + " exists and is not a socket");
-  if (UnixSocketIsLive(path)) return Status::AlreadyExists("a server already listens on " + path);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink " + path, errno);
-  return Status::OK();
-}
-
+// A socket file this server bound, by identity: another server may take the
+// path after it.
 struct UnixPath {
   std::string path;
-  dev_t dev = 0;
-  ino_t ino = 0;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -1117,7 +1095,7 @@ class ServerImpl final : public HttpServer {
     if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
       return Status::InvalidArgument("unix socket path empty or longer than 107 bytes: " + path);
     }
-    RETURN_IF_ERROR(ClearUnixPath(path));
+    RETURN_IF_ERROR(os::RemoveStaleUnixSocket(path));
     Listener<asio::local::stream_protocol>::Acceptor acceptor(asio::make_strand(ioc_));
     RETURN_IF_ERROR(BindUnix(acceptor, path, mode));
     AddListener(
@@ -1187,13 +1165,13 @@ class ServerImpl final : public HttpServer {
                   const std::string& path, unsigned mode) {
     RETURN_IF_ERROR(OpenAndBind(acceptor, asio::local::stream_protocol::endpoint(path), path,
                                 /*reuse_address=*/false));
-    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
-      Status st = ErrnoStatus("chmod " + path, errno);
-      ::unlink(path.c_str());
+    if (Status st = os::Chmod(path, mode); !st.ok()) {
+      (void)os::RemoveFile(path);  // failing anyway: the chmod error is the one to report
       return st;
     }
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) unix_paths_.push_back(UnixPath{path, st.st_dev, st.st_ino});
+    if (auto st = os::StatFile(path); st.ok()) {
+      unix_paths_.push_back(UnixPath{path, st->device, st->inode});
+    }
     return Listen(acceptor, path);
   }
 
@@ -1230,10 +1208,8 @@ class ServerImpl final : public HttpServer {
   // the path since).
   void RemoveUnixPaths() {
     for (const auto& p : unix_paths_) {
-      struct stat st {};
-      if (::lstat(p.path.c_str(), &st) == 0 && st.st_dev == p.dev && st.st_ino == p.ino) {
-        ::unlink(p.path.c_str());
-      }
+      auto st = os::LstatFile(p.path);
+      if (st.ok() && st->device == p.dev && st->inode == p.ino) (void)os::RemoveFile(p.path);
     }
     unix_paths_.clear();
   }

@@ -1,63 +1,40 @@
 #include "lathe/os/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <filesystem>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
 
 namespace lathe::os {
 
 Result<std::string> ReadFile(const std::string& path) { return ReadFileUpTo(path, SIZE_MAX - 1); }
 
 Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(path, errno);
+  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_RDONLY));
   std::string out;
   char buf[65536];
   while (out.size() <= max_bytes) {
     size_t want = std::min(sizeof buf, max_bytes + 1 - out.size());
-    ssize_t n = ::read(fd, buf, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus(path, err);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    ASSIGN_OR_RETURN(size_t n, ReadUpTo(fd.get(), buf, want, path));
+    out.append(buf, n);
+    if (n < want) break;  // end of file
   }
-  ::close(fd);
   return out;
 }
 
 Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : ErrnoStatus("fsync " + dir, err);
+  ASSIGN_OR_RETURN(Fd fd, Fd::Open(dir, O_RDONLY | O_DIRECTORY));
+  return Fsync(fd.get(), dir);
 }
-
-namespace {
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write " + path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Status::OK();
-}
-}  // namespace
 
 Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode,
                        Durability durability) {
@@ -67,7 +44,7 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   std::string tmp = path + ".tmp-" + NewId("");
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoStatus(tmp, errno);
-  Status st = WriteAll(fd, data, tmp);
+  Status st = WriteFull(fd, data, tmp);
   if (st.ok() && ::fchmod(fd, mode) != 0) st = ErrnoStatus("chmod " + tmp, errno);
   if (st.ok() && sync && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
   ::close(fd);
@@ -78,6 +55,14 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
     return st;
   }
   return sync ? FsyncDir(dir) : Status::OK();
+}
+
+Status MakeDir(const std::string& path, unsigned mode) {
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    if (errno == EEXIST) return Status::AlreadyExists("mkdir " + path + ": it exists");
+    return ErrnoStatus("mkdir " + path, errno);
+  }
+  return Status::OK();
 }
 
 Status MakeDirs(const std::string& path, unsigned mode) {
@@ -128,9 +113,9 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-Result<FileStamp> StatFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+namespace {
+
+FileStamp StampOf(const struct stat& st) {
   constexpr int64_t kNsPerSec = 1'000'000'000;
   FileStamp s;
   s.device = static_cast<uint64_t>(st.st_dev);
@@ -138,7 +123,65 @@ Result<FileStamp> StatFile(const std::string& path) {
   s.size_bytes = static_cast<uint64_t>(st.st_size);
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec;
   s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * kNsPerSec + st.st_ctim.tv_nsec;
+  s.mode = static_cast<uint32_t>(st.st_mode);
   return s;
+}
+
+}  // namespace
+
+Result<FileStamp> StatFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  return StampOf(st);
+}
+
+Result<FileStamp> LstatFile(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  return StampOf(st);
+}
+
+Result<FileStamp> StatOpenFile(int fd, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("stat " + what, errno);
+  return StampOf(st);
+}
+
+Result<std::string> ReadLink(const std::string& path) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+  if (n < 0) return ErrnoStatus(path, errno);
+  if (static_cast<size_t>(n) == sizeof buf) return Status::IoError(path + ": link target too long");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+Status Chmod(const std::string& path, unsigned mode) {
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
+    return ErrnoStatus("chmod " + path, errno);
+  return Status::OK();
+}
+
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path, errno);
+  return Status::OK();
+}
+
+Status Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoStatus("rename " + from + " to " + to, errno);
+  }
+  return Status::OK();
+}
+
+Status ProbeWritable(const std::string& dir) {
+  std::string tmpl = dir + "/.lathe-probe-XXXXXX";
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(dir, errno);
+  ::close(fd);
+  ::unlink(tmpl.c_str());
+  return Status::OK();
 }
 
 Status RemoveAll(const std::string& path) {
@@ -146,6 +189,22 @@ Status RemoveAll(const std::string& path) {
   std::filesystem::remove_all(path, ec);
   if (ec) return Status::IoError("remove " + path + ": " + ec.message());
   return Status::OK();
+}
+
+Result<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return ErrnoStatus(dir, errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return ErrnoStatus("readdir " + dir, err);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace lathe::os

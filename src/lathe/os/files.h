@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lathe/common/status.h"
 
@@ -33,6 +34,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
 // fsync on a directory, making a rename or create in it durable.
 Status FsyncDir(const std::string& dir);
 
+// mkdir(2) of one directory; AlreadyExists when `path` exists.
+Status MakeDir(const std::string& path, unsigned mode);
+
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, unsigned mode = 0755);
 
@@ -45,6 +49,25 @@ Status ChownTree(const std::string& path, uid_t uid, gid_t gid);
 
 bool Exists(const std::string& path);
 
+// access(2) with X_OK for the real user: `path` may be executed.
+bool IsExecutable(const std::string& path);
+
+// chmod(2), following symlinks.
+Status Chmod(const std::string& path, unsigned mode);
+
+// unlink(2); a missing file is fine (OK).
+Status RemoveFile(const std::string& path);
+
+// rename(2), replacing `to` atomically. NotFound when `from` is missing.
+Status Rename(const std::string& from, const std::string& to);
+
+// Creates and removes a file in `dir`: OK when this process may create files
+// there, else why not.
+Status ProbeWritable(const std::string& dir);
+
+// Names in `dir` (without . and ..), sorted. NotFound when `dir` is missing.
+Result<std::vector<std::string>> ListDir(const std::string& dir);
+
 // What identifies one version of a file without reading it: equal stamps mean
 // "probably unchanged". Timestamps are as coarse as the kernel's (a jiffy, or
 // a second on some file systems), so two writes close together may leave equal
@@ -56,11 +79,19 @@ struct FileStamp {
   uint64_t size_bytes = 0;
   int64_t mtime_ns = 0;  // since the Unix epoch
   int64_t ctime_ns = 0;
+  uint32_t mode = 0;  // st_mode: the file type and permission bits (S_ISDIR(mode) ...)
   bool operator==(const FileStamp&) const = default;
 };
 
 // stat(2) of `path`, following symlinks. NotFound when it does not exist.
 Result<FileStamp> StatFile(const std::string& path);
+// lstat(2): a symlink's own stamp, not its target's.
+Result<FileStamp> LstatFile(const std::string& path);
+// fstat(2) of an open descriptor; `what` names it in errors.
+Result<FileStamp> StatOpenFile(int fd, const std::string& what);
+
+// The target a symlink holds (readlink(2)).
+Result<std::string> ReadLink(const std::string& path);
 
 // Removes a directory tree; a missing one is fine.
 Status RemoveAll(const std::string& path);

@@ -1,5 +1,6 @@
 #include "lathe/os/files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -107,12 +108,86 @@ TEST(Files, ChownTreeReachesEveryEntryButNotLinkTargets) {
   (void)RemoveAll(outside);
 }
 
+TEST(Files, MakeDirMakesOneAndRefusesAnExistingOne) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDir(dir + "/a", 0700).ok());
+  EXPECT_TRUE(S_ISDIR(StatFile(dir + "/a")->mode));
+  EXPECT_EQ(StatFile(dir + "/a")->mode & 0777, 0700u);
+  EXPECT_EQ(MakeDir(dir + "/a", 0700).code(), Code::kAlreadyExists);
+  EXPECT_TRUE(MakeDir(dir + "/x/y", 0700).IsNotFound());  // no -p
+  (void)RemoveAll(dir);
+}
+
 TEST(Files, MakeDirsNested) {
   std::string dir = TempDir();
   ASSERT_TRUE(MakeDirs(dir + "/a/b/c", 0700).ok());
   EXPECT_TRUE(Exists(dir + "/a/b/c"));
   ASSERT_TRUE(WriteFileAtomic(dir + "/f", "x").ok());
   EXPECT_FALSE(MakeDirs(dir + "/f").ok());
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, ListDirIsSortedWithoutDotsAndAMissingOneIsNotFound) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/b", "", 0644, Durability::kNoSync).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/a", "", 0644, Durability::kNoSync).ok());
+  ASSERT_TRUE(MakeDirs(dir + "/c").ok());
+  auto names = ListDir(dir);
+  ASSERT_TRUE(names.ok()) << names.status().ToString();
+  EXPECT_EQ(*names, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(ListDir(dir + "/missing").status().IsNotFound());
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, RemoveFileAndRenameSayWhatIsMissing) {
+  std::string dir = TempDir();
+  EXPECT_TRUE(RemoveFile(dir + "/none").ok());  // nothing to remove is fine
+  EXPECT_TRUE(Rename(dir + "/none", dir + "/b").IsNotFound());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/a", "x", 0644, Durability::kNoSync).ok());
+  ASSERT_TRUE(Rename(dir + "/a", dir + "/b").ok());
+  EXPECT_FALSE(Exists(dir + "/a"));
+  EXPECT_EQ(*ReadFile(dir + "/b"), "x");
+  ASSERT_TRUE(RemoveFile(dir + "/b").ok());
+  EXPECT_FALSE(Exists(dir + "/b"));
+  ASSERT_TRUE(MakeDirs(dir + "/d").ok());
+  EXPECT_FALSE(RemoveFile(dir + "/d").ok());  // a directory is not a file
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, LstatSeesTheLinkStatItsTargetAndReadLinkWhatItHolds) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/t", "four", 0640, Durability::kNoSync).ok());
+  ASSERT_EQ(::symlink("t", (dir + "/l").c_str()), 0);
+  auto link = LstatFile(dir + "/l");
+  auto target = StatFile(dir + "/l");
+  ASSERT_TRUE(link.ok() && target.ok());
+  EXPECT_TRUE(S_ISLNK(link->mode));
+  EXPECT_TRUE(S_ISREG(target->mode));
+  EXPECT_EQ(target->mode & 07777, 0640u);
+  EXPECT_EQ(target->size_bytes, 4u);
+  EXPECT_EQ(*ReadLink(dir + "/l"), "t");
+  EXPECT_FALSE(ReadLink(dir + "/t").ok());  // not a link
+  EXPECT_TRUE(LstatFile(dir + "/none").status().IsNotFound());
+  int fd = ::open((dir + "/t").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto open = StatOpenFile(fd, "t");
+  ::close(fd);
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->inode, target->inode);
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, ChmodIsExecutableAndProbeWritable) {
+  std::string dir = TempDir();
+  std::string f = dir + "/f";
+  ASSERT_TRUE(WriteFileAtomic(f, "#!/bin/sh\n", 0644, Durability::kNoSync).ok());
+  EXPECT_FALSE(IsExecutable(f));
+  ASSERT_TRUE(Chmod(f, 0755).ok());
+  EXPECT_TRUE(IsExecutable(f));
+  EXPECT_TRUE(Chmod(dir + "/none", 0755).IsNotFound());
+  EXPECT_TRUE(ProbeWritable(dir).ok());
+  EXPECT_EQ(ListDir(dir)->size(), 1u);  // the probe's file is gone again
+  EXPECT_TRUE(ProbeWritable(dir + "/none").IsNotFound());
   (void)RemoveAll(dir);
 }
 

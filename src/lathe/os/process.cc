@@ -1,7 +1,10 @@
 #include "lathe/os/process.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -10,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 
 namespace lathe::os {
@@ -32,6 +36,42 @@ std::optional<std::vector<std::string>> StatFields(pid_t pid) {
   }
   if (fields.size() < 20) return std::nullopt;
   return fields;
+}
+
+// In SpawnDetached's child, before exec; only async-signal-safe calls (another
+// thread of the parent may hold malloc's lock). Everything from descriptor 3
+// up becomes close-on-exec, so the program inherits only 0, 1 and 2.
+void MarkCloseOnExecFrom3() {
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  rlimit lim{};  // kernels before 5.11: one fcntl per possible descriptor
+  int max_fd = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < (1 << 20)
+                   ? static_cast<int>(lim.rlim_cur)
+                   : (1 << 20);
+  for (int fd = 3; fd < max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+// `in`, `out` and `report` are close-on-exec descriptors of the parent.
+// `report` gets exec's errno when it fails (it closes on a successful exec).
+[[noreturn]] void DetachedChild(char* const* argv, int in, int out, int report) {
+  ::setsid();
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Above 2 first, so that dup2 cannot overwrite one with the other when the
+  // caller had 0, 1 or 2 closed and open() handed them out.
+  int in_hi = ::fcntl(in, F_DUPFD_CLOEXEC, 3);
+  int out_hi = ::fcntl(out, F_DUPFD_CLOEXEC, 3);
+  int err = 0;
+  if (in_hi < 0 || out_hi < 0 || ::dup2(in_hi, 0) < 0 || ::dup2(out_hi, 1) < 0 ||
+      ::dup2(out_hi, 2) < 0) {
+    err = errno;
+  } else {
+    MarkCloseOnExecFrom3();
+    ::execve(argv[0], argv, environ);
+    err = errno;
+  }
+  (void)WriteFullErrno(report, &err, sizeof err);
+  ::_exit(127);
 }
 
 }  // namespace
@@ -101,6 +141,42 @@ ExitStatus DecodeWaitStatus(int wstatus) {
     s.core = WCOREDUMP(wstatus);
   }
   return s;
+}
+
+std::optional<ExitStatus> TryReap(pid_t pid) {
+  int ws = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid, &ws, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r != pid) return std::nullopt;
+  return DecodeWaitStatus(ws);
+}
+
+Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& output_path,
+                            unsigned output_mode) {
+  if (argv.empty()) return Status::InvalidArgument("SpawnDetached: empty argv");
+  ASSIGN_OR_RETURN(Fd out, Fd::Open(output_path, O_WRONLY | O_CREAT | O_APPEND, output_mode));
+  ASSIGN_OR_RETURN(Fd in, Fd::Open("/dev/null", O_RDONLY));
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  Fd report_r(report[0]), report_w(report[1]);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) DetachedChild(args.data(), in.get(), out.get(), report_w.get());
+  (void)report_w.Close("pipe");
+  // End of file: exec succeeded and closed the child's end.
+  int err = 0;
+  auto got = ReadUpTo(report_r.get(), &err, sizeof err, "pipe");
+  if (got.ok() && *got == 0) return pid;
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (!got.ok()) return got.status();
+  return ErrnoStatus("execute " + argv[0], *got == sizeof err ? err : EIO);
 }
 
 std::string SignalName(int signal) {

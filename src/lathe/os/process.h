@@ -1,4 +1,5 @@
-// Processes: liveness with PID-reuse protection, process trees, signals.
+// Processes: starting a detached one, liveness with PID-reuse protection,
+// process trees, signals, reaping.
 #pragma once
 
 #include <sys/types.h>
@@ -44,6 +45,28 @@ struct ExitStatus {
   bool core = false;
 };
 ExitStatus DecodeWaitStatus(int wstatus);
+
+// waitpid(pid, WNOHANG), EINTR retried: the child's exit once it has ended
+// (it is reaped then), nullopt while it runs or when `pid` is not a child of
+// this process.
+std::optional<ExitStatus> TryReap(pid_t pid);
+
+// Starts `argv` (argv[0] is the program's path; PATH is not searched) detached
+// from the caller, as `lathe up` starts the daemon:
+// - in a new session (setsid): no controlling terminal, its own process group,
+//   so a ^C or a hangup at the caller's terminal does not reach it;
+// - stdin from /dev/null; stdout and stderr appended to `output_path`
+//   (created with `output_mode` if missing);
+// - no other descriptor of the caller (all are close-on-exec in the child),
+//   no blocked signals; the caller's environment.
+// Returns the pid once the program was executed; when it could not be (a
+// missing or non-executable file) the child has been reaped and the error is
+// exec's errno (NotFound, PermissionDenied, ...). The process stays the
+// caller's child: the caller may TryReap it to notice an early exit, or leave
+// it to init by exiting. Thread-safe: only async-signal-safe calls run
+// between fork and exec.
+Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& output_path,
+                            unsigned output_mode = 0600);
 
 // Name of a signal ("SIGKILL"), or "signal N".
 std::string SignalName(int signal);

@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
+
+#include "lathe/os/files.h"
 
 namespace lathe::os {
 namespace {
@@ -60,6 +64,72 @@ TEST(Process, DescendantsIncludeSetsidGrandchild) {
   ExitStatus es = DecodeWaitStatus(ws);
   EXPECT_EQ(es.signal, SIGKILL);
   EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/lathe-spawn-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+// The child reports, from inside, its session and process group (fields 6 and
+// 5 of /proc/self/stat), what its stdin is, and whether a descriptor the
+// parent left inheritable reached it; stdout and stderr both go to the file.
+TEST(Process, SpawnDetachedRunsInItsOwnSessionWithItsOutputInTheFile) {
+  std::string dir = TempDir();
+  std::string out = dir + "/out.log";
+  ASSERT_TRUE(WriteFileAtomic(out, "before\n", 0600, Durability::kNoSync).ok());
+  int leak[2];
+  ASSERT_EQ(::pipe(leak), 0);  // no O_CLOEXEC: inherited unless SpawnDetached closes it
+  std::string probe = "/proc/self/fd/" + std::to_string(leak[1]);
+  std::string script =
+      "read -r pid comm state ppid pgrp sid rest < /proc/self/stat; "
+      "echo \"pid=$pid sid=$sid pgrp=$pgrp\"; "
+      "echo \"stdin=$(readlink /proc/self/fd/0)\"; "
+      "[ -e " +
+      probe +
+      " ] && echo leaked || echo not-inherited; "
+      "echo to-stderr >&2";
+  auto pid = SpawnDetached({"/bin/sh", "-c", script}, out);
+  ::close(leak[0]);
+  ::close(leak[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  int ws = 0;
+  ASSERT_EQ(::waitpid(*pid, &ws, 0), *pid);
+  EXPECT_TRUE(DecodeWaitStatus(ws).exited);
+  EXPECT_EQ(DecodeWaitStatus(ws).code, 0);
+  auto text = ReadFile(out);
+  ASSERT_TRUE(text.ok());
+  std::string id = std::to_string(*pid);
+  EXPECT_NE(text->find("pid=" + id + " sid=" + id + " pgrp=" + id), std::string::npos) << *text;
+  EXPECT_NE(getsid(0), *pid);
+  EXPECT_EQ(text->rfind("before\n", 0), 0u) << "appended, not truncated: " << *text;
+  EXPECT_NE(text->find("stdin=/dev/null"), std::string::npos) << *text;
+  EXPECT_NE(text->find("not-inherited"), std::string::npos) << *text;
+  EXPECT_NE(text->find("to-stderr"), std::string::npos) << *text;
+  (void)RemoveAll(dir);
+}
+
+TEST(Process, SpawnDetachedReportsAProgramThatCannotRun) {
+  std::string dir = TempDir();
+  auto pid = SpawnDetached({dir + "/no-such-program"}, dir + "/out.log");
+  EXPECT_TRUE(pid.status().IsNotFound()) << pid.status().ToString();
+  EXPECT_NE(pid.status().message().find("no-such-program"), std::string::npos);
+  EXPECT_TRUE(SpawnDetached({"/bin/true"}, dir + "/missing/out.log").status().IsNotFound());
+  (void)RemoveAll(dir);
+}
+
+TEST(Process, TryReapSeesTheExitOnlyOnce) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(4);
+  std::optional<ExitStatus> es;
+  for (int i = 0; i < 1000 && !es; ++i) {
+    es = TryReap(pid);
+    if (!es) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(es.has_value());
+  EXPECT_TRUE(es->exited);
+  EXPECT_EQ(es->code, 4);
+  EXPECT_FALSE(TryReap(pid).has_value());  // reaped: no longer a child
 }
 
 }  // namespace

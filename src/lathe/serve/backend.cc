@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "lathe/os/files.h"
 #include "lathe/os/process.h"
 
 namespace lathe::serve {
@@ -189,7 +190,7 @@ Result<const BackendLibrary*> BackendRegistry::Get(const std::string& name) {
   if (auto it = open_.find(name); it != open_.end()) return it->second.get();
   for (const auto& d : dirs_) {
     std::string path = d + "/" + kPrefix + name + ".so";
-    if (::access(path.c_str(), F_OK) != 0) continue;
+    if (!os::Exists(path)) continue;
     ASSIGN_OR_RETURN(auto lib, BackendLibrary::Open(name, path));
     const BackendLibrary* p = lib.get();
     open_[name] = std::move(lib);

@@ -140,10 +140,9 @@ Result<ModelSource> ModelFromFlag(const std::string& flag) {
 }
 
 FileState StatFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return FileState{};
-  return FileState{static_cast<int64_t>(st.st_size),
-                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+  auto st = os::StatFile(path);
+  if (!st.ok()) return FileState{};
+  return FileState{static_cast<int64_t>(st->size_bytes), st->mtime_ns};
 }
 
 namespace {

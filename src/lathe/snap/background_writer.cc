@@ -12,14 +12,13 @@ namespace {
 
 size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// PwriteFull, but a direct write the filesystem refuses (EINVAL, an IoError
+// os::PwriteFull, but a direct write the filesystem refuses (EINVAL, an IoError
 // from ErrnoStatus) is written again through the page cache, once.
 Status WriteAt(int fd, const char* p, size_t n, uint64_t offset, const std::string& path) {
-  Status st = PwriteFull(fd, p, n, offset, path);
+  Status st = os::PwriteFull(fd, p, n, offset, path);
   if (st.code() != Code::kIoError) return st;
-  int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || (fl & O_DIRECT) == 0 || ::fcntl(fd, F_SETFL, fl & ~O_DIRECT) != 0) return st;
-  return PwriteFull(fd, p, n, offset, path);
+  if (!os::IsDirectIo(fd) || !os::SetDirectIo(fd, false)) return st;
+  return os::PwriteFull(fd, p, n, offset, path);
 }
 
 }  // namespace
@@ -43,13 +42,12 @@ BackgroundWriter::~BackgroundWriter() {
 Status BackgroundWriter::Open(const std::string& path, unsigned mode) {
   if (fd_.valid()) return Status::Internal("BackgroundWriter::Open with a file still open");
   RETURN_IF_ERROR(FirstError());
-  ASSIGN_OR_RETURN(fd_, Fd::Open(path, O_WRONLY | O_CREAT | O_EXCL, mode));
+  ASSIGN_OR_RETURN(fd_, os::Fd::Open(path, O_WRONLY | O_CREAT | O_EXCL, mode));
   path_ = path;
   offset_ = 0;
   direct_ = false;
   if (opts_.direct) {
-    int fl = ::fcntl(fd_.get(), F_GETFL);
-    direct_ = fl >= 0 && ::fcntl(fd_.get(), F_SETFL, fl | O_DIRECT) == 0;
+    direct_ = os::SetDirectIo(fd_.get(), true);
   }
   return Status::OK();
 }
@@ -140,7 +138,7 @@ void BackgroundWriter::Loop() {
     // After a failure the rest is not written, but buffers come back and
     // descriptors are closed.
     Status st = failed ? Status::OK() : Run(&job);
-    if (job.last) job.owned = Fd();
+    if (job.last) job.owned = os::Fd();
     l.lock();
     busy_ = false;
     if (job.buf != nullptr) free_.push_back(job.buf);
@@ -153,11 +151,10 @@ Status BackgroundWriter::Run(Job* job) {
   if (job->len > 0) RETURN_IF_ERROR(WriteAt(job->fd, job->buf, job->len, job->offset, job->path));
   written_ += job->len;
   if (!job->last) return Status::OK();
-  if (job->offset + job->len != job->final_size &&
-      ::ftruncate(job->fd, static_cast<off_t>(job->final_size)) != 0) {
-    return ErrnoStatus("truncate " + job->path, errno);
+  if (job->offset + job->len != job->final_size) {
+    RETURN_IF_ERROR(os::Truncate(job->fd, job->final_size, job->path));
   }
-  RETURN_IF_ERROR(Fsync(job->fd, job->path));
+  RETURN_IF_ERROR(os::Fsync(job->fd, job->path));
   return job->owned.Close(job->path);
 }
 

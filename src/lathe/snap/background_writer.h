@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "lathe/common/status.h"
-#include "lathe/snap/file_io.h"
+#include "lathe/os/fd.h"
 
 namespace lathe::snap {
 
@@ -75,7 +75,7 @@ class BackgroundWriter {
     size_t len = 0;
     bool last = false;  // then: truncate to final_size, fsync, close
     uint64_t final_size = 0;
-    Fd owned;  // the descriptor, moved into the last job
+    os::Fd owned;  // the descriptor, moved into the last job
     std::string path;
   };
 
@@ -87,7 +87,7 @@ class BackgroundWriter {
 
   Options opts_;
   std::vector<std::unique_ptr<char, void (*)(void*)>> storage_;
-  Fd fd_;
+  os::Fd fd_;
   std::string path_;
   bool direct_ = false;
   uint64_t offset_ = 0;               // file offset of cur_[0]

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lathe/snap/file_io.h"
+#include "lathe/os/disk_space.h"
 #include "lathe/snap/space_guard.h"
 #include "lathe/snap/test_util/snap_files.h"
 
@@ -96,7 +96,7 @@ TEST(BackgroundWriter, CountsUnwrittenBytes) {
 
 TEST(SpaceGuard, CountsBytesAWriterStillHolds) {
   TempDir dir;
-  auto avail = AvailableBytes(dir.path());
+  auto avail = os::AvailableBytes(dir.path());
   ASSERT_TRUE(avail.ok());
   SpaceGuard fits(dir.path(), 0);
   EXPECT_TRUE(fits.Claim(4096).ok());

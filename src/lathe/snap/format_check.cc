@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "lathe/snap/file_io.h"
+#include "lathe/os/fd.h"
 #include "lathe/snap/format_internal.h"
 
 namespace lathe::snap {
@@ -35,7 +35,7 @@ Status StringSource::ReadAt(uint64_t off, size_t n, std::string* out) const {
 Status FdSource::ReadAt(uint64_t off, size_t n, std::string* out) const {
   if (off > size_ || n > size_ - off) return Status::IoError("read past the end of " + name_);
   out->resize(n);
-  return PreadFull(fd_, out->data(), n, off, name_);
+  return os::PreadFull(fd_, out->data(), n, off, name_);
 }
 
 namespace internal {

@@ -7,7 +7,8 @@
 #include <mutex>
 #include <set>
 
-#include "lathe/snap/file_io.h"
+#include "lathe/os/fd.h"
+#include "lathe/os/files.h"
 #include "lathe/snap/lost.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
@@ -47,14 +48,13 @@ class Checker {
 
 Status Checker::CheckPack(const std::string& name) {
   std::string path = ctx_.layout.pack(name);
-  auto fd = Fd::Open(path, O_RDONLY);
+  auto fd = os::Fd::Open(path, O_RDONLY);
   if (!fd.ok()) {
     Problem({"", "", "", name, "cannot open: " + fd.status().message()});
     return Status::OK();
   }
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path, errno);
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  ASSIGN_OR_RETURN(os::FileStamp st, os::StatOpenFile(fd->get(), path));
+  uint64_t size = st.size_bytes;
   if (Status h = CheckPackHeader(fd->get(), name); !h.ok())
     Problem({"", "", "", name, h.message()});
   auto entries = ReadPackIndex(fd->get(), size, name);
@@ -125,7 +125,7 @@ void Checker::CountLeftovers() {
                             [&](const Digest& d) { return referenced_.count(d) > 0; });
     if (!used) ++report_.unreferenced_packs;
   }
-  auto tmp = ListDir(ctx_.layout.pack_tmp());
+  auto tmp = os::ListDir(ctx_.layout.pack_tmp());
   if (tmp.ok()) report_.temp_packs = tmp->size();
 }
 

@@ -9,9 +9,9 @@
 #include <optional>
 #include <set>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/lost.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
@@ -48,16 +48,16 @@ Result<std::set<Digest>> MarkLive(const StoreContext& ctx) {
 // writes; what they held counts as freed.
 void RemoveTemporaries(const StoreContext& ctx, GcResult* r) {
   auto sweep = [&](const std::string& dir, bool all) {
-    auto names = ListDir(dir);
+    auto names = os::ListDir(dir);
     if (!names.ok()) return;
     for (const auto& name : *names) {
       if (!all && name.find(".tmp-") == std::string::npos) continue;
       std::string path = dir + "/" + name;
-      struct stat st;
-      if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
-      if (::unlink(path.c_str()) != 0) continue;
+      auto st = os::LstatFile(path);
+      if (!st.ok() || S_ISDIR(st->mode)) continue;
+      if (!os::RemoveFile(path).ok()) continue;
       ++r->temp_files_removed;
-      r->bytes_freed += static_cast<uint64_t>(st.st_size);
+      r->bytes_freed += st->size_bytes;
     }
   };
   sweep(ctx.layout.pack_tmp(), true);
@@ -75,12 +75,11 @@ struct PackUse {
 Result<std::optional<PackUse>> Inspect(const StoreContext& ctx, const std::string& name,
                                        const std::set<Digest>& live) {
   std::string path = ctx.layout.pack(name);
-  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_RDONLY));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(path, errno);
-  auto entries = ReadPackIndex(fd.get(), static_cast<uint64_t>(st.st_size), name);
+  ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(path, O_RDONLY));
+  ASSIGN_OR_RETURN(os::FileStamp st, os::StatOpenFile(fd.get(), path));
+  auto entries = ReadPackIndex(fd.get(), st.size_bytes, name);
   if (!entries.ok()) return std::optional<PackUse>();  // damaged: keep it for fsck to report
-  PackUse u{name, static_cast<uint64_t>(st.st_size), {}, 0};
+  PackUse u{name, st.size_bytes, {}, 0};
   for (const auto& e : *entries) {
     if (live.count(e.id)) {
       u.live.push_back(e);
@@ -94,9 +93,7 @@ Result<std::optional<PackUse>> Inspect(const StoreContext& ctx, const std::strin
 Status DeletePack(const StoreContext& ctx, const std::string& name) {
   RETURN_IF_ERROR(
       ctx.index.RemovePack(name));  // the index first: it must never name a missing chunk
-  std::string path = ctx.layout.pack(name);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path, errno);
-  return Status::OK();
+  return os::RemoveFile(ctx.layout.pack(name));
 }
 
 // Step 4: copies the live chunks of `packs` into new packs, commits those,
@@ -107,7 +104,7 @@ Status Rewrite(const StoreContext& ctx, const std::vector<PackUse>& packs, GcRes
   std::set<Digest> copied;
   std::vector<std::string> replaced;
   for (const auto& p : packs) {
-    ASSIGN_OR_RETURN(Fd fd, Fd::Open(ctx.layout.pack(p.name), O_RDONLY));
+    ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(ctx.layout.pack(p.name), O_RDONLY));
     bool intact = true;
     for (const auto& e : p.live) {
       if (copied.count(e.id)) continue;
@@ -126,8 +123,7 @@ Status Rewrite(const StoreContext& ctx, const std::vector<PackUse>& packs, GcRes
   }
   ASSIGN_OR_RETURN(auto fresh, w.Finish());
   for (const auto& f : fresh) {
-    if (::rename(f.tmp_path.c_str(), ctx.layout.pack(f.name).c_str()) != 0)
-      return ErrnoStatus("rename pack", errno);
+    RETURN_IF_ERROR(os::Rename(f.tmp_path, ctx.layout.pack(f.name)));
   }
   RETURN_IF_ERROR(os::FsyncDir(ctx.layout.packs()));
   RETURN_IF_ERROR(ctx.index.AddPacks(fresh));

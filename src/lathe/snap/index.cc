@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
+#include "lathe/os/files.h"
+
 namespace lathe::snap {
 namespace {
 
@@ -32,8 +34,8 @@ Result<std::unique_ptr<state::Db>> Index::OpenDb(const std::string& path, ino_t*
   // The index is rebuildable, so a power cut may lose its last transaction;
   // NORMAL skips an fsync per commit.
   RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=NORMAL"));
-  struct stat st;
-  *ino = ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  auto st = os::StatFile(path);
+  *ino = st.ok() ? static_cast<ino_t>(st->inode) : 0;
   return db;
 }
 
@@ -45,13 +47,11 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
 
 Result<std::string> Index::MoveAside(const std::string& path, int64_t now_ms) {
   std::string to = path + ".corrupt-" + std::to_string(now_ms);
-  if (::rename(path.c_str(), to.c_str()) != 0 && errno != ENOENT)
-    return ErrnoStatus("move " + path + " aside", errno);
-  if (::rename((path + "-wal").c_str(), (to + "-wal").c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus("move " + path + "-wal aside", errno);
+  for (const char* suffix : {"", "-wal"}) {
+    Status st = os::Rename(path + suffix, to + suffix);
+    if (!st.ok() && !st.IsNotFound()) return st.WithContext("move aside");
   }
-  if (::unlink((path + "-shm").c_str()) != 0 && errno != ENOENT)
-    return ErrnoStatus("remove " + path + "-shm", errno);
+  RETURN_IF_ERROR(os::RemoveFile(path + "-shm"));
   return to;
 }
 
@@ -72,8 +72,8 @@ bool Index::Replaced() const {
 }
 
 bool Index::ReplacedLocked() const {
-  struct stat st;
-  return ::stat(path_.c_str(), &st) == 0 && st.st_ino != ino_;
+  auto st = os::StatFile(path_);
+  return st.ok() && st->inode != static_cast<uint64_t>(ino_);
 }
 
 // Closing a file that another process moved aside must not delete the WAL of

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lathe/snap/file_io.h"
+#include "lathe/os/files.h"
 
 namespace lathe::snap {
 
@@ -42,7 +42,7 @@ Result<StoreConfig> ConfigFromJson(const std::string& text, const std::string& p
 }
 
 Result<std::vector<std::string>> ListPackNames(const StoreLayout& l) {
-  ASSIGN_OR_RETURN(auto names, ListDir(l.packs()));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(l.packs()));
   std::vector<std::string> out;
   constexpr std::string_view kExt = ".pack";
   for (auto& n : names) {

@@ -6,7 +6,6 @@
 
 #include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
-#include "lathe/snap/file_io.h"
 
 namespace lathe::snap {
 namespace {
@@ -44,7 +43,7 @@ Result<Manifest> ReadManifest(const StoreLayout& l, const SnapshotId& id) {
 }
 
 Result<std::vector<SnapshotId>> ListManifestIds(const StoreLayout& l) {
-  ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(l.snapshots()));
   std::vector<SnapshotId> out;
   for (const auto& n : names) {
     if (n.size() == 64 + kExt.size() && n.compare(64, kExt.size(), kExt) == 0 &&
@@ -56,27 +55,21 @@ Result<std::vector<SnapshotId>> ListManifestIds(const StoreLayout& l) {
 }
 
 Status RemoveManifest(const StoreLayout& l, const SnapshotId& id) {
-  std::string p = l.manifest(id);
-  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + p, errno);
-  return Status::OK();
+  return os::RemoveFile(l.manifest(id));
 }
 
 Status MarkPruned(const StoreLayout& l, const SnapshotId& id) {
-  std::string p = l.manifest(id);
-  if (::rename(p.c_str(), l.pruned(id).c_str()) != 0 && errno != ENOENT)
-    return ErrnoStatus("rename " + p, errno);
-  return Status::OK();
+  Status st = os::Rename(l.manifest(id), l.pruned(id));
+  return st.IsNotFound() ? Status::OK() : st;
 }
 
 Status UnlinkPruned(const StoreLayout& l, const SnapshotId& id) {
-  std::string p = l.pruned(id);
-  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + p, errno);
-  return Status::OK();
+  return os::RemoveFile(l.pruned(id));
 }
 
 Result<std::vector<SnapshotId>> ListPrunedIds(const StoreLayout& l) {
   constexpr std::string_view kPruned = ".pruned";
-  ASSIGN_OR_RETURN(auto names, ListDir(l.snapshots()));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(l.snapshots()));
   std::vector<SnapshotId> out;
   for (const auto& n : names) {
     if (n.size() == 64 + kPruned.size() && n.compare(64, kPruned.size(), kPruned) == 0 &&

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
+#include "lathe/os/files.h"
 #include "lathe/snap/compress.h"
 
 namespace lathe::snap {
@@ -129,8 +131,9 @@ Result<std::vector<PackFile>> PackWriter::Finish() {
 void PackWriter::Abort() {
   if (out_.file_open()) (void)out_.CloseAsync();  // aborting: the pack is thrown away
   (void)out_.Wait();
-  if (!cur_.tmp_path.empty()) ::unlink(cur_.tmp_path.c_str());
-  for (const auto& p : done_) ::unlink(p.tmp_path.c_str());
+  // Aborting: a temporary pack left behind is swept by the next gc.
+  if (!cur_.tmp_path.empty()) (void)os::RemoveFile(cur_.tmp_path);
+  for (const auto& p : done_) (void)os::RemoveFile(p.tmp_path);
   cur_ = PackFile{};
   done_.clear();
 }
@@ -140,7 +143,7 @@ Status CheckPackHeader(int fd, const std::string& name) {
     return Status::InvalidArgument("header damaged: " + why);
   };
   std::string h(kPackHeaderBytes, '\0');
-  Status st = PreadFull(fd, h.data(), h.size(), 0, name);
+  Status st = os::PreadFull(fd, h.data(), h.size(), 0, name);
   if (!st.ok()) return bad(st.message());
   if (h.compare(0, kPackMagic.size(), kPackMagic) != 0)
     return bad("the magic is not " + std::string(kPackMagic));
@@ -159,7 +162,7 @@ Result<std::vector<PackEntry>> ReadPackIndex(int fd, uint64_t size, const std::s
   };
   if (size < kPackHeaderBytes + kFooterBytes) return bad("too short");
   std::string footer(kFooterBytes, '\0');
-  RETURN_IF_ERROR(PreadFull(fd, footer.data(), footer.size(), size - kFooterBytes, name));
+  RETURN_IF_ERROR(os::PreadFull(fd, footer.data(), footer.size(), size - kFooterBytes, name));
   if (footer.compare(16, 8, kIndexMagic) != 0) return bad("no index footer");
   uint64_t off = GetLe(&footer[0], 8), count = GetLe(&footer[8], 8);
   if (off < kPackHeaderBytes || count > size / kIndexRecordBytes ||
@@ -167,7 +170,7 @@ Result<std::vector<PackEntry>> ReadPackIndex(int fd, uint64_t size, const std::s
     return bad("index does not fit the file");
   }
   std::string index(count * kIndexRecordBytes, '\0');
-  RETURN_IF_ERROR(PreadFull(fd, index.data(), index.size(), off, name));
+  RETURN_IF_ERROR(os::PreadFull(fd, index.data(), index.size(), off, name));
   std::vector<PackEntry> out(count);
   for (size_t i = 0; i < count; ++i) {
     const char* p = &index[i * kIndexRecordBytes];
@@ -186,7 +189,8 @@ std::vector<PackEntry> ScanPack(int fd, uint64_t size) {
   std::vector<PackEntry> out;
   uint64_t off = kPackHeaderBytes;
   std::string h(kBlobHeaderBytes, '\0');
-  while (off + kBlobHeaderBytes <= size && PreadFull(fd, h.data(), h.size(), off, "pack").ok()) {
+  while (off + kBlobHeaderBytes <= size &&
+         os::PreadFull(fd, h.data(), h.size(), off, "pack").ok()) {
     PackEntry e;
     if (!ParseBlobHeader(h, &e) || off + kBlobHeaderBytes + e.stored > size) break;
     e.offset = off;
@@ -202,7 +206,7 @@ Result<std::string> ReadBlob(int fd, const PackEntry& e, const std::string& pack
                        {{"chunk", ToHex(e.id)}, {"pack", pack_name}, {"detail", why}});
   };
   std::string buf(kBlobHeaderBytes + e.stored, '\0');
-  Status st = PreadFull(fd, buf.data(), buf.size(), e.offset, pack_name);
+  Status st = os::PreadFull(fd, buf.data(), buf.size(), e.offset, pack_name);
   if (!st.ok()) return damaged(st.message());
   PackEntry h;
   if (!ParseBlobHeader(buf.substr(0, kBlobHeaderBytes), &h) || h.id != e.id ||

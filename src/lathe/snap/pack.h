@@ -22,7 +22,6 @@
 
 #include "lathe/common/status.h"
 #include "lathe/snap/background_writer.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/sha256.h"
 #include "lathe/snap/space_guard.h"
 

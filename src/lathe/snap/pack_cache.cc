@@ -12,7 +12,7 @@ Result<int> PackCache::Get(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = open_.find(name);
   if (it != open_.end()) return it->second.get();
-  ASSIGN_OR_RETURN(Fd fd, Fd::Open(layout_.pack(name), O_RDONLY));
+  ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(layout_.pack(name), O_RDONLY));
   int raw = fd.get();
   if (Status h = CheckPackHeader(raw, name); !h.ok()) {
     std::string what = "pack " + name + ": " + h.message();

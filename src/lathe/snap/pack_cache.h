@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "lathe/common/status.h"
-#include "lathe/snap/file_io.h"
+#include "lathe/os/fd.h"
 #include "lathe/snap/layout.h"
 
 namespace lathe::snap {
@@ -27,8 +27,8 @@ class PackCache {
  private:
   const StoreLayout& layout_;
   std::mutex mu_;
-  std::map<std::string, Fd> open_;    // guarded by mu_
-  std::vector<std::string> damaged_;  // guarded by mu_
+  std::map<std::string, os::Fd> open_;  // guarded by mu_
+  std::vector<std::string> damaged_;    // guarded by mu_
 };
 
 }  // namespace lathe::snap

@@ -12,8 +12,8 @@
 #include <unordered_map>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/pack_cache.h"
 #include "lathe/snap/parallel.h"
 #include "lathe/snap/paths.h"
@@ -26,13 +26,13 @@ constexpr uint64_t kJobBytes = 8u << 20;  // one unit of parallel work
 enum class TargetState { kMissing, kEmpty, kNonEmpty };
 
 Result<TargetState> InspectTarget(const std::string& target) {
-  struct stat st;
-  if (::lstat(target.c_str(), &st) != 0) {
-    if (errno == ENOENT) return TargetState::kMissing;
-    return ErrnoStatus(target, errno);
+  auto st = os::LstatFile(target);
+  if (!st.ok()) {
+    if (st.status().IsNotFound()) return TargetState::kMissing;
+    return st.status();
   }
-  if (!S_ISDIR(st.st_mode)) return TargetState::kNonEmpty;
-  ASSIGN_OR_RETURN(auto names, ListDir(target));
+  if (!S_ISDIR(st->mode)) return TargetState::kNonEmpty;
+  ASSIGN_OR_RETURN(auto names, os::ListDir(target));
   return names.empty() ? TargetState::kEmpty : TargetState::kNonEmpty;
 }
 
@@ -82,13 +82,12 @@ Status Restorer::Layout(const std::string& tmp) {
   for (const auto& e : m_.files) {  // sorted: a directory comes before its contents
     std::string p = tmp + "/" + e.path;
     if (e.type == EntryType::kDir) {
-      if (::mkdir(p.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + p, errno);
+      RETURN_IF_ERROR(os::MakeDir(p, 0700));
     } else if (e.type == EntryType::kSymlink) {
       if (::symlink(e.target.c_str(), p.c_str()) != 0) return ErrnoStatus("symlink " + p, errno);
     } else {
-      ASSIGN_OR_RETURN(Fd fd, Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
-      if (::ftruncate(fd.get(), static_cast<off_t>(e.size)) != 0)
-        return ErrnoStatus("truncate " + p, errno);
+      ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+      RETURN_IF_ERROR(os::Truncate(fd.get(), e.size, p));
       total_ += e.size;
       ++files_;
     }
@@ -137,7 +136,7 @@ std::vector<Job> Restorer::Jobs() const {
 Status Restorer::RunJob(const std::string& tmp, const Job& j) {
   const FileEntry& e = m_.files[j.file];
   std::string path = tmp + "/" + e.path;
-  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_WRONLY | O_NOFOLLOW));
+  ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(path, O_WRONLY | O_NOFOLLOW));
   uint64_t off = j.offset;
   for (size_t i = j.first; i < j.last; ++i) {
     const ChunkRef& c = e.chunks[i];
@@ -151,7 +150,7 @@ Status Restorer::RunJob(const std::string& tmp, const Job& j) {
                           {"chunk", ToHex(c.id)},
                           {"detail", data.status().message()}});
     }
-    RETURN_IF_ERROR(PwriteFull(fd.get(), data->data(), data->size(), off, path));
+    RETURN_IF_ERROR(os::PwriteFull(fd.get(), data->data(), data->size(), off, path));
     off += data->size();
     done_ += data->size();
   }
@@ -183,12 +182,11 @@ Status SetTimes(const std::string& p, int64_t mtime_ns) {
 Status Restorer::Finish(const std::string& tmp) {
   for (auto it = m_.files.rbegin(); it != m_.files.rend(); ++it) {
     std::string p = tmp + "/" + it->path;
-    if (it->type != EntryType::kSymlink && ::chmod(p.c_str(), it->mode) != 0)
-      return ErrnoStatus("chmod " + p, errno);
+    if (it->type != EntryType::kSymlink) RETURN_IF_ERROR(os::Chmod(p, it->mode));
     RETURN_IF_ERROR(SetTimes(p, it->mtime_ns));
   }
-  if (::chmod(tmp.c_str(), 0755) != 0) return ErrnoStatus("chmod " + tmp, errno);
-  ASSIGN_OR_RETURN(Fd dir, Fd::Open(tmp, O_RDONLY | O_DIRECTORY));
+  RETURN_IF_ERROR(os::Chmod(tmp, 0755));
+  ASSIGN_OR_RETURN(os::Fd dir, os::Fd::Open(tmp, O_RDONLY | O_DIRECTORY));
   if (::syncfs(dir.get()) != 0) return ErrnoStatus("syncfs " + tmp, errno);
   return Status::OK();
 }
@@ -199,18 +197,16 @@ Status Restorer::Finish(const std::string& tmp) {
 Status SwapIntoPlace(const std::string& tmp, const std::string& target, TargetState state,
                      const std::string& parent) {
   if (state != TargetState::kNonEmpty) {
-    if (::rename(tmp.c_str(), target.c_str()) != 0)
-      return ErrnoStatus("rename to " + target, errno);
+    RETURN_IF_ERROR(os::Rename(tmp, target));
   } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
     RETURN_IF_ERROR(os::RemoveAll(tmp));  // now holds the old contents
   } else {
     std::string old = parent + "/." + std::filesystem::path(target).filename().string() +
                       ".lathe-old-" + NewId("");
-    if (::rename(target.c_str(), old.c_str()) != 0) return ErrnoStatus("rename " + target, errno);
-    if (::rename(tmp.c_str(), target.c_str()) != 0) {
-      int err = errno;
-      ::rename(old.c_str(), target.c_str());
-      return ErrnoStatus("rename to " + target, err);
+    RETURN_IF_ERROR(os::Rename(target, old));
+    if (Status st = os::Rename(tmp, target); !st.ok()) {
+      (void)os::Rename(old, target);  // put the old contents back; the first error is the one
+      return st;
     }
     RETURN_IF_ERROR(os::RemoveAll(old));
   }
@@ -234,7 +230,7 @@ Status WriteTarget(Restorer& r, const std::string& target_arg, const RestoreOpti
     return Status::Msg(Code::kFailedPrecondition, "snap.target_not_empty", {{"path", target}});
   }
   std::string tmp = parent + "/." + tp.filename().string() + ".lathe-restore-" + NewId("");
-  if (::mkdir(tmp.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + tmp, errno);
+  RETURN_IF_ERROR(os::MakeDir(tmp, 0700));
   Status st = r.Layout(tmp);
   if (st.ok()) st = r.WriteAll(tmp);
   if (st.ok()) st = r.Finish(tmp);

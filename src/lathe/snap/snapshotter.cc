@@ -16,11 +16,11 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/common/ids.h"
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/chunker.h"
 #include "lathe/snap/compress.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/pack.h"
 #include "lathe/snap/parallel.h"
@@ -39,10 +39,6 @@ struct DigestHash {
     return h;
   }
 };
-
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
 
 class Snapshotter {
  public:
@@ -63,7 +59,7 @@ class Snapshotter {
   // Removes the temporary packs now (so a skip record finds the space).
   void Abort() { writer_.Abort(); }
   // The store's directory: left out when it lies inside the source.
-  void SetStoreStat(const struct stat& st) { store_st_ = st; }
+  void SetStoreStat(const os::FileStamp& st) { store_st_ = st; }
 
  private:
   // Returns false when the file vanished (deleted while we walked).
@@ -89,44 +85,45 @@ class Snapshotter {
   std::unique_ptr<uint8_t[]> buf_[2];
   std::unordered_set<Digest, DigestHash> known_;  // chunks already in the store or this snapshot
   ManifestStats stats_;
-  struct stat store_st_ {};
+  os::FileStamp store_st_;
   uint64_t done_bytes_ = 0, total_bytes_ = 0, reported_ = 0;
 };
 
 Status Snapshotter::Walk(const std::string& root, const std::string& rel,
                          std::vector<FileEntry>* out) {
   std::string dir = rel.empty() ? root : root + "/" + rel;
-  auto names = ListDir(dir);
+  auto names = os::ListDir(dir);
   if (!names.ok())
     return names.status().IsNotFound() && !rel.empty() ? Status::OK() : names.status();
   for (const auto& name : *names) {
     std::string r = rel.empty() ? name : rel + "/" + name;
-    struct stat st;
-    if (::lstat((root + "/" + r).c_str(), &st) != 0) {
-      if (errno == ENOENT) continue;  // deleted since the listing: old checkpoints come and go
-      return ErrnoStatus(root + "/" + r, errno);
+    auto found = os::LstatFile(root + "/" + r);
+    if (!found.ok()) {
+      // Deleted since the listing: old checkpoints come and go.
+      if (found.status().IsNotFound()) continue;
+      return found.status();
     }
+    const os::FileStamp& st = *found;
     FileEntry e;
     e.path = r;
-    e.mode = st.st_mode & 07777;
-    e.mtime_ns = MtimeNs(st);
-    if (S_ISDIR(st.st_mode)) {
-      if (st.st_dev == store_st_.st_dev && st.st_ino == store_st_.st_ino)
+    e.mode = st.mode & 07777;
+    e.mtime_ns = st.mtime_ns;
+    if (S_ISDIR(st.mode)) {
+      if (st.device == store_st_.device && st.inode == store_st_.inode)
         continue;  // the store itself
       e.type = EntryType::kDir;
       out->push_back(e);
       RETURN_IF_ERROR(Walk(root, r, out));
-    } else if (S_ISREG(st.st_mode)) {
-      e.size = static_cast<uint64_t>(st.st_size);
-      e.inode = st.st_ino;
+    } else if (S_ISREG(st.mode)) {
+      e.size = st.size_bytes;
+      e.inode = st.inode;
       total_bytes_ += e.size;
       out->push_back(e);
-    } else if (S_ISLNK(st.st_mode)) {
-      char target[PATH_MAX];
-      ssize_t n = ::readlink((root + "/" + r).c_str(), target, sizeof target);
-      if (n < 0) continue;
+    } else if (S_ISLNK(st.mode)) {
+      auto target = os::ReadLink(root + "/" + r);
+      if (!target.ok()) continue;
       e.type = EntryType::kSymlink;
-      e.target.assign(target, static_cast<size_t>(n));
+      e.target = std::move(*target);
       out->push_back(e);
     }  // sockets, fifos and devices are not checkpoint data
   }
@@ -152,23 +149,22 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
     return true;
   }
   std::string path = root + "/" + e->path;
-  Result<Fd> fd = Status::Internal("not opened");
+  Result<os::Fd> fd = Status::Internal("not opened");
   (void)os::WithAccess(opts_.read_as, [&] {
-    fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
+    fd = os::Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
     if (!fd.ok() && fd.status().IsPermissionDenied())
-      fd = Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
+      fd = os::Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY);
     return Status::OK();
   });
   if (!fd.ok()) {
     if (fd.status().IsNotFound()) return false;
     return fd.status();
   }
-  struct stat before, after;
-  if (::fstat(fd->get(), &before) != 0) return ErrnoStatus(path, errno);
-  if (!S_ISREG(before.st_mode)) return false;
-  e->size = static_cast<uint64_t>(before.st_size);
-  e->mtime_ns = MtimeNs(before);
-  e->inode = before.st_ino;
+  ASSIGN_OR_RETURN(os::FileStamp before, os::StatOpenFile(fd->get(), path));
+  if (!S_ISREG(before.mode)) return false;
+  e->size = before.size_bytes;
+  e->mtime_ns = before.mtime_ns;
+  e->inode = before.inode;
   ::posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   FormatCheck fc = CheckFormat(e->path, FdSource(fd->get(), e->size, path));
   e->format = fc.format;
@@ -176,10 +172,10 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
   e->reason = fc.reason;
   RETURN_IF_ERROR(ChunkFile(fd->get(), fc, e));
   ++stats_.files_read;
-  if (::fstat(fd->get(), &after) != 0) return ErrnoStatus(path, errno);
+  ASSIGN_OR_RETURN(os::FileStamp after, os::StatOpenFile(fd->get(), path));
   uint64_t read = 0;
   for (const auto& c : e->chunks) read += c.size;
-  if (read != e->size || after.st_size != before.st_size || MtimeNs(after) != e->mtime_ns) {
+  if (read != e->size || after.size_bytes != before.size_bytes || after.mtime_ns != e->mtime_ns) {
     e->size = read;
     e->check = Verdict::kIncomplete;
     e->reason = "changed while it was being captured";
@@ -204,7 +200,7 @@ Status Snapshotter::ChunkFile(int fd, const FormatCheck& fc, FileEntry* e) {
   while (true) {
     uint8_t* buf = buf_[cur].get();
     if (!eof) {
-      ASSIGN_OR_RETURN(size_t n, ReadUpTo(fd, buf + len, cap - len, e->path));
+      ASSIGN_OR_RETURN(size_t n, os::ReadUpTo(fd, buf + len, cap - len, e->path));
       eof = n < cap - len;
       len += n;
     }
@@ -317,8 +313,7 @@ Status Snapshotter::CaptureAll(const std::string& root, std::vector<FileEntry>* 
 Result<SnapshotId> Snapshotter::Commit(Manifest* m) {
   ASSIGN_OR_RETURN(auto packs, writer_.Finish());
   for (const auto& p : packs) {
-    std::string to = ctx_.layout.pack(p.name);
-    if (::rename(p.tmp_path.c_str(), to.c_str()) != 0) return ErrnoStatus("rename " + to, errno);
+    RETURN_IF_ERROR(os::Rename(p.tmp_path, ctx_.layout.pack(p.name)));
   }
   if (!packs.empty()) RETURN_IF_ERROR(os::FsyncDir(ctx_.layout.packs()));
   m->stats = stats_;
@@ -337,8 +332,8 @@ Result<std::string> RealDir(const std::string& dir) {
       return Status::Msg(Code::kNotFound, "snap.source_missing", {{"path", dir}});
     return ErrnoStatus(dir, errno);
   }
-  struct stat st;
-  if (::stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+  auto st = os::StatFile(buf);
+  if (!st.ok() || !S_ISDIR(st->mode)) {
     return Status::Msg(Code::kInvalidArgument, "snap.source_not_dir", {{"path", dir}});
   }
   return std::string(buf);
@@ -375,8 +370,7 @@ Result<SnapshotResult> TakeSnapshot(const StoreContext& ctx, const std::string& 
   ASSIGN_OR_RETURN(std::string root, std::move(real));
   SpaceGuard guard(ctx.layout.root, opts.reserve_bytes.value_or(ctx.reserve_bytes));
   Snapshotter s(ctx, opts, parent, &guard);
-  struct stat store_st;
-  if (::stat(ctx.layout.root.c_str(), &store_st) == 0) s.SetStoreStat(store_st);
+  if (auto store_st = os::StatFile(ctx.layout.root); store_st.ok()) s.SetStoreStat(*store_st);
   Manifest m;
   m.time_ms = ctx.clock.NowMs();
   m.source = root;

@@ -3,13 +3,13 @@
 #include <algorithm>
 
 #include "lathe/common/units.h"
-#include "lathe/snap/file_io.h"
+#include "lathe/os/disk_space.h"
 
 namespace lathe::snap {
 
 Status SpaceGuard::Claim(uint64_t bytes, uint64_t unwritten) {
   if (!checked_ || since_check_ + bytes > kRecheckBytes) {
-    ASSIGN_OR_RETURN(uint64_t avail, AvailableBytes(dir_));
+    ASSIGN_OR_RETURN(uint64_t avail, os::AvailableBytes(dir_));
     known_free_ = avail > unwritten ? avail - unwritten : 0;
     since_check_ = 0;
     checked_ = true;

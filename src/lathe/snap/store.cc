@@ -11,8 +11,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lathe/os/disk_space.h"
+#include "lathe/os/fd.h"
+#include "lathe/os/file_lock.h"
 #include "lathe/os/files.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/fsck.h"
 #include "lathe/snap/gc.h"
 #include "lathe/snap/index.h"
@@ -43,10 +45,9 @@ Status MakeStoreDirs(const StoreLayout& l) {
 Result<PackFile> ReadPackFile(const StoreLayout& l, const std::string& name) {
   PackFile p;
   p.name = name;
-  ASSIGN_OR_RETURN(Fd fd, Fd::Open(l.pack(name), O_RDONLY));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(l.pack(name), errno);
-  p.size = static_cast<uint64_t>(st.st_size);
+  ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(l.pack(name), O_RDONLY));
+  ASSIGN_OR_RETURN(os::FileStamp st, os::StatOpenFile(fd.get(), l.pack(name)));
+  p.size = st.size_bytes;
   ASSIGN_OR_RETURN(p.entries, ReadPackIndex(fd.get(), p.size, name));
   return p;
 }
@@ -99,16 +100,10 @@ Result<std::unique_ptr<Store>> Store::Create(const std::string& dir, StoreOption
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, StoreOptions opts) {
   auto root = RealPath(dir);
   // A store this user may not look into is not a missing one.
-  int err = 0;
-  struct stat st;
-  if (!root.ok()) {
-    err = root.status().IsPermissionDenied() ? EACCES : ENOENT;
-  } else if (::stat(StoreLayout{*root}.config().c_str(), &st) != 0) {
-    err = errno;
-  }
-  if (err == EACCES)
+  Status found = root.ok() ? os::StatFile(StoreLayout{*root}.config()).status() : root.status();
+  if (found.IsPermissionDenied())
     return Status::Msg(Code::kPermissionDenied, "snap.store_unreadable", {{"path", dir}});
-  if (err != 0) return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
+  if (!found.ok()) return Status::Msg(Code::kNotFound, "snap.no_store", {{"path", dir}});
   return OpenExisting(*root, std::move(opts));
 }
 
@@ -125,7 +120,7 @@ Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& root, Stor
   } else if (s->config_.reserve_bytes) {
     s->reserve_bytes_ = *s->config_.reserve_bytes;
   } else {
-    ASSIGN_OR_RETURN(uint64_t fs, FilesystemBytes(root));
+    ASSIGN_OR_RETURN(uint64_t fs, os::FilesystemBytes(root));
     s->reserve_bytes_ = DefaultReserveBytes(fs);
   }
   s->opts_ = std::move(opts);
@@ -138,13 +133,13 @@ Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& root, Stor
     return index.status();
   }
   RETURN_IF_ERROR(
-      s->Repairing([&] { return s->LockAndReconcile(FileLock::Mode::kShared).status(); }));
+      s->Repairing([&] { return s->LockAndReconcile(os::FileLock::Mode::kShared).status(); }));
   return s;
 }
 
-Result<FileLock> Store::LockAndReconcile(FileLock::Mode mode) {
+Result<os::FileLock> Store::LockAndReconcile(os::FileLock::Mode mode) {
   if (index_->Replaced()) RETURN_IF_ERROR(index_->Reopen(false, 0).status());
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), mode));
+  ASSIGN_OR_RETURN(auto lock, os::FileLock::Acquire(layout_.lock(), mode));
   RETURN_IF_ERROR(Reconcile());
   return lock;
 }
@@ -170,7 +165,8 @@ auto Store::Repairing(F&& op) -> decltype(op()) {
 // damaged now is damaged for all; a file found healthy was repaired by
 // another process meanwhile (this one may still have the old one open).
 Status Store::RepairIndex(const Status& why) {
-  ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kExclusive));
+  ASSIGN_OR_RETURN(auto lock,
+                   os::FileLock::Acquire(layout_.lock(), os::FileLock::Mode::kExclusive));
   Status health;
   if (index_) {
     auto reopened = index_->Reopen(false, 0);
@@ -256,7 +252,7 @@ Result<SnapshotResult> Store::Snapshot(const std::string& dir, const SnapshotOpt
 }
 
 Result<SnapshotResult> Store::SnapshotOnce(const std::string& dir, const SnapshotOptions& opts) {
-  ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+  ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
   SnapshotId parent_id;
   if (opts.parent == "auto") {
     Result<std::string> source = Status::NotFound(dir);
@@ -288,7 +284,7 @@ Result<SnapshotResult> Store::SnapshotOnce(const std::string& dir, const Snapsho
 
 Result<std::vector<SnapshotInfo>> Store::List() {
   auto snaps = Repairing([&]() -> Result<std::vector<SnapshotInfo>> {
-    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
     return index_->Snapshots();
   });
   // Lost snapshots (lost.h) can be neither shown nor restored: fsck names them.
@@ -299,7 +295,7 @@ Result<std::vector<SnapshotInfo>> Store::List() {
 }
 
 Result<std::vector<SkipRecord>> Store::Skipped() {
-  ASSIGN_OR_RETURN(auto names, ListDir(layout_.skipped()));
+  ASSIGN_OR_RETURN(auto names, os::ListDir(layout_.skipped()));
   std::vector<SkipRecord> out;
   for (const auto& n : names) {
     if (n.size() < 5 || n.compare(n.size() - 5, 5, ".json") != 0) continue;
@@ -342,7 +338,7 @@ Result<Manifest> Store::Load(const SnapshotId& id) { return ReadManifest(layout_
 Result<RestoreResult> Store::Restore(const SnapshotId& id, const std::string& target,
                                      const RestoreOptions& opts) {
   return Repairing([&]() -> Result<RestoreResult> {
-    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
     ASSIGN_OR_RETURN(Manifest m, ReadManifest(layout_, id));
     return RestoreSnapshot(Ctx(), id, m, target, opts);
   });
@@ -350,14 +346,14 @@ Result<RestoreResult> Store::Restore(const SnapshotId& id, const std::string& ta
 
 Result<PruneResult> Store::Prune(const PrunePolicy& policy) {
   return Repairing([&]() -> Result<PruneResult> {
-    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
     return PruneSnapshots(Ctx(), policy);
   });
 }
 
 Result<GcResult> Store::Gc() {
   return Repairing([&]() -> Result<GcResult> {
-    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kExclusive));
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kExclusive));
     return CollectGarbage(Ctx());
   });
 }
@@ -365,7 +361,7 @@ Result<GcResult> Store::Gc() {
 Result<FsckReport> Store::Fsck() {
   auto r = Repairing([&]() -> Result<FsckReport> {
     RETURN_IF_ERROR(index_->Check());
-    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
     return CheckStore(Ctx());
   });
   if (r.ok()) r->index_repair = index_repair();
@@ -375,7 +371,8 @@ Result<FsckReport> Store::Fsck() {
 Status Store::RebuildIndex() {
   return Repairing([&]() -> Status {
     if (index_->Replaced()) RETURN_IF_ERROR(index_->Reopen(false, 0).status());
-    ASSIGN_OR_RETURN(auto lock, FileLock::Acquire(layout_.lock(), FileLock::Mode::kExclusive));
+    ASSIGN_OR_RETURN(auto lock,
+                     os::FileLock::Acquire(layout_.lock(), os::FileLock::Mode::kExclusive));
     RETURN_IF_ERROR(index_->Check());
     RETURN_IF_ERROR(index_->Clear());
     return Reconcile();

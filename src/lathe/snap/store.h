@@ -41,8 +41,8 @@
 
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/file_lock.h"
 #include "lathe/os/users.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/layout.h"
 #include "lathe/snap/manifest.h"
 
@@ -234,7 +234,7 @@ class Store {
   StoreContext Ctx() const;
   // Takes the lock and reconciles, first reopening an index that another
   // process replaced.
-  Result<FileLock> LockAndReconcile(FileLock::Mode mode);
+  Result<os::FileLock> LockAndReconcile(os::FileLock::Mode mode);
   // Runs `op` (which takes its own lock); when it fails on a damaged index,
   // repairs the index and runs it once more.
   template <typename F>

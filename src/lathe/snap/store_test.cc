@@ -11,8 +11,8 @@
 #include <future>
 #include <thread>
 
+#include "lathe/os/files.h"
 #include "lathe/snap/checkpoints.h"
-#include "lathe/snap/file_io.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/test_util/snap_files.h"
 
@@ -277,7 +277,7 @@ TEST_F(StoreTest, ReserveSkipsTheSnapshotAndKeepsTheStoreConsistent) {
   ASSERT_TRUE(skipped.ok());
   ASSERT_EQ(skipped->size(), 1u);
   EXPECT_EQ((*skipped)[0].msg_id, "snap.reserve");
-  EXPECT_TRUE(ListDir(store_->layout().pack_tmp())->empty());
+  EXPECT_TRUE(os::ListDir(store_->layout().pack_tmp())->empty());
   EXPECT_EQ(store_->List()->size(), 1u);
   auto report = store_->Fsck();
   ASSERT_TRUE(report.ok());

@@ -13,6 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lathe/os/files.h"
+
 namespace lathe::snap {
 namespace {
 
@@ -51,7 +53,7 @@ Result<std::unique_ptr<Watcher>> Watcher::Start(const std::string& dir, WatcherO
   w->clock_ = opts.clock ? opts.clock : &os::RealClock();
   int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (efd < 0) return ErrnoStatus("eventfd", errno);
-  w->stop_fd_ = Fd(efd);
+  w->stop_fd_ = os::Fd(efd);
   // Watches are in place before Start returns, so no write after it is missed.
   Status st_init = opts.force_polling
                        ? Status::Unavailable("polling requested")
@@ -72,7 +74,7 @@ void Watcher::Stop(bool flush) {
   if (flush) flush_on_stop_.store(true);
   if (!stopped_.exchange(true)) {
     uint64_t one = 1;
-    if (::write(stop_fd_.get(), &one, sizeof one) < 0)
+    if (!os::WriteFull(stop_fd_.get(), &one, sizeof one, "eventfd").ok())
       spdlog::debug("watcher: wake-up write failed");
   }
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
@@ -86,7 +88,7 @@ std::string Watcher::fallback_reason() const {
 Status Watcher::InitInotify() {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return ErrnoStatus("inotify_init1", errno);
-  inotify_fd_ = Fd(fd);
+  inotify_fd_ = os::Fd(fd);
   return AddTree("", false);
 }
 
@@ -108,7 +110,7 @@ Status Watcher::AddTree(const std::string& rel, bool report_files) {
     return Status::ResourceExhausted("the watch limit of " + std::to_string(opts_.max_watches) +
                                      " directories is reached");
   }
-  auto names = ListDir(Abs(rel));
+  auto names = os::ListDir(Abs(rel));
   if (!names.ok()) return Status::OK();
   for (const auto& name : *names) {
     std::string child = rel.empty() ? name : rel + "/" + name;
@@ -228,7 +230,7 @@ void Watcher::Scan(bool report) {
   while (!stack.empty()) {
     std::string rel = stack.back();
     stack.pop_back();
-    auto names = ListDir(Abs(rel));
+    auto names = os::ListDir(Abs(rel));
     if (!names.ok()) continue;
     for (const auto& name : *names) {
       std::string child = rel.empty() ? name : rel + "/" + name;
@@ -255,7 +257,7 @@ void Watcher::Fallback(const std::string& why) {
     fallback_reason_ = why;
   }
   mode_ = WatchMode::kPolling;
-  inotify_fd_ = Fd();
+  inotify_fd_ = os::Fd();
   dirs_.clear();
   // Events may have been missed on the way: the first scan reports every
   // file (when running), so the caller takes a snapshot to be safe.

@@ -34,8 +34,8 @@
 
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/fd.h"
 #include "lathe/os/users.h"
-#include "lathe/snap/file_io.h"
 
 namespace lathe::snap {
 
@@ -116,14 +116,14 @@ class Watcher {
   WatcherOptions opts_;
   Callback cb_;
   os::Clock* clock_ = nullptr;
-  Fd stop_fd_;  // eventfd: Stop() writes it to wake the thread
+  os::Fd stop_fd_;  // eventfd: Stop() writes it to wake the thread
 
   std::atomic<WatchMode> mode_{WatchMode::kInotify};
   mutable std::mutex mu_;
   std::string fallback_reason_;  // guarded by mu_
 
   // Owned by the watcher thread.
-  Fd inotify_fd_;
+  os::Fd inotify_fd_;
   std::map<int, std::string> dirs_;      // watch descriptor -> directory, relative
   std::map<std::string, FileSig> seen_;  // polling: the last scan
   std::set<std::string> pending_;

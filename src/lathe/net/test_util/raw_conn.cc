@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "lathe/net/http.h"
+#include "lathe/os/fd.h"
 
 namespace lathe::net::testing {
 
@@ -70,13 +71,7 @@ void RawConn::Close() {
 }
 
 bool RawConn::Send(std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
+  return os::SendFull(fd_, data, "test connection").ok();
 }
 
 bool RawConn::Fill(int timeout_ms) {
