@@ -1,7 +1,5 @@
 #include "lathe/daemon/daemon.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "lathe/common/units.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/exec/local_backend.h"
+#include "lathe/os/file_lock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
@@ -64,10 +63,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(DaemonOptions options, os::Clock&
   return d;
 }
 
-Daemon::~Daemon() {
-  Stop();
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
+Daemon::~Daemon() { Stop(); }
 
 Status Daemon::Init() {
   paths_ = DaemonHome(opts_.home);
@@ -81,11 +77,12 @@ Status Daemon::Init() {
   RETURN_IF_ERROR(SecureHome(paths_));
   reserved_ = std::make_unique<ReservedPaths>(paths_);
 
-  lock_fd_ = ::open(paths_.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0) return ErrnoStatus(paths_.lock, errno);
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+  auto held = os::FileLock::TryAcquire(paths_.lock, os::FileLock::Mode::kExclusive, 0600);
+  if (!held.ok() && held.status().code() == Code::kAlreadyExists) {
     return Status::Msg(Code::kAlreadyExists, "daemon.already_running", {{"home", paths_.home}});
   }
+  if (!held.ok()) return held.status();
+  lock_ = std::make_unique<os::FileLock>(std::move(held).value());
   ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
   checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
   // Initialised now, not by the first checkpointing run: `lathe snap create`

@@ -41,6 +41,7 @@
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/env.h"
+#include "lathe/os/file_lock.h"
 #include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
 
@@ -192,7 +193,7 @@ class Daemon {
   std::unique_ptr<ReservedPaths> reserved_;  // the home's directories, resolved
   uid_t uid_ = 0;
   std::string user_;
-  int lock_fd_ = -1;
+  std::unique_ptr<os::FileLock> lock_;  // the home's single-instance lock, held for life
   std::unique_ptr<gpu::GpuSource> gpu_source_;
   gpu::Inventory inventory_;   // sampled at start; GPU count and names
   os::CgroupSupport cgroups_;  // detected for the local backend only

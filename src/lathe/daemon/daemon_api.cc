@@ -187,8 +187,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   // reads their log (0600, theirs) by name through the 0711 directory.
   if (Status made = os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700); !made.ok())
     return AsDiskFull(made);
-  if (::chmod(r.run_dir.c_str(), paths_.system ? 0711 : 0700) != 0)
-    return ErrnoStatus(r.run_dir, errno);
+  RETURN_IF_ERROR(os::Chmod(r.run_dir, paths_.system ? 0711 : 0700));
   RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
   Notify();
   kicked_ = true;

@@ -1,7 +1,5 @@
 #include "lathe/exec/local_backend.h"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -169,8 +167,7 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
 
 std::vector<AttemptStatus> LocalBackend::Poll(const std::vector<AttemptRef>& attempts) {
   // Reap monitors that were our children (re-adopted ones are not).
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
+  (void)os::ReapExitedChildren();
   std::vector<AttemptStatus> out;
   out.reserve(attempts.size());
   for (const auto& a : attempts) out.push_back(PollOne(a));

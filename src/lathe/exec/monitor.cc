@@ -18,6 +18,7 @@
 #include "lathe/exec/attempt_records.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/run/log_format.h"
@@ -47,14 +48,9 @@ int64_t MonoMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
-void WriteAllFd(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    s.remove_prefix(static_cast<size_t>(n));
-  }
-}
+// The handshake and the child's error pipe: best effort, nothing to do if
+// the reader has gone.
+void WriteAllFd(int fd, std::string_view s) { (void)os::WriteFullErrno(fd, s.data(), s.size()); }
 
 // ---- the run's process (child side of the monitor's fork) -------------------
 
@@ -67,9 +63,8 @@ void JoinCgroups(const LaunchConfig& c, int errpipe) {
   std::string pid = std::to_string(getpid());
   for (const auto& dir : c.cgroup_dirs) {
     int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::write(fd, pid.data(), pid.size()) < 0) {
-      FailChild(errpipe, "cannot join cgroup " + dir + ": " + std::strerror(errno));
-    }
+    int err = fd < 0 ? errno : os::WriteFullErrno(fd, pid.data(), pid.size());
+    if (err != 0) FailChild(errpipe, "cannot join cgroup " + dir + ": " + std::strerror(err));
     ::close(fd);
   }
 }
@@ -377,14 +372,13 @@ void Monitor::Finish() {
 Status Monitor::WriteExit(const std::string& text) {
   if (exit_fd_ < 0) return os::WriteFileAtomic(c_.exit_path, text, 0644);
   std::string pending = c_.exit_path + ".pending";
-  bool ok = ::pwrite(exit_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
-            ::ftruncate(exit_fd_, static_cast<off_t>(text.size())) == 0 && ::fsync(exit_fd_) == 0;
-  int err = errno;
-  ::close(exit_fd_);
+  os::Fd fd(exit_fd_);
   exit_fd_ = -1;
-  if (!ok) return ErrnoStatus("write " + pending, err);
-  if (::rename(pending.c_str(), c_.exit_path.c_str()) != 0)
-    return ErrnoStatus("rename " + pending, errno);
+  RETURN_IF_ERROR(os::PwriteFull(fd.get(), text.data(), text.size(), 0, pending));
+  RETURN_IF_ERROR(os::Truncate(fd.get(), text.size(), pending));
+  RETURN_IF_ERROR(os::Fsync(fd.get(), pending));
+  RETURN_IF_ERROR(fd.Close(pending));
+  RETURN_IF_ERROR(os::Rename(pending, c_.exit_path));
   std::string dir = c_.exit_path.substr(0, c_.exit_path.rfind('/'));
   return os::FsyncDir(dir.empty() ? "." : dir);
 }

@@ -132,5 +132,26 @@ TEST(Process, TryReapSeesTheExitOnlyOnce) {
   EXPECT_FALSE(TryReap(pid).has_value());  // reaped: no longer a child
 }
 
+TEST(Process, ReapExitedChildrenLeavesNoZombieAndKeepsTheLiving) {
+  pid_t done = ::fork();
+  if (done == 0) ::_exit(0);
+  pid_t alive = ::fork();
+  if (alive == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  while (ProcessStartTime(done) && ProcessAlive(done)) ::usleep(1000);  // a zombie is not alive
+  int reaped = 0;
+  for (int i = 0; i < 1000 && reaped == 0; ++i) {
+    reaped = ReapExitedChildren();
+    if (reaped == 0) ::usleep(1000);
+  }
+  EXPECT_EQ(reaped, 1);
+  EXPECT_FALSE(ProcessStartTime(done).has_value());  // gone from /proc: reaped
+  EXPECT_TRUE(ProcessAlive(alive));
+  ::kill(alive, SIGKILL);
+  ::waitpid(alive, nullptr, 0);
+}
+
 }  // namespace
 }  // namespace lathe::os
