@@ -69,7 +69,8 @@ class FakeSystemView : public SystemView {
 };
 
 // A GPU-less machine where every system, network and lathe check is ok:
-// 64 GiB RAM, no swap, cgroup v2 without limit, /dev/shm 32 GiB, /tmp on
+// 64 GiB RAM, no swap, cgroup v2 without limit, no OOM kill since boot (up
+// 3 days), /dev/shm 32 GiB, /tmp on
 // ext4 with 200 GiB free, eth0 MTU 1500, no proxy, DNS answering, torch
 // not installed, no nvcc.
 FakeSystemView HealthyMachine();
