@@ -617,13 +617,21 @@ TEST(LatheChecks, StoreFsckSummary) {
 
 TEST(LatheChecks, CaptureRoundTripNeedsTheDaemonAndReportsItsLatency) {
   FakeSystemView m = HealthyMachine();
-  m.capture = CaptureResult{"0123456789abcdef0123", 420};
+  m.capture = CaptureResult{"0123456789abcdef0123", 420, "", ""};
   EXPECT_EQ(Outcome(m, "lathe.capture"), "lathe.capture.no_daemon");
   m.daemon = Status::OK();
   Report r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.ok");
   EXPECT_EQ(Value(Get(r, "lathe.capture"), "ms"), "420");
   EXPECT_EQ(Value(Get(r, "lathe.capture"), "snapshot"), "0123456789ab");
+  // Captured, but the test run could not be removed: a warning naming it.
+  m.capture = CaptureResult{"0123456789abcdef0123", 420, "r3k7q0m9x2a", "test run did not end"};
+  Report left = RunOn(m);
+  const CheckOutcome& l = Get(left, "lathe.capture");
+  EXPECT_EQ(l.finding.outcome, "lathe.capture.left_behind");
+  EXPECT_EQ(l.severity, Severity::kWarn);
+  EXPECT_EQ(Value(l, "run"), "r3k7q0m9x2a");
+  ExpectFilled(left);
   m.capture = Status::FailedPrecondition("checkpoint snapshot skipped: below the reserve");
   r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.fail");

@@ -34,7 +34,7 @@ class FakeSystemView : public SystemView {
   mutable int run_count = 0;  // commands run (probes)
   std::string store_dir;      // "" = no store; fsck answers come from commands["lathe snap"]
   std::string unreadable_store_dir;
-  Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380};
+  Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380, "", ""};
 
   Result<std::string> ReadFile(const std::string& path) const override;
   Result<std::vector<std::string>> ListDir(const std::string& path) const override;
