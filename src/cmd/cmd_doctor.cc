@@ -34,6 +34,9 @@ namespace {
 
 // How long the doctor waits for a daemon to answer /api/v1/status.
 constexpr int kDaemonProbeTimeoutMs = 2000;
+// How long a test run that was stopped may take to end before the doctor
+// leaves it (the daemon's kill grace is 10 s by default).
+constexpr int64_t kTestRunStopWaitMs = 15000;
 
 void Print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
@@ -77,8 +80,64 @@ Status PingDaemon(std::string* where) {
   return last;
 }
 
+// Waits for the checkpoint event of test run `id`: the snapshot that holds
+// its file and how long after the run's start it was committed.
+Result<doctor::CaptureResult> WaitForCapture(api::ApiClient& c, const std::string& id,
+                                             int64_t deadline, int64_t timeout_ms) {
+  while (os::RealClock().MonotonicMs() < deadline) {
+    ASSIGN_OR_RETURN(Json r, c.Get("/api/v1/runs/" + id));
+    int64_t started = 0;
+    for (const auto& e : r.value("events", Json::array())) {
+      std::string type = e.value("type", "");
+      if (type == "state" && e.value("message", "").rfind("started", 0) == 0)
+        started = e.value("ts_ms", int64_t{0});
+      if (type == "warning") return Status::FailedPrecondition(e.value("message", ""));
+      if (type == "checkpoint" && e.contains("data") && e["data"].contains("snapshot")) {
+        doctor::CaptureResult res;
+        res.snapshot = e["data"]["snapshot"].get<std::string>();
+        res.ms = started ? e.value("ts_ms", int64_t{0}) - started : 0;
+        return res;
+      }
+    }
+    std::string state = r.value("state", "");
+    if (state == "failed" || state == "stopped" || state == "lost") {
+      return Status::FailedPrecondition("test run " + id + " " + state + ": " +
+                                        r.value("reason", ""));
+    }
+    os::RealClock().SleepMs(50);
+  }
+  return Status::DeadlineExceeded(
+      fmt::format("no snapshot of test run {} within {} s", id, timeout_ms / 1000));
+}
+
+bool Finished(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "stopped" || state == "lost";
+}
+
+// Removes the doctor's test run and its snapshots, so that neither stays in
+// `lathe ps` or is what `lathe snap restore latest` picks. The daemon takes
+// them once the run has finished (its capture at the end included); a run
+// still going at `deadline_ms` (monotonic) is stopped first.
+Status RemoveTestRun(api::ApiClient& c, const std::string& id, int64_t deadline_ms) {
+  bool stopped = false;
+  const int64_t give_up_ms = deadline_ms + kTestRunStopWaitMs;
+  while (true) {
+    ASSIGN_OR_RETURN(Json r, c.Get("/api/v1/runs/" + id));
+    if (Finished(r.value("state", ""))) break;
+    int64_t now = os::RealClock().MonotonicMs();
+    if (now >= give_up_ms) return Status::DeadlineExceeded("test run " + id + " did not end");
+    if (now >= deadline_ms && !stopped) {
+      stopped = true;
+      (void)c.Post("/api/v1/runs/" + id + "/stop", Json::object());  // it may just have ended
+    }
+    os::RealClock().SleepMs(50);
+  }
+  return c.Delete("/api/v1/runs/" + id + "?snapshots=1").status();
+}
+
 // The seed's check-upload.sh, done properly: a run writes one file into a
-// fresh checkpoint directory, and the daemon must capture it.
+// fresh checkpoint directory, and the daemon must capture it. Whatever the
+// outcome, the run and its snapshot are removed again.
 Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
@@ -95,28 +154,13 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
   ASSIGN_OR_RETURN(Json run, c->Post("/api/v1/runs", spec));
   std::string id = run.value("id", "");
   int64_t deadline = os::RealClock().MonotonicMs() + timeout_ms;
-  while (os::RealClock().MonotonicMs() < deadline) {
-    ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + id));
-    int64_t started = 0;
-    for (const auto& e : r.value("events", Json::array())) {
-      std::string type = e.value("type", "");
-      if (type == "state" && e.value("message", "").rfind("started", 0) == 0)
-        started = e.value("ts_ms", int64_t{0});
-      if (type == "warning") return Status::FailedPrecondition(e.value("message", ""));
-      if (type == "checkpoint" && e.contains("data") && e["data"].contains("snapshot")) {
-        return doctor::CaptureResult{e["data"]["snapshot"].get<std::string>(),
-                                     started ? e.value("ts_ms", int64_t{0}) - started : 0};
-      }
-    }
-    std::string state = r.value("state", "");
-    if (state == "failed" || state == "stopped" || state == "lost") {
-      return Status::FailedPrecondition("test run " + id + " " + state + ": " +
-                                        r.value("reason", ""));
-    }
-    os::RealClock().SleepMs(50);
+  Result<doctor::CaptureResult> result = WaitForCapture(*c, id, deadline, timeout_ms);
+  Status removed = RemoveTestRun(*c, id, deadline);
+  if (result.ok() && !removed.ok()) {
+    result->left_run = id;
+    result->cleanup_error = removed.message();
   }
-  return Status::DeadlineExceeded(
-      fmt::format("no snapshot of test run {} within {} s", id, timeout_ms / 1000));
+  return result;
 }
 
 Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {

@@ -106,7 +106,7 @@ class Api(DaemonTest):
         run = self.d.submit("--", "true")
         for method, path, allow in (("DELETE", "/api/v1/runs", "GET, POST"),
                                     ("GET", "/api/v1/shutdown", "POST"),
-                                    ("PUT", f"/api/v1/runs/{run}", "GET"),
+                                    ("PUT", f"/api/v1/runs/{run}", "GET, DELETE"),
                                     ("GET", f"/api/v1/runs/{run}/stop", "POST"),
                                     ("GET", "/api/v1/snapshots/latest/restore", "POST")):
             with self.subTest(method=method, path=path):

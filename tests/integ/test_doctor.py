@@ -111,9 +111,25 @@ class Doctor(Cli, unittest.TestCase):
             by_id = {c["id"]: c for c in report["checks"]}
             self.assertEqual(by_id["lathe.daemon"]["outcome"], "lathe.daemon.ok")
             self.assertEqual(by_id["lathe.capture"]["outcome"], "lathe.capture.ok", by_id["lathe.capture"])
-            # The test run and its snapshot are real: the daemon lists them.
-            snaps = json.loads(d.cli("snap", "ls", "--json").stdout)
-            self.assertEqual(len(snaps), 1)
+            # The doctor removed what it made: no snapshot in the store (asked
+            # of the daemon and of the store itself), no run in lathe ps.
+            self.assertEqual(json.loads(d.cli("snap", "ls", "--json").stdout), [])
+            store_dir = os.path.join(self.home, "store")
+            self.assertEqual(json.loads(d.cli("snap", "--store", store_dir, "ls", "--json").stdout), [])
+            self.assertEqual(d.runs(all_runs=True), [])
+            self.assertEqual(d.runs(), [])
+            # So `restore latest` is the user's own newest snapshot, not the doctor's.
+            work = tempfile.mkdtemp(prefix="lathe-doctor-integ-work-")
+            self.addCleanup(shutil.rmtree, work, True)
+            ckpt = os.path.join(work, "ckpt")
+            run = d.submit("--checkpoint-dir", ckpt, "--", "sh", "-c", f"echo mine > {ckpt}/w.bin")
+            d.wait_state(run, "succeeded")
+            d.wait_for(lambda: json.loads(d.cli("snap", "ls", "--json").stdout), "the run's snapshot")
+            self.doctor_json("--only", "lathe")
+            out = os.path.join(work, "restored")
+            d.cli("snap", "restore", "latest", "--to", out)
+            self.assertEqual(os.listdir(out), ["w.bin"])
+            self.assertEqual([r["id"] for r in d.runs(all_runs=True)], [run])
             # The store exists now: the next doctor verifies it.
             report, _ = self.doctor_json("--only", "lathe")
             store = {c["id"]: c for c in report["checks"]}["lathe.store"]

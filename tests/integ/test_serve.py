@@ -143,6 +143,10 @@ torch.save(mlp.state_dict(), out + "/state_dict.pt")
 torch.manual_seed(1)
 mlp2 = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
 torch.jit.script(mlp2.eval()).save(out + "/mlp2.pt")
+class Heads(torch.nn.Module):  # two outputs, as a tuple
+    def forward(self, x):
+        return x * 2, x.sum(1)
+torch.jit.script(Heads()).save(out + "/heads.pt")
 """
 
 RUN_MODEL = r"""
@@ -334,6 +338,30 @@ parameters: {{env: {{HANG_FILE: {cls.hang}}}}}
         want = torch_outputs(f"{self.tmp}/mlp.pt", [[1, 2, 3, 4]])
         for g, w in zip(out["outputs"][0]["data"], want[0]):
             self.assertAlmostEqual(g, w, delta=1e-5)
+
+    @unittest.skipUnless(HAVE_TORCH, "needs python3-torch")
+    def test_a_bare_files_metadata_names_the_outputs_a_client_can_ask_for(self):
+        # A KServe v2 client forms its request from the metadata alone.
+        s = self.serve("--model", f"m={self.tmp}/mlp.pt", "--model", f"h={self.tmp}/heads.pt")
+        want = {"m": (["output__0"], torch_outputs(f"{self.tmp}/mlp.pt", [[1, 2, 3, 4]])[0]),
+                "h": (["output__0", "output__1"], [10.0])}  # heads: (x * 2, x.sum(1))
+        for model, (names, last) in want.items():
+            with self.subTest(model):
+                meta = s.json("GET", f"/v2/models/{model}")
+                self.assertEqual([o["name"] for o in meta["outputs"]], names)
+                body = {"inputs": [{"name": meta["inputs"][0]["name"], "shape": [1, 4], "datatype": "FP32",
+                                    "data": [1, 2, 3, 4]}],
+                        "outputs": [{"name": meta["outputs"][-1]["name"]}]}
+                out = s.json("POST", f"/v2/models/{model}/infer", body)
+                self.assertEqual([o["name"] for o in out["outputs"]], names[-1:])
+                for g, w in zip(out["outputs"][0]["data"], last):
+                    self.assertAlmostEqual(g, w, delta=1e-5)
+        # An output the model does not have is refused, naming those it has.
+        status, data, _ = s.request("POST", "/v2/models/h/infer", {
+            "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+            "outputs": [{"name": "output__2"}]})
+        self.assertEqual(status, 400, data)
+        self.assertIn("output__0, output__1", json.loads(data)["error"])
 
     @unittest.skipUnless(HAVE_TORCH, "needs python3-torch")
     def test_tensors_a_bare_model_cannot_take_are_400_without_a_traceback(self):

@@ -169,6 +169,62 @@ class Users(DaemonTest):
         self.assertIn("may not create", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(base, "shared")))
 
+    def api(self, method, path, user=None):
+        """(HTTP status, JSON body) of a request on the daemon's unix socket,
+        made as `user` (the kernel names the caller: SO_PEERCRED)."""
+        cmd = ["curl", "-sS", "--unix-socket", os.path.join(self.d.home, "lathe.sock"), "-X", method,
+               "-w", "\n%{http_code}", "http://lathe" + path]
+        if user is not None:
+            cmd = ["setpriv", "--reuid", user, "--regid", user, "--init-groups", *cmd]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
+        body, _, status = r.stdout.rpartition("\n")
+        return int(status), json.loads(body or "{}")
+
+    def test_snapshots_and_runs_are_deleted_only_by_their_owner(self):
+        env = self.d.env(HOME="/tmp")
+        base, user_home = self.scratch("lathe-it-delete-")
+        mine_dir = os.path.join(base, "root-ckpt")
+        mine = self.d.submit("--checkpoint-dir", mine_dir, "--", "sh", "-c", f"echo a > {mine_dir}/a.bin")
+        theirs_dir = os.path.join(user_home, "ckpt")
+        theirs = self.d.cli("run", "--workdir", "/tmp", "--checkpoint-dir", theirs_dir, "--", "sh", "-c",
+                            f"echo b > {theirs_dir}/b.bin", user=USER, env=env).stdout.strip()
+        for run in (mine, theirs):
+            self.d.wait_state(run, "succeeded")
+            self.d.wait_for(lambda: self.snapshots_of(run), "a snapshot of " + run)
+        root_snap = self.snapshots_of(mine)[0]["id"]
+        their_snap = self.snapshots_of(theirs)[0]["id"]
+
+        # Another user may delete neither root's snapshot nor root's run.
+        status, body = self.api("DELETE", f"/api/v1/snapshots/{root_snap}", user=USER)
+        self.assertEqual((status, body["error"]["id"]), (403, "snap.forbidden"), body)
+        status, body = self.api("DELETE", f"/api/v1/runs/{mine}?snapshots=1", user=USER)
+        self.assertEqual((status, body["error"]["id"]), (403, "run.forbidden"), body)
+        self.assertEqual([s["id"] for s in self.snapshots_of(mine)], [root_snap])
+        self.assertEqual(self.d.inspect(mine)["state"], "succeeded")
+
+        # Their own snapshot and run are theirs to delete.
+        status, body = self.api("DELETE", f"/api/v1/snapshots/{their_snap}", user=USER)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["id"], their_snap)
+        self.assertEqual(self.snapshots_of(theirs), [])
+        status, body = self.api("DELETE", f"/api/v1/runs/{theirs}", user=USER)
+        self.assertEqual(status, 200, body)
+        status, body = self.api("GET", f"/api/v1/runs/{theirs}", user=USER)
+        self.assertEqual((status, body["error"]["id"]), (404, "run.not_found"), body)
+
+        # Root may delete any finished run, with its snapshots; not one still running.
+        running = self.d.submit("--", "sleep", "60")
+        self.d.wait_state(running, "running")
+        status, body = self.api("DELETE", f"/api/v1/runs/{running}")
+        self.assertEqual((status, body["error"]["id"]), (409, "run.not_finished"), body)
+        self.d.cli("stop", running)
+        status, body = self.api("DELETE", f"/api/v1/runs/{mine}?snapshots=1")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["snapshots_deleted"], 1)
+        self.assertEqual(self.snapshots_of(mine), [])
+        self.assertNotIn(mine, [r["id"] for r in self.d.runs(all_runs=True)])
+        self.assertFalse(os.path.exists(os.path.join(self.d.home, "runs", mine)))
+
     def snapshots_of(self, run):
         return [s for s in json.loads(self.d.cli("snap", "ls", "--json").stdout)
                 if s.get("tags", {}).get("run") == run]

@@ -85,6 +85,10 @@ Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r, size_t reques
 
 Result<Json> ApiClient::Get(const std::string& path) { return Decode(http_->Request("GET", path)); }
 
+Result<Json> ApiClient::Delete(const std::string& path) {
+  return Decode(http_->Request("DELETE", path));
+}
+
 namespace {
 // A request body as JSON text. A string that is not UTF-8 (a path given on
 // the command line in another encoding) cannot travel as JSON: an error

@@ -25,6 +25,7 @@ class ApiClient {
   // HTTP errors come back as the daemon's Status (code, message id, args).
   Result<Json> Get(const std::string& path);
   Result<Json> Post(const std::string& path, const Json& body);
+  Result<Json> Delete(const std::string& path);
   // POST with "Idempotency-Key: `key`". When the daemon goes away during the
   // call (the connection reset or closed before an answer; its socket missing
   // or refused while it restarts), waits up to kRestartWaitMs for it to

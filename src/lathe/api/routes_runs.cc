@@ -1,4 +1,4 @@
-// Runs: GET and POST /runs, GET /runs/{run}, POST /runs/{run}/stop,
+// Runs: GET and POST /runs, GET and DELETE /runs/{run}, POST /runs/{run}/stop,
 // GET /runs/{run}/events. The log is routes_logs.cc.
 #include <algorithm>
 
@@ -99,6 +99,12 @@ void ApiServer::StopRun(ApiCall& call) {
   auto r = daemon_.StopRun(call.caller, call.Param("run"));
   if (!r.ok()) return call.Reply(r.status());
   call.Reply(state::RunToJson(*r), 202);
+}
+
+// A finished run goes; ?snapshots=1 takes its snapshots with it.
+void ApiServer::DeleteRun(ApiCall& call) {
+  call.Reply(
+      daemon_.DeleteRun(call.caller, call.Param("run"), Truthy(call.req.QueryParam("snapshots"))));
 }
 
 // ?after=ID: the events after that one; ?follow=1: server-sent events until

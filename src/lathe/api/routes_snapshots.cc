@@ -1,4 +1,4 @@
-// Snapshots: GET /snapshots[?run=REF], GET /snapshots/{snap},
+// Snapshots: GET /snapshots[?run=REF], GET and DELETE /snapshots/{snap},
 // POST /snapshots/{snap}/restore {to, force}[?progress=1].
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
@@ -12,6 +12,10 @@ void ApiServer::ListSnapshots(ApiCall& call) {
 
 void ApiServer::GetSnapshot(ApiCall& call) {
   call.Reply(daemon_.GetSnapshot(call.caller, call.Param("snap")));
+}
+
+void ApiServer::DeleteSnapshot(ApiCall& call) {
+  call.Reply(daemon_.DeleteSnapshot(call.caller, call.Param("snap")));
 }
 
 void ApiServer::PostRestore(ApiCall& call) {

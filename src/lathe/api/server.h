@@ -56,6 +56,7 @@ class ApiServer {
   void PostRun(ApiCall& call);
   void GetRun(ApiCall& call);
   void StopRun(ApiCall& call);
+  void DeleteRun(ApiCall& call);
   void GetRunEvents(ApiCall& call);
   // routes_logs.cc
   void GetRunLogs(ApiCall& call);
@@ -63,6 +64,7 @@ class ApiServer {
   void ListSnapshots(ApiCall& call);
   void GetSnapshot(ApiCall& call);
   void PostRestore(ApiCall& call);
+  void DeleteSnapshot(ApiCall& call);
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.

@@ -124,6 +124,14 @@ class Daemon {
   // owns. `progress` (may be empty) is called from the restoring thread.
   Result<Json> RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
                                bool force, snap::ProgressFn progress = {});
+  // Removes a snapshot (`ref` as for GetSnapshot) the caller may see; its
+  // chunks are freed by `lathe snap gc`. {id}.
+  Result<Json> DeleteSnapshot(const Caller& caller, const std::string& ref);
+  // Removes a finished run (run_removal.cc): its record, events and run
+  // directory, and with `snapshots` its snapshots too, taken after its last
+  // capture has ended. Owner or admin, as for StopRun; FailedPrecondition
+  // (run.not_finished) while it is queued or active. {id, snapshots_deleted}.
+  Result<Json> DeleteRun(const Caller& caller, const std::string& ref, bool snapshots);
 
   Json StatusJson();
   Json GpusJson();

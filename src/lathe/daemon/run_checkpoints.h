@@ -97,6 +97,10 @@ class RunCheckpoints {
                int keep, bool capture_if_unwatched);
 
   bool Watching(const std::string& run_id);
+  // Waits for the captures of `run_id` still running in the background (the
+  // last one of an attempt that ended). After it, a finished run gets no
+  // more snapshots.
+  void Settle(const std::string& run_id) { WaitCaptures(run_id); }
   std::vector<CheckpointEvent> TakeEvents();
 
   // The store, opened on first use (nullptr with the error when it cannot be).

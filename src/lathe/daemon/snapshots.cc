@@ -99,6 +99,15 @@ Result<Json> Daemon::GetSnapshot(const Caller& caller, const std::string& ref) {
   return Json{{"id", id}, {"manifest", Json::parse(snap::ManifestToJson(m))}};
 }
 
+Result<Json> Daemon::DeleteSnapshot(const Caller& caller, const std::string& ref) {
+  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+  ASSIGN_OR_RETURN(auto id, ResolveFor(caller, *store, ref));
+  ASSIGN_OR_RETURN(auto m, store->Load(id));
+  if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
+  RETURN_IF_ERROR(store->Forget(id));
+  return Json{{"id", id}};
+}
+
 Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& ref,
                                      const std::string& to, bool force, snap::ProgressFn progress) {
   RETURN_IF_ERROR(CheckRestoreTarget(to));

@@ -132,6 +132,19 @@ std::optional<uint64_t> ReadMeminfo(const SystemView& view, std::string_view key
   return MeminfoBytes(*text, key);
 }
 
+std::optional<uint64_t> KeyedNumber(std::string_view text, std::string_view key) {
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (line.size() > key.size() && line.starts_with(key) &&
+        std::isspace(static_cast<unsigned char>(line[key.size()]))) {
+      return ParseU64(line.substr(key.size()));
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> ReadLine(const SystemView& view, const std::string& path) {
   auto text = view.ReadFile(path);
   if (!text.ok()) return std::nullopt;
@@ -156,6 +169,7 @@ std::optional<CgroupMemory> ReadCgroupMemory(const SystemView& view) {
   bool v2 = cg->v2;
   const std::vector<std::string>& dirs = cg->dirs;
   CgroupMemory m;
+  m.v2 = v2;
   const char* limit_file = v2 ? "memory.max" : "memory.limit_in_bytes";
   // In a container without a cgroup namespace the host path may not exist
   // here; the nearest directory that does is the one mounted for us.

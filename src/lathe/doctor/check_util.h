@@ -22,6 +22,8 @@ std::optional<uint64_t> ParseU64(std::string_view text);
 std::optional<uint64_t> MeminfoBytes(std::string_view meminfo, std::string_view key);
 // MeminfoBytes of the machine's /proc/meminfo; nullopt when unreadable.
 std::optional<uint64_t> ReadMeminfo(const SystemView& view, std::string_view key);
+// The number after `key` in "key value" lines (/proc/vmstat, memory.events).
+std::optional<uint64_t> KeyedNumber(std::string_view text, std::string_view key);
 // The first line of a file, trimmed; nullopt when it cannot be read.
 std::optional<std::string> ReadLine(const SystemView& view, const std::string& path);
 
@@ -38,6 +40,7 @@ std::optional<CudaVersion> ParseCudaVersion(std::string_view s);
 // to the root, nullopt when there is none.
 struct CgroupMemory {
   std::string path;  // the cgroup directory
+  bool v2 = false;   // cgroup v2 (memory.max, memory.events) or v1 (memory.limit_in_bytes)
   std::optional<uint64_t> limit_bytes;
   std::optional<uint64_t> usage_bytes;
 };

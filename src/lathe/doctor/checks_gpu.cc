@@ -20,6 +20,11 @@ constexpr uint64_t kSlowdownBits =
     nvmlClocksThrottleReasonHwSlowdown | nvmlClocksThrottleReasonSwThermalSlowdown |
     nvmlClocksThrottleReasonHwThermalSlowdown | nvmlClocksThrottleReasonHwPowerBrakeSlowdown;
 
+// GPU memory in use before anything of ours runs: this share of a GPU's
+// memory, and at least this much (a display server holds a few hundred MiB).
+constexpr double kGpuBusyShare = 0.10;
+constexpr uint64_t kGpuBusyMinBytes = 1ULL << 30;
+
 const std::vector<gpu::GpuInfo>* Gpus(const Facts& f) {
   if (!f.gpus.ok() || f.gpus->gpus.empty()) return nullptr;
   return &f.gpus->gpus;
@@ -298,6 +303,36 @@ Finding CheckGpuClocks(const SystemView& view, const Facts& f) {
   if (known == 0) return {"gpu.clocks.unknown", {}};
   if (!capped.empty()) return {"gpu.clocks.power_capped", {{"gpus", Join(capped, "; ")}}};
   return {"gpu.clocks.ok", {{"count", std::to_string(known)}}};
+}
+
+Finding CheckGpuMemory(const SystemView&, const Facts& f) {
+  const auto* gpus = Gpus(f);
+  if (gpus == nullptr) return NoGpu("gpu.memory.no_gpu");
+  std::vector<std::string> busy, unlisted;
+  int known = 0;
+  for (const auto& g : *gpus) {
+    if (!g.memory_total_bytes || !g.memory_used_bytes) continue;
+    ++known;
+    uint64_t total = *g.memory_total_bytes, used = *g.memory_used_bytes;
+    uint64_t threshold = std::max<uint64_t>(
+        kGpuBusyMinBytes, static_cast<uint64_t>(static_cast<double>(total) * kGpuBusyShare));
+    if (used < threshold) continue;
+    std::string what = fmt::format("GPU {} {}/{}", g.index, Bytes(used), Bytes(total));
+    if (g.processes && g.processes->empty()) {
+      unlisted.push_back(what);
+      continue;
+    }
+    if (g.processes) {
+      std::vector<std::string> pids;
+      for (const auto& p : *g.processes) pids.push_back(std::to_string(p.pid));
+      what += " (pid " + Join(pids, ",") + ")";
+    }
+    busy.push_back(what);
+  }
+  if (known == 0) return {"gpu.memory.unknown", {}};
+  if (!unlisted.empty()) return {"gpu.memory.unlisted", {{"gpus", GpuList(unlisted)}}};
+  if (!busy.empty()) return {"gpu.memory.busy", {{"gpus", GpuList(busy)}}};
+  return {"gpu.memory.ok", {{"count", std::to_string(known)}}};
 }
 
 Finding CheckGpuPersistence(const SystemView& view, const Facts& f) {

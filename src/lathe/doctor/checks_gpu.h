@@ -14,6 +14,9 @@ Finding CheckGpuTorch(const SystemView& view, const Facts& facts);
 Finding CheckGpuArch(const SystemView& view, const Facts& facts);
 Finding CheckGpuEcc(const SystemView& view, const Facts& facts);
 Finding CheckGpuClocks(const SystemView& view, const Facts& facts);
+// GPU memory already taken before a job starts: by running processes, or by
+// none that NVML can list (another PID namespace, a leaked context).
+Finding CheckGpuMemory(const SystemView& view, const Facts& facts);
 Finding CheckGpuPersistence(const SystemView& view, const Facts& facts);
 Finding CheckGpuMig(const SystemView& view, const Facts& facts);
 

@@ -55,8 +55,13 @@ Finding CheckCapture(const SystemView&, const Facts& f) {
   const CaptureProbe& c = f.capture;
   if (c.state == ProbeState::kNotRun) return {"lathe.capture.fast", {}};
   if (c.state != ProbeState::kDone) return {"lathe.capture.fail", {{"error", c.error}}};
-  return {"lathe.capture.ok",
-          {{"snapshot", c.result.snapshot.substr(0, 12)}, {"ms", std::to_string(c.result.ms)}}};
+  MsgArgs a = {{"snapshot", c.result.snapshot.substr(0, 12)}, {"ms", std::to_string(c.result.ms)}};
+  if (!c.result.left_run.empty()) {
+    a.push_back({"run", c.result.left_run});
+    a.push_back({"error", c.result.cleanup_error});
+    return {"lathe.capture.left_behind", a};
+  }
+  return {"lathe.capture.ok", a};
 }
 
 }  // namespace lathe::doctor

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 
+#include "lathe/common/units.h"
 #include "lathe/doctor/check_util.h"
 
 namespace lathe::doctor {
@@ -102,6 +105,41 @@ Finding CheckCgroupMemory(const SystemView& view, const Facts&) {
   if (!cg->limit_bytes || *cg->limit_bytes >= *total) return {"sys.cgroup_mem.unlimited", a};
   a.push_back({"limit", Bytes(*cg->limit_bytes)});
   return {"sys.cgroup_mem.limited", a};
+}
+
+// The kernel counts every process its OOM killer ends: /proc/vmstat for the
+// machine (since boot), memory.events (v2) or memory.oom_control (v1) for
+// this process's cgroup. A training job killed this way dies with "Killed"
+// (exit 137), often read as a GPU out-of-memory.
+Finding CheckOomKills(const SystemView& view, const Facts&) {
+  auto vmstat = view.ReadFile("/proc/vmstat");
+  std::optional<uint64_t> host = vmstat.ok() ? KeyedNumber(*vmstat, "oom_kill") : std::nullopt;
+  std::optional<uint64_t> in_cgroup;
+  std::string cg_path;
+  if (auto cg = ReadCgroupMemory(view)) {
+    auto events = view.ReadFile(cg->path + (cg->v2 ? "/memory.events" : "/memory.oom_control"));
+    if (events.ok()) in_cgroup = KeyedNumber(*events, "oom_kill");
+    cg_path = cg->path;
+  }
+  if (!host.has_value() && !in_cgroup.has_value()) return {"sys.oom.unknown", {}};
+  std::string uptime = "?";
+  if (auto up = ReadLine(view, "/proc/uptime")) {
+    auto s = static_cast<int64_t>(std::atof(up->c_str()));
+    if (s >= 3600) s -= s % 60;  // "3d2h17m", not "3d2h17m5s"
+    if (s > 0) uptime = FormatDuration(std::chrono::seconds(s));
+  }
+  MsgArgs a = {{"uptime", uptime}};
+  // A cgroup's count is its own; the machine's includes it.
+  if (uint64_t n = in_cgroup.value_or(0); n > 0) {
+    a.push_back({"count", std::to_string(n)});
+    a.push_back({"path", cg_path});
+    return {"sys.oom.cgroup_killed", a};
+  }
+  if (uint64_t n = host.value_or(0); n > 0) {
+    a.push_back({"count", std::to_string(n)});
+    return {"sys.oom.killed", a};
+  }
+  return {"sys.oom.ok", a};
 }
 
 Finding CheckTmp(const SystemView& view, const Facts&) {

@@ -1,5 +1,6 @@
 // The system group: /dev/shm, ulimits, vm sysctls, the cgroup memory limit,
-// /tmp and TMPDIR, free disk, CPUs and time synchronisation.
+// kills by the OOM killer, /tmp and TMPDIR, free disk, CPUs and time
+// synchronisation.
 #pragma once
 
 #include "lathe/doctor/check.h"
@@ -22,6 +23,7 @@ Finding CheckNproc(const SystemView& view, const Facts& facts);
 Finding CheckSwappiness(const SystemView& view, const Facts& facts);
 Finding CheckOvercommit(const SystemView& view, const Facts& facts);
 Finding CheckCgroupMemory(const SystemView& view, const Facts& facts);
+Finding CheckOomKills(const SystemView& view, const Facts& facts);
 Finding CheckTmp(const SystemView& view, const Facts& facts);
 Finding CheckDiskHome(const SystemView& view, const Facts& facts);
 Finding CheckDiskCwd(const SystemView& view, const Facts& facts);

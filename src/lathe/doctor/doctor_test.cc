@@ -213,6 +213,41 @@ TEST(SystemChecks, CgroupV1Limit) {
   EXPECT_EQ(Outcome(m, "sys.cgroup_mem"), "sys.cgroup_mem.unlimited");
 }
 
+TEST(SystemChecks, OomKillsOfTheMachineAndOfThisCgroup) {
+  FakeSystemView m = HealthyMachine();
+  Report ok = RunOn(m);
+  EXPECT_EQ(Get(ok, "sys.oom").finding.outcome, "sys.oom.ok");
+  EXPECT_EQ(Value(Get(ok, "sys.oom"), "uptime"), "3d2h");
+  // Killed elsewhere on the machine: /proc/vmstat counts every kill since boot.
+  m.files["/proc/vmstat"] = "nr_free_pages 1000\noom_kill 3\n";
+  Report host = RunOn(m);
+  const CheckOutcome& h = Get(host, "sys.oom");
+  EXPECT_EQ(h.finding.outcome, "sys.oom.killed");
+  EXPECT_EQ(h.severity, Severity::kWarn);
+  EXPECT_EQ(Value(h, "count"), "3");
+  ExpectFilled(host);
+  // Killed at this cgroup's own limit (a container's): named with the cgroup.
+  const std::string cg = "/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope";
+  m.files[cg + "/memory.events"] = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n";
+  Report in_cg = RunOn(m);
+  const CheckOutcome& c = Get(in_cg, "sys.oom");
+  EXPECT_EQ(c.finding.outcome, "sys.oom.cgroup_killed");
+  EXPECT_EQ(Value(c, "count"), "2");
+  EXPECT_EQ(Value(c, "path"), cg);
+  ExpectFilled(in_cg);
+  // cgroup v1 keeps the count in memory.oom_control.
+  m.files["/proc/self/cgroup"] = "4:memory:/docker/abc\n0::/\n";
+  m.AddFile("/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "17179869184\n");
+  m.AddFile("/sys/fs/cgroup/memory/docker/abc/memory.oom_control",
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n");
+  EXPECT_EQ(Value(Get(RunOn(m), "sys.oom"), "count"), "5");
+  // A kernel without the counter (older than 4.13): skipped, not ok.
+  FakeSystemView old = HealthyMachine();
+  old.files["/proc/vmstat"] = "nr_free_pages 1000\n";
+  old.files.erase(cg + "/memory.events");
+  EXPECT_EQ(Outcome(old, "sys.oom"), "sys.oom.unknown");
+}
+
 TEST(SystemChecks, Ulimits) {
   FakeSystemView m = HealthyMachine();
   m.nofile = {1024, 524288};
@@ -366,7 +401,7 @@ TEST(GpuChecks, HealthyGpuServer) {
   m.SetTorch(kTorchCu121);
   Report r = RunOn(m);
   for (const char* id : {"gpu.driver", "gpu.visible", "gpu.cuda", "gpu.torch", "gpu.arch",
-                         "gpu.ecc", "gpu.clocks", "gpu.persistence", "gpu.mig"}) {
+                         "gpu.ecc", "gpu.clocks", "gpu.memory", "gpu.persistence", "gpu.mig"}) {
     EXPECT_EQ(Get(r, id).severity, Severity::kOk) << id << " " << Get(r, id).finding.outcome;
   }
   EXPECT_EQ(Value(Get(r, "gpu.driver"), "cuda"), "12.4");
@@ -416,6 +451,40 @@ TEST(GpuChecks, ThrottledGpuWarnsPowerCapDoesNot) {
   n.gpus[1].throttle_reasons = nvmlClocksThrottleReasonSwPowerCap;
   AddGpus(m, n);
   EXPECT_EQ(Outcome(m, "gpu.clocks"), "gpu.clocks.power_capped");
+}
+
+TEST(GpuChecks, MemoryAlreadyHeldByProcessesOrByNoneListed) {
+  FakeSystemView m = HealthyMachine();
+  AddGpus(m, TwoA100());
+  EXPECT_EQ(Outcome(m, "gpu.memory"), "gpu.memory.ok");
+  // A display server's few hundred MiB is not a problem.
+  FakeNvml n = TwoA100();
+  n.gpus[0].memory_used = 400 * kMiB;
+  n.gpus[0].processes = {{2001, 400 * kMiB}};
+  AddGpus(m, n);
+  EXPECT_EQ(Outcome(m, "gpu.memory"), "gpu.memory.ok");
+  // Another user's job holds 70 GiB of GPU 1.
+  n.gpus[1].memory_used = 70 * kGiB;
+  n.gpus[1].processes = {{4242, 70 * kGiB}};
+  AddGpus(m, n);
+  Report busy = RunOn(m);
+  const CheckOutcome& b = Get(busy, "gpu.memory");
+  EXPECT_EQ(b.finding.outcome, "gpu.memory.busy");
+  EXPECT_EQ(b.severity, Severity::kWarn);
+  EXPECT_EQ(Value(b, "gpus"), "GPU 1 70GiB/80GiB (pid 4242)");
+  ExpectFilled(busy);
+  // Memory taken and no process to show for it: a leaked context or another namespace.
+  n.gpus[1].processes.clear();
+  AddGpus(m, n);
+  Report unlisted = RunOn(m);
+  EXPECT_EQ(Get(unlisted, "gpu.memory").finding.outcome, "gpu.memory.unlisted");
+  EXPECT_EQ(Value(Get(unlisted, "gpu.memory"), "gpus"), "GPU 1 70GiB/80GiB");
+  ExpectFilled(unlisted);
+  // A driver that cannot list processes still shows the memory as taken.
+  n.gpus[1].list_processes = false;
+  AddGpus(m, n);
+  EXPECT_EQ(Value(Get(RunOn(m), "gpu.memory"), "gpus"), "GPU 1 70GiB/80GiB");
+  EXPECT_EQ(Outcome(m, "gpu.memory"), "gpu.memory.busy");
 }
 
 TEST(GpuChecks, EccPersistenceMig) {
@@ -548,13 +617,21 @@ TEST(LatheChecks, StoreFsckSummary) {
 
 TEST(LatheChecks, CaptureRoundTripNeedsTheDaemonAndReportsItsLatency) {
   FakeSystemView m = HealthyMachine();
-  m.capture = CaptureResult{"0123456789abcdef0123", 420};
+  m.capture = CaptureResult{"0123456789abcdef0123", 420, "", ""};
   EXPECT_EQ(Outcome(m, "lathe.capture"), "lathe.capture.no_daemon");
   m.daemon = Status::OK();
   Report r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.ok");
   EXPECT_EQ(Value(Get(r, "lathe.capture"), "ms"), "420");
   EXPECT_EQ(Value(Get(r, "lathe.capture"), "snapshot"), "0123456789ab");
+  // Captured, but the test run could not be removed: a warning naming it.
+  m.capture = CaptureResult{"0123456789abcdef0123", 420, "r3k7q0m9x2a", "test run did not end"};
+  Report left = RunOn(m);
+  const CheckOutcome& l = Get(left, "lathe.capture");
+  EXPECT_EQ(l.finding.outcome, "lathe.capture.left_behind");
+  EXPECT_EQ(l.severity, Severity::kWarn);
+  EXPECT_EQ(Value(l, "run"), "r3k7q0m9x2a");
+  ExpectFilled(left);
   m.capture = Status::FailedPrecondition("checkpoint snapshot skipped: below the reserve");
   r = RunOn(m);
   EXPECT_EQ(Get(r, "lathe.capture").finding.outcome, "lathe.capture.fail");

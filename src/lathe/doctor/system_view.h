@@ -41,6 +41,10 @@ using os::CommandOutput;
 struct CaptureResult {
   std::string snapshot;  // id of the snapshot that holds the file
   int64_t ms = 0;        // from the run's start to the snapshot's event
+  // The test run when it could not be removed afterwards, and why ("" when
+  // it and its snapshot were removed).
+  std::string left_run;
+  std::string cleanup_error;
 };
 
 class SystemView {
@@ -91,7 +95,9 @@ class SystemView {
                                     int64_t timeout_ms) const = 0;
   // Through the daemon: a run writes one file into a fresh checkpoint
   // directory; the answer is the snapshot that captured it and how long after
-  // the run started it was committed. Gives up after `timeout_ms`.
+  // the run started it was committed. Gives up after `timeout_ms`. The run
+  // and its snapshot are removed afterwards (left_run says when they could
+  // not be).
   virtual Result<CaptureResult> CaptureRoundTrip(int64_t timeout_ms) const = 0;
 };
 

@@ -67,4 +67,14 @@ Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p
   return r;
 }
 
+Status ForgetSnapshot(const StoreContext& ctx, const SnapshotId& id) {
+  if (!os::Exists(ctx.layout.manifest(id))) {
+    return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", id}});
+  }
+  RETURN_IF_ERROR(MarkPruned(ctx.layout, id));
+  RETURN_IF_ERROR(os::FsyncDir(ctx.layout.snapshots()));
+  RETURN_IF_ERROR(ctx.index.RemoveSnapshot(id));
+  return UnlinkPruned(ctx.layout, id);
+}
+
 }  // namespace lathe::snap

@@ -21,4 +21,9 @@ std::set<SnapshotId> SelectKept(const std::vector<SnapshotInfo>& snaps, const Pr
 // (snap.prune_no_policy) when the policy keeps nothing by count or period.
 Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p);
 
+// Removes the one snapshot `id` the way a prune removes one (the three steps
+// of manifest_files.h), whatever the policy would keep. The caller holds the
+// store's shared lock. NotFound (snap.not_found) when it is not in the store.
+Status ForgetSnapshot(const StoreContext& ctx, const SnapshotId& id);
+
 }  // namespace lathe::snap

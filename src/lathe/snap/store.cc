@@ -351,6 +351,13 @@ Result<PruneResult> Store::Prune(const PrunePolicy& policy) {
   });
 }
 
+Status Store::Forget(const SnapshotId& id) {
+  return Repairing([&]() -> Status {
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    return ForgetSnapshot(Ctx(), id);
+  });
+}
+
 Result<GcResult> Store::Gc() {
   return Repairing([&]() -> Result<GcResult> {
     ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kExclusive));

@@ -208,6 +208,9 @@ class Store {
   // Removes the manifests the policy does not keep. Never removes the newest
   // complete snapshot of a source/run. Chunks are freed by Gc.
   Result<PruneResult> Prune(const PrunePolicy& policy);
+  // Removes one snapshot, even the newest complete one of its run (the
+  // daemon does this when asked to). Its chunks are freed by Gc.
+  Status Forget(const SnapshotId& id);
   // Mark and sweep: deletes packs without live chunks, rewrites packs that
   // are mostly dead, removes temporary files of killed snapshots.
   // FailedPrecondition, deleting nothing, while a manifest is damaged

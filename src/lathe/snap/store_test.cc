@@ -325,6 +325,30 @@ TEST_F(StoreTest, PruneOfOneRunLeavesOtherRunsAlone) {
   for (const auto& id : r2) EXPECT_TRUE(store_->Resolve(id).ok()) << id;
 }
 
+TEST_F(StoreTest, ForgetRemovesOneSnapshotEvenTheNewestCompleteOne) {
+  MakeTree();
+  auto first = Snap(WithTags({{"run", "r1"}}));
+  WriteFile(src_ + "/notes.txt", RandomBytes(1 << 10, 300));
+  auto second = Snap(WithTags({{"run", "r1"}}));
+  ASSERT_TRUE(store_->Forget(second.id).ok());  // a prune would keep it: the run's newest
+  EXPECT_TRUE(store_->Resolve(second.id).status().IsNotFound());
+  auto list = store_->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().id, first.id);
+  Status again = store_->Forget(second.id);
+  EXPECT_TRUE(again.IsNotFound()) << again.ToString();
+  EXPECT_EQ(again.msg_id(), "snap.not_found");
+  // Nothing is lost or damaged; gc frees what only the forgotten one held.
+  auto gc = store_->Gc();
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  auto report = store_->Fsck();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+  EXPECT_TRUE(report->lost_snapshots.empty());
+  ASSERT_TRUE(store_->Restore(first.id, tmp_ / "out", {}).ok());
+}
+
 // A snapshot that deduplicates against chunks no manifest references any
 // more must not lose them to a gc running at the same time.
 TEST_F(StoreTest, GcNeverSweepsChunksOfASnapshotInProgress) {

@@ -227,6 +227,19 @@ Result<std::optional<RunRecord>> RunStore::FindByKey(const IdempotencyKey& k, in
   return std::optional<RunRecord>(std::move(r));
 }
 
+Status RunStore::Delete(const std::string& id) {
+  return db_->Transaction([&]() -> Status {
+    // events and idempotency_keys reference runs ON DELETE CASCADE.
+    ASSIGN_OR_RETURN(Stmt s, db_->Prepare("DELETE FROM runs WHERE id=?"));
+    s.Bind(1, id);
+    RETURN_IF_ERROR(s.Run());
+    ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
+    ASSIGN_OR_RETURN(bool row, c.Step());
+    if (!row || c.Int(0) == 0) return Status::Msg(Code::kNotFound, "run.not_found", {{"run", id}});
+    return Status::OK();
+  });
+}
+
 Result<int64_t> RunStore::PurgeExpiredKeys(int64_t now_ms) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare("DELETE FROM idempotency_keys WHERE created_at<=?"));
   s.Bind(1, now_ms - kIdempotencyKeyTtlMs);

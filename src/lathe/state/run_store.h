@@ -114,6 +114,10 @@ class RunStore {
   // Saves fields without a state change (e.g. stop_intent), with an event.
   Status Save(const RunRecord& r, const std::string& event_type, const std::string& message,
               int64_t now_ms);
+  // Removes run `id` with its events and idempotency keys (one transaction).
+  // NotFound (run.not_found) when there is no such run. The caller decides
+  // whether the run may go (the daemon: only a finished one).
+  Status Delete(const std::string& id);
   Status AddEvent(const std::string& run_id, const std::string& type, const std::string& message,
                   const Json& data, int64_t now_ms);
   // Events with id > after_id; for one run, or all runs when run_id is empty.

@@ -54,6 +54,28 @@ TEST_F(RunStoreTest, InsertAssignsSequenceAndRecordsSubmitEvent) {
   EXPECT_TRUE(store_->db().wal());
 }
 
+TEST_F(RunStoreTest, DeleteRemovesTheRunItsEventsAndItsKeys) {
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
+  IdempotencyKey k{1000, "key-1", "hash-1"};
+  ASSERT_TRUE(store_->Insert(a, 1000, k).ok());
+  ASSERT_TRUE(store_->Insert(b, 1001).ok());
+  ASSERT_TRUE(store_->AddEvent("r1", "info", "hello", Json::object(), 1002).ok());
+  ASSERT_TRUE(store_->Delete("r1").ok());
+  EXPECT_TRUE(store_->Get("r1").status().IsNotFound());
+  auto events = store_->Events("", 0, 100);
+  ASSERT_TRUE(events.ok());
+  for (const auto& e : *events) EXPECT_EQ(e.run_id, "r2");
+  auto key = store_->FindByKey(k, 1003);  // the key went with its run
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  EXPECT_FALSE(key->has_value());
+  auto count = store_->Count(true);
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(*count, 1);
+  Status again = store_->Delete("r1");
+  EXPECT_TRUE(again.IsNotFound());
+  EXPECT_EQ(again.msg_id(), "run.not_found");
+}
+
 TEST_F(RunStoreTest, TransitionsAreCheckedAndRecorded) {
   RunRecord r = NewRun("r1", "job");
   ASSERT_TRUE(store_->Insert(r, 1).ok());

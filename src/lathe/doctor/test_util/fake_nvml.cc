@@ -46,7 +46,20 @@ nvmlReturn_t Name(nvmlDevice_t d, char* s, unsigned int len) {
   return NVML_SUCCESS;
 }
 nvmlReturn_t Memory(nvmlDevice_t d, nvmlMemory_t* m) {
-  *m = {Dev(d).memory_total, Dev(d).memory_total, 0};
+  *m = {Dev(d).memory_total, Dev(d).memory_total - Dev(d).memory_used, Dev(d).memory_used};
+  return NVML_SUCCESS;
+}
+nvmlReturn_t Processes(nvmlDevice_t d, unsigned int* count, nvmlProcessInfo_t* infos) {
+  const auto& procs = Dev(d).processes;
+  if (!Dev(d).list_processes) return NVML_ERROR_NOT_SUPPORTED;
+  if (*count < procs.size()) {
+    *count = static_cast<unsigned int>(procs.size());
+    return procs.empty() ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t i = 0; i < procs.size(); ++i) {
+    infos[i] = {procs[i].first, procs[i].second, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  }
+  *count = static_cast<unsigned int>(procs.size());
   return NVML_SUCCESS;
 }
 nvmlReturn_t Temp(nvmlDevice_t d, nvmlTemperatureSensors_t, unsigned int* t) {
@@ -110,6 +123,7 @@ gpu::NvmlApi FakeNvmlApi() {
   api.device_get_total_ecc_errors = EccErrors;
   api.device_get_mig_mode = Mig;
   api.device_get_persistence_mode = Persistence;
+  api.device_get_compute_running_processes_v3 = Processes;
   return api;
 }
 

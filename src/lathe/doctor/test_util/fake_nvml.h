@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lathe/common/status.h"
@@ -18,6 +19,10 @@ struct FakeNvmlGpu {
   std::string name = "NVIDIA A100-SXM4-80GB";
   std::string uuid;  // default "GPU-fake-<index>"
   unsigned long long memory_total = 80ULL << 30;
+  unsigned long long memory_used = 0;
+  // Compute processes: (pid, used bytes). Listed only when list_processes.
+  std::vector<std::pair<unsigned int, unsigned long long>> processes;
+  bool list_processes = true;
   unsigned int temperature_c = 45;
   unsigned int sm_clock_mhz = 1410;
   unsigned int sm_clock_max_mhz = 1410;

@@ -91,7 +91,11 @@ FakeSystemView HealthyMachine() {
   m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.max", "max\n");
   m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.current",
             "2147483648\n");
+  m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/memory.events",
+            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n");
   m.AddFile("/sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope/cpu.max", "max 100000\n");
+  m.AddFile("/proc/vmstat", "nr_free_pages 1000\npgfault 123\noom_kill 0\nnr_dirty 4\n");
+  m.AddFile("/proc/uptime", "266400.52 1000000.00\n");
   m.AddFile("/proc/sys/vm/swappiness", "60\n");
   m.AddFile("/proc/sys/vm/overcommit_memory", "0\n");
   m.AddFile("/proc/self/mounts",

@@ -34,7 +34,7 @@ class FakeSystemView : public SystemView {
   mutable int run_count = 0;  // commands run (probes)
   std::string store_dir;      // "" = no store; fsck answers come from commands["lathe snap"]
   std::string unreadable_store_dir;
-  Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380};
+  Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380, "", ""};
 
   Result<std::string> ReadFile(const std::string& path) const override;
   Result<std::vector<std::string>> ListDir(const std::string& path) const override;
@@ -69,7 +69,8 @@ class FakeSystemView : public SystemView {
 };
 
 // A GPU-less machine where every system, network and lathe check is ok:
-// 64 GiB RAM, no swap, cgroup v2 without limit, /dev/shm 32 GiB, /tmp on
+// 64 GiB RAM, no swap, cgroup v2 without limit, no OOM kill since boot (up
+// 3 days), /dev/shm 32 GiB, /tmp on
 // ext4 with 200 GiB free, eth0 MTU 1500, no proxy, DNS answering, torch
 // not installed, no nvcc.
 FakeSystemView HealthyMachine();

@@ -5,6 +5,9 @@
 // inputs, else in the config's (or the request's) order. Outputs: a Tensor, a
 // tuple/list of Tensors, or a dict str → Tensor; named after the config's
 // outputs in order (or the dict's keys), else output__0, output__1, ...
+// Without outputs in the config, the model's metadata declares those that
+// forward()'s return type fixes (a Tensor, a Tuple of Tensors) by the same
+// names; a List or Dict return declares none.
 //
 // Errors a user meets first are explained: a missing or unreadable file, a
 // torch.save'd state_dict or pickled module instead of a TorchScript archive,
@@ -59,7 +62,24 @@ struct Instance {
   std::vector<std::string> input_names;   // config order (may be empty)
   std::vector<std::string> output_names;  // config order (may be empty)
   std::vector<std::string> arg_names;     // forward()'s, without self
+  // How many tensors forward() returns, from its declared return type (a
+  // Tensor: 1, a Tuple of N Tensors: N); 0 when the type does not say (a
+  // List or a Dict, whose length or keys are known only once it ran).
+  size_t output_count = 0;
 };
+
+// The outputs forward()'s schema fixes: as Run names them (OutName).
+size_t DeclaredOutputs(const c10::FunctionSchema& schema) {
+  if (schema.returns().size() != 1) return 0;
+  const c10::TypePtr& t = schema.returns()[0].type();
+  if (t->kind() == c10::TypeKind::TensorType) return 1;
+  if (t->kind() != c10::TypeKind::TupleType) return 0;
+  const auto& items = t->expectRef<c10::TupleType>().elements();
+  for (const auto& e : items) {
+    if (e->kind() != c10::TypeKind::TensorType) return 0;
+  }
+  return items.size();
+}
 
 bool TorchType(int32_t dt, c10::ScalarType& out) {
   switch (dt) {
@@ -211,6 +231,7 @@ int Load(const LatheInstanceSpec* spec, void** out, LatheError* err) {
     const auto& schema = inst->module.get_method("forward").function().getSchema();
     for (size_t i = 1; i < schema.arguments().size(); ++i)
       inst->arg_names.push_back(schema.arguments()[i].name());
+    inst->output_count = DeclaredOutputs(schema);
     *out = inst.release();
     return 0;
   } catch (const c10::Error& e) {
@@ -404,10 +425,12 @@ int Warmup(void* handle, const LatheTensor* inputs, uint32_t n, LatheError* err)
 
 int Describe(void* handle, char* out, uint64_t capacity, LatheError* err) {
   auto* inst = static_cast<Instance*>(handle);
-  json in = json::array();
+  json in = json::array(), outs = json::array();
   for (const auto& a : inst->arg_names)
     in.push_back({{"name", a}, {"datatype", ""}, {"dims", nullptr}});
-  std::string s = json{{"inputs", in}, {"outputs", json::array()}}.dump();
+  for (size_t i = 0; i < inst->output_count; ++i)
+    outs.push_back({{"name", OutName(*inst, i)}, {"datatype", ""}, {"dims", nullptr}});
+  std::string s = json{{"inputs", in}, {"outputs", outs}}.dump();
   if (s.size() + 1 > capacity) {
     SetError(err, LATHE_ERR_INTERNAL, "description too long");
     return 1;
