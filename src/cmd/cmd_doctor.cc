@@ -81,7 +81,7 @@ Status PingDaemon(std::string* where) {
 // The seed's check-upload.sh, done properly: a run writes one file into a
 // fresh checkpoint directory, and the daemon must capture it.
 Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::ConnectLocal());  // this machine's daemon
   char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
   std::string dir = tmpl;

@@ -141,6 +141,12 @@ Result<FileStamp> StatFile(const std::string& path) {
   return s;
 }
 
+Result<unsigned> FileMode(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  return static_cast<unsigned>(st.st_mode & 07777);
+}
+
 Status RemoveAll(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

@@ -62,6 +62,10 @@ struct FileStamp {
 // stat(2) of `path`, following symlinks. NotFound when it does not exist.
 Result<FileStamp> StatFile(const std::string& path);
 
+// The permission bits of `path` (following symlinks), e.g. 0600. NotFound
+// when it does not exist.
+Result<unsigned> FileMode(const std::string& path);
+
 // Removes a directory tree; a missing one is fine.
 Status RemoveAll(const std::string& path);
 
