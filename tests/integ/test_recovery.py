@@ -8,9 +8,11 @@ import unittest
 from harness import Daemon, DaemonTest
 
 
-# The runs table back to schema v2, as the Lathe before execution backends
-# wrote it: the local handle's fields in their own columns.
+# The database back to schema v2, as the Lathe before execution backends
+# wrote it: the local handle's fields in their own columns, and no API tokens
+# (schema v4).
 DOWNGRADE_TO_V2 = """
+DROP TABLE api_tokens;
 ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
