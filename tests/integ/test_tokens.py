@@ -130,6 +130,13 @@ class Tokens(DaemonTest):
         self.assertIn("spec", listed[mine])  # their own: not redacted
         out = self.d.wait_for(lambda: ra("logs", mine).stdout.strip(), "A's log")
         self.assertEqual(out, str(a.pw_uid))
+        # Streams (server-sent events) work over TCP too, with the same exit codes.
+        r = ra("run", "--follow", "--workdir", "/tmp", "--", "sh", "-c", "echo followed; exit 3",
+               check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("followed", r.stdout)
+        r = ra("logs", "no-such-run", check=False)
+        self.assertEqual(r.returncode, 3, r.stderr)
 
         # B's run is out of A's reach over TCP as on the socket.
         theirs = self.d.cli("run", "--workdir", "/tmp", "--", "sh", "-c", "echo b-secret; sleep 60",
