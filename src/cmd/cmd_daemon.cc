@@ -141,7 +141,7 @@ Status CheckRunningSettings(api::ApiClient& c, const DaemonFlags& f) {
 Status RunUp(const DaemonFlags& f) {
   // With --home, that daemon is the one to look for and to start.
   if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
-  if (auto c = api::ApiClient::Connect(); c.ok()) {
+  if (auto c = api::ApiClient::ConnectLocal(); c.ok()) {
     std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
                            {{"why", (*c)->why()}, {"socket", (*c)->where()}})
                             .c_str());
@@ -161,7 +161,7 @@ Status RunUp(const DaemonFlags& f) {
   pid_t pid = *spawned;
   for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (auto c = api::ApiClient::Connect(); c.ok()) {
+    if (auto c = api::ApiClient::ConnectLocal(); c.ok()) {
       auto s = (*c)->Get("/api/v1/status");
       std::printf("%s\n", Tr("daemon.started", DetectLang(),
                              {{"pid", std::to_string(pid)},

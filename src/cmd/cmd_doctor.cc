@@ -139,7 +139,7 @@ Status RemoveTestRun(api::ApiClient& c, const std::string& id, int64_t deadline_
 // fresh checkpoint directory, and the daemon must capture it. Whatever the
 // outcome, the run and its snapshot are removed again.
 Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::ConnectLocal());  // this machine's daemon
   char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
   std::string dir = tmpl;

@@ -10,6 +10,8 @@ void SetupSnap(CLI::App& app, Globals& g, Status& status);  // cmd_snap.cc
 void SetupDoctor(CLI::App& app, Globals& g,
                  Status& status);  // cmd_doctor.cc: doctor, explain, term, plan
 void SetupServe(CLI::App& app, Globals& g, Status& status);  // cmd_serve.cc
+void SetupToken(CLI::App& app, Globals& g, Status& status);  // cmd_token.cc
+void SetupLogin(CLI::App& app, Globals& g, Status& status);  // cmd_login.cc: login, logout
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -19,6 +21,8 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupSnap(app, g, status);
   SetupDoctor(app, g, status);
   SetupServe(app, g, status);
+  SetupToken(app, g, status);
+  SetupLogin(app, g, status);
 }
 
 }  // namespace lathe::cmd

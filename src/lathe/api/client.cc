@@ -1,5 +1,7 @@
 #include "lathe/api/client.h"
 
+#include "lathe/api/credentials.h"
+
 #include "lathe/api/limits.h"
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
@@ -43,24 +45,53 @@ Status TooLarge(size_t request_bytes) {
 
 }  // namespace
 
-ApiClient::ApiClient(std::string where, std::string why)
-    : where_(std::move(where)), why_(std::move(why)) {
-  net::ClientOptions o;
-  o.unix_socket = where_;
-  o.timeout_ms = 60000;
-  http_ = std::make_unique<net::HttpClient>(o);
+ApiClient::ApiClient(std::string where, std::string why, net::ClientOptions options)
+    : where_(std::move(where)), why_(std::move(why)), tcp_(options.unix_socket.empty()) {
+  http_ = std::make_unique<net::HttpClient>(std::move(options));
 }
 
-Result<std::unique_ptr<ApiClient>> ApiClient::Connect() {
+namespace {
+constexpr int kClientTimeoutMs = 60000;
+}  // namespace
+
+std::unique_ptr<ApiClient> ApiClient::ForUrl(const std::string& url, const std::string& token,
+                                             const std::string& why) {
+  net::ClientOptions o;
+  o.base_url = url;
+  o.bearer_token = token;
+  o.timeout_ms = kClientTimeoutMs;
+  return std::unique_ptr<ApiClient>(new ApiClient(url, why, std::move(o)));
+}
+
+Result<std::unique_ptr<ApiClient>> ApiClient::Connect() { return ConnectTo(true); }
+Result<std::unique_ptr<ApiClient>> ApiClient::ConnectLocal() { return ConnectTo(false); }
+
+Result<std::unique_ptr<ApiClient>> ApiClient::ConnectTo(bool use_login) {
+  const auto candidates = daemon::ClientCandidates();
+  const bool explicit_home = !candidates.empty() && candidates[0].why == "LATHE_HOME";
+  if (use_login && !explicit_home) {
+    ASSIGN_OR_RETURN(std::optional<Credentials> login, LoadCredentials());
+    if (login) {
+      // An HTTP error (401 for a revoked token) is the command's to report.
+      std::unique_ptr<ApiClient> client = ForUrl(login->url, login->token, "login");
+      auto r = client->http_->Request("GET", "/api/v1/status");
+      if (r.ok()) return client;
+      return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
+                         {{"where", login->url}, {"reason", r.status().message()}});
+    }
+  }
   std::string tried;
   Status last = Status::Unavailable("no daemon found");
-  for (const auto& c : daemon::ClientCandidates()) {
+  for (const auto& c : candidates) {
     tried += (tried.empty() ? "" : ", ") + c.paths.socket;
     if (!os::Exists(c.paths.socket)) {
       last = Status::Unavailable("no socket at " + c.paths.socket);
       continue;
     }
-    std::unique_ptr<ApiClient> client(new ApiClient(c.paths.socket, c.why));
+    net::ClientOptions o;
+    o.unix_socket = c.paths.socket;
+    o.timeout_ms = kClientTimeoutMs;
+    std::unique_ptr<ApiClient> client(new ApiClient(c.paths.socket, c.why, std::move(o)));
     auto r = client->http_->Request("GET", "/api/v1/status");
     if (r.ok()) return client;
     last = r.status();
@@ -143,7 +174,7 @@ void ApiClient::WaitForDaemon(int wait_ms) {
   os::Clock& clock = os::RealClock();
   const int64_t deadline = clock.MonotonicMs() + wait_ms;
   while (clock.MonotonicMs() < deadline) {
-    if (os::Exists(where_) && http_->Request("GET", "/api/v1/status").ok()) return;
+    if ((tcp_ || os::Exists(where_)) && http_->Request("GET", "/api/v1/status").ok()) return;
     clock.SleepMs(kRestartPollMs);
   }
 }

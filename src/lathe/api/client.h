@@ -1,5 +1,9 @@
-// The CLI's side of the API: finds the daemon (LATHE_HOME, then the user's
-// own daemon, then the system socket) and calls it.
+// The CLI's side of the API: finds the daemon and calls it. In this order
+// (docs/cli.md, "Finding the daemon"):
+//   1. LATHE_HOME: that home's socket, and nothing else;
+//   2. `lathe login`'s credentials (credentials.h): that daemon over TCP with
+//      its token, and nothing else;
+//   3. the user's own daemon's socket, then the system socket.
 #pragma once
 
 #include <functional>
@@ -18,9 +22,16 @@ class ApiClient {
   // Connects to the first candidate daemon that answers. Unavailable (exit
   // code 4) with the places tried when none does.
   static Result<std::unique_ptr<ApiClient>> Connect();
+  // The same without step 2: a daemon on this machine (`lathe up`).
+  static Result<std::unique_ptr<ApiClient>> ConnectLocal();
+  // The daemon at `url` ("http://HOST:PORT") with `token`, without trying a
+  // request first (`lathe login` checks the token itself).
+  static std::unique_ptr<ApiClient> ForUrl(const std::string& url, const std::string& token,
+                                           const std::string& why);
 
-  const std::string& where() const { return where_; }  // the socket path
-  const std::string& why() const { return why_; }      // "LATHE_HOME", "user daemon"...
+  // The socket path, or the URL over TCP.
+  const std::string& where() const { return where_; }
+  const std::string& why() const { return why_; }  // "LATHE_HOME", "login", "user daemon"...
 
   // HTTP errors come back as the daemon's Status (code, message id, args).
   Result<Json> Get(const std::string& path);
@@ -54,7 +65,8 @@ class ApiClient {
                     const std::function<bool(const std::string&, const Json&)>& on_event);
 
  private:
-  ApiClient(std::string where, std::string why);
+  ApiClient(std::string where, std::string why, net::ClientOptions options);
+  static Result<std::unique_ptr<ApiClient>> ConnectTo(bool use_login);
   // request_bytes: the body sent, for a 413's message.
   Result<Json> Decode(const Result<net::HttpResponse>& r, size_t request_bytes = 0);
   void WaitForDaemon(int wait_ms);
@@ -62,6 +74,7 @@ class ApiClient {
                       const std::function<bool(const std::string&, const Json&)>& on_event);
 
   std::string where_, why_;
+  bool tcp_ = false;  // over TCP (a login), not a unix socket
   std::unique_ptr<net::HttpClient> http_;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "lathe/api/auth.h"
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
@@ -21,7 +22,8 @@ namespace lathe::api {
 // `req.path` (copy them into anything that outlives the handler).
 struct ApiCall {
   const net::HttpRequest& req;
-  const daemon::Caller& caller;
+  const daemon::Caller& caller;  // auth.caller
+  const Authenticated& auth;     // how the caller proved it
   net::PathParams params;
   std::unique_ptr<net::Responder> res;
 

@@ -91,6 +91,9 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   std::unique_ptr<ApiServer> s(new ApiServer(d, std::move(options)));
   const auto& paths = d.paths();
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
+  os::Clock& clock = s->opts_.clock ? *s->opts_.clock : os::RealClock();
+  ASSIGN_OR_RETURN(s->tokens_, TokenService::Open(paths.db, clock));
+  s->auth_ = std::make_unique<Authenticator>(s->token_, d.uid(), *s->tokens_, clock);
   net::ServerOptions so;
   so.io_threads = 2;
   so.max_body_bytes = kMaxRequestBodyBytes;
@@ -160,14 +163,28 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/snapshots/{snap}", &A::GetSnapshot},
       {"DELETE", "/api/v1/snapshots/{snap}", &A::DeleteSnapshot},
       {"POST", "/api/v1/snapshots/{snap}/restore", &A::PostRestore},
+      {"POST", "/api/v1/tokens", &A::PostToken},
+      {"GET", "/api/v1/tokens", &A::ListTokens},
+      {"DELETE", "/api/v1/tokens/{token}", &A::DeleteToken},
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
   });
 }
 
 void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
-  auto caller = Authenticate(req, token_, daemon_.uid());
-  if (!caller.ok()) {
-    res->Send(ErrorResponse(caller.status()));
+  int64_t retry_after_s = 0;
+  auto auth = auth_->Authenticate(req, &retry_after_s);
+  if (!auth.ok()) {
+    net::HttpResponse r = ErrorResponse(auth.status());
+    if (retry_after_s > 0) {
+      r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+    } else if (auth.status().IsPermissionDenied()) {
+      r.status = 401;  // RFC 6750: which credential, and that this one is no good
+      bool presented = !req.Header("Authorization").empty();
+      r.headers.emplace_back(
+          "WWW-Authenticate",
+          presented ? R"(Bearer realm="lathe", error="invalid_token")" : R"(Bearer realm="lathe")");
+    }
+    res->Send(std::move(r));
     return;
   }
   const Route* route = nullptr;
@@ -186,7 +203,7 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
     res->Send(std::move(r));
     return;
   }
-  ApiCall call{req, *caller, m.params, std::move(res)};
+  ApiCall call{req, auth->caller, *auth, m.params, std::move(res)};
   (this->**route)(call);
 }
 

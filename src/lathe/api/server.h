@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "lathe/api/auth.h"
+#include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/net/http_server.h"
@@ -24,6 +26,9 @@ struct ApiOptions {
   std::string host = "127.0.0.1";     // TCP address; loopback unless configured
   int port = 0;                       // 0: any free port (see endpoint.json)
   std::function<void()> on_shutdown;  // POST /api/v1/shutdown
+  // Wall time for token expiry and monotonic time for the failed-login
+  // limit; null: os::RealClock(). Not owned.
+  os::Clock* clock = nullptr;
 };
 
 class ApiServer {
@@ -65,6 +70,10 @@ class ApiServer {
   void GetSnapshot(ApiCall& call);
   void PostRestore(ApiCall& call);
   void DeleteSnapshot(ApiCall& call);
+  // routes_tokens.cc
+  void PostToken(ApiCall& call);
+  void ListTokens(ApiCall& call);
+  void DeleteToken(ApiCall& call);
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
@@ -87,6 +96,8 @@ class ApiServer {
   daemon::Daemon& daemon_;
   const ApiOptions opts_;
   std::string token_;
+  std::unique_ptr<TokenService> tokens_;  // thread-safe itself
+  std::unique_ptr<Authenticator> auth_;   // thread-safe itself
   int port_ = 0;
   using Route = void (ApiServer::*)(ApiCall&);
   net::Router<Route> router_;  // constant after Create

@@ -51,6 +51,8 @@ Target ParseBaseUrl(const std::string& url) {
   } else if (!s.empty()) {
     t.host = std::string(s);
   }
+  if (t.host.size() > 2 && t.host.front() == '[' && t.host.back() == ']')  // IPv6: [::1]
+    t.host = t.host.substr(1, t.host.size() - 2);
   return t;
 }
 

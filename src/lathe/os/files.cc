@@ -184,6 +184,12 @@ Status ProbeWritable(const std::string& dir) {
   return Status::OK();
 }
 
+Result<unsigned> FileMode(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  return static_cast<unsigned>(st.st_mode & 07777);
+}
+
 Status RemoveAll(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

@@ -93,6 +93,10 @@ Result<FileStamp> StatOpenFile(int fd, const std::string& what);
 // The target a symlink holds (readlink(2)).
 Result<std::string> ReadLink(const std::string& path);
 
+// The permission bits of `path` (following symlinks), e.g. 0600. NotFound
+// when it does not exist.
+Result<unsigned> FileMode(const std::string& path);
+
 // Removes a directory tree; a missing one is fine.
 Status RemoveAll(const std::string& path);
 

@@ -45,6 +45,17 @@ TEST(Files, ReadMissingIsNotFound) {
   EXPECT_TRUE(ReadFile("/nonexistent/lathe/x").status().IsNotFound());
 }
 
+TEST(Files, FileModeIsThePermissionBits) {
+  std::string dir = TempDir();
+  std::string p = dir + "/a";
+  ASSERT_TRUE(WriteFileAtomic(p, "x", 0600, Durability::kNoSync).ok());
+  EXPECT_EQ(*FileMode(p), 0600u);
+  ASSERT_EQ(::chmod(p.c_str(), 0644), 0);
+  EXPECT_EQ(*FileMode(p), 0644u);
+  EXPECT_TRUE(FileMode(dir + "/missing").status().IsNotFound());
+  (void)RemoveAll(dir);
+}
+
 TEST(Files, ReadUpToStopsOneBytePastTheLimit) {
   auto zero = ReadFileUpTo("/dev/zero", 100000);  // endless
   ASSERT_TRUE(zero.ok()) << zero.status().ToString();

@@ -73,6 +73,21 @@ ALTER TABLE runs DROP COLUMN monitor_start;
 ALTER TABLE runs DROP COLUMN child_pid;
 ALTER TABLE runs DROP COLUMN cgroup_dirs;
 )sql",
+      // v4: per-user API tokens (token_store.h): only the secret's SHA-256.
+      R"sql(
+CREATE TABLE api_tokens (
+  id TEXT PRIMARY KEY,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  secret_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL DEFAULT 0,
+  last_used_at INTEGER NOT NULL DEFAULT 0,
+  created_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX api_tokens_uid ON api_tokens(uid, created_at);
+)sql",
   };
   return m;
 }

@@ -1,0 +1,125 @@
+// lathe token create | ls | rm: per-user API tokens (docs/cli.md, "Tokens").
+#include <chrono>
+#include <cstdio>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/api/tokens.h"
+#include "lathe/net/http.h"
+
+namespace lathe::cmd {
+namespace {
+
+struct CreateFlags {
+  std::string name, expires, user;
+  bool json = false;
+};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "5m" until `ms` (epoch milliseconds), in Age()'s units.
+std::string Until(int64_t ms) {
+  int64_t s = std::max<int64_t>(0, (ms - NowMs()) / 1000);
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m";
+  if (s < 86400) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+std::string ExpiresText(const Json& t, Lang lang) {
+  if (!t["expires_at_ms"].is_number()) return Tr("token.never", lang);
+  if (t.value("expired", false)) return Tr("token.expired_label", lang);
+  return Tr("token.in", lang, {{"age", Until(t["expires_at_ms"].get<int64_t>())}});
+}
+
+Status RunCreate(const CreateFlags& f, Lang lang) {
+  Json body = Json::object();
+  if (!f.name.empty()) body["name"] = f.name;
+  if (!f.expires.empty()) body["expires"] = f.expires;
+  if (!f.user.empty()) body["user"] = f.user;
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json t, c->Post("/api/v1/tokens", body));
+  if (f.json) {
+    PrintJson(t);
+    return Status::OK();
+  }
+  std::printf("%s\n", t.value("token", "").c_str());
+  std::fflush(stdout);
+  std::string expires = t["expires_at_ms"].is_number()
+                            ? api::FormatUtc(t["expires_at_ms"].get<int64_t>())
+                            : Tr("token.never", lang);
+  std::fprintf(stderr, "%s\n",
+               Tr("token.created", lang,
+                  {{"id", t.value("id", "")}, {"user", t.value("user", "")}, {"expires", expires}})
+                   .c_str());
+  return Status::OK();
+}
+
+Status RunList(bool all, bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get(std::string("/api/v1/tokens") + (all ? "?all=1" : "")));
+  if (json) {
+    PrintJson(r["tokens"]);
+    return Status::OK();
+  }
+  if (r["tokens"].empty()) {
+    std::printf("%s\n", Tr("token.none", lang).c_str());
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("token.col_id", lang), Tr("token.col_name", lang), Tr("token.col_user", lang),
+       Tr("token.col_created", lang), Tr("token.col_expires", lang),
+       Tr("token.col_last_used", lang)}};
+  for (const auto& t : r["tokens"]) {
+    std::string used =
+        t["last_used_at_ms"].is_number()
+            ? Tr("token.ago", lang, {{"age", Age(t["last_used_at_ms"].get<int64_t>())}})
+            : Tr("token.never", lang);
+    std::string name = t.value("name", "");
+    rows.push_back({t.value("id", ""), name.empty() ? "-" : name, t.value("user", ""),
+                    Tr("token.ago", lang, {{"age", Age(t.value("created_at_ms", int64_t{0}))}}),
+                    ExpiresText(t, lang), used});
+  }
+  PrintTable(rows);
+  return Status::OK();
+}
+
+Status RunRemove(const std::string& id, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json t, c->Delete("/api/v1/tokens/" + net::PercentEncode(id)));
+  std::printf("%s\n", Tr("token.revoked", lang, {{"id", t.value("id", id)}}).c_str());
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupToken(CLI::App& app, Globals& g, Status& status) {
+  auto* token = app.add_subcommand("token", "API tokens for using Lathe over TCP (lathe login)");
+  token->require_subcommand(1);
+
+  static CreateFlags cf;
+  auto* create = token->add_subcommand("create", "create a token for yourself; printed once");
+  create->add_option("--name", cf.name, "what the token is for, e.g. laptop");
+  create->add_option("--expires", cf.expires, "lifetime, e.g. 30d or 12h (default: never)");
+  create->add_option("--user", cf.user, "for another user (root, on the daemon's machine)");
+  create->add_flag("--json", cf.json, "JSON output (includes the token)");
+  create->callback([&status, &g] { status = RunCreate(cf, g.Language()); });
+
+  static bool all = false, json = false;
+  auto* ls = token->add_subcommand("ls", "list your tokens (never their secrets)");
+  ls->add_flag("-a,--all", all, "every user's tokens (root or the daemon's user)");
+  ls->add_flag("--json", json, "JSON output");
+  ls->callback([&status, &g] { status = RunList(all, json, g.Language()); });
+
+  static std::string id;
+  auto* rm = token->add_subcommand("rm", "revoke a token at once");
+  rm->add_option("id", id, "the token's id (lathe token ls)")->required();
+  rm->callback([&status, &g] { status = RunRemove(id, g.Language()); });
+}
+
+}  // namespace lathe::cmd

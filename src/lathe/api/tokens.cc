@@ -1,0 +1,166 @@
+#include "lathe/api/tokens.h"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "lathe/api/auth.h"
+#include "lathe/common/ids.h"
+#include "lathe/common/units.h"
+#include "lathe/snap/sha256.h"
+
+namespace lathe::api {
+namespace {
+
+constexpr size_t kIdChars = 11;      // "t" + 10 base32
+constexpr size_t kSecretChars = 64;  // 32 bytes as hex
+constexpr std::string_view kIdAlphabet = "0123456789abcdefghjkmnpqrstvwxyz";
+constexpr std::string_view kHex = "0123456789abcdef";
+
+// What a name may be: printable ASCII or any UTF-8 beyond it, no control
+// characters (they would garble `lathe token ls`).
+bool IsPrintableName(std::string_view name) {
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7f) return false;
+  return true;
+}
+
+std::string Shown(std::string_view s) {
+  constexpr size_t kShown = 64;
+  std::string out;
+  for (char c : s.substr(0, kShown)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > kShown) out += "...";
+  return out;
+}
+
+Result<int64_t> TtlMs(const std::string& expires) {
+  if (expires.empty() || expires == "never") return int64_t{0};
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "token.bad_expires", {{"value", Shown(expires)}});
+  };
+  auto d = ParseDuration(expires);
+  if (!d.ok()) return bad();
+  int64_t ms = d->count();
+  if (ms < kMinTokenTtlMs || ms > kMaxTokenTtlMs) return bad();
+  return ms;
+}
+
+}  // namespace
+
+std::optional<TokenParts> ParseToken(std::string_view token) {
+  if (token.substr(0, kTokenPrefix.size()) != kTokenPrefix) return std::nullopt;
+  token.remove_prefix(kTokenPrefix.size());
+  if (token.size() != kIdChars + 1 + kSecretChars || token[kIdChars] != '_') return std::nullopt;
+  std::string_view id = token.substr(0, kIdChars), secret = token.substr(kIdChars + 1);
+  if (id[0] != 't' || id.substr(1).find_first_not_of(kIdAlphabet) != std::string_view::npos ||
+      secret.find_first_not_of(kHex) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return TokenParts{std::string(id), std::string(secret)};
+}
+
+std::string FormatToken(const TokenParts& parts) {
+  return std::string(kTokenPrefix) + parts.id + "_" + parts.secret;
+}
+
+std::string HashSecret(std::string_view secret) { return snap::ToHex(snap::Sha256(secret)); }
+
+std::string FormatUtc(int64_t ms) {
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+Json TokenToJson(const state::TokenRecord& r, int64_t now_ms) {
+  auto opt = [](int64_t v) { return v == 0 ? Json(nullptr) : Json(v); };
+  return Json{{"id", r.id},
+              {"name", r.name},
+              {"uid", r.uid},
+              {"user", r.user},
+              {"created_at_ms", r.created_at_ms},
+              {"expires_at_ms", opt(r.expires_at_ms)},
+              {"last_used_at_ms", opt(r.last_used_at_ms)},
+              {"expired", !r.LiveAt(now_ms)},
+              {"created_by", r.created_by}};
+}
+
+Result<std::unique_ptr<TokenService>> TokenService::Open(const std::string& db_path,
+                                                         os::Clock& clock, Options options) {
+  ASSIGN_OR_RETURN(auto store, state::TokenStore::Open(db_path));
+  return std::unique_ptr<TokenService>(new TokenService(std::move(store), clock, options));
+}
+
+Result<IssuedToken> TokenService::Issue(const TokenRequest& req) {
+  if (req.name.size() > kMaxTokenNameBytes || !IsPrintableName(req.name)) {
+    return Status::Msg(Code::kInvalidArgument, "token.bad_name",
+                       {{"value", Shown(req.name)}, {"max", std::to_string(kMaxTokenNameBytes)}});
+  }
+  ASSIGN_OR_RETURN(int64_t ttl_ms, TtlMs(req.expires));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(int64_t held, store_->CountFor(req.uid));
+  if (held >= opts_.max_tokens_per_user) {
+    return Status::Msg(Code::kResourceExhausted, "token.too_many",
+                       {{"user", req.user},
+                        {"count", std::to_string(held)},
+                        {"max", std::to_string(opts_.max_tokens_per_user)}});
+  }
+  const int64_t now = clock_.NowMs();
+  state::TokenRecord r;
+  r.uid = req.uid;
+  r.user = req.user;
+  r.name = req.name;
+  r.created_at_ms = now;
+  r.expires_at_ms = ttl_ms == 0 ? 0 : now + ttl_ms;
+  if (req.not_after_ms != 0 && (r.expires_at_ms == 0 || r.expires_at_ms > req.not_after_ms)) {
+    r.expires_at_ms = req.not_after_ms;
+  }
+  r.created_by = req.created_by;
+  TokenParts parts{NewId("t"), NewSecret()};
+  r.id = parts.id;
+  r.secret_hash = HashSecret(parts.secret);
+  RETURN_IF_ERROR(store_->Insert(r));
+  return IssuedToken{r, FormatToken(parts)};
+}
+
+Result<state::TokenRecord> TokenService::Verify(std::string_view token) {
+  std::optional<TokenParts> parts = ParseToken(token);
+  if (!parts) return Status::Msg(Code::kPermissionDenied, "api.unauthenticated");
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<state::TokenRecord> r, store_->Get(parts->id));
+  // The same answer for an unknown id and a wrong secret: an id alone (shown
+  // by `lathe token ls`) says nothing about whether a guess came close.
+  if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash)) {
+    return Status::Msg(Code::kPermissionDenied, "token.invalid", {{"id", parts->id}});
+  }
+  const int64_t now = clock_.NowMs();
+  if (!r->LiveAt(now)) {
+    return Status::Msg(Code::kPermissionDenied, "token.expired",
+                       {{"id", r->id}, {"when", FormatUtc(r->expires_at_ms)}});
+  }
+  if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
+    // Best effort: a busy database must not refuse a valid token.
+    if (store_->Touch(r->id, now).ok()) r->last_used_at_ms = now;
+  }
+  return std::move(*r);
+}
+
+Result<std::vector<state::TokenRecord>> TokenService::List(std::optional<uid_t> uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->List(uid);
+}
+
+Result<state::TokenRecord> TokenService::Revoke(const std::string& id, std::optional<uid_t> owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<state::TokenRecord> r, store_->Get(id));
+  if (!r || (owner && r->uid != *owner)) {
+    return Status::Msg(Code::kNotFound, "token.not_found", {{"id", Shown(id)}});
+  }
+  ASSIGN_OR_RETURN(bool deleted, store_->Delete(id));
+  if (!deleted) return Status::Msg(Code::kNotFound, "token.not_found", {{"id", Shown(id)}});
+  return std::move(*r);
+}
+
+}  // namespace lathe::api

@@ -1,0 +1,37 @@
+#include "lathe/os/terminal.h"
+
+#include <termios.h>
+#include <unistd.h>
+
+namespace lathe::os {
+
+bool StdinIsTerminal() { return ::isatty(STDIN_FILENO) == 1; }
+
+std::optional<std::string> ReadSecretLine(std::string_view prompt, size_t max_bytes) {
+  const bool tty = StdinIsTerminal();
+  termios saved{};
+  bool restore = false;
+  if (tty) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stderr);
+    std::fflush(stderr);
+    if (::tcgetattr(STDIN_FILENO, &saved) == 0) {
+      termios quiet = saved;
+      quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+      restore = ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) == 0;
+    }
+  }
+  std::string line;
+  bool any = false;
+  int c;
+  while ((c = std::fgetc(stdin)) != EOF) {
+    any = true;
+    if (c == '\n') break;
+    if (line.size() <= max_bytes) line += static_cast<char>(c);
+  }
+  if (restore) ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+  if (tty) std::fputc('\n', stderr);  // the newline typed was not echoed
+  if (!any) return std::nullopt;
+  return line;
+}
+
+}  // namespace lathe::os

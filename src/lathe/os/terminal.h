@@ -1,0 +1,21 @@
+// The controlling terminal, for what a person types.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lathe::os {
+
+// True when standard input is a terminal.
+bool StdinIsTerminal();
+
+// Reads one line from standard input without the newline, at most
+// `max_bytes` (the rest of a longer line is read and dropped, and the result
+// is then longer than max_bytes by one byte, for the caller to refuse).
+// On a terminal, `prompt` goes to stderr first and what is typed is not
+// echoed (a password or token). nullopt at end of input before any byte.
+std::optional<std::string> ReadSecretLine(std::string_view prompt, size_t max_bytes);
+
+}  // namespace lathe::os
