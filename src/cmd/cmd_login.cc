@@ -71,15 +71,11 @@ Status RunLogout(Lang lang) {
 
 void SetupLogin(CLI::App& app, Globals& g, Status& status) {
   static std::string url, token_file;
-  auto* login = app.add_subcommand(
-      "login", "use the daemon at http://HOST:PORT from here, with a token (lathe token create)");
-  login->add_option("url", url, "the daemon's TCP address, http://HOST:PORT")->required();
-  login->add_option("--token-file", token_file,
-                    "read the token from this file (default: prompt, or standard input)");
+  auto* login = app.add_subcommand("login");
+  login->add_option("url", url)->required();
+  login->add_option("--token-file", token_file);
   login->callback([&status, &g] { status = RunLogin(url, token_file, g.Language()); });
-  app.add_subcommand("logout", "forget the daemon `lathe login` stored")->callback([&status, &g] {
-    status = RunLogout(g.Language());
-  });
+  app.add_subcommand("logout")->callback([&status, &g] { status = RunLogout(g.Language()); });
 }
 
 }  // namespace lathe::cmd

@@ -76,14 +76,13 @@ Status RunList(bool all, bool json, Lang lang) {
        Tr("token.col_created", lang), Tr("token.col_expires", lang),
        Tr("token.col_last_used", lang)}};
   for (const auto& t : r["tokens"]) {
-    std::string used =
-        t["last_used_at_ms"].is_number()
-            ? Tr("token.ago", lang, {{"age", Age(t["last_used_at_ms"].get<int64_t>())}})
-            : Tr("token.never", lang);
+    std::string used = t["last_used_at_ms"].is_number()
+                           ? AgeAgo(t["last_used_at_ms"].get<int64_t>(), lang)
+                           : Tr("token.never", lang);
     std::string name = t.value("name", "");
     rows.push_back({t.value("id", ""), name.empty() ? "-" : name, t.value("user", ""),
-                    Tr("token.ago", lang, {{"age", Age(t.value("created_at_ms", int64_t{0}))}}),
-                    ExpiresText(t, lang), used});
+                    AgeAgo(t.value("created_at_ms", int64_t{0}), lang), ExpiresText(t, lang),
+                    used});
   }
   PrintTable(rows);
   return Status::OK();
@@ -99,26 +98,26 @@ Status RunRemove(const std::string& id, Lang lang) {
 }  // namespace
 
 void SetupToken(CLI::App& app, Globals& g, Status& status) {
-  auto* token = app.add_subcommand("token", "API tokens for using Lathe over TCP (lathe login)");
+  auto* token = app.add_subcommand("token");
   token->require_subcommand(1);
 
   static CreateFlags cf;
-  auto* create = token->add_subcommand("create", "create a token for yourself; printed once");
-  create->add_option("--name", cf.name, "what the token is for, e.g. laptop");
-  create->add_option("--expires", cf.expires, "lifetime, e.g. 30d or 12h (default: never)");
-  create->add_option("--user", cf.user, "for another user (root, on the daemon's machine)");
-  create->add_flag("--json", cf.json, "JSON output (includes the token)");
+  auto* create = token->add_subcommand("create");
+  create->add_option("--name", cf.name);
+  create->add_option("--expires", cf.expires);
+  create->add_option("--user", cf.user);
+  create->add_flag("--json", cf.json);
   create->callback([&status, &g] { status = RunCreate(cf, g.Language()); });
 
   static bool all = false, json = false;
-  auto* ls = token->add_subcommand("ls", "list your tokens (never their secrets)");
-  ls->add_flag("-a,--all", all, "every user's tokens (root or the daemon's user)");
-  ls->add_flag("--json", json, "JSON output");
+  auto* ls = token->add_subcommand("ls");
+  ls->add_flag("-a,--all", all);
+  ls->add_flag("--json", json);
   ls->callback([&status, &g] { status = RunList(all, json, g.Language()); });
 
   static std::string id;
-  auto* rm = token->add_subcommand("rm", "revoke a token at once");
-  rm->add_option("id", id, "the token's id (lathe token ls)")->required();
+  auto* rm = token->add_subcommand("rm");
+  rm->add_option("id", id)->required();
   rm->callback([&status, &g] { status = RunRemove(id, g.Language()); });
 }
 

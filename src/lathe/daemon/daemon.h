@@ -70,8 +70,8 @@ struct Caller {
 };
 
 // What a caller wants to do with a run, for Access's rule and its message.
-enum class AccessAction { kRead, kStop, kResumeFrom };
-std::string_view AccessActionName(AccessAction a);  // "read", "stop", "resume from"
+enum class AccessAction { kRead, kStop, kDelete, kResumeFrom };
+std::string_view AccessActionName(AccessAction a);  // "read", "stop", "delete", "resume from"
 
 // What Submit did: queued a new run, or found the one that an earlier request
 // with the same idempotency key created.

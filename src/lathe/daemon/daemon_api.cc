@@ -45,6 +45,8 @@ std::string_view AccessActionName(AccessAction a) {
       return "read";
     case AccessAction::kStop:
       return "stop";
+    case AccessAction::kDelete:
+      return "delete";
     case AccessAction::kResumeFrom:
       return "resume from";
   }

@@ -34,7 +34,7 @@ bool UnderRuns(const std::string& dir, const std::string& runs) {
 }  // namespace
 
 Result<Json> Daemon::DeleteRun(const Caller& caller, const std::string& ref, bool snapshots) {
-  ASSIGN_OR_RETURN(state::RunRecord r, Access(caller, ref, "delete"));
+  ASSIGN_OR_RETURN(state::RunRecord r, Access(caller, ref, AccessAction::kDelete));
   {
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(r, store_->Get(r.id));

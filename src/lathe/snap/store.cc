@@ -353,7 +353,7 @@ Result<PruneResult> Store::Prune(const PrunePolicy& policy) {
 
 Status Store::Forget(const SnapshotId& id) {
   return Repairing([&]() -> Status {
-    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
     return ForgetSnapshot(Ctx(), id);
   });
 }

@@ -29,7 +29,11 @@ class FakeBackend final : public ExecutionBackend {
   };
 
   // What the test may change before or between calls.
-  Capabilities caps{.places_runs = false, .memory_limit = true, .cpu_limit = true};
+  Capabilities caps = [] {
+    Capabilities c;
+    c.memory_limit = c.cpu_limit = true;
+    return c;
+  }();
   Status check = Status::OK();      // what Check answers
   std::string start_error;          // non-empty: Launch reports this start error
   bool exit_on_signal = true;       // a signal ends the attempt (as most programs do)
