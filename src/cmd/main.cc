@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     return lathe::exec::MonitorMain(argv[2], std::atoi(argv[3]));
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  // --help is built in the reader's language before anything is parsed.
+  // --help and parse errors are written in the reader's language.
   const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);
   CLI::App app;
   app.set_version_flag("--version", LATHE_VERSION);
@@ -34,10 +34,12 @@ int main(int argc, char** argv) {
 
   lathe::Status status;
   lathe::cmd::SetupAll(app, globals, status);
-  lathe::cmd::LocalizeHelp(app, help_lang);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // Only now: the texts of every command and flag come from the catalog,
+    // which a command that parses cleanly may never need to load.
+    lathe::cmd::LocalizeHelp(app, help_lang);
     if (e.get_exit_code() == 0) {  // --help or --version
       return app.exit(e) == 0 ? lathe::kExitOk : lathe::kExitUsage;
     }

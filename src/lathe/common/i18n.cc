@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include "lathe/common/embedded.h"
@@ -171,6 +172,19 @@ std::string FillPlaceholders(std::string_view templ, const MsgArgs& args) {
   return out;
 }
 
+struct Catalog::LazyState {
+  std::vector<std::string_view> yaml;  // per entry: its "- id: ..." block
+  std::vector<std::string_view> file;  // per entry: its file, for messages
+  std::mutex mu;
+  std::vector<std::unique_ptr<DataEntry>> parsed;  // guarded by mu
+  bool all_parsed = false;                         // guarded by mu
+};
+
+Catalog::Catalog() = default;
+Catalog::~Catalog() = default;
+Catalog::Catalog(Catalog&&) noexcept = default;
+Catalog& Catalog::operator=(Catalog&&) noexcept = default;
+
 Result<Catalog> Catalog::FromYaml(std::string_view yaml, std::string_view file_name) {
   ASSIGN_OR_RETURN(std::vector<DataEntry> entries, ParseDataFile(yaml, file_name));
   Catalog c;
@@ -180,16 +194,23 @@ Result<Catalog> Catalog::FromYaml(std::string_view yaml, std::string_view file_n
           fmt::format("{}: entry '{}' has no 'text'", file_name, entries[i].id));
     }
     c.index_.emplace(entries[i].id, i);
+    c.ids_.push_back(entries[i].id);
   }
   c.entries_ = std::move(entries);
   return c;
 }
 
+namespace {
+bool IsMessagesFile(std::string_view n) {
+  return n.substr(0, 8) == "messages" && n.size() >= 5 && n.substr(n.size() - 5) == ".yaml";
+}
+}  // namespace
+
 Result<Catalog> Catalog::FromEmbedded() {
   Catalog all;
   for (const auto& f : EmbeddedFiles()) {
     std::string_view n = f.name;
-    if (n.substr(0, 8) != "messages" || n.size() < 5 || n.substr(n.size() - 5) != ".yaml") continue;
+    if (!IsMessagesFile(n)) continue;
     ASSIGN_OR_RETURN(Catalog c, FromYaml(f.text, "data/" + std::string(n)));
     for (auto& e : c.entries_) {
       if (all.index_.count(e.id)) {
@@ -199,34 +220,103 @@ Result<Catalog> Catalog::FromEmbedded() {
                         n, e.id));
       }
       all.index_.emplace(e.id, all.entries_.size());
+      all.ids_.push_back(e.id);
       all.entries_.push_back(std::move(e));
     }
   }
   return all;
 }
 
-const Catalog& Catalog::Default() {
-  static const Catalog* catalog = [] {
-    auto c = FromEmbedded();
-    if (!c.ok()) {
-      fmt::print(stderr, "lathe: broken message catalog: {}\n", c.status().message());
-      std::abort();
+// Splits each file at the lines that begin an entry ("- id: x"). Written by
+// hand because it is the point: finding the ids without a YAML parse. The
+// messages files keep every entry at column 0 (the catalog tests parse them
+// whole and compare with this index, so a file that breaks the shape fails
+// there first).
+Catalog Catalog::Lazy() {
+  Catalog c;
+  c.lazy_ = std::make_unique<LazyState>();
+  for (const auto& f : EmbeddedFiles()) {
+    if (!IsMessagesFile(f.name)) continue;
+    std::string_view text = f.text;
+    size_t pos = 0, start = std::string_view::npos;
+    std::string id;
+    auto close = [&](size_t end) {
+      if (start == std::string_view::npos || id.empty() || c.index_.count(id)) return;
+      c.index_.emplace(id, c.ids_.size());
+      c.ids_.push_back(id);
+      c.lazy_->yaml.push_back(text.substr(start, end - start));
+      c.lazy_->file.push_back(f.name);
+    };
+    while (pos < text.size()) {
+      size_t eol = text.find('\n', pos);
+      if (eol == std::string_view::npos) eol = text.size();
+      std::string_view line = text.substr(pos, eol - pos);
+      if (line.substr(0, 6) == "- id: ") {
+        close(pos);
+        start = pos;
+        std::string_view v = line.substr(6);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
+        if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) {
+          v = v.substr(1, v.size() - 2);
+        }
+        id = std::string(v);
+      }
+      pos = eol + 1;
     }
-    return new Catalog(std::move(c).value());
-  }();
+    close(text.size());
+  }
+  c.lazy_->parsed.resize(c.ids_.size());
+  return c;
+}
+
+const Catalog& Catalog::Default() {
+  static const Catalog* catalog = new Catalog(Lazy());
   return *catalog;
+}
+
+const DataEntry* Catalog::Find(std::string_view id) const {
+  auto it = index_.find(id);
+  if (it == index_.end()) return nullptr;
+  if (!lazy_) return &entries_[it->second];
+  std::lock_guard<std::mutex> lock(lazy_->mu);
+  auto& slot = lazy_->parsed[it->second];
+  if (!slot) {
+    auto parsed = ParseDataFile(lazy_->yaml[it->second], lazy_->file[it->second]);
+    if (!parsed.ok() || parsed->size() != 1 || !(*parsed)[0].text.count("text")) return nullptr;
+    slot = std::make_unique<DataEntry>(std::move((*parsed)[0]));
+  }
+  return slot.get();
+}
+
+const std::vector<DataEntry>& Catalog::entries() const {
+  if (!lazy_) return entries_;
+  {
+    std::lock_guard<std::mutex> lock(lazy_->mu);
+    if (lazy_->all_parsed) return entries_;
+  }
+  std::vector<DataEntry> all;
+  all.reserve(ids_.size());
+  for (const auto& id : ids_) {
+    if (const DataEntry* e = Find(id)) all.push_back(*e);
+  }
+  std::lock_guard<std::mutex> lock(lazy_->mu);
+  if (!lazy_->all_parsed) {
+    entries_ = std::move(all);
+    lazy_->all_parsed = true;
+  }
+  return entries_;
 }
 
 bool Catalog::Has(std::string_view id) const { return index_.find(id) != index_.end(); }
 
 std::string Catalog::Format(std::string_view id, Lang lang, const MsgArgs& args) const {
-  auto it = index_.find(id);
-  if (it == index_.end()) {
+  const DataEntry* e = Find(id);
+  if (e == nullptr) {
     std::string out(id);
     for (const auto& a : args) out += fmt::format(" {}={}", a.key, a.value);
     return out;
   }
-  return FillPlaceholders(entries_[it->second].text.at("text").Get(lang), args);
+  return FillPlaceholders(e->text.at("text").Get(lang), args);
 }
 
 std::string Tr(std::string_view id, Lang lang, const MsgArgs& args) {

@@ -89,6 +89,23 @@ TEST(Catalog, EmbeddedFilesMergeWithoutDuplicates) {
   EXPECT_EQ(c->entries().size(), Catalog::Default().entries().size());
 }
 
+// The default catalog is indexed by a line scan and parsed entry by entry;
+// it must hold exactly what parsing the files whole gives, text for text.
+TEST(Catalog, TheLazyIndexHoldsWhatAFullParseHolds) {
+  auto full = Catalog::FromEmbedded();
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  const Catalog& lazy = Catalog::Default();
+  EXPECT_EQ(lazy.ids(), full->ids());
+  for (const std::string& id : full->ids()) {
+    ASSERT_NE(lazy.Find(id), nullptr) << id;
+    for (Lang lang : {Lang::kEn, Lang::kZh}) {
+      EXPECT_EQ(lazy.Format(id, lang, {{"x", "1"}}), full->Format(id, lang, {{"x", "1"}})) << id;
+    }
+  }
+  EXPECT_EQ(lazy.Find("no.such.id"), nullptr);
+  EXPECT_FALSE(lazy.Has("no.such.id"));
+}
+
 TEST(Catalog, EmbeddedCatalogIsCompleteAndMatchesSource) {
   // Every id has both languages (ParseDataFile enforces it), and the embedded
   // copy is the one in data/.

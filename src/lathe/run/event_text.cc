@@ -26,9 +26,15 @@ struct Template {
   size_t literal_chars = 0;
 };
 
-std::vector<Template> Compile(const Catalog& catalog) {
+// The entries whose id starts with `prefix`, parsed and compiled only now:
+// rendering a run's events needs the event.* texts, rarely the rest.
+std::vector<Template> Compile(const Catalog& catalog, std::string_view prefix) {
   std::vector<Template> out;
-  for (const DataEntry& e : catalog.entries()) {
+  for (const std::string& id : catalog.ids()) {
+    if (id.compare(0, prefix.size(), prefix) != 0) continue;
+    const DataEntry* found = catalog.Find(id);
+    if (found == nullptr) continue;
+    const DataEntry& e = *found;
     auto it = e.text.find("text");
     if (it == e.text.end()) continue;
     const std::string& en = it->second.en;
@@ -58,8 +64,12 @@ std::vector<Template> Compile(const Catalog& catalog) {
   return out;
 }
 
-const std::vector<Template>& Templates() {
-  static const std::vector<Template>* all = new std::vector<Template>(Compile(Catalog::Default()));
+const std::vector<Template>& Templates(std::string_view prefix) {
+  static const std::vector<Template>* events =
+      new std::vector<Template>(Compile(Catalog::Default(), "event."));
+  if (prefix == "event.") return *events;
+  static const std::vector<Template>* all =
+      new std::vector<Template>(Compile(Catalog::Default(), ""));
   return *all;
 }
 
@@ -137,7 +147,7 @@ std::string ArgText(const Json& v, Lang lang, int depth) {
 std::optional<EnglishMatch> MatchEnglish(std::string_view english, std::string_view id_prefix) {
   const Template* best = nullptr;
   std::vector<std::string> values, best_values;
-  for (const Template& t : Templates()) {
+  for (const Template& t : Templates(id_prefix)) {
     if (t.id.compare(0, id_prefix.size(), id_prefix) != 0) continue;
     if (t.literal_chars == 0 || (id_prefix.empty() && t.literal_chars < kMinLiteralChars)) continue;
     if (best != nullptr && t.literal_chars <= best->literal_chars) continue;
