@@ -211,9 +211,13 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   // Without --all, runs that ended a moment ago are shown too: a run that
   // failed at once would otherwise leave an empty table.
-  constexpr int kRecentS = 300;
+  // At most the ten newest of them: after a burst of short runs the table
+  // stays a table, and the line below counts the rest.
+  constexpr int kRecentS = 300, kRecentLimit = 10;
   ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs?limit=" + std::to_string(limit) +
-                                  (all ? "&all=1" : "&recent=" + std::to_string(kRecentS))));
+                                  (all ? "&all=1"
+                                       : "&recent=" + std::to_string(kRecentS) +
+                                             "&recent_limit=" + std::to_string(kRecentLimit))));
   if (json) {
     PrintJson(r["runs"]);
     return Status::OK();

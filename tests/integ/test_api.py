@@ -54,6 +54,21 @@ class Api(DaemonTest):
         self.assertEqual(status, 400)
         self.assertIn("recent", body)
 
+    def test_ps_after_a_burst_shows_the_ten_newest_that_ended_and_counts_the_rest(self):
+        runs = [self.d.submit("--", "true") for _ in range(13)]
+        for r in runs:
+            self.d.wait_state(r, "succeeded")
+        out = self.d.cli("ps")
+        shown = [r for r in runs if r in out.stdout]
+        self.assertEqual(shown, runs[3:])  # the ten newest
+        self.assertIn("3 finished runs are not shown", out.stderr)
+        _, token = self.endpoint()[1:], self.endpoint()[2]
+        status, body = self.request("GET", "/api/v1/runs?recent=300&recent_limit=4", token=token)
+        listed = json.loads(body)
+        self.assertEqual([r["id"] for r in listed["runs"]], list(reversed(runs[-4:])))
+        self.assertEqual(listed["total"], 4)
+        self.assertGreaterEqual(listed["total_all"], 13)
+
     def test_a_fresh_daemon_has_a_snapshot_store(self):
         # Right after start, before any run captured a checkpoint.
         src = tempfile.mkdtemp(prefix="lathe-it-fresh-")

@@ -55,9 +55,11 @@ void ApiServer::ListRuns(ApiCall& call) {
   constexpr int64_t kMaxRecentS = 7 * 24 * 3600;
   auto recent_s = QueryNumber(call.req, "recent", 0, kMaxRecentS);
   if (!recent_s.ok()) return call.Reply(recent_s.status());
+  auto recent_limit = QueryNumber(call.req, "recent_limit", 0, kMaxLimit);
+  if (!recent_limit.ok()) return call.Reply(recent_limit.status());
   int64_t total = 0, total_all = 0;
   auto runs = daemon_.List(Truthy(call.req.QueryParam("all")), static_cast<int>(*limit), &total,
-                           *recent_s * 1000, &total_all);
+                           *recent_s * 1000, &total_all, static_cast<int>(*recent_limit));
   if (!runs.ok()) return call.Reply(runs.status());
   Json arr = Json::array();
   for (const auto& r : *runs) {

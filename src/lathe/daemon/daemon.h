@@ -102,10 +102,12 @@ class Daemon {
   Result<Submission> Submit(const Caller& caller, const Json& spec_json,
                             const std::string& idempotency_key = "");
   // Newest first, at most `limit`; `total` gets the count without the limit.
-  // Without `all`, also the runs that ended in the last `recent_ms`;
+  // Without `all`, also the runs that ended in the last `recent_ms` (the
+  // `recent_limit` newest of them when > 0);
   // `total_all` (may be null) gets the count of every run.
   Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total,
-                                             int64_t recent_ms = 0, int64_t* total_all = nullptr);
+                                             int64_t recent_ms = 0, int64_t* total_all = nullptr,
+                                             int recent_limit = 0);
   // Resolves `ref` and checks that `caller` may `action` it: the owner and
   // admins may do anything; nobody else anything (see docs/security.md).
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,

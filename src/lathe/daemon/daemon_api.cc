@@ -198,14 +198,14 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
 }
 
 Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total, int64_t recent_ms,
-                                            int64_t* total_all) {
+                                            int64_t* total_all, int recent_limit) {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t since = recent_ms > 0 ? clock_.NowMs() - recent_ms : 0;
-  ASSIGN_OR_RETURN(*total, store_->Count(all, since));
+  ASSIGN_OR_RETURN(*total, store_->Count(all, since, recent_limit));
   if (total_all) {
     ASSIGN_OR_RETURN(*total_all, store_->Count(true));
   }
-  return store_->List(all, limit, since);
+  return store_->List(all, limit, since, recent_limit);
 }
 
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,

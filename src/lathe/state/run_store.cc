@@ -361,21 +361,31 @@ Result<RunRecord> RunStore::Resolve(const std::string& ref) {
 
 namespace {
 // Queued and active runs, and those that ended at or after `ended_since_ms` (0: none).
-std::string NotAllWhere(int64_t ended_since_ms) {
-  std::string w = "WHERE (state IN ('queued','starting','running','stopping')";
-  if (ended_since_ms > 0) w += " OR finished_at >= " + std::to_string(ended_since_ms);
+// ... at most the `ended_limit` newest of those (<= 0: all of them).
+std::string NotAllWhere(int64_t ended_since_ms, int ended_limit) {
+  constexpr const char* kActive = "state IN ('queued','starting','running','stopping')";
+  std::string w = std::string("WHERE (") + kActive;
+  if (ended_since_ms > 0 && ended_limit > 0) {
+    w += fmt::format(
+        " OR id IN (SELECT id FROM runs WHERE finished_at >= {} AND NOT {} ORDER BY seq DESC "
+        "LIMIT {})",
+        ended_since_ms, kActive, ended_limit);
+  } else if (ended_since_ms > 0) {
+    w += " OR finished_at >= " + std::to_string(ended_since_ms);
+  }
   return w + ")";
 }
 }  // namespace
 
-Result<std::vector<RunRecord>> RunStore::List(bool all, int limit, int64_t ended_since_ms) {
-  std::string where = all ? "" : NotAllWhere(ended_since_ms);
+Result<std::vector<RunRecord>> RunStore::List(bool all, int limit, int64_t ended_since_ms,
+                                              int ended_limit) {
+  std::string where = all ? "" : NotAllWhere(ended_since_ms, ended_limit);
   return Query(where + " ORDER BY seq DESC LIMIT " + std::to_string(limit), {});
 }
 
-Result<int64_t> RunStore::Count(bool all, int64_t ended_since_ms) {
+Result<int64_t> RunStore::Count(bool all, int64_t ended_since_ms, int ended_limit) {
   std::string sql = "SELECT COUNT(*) FROM runs";
-  if (!all) sql += " " + NotAllWhere(ended_since_ms);
+  if (!all) sql += " " + NotAllWhere(ended_since_ms, ended_limit);
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
   ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.Int(0) : 0;

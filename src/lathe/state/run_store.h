@@ -99,10 +99,12 @@ class RunStore {
   // `ref` is an id or a name; for a name, the most recent run with it.
   Result<RunRecord> Resolve(const std::string& ref);
   // Most recent first. Without `all`, only queued and active runs.
-  // Without `all`, also the runs that ended at or after `ended_since_ms` (0: none).
-  Result<std::vector<RunRecord>> List(bool all, int limit = 1000, int64_t ended_since_ms = 0);
-  // How many runs List(all, ∞, ended_since_ms) would return.
-  Result<int64_t> Count(bool all, int64_t ended_since_ms = 0);
+  // Without `all`, also the runs that ended at or after `ended_since_ms` (0: none),
+  // the `ended_limit` newest of them when it is > 0.
+  Result<std::vector<RunRecord>> List(bool all, int limit = 1000, int64_t ended_since_ms = 0,
+                                      int ended_limit = 0);
+  // How many runs List(all, ∞, ended_since_ms, ended_limit) would return.
+  Result<int64_t> Count(bool all, int64_t ended_since_ms = 0, int ended_limit = 0);
   Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
   // Whether a queued or active run has this name.
   Result<bool> NameInUse(const std::string& name);
