@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -226,6 +227,13 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
   for (const char* col : {"id", "name", "user", "state", "gpus", "priority", "age", "command"}) {
     rows[0].push_back(Tr(std::string("ps.col.") + col, lang));
   }
+  // A thousand rows name a handful of states and priorities: each label is
+  // looked up in the catalog once.
+  std::map<std::string, std::string> states, priorities;
+  auto memo = [](std::map<std::string, std::string>& m, const std::string& key, auto&& make) {
+    auto it = m.find(key);
+    return it != m.end() ? it->second : m.emplace(key, make(key)).first->second;
+  };
   for (const auto& run : r["runs"]) {
     std::string cmd;
     if (run.value("redacted", false)) cmd = "-";  // another user's: the daemon does not say
@@ -234,14 +242,17 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
         cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
     }
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
-    std::string state = run::StateLabel(run.value("state", ""), lang);
+    std::string state = memo(states, run.value("state", ""),
+                             [&](const std::string& k) { return run::StateLabel(k, lang); });
     if (run.contains("exit_code") && run["exit_code"].is_number() &&
         run.value("state", "") == "failed") {
       state = Tr("ps.state_exit", lang,
                  {{"state", state}, {"code", std::to_string(run["exit_code"].get<int>())}});
     }
     rows.push_back({run.value("id", ""), run.value("name", ""), run.value("user", ""), state,
-                    GpuList(run, lang), PriorityLabel(run.value("priority", ""), lang),
+                    GpuList(run, lang),
+                    memo(priorities, run.value("priority", ""),
+                         [&](const std::string& k) { return PriorityLabel(k, lang); }),
                     Age(run.value("created_at_ms", int64_t{0}), lang), cmd});
   }
   PrintTable(rows);

@@ -106,7 +106,7 @@ Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r, size_t reques
                        {{"where", where_}, {"reason", r.status().message()}});
   }
   if (r->status == 413) return TooLarge(request_bytes);
-  auto body = ParseJson(r->body);
+  auto body = ParseJsonAnswer(r->body);
   if (r->status >= 400) {
     return StatusFromJson(body.ok() ? *body : Json(r->body), CodeForHttp(r->status));
   }

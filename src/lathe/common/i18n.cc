@@ -241,8 +241,8 @@ Catalog Catalog::Lazy() {
     size_t pos = 0, start = std::string_view::npos;
     std::string id;
     auto close = [&](size_t end) {
-      if (start == std::string_view::npos || id.empty() || c.index_.count(id)) return;
-      c.index_.emplace(id, c.ids_.size());
+      if (start == std::string_view::npos || id.empty()) return;
+      if (!c.index_.emplace(id, c.ids_.size()).second) return;
       c.ids_.push_back(id);
       c.lazy_->yaml.push_back(text.substr(start, end - start));
       c.lazy_->file.push_back(f.name);
@@ -316,7 +316,9 @@ std::string Catalog::Format(std::string_view id, Lang lang, const MsgArgs& args)
     for (const auto& a : args) out += fmt::format(" {}={}", a.key, a.value);
     return out;
   }
-  return FillPlaceholders(e->text.at("text").Get(lang), args);
+  const BiText& t = e->text.at("text");
+  if (lang == Lang::kPseudo) return FillPlaceholders(t.Get(lang), args);
+  return FillPlaceholders(lang == Lang::kZh ? t.zh : t.en, args);  // no copy of the template
 }
 
 std::string Tr(std::string_view id, Lang lang, const MsgArgs& args) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,7 +38,7 @@ class PathSax {
     Frame& f = frames_.back();
     f.key = k;
     // nlohmann keeps the last of two equal keys; a person meant one of them.
-    if (!f.keys.insert(k).second) {
+    if (!f.Remember(k)) {
       duplicate_ = true;
       return false;
     }
@@ -81,9 +82,24 @@ class PathSax {
  private:
   struct Frame {
     bool array;
-    size_t index;                // arrays: one past the element being read
-    std::string key;             // objects: the member being read
-    std::set<std::string> keys;  // objects: the members read so far
+    size_t index;     // arrays: one past the element being read
+    std::string key;  // objects: the member being read
+    // Objects: the members read so far; a short list searched in place (most
+    // objects have a handful of keys), a set once it grows.
+    std::vector<std::string> few;
+    std::set<std::string> many;
+    bool Remember(const std::string& k) {
+      constexpr size_t kFew = 64;
+      if (many.empty()) {
+        if (std::find(few.begin(), few.end(), k) != few.end()) return false;
+        if (few.size() < kFew) {
+          few.push_back(k);
+          return true;
+        }
+        many.insert(few.begin(), few.end());
+      }
+      return many.insert(k).second;
+    }
   };
 
   bool Value() {
@@ -96,7 +112,7 @@ class PathSax {
       too_deep_ = true;
       return false;
     }
-    frames_.push_back({array, 0, {}, {}});
+    frames_.push_back({array, 0, {}, {}, {}});
     return true;
   }
   std::string Path() const {
@@ -135,6 +151,12 @@ Result<Json> ParseJson(std::string_view text) {
   Json j;
   PathSax sax(j);
   if (!Json::sax_parse(text.begin(), text.end(), &sax)) return sax.Error();
+  return j;
+}
+
+Result<Json> ParseJsonAnswer(std::string_view text) {
+  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("not valid JSON");
   return j;
 }
 

@@ -96,4 +96,12 @@ TEST(PathCheck, NulLengthAndComponents) {
 }
 
 }  // namespace
+TEST(Json, AnAnswerParsesPlainlyAndMalformedTextIsAnError) {
+  auto j = ParseJsonAnswer(R"({"runs": [{"id": "r1"}], "total": 1})");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["runs"][0]["id"], "r1");
+  EXPECT_FALSE(ParseJsonAnswer("{\"runs\": [").ok());
+  EXPECT_FALSE(ParseJsonAnswer("").ok());
+}
+
 }  // namespace lathe
