@@ -566,9 +566,10 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   r.stop_intent = run::StopIntent::kNone;
   r.backend = std::string(backend_->Name());
   r.handle = Json::object();
-  const std::string placed = backend_->Caps().places_runs
-                                 ? fmt::format("handed to the {} backend", backend_->Name())
-                                 : fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","));
+  const std::string placed =
+      backend_->Caps().places_runs ? fmt::format("handed to the {} backend", backend_->Name())
+      : gpus.empty()               ? std::string("placed, without GPUs")
+                                   : fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","));
   if (!Transition(r, RunState::kStarting, placed).ok()) {
     return std::nullopt;
   }
