@@ -92,6 +92,8 @@ void ApiServer::GetRun(ApiCall& call) {
   if (!r.ok()) return call.Reply(r.status());
   Json j = state::RunToJson(*r);
   if (r->state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r->id);
+  j["backend"] = r->backend;
+  j["endpoints"] = daemon_.EndpointsJson(*r);
   auto events = daemon_.Events(r->id, 0);
   if (events.ok()) j["events"] = EventsJson(*events);
   call.Reply(j);

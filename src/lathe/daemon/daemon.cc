@@ -251,6 +251,16 @@ exec::AttemptRef Daemon::RefOf(const RunRecord& r) const {
 
 std::string Daemon::LogPath(const RunRecord& r) const { return backend_->LogPath(r.run_dir); }
 
+Json Daemon::EndpointsJson(const RunRecord& r) {
+  Json out = Json::array();
+  if (!run::IsActive(r.state) || r.backend != backend_->Name()) return out;
+  std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
+  for (const auto& e : backend_->Endpoints(RefOf(r))) {
+    out.push_back(Json{{"kind", e.kind}, {"address", e.address}});
+  }
+  return out;
+}
+
 // ---- recovery -----------------------------------------------------------------
 
 void Daemon::Recover() {

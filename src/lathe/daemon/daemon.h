@@ -139,6 +139,9 @@ class Daemon {
   Json GpusJson();
   // The run's log file, wherever its backend keeps it.
   std::string LogPath(const state::RunRecord& r) const;
+  // Where an active run can be reached, as its backend reports it:
+  // [{"kind": "tcp", "address": "127.0.0.1:8888"}, ...]; [] when it ended.
+  Json EndpointsJson(const state::RunRecord& r);
 
   // One pass of the supervisor loop, starts included, as its thread does;
   // for tests that drive a daemon without Start().

@@ -283,5 +283,17 @@ TEST_F(DaemonRulesTest, ABackendThatPlacesRunsGetsThemAllWithoutANodePlacement) 
   }
 }
 
+TEST_F(DaemonRulesTest, AnActiveRunReportsItsBackendsEndpoints) {
+  backend_.endpoints = {{"tcp", "127.0.0.1:8888"}};
+  std::string id = Submit({});
+  Step();
+  Json e = daemon_->EndpointsJson(Get(id));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0]["address"], "127.0.0.1:8888");
+  backend_.Exit(id, 0);
+  Step();
+  EXPECT_TRUE(daemon_->EndpointsJson(Get(id)).empty());  // ended: nothing to reach
+}
+
 }  // namespace
 }  // namespace lathe::daemon

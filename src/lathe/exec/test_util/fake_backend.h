@@ -38,6 +38,7 @@ class FakeBackend final : public ExecutionBackend {
   std::string start_error;          // non-empty: Launch reports this start error
   bool exit_on_signal = true;       // a signal ends the attempt (as most programs do)
   std::optional<Found> readopt_as;  // overrides what Readopt derives
+  std::vector<Endpoint> endpoints;  // what every attempt reports
 
   // ---- driving attempts (the latest attempt of `run_id`) ----
   void Exit(const std::string& run_id, int code) {
@@ -144,7 +145,10 @@ class FakeBackend final : public ExecutionBackend {
     if (readopt_as) r.what = *readopt_as;
     return r;
   }
-  std::vector<Endpoint> Endpoints(const AttemptRef&) override { return {}; }
+  std::vector<Endpoint> Endpoints(const AttemptRef&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return endpoints;
+  }
   std::string LogPath(const std::string& run_dir) const override { return run_dir + "/log"; }
 
  private:
