@@ -33,6 +33,7 @@ struct DaemonFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string grace = "10s";
+  daemon::RetentionPolicy retention;  // config.yaml only
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -46,6 +47,7 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.host && !given("--host")) f.host = *c.host;
   if (c.port && !given("--port")) f.port = *c.port;
   if (c.grace && !given("--grace")) f.grace = *c.grace;
+  if (c.retention) f.retention = *c.retention;
   return Status::OK();
 }
 
@@ -69,6 +71,7 @@ Status RunDaemon(DaemonFlags& f) {
   o.gpus = f.gpus;
   o.kill_grace_ms = static_cast<int>(grace->count());
   o.self_exe = os::SelfExe();
+  o.retention = f.retention;
   ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
   api::ApiOptions ao;
   ao.host = f.host;

@@ -157,10 +157,16 @@ class PseudoLocaleTest(unittest.TestCase):
                                  extra_data={w for m in models for w in m.split()})
         self.assertAllTranslated("explain", self.pseudo("explain", "--run", self.bad))
 
+    def test_rm_dry_run_and_refusal(self):
+        self.assertAllTranslated("rm --dry-run", self.pseudo("rm", "--finished", "--older-than", "0s",
+                                                             "--dry-run"))
+        self.assertAllTranslated("rm --finished alone",
+                                 self.pseudo("rm", "--finished", expect_rc=(2,)))
+
     def test_help_and_usage_errors(self):
         for args in (("--help",), ("run", "--help"), ("snap", "ls", "--help"),
                      ("logs", "--help"), ("doctor", "--help"),
-                     ("token", "create", "--help"), ("login", "--help")):
+                     ("token", "create", "--help"), ("login", "--help"), ("rm", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

@@ -1,9 +1,12 @@
 // Runs: GET and POST /runs, GET and DELETE /runs/{run}, POST /runs/{run}/stop,
-// GET /runs/{run}/events. The log is routes_logs.cc.
+// POST /runs/prune, GET /runs/{run}/events. The log is routes_logs.cc.
 #include <algorithm>
+#include <array>
 
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
+#include "lathe/common/units.h"
+#include "lathe/os/users.h"
 #include "lathe/run/spec.h"
 
 namespace lathe::api {
@@ -34,6 +37,69 @@ Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
                         {"max", std::to_string(kMaxKey)}});
   }
   return std::string(key);
+}
+
+constexpr std::array<std::string_view, 5> kPruneFields = {"older_than", "user", "all_users",
+                                                         "dry_run", "snapshots"};
+
+// `older_than`: a duration ("30d", "0s") or whole seconds.
+Result<int64_t> OlderThanMs(const Json& body) {
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "run.prune_bad_older_than",
+                       {{"value", body.contains("older_than") ? body["older_than"].dump() : ""}});
+  };
+  if (!body.contains("older_than")) return bad();
+  const Json& v = body["older_than"];
+  constexpr int64_t kMaxSeconds = int64_t{100} * 365 * 24 * 3600;
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(kMaxSeconds))
+    return static_cast<int64_t>(v.get<uint64_t>()) * 1000;
+  if (!v.is_string()) return bad();
+  auto d = ParseDuration(v.get<std::string>());
+  if (!d.ok() || d->count() < 0) return bad();
+  return static_cast<int64_t>(d->count());
+}
+
+// The body of POST /runs/prune, as the daemon takes it; whose runs follows
+// from `user` and `all_users` (neither: the caller's).
+Result<daemon::PruneRequest> ParsePruneRequest(const Json& body, const daemon::Caller& caller) {
+  if (!body.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  std::string allowed;
+  for (auto f : kPruneFields) allowed += (allowed.empty() ? "" : ", ") + std::string(f);
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(kPruneFields.begin(), kPruneFields.end(), key) == kPruneFields.end()) {
+      return Status::Msg(Code::kInvalidArgument, "run.prune_unknown_field",
+                         {{"field", key}, {"allowed", allowed}});
+    }
+  }
+  daemon::PruneRequest req;
+  ASSIGN_OR_RETURN(req.older_than_ms, OlderThanMs(body));
+  auto flag = [&](std::string_view field) -> Result<bool> {
+    auto b = GetBool(body, field);
+    if (b.status().IsNotFound()) return false;
+    return b;
+  };
+  ASSIGN_OR_RETURN(req.dry_run, flag("dry_run"));
+  ASSIGN_OR_RETURN(req.snapshots, flag("snapshots"));
+  ASSIGN_OR_RETURN(bool all_users, flag("all_users"));
+  std::string user;
+  if (auto u = GetString(body, "user"); u.ok()) {
+    user = *u;
+  } else if (!u.status().IsNotFound()) {
+    return u.status();
+  }
+  if (all_users && !user.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "run.prune_user_and_all_users");
+  }
+  if (all_users) return req;  // uid nullopt: everyone's
+  req.uid = caller.uid;
+  if (!user.empty() && user != caller.user) {
+    auto info = os::LookupUserByName(user);
+    if (!info.ok()) {
+      return Status::Msg(Code::kInvalidArgument, "run.prune_no_such_user", {{"user", user}});
+    }
+    req.uid = info->uid;
+  }
+  return req;
 }
 
 Json EventsJson(const std::vector<state::EventRecord>& events) {
@@ -109,6 +175,17 @@ void ApiServer::StopRun(ApiCall& call) {
 void ApiServer::DeleteRun(ApiCall& call) {
   call.Reply(
       daemon_.DeleteRun(call.caller, call.Param("run"), Truthy(call.req.QueryParam("snapshots"))));
+}
+
+// Body {older_than, user, all_users, dry_run, snapshots}: the finished runs
+// that ended at least `older_than` ago go (the caller's; an admin's choice of
+// user or everyone's).
+void ApiServer::PruneRuns(ApiCall& call) {
+  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  if (!body.ok()) return call.Reply(body.status());
+  auto req = ParsePruneRequest(*body, call.caller);
+  if (!req.ok()) return call.Reply(req.status());
+  call.Reply(daemon_.PruneRuns(call.caller, *req));
 }
 
 // ?after=ID: the events after that one; ?follow=1: server-sent events until

@@ -156,6 +156,7 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/runs/{run}", &A::GetRun},
       {"DELETE", "/api/v1/runs/{run}", &A::DeleteRun},
       {"POST", "/api/v1/runs/{run}/stop", &A::StopRun},
+      {"POST", "/api/v1/runs/prune", &A::PruneRuns},
       {"GET", "/api/v1/runs/{run}/logs", &A::GetRunLogs},
       {"GET", "/api/v1/runs/{run}/events", &A::GetRunEvents},
       {"GET", "/api/v1/events", &A::GetEvents},

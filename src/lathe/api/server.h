@@ -62,6 +62,7 @@ class ApiServer {
   void GetRun(ApiCall& call);
   void StopRun(ApiCall& call);
   void DeleteRun(ApiCall& call);
+  void PruneRuns(ApiCall& call);
   void GetRunEvents(ApiCall& call);
   // routes_logs.cc
   void GetRunLogs(ApiCall& call);

@@ -6,6 +6,41 @@
 #include "lathe/os/files.h"
 
 namespace lathe::daemon {
+namespace {
+
+Status BadKey(std::string_view file, const std::string& key, const std::string& allowed) {
+  return Status::Msg(Code::kInvalidArgument, "config.bad_key",
+                     {{"file", std::string(file)}, {"key", key}, {"allowed", allowed}});
+}
+
+// retention: {finished_runs: 30d, snapshots: true}
+Result<RetentionPolicy> ParseRetention(const YAML::Node& node, std::string_view file) {
+  RetentionPolicy p;
+  if (node.IsNull()) return p;
+  if (!node.IsMap()) return BadKey(file, "retention", "a mapping of finished_runs, snapshots");
+  for (const auto& kv : node) {
+    std::string key = "retention." + kv.first.Scalar();
+    if (!kv.second.IsScalar()) return BadKey(file, key, "a single value");
+    std::string v = kv.second.Scalar();
+    if (key == "retention.finished_runs") {
+      if (v == "0") continue;  // keep forever
+      auto d = ParseDuration(v);
+      if (!d.ok() || d->count() < 0) return BadKey(file, key, "a duration such as 30d, or 0");
+      p.finished_runs_ms = d->count();
+    } else if (key == "retention.snapshots") {
+      if (v == "true" || v == "yes") {
+        p.snapshots = true;
+      } else if (v != "false" && v != "no") {
+        return BadKey(file, key, "true or false");
+      }
+    } else {
+      return BadKey(file, key, "retention.finished_runs, retention.snapshots");
+    }
+  }
+  return p;
+}
+
+}  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
   DaemonConfig c;
@@ -16,9 +51,13 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
-    if (!root.IsMap()) return bad("(top level)", "a mapping of gpus, host, port, grace");
+    if (!root.IsMap()) return bad("(top level)", "a mapping of gpus, host, port, grace, retention");
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
+      if (key == "retention") {
+        ASSIGN_OR_RETURN(c.retention, ParseRetention(kv.second, file));
+        continue;
+      }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
       std::string v = kv.second.Scalar();
       if (key == "gpus") {
@@ -37,7 +76,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
       } else {
-        return bad(key, "gpus, host, port, grace");
+        return bad(key, "gpus, host, port, grace, retention");
       }
     }
   } catch (const YAML::Exception& e) {

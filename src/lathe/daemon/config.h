@@ -4,6 +4,9 @@
 //   host: 127.0.0.1       # TCP address of the API
 //   port: 7731            # 0: any free port
 //   grace: 10s            # SIGTERM -> SIGKILL when stopping a run
+//   retention:            # what the daemon removes by itself (default: nothing)
+//     finished_runs: 30d  # finished runs that ended this long ago; 0: keep forever
+//     snapshots: true     # their snapshots too (default false)
 //
 // Command-line flags override it. Unknown keys are errors naming the key.
 #pragma once
@@ -15,6 +18,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/daemon/retention.h"
 
 namespace lathe::daemon {
 
@@ -23,6 +27,7 @@ struct DaemonConfig {
   std::optional<std::string> host;
   std::optional<int> port;
   std::optional<std::string> grace;
+  std::optional<RetentionPolicy> retention;
 };
 
 // Parses the text of a config file; `file` names it in errors.

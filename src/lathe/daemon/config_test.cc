@@ -27,6 +27,31 @@ TEST(DaemonConfig, RejectsBadKeysAndValuesNamingThem) {
   }
 }
 
+TEST(DaemonConfig, ParsesRetentionAndKeepsForeverByDefault) {
+  auto c = ParseDaemonConfig("retention:\n  finished_runs: 30d\n  snapshots: true\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->retention.has_value());
+  EXPECT_EQ(c->retention->finished_runs_ms, 30LL * 24 * 3600 * 1000);
+  EXPECT_TRUE(c->retention->snapshots);
+  auto zero = ParseDaemonConfig("retention: {finished_runs: 0}\n", "c.yaml");
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->retention->finished_runs_ms, 0);
+  EXPECT_FALSE(zero->retention->snapshots);
+  EXPECT_EQ(RetentionPolicy{}.finished_runs_ms, 0);  // absent: keep forever
+}
+
+TEST(DaemonConfig, RejectsBadRetentionNamingTheKey) {
+  for (auto [bad, key] : {std::pair{"retention: 30d\n", "retention"},
+                          std::pair{"retention: {finished_runs: soon}\n", "retention.finished_runs"},
+                          std::pair{"retention: {snapshots: maybe}\n", "retention.snapshots"},
+                          std::pair{"retention: {runs: 30d}\n", "retention.runs"}}) {
+    auto c = ParseDaemonConfig(bad, "c.yaml");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().msg_id(), "config.bad_key");
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(DaemonConfig, MissingFileIsEmpty) {
   auto c = LoadDaemonConfig("/nonexistent/lathe/config.yaml");
   ASSERT_TRUE(c.ok());

@@ -168,6 +168,7 @@ void Daemon::Loop() {
       for (size_t i = 0; i < starts.size(); ++i) CompleteStart(starts[i], results[i]);
       continue;  // a run may have ended meanwhile: look again at once
     }
+    MaybeApplyRetention(lock);  // retention.cc
     loop_cv_.wait_for(lock, std::chrono::milliseconds(opts_.poll_ms),
                       [&] { return kicked_ || stopping_; });
     kicked_ = false;

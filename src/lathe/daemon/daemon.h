@@ -34,6 +34,7 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
+#include "lathe/daemon/retention.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/user_paths.h"
 #include "lathe/exec/backend.h"
@@ -60,6 +61,9 @@ struct DaemonOptions {
   // owned; must outlive the daemon (tests keep one across two daemons, as
   // processes outlive a daemon that is restarted).
   exec::ExecutionBackend* backend = nullptr;
+  // Which finished runs the daemon removes by itself (config.yaml
+  // `retention:`); the default keeps them all.
+  RetentionPolicy retention;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -134,6 +138,16 @@ class Daemon {
   // capture has ended. Owner or admin, as for StopRun; FailedPrecondition
   // (run.not_finished) while it is queued or active. {id, snapshots_deleted}.
   Result<Json> DeleteRun(const Caller& caller, const std::string& ref, bool snapshots);
+  // Removes the finished runs that `req` selects (retention.h), each as
+  // DeleteRun does; never a queued or active one. A caller who is not an
+  // admin may only ask for their own runs (req.uid = caller.uid), else
+  // PermissionDenied (run.prune_others). {removed: [{id, name, user, state,
+  // ended_at_ms, snapshots_deleted}], kept: N (the finished runs of those
+  // users that stay), snapshots_deleted, dry_run}.
+  Result<Json> PruneRuns(const Caller& caller, const PruneRequest& req);
+  // Applies options.retention now, at most kRetentionBatch runs, and logs
+  // what it removed; the supervisor loop calls it every kRetentionEveryMs.
+  Result<Json> ApplyRetention();
 
   Json StatusJson();
   Json GpusJson();
@@ -197,6 +211,14 @@ class Daemon {
   exec::AttemptRef RefOf(const state::RunRecord& r) const;
   exec::LaunchRequest RequestFor(const state::RunRecord& r) const;
   void Notify();
+  // Removes finished run `id` (`ref` names it in errors); with `snapshots`
+  // its snapshots too, looked up in `snaps` (the store's list) or, when
+  // null, in a fresh list. The number of snapshots removed (run_removal.cc).
+  Result<size_t> RemoveFinished(const std::string& id, const std::string& ref, bool snapshots,
+                                const std::vector<snap::SnapshotInfo>* snaps);
+  // The loop's retention pass when one is due; releases `lock` (mu_) while
+  // it removes (retention.cc).
+  void MaybeApplyRetention(std::unique_lock<std::mutex>& lock);
 
   // Constant after Init.
   const DaemonOptions opts_;
@@ -227,6 +249,7 @@ class Daemon {
   std::map<std::string, int64_t> stop_deadline_ms_;  // run id -> SIGKILL time (monotonic)
   std::map<std::string, std::string> waiting_why_;   // run id -> why it waits
   int64_t keys_purged_at_ms_ = 0;                    // monotonic
+  std::optional<int64_t> retention_at_ms_;           // last pass, monotonic; supervisor only
   std::thread loop_;
 };
 

@@ -273,6 +273,9 @@ Json Daemon::StatusJson() {
                 {"note", inventory_.note},
                 {"spec", opts_.gpus}}},
               {"grace_ms", opts_.kill_grace_ms},
+              {"retention",
+               {{"finished_runs_ms", opts_.retention.finished_runs_ms},
+                {"snapshots", opts_.retention.snapshots}}},
               {"cgroups",
                {{"mode", cgroups_.mode == os::CgroupSupport::Mode::kV2   ? "v2"
                          : cgroups_.mode == os::CgroupSupport::Mode::kV1 ? "v1"

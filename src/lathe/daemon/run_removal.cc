@@ -1,7 +1,8 @@
 // Removing a finished run: `DELETE /api/v1/runs/{run}` (the doctor removes
-// its test run this way). The record goes with its events and idempotency
-// keys; its run directory (logs, launch files) and, when asked, its
-// snapshots go too.
+// its test run this way), and each run that retention selects
+// (retention.cc). The record goes with its events and idempotency keys; its
+// run directory (logs, attempt directories, launch files) and, when asked,
+// its snapshots go too.
 #include <string_view>
 
 #include "lathe/daemon/daemon.h"
@@ -11,13 +12,19 @@
 namespace lathe::daemon {
 namespace {
 
-// The run's snapshots in the store: those tagged run=<id>.
-Result<size_t> ForgetSnapshotsOf(snap::Store& store, const std::string& run_id) {
-  ASSIGN_OR_RETURN(auto snaps, store.List());
+// Whether a model version refers to this snapshot, which must then stay
+// however its run goes. Lathe has no model versions yet: none is pinned.
+// The model registry answers here when it arrives.
+bool PinnedByModelVersion(const snap::SnapshotInfo& /*snapshot*/) { return false; }
+
+// The run's snapshots in `snaps` (the store's list): those tagged run=<id>,
+// but those a model version pins.
+Result<size_t> ForgetSnapshotsOf(snap::Store& store, const std::vector<snap::SnapshotInfo>& snaps,
+                                 const std::string& run_id) {
   size_t n = 0;
   for (const auto& s : snaps) {
     auto run = s.tags.find("run");
-    if (run == s.tags.end() || run->second != run_id) continue;
+    if (run == s.tags.end() || run->second != run_id || PinnedByModelVersion(s)) continue;
     Status gone = store.Forget(s.id);
     if (!gone.ok() && !gone.IsNotFound()) return gone;  // NotFound: removed meanwhile
     ++n;
@@ -33,11 +40,13 @@ bool UnderRuns(const std::string& dir, const std::string& runs) {
 
 }  // namespace
 
-Result<Json> Daemon::DeleteRun(const Caller& caller, const std::string& ref, bool snapshots) {
-  ASSIGN_OR_RETURN(state::RunRecord r, Access(caller, ref, AccessAction::kDelete));
+Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& ref,
+                                      bool snapshots,
+                                      const std::vector<snap::SnapshotInfo>* snaps) {
+  state::RunRecord r;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(r, store_->Get(r.id));
+    ASSIGN_OR_RETURN(r, store_->Get(id));
     // A finished run stays finished: a retry or a requeue is decided in the
     // same pass that ends the attempt, under mu_.
     if (!run::IsTerminal(r.state)) {
@@ -49,7 +58,12 @@ Result<Json> Daemon::DeleteRun(const Caller& caller, const std::string& ref, boo
   if (snapshots && !r.spec.checkpoint_dir.empty()) {
     checkpoints_->Settle(r.id);  // the capture at the attempt's end, if still going
     ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
-    ASSIGN_OR_RETURN(forgotten, ForgetSnapshotsOf(*store, r.id));
+    if (snaps != nullptr) {
+      ASSIGN_OR_RETURN(forgotten, ForgetSnapshotsOf(*store, *snaps, r.id));
+    } else {
+      ASSIGN_OR_RETURN(auto listed, store->List());
+      ASSIGN_OR_RETURN(forgotten, ForgetSnapshotsOf(*store, listed, r.id));
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,6 +73,12 @@ Result<Json> Daemon::DeleteRun(const Caller& caller, const std::string& ref, boo
     Notify();
   }
   if (UnderRuns(r.run_dir, paths_.runs)) (void)os::RemoveAll(r.run_dir);  // logs only: best effort
+  return forgotten;
+}
+
+Result<Json> Daemon::DeleteRun(const Caller& caller, const std::string& ref, bool snapshots) {
+  ASSIGN_OR_RETURN(state::RunRecord r, Access(caller, ref, AccessAction::kDelete));
+  ASSIGN_OR_RETURN(size_t forgotten, RemoveFinished(r.id, ref, snapshots, nullptr));
   return Json{{"id", r.id}, {"snapshots_deleted", forgotten}};
 }
 
