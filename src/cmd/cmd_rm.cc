@@ -52,8 +52,9 @@ Status RemoveRuns(const RmFlags& f, Lang lang) {
     if (ExitCodeFor(s) > ExitCodeFor(worst)) worst = s;
   }
   if (failed == 0) return Status::OK();
-  return Status::Msg(worst.code(), "rm.some_failed",
-                     {{"failed", std::to_string(failed)}, {"total", std::to_string(f.refs.size())}});
+  return Status::Msg(
+      worst.code(), "rm.some_failed",
+      {{"failed", std::to_string(failed)}, {"total", std::to_string(f.refs.size())}});
 }
 
 Status Prune(const RmFlags& f, Lang lang) {

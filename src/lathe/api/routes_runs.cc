@@ -40,7 +40,7 @@ Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
 }
 
 constexpr std::array<std::string_view, 5> kPruneFields = {"older_than", "user", "all_users",
-                                                         "dry_run", "snapshots"};
+                                                          "dry_run", "snapshots"};
 
 // `older_than`: a duration ("30d", "0s") or whole seconds.
 Result<int64_t> OlderThanMs(const Json& body) {

@@ -41,10 +41,11 @@ TEST(DaemonConfig, ParsesRetentionAndKeepsForeverByDefault) {
 }
 
 TEST(DaemonConfig, RejectsBadRetentionNamingTheKey) {
-  for (auto [bad, key] : {std::pair{"retention: 30d\n", "retention"},
-                          std::pair{"retention: {finished_runs: soon}\n", "retention.finished_runs"},
-                          std::pair{"retention: {snapshots: maybe}\n", "retention.snapshots"},
-                          std::pair{"retention: {runs: 30d}\n", "retention.runs"}}) {
+  for (auto [bad, key] :
+       {std::pair{"retention: 30d\n", "retention"},
+        std::pair{"retention: {finished_runs: soon}\n", "retention.finished_runs"},
+        std::pair{"retention: {snapshots: maybe}\n", "retention.snapshots"},
+        std::pair{"retention: {runs: 30d}\n", "retention.runs"}}) {
     auto c = ParseDaemonConfig(bad, "c.yaml");
     ASSERT_FALSE(c.ok()) << bad;
     EXPECT_EQ(c.status().msg_id(), "config.bad_key");

@@ -65,15 +65,13 @@ Result<Json> Daemon::PruneRuns(const Caller& caller, const PruneRequest& req) {
   Json removed = Json::array();
   if (req.dry_run) {
     for (const auto& r : selected) removed.push_back(RemovedJson(r));
-    return Json{{"removed", removed},
-                {"kept", finished_of_theirs - selected.size()},
-                {"dry_run", true}};
+    return Json{
+        {"removed", removed}, {"kept", finished_of_theirs - selected.size()}, {"dry_run", true}};
   }
   // 2. The store's snapshot list, once for all of them.
   std::vector<snap::SnapshotInfo> snaps;
-  bool any_checkpoints = std::any_of(selected.begin(), selected.end(), [](const auto& r) {
-    return !r.spec.checkpoint_dir.empty();
-  });
+  bool any_checkpoints = std::any_of(selected.begin(), selected.end(),
+                                     [](const auto& r) { return !r.spec.checkpoint_dir.empty(); });
   if (req.snapshots && any_checkpoints) {
     ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
     ASSIGN_OR_RETURN(snaps, store->List());
@@ -113,10 +111,11 @@ Result<Json> Daemon::ApplyRetention() {
     for (size_t i = 0; i < removed.size() && i < kIdsShown; ++i)
       ids += (ids.empty() ? "" : " ") + removed[i].value("id", "");
     if (removed.size() > kIdsShown) ids += fmt::format(" (+{} more)", removed.size() - kIdsShown);
-    spdlog::info("retention: removed {} finished run(s) that ended more than {} ago, {} snapshot(s) "
-                 "with them: {}",
-                 removed.size(), FormatDuration(std::chrono::milliseconds(p.finished_runs_ms)),
-                 out.value("snapshots_deleted", size_t{0}), ids);
+    spdlog::info(
+        "retention: removed {} finished run(s) that ended more than {} ago, {} snapshot(s) "
+        "with them: {}",
+        removed.size(), FormatDuration(std::chrono::milliseconds(p.finished_runs_ms)),
+        out.value("snapshots_deleted", size_t{0}), ids);
   }
   return out;
 }

@@ -40,8 +40,7 @@ bool UnderRuns(const std::string& dir, const std::string& runs) {
 
 }  // namespace
 
-Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& ref,
-                                      bool snapshots,
+Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& ref, bool snapshots,
                                       const std::vector<snap::SnapshotInfo>* snaps) {
   state::RunRecord r;
   {
