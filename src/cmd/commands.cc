@@ -12,6 +12,7 @@ void SetupDoctor(CLI::App& app, Globals& g,
 void SetupServe(CLI::App& app, Globals& g, Status& status);  // cmd_serve.cc
 void SetupToken(CLI::App& app, Globals& g, Status& status);  // cmd_token.cc
 void SetupLogin(CLI::App& app, Globals& g, Status& status);  // cmd_login.cc: login, logout
+void SetupSecret(CLI::App& app, Globals& g, Status& status);  // cmd_secret.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -23,6 +24,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupServe(app, g, status);
   SetupToken(app, g, status);
   SetupLogin(app, g, status);
+  SetupSecret(app, g, status);
 }
 
 }  // namespace lathe::cmd
