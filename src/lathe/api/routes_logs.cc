@@ -42,24 +42,23 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
     }
     ++readers;
   }
-  auto mask = std::make_shared<const run::SecretMask>(
-      daemon_.secrets().Values(run.uid, run.spec.secrets));
+  auto mask =
+      std::make_shared<const run::SecretMask>(daemon_.secrets().Values(run.uid, run.spec.secrets));
   std::shared_ptr<net::Responder> responder(res.release());
-  StartStreamThread(
-      [this, responder, query, mask, path = daemon_.LogPath(run), id = run.id, follow,
-       uid = caller.uid] {
-        ServeLogs(id, path, query, follow, *mask, *responder);
-        std::lock_guard<std::mutex> lock(log_mu_);
-        if (--log_readers_[uid] == 0) log_readers_.erase(uid);
-      });
+  StartStreamThread([this, responder, query, mask, path = daemon_.LogPath(run), id = run.id, follow,
+                     uid = caller.uid] {
+    ServeLogs(id, path, query, follow, *mask, *responder);
+    std::lock_guard<std::mutex> lock(log_mu_);
+    if (--log_readers_[uid] == 0) log_readers_.erase(uid);
+  });
   return Status::OK();
 }
 
 // Runs on a stream thread of its own: finding where the answer starts may
 // read much of the log.
 void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
-                          const run::LogQuery& query, bool follow,
-                          const run::SecretMask& mask, net::Responder& res) {
+                          const run::LogQuery& query, bool follow, const run::SecretMask& mask,
+                          net::Responder& res) {
   auto reader = run::LogReader::Open(path, query);
   if (!reader.ok()) {
     spdlog::warn("logs of {}: {}", run_id, reader.status().ToString());

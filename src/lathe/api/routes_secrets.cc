@@ -15,9 +15,8 @@ namespace {
 constexpr std::array<std::string_view, 2> kSecretFields = {"name", "value"};
 
 Json SecretToJson(const state::SecretRecord& r) {
-  return Json{{"name", r.name},
-              {"created_at_ms", r.created_at_ms},
-              {"updated_at_ms", r.updated_at_ms}};
+  return Json{
+      {"name", r.name}, {"created_at_ms", r.created_at_ms}, {"updated_at_ms", r.updated_at_ms}};
 }
 
 Status CheckFields(const Json& body) {

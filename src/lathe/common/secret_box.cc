@@ -39,14 +39,14 @@ Result<std::string> SecretBox::Seal(std::string_view plaintext, std::string_view
   CipherCtx ctx = NewCtx();
   int n = 0;
   unsigned char* ct = U(out) + kSecretNonceBytes;
-  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kSecretNonceBytes, nullptr) &&
-            EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, U(std::string_view(key_)), U(out)) &&
-            EVP_EncryptUpdate(ctx.get(), nullptr, &n, U(aad), static_cast<int>(aad.size())) &&
-            EVP_EncryptUpdate(ctx.get(), ct, &n, U(plaintext), static_cast<int>(plaintext.size())) &&
-            EVP_EncryptFinal_ex(ctx.get(), ct + n, &n) &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kSecretTagBytes,
-                                ct + plaintext.size());
+  bool ok =
+      ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) &&
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kSecretNonceBytes, nullptr) &&
+      EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, U(std::string_view(key_)), U(out)) &&
+      EVP_EncryptUpdate(ctx.get(), nullptr, &n, U(aad), static_cast<int>(aad.size())) &&
+      EVP_EncryptUpdate(ctx.get(), ct, &n, U(plaintext), static_cast<int>(plaintext.size())) &&
+      EVP_EncryptFinal_ex(ctx.get(), ct + n, &n) &&
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kSecretTagBytes, ct + plaintext.size());
   if (!ok) return Status::Internal("AES-256-GCM encryption failed");
   return out;
 }

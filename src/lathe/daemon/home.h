@@ -23,7 +23,7 @@ struct HomePaths {
   std::string runs;      // per-run directories
   std::string store;     // the checkpoint snapshot store
   std::string log;       // daemon log when started by `lathe up`
-  std::string secret_key;  // the key secrets are sealed with (0600; daemon/secrets.h)
+  std::string key;       // secret.key: users' secrets are sealed with it (0600)
   bool system = false;   // system mode
 };
 

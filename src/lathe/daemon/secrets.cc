@@ -48,15 +48,15 @@ Status CheckName(const std::string& name) {
 
 Status Secrets::OpenStore(bool create) {
   if (store_) return Status::OK();
-  if (!os::Exists(paths_.secret_key)) {
+  if (!os::Exists(paths_.key)) {
     if (!create) return Status::OK();
     std::string key = NewSecretKey();
     if (key.size() != kSecretKeyBytes) return Status::Internal("no random bytes for the key");
-    RETURN_IF_ERROR(os::WriteFileAtomic(paths_.secret_key, ToHex(key) + "\n", 0600));
+    RETURN_IF_ERROR(os::WriteFileAtomic(paths_.key, ToHex(key) + "\n", 0600));
   }
-  ASSIGN_OR_RETURN(std::string text, os::ReadFileUpTo(paths_.secret_key, kKeyHexDigits + 2));
+  ASSIGN_OR_RETURN(std::string text, os::ReadFileUpTo(paths_.key, kKeyHexDigits + 2));
   std::optional<std::string> key = KeyFromText(std::move(text));
-  if (!key) return Status::Msg(Code::kInternal, "secret.bad_key", {{"path", paths_.secret_key}});
+  if (!key) return Status::Msg(Code::kInternal, "secret.bad_key", {{"path", paths_.key}});
   ASSIGN_OR_RETURN(SecretBox box, SecretBox::FromKey(std::move(*key)));
   ASSIGN_OR_RETURN(store_, state::SecretStore::Open(paths_.db, std::move(box)));
   return Status::OK();
@@ -139,7 +139,7 @@ Result<std::map<std::string, std::string>> Secrets::SecretEnv(
     auto v = store_->Value(uid, name);
     if (!v.ok()) {
       return Status::Msg(Code::kInternal, "secret.unreadable",
-                         {{"name", name}, {"user", user}, {"path", paths_.secret_key}});
+                         {{"name", name}, {"user", user}, {"path", paths_.key}});
     }
     if (!*v) return gone();
     env[name] = std::move(**v);

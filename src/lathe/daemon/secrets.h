@@ -3,7 +3,7 @@
 //
 // Values are sealed (AES-256-GCM, common/secret_box.h) in the daemon's
 // database (state/secret_store.h) with a key kept in the daemon's home
-// (HomePaths::secret_key: 32 random bytes as hex, 0600, the daemon's own),
+// (HomePaths::key: 32 random bytes as hex, 0600, the daemon's own),
 // created when the first secret is set. A user sees and uses only their own
 // secrets: every call names the uid it acts for, and nothing here takes
 // another's. No Status made here carries a value.

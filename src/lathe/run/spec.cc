@@ -37,7 +37,7 @@ namespace {
 constexpr const char* kFields[] = {
     "type",    "name",        "command",     "gpus",        "cpus",  "memory",
     "shm",     "priority",    "env",         "workdir",     "retry", "max_duration",
-    "requeue", "preemptible", "checkpoints", "resume_from", "umask",       "secrets"};
+    "requeue", "preemptible", "checkpoints", "resume_from", "umask", "secrets"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -168,9 +168,9 @@ Status ParseEnv(const Json& v, RunSpec& s) {
 Status ParseSecrets(const Json& v, RunSpec& s) {
   if (!v.is_array()) return WrongType("secrets", "list of secret names");
   if (v.size() > kMaxSecretsPerRun) {
-    return Status::Msg(Code::kInvalidArgument, "spec.too_many_secrets",
-                       {{"count", std::to_string(v.size())},
-                        {"max", std::to_string(kMaxSecretsPerRun)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.too_many_secrets",
+        {{"count", std::to_string(v.size())}, {"max", std::to_string(kMaxSecretsPerRun)}});
   }
   for (const auto& n : v) {
     const std::string field = "secrets[" + std::to_string(s.secrets.size()) + "]";

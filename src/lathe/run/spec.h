@@ -54,10 +54,10 @@ struct RunSpec {
   int64_t max_duration_ms = 0;  // 0 = unlimited
   bool requeue = true;
   bool preemptible = true;
-  std::string checkpoint_dir;  // absolute; empty = no checkpoint capture
-  int keep_checkpoints = 0;    // 0 = keep every snapshot
-  std::string resume_from;     // a run reference (the daemon stores its id)
-  unsigned umask = 022;        // the run's umask (never the daemon's)
+  std::string checkpoint_dir;        // absolute; empty = no checkpoint capture
+  int keep_checkpoints = 0;          // 0 = keep every snapshot
+  std::string resume_from;           // a run reference (the daemon stores its id)
+  unsigned umask = 022;              // the run's umask (never the daemon's)
   std::vector<std::string> secrets;  // names, never values (daemon/secrets.h)
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;

@@ -308,7 +308,8 @@ TEST(SpecSecrets, BadListsNameTheField) {
   EXPECT_EQ(Parse(R"({"command":["a"],"env":{"A":"1"},"secrets":["A"]})").status().msg_id(),
             "spec.secret_in_env");
   Json many = {{"command", {"a"}}, {"secrets", Json::array()}};
-  for (size_t i = 0; i <= kMaxSecretsPerRun; ++i) many["secrets"].push_back("S" + std::to_string(i));
+  for (size_t i = 0; i <= kMaxSecretsPerRun; ++i)
+    many["secrets"].push_back("S" + std::to_string(i));
   EXPECT_EQ(SpecFromJson(many).status().msg_id(), "spec.too_many_secrets");
 }
 

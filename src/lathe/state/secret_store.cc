@@ -39,8 +39,7 @@ std::optional<std::string> Unhex(std::string_view hex) {
 
 }  // namespace
 
-Result<std::unique_ptr<SecretStore>> SecretStore::Open(const std::string& db_path,
-                                                       SecretBox box) {
+Result<std::unique_ptr<SecretStore>> SecretStore::Open(const std::string& db_path, SecretBox box) {
   ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
   return std::unique_ptr<SecretStore>(new SecretStore(std::move(db), std::move(box)));
 }
@@ -54,10 +53,10 @@ Result<bool> SecretStore::Put(uid_t uid, const std::string& name, std::string_vi
     q.Bind(1, int64_t{uid}).Bind(2, name);
     ASSIGN_OR_RETURN(bool exists, q.Step());
     created = !exists;
-    ASSIGN_OR_RETURN(Stmt s, db_->Prepare(
-                                 "INSERT INTO secrets (uid, name, sealed, created_at, updated_at) "
-                                 "VALUES (?,?,?,?,?) ON CONFLICT (uid, name) DO UPDATE SET "
-                                 "sealed=excluded.sealed, updated_at=excluded.updated_at"));
+    ASSIGN_OR_RETURN(Stmt s,
+                     db_->Prepare("INSERT INTO secrets (uid, name, sealed, created_at, updated_at) "
+                                  "VALUES (?,?,?,?,?) ON CONFLICT (uid, name) DO UPDATE SET "
+                                  "sealed=excluded.sealed, updated_at=excluded.updated_at"));
     s.Bind(1, int64_t{uid}).Bind(2, name).Bind(3, Hex(sealed)).Bind(4, now_ms).Bind(5, now_ms);
     return s.Run();
   }));
