@@ -29,6 +29,7 @@ struct RunFlags {
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workdir, max_duration;
   std::vector<std::string> env;
+  std::vector<std::string> secrets;  // names; the daemon puts in the values
   std::optional<int> retry;
   std::string checkpoint_dir, resume_from;
   std::optional<int> keep_checkpoints;
@@ -83,6 +84,13 @@ Result<Json> BuildSpec(const RunFlags& f) {
     spec["checkpoints"]["keep"] = *f.keep_checkpoints;
   }
   if (!f.resume_from.empty()) spec["resume_from"] = f.resume_from;
+  if (!f.secrets.empty()) {
+    if (!spec.contains("secrets") || !spec["secrets"].is_array()) spec["secrets"] = Json::array();
+    for (const auto& name : f.secrets) {
+      if (std::find(spec["secrets"].begin(), spec["secrets"].end(), name) == spec["secrets"].end())
+        spec["secrets"].push_back(name);
+    }
+  }
   if (!spec.contains("env") || !spec["env"].is_object()) {
     if (!spec.contains("env")) spec["env"] = Json::object();
   }
@@ -398,6 +406,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   // and CLI11 ends such a list at `--` by consuming it, so `--env A=1 -- sh -c x`
   // handed `-c` to the option parser.
   run->add_option("--env", f.env)->allow_extra_args(false);
+  run->add_option("--secret", f.secrets)->allow_extra_args(false);
   run->add_option("--workdir", f.workdir);
   run->add_option("--retry", f.retry);
   run->add_option("--max-duration", f.max_duration);

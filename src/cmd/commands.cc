@@ -13,6 +13,7 @@ void SetupServe(CLI::App& app, Globals& g, Status& status);  // cmd_serve.cc
 void SetupToken(CLI::App& app, Globals& g, Status& status);  // cmd_token.cc
 void SetupLogin(CLI::App& app, Globals& g, Status& status);  // cmd_login.cc: login, logout
 void SetupRm(CLI::App& app, Globals& g, Status& status);     // cmd_rm.cc
+void SetupSecret(CLI::App& app, Globals& g, Status& status);  // cmd_secret.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -25,6 +26,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupToken(app, g, status);
   SetupLogin(app, g, status);
   SetupRm(app, g, status);
+  SetupSecret(app, g, status);
 }
 
 }  // namespace lathe::cmd

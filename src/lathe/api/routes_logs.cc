@@ -1,5 +1,7 @@
 // GET /api/v1/runs/{run}/logs: the run's log read in bounded chunks
-// (run/log_reader.h) and streamed, plain or as server-sent events.
+// (run/log_reader.h) and streamed, plain or as server-sent events. The values
+// of the secrets the run was given are shown as *** (run/secret_mask.h), in
+// whatever the program printed, to its owner as to an admin.
 #include <spdlog/spdlog.h>
 
 #include "lathe/api/routes.h"
@@ -40,20 +42,23 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
     }
     ++readers;
   }
+  auto mask =
+      std::make_shared<const run::SecretMask>(daemon_.secrets().Values(run.uid, run.spec.secrets));
   std::shared_ptr<net::Responder> responder(res.release());
-  StartStreamThread(
-      [this, responder, query, path = daemon_.LogPath(run), id = run.id, follow, uid = caller.uid] {
-        ServeLogs(id, path, query, follow, *responder);
-        std::lock_guard<std::mutex> lock(log_mu_);
-        if (--log_readers_[uid] == 0) log_readers_.erase(uid);
-      });
+  StartStreamThread([this, responder, query, mask, path = daemon_.LogPath(run), id = run.id, follow,
+                     uid = caller.uid] {
+    ServeLogs(id, path, query, follow, *mask, *responder);
+    std::lock_guard<std::mutex> lock(log_mu_);
+    if (--log_readers_[uid] == 0) log_readers_.erase(uid);
+  });
   return Status::OK();
 }
 
 // Runs on a stream thread of its own: finding where the answer starts may
 // read much of the log.
 void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
-                          const run::LogQuery& query, bool follow, net::Responder& res) {
+                          const run::LogQuery& query, bool follow, const run::SecretMask& mask,
+                          net::Responder& res) {
   auto reader = run::LogReader::Open(path, query);
   if (!reader.ok()) {
     spdlog::warn("logs of {}: {}", run_id, reader.status().ToString());
@@ -61,15 +66,18 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
   }
   if (follow) {
     std::shared_ptr<net::ResponseStream> s = net::StartEventStream(res);
-    return FollowLogs(run_id, **reader, *s);
+    return FollowLogs(run_id, **reader, mask, *s);
   }
   net::Headers headers = {{"Cache-Control", "no-cache"}};
   if (auto next = (*reader)->next_offset())
     headers.push_back({"X-Lathe-Next-Offset", std::to_string(*next)});
   std::shared_ptr<net::ResponseStream> s =
       res.StartStream(200, "text/plain; charset=utf-8", headers);
-  Status st =
-      (*reader)->Read([&](std::string_view chunk) { return !stopping_ && s->Write(chunk); });
+  // Chunks are whole lines, and a value is masked line by line.
+  Status st = (*reader)->Read([&](std::string_view chunk) {
+    if (stopping_) return false;
+    return mask.empty() ? s->Write(chunk) : s->Write(mask.Apply(chunk));
+  });
   if (!st.ok()) spdlog::warn("logs of {}: {}", run_id, st.ToString());
   s->Close();
 }
@@ -77,7 +85,7 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
 // Server-sent events, one `log` event per line, gathered into writes of about
 // kLogChunkBytes; `end` once the run has finished and its log is read.
 void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader,
-                           net::ResponseStream& s) {
+                           const run::SecretMask& mask, net::ResponseStream& s) {
   std::string out;
   bool gone = false;
   KeepAlive keep_alive;
@@ -89,7 +97,7 @@ void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader,
   while (!stopping_ && !s.ClientGone()) {
     bool finished = daemon_.IsFinished(run_id);  // before reading: no line is missed
     auto more = reader.Poll([&](std::string_view line) {
-      out += LogEvent("log", Json{{"line", line}});
+      out += LogEvent("log", Json{{"line", mask.empty() ? std::string(line) : mask.Apply(line)}});
       return out.size() < run::kLogChunkBytes || (flush() && !stopping_);
     });
     if (!more.ok()) spdlog::warn("logs of {}: {}", run_id, more.status().ToString());

@@ -167,6 +167,9 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/tokens", &A::PostToken},
       {"GET", "/api/v1/tokens", &A::ListTokens},
       {"DELETE", "/api/v1/tokens/{token}", &A::DeleteToken},
+      {"POST", "/api/v1/secrets", &A::PostSecret},
+      {"GET", "/api/v1/secrets", &A::ListSecrets},
+      {"DELETE", "/api/v1/secrets/{name}", &A::DeleteSecret},
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
   });
 }

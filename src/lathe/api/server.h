@@ -17,6 +17,7 @@
 #include "lathe/net/http_server.h"
 #include "lathe/net/router.h"
 #include "lathe/run/log_reader.h"
+#include "lathe/run/secret_mask.h"
 
 namespace lathe::api {
 
@@ -75,14 +76,20 @@ class ApiServer {
   void PostToken(ApiCall& call);
   void ListTokens(ApiCall& call);
   void DeleteToken(ApiCall& call);
+  // routes_secrets.cc
+  void PostSecret(ApiCall& call);
+  void ListSecrets(ApiCall& call);
+  void DeleteSecret(ApiCall& call);
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
   Status RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
                    const daemon::Caller& caller, bool follow, std::unique_ptr<net::Responder>& res);
+  // Both show the log with the run's secrets' values masked (`mask`).
   void ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query,
-                 bool follow, net::Responder& res);
-  void FollowLogs(const std::string& run_id, run::LogReader& reader, net::ResponseStream& s);
+                 bool follow, const run::SecretMask& mask, net::Responder& res);
+  void FollowLogs(const std::string& run_id, run::LogReader& reader, const run::SecretMask& mask,
+                  net::ResponseStream& s);
   void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
   // Sends an SSE comment on a stream quiet for 15 s, so that a client's read
   // timeout (the CLI's is 60 s) does not end the follow of a silent run.

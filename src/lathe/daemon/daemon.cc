@@ -18,6 +18,7 @@
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
 #include "lathe/run/log_reader.h"
+#include "lathe/run/secret_mask.h"
 #include "lathe/sched/scheduler.h"
 
 namespace lathe::daemon {
@@ -85,6 +86,7 @@ Status Daemon::Init() {
   lock_ = std::make_unique<os::FileLock>(std::move(held).value());
   ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
   checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
+  secrets_ = std::make_unique<Secrets>(paths_, clock_);
   // Initialised now, not by the first checkpointing run: `lathe snap create`
   // right after `lathe up` finds a store.
   if (auto st = checkpoints_->store(); !st.ok()) {
@@ -342,7 +344,9 @@ void Daemon::Readopt(RunRecord& r) {
 // What the knowledge base recognises in a failed run's log, as an event
 // that `lathe inspect` shows in the reader's language.
 void Daemon::AttachDiagnosis(const RunRecord& r) {
-  Json matches = doctor::DiagnoseLog(LogTail(LogPath(r)));
+  // A diagnosis quotes the log: never a secret's value.
+  run::SecretMask mask(secrets_->Values(r.uid, r.spec.secrets));
+  Json matches = doctor::DiagnoseLog(mask.Apply(LogTail(LogPath(r))));
   if (!matches.is_array() || matches.empty()) return;
   std::string first = matches[0].value("id", "");
   (void)store_->AddEvent(r.id, "diagnosis", "known failure: " + first, Json{{"matches", matches}},
@@ -658,6 +662,9 @@ std::vector<Result<exec::Launched>> Daemon::LaunchAll(std::vector<PendingStart>&
 // so a half-done restore is simply done again.
 Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
   const RunRecord& r = p.run;
+  // Read at each start: a secret set again since reaches the next attempt.
+  ASSIGN_OR_RETURN(auto secret_env, secrets_->SecretEnv(r.uid, r.user, r.spec.secrets));
+  for (auto& [name, value] : secret_env) p.request.env[name] = std::move(value);
   if (!r.spec.checkpoint_dir.empty()) {
     const std::string& dir = r.spec.checkpoint_dir;
     const DirOwner owner = OwnerOf(r);

@@ -36,6 +36,7 @@
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/retention.h"
 #include "lathe/daemon/run_checkpoints.h"
+#include "lathe/daemon/secrets.h"
 #include "lathe/daemon/user_paths.h"
 #include "lathe/exec/backend.h"
 #include "lathe/gpu/source.h"
@@ -94,6 +95,7 @@ class Daemon {
 
   const HomePaths& paths() const { return paths_; }
   RunCheckpoints& checkpoints() { return *checkpoints_; }
+  Secrets& secrets() { return *secrets_; }
   uid_t uid() const { return uid_; }
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
@@ -235,6 +237,7 @@ class Daemon {
   std::unique_ptr<exec::ExecutionBackend> own_backend_;
   exec::ExecutionBackend* backend_ = nullptr;    // own_backend_ or the injected one
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
+  std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;

@@ -81,6 +81,7 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
   // A backend that places runs itself (a cluster) judges the fit itself.
   if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
+  RETURN_IF_ERROR(secrets_->CheckSet(caller.uid, caller.user, spec.secrets));
   exec::RunUser user;  // Check needs who, not their passwd entry
   user.uid = caller.uid;
   user.name = caller.user;

@@ -45,6 +45,7 @@ HomePaths PathsFor(const std::string& home, bool system) {
   p.runs = home + "/runs";
   p.store = home + "/store";
   p.log = home + "/daemon.log";
+  p.key = home + "/secret.key";
   return p;
 }
 
@@ -94,7 +95,7 @@ Status SecureHome(const HomePaths& paths) {
   for (const char* side : {"-wal", "-shm", "-journal"}) {
     RETURN_IF_ERROR(ModeIfPresent(paths.db + side, 0600));
   }
-  for (const std::string& f : {paths.token, paths.lock, paths.log})
+  for (const std::string& f : {paths.token, paths.key, paths.lock, paths.log})
     RETURN_IF_ERROR(ModeIfPresent(f, 0600));
   return SecureRunDirs(paths);
 }

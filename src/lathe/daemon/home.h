@@ -23,6 +23,7 @@ struct HomePaths {
   std::string runs;      // per-run directories
   std::string store;     // the checkpoint snapshot store
   std::string log;       // daemon log when started by `lathe up`
+  std::string key;       // secret.key: users' secrets are sealed with it (0600)
   bool system = false;   // system mode
 };
 
@@ -35,7 +36,8 @@ HomePaths PathsFor(const std::string& home, bool system);
 //   directories), else 0700; runs/ 0711 (system) / 0700; store/ 0700;
 //   lathe.db and SQLite's -wal, -shm and -journal 0600 (the database is
 //   created empty with that mode before SQLite opens it; SQLite gives its
-//   side files the database's mode); token, daemon.lock, daemon.log 0600;
+//   side files the database's mode); token, secret.key, daemon.lock,
+//   daemon.log 0600;
 //   endpoint.json stays 0644 (where the daemon listens, for every client).
 Status SecureHome(const HomePaths& paths);
 

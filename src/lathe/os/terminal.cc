@@ -3,6 +3,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace lathe::os {
 
 bool StdinIsTerminal() { return ::isatty(STDIN_FILENO) == 1; }
@@ -32,6 +34,16 @@ std::optional<std::string> ReadSecretLine(std::string_view prompt, size_t max_by
   if (tty) std::fputc('\n', stderr);  // the newline typed was not echoed
   if (!any) return std::nullopt;
   return line;
+}
+
+std::string ReadStdinUpTo(size_t max_bytes) {
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (out.size() <= max_bytes && (n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    out.append(buf, std::min(n, max_bytes + 1 - out.size()));
+  }
+  return out;
 }
 
 }  // namespace lathe::os

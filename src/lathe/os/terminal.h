@@ -18,4 +18,8 @@ bool StdinIsTerminal();
 // echoed (a password or token). nullopt at end of input before any byte.
 std::optional<std::string> ReadSecretLine(std::string_view prompt, size_t max_bytes);
 
+// Reads standard input to its end, at most `max_bytes` + 1 bytes (one more
+// than allowed, for the caller to refuse; the rest is not read).
+std::string ReadStdinUpTo(size_t max_bytes);
+
 }  // namespace lathe::os

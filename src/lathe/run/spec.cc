@@ -15,6 +15,10 @@
 
 namespace lathe::run {
 
+bool ValidSecretName(std::string_view name) {
+  return name.size() <= kMaxSecretNameBytes && ValidEnvName(name) && !name.starts_with("LATHE_");
+}
+
 std::string_view PriorityName(Priority p) {
   switch (p) {
     case Priority::kLow:
@@ -33,7 +37,7 @@ namespace {
 constexpr const char* kFields[] = {
     "type",    "name",        "command",     "gpus",        "cpus",  "memory",
     "shm",     "priority",    "env",         "workdir",     "retry", "max_duration",
-    "requeue", "preemptible", "checkpoints", "resume_from", "umask"};
+    "requeue", "preemptible", "checkpoints", "resume_from", "umask", "secrets"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -106,13 +110,17 @@ Result<Priority> PriorityField(const Json& v) {
   return Status::Msg(Code::kInvalidArgument, "spec.bad_priority", {{"value", Shown(v)}});
 }
 
-bool ValidEnvName(const std::string& k) {
+}  // namespace
+
+bool ValidEnvName(std::string_view k) {
   if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
   for (char c : k) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   }
   return true;
 }
+
+namespace {
 
 // Strings reach the kernel (argv, the environment, paths), where a NUL byte
 // would cut them short, and travel to the daemon as JSON, which holds UTF-8
@@ -151,6 +159,31 @@ Status ParseEnv(const Json& v, RunSpec& s) {
     } else {
       return WrongType("env." + it.key(), "string");
     }
+  }
+  return Status::OK();
+}
+
+// secrets: [NAME, ...]: names of the caller's secrets, each once, never also
+// in env, never one of the LATHE_ variables the daemon sets.
+Status ParseSecrets(const Json& v, RunSpec& s) {
+  if (!v.is_array()) return WrongType("secrets", "list of secret names");
+  if (v.size() > kMaxSecretsPerRun) {
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.too_many_secrets",
+        {{"count", std::to_string(v.size())}, {"max", std::to_string(kMaxSecretsPerRun)}});
+  }
+  for (const auto& n : v) {
+    const std::string field = "secrets[" + std::to_string(s.secrets.size()) + "]";
+    if (!n.is_string()) return WrongType(field, "secret name");
+    RETURN_IF_ERROR(CheckString(Str(n), field));
+    if (!ValidSecretName(Str(n))) {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_secret",
+                         {{"field", field}, {"value", Str(n)}});
+    }
+    if (std::find(s.secrets.begin(), s.secrets.end(), Str(n)) != s.secrets.end()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.secret_twice", {{"name", Str(n)}});
+    }
+    s.secrets.push_back(Str(n));
   }
   return Status::OK();
 }
@@ -249,6 +282,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParseCheckpoints(v, s);
   } else if (key == "umask") {
     return ParseUmask(v, s);
+  } else if (key == "secrets") {
+    return ParseSecrets(v, s);
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -282,6 +317,11 @@ Result<RunSpec> SpecFromJson(const Json& j) {
   }
   while (s.checkpoint_dir.size() > 1 && s.checkpoint_dir.back() == '/') s.checkpoint_dir.pop_back();
   RETURN_IF_ERROR(CheckPathName(s.checkpoint_dir, "checkpoints.dir"));
+  for (const auto& name : s.secrets) {
+    if (s.env.count(name)) {
+      return Status::Msg(Code::kInvalidArgument, "spec.secret_in_env", {{"name", name}});
+    }
+  }
   return s;
 }
 
@@ -300,6 +340,7 @@ Json SpecToJson(const RunSpec& s) {
   }
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   j["umask"] = s.umask;
+  if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.max_duration_ms > 0) {
     // FormatDuration drops milliseconds past the first second: "1.5s" would come back as 1s.
     j["max_duration"] = s.max_duration_ms % 1000 == 0

@@ -16,6 +16,9 @@
 //   resume_from: run id or name  start from that run's newest checkpoint
 //   umask: the run's file-mode creation mask, 0-0777 (an integer, or a string
 //       of octal digits such as "027"); the CLI sends its own; default 022
+//   secrets: [NAME, ...]  the caller's secrets (`lathe secret set`), each put
+//       into the run's environment under its name at every start; only the
+//       names are in the spec (ValidSecretName; none also in env)
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -51,13 +54,24 @@ struct RunSpec {
   int64_t max_duration_ms = 0;  // 0 = unlimited
   bool requeue = true;
   bool preemptible = true;
-  std::string checkpoint_dir;  // absolute; empty = no checkpoint capture
-  int keep_checkpoints = 0;    // 0 = keep every snapshot
-  std::string resume_from;     // a run reference (the daemon stores its id)
-  unsigned umask = 022;        // the run's umask (never the daemon's)
+  std::string checkpoint_dir;        // absolute; empty = no checkpoint capture
+  int keep_checkpoints = 0;          // 0 = keep every snapshot
+  std::string resume_from;           // a run reference (the daemon stores its id)
+  unsigned umask = 022;              // the run's umask (never the daemon's)
+  std::vector<std::string> secrets;  // names, never values (daemon/secrets.h)
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
+
+inline constexpr size_t kMaxSecretsPerRun = 64;
+inline constexpr size_t kMaxSecretNameBytes = 128;
+
+// An environment variable's name: letters, digits and '_', not starting
+// with a digit.
+bool ValidEnvName(std::string_view name);
+// A secret's name: an environment variable's name of at most
+// kMaxSecretNameBytes, not starting with LATHE_ (the daemon's own variables).
+bool ValidSecretName(std::string_view name);
 
 // The largest spec file `lathe run -f` reads (spec.file_too_large beyond).
 inline constexpr size_t kMaxSpecFileBytes = 1u << 20;

@@ -270,3 +270,48 @@ TEST(YamlSpec, NulAndHugeNumbersReachTheFieldChecks) {
 
 }  // namespace
 }  // namespace lathe::run
+
+namespace lathe::run {
+namespace {
+
+std::string ArgOf(const Status& s, const std::string& key) {
+  for (const auto& a : s.args())
+    if (a.key == key) return a.value;
+  return "<none>";
+}
+
+TEST(SpecSecrets, NamesParseAndRoundTrip) {
+  auto s = Parse(R"({"command":["a"],"secrets":["HF_TOKEN","WANDB_API_KEY"]})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->secrets, (std::vector<std::string>{"HF_TOKEN", "WANDB_API_KEY"}));
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *s);
+  // A spec without secrets keeps its canonical form (idempotency hashes).
+  EXPECT_FALSE(SpecToJson(*Parse(R"({"command":["a"]})")).contains("secrets"));
+}
+
+TEST(SpecSecrets, BadListsNameTheField) {
+  auto not_list = Parse(R"({"command":["a"],"secrets":"HF_TOKEN"})");
+  ASSERT_FALSE(not_list.ok());
+  EXPECT_EQ(ArgOf(not_list.status(), "field"), "secrets");
+  auto bad = Parse(R"({"command":["a"],"secrets":["OK","1BAD"]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().msg_id(), "spec.bad_secret");
+  EXPECT_EQ(ArgOf(bad.status(), "field"), "secrets[1]");
+  EXPECT_EQ(Parse(R"({"command":["a"],"secrets":["LATHE_RUN_ID"]})").status().msg_id(),
+            "spec.bad_secret");
+  EXPECT_EQ(Parse(R"({"command":["a"],"secrets":["A-B"]})").status().msg_id(), "spec.bad_secret");
+  EXPECT_EQ(Parse(R"({"command":["a"],"secrets":[3]})").status().msg_id(), "spec.wrong_type");
+  EXPECT_EQ(Parse(R"({"command":["a"],"secrets":["A","A"]})").status().msg_id(),
+            "spec.secret_twice");
+  EXPECT_EQ(Parse(R"({"command":["a"],"env":{"A":"1"},"secrets":["A"]})").status().msg_id(),
+            "spec.secret_in_env");
+  Json many = {{"command", {"a"}}, {"secrets", Json::array()}};
+  for (size_t i = 0; i <= kMaxSecretsPerRun; ++i)
+    many["secrets"].push_back("S" + std::to_string(i));
+  EXPECT_EQ(SpecFromJson(many).status().msg_id(), "spec.too_many_secrets");
+}
+
+}  // namespace
+}  // namespace lathe::run

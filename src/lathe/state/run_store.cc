@@ -88,6 +88,17 @@ CREATE TABLE api_tokens (
 );
 CREATE INDEX api_tokens_uid ON api_tokens(uid, created_at);
 )sql",
+      // v5: per-user secrets (secret_store.h): AES-256-GCM sealed, hex.
+      R"sql(
+CREATE TABLE secrets (
+  uid INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  sealed TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (uid, name)
+);
+)sql",
   };
   return m;
 }
