@@ -9,10 +9,10 @@ void SetupGpus(CLI::App& app, Globals& g, Status& status);
 void SetupSnap(CLI::App& app, Globals& g, Status& status);  // cmd_snap.cc
 void SetupDoctor(CLI::App& app, Globals& g,
                  Status& status);  // cmd_doctor.cc: doctor, explain, term, plan
-void SetupServe(CLI::App& app, Globals& g, Status& status);  // cmd_serve.cc
-void SetupToken(CLI::App& app, Globals& g, Status& status);  // cmd_token.cc
-void SetupLogin(CLI::App& app, Globals& g, Status& status);  // cmd_login.cc: login, logout
-void SetupRm(CLI::App& app, Globals& g, Status& status);     // cmd_rm.cc
+void SetupServe(CLI::App& app, Globals& g, Status& status);   // cmd_serve.cc
+void SetupToken(CLI::App& app, Globals& g, Status& status);   // cmd_token.cc
+void SetupLogin(CLI::App& app, Globals& g, Status& status);   // cmd_login.cc: login, logout
+void SetupRm(CLI::App& app, Globals& g, Status& status);      // cmd_rm.cc
 void SetupSecret(CLI::App& app, Globals& g, Status& status);  // cmd_secret.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {

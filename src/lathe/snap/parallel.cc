@@ -50,6 +50,9 @@ Status ParallelFor(size_t n, unsigned threads, const std::function<Status(size_t
     }
   }
   for (auto& t : pool) t.join();
+  // Once more after the last job: a tick taken just before the last worker
+  // ended would otherwise be the final report, short of the total.
+  if (tick) tick();
   return first;
 }
 
