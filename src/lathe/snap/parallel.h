@@ -11,7 +11,8 @@ namespace lathe::snap {
 // Runs fn(i) for i in [0, n) on `threads` threads. After the first failure no
 // new item starts and that failure is returned. `tick` (may be empty) is
 // called on the calling thread about every 100 ms while items run, and once
-// after every item has ended (so its last call sees all of their work). fn must be thread-safe; exceptions must not escape it.
+// after every item has ended (so its last call sees all of their work). fn
+// must be thread-safe; exceptions must not escape it.
 Status ParallelFor(size_t n, unsigned threads, const std::function<Status(size_t)>& fn,
                    const std::function<void()>& tick = {});
 
