@@ -37,6 +37,13 @@ def ensure_user(name):
         return pwd.getpwnam(name)
 
 
+def second_user(test, name):
+    """ensure_user for a test case: skips `test` where users cannot be made (not root)."""
+    if os.geteuid() != 0:
+        test.skipTest("needs root to create a second user (CI runs as root)")
+    return ensure_user(name)
+
+
 class Daemon:
     def __init__(self, gpus="sim:4x24GB", grace="2s", home=None):
         self.home = home or tempfile.mkdtemp(prefix="lathe-integ-")

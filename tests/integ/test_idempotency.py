@@ -10,7 +10,7 @@ import threading
 import time
 import unittest
 
-from harness import LATHE, PY, DaemonTest, ensure_user
+from harness import LATHE, PY, DaemonTest, second_user
 
 USER = "lathe-it-user"
 
@@ -107,9 +107,7 @@ class Idempotency(DaemonTest):
         self.assertEqual(len(self.all_runs()), 1)
 
     def test_users_keys_are_their_own(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to create a second user (CI runs as root)")
-        pw = ensure_user(USER)
+        pw = second_user(self, USER)
         mine = self.post(spec("true"), key="shared-key")
         theirs = self.post(spec("true"), key="shared-key", user=USER)
         self.assertEqual(theirs["status"], 201, theirs)

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 import unittest
 
-from harness import DaemonTest, ensure_user
+from harness import DaemonTest, second_user
 
 USER = "lathe-it-user"
 
@@ -122,9 +122,7 @@ class RmUsers(DaemonTest):
     gpus = "none"
 
     def setUp(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to create a second user (CI runs as root)")
-        self.pw = ensure_user(USER)
+        self.pw = second_user(self, USER)
         super().setUp()
 
     def test_another_user_can_neither_rm_nor_prune_roots_runs(self):

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import LATHE, DaemonTest, ensure_user
+from harness import LATHE, DaemonTest, second_user
 
 USER = "lathe-it-user"
 VALUE = "hf_Zq8uVw3ExampleSecretValue77"
@@ -111,9 +111,7 @@ class Secrets(DaemonTest):
         self.d.wait_state(run, "succeeded")
 
     def test_another_user_neither_lists_nor_uses_them(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to create a second user (CI runs as root)")
-        ensure_user(USER)
+        second_user(self, USER)
         self.set_secret("HF_TOKEN", VALUE)
         env = self.d.env(HOME="/tmp")
         ls = self.d.cli("secret", "ls", "--json", user=USER, env=env)

@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from harness import DaemonTest, ensure_user
+from harness import DaemonTest, second_user
 
 USER_A = "lathe-it-tok-a"
 USER_B = "lathe-it-tok-b"
@@ -24,10 +24,8 @@ class Tokens(DaemonTest):
     gpus = "none"
 
     def setUp(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to create second users (CI runs as root)")
-        self.a = ensure_user(USER_A)
-        self.b = ensure_user(USER_B)
+        self.a = second_user(self, USER_A)
+        self.b = second_user(self, USER_B)
         super().setUp()
         self.base = tempfile.mkdtemp(prefix="lathe-it-tok-")
         self.addCleanup(shutil.rmtree, self.base, True)

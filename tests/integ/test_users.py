@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import DaemonTest, ensure_user
+from harness import DaemonTest, second_user
 
 USER = "lathe-it-user"
 
@@ -16,9 +16,7 @@ class Users(DaemonTest):
     gpus = "none"
 
     def setUp(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to create a second user (CI runs as root)")
-        self.pw = ensure_user(USER)
+        self.pw = second_user(self, USER)
         super().setUp()
 
     def test_other_user_cannot_stop_or_read(self):

@@ -11,6 +11,7 @@
 #include "lathe/exec/attempt_records.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/files.h"
+#include "lathe/os/test_util/dead_pid.h"
 #include "lathe/state/run_store.h"
 
 namespace lathe::daemon {
@@ -19,13 +20,7 @@ namespace {
 using run::RunState;
 using state::RunRecord;
 
-// A pid that certainly names no live process (a child that exited and was reaped).
-pid_t DeadPid() {
-  pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
-  ::waitpid(pid, nullptr, 0);
-  return pid;
-}
+using os::DeadPid;
 
 class DaemonRecoveryTest : public ::testing::Test {
  protected:

@@ -8,17 +8,13 @@
 
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
+#include "lathe/os/test_util/dead_pid.h"
 #include "lathe/os/test_util/fake_clock.h"
 
 namespace lathe::exec {
 namespace {
 
-pid_t DeadPid() {
-  pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
-  ::waitpid(pid, nullptr, 0);
-  return pid;
-}
+using os::DeadPid;
 
 class LocalBackendTest : public ::testing::Test {
  protected:

@@ -42,20 +42,19 @@ class FakeBackend final : public ExecutionBackend {
 
   // ---- driving attempts (the latest attempt of `run_id`) ----
   void Exit(const std::string& run_id, int code) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Attempt& a = Latest(run_id);
-    a.phase = AttemptPhase::kExited;
-    a.exit.exit_code = code;
+    Drive(run_id, [&](Attempt& a) {
+      a.phase = AttemptPhase::kExited;
+      a.exit.exit_code = code;
+    });
   }
   void KillBySignal(const std::string& run_id, int signal) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Attempt& a = Latest(run_id);
-    a.phase = AttemptPhase::kExited;
-    a.exit.signal = signal;
+    Drive(run_id, [&](Attempt& a) {
+      a.phase = AttemptPhase::kExited;
+      a.exit.signal = signal;
+    });
   }
   void Vanish(const std::string& run_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Latest(run_id).phase = AttemptPhase::kGone;
+    Drive(run_id, [](Attempt& a) { a.phase = AttemptPhase::kGone; });
   }
   // Copies, for assertions.
   std::optional<Attempt> Get(const std::string& run_id, int attempt) {
@@ -152,13 +151,16 @@ class FakeBackend final : public ExecutionBackend {
   std::string LogPath(const std::string& run_dir) const override { return run_dir + "/log"; }
 
  private:
-  Attempt& Latest(const std::string& run_id) {
+  // Applies `change` to the latest attempt of `run_id`; a run never launched
+  // is a mistake in the test, which then fails on what it expected.
+  template <typename Change>
+  void Drive(const std::string& run_id, Change change) {
+    std::lock_guard<std::mutex> lock(mu_);
     Attempt* latest = nullptr;
     for (auto& [key, a] : attempts_) {
       if (key.first == run_id) latest = &a;  // ordered by attempt
     }
-    static Attempt none;
-    return latest ? *latest : none;
+    if (latest != nullptr) change(*latest);
   }
 
   std::mutex mu_;
