@@ -259,7 +259,7 @@ Json Daemon::EndpointsJson(const RunRecord& r) {
   if (!run::IsActive(r.state) || r.backend != backend_->Name()) return out;
   std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
   for (const auto& e : backend_->Endpoints(RefOf(r))) {
-    out.push_back(Json{{"kind", e.kind}, {"address", e.address}});
+    out.push_back(Json{{"name", e.name}, {"kind", e.kind}, {"address", e.address}});
   }
   return out;
 }
@@ -562,6 +562,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.memory_bytes = r.spec.memory_bytes;
   q.shm_bytes = r.spec.shm_bytes;
   q.umask = r.spec.umask;
+  q.ports = r.spec.ports;
   q.attempt_dir = AttemptDir(r);
   q.log_path = LogPath(r);
   return q;

@@ -284,7 +284,7 @@ TEST_F(DaemonRulesTest, ABackendThatPlacesRunsGetsThemAllWithoutANodePlacement) 
 }
 
 TEST_F(DaemonRulesTest, AnActiveRunReportsItsBackendsEndpoints) {
-  backend_.endpoints = {{"tcp", "127.0.0.1:8888"}};
+  backend_.endpoints = {{"p8888", "tcp", "127.0.0.1:8888"}};
   std::string id = Submit({});
   Step();
   Json e = daemon_->EndpointsJson(Get(id));

@@ -93,8 +93,9 @@ struct LaunchRequest {
   uint64_t memory_bytes = 0;
   uint64_t shm_bytes = 0;
   unsigned umask = 022;
-  std::string attempt_dir;  // the daemon's directory for this attempt (exists)
-  std::string log_path;     // the run's log, appended to by every attempt
+  std::vector<run::PortSpec> ports;  // what the run serves (spec.ports)
+  std::string attempt_dir;           // the daemon's directory for this attempt (exists)
+  std::string log_path;              // the run's log, appended to by every attempt
 };
 
 // An attempt the daemon asks about after Prepare.
@@ -149,6 +150,7 @@ struct Readoption {
 
 // An address a run serves on (a notebook, a service replica).
 struct Endpoint {
+  std::string name;     // the spec's port name ("p8888", "tb")
   std::string kind;     // "tcp" | "unix"
   std::string address;  // "127.0.0.1:8888", "/run/.../sock"
 };

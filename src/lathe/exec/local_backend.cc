@@ -39,6 +39,13 @@ Json LocalHandleToJson(const LocalHandle& h) {
     j["monitor_start"] = h.monitor_start;
     j["child_pid"] = h.child_pid;
   }
+  if (!h.endpoints.empty()) {
+    Json e = Json::array();
+    for (const auto& p : h.endpoints) {
+      e.push_back({{"name", p.name}, {"kind", p.kind}, {"address", p.address}});
+    }
+    j["endpoints"] = std::move(e);
+  }
   return j;
 }
 
@@ -51,6 +58,12 @@ LocalHandle LocalHandleFromJson(const Json& j) {
   if (auto it = j.find("cgroup_dirs"); it != j.end() && it->is_array()) {
     for (const auto& d : *it) {
       if (d.is_string()) h.cgroup_dirs.push_back(d.get<std::string>());
+    }
+  }
+  if (auto it = j.find("endpoints"); it != j.end() && it->is_array()) {
+    for (const auto& e : *it) {
+      if (!e.is_object()) continue;
+      h.endpoints.push_back({e.value("name", ""), e.value("kind", ""), e.value("address", "")});
     }
   }
   return h;
@@ -151,6 +164,10 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
       os::WriteFileAtomic(launch, LaunchToJson(c).dump(), 0600, os::Durability::kNoSync));
   ASSIGN_OR_RETURN(SpawnResult spawned,
                    SpawnMonitor(opts_.self_exe, launch, req.attempt_dir + "/monitor.log"));
+  for (const auto& p : req.ports) {
+    h.endpoints.push_back(p.port != 0 ? Endpoint{p.name, "tcp", fmt::format("127.0.0.1:{}", p.port)}
+                                      : Endpoint{p.name, "unix", p.socket});
+  }
   h.monitor_pid = spawned.monitor_pid;
   h.child_pid = spawned.child_pid;
   if (spawned.start_error.empty()) {
@@ -280,8 +297,7 @@ Readoption LocalBackend::Readopt(const AttemptRef& a) {
 }
 
 std::vector<Endpoint> LocalBackend::Endpoints(const AttemptRef& a) {
-  (void)a;  // plain processes declare none yet (ports come with notebooks)
-  return {};
+  return LocalHandleFromJson(a.handle).endpoints;
 }
 
 std::string LocalBackend::LogPath(const std::string& run_dir) const { return run_dir + "/log"; }

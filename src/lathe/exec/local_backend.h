@@ -42,6 +42,7 @@ struct LocalHandle {
   uint64_t monitor_start = 0;
   pid_t child_pid = 0;
   std::vector<std::string> cgroup_dirs;
+  std::vector<Endpoint> endpoints;  // the spec's ports: 127.0.0.1:<port> or the socket's path
 };
 Json LocalHandleToJson(const LocalHandle& h);
 LocalHandle LocalHandleFromJson(const Json& j);  // missing fields stay zero

@@ -49,8 +49,16 @@ class LocalBackendTest : public ::testing::Test {
 };
 
 TEST_F(LocalBackendTest, TheHandleRoundTripsAndToleratesMissingFields) {
-  LocalHandle h{42, 777, 43, {"/sys/fs/cgroup/pids/lathe/r-x-1"}};
+  LocalHandle h{42,
+                777,
+                43,
+                {"/sys/fs/cgroup/pids/lathe/r-x-1"},
+                {{"p8888", "tcp", "127.0.0.1:8888"}, {"web", "unix", "/home/u/web.sock"}}};
   LocalHandle back = LocalHandleFromJson(LocalHandleToJson(h));
+  ASSERT_EQ(back.endpoints.size(), 2u);
+  EXPECT_EQ(back.endpoints[1].name, "web");
+  EXPECT_EQ(back.endpoints[1].kind, "unix");
+  EXPECT_EQ(back.endpoints[1].address, "/home/u/web.sock");
   EXPECT_EQ(back.monitor_pid, 42);
   EXPECT_EQ(back.monitor_start, 777u);
   EXPECT_EQ(back.child_pid, 43);

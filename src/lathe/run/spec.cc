@@ -19,6 +19,14 @@ bool ValidSecretName(std::string_view name) {
   return name.size() <= kMaxSecretNameBytes && ValidEnvName(name) && !name.starts_with("LATHE_");
 }
 
+bool ValidPortName(std::string_view name) {
+  if (name.empty() || name.size() > 15 || name[0] < 'a' || name[0] > 'z') return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
 std::string_view PriorityName(Priority p) {
   switch (p) {
     case Priority::kLow:
@@ -35,9 +43,9 @@ std::string_view PriorityName(Priority p) {
 namespace {
 
 constexpr const char* kFields[] = {
-    "type",    "name",        "command",     "gpus",        "cpus",  "memory",
-    "shm",     "priority",    "env",         "workdir",     "retry", "max_duration",
-    "requeue", "preemptible", "checkpoints", "resume_from", "umask", "secrets"};
+    "type",        "name",        "command", "gpus",    "cpus",         "memory",  "shm",
+    "priority",    "env",         "workdir", "retry",   "max_duration", "requeue", "preemptible",
+    "checkpoints", "resume_from", "umask",   "secrets", "ports"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -188,6 +196,66 @@ Status ParseSecrets(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+// One entry of ports: 8888 or {name, port} or {name, socket}.
+Result<PortSpec> ParsePort(const Json& v, const std::string& field) {
+  PortSpec p;
+  if (v.is_number_integer()) {
+    ASSIGN_OR_RETURN(p.port, IntField(v, field, 1, 65535));
+    p.name = "p" + std::to_string(p.port);
+    return p;
+  }
+  if (!v.is_object()) return WrongType(field, "port number or {name, port|socket}");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string f = field + "." + it.key();
+    if (it.key() == "name") {
+      if (!it->is_string() || !ValidPortName(Str(*it))) {
+        return Status::Msg(Code::kInvalidArgument, "spec.bad_port_name",
+                           {{"field", f}, {"value", Shown(*it)}});
+      }
+      p.name = Str(*it);
+    } else if (it.key() == "port") {
+      ASSIGN_OR_RETURN(p.port, IntField(*it, f, 1, 65535));
+    } else if (it.key() == "socket") {
+      if (!it->is_string() || Str(*it).empty() || Str(*it)[0] != '/') {
+        return Status::Msg(Code::kInvalidArgument, "spec.bad_port_socket",
+                           {{"field", f}, {"value", Shown(*it)}});
+      }
+      RETURN_IF_ERROR(CheckPathName(Str(*it), f));
+      p.socket = Str(*it);
+    } else {
+      return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
+                         {{"field", f}, {"allowed", "name, port, socket"}});
+    }
+  }
+  if ((p.port == 0) == p.socket.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.port_needs_one", {{"field", field}});
+  }
+  if (p.name.empty()) {
+    if (p.port == 0)
+      return Status::Msg(Code::kInvalidArgument, "spec.port_needs_name", {{"field", field}});
+    p.name = "p" + std::to_string(p.port);
+  }
+  return p;
+}
+
+Status ParsePorts(const Json& v, RunSpec& s) {
+  if (!v.is_array()) return WrongType("ports", "list of ports");
+  if (v.size() > kMaxPortsPerRun) {
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.too_many_ports",
+        {{"count", std::to_string(v.size())}, {"max", std::to_string(kMaxPortsPerRun)}});
+  }
+  for (const auto& e : v) {
+    ASSIGN_OR_RETURN(PortSpec p, ParsePort(e, "ports[" + std::to_string(s.ports.size()) + "]"));
+    for (const auto& q : s.ports) {
+      if (q.name == p.name)
+        return Status::Msg(Code::kInvalidArgument, "spec.port_twice", {{"name", p.name}});
+    }
+    s.ports.push_back(std::move(p));
+  }
+  return Status::OK();
+}
+
 Status ParseBool(const Json& v, std::string_view field, bool& out) {
   if (!v.is_boolean()) return WrongType(field, "boolean (true/false)");
   out = v.get<bool>();
@@ -284,6 +352,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParseUmask(v, s);
   } else if (key == "secrets") {
     return ParseSecrets(v, s);
+  } else if (key == "ports") {
+    return ParsePorts(v, s);
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -341,6 +411,16 @@ Json SpecToJson(const RunSpec& s) {
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   j["umask"] = s.umask;
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
+  if (!s.ports.empty()) {
+    Json ports = Json::array();
+    for (const auto& p : s.ports) {
+      Json e = {{"name", p.name}};
+      if (p.port != 0) e["port"] = p.port;
+      if (!p.socket.empty()) e["socket"] = p.socket;
+      ports.push_back(std::move(e));
+    }
+    j["ports"] = std::move(ports);
+  }
   if (s.max_duration_ms > 0) {
     // FormatDuration drops milliseconds past the first second: "1.5s" would come back as 1s.
     j["max_duration"] = s.max_duration_ms % 1000 == 0

@@ -19,6 +19,12 @@
 //   secrets: [NAME, ...]  the caller's secrets (`lathe secret set`), each put
 //       into the run's environment under its name at every start; only the
 //       names are in the spec (ValidSecretName; none also in env)
+//   ports: [8888, {name: tb, port: 6006}, {name: web, socket: /abs/web.sock}]
+//       what the run serves, reached through the daemon's proxy on the run's
+//       own origin (docs/security.md, "Run origins"): a loopback TCP port the
+//       program listens on, or a unix socket it creates (absolute path). A
+//       name is 1-15 of [a-z0-9], starting with a letter ("p8888" for a bare
+//       port); the first entry is the run's main port
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -38,6 +44,18 @@ namespace lathe::run {
 // Ordered: a higher priority may preempt a lower one (sched/ compares them as ints).
 enum class Priority : int { kLow = 0, kNormal = 1, kHigh = 2 };
 std::string_view PriorityName(Priority p);
+
+// A port the run serves on (see `ports` above): exactly one of port/socket.
+struct PortSpec {
+  std::string name;
+  int port = 0;        // 1-65535 on 127.0.0.1
+  std::string socket;  // absolute path of a unix socket
+
+  friend bool operator==(const PortSpec&, const PortSpec&) = default;
+};
+inline constexpr size_t kMaxPortsPerRun = 8;
+// A port's name: 1-15 of [a-z0-9], starting with a letter (a DNS label's part).
+bool ValidPortName(std::string_view name);
 
 struct RunSpec {
   std::string type = "job";
@@ -59,6 +77,7 @@ struct RunSpec {
   std::string resume_from;           // a run reference (the daemon stores its id)
   unsigned umask = 022;              // the run's umask (never the daemon's)
   std::vector<std::string> secrets;  // names, never values (daemon/secrets.h)
+  std::vector<PortSpec> ports;       // what the run serves; the first is its main port
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

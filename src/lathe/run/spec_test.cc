@@ -34,6 +34,30 @@ TEST(Spec, RoundTripsThroughJson) {
   EXPECT_EQ(back->command, s->command);
 }
 
+TEST(Spec, PortsParseWithDefaultNamesAndRoundTrip) {
+  auto s = Parse(R"({"command":["a"],"ports":[8888,{"name":"tb","port":6006},
+      {"name":"web","socket":"/home/u/web.sock"}]})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->ports.size(), 3u);
+  EXPECT_EQ(s->ports[0], (PortSpec{"p8888", 8888, ""}));
+  EXPECT_EQ(s->ports[1], (PortSpec{"tb", 6006, ""}));
+  EXPECT_EQ(s->ports[2], (PortSpec{"web", 0, "/home/u/web.sock"}));
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ports, s->ports);
+}
+
+TEST(Spec, PortNamesAreDnsLabelParts) {
+  EXPECT_TRUE(ValidPortName("tb"));
+  EXPECT_TRUE(ValidPortName("p8888"));
+  EXPECT_TRUE(ValidPortName("abcdefghijklmno"));    // 15
+  EXPECT_FALSE(ValidPortName("abcdefghijklmnop"));  // 16
+  EXPECT_FALSE(ValidPortName("8888"));
+  EXPECT_FALSE(ValidPortName("a-b"));
+  EXPECT_FALSE(ValidPortName("a.b"));
+  EXPECT_FALSE(ValidPortName(""));
+}
+
 struct BadCase {
   const char* json;
   const char* field;  // must appear in the English message
@@ -69,6 +93,20 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":["a"],"checkpoints":{"dir":"rel"}})", "checkpoints.dir",
        "spec.relative_checkpoint_dir"},
       {R"({"command":["a"],"resume_from":3})", "resume_from", "spec.wrong_type"},
+      {R"({"command":["a"],"ports":8888})", "ports", "spec.wrong_type"},
+      {R"({"command":["a"],"ports":[0]})", "ports[0]", "spec.bad_int"},
+      {R"({"command":["a"],"ports":[80,70000]})", "ports[1]", "spec.bad_int"},
+      {R"({"command":["a"],"ports":[{"name":"Web","port":80}]})", "ports[0].name",
+       "spec.bad_port_name"},
+      {R"({"command":["a"],"ports":[{"name":"w","socket":"rel.sock"}]})", "ports[0].socket",
+       "spec.bad_port_socket"},
+      {R"({"command":["a"],"ports":[{"name":"w","port":1,"socket":"/s"}]})", "ports[0]",
+       "spec.port_needs_one"},
+      {R"({"command":["a"],"ports":[{"socket":"/s"}]})", "ports[0]", "spec.port_needs_name"},
+      {R"({"command":["a"],"ports":[{"name":"w","host":"0.0.0.0"}]})", "ports[0].host",
+       "spec.unknown_field"},
+      {R"({"command":["a"],"ports":[80,{"name":"p80","port":81}]})", "p80", "spec.port_twice"},
+      {R"({"command":["a"],"ports":[1,2,3,4,5,6,7,8,9]})", "8", "spec.too_many_ports"},
   };
   for (const auto& c : cases) {
     auto s = Parse(c.json);

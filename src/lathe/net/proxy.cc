@@ -1,0 +1,350 @@
+#include "lathe/net/proxy.h"
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <fmt/format.h>
+
+#include <spdlog/spdlog.h>
+#include "lathe/os/fd.h"
+#include "lathe/os/stream_socket.h"
+
+namespace lathe::net {
+
+namespace bhttp = boost::beast::http;
+using boost::system::error_code;
+
+namespace {
+
+// Hop-by-hop headers (RFC 9110 7.6.1) and the ones the proxy sets itself.
+bool IsHopByHop(std::string_view name) {
+  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "te", "trailer",
+                             "transfer-encoding", "upgrade", "proxy-authorization",
+                             "proxy-authenticate", "content-length"}) {
+    if (EqualsIgnoreCase(name, h)) return true;
+  }
+  return false;
+}
+
+bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && EqualsIgnoreCase(s.substr(0, prefix.size()), prefix);
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool HasPrefix(std::string_view name, const std::vector<std::string>& prefixes) {
+  for (const auto& p : prefixes) {
+    if (StartsWithIgnoreCase(name, p)) return true;
+  }
+  return false;
+}
+
+// Set-Cookie without its Domain attribute, or "" when the cookie's name has a
+// stripped prefix (an upstream must not set Lathe's cookies).
+std::string SanitizeSetCookie(std::string_view v, const std::vector<std::string>& prefixes) {
+  std::string out;
+  size_t start = 0;
+  bool first = true;
+  while (start <= v.size()) {
+    size_t end = v.find(';', start);
+    if (end == std::string_view::npos) end = v.size();
+    std::string_view part = Trim(v.substr(start, end - start));
+    if (first) {
+      std::string_view name = Trim(part.substr(0, part.find('=')));
+      if (name.empty() || HasPrefix(name, prefixes)) return "";
+      out = std::string(part);
+      first = false;
+    } else if (!part.empty() && !StartsWithIgnoreCase(part, "domain")) {
+      out += "; ";
+      out += part;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string OriginOf(std::string_view host) { return "http://" + std::string(host); }
+
+}  // namespace
+
+bool IsWebSocketUpgrade(const HttpRequest& req) {
+  if (req.method != "GET" || !EqualsIgnoreCase(Trim(req.Header("Upgrade")), "websocket")) {
+    return false;
+  }
+  std::string_view conn = req.Header("Connection");
+  size_t start = 0;
+  while (start <= conn.size()) {
+    size_t end = conn.find(',', start);
+    if (end == std::string_view::npos) end = conn.size();
+    if (EqualsIgnoreCase(Trim(conn.substr(start, end - start)), "upgrade")) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::string StripCookies(std::string_view cookie, const std::vector<std::string>& prefixes) {
+  std::string out;
+  size_t start = 0;
+  while (start <= cookie.size()) {
+    size_t end = cookie.find(';', start);
+    if (end == std::string_view::npos) end = cookie.size();
+    std::string_view pair = Trim(cookie.substr(start, end - start));
+    std::string_view name = Trim(pair.substr(0, pair.find('=')));
+    if (!pair.empty() && !HasPrefix(name, prefixes)) {
+      if (!out.empty()) out += "; ";
+      out += pair;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool upgrade,
+                                const std::vector<std::string>& strip_cookie_prefixes) {
+  std::string h = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", req.method, req.target, up.host);
+  for (const auto& [name, value] : req.headers) {
+    if (IsHopByHop(name) || EqualsIgnoreCase(name, "host") ||
+        EqualsIgnoreCase(name, "authorization") || StartsWithIgnoreCase(name, "x-forwarded-") ||
+        EqualsIgnoreCase(name, "forwarded") || StartsWithIgnoreCase(name, "x-lathe-")) {
+      continue;
+    }
+    if (EqualsIgnoreCase(name, "cookie")) {
+      std::string kept = StripCookies(value, strip_cookie_prefixes);
+      if (!kept.empty()) h += fmt::format("Cookie: {}\r\n", kept);
+      continue;
+    }
+    if (EqualsIgnoreCase(name, "origin")) {
+      h += fmt::format("Origin: {}\r\n", OriginOf(up.host));
+      continue;
+    }
+    if (!FindHeader(up.add_headers, name).empty()) continue;  // the proxy's own value wins
+    h += fmt::format("{}: {}\r\n", name, value);
+  }
+  for (const auto& [name, value] : up.add_headers) h += fmt::format("{}: {}\r\n", name, value);
+  std::string_view client = req.remote;
+  if (auto colon = client.rfind(':'); colon != std::string_view::npos && client != "unix") {
+    client = client.substr(0, colon);
+  }
+  h += fmt::format("X-Forwarded-For: {}\r\nX-Forwarded-Host: {}\r\nX-Forwarded-Proto: http\r\n",
+                   client, req.Header("Host"));
+  if (upgrade) {
+    h += "Connection: Upgrade\r\nUpgrade: websocket\r\n";
+  } else {
+    h += "Connection: close\r\n";
+    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" ||
+        req.method == "PATCH") {
+      h += fmt::format("Content-Length: {}\r\n", req.body.size());
+    }
+  }
+  h += "\r\n";
+  return h;
+}
+
+Headers DownstreamHeaders(const Headers& upstream, int status,
+                          const std::vector<std::string>& strip_cookie_prefixes) {
+  Headers out;
+  for (const auto& [name, value] : upstream) {
+    const bool upgrade_header =
+        EqualsIgnoreCase(name, "upgrade") || EqualsIgnoreCase(name, "connection");
+    if (status == 101 && upgrade_header) {
+      out.emplace_back(name, value);
+      continue;
+    }
+    if (IsHopByHop(name) || EqualsIgnoreCase(name, "content-type")) continue;
+    if (EqualsIgnoreCase(name, "set-cookie")) {
+      std::string v = SanitizeSetCookie(value, strip_cookie_prefixes);
+      if (!v.empty()) out.emplace_back(name, std::move(v));
+      continue;
+    }
+    out.emplace_back(name, value);
+  }
+  return out;
+}
+
+// ---- the proxy ------------------------------------------------------------------
+
+ReverseProxy::ReverseProxy(ProxyOptions options, ProxyErrorPage error_page)
+    : opts_(std::move(options)), error_page_(std::move(error_page)) {}
+
+ReverseProxy::~ReverseProxy() { Stop(); }
+
+void ReverseProxy::Stop() {
+  stopping_ = true;
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
+void ReverseProxy::Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || in_flight_ >= opts_.max_in_flight) {
+      res->Send(error_page_(Status::Msg(Code::kUnavailable, "proxy.busy",
+                                        {{"max", std::to_string(opts_.max_in_flight)}})));
+      return;
+    }
+    ++in_flight_;
+  }
+  std::thread([this, req = std::move(req), up = std::move(up), res = std::move(res)]() mutable {
+    Serve(req, up, std::move(res));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--in_flight_ == 0) idle_.notify_all();
+  }).detach();
+}
+
+namespace {
+
+// One exchange with the upstream over a blocking socket: waits are polls in
+// slices of a second, so that Stop is noticed.
+class UpstreamConn {
+ public:
+  UpstreamConn(os::Fd fd, const std::atomic<bool>& stopping) : fd_(std::move(fd)), stop_(stopping) {}
+
+  // Reads more bytes into `pending`; DeadlineExceeded after `timeout_ms`
+  // without any, Unavailable on stop or error. `*eof` at the upstream's end.
+  Status ReadMore(std::string& pending, int timeout_ms, bool* eof) {
+    *eof = false;
+    for (int waited = 0; !os::WaitReadable(fd_.get(), 1000);) {
+      if (stop_) return Status::Msg(Code::kUnavailable, "proxy.stopping");
+      waited += 1000;
+      if (waited >= timeout_ms) return Status::Msg(Code::kDeadlineExceeded, "proxy.timeout");
+    }
+    char buf[16384];
+    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) return Status::OK();
+      return Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
+                         {{"reason", std::strerror(errno)}});
+    }
+    if (n == 0) *eof = true;
+    pending.append(buf, static_cast<size_t>(n));
+    return Status::OK();
+  }
+
+  int fd() const { return fd_.get(); }
+  int Release() { return fd_.release(); }
+
+ private:
+  os::Fd fd_;
+  const std::atomic<bool>& stop_;
+};
+
+Result<os::Fd> ConnectUpstream(const Upstream& up, int timeout_ms) {
+  const bool unix_socket = up.kind == Upstream::Kind::kUnix;
+  const std::string where = unix_socket ? up.socket : fmt::format("127.0.0.1:{}", up.port);
+  auto fd = unix_socket ? os::ConnectUnix(up.socket, timeout_ms)
+                        : os::ConnectLoopback(up.port, timeout_ms);
+  if (!fd.ok()) {
+    return Status::Msg(Code::kUnavailable, "proxy.unreachable",
+                       {{"where", where}, {"reason", fd.status().message()}});
+  }
+  if (!up.any_owner) {
+    auto uid = unix_socket ? os::UnixPeerUid(fd->get()) : os::LoopbackPeerUid(fd->get());
+    if (!uid.ok() || *uid != up.owner_uid) {
+        spdlog::warn("proxy: refused {}: its listener belongs to uid {}, not the run's user {}",
+                   where, uid.ok() ? std::to_string(*uid) : uid.status().message(),
+                   up.owner_uid);
+      return Status::Msg(Code::kPermissionDenied, "proxy.wrong_owner", {{"where", where}});
+    }
+  }
+  return fd;
+}
+
+}  // namespace
+
+void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
+                         std::unique_ptr<Responder> res) {
+  auto fail = [&](const Status& s) { res->Send(error_page_(s)); };
+  auto fd = ConnectUpstream(up, opts_.connect_timeout_ms);
+  if (!fd.ok()) return fail(fd.status());
+  (void)os::SetSocketTimeouts(fd->get(), opts_.idle_timeout_ms);  // bounds each send
+  const bool upgrade = IsWebSocketUpgrade(req);
+  std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes);
+  out += req.body;
+  if (Status s = os::SendFull(fd->get(), out, "upstream"); !s.ok()) {
+    return fail(Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}}));
+  }
+  UpstreamConn conn(std::move(*fd), stopping_);
+
+  bhttp::response_parser<bhttp::string_body> p;
+  p.header_limit(static_cast<uint32_t>(opts_.max_response_header_bytes));
+  p.body_limit(boost::none);
+  p.eager(true);
+  if (req.method == "HEAD") p.skip(true);
+  std::string pending;
+  bool eof = false;
+  // Feeds what is pending; true when the parser wants more bytes.
+  auto feed = [&](Status* err) {
+    error_code ec;
+    if (!pending.empty()) {
+      size_t used = p.put(boost::asio::buffer(pending), ec);
+      pending.erase(0, used);
+    }
+    if (eof && !p.is_done() && (!ec || ec == bhttp::error::need_more)) {
+      ec = {};
+      p.put_eof(ec);
+    }
+    if (ec == bhttp::error::need_more) return true;
+    if (ec) {
+      *err = Status::Msg(Code::kUnavailable, "proxy.bad_response", {{"reason", ec.message()}});
+    }
+    return false;
+  };
+  Status err;
+  while (!p.is_header_done()) {
+    if (Status s = conn.ReadMore(pending, opts_.response_timeout_ms, &eof); !s.ok()) return fail(s);
+    if (eof && !p.is_header_done() && pending.empty()) {
+      return fail(Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
+                              {{"reason", "closed before its answer"}}));
+    }
+    if (!feed(&err) && !err.ok()) return fail(err);
+  }
+  const auto& msg = p.get();
+  const int status = static_cast<int>(msg.result_int());
+  Headers headers;
+  for (const auto& f : msg) {
+    headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  }
+  Headers down = DownstreamHeaders(headers, status, opts_.strip_cookie_prefixes);
+  if (status == 101 && upgrade) {
+    HttpResponse head{101, "", std::move(down), ""};
+    return res->Tunnel(std::move(head), conn.Release(), std::move(pending),
+                       TunnelOptions{opts_.tunnel_idle_timeout_ms});
+  }
+  std::string content_type(FindHeader(headers, "Content-Type"));
+  const bool small = p.content_length() && *p.content_length() <= opts_.max_buffered_body_bytes;
+  if (p.is_done() || small) {
+    while (!p.is_done()) {
+      if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) return fail(s);
+      if (!feed(&err) && !err.ok()) return fail(err);
+    }
+    return res->Send(HttpResponse{status, content_type, std::move(down), std::move(p.get().body())});
+  }
+  // Large or unsized: streamed as it comes (the body string is emptied after
+  // each piece; the parser appends at its current end).
+  auto stream = res->StartStream(status, content_type, std::move(down));
+  while (true) {
+    auto& body = p.get().body();
+    if (!body.empty()) {
+      if (!stream->Write(body)) return;  // the client is gone
+      body.clear();
+    }
+    if (p.is_done()) break;
+    if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) {
+      spdlog::info("proxy: response from upstream cut: {}", s.message());
+      return;  // the stream's end tells the client
+    }
+    if (!feed(&err) && !err.ok()) return;
+  }
+  stream->Close();
+}
+
+}  // namespace lathe::net

@@ -1,0 +1,114 @@
+// ReverseProxy: forwards HTTP requests and websocket upgrades to a run's
+// upstream (a loopback TCP port or a unix socket), for every proxied path
+// of the daemon (run ports, notebooks, deployments). docs/security.md,
+// "Run origins", states the rules; the proxy enforces the ones about the
+// connection itself:
+//   - it connects only to a listener owned by the expected user (SO_PEERCRED
+//     for a unix socket, the accepted socket's owner in /proc/net/tcp for a
+//     port), so a symlink to the daemon's socket or a port another user bound
+//     first gets nothing;
+//   - the client's Authorization and any cookie whose name starts with one of
+//     the stripped prefixes (Lathe's own) never reach the upstream, nor do
+//     X-Forwarded-* headers the client made up; the upstream's own credential
+//     is added by the proxy (Upstream::add_headers);
+//   - Host (and Origin, when present) are rewritten to the upstream's own, so
+//     that its local-host and websocket origin checks pass — the caller checks
+//     Origin against the run's origin first;
+//   - Set-Cookie from the upstream loses its Domain attribute (a cookie stays
+//     on the run's own origin) and cookies with a stripped prefix are dropped;
+//   - every wait is bounded (connect, the response header, each body read,
+//     tunnel idle time), as are the response header's size and the number of
+//     requests in flight.
+//
+// Threads: Forward returns at once; the request is served on a thread of the
+// proxy's own (never a server I/O thread), at most max_in_flight at a time.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lathe/common/status.h"
+#include "lathe/net/http.h"
+
+namespace lathe::net {
+
+struct Upstream {
+  enum class Kind { kTcp, kUnix };
+  Kind kind = Kind::kTcp;
+  int port = 0;        // kTcp: 127.0.0.1:port
+  std::string socket;  // kUnix: the socket's path
+  // The listener must belong to this uid, unless any_owner (a root run's).
+  unsigned owner_uid = 0;
+  bool any_owner = false;
+  std::string host = "localhost";  // the Host (and Origin's host) the upstream sees
+  Headers add_headers;             // e.g. the upstream's own token
+};
+
+struct ProxyOptions {
+  int connect_timeout_ms = 5000;
+  int response_timeout_ms = 120000;       // to the upstream's complete response header
+  int idle_timeout_ms = 120000;           // between two reads of a response body
+  int tunnel_idle_timeout_ms = 600000;    // a websocket with no byte either way
+  size_t max_response_header_bytes = 64 << 10;
+  size_t max_buffered_body_bytes = 8 << 20;  // larger (or unsized) bodies are streamed
+  size_t max_in_flight = 64;                 // more at once get 503
+  std::vector<std::string> strip_cookie_prefixes = {"lathe_"};
+};
+
+// Renders an error of the proxy (upstream unreachable, wrong owner, out of
+// time, over a limit) as the answer the client gets.
+using ProxyErrorPage = std::function<HttpResponse(const Status&)>;
+
+class ReverseProxy {
+ public:
+  ReverseProxy(ProxyOptions options, ProxyErrorPage error_page);
+  ~ReverseProxy();  // Stop()
+  ReverseProxy(const ReverseProxy&) = delete;
+  ReverseProxy& operator=(const ReverseProxy&) = delete;
+
+  // Forwards `req` to `up` and answers through `res` (see the header comment).
+  void Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res);
+  // Refuses new requests, makes the ones in flight give up at their next
+  // wait (within a second) and waits for them. Idempotent.
+  void Stop();
+
+ private:
+  void Serve(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder> res);
+
+  const ProxyOptions opts_;
+  const ProxyErrorPage error_page_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable idle_;
+  size_t in_flight_ = 0;  // guarded by mu_
+};
+
+// ---- the pure parts (unit-tested) ----
+
+// True for a websocket handshake: GET with Upgrade: websocket and a
+// Connection header that lists "upgrade".
+bool IsWebSocketUpgrade(const HttpRequest& req);
+
+// The `Cookie` header without the cookies whose names start with one of
+// `prefixes`; "" when none is left.
+std::string StripCookies(std::string_view cookie, const std::vector<std::string>& prefixes);
+
+// The request line and headers sent upstream (ending in an empty line),
+// with the rules above; `upgrade` keeps the websocket handshake's headers.
+std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool upgrade,
+                                const std::vector<std::string>& strip_cookie_prefixes);
+
+// The upstream's response headers as passed to the client: without
+// hop-by-hop headers (but Upgrade/Connection of a 101), Content-Length,
+// Content-Type (the caller moves it), and with Set-Cookie sanitised.
+Headers DownstreamHeaders(const Headers& upstream, int status,
+                          const std::vector<std::string>& strip_cookie_prefixes);
+
+}  // namespace lathe::net

@@ -1,0 +1,304 @@
+#include "lathe/net/proxy.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "lathe/net/status_http.h"
+
+namespace lathe::net {
+namespace {
+
+const std::vector<std::string> kLathe = {"lathe_"};
+
+HttpRequest Request(std::string method, std::string target, Headers headers,
+                    std::string body = "") {
+  HttpRequest r;
+  r.method = std::move(method);
+  r.target = std::move(target);
+  r.path = r.target.substr(0, r.target.find('?'));
+  r.headers = std::move(headers);
+  r.body = std::move(body);
+  r.remote = "127.0.0.1:40000";
+  return r;
+}
+
+TEST(ProxyRules, LathesCookiesAreStrippedAndOthersKept) {
+  EXPECT_EQ(StripCookies("a=1; lathe_session=s3cret; _xsrf=x", kLathe), "a=1; _xsrf=x");
+  EXPECT_EQ(StripCookies("lathe_run=abc", kLathe), "");
+  EXPECT_EQ(StripCookies("LATHE_RUN=abc;b=2", kLathe), "b=2");  // names compared ignoring case
+  EXPECT_EQ(StripCookies("", kLathe), "");
+}
+
+TEST(ProxyRules, TheUpstreamNeverSeesTheClientsCredentials) {
+  Upstream up;
+  up.host = "127.0.0.1:8888";
+  up.add_headers = {{"Authorization", "token nb-own"}};
+  HttpRequest req = Request("POST", "/api/contents?x=1",
+                            {{"Host", "r1.localhost:7731"},
+                             {"Authorization", "Bearer lathe_tabc_secret"},
+                             {"Cookie", "lathe_run=cookie-secret; _xsrf=keep"},
+                             {"Origin", "http://r1.localhost:7731"},
+                             {"X-Forwarded-For", "6.6.6.6"},
+                             {"X-Lathe-CSRF", "csrf-secret"},
+                             {"Connection", "keep-alive"},
+                             {"X-App", "kept"}},
+                            "{}");
+  std::string head = UpstreamRequestHead(req, up, false, kLathe);
+  EXPECT_EQ(head.rfind("POST /api/contents?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8888\r\n", 0), 0u)
+      << head;
+  for (const char* secret : {"lathe_tabc_secret", "cookie-secret", "csrf-secret", "6.6.6.6",
+                             "keep-alive", "Bearer"}) {
+    EXPECT_EQ(head.find(secret), std::string::npos) << secret << " in\n" << head;
+  }
+  EXPECT_NE(head.find("Authorization: token nb-own\r\n"), std::string::npos);
+  EXPECT_NE(head.find("Cookie: _xsrf=keep\r\n"), std::string::npos);
+  EXPECT_NE(head.find("Origin: http://127.0.0.1:8888\r\n"), std::string::npos);
+  EXPECT_NE(head.find("X-Forwarded-For: 127.0.0.1\r\n"), std::string::npos);
+  EXPECT_NE(head.find("X-Forwarded-Host: r1.localhost:7731\r\n"), std::string::npos);
+  EXPECT_NE(head.find("X-App: kept\r\n"), std::string::npos);
+  EXPECT_NE(head.find("Connection: close\r\nContent-Length: 2\r\n\r\n"), std::string::npos);
+}
+
+TEST(ProxyRules, AWebsocketHandshakeKeepsItsHeaders) {
+  HttpRequest req = Request("GET", "/api/kernels/k/channels",
+                            {{"Host", "r1.localhost"},
+                             {"Connection", "keep-alive, Upgrade"},
+                             {"Upgrade", "websocket"},
+                             {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+                             {"Sec-WebSocket-Version", "13"}});
+  EXPECT_TRUE(IsWebSocketUpgrade(req));
+  std::string head = UpstreamRequestHead(req, Upstream{}, true, kLathe);
+  EXPECT_NE(head.find("Connection: Upgrade\r\nUpgrade: websocket\r\n"), std::string::npos);
+  EXPECT_NE(head.find("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"), std::string::npos);
+  EXPECT_EQ(head.find("keep-alive"), std::string::npos);
+  req.method = "POST";
+  EXPECT_FALSE(IsWebSocketUpgrade(req));
+  req.method = "GET";
+  req.headers[1].second = "keep-alive";
+  EXPECT_FALSE(IsWebSocketUpgrade(req));
+}
+
+TEST(ProxyRules, SetCookieStaysOnTheRunsOriginAndCannotSetLathesCookies) {
+  Headers up = {{"Set-Cookie", "_xsrf=abc; Domain=localhost; Path=/; HttpOnly"},
+                {"Set-Cookie", "lathe_session=forged; Path=/"},
+                {"Connection", "close"},
+                {"Transfer-Encoding", "chunked"},
+                {"Content-Type", "text/html"},
+                {"X-Jupyter", "1"}};
+  Headers down = DownstreamHeaders(up, 200, kLathe);
+  ASSERT_EQ(down.size(), 2u);
+  EXPECT_EQ(down[0].second, "_xsrf=abc; Path=/; HttpOnly");
+  EXPECT_EQ(down[1].first, "X-Jupyter");
+  Headers upgraded = DownstreamHeaders({{"Upgrade", "websocket"}, {"Connection", "Upgrade"}}, 101,
+                                       kLathe);
+  EXPECT_EQ(upgraded.size(), 2u);
+}
+
+// ---- end to end against a real upstream on a unix socket ----
+
+struct Captured {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int status = 0;
+  std::string body;
+  Headers headers;
+  bool streamed = false;
+  bool tunnel = false;
+};
+
+class CapturingStream : public ResponseStream {
+ public:
+  explicit CapturingStream(Captured& c) : c_(c) {}
+  bool Write(std::string_view data) override {
+    std::lock_guard<std::mutex> l(c_.mu);
+    c_.body += data;
+    return true;
+  }
+  void Close() override {
+    std::lock_guard<std::mutex> l(c_.mu);
+    c_.done = true;
+    c_.cv.notify_all();
+  }
+  bool ClientGone() const override { return false; }
+  ~CapturingStream() override { Close(); }
+
+ private:
+  Captured& c_;
+};
+
+class CapturingResponder : public Responder {
+ public:
+  explicit CapturingResponder(Captured& c) : c_(c) {}
+  void Send(HttpResponse r) override {
+    std::lock_guard<std::mutex> l(c_.mu);
+    c_.status = r.status;
+    c_.body = r.body;
+    c_.headers = r.headers;
+    c_.done = true;
+    c_.cv.notify_all();
+  }
+  std::unique_ptr<ResponseStream> StartStream(int status, std::string, Headers h) override {
+    std::lock_guard<std::mutex> l(c_.mu);
+    c_.status = status;
+    c_.headers = std::move(h);
+    c_.streamed = true;
+    return std::make_unique<CapturingStream>(c_);
+  }
+  void Tunnel(HttpResponse head, int fd, std::string, TunnelOptions) override {
+    ::close(fd);
+    std::lock_guard<std::mutex> l(c_.mu);
+    c_.status = head.status;
+    c_.tunnel = true;
+    c_.done = true;
+    c_.cv.notify_all();
+  }
+
+ private:
+  Captured& c_;
+};
+
+// Accepts one connection, reads the request head (and a body up to `body`
+// bytes), answers `answer`, closes.
+class OneShotUpstream {
+ public:
+  explicit OneShotUpstream(std::string answer) : answer_(std::move(answer)) {
+    dir_ = ::testing::TempDir() + "/proxy_test_" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir_);
+    path_ = dir_ + "/up.sock";
+    ::unlink(path_.c_str());
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path_.c_str());
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::listen(listen_fd_, 4), 0);
+    thread_ = std::thread([this] {
+      int c = ::accept(listen_fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string got;
+      char buf[4096];
+      while (got.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+      }
+      request_.set_value(got);
+      (void)::send(c, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+      ::close(c);
+    });
+  }
+  ~OneShotUpstream() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    ::close(listen_fd_);
+    thread_.join();
+    ::unlink(path_.c_str());
+  }
+  Upstream Target(unsigned owner) const {
+    Upstream u;
+    u.kind = Upstream::Kind::kUnix;
+    u.socket = path_;
+    u.owner_uid = owner;
+    return u;
+  }
+  std::string Received() {
+    auto f = request_.get_future();
+    return f.wait_for(std::chrono::seconds(10)) == std::future_status::ready ? f.get() : "";
+  }
+
+ private:
+  std::string answer_, dir_, path_;
+  int listen_fd_ = -1;
+  std::promise<std::string> request_;
+  std::thread thread_;
+};
+
+HttpResponse ErrorPage(const Status& s) {
+  return HttpResponse{HttpStatusFor(s), "text/plain", {}, s.msg_id()};
+}
+
+void Wait(Captured& c) {
+  std::unique_lock<std::mutex> l(c.mu);
+  ASSERT_TRUE(c.cv.wait_for(l, std::chrono::seconds(20), [&] { return c.done; }));
+}
+
+TEST(ReverseProxy, ForwardsARequestAndItsAnswer) {
+  OneShotUpstream up(
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nSet-Cookie: a=1; Domain=localhost\r\n"
+      "Content-Length: 5\r\n\r\nhello");
+  ReverseProxy proxy({}, ErrorPage);
+  Captured c;
+  proxy.Forward(Request("GET", "/x", {{"Authorization", "Bearer lathe_t_s"}}), up.Target(::geteuid()),
+                std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(c.body, "hello");
+  EXPECT_EQ(FindHeader(c.headers, "Set-Cookie"), "a=1");
+  std::string got = up.Received();
+  EXPECT_NE(got.find("GET /x HTTP/1.1"), std::string::npos);
+  EXPECT_EQ(got.find("lathe_t_s"), std::string::npos);
+}
+
+TEST(ReverseProxy, AnUnsizedBodyIsStreamedToItsEnd) {
+  std::string big(3 << 20, 'z');
+  OneShotUpstream up("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + big);
+  ProxyOptions o;
+  o.max_buffered_body_bytes = 1024;
+  ReverseProxy proxy(o, ErrorPage);
+  Captured c;
+  proxy.Forward(Request("GET", "/big", {}), up.Target(::geteuid()),
+                std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  EXPECT_TRUE(c.streamed);
+  EXPECT_EQ(c.body.size(), big.size());
+}
+
+TEST(ReverseProxy, AListenerOfAnotherUserIsRefusedBeforeAnythingIsSent) {
+  OneShotUpstream up("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+  ReverseProxy proxy({}, ErrorPage);
+  Captured c;
+  proxy.Forward(Request("GET", "/x", {{"Authorization", "Bearer secret"}}),
+                up.Target(::geteuid() + 1), std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  EXPECT_EQ(c.status, 403);
+  EXPECT_EQ(c.body, "proxy.wrong_owner");
+}
+
+TEST(ReverseProxy, NothingListeningIsAClearError) {
+  ReverseProxy proxy({}, ErrorPage);
+  Captured c;
+  Upstream u;
+  u.kind = Upstream::Kind::kUnix;
+  u.socket = ::testing::TempDir() + "/no-such.sock";
+  proxy.Forward(Request("GET", "/", {}), u, std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  EXPECT_EQ(c.status, 503);
+  EXPECT_EQ(c.body, "proxy.unreachable");
+}
+
+TEST(ReverseProxy, ASwitchingProtocolsAnswerBecomesATunnel) {
+  OneShotUpstream up(
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+  ReverseProxy proxy({}, ErrorPage);
+  Captured c;
+  proxy.Forward(Request("GET", "/ws",
+                        {{"Connection", "Upgrade"},
+                         {"Upgrade", "websocket"},
+                         {"Sec-WebSocket-Key", "k"}}),
+                up.Target(::geteuid()), std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  EXPECT_TRUE(c.tunnel);
+  EXPECT_EQ(c.status, 101);
+}
+
+}  // namespace
+}  // namespace lathe::net

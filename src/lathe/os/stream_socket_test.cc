@@ -1,0 +1,83 @@
+#include "lathe/os/stream_socket.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+namespace lathe::os {
+namespace {
+
+TEST(StreamSocket, TcpRowParserFindsTheUidOfTheMatchingRow) {
+  const char* text =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+      "inode\n"
+      "   0: 0100007F:22B8 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001        0 "
+      "1 1 0\n"
+      "   1: 0100007F:22B8 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1002        0 "
+      "2 1 0\n";
+  auto uid = UidOfTcpRow(text, "0100007F:22B8", "0100007F:D431");
+  ASSERT_TRUE(uid.ok()) << uid.status().ToString();
+  EXPECT_EQ(*uid, 1002u);
+  EXPECT_TRUE(UidOfTcpRow(text, "0100007F:22B8", "0100007F:D432").status().IsNotFound());
+}
+
+TEST(StreamSocket, ALoopbackConnectionNamesTheListenersOwner) {
+  int l = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(l, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(l, 4), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  auto fd = ConnectLoopback(ntohs(a.sin_port), 2000);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  auto uid = LoopbackPeerUid(fd->get());
+  ASSERT_TRUE(uid.ok()) << uid.status().ToString();
+  EXPECT_EQ(*uid, ::geteuid());
+  ::close(l);
+}
+
+TEST(StreamSocket, AUnixConnectionNamesTheListenersOwner) {
+  const std::string dir = ::testing::TempDir() + "/stream_socket_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/s.sock";
+  ::unlink(path.c_str());
+  int l = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, path.c_str());
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(l, 4), 0);
+  auto fd = ConnectUnix(path, 2000);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  auto uid = UnixPeerUid(fd->get());
+  ASSERT_TRUE(uid.ok());
+  EXPECT_EQ(*uid, ::geteuid());
+  ::close(l);
+  ::unlink(path.c_str());
+  EXPECT_TRUE(ConnectUnix(path, 2000).status().IsUnavailable());
+}
+
+TEST(StreamSocket, ARefusedPortIsUnavailable) {
+  int l = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(l);  // bound, never listened, now closed: nothing accepts there
+  EXPECT_TRUE(ConnectLoopback(ntohs(a.sin_port), 2000).status().IsUnavailable());
+}
+
+}  // namespace
+}  // namespace lathe::os
