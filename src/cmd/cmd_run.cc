@@ -30,6 +30,7 @@ struct RunFlags {
   std::string memory, shm, priority, name, workdir, max_duration;
   std::vector<std::string> env;
   std::vector<std::string> secrets;  // names; the daemon puts in the values
+  std::vector<std::string> ports;    // "8888", "tb=6006", "web=/abs/web.sock"
   std::optional<int> retry;
   std::string checkpoint_dir, resume_from;
   std::optional<int> keep_checkpoints;
@@ -40,6 +41,26 @@ struct RunFlags {
 std::string Cwd() {
   char buf[PATH_MAX];
   return ::getcwd(buf, sizeof buf) ? buf : "/";
+}
+
+// One --port value as a spec ports entry: "8888" -> 8888, "tb=6006" ->
+// {name, port}, "web=/abs/web.sock" -> {name, socket}. The daemon checks
+// the values (a port out of range, a bad name), naming the field.
+Json PortFlag(const std::string& v) {
+  size_t eq = v.find('=');
+  std::string name = eq == std::string::npos ? "" : v.substr(0, eq);
+  std::string what = eq == std::string::npos ? v : v.substr(eq + 1);
+  Json e = Json::object();
+  if (!name.empty()) e["name"] = name;
+  if (!what.empty() && what[0] == '/') {
+    e["socket"] = what;
+  } else if (!what.empty() && what.find_first_not_of("0123456789") == std::string::npos &&
+             what.size() <= 5) {
+    e["port"] = std::stoi(what);
+  } else {
+    e["port"] = what;  // refused by the daemon as "must be a whole number from 1 to 65535"
+  }
+  return name.empty() && e.contains("port") && e["port"].is_number() ? e["port"] : e;
 }
 
 // Builds the spec JSON: the file (if any), then flags on top. Relative paths
@@ -90,6 +111,10 @@ Result<Json> BuildSpec(const RunFlags& f) {
       if (std::find(spec["secrets"].begin(), spec["secrets"].end(), name) == spec["secrets"].end())
         spec["secrets"].push_back(name);
     }
+  }
+  for (const auto& p : f.ports) {
+    if (!spec.contains("ports") || !spec["ports"].is_array()) spec["ports"] = Json::array();
+    spec["ports"].push_back(PortFlag(p));
   }
   if (!spec.contains("env") || !spec["env"].is_object()) {
     if (!spec.contains("env")) spec["env"] = Json::object();
@@ -407,6 +432,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   // handed `-c` to the option parser.
   run->add_option("--env", f.env)->allow_extra_args(false);
   run->add_option("--secret", f.secrets)->allow_extra_args(false);
+  run->add_option("--port", f.ports)->allow_extra_args(false);
   run->add_option("--workdir", f.workdir);
   run->add_option("--retry", f.retry);
   run->add_option("--max-duration", f.max_duration);

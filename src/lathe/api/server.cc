@@ -105,6 +105,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   so.reserved_uids = {0, static_cast<unsigned>(d.uid())};
   so.reserved_connections = kReservedConnections;
   RETURN_IF_ERROR(s->AddRoutes());
+  s->origin_bases_ = s->RunOriginBases();
+  s->proxy_ = std::make_unique<net::ReverseProxy>(net::ProxyOptions{}, ErrorResponse);
   ApiServer* self = s.get();
   ASSIGN_OR_RETURN(s->server_,
                    net::HttpServer::Create(
@@ -134,6 +136,7 @@ void ApiServer::Stop() {
   if (stopping_.exchange(true)) return;
   // Streams notice within one poll period; wait for them before the daemon goes.
   while (streams_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (proxy_) proxy_->Stop();  // its requests end within a second
   if (server_) server_->Stop(2000);
 }
 
@@ -170,11 +173,17 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/secrets", &A::PostSecret},
       {"GET", "/api/v1/secrets", &A::ListSecrets},
       {"DELETE", "/api/v1/secrets/{name}", &A::DeleteSecret},
+      {"POST", "/api/v1/runs/{run}/open", &A::PostOpen},
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
   });
 }
 
 void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
+  if (!req.peer) {  // TCP: a run's origin is the proxy's, never the API's
+    if (auto o = ParseRunOrigin(req.Header("Host"), origin_bases_)) {
+      return HandleRunOrigin(std::move(req), std::move(res), *o);
+    }
+  }
   int64_t retry_after_s = 0;
   auto auth = auth_->Authenticate(req, &retry_after_s);
   if (!auth.ok()) {

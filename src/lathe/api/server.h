@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "lathe/api/auth.h"
+#include "lathe/api/run_origin.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/net/http_server.h"
+#include "lathe/net/proxy.h"
 #include "lathe/net/router.h"
 #include "lathe/run/log_reader.h"
 #include "lathe/run/secret_mask.h"
@@ -80,6 +82,18 @@ class ApiServer {
   void PostSecret(ApiCall& call);
   void ListSecrets(ApiCall& call);
   void DeleteSecret(ApiCall& call);
+  // run_proxy.cc
+  void PostOpen(ApiCall& call);
+
+  // A request whose Host is a run's origin (run_proxy.cc): authenticated,
+  // checked (owner, root or the daemon's user; same Origin; the run running)
+  // and handed to proxy_. Nothing of the API is served there.
+  void HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Responder> res,
+                       const RunOrigin& origin);
+  // The names run origins live under: "localhost", and the TCP host when it
+  // is a name.
+  std::vector<std::string> RunOriginBases() const;
+  std::string RunOriginUrl(const RunOrigin& o) const;
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
@@ -109,6 +123,8 @@ class ApiServer {
   int port_ = 0;
   using Route = void (ApiServer::*)(ApiCall&);
   net::Router<Route> router_;  // constant after Create
+  std::unique_ptr<net::ReverseProxy> proxy_;
+  std::vector<std::string> origin_bases_;  // RunOriginBases(), constant after Create
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};

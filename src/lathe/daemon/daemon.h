@@ -75,8 +75,9 @@ struct Caller {
 };
 
 // What a caller wants to do with a run, for Access's rule and its message.
-enum class AccessAction { kRead, kStop, kDelete, kResumeFrom };
-std::string_view AccessActionName(AccessAction a);  // "read", "stop", "delete", "resume from"
+enum class AccessAction { kRead, kStop, kDelete, kResumeFrom, kOpen };
+// "read", "stop", "delete", "resume from", "open"
+std::string_view AccessActionName(AccessAction a);
 
 // What Submit did: queued a new run, or found the one that an earlier request
 // with the same idempotency key created.

@@ -49,6 +49,8 @@ std::string_view AccessActionName(AccessAction a) {
       return "delete";
     case AccessAction::kResumeFrom:
       return "resume from";
+    case AccessAction::kOpen:
+      return "open";
   }
   return "use";
 }

@@ -4,11 +4,11 @@
 
 #include <thread>
 
+#include <fmt/format.h>
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
 #include "lathe/os/fd.h"
@@ -23,9 +23,9 @@ namespace {
 
 // Hop-by-hop headers (RFC 9110 7.6.1) and the ones the proxy sets itself.
 bool IsHopByHop(std::string_view name) {
-  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "te", "trailer",
-                             "transfer-encoding", "upgrade", "proxy-authorization",
-                             "proxy-authenticate", "content-length"}) {
+  for (std::string_view h :
+       {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+        "upgrade", "proxy-authorization", "proxy-authenticate", "content-length"}) {
     if (EqualsIgnoreCase(name, h)) return true;
   }
   return false;
@@ -140,8 +140,7 @@ std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool
     h += "Connection: Upgrade\r\nUpgrade: websocket\r\n";
   } else {
     h += "Connection: close\r\n";
-    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" ||
-        req.method == "PATCH") {
+    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
       h += fmt::format("Content-Length: {}\r\n", req.body.size());
     }
   }
@@ -206,7 +205,8 @@ namespace {
 // slices of a second, so that Stop is noticed.
 class UpstreamConn {
  public:
-  UpstreamConn(os::Fd fd, const std::atomic<bool>& stopping) : fd_(std::move(fd)), stop_(stopping) {}
+  UpstreamConn(os::Fd fd, const std::atomic<bool>& stopping)
+      : fd_(std::move(fd)), stop_(stopping) {}
 
   // Reads more bytes into `pending`; DeadlineExceeded after `timeout_ms`
   // without any, Unavailable on stop or error. `*eof` at the upstream's end.
@@ -249,9 +249,8 @@ Result<os::Fd> ConnectUpstream(const Upstream& up, int timeout_ms) {
   if (!up.any_owner) {
     auto uid = unix_socket ? os::UnixPeerUid(fd->get()) : os::LoopbackPeerUid(fd->get());
     if (!uid.ok() || *uid != up.owner_uid) {
-        spdlog::warn("proxy: refused {}: its listener belongs to uid {}, not the run's user {}",
-                   where, uid.ok() ? std::to_string(*uid) : uid.status().message(),
-                   up.owner_uid);
+      spdlog::warn("proxy: refused {}: its listener belongs to uid {}, not the run's user {}",
+                   where, uid.ok() ? std::to_string(*uid) : uid.status().message(), up.owner_uid);
       return Status::Msg(Code::kPermissionDenied, "proxy.wrong_owner", {{"where", where}});
     }
   }
@@ -270,7 +269,8 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
   std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes);
   out += req.body;
   if (Status s = os::SendFull(fd->get(), out, "upstream"); !s.ok()) {
-    return fail(Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}}));
+    return fail(
+        Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}}));
   }
   UpstreamConn conn(std::move(*fd), stopping_);
 
@@ -326,7 +326,8 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
       if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) return fail(s);
       if (!feed(&err) && !err.ok()) return fail(err);
     }
-    return res->Send(HttpResponse{status, content_type, std::move(down), std::move(p.get().body())});
+    return res->Send(
+        HttpResponse{status, content_type, std::move(down), std::move(p.get().body())});
   }
   // Large or unsized: streamed as it comes (the body string is emptied after
   // each piece; the parser appends at its current end).

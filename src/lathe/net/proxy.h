@@ -53,9 +53,9 @@ struct Upstream {
 
 struct ProxyOptions {
   int connect_timeout_ms = 5000;
-  int response_timeout_ms = 120000;       // to the upstream's complete response header
-  int idle_timeout_ms = 120000;           // between two reads of a response body
-  int tunnel_idle_timeout_ms = 600000;    // a websocket with no byte either way
+  int response_timeout_ms = 120000;     // to the upstream's complete response header
+  int idle_timeout_ms = 120000;         // between two reads of a response body
+  int tunnel_idle_timeout_ms = 600000;  // a websocket with no byte either way
   size_t max_response_header_bytes = 64 << 10;
   size_t max_buffered_body_bytes = 8 << 20;  // larger (or unsized) bodies are streamed
   size_t max_in_flight = 64;                 // more at once get 503

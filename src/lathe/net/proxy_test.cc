@@ -55,8 +55,8 @@ TEST(ProxyRules, TheUpstreamNeverSeesTheClientsCredentials) {
   std::string head = UpstreamRequestHead(req, up, false, kLathe);
   EXPECT_EQ(head.rfind("POST /api/contents?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8888\r\n", 0), 0u)
       << head;
-  for (const char* secret : {"lathe_tabc_secret", "cookie-secret", "csrf-secret", "6.6.6.6",
-                             "keep-alive", "Bearer"}) {
+  for (const char* secret :
+       {"lathe_tabc_secret", "cookie-secret", "csrf-secret", "6.6.6.6", "keep-alive", "Bearer"}) {
     EXPECT_EQ(head.find(secret), std::string::npos) << secret << " in\n" << head;
   }
   EXPECT_NE(head.find("Authorization: token nb-own\r\n"), std::string::npos);
@@ -98,8 +98,8 @@ TEST(ProxyRules, SetCookieStaysOnTheRunsOriginAndCannotSetLathesCookies) {
   ASSERT_EQ(down.size(), 2u);
   EXPECT_EQ(down[0].second, "_xsrf=abc; Path=/; HttpOnly");
   EXPECT_EQ(down[1].first, "X-Jupyter");
-  Headers upgraded = DownstreamHeaders({{"Upgrade", "websocket"}, {"Connection", "Upgrade"}}, 101,
-                                       kLathe);
+  Headers upgraded =
+      DownstreamHeaders({{"Upgrade", "websocket"}, {"Connection", "Upgrade"}}, 101, kLathe);
   EXPECT_EQ(upgraded.size(), 2u);
 }
 
@@ -237,8 +237,8 @@ TEST(ReverseProxy, ForwardsARequestAndItsAnswer) {
       "Content-Length: 5\r\n\r\nhello");
   ReverseProxy proxy({}, ErrorPage);
   Captured c;
-  proxy.Forward(Request("GET", "/x", {{"Authorization", "Bearer lathe_t_s"}}), up.Target(::geteuid()),
-                std::make_unique<CapturingResponder>(c));
+  proxy.Forward(Request("GET", "/x", {{"Authorization", "Bearer lathe_t_s"}}),
+                up.Target(::geteuid()), std::make_unique<CapturingResponder>(c));
   Wait(c);
   EXPECT_EQ(c.status, 200);
   EXPECT_EQ(c.body, "hello");
@@ -290,11 +290,10 @@ TEST(ReverseProxy, ASwitchingProtocolsAnswerBecomesATunnel) {
       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
   ReverseProxy proxy({}, ErrorPage);
   Captured c;
-  proxy.Forward(Request("GET", "/ws",
-                        {{"Connection", "Upgrade"},
-                         {"Upgrade", "websocket"},
-                         {"Sec-WebSocket-Key", "k"}}),
-                up.Target(::geteuid()), std::make_unique<CapturingResponder>(c));
+  proxy.Forward(
+      Request("GET", "/ws",
+              {{"Connection", "Upgrade"}, {"Upgrade", "websocket"}, {"Sec-WebSocket-Key", "k"}}),
+      up.Target(::geteuid()), std::make_unique<CapturingResponder>(c));
   Wait(c);
   EXPECT_TRUE(c.tunnel);
   EXPECT_EQ(c.status, 101);

@@ -53,8 +53,7 @@ std::string ProcAddress(const sockaddr_in& a) {
 // The same address as /proc/net/tcp6 writes it when an IPv6 listener
 // (bound to "::") accepted it: ::ffff:a.b.c.d, four words in host order.
 std::string ProcAddress6(const sockaddr_in& a) {
-  return fmt::format("0000000000000000FFFF0000{:08X}:{:04X}", a.sin_addr.s_addr,
-                     ntohs(a.sin_port));
+  return fmt::format("0000000000000000FFFF0000{:08X}:{:04X}", a.sin_addr.s_addr, ntohs(a.sin_port));
 }
 
 }  // namespace

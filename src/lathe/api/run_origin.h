@@ -1,0 +1,36 @@
+// Run origins: each run's ports are served on a web origin of their own,
+// `http://<run>.localhost:PORT/` for the run's main port and
+// `http://<port>.<run>.localhost:PORT/` for another one (docs/security.md,
+// "Run origins"). Browsers resolve every name under `localhost` to loopback,
+// and `ssh -L PORT:localhost:PORT` carries them to a laptop. Under another
+// base name (a configured host such as `lab.example.org`) the same forms
+// need a wildcard DNS entry.
+//
+// A page served on a run's origin is another site than the daemon's own
+// origin and than every other run's: its scripts cannot read the API's
+// answers or send the API's cookie, and a cookie it sets stays its own.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lathe::api {
+
+struct RunOrigin {
+  std::string run_id;     // the run's id (lower-case letters and digits)
+  std::string port_name;  // "" = the run's main (first) port
+  std::string base;       // the base name it was reached under ("localhost")
+};
+
+// The run origin a Host header names under one of `bases` ("localhost",
+// configured names; compared ignoring case, a trailing dot and the port),
+// or nullopt when it names none (the daemon's own origin, or junk).
+std::optional<RunOrigin> ParseRunOrigin(std::string_view host_header,
+                                        const std::vector<std::string>& bases);
+
+// The host part of a run origin: "tb.r3k7q0m9x2a.localhost".
+std::string RunOriginHost(const RunOrigin& o);
+
+}  // namespace lathe::api

@@ -1,0 +1,150 @@
+// The run origins (api/run_origin.h): who may open a run's ports, and the
+// hand-over to the reverse proxy (net/proxy.h). docs/security.md, "Run
+// origins", states the rules.
+#include <fmt/format.h>
+
+#include "lathe/api/routes.h"
+#include "lathe/api/run_origin.h"
+#include "lathe/api/server.h"
+#include "lathe/net/status_http.h"
+
+namespace lathe::api {
+namespace {
+
+bool IsLoopbackHost(std::string_view h) {
+  return h.empty() || h == "localhost" || h == "127.0.0.1" || h == "::1" || h.starts_with("127.");
+}
+
+// A page may act on a run's origin only from that same origin: an Origin
+// header, when the browser sends one, must name the Host being asked.
+bool SameOrigin(const net::HttpRequest& req) {
+  std::string_view origin = req.Header("Origin");
+  if (origin.empty()) return true;
+  std::string_view host = req.Header("Host");
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (origin.size() == scheme.size() + host.size() && origin.starts_with(scheme) &&
+        net::EqualsIgnoreCase(origin.substr(scheme.size()), host)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The endpoint a run origin names: the run's first one, or the one with
+// the origin's port name.
+const Json* FindEndpoint(const Json& endpoints, const std::string& name) {
+  for (const auto& e : endpoints) {
+    if (name.empty() || e.value("name", "") == name) return &e;
+  }
+  return nullptr;
+}
+
+std::string PortNames(const run::RunSpec& spec) {
+  std::string s;
+  for (const auto& p : spec.ports) s += (s.empty() ? "" : ", ") + p.name;
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+std::vector<std::string> ApiServer::RunOriginBases() const {
+  std::vector<std::string> bases = {"localhost"};
+  if (!IsLoopbackHost(opts_.host) && opts_.host.find_first_not_of("0123456789.:") != std::string::npos) {
+    bases.push_back(opts_.host);  // a host name, not an address literal
+  }
+  return bases;
+}
+
+std::string ApiServer::RunOriginUrl(const RunOrigin& o) const {
+  return fmt::format("http://{}:{}/", RunOriginHost(o), port_);
+}
+
+void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Responder> res,
+                                const RunOrigin& o) {
+  auto refuse = [&](const Status& s) { res->Send(ErrorResponse(s)); };
+  int64_t retry_after_s = 0;
+  auto auth = auth_->Authenticate(req, &retry_after_s);
+  if (!auth.ok()) {
+    net::HttpResponse r = ErrorResponse(
+        retry_after_s > 0 ? auth.status()
+                          : Status::Msg(Code::kPermissionDenied, "proxy.login_needed",
+                                        {{"run", o.run_id}}));
+    if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+    if (retry_after_s == 0) r.status = 401;
+    return res->Send(std::move(r));
+  }
+  auto r = daemon_.Access(auth->caller, o.run_id, daemon::AccessAction::kOpen);
+  if (!r.ok()) return refuse(r.status());
+  if (r->id != o.run_id) {  // a run's origin names its id, never its name
+    return refuse(Status::Msg(Code::kNotFound, "run.not_found", {{"run", o.run_id}}));
+  }
+  if (!SameOrigin(req)) {
+    return refuse(Status::Msg(Code::kPermissionDenied, "proxy.bad_origin",
+                              {{"origin", std::string(req.Header("Origin"))}}));
+  }
+  if (!run::IsActive(r->state)) {
+    return refuse(Status::Msg(Code::kUnavailable, "proxy.not_running",
+                              {{"run", r->id}, {"state", std::string(run::StateName(r->state))}}));
+  }
+  Json endpoints = daemon_.EndpointsJson(*r);
+  const Json* e = FindEndpoint(endpoints, o.port_name);
+  if (!e) {
+    if (r->spec.ports.empty()) {
+      return refuse(Status::Msg(Code::kNotFound, "proxy.no_ports", {{"run", r->id}}));
+    }
+    return refuse(Status::Msg(Code::kNotFound, "proxy.no_port",
+                              {{"run", r->id},
+                               {"port", o.port_name.empty() ? "-" : o.port_name},
+                               {"ports", PortNames(r->spec)}}));
+  }
+  net::Upstream up;
+  const std::string address = e->value("address", "");
+  if (e->value("kind", "") == "unix") {
+    up.kind = net::Upstream::Kind::kUnix;
+    up.socket = address;
+    up.host = "localhost";
+  } else {
+    up.kind = net::Upstream::Kind::kTcp;
+    up.port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+    up.host = address;
+  }
+  up.owner_uid = r->uid;
+  up.any_owner = r->uid == 0;  // root's own run may be served by anything root runs
+  proxy_->Forward(std::move(req), std::move(up), std::move(res));
+}
+
+// POST /runs/{run}/open {"port": name?}: where the run's port is served.
+void ApiServer::PostOpen(ApiCall& call) {
+  auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kOpen);
+  if (!r.ok()) return call.Reply(r.status());
+  std::string port;
+  if (!call.req.body.empty()) {
+    auto body = ParseJson(call.req.body);
+    if (!body.ok()) return call.Reply(body.status());
+    if (body->contains("port")) {
+      if (!(*body)["port"].is_string()) {
+        return call.Reply(Status::Msg(Code::kInvalidArgument, "json.wrong_type",
+                                      {{"field", "port"}, {"type", "string"}}));
+      }
+      port = (*body)["port"].get<std::string>();
+    }
+  }
+  if (r->spec.ports.empty()) {
+    return call.Reply(Status::Msg(Code::kNotFound, "proxy.no_ports", {{"run", r->id}}));
+  }
+  const run::PortSpec* chosen = &r->spec.ports.front();
+  if (!port.empty()) {
+    chosen = nullptr;
+    for (const auto& p : r->spec.ports) {
+      if (p.name == port) chosen = &p;
+    }
+    if (!chosen) {
+      return call.Reply(Status::Msg(Code::kNotFound, "proxy.no_port",
+                                    {{"run", r->id}, {"port", port}, {"ports", PortNames(r->spec)}}));
+    }
+  }
+  RunOrigin o{r->id, chosen == &r->spec.ports.front() ? "" : chosen->name, RunOriginBases()[0]};
+  call.Reply(Json{{"run", r->id}, {"port", chosen->name}, {"url", RunOriginUrl(o)}});
+}
+
+}  // namespace lathe::api

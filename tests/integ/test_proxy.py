@@ -1,0 +1,221 @@
+"""Run ports behind the daemon's reverse proxy, on each run's own origin.
+
+Two unprivileged users against a root daemon. User A's run serves a port
+(loopback TCP or a unix socket); the proxy serves it at
+http://<run>.localhost:PORT/ to A (and root), never to B; A's credentials
+never reach the upstream; a websocket echoes through it; a unix socket
+swapped for a symlink to the daemon's own socket, and a loopback port that B
+bound first, are refused; a port bound on loopback is reachable by B directly
+(what docs/security.md warns about).
+"""
+import base64
+import http.client
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+import unittest
+
+from harness import DaemonTest, PY, second_user
+
+USER_A = "lathe-it-px-a"
+USER_B = "lathe-it-px-b"
+UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy_upstream.py")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Proxy(DaemonTest):
+    gpus = "none"
+
+    def setUp(self):
+        self.a = second_user(self, USER_A)
+        self.b = second_user(self, USER_B)
+        super().setUp()
+        self.base = tempfile.mkdtemp(prefix="lathe-it-px-")
+        self.addCleanup(shutil.rmtree, self.base, True)
+        os.chmod(self.base, 0o755)
+        self.script = os.path.join(self.base, "upstream.py")
+        shutil.copy(UPSTREAM, self.script)
+        os.chmod(self.script, 0o644)
+        self.tok_a = self.token(self.a)
+        self.tok_b = self.token(self.b)
+
+    # --- helpers ---
+
+    def token(self, pw):
+        r = self.d.cli("token", "create", "--json", user=pw.pw_name, env=self.d.env(HOME="/tmp"))
+        return json.loads(r.stdout)["token"]
+
+    def user_dir(self, pw):
+        d = os.path.join(self.base, pw.pw_name)
+        os.makedirs(d, exist_ok=True)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        os.chmod(d, 0o700)
+        return d
+
+    def port(self):
+        with open(os.path.join(self.d.home, "endpoint.json")) as f:
+            return int(json.load(f)["tcp"].rsplit(":", 1)[1])
+
+    def start_server(self, pw, kind, where, port_flag, label="upstream"):
+        run = self.d.submit("--port", port_flag, "--workdir", "/tmp", "--",
+                            PY, self.script, kind, str(where), label,
+                            user=pw.pw_name, env=self.d.env(HOME="/tmp"))
+        self.d.wait_state(run, "running")
+        self.d.wait_for(lambda: "listening" in self.d.logs(run), "the upstream to listen")
+        return run
+
+    def request(self, run, path="/hello", token=None, headers=None, method="GET", body=None,
+                port_name=""):
+        host = f"{port_name + '.' if port_name else ''}{run}.localhost:{self.port()}"
+        h = {"Host": host}
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        h.update(headers or {})
+        c = http.client.HTTPConnection("127.0.0.1", self.port(), timeout=30)
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(data), r
+        except ValueError:
+            return r.status, data, r
+
+    def error_id(self, body):
+        return body.get("error", {}).get("id") if isinstance(body, dict) else None
+
+    # --- tests ---
+
+    def test_the_owner_reaches_the_port_and_the_upstream_gets_no_credentials(self):
+        port = free_port()
+        run = self.start_server(self.a, "tcp", port, str(port))
+        status, body, resp = self.request(
+            run, token=self.tok_a,
+            headers={"Cookie": "lathe_session=s3cret-cookie; app=1", "X-Forwarded-For": "6.6.6.6"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["uid"], self.a.pw_uid)
+        headers = {k.lower(): v for k, v in body["headers"]}
+        self.assertNotIn("authorization", headers)
+        self.assertEqual(headers["cookie"], "app=1")
+        self.assertEqual(headers["host"], f"127.0.0.1:{port}")
+        self.assertEqual(headers["x-forwarded-for"], "127.0.0.1")
+        raw = json.dumps(body)
+        for secret in (self.tok_a, "s3cret-cookie", "6.6.6.6"):
+            self.assertNotIn(secret, raw)
+        # The upstream's cookie stays on the run's origin.
+        self.assertEqual(resp.getheader("Set-Cookie"), "app=1; Path=/")
+        # A POST with a body goes through; the same Origin is fine.
+        status, body, _ = self.request(run, "/form", token=self.tok_a, method="POST", body="x=1",
+                                       headers={"Origin": f"http://{run}.localhost:{self.port()}"})
+        self.assertEqual((status, body["method"], body["body"]), (200, "POST", "x=1"))
+        # `lathe open` names the run's origin.
+        out = self.d.cli("open", run, user=USER_A, env=self.d.env(HOME="/tmp")).stdout.strip()
+        self.assertEqual(out, f"http://{run}.localhost:{self.port()}/")
+
+    def test_everyone_else_is_refused_at_every_path(self):
+        port = free_port()
+        run = self.start_server(self.a, "tcp", port, f"web={port}")
+        for path in ("/", "/hello", "/api/v1/runs", "/_lathe/login?code=x"):
+            status, body, _ = self.request(run, path, token=self.tok_b)
+            self.assertEqual(status, 403, (path, body))
+            self.assertEqual(self.error_id(body), "run.forbidden")
+            status, body, _ = self.request(run, path)
+            self.assertEqual(status, 401, (path, body))
+            self.assertEqual(self.error_id(body), "proxy.login_needed")
+        # Another origin's page may not act on the run's page.
+        status, body, _ = self.request(run, token=self.tok_a, method="POST", body="",
+                                       headers={"Origin": "http://evil.example"})
+        self.assertEqual((status, self.error_id(body)), (403, "proxy.bad_origin"))
+        # The port by name; an unknown name is a clear error.
+        status, body, _ = self.request(run, token=self.tok_a, port_name="web")
+        self.assertEqual(status, 200, body)
+        status, body, _ = self.request(run, token=self.tok_a, port_name="nope")
+        self.assertEqual((status, self.error_id(body)), (404, "proxy.no_port"))
+        # A second user connects to the loopback port directly: the kernel lets
+        # them (docs/security.md says so); only the proxy checks who asks.
+        direct = self.d.cli("run", "--workdir", "/tmp", "--follow", "--", PY, "-c",
+                            f"import socket; socket.create_connection(('127.0.0.1', {port})); "
+                            "print('direct connect ok')", user=USER_B,
+                            env=self.d.env(HOME="/tmp"))
+        self.assertIn("direct connect ok", direct.stdout)
+        # Once the run ends, its origin serves nothing.
+        self.d.cli("stop", run, user=USER_A, env=self.d.env(HOME="/tmp"))
+        self.d.wait_state(run, ["stopped", "failed", "succeeded"])
+        status, body, _ = self.request(run, token=self.tok_a)
+        self.assertEqual((status, self.error_id(body)), (503, "proxy.not_running"))
+
+    def test_a_unix_socket_upstream_and_a_symlink_to_the_daemons_socket(self):
+        d = self.user_dir(self.a)
+        sock = os.path.join(d, "web.sock")
+        run = self.start_server(self.a, "unix", sock, f"web={sock}")
+        status, body, _ = self.request(run, token=self.tok_a)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["uid"], self.a.pw_uid)
+        # A swaps their socket for a symlink to the daemon's own socket: the
+        # root proxy would reach the API as root. It checks the listener's
+        # SO_PEERCRED and refuses.
+        os.unlink(sock)
+        os.symlink(os.path.join(self.d.home, "lathe.sock"), sock)
+        self.assertTrue(os.path.exists(sock))
+        status, body, _ = self.request(run, "/api/v1/status", token=self.tok_a)
+        self.assertEqual((status, self.error_id(body)), (403, "proxy.wrong_owner"), body)
+        self.assertNotIn("backend", json.dumps(body))  # no answer of the API's came back
+
+    def test_a_port_another_user_bound_first_is_refused(self):
+        port = free_port()
+        squatter = self.start_server(self.b, "tcp", port, str(port), label="squatter")
+        # A's run declares the same port but never listens on it.
+        run = self.d.submit("--port", str(port), "--workdir", "/tmp", "--", "sleep", "300",
+                            user=USER_A, env=self.d.env(HOME="/tmp"))
+        self.d.wait_state(run, "running")
+        status, body, _ = self.request(run, token=self.tok_a)
+        self.assertEqual((status, self.error_id(body)), (403, "proxy.wrong_owner"), body)
+        self.assertNotIn("squatter", json.dumps(body))
+        # B reaches their own run's port.
+        status, body, _ = self.request(squatter, token=self.tok_b)
+        self.assertEqual((status, body["label"]), (200, "squatter"))
+
+    def test_a_websocket_echoes_through_the_proxy(self):
+        port = free_port()
+        run = self.start_server(self.a, "tcp", port, str(port))
+        s = socket.create_connection(("127.0.0.1", self.port()), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall((f"GET /ws HTTP/1.1\r\nHost: {run}.localhost:{self.port()}\r\n"
+                   f"Authorization: Bearer {self.tok_a}\r\nUpgrade: websocket\r\n"
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                   f"Sec-WebSocket-Version: 13\r\n"
+                   f"Origin: http://{run}.localhost:{self.port()}\r\n\r\n").encode())
+        f = s.makefile("rb")
+        status = f.readline().decode()
+        self.assertIn(" 101 ", status)
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        for text in (b"hello", b"x" * 70000):
+            mask = os.urandom(4)
+            n = len(text)
+            head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else
+                                    bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536 else
+                                    bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+            s.sendall(head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(text)))
+            b1, b2 = f.read(2)
+            m = b2 & 0x7F
+            if m == 126:
+                m = int.from_bytes(f.read(2), "big")
+            elif m == 127:
+                m = int.from_bytes(f.read(8), "big")
+            self.assertEqual(f.read(m), b"echo:" + text)
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
