@@ -14,6 +14,7 @@ void SetupToken(CLI::App& app, Globals& g, Status& status);   // cmd_token.cc
 void SetupLogin(CLI::App& app, Globals& g, Status& status);   // cmd_login.cc: login, logout
 void SetupRm(CLI::App& app, Globals& g, Status& status);      // cmd_rm.cc
 void SetupSecret(CLI::App& app, Globals& g, Status& status);  // cmd_secret.cc
+void SetupUi(CLI::App& app, Globals& g, Status& status);      // cmd_ui.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -27,6 +28,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupLogin(app, g, status);
   SetupRm(app, g, status);
   SetupSecret(app, g, status);
+  SetupUi(app, g, status);
 }
 
 }  // namespace lathe::cmd
