@@ -33,7 +33,8 @@ struct DaemonFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string grace = "10s";
-  daemon::RetentionPolicy retention;  // config.yaml only
+  daemon::RetentionPolicy retention;       // config.yaml only
+  std::vector<std::string> allowed_hosts;  // config.yaml only
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -48,6 +49,7 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.port && !given("--port")) f.port = *c.port;
   if (c.grace && !given("--grace")) f.grace = *c.grace;
   if (c.retention) f.retention = *c.retention;
+  if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
   return Status::OK();
 }
 
@@ -77,6 +79,7 @@ Status RunDaemon(DaemonFlags& f) {
   ao.host = f.host;
   ao.port = f.port;
   ao.on_shutdown = [] { g_shutdown = true; };
+  ao.allowed_hosts = f.allowed_hosts;
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
   RETURN_IF_ERROR(d->Start());
   Lang lang = DetectLang();

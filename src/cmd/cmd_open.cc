@@ -27,7 +27,7 @@ Status RunOpen(const OpenFlags& f, Lang lang) {
     PrintJson(r);
     return Status::OK();
   }
-  const std::string url = r.value("url", "");
+  const std::string url = r.value("login_url", r.value("url", ""));  // signs the browser in
   std::printf("%s\n", url.c_str());
   if (f.browser) {
     auto rc = os::RunCommand({"xdg-open", url}, 10000);

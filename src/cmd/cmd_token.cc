@@ -1,4 +1,5 @@
-// lathe token create | ls | rm: per-user API tokens (docs/cli.md, "Tokens").
+// lathe token create | ls | rm: per-user API tokens, and the browser sessions
+// that ls and rm show and revoke too (docs/cli.md, "Tokens").
 #include <chrono>
 #include <cstdio>
 
@@ -60,36 +61,69 @@ Status RunCreate(const CreateFlags& f, Lang lang) {
   return Status::OK();
 }
 
+// The caller's sessions (GET /api/v1/sessions), each with "kind": "session";
+// none from a daemon that has no sessions.
+Result<Json> ListSessions(api::ApiClient& c, bool all) {
+  auto r = c.Get(std::string("/api/v1/sessions") + (all ? "?all=1" : ""));
+  if (!r.ok()) {
+    if (r.status().msg_id() == "api.no_route") return Json::array();
+    return r.status();
+  }
+  Json out = Json::array();
+  for (Json s : (*r)["sessions"]) {
+    s["kind"] = "session";
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Status RunList(bool all, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Get(std::string("/api/v1/tokens") + (all ? "?all=1" : "")));
+  ASSIGN_OR_RETURN(Json sessions, ListSessions(*c, all));
+  Json items = Json::array();
+  for (Json t : r["tokens"]) {
+    t["kind"] = "token";
+    items.push_back(std::move(t));
+  }
+  for (auto& s : sessions) items.push_back(std::move(s));
   if (json) {
-    PrintJson(r["tokens"]);
+    PrintJson(items);
     return Status::OK();
   }
-  if (r["tokens"].empty()) {
+  if (items.empty()) {
     std::printf("%s\n", Tr("token.none", lang).c_str());
     return Status::OK();
   }
   std::vector<std::vector<std::string>> rows = {
-      {Tr("token.col_id", lang), Tr("token.col_name", lang), Tr("token.col_user", lang),
-       Tr("token.col_created", lang), Tr("token.col_expires", lang),
-       Tr("token.col_last_used", lang)}};
-  for (const auto& t : r["tokens"]) {
+      {Tr("token.col_id", lang), Tr("token.col_kind", lang), Tr("token.col_name", lang),
+       Tr("token.col_scope", lang), Tr("token.col_user", lang), Tr("token.col_created", lang),
+       Tr("token.col_expires", lang), Tr("token.col_last_used", lang)}};
+  for (const auto& t : items) {
+    const bool session = t.value("kind", "") == "session";
     std::string used = t["last_used_at_ms"].is_number()
                            ? AgeAgo(t["last_used_at_ms"].get<int64_t>(), lang)
                            : Tr("token.never", lang);
     std::string name = t.value("name", "");
-    rows.push_back({t.value("id", ""), name.empty() ? "-" : name, t.value("user", ""),
-                    AgeAgo(t.value("created_at_ms", int64_t{0}), lang), ExpiresText(t, lang),
-                    used});
+    rows.push_back(
+        {t.value("id", ""), Tr(session ? "token.kind_session" : "token.kind_token", lang),
+         name.empty() ? "-" : name, session ? t.value("scope", "") : "-", t.value("user", ""),
+         AgeAgo(t.value("created_at_ms", int64_t{0}), lang), ExpiresText(t, lang), used});
   }
   PrintTable(rows);
   return Status::OK();
 }
 
+// A session's id starts with "s", a token's with "t" (sessions.h, tokens.h).
+bool IsSessionId(const std::string& id) { return !id.empty() && id[0] == 's'; }
+
 Status RunRemove(const std::string& id, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  if (IsSessionId(id)) {
+    ASSIGN_OR_RETURN(Json s, c->Delete("/api/v1/sessions/" + net::PercentEncode(id)));
+    std::printf("%s\n", Tr("session.revoked", lang, {{"id", s.value("id", id)}}).c_str());
+    return Status::OK();
+  }
   ASSIGN_OR_RETURN(Json t, c->Delete("/api/v1/tokens/" + net::PercentEncode(id)));
   std::printf("%s\n", Tr("token.revoked", lang, {{"id", t.value("id", id)}}).c_str());
   return Status::OK();

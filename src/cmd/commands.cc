@@ -15,6 +15,7 @@ void SetupLogin(CLI::App& app, Globals& g, Status& status);   // cmd_login.cc: l
 void SetupRm(CLI::App& app, Globals& g, Status& status);      // cmd_rm.cc
 void SetupSecret(CLI::App& app, Globals& g, Status& status);  // cmd_secret.cc
 void SetupOpen(CLI::App& app, Globals& g, Status& status);    // cmd_open.cc
+void SetupUi(CLI::App& app, Globals& g, Status& status);      // cmd_ui.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -29,6 +30,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupRm(app, g, status);
   SetupSecret(app, g, status);
   SetupOpen(app, g, status);
+  SetupUi(app, g, status);
 }
 
 }  // namespace lathe::cmd

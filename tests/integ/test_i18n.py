@@ -6,6 +6,7 @@ brackets: such a word must be data — a run's id, name or command, a path, a
 user name, a number with its unit, a flag, a command word, JSON — or it is a
 text that did not go through the catalog, and the test names it.
 """
+import http.client
 import json
 import os
 import re
@@ -23,7 +24,7 @@ OPEN, CLOSE = "⟦", "⟧"
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
     "gpus", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
-    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "true", "false", "null",
+    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
                   r"Ki|Mi|Gi|Ti|C|W|MHz|x[0-9]+[A-Za-z]*|%)?$")
@@ -157,6 +158,22 @@ class PseudoLocaleTest(unittest.TestCase):
                                  extra_data={w for m in models for w in m.split()})
         self.assertAllTranslated("explain", self.pseudo("explain", "--run", self.bad))
 
+    def test_ui_and_sessions_in_token_ls(self):
+        out = self.pseudo("ui")
+        url = out.split()[0]
+        user = json.loads(self.d.cli("status", "--json").stdout)["caller"]["user"]
+        self.assertAllTranslated("ui", out, extra_data={url, user, "HOST", "ssh", "-L"})
+        # Sign in with the link, so that `token ls` lists a session.
+        port = url.split("/")[2].rsplit(":", 1)[1]
+        c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=30)
+        c.request("GET", "/" + url.split("/", 3)[3], headers={"Host": "localhost:" + port})
+        self.assertEqual(c.getresponse().status, 303)
+        c.close()
+        listed = json.loads(self.d.cli("token", "ls", "--json").stdout)
+        ids = {t["id"] for t in listed}
+        self.assertAllTranslated("token ls", self.pseudo("token", "ls"),
+                                 extra_data=ids | {user, "-"})
+
     def test_rm_dry_run_and_refusal(self):
         self.assertAllTranslated("rm --dry-run", self.pseudo("rm", "--finished", "--older-than", "0s",
                                                              "--dry-run"))
@@ -167,7 +184,8 @@ class PseudoLocaleTest(unittest.TestCase):
         for args in (("--help",), ("run", "--help"), ("snap", "ls", "--help"),
                      ("logs", "--help"), ("doctor", "--help"),
                      ("token", "create", "--help"), ("login", "--help"), ("rm", "--help"),
-                     ("secret", "set", "--help"), ("secret", "--help"), ("open", "--help")):
+                     ("secret", "set", "--help"), ("secret", "--help"), ("ui", "--help"), ("open", "--help"),
+                     ("token", "ls", "--help"), ("token", "rm", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

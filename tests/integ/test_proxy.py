@@ -118,15 +118,54 @@ class Proxy(DaemonTest):
         status, body, _ = self.request(run, "/form", token=self.tok_a, method="POST", body="x=1",
                                        headers={"Origin": f"http://{run}.localhost:{self.port()}"})
         self.assertEqual((status, body["method"], body["body"]), (200, "POST", "x=1"))
-        # `lathe open` names the run's origin.
-        out = self.d.cli("open", run, user=USER_A, env=self.d.env(HOME="/tmp")).stdout.strip()
-        self.assertEqual(out, f"http://{run}.localhost:{self.port()}/")
+    def test_a_login_link_signs_a_browser_in_on_that_runs_origin_only(self):
+        port = free_port()
+        run = self.start_server(self.a, "tcp", port, str(port))
+        other = self.start_server(self.a, "tcp", free_port(), "8080")
+        origin = f"http://{run}.localhost:{self.port()}/"
+        url = self.d.cli("open", run, user=USER_A, env=self.d.env(HOME="/tmp")).stdout.strip()
+        self.assertTrue(url.startswith(origin + "_lathe/login?code="), url)
+        path = url[len(origin) - 1:]
+        status, body, resp = self.request(run, path + "&next=/tree")
+        self.assertEqual(status, 303, body)
+        self.assertEqual(resp.getheader("Location"), "/tree")
+        cookie = resp.getheader("Set-Cookie")
+        self.assertIn("HttpOnly", cookie)
+        self.assertIn("SameSite=Strict", cookie)
+        self.assertNotIn("Domain", cookie)  # host-only: this run's origin alone
+        value = cookie.split(";", 1)[0]
+        self.assertTrue(value.startswith("lathe_run="), cookie)
+        # The cookie opens the run's page as A; the upstream never sees it.
+        status, body, _ = self.request(run, headers={"Cookie": value + "; app=1"})
+        self.assertEqual(status, 200, body)
+        self.assertNotIn(value.split("=", 1)[1], json.dumps(body))
+        self.assertEqual({k.lower(): v for k, v in body["headers"]}["cookie"], "app=1")
+        # The code was single use.
+        status, body, _ = self.request(run, path)
+        self.assertEqual((status, self.error_id(body)), (401, "session.code_invalid"))
+        # Another run's origin does not take it, nor does the API.
+        status, body, _ = self.request(other, headers={"Cookie": value})
+        self.assertEqual(status, 401, body)
+        c = http.client.HTTPConnection("127.0.0.1", self.port(), timeout=30)
+        c.request("GET", "/api/v1/runs", headers={"Cookie": value.replace("lathe_run", "lathe_session")})
+        r = c.getresponse()
+        r.read()
+        self.assertEqual(r.status, 401)
+        # A code for a run B may not open is not issued.
+        r = self.d.cli("open", run, user=USER_B, env=self.d.env(HOME="/tmp"), check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("_lathe/login", r.stdout)
 
     def test_everyone_else_is_refused_at_every_path(self):
         port = free_port()
         run = self.start_server(self.a, "tcp", port, f"web={port}")
-        for path in ("/", "/hello", "/api/v1/runs", "/_lathe/login?code=x"):
+        status, body, _ = self.request(run, "/_lathe/login?code=x", token=self.tok_b)
+        self.assertEqual((status, self.error_id(body)), (401, "session.code_invalid"))
+        for path in ("/", "/hello", "/api/v1/runs", "/_lathe/other"):
             status, body, _ = self.request(run, path, token=self.tok_b)
+            if path.startswith("/_lathe/"):  # the daemon's own, never forwarded
+                self.assertEqual((status, self.error_id(body)), (404, "api.no_route"))
+                continue
             self.assertEqual(status, 403, (path, body))
             self.assertEqual(self.error_id(body), "run.forbidden")
             status, body, _ = self.request(run, path)

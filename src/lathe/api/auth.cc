@@ -1,5 +1,7 @@
 #include "lathe/api/auth.h"
 
+#include "lathe/api/run_origin.h"
+
 #include <fmt/format.h>
 
 #include "lathe/common/log.h"
@@ -50,6 +52,43 @@ Result<Authenticated> Authenticator::CheckBearer(const net::HttpRequest& req) {
   return a;
 }
 
+Result<Authenticated> Authenticator::CheckCookie(const net::HttpRequest& req, std::string_view name,
+                                                 std::string_view scope) {
+  std::optional<std::string> value;
+  if (sessions_ != nullptr) value = CookieValue(req.Header("Cookie"), name);
+  if (!value) return Status::Msg(Code::kPermissionDenied, "api.unauthenticated");
+  ASSIGN_OR_RETURN(SessionRecord s, sessions_->Verify(*value, scope));
+  Authenticated a;
+  a.caller = CallerFor(s.uid, daemon_uid_);
+  a.via = Via::kSession;
+  a.session = std::move(s);
+  return a;
+}
+
+Status Authenticator::CheckLimit(const std::string& address, int64_t* retry_after_s) {
+  const int64_t now = clock_.MonotonicMs();
+  if (int64_t wait_ms = limiter_.RetryAfterMs(address, now); wait_ms > 0) {
+    *retry_after_s = (wait_ms + 999) / 1000;
+    return Status::Msg(Code::kResourceExhausted, "api.auth_rate_limited",
+                       {{"address", address}, {"seconds", std::to_string(*retry_after_s)}});
+  }
+  return Status::OK();
+}
+
+void Authenticator::RecordFailure(const std::string& address, const Status& why) {
+  // The message id and a credential's public id: never the token, cookie or code.
+  std::string id;
+  for (const auto& arg : why.args()) {
+    if (arg.key != "id") continue;
+    const bool session = why.msg_id().rfind("session.", 0) == 0;
+    id = fmt::format(" ({} {})", session ? "session" : "token", arg.value);
+  }
+  spdlog::warn("api: refused a TCP request from {}: {}{}", address, why.msg_id(), id);
+  if (limiter_.RecordFailure(address, clock_.MonotonicMs())) {
+    spdlog::warn("api: too many failed authentications from {}; refusing it for a while", address);
+  }
+}
+
 Result<Authenticated> Authenticator::Authenticate(const net::HttpRequest& req,
                                                   int64_t* retry_after_s) {
   if (req.peer) {
@@ -57,24 +96,81 @@ Result<Authenticated> Authenticator::Authenticate(const net::HttpRequest& req,
     a.caller = CallerFor(req.peer->uid, daemon_uid_);
     return a;
   }
+  return CheckTcp(req, kSessionCookie, kUiScope, retry_after_s);
+}
+
+Result<Authenticated> Authenticator::AuthenticateRunOrigin(const net::HttpRequest& req,
+                                                           std::string_view scope,
+                                                           int64_t* retry_after_s) {
+  if (req.peer) return Status::Msg(Code::kPermissionDenied, "api.unauthenticated");
+  return CheckTcp(req, kRunCookie, scope, retry_after_s);
+}
+
+Result<Authenticated> Authenticator::CheckTcp(const net::HttpRequest& req, std::string_view cookie,
+                                              std::string_view scope, int64_t* retry_after_s) {
   const std::string address = AddressOf(req.remote);
-  const int64_t now = clock_.MonotonicMs();
-  if (int64_t wait_ms = limiter_.RetryAfterMs(address, now); wait_ms > 0) {
-    *retry_after_s = (wait_ms + 999) / 1000;
-    return Status::Msg(Code::kResourceExhausted, "api.auth_rate_limited",
-                       {{"address", address}, {"seconds", std::to_string(*retry_after_s)}});
-  }
-  auto a = CheckBearer(req);
+  RETURN_IF_ERROR(CheckLimit(address, retry_after_s));
+  // A bearer token wins over a cookie: it cannot be sent by another site.
+  auto a = req.Header("Authorization").empty() ? CheckCookie(req, cookie, scope) : CheckBearer(req);
   if (a.ok() || a.status().code() != Code::kPermissionDenied) return a;  // a store error: 500
-  // The message id and, for a per-user token, its public id: never the token.
-  std::string id;
-  for (const auto& arg : a.status().args())
-    if (arg.key == "id") id = " (token " + arg.value + ")";
-  spdlog::warn("api: refused a TCP request from {}: {}{}", address, a.status().msg_id(), id);
-  if (limiter_.RecordFailure(address, now)) {
-    spdlog::warn("api: too many failed authentications from {}; refusing it for a while", address);
-  }
+  RecordFailure(address, a.status());
   return a.status();
+}
+
+Status Authenticator::CheckSessionRequest(const net::HttpRequest& req, const Authenticated& a,
+                                          bool tls) const {
+  if (a.via != Via::kSession || !a.session || sessions_ == nullptr) return Status::OK();
+  if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") return Status::OK();
+  std::string_view csrf = req.Header(kCsrfHeader);
+  if (csrf.empty()) {
+    return Status::Msg(Code::kPermissionDenied, "session.csrf_missing",
+                       {{"header", std::string(kCsrfHeader)}});
+  }
+  if (!sessions_->CheckCsrf(*a.session, csrf)) {
+    return Status::Msg(Code::kPermissionDenied, "session.csrf_invalid",
+                       {{"header", std::string(kCsrfHeader)}});
+  }
+  std::string_view origin = req.Header("Origin");
+  if (!origin.empty()) {
+    const std::string own =
+        std::string(tls ? "https://" : "http://") + std::string(req.Header("Host"));
+    if (!net::EqualsIgnoreCase(origin, own)) {
+      std::string shown(origin.substr(0, 100));
+      for (char& ch : shown)
+        if (ch < 0x20 || ch >= 0x7f) ch = '?';
+      return Status::Msg(Code::kPermissionDenied, "session.bad_origin",
+                         {{"origin", shown}, {"expected", own}});
+    }
+  }
+  return Status::OK();
+}
+
+Result<IssuedSession> Authenticator::RedeemCode(const net::HttpRequest& req, std::string_view code,
+                                                std::string_view scope, int64_t* retry_after_s) {
+  if (sessions_ == nullptr) return Status::Msg(Code::kPermissionDenied, "session.code_invalid");
+  const std::string address = req.peer ? std::string() : AddressOf(req.remote);
+  if (!req.peer) RETURN_IF_ERROR(CheckLimit(address, retry_after_s));
+  auto s = sessions_->Redeem(code, scope);
+  if (!s.ok() && s.status().IsPermissionDenied() && !req.peer) RecordFailure(address, s.status());
+  return s;
+}
+
+std::optional<std::string> CookieValue(std::string_view header, std::string_view name) {
+  while (!header.empty()) {
+    size_t semi = header.find(';');
+    std::string_view pair = header.substr(0, semi);
+    header = semi == std::string_view::npos ? std::string_view() : header.substr(semi + 1);
+    while (!pair.empty() && (pair.front() == ' ' || pair.front() == '\t')) pair.remove_prefix(1);
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos || pair.substr(0, eq) != name) continue;
+    std::string_view value = pair.substr(eq + 1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    return std::string(value);
+  }
+  return std::nullopt;
 }
 
 }  // namespace lathe::api

@@ -38,6 +38,10 @@ net::HttpResponse JsonResponse(int status, const Json& body);
 // with net::HttpStatusFor's code.
 net::HttpResponse ErrorResponse(const Status& s);
 
+// How a credential made for the caller was asked for, as listings show it:
+// "socket", "daemon token", "token <id>", "session <id>".
+std::string CreatedBy(const Authenticated& a);
+
 // "1", "true" or "yes".
 bool Truthy(const std::optional<std::string>& v);
 

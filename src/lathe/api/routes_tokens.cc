@@ -4,7 +4,8 @@
 //   - anyone issues tokens for themselves; over the unix socket, root and
 //     the daemon's user also for another user ("user" in the body);
 //   - over TCP a token issues only for its own user, and the new token
-//     expires no later than the one that asked for it;
+//     expires no later than the one that asked for it (a browser session's:
+//     no later than the session's current end);
 //   - a user lists and revokes their own tokens; root and the daemon's user
 //     everyone's (?all=1).
 #include <algorithm>
@@ -36,18 +37,6 @@ Status CheckFields(const Json& body) {
     }
   }
   return Status::OK();
-}
-
-std::string CreatedBy(const Authenticated& a) {
-  switch (a.via) {
-    case Via::kSocket:
-      return "socket";
-    case Via::kDaemonToken:
-      return "daemon token";
-    case Via::kUserToken:
-      return "token " + a.token_id;
-  }
-  return "";
 }
 
 }  // namespace
@@ -83,6 +72,10 @@ void ApiServer::PostToken(ApiCall& call) {
   req.name = *name;
   req.expires = *expires;
   if (call.auth.via == Via::kUserToken) req.not_after_ms = call.auth.token_expires_at_ms;
+  // A browser session makes no token that outlives it.
+  if (call.auth.via == Via::kSession && call.auth.session) {
+    req.not_after_ms = call.auth.session->expires_ms;
+  }
   req.created_by = CreatedBy(call.auth);
   auto issued = tokens_->Issue(req);
   if (!issued.ok()) return call.Reply(issued.status());

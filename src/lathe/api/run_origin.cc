@@ -48,6 +48,8 @@ std::optional<RunOrigin> ParseRunOrigin(std::string_view host_header,
   return std::nullopt;
 }
 
+std::string RunScope(std::string_view run_id) { return "run:" + std::string(run_id); }
+
 std::string RunOriginHost(const RunOrigin& o) {
   return (o.port_name.empty() ? "" : o.port_name + ".") + o.run_id + "." + o.base;
 }

@@ -18,6 +18,13 @@
 
 namespace lathe::api {
 
+// The cookie a run's origin signs a browser in with (host-only, for that
+// origin alone; the API never accepts it), and its session scope.
+inline constexpr std::string_view kRunCookie = "lathe_run";
+std::string RunScope(std::string_view run_id);  // "run:<id>"
+// Paths on a run's origin that the daemon answers itself and never forwards.
+inline constexpr std::string_view kRunOriginPrefix = "/_lathe/";
+
 struct RunOrigin {
   std::string run_id;     // the run's id (lower-case letters and digits)
   std::string port_name;  // "" = the run's main (first) port

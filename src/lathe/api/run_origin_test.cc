@@ -22,10 +22,10 @@ TEST(RunOrigin, TheMainPortAndANamedPortParse) {
 }
 
 TEST(RunOrigin, TheDaemonsOwnOriginAndJunkAreNotRunOrigins) {
-  for (const char* h : {"localhost", "localhost:7731", "127.0.0.1:7731", "[::1]:7731",
-                        "lab.example.org", "example.org", "r1.evil.example", "a.b.r1.localhost",
-                        "r_1.localhost", "9tb.r1.localhost", ".localhost", "", "r1.localhost.evil",
-                        "xlocalhost"}) {
+  for (const char* h :
+       {"localhost", "localhost:7731", "127.0.0.1:7731", "[::1]:7731", "lab.example.org",
+        "example.org", "r1.evil.example", "a.b.r1.localhost", "r_1.localhost", "9tb.r1.localhost",
+        ".localhost", "", "r1.localhost.evil", "xlocalhost"}) {
     EXPECT_FALSE(ParseRunOrigin(h, kBases).has_value()) << h;
   }
 }

@@ -8,6 +8,8 @@
 #include "lathe/api/server.h"
 #include "lathe/net/status_http.h"
 
+#include <spdlog/spdlog.h>
+
 namespace lathe::api {
 namespace {
 
@@ -49,8 +51,12 @@ std::string PortNames(const run::RunSpec& spec) {
 
 std::vector<std::string> ApiServer::RunOriginBases() const {
   std::vector<std::string> bases = {"localhost"};
-  if (!IsLoopbackHost(opts_.host) && opts_.host.find_first_not_of("0123456789.:") != std::string::npos) {
-    bases.push_back(opts_.host);  // a host name, not an address literal
+  auto is_name = [](const std::string& h) {
+    return !IsLoopbackHost(h) && h.find_first_not_of("0123456789.:[]") != std::string::npos;
+  };
+  if (is_name(opts_.host)) bases.push_back(opts_.host);  // a host name, not an address literal
+  for (const auto& h : opts_.allowed_hosts) {
+    if (is_name(h)) bases.push_back(h);
   }
   return bases;
 }
@@ -59,16 +65,57 @@ std::string ApiServer::RunOriginUrl(const RunOrigin& o) const {
   return fmt::format("http://{}:{}/", RunOriginHost(o), port_);
 }
 
+// GET /_lathe/login?code=CODE[&next=/path] on a run's origin: the code
+// (from POST /runs/{run}/open) becomes that origin's own cookie.
+void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
+                               const RunOrigin& o) {
+  int64_t retry_after_s = 0;
+  std::string code = req.QueryParam("code").value_or("");
+  auto issued = auth_->RedeemCode(req, code, RunScope(o.run_id), &retry_after_s);
+  if (!issued.ok()) {
+    net::HttpResponse r = ErrorResponse(issued.status());
+    if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+    if (issued.status().IsPermissionDenied()) r.status = 401;
+    return res.Send(std::move(r));
+  }
+  std::string next = req.QueryParam("next").value_or("/");
+  if (next.empty() || next[0] != '/' || next.starts_with("//") || next.starts_with("/\\") ||
+      next.find_first_of("\r\n") != std::string::npos) {
+    next = "/";  // only a path of this origin: never a redirect elsewhere
+  }
+  std::string cookie =
+      fmt::format("{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", kRunCookie,
+                  issued->cookie_value, opts_.sessions.absolute_ttl_ms / 1000);
+  if (opts_.tls) cookie += "; Secure";
+  spdlog::info("api: browser session {} started on run {}'s origin for {} (uid {})",
+               issued->record.id, o.run_id, issued->record.user, issued->record.uid);
+  net::HttpResponse r{303,
+                      "",
+                      {{"Location", next},
+                       {"Set-Cookie", cookie},
+                       {"Cache-Control", "no-store"},
+                       {"Referrer-Policy", "no-referrer"}},
+                      ""};
+  res.Send(std::move(r));
+}
+
 void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Responder> res,
                                 const RunOrigin& o) {
   auto refuse = [&](const Status& s) { res->Send(ErrorResponse(s)); };
+  if (req.path.starts_with(kRunOriginPrefix)) {
+    if (req.path == std::string(kRunOriginPrefix) + "login" && req.method == "GET") {
+      return RunOriginLogin(req, *res, o);
+    }
+    return refuse(
+        Status::Msg(Code::kNotFound, "api.no_route", {{"method", req.method}, {"path", req.path}}));
+  }
   int64_t retry_after_s = 0;
-  auto auth = auth_->Authenticate(req, &retry_after_s);
+  auto auth = auth_->AuthenticateRunOrigin(req, RunScope(o.run_id), &retry_after_s);
   if (!auth.ok()) {
-    net::HttpResponse r = ErrorResponse(
-        retry_after_s > 0 ? auth.status()
-                          : Status::Msg(Code::kPermissionDenied, "proxy.login_needed",
-                                        {{"run", o.run_id}}));
+    net::HttpResponse r =
+        ErrorResponse(retry_after_s > 0 ? auth.status()
+                                        : Status::Msg(Code::kPermissionDenied, "proxy.login_needed",
+                                                      {{"run", o.run_id}}));
     if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
     if (retry_after_s == 0) r.status = 401;
     return res->Send(std::move(r));
@@ -139,12 +186,21 @@ void ApiServer::PostOpen(ApiCall& call) {
       if (p.name == port) chosen = &p;
     }
     if (!chosen) {
-      return call.Reply(Status::Msg(Code::kNotFound, "proxy.no_port",
-                                    {{"run", r->id}, {"port", port}, {"ports", PortNames(r->spec)}}));
+      return call.Reply(
+          Status::Msg(Code::kNotFound, "proxy.no_port",
+                      {{"run", r->id}, {"port", port}, {"ports", PortNames(r->spec)}}));
     }
   }
   RunOrigin o{r->id, chosen == &r->spec.ports.front() ? "" : chosen->name, RunOriginBases()[0]};
-  call.Reply(Json{{"run", r->id}, {"port", chosen->name}, {"url", RunOriginUrl(o)}});
+  const std::string url = RunOriginUrl(o);
+  auto code = sessions_->IssueCode(call.caller.uid, call.caller.user, RunScope(r->id),
+                                   call.auth.via == Via::kSocket ? "socket" : "api");
+  if (!code.ok()) return call.Reply(code.status());
+  call.Reply(Json{{"run", r->id},
+                  {"port", chosen->name},
+                  {"url", url},
+                  {"login_url", url + "_lathe/login?code=" + *code},
+                  {"code_expires_in_s", opts_.sessions.code_ttl_ms / 1000}});
 }
 
 }  // namespace lathe::api

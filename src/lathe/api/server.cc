@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lathe/api/auth.h"
+#include "lathe/api/host_check.h"
 #include "lathe/api/limits.h"
 #include "lathe/api/routes.h"
 #include "lathe/common/ids.h"
@@ -60,6 +61,20 @@ net::HttpResponse ErrorResponse(const Status& s) {
   return JsonResponse(net::HttpStatusFor(s), StatusToJson(s));
 }
 
+std::string CreatedBy(const Authenticated& a) {
+  switch (a.via) {
+    case Via::kSocket:
+      return "socket";
+    case Via::kDaemonToken:
+      return "daemon token";
+    case Via::kUserToken:
+      return "token " + a.token_id;
+    case Via::kSession:
+      return "session " + (a.session ? a.session->id : std::string());
+  }
+  return "";
+}
+
 bool Truthy(const std::optional<std::string>& v) {
   return v && (*v == "1" || *v == "true" || *v == "yes");
 }
@@ -93,7 +108,9 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
   os::Clock& clock = s->opts_.clock ? *s->opts_.clock : os::RealClock();
   ASSIGN_OR_RETURN(s->tokens_, TokenService::Open(paths.db, clock));
-  s->auth_ = std::make_unique<Authenticator>(s->token_, d.uid(), *s->tokens_, clock);
+  ASSIGN_OR_RETURN(s->sessions_, SessionService::Open(paths.db, clock, s->opts_.sessions));
+  s->auth_ = std::make_unique<Authenticator>(s->token_, d.uid(), *s->tokens_, clock,
+                                             AuthLimiter::Options(), s->sessions_.get());
   net::ServerOptions so;
   so.io_threads = 2;
   so.max_body_bytes = kMaxRequestBodyBytes;
@@ -170,6 +187,10 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/tokens", &A::PostToken},
       {"GET", "/api/v1/tokens", &A::ListTokens},
       {"DELETE", "/api/v1/tokens/{token}", &A::DeleteToken},
+      {"POST", "/api/v1/sessions/code", &A::PostSessionCode},
+      {"GET", "/api/v1/session", &A::GetSession},
+      {"GET", "/api/v1/sessions", &A::ListSessions},
+      {"DELETE", "/api/v1/sessions/{session}", &A::DeleteSession},
       {"POST", "/api/v1/secrets", &A::PostSecret},
       {"GET", "/api/v1/secrets", &A::ListSecrets},
       {"DELETE", "/api/v1/secrets/{name}", &A::DeleteSecret},
@@ -178,12 +199,38 @@ Status ApiServer::AddRoutes() {
   });
 }
 
+Status ApiServer::CheckDaemonHost(const net::HttpRequest& req) const {
+  std::vector<std::string> allowed = opts_.allowed_hosts;
+  allowed.push_back(opts_.host);
+  if (DaemonHostAllowed(req.Header("Host"), allowed)) return Status::OK();
+  std::string shown(req.Header("Host").substr(0, 100));
+  for (char& ch : shown)
+    if (ch < 0x20 || ch >= 0x7f) ch = '?';
+  return Status::Msg(Code::kPermissionDenied, "api.host_not_allowed",
+                     {{"host", shown}, {"config", daemon_.paths().home + "/config.yaml"}});
+}
+
 void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
-  if (!req.peer) {  // TCP: a run's origin is the proxy's, never the API's
+  // 1. A request for a run's origin (<run>.localhost, ...) goes to the proxy
+  //    here, before anything below: the rest is the daemon's own origin.
+  // 2. The daemon's own origin answers only to its own names (DNS rebinding).
+  if (!req.peer) {
     if (auto o = ParseRunOrigin(req.Header("Host"), origin_bases_)) {
       return HandleRunOrigin(std::move(req), std::move(res), *o);
     }
+    if (Status host = CheckDaemonHost(req); !host.ok()) {
+      net::HttpResponse r = ErrorResponse(host);
+      r.status = 421;  // Misdirected Request: not a name this server answers to
+      res->Send(std::move(r));
+      return;
+    }
   }
+  // 3. The web UI's pages authenticate by themselves (a login code, a cookie).
+  if (IsUiPath(req.path)) {
+    HandleUi(req, std::move(res));
+    return;
+  }
+  // 4. The API: who is calling, then (cookies only) CSRF and Origin.
   int64_t retry_after_s = 0;
   auto auth = auth_->Authenticate(req, &retry_after_s);
   if (!auth.ok()) {
@@ -200,6 +247,11 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
     res->Send(std::move(r));
     return;
   }
+  if (Status csrf = auth_->CheckSessionRequest(req, *auth, opts_.tls); !csrf.ok()) {
+    res->Send(ErrorResponse(csrf));
+    return;
+  }
+  // 5. The route.
   const Route* route = nullptr;
   net::RouteMatch m = router_.Find(req.method, req.path, &route);
   if (m.kind == net::RouteMatch::Kind::kNotFound) {

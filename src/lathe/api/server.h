@@ -12,6 +12,7 @@
 
 #include "lathe/api/auth.h"
 #include "lathe/api/run_origin.h"
+#include "lathe/api/sessions.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
@@ -32,6 +33,14 @@ struct ApiOptions {
   // Wall time for token expiry and monotonic time for the failed-login
   // limit; null: os::RealClock(). Not owned.
   os::Clock* clock = nullptr;
+  // The TCP listener speaks TLS: session cookies get `Secure`, login URLs
+  // and the expected Origin are https://.
+  bool tls = false;
+  // Host names (or addresses) besides localhost, 127.0.0.1, [::1] and `host`
+  // that TCP requests may name in their Host header (config allowed_hosts).
+  std::vector<std::string> allowed_hosts;
+  // Lifetimes and bounds of login codes and browser sessions.
+  SessionService::Options sessions;
 };
 
 class ApiServer {
@@ -45,6 +54,10 @@ class ApiServer {
   std::string tcp_endpoint() const;
   void Stop();  // ends streams, drains requests
 
+  // The browser sessions of this daemon (the run-origin proxy issues and
+  // checks its own scopes with it). Thread-safe itself.
+  SessionService& sessions() { return *sessions_; }
+
  private:
   ApiServer(daemon::Daemon& d, ApiOptions o) : daemon_(d), opts_(std::move(o)) {}
   // Authenticates, then dispatches through router_: 404 for an unknown path,
@@ -52,6 +65,20 @@ class ApiServer {
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res);
   // The route table (server.cc); it reads like docs/api.md's endpoint table.
   Status AddRoutes();
+  // The Host allowlist of the daemon's own origin (host_check.h), for TCP
+  // requests: OK, or PermissionDenied api.host_not_allowed (sent as 421).
+  Status CheckDaemonHost(const net::HttpRequest& req) const;
+
+  // The web UI's pages under /ui/ (routes_ui.cc); until the web UI is built,
+  // /ui/login (a login code -> the session cookie) and a page at /ui/ that
+  // says who is signed in.
+  static bool IsUiPath(std::string_view path);
+  void HandleUi(const net::HttpRequest& req, std::unique_ptr<net::Responder> res);
+  void UiLogin(const net::HttpRequest& req, net::Responder& res);
+  void UiHome(const net::HttpRequest& req, net::Responder& res);
+  // http(s)://HOST:PORT/ui/login?code=CODE for a request that asked for it:
+  // "localhost" for a loopback listener (it works through ssh -L).
+  std::string LoginUrl(const net::HttpRequest& req, const std::string& code) const;
 
   // Routes. Each answers through call.res or hands it to a stream thread.
   // routes_system.cc
@@ -78,6 +105,11 @@ class ApiServer {
   void PostToken(ApiCall& call);
   void ListTokens(ApiCall& call);
   void DeleteToken(ApiCall& call);
+  // routes_sessions.cc
+  void PostSessionCode(ApiCall& call);
+  void GetSession(ApiCall& call);
+  void ListSessions(ApiCall& call);
+  void DeleteSession(ApiCall& call);
   // routes_secrets.cc
   void PostSecret(ApiCall& call);
   void ListSecrets(ApiCall& call);
@@ -93,6 +125,7 @@ class ApiServer {
   // The names run origins live under: "localhost", and the TCP host when it
   // is a name.
   std::vector<std::string> RunOriginBases() const;
+  void RunOriginLogin(const net::HttpRequest& req, net::Responder& res, const RunOrigin& o);
   std::string RunOriginUrl(const RunOrigin& o) const;
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
@@ -118,8 +151,9 @@ class ApiServer {
   daemon::Daemon& daemon_;
   const ApiOptions opts_;
   std::string token_;
-  std::unique_ptr<TokenService> tokens_;  // thread-safe itself
-  std::unique_ptr<Authenticator> auth_;   // thread-safe itself
+  std::unique_ptr<TokenService> tokens_;      // thread-safe itself
+  std::unique_ptr<SessionService> sessions_;  // thread-safe itself
+  std::unique_ptr<Authenticator> auth_;       // thread-safe itself
   int port_ = 0;
   using Route = void (ApiServer::*)(ApiCall&);
   net::Router<Route> router_;  // constant after Create

@@ -40,6 +40,23 @@ Result<RetentionPolicy> ParseRetention(const YAML::Node& node, std::string_view 
   return p;
 }
 
+// allowed_hosts: [lab.example.org, 10.0.0.5]: host names or addresses, each
+// as a browser puts it in Host (a port, when given, is ignored).
+Result<std::vector<std::string>> ParseAllowedHosts(const YAML::Node& node, std::string_view file) {
+  constexpr const char* kWhat = "a list of host names or addresses, such as [lab.example.org]";
+  std::vector<std::string> out;
+  if (node.IsNull()) return out;
+  if (!node.IsSequence()) return BadKey(file, "allowed_hosts", kWhat);
+  for (const auto& item : node) {
+    if (!item.IsScalar() || item.Scalar().empty()) return BadKey(file, "allowed_hosts", kWhat);
+    std::string v = item.Scalar();
+    for (char c : v)
+      if (c <= ' ' || c == '/' || c == 0x7f) return BadKey(file, "allowed_hosts", kWhat);
+    out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
@@ -51,11 +68,16 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
-    if (!root.IsMap()) return bad("(top level)", "a mapping of gpus, host, port, grace, retention");
+    if (!root.IsMap())
+      return bad("(top level)", "a mapping of gpus, host, port, grace, retention, allowed_hosts");
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
       if (key == "retention") {
         ASSIGN_OR_RETURN(c.retention, ParseRetention(kv.second, file));
+        continue;
+      }
+      if (key == "allowed_hosts") {
+        ASSIGN_OR_RETURN(c.allowed_hosts, ParseAllowedHosts(kv.second, file));
         continue;
       }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
@@ -76,7 +98,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
       } else {
-        return bad(key, "gpus, host, port, grace, retention");
+        return bad(key, "gpus, host, port, grace, retention, allowed_hosts");
       }
     }
   } catch (const YAML::Exception& e) {

@@ -7,6 +7,8 @@
 //   retention:            # what the daemon removes by itself (default: nothing)
 //     finished_runs: 30d  # finished runs that ended this long ago; 0: keep forever
 //     snapshots: true     # their snapshots too (default false)
+//   allowed_hosts:        # Host names the API answers to besides localhost,
+//     - lab.example.org   # 127.0.0.1, [::1] and `host` (DNS rebinding guard)
 //
 // Command-line flags override it. Unknown keys are errors naming the key.
 #pragma once
@@ -28,6 +30,7 @@ struct DaemonConfig {
   std::optional<int> port;
   std::optional<std::string> grace;
   std::optional<RetentionPolicy> retention;
+  std::optional<std::vector<std::string>> allowed_hosts;
 };
 
 // Parses the text of a config file; `file` names it in errors.

@@ -53,6 +53,22 @@ TEST(DaemonConfig, RejectsBadRetentionNamingTheKey) {
   }
 }
 
+TEST(DaemonConfig, ParsesAllowedHostsAsAListOfNames) {
+  auto c = ParseDaemonConfig("allowed_hosts: [lab.example.org, 10.0.0.5, '::5']\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->allowed_hosts.has_value());
+  EXPECT_EQ(*c->allowed_hosts, (std::vector<std::string>{"lab.example.org", "10.0.0.5", "::5"}));
+  EXPECT_FALSE(ParseDaemonConfig("port: 1\n", "c.yaml")->allowed_hosts.has_value());
+  for (const char* bad :
+       {"allowed_hosts: lab.example.org\n", "allowed_hosts: [[a]]\n", "allowed_hosts: ['a b']\n",
+        "allowed_hosts: ['http://a/']\n", "allowed_hosts: ['']\n"}) {
+    auto b = ParseDaemonConfig(bad, "c.yaml");
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.status().msg_id(), "config.bad_key");
+    EXPECT_NE(b.status().message().find("allowed_hosts"), std::string::npos) << bad;
+  }
+}
+
 TEST(DaemonConfig, MissingFileIsEmpty) {
   auto c = LoadDaemonConfig("/nonexistent/lathe/config.yaml");
   ASSERT_TRUE(c.ok());

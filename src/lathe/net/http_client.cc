@@ -56,6 +56,17 @@ Target ParseBaseUrl(const std::string& url) {
   return t;
 }
 
+// The Host header: over TCP the authority of base_url as written
+// ("127.0.0.1:8421", "[::1]:8421"), which the daemon checks against its
+// names (api/host_check.h); over a unix socket a placeholder.
+std::string HostHeader(const ClientOptions& o) {
+  if (!o.unix_socket.empty()) return "lathe";
+  std::string_view s = o.base_url;
+  if (auto p = s.find("://"); p != std::string_view::npos) s.remove_prefix(p + 3);
+  if (auto slash = s.find('/'); slash != std::string_view::npos) s = s.substr(0, slash);
+  return s.empty() ? "localhost" : std::string(s);
+}
+
 // Blocking reads and writes give up after timeout_ms (0: never).
 void SetTimeouts(int fd, int timeout_ms) {
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -141,7 +152,7 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, std::string_vi
     if (!conn_) RETURN_IF_ERROR(Connect());
     bool reused = conn_->used;
     conn_->used = true;
-    auto req = BuildRequest(method, path_and_query, body, headers, options_, "lathe");
+    auto req = BuildRequest(method, path_and_query, body, headers, options_, HostHeader(options_));
     error_code ec;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(boost::none);
@@ -189,7 +200,7 @@ Result<int> HttpClient::Stream(std::string_view method, std::string_view path_an
                                const std::function<void(int, const Headers&)>& on_header) {
   conn_.reset();  // a stream gets a connection of its own, closed afterwards
   RETURN_IF_ERROR(Connect());
-  auto req = BuildRequest(method, path_and_query, body, {}, options_, "lathe");
+  auto req = BuildRequest(method, path_and_query, body, {}, options_, HostHeader(options_));
   error_code ec;
   bhttp::response_parser<bhttp::string_body> parser;
   // Not boost::none: Boost 1.74 compares a Content-Length against an unset

@@ -94,6 +94,8 @@ TEST_F(HttpClientTest, SendsTokenMethodHeadersAndJsonBody) {
   EXPECT_EQ(req.Header("Content-Type"), "application/json");
   EXPECT_EQ(req.Header("X-Custom"), "v");
   EXPECT_EQ(req.Header("Expect"), "");
+  // Host is the address the client was given, as the server's name checks expect.
+  EXPECT_EQ(req.Header("Host"), "127.0.0.1:" + std::to_string(port_));
 
   auto del = client.Request("DELETE", "/things/1");
   ASSERT_TRUE(del.ok());

@@ -99,6 +99,26 @@ CREATE TABLE secrets (
   PRIMARY KEY (uid, name)
 );
 )sql",
+      // v6: browser sessions (session_store.h): only the secret's SHA-256;
+      // the daemon's key for their CSRF tokens.
+      R"sql(
+CREATE TABLE browser_sessions (
+  id TEXT PRIMARY KEY,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  secret_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  last_used_at INTEGER NOT NULL,
+  created_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX browser_sessions_uid ON browser_sessions(uid, created_at);
+CREATE TABLE session_keys (
+  name TEXT PRIMARY KEY,
+  key TEXT NOT NULL
+);
+)sql",
   };
   return m;
 }

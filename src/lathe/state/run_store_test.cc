@@ -129,7 +129,7 @@ TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   store_.reset();
   auto s = RunStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->db().schema_version(), 5);
+  EXPECT_EQ((*s)->db().schema_version(), 6);
   EXPECT_TRUE((*s)->Get("r1").ok());
 }
 
@@ -157,7 +157,7 @@ TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
   }
   auto s = RunStore::Open(path);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ((*s)->db().schema_version(), 5);
+  EXPECT_EQ((*s)->db().schema_version(), 6);
   auto live = (*s)->Get("r-live");
   ASSERT_TRUE(live.ok()) << live.status().ToString();
   EXPECT_EQ(live->backend, "local");

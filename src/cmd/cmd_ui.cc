@@ -1,0 +1,75 @@
+// lathe ui [--browser] [--user NAME] [--json]: a one-time sign-in link for the
+// web UI (docs/cli.md, "Web UI").
+#include <cstdio>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/os/command.h"
+
+namespace lathe::cmd {
+namespace {
+
+struct UiFlags {
+  bool browser = false, json = false;
+  std::string user;
+};
+
+constexpr int64_t kBrowserTimeoutMs = 10'000;
+
+// The port of "http://host:port/..." ("" when there is none).
+std::string PortOf(const std::string& url) {
+  size_t start = url.find("://");
+  start = start == std::string::npos ? 0 : start + 3;
+  size_t slash = url.find('/', start);
+  std::string authority = url.substr(start, slash - start);
+  size_t colon = authority.rfind(':');
+  if (colon == std::string::npos || authority.find(']', colon) != std::string::npos) return "";
+  return authority.substr(colon + 1);
+}
+
+Status RunUi(const UiFlags& f, Lang lang) {
+  Json body = Json::object();
+  if (!f.user.empty()) body["user"] = f.user;
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/sessions/code", body));
+  const std::string url = r.value("url", "");
+  if (f.json) {
+    PrintJson(r);
+  } else {
+    std::printf("%s\n", url.c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n",
+                 Tr("ui.url_note", lang,
+                    {{"user", r.value("user", "")},
+                     {"seconds", std::to_string(r.value("expires_in_ms", int64_t{0}) / 1000)},
+                     {"port", PortOf(url)}})
+                     .c_str());
+  }
+  if (f.browser) {
+    auto opened = os::RunCommand({"xdg-open", url}, kBrowserTimeoutMs);
+    std::string detail;
+    if (!opened.ok()) {
+      detail = opened.status().message();
+    } else if (opened->exit_code != 0) {
+      detail = "xdg-open: exit " + std::to_string(opened->exit_code);
+    }
+    if (!detail.empty()) {
+      std::fprintf(stderr, "%s\n", Tr("ui.browser_failed", lang, {{"detail", detail}}).c_str());
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupUi(CLI::App& app, Globals& g, Status& status) {
+  static UiFlags f;
+  auto* ui = app.add_subcommand("ui");
+  ui->add_flag("--browser", f.browser);
+  ui->add_option("--user", f.user);
+  ui->add_flag("--json", f.json);
+  ui->callback([&status, &g] { status = RunUi(f, g.Language()); });
+}
+
+}  // namespace lathe::cmd

@@ -1,0 +1,194 @@
+// The daemon's pages under /ui/ (docs/api.md, "Web UI and browser sessions").
+//
+//   GET /ui/login?code=CODE  redeems a one-time login code (scope "ui") and
+//                            answers 303 to /ui/ with the session's cookie;
+//                            a used, expired or unknown code: 401 and a page
+//                            that says so, in English and Chinese.
+//   GET /ui/                 a page that says who is signed in (until the web
+//                            UI is built, the login flow's visible end).
+//
+// Every page is no-store, never framed, sends no Referer, and runs no script.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "lathe/api/routes.h"
+#include "lathe/api/server.h"
+#include "lathe/common/i18n.h"
+#include "lathe/common/log.h"
+#include "lathe/net/status_http.h"
+
+namespace lathe::api {
+namespace {
+
+std::string HtmlEscape(std::string_view in) {
+  std::string out;
+  for (char c : in) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// One catalog text in both languages, as two paragraphs.
+std::string Both(std::string_view id, const MsgArgs& args = {}) {
+  return fmt::format("<p lang=\"en\">{}</p>\n<p lang=\"zh-CN\">{}</p>\n",
+                     HtmlEscape(Tr(id, Lang::kEn, args)), HtmlEscape(Tr(id, Lang::kZh, args)));
+}
+
+net::HttpResponse Page(int status, const std::string& body) {
+  net::HttpResponse r;
+  r.status = status;
+  r.content_type = "text/html; charset=utf-8";
+  r.body =
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Lathe</title></head>\n"
+      "<body>\n<h1>Lathe</h1>\n" +
+      body + "</body></html>\n";
+  r.headers = {{"Cache-Control", "no-store"},
+               {"Referrer-Policy", "no-referrer"},
+               {"X-Content-Type-Options", "nosniff"},
+               {"X-Frame-Options", "DENY"},
+               {"Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"}};
+  return r;
+}
+
+bool IsLoopbackName(const std::string& h) {
+  return h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
+}
+
+bool IsWildcard(const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::"; }
+
+std::string Bracketed(const std::string& h) {
+  return h.find(':') != std::string::npos && h.front() != '[' ? "[" + h + "]" : h;
+}
+
+}  // namespace
+
+bool ApiServer::IsUiPath(std::string_view path) {
+  return path == "/ui" || path.rfind("/ui/", 0) == 0;
+}
+
+std::string ApiServer::LoginUrl(const net::HttpRequest& req, const std::string& code) const {
+  std::string authority;
+  if (IsLoopbackName(opts_.host)) {
+    authority = fmt::format("localhost:{}", port_);
+  } else if (!IsWildcard(opts_.host)) {
+    authority = fmt::format("{}:{}", Bracketed(opts_.host), port_);
+  } else if (!req.peer && !req.Header("Host").empty()) {
+    authority = std::string(req.Header("Host"));  // allowlisted: how this client reached us
+  } else if (!opts_.allowed_hosts.empty()) {
+    authority = fmt::format("{}:{}", Bracketed(opts_.allowed_hosts.front()), port_);
+  } else {
+    authority = fmt::format("localhost:{}", port_);
+  }
+  return fmt::format("{}://{}/ui/login?code={}", opts_.tls ? "https" : "http", authority, code);
+}
+
+void ApiServer::HandleUi(const net::HttpRequest& req, std::unique_ptr<net::Responder> res) {
+  if (req.method != "GET") {
+    net::HttpResponse r = ErrorResponse(
+        Status::Msg(Code::kInvalidArgument, "api.bad_method",
+                    {{"method", req.method}, {"path", req.path}, {"allowed", "GET"}}));
+    r.status = 405;
+    r.headers.emplace_back("Allow", "GET");
+    res->Send(std::move(r));
+    return;
+  }
+  if (req.path == "/ui") {
+    net::HttpResponse r = Page(303, "");
+    r.headers.emplace_back("Location", "/ui/");
+    res->Send(std::move(r));
+  } else if (req.path == "/ui/login") {
+    UiLogin(req, *res);
+  } else if (req.path == "/ui/") {
+    UiHome(req, *res);
+  } else {
+    res->Send(Page(404, Both("ui.not_found")));
+  }
+}
+
+void ApiServer::UiLogin(const net::HttpRequest& req, net::Responder& res) {
+  int64_t retry_after_s = 0;
+  std::string code = req.QueryParam("code").value_or("");
+  auto issued = auth_->RedeemCode(req, code, kUiScope, &retry_after_s);
+  if (!issued.ok()) {
+    if (retry_after_s > 0) {
+      net::HttpResponse r = Page(429, Both(issued.status().msg_id(), issued.status().args()));
+      r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+      res.Send(std::move(r));
+      return;
+    }
+    if (!issued.status().IsPermissionDenied()) {
+      res.Send(Page(net::HttpStatusFor(issued.status()),
+                    Both(issued.status().msg_id().empty() ? "ui.error" : issued.status().msg_id(),
+                         issued.status().args())));
+      return;
+    }
+    res.Send(Page(401, Both("ui.code_invalid",
+                            {{"seconds", std::to_string(opts_.sessions.code_ttl_ms / 1000)}})));
+    return;
+  }
+  std::string cookie =
+      fmt::format("{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", kSessionCookie,
+                  issued->cookie_value, opts_.sessions.absolute_ttl_ms / 1000);
+  if (opts_.tls) cookie += "; Secure";
+  spdlog::info("api: browser session {} started for {} (uid {})", issued->record.id,
+               issued->record.user, issued->record.uid);
+  net::HttpResponse r = Page(303, "");
+  r.headers.emplace_back("Location", "/ui/");
+  r.headers.emplace_back("Set-Cookie", cookie);
+  res.Send(std::move(r));
+}
+
+void ApiServer::UiHome(const net::HttpRequest& req, net::Responder& res) {
+  // No cookie at all is no failed authentication: just not signed in.
+  if (!req.peer && !CookieValue(req.Header("Cookie"), kSessionCookie)) {
+    res.Send(Page(401, Both("ui.not_signed_in")));
+    return;
+  }
+  int64_t retry_after_s = 0;
+  net::HttpRequest cookie_only = req;  // the page answers to the cookie, not to a bearer token
+  cookie_only.headers.erase(
+      std::remove_if(cookie_only.headers.begin(), cookie_only.headers.end(),
+                     [](const auto& h) { return net::EqualsIgnoreCase(h.first, "Authorization"); }),
+      cookie_only.headers.end());
+  auto a = auth_->Authenticate(cookie_only, &retry_after_s);
+  if (!a.ok()) {
+    int status = retry_after_s > 0 ? 429 : 401;
+    res.Send(Page(status,
+                  Both(a.status().IsPermissionDenied() ? "ui.session_ended" : a.status().msg_id(),
+                       a.status().args()) +
+                      Both("ui.not_signed_in")));
+    return;
+  }
+  std::string body;
+  if (a->session) {
+    body = Both("ui.signed_in", {{"user", a->caller.user},
+                                 {"uid", std::to_string(a->caller.uid)},
+                                 {"id", a->session->id},
+                                 {"expires", FormatUtc(a->session->expires_ms)}});
+  } else {
+    body = Both("ui.signed_in_socket",
+                {{"user", a->caller.user}, {"uid", std::to_string(a->caller.uid)}});
+  }
+  res.Send(Page(200, body));
+}
+
+}  // namespace lathe::api

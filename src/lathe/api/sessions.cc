@@ -1,0 +1,206 @@
+#include "lathe/api/sessions.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+
+#include "lathe/api/auth.h"
+#include "lathe/api/tokens.h"
+#include "lathe/common/ids.h"
+#include "lathe/snap/sha256.h"
+
+namespace lathe::api {
+namespace {
+
+constexpr size_t kIdChars = 11;      // "s" + 10 base32
+constexpr size_t kSecretChars = 64;  // 32 bytes as hex
+constexpr std::string_view kIdAlphabet = "0123456789abcdefghjkmnpqrstvwxyz";
+constexpr std::string_view kHex = "0123456789abcdef";
+constexpr const char* kCsrfKeyName = "csrf";
+
+struct CookieParts {
+  std::string id, secret;
+};
+
+std::optional<CookieParts> ParseCookieValue(std::string_view v) {
+  if (v.size() != kIdChars + 1 + kSecretChars || v[kIdChars] != '_') return std::nullopt;
+  std::string_view id = v.substr(0, kIdChars), secret = v.substr(kIdChars + 1);
+  if (id[0] != 's' || id.substr(1).find_first_not_of(kIdAlphabet) != std::string_view::npos ||
+      secret.find_first_not_of(kHex) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return CookieParts{std::string(id), std::string(secret)};
+}
+
+Status CodeInvalid() { return Status::Msg(Code::kPermissionDenied, "session.code_invalid"); }
+
+}  // namespace
+
+Json SessionToJson(const SessionRecord& r) {
+  return Json{{"id", r.id},
+              {"uid", r.uid},
+              {"user", r.user},
+              {"scope", r.scope},
+              {"created_at_ms", r.created_ms},
+              {"expires_at_ms", r.expires_ms},
+              {"last_used_at_ms", r.last_used_ms},
+              {"created_by", r.created_by}};
+}
+
+Result<std::unique_ptr<SessionService>> SessionService::Open(const std::string& db_path,
+                                                             os::Clock& clock, Options o) {
+  ASSIGN_OR_RETURN(auto store, state::SessionStore::Open(db_path));
+  ASSIGN_OR_RETURN(std::string key, store->KeyOrInsert(kCsrfKeyName, NewSecret()));
+  return std::unique_ptr<SessionService>(
+      new SessionService(std::move(store), clock, o, std::move(key)));
+}
+
+SessionRecord SessionService::ToRecord(const state::SessionRow& r) const {
+  SessionRecord s;
+  s.id = r.id;
+  s.uid = r.uid;
+  s.user = r.user;
+  s.scope = r.scope;
+  s.created_ms = r.created_at_ms;
+  s.expires_ms = std::min(r.expires_at_ms, r.last_used_at_ms + opts_.idle_ttl_ms);
+  s.last_used_ms = r.last_used_at_ms;
+  s.created_by = r.created_by;
+  return s;
+}
+
+bool SessionService::LiveAt(const state::SessionRow& r, int64_t now_ms) const {
+  return now_ms < r.expires_at_ms && now_ms < r.last_used_at_ms + opts_.idle_ttl_ms;
+}
+
+void SessionService::DropExpiredCodes(int64_t now_mono_ms) {
+  std::erase_if(codes_, [&](const auto& kv) { return kv.second.expires_mono_ms <= now_mono_ms; });
+}
+
+Result<std::string> SessionService::IssueCode(uid_t uid, const std::string& user,
+                                              const std::string& scope,
+                                              const std::string& created_by) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.MonotonicMs();
+  DropExpiredCodes(now);
+  size_t mine = 0;
+  for (const auto& [hash, c] : codes_) mine += c.uid == uid ? 1 : 0;
+  if (mine >= opts_.max_codes_per_user || codes_.size() >= opts_.max_codes) {
+    const size_t max =
+        mine >= opts_.max_codes_per_user ? opts_.max_codes_per_user : opts_.max_codes;
+    return Status::Msg(
+        Code::kResourceExhausted, "session.too_many_codes",
+        {{"max", std::to_string(max)}, {"seconds", std::to_string(opts_.code_ttl_ms / 1000)}});
+  }
+  std::string code = NewSecret();
+  codes_[HashSecret(code)] = PendingCode{uid, user, scope, created_by, now + opts_.code_ttl_ms};
+  return code;
+}
+
+Status SessionService::MakeRoom(uid_t uid, const std::string& scope, int64_t now_ms) {
+  RETURN_IF_ERROR(store_->DeleteExpired(now_ms, opts_.idle_ttl_ms).status());
+  ASSIGN_OR_RETURN(std::vector<state::SessionRow> mine, store_->List(uid));
+  std::erase_if(mine, [&](const state::SessionRow& r) { return r.scope != scope; });
+  if (static_cast<int64_t>(mine.size()) < opts_.max_sessions_per_user) return Status::OK();
+  std::sort(mine.begin(), mine.end(),
+            [](const auto& a, const auto& b) { return a.last_used_at_ms < b.last_used_at_ms; });
+  const size_t extra = mine.size() - static_cast<size_t>(opts_.max_sessions_per_user) + 1;
+  for (size_t i = 0; i < extra; ++i) RETURN_IF_ERROR(store_->Delete(mine[i].id).status());
+  return Status::OK();
+}
+
+Result<IssuedSession> SessionService::Redeem(std::string_view code, std::string_view scope) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = codes_.find(HashSecret(code));
+  if (it == codes_.end()) return CodeInvalid();
+  PendingCode c = std::move(it->second);
+  codes_.erase(it);  // single use: a code shown on the wrong origin is spent too
+  if (c.expires_mono_ms <= clock_.MonotonicMs() || c.scope != scope) return CodeInvalid();
+
+  const int64_t now = clock_.NowMs();
+  RETURN_IF_ERROR(MakeRoom(c.uid, c.scope, now));
+  state::SessionRow r;
+  r.id = NewId("s");
+  r.uid = c.uid;
+  r.user = c.user;
+  r.scope = c.scope;
+  const std::string secret = NewSecret();
+  r.secret_hash = HashSecret(secret);
+  r.created_at_ms = now;
+  r.expires_at_ms = now + opts_.absolute_ttl_ms;
+  r.last_used_at_ms = now;
+  r.created_by = c.created_by;
+  RETURN_IF_ERROR(store_->Insert(r));
+  return IssuedSession{ToRecord(r), r.id + "_" + secret};
+}
+
+Result<SessionRecord> SessionService::Verify(std::string_view cookie_value,
+                                             std::string_view scope) {
+  std::optional<CookieParts> parts = ParseCookieValue(cookie_value);
+  if (!parts) return Status::Msg(Code::kPermissionDenied, "session.invalid", {{"id", "-"}});
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<state::SessionRow> r, store_->Get(parts->id));
+  const int64_t now = clock_.NowMs();
+  // One answer for every failure: an id (which listings show) says nothing
+  // about whether a guess of the secret came close.
+  if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash) || r->scope != scope ||
+      !LiveAt(*r, now)) {
+    return Status::Msg(Code::kPermissionDenied, "session.invalid", {{"id", parts->id}});
+  }
+  if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
+    // Best effort: a busy database must not refuse a valid session.
+    if (store_->Touch(r->id, now).ok()) r->last_used_at_ms = now;
+  }
+  return ToRecord(*r);
+}
+
+std::string SessionService::CsrfToken(const SessionRecord& s) const {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  const std::string msg = "csrf:" + s.id;
+  HMAC(EVP_sha256(), csrf_key_.data(), static_cast<int>(csrf_key_.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len);
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[mac[i] >> 4];
+    out += kHex[mac[i] & 15];
+  }
+  return out;
+}
+
+bool SessionService::CheckCsrf(const SessionRecord& s, std::string_view header_value) const {
+  return ConstantTimeEquals(CsrfToken(s), std::string(header_value));
+}
+
+Result<std::vector<SessionRecord>> SessionService::List(std::optional<uid_t> uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::vector<state::SessionRow> rows, store_->List(uid));
+  const int64_t now = clock_.NowMs();
+  std::vector<SessionRecord> out;
+  for (const auto& r : rows)
+    if (LiveAt(r, now)) out.push_back(ToRecord(r));
+  return out;
+}
+
+Result<SessionRecord> SessionService::Revoke(const std::string& id, std::optional<uid_t> owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto not_found = [&] {
+    std::string shown = id.substr(0, 64);
+    for (char& ch : shown)
+      if (ch < 0x20 || ch >= 0x7f) ch = '?';
+    return Status::Msg(Code::kNotFound, "session.not_found", {{"id", shown}});
+  };
+  ASSIGN_OR_RETURN(std::optional<state::SessionRow> r, store_->Get(id));
+  if (!r || (owner && r->uid != *owner)) return not_found();
+  ASSIGN_OR_RETURN(bool deleted, store_->Delete(id));
+  if (!deleted) return not_found();
+  return ToRecord(*r);
+}
+
+size_t SessionService::codes_outstanding() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return codes_.size();
+}
+
+}  // namespace lathe::api
