@@ -58,6 +58,12 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         ASSIGN_OR_RETURN(c.retention, ParseRetention(kv.second, file));
         continue;
       }
+      if (key == "quotas" || key == "fair_share") {
+        if (!c.quotas) c.quotas = QuotaConfig{};
+        RETURN_IF_ERROR(key == "quotas" ? ParseQuotas(kv.second, file, *c.quotas)
+                                        : ParseFairShare(kv.second, file, *c.quotas));
+        continue;
+      }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
       std::string v = kv.second.Scalar();
       if (key == "gpus") {
@@ -76,7 +82,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
       } else {
-        return bad(key, "gpus, host, port, grace, retention");
+        return bad(key, "gpus, host, port, grace, retention, quotas, fair_share");
       }
     }
   } catch (const YAML::Exception& e) {

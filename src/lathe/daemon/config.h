@@ -7,6 +7,9 @@
 //   retention:            # what the daemon removes by itself (default: nothing)
 //     finished_runs: 30d  # finished runs that ended this long ago; 0: keep forever
 //     snapshots: true     # their snapshots too (default false)
+//   quotas:               # per-user and per-group limits (quotas.h)
+//     default: {gpus: 2, runs: 4, gpu_hours: 100, period: 7d}
+//   fair_share: {half_life: 7d}
 //
 // Command-line flags override it. Unknown keys are errors naming the key.
 #pragma once
@@ -18,6 +21,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 
 namespace lathe::daemon {
@@ -28,6 +32,7 @@ struct DaemonConfig {
   std::optional<int> port;
   std::optional<std::string> grace;
   std::optional<RetentionPolicy> retention;
+  std::optional<QuotaConfig> quotas;  // `quotas:` and `fair_share:`
 };
 
 // Parses the text of a config file; `file` names it in errors.
