@@ -10,10 +10,11 @@ from harness import Daemon, DaemonTest
 
 # The database back to schema v2, as the Lathe before execution backends
 # wrote it: the local handle's fields in their own columns, and no API tokens
-# (schema v4) or secrets (v5).
+# (schema v4), secrets (v5) or GPU attempts (v6).
 DOWNGRADE_TO_V2 = """
 DROP TABLE api_tokens;
 DROP TABLE IF EXISTS secrets;
+DROP TABLE IF EXISTS gpu_attempts;
 ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
