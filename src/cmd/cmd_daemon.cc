@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
@@ -35,6 +37,7 @@ struct DaemonFlags {
   std::string grace = "10s";
   daemon::RetentionPolicy retention;       // config.yaml only
   std::vector<std::string> allowed_hosts;  // config.yaml only
+  daemon::QuotaConfig quotas;              // config.yaml only
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -50,6 +53,7 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.grace && !given("--grace")) f.grace = *c.grace;
   if (c.retention) f.retention = *c.retention;
   if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
+  if (c.quotas) f.quotas = *c.quotas;
   return Status::OK();
 }
 
@@ -74,6 +78,7 @@ Status RunDaemon(DaemonFlags& f) {
   o.kill_grace_ms = static_cast<int>(grace->count());
   o.self_exe = os::SelfExe();
   o.retention = f.retention;
+  o.quotas = f.quotas;
   ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
   api::ApiOptions ao;
   ao.host = f.host;
@@ -194,6 +199,46 @@ Status RunDown() {
   return Status::Internal("the daemon did not stop within 10 s");
 }
 
+// "2 of 4", or "2 (no limit)".
+std::string UsageOf(const Json& used, const Json& limit, Lang lang) {
+  std::string u = used.is_number_float() ? fmt::format("{:.1f}", used.get<double>()) : used.dump();
+  if (limit.is_null()) return Tr("status.quota_unlimited", lang, {{"used", u}});
+  return Tr("status.quota_of", lang,
+            {{"used", u}, {"limit", fmt::format("{:g}", limit.get<double>())}});
+}
+
+// Each user's usage against their limits (the caller's; everyone's for root).
+void PrintQuotas(const Json& q, Lang lang) {
+  int64_t half_life = q["fair_share"].value("half_life_ms", int64_t{0});
+  std::printf("  %s\n",
+              half_life > 0
+                  ? Tr("status.quotas", lang,
+                       {{"half_life", FormatDuration(std::chrono::milliseconds(half_life))}})
+                        .c_str()
+                  : Tr("status.quotas_no_fair_share", lang).c_str());
+  for (const Json& u : q.value("users", Json::array())) {
+    const Json& l = u["limits"];
+    const Json& used = u["usage"];
+    std::string hours = UsageOf(used["gpu_hours"], l["gpu_hours"], lang);
+    if (!l["gpu_hours"].is_null()) {
+      hours = Tr("status.quota_hours_of", lang,
+                 {{"used", fmt::format("{:.1f}", used.value("gpu_hours", 0.0))},
+                  {"limit", fmt::format("{:g}", l["gpu_hours"].get<double>())},
+                  {"period",
+                   FormatDuration(std::chrono::milliseconds(l.value("period_ms", int64_t{0})))}});
+    }
+    std::printf("    %s\n",
+                Tr("status.quota_user", lang,
+                   {{"user", u.value("user", "")},
+                    {"gpus", UsageOf(used["gpus"], l["gpus"], lang)},
+                    {"runs", UsageOf(used["runs"], l["runs"], lang)},
+                    {"notebooks", UsageOf(used["notebooks"], l["notebooks"], lang)},
+                    {"gpu_hours", hours},
+                    {"share", fmt::format("{:.1f}", used.value("fair_share_gpu_hours", 0.0))}})
+                    .c_str());
+  }
+}
+
 Status RunStatus(bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));
@@ -270,6 +315,7 @@ Status RunStatus(bool json, Lang lang) {
   std::printf("  %s\n", Tr("status.runs", lang,
                            {{"runs", runs.empty() ? Tr("status.runs_none", lang) : runs}})
                             .c_str());
+  if (s.contains("quotas")) PrintQuotas(s["quotas"], lang);
   return Status::OK();
 }
 

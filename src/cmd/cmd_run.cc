@@ -282,6 +282,9 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
       state = Tr("ps.state_exit", lang,
                  {{"state", state}, {"code", std::to_string(run["exit_code"].get<int>())}});
     }
+    if (run.value("waiting_on", "") == "quota") {  // `lathe inspect` says which limit
+      state = Tr("ps.state_quota", lang, {{"state", state}});
+    }
     rows.push_back({run.value("id", ""), run.value("name", ""), run.value("user", ""), state,
                     GpuList(run, lang),
                     memo(priorities, run.value("priority", ""),

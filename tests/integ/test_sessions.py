@@ -169,7 +169,7 @@ class Sessions(DaemonTest):
         token = self.daemon_token()
         bearer = {"Authorization": "Bearer " + token}
         for host in ("evil.example", f"evil.example:{self.port()}", "localhost.evil.example",
-                     f"r1.localhost:{self.port()}"):
+                     f"r1.localhost.evil.example:{self.port()}"):
             for kw in ({"cookie": cookie}, {"headers": bearer}, {}):
                 status, _, body = self.http("GET", "/api/v1/status", host=host, **kw)
                 self.assertEqual(status, 421, (host, body))
@@ -177,6 +177,12 @@ class Sessions(DaemonTest):
                 self.assertIn("allowed_hosts", body["error"]["message"])
             status, _, _ = self.http("GET", "/ui/", cookie, host=host)
             self.assertEqual(status, 421, host)
+        # A run's origin (<run>.localhost) is the proxy's: the API's session
+        # cookie and the API itself are not served there (test_proxy.py).
+        for kw in ({"cookie": cookie}, {}):
+            status, _, body = self.http("GET", "/api/v1/status", host=f"r1.localhost:{self.port()}",
+                                        **kw)
+            self.assertEqual((status, body["error"]["id"]), (401, "proxy.login_needed"), body)
         for host in (f"localhost:{self.port()}", f"127.0.0.1:{self.port()}", "LOCALHOST.",
                      f"[::1]:{self.port()}"):
             status, _, body = self.http("GET", "/api/v1/status", headers=bearer, host=host)

@@ -132,7 +132,10 @@ void ApiServer::ListRuns(ApiCall& call) {
     // Another user's run shows who, what state and which GPUs, never its spec.
     bool whole = caller.admin || caller.uid == r.uid;
     Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
-    if (whole && r.state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r.id);
+    if (whole && r.state == run::RunState::kQueued) {
+      j["waiting"] = daemon_.WaitingWhy(r.id);
+      j["waiting_on"] = daemon_.WaitingOn(r.id);
+    }
     arr.push_back(std::move(j));
   }
   call.Reply(Json{{"runs", arr}, {"total", total}, {"total_all", total_all}});
@@ -157,7 +160,10 @@ void ApiServer::GetRun(ApiCall& call) {
   auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
   Json j = state::RunToJson(*r);
-  if (r->state == run::RunState::kQueued) j["waiting"] = daemon_.WaitingWhy(r->id);
+  if (r->state == run::RunState::kQueued) {
+    j["waiting"] = daemon_.WaitingWhy(r->id);
+    j["waiting_on"] = daemon_.WaitingOn(r->id);
+  }
   j["backend"] = r->backend;
   j["endpoints"] = daemon_.EndpointsJson(*r);
   auto events = daemon_.Events(r->id, 0);

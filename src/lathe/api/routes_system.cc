@@ -9,6 +9,7 @@ void ApiServer::GetStatus(ApiCall& call) {
   Json s = daemon_.StatusJson();
   s["tcp"] = tcp_endpoint();
   s["caller"] = {{"uid", caller.uid}, {"user", caller.user}, {"admin", caller.admin}};
+  s["quotas"] = daemon_.QuotaJson(caller);  // the caller's own; everyone's for an admin
   call.Reply(s);
 }
 

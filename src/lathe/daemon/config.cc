@@ -69,7 +69,9 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
     if (!root.IsMap())
-      return bad("(top level)", "a mapping of gpus, host, port, grace, retention, allowed_hosts");
+      return bad(
+          "(top level)",
+          "a mapping of gpus, host, port, grace, retention, allowed_hosts, quotas, fair_share");
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
       if (key == "retention") {
@@ -78,6 +80,12 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       }
       if (key == "allowed_hosts") {
         ASSIGN_OR_RETURN(c.allowed_hosts, ParseAllowedHosts(kv.second, file));
+        continue;
+      }
+      if (key == "quotas" || key == "fair_share") {
+        if (!c.quotas) c.quotas = QuotaConfig{};
+        RETURN_IF_ERROR(key == "quotas" ? ParseQuotas(kv.second, file, *c.quotas)
+                                        : ParseFairShare(kv.second, file, *c.quotas));
         continue;
       }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
@@ -98,7 +106,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
       } else {
-        return bad(key, "gpus, host, port, grace, retention, allowed_hosts");
+        return bad(key, "gpus, host, port, grace, retention, allowed_hosts, quotas, fair_share");
       }
     }
   } catch (const YAML::Exception& e) {

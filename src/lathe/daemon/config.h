@@ -9,6 +9,9 @@
 //     snapshots: true     # their snapshots too (default false)
 //   allowed_hosts:        # Host names the API answers to besides localhost,
 //     - lab.example.org   # 127.0.0.1, [::1] and `host` (DNS rebinding guard)
+//   quotas:               # per-user and per-group limits (quotas.h)
+//     default: {gpus: 2, runs: 4, gpu_hours: 100, period: 7d}
+//   fair_share: {half_life: 7d}
 //
 // Command-line flags override it. Unknown keys are errors naming the key.
 #pragma once
@@ -20,6 +23,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 
 namespace lathe::daemon {
@@ -31,6 +35,7 @@ struct DaemonConfig {
   std::optional<std::string> grace;
   std::optional<RetentionPolicy> retention;
   std::optional<std::vector<std::string>> allowed_hosts;
+  std::optional<QuotaConfig> quotas;  // `quotas:` and `fair_share:`
 };
 
 // Parses the text of a config file; `file` names it in errors.

@@ -213,7 +213,10 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
 }
 
 Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
+  const bool attempt_edge =
+      to == RunState::kStarting || (run::IsActive(r.state) && !run::IsActive(to));
   Status st = store_->Transition(r, to, msg, clock_.NowMs());
+  if (st.ok() && attempt_edge) gpu_attempts_stale_ = true;  // quotas re-read the ledger
   if (!st.ok()) {
     LogFiltered(LoopErrors(), spdlog::level::err, fmt::format("run {}: {}", r.id, st.ToString()));
   } else {
@@ -502,6 +505,8 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
                        r.seq,
                        {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes},
                        std::nullopt};
+    j.user = r.user;
+    j.notebook = IsNotebook(r);
     if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;
     q.push_back(std::move(j));
   }
@@ -518,9 +523,9 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     j.stopping = r.state == RunState::kStopping;
     running.push_back(std::move(j));
   }
-  sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs());
-  waiting_why_.clear();
-  for (const auto& w : d.waiting) waiting_why_[w.id] = w.detail;
+  sched::Accounts accounts = AccountsFor(*queued, *active);
+  sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs(), accounts);
+  NoteWaiting(d);
   for (const auto& victim : d.preempt) {
     for (auto& r : *active) {
       if (r.id == victim)

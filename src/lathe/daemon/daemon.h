@@ -34,6 +34,7 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
+#include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/secrets.h"
@@ -65,6 +66,9 @@ struct DaemonOptions {
   // Which finished runs the daemon removes by itself (config.yaml
   // `retention:`); the default keeps them all.
   RetentionPolicy retention;
+  // Per-user limits and fair share (config.yaml `quotas:`, `fair_share:`);
+  // the default has no limits and fair share with a 7-day half-life.
+  QuotaConfig quotas;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -78,6 +82,9 @@ struct Caller {
 enum class AccessAction { kRead, kStop, kDelete, kResumeFrom, kOpen };
 // "read", "stop", "delete", "resume from", "open"
 std::string_view AccessActionName(AccessAction a);
+
+// A run of type notebook (counts against the notebooks quota).
+bool IsNotebook(const state::RunRecord& r);
 
 // What Submit did: queued a new run, or found the one that an earlier request
 // with the same idempotency key created.
@@ -124,6 +131,12 @@ class Daemon {
   bool IsFinished(const std::string& run_id);
   // Why a queued run waits, from the last scheduling pass ("" if unknown).
   std::string WaitingWhy(const std::string& run_id);
+  // What it waits on (sched::WaitReasonName: "quota", "resources", ...; "").
+  std::string WaitingOn(const std::string& run_id);
+  // Quotas and usage (quota_usage.cc): the caller's own, every user's for an
+  // admin. {fair_share: {half_life_ms}, limited, users: [{user, limits,
+  // sources, usage, queued, waiting_on_quota}]} (docs/api.md).
+  Json QuotaJson(const Caller& caller);
 
   // Snapshots of runs in the daemon's store (snapshots.cc), filtered to what
   // `caller` may see; `run_ref` "" = every visible run.
@@ -201,6 +214,22 @@ class Daemon {
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
   Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why);
   Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
+  // quota_usage.cc, mu_ held. A request no usage could ever let start
+  // (more GPUs than the limit; a limit of 0) is InvalidArgument (quota.too_big).
+  Status CheckQuotaFits(const run::RunSpec& spec, const Caller& caller);
+  // The quotas, usage and fair-share figures of the users of `queued` and
+  // `active` for sched::Schedule.
+  sched::Accounts AccountsFor(const std::vector<state::RunRecord>& queued,
+                              const std::vector<state::RunRecord>& active);
+  // `user`'s limits; the groups are looked up (and kept a minute).
+  ResolvedQuota QuotaOf(uid_t uid, const std::string& user);
+  // The gpu_attempts rows the quotas and fair share need, re-read after an
+  // attempt started or ended.
+  const std::vector<state::GpuAttempt>& GpuAttempts();
+  int64_t UsageLookbackMs() const;
+  // Records why each queued run waits, with an event the first time a run
+  // waits on a given quota limit.
+  void NoteWaiting(const sched::Decision& d);
   Status CheckFitsNode(const run::RunSpec& spec) const;
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.
@@ -251,9 +280,23 @@ class Daemon {
   uint64_t change_seq_ = 0;
   std::unique_ptr<state::RunStore> store_;           // guarded by mu_
   std::map<std::string, int64_t> stop_deadline_ms_;  // run id -> SIGKILL time (monotonic)
-  std::map<std::string, std::string> waiting_why_;   // run id -> why it waits
-  int64_t keys_purged_at_ms_ = 0;                    // monotonic
-  std::optional<int64_t> retention_at_ms_;           // last pass, monotonic; supervisor only
+  struct WaitNote {
+    std::string why;   // English, as the catalog has it (run::ReasonText renders it)
+    std::string on;    // sched::WaitReasonName
+    std::string user;  // "quota": whose quota
+  };
+  std::map<std::string, WaitNote> waiting_why_;     // run id -> why it waits
+  std::map<std::string, std::string> quota_noted_;  // run id -> quota kind told in an event
+  struct GroupsSeen {
+    std::vector<std::string> names;
+    int64_t at_ms = 0;  // monotonic
+  };
+  std::map<uid_t, GroupsSeen> groups_;           // uid -> its groups, for quotas
+  std::vector<state::GpuAttempt> gpu_attempts_;  // GpuAttempts()
+  bool gpu_attempts_stale_ = true;
+  int64_t gpu_attempts_at_ms_ = 0;          // monotonic
+  int64_t keys_purged_at_ms_ = 0;           // monotonic
+  std::optional<int64_t> retention_at_ms_;  // last pass, monotonic; supervisor only
   std::thread loop_;
 };
 

@@ -23,6 +23,7 @@ using state::RunRecord;
 namespace {
 constexpr int kMaxEventsPerCall = 1000;
 constexpr int64_t kKeyPurgeEveryMs = 3600 * 1000;
+constexpr int64_t kGpuLedgerKeepMs = 90LL * 24 * 3600 * 1000;
 
 // What makes two submissions the same request: the spec as parsed, written
 // canonically (defaults filled in, keys sorted), hashed.
@@ -83,6 +84,7 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
   // A backend that places runs itself (a cluster) judges the fit itself.
   if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
+  RETURN_IF_ERROR(CheckQuotaFits(spec, caller));
   RETURN_IF_ERROR(secrets_->CheckSet(caller.uid, caller.user, spec.secrets));
   exec::RunUser user;  // Check needs who, not their passwd entry
   user.uid = caller.uid;
@@ -147,6 +149,13 @@ void Daemon::PurgeExpiredKeys(bool now) {
   int64_t mono = clock_.MonotonicMs();
   if (!now && mono - keys_purged_at_ms_ < kKeyPurgeEveryMs) return;
   keys_purged_at_ms_ = mono;
+  // The GPU ledger keeps what quotas and fair share read, and at least
+  // kGpuLedgerKeepMs, so that turning them on later finds some history.
+  if (auto gone =
+          store_->PurgeGpuAttempts(clock_.NowMs() - std::max(UsageLookbackMs(), kGpuLedgerKeepMs));
+      !gone.ok()) {
+    spdlog::warn("gpu attempts: {}", gone.status().ToString());
+  }
   auto n = store_->PurgeExpiredKeys(clock_.NowMs());
   if (!n.ok()) {
     spdlog::warn("idempotency keys: {}", n.status().ToString());
@@ -246,7 +255,13 @@ Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id
 std::string Daemon::WaitingWhy(const std::string& run_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = waiting_why_.find(run_id);
-  return it == waiting_why_.end() ? "" : it->second;
+  return it == waiting_why_.end() ? "" : it->second.why;
+}
+
+std::string Daemon::WaitingOn(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiting_why_.find(run_id);
+  return it == waiting_why_.end() ? "" : it->second.on;
 }
 
 bool Daemon::IsFinished(const std::string& run_id) {

@@ -69,6 +69,7 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     RETURN_IF_ERROR(store_->Delete(r.id));
     stop_deadline_ms_.erase(r.id);
     waiting_why_.erase(r.id);
+    quota_noted_.erase(r.id);
     Notify();
   }
   if (UnderRuns(r.run_dir, paths_.runs)) (void)os::RemoveAll(r.run_dir);  // logs only: best effort

@@ -52,6 +52,19 @@ std::vector<gid_t> GroupsOf(const UserInfo& user) {
   return groups;
 }
 
+std::vector<std::string> GroupNamesOf(const UserInfo& user) {
+  std::vector<std::string> names;
+  for (gid_t g : GroupsOf(user)) {
+    group gr;
+    group* out = nullptr;
+    char buf[16384];
+    if (getgrgid_r(g, &gr, buf, sizeof buf, &out) == 0 && out != nullptr) {
+      names.emplace_back(out->gr_name);
+    }
+  }
+  return names;
+}
+
 Status RunAsUser(const UserInfo& user, const std::function<Status()>& body) {
   std::vector<gid_t> groups = GroupsOf(user);
   Status result;

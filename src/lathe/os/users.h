@@ -23,6 +23,9 @@ Result<UserInfo> LookupUser(uid_t uid);
 Result<UserInfo> LookupUserByName(const std::string& name);
 // Supplementary groups of a user (for initgroups-equivalent set-up).
 std::vector<gid_t> GroupsOf(const UserInfo& user);
+// The names of the user's groups (primary and supplementary); a gid without
+// a group entry is left out.
+std::vector<std::string> GroupNamesOf(const UserInfo& user);
 
 // Runs `body` on a new thread whose file-system identity is `user`'s
 // (fsuid, fsgid and supplementary groups; threads it starts inherit it), and

@@ -18,6 +18,7 @@ namespace {
 
 // The working state of one Schedule call.
 struct Book {
+  Accounts accounts;  // the input's, plus this Decision's starts and claims
   FreePool free;
   Amount releasing;             // unclaimed resources of stopping runs and victims
   std::vector<Holder> holders;  // running (not stopping, not victims) + started now
@@ -68,11 +69,18 @@ Book MakeBook(const NodeState& node, const std::vector<RunningJob>& running) {
   return b;
 }
 
-// Step 1: sort by (priority desc, seq, id); move impossible requests out.
+double ShareUsage(const Accounts& accounts, const std::string& user) {
+  auto it = accounts.find(user);
+  return it == accounts.end() ? 0.0 : it->second.share_usage;
+}
+
+// Step 1: sort by (priority desc, fair-share usage, seq, id); move impossible
+// requests out.
 std::vector<QueuedJob> SortAndFilter(const NodeState& node, std::vector<QueuedJob> queued,
-                                     Decision* d) {
-  std::sort(queued.begin(), queued.end(), [](const QueuedJob& a, const QueuedJob& b) {
-    return std::tie(b.priority, a.seq, a.id) < std::tie(a.priority, b.seq, b.id);
+                                     const Accounts& accounts, Decision* d) {
+  std::sort(queued.begin(), queued.end(), [&](const QueuedJob& a, const QueuedJob& b) {
+    double ua = ShareUsage(accounts, a.user), ub = ShareUsage(accounts, b.user);
+    return std::tie(b.priority, ua, a.seq, a.id) < std::tie(a.priority, ub, b.seq, b.id);
   });
   std::vector<QueuedJob> ok;
   for (QueuedJob& j : queued) {
@@ -86,7 +94,43 @@ std::vector<QueuedJob> SortAndFilter(const NodeState& node, std::vector<QueuedJo
   return ok;
 }
 
+// What `j` starting (or claiming) adds to its user's account.
+void Charge(const QueuedJob& j, Book& b) {
+  auto it = b.accounts.find(j.user);
+  if (it == b.accounts.end()) return;
+  it->second.gpus_held += std::max(0, j.req.gpus);
+  it->second.runs_held += 1;
+  if (j.notebook) it->second.notebooks_held += 1;
+}
+
+std::string QuotaDetail(const QuotaHit& h) {
+  switch (h.kind) {
+    case QuotaKind::kGpus:
+      return fmt::format("{} holds {:g} of their {:g} GPUs; this run needs {:g}", h.user, h.held,
+                         h.limit, h.asked);
+    case QuotaKind::kRuns:
+      return fmt::format("{} has {:g} of their {:g} runs active", h.user, h.held, h.limit);
+    case QuotaKind::kNotebooks:
+      return fmt::format("{} has {:g} of their {:g} notebooks running", h.user, h.held, h.limit);
+    case QuotaKind::kGpuHours:
+      return fmt::format("{} used {:.1f} of their {:g} GPU-hours in the last {}", h.user, h.held,
+                         h.limit, FormatDuration(std::chrono::milliseconds(h.period_ms)));
+  }
+  return "";
+}
+
+// Before every step: true (and `j` waits kQuota) when its quota holds it back.
+bool HeldByQuota(const QueuedJob& j, const Book& b, Decision* d) {
+  auto it = b.accounts.find(j.user);
+  if (it == b.accounts.end()) return false;
+  std::optional<QuotaHit> hit = CheckQuota(j, it->second);
+  if (!hit) return false;
+  d->waiting.push_back({j.id, WaitReason::kQuota, QuotaDetail(*hit), {}, hit});
+  return true;
+}
+
 void Start(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
+  Charge(j, b);
   d->start.push_back({j.id, b.free.Take(j.req)});
   b.holders.push_back(
       {j.id, j.priority, now_ms, false, ToAmount(j.req), EndTime(now_ms, j.max_duration_ms)});
@@ -130,18 +174,22 @@ bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   Amount need = ToAmount(j.req);
   if (Covers(b.free.amount() + b.releasing, need)) {
     Claim(need, b);
+    Charge(j, b);
     d->waiting.push_back(
         {j.id,
          WaitReason::kReleasing,
          fmt::format("claimed {}; waiting for stopping runs to exit", Describe(need)),
-         {}});
+         {},
+         std::nullopt});
     return true;
   }
   std::vector<std::string> victims = Preempt(j, b, d);
   if (victims.empty()) return false;
   Claim(need, b);
+  Charge(j, b);
   d->waiting.push_back({j.id, WaitReason::kPreempting,
-                        fmt::format("preempting {}", fmt::join(victims, ", ")), victims});
+                        fmt::format("preempting {}", fmt::join(victims, ", ")), victims,
+                        std::nullopt});
   return true;
 }
 
@@ -162,16 +210,21 @@ Shadow Reserve(const QueuedJob& head, const Book& b, int64_t now_ms, Decision* d
   Amount need = ToAmount(head.req);
   Amount avail = b.free.amount() + b.releasing;
   Shadow s = ComputeShadow(need, avail, b.holders, now_ms);
-  d->waiting.push_back({head.id, WaitReason::kReserved, HeadDetail(need, avail, s, now_ms), {}});
+  d->waiting.push_back(
+      {head.id, WaitReason::kReserved, HeadDetail(need, avail, s, now_ms), {}, std::nullopt});
   return s;
 }
 
 // Step 5 for one job after the head.
 void Backfill(const QueuedJob& j, const QueuedJob& head, Book& b, Shadow& s, int64_t now_ms,
               Decision* d) {
+  if (HeldByQuota(j, b, d)) return;
   if (!b.free.Fits(j.req)) {
-    d->waiting.push_back(
-        {j.id, WaitReason::kResources, DescribeShortfall(ToAmount(j.req), b.free.amount()), {}});
+    d->waiting.push_back({j.id,
+                          WaitReason::kResources,
+                          DescribeShortfall(ToAmount(j.req), b.free.amount()),
+                          {},
+                          std::nullopt});
     return;
   }
   switch (CheckBackfill(j, s, now_ms)) {
@@ -186,7 +239,8 @@ void Backfill(const QueuedJob& j, const QueuedJob& head, Book& b, Shadow& s, int
       d->waiting.push_back({j.id,
                             WaitReason::kReservation,
                             fmt::format("behind the reservation for {}", head.id),
-                            {}});
+                            {},
+                            std::nullopt});
       return;
   }
 }
@@ -205,17 +259,58 @@ const char* WaitReasonName(WaitReason r) {
       return "resources";
     case WaitReason::kReservation:
       return "reservation";
+    case WaitReason::kQuota:
+      return "quota";
   }
   return "unknown";
 }
 
+const char* QuotaKindName(QuotaKind k) {
+  switch (k) {
+    case QuotaKind::kGpus:
+      return "gpus";
+    case QuotaKind::kRuns:
+      return "runs";
+    case QuotaKind::kNotebooks:
+      return "notebooks";
+    case QuotaKind::kGpuHours:
+      return "gpu_hours";
+  }
+  return "unknown";
+}
+
+std::optional<QuotaHit> CheckQuota(const QueuedJob& j, const Account& a) {
+  const QuotaLimits& l = a.limits;
+  const int gpus = std::max(0, j.req.gpus);
+  if (l.gpus && gpus > 0 && a.gpus_held + gpus > *l.gpus) {
+    return QuotaHit{j.user,          QuotaKind::kGpus, double(a.gpus_held),
+                    double(*l.gpus), double(gpus),     0};
+  }
+  if (l.runs && a.runs_held + 1 > *l.runs) {
+    return QuotaHit{j.user, QuotaKind::kRuns, double(a.runs_held), double(*l.runs), 1, 0};
+  }
+  if (l.notebooks && j.notebook && a.notebooks_held + 1 > *l.notebooks) {
+    return QuotaHit{
+        j.user, QuotaKind::kNotebooks, double(a.notebooks_held), double(*l.notebooks), 1, 0};
+  }
+  if (l.gpu_hours && gpus > 0 && a.gpu_hours_used >= *l.gpu_hours) {
+    return QuotaHit{j.user, QuotaKind::kGpuHours, a.gpu_hours_used, *l.gpu_hours, 0, l.period_ms};
+  }
+  return std::nullopt;
+}
+
 Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
-                  const std::vector<RunningJob>& running, int64_t now_ms) {
+                  const std::vector<RunningJob>& running, int64_t now_ms,
+                  const Accounts& accounts) {
   Decision d;
-  std::vector<QueuedJob> q = SortAndFilter(node, std::move(queued), &d);  // 1
-  Book b = MakeBook(node, running);                                       // 2
+  std::vector<QueuedJob> q = SortAndFilter(node, std::move(queued), accounts, &d);  // 1
+  Book b = MakeBook(node, running);                                                 // 2
+  b.accounts = accounts;
   size_t i = 0;
-  while (i < q.size() && StartOrClaim(q[i], b, now_ms, &d)) ++i;  // 3
+  for (; i < q.size(); ++i) {  // 3
+    if (HeldByQuota(q[i], b, &d)) continue;
+    if (!StartOrClaim(q[i], b, now_ms, &d)) break;
+  }
   if (i == q.size()) return d;
   const QueuedJob& head = q[i];
   Shadow s = Reserve(head, b, now_ms, &d);                                           // 4

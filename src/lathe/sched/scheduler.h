@@ -23,6 +23,8 @@
 //
 // Algorithm (Schedule)
 //   1. Drop impossible requests into Decision::impossible; sort the rest.
+//      Each later step first checks the job's quota (see Quotas above): a
+//      job over its quota waits kQuota and the step goes on with the next.
 //   2. Free pool = usable GPUs not held by any running run, and cpus/memory
 //      not used by any running run. "Releasing" pool = what `stopping` runs
 //      hold: it frees up soon.
@@ -68,9 +70,18 @@
 //     that job was not covered by free + releasing, is covered with its
 //     victims, and is no longer covered if any one of them is left out.
 //   * The head could not claim even by preempting every eligible run.
+//   * No user's starts and claims take them past a limit of their Account;
+//     a job that waits kQuota would have.
+//   * "Outranks" above means comes earlier in the order (priority, then fair
+//     share): among jobs of one priority, a job of the user with less usage
+//     never waits while a job of a user with more usage starts, unless that
+//     job holds a claim, or both are at/behind the head (backfill).
+//   * Preemption is unchanged by fair share: victims have strictly lower
+//     priority, never the same priority and more usage.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,10 +111,33 @@ struct NodeState {
 struct QueuedJob {
   std::string id;
   int priority = kPriorityNormal;
-  int64_t seq = 0;  // submit order; FIFO within a priority
+  int64_t seq = 0;  // submit order; FIFO within a priority and a usage
   Resources req;
   std::optional<int64_t> max_duration_ms;  // <= 0 is treated as unknown
+  std::string user;                        // the Account it counts against; "" = none
+  bool notebook = false;                   // counts against QuotaLimits::notebooks
 };
+
+// A user's limits; none = unlimited. Counted over the user's active runs
+// (starting, running, stopping) and this Decision's starts and claims.
+struct QuotaLimits {
+  std::optional<int> gpus;          // GPUs held at once
+  std::optional<int> runs;          // runs active at once
+  std::optional<int> notebooks;     // notebook runs active at once
+  std::optional<double> gpu_hours;  // GPU-hours per period_ms (rolling, usage.h)
+  int64_t period_ms = 0;            // of gpu_hours
+};
+
+// What the caller knows of one user: limits, what they hold now, usage.
+struct Account {
+  QuotaLimits limits;
+  int gpus_held = 0;          // by their active runs
+  int runs_held = 0;          // active runs
+  int notebooks_held = 0;     // active notebook runs
+  double gpu_hours_used = 0;  // in the last limits.period_ms (usage.h GpuHoursIn)
+  double share_usage = 0;     // decayed GPU-hours (usage.h DecayedGpuHours)
+};
+using Accounts = std::map<std::string, Account>;  // by QueuedJob::user
 
 struct RunningJob {
   std::string id;
@@ -132,6 +166,20 @@ enum class WaitReason {
   kPreempting,   // victims were chosen for it in this Decision
   kResources,    // after the head; does not fit the free resources now
   kReservation,  // after the head; fits now but would delay the head
+  kQuota,        // its user's quota would be exceeded (Waiting::quota says which)
+};
+
+// Which limit holds a job back (kQuota).
+enum class QuotaKind { kGpus, kRuns, kNotebooks, kGpuHours };
+const char* QuotaKindName(QuotaKind k);  // "gpus", "runs", "notebooks", "gpu_hours"
+
+struct QuotaHit {
+  std::string user;
+  QuotaKind kind = QuotaKind::kGpus;
+  double held = 0;        // GPUs/runs/notebooks held, or GPU-hours used
+  double limit = 0;       // the limit
+  double asked = 0;       // what the job adds (GPUs; 1 run or notebook; 0 for GPU-hours)
+  int64_t period_ms = 0;  // kGpuHours: the window
 };
 
 // Stable lower-case name ("reserved", "releasing", ...) for JSON.
@@ -142,6 +190,7 @@ struct Waiting {
   WaitReason reason;
   std::string detail;                // English, for display: "needs 2 GPUs, 1 free"
   std::vector<std::string> victims;  // kPreempting: the runs preempted for it
+  std::optional<QuotaHit> quota;     // kQuota: the limit it is held by
 };
 
 struct Reservation {
@@ -160,8 +209,17 @@ struct Decision {
 };
 
 // Computes one scheduling decision. `now_ms` is the caller's clock.
+// `accounts`: quotas and fair-share usage by user (empty: no quotas, FIFO
+// within a priority).
 Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
-                  const std::vector<RunningJob>& running, int64_t now_ms);
+                  const std::vector<RunningJob>& running, int64_t now_ms,
+                  const Accounts& accounts = {});
+
+// The limit of `a` that starting `j` would exceed, given what `a` holds;
+// none when it fits. Checked in this order: gpus, runs, notebooks, GPU-hours
+// (GPU-hours: only for a job that asks for GPUs, and only once the used
+// hours reach the limit — how long the job will run is not known).
+std::optional<QuotaHit> CheckQuota(const QueuedJob& j, const Account& a);
 
 // OK when `req` can ever start on `node`; otherwise InvalidArgument naming
 // each field and its limit, e.g. "gpus: requested 5, this machine has 4".

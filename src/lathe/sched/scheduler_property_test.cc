@@ -93,7 +93,34 @@ class Gen {
       j.seq = Int(0, 20);
       j.req = Req(n, 0.3);
       if (Chance(0.5)) j.max_duration_ms = Int(1, 60) * kMinute;
+      j.user = Pick<std::string>({"", "u0", "u1", "u2"});
+      j.notebook = Chance(0.2);
       out.push_back(j);
+    }
+    return out;
+  }
+
+  // Half the time none (no quotas, FIFO within a priority); else some users
+  // with limits, what they hold and their fair-share usage.
+  Accounts MakeAccounts() {
+    Accounts out;
+    if (Chance(0.5)) return out;
+    for (const char* u : {"u0", "u1", "u2"}) {
+      if (Chance(0.2)) continue;
+      Account a;
+      if (Chance(0.5)) a.limits.gpus = Int(0, 6);
+      if (Chance(0.4)) a.limits.runs = Int(0, 4);
+      if (Chance(0.3)) a.limits.notebooks = Int(0, 2);
+      if (Chance(0.2)) {
+        a.limits.gpu_hours = Int(0, 10);
+        a.limits.period_ms = 7 * 24 * 60 * kMinute;
+        a.gpu_hours_used = Int(0, 12);
+      }
+      a.gpus_held = Int(0, 4);
+      a.runs_held = Int(0, 3);
+      a.notebooks_held = Int(0, 1);
+      a.share_usage = Pick<double>({0, 0.5, 3, 3, 40});
+      out[u] = a;
     }
     return out;
   }
@@ -139,8 +166,15 @@ struct World {
   std::map<std::string, const QueuedJob*> job;
   std::map<std::string, const RunningJob*> run;
 
-  World(NodeState n, std::vector<QueuedJob> q, std::vector<RunningJob> r, int64_t now_ms)
-      : node(std::move(n)), queued(std::move(q)), running(std::move(r)), now(now_ms) {
+  Accounts accounts;
+
+  World(NodeState n, std::vector<QueuedJob> q, std::vector<RunningJob> r, int64_t now_ms,
+        Accounts a = {})
+      : node(std::move(n)),
+        queued(std::move(q)),
+        running(std::move(r)),
+        now(now_ms),
+        accounts(std::move(a)) {
     for (int g = 0; g < node.gpu_count; ++g) usable.insert(g);
     for (int g : node.unavailable_gpus) usable.erase(g);
     for (const QueuedJob& j : queued) job[j.id] = &j;
@@ -165,14 +199,20 @@ struct World {
     }
     return v;
   }
-  // The queue order: priority desc, seq, id; impossible ones left out.
+  double Usage(const QueuedJob& j) const {
+    auto it = accounts.find(j.user);
+    return it == accounts.end() ? 0 : it->second.share_usage;
+  }
+  // The queue order: priority desc, fair-share usage, seq, id; impossible
+  // ones left out.
   std::vector<const QueuedJob*> Order() const {
     std::vector<const QueuedJob*> out;
     for (const QueuedJob& j : queued) {
       if (Validate(node, j.req).ok()) out.push_back(&j);
     }
-    std::sort(out.begin(), out.end(), [](auto* a, auto* b) {
+    std::sort(out.begin(), out.end(), [&](auto* a, auto* b) {
       if (a->priority != b->priority) return a->priority > b->priority;
+      if (Usage(*a) != Usage(*b)) return Usage(*a) < Usage(*b);
       if (a->seq != b->seq) return a->seq < b->seq;
       return a->id < b->id;
     });
@@ -189,6 +229,8 @@ std::map<std::string, const Waiting*> WaitMap(const Decision& d) {
 bool IsClaim(const Waiting* w) {
   return w && (w->reason == WaitReason::kReleasing || w->reason == WaitReason::kPreempting);
 }
+
+bool IsQuota(const Waiting* w) { return w && w->reason == WaitReason::kQuota; }
 
 // ---------------------------------------------------------------- invariants
 
@@ -279,6 +321,7 @@ void CheckOrder(const World& w, const Decision& d) {
     const QueuedJob& j = *order[i];
     const Waiting* x = waits.count(j.id) ? waits[j.id] : nullptr;
     if (x && x->reason == WaitReason::kReserved) break;
+    if (IsQuota(x)) continue;  // as if it were not there
     ASSERT_TRUE(started.count(j.id) || IsClaim(x))
         << j.id << " ahead of the head neither started nor claimed";
     if (x && x->reason == WaitReason::kPreempting) {
@@ -318,7 +361,9 @@ void CheckOrder(const World& w, const Decision& d) {
     EXPECT_LE(j.priority, head.priority);
     if (!started.count(j.id)) {
       WaitReason r = waits.at(j.id)->reason;
-      EXPECT_TRUE(r == WaitReason::kResources || r == WaitReason::kReservation) << j.id;
+      EXPECT_TRUE(r == WaitReason::kResources || r == WaitReason::kReservation ||
+                  r == WaitReason::kQuota)
+          << j.id;
     }
   }
 }
@@ -365,8 +410,10 @@ void CheckHeadGuarantee(const World& w, const Decision& d) {
   }
 }
 
-// A started job never jumps a higher-priority waiting job, unless that job
-// holds a claim or both are behind the head (EASY backfill).
+// A started job never jumps a waiting job ahead of it in the order (higher
+// priority, or the same priority and less fair-share usage, or the same of
+// both and submitted earlier), unless that job holds a claim or is over its
+// quota, or both are behind the head (EASY backfill).
 void CheckPriority(const World& w, const Decision& d) {
   auto waits = WaitMap(d);
   std::vector<const QueuedJob*> order = w.Order();
@@ -377,14 +424,64 @@ void CheckPriority(const World& w, const Decision& d) {
     const QueuedJob& k = *w.job.at(p.id);
     for (const Waiting& x : d.waiting) {
       const QueuedJob& j = *w.job.at(x.id);
-      if (j.priority <= k.priority || IsClaim(&x)) continue;
+      if (pos.at(j.id) >= pos.at(k.id) || IsClaim(&x) || IsQuota(&x)) continue;
       EXPECT_GE(pos.at(j.id), head_pos) << k.id << " jumped " << j.id;
       EXPECT_GT(pos.at(k.id), head_pos) << k.id << " jumped " << j.id;
     }
   }
 }
 
+// Quotas: with everything this Decision started or claimed charged, no
+// user is past a limit that one of those jobs was checked against; every
+// job waiting kQuota would be past one.
+void CheckQuotas(const World& w, const Decision& d) {
+  Accounts after = w.accounts;
+  std::map<std::string, std::vector<const QueuedJob*>> took;  // by user
+  auto charge = [&](const std::string& id) {
+    const QueuedJob& j = *w.job.at(id);
+    auto it = after.find(j.user);
+    if (it == after.end()) return;
+    it->second.gpus_held += j.req.gpus;
+    it->second.runs_held += 1;
+    it->second.notebooks_held += j.notebook;
+    took[j.user].push_back(&j);
+  };
+  for (const Placement& p : d.start) charge(p.id);
+  for (const Waiting& x : d.waiting) {
+    if (IsClaim(&x)) charge(x.id);
+  }
+  for (const auto& [user, jobs] : took) {
+    const Account& a = after.at(user);
+    const QuotaLimits& l = a.limits;
+    for (const QueuedJob* j : jobs) {
+      if (l.gpus && j->req.gpus > 0) {
+        EXPECT_LE(a.gpus_held, *l.gpus) << user << " " << j->id;
+      }
+      if (l.runs) {
+        EXPECT_LE(a.runs_held, *l.runs) << user << " " << j->id;
+      }
+      if (l.notebooks && j->notebook) {
+        EXPECT_LE(a.notebooks_held, *l.notebooks) << user;
+      }
+      if (l.gpu_hours && j->req.gpus > 0) {
+        EXPECT_LT(a.gpu_hours_used, *l.gpu_hours) << user;
+      }
+    }
+  }
+  for (const Waiting& x : d.waiting) {
+    if (!IsQuota(&x)) continue;
+    const QueuedJob& j = *w.job.at(x.id);
+    ASSERT_TRUE(after.count(j.user)) << j.id;
+    ASSERT_TRUE(x.quota) << j.id;
+    EXPECT_EQ(x.quota->user, j.user);
+    // Starts only add to what is held: over then, over now.
+    QueuedJob alone = j;
+    EXPECT_TRUE(CheckQuota(alone, after.at(j.user))) << j.id << " waited on a quota it fits";
+  }
+}
+
 void CheckAll(const World& w, const Decision& d) {
+  CheckQuotas(w, d);
   CheckPartition(w, d);
   CheckGpus(w, d);
   CheckCapacity(w, d);
@@ -397,13 +494,13 @@ void CheckAll(const World& w, const Decision& d) {
 TEST(ScheduleProperty, InvariantsHoldOnRandomStates) {
   constexpr int kStates = 4000;
   Gen gen(20240611);
-  int started = 0, preempted = 0, reserved = 0, impossible = 0, claimed = 0;
+  int started = 0, preempted = 0, reserved = 0, impossible = 0, claimed = 0, quota = 0;
   for (int n = 0; n < kStates; ++n) {
     NodeState node = gen.Node();
     std::vector<QueuedJob> queued = gen.Queued(node);
     std::vector<RunningJob> running = gen.Running(node);
-    World w(node, queued, running, kNow);
-    Decision d = Schedule(w.node, w.queued, w.running, w.now);
+    World w(node, queued, running, kNow, gen.MakeAccounts());
+    Decision d = Schedule(w.node, w.queued, w.running, w.now, w.accounts);
     SCOPED_TRACE(fmt::format("state {}\n{}", n, Dump(d)));
     CheckAll(w, d);
     // Determinism: the order of the inputs does not matter.
@@ -411,12 +508,13 @@ TEST(ScheduleProperty, InvariantsHoldOnRandomStates) {
     std::vector<RunningJob> r = w.running;
     std::shuffle(q.begin(), q.end(), gen.rng());
     std::shuffle(r.begin(), r.end(), gen.rng());
-    EXPECT_EQ(Dump(Schedule(w.node, q, r, kNow)), Dump(d));
+    EXPECT_EQ(Dump(Schedule(w.node, q, r, kNow, w.accounts)), Dump(d));
     started += static_cast<int>(d.start.size());
     preempted += static_cast<int>(d.preempt.size());
     reserved += d.reservation.has_value();
     impossible += static_cast<int>(d.impossible.size());
     for (const Waiting& x : d.waiting) claimed += IsClaim(&x);
+    for (const Waiting& x : d.waiting) quota += IsQuota(&x);
     if (HasFailure()) break;
   }
   // The generator must exercise every path, not just the easy one.
@@ -425,6 +523,58 @@ TEST(ScheduleProperty, InvariantsHoldOnRandomStates) {
   EXPECT_GT(reserved, kStates / 4);
   EXPECT_GT(impossible, kStates / 20);
   EXPECT_GT(claimed, kStates / 20);
+  EXPECT_GT(quota, kStates / 20);
+}
+
+// Two users, one priority, whole-GPU jobs: while the user with less recent
+// usage has a job waiting (not over a quota), no job of the other user of
+// that priority starts; a higher priority still goes first whatever the
+// usage; and fair share never preempts.
+TEST(ScheduleProperty, FairShareLighterUserNeverWaitsBehindTheHeavierOne) {
+  constexpr int kStates = 3000;
+  Gen gen(99);
+  int checked = 0;
+  for (int n = 0; n < kStates; ++n) {
+    NodeState node{gen.Int(1, 8), {}, 0, 0};
+    Accounts acc;
+    acc["light"].share_usage = gen.Pick<double>({0, 1, 2});
+    acc["heavy"].share_usage = acc["light"].share_usage + gen.Pick<double>({0.001, 5, 500});
+    std::vector<RunningJob> running;
+    int busy = gen.Int(0, node.gpu_count);
+    for (int g = 0; g < busy; ++g) running.push_back(R(fmt::format("r{}", g), {g}));
+    std::vector<QueuedJob> q;
+    int seq = 0;
+    for (int i = gen.Int(0, 30); i > 0; --i) {  // the heavy user queues first, many
+      q.push_back(
+          ByUser(Q(fmt::format("h{}", i), seq++, 1, gen.Int(0, 1)), "heavy"));  // low|normal
+    }
+    for (int i = gen.Int(1, 3); i > 0; --i) {
+      q.push_back(ByUser(Q(fmt::format("l{}", i), seq++, 1, gen.Int(0, 1)), "light"));
+    }
+    World w(node, q, running, kNow, acc);
+    Decision d = Schedule(node, q, running, kNow, acc);
+    SCOPED_TRACE(fmt::format("state {}\n{}", n, Dump(d)));
+    CheckAll(w, d);
+    // The running jobs are of normal priority: the low queued ones cannot
+    // preempt them, the normal ones may not (same priority, whatever the usage).
+    EXPECT_TRUE(d.preempt.empty());
+    std::vector<std::string> ids = Started(d);
+    std::set<std::string> started(ids.begin(), ids.end());
+    for (const QueuedJob& waiting : q) {
+      if (started.count(waiting.id)) continue;
+      for (const QueuedJob& s : q) {
+        if (!started.count(s.id) || s.priority > waiting.priority) continue;
+        if (s.priority < waiting.priority) {
+          ADD_FAILURE() << s.id << " started while higher-priority " << waiting.id << " waits";
+        } else if (waiting.user == "light" && s.user == "heavy") {
+          ADD_FAILURE() << s.id << " (heavy) started while " << waiting.id << " (light) waits";
+        }
+        ++checked;
+      }
+    }
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(checked, kStates / 10);
 }
 
 // Multi-round: jobs arrive, run their max_duration, get preempted and requeued.

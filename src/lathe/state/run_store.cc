@@ -118,6 +118,27 @@ CREATE TABLE session_keys (
   name TEXT PRIMARY KEY,
   key TEXT NOT NULL
 );
+  )sql",
+      // v7: the GPUs each attempt held and when (quotas and fair share,
+      // daemon/quotas.h). Not tied to runs: removing a run keeps its usage.
+      // Filled with the latest attempt of every run that held GPUs.
+      R"sql(
+CREATE TABLE gpu_attempts (
+  run_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  gpus INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (run_id, attempt)
+);
+CREATE INDEX gpu_attempts_ended ON gpu_attempts(ended_at);
+INSERT INTO gpu_attempts (run_id, attempt, uid, user, gpus, started_at, ended_at)
+  SELECT id, attempt, uid, user, CAST(json_extract(spec, '$.gpus') AS INTEGER), started_at,
+         CASE WHEN state IN ('starting', 'running', 'stopping') THEN 0
+              ELSE max(finished_at, started_at) END
+  FROM runs WHERE attempt > 0 AND started_at > 0 AND json_extract(spec, '$.gpus') > 0;
 )sql",
   };
   return m;
@@ -332,12 +353,66 @@ Status RunStore::Transition(RunRecord& r, run::RunState to, const std::string& m
   next.state = to;
   RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     RETURN_IF_ERROR(WriteRow(next, from));
+    RETURN_IF_ERROR(RecordGpuAttempt(next, from, now_ms));
     Json data = {{"from", std::string(run::StateName(from))},
                  {"to", std::string(run::StateName(to))}};
     return InsertEvent(r.id, "state", message, data, now_ms);
   }));
   r = std::move(next);
   return Status::OK();
+}
+
+// An attempt that takes GPUs is recorded as it starts and closed as it
+// leaves the active states; its end is the run's finished_at when that
+// belongs to this attempt (an exit recorded while the daemon was down), else now.
+Status RunStore::RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_t now_ms) {
+  if (r.state == run::RunState::kStarting && r.spec.gpus > 0) {
+    ASSIGN_OR_RETURN(
+        Stmt s, db_->Prepare("INSERT OR REPLACE INTO gpu_attempts (run_id, attempt, uid, user, "
+                             "gpus, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, 0)"));
+    s.Bind(1, r.id).Bind(2, int64_t{r.attempt}).Bind(3, int64_t{r.uid}).Bind(4, r.user);
+    s.Bind(5, int64_t{r.spec.gpus}).Bind(6, r.started_at_ms);
+    return s.Run();
+  }
+  if (!run::IsActive(from) || run::IsActive(r.state)) return Status::OK();
+  int64_t end =
+      r.finished_at_ms >= r.started_at_ms && r.finished_at_ms > 0 ? r.finished_at_ms : now_ms;
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("UPDATE gpu_attempts SET ended_at=max(?, started_at) "
+                                        "WHERE run_id=? AND attempt=? AND ended_at=0"));
+  s.Bind(1, end).Bind(2, r.id).Bind(3, int64_t{r.attempt});
+  return s.Run();
+}
+
+Result<std::vector<GpuAttempt>> RunStore::GpuAttemptsSince(int64_t since_ms) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT run_id, attempt, uid, user, gpus, started_at, "
+                                        "ended_at FROM gpu_attempts WHERE ended_at=0 OR "
+                                        "ended_at>=? ORDER BY run_id, attempt"));
+  s.Bind(1, since_ms);
+  std::vector<GpuAttempt> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    GpuAttempt a;
+    a.run_id = s.Text(0);
+    a.attempt = static_cast<int>(s.Int(1));
+    a.uid = static_cast<uid_t>(s.Int(2));
+    a.user = s.Text(3);
+    a.gpus = static_cast<int>(s.Int(4));
+    a.started_at_ms = s.Int(5);
+    a.ended_at_ms = s.Int(6);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Result<int64_t> RunStore::PurgeGpuAttempts(int64_t ended_before_ms) {
+  ASSIGN_OR_RETURN(Stmt s,
+                   db_->Prepare("DELETE FROM gpu_attempts WHERE ended_at>0 AND ended_at<?"));
+  s.Bind(1, ended_before_ms);
+  RETURN_IF_ERROR(s.Run());
+  ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
+  ASSIGN_OR_RETURN(bool row, c.Step());
+  return row ? c.Int(0) : 0;
 }
 
 Status RunStore::Save(const RunRecord& r, const std::string& event_type, const std::string& message,

@@ -58,6 +58,19 @@ struct EventRecord {
   Json data;            // e.g. {"from": "queued", "to": "starting"}
 };
 
+// One attempt that held GPUs (quotas and fair share count these): from the
+// run's start of that attempt to its leaving the active states. Kept when
+// the run is removed.
+struct GpuAttempt {
+  std::string run_id;
+  int attempt = 0;
+  uid_t uid = 0;
+  std::string user;
+  int gpus = 0;
+  int64_t started_at_ms = 0;
+  int64_t ended_at_ms = 0;  // 0: still active
+};
+
 // An idempotency key (the API's Idempotency-Key header): requests from one
 // uid that carry the same key are one submission. Keys of different uids
 // never meet; a key lives kIdempotencyKeyTtlMs from its run's submission.
@@ -120,6 +133,12 @@ class RunStore {
   // NotFound (run.not_found) when there is no such run. The caller decides
   // whether the run may go (the daemon: only a finished one).
   Status Delete(const std::string& id);
+  // The attempts that held GPUs and are still active or ended at or after
+  // `since_ms`. Transition records them: a move to starting (with gpus > 0)
+  // opens one, a move out of the active states closes it.
+  Result<std::vector<GpuAttempt>> GpuAttemptsSince(int64_t since_ms);
+  // Forgets attempts that ended before `ended_before_ms`; returns how many.
+  Result<int64_t> PurgeGpuAttempts(int64_t ended_before_ms);
   Status AddEvent(const std::string& run_id, const std::string& type, const std::string& message,
                   const Json& data, int64_t now_ms);
   // Events with id > after_id; for one run, or all runs when run_id is empty.
@@ -130,6 +149,7 @@ class RunStore {
  private:
   explicit RunStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
   Status WriteRow(const RunRecord& r, std::optional<run::RunState> expected);
+  Status RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_t now_ms);
   Status InsertKey(const IdempotencyKey& k, const std::string& run_id, int64_t now_ms);
   Status InsertEvent(const std::string& run_id, const std::string& type, const std::string& msg,
                      const Json& data, int64_t now_ms);

@@ -129,7 +129,7 @@ TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   store_.reset();
   auto s = RunStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->db().schema_version(), 6);
+  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
   EXPECT_TRUE((*s)->Get("r1").ok());
 }
 
@@ -157,7 +157,7 @@ TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
   }
   auto s = RunStore::Open(path);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ((*s)->db().schema_version(), 6);
+  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
   auto live = (*s)->Get("r-live");
   ASSERT_TRUE(live.ok()) << live.status().ToString();
   EXPECT_EQ(live->backend, "local");
@@ -176,6 +176,95 @@ TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
   r.handle["monitor_pid"] = 7;
   ASSERT_TRUE((*s)->Save(r, "info", "x", 3).ok());
   EXPECT_EQ((*s)->Get("r-live")->handle.value("monitor_pid", 0), 7);
+}
+
+// ---- GPU attempts (quotas and fair share) ---------------------------------------
+
+TEST_F(RunStoreTest, EachAttemptWithGpusIsRecordedAndOutlivesItsRun) {
+  RunRecord r = NewRun("r1", "a");
+  r.spec.gpus = 2;
+  ASSERT_TRUE(store_->Insert(r, 100).ok());
+  r.attempt = 1;
+  r.started_at_ms = 1000;
+  ASSERT_TRUE(store_->Transition(r, RunState::kStarting, "placed", 1000).ok());
+  ASSERT_TRUE(store_->Transition(r, RunState::kRunning, "started", 1001).ok());
+  auto open = store_->GpuAttemptsSince(5000);
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open->size(), 1u);  // still active: whatever the window
+  EXPECT_EQ(open->at(0).ended_at_ms, 0);
+  EXPECT_EQ(open->at(0).gpus, 2);
+  EXPECT_EQ(open->at(0).user, "alice");
+  // Preempted at the exit time the monitor recorded, then a second attempt.
+  r.finished_at_ms = 4000;
+  ASSERT_TRUE(store_->Transition(r, RunState::kStopping, "preempting", 3900).ok());
+  ASSERT_TRUE(store_->Transition(r, RunState::kPreempted, "preempted", 4500).ok());
+  ASSERT_TRUE(store_->Transition(r, RunState::kQueued, "requeued", 4500).ok());
+  r.attempt = 2;
+  r.started_at_ms = 6000;
+  ASSERT_TRUE(store_->Transition(r, RunState::kStarting, "placed", 6000).ok());
+  r.finished_at_ms = 0;  // ended without a recorded time: now
+  ASSERT_TRUE(store_->Transition(r, RunState::kFailed, "failed", 7000).ok());
+  auto all = store_->GpuAttemptsSince(0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ(all->at(0).started_at_ms, 1000);
+  EXPECT_EQ(all->at(0).ended_at_ms, 4000);
+  EXPECT_EQ(all->at(1).attempt, 2);
+  EXPECT_EQ(all->at(1).ended_at_ms, 7000);
+  EXPECT_EQ(store_->GpuAttemptsSince(5000)->size(), 1u);  // the first ended before
+  // Removing the run does not give its user the GPU-hours back.
+  ASSERT_TRUE(store_->Delete("r1").ok());
+  EXPECT_EQ(store_->GpuAttemptsSince(0)->size(), 2u);
+  EXPECT_EQ(*store_->PurgeGpuAttempts(5000), 1);
+  EXPECT_EQ(store_->GpuAttemptsSince(0)->size(), 1u);
+}
+
+TEST_F(RunStoreTest, RunsWithoutGpusRecordNoAttempt) {
+  RunRecord r = NewRun("r1", "a");
+  r.spec.gpus = 0;
+  ASSERT_TRUE(store_->Insert(r, 100).ok());
+  r.attempt = 1;
+  ASSERT_TRUE(store_->Transition(r, RunState::kStarting, "placed", 1000).ok());
+  EXPECT_TRUE(store_->GpuAttemptsSince(0)->empty());
+}
+
+// A home from before the ledger (v5): each run's latest attempt that held
+// GPUs is counted from its start.
+TEST_F(RunStoreTest, MigrationRecordsTheLatestAttemptOfEachRun) {
+  store_.reset();
+  const std::string path = dir_ + "/v5.db";
+  {
+    const auto& all = RunStoreMigrations();
+    auto db = Db::Open(path, {all.begin(), all.begin() + 5});
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    for (const char* row :
+         {"('r-done', 'd', 1, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":2}', "
+          "'succeeded', 1, 1, 100, 400, '/h')",
+          "('r-live', 'l', 2, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":1}', "
+          "'running', 3, 1, 500, 0, '/h')",
+          "('r-cpu', 'c', 3, 1000, 'alice', '{\"command\":[\"x\"]}', 'succeeded', 1, 1, "
+          "100, 400, '/h')",
+          "('r-q', 'q', 4, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":1}', 'queued', "
+          "0, 1, 0, 0, '/h')"}) {
+      ASSERT_TRUE((*db)
+                      ->Exec(std::string("INSERT INTO runs (id, name, seq, uid, user, spec, state, "
+                                         "attempt, created_at, started_at, finished_at, run_dir) "
+                                         "VALUES ") +
+                             row)
+                      .ok());
+    }
+  }
+  auto s = RunStore::Open(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto got = (*s)->GpuAttemptsSince(0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ(got->at(0).run_id, "r-done");
+  EXPECT_EQ(got->at(0).gpus, 2);
+  EXPECT_EQ(got->at(0).ended_at_ms, 400);
+  EXPECT_EQ(got->at(1).run_id, "r-live");
+  EXPECT_EQ(got->at(1).attempt, 3);
+  EXPECT_EQ(got->at(1).ended_at_ms, 0);
 }
 
 // ---- idempotency keys ------------------------------------------------------------

@@ -40,6 +40,12 @@ inline QueuedJob WithCpuMem(QueuedJob j, double cpus, uint64_t memory = 0) {
   return j;
 }
 
+inline QueuedJob ByUser(QueuedJob j, std::string user, bool notebook = false) {
+  j.user = std::move(user);
+  j.notebook = notebook;
+  return j;
+}
+
 inline RunningJob R(std::string id, std::vector<int> gpus, int priority = kPriorityNormal,
                     int64_t started_ms = 0, std::optional<int64_t> deadline_ms = std::nullopt) {
   RunningJob r;

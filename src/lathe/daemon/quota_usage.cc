@@ -1,0 +1,248 @@
+// Quotas and fair share in the daemon: what each user holds and has used,
+// from the runs and the gpu_attempts ledger, handed to sched::Schedule
+// (which decides, without I/O); the submission check; the status figures.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "lathe/common/i18n.h"
+#include "lathe/common/units.h"
+#include "lathe/daemon/daemon.h"
+#include "lathe/os/users.h"
+#include "lathe/run/event_text.h"
+#include "lathe/sched/usage.h"
+
+namespace lathe::daemon {
+
+using run::RunState;
+using state::RunRecord;
+
+namespace {
+
+constexpr int64_t kGroupsTtlMs = 60'000;      // a user's groups, looked up again after
+constexpr int64_t kLedgerRefreshMs = 60'000;  // the ledger, re-read at least this often
+
+std::string Number(double v) { return fmt::format("{:g}", v); }
+
+std::string Hours(double h) { return fmt::format("{:.1f}", h); }
+
+Json LimitJson(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
+
+}  // namespace
+
+bool IsNotebook(const RunRecord& r) {
+  return r.spec.type == "notebook" || r.kind == run::RunKind::kNotebook;
+}
+
+int64_t Daemon::UsageLookbackMs() const {
+  const QuotaConfig& c = opts_.quotas;
+  int64_t back = c.half_life_ms * sched::kFairShareHorizon;
+  auto period = [&](const QuotaEntry& e) {
+    if (e.gpu_hours) back = std::max(back, e.period_ms.value_or(kDefaultQuotaPeriodMs));
+  };
+  if (c.default_entry) period(*c.default_entry);
+  for (const auto& [u, e] : c.users) period(e);
+  for (const auto& [g, e] : c.groups) period(e);
+  return back;
+}
+
+const std::vector<state::GpuAttempt>& Daemon::GpuAttempts() {
+  const int64_t mono = clock_.MonotonicMs();
+  if (!gpu_attempts_stale_ && mono - gpu_attempts_at_ms_ < kLedgerRefreshMs) return gpu_attempts_;
+  const int64_t back = UsageLookbackMs();
+  if (back <= 0) {
+    gpu_attempts_.clear();
+  } else if (auto rows = store_->GpuAttemptsSince(clock_.NowMs() - back); rows.ok()) {
+    gpu_attempts_ = std::move(rows).value();
+  } else {
+    spdlog::warn("quotas: {}", rows.status().ToString());  // the last figures stay
+  }
+  gpu_attempts_stale_ = false;
+  gpu_attempts_at_ms_ = mono;
+  return gpu_attempts_;
+}
+
+ResolvedQuota Daemon::QuotaOf(uid_t uid, const std::string& user) {
+  const int64_t mono = clock_.MonotonicMs();
+  auto it = groups_.find(uid);
+  if (it == groups_.end() || mono - it->second.at_ms > kGroupsTtlMs) {
+    GroupsSeen seen;
+    seen.at_ms = mono;
+    if (!opts_.quotas.groups.empty()) {
+      if (auto info = os::LookupUser(uid); info.ok()) seen.names = os::GroupNamesOf(*info);
+    }
+    it = groups_.insert_or_assign(uid, std::move(seen)).first;
+  }
+  return ResolveQuota(opts_.quotas, user, it->second.names);
+}
+
+sched::Accounts Daemon::AccountsFor(const std::vector<RunRecord>& queued,
+                                    const std::vector<RunRecord>& active) {
+  const QuotaConfig& c = opts_.quotas;
+  sched::Accounts accounts;
+  if (!c.HasLimits() && c.half_life_ms <= 0) return accounts;  // FIFO, no limits
+  for (const RunRecord& r : queued) {
+    if (accounts.count(r.user)) continue;
+    accounts[r.user].limits = QuotaOf(r.uid, r.user).limits;
+  }
+  for (const RunRecord& r : active) {
+    auto it = accounts.find(r.user);
+    if (it == accounts.end()) continue;  // nothing of theirs waits
+    it->second.gpus_held += r.spec.gpus;
+    it->second.runs_held += 1;
+    it->second.notebooks_held += IsNotebook(r) ? 1 : 0;
+  }
+  const int64_t now = clock_.NowMs();
+  for (const state::GpuAttempt& g : GpuAttempts()) {
+    auto it = accounts.find(g.user);
+    if (it == accounts.end()) continue;
+    sched::AttemptUsage a{g.user, g.gpus, g.started_at_ms,
+                          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
+    sched::Account& acc = it->second;
+    if (acc.limits.gpu_hours) acc.gpu_hours_used += sched::GpuHoursIn(a, now, acc.limits.period_ms);
+    if (c.half_life_ms > 0) acc.share_usage += sched::DecayedGpuHours(a, now, c.half_life_ms);
+  }
+  return accounts;
+}
+
+void Daemon::NoteWaiting(const sched::Decision& d) {
+  waiting_why_.clear();
+  std::set<std::string> on_quota;
+  for (const sched::Waiting& w : d.waiting) {
+    if (!w.quota) {
+      waiting_why_[w.id] = {w.detail, sched::WaitReasonName(w.reason), ""};
+      continue;
+    }
+    const sched::QuotaHit& h = *w.quota;
+    const std::string kind = sched::QuotaKindName(h.kind);
+    MsgArgs args{{"user", h.user},
+                 {"held", h.kind == sched::QuotaKind::kGpuHours ? Hours(h.held) : Number(h.held)},
+                 {"limit", Number(h.limit)},
+                 {"asked", Number(h.asked)},
+                 {"period", FormatDuration(std::chrono::milliseconds(h.period_ms))}};
+    std::string why = Tr("quota.wait." + kind, Lang::kEn, args);
+    waiting_why_[w.id] = {why, sched::WaitReasonName(w.reason), h.user};
+    on_quota.insert(w.id);
+    auto noted = quota_noted_.find(w.id);
+    if (noted != quota_noted_.end() && noted->second == kind) continue;
+    quota_noted_[w.id] = kind;
+    run::EventMessage m =
+        run::MakeEventMessage("event.quota_wait", {{"reason", why}},
+                              Json{{"quota", kind}, {"held", h.held}, {"limit", h.limit}});
+    // The reason nested in msg_args is rendered from the catalog in turn.
+    m.data["msg_args"]["reason"] =
+        Json{{"msg_id", "quota.wait." + kind}, {"msg_args", Json::object()}};
+    for (const auto& a : args) m.data["msg_args"]["reason"]["msg_args"][a.key] = a.value;
+    (void)store_->AddEvent(w.id, "info", m.message, m.data, clock_.NowMs());
+    Notify();
+  }
+  for (auto it = quota_noted_.begin(); it != quota_noted_.end();) {
+    it = on_quota.count(it->first) ? std::next(it) : quota_noted_.erase(it);
+  }
+}
+
+Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
+  if (!opts_.quotas.HasLimits()) return Status::OK();
+  ResolvedQuota q = QuotaOf(caller.uid, caller.user);
+  const sched::QuotaLimits& l = q.limits;
+  auto too_big = [&](const char* field, const std::string& requested, const std::string& limit) {
+    return Status::Msg(Code::kInvalidArgument, "quota.too_big",
+                       {{"field", field},
+                        {"requested", requested},
+                        {"user", caller.user},
+                        {"limit", limit},
+                        {"entry", q.source[field]}});
+  };
+  if (l.gpus && spec.gpus > *l.gpus) {
+    return too_big("gpus", fmt::format("{} GPUs", spec.gpus), fmt::format("{} at once", *l.gpus));
+  }
+  if (l.runs && *l.runs == 0) return too_big("runs", "1 run", "0 runs");
+  if (l.notebooks && *l.notebooks == 0 && spec.type == "notebook") {
+    return too_big("notebooks", "1 notebook", "0 notebooks");
+  }
+  if (l.gpu_hours && *l.gpu_hours <= 0 && spec.gpus > 0) {
+    return too_big("gpu_hours", fmt::format("{} GPUs", spec.gpus), "0 GPU-hours");
+  }
+  return Status::OK();
+}
+
+Json Daemon::QuotaJson(const Caller& caller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const QuotaConfig& c = opts_.quotas;
+  struct Row {
+    uid_t uid = 0;
+    int gpus = 0, runs = 0, notebooks = 0, queued = 0;
+  };
+  std::map<std::string, Row> users;
+  if (!caller.admin) users[caller.user].uid = caller.uid;
+  auto live = store_->InStates(
+      {RunState::kQueued, RunState::kStarting, RunState::kRunning, RunState::kStopping});
+  if (live.ok()) {
+    for (const RunRecord& r : *live) {
+      if (!caller.admin && r.uid != caller.uid) continue;
+      Row& row = users[r.user];
+      row.uid = r.uid;
+      if (r.state == RunState::kQueued) {
+        row.queued++;
+        continue;
+      }
+      row.gpus += r.spec.gpus;
+      row.runs++;
+      row.notebooks += IsNotebook(r) ? 1 : 0;
+    }
+  }
+  const std::vector<state::GpuAttempt>& attempts = GpuAttempts();
+  if (caller.admin) {
+    for (const auto& g : attempts) {
+      if (!users.count(g.user)) users[g.user].uid = g.uid;
+    }
+    for (const auto& [name, e] : c.users) {
+      if (users.count(name)) continue;
+      auto info = os::LookupUserByName(name);
+      users[name].uid = info.ok() ? info->uid : 0;
+    }
+  }
+  const int64_t now = clock_.NowMs();
+  Json out = Json::array();
+  for (const auto& [user, row] : users) {
+    ResolvedQuota q = QuotaOf(row.uid, user);
+    double hours = 0, share = 0;
+    for (const auto& g : attempts) {
+      if (g.user != user) continue;
+      sched::AttemptUsage a{
+          g.user, g.gpus, g.started_at_ms,
+          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
+      hours += sched::GpuHoursIn(a, now,
+                                 q.limits.gpu_hours ? q.limits.period_ms : kDefaultQuotaPeriodMs);
+      if (c.half_life_ms > 0) share += sched::DecayedGpuHours(a, now, c.half_life_ms);
+    }
+    int waiting = 0;
+    for (const auto& [id, note] : waiting_why_) waiting += note.on == "quota" && note.user == user;
+    Json sources = Json::object();
+    for (const auto& [field, from] : q.source) sources[field] = from;
+    out.push_back(
+        Json{{"user", user},
+             {"limits",
+              {{"gpus", LimitJson(q.limits.gpus)},
+               {"runs", LimitJson(q.limits.runs)},
+               {"notebooks", LimitJson(q.limits.notebooks)},
+               {"gpu_hours", q.limits.gpu_hours ? Json(*q.limits.gpu_hours) : Json(nullptr)},
+               {"period_ms", q.limits.gpu_hours ? q.limits.period_ms : kDefaultQuotaPeriodMs}}},
+             {"sources", sources},
+             {"usage",
+              {{"gpus", row.gpus},
+               {"runs", row.runs},
+               {"notebooks", row.notebooks},
+               {"gpu_hours", hours},
+               {"fair_share_gpu_hours", share}}},
+             {"queued", row.queued},
+             {"waiting_on_quota", waiting}});
+  }
+  return Json{{"fair_share", {{"half_life_ms", c.half_life_ms}}},
+              {"limited", c.HasLimits()},
+              {"users", out}};
+}
+
+}  // namespace lathe::daemon

@@ -1,0 +1,144 @@
+"""Quotas and fair share: two unprivileged users against a root daemon.
+
+A run over its user's quota waits (not fails) with the limit named in
+`lathe inspect` and `lathe ps`, and starts when the blocking run ends; a
+request beyond the limit is refused at submission; `lathe status` shows usage
+against limits. Fair share: with one GPU, user B's single run starts before
+the runs user A queued earlier, because A has used the GPU lately.
+"""
+import json
+import os
+import subprocess
+import unittest
+
+from harness import LATHE, Daemon, second_user
+
+A = "lathe-it-qa"
+B = "lathe-it-qb"
+
+
+class QuotaTest(unittest.TestCase):
+    gpus = "sim:4x24GB"
+    config = ""
+
+    def setUp(self):
+        second_user(self, A)
+        second_user(self, B)
+        self.d = Daemon(gpus=self.gpus)
+        with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
+            f.write(self.config)
+        self.d.start()
+        self.addCleanup(self.d.cleanup)
+        self.env = self.d.env(HOME="/tmp")
+
+    def run_as(self, user, *args, check=True):
+        r = self.d.cli("run", "--workdir", "/tmp", *args, user=user, env=self.env, check=check)
+        return r if not check else r.stdout.strip()
+
+    def cli_as(self, user, *args, check=True, lang=None):
+        env = self.env if lang is None else self.d.env(HOME="/tmp", LATHE_LANG=lang)
+        return self.d.cli(*args, user=user, env=env, check=check)
+
+    def inspect_as(self, user, run):
+        return json.loads(self.cli_as(user, "inspect", "--json", run).stdout)
+
+
+class Quotas(QuotaTest):
+    config = f"quotas:\n  default: {{runs: 10}}\n  {A}: {{gpus: 1}}\n"
+
+    def test_a_run_over_quota_waits_with_the_reason_and_starts_when_usage_drops(self):
+        first = self.run_as(A, "--gpus", "1", "--", "sleep", "600")
+        self.d.wait_state(first, "running")
+        second = self.run_as(A, "--gpus", "1", "--", "true")
+        why = f"{A} holds 1 of their 1 GPUs; this run needs 1"
+        r = self.d.wait_for(lambda: (lambda x: x if x.get("waiting") == why else None)(
+            self.inspect_as(A, second)), "the quota reason")
+        self.assertEqual(r["state"], "queued")
+        self.assertEqual(r["waiting_on"], "quota")
+        # Not for lack of GPUs: 3 of the 4 are free, and B's run starts at once.
+        theirs = self.run_as(B, "--gpus", "2", "--", "true")
+        self.d.wait_state(theirs, "succeeded")
+        self.assertEqual(self.d.inspect(second)["state"], "queued")
+        # Shown by inspect and ps, in both languages; an event says it once.
+        text = self.cli_as(A, "inspect", second).stdout
+        self.assertIn(why, text)
+        zh = self.cli_as(A, "inspect", second, lang="zh").stdout
+        self.assertIn(f"{A} 已占用其 1 块 GPU 配额中的 1 块", zh)
+        ps = self.cli_as(A, "ps").stdout
+        line = next(l for l in ps.splitlines() if l.startswith(second))
+        self.assertIn("queued (quota)", line)
+        self.assertIn("（配额）", self.cli_as(A, "ps", lang="zh").stdout)
+        events = [e for e in r["events"] if "waiting for quota" in e["message"]]
+        self.assertEqual(len(events), 1, r["events"])
+        self.assertIn("等待配额", zh)
+        # Usage against limits: A sees their own only.
+        status = json.loads(self.cli_as(A, "status", "--json").stdout)["quotas"]
+        self.assertEqual([u["user"] for u in status["users"]], [A])
+        mine = status["users"][0]
+        self.assertEqual(mine["limits"]["gpus"], 1)
+        self.assertEqual(mine["limits"]["runs"], 10)
+        self.assertEqual(mine["sources"], {"gpus": A, "runs": "default"})
+        self.assertEqual(mine["usage"]["gpus"], 1)
+        self.assertEqual(mine["usage"]["runs"], 1)
+        self.assertEqual(mine["queued"], 1)
+        self.assertEqual(mine["waiting_on_quota"], 1)
+        self.assertGreater(mine["usage"]["gpu_hours"], 0)
+        self.assertIn(f"{A}: GPUs 1 of 1, runs 1 of 10", self.cli_as(A, "status").stdout)
+        # Root sees everyone.
+        every = json.loads(self.d.cli("status", "--json").stdout)["quotas"]["users"]
+        self.assertTrue({A, B} <= {u["user"] for u in every}, every)
+        # The blocking run ends: the waiting one starts.
+        self.cli_as(A, "stop", first)
+        done = self.d.wait_state(second, "succeeded")
+        self.assertNotIn("waiting", done)
+
+    def test_a_request_beyond_the_limit_is_refused_at_submission(self):
+        r = self.run_as(A, "--gpus", "2", "--", "true", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("gpus: this run asks for 2 GPUs, but the quota of " + A +
+                      " allows 1 at once (config.yaml quotas." + A + ".gpus)", r.stderr)
+        zh = self.d.cli("run", "--workdir", "/tmp", "--gpus", "2", "--", "true", user=A,
+                        env=self.d.env(HOME="/tmp", LATHE_LANG="zh"), check=False)
+        self.assertIn("配额只允许", zh.stderr)
+        self.assertEqual(self.d.runs(all_runs=True), [])
+
+
+class FairShare(QuotaTest):
+    gpus = "sim:1x24GB"
+
+    def test_the_lighter_user_starts_before_the_heavier_users_earlier_runs(self):
+        first = self.run_as(A, "--gpus", "1", "--", "sleep", "600")
+        self.d.wait_state(first, "running")
+        queued_a = [self.run_as(A, "--gpus", "1", "--", "true") for _ in range(3)]
+        b = self.run_as(B, "--gpus", "1", "--", "true")
+        self.cli_as(A, "stop", first)
+        for run in queued_a + [b]:
+            self.d.wait_state(run, "succeeded")
+        started = {run: self.d.inspect(run)["started_at_ms"] for run in queued_a + [b]}
+        self.assertLess(started[b], min(started[a] for a in queued_a), started)
+        # A's usage is what orders them: it is in the status, B's is 0 until it ran.
+        users = {u["user"]: u for u in
+                 json.loads(self.d.cli("status", "--json").stdout)["quotas"]["users"]}
+        self.assertGreater(users[A]["usage"]["fair_share_gpu_hours"],
+                           users[B]["usage"]["fair_share_gpu_hours"])
+        self.assertEqual(json.loads(self.d.cli("status", "--json").stdout)["quotas"]
+                         ["fair_share"]["half_life_ms"], 7 * 24 * 3600 * 1000)
+
+
+class BadConfig(unittest.TestCase):
+    def test_the_daemon_refuses_to_start_naming_the_field(self):
+        d = Daemon(gpus="none")
+        self.addCleanup(d.cleanup)
+        with open(os.path.join(d.home, "config.yaml"), "w") as f:
+            f.write("quotas:\n  default: {gpus: lots}\n")
+        for lang, text in (("en", "'quotas.default.gpus' must be a whole number"),
+                           ("zh", "“quotas.default.gpus” 必须是 0 或更大的整数")):
+            r = subprocess.run([LATHE, "daemon", "--home", d.home, "--gpus", "none", "--port", "0"],
+                               capture_output=True, text=True, timeout=30,
+                               env=d.env(LATHE_LANG=lang))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(text, r.stdout + r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
