@@ -1,5 +1,7 @@
 #include "lathe/net/http.h"
 
+#include <unistd.h>
+
 namespace lathe::net {
 namespace {
 
@@ -98,6 +100,11 @@ std::optional<std::string> HttpRequest::QueryParam(std::string_view name) const 
     return PercentDecode(pair.substr(eq + 1), true);
   }
   return std::nullopt;
+}
+
+void Responder::Tunnel(HttpResponse, int upstream_fd, std::string, TunnelOptions) {
+  if (upstream_fd >= 0) ::close(upstream_fd);
+  Send(HttpResponse{501, "application/json", {}, R"({"error":"tunnels not supported here"})"});
 }
 
 }  // namespace lathe::net

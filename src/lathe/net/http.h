@@ -90,11 +90,17 @@ class ResponseStream {
   virtual bool ClientGone() const = 0;
 };
 
-// Handed to the handler, which owns it. Exactly one of Send or StartStream must
-// be called, exactly once, from ANY thread, possibly long after the handler
-// returned (async completion, e.g. a batcher). Neither blocks. If the Responder
-// is destroyed without either, a 500 is sent. If the connection is gone (or the
-// server stopped) by then, the answer is dropped silently.
+// How a tunnel (Responder::Tunnel) is bounded.
+struct TunnelOptions {
+  int idle_timeout_ms = 600000;  // close both sides when no byte passed either way this long
+};
+
+// Handed to the handler, which owns it. Exactly one of Send, StartStream or
+// Tunnel must be called, exactly once, from ANY thread, possibly long after the
+// handler returned (async completion, e.g. a batcher). None blocks. If the
+// Responder is destroyed without any, a 500 is sent. If the connection is gone
+// (or the server stopped) by then, the answer is dropped silently (a tunnel's
+// upstream_fd is closed).
 class Responder {
  public:
   virtual ~Responder() = default;
@@ -103,6 +109,24 @@ class Responder {
   // follows through the returned stream.
   virtual std::unique_ptr<ResponseStream> StartStream(int status, std::string content_type,
                                                       Headers headers = {}) = 0;
+  // The third way to answer, after an HTTP upgrade (websockets) that the caller
+  // negotiated with an upstream itself: writes `head` (status line and its
+  // headers as given, plus Server; no Content-Length or Transfer-Encoding is
+  // added, content_type is sent only for a status of 200 or more, the body is
+  // ignored) and then copies bytes both ways between the client connection and
+  // `upstream_fd`, a connected stream socket whose ownership passes to the
+  // server, which closes it. `upstream_leftover` (bytes already read from the
+  // upstream after its own header) reaches the client first; bytes the client
+  // sent after its request head reach the upstream first.
+  // Ends when either side closes (the other side's sending half is shut down
+  // first: EOF reaches it after every byte read before the close), on
+  // options.idle_timeout_ms, or on HttpServer::Stop; the client connection is
+  // then closed (no keep-alive after a tunnel). Works on TCP, unix-socket and
+  // TLS connections. Over ServerOptions::max_tunnels open tunnels the client
+  // gets 503 {"error":"too many tunnels"} and upstream_fd is closed.
+  // The default implementation (for fakes) closes upstream_fd and sends 501.
+  virtual void Tunnel(HttpResponse head, int upstream_fd, std::string upstream_leftover,
+                      TunnelOptions options = {});
 };
 
 }  // namespace lathe::net

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -28,6 +29,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -50,6 +52,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/os/unix_socket.h"
 
@@ -63,6 +66,16 @@ using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Strand>;
+using TcpSocket = asio::ip::tcp::socket::rebind_executor<Strand>::other;
+using UnixSocket = asio::local::stream_protocol::socket::rebind_executor<Strand>::other;
+// A tunnel's upstream: any connected stream socket (TCP, unix). A socket, not
+// a posix descriptor, so that writes use MSG_NOSIGNAL.
+using UpstreamSocket = asio::generic::stream_protocol::socket::rebind_executor<Strand>::other;
+
+// The socket under a connection's stream: for timeouts (cancel), peeking,
+// half-closing and closing.
+TcpSocket& Lowest(TcpSocket& s) { return s; }
+UnixSocket& Lowest(UnixSocket& s) { return s; }
 
 constexpr size_t kReadChunkBytes = 16 << 10;     // one idle read into the buffer
 constexpr size_t kLingerMaxBytes = 1 << 20;      // discarded after an error response
@@ -72,6 +85,10 @@ constexpr int kAcceptRetryMs = 100;              // after EMFILE and friends
 constexpr int kCloseSettleMs = 1000;             // Stop: wait for posted closes before ioc.stop()
 constexpr int kDefaultDrainMs = 5000;            // Stop from the destructor
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr size_t kTunnelChunkBytes = 64 << 10;  // one read of a tunnel, each way
+constexpr std::string_view kTooManyTunnels = R"({"error":"too many tunnels"})";
+constexpr std::string_view kBadUpstream =
+    R"({"error":"tunnel upstream is not a connected socket"})";
 
 // The server's own answers (limits, timeouts, refusals) share the shape of
 // the KServe v2 error, {"error": "..."}, so clients of `lathe serve` and of the
@@ -147,6 +164,8 @@ class SessionBase {
                                std::string content_type, Headers headers) = 0;
   virtual void PostChunk(std::shared_ptr<StreamState> st, std::string data, uint64_t ticket,
                          bool last) = 0;
+  virtual void PostTunnel(uint64_t seq, HttpResponse head, os::Fd upstream, std::string leftover,
+                          TunnelOptions options) = 0;
   virtual void PostDrain() = 0;
   virtual void PostClose() = 0;
   virtual void CloseNow() = 0;
@@ -273,6 +292,18 @@ class Core {
     return served_;
   }
 
+  // A slot for one more tunnel, unless max_tunnels are open.
+  bool AcquireTunnel() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (tunnels_ >= options.max_tunnels) return false;
+    ++tunnels_;
+    return true;
+  }
+  void ReleaseTunnel() {
+    std::lock_guard<std::mutex> l(mu_);
+    --tunnels_;
+  }
+
  private:
   mutable std::mutex mu_;
   std::condition_variable empty_cv_;
@@ -282,6 +313,7 @@ class Core {
   size_t streams_cap_ = 16;                                                  // guarded by mu_
   size_t served_ = 0;                                                        // guarded by mu_
   size_t rejecting_ = 0;                                                     // guarded by mu_
+  size_t tunnels_ = 0;                                                       // guarded by mu_
   std::unordered_map<std::string, size_t> per_peer_;  // served, by PeerKey::key; guarded by mu_
 };
 
@@ -371,6 +403,20 @@ class ResponderImpl final : public Responder {
     return std::make_unique<StreamImpl>(core_, session_, std::move(st));
   }
 
+  void Tunnel(HttpResponse head, int upstream_fd, std::string upstream_leftover,
+              TunnelOptions options) override {
+    os::Fd upstream(upstream_fd);  // closed here unless the session takes it
+    if (done_) {
+      spdlog::error("http: Responder used twice; the tunnel is dropped");
+      return;
+    }
+    done_ = true;
+    core_->WithSession(session_, [&](SessionBase& s) {
+      s.PostTunnel(seq_, std::move(head), std::move(upstream), std::move(upstream_leftover),
+                   options);
+    });
+  }
+
  private:
   const std::shared_ptr<Core> core_;
   const std::weak_ptr<SessionBase> session_;
@@ -440,20 +486,22 @@ HttpRequest ToHttpRequest(http::request<http::string_body>&& msg) {
 // States (the allowed moves):
 //   kIdle (waiting for a request's first byte) → kReadingHeader → kReadingBody
 //   → kHandling (the handler owns the Responder) → kWriting | kStreaming
-//   → kIdle (keep-alive) | kClosing (lingering after an error) → kClosed.
+//   → kIdle (keep-alive) | kClosing (lingering after an error) → kClosed;
+//   kHandling → kTunnelHead (writing a tunnel's head) → kTunnel (copying)
+//   → kTunnelEnding (waiting for cancelled operations) → kClosed.
 //   Any state → kClosed on an I/O error, a timeout or Stop.
-template <typename Protocol>
-class Session final : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
+//
+// `Stream` is the connection: a TCP or unix socket.
+template <typename Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
-
   // `reject`: empty to serve, else the 503 body its one request gets.
-  Session(std::shared_ptr<Core> core, Socket socket, Strand strand, std::string remote,
+  Session(std::shared_ptr<Core> core, Stream conn, Strand strand, std::string remote,
           std::optional<PeerCred> peer, std::string peer_key, std::string_view reject)
       : core_(std::move(core)),
         options_(core_->options),
         strand_(std::move(strand)),
-        socket_(std::move(socket)),
+        conn_(std::move(conn)),
         timer_(strand_),
         remote_(std::move(remote)),
         peer_(peer),
@@ -490,6 +538,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                          last]() mutable { self->EnqueueChunk(st, std::move(d), ticket, last); });
   }
 
+  void PostTunnel(uint64_t seq, HttpResponse head, os::Fd upstream, std::string leftover,
+                  TunnelOptions options) override {
+    asio::post(strand_, [self = Self(), seq, h = std::move(head), up = std::move(upstream),
+                         left = std::move(leftover), options]() mutable {
+      self->OnTunnelStart(seq, std::move(h), std::move(up), std::move(left), options);
+    });
+  }
+
   void PostDrain() override {
     asio::post(strand_, [self = Self()] { self->OnDrain(); });
   }
@@ -508,6 +564,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     kHandling,
     kWriting,
     kStreaming,
+    kTunnelHead,
+    kTunnel,
+    kTunnelEnding,
     kClosing,
     kClosed
   };
@@ -544,10 +603,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     timer_armed_ = false;
     if (ec || state_ == State::kClosed || deadline_ == Clock::time_point::max()) return;
     if (Clock::now() < deadline_) return ArmTimer(deadline_);
+    if (state_ == State::kTunnel) return EndTunnel();
     // Cancel rather than close, so the read handler can still answer 408.
     timed_out_ = true;
     error_code ignored;
-    socket_.cancel(ignored);
+    Lowest(conn_).cancel(ignored);
   }
 
   // --- reading a request ---------------------------------------------------
@@ -564,8 +624,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     state_ = State::kIdle;
     SetDeadline(first_request_ ? options_.first_request_timeout_ms : options_.idle_timeout_ms);
-    socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
-                            [self = Self()](error_code ec, size_t n) { self->OnIdleRead(ec, n); });
+    conn_.async_read_some(buffer_.prepare(kReadChunkBytes),
+                          [self = Self()](error_code ec, size_t n) { self->OnIdleRead(ec, n); });
   }
 
   void OnIdleRead(error_code ec, size_t n) {
@@ -592,7 +652,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void ReadHeader() {
     state_ = State::kReadingHeader;
-    http::async_read_header(socket_, buffer_, *parser_,
+    http::async_read_header(conn_, buffer_, *parser_,
                             [self = Self()](error_code ec, size_t) { self->OnHeader(ec); });
   }
 
@@ -603,7 +663,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto expect = msg.find(http::field::expect);
     if (expect != msg.end() && !parser_->is_done() &&
         EqualsIgnoreCase(ToStd(expect->value()), "100-continue")) {
-      return asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+      return asio::async_write(conn_, asio::buffer(kContinue.data(), kContinue.size()),
                                [self = Self()](error_code ec, size_t) {
                                  if (ec) return self->Close();
                                  self->ReadBody();
@@ -621,7 +681,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (parser_->is_done()) return OnRequest();
     state_ = State::kReadingBody;
     SetDeadline(options_.body_timeout_ms);
-    http::async_read(socket_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
+    http::async_read(conn_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
       if (ec) return self->OnReadError(ec);
       self->OnRequest();
     });
@@ -682,7 +742,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       BuildResponse(ErrorResponse(500, R"({"error":"unsendable response"})"), keep);
     }
     SetDeadline(options_.write_timeout_ms);
-    http::async_write(socket_, *res_,
+    http::async_write(conn_, *res_,
                       [self = Self()](error_code ec, size_t) { self->OnWritten(ec); });
   }
 
@@ -703,7 +763,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     res_.reset();
     if (ec) return Close();
     if (linger_) return Linger();
-    if (!keep) return CloseAfterSend();
+    if (!keep) return GracefulClose();
     ReadRequest();
   }
 
@@ -749,18 +809,18 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (header_pending_) {
       header_pending_ = false;
       return StartStreamWrite([this](auto handler) {
-        http::async_write_header(socket_, *stream_sr_, std::move(handler));
+        http::async_write_header(conn_, *stream_sr_, std::move(handler));
       });
     }
     if (queue_.empty()) return ClearDeadline();
     const Chunk& c = queue_.front();
     if (c.last) {
       return StartStreamWrite([this](auto handler) {
-        asio::async_write(socket_, http::make_chunk_last(), std::move(handler));
+        asio::async_write(conn_, http::make_chunk_last(), std::move(handler));
       });
     }
     StartStreamWrite([this, &c](auto handler) {
-      asio::async_write(socket_, http::make_chunk(asio::buffer(c.data)), std::move(handler));
+      asio::async_write(conn_, http::make_chunk(asio::buffer(c.data)), std::move(handler));
     });
   }
 
@@ -792,7 +852,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     stream_sr_.reset();
     stream_res_.reset();
     header_written_ = false;
-    if (!keep) return CloseAfterSend();
+    if (!keep) return GracefulClose();
     ReadRequest();
   }
 
@@ -807,7 +867,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void WatchPeer() {
     if (watching_) return;
     watching_ = true;
-    socket_.async_wait(Socket::wait_read, [self = Self()](error_code ec) {
+    Lowest(conn_).async_wait(asio::socket_base::wait_read, [self = Self()](error_code ec) {
       self->watching_ = false;
       if (ec || self->state_ != State::kStreaming) return;
       self->PeekPeer();
@@ -816,17 +876,162 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void PeekPeer() {
     char c;
-    ssize_t r = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t r = ::recv(Lowest(conn_).native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       return StreamFailed();
     }
     if (r < 0) WatchPeer();
   }
 
+  // --- tunnels ---------------------------------------------------------------
+  // Two copy loops, each one read then one write at a time: client → upstream
+  // and upstream → client. A loop that reads EOF shuts down the other side's
+  // sending half and ends the tunnel: what is still pending on either side is
+  // cancelled, and once every operation has returned the connection closes.
+  // So bytes read before an EOF always reach the other side first.
+
+  void OnTunnelStart(uint64_t seq, HttpResponse head, os::Fd upstream, std::string leftover,
+                     TunnelOptions to) {
+    if (seq != seq_ || state_ != State::kHandling) return;  // `upstream` closes with it
+    if (!core_->AcquireTunnel()) return SendError(503, kTooManyTunnels);
+    tunnel_slot_ = true;
+    if (!AdoptUpstream(std::move(upstream))) return SendError(502, kBadUpstream);
+    state_ = State::kTunnelHead;
+    tunnel_idle_ms_ = to.idle_timeout_ms > 0 ? to.idle_timeout_ms : TunnelOptions{}.idle_timeout_ms;
+    to_client_ = std::move(leftover);
+    stream_res_.emplace();
+    try {
+      FillHeader(options_, head.status, head.status >= 200 ? head.content_type : std::string(),
+                 head.headers, *stream_res_);
+    } catch (const std::exception& e) {
+      spdlog::error("http {}: unsendable tunnel head: {}", remote_, e.what());
+      stream_res_.reset();
+      state_ = State::kHandling;
+      return SendError(500, R"({"error":"unsendable tunnel head"})");
+    }
+    SetDeadline(options_.write_timeout_ms);
+    http::async_write(conn_, *stream_res_,
+                      [self = Self()](error_code ec, size_t) { self->OnTunnelHead(ec); });
+  }
+
+  // The upstream socket's family decides the protocol asio is told of.
+  bool AdoptUpstream(os::Fd fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (!fd.valid() || ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      spdlog::error("http {}: tunnel upstream fd {} is not a socket", remote_, fd.get());
+      return false;
+    }
+    error_code ec;
+    upstream_.emplace(strand_);
+    upstream_->assign(asio::generic::stream_protocol(addr.ss_family, 0), fd.get(), ec);
+    if (ec) {
+      spdlog::error("http {}: tunnel upstream: {}", remote_, ec.message());
+      upstream_.reset();
+      return false;
+    }
+    (void)fd.release();  // the asio socket owns it now
+    return true;
+  }
+
+  void OnTunnelHead(error_code ec) {
+    stream_res_.reset();
+    if (ec || state_ != State::kTunnelHead || core_->draining) return Close();
+    state_ = State::kTunnel;
+    TunnelActivity();
+    // Bytes the client sent after its request head sit in the read buffer.
+    to_upstream_ = beast::buffers_to_string(buffer_.data());
+    buffer_.clear();
+    to_upstream_.empty() ? ReadClient() : WriteUpstream();
+    to_client_.empty() ? ReadUpstream() : WriteClient();
+  }
+
+  void TunnelActivity() { SetDeadline(tunnel_idle_ms_); }
+
+  // False while the tunnel runs; once it is ending, the last operation to
+  // return closes the connection.
+  bool TunnelOver() {
+    if (state_ == State::kTunnel) return false;
+    if (state_ == State::kTunnelEnding && client_ops_ == 0 && upstream_ops_ == 0) GracefulClose();
+    return true;
+  }
+
+  void ReadClient() {
+    to_upstream_.resize(kTunnelChunkBytes);
+    ++client_ops_;
+    conn_.async_read_some(asio::buffer(to_upstream_), [self = Self()](error_code ec, size_t n) {
+      --self->client_ops_;
+      if (self->TunnelOver()) return;
+      if (n == 0) return self->OnTunnelEof(ec, /*client=*/true);
+      self->to_upstream_.resize(n);
+      self->TunnelActivity();
+      self->WriteUpstream();
+    });
+  }
+
+  void WriteUpstream() {
+    ++upstream_ops_;
+    asio::async_write(*upstream_, asio::buffer(to_upstream_),
+                      [self = Self()](error_code ec, size_t) {
+                        --self->upstream_ops_;
+                        if (self->TunnelOver()) return;
+                        if (ec) return self->EndTunnel();
+                        self->TunnelActivity();
+                        self->ReadClient();
+                      });
+  }
+
+  void ReadUpstream() {
+    to_client_.resize(kTunnelChunkBytes);
+    ++upstream_ops_;
+    upstream_->async_read_some(asio::buffer(to_client_), [self = Self()](error_code ec, size_t n) {
+      --self->upstream_ops_;
+      if (self->TunnelOver()) return;
+      if (n == 0) return self->OnTunnelEof(ec, /*client=*/false);
+      self->to_client_.resize(n);
+      self->TunnelActivity();
+      self->WriteClient();
+    });
+  }
+
+  void WriteClient() {
+    ++client_ops_;
+    asio::async_write(conn_, asio::buffer(to_client_), [self = Self()](error_code ec, size_t) {
+      --self->client_ops_;
+      if (self->TunnelOver()) return;
+      if (ec) return self->EndTunnel();
+      self->TunnelActivity();
+      self->ReadUpstream();
+    });
+  }
+
+  // One side stopped sending (or failed): the other side's sending half is
+  // shut down (the client's by GracefulClose once the tunnel has ended).
+  void OnTunnelEof(error_code ec, bool client) {
+    if (ec && !IsQuietReadError(ec))
+      spdlog::debug("http {}: tunnel read: {}", remote_, ec.message());
+    if (client) {
+      error_code ignored;
+      upstream_->shutdown(asio::socket_base::shutdown_send, ignored);
+    }
+    EndTunnel();
+  }
+
+  void EndTunnel() {
+    if (state_ != State::kTunnel) return;
+    state_ = State::kTunnelEnding;
+    ClearDeadline();
+    error_code ignored;
+    upstream_->close(ignored);  // its pending operations return operation_aborted
+    if (client_ops_ > 0) Lowest(conn_).cancel(ignored);
+    TunnelOver();
+  }
+
   // --- shutdown --------------------------------------------------------------
 
   void OnDrain() {
     if (state_ == State::kIdle) return Close();
+    if (state_ == State::kTunnel) return EndTunnel();
     if (state_ == State::kStreaming && !last_queued_) {
       last_queued_ = true;
       queue_.push_back(Chunk{{}, 0, true});
@@ -840,24 +1045,27 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void Linger() {
     state_ = State::kClosing;
     error_code ignored;
-    socket_.shutdown(Socket::shutdown_send, ignored);
+    Lowest(conn_).shutdown(asio::socket_base::shutdown_send, ignored);
     SetDeadline(kLingerMs);
     buffer_.clear();
     LingerRead();
   }
 
   void LingerRead() {
-    socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
-                            [self = Self()](error_code ec, size_t n) {
-                              self->lingered_ += n;
-                              if (ec || self->lingered_ > kLingerMaxBytes) return self->Close();
-                              self->LingerRead();
-                            });
+    Lowest(conn_).async_read_some(buffer_.prepare(kReadChunkBytes),
+                                  [self = Self()](error_code ec, size_t n) {
+                                    self->lingered_ += n;
+                                    if (ec || self->lingered_ > kLingerMaxBytes)
+                                      return self->Close();
+                                    self->LingerRead();
+                                  });
   }
 
-  void CloseAfterSend() {
+  // The end of a connection whose last answer is out: the client reads EOF
+  // after every byte.
+  void GracefulClose() {
     error_code ignored;
-    socket_.shutdown(Socket::shutdown_send, ignored);
+    Lowest(conn_).shutdown(asio::socket_base::shutdown_send, ignored);
     Close();
   }
 
@@ -867,9 +1075,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     ClearDeadline();
     CancelTimer(timer_);
     error_code ignored;
-    socket_.close(ignored);
+    Lowest(conn_).close(ignored);
     if (stream_) stream_->MarkGone();
     queue_.clear();
+    if (upstream_) upstream_->close(ignored);
+    if (tunnel_slot_) {
+      tunnel_slot_ = false;
+      core_->ReleaseTunnel();
+    }
     core_->Unregister(this, reject_.empty(), peer_key_);
   }
 
@@ -877,7 +1090,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   const std::shared_ptr<Core> core_;
   const ServerOptions& options_;
   const Strand strand_;
-  Socket socket_;
+  Stream conn_;
   Timer timer_;
   const std::string remote_;
   const std::optional<PeerCred> peer_;
@@ -908,6 +1121,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool last_queued_ = false;
   bool writing_ = false;
   bool watching_ = false;
+  // Tunnel: one buffer per direction, each holding what is being written.
+  std::optional<UpstreamSocket> upstream_;
+  bool tunnel_slot_ = false;  // counted in Core's tunnels
+  int tunnel_idle_ms_ = 0;
+  int client_ops_ = 0;    // reads/writes pending on conn_ while tunnelling
+  int upstream_ops_ = 0;  // ... on upstream_
+  std::string to_upstream_;
+  std::string to_client_;
 };
 
 // ---------------------------------------------------------------------------
@@ -978,7 +1199,7 @@ class Listener final : public ListenerBase,
                        public std::enable_shared_from_this<Listener<Protocol>> {
  public:
   using Acceptor = typename Protocol::acceptor::template rebind_executor<Strand>::other;
-  using Socket = typename Session<Protocol>::Socket;
+  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
 
   Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor)
       : ioc_(ioc),
@@ -1032,8 +1253,8 @@ class Listener final : public ListenerBase,
       reject = std::is_same_v<Protocol, asio::ip::tcp> ? kTooManyFromAddress : kTooManyFromUser;
     }
     auto session =
-        std::make_shared<Session<Protocol>>(core_, std::move(socket), std::move(strand),
-                                            std::move(remote), peer, std::move(key), reject);
+        std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(strand),
+                                          std::move(remote), peer, std::move(key), reject);
     core_->Register(session);
     session->Start();
   }

@@ -60,6 +60,7 @@ struct ServerOptions {
   // so that they can connect while others hold every ordinary slot.
   std::vector<unsigned> reserved_uids;
   size_t reserved_connections = 0;
+  size_t max_tunnels = 256;           // open Responder::Tunnel copies; beyond: 503
   std::string server_name = "lathe";  // Server: header
 };
 

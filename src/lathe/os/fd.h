@@ -31,6 +31,12 @@ class Fd {
 
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  // Gives up ownership: returns the descriptor (-1 if none) without closing it.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   // Closes now and reports the error close(2) gives (it can report a failed
   // write-back on some filesystems).
   Status Close(const std::string& what);
