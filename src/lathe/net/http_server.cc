@@ -26,6 +26,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
@@ -38,6 +40,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -50,6 +53,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
 #include "lathe/os/fd.h"
@@ -74,8 +80,12 @@ using UpstreamSocket = asio::generic::stream_protocol::socket::rebind_executor<S
 
 // The socket under a connection's stream: for timeouts (cancel), peeking,
 // half-closing and closing.
+using TlsStream = beast::ssl_stream<TcpSocket>;
 TcpSocket& Lowest(TcpSocket& s) { return s; }
 UnixSocket& Lowest(UnixSocket& s) { return s; }
+TcpSocket& Lowest(TlsStream& s) { return s.next_layer(); }
+template <typename Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 
 constexpr size_t kReadChunkBytes = 16 << 10;     // one idle read into the buffer
 constexpr size_t kLingerMaxBytes = 1 << 20;      // discarded after an error response
@@ -87,6 +97,7 @@ constexpr int kDefaultDrainMs = 5000;            // Stop from the destructor
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr size_t kTunnelChunkBytes = 64 << 10;  // one read of a tunnel, each way
 constexpr std::string_view kTooManyTunnels = R"({"error":"too many tunnels"})";
+constexpr size_t kMaxPemBytes = 1 << 20;  // a certificate chain or a key file
 constexpr std::string_view kBadUpstream =
     R"({"error":"tunnel upstream is not a connected socket"})";
 
@@ -431,7 +442,7 @@ bool IsQuietReadError(const error_code& ec) {
   return ec == asio::error::eof || ec == http::error::end_of_stream ||
          ec == http::error::partial_message || ec == asio::error::connection_reset ||
          ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor ||
-         ec == asio::error::broken_pipe;
+         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
 }
 
 bool IsParseError(const error_code& ec) {
@@ -491,7 +502,8 @@ HttpRequest ToHttpRequest(http::request<http::string_body>&& msg) {
 //   → kTunnelEnding (waiting for cancelled operations) → kClosed.
 //   Any state → kClosed on an I/O error, a timeout or Stop.
 //
-// `Stream` is the connection: a TCP or unix socket.
+// `Stream` is the connection: a TCP or unix socket, or TLS over TCP (which
+// starts with the handshake, under first_request_timeout_ms).
 template <typename Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
@@ -509,7 +521,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         reject_(reject) {}
 
   void Start() {
-    asio::post(strand_, [self = Self()] { self->ReadRequest(); });
+    asio::post(strand_, [self = Self()] {
+      if constexpr (kIsTls<Stream>) {
+        self->Handshake();
+      } else {
+        self->ReadRequest();
+      }
+    });
   }
 
   bool RunningHere() const override { return strand_.running_in_this_thread(); }
@@ -608,6 +626,21 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     timed_out_ = true;
     error_code ignored;
     Lowest(conn_).cancel(ignored);
+  }
+
+  // --- TLS -----------------------------------------------------------------
+
+  void Handshake() {
+    if constexpr (kIsTls<Stream>) {
+      SetDeadline(options_.first_request_timeout_ms);
+      conn_.async_handshake(asio::ssl::stream_base::server, [self = Self()](error_code ec) {
+        if (ec) {
+          spdlog::debug("http {}: TLS handshake: {}", self->remote_, ec.message());
+          return self->Close();
+        }
+        self->ReadRequest();
+      });
+    }
   }
 
   // --- reading a request ---------------------------------------------------
@@ -1062,8 +1095,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   // The end of a connection whose last answer is out: the client reads EOF
-  // after every byte.
+  // after every byte (over TLS after a close_notify; the client's is awaited
+  // for kLingerMs at most).
   void GracefulClose() {
+    if constexpr (kIsTls<Stream>) {
+      state_ = State::kClosing;
+      SetDeadline(kLingerMs);
+      return conn_.async_shutdown([self = Self()](error_code) { self->Close(); });
+    }
     error_code ignored;
     Lowest(conn_).shutdown(asio::socket_base::shutdown_send, ignored);
     Close();
@@ -1201,11 +1240,14 @@ class Listener final : public ListenerBase,
   using Acceptor = typename Protocol::acceptor::template rebind_executor<Strand>::other;
   using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
 
-  Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor)
+  // `tls` (TCP only; not owned, outlives every session): serve TLS with it.
+  Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor,
+           asio::ssl::context* tls = nullptr)
       : ioc_(ioc),
         core_(std::move(core)),
         acceptor_(std::move(acceptor)),
-        retry_(acceptor_.get_executor()) {}
+        retry_(acceptor_.get_executor()),
+        tls_(tls) {}
 
   void Accept() override {
     Strand strand = asio::make_strand(ioc_);
@@ -1252,9 +1294,19 @@ class Listener final : public ListenerBase,
     if (admission == Core::Admission::kRejectPeer) {
       reject = std::is_same_v<Protocol, asio::ip::tcp> ? kTooManyFromAddress : kTooManyFromUser;
     }
-    auto session =
-        std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(strand),
-                                          std::move(remote), peer, std::move(key), reject);
+    if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+      if (tls_ != nullptr) {
+        return Launch(std::make_shared<Session<TlsStream>>(
+            core_, TlsStream(std::move(socket), *tls_), std::move(strand), std::move(remote), peer,
+            std::move(key), reject));
+      }
+    }
+    Launch(std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(strand),
+                                             std::move(remote), peer, std::move(key), reject));
+  }
+
+  template <typename S>
+  void Launch(std::shared_ptr<Session<S>> session) {
     core_->Register(session);
     session->Start();
   }
@@ -1272,7 +1324,59 @@ class Listener final : public ListenerBase,
   const std::shared_ptr<Core> core_;
   Acceptor acceptor_;
   Timer retry_;
+  asio::ssl::context* const tls_;
 };
+
+// ---------------------------------------------------------------------------
+// TLS: the server's certificate and key, read once when a listener opens.
+
+// asio takes OpenSSL's error off its queue into `ec`.
+std::string OpenSslError(const error_code& ec) {
+  ERR_clear_error();
+  if (ec.value() == 0) return "not valid PEM";
+  return ec.message();
+}
+
+Result<std::string> ReadPem(const std::string& path, const char* setting) {
+  auto text = os::ReadFileUpTo(path, kMaxPemBytes);
+  if (!text.ok()) {
+    return Status::Msg(Code::kInvalidArgument, "tls.unreadable",
+                       {{"setting", setting}, {"file", path}, {"error", text.status().message()}});
+  }
+  return text;
+}
+
+// TLS 1.2 and later, OpenSSL's default ciphers for them; no client certificates.
+Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const TlsFiles& files) {
+  ASSIGN_OR_RETURN(std::string cert, ReadPem(files.cert_file, "tls.cert"));
+  ASSIGN_OR_RETURN(std::string key, ReadPem(files.key_file, "tls.key"));
+  auto bad = [](const char* setting, const std::string& file, const std::string& error) {
+    return Status::Msg(Code::kInvalidArgument, "tls.bad_file",
+                       {{"setting", setting}, {"file", file}, {"error", error}});
+  };
+  try {
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_compression |
+                     asio::ssl::context::single_dh_use);
+    SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+    ERR_clear_error();
+    error_code ec;
+    ctx->use_certificate_chain(asio::buffer(cert), ec);
+    if (ec) return bad("tls.cert", files.cert_file, OpenSslError(ec));
+    ctx->use_private_key(asio::buffer(key), asio::ssl::context::pem, ec);
+    bool mismatch = ec && ERR_GET_REASON(static_cast<unsigned long>(ec.value())) ==  // NOLINT
+                              X509_R_KEY_VALUES_MISMATCH;
+    if (ec && !mismatch) return bad("tls.key", files.key_file, OpenSslError(ec));
+    if (mismatch || SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+      ERR_clear_error();
+      return Status::Msg(Code::kInvalidArgument, "tls.key_mismatch",
+                         {{"cert", files.cert_file}, {"key", files.key_file}});
+    }
+    return ctx;
+  } catch (const std::exception& e) {  // context creation
+    return Status::Internal(std::string("TLS context: ") + e.what());
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Unix socket files.
@@ -1296,19 +1400,14 @@ class ServerImpl final : public HttpServer {
   ~ServerImpl() override { Stop(kDefaultDrainMs); }
 
   Result<int> ListenTcp(const std::string& host, int port) override {
+    return BindAndListenTcp(host, port, nullptr);
+  }
+
+  Result<int> ListenTls(const std::string& host, int port, const TlsFiles& tls) override {
     if (stop_called_) return Status::FailedPrecondition("http server stopped");
-    if (port < 0 || port > 65535)
-      return Status::InvalidArgument("port out of range: " + std::to_string(port));
-    error_code ec;
-    auto addr =
-        asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
-    if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
-    asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
-    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
-    RETURN_IF_ERROR(BindTcp(acceptor, ep));
-    int bound = acceptor.local_endpoint(ec).port();
-    AddListener(std::make_shared<Listener<asio::ip::tcp>>(ioc_, core_, std::move(acceptor)));
-    return bound;
+    ASSIGN_OR_RETURN(auto ctx, MakeTlsContext(tls));
+    tls_contexts_.push_back(std::move(ctx));
+    return BindAndListenTcp(host, port, tls_contexts_.back().get());
   }
 
   Status ListenUnix(const std::string& path, unsigned mode) override {
@@ -1322,6 +1421,22 @@ class ServerImpl final : public HttpServer {
     AddListener(
         std::make_shared<Listener<asio::local::stream_protocol>>(ioc_, core_, std::move(acceptor)));
     return Status::OK();
+  }
+
+  Result<int> BindAndListenTcp(const std::string& host, int port, asio::ssl::context* tls) {
+    if (stop_called_) return Status::FailedPrecondition("http server stopped");
+    if (port < 0 || port > 65535)
+      return Status::InvalidArgument("port out of range: " + std::to_string(port));
+    error_code ec;
+    auto addr =
+        asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
+    if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
+    asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
+    RETURN_IF_ERROR(BindTcp(acceptor, ep));
+    int bound = acceptor.local_endpoint(ec).port();
+    AddListener(std::make_shared<Listener<asio::ip::tcp>>(ioc_, core_, std::move(acceptor), tls));
+    return bound;
   }
 
   Status Start() override {
@@ -1435,7 +1550,9 @@ class ServerImpl final : public HttpServer {
     unix_paths_.clear();
   }
 
-  // Destroyed last: queued handlers (and the sessions they hold) die with it.
+  // Destroyed after ioc_, whose queued handlers may hold sessions using them.
+  std::vector<std::unique_ptr<asio::ssl::context>> tls_contexts_;
+  // Destroyed next to last: queued handlers (and the sessions they hold) die with it.
   asio::io_context ioc_;
   const std::shared_ptr<Core> core_;
   std::vector<std::shared_ptr<ListenerBase>> listeners_;
