@@ -3,8 +3,8 @@
 // Boost.Beast's synchronous client, not libcurl: every `lathe` command and
 // every per-run monitor is a fresh process, and libcurl brings ~28 shared
 // libraries (Kerberos, LDAP, GnuTLS, ...) whose loading dominated start-up.
-// We only speak plain HTTP/1.1 to our own daemon over a unix socket or
-// loopback TCP, which Beast covers.
+// We only speak HTTP/1.1 to our own daemon over a unix socket or TCP, plain
+// or TLS (OpenSSL, which the binary links already), which Beast covers.
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -12,11 +12,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include <limits>
 #include <optional>
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 namespace lathe::net {
 
@@ -28,7 +33,9 @@ using boost::system::error_code;
 struct HttpClient::Conn {
   asio::io_context ioc;
   std::optional<asio::local::stream_protocol::socket> unix_sock;
-  std::optional<asio::ip::tcp::socket> tcp_sock;
+  std::optional<asio::ip::tcp::socket> tcp_sock;  // moved into `tls` for https
+  std::optional<asio::ssl::context> tls_ctx;
+  std::optional<beast::ssl_stream<asio::ip::tcp::socket>> tls;
   beast::flat_buffer buffer;
   bool used = false;  // has carried a request: may have been closed by the peer
 };
@@ -38,11 +45,16 @@ namespace {
 struct Target {
   std::string host = "localhost";
   std::string port = "80";
+  bool tls = false;  // https://
 };
 
 Target ParseBaseUrl(const std::string& url) {
   Target t;
   std::string_view s = url;
+  if (s.substr(0, 8) == "https://") {
+    t.tls = true;
+    t.port = "443";
+  }
   if (auto p = s.find("://"); p != std::string_view::npos) s.remove_prefix(p + 3);
   if (auto slash = s.find('/'); slash != std::string_view::npos) s = s.substr(0, slash);
   if (auto colon = s.rfind(':'); colon != std::string_view::npos) {
@@ -104,6 +116,58 @@ bhttp::request<bhttp::string_body> BuildRequest(std::string_view method, std::st
   return req;
 }
 
+// Certificate checks as a browser makes them: a chain to a trusted CA (the
+// system's, or only `ca_file`'s) and the URL's host name (or IP address) in it.
+Status ConfigureTls(HttpClient::Conn& c, const Target& t, const ClientOptions& o) {
+  error_code ec;
+  try {
+    c.tls_ctx.emplace(asio::ssl::context::tls_client);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("TLS context: ") + e.what());
+  }
+  SSL_CTX_set_min_proto_version(c.tls_ctx->native_handle(), TLS1_2_VERSION);
+  c.tls_ctx->set_verify_mode(asio::ssl::verify_peer, ec);
+  if (!o.ca_file.empty()) {
+    c.tls_ctx->load_verify_file(o.ca_file, ec);
+    if (ec) {
+      return Status::Msg(Code::kInvalidArgument, "tls.bad_ca",
+                         {{"file", o.ca_file}, {"error", ec.message()}});
+    }
+  } else {
+    c.tls_ctx->set_default_verify_paths(ec);  // a missing store shows as an untrusted certificate
+  }
+  c.tls.emplace(std::move(*c.tcp_sock), *c.tls_ctx);
+  c.tcp_sock.reset();
+  SSL* ssl = c.tls->native_handle();
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  asio::ip::make_address(t.host, ec);
+  if (!ec) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, t.host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, t.host.c_str());
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    X509_VERIFY_PARAM_set1_host(param, t.host.c_str(), 0);
+  }
+  return Status::OK();
+}
+
+Status Handshake(HttpClient::Conn& c, const ClientOptions& o) {
+  error_code ec;
+  c.tls->handshake(asio::ssl::stream_base::client, ec);
+  if (!ec) return Status::OK();
+  long verify = SSL_get_verify_result(c.tls->native_handle());  // NOLINT(runtime/int)
+  if (verify != X509_V_OK) {
+    std::string reason = X509_verify_cert_error_string(verify);
+    if (o.ca_file.empty()) {
+      return Status::Msg(Code::kFailedPrecondition, "tls.untrusted",
+                         {{"url", o.base_url}, {"reason", reason}});
+    }
+    return Status::Msg(Code::kFailedPrecondition, "tls.untrusted_ca",
+                       {{"url", o.base_url}, {"reason", reason}, {"ca", o.ca_file}});
+  }
+  return ErrorStatus(ec, "TLS handshake with " + o.base_url);
+}
+
 }  // namespace
 
 HttpClient::HttpClient(ClientOptions options) : options_(std::move(options)) {}
@@ -113,12 +177,12 @@ Status HttpClient::Connect() {
   conn_ = std::make_unique<Conn>();
   error_code ec;
   int fd = -1;
+  Target t = ParseBaseUrl(options_.base_url);
   if (!options_.unix_socket.empty()) {
     conn_->unix_sock.emplace(conn_->ioc);
     conn_->unix_sock->connect(asio::local::stream_protocol::endpoint(options_.unix_socket), ec);
     if (!ec) fd = conn_->unix_sock->native_handle();
   } else {
-    Target t = ParseBaseUrl(options_.base_url);
     asio::ip::tcp::resolver resolver(conn_->ioc);
     auto endpoints = resolver.resolve(t.host, t.port, ec);
     if (!ec) {
@@ -133,7 +197,15 @@ Status HttpClient::Connect() {
         "connect " + (options_.unix_socket.empty() ? options_.base_url : options_.unix_socket) +
         ": " + ec.message());
   }
-  SetTimeouts(fd, options_.timeout_ms);
+  SetTimeouts(fd, options_.timeout_ms);  // the handshake's too
+  if (options_.unix_socket.empty() && t.tls) {
+    Status st = ConfigureTls(*conn_, t, options_);
+    if (st.ok()) st = Handshake(*conn_, options_);
+    if (!st.ok()) {
+      conn_.reset();
+      return st;
+    }
+  }
   return Status::OK();
 }
 
@@ -141,6 +213,7 @@ Status HttpClient::Connect() {
 template <typename Fn>
 auto WithSocket(HttpClient::Conn& c, Fn&& fn) {
   if (c.unix_sock) return fn(*c.unix_sock);
+  if (c.tls) return fn(*c.tls);
   return fn(*c.tcp_sock);
 }
 

@@ -3,8 +3,14 @@
 //
 // Thread-safety: one HttpClient is used by one thread at a time (it keeps one
 // connection, so consecutive requests reuse it). Use one client per thread.
-// Proxy environment variables are ignored: Lathe only talks to loopback and
-// unix sockets.
+// Proxy environment variables are ignored: Lathe talks to its own daemon.
+//
+// https:// base URLs are verified: TLS 1.2 or later, a certificate chain to a
+// CA the system trusts (or, with ca_file, to that CA only) and naming the URL's
+// host (a DNS name, or an IP address in its subjectAltName). A certificate that
+// does not verify is Code::kFailedPrecondition with catalog id tls.untrusted
+// (tls.untrusted_ca with ca_file), saying so and naming --ca; not kUnavailable,
+// so that no caller mistakes it for a daemon that is restarting.
 #pragma once
 
 #include <functional>
@@ -19,8 +25,11 @@ namespace lathe::net {
 
 struct ClientOptions {
   std::string unix_socket;                    // if non-empty, connect through this unix socket
-  std::string base_url = "http://localhost";  // scheme://host:port for TCP (host ignored for unix)
-  std::string bearer_token;                   // adds Authorization: Bearer <token> when non-empty
+  std::string base_url = "http://localhost";  // http:// or https://host:port for TCP (host
+                                              // ignored for unix); https defaults to port 443
+  std::string ca_file;  // https: trust only the CA certificates in this PEM file (else the
+                        // system's); unreadable: kInvalidArgument tls.bad_ca at the first request
+  std::string bearer_token;  // adds Authorization: Bearer <token> when non-empty
   int connect_timeout_ms = 2000;
   int timeout_ms = 30000;  // whole request; 0 = none (for streams)
 };

@@ -21,13 +21,17 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -36,6 +40,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -48,8 +53,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/os/unix_socket.h"
 
@@ -63,6 +72,20 @@ using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Strand>;
+using TcpSocket = asio::ip::tcp::socket::rebind_executor<Strand>::other;
+using UnixSocket = asio::local::stream_protocol::socket::rebind_executor<Strand>::other;
+// A tunnel's upstream: any connected stream socket (TCP, unix). A socket, not
+// a posix descriptor, so that writes use MSG_NOSIGNAL.
+using UpstreamSocket = asio::generic::stream_protocol::socket::rebind_executor<Strand>::other;
+
+// The socket under a connection's stream: for timeouts (cancel), peeking,
+// half-closing and closing.
+using TlsStream = beast::ssl_stream<TcpSocket>;
+TcpSocket& Lowest(TcpSocket& s) { return s; }
+UnixSocket& Lowest(UnixSocket& s) { return s; }
+TcpSocket& Lowest(TlsStream& s) { return s.next_layer(); }
+template <typename Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 
 constexpr size_t kReadChunkBytes = 16 << 10;     // one idle read into the buffer
 constexpr size_t kLingerMaxBytes = 1 << 20;      // discarded after an error response
@@ -72,6 +95,11 @@ constexpr int kAcceptRetryMs = 100;              // after EMFILE and friends
 constexpr int kCloseSettleMs = 1000;             // Stop: wait for posted closes before ioc.stop()
 constexpr int kDefaultDrainMs = 5000;            // Stop from the destructor
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr size_t kTunnelChunkBytes = 64 << 10;  // one read of a tunnel, each way
+constexpr std::string_view kTooManyTunnels = R"({"error":"too many tunnels"})";
+constexpr size_t kMaxPemBytes = 1 << 20;  // a certificate chain or a key file
+constexpr std::string_view kBadUpstream =
+    R"({"error":"tunnel upstream is not a connected socket"})";
 
 // The server's own answers (limits, timeouts, refusals) share the shape of
 // the KServe v2 error, {"error": "..."}, so clients of `lathe serve` and of the
@@ -147,6 +175,8 @@ class SessionBase {
                                std::string content_type, Headers headers) = 0;
   virtual void PostChunk(std::shared_ptr<StreamState> st, std::string data, uint64_t ticket,
                          bool last) = 0;
+  virtual void PostTunnel(uint64_t seq, HttpResponse head, os::Fd upstream, std::string leftover,
+                          TunnelOptions options) = 0;
   virtual void PostDrain() = 0;
   virtual void PostClose() = 0;
   virtual void CloseNow() = 0;
@@ -273,6 +303,18 @@ class Core {
     return served_;
   }
 
+  // A slot for one more tunnel, unless max_tunnels are open.
+  bool AcquireTunnel() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (tunnels_ >= options.max_tunnels) return false;
+    ++tunnels_;
+    return true;
+  }
+  void ReleaseTunnel() {
+    std::lock_guard<std::mutex> l(mu_);
+    --tunnels_;
+  }
+
  private:
   mutable std::mutex mu_;
   std::condition_variable empty_cv_;
@@ -282,6 +324,7 @@ class Core {
   size_t streams_cap_ = 16;                                                  // guarded by mu_
   size_t served_ = 0;                                                        // guarded by mu_
   size_t rejecting_ = 0;                                                     // guarded by mu_
+  size_t tunnels_ = 0;                                                       // guarded by mu_
   std::unordered_map<std::string, size_t> per_peer_;  // served, by PeerKey::key; guarded by mu_
 };
 
@@ -371,6 +414,20 @@ class ResponderImpl final : public Responder {
     return std::make_unique<StreamImpl>(core_, session_, std::move(st));
   }
 
+  void Tunnel(HttpResponse head, int upstream_fd, std::string upstream_leftover,
+              TunnelOptions options) override {
+    os::Fd upstream(upstream_fd);  // closed here unless the session takes it
+    if (done_) {
+      spdlog::error("http: Responder used twice; the tunnel is dropped");
+      return;
+    }
+    done_ = true;
+    core_->WithSession(session_, [&](SessionBase& s) {
+      s.PostTunnel(seq_, std::move(head), std::move(upstream), std::move(upstream_leftover),
+                   options);
+    });
+  }
+
  private:
   const std::shared_ptr<Core> core_;
   const std::weak_ptr<SessionBase> session_;
@@ -385,7 +442,7 @@ bool IsQuietReadError(const error_code& ec) {
   return ec == asio::error::eof || ec == http::error::end_of_stream ||
          ec == http::error::partial_message || ec == asio::error::connection_reset ||
          ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor ||
-         ec == asio::error::broken_pipe;
+         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
 }
 
 bool IsParseError(const error_code& ec) {
@@ -440,20 +497,23 @@ HttpRequest ToHttpRequest(http::request<http::string_body>&& msg) {
 // States (the allowed moves):
 //   kIdle (waiting for a request's first byte) → kReadingHeader → kReadingBody
 //   → kHandling (the handler owns the Responder) → kWriting | kStreaming
-//   → kIdle (keep-alive) | kClosing (lingering after an error) → kClosed.
+//   → kIdle (keep-alive) | kClosing (lingering after an error) → kClosed;
+//   kHandling → kTunnelHead (writing a tunnel's head) → kTunnel (copying)
+//   → kTunnelEnding (waiting for cancelled operations) → kClosed.
 //   Any state → kClosed on an I/O error, a timeout or Stop.
-template <typename Protocol>
-class Session final : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
+//
+// `Stream` is the connection: a TCP or unix socket, or TLS over TCP (which
+// starts with the handshake, under first_request_timeout_ms).
+template <typename Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
-
   // `reject`: empty to serve, else the 503 body its one request gets.
-  Session(std::shared_ptr<Core> core, Socket socket, Strand strand, std::string remote,
+  Session(std::shared_ptr<Core> core, Stream conn, Strand strand, std::string remote,
           std::optional<PeerCred> peer, std::string peer_key, std::string_view reject)
       : core_(std::move(core)),
         options_(core_->options),
         strand_(std::move(strand)),
-        socket_(std::move(socket)),
+        conn_(std::move(conn)),
         timer_(strand_),
         remote_(std::move(remote)),
         peer_(peer),
@@ -461,7 +521,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         reject_(reject) {}
 
   void Start() {
-    asio::post(strand_, [self = Self()] { self->ReadRequest(); });
+    asio::post(strand_, [self = Self()] {
+      if constexpr (kIsTls<Stream>) {
+        self->Handshake();
+      } else {
+        self->ReadRequest();
+      }
+    });
   }
 
   bool RunningHere() const override { return strand_.running_in_this_thread(); }
@@ -490,6 +556,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                          last]() mutable { self->EnqueueChunk(st, std::move(d), ticket, last); });
   }
 
+  void PostTunnel(uint64_t seq, HttpResponse head, os::Fd upstream, std::string leftover,
+                  TunnelOptions options) override {
+    asio::post(strand_, [self = Self(), seq, h = std::move(head), up = std::move(upstream),
+                         left = std::move(leftover), options]() mutable {
+      self->OnTunnelStart(seq, std::move(h), std::move(up), std::move(left), options);
+    });
+  }
+
   void PostDrain() override {
     asio::post(strand_, [self = Self()] { self->OnDrain(); });
   }
@@ -508,6 +582,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     kHandling,
     kWriting,
     kStreaming,
+    kTunnelHead,
+    kTunnel,
+    kTunnelEnding,
     kClosing,
     kClosed
   };
@@ -544,10 +621,26 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     timer_armed_ = false;
     if (ec || state_ == State::kClosed || deadline_ == Clock::time_point::max()) return;
     if (Clock::now() < deadline_) return ArmTimer(deadline_);
+    if (state_ == State::kTunnel) return EndTunnel();
     // Cancel rather than close, so the read handler can still answer 408.
     timed_out_ = true;
     error_code ignored;
-    socket_.cancel(ignored);
+    Lowest(conn_).cancel(ignored);
+  }
+
+  // --- TLS -----------------------------------------------------------------
+
+  void Handshake() {
+    if constexpr (kIsTls<Stream>) {
+      SetDeadline(options_.first_request_timeout_ms);
+      conn_.async_handshake(asio::ssl::stream_base::server, [self = Self()](error_code ec) {
+        if (ec) {
+          spdlog::debug("http {}: TLS handshake: {}", self->remote_, ec.message());
+          return self->Close();
+        }
+        self->ReadRequest();
+      });
+    }
   }
 
   // --- reading a request ---------------------------------------------------
@@ -564,8 +657,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     state_ = State::kIdle;
     SetDeadline(first_request_ ? options_.first_request_timeout_ms : options_.idle_timeout_ms);
-    socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
-                            [self = Self()](error_code ec, size_t n) { self->OnIdleRead(ec, n); });
+    conn_.async_read_some(buffer_.prepare(kReadChunkBytes),
+                          [self = Self()](error_code ec, size_t n) { self->OnIdleRead(ec, n); });
   }
 
   void OnIdleRead(error_code ec, size_t n) {
@@ -592,7 +685,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void ReadHeader() {
     state_ = State::kReadingHeader;
-    http::async_read_header(socket_, buffer_, *parser_,
+    http::async_read_header(conn_, buffer_, *parser_,
                             [self = Self()](error_code ec, size_t) { self->OnHeader(ec); });
   }
 
@@ -603,7 +696,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto expect = msg.find(http::field::expect);
     if (expect != msg.end() && !parser_->is_done() &&
         EqualsIgnoreCase(ToStd(expect->value()), "100-continue")) {
-      return asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+      return asio::async_write(conn_, asio::buffer(kContinue.data(), kContinue.size()),
                                [self = Self()](error_code ec, size_t) {
                                  if (ec) return self->Close();
                                  self->ReadBody();
@@ -621,7 +714,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (parser_->is_done()) return OnRequest();
     state_ = State::kReadingBody;
     SetDeadline(options_.body_timeout_ms);
-    http::async_read(socket_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
+    http::async_read(conn_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
       if (ec) return self->OnReadError(ec);
       self->OnRequest();
     });
@@ -682,7 +775,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       BuildResponse(ErrorResponse(500, R"({"error":"unsendable response"})"), keep);
     }
     SetDeadline(options_.write_timeout_ms);
-    http::async_write(socket_, *res_,
+    http::async_write(conn_, *res_,
                       [self = Self()](error_code ec, size_t) { self->OnWritten(ec); });
   }
 
@@ -703,7 +796,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     res_.reset();
     if (ec) return Close();
     if (linger_) return Linger();
-    if (!keep) return CloseAfterSend();
+    if (!keep) return GracefulClose();
     ReadRequest();
   }
 
@@ -749,18 +842,18 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (header_pending_) {
       header_pending_ = false;
       return StartStreamWrite([this](auto handler) {
-        http::async_write_header(socket_, *stream_sr_, std::move(handler));
+        http::async_write_header(conn_, *stream_sr_, std::move(handler));
       });
     }
     if (queue_.empty()) return ClearDeadline();
     const Chunk& c = queue_.front();
     if (c.last) {
       return StartStreamWrite([this](auto handler) {
-        asio::async_write(socket_, http::make_chunk_last(), std::move(handler));
+        asio::async_write(conn_, http::make_chunk_last(), std::move(handler));
       });
     }
     StartStreamWrite([this, &c](auto handler) {
-      asio::async_write(socket_, http::make_chunk(asio::buffer(c.data)), std::move(handler));
+      asio::async_write(conn_, http::make_chunk(asio::buffer(c.data)), std::move(handler));
     });
   }
 
@@ -792,7 +885,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     stream_sr_.reset();
     stream_res_.reset();
     header_written_ = false;
-    if (!keep) return CloseAfterSend();
+    if (!keep) return GracefulClose();
     ReadRequest();
   }
 
@@ -807,7 +900,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void WatchPeer() {
     if (watching_) return;
     watching_ = true;
-    socket_.async_wait(Socket::wait_read, [self = Self()](error_code ec) {
+    Lowest(conn_).async_wait(asio::socket_base::wait_read, [self = Self()](error_code ec) {
       self->watching_ = false;
       if (ec || self->state_ != State::kStreaming) return;
       self->PeekPeer();
@@ -816,17 +909,162 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void PeekPeer() {
     char c;
-    ssize_t r = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t r = ::recv(Lowest(conn_).native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       return StreamFailed();
     }
     if (r < 0) WatchPeer();
   }
 
+  // --- tunnels ---------------------------------------------------------------
+  // Two copy loops, each one read then one write at a time: client → upstream
+  // and upstream → client. A loop that reads EOF shuts down the other side's
+  // sending half and ends the tunnel: what is still pending on either side is
+  // cancelled, and once every operation has returned the connection closes.
+  // So bytes read before an EOF always reach the other side first.
+
+  void OnTunnelStart(uint64_t seq, HttpResponse head, os::Fd upstream, std::string leftover,
+                     TunnelOptions to) {
+    if (seq != seq_ || state_ != State::kHandling) return;  // `upstream` closes with it
+    if (!core_->AcquireTunnel()) return SendError(503, kTooManyTunnels);
+    tunnel_slot_ = true;
+    if (!AdoptUpstream(std::move(upstream))) return SendError(502, kBadUpstream);
+    state_ = State::kTunnelHead;
+    tunnel_idle_ms_ = to.idle_timeout_ms > 0 ? to.idle_timeout_ms : TunnelOptions{}.idle_timeout_ms;
+    to_client_ = std::move(leftover);
+    stream_res_.emplace();
+    try {
+      FillHeader(options_, head.status, head.status >= 200 ? head.content_type : std::string(),
+                 head.headers, *stream_res_);
+    } catch (const std::exception& e) {
+      spdlog::error("http {}: unsendable tunnel head: {}", remote_, e.what());
+      stream_res_.reset();
+      state_ = State::kHandling;
+      return SendError(500, R"({"error":"unsendable tunnel head"})");
+    }
+    SetDeadline(options_.write_timeout_ms);
+    http::async_write(conn_, *stream_res_,
+                      [self = Self()](error_code ec, size_t) { self->OnTunnelHead(ec); });
+  }
+
+  // The upstream socket's family decides the protocol asio is told of.
+  bool AdoptUpstream(os::Fd fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (!fd.valid() || ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      spdlog::error("http {}: tunnel upstream fd {} is not a socket", remote_, fd.get());
+      return false;
+    }
+    error_code ec;
+    upstream_.emplace(strand_);
+    upstream_->assign(asio::generic::stream_protocol(addr.ss_family, 0), fd.get(), ec);
+    if (ec) {
+      spdlog::error("http {}: tunnel upstream: {}", remote_, ec.message());
+      upstream_.reset();
+      return false;
+    }
+    (void)fd.release();  // the asio socket owns it now
+    return true;
+  }
+
+  void OnTunnelHead(error_code ec) {
+    stream_res_.reset();
+    if (ec || state_ != State::kTunnelHead || core_->draining) return Close();
+    state_ = State::kTunnel;
+    TunnelActivity();
+    // Bytes the client sent after its request head sit in the read buffer.
+    to_upstream_ = beast::buffers_to_string(buffer_.data());
+    buffer_.clear();
+    to_upstream_.empty() ? ReadClient() : WriteUpstream();
+    to_client_.empty() ? ReadUpstream() : WriteClient();
+  }
+
+  void TunnelActivity() { SetDeadline(tunnel_idle_ms_); }
+
+  // False while the tunnel runs; once it is ending, the last operation to
+  // return closes the connection.
+  bool TunnelOver() {
+    if (state_ == State::kTunnel) return false;
+    if (state_ == State::kTunnelEnding && client_ops_ == 0 && upstream_ops_ == 0) GracefulClose();
+    return true;
+  }
+
+  void ReadClient() {
+    to_upstream_.resize(kTunnelChunkBytes);
+    ++client_ops_;
+    conn_.async_read_some(asio::buffer(to_upstream_), [self = Self()](error_code ec, size_t n) {
+      --self->client_ops_;
+      if (self->TunnelOver()) return;
+      if (n == 0) return self->OnTunnelEof(ec, /*client=*/true);
+      self->to_upstream_.resize(n);
+      self->TunnelActivity();
+      self->WriteUpstream();
+    });
+  }
+
+  void WriteUpstream() {
+    ++upstream_ops_;
+    asio::async_write(*upstream_, asio::buffer(to_upstream_),
+                      [self = Self()](error_code ec, size_t) {
+                        --self->upstream_ops_;
+                        if (self->TunnelOver()) return;
+                        if (ec) return self->EndTunnel();
+                        self->TunnelActivity();
+                        self->ReadClient();
+                      });
+  }
+
+  void ReadUpstream() {
+    to_client_.resize(kTunnelChunkBytes);
+    ++upstream_ops_;
+    upstream_->async_read_some(asio::buffer(to_client_), [self = Self()](error_code ec, size_t n) {
+      --self->upstream_ops_;
+      if (self->TunnelOver()) return;
+      if (n == 0) return self->OnTunnelEof(ec, /*client=*/false);
+      self->to_client_.resize(n);
+      self->TunnelActivity();
+      self->WriteClient();
+    });
+  }
+
+  void WriteClient() {
+    ++client_ops_;
+    asio::async_write(conn_, asio::buffer(to_client_), [self = Self()](error_code ec, size_t) {
+      --self->client_ops_;
+      if (self->TunnelOver()) return;
+      if (ec) return self->EndTunnel();
+      self->TunnelActivity();
+      self->ReadUpstream();
+    });
+  }
+
+  // One side stopped sending (or failed): the other side's sending half is
+  // shut down (the client's by GracefulClose once the tunnel has ended).
+  void OnTunnelEof(error_code ec, bool client) {
+    if (ec && !IsQuietReadError(ec))
+      spdlog::debug("http {}: tunnel read: {}", remote_, ec.message());
+    if (client) {
+      error_code ignored;
+      upstream_->shutdown(asio::socket_base::shutdown_send, ignored);
+    }
+    EndTunnel();
+  }
+
+  void EndTunnel() {
+    if (state_ != State::kTunnel) return;
+    state_ = State::kTunnelEnding;
+    ClearDeadline();
+    error_code ignored;
+    upstream_->close(ignored);  // its pending operations return operation_aborted
+    if (client_ops_ > 0) Lowest(conn_).cancel(ignored);
+    TunnelOver();
+  }
+
   // --- shutdown --------------------------------------------------------------
 
   void OnDrain() {
     if (state_ == State::kIdle) return Close();
+    if (state_ == State::kTunnel) return EndTunnel();
     if (state_ == State::kStreaming && !last_queued_) {
       last_queued_ = true;
       queue_.push_back(Chunk{{}, 0, true});
@@ -840,24 +1078,33 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void Linger() {
     state_ = State::kClosing;
     error_code ignored;
-    socket_.shutdown(Socket::shutdown_send, ignored);
+    Lowest(conn_).shutdown(asio::socket_base::shutdown_send, ignored);
     SetDeadline(kLingerMs);
     buffer_.clear();
     LingerRead();
   }
 
   void LingerRead() {
-    socket_.async_read_some(buffer_.prepare(kReadChunkBytes),
-                            [self = Self()](error_code ec, size_t n) {
-                              self->lingered_ += n;
-                              if (ec || self->lingered_ > kLingerMaxBytes) return self->Close();
-                              self->LingerRead();
-                            });
+    Lowest(conn_).async_read_some(buffer_.prepare(kReadChunkBytes),
+                                  [self = Self()](error_code ec, size_t n) {
+                                    self->lingered_ += n;
+                                    if (ec || self->lingered_ > kLingerMaxBytes)
+                                      return self->Close();
+                                    self->LingerRead();
+                                  });
   }
 
-  void CloseAfterSend() {
+  // The end of a connection whose last answer is out: the client reads EOF
+  // after every byte (over TLS after a close_notify; the client's is awaited
+  // for kLingerMs at most).
+  void GracefulClose() {
+    if constexpr (kIsTls<Stream>) {
+      state_ = State::kClosing;
+      SetDeadline(kLingerMs);
+      return conn_.async_shutdown([self = Self()](error_code) { self->Close(); });
+    }
     error_code ignored;
-    socket_.shutdown(Socket::shutdown_send, ignored);
+    Lowest(conn_).shutdown(asio::socket_base::shutdown_send, ignored);
     Close();
   }
 
@@ -867,9 +1114,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     ClearDeadline();
     CancelTimer(timer_);
     error_code ignored;
-    socket_.close(ignored);
+    Lowest(conn_).close(ignored);
     if (stream_) stream_->MarkGone();
     queue_.clear();
+    if (upstream_) upstream_->close(ignored);
+    if (tunnel_slot_) {
+      tunnel_slot_ = false;
+      core_->ReleaseTunnel();
+    }
     core_->Unregister(this, reject_.empty(), peer_key_);
   }
 
@@ -877,7 +1129,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   const std::shared_ptr<Core> core_;
   const ServerOptions& options_;
   const Strand strand_;
-  Socket socket_;
+  Stream conn_;
   Timer timer_;
   const std::string remote_;
   const std::optional<PeerCred> peer_;
@@ -908,6 +1160,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool last_queued_ = false;
   bool writing_ = false;
   bool watching_ = false;
+  // Tunnel: one buffer per direction, each holding what is being written.
+  std::optional<UpstreamSocket> upstream_;
+  bool tunnel_slot_ = false;  // counted in Core's tunnels
+  int tunnel_idle_ms_ = 0;
+  int client_ops_ = 0;    // reads/writes pending on conn_ while tunnelling
+  int upstream_ops_ = 0;  // ... on upstream_
+  std::string to_upstream_;
+  std::string to_client_;
 };
 
 // ---------------------------------------------------------------------------
@@ -978,13 +1238,16 @@ class Listener final : public ListenerBase,
                        public std::enable_shared_from_this<Listener<Protocol>> {
  public:
   using Acceptor = typename Protocol::acceptor::template rebind_executor<Strand>::other;
-  using Socket = typename Session<Protocol>::Socket;
+  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
 
-  Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor)
+  // `tls` (TCP only; not owned, outlives every session): serve TLS with it.
+  Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor,
+           asio::ssl::context* tls = nullptr)
       : ioc_(ioc),
         core_(std::move(core)),
         acceptor_(std::move(acceptor)),
-        retry_(acceptor_.get_executor()) {}
+        retry_(acceptor_.get_executor()),
+        tls_(tls) {}
 
   void Accept() override {
     Strand strand = asio::make_strand(ioc_);
@@ -1031,9 +1294,19 @@ class Listener final : public ListenerBase,
     if (admission == Core::Admission::kRejectPeer) {
       reject = std::is_same_v<Protocol, asio::ip::tcp> ? kTooManyFromAddress : kTooManyFromUser;
     }
-    auto session =
-        std::make_shared<Session<Protocol>>(core_, std::move(socket), std::move(strand),
-                                            std::move(remote), peer, std::move(key), reject);
+    if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+      if (tls_ != nullptr) {
+        return Launch(std::make_shared<Session<TlsStream>>(
+            core_, TlsStream(std::move(socket), *tls_), std::move(strand), std::move(remote), peer,
+            std::move(key), reject));
+      }
+    }
+    Launch(std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(strand),
+                                             std::move(remote), peer, std::move(key), reject));
+  }
+
+  template <typename S>
+  void Launch(std::shared_ptr<Session<S>> session) {
     core_->Register(session);
     session->Start();
   }
@@ -1051,7 +1324,59 @@ class Listener final : public ListenerBase,
   const std::shared_ptr<Core> core_;
   Acceptor acceptor_;
   Timer retry_;
+  asio::ssl::context* const tls_;
 };
+
+// ---------------------------------------------------------------------------
+// TLS: the server's certificate and key, read once when a listener opens.
+
+// asio takes OpenSSL's error off its queue into `ec`.
+std::string OpenSslError(const error_code& ec) {
+  ERR_clear_error();
+  if (ec.value() == 0) return "not valid PEM";
+  return ec.message();
+}
+
+Result<std::string> ReadPem(const std::string& path, const char* setting) {
+  auto text = os::ReadFileUpTo(path, kMaxPemBytes);
+  if (!text.ok()) {
+    return Status::Msg(Code::kInvalidArgument, "tls.unreadable",
+                       {{"setting", setting}, {"file", path}, {"error", text.status().message()}});
+  }
+  return text;
+}
+
+// TLS 1.2 and later, OpenSSL's default ciphers for them; no client certificates.
+Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const TlsFiles& files) {
+  ASSIGN_OR_RETURN(std::string cert, ReadPem(files.cert_file, "tls.cert"));
+  ASSIGN_OR_RETURN(std::string key, ReadPem(files.key_file, "tls.key"));
+  auto bad = [](const char* setting, const std::string& file, const std::string& error) {
+    return Status::Msg(Code::kInvalidArgument, "tls.bad_file",
+                       {{"setting", setting}, {"file", file}, {"error", error}});
+  };
+  try {
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_compression |
+                     asio::ssl::context::single_dh_use);
+    SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+    ERR_clear_error();
+    error_code ec;
+    ctx->use_certificate_chain(asio::buffer(cert), ec);
+    if (ec) return bad("tls.cert", files.cert_file, OpenSslError(ec));
+    ctx->use_private_key(asio::buffer(key), asio::ssl::context::pem, ec);
+    bool mismatch = ec && ERR_GET_REASON(static_cast<unsigned long>(ec.value())) ==  // NOLINT
+                              X509_R_KEY_VALUES_MISMATCH;
+    if (ec && !mismatch) return bad("tls.key", files.key_file, OpenSslError(ec));
+    if (mismatch || SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+      ERR_clear_error();
+      return Status::Msg(Code::kInvalidArgument, "tls.key_mismatch",
+                         {{"cert", files.cert_file}, {"key", files.key_file}});
+    }
+    return ctx;
+  } catch (const std::exception& e) {  // context creation
+    return Status::Internal(std::string("TLS context: ") + e.what());
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Unix socket files.
@@ -1075,19 +1400,14 @@ class ServerImpl final : public HttpServer {
   ~ServerImpl() override { Stop(kDefaultDrainMs); }
 
   Result<int> ListenTcp(const std::string& host, int port) override {
+    return BindAndListenTcp(host, port, nullptr);
+  }
+
+  Result<int> ListenTls(const std::string& host, int port, const TlsFiles& tls) override {
     if (stop_called_) return Status::FailedPrecondition("http server stopped");
-    if (port < 0 || port > 65535)
-      return Status::InvalidArgument("port out of range: " + std::to_string(port));
-    error_code ec;
-    auto addr =
-        asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
-    if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
-    asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
-    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
-    RETURN_IF_ERROR(BindTcp(acceptor, ep));
-    int bound = acceptor.local_endpoint(ec).port();
-    AddListener(std::make_shared<Listener<asio::ip::tcp>>(ioc_, core_, std::move(acceptor)));
-    return bound;
+    ASSIGN_OR_RETURN(auto ctx, MakeTlsContext(tls));
+    tls_contexts_.push_back(std::move(ctx));
+    return BindAndListenTcp(host, port, tls_contexts_.back().get());
   }
 
   Status ListenUnix(const std::string& path, unsigned mode) override {
@@ -1101,6 +1421,22 @@ class ServerImpl final : public HttpServer {
     AddListener(
         std::make_shared<Listener<asio::local::stream_protocol>>(ioc_, core_, std::move(acceptor)));
     return Status::OK();
+  }
+
+  Result<int> BindAndListenTcp(const std::string& host, int port, asio::ssl::context* tls) {
+    if (stop_called_) return Status::FailedPrecondition("http server stopped");
+    if (port < 0 || port > 65535)
+      return Status::InvalidArgument("port out of range: " + std::to_string(port));
+    error_code ec;
+    auto addr =
+        asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
+    if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
+    asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
+    RETURN_IF_ERROR(BindTcp(acceptor, ep));
+    int bound = acceptor.local_endpoint(ec).port();
+    AddListener(std::make_shared<Listener<asio::ip::tcp>>(ioc_, core_, std::move(acceptor), tls));
+    return bound;
   }
 
   Status Start() override {
@@ -1214,7 +1550,9 @@ class ServerImpl final : public HttpServer {
     unix_paths_.clear();
   }
 
-  // Destroyed last: queued handlers (and the sessions they hold) die with it.
+  // Destroyed after ioc_, whose queued handlers may hold sessions using them.
+  std::vector<std::unique_ptr<asio::ssl::context>> tls_contexts_;
+  // Destroyed next to last: queued handlers (and the sessions they hold) die with it.
   asio::io_context ioc_;
   const std::shared_ptr<Core> core_;
   std::vector<std::shared_ptr<ListenerBase>> listeners_;

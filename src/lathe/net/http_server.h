@@ -1,7 +1,7 @@
 // HttpServer: the one HTTP/1.1 server of Lathe (daemon REST API, `lathe serve`).
 //
-// An asynchronous server (Boost.Beast, hidden in http_server.cc) over TCP and/or
-// unix sockets, with keep-alive, pipelining (answered in order), limits and
+// An asynchronous server (Boost.Beast, hidden in http_server.cc) over TCP, TLS
+// over TCP and/or unix sockets, with keep-alive, pipelining (answered in order), limits and
 // timeouts. Each request is handed to one Handler together with a Responder; the
 // handler may answer at once or later from any thread.
 //
@@ -9,7 +9,7 @@
 // 503 over a connection limit, 500 for a dropped Responder) carry an
 // application/json body {"error": "<reason>"}, the KServe v2 error shape.
 //
-// Lifecycle: Create → ListenTcp/ListenUnix (any number) → Start → Stop. Stop is
+// Lifecycle: Create → ListenTcp/ListenTls/ListenUnix (any number) → Start → Stop. Stop is
 // called by the destructor if needed; a stopped server cannot be restarted.
 //
 // Threads: the handler runs on one of `io_threads` I/O threads, one request of a
@@ -60,7 +60,14 @@ struct ServerOptions {
   // so that they can connect while others hold every ordinary slot.
   std::vector<unsigned> reserved_uids;
   size_t reserved_connections = 0;
+  size_t max_tunnels = 256;           // open Responder::Tunnel copies; beyond: 503
   std::string server_name = "lathe";  // Server: header
+};
+
+// A TLS listener's certificate and key: PEM files, read once by ListenTls.
+struct TlsFiles {
+  std::string cert_file;  // the server's certificate, then any intermediate CA certificates
+  std::string key_file;   // its private key, unencrypted
 };
 
 class HttpServer {
@@ -73,6 +80,16 @@ class HttpServer {
   // otherwise; port 0 = any free port) and listens; returns the bound port.
   // Errors: InvalidArgument (bad host), AlreadyExists (port in use), IoError.
   virtual Result<int> ListenTcp(const std::string& host, int port) = 0;
+
+  // The same, speaking TLS (1.2 or later; no client certificates) with the
+  // certificate and key of `tls`, read now: a file that cannot be read, is not
+  // PEM, or a key that does not match the certificate is InvalidArgument with
+  // a catalog id (tls.unreadable, tls.bad_file, tls.key_mismatch) naming the
+  // file and its setting (tls.cert / tls.key). The handshake must complete
+  // within first_request_timeout_ms; a client that fails it (plain HTTP, an
+  // untrusted certificate) is closed without an answer. Later files are not
+  // re-read: a renewed certificate takes a restart.
+  virtual Result<int> ListenTls(const std::string& host, int port, const TlsFiles& tls) = 0;
 
   // Binds a unix socket at `path` with file mode `mode` (e.g. 0600 or 0666); the
   // mode is set before the socket listens. An existing socket file is replaced

@@ -148,6 +148,14 @@ std::optional<RawResponse> RawConn::ReadResponse(int timeout_ms, bool keep_inter
   }
 }
 
+std::optional<std::string> RawConn::Read(size_t n, int timeout_ms) {
+  std::string out;
+  if (!ReadExactly(n, timeout_ms, &out)) return std::nullopt;
+  return out;
+}
+
+bool RawConn::ShutdownWrite() { return ::shutdown(fd_, SHUT_WR) == 0; }
+
 bool RawConn::WaitClosed(int timeout_ms, std::string* data) {
   for (;;) {
     pollfd p{fd_, POLLIN, 0};

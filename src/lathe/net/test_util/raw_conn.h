@@ -22,11 +22,14 @@ class RawConn {
   // 127.0.0.1:port from the local address `source` (e.g. "127.0.0.2").
   static RawConn TcpFrom(const std::string& source, int port);
   static RawConn Unix(const std::string& path);
+  // Takes ownership of a connected socket (e.g. one end of a socketpair).
+  static RawConn Adopt(int fd) { return RawConn(fd); }
   RawConn(RawConn&& other) noexcept;
   RawConn& operator=(RawConn&&) = delete;
   ~RawConn();
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   bool Send(std::string_view data);
   // Reads one response (Content-Length, chunked, or until EOF), skipping 1xx
   // interim responses unless `keep_interim`. nullopt on timeout or a close before
@@ -35,6 +38,11 @@ class RawConn {
   // True if the peer closes (EOF or reset) within `timeout_ms`; whatever arrived
   // before is appended to `data` when given.
   bool WaitClosed(int timeout_ms = 20000, std::string* data = nullptr);
+  // Exactly `n` bytes (what a response left buffered first); nullopt on EOF or
+  // timeout. May run on one thread while another calls Send.
+  std::optional<std::string> Read(size_t n, int timeout_ms = 20000);
+  // shutdown(SHUT_WR): the peer reads EOF.
+  bool ShutdownWrite();
   void Close();
 
  private:
