@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "cmd/commands.h"
@@ -34,6 +35,7 @@ struct DaemonFlags {
   int port = 0;
   std::string grace = "10s";
   daemon::RetentionPolicy retention;  // config.yaml only
+  std::string tls_cert, tls_key;      // --tls-cert/--tls-key, else config.yaml's tls
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -48,6 +50,14 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.port && !given("--port")) f.port = *c.port;
   if (c.grace && !given("--grace")) f.grace = *c.grace;
   if (c.retention) f.retention = *c.retention;
+  // A relative flag means the caller's directory (`lathe up` starts the daemon elsewhere).
+  auto absolute = [](std::string& p) {
+    if (!p.empty() && p[0] != '/') p = std::filesystem::absolute(p).lexically_normal().string();
+  };
+  absolute(f.tls_cert);
+  absolute(f.tls_key);
+  if (c.tls && !given("--tls-cert")) f.tls_cert = c.tls->cert;
+  if (c.tls && !given("--tls-key")) f.tls_key = c.tls->key;
   return Status::OK();
 }
 
@@ -76,6 +86,7 @@ Status RunDaemon(DaemonFlags& f) {
   api::ApiOptions ao;
   ao.host = f.host;
   ao.port = f.port;
+  ao.tls = {f.tls_cert, f.tls_key};
   ao.on_shutdown = [] { g_shutdown = true; };
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
   RETURN_IF_ERROR(d->Start());
@@ -85,7 +96,7 @@ Status RunDaemon(DaemonFlags& f) {
                  {{"version", LATHE_VERSION},
                   {"mode", Tr(d->paths().system ? "status.mode.system" : "status.mode.user", lang)},
                   {"socket", d->paths().socket},
-                  {"tcp", server->tcp_endpoint()},
+                  {"url", server->url()},
                   {"token", d->paths().token}})
                   .c_str());
   std::fflush(stdout);
@@ -111,6 +122,8 @@ std::vector<std::string> GivenFlags(const DaemonFlags& f) {
   pass("--port", std::to_string(f.port));
   pass("--host", f.host);
   pass("--grace", f.grace);
+  pass("--tls-cert", f.tls_cert);
+  pass("--tls-key", f.tls_key);
   if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
   return args;
 }
@@ -169,7 +182,9 @@ Status RunUp(const DaemonFlags& f) {
       std::printf("%s\n", Tr("daemon.started", DetectLang(),
                              {{"pid", std::to_string(pid)},
                               {"socket", (*c)->where()},
-                              {"tcp", s.ok() ? s->value("tcp", "") : "?"}})
+                              {"url", !s.ok()              ? "?"
+                                      : s->contains("url") ? s->value("url", "")
+                                                           : "http://" + s->value("tcp", "")}})
                               .c_str());
       return Status::OK();
     }
@@ -218,7 +233,7 @@ Status RunStatus(bool json, Lang lang) {
                            {{"version", s.value("version", "")},
                             {"pid", std::to_string(s.value("pid", 0))},
                             {"home", s.value("home", "")},
-                            {"url", "http://" + s.value("tcp", "") + "/api/v1"}})
+                            {"url", s.value("url", "http://" + s.value("tcp", "")) + "/api/v1"}})
                             .c_str());
   std::string gnote = g.value("note", "");
   std::string gpus_id = g.value("simulated", false) ? "status.gpus_simulated" : "status.gpus";
@@ -280,6 +295,8 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--host", flags.host);
     sub->add_option("--port", flags.port);
     sub->add_option("--grace", flags.grace);
+    sub->add_option("--tls-cert", flags.tls_cert);
+    sub->add_option("--tls-key", flags.tls_key);
   };
   auto* d = app.add_subcommand("daemon");
   add_flags(d);

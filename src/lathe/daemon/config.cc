@@ -40,6 +40,21 @@ Result<RetentionPolicy> ParseRetention(const YAML::Node& node, std::string_view 
   return p;
 }
 
+// tls: {cert: /path, key: /path}
+Result<TlsSettings> ParseTls(const YAML::Node& node, std::string_view file) {
+  TlsSettings t;
+  if (!node.IsMap()) return BadKey(file, "tls", "a mapping of cert, key");
+  for (const auto& kv : node) {
+    std::string key = "tls." + kv.first.Scalar();
+    if (key != "tls.cert" && key != "tls.key") return BadKey(file, key, "tls.cert, tls.key");
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty() || kv.second.Scalar()[0] != '/') {
+      return BadKey(file, key, "the absolute path of a PEM file");
+    }
+    (key == "tls.cert" ? t.cert : t.key) = kv.second.Scalar();
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
@@ -51,11 +66,17 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
-    if (!root.IsMap()) return bad("(top level)", "a mapping of gpus, host, port, grace, retention");
+    if (!root.IsMap()) {
+      return bad("(top level)", "a mapping of gpus, host, port, grace, retention, tls");
+    }
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
       if (key == "retention") {
         ASSIGN_OR_RETURN(c.retention, ParseRetention(kv.second, file));
+        continue;
+      }
+      if (key == "tls") {
+        ASSIGN_OR_RETURN(c.tls, ParseTls(kv.second, file));
         continue;
       }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
@@ -76,7 +97,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
       } else {
-        return bad(key, "gpus, host, port, grace, retention");
+        return bad(key, "gpus, host, port, grace, retention, tls");
       }
     }
   } catch (const YAML::Exception& e) {

@@ -7,6 +7,9 @@
 //   retention:            # what the daemon removes by itself (default: nothing)
 //     finished_runs: 30d  # finished runs that ended this long ago; 0: keep forever
 //     snapshots: true     # their snapshots too (default false)
+//   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
+//     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
+//     key: /etc/lathe/server.key   # its PEM private key (absolute path)
 //
 // Command-line flags override it. Unknown keys are errors naming the key.
 #pragma once
@@ -22,12 +25,19 @@
 
 namespace lathe::daemon {
 
+// tls: both or neither (the daemon checks, since a flag may give the other).
+struct TlsSettings {
+  std::string cert;  // tls.cert; "" when not given
+  std::string key;   // tls.key
+};
+
 struct DaemonConfig {
   std::optional<std::string> gpus;
   std::optional<std::string> host;
   std::optional<int> port;
   std::optional<std::string> grace;
   std::optional<RetentionPolicy> retention;
+  std::optional<TlsSettings> tls;
 };
 
 // Parses the text of a config file; `file` names it in errors.
