@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -36,6 +37,7 @@ struct DaemonFlags {
   int port = 0;
   std::string grace = "10s";
   daemon::RetentionPolicy retention;       // config.yaml only
+  std::string tls_cert, tls_key;           // --tls-cert/--tls-key, else config.yaml's tls
   std::vector<std::string> allowed_hosts;  // config.yaml only
   daemon::QuotaConfig quotas;              // config.yaml only
 };
@@ -54,6 +56,14 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.retention) f.retention = *c.retention;
   if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
   if (c.quotas) f.quotas = *c.quotas;
+  // A relative flag means the caller's directory (`lathe up` starts the daemon elsewhere).
+  auto absolute = [](std::string& p) {
+    if (!p.empty() && p[0] != '/') p = std::filesystem::absolute(p).lexically_normal().string();
+  };
+  absolute(f.tls_cert);
+  absolute(f.tls_key);
+  if (c.tls && !given("--tls-cert")) f.tls_cert = c.tls->cert;
+  if (c.tls && !given("--tls-key")) f.tls_key = c.tls->key;
   return Status::OK();
 }
 
@@ -83,6 +93,7 @@ Status RunDaemon(DaemonFlags& f) {
   api::ApiOptions ao;
   ao.host = f.host;
   ao.port = f.port;
+  ao.tls = {f.tls_cert, f.tls_key};
   ao.on_shutdown = [] { g_shutdown = true; };
   ao.allowed_hosts = f.allowed_hosts;
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
@@ -93,7 +104,7 @@ Status RunDaemon(DaemonFlags& f) {
                  {{"version", LATHE_VERSION},
                   {"mode", Tr(d->paths().system ? "status.mode.system" : "status.mode.user", lang)},
                   {"socket", d->paths().socket},
-                  {"tcp", server->tcp_endpoint()},
+                  {"url", server->url()},
                   {"token", d->paths().token}})
                   .c_str());
   std::fflush(stdout);
@@ -119,6 +130,8 @@ std::vector<std::string> GivenFlags(const DaemonFlags& f) {
   pass("--port", std::to_string(f.port));
   pass("--host", f.host);
   pass("--grace", f.grace);
+  pass("--tls-cert", f.tls_cert);
+  pass("--tls-key", f.tls_key);
   if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
   return args;
 }
@@ -177,7 +190,9 @@ Status RunUp(const DaemonFlags& f) {
       std::printf("%s\n", Tr("daemon.started", DetectLang(),
                              {{"pid", std::to_string(pid)},
                               {"socket", (*c)->where()},
-                              {"tcp", s.ok() ? s->value("tcp", "") : "?"}})
+                              {"url", !s.ok()              ? "?"
+                                      : s->contains("url") ? s->value("url", "")
+                                                           : "http://" + s->value("tcp", "")}})
                               .c_str());
       return Status::OK();
     }
@@ -266,7 +281,7 @@ Status RunStatus(bool json, Lang lang) {
                            {{"version", s.value("version", "")},
                             {"pid", std::to_string(s.value("pid", 0))},
                             {"home", s.value("home", "")},
-                            {"url", "http://" + s.value("tcp", "") + "/api/v1"}})
+                            {"url", s.value("url", "http://" + s.value("tcp", "")) + "/api/v1"}})
                             .c_str());
   std::string gnote = g.value("note", "");
   std::string gpus_id = g.value("simulated", false) ? "status.gpus_simulated" : "status.gpus";
@@ -329,6 +344,8 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--host", flags.host);
     sub->add_option("--port", flags.port);
     sub->add_option("--grace", flags.grace);
+    sub->add_option("--tls-cert", flags.tls_cert);
+    sub->add_option("--tls-key", flags.tls_key);
   };
   auto* d = app.add_subcommand("daemon");
   add_flags(d);

@@ -1,5 +1,6 @@
 // lathe login | logout: use a daemon over TCP with a token (docs/cli.md, "Remote use").
 #include <cstdio>
+#include <filesystem>
 
 #include "cmd/commands.h"
 #include "lathe/api/client.h"
@@ -40,15 +41,21 @@ Result<std::string> ReadToken(const std::string& file, Lang lang) {
   return TokenFrom(std::move(*line), "stdin");
 }
 
-Status RunLogin(const std::string& url, const std::string& token_file, Lang lang) {
+Status RunLogin(const std::string& url, const std::string& token_file, std::string ca, Lang lang) {
   ASSIGN_OR_RETURN(api::DaemonUrl u, api::ParseDaemonUrl(url));
-  if (!u.loopback()) {
+  if (!u.tls && !ca.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "login.ca_with_http", {{"url", url}});
+  }
+  if (!u.tls && !u.loopback()) {
     std::fprintf(stderr, "%s\n", Tr("login.plain_http", lang, {{"host", u.host}}).c_str());
   }
+  // Kept in the credentials: later commands run from other directories.
+  if (!ca.empty()) ca = std::filesystem::absolute(ca).lexically_normal().string();
   ASSIGN_OR_RETURN(std::string token, ReadToken(token_file, lang));
-  std::unique_ptr<api::ApiClient> c = api::ApiClient::ForUrl(u.Url(), token, "login");
-  ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));  // the daemon's own verdict on the token
-  RETURN_IF_ERROR(api::SaveCredentials({u.Url(), token}));
+  std::unique_ptr<api::ApiClient> c = api::ApiClient::ForUrl(u.Url(), token, "login", ca);
+  // The daemon's own verdict on the token, over a verified connection.
+  ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));
+  RETURN_IF_ERROR(api::SaveCredentials({u.Url(), token, ca}));
   std::string user = s.contains("caller") ? s["caller"].value("user", "") : "";
   std::printf("%s\n", Tr("login.ok", lang, {{"url", u.Url()}, {"user", user}}).c_str());
   return Status::OK();
@@ -70,11 +77,12 @@ Status RunLogout(Lang lang) {
 }  // namespace
 
 void SetupLogin(CLI::App& app, Globals& g, Status& status) {
-  static std::string url, token_file;
+  static std::string url, token_file, ca;
   auto* login = app.add_subcommand("login");
   login->add_option("url", url)->required();
   login->add_option("--token-file", token_file);
-  login->callback([&status, &g] { status = RunLogin(url, token_file, g.Language()); });
+  login->add_option("--ca", ca);
+  login->callback([&status, &g] { status = RunLogin(url, token_file, ca, g.Language()); });
   app.add_subcommand("logout")->callback([&status, &g] { status = RunLogout(g.Language()); });
 }
 

@@ -37,6 +37,14 @@ Code CodeForHttp(int status) {
 }
 // The daemon's 413 is its HTTP layer's, {"error": "request body too large"}:
 // say what was sent and what it takes.
+// A request that got no answer. A certificate that was not trusted, or a CA
+// file that cannot be used, is said as it is: the daemon may well be up.
+Status Unreachable(const std::string& where, const Status& why) {
+  if (why.msg_id().rfind("tls.", 0) == 0) return why;
+  return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
+                     {{"where", where}, {"reason", why.message()}});
+}
+
 Status TooLarge(size_t request_bytes) {
   return Status::Msg(
       Code::kInvalidArgument, "cli.request_too_large",
@@ -55,9 +63,10 @@ constexpr int kClientTimeoutMs = 60000;
 }  // namespace
 
 std::unique_ptr<ApiClient> ApiClient::ForUrl(const std::string& url, const std::string& token,
-                                             const std::string& why) {
+                                             const std::string& why, const std::string& ca_file) {
   net::ClientOptions o;
   o.base_url = url;
+  o.ca_file = ca_file;
   o.bearer_token = token;
   o.timeout_ms = kClientTimeoutMs;
   return std::unique_ptr<ApiClient>(new ApiClient(url, why, std::move(o)));
@@ -73,11 +82,10 @@ Result<std::unique_ptr<ApiClient>> ApiClient::ConnectTo(bool use_login) {
     ASSIGN_OR_RETURN(std::optional<Credentials> login, LoadCredentials());
     if (login) {
       // An HTTP error (401 for a revoked token) is the command's to report.
-      std::unique_ptr<ApiClient> client = ForUrl(login->url, login->token, "login");
+      std::unique_ptr<ApiClient> client = ForUrl(login->url, login->token, "login", login->ca_file);
       auto r = client->http_->Request("GET", "/api/v1/status");
       if (r.ok()) return client;
-      return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
-                         {{"where", login->url}, {"reason", r.status().message()}});
+      return Unreachable(login->url, r.status());
     }
   }
   std::string tried;
@@ -101,10 +109,7 @@ Result<std::unique_ptr<ApiClient>> ApiClient::ConnectTo(bool use_login) {
 }
 
 Result<Json> ApiClient::Decode(const Result<net::HttpResponse>& r, size_t request_bytes) {
-  if (!r.ok()) {
-    return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
-                       {{"where", where_}, {"reason", r.status().message()}});
-  }
+  if (!r.ok()) return Unreachable(where_, r.status());
   if (r->status == 413) return TooLarge(request_bytes);
   auto body = ParseJsonAnswer(r->body);
   if (r->status >= 400) {
@@ -206,10 +211,7 @@ Status ApiClient::GetStream(const std::string& path,
         status = st;
         if (headers) *headers = h;
       });
-  if (!result.ok()) {
-    return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
-                       {{"where", where_}, {"reason", result.status().message()}});
-  }
+  if (!result.ok()) return Unreachable(where_, result.status());
   if (*result >= 400) {
     auto j = ParseJson(error_body);
     return StatusFromJson(j.ok() ? *j : Json(error_body), CodeForHttp(*result));
@@ -263,10 +265,7 @@ Status ApiClient::StreamEvents(
         return true;
       },
       body);
-  if (!result.ok()) {
-    return Status::Msg(Code::kUnavailable, "cli.daemon_unreachable",
-                       {{"where", where_}, {"reason", result.status().message()}});
-  }
+  if (!result.ok()) return Unreachable(where_, result.status());
   if (*result == 413) return TooLarge(body.size());
   if (*result >= 400) {
     auto j = ParseJson(error_body + buf);

@@ -24,10 +24,13 @@ class ApiClient {
   static Result<std::unique_ptr<ApiClient>> Connect();
   // The same without step 2: a daemon on this machine (`lathe up`).
   static Result<std::unique_ptr<ApiClient>> ConnectLocal();
-  // The daemon at `url` ("http://HOST:PORT") with `token`, without trying a
-  // request first (`lathe login` checks the token itself).
+  // The daemon at `url` ("http[s]://HOST:PORT") with `token`, without trying a
+  // request first (`lathe login` checks the token itself). https is verified
+  // with the CA certificates in `ca_file`, or the system's when "". A
+  // certificate that does not verify fails every call with FailedPrecondition
+  // tls.untrusted (net/http_client.h), not cli.daemon_unreachable.
   static std::unique_ptr<ApiClient> ForUrl(const std::string& url, const std::string& token,
-                                           const std::string& why);
+                                           const std::string& why, const std::string& ca_file = "");
 
   // The socket path, or the URL over TCP.
   const std::string& where() const { return where_; }

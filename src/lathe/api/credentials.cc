@@ -56,13 +56,20 @@ Result<std::optional<Credentials>> LoadCredentials() {
   if (!token.ok()) return Bad(path, token.status().message());
   auto parsed = ParseDaemonUrl(*url);
   if (!parsed.ok()) return Bad(path, parsed.status().message());
-  return std::optional<Credentials>(Credentials{parsed->Url(), *token});
+  std::string ca;
+  if (j->contains("ca")) {
+    auto c = GetString(*j, "ca");
+    if (!c.ok()) return Bad(path, c.status().message());
+    ca = *c;
+  }
+  return std::optional<Credentials>(Credentials{parsed->Url(), *token, ca});
 }
 
 Status SaveCredentials(const Credentials& c) {
   const std::string dir = ConfigDir();
   RETURN_IF_ERROR(os::MakeDirs(dir, 0700));
   Json j = {{"url", c.url}, {"token", c.token}};
+  if (!c.ca_file.empty()) j["ca"] = c.ca_file;
   return os::WriteFileAtomic(dir + "/credentials", j.dump(2) + "\n", 0600);
 }
 
@@ -75,7 +82,8 @@ Result<bool> RemoveCredentials() {
 
 std::string DaemonUrl::Url() const {
   bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+  return fmt::format("{}://{}{}{}:{}", tls ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "",
+                     port);
 }
 
 bool DaemonUrl::loopback() const {
@@ -86,13 +94,16 @@ Result<DaemonUrl> ParseDaemonUrl(const std::string& url) {
   auto bad = [&] { return Status::Msg(Code::kInvalidArgument, "login.bad_url", {{"url", url}}); };
   constexpr std::string_view kHttp = "http://", kHttps = "https://";
   std::string_view s = url;
-  if (s.substr(0, kHttps.size()) == kHttps) {
-    return Status::Msg(Code::kInvalidArgument, "login.no_tls", {{"url", url}});
-  }
-  if (s.substr(0, kHttp.size()) != kHttp) return bad();
-  s.remove_prefix(kHttp.size());
-  if (!s.empty() && s.back() == '/') s.remove_suffix(1);
   DaemonUrl u;
+  if (s.substr(0, kHttps.size()) == kHttps) {
+    u.tls = true;
+    s.remove_prefix(kHttps.size());
+  } else if (s.substr(0, kHttp.size()) == kHttp) {
+    s.remove_prefix(kHttp.size());
+  } else {
+    return bad();
+  }
+  if (!s.empty() && s.back() == '/') s.remove_suffix(1);
   size_t colon;
   if (!s.empty() && s.front() == '[') {  // [::1]:PORT
     size_t close = s.find(']');

@@ -1,6 +1,6 @@
 // What `lathe login` keeps: the daemon a CLI talks to over TCP and the token
 // it authenticates with, in $XDG_CONFIG_HOME/lathe/credentials (default
-// ~/.config/lathe/credentials), JSON {"url": …, "token": …}, mode 0600 in a
+// ~/.config/lathe/credentials), JSON {"url": …, "token": …[, "ca": …]}, mode 0600 in a
 // directory of mode 0700. A file that others may read is refused, since it
 // holds a token (as ssh refuses a private key others can read).
 #pragma once
@@ -13,8 +13,9 @@
 namespace lathe::api {
 
 struct Credentials {
-  std::string url;    // "http://HOST:PORT"
-  std::string token;  // a per-user token, or a daemon's own
+  std::string url;      // "http://HOST:PORT" or "https://HOST:PORT"
+  std::string token;    // a per-user token, or a daemon's own
+  std::string ca_file;  // `lathe login --ca`: https is verified with this CA only; "": the system's
 };
 
 // The file's path for this process ($XDG_CONFIG_HOME when absolute, else
@@ -33,11 +34,11 @@ Result<bool> RemoveCredentials();
 struct DaemonUrl {
   std::string host;  // "127.0.0.1", "gpu1.lab", "::1"
   int port = 0;
-  std::string Url() const;  // "http://HOST:PORT" (IPv6 in brackets)
+  bool tls = false;         // https://
+  std::string Url() const;  // "http[s]://HOST:PORT" (IPv6 in brackets)
   bool loopback() const;    // localhost, 127.0.0.0/8, ::1
 };
-// http://HOST:PORT[/]: login.bad_url (InvalidArgument) for anything else,
-// login.no_tls for https:// (not yet supported by this client).
+// http[s]://HOST:PORT[/]: login.bad_url (InvalidArgument) for anything else.
 Result<DaemonUrl> ParseDaemonUrl(const std::string& url);
 
 }  // namespace lathe::api

@@ -22,10 +22,15 @@ TEST(DaemonUrl, TakesHttpHostAndPortOnly) {
   ASSERT_TRUE(v6.ok());
   EXPECT_TRUE(v6->loopback());
   EXPECT_EQ(v6->Url(), "http://[::1]:9000");
-  EXPECT_EQ(ParseDaemonUrl("https://gpu1:8421").status().msg_id(), "login.no_tls");
+  auto tls = ParseDaemonUrl("https://gpu1.lab:8421/");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_TRUE(tls->tls);
+  EXPECT_FALSE(u->tls);
+  EXPECT_EQ(tls->Url(), "https://gpu1.lab:8421");
+  EXPECT_EQ(ParseDaemonUrl("https://[::1]:9000")->Url(), "https://[::1]:9000");
   for (const char* bad : {"gpu1:8421", "http://gpu1", "http://gpu1:0", "http://gpu1:65536",
                           "http://:80", "http://gpu1:80/api", "http://a b:80", "http://::1:80",
-                          "ftp://gpu1:80", "http://gpu1:8x"}) {
+                          "ftp://gpu1:80", "http://gpu1:8x", "https://gpu1", "https//gpu1:80"}) {
     auto r = ParseDaemonUrl(bad);
     EXPECT_EQ(r.status().msg_id(), "login.bad_url") << bad;
     EXPECT_TRUE(r.status().IsInvalidArgument()) << bad;
@@ -67,6 +72,13 @@ TEST_F(CredentialsTest, SavedPrivatelyAndLoadedBack) {
   ASSERT_TRUE(c.ok() && c->has_value()) << c.status().ToString();
   EXPECT_EQ((*c)->url, "http://gpu1:8421");
   EXPECT_EQ((*c)->token, "lathe_x");
+  EXPECT_EQ((*c)->ca_file, "");
+  // An https login keeps the CA it was verified with.
+  ASSERT_TRUE(SaveCredentials({"https://gpu1:8421", "lathe_y", "/etc/lab/ca.pem"}).ok());
+  auto tls = LoadCredentials();
+  ASSERT_TRUE(tls.ok() && tls->has_value()) << tls.status().ToString();
+  EXPECT_EQ((*tls)->url, "https://gpu1:8421");
+  EXPECT_EQ((*tls)->ca_file, "/etc/lab/ca.pem");
   EXPECT_TRUE(*RemoveCredentials());
   EXPECT_FALSE(LoadCredentials()->has_value());
 }

@@ -8,6 +8,8 @@ void ApiServer::GetStatus(ApiCall& call) {
   const daemon::Caller& caller = call.caller;
   Json s = daemon_.StatusJson();
   s["tcp"] = tcp_endpoint();
+  s["tls"] = !opts_.tls.cert_file.empty();
+  s["url"] = url();
   s["caller"] = {{"uid", caller.uid}, {"user", caller.user}, {"admin", caller.admin}};
   s["quotas"] = daemon_.QuotaJson(caller);  // the caller's own; everyone's for an admin
   call.Reply(s);

@@ -98,7 +98,8 @@ std::string ApiServer::LoginUrl(const net::HttpRequest& req, const std::string& 
   } else {
     authority = fmt::format("localhost:{}", port_);
   }
-  return fmt::format("{}://{}/ui/login?code={}", opts_.tls ? "https" : "http", authority, code);
+  return fmt::format("{}://{}/ui/login?code={}", opts_.tls_on() ? "https" : "http", authority,
+                     code);
 }
 
 void ApiServer::HandleUi(const net::HttpRequest& req, std::unique_ptr<net::Responder> res) {
@@ -148,7 +149,7 @@ void ApiServer::UiLogin(const net::HttpRequest& req, net::Responder& res) {
   std::string cookie =
       fmt::format("{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", kSessionCookie,
                   issued->cookie_value, opts_.sessions.absolute_ttl_ms / 1000);
-  if (opts_.tls) cookie += "; Secure";
+  if (opts_.tls_on()) cookie += "; Secure";
   spdlog::info("api: browser session {} started for {} (uid {})", issued->record.id,
                issued->record.user, issued->record.uid);
   net::HttpResponse r = Page(303, "");

@@ -86,7 +86,7 @@ void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
   std::string cookie =
       fmt::format("{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", kRunCookie,
                   issued->cookie_value, opts_.sessions.absolute_ttl_ms / 1000);
-  if (opts_.tls) cookie += "; Secure";
+  if (opts_.tls_on()) cookie += "; Secure";
   spdlog::info("api: browser session {} started on run {}'s origin for {} (uid {})",
                issued->record.id, o.run_id, issued->record.user, issued->record.uid);
   net::HttpResponse r{303,

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lathe/api/auth.h"
+#include "lathe/api/credentials.h"
 #include "lathe/api/host_check.h"
 #include "lathe/api/limits.h"
 #include "lathe/api/routes.h"
@@ -102,7 +103,30 @@ constexpr size_t kMaxConnectionsPerUid = 128;
 constexpr size_t kMaxConnectionsPerAddress = 256;
 constexpr size_t kReservedConnections = 64;
 
+namespace {
+
+// The TCP listener's TLS settings make sense together and are there off
+// loopback (docs/security.md, "TLS").
+Status CheckTls(const ApiOptions& o, const std::string& config) {
+  const net::TlsFiles& t = o.tls;
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    bool cert = !t.cert_file.empty();
+    return Status::Msg(
+        Code::kInvalidArgument, "tls.incomplete",
+        {{"given", cert ? "tls.cert" : "tls.key"}, {"missing", cert ? "tls.key" : "tls.cert"}});
+  }
+  bool loopback = o.host.empty() || DaemonUrl{o.host, 0}.loopback();
+  if (!loopback && t.cert_file.empty()) {
+    return Status::Msg(Code::kFailedPrecondition, "tls.required",
+                       {{"host", o.host}, {"config", config}});
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptions options) {
+  RETURN_IF_ERROR(CheckTls(options, d.paths().home + "/config.yaml"));
   std::unique_ptr<ApiServer> s(new ApiServer(d, std::move(options)));
   const auto& paths = d.paths();
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
@@ -133,11 +157,17 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   std::string sock_dir = paths.socket.substr(0, paths.socket.rfind('/'));
   RETURN_IF_ERROR(os::MakeDirs(sock_dir, 0755));
   RETURN_IF_ERROR(s->server_->ListenUnix(paths.socket, paths.system ? 0666 : 0600));
-  ASSIGN_OR_RETURN(s->port_, s->server_->ListenTcp(s->opts_.host, s->opts_.port));
+  if (s->opts_.tls.cert_file.empty()) {
+    ASSIGN_OR_RETURN(s->port_, s->server_->ListenTcp(s->opts_.host, s->opts_.port));
+  } else {
+    ASSIGN_OR_RETURN(s->port_, s->server_->ListenTls(s->opts_.host, s->opts_.port, s->opts_.tls));
+  }
   // Written before the first request is served: a client that got an answer
   // finds the endpoint file.
   Json endpoint = {{"socket", paths.socket},
                    {"tcp", s->tcp_endpoint()},
+                   {"tls", !s->opts_.tls.cert_file.empty()},
+                   {"url", s->url()},
                    {"pid", ::getpid()},
                    {"mode", paths.system ? "system" : "user"}};
   RETURN_IF_ERROR(os::WriteFileAtomic(paths.endpoint, endpoint.dump() + "\n", 0644));
@@ -148,6 +178,12 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
 ApiServer::~ApiServer() { Stop(); }
 
 std::string ApiServer::tcp_endpoint() const { return fmt::format("{}:{}", opts_.host, port_); }
+
+std::string ApiServer::url() const {
+  bool v6 = opts_.host.find(':') != std::string::npos;
+  return fmt::format("{}://{}{}{}:{}", opts_.tls.cert_file.empty() ? "http" : "https",
+                     v6 ? "[" : "", opts_.host, v6 ? "]" : "", port_);
+}
 
 void ApiServer::Stop() {
   if (stopping_.exchange(true)) return;
@@ -247,7 +283,7 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
     res->Send(std::move(r));
     return;
   }
-  if (Status csrf = auth_->CheckSessionRequest(req, *auth, opts_.tls); !csrf.ok()) {
+  if (Status csrf = auth_->CheckSessionRequest(req, *auth, opts_.tls_on()); !csrf.ok()) {
     res->Send(ErrorResponse(csrf));
     return;
   }

@@ -1,5 +1,5 @@
 // The daemon's REST API under /api/v1 (documented in docs/api.md), served on
-// the unix socket and on loopback TCP through net::HttpServer.
+// the unix socket and on TCP (loopback, or TLS) through net::HttpServer.
 #pragma once
 
 #include <atomic>
@@ -27,15 +27,18 @@ namespace lathe::api {
 struct ApiCall;  // routes.h
 
 struct ApiOptions {
-  std::string host = "127.0.0.1";     // TCP address; loopback unless configured
-  int port = 0;                       // 0: any free port (see endpoint.json)
+  std::string host = "127.0.0.1";  // TCP address; loopback unless configured
+  int port = 0;                    // 0: any free port (see endpoint.json)
+  // Both files set: the TCP listener speaks TLS (docs/security.md, "TLS").
+  // A host that is not loopback requires them; one without the other is an error.
+  net::TlsFiles tls;
+  // The TCP listener speaks TLS: session cookies get `Secure`, login URLs
+  // and the expected Origin are https://.
+  bool tls_on() const { return !tls.cert_file.empty(); }
   std::function<void()> on_shutdown;  // POST /api/v1/shutdown
   // Wall time for token expiry and monotonic time for the failed-login
   // limit; null: os::RealClock(). Not owned.
   os::Clock* clock = nullptr;
-  // The TCP listener speaks TLS: session cookies get `Secure`, login URLs
-  // and the expected Origin are https://.
-  bool tls = false;
   // Host names (or addresses) besides localhost, 127.0.0.1, [::1] and `host`
   // that TCP requests may name in their Host header (config allowed_hosts).
   std::vector<std::string> allowed_hosts;
@@ -47,12 +50,16 @@ class ApiServer {
  public:
   // Listens on the daemon's socket (0666 in system mode, 0600 in user mode)
   // and on host:port; writes the token (first start) and endpoint.json.
+  // FailedPrecondition tls.required for a host that is not loopback without
+  // options.tls, InvalidArgument tls.incomplete for half of it, and the
+  // listener's tls.* errors for files it cannot use.
   static Result<std::unique_ptr<ApiServer>> Create(daemon::Daemon& d, ApiOptions options);
   ~ApiServer();
 
   int port() const { return port_; }
   std::string tcp_endpoint() const;
-  void Stop();  // ends streams, drains requests
+  std::string url() const;  // "https://HOST:PORT" with TLS, else "http://HOST:PORT"
+  void Stop();              // ends streams, drains requests
 
   // The browser sessions of this daemon (the run-origin proxy issues and
   // checks its own scopes with it). Thread-safe itself.

@@ -57,6 +57,21 @@ Result<std::vector<std::string>> ParseAllowedHosts(const YAML::Node& node, std::
   return out;
 }
 
+// tls: {cert: /path, key: /path}
+Result<TlsSettings> ParseTls(const YAML::Node& node, std::string_view file) {
+  TlsSettings t;
+  if (!node.IsMap()) return BadKey(file, "tls", "a mapping of cert, key");
+  for (const auto& kv : node) {
+    std::string key = "tls." + kv.first.Scalar();
+    if (key != "tls.cert" && key != "tls.key") return BadKey(file, key, "tls.cert, tls.key");
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty() || kv.second.Scalar()[0] != '/') {
+      return BadKey(file, key, "the absolute path of a PEM file");
+    }
+    (key == "tls.cert" ? t.cert : t.key) = kv.second.Scalar();
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
@@ -68,10 +83,11 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
-    if (!root.IsMap())
-      return bad(
-          "(top level)",
-          "a mapping of gpus, host, port, grace, retention, allowed_hosts, quotas, fair_share");
+    if (!root.IsMap()) {
+      return bad("(top level)",
+                 "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
+                 "fair_share");
+    }
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
       if (key == "retention") {
@@ -86,6 +102,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!c.quotas) c.quotas = QuotaConfig{};
         RETURN_IF_ERROR(key == "quotas" ? ParseQuotas(kv.second, file, *c.quotas)
                                         : ParseFairShare(kv.second, file, *c.quotas));
+        continue;
+      }
+      if (key == "tls") {
+        ASSIGN_OR_RETURN(c.tls, ParseTls(kv.second, file));
         continue;
       }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
@@ -106,7 +126,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
       } else {
-        return bad(key, "gpus, host, port, grace, retention, allowed_hosts, quotas, fair_share");
+        return bad(key,
+                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share");
       }
     }
   } catch (const YAML::Exception& e) {

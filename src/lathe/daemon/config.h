@@ -12,6 +12,9 @@
 //   quotas:               # per-user and per-group limits (quotas.h)
 //     default: {gpus: 2, runs: 4, gpu_hours: 100, period: 7d}
 //   fair_share: {half_life: 7d}
+//   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
+//     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
+//     key: /etc/lathe/server.key   # its PEM private key (absolute path)
 //
 // Command-line flags override it. Unknown keys are errors naming the key.
 #pragma once
@@ -28,6 +31,12 @@
 
 namespace lathe::daemon {
 
+// tls: both or neither (the daemon checks, since a flag may give the other).
+struct TlsSettings {
+  std::string cert;  // tls.cert; "" when not given
+  std::string key;   // tls.key
+};
+
 struct DaemonConfig {
   std::optional<std::string> gpus;
   std::optional<std::string> host;
@@ -36,6 +45,7 @@ struct DaemonConfig {
   std::optional<RetentionPolicy> retention;
   std::optional<std::vector<std::string>> allowed_hosts;
   std::optional<QuotaConfig> quotas;  // `quotas:` and `fair_share:`
+  std::optional<TlsSettings> tls;
 };
 
 // Parses the text of a config file; `file` names it in errors.

@@ -69,6 +69,25 @@ TEST(DaemonConfig, ParsesAllowedHostsAsAListOfNames) {
   }
 }
 
+TEST(DaemonConfig, ParsesTlsAndRejectsBadTlsNamingTheKey) {
+  auto c =
+      ParseDaemonConfig("tls:\n  cert: /etc/l/server.pem\n  key: /etc/l/server.key\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->tls.has_value());
+  EXPECT_EQ(c->tls->cert, "/etc/l/server.pem");
+  EXPECT_EQ(c->tls->key, "/etc/l/server.key");
+  EXPECT_FALSE(ParseDaemonConfig("host: 0.0.0.0\n", "c.yaml")->tls.has_value());
+  for (auto [bad, key] :
+       {std::pair{"tls: /etc/l/server.pem\n", "tls"},
+        std::pair{"tls: {cert: server.pem}\n", "tls.cert"},
+        std::pair{"tls: {key: [a]}\n", "tls.key"}, std::pair{"tls: {ca: /x}\n", "tls.ca"}}) {
+    auto r = ParseDaemonConfig(bad, "c.yaml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().msg_id(), "config.bad_key");
+    EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(DaemonConfig, MissingFileIsEmpty) {
   auto c = LoadDaemonConfig("/nonexistent/lathe/config.yaml");
   ASSERT_TRUE(c.ok());
