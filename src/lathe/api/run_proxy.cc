@@ -62,7 +62,7 @@ std::vector<std::string> ApiServer::RunOriginBases() const {
 }
 
 std::string ApiServer::RunOriginUrl(const RunOrigin& o) const {
-  return fmt::format("http://{}:{}/", RunOriginHost(o), port_);
+  return fmt::format("{}://{}:{}/", opts_.tls_on() ? "https" : "http", RunOriginHost(o), port_);
 }
 
 // GET /_lathe/login?code=CODE[&next=/path] on a run's origin: the code
