@@ -142,7 +142,7 @@ class Proxy(DaemonTest):
         self.assertEqual({k.lower(): v for k, v in body["headers"]}["cookie"], "app=1")
         # The code was single use.
         status, body, _ = self.request(run, path)
-        self.assertEqual((status, self.error_id(body)), (401, "session.code_invalid"))
+        self.assertEqual((status, self.error_id(body)), (401, "proxy.code_invalid"))
         # Another run's origin does not take it, nor does the API.
         status, body, _ = self.request(other, headers={"Cookie": value})
         self.assertEqual(status, 401, body)
@@ -160,7 +160,7 @@ class Proxy(DaemonTest):
         port = free_port()
         run = self.start_server(self.a, "tcp", port, f"web={port}")
         status, body, _ = self.request(run, "/_lathe/login?code=x", token=self.tok_b)
-        self.assertEqual((status, self.error_id(body)), (401, "session.code_invalid"))
+        self.assertEqual((status, self.error_id(body)), (401, "proxy.code_invalid"))
         for path in ("/", "/hello", "/api/v1/runs", "/_lathe/other"):
             status, body, _ = self.request(run, path, token=self.tok_b)
             if path.startswith("/_lathe/"):  # the daemon's own, never forwarded

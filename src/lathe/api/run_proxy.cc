@@ -73,9 +73,12 @@ void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
   std::string code = req.QueryParam("code").value_or("");
   auto issued = auth_->RedeemCode(req, code, RunScope(o.run_id), &retry_after_s);
   if (!issued.ok()) {
-    net::HttpResponse r = ErrorResponse(issued.status());
+    const bool refused = issued.status().IsPermissionDenied();
+    net::HttpResponse r = ErrorResponse(
+        refused ? Status::Msg(Code::kPermissionDenied, "proxy.code_invalid", {{"run", o.run_id}})
+                : issued.status());
     if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
-    if (issued.status().IsPermissionDenied()) r.status = 401;
+    if (refused) r.status = 401;
     return res.Send(std::move(r));
   }
   std::string next = req.QueryParam("next").value_or("/");

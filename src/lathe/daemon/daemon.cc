@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -79,6 +81,13 @@ Status Daemon::Init() {
   reserved_ = std::make_unique<ReservedPaths>(paths_);
 
   auto held = os::FileLock::TryAcquire(paths_.lock, os::FileLock::Mode::kExclusive, 0600);
+  // A daemon killed a moment ago can leave a child between fork and exec (a
+  // monitor being spawned) that holds the lock's descriptor for a few
+  // milliseconds more: try for a second before saying another daemon runs.
+  for (int i = 0; i < 20 && !held.ok() && held.status().code() == Code::kAlreadyExists; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    held = os::FileLock::TryAcquire(paths_.lock, os::FileLock::Mode::kExclusive, 0600);
+  }
   if (!held.ok() && held.status().code() == Code::kAlreadyExists) {
     return Status::Msg(Code::kAlreadyExists, "daemon.already_running", {{"home", paths_.home}});
   }

@@ -94,6 +94,17 @@ class Db {
   std::string journal_note_;
 };
 
+// Steps `s` to its end and turns each row into a T with `row(s)`.
+template <typename T, typename RowFn>
+Result<std::vector<T>> CollectRows(Stmt& s, RowFn row) {
+  std::vector<T> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, s.Step());
+    if (!more) return out;
+    out.push_back(row(s));
+  }
+}
+
 // True when `s` says a database file is damaged or is not a database
 // (SQLITE_CORRUPT, SQLITE_NOTADB, or a failed QuickCheck): catalog id
 // state.db_damaged.

@@ -78,13 +78,9 @@ Result<std::vector<SecretRecord>> SecretStore::List(uid_t uid) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT name, created_at, updated_at FROM secrets "
                                         "WHERE uid=? ORDER BY name"));
   s.Bind(1, int64_t{uid});
-  std::vector<SecretRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(SecretRecord{uid, s.Text(0), s.Int(1), s.Int(2)});
-  }
-  return out;
+  return CollectRows<SecretRecord>(s, [uid](Stmt& r) {
+    return SecretRecord{uid, r.Text(0), r.Int(1), r.Int(2)};
+  });
 }
 
 Result<int64_t> SecretStore::CountFor(uid_t uid) {

@@ -43,13 +43,7 @@ Result<std::vector<SessionRow>> SessionStore::Query(const std::string& where_sql
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kSessionColumns +
                                         " FROM browser_sessions " + where_sql));
   if (arg) s.Bind(1, *arg);
-  std::vector<SessionRow> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(RowToSession(s));
-  }
-  return out;
+  return CollectRows<SessionRow>(s, RowToSession);
 }
 
 Result<std::optional<SessionRow>> SessionStore::Get(const std::string& id) {

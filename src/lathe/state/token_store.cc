@@ -43,13 +43,7 @@ Result<std::vector<TokenRecord>> TokenStore::Query(const std::string& where_sql,
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kTokenColumns +
                                         " FROM api_tokens " + where_sql));
   if (arg) s.Bind(1, *arg);
-  std::vector<TokenRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(RowToToken(s));
-  }
-  return out;
+  return CollectRows<TokenRecord>(s, RowToToken);
 }
 
 Result<std::optional<TokenRecord>> TokenStore::Get(const std::string& id) {
