@@ -159,15 +159,18 @@ Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps,
                   const std::string& query = "") {
   std::string path =
       "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "") + query;
-  return c.Stream(path, [](const std::string& event, const Json& data) {
+  Status ended = Status::OK();  // an `error` event: the daemon ended the stream
+  Status s = c.Stream(path, [&ended](const std::string& event, const Json& data) {
     if (event == "log") {
       std::string line = data.value("line", "");
       std::fwrite(line.data(), 1, line.size(), stdout);
       std::fputc('\n', stdout);
       std::fflush(stdout);
     }
-    return event != "end";
+    if (event == "error") ended = StatusFromJson(data, Code::kPermissionDenied);
+    return event != "end" && event != "error";
   });
+  return s.ok() ? ended : s;
 }
 
 // What the knowledge base recognised in a failed run's log (its diagnosis

@@ -10,11 +10,12 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import unittest
 
-from harness import DaemonTest, second_user
+from harness import LATHE, DaemonTest, second_user
 
 USER_A = "lathe-it-tok-a"
 USER_B = "lathe-it-tok-b"
@@ -243,6 +244,28 @@ class Tokens(DaemonTest):
         code, _, body = self.http("GET", "/api/v1/runs", live["token"])
         self.assertEqual((code, body["error"]["id"]), (401, "token.invalid"))
         self.assert_secret_nowhere(live["token"])
+
+    def test_revoking_a_token_ends_the_streams_it_opened(self):
+        a = self.a
+        tok = self.create(a)
+        self.assertEqual(self.login(a, tok["token"]).returncode, 0)
+        env = self.remote(a)
+        run = self.d.cli("run", "--workdir", "/tmp", "--", "sh", "-c",
+                         "while true; do echo tick; sleep 0.2; done",
+                         user=USER_A, env=env).stdout.strip()
+        self.d.wait_state(run, "running")
+        cmd = ["setpriv", "--reuid", USER_A, "--regid", USER_A, "--init-groups",
+               LATHE, "logs", "-f", run]
+        follow = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                  text=True)
+        self.addCleanup(follow.kill)
+        self.assertEqual(follow.stdout.readline().strip(), "tick")
+        self.d.cli("token", "rm", tok["id"], user=USER_A, env=self.local(a))
+        # The daemon checks the stream's credential every few seconds.
+        out, err = follow.communicate(timeout=60)
+        self.assertEqual(follow.returncode, 1, err)
+        self.assertIn("revoked or expired", err)
+        self.d.cli("stop", run)
 
     def test_repeated_bad_tokens_are_rate_limited(self):
         a = self.a

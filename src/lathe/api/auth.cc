@@ -117,6 +117,19 @@ Result<Authenticated> Authenticator::CheckTcp(const net::HttpRequest& req, std::
   return a.status();
 }
 
+bool Authenticator::StillValid(const Authenticated& a) {
+  switch (a.via) {
+    case Via::kUserToken:
+      return tokens_.IsLive(a.token_id);
+    case Via::kSession:
+      return sessions_ != nullptr && a.session && sessions_->IsLive(a.session->id);
+    case Via::kSocket:
+    case Via::kDaemonToken:
+      return true;
+  }
+  return false;
+}
+
 Status Authenticator::CheckSessionRequest(const net::HttpRequest& req, const Authenticated& a,
                                           bool tls) const {
   if (a.via != Via::kSession || !a.session || sessions_ == nullptr) return Status::OK();

@@ -81,6 +81,12 @@ class Authenticator {
   // request's Host; `tls` picks the scheme). OK for every other request.
   Status CheckSessionRequest(const net::HttpRequest& req, const Authenticated& a, bool tls) const;
 
+  // True while the credential `a` was established with still holds: a
+  // per-user token or a session not revoked and not expired (the socket and
+  // the daemon's token always hold). Long streams call it now and then, so
+  // that revoking a token ends what it opened.
+  bool StillValid(const Authenticated& a);
+
   // Redeems a login code (SessionService::Redeem) for a request from a
   // browser: a failure counts against the failed-authentication limit of the
   // request's address, like a bad token, and while the address is over the

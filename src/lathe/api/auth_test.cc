@@ -125,6 +125,28 @@ TEST_F(AuthTest, FailuresAreLimitedPerAddress) {
   EXPECT_TRUE(auth_->Authenticate(Tcp(good), &retry_after_s_).ok());
 }
 
+TEST_F(AuthTest, ACredentialStillHoldsUntilRevokedOrExpired) {
+  const std::string token = Issue(1234, "1h");
+  auto t = auth_->Authenticate(Tcp(token), &retry_after_s_);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(auth_->StillValid(*t));
+  clock_.Advance(3600 * 1000);
+  EXPECT_FALSE(auth_->StillValid(*t));  // expired meanwhile
+  auto other = auth_->Authenticate(Tcp(Issue(1234)), &retry_after_s_);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(tokens_->Revoke(other->token_id, std::nullopt).ok());
+  EXPECT_FALSE(auth_->StillValid(*other));
+  IssuedSession ui = Login(1234);
+  auto s = auth_->Authenticate(WithCookie(ui.cookie_value), &retry_after_s_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(auth_->StillValid(*s));
+  ASSERT_TRUE(sessions_->Revoke(ui.record.id, std::nullopt).ok());
+  EXPECT_FALSE(auth_->StillValid(*s));
+  auto daemon = auth_->Authenticate(Tcp(kDaemonToken), &retry_after_s_);
+  ASSERT_TRUE(daemon.ok());
+  EXPECT_TRUE(auth_->StillValid(*daemon));
+}
+
 TEST_F(AuthTest, ASessionCookieActsAsItsUserOnlyWithScopeUi) {
   IssuedSession ui = Login(1234);
   auto a = auth_->Authenticate(WithCookie(ui.cookie_value), &retry_after_s_);

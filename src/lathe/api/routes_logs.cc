@@ -23,13 +23,14 @@ std::string LogEvent(std::string_view event, const Json& data) {
 void ApiServer::GetRunLogs(ApiCall& call) {
   auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
-  Status s = RouteLogs(call.req, *r, call.caller, Truthy(call.req.QueryParam("follow")), call.res);
+  Status s = RouteLogs(call.req, *r, call.auth, Truthy(call.req.QueryParam("follow")), call.res);
   if (!s.ok()) call.Reply(s);
 }
 
 Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
-                            const daemon::Caller& caller, bool follow,
+                            const Authenticated& auth, bool follow,
                             std::unique_ptr<net::Responder>& res) {
+  const daemon::Caller& caller = auth.caller;
   ASSIGN_OR_RETURN(
       run::LogQuery query,
       run::ParseLogQuery([&](std::string_view name) { return req.QueryParam(name); }, follow));
@@ -46,8 +47,8 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
       std::make_shared<const run::SecretMask>(daemon_.secrets().Values(run.uid, run.spec.secrets));
   std::shared_ptr<net::Responder> responder(res.release());
   StartStreamThread([this, responder, query, mask, path = daemon_.LogPath(run), id = run.id, follow,
-                     uid = caller.uid] {
-    ServeLogs(id, path, query, follow, *mask, *responder);
+                     uid = caller.uid, auth] {
+    ServeLogs(id, path, query, follow, *mask, auth, *responder);
     std::lock_guard<std::mutex> lock(log_mu_);
     if (--log_readers_[uid] == 0) log_readers_.erase(uid);
   });
@@ -58,7 +59,7 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
 // read much of the log.
 void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
                           const run::LogQuery& query, bool follow, const run::SecretMask& mask,
-                          net::Responder& res) {
+                          const Authenticated& auth, net::Responder& res) {
   auto reader = run::LogReader::Open(path, query);
   if (!reader.ok()) {
     spdlog::warn("logs of {}: {}", run_id, reader.status().ToString());
@@ -66,7 +67,7 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
   }
   if (follow) {
     std::shared_ptr<net::ResponseStream> s = net::StartEventStream(res);
-    return FollowLogs(run_id, **reader, mask, *s);
+    return FollowLogs(run_id, **reader, mask, auth, *s);
   }
   net::Headers headers = {{"Cache-Control", "no-cache"}};
   if (auto next = (*reader)->next_offset())
@@ -85,10 +86,11 @@ void ApiServer::ServeLogs(const std::string& run_id, const std::string& path,
 // Server-sent events, one `log` event per line, gathered into writes of about
 // kLogChunkBytes; `end` once the run has finished and its log is read.
 void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader,
-                           const run::SecretMask& mask, net::ResponseStream& s) {
+                           const run::SecretMask& mask, const Authenticated& auth,
+                           net::ResponseStream& s) {
   std::string out;
   bool gone = false;
-  KeepAlive keep_alive;
+  KeepAlive keep_alive(*auth_, auth);
   auto flush = [&] {
     if (!out.empty() && !s.Write(out)) gone = true;
     out.clear();

@@ -208,7 +208,9 @@ void ApiServer::GetRunEvents(ApiCall& call) {
   }
   std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
   call.res.reset();
-  StartStreamThread([this, id = r->id, after = *after, s] { FollowEvents(id, after, *s); });
+  StartStreamThread([this, id = r->id, after = *after, s, auth = call.auth] {
+    FollowEvents(id, after, auth, *s);
+  });
 }
 
 }  // namespace lathe::api

@@ -24,7 +24,8 @@ void ApiServer::GetEvents(ApiCall& call) {
   if (!after.ok()) return call.Reply(after.status());
   std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
   call.res.reset();
-  StartStreamThread([this, after = *after, s] { FollowEvents("", after, *s); });
+  StartStreamThread(
+      [this, after = *after, s, auth = call.auth] { FollowEvents("", after, auth, *s); });
 }
 
 void ApiServer::PostShutdown(ApiCall& call) {

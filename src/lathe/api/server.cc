@@ -310,16 +310,28 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
 
 bool ApiServer::KeepAlive::Tick(net::ResponseStream& s) {
   constexpr int64_t kQuietMs = 15000;
+  constexpr int64_t kCheckMs = 5000;
   int64_t now = os::RealClock().MonotonicMs();
   if (last_ms == 0) last_ms = now;
+  if (last_check_ms == 0) last_check_ms = now;
+  if (now - last_check_ms >= kCheckMs) {
+    last_check_ms = now;
+    if (!auth_.StillValid(who_)) {
+      s.Write(net::SseEvent(
+          "error",
+          StatusToJson(Status::Msg(Code::kPermissionDenied, "api.credential_ended")).dump()));
+      return false;
+    }
+  }
   if (now - last_ms < kQuietMs) return true;
   last_ms = now;
   return s.Write(net::kSseKeepAlive);
 }
 
-void ApiServer::FollowEvents(std::string run_id, int64_t after, net::ResponseStream& stream) {
+void ApiServer::FollowEvents(std::string run_id, int64_t after, const Authenticated& auth,
+                             net::ResponseStream& stream) {
   net::ResponseStream* s = &stream;
-  KeepAlive keep_alive;
+  KeepAlive keep_alive(*auth_, auth);
   while (!stopping_ && !s->ClientGone()) {
     bool finished = !run_id.empty() && daemon_.IsFinished(run_id);
     auto events = daemon_.Events(run_id, after);

@@ -138,18 +138,29 @@ class ApiServer {
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
   Status RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
-                   const daemon::Caller& caller, bool follow, std::unique_ptr<net::Responder>& res);
+                   const Authenticated& auth, bool follow, std::unique_ptr<net::Responder>& res);
   // Both show the log with the run's secrets' values masked (`mask`).
   void ServeLogs(const std::string& run_id, const std::string& path, const run::LogQuery& query,
-                 bool follow, const run::SecretMask& mask, net::Responder& res);
+                 bool follow, const run::SecretMask& mask, const Authenticated& auth,
+                 net::Responder& res);
   void FollowLogs(const std::string& run_id, run::LogReader& reader, const run::SecretMask& mask,
-                  net::ResponseStream& s);
-  void FollowEvents(std::string run_id, int64_t after, net::ResponseStream& s);
-  // Sends an SSE comment on a stream quiet for 15 s, so that a client's read
-  // timeout (the CLI's is 60 s) does not end the follow of a silent run.
+                  const Authenticated& auth, net::ResponseStream& s);
+  void FollowEvents(std::string run_id, int64_t after, const Authenticated& auth,
+                    net::ResponseStream& s);
+  // What a followed stream does now and then: an SSE comment when it was
+  // quiet for 15 s, so that a client's read timeout (the CLI's is 60 s) does
+  // not end the follow of a silent run; and every 5 s a check that the
+  // credential it was opened with still holds — a revoked or expired token or
+  // session ends the stream with an `error` event (api.credential_ended).
   struct KeepAlive {
+    KeepAlive(Authenticator& auth, const Authenticated& who) : auth_(auth), who_(who) {}
+    bool Tick(net::ResponseStream& s);  // false: stop (the client is gone, or the credential)
     int64_t last_ms = 0;
-    bool Tick(net::ResponseStream& s);  // false: the client is gone
+    int64_t last_check_ms = 0;
+
+   private:
+    Authenticator& auth_;
+    const Authenticated& who_;
   };
   void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
                      net::ResponseStream& s);

@@ -154,6 +154,12 @@ Result<SessionRecord> SessionService::Verify(std::string_view cookie_value,
   return ToRecord(*r);
 }
 
+bool SessionService::IsLive(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto r = store_->Get(id);
+  return r.ok() && r->has_value() && LiveAt(**r, clock_.NowMs());
+}
+
 std::string SessionService::CsrfToken(const SessionRecord& s) const {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

@@ -107,6 +107,8 @@ class SessionService {
   // PermissionDenied (session.invalid, 401) otherwise: unknown, revoked,
   // mistyped, expired or of another scope.
   Result<SessionRecord> Verify(std::string_view cookie_value, std::string_view scope);
+  // True while session `id` exists and has not expired; false on a store error.
+  bool IsLive(const std::string& id);
   // The session's CSRF token: HMAC-SHA256 of its id under the daemon's key,
   // 64 hex characters. Stable across restarts; not a secret from the page
   // that holds the session (the web UI reads it from GET /api/v1/session).

@@ -147,6 +147,12 @@ Result<state::TokenRecord> TokenService::Verify(std::string_view token) {
   return std::move(*r);
 }
 
+bool TokenService::IsLive(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto r = store_->Get(id);
+  return r.ok() && r->has_value() && (*r)->LiveAt(clock_.NowMs());
+}
+
 Result<std::vector<state::TokenRecord>> TokenService::List(std::optional<uid_t> uid) {
   std::lock_guard<std::mutex> lock(mu_);
   return store_->List(uid);

@@ -95,6 +95,9 @@ class TokenService {
   // no token has that id or its secret differs (revoked, mistyped, another
   // daemon's), token.expired when it is past its expiry.
   Result<state::TokenRecord> Verify(std::string_view token);
+  // True while token `id` exists and has not expired (a stream checks that
+  // the credential it was opened with still holds). False on a store error.
+  bool IsLive(const std::string& id);
   // Newest first: `uid`'s tokens, or everyone's when nullopt.
   Result<std::vector<state::TokenRecord>> List(std::optional<uid_t> uid);
   // Deletes token `id` when `owner` is nullopt (an admin) or holds it; the
