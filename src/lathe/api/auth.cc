@@ -1,6 +1,7 @@
 #include "lathe/api/auth.h"
 
 #include "lathe/api/run_origin.h"
+#include "lathe/os/stream_socket.h"
 
 #include <fmt/format.h>
 
@@ -108,13 +109,22 @@ Result<Authenticated> Authenticator::AuthenticateRunOrigin(const net::HttpReques
 
 Result<Authenticated> Authenticator::CheckTcp(const net::HttpRequest& req, std::string_view cookie,
                                               std::string_view scope, int64_t* retry_after_s) {
-  const std::string address = AddressOf(req.remote);
+  const std::string address = LimitKey(req);
   RETURN_IF_ERROR(CheckLimit(address, retry_after_s));
   // A bearer token wins over a cookie: it cannot be sent by another site.
   auto a = req.Header("Authorization").empty() ? CheckCookie(req, cookie, scope) : CheckBearer(req);
   if (a.ok() || a.status().code() != Code::kPermissionDenied) return a;  // a store error: 500
   RecordFailure(address, a.status());
   return a.status();
+}
+
+std::string Authenticator::LimitKey(const net::HttpRequest& req) const {
+  std::string address = AddressOf(req.remote);
+  const int server_port = tcp_port_.load();
+  if (address != "127.0.0.1" || server_port <= 0) return address;
+  int client_port = std::atoi(req.remote.substr(address.size() + 1).c_str());
+  auto uid = os::LoopbackClientUid(client_port, server_port);
+  return uid.ok() ? fmt::format("{} (uid {})", address, *uid) : address;
 }
 
 bool Authenticator::StillValid(const Authenticated& a) {
@@ -161,7 +171,7 @@ Status Authenticator::CheckSessionRequest(const net::HttpRequest& req, const Aut
 Result<IssuedSession> Authenticator::RedeemCode(const net::HttpRequest& req, std::string_view code,
                                                 std::string_view scope, int64_t* retry_after_s) {
   if (sessions_ == nullptr) return Status::Msg(Code::kPermissionDenied, "session.code_invalid");
-  const std::string address = req.peer ? std::string() : AddressOf(req.remote);
+  const std::string address = req.peer ? std::string() : LimitKey(req);
   if (!req.peer) RETURN_IF_ERROR(CheckLimit(address, retry_after_s));
   auto s = sessions_->Redeem(code, scope);
   if (!s.ok() && s.status().IsPermissionDenied() && !req.peer) RecordFailure(address, s.status());

@@ -124,6 +124,15 @@ Result<uid_t> LoopbackPeerUid(int fd) {
   return UidOfTcpRow(*v6, ProcAddress6(peer), ProcAddress6(me));
 }
 
+Result<uid_t> LoopbackClientUid(int client_port, int server_port) {
+  sockaddr_in client{}, server{};
+  client.sin_addr.s_addr = server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  client.sin_port = htons(static_cast<uint16_t>(client_port));
+  server.sin_port = htons(static_cast<uint16_t>(server_port));
+  ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/net/tcp"));
+  return UidOfTcpRow(v4, ProcAddress(client), ProcAddress(server));
+}
+
 Status SetSocketTimeouts(int fd, int timeout_ms) {
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
