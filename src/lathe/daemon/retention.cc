@@ -50,17 +50,18 @@ Result<Json> Daemon::PruneRuns(const Caller& caller, const PruneRequest& req) {
   if (!caller.admin && (!req.uid || *req.uid != caller.uid)) {
     return Status::Msg(Code::kPermissionDenied, "run.prune_others");
   }
-  // 1. Select, under mu_, from every finished run.
+  // 1. Select, under mu_: the store picks the candidates (an index-free
+  // scan in SQL, but only the chosen records are read), the rule checks them.
   std::vector<state::RunRecord> selected;
   size_t finished_of_theirs = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(auto finished,
-                     store_->InStates({RunState::kSucceeded, RunState::kFailed, RunState::kStopped,
-                                       RunState::kPreempted, RunState::kLost}));
-    for (const auto& r : finished)
-      if (!req.uid || r.uid == *req.uid) ++finished_of_theirs;
-    selected = SelectForRemoval(finished, req, clock_.NowMs());
+    const int64_t now = clock_.NowMs();
+    ASSIGN_OR_RETURN(auto candidates,
+                     store_->FinishedBefore(now - req.older_than_ms, req.uid, req.limit));
+    ASSIGN_OR_RETURN(int64_t count, store_->CountFinished(req.uid));
+    finished_of_theirs = static_cast<size_t>(count);
+    selected = SelectForRemoval(candidates, req, now);
   }
   Json removed = Json::array();
   if (req.dry_run) {

@@ -503,6 +503,33 @@ Result<std::vector<RunRecord>> RunStore::InStates(const std::vector<run::RunStat
   return Query("WHERE state IN (" + in + ") ORDER BY seq", {});
 }
 
+namespace {
+constexpr const char* kFinishedStates =
+    "state IN ('succeeded','failed','stopped','preempted','lost')";
+constexpr const char* kEndedAt =
+    "(CASE WHEN finished_at != 0 THEN finished_at ELSE created_at END)";
+}  // namespace
+
+Result<std::vector<RunRecord>> RunStore::FinishedBefore(int64_t cutoff_ms, std::optional<uid_t> uid,
+                                                        size_t limit) {
+  // Numbers written into the SQL, not bound: Query binds text, and a text
+  // operand compares greater than every integer in an expression without a
+  // column's affinity.
+  std::string where = fmt::format("WHERE {} AND {} <= {}", kFinishedStates, kEndedAt, cutoff_ms);
+  if (uid) where += fmt::format(" AND uid = {}", *uid);
+  where += fmt::format(" ORDER BY {}, id", kEndedAt);
+  if (limit > 0) where += fmt::format(" LIMIT {}", limit);
+  return Query(where, {});
+}
+
+Result<int64_t> RunStore::CountFinished(std::optional<uid_t> uid) {
+  std::string sql = fmt::format("SELECT COUNT(*) FROM runs WHERE {}", kFinishedStates);
+  if (uid) sql += fmt::format(" AND uid = {}", *uid);
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : 0;
+}
+
 Result<bool> RunStore::NameInUse(const std::string& name) {
   ASSIGN_OR_RETURN(auto rows, Query("WHERE name=? AND state IN ('queued','starting','running',"
                                     "'stopping') LIMIT 1",

@@ -119,6 +119,14 @@ class RunStore {
   // How many runs List(all, ∞, ended_since_ms, ended_limit) would return.
   Result<int64_t> Count(bool all, int64_t ended_since_ms = 0, int ended_limit = 0);
   Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
+  // Finished runs (of `uid`, or everyone's) that ended at or before
+  // `cutoff_ms` (finished_at, or created_at for one that never started),
+  // oldest first, at most `limit` (0: all) — selected in SQL, so that a
+  // prune does not read every finished run's record.
+  Result<std::vector<RunRecord>> FinishedBefore(int64_t cutoff_ms, std::optional<uid_t> uid,
+                                                size_t limit);
+  // How many finished runs `uid` (or everyone) has.
+  Result<int64_t> CountFinished(std::optional<uid_t> uid);
   // Whether a queued or active run has this name.
   Result<bool> NameInUse(const std::string& name);
 

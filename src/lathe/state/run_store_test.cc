@@ -76,6 +76,36 @@ TEST_F(RunStoreTest, DeleteRemovesTheRunItsEventsAndItsKeys) {
   EXPECT_EQ(again.msg_id(), "run.not_found");
 }
 
+TEST_F(RunStoreTest, FinishedBeforeSelectsOldFinishedRunsOldestFirst) {
+  auto finish = [&](const std::string& id, uid_t uid, RunState end, int64_t at) {
+    RunRecord r = NewRun(id, id);
+    r.uid = uid;
+    ASSERT_TRUE(store_->Insert(r, 1).ok());
+    ASSERT_TRUE(store_->Transition(r, RunState::kStarting, "placed", at - 2).ok());
+    if (end == RunState::kStarting) return;  // left active
+    ASSERT_TRUE(store_->Transition(r, RunState::kRunning, "started", at - 1).ok());
+    r.finished_at_ms = at;
+    ASSERT_TRUE(store_->Transition(r, end, "ended", at).ok());
+  };
+  finish("r1", 1000, RunState::kFailed, 100);
+  finish("r2", 1000, RunState::kSucceeded, 50);
+  finish("r3", 1001, RunState::kSucceeded, 200);
+  finish("r4", 1000, RunState::kStarting, 10);
+  auto ids = [](const Result<std::vector<RunRecord>>& rs) {
+    std::vector<std::string> out;
+    for (const auto& r : *rs) out.push_back(r.id);
+    return out;
+  };
+  EXPECT_EQ(ids(store_->FinishedBefore(150, std::nullopt, 0)),
+            (std::vector<std::string>{"r2", "r1"}));
+  EXPECT_EQ(ids(store_->FinishedBefore(100, std::nullopt, 0)),
+            (std::vector<std::string>{"r2", "r1"}));  // at the cutoff counts
+  EXPECT_TRUE(store_->FinishedBefore(150, 1001, 0)->empty());
+  EXPECT_EQ(ids(store_->FinishedBefore(1000, std::nullopt, 1)), std::vector<std::string>{"r2"});
+  EXPECT_EQ(*store_->CountFinished(1000), 2);
+  EXPECT_EQ(*store_->CountFinished(std::nullopt), 3);
+}
+
 TEST_F(RunStoreTest, TransitionsAreCheckedAndRecorded) {
   RunRecord r = NewRun("r1", "job");
   ASSERT_TRUE(store_->Insert(r, 1).ok());
