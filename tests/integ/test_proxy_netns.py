@@ -6,7 +6,9 @@ B connecting to A's port directly). User A's isolated run serves a port in
 its own namespace, where only loopback exists: the daemon's proxy enters the
 namespace and serves it to A, while B, connecting to 127.0.0.1:PORT from B's
 own run or from the host, is refused — nothing listens on that port outside
-A's run. The isolated run has no network beyond its own loopback.
+A's run; B's listener on the same port takes nothing over; a restarted
+daemon still finds the namespace. The isolated run has no network beyond its
+own loopback, and a daemon not running as root refuses the spec.
 """
 import json
 import os
@@ -108,6 +110,12 @@ class ProxyNetns(DaemonTest):
                                  PY, self.script, "tcp", str(port), "squatter",
                                  user=USER_B, env=self.d.env(HOME="/tmp"))
         self.d.wait_for(lambda: "listening" in self.d.logs(squatter), "B's server to listen")
+        status, body = self.request(run, self.tok_a)
+        self.assertEqual((status, body["label"]), (200, "isolated"), body)
+        # A restarted daemon re-adopts the run and still finds its namespace.
+        self.d.stop()
+        self.d.start()
+        self.d.wait_state(run, "running")
         status, body = self.request(run, self.tok_a)
         self.assertEqual((status, body["label"]), (200, "isolated"), body)
 
