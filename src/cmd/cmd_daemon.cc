@@ -307,7 +307,8 @@ Status RunStatus(bool json, Lang lang) {
     const Json& caps = s["backend"]["capabilities"];
     std::string can;
     for (const char* k :
-         {"memory_limit", "cpu_limit", "private_shm", "images", "ports", "multi_node"}) {
+         {"memory_limit", "cpu_limit", "private_shm", "isolated_network", "images", "ports",
+          "multi_node"}) {
       if (!caps.value(k, false)) continue;
       can += (can.empty()         ? ""
               : lang == Lang::kZh ? "、"

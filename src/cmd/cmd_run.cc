@@ -27,7 +27,7 @@ struct RunFlags {
   std::string file;
   std::optional<int> gpus;
   std::optional<double> cpus;
-  std::string memory, shm, priority, name, workdir, max_duration;
+  std::string memory, shm, priority, name, workdir, max_duration, network;
   std::vector<std::string> env;
   std::vector<std::string> secrets;  // names; the daemon puts in the values
   std::vector<std::string> ports;    // "8888", "tb=6006", "web=/abs/web.sock"
@@ -76,6 +76,7 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (f.cpus) spec["cpus"] = *f.cpus;
   if (!f.memory.empty()) spec["memory"] = f.memory;
   if (!f.shm.empty()) spec["shm"] = f.shm;
+  if (!f.network.empty()) spec["network"] = f.network;
   if (!f.priority.empty()) spec["priority"] = f.priority;
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.max_duration.empty()) spec["max_duration"] = f.max_duration;
@@ -439,6 +440,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--env", f.env)->allow_extra_args(false);
   run->add_option("--secret", f.secrets)->allow_extra_args(false);
   run->add_option("--port", f.ports)->allow_extra_args(false);
+  run->add_option("--network", f.network);  // host | isolated; the daemon checks it
   run->add_option("--workdir", f.workdir);
   run->add_option("--retry", f.retry);
   run->add_option("--max-duration", f.max_duration);

@@ -157,6 +157,8 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
     up.kind = net::Upstream::Kind::kTcp;
     up.port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
     up.host = address;
+    up.netns_pid = e->value("netns_pid", 0);  // an isolated run's: connect in its namespace
+    up.netns_start = e->value("netns_start", uint64_t{0});
   }
   up.owner_uid = r->uid;
   up.any_owner = r->uid == 0;  // root's own run may be served by anything root runs

@@ -271,7 +271,12 @@ Json Daemon::EndpointsJson(const RunRecord& r) {
   if (!run::IsActive(r.state) || r.backend != backend_->Name()) return out;
   std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
   for (const auto& e : backend_->Endpoints(RefOf(r))) {
-    out.push_back(Json{{"name", e.name}, {"kind", e.kind}, {"address", e.address}});
+    Json j = {{"name", e.name}, {"kind", e.kind}, {"address", e.address}};
+    if (e.netns_pid > 0) {  // an isolated run's port, inside its own namespace
+      j["netns_pid"] = e.netns_pid;
+      j["netns_start"] = e.netns_start;
+    }
+    out.push_back(std::move(j));
   }
   return out;
 }
@@ -577,6 +582,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.shm_bytes = r.spec.shm_bytes;
   q.umask = r.spec.umask;
   q.ports = r.spec.ports;
+  q.isolated_network = r.spec.network == run::Network::kIsolated;
   q.attempt_dir = AttemptDir(r);
   q.log_path = LogPath(r);
   return q;

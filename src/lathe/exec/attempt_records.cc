@@ -13,6 +13,7 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"groups", c.groups},
               {"log_path", c.log_path},
               {"shm_bytes", c.shm_bytes},
+              {"isolated_network", c.isolated_network},
               {"cgroup_dirs", c.cgroup_dirs},
               {"monitor_path", c.monitor_path},
               {"exit_path", c.exit_path},
@@ -35,6 +36,7 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.groups = j.at("groups").get<std::vector<gid_t>>();
     c.log_path = j.at("log_path").get<std::string>();
     c.shm_bytes = j.at("shm_bytes").get<uint64_t>();
+    c.isolated_network = j.value("isolated_network", false);
     c.cgroup_dirs = j.at("cgroup_dirs").get<std::vector<std::string>>();
     c.monitor_path = j.at("monitor_path").get<std::string>();
     c.exit_path = j.at("exit_path").get<std::string>();

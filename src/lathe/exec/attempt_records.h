@@ -37,6 +37,7 @@ struct LaunchConfig {
   std::vector<gid_t> groups;
   std::string log_path;    // appended to; created 0600 owned by uid
   uint64_t shm_bytes = 0;  // > 0: private /dev/shm of this size
+  bool isolated_network = false;  // a network namespace with only loopback (os/netns.h)
   std::vector<std::string> cgroup_dirs;
   std::string monitor_path;  // monitor.json
   std::string exit_path;     // exit.json

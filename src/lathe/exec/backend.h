@@ -71,6 +71,9 @@ struct Capabilities {
   bool private_shm = false;   // spec.shm: a private /dev/shm (a mount namespace)
   bool images = false;        // runs in a container image
   bool ports = false;         // a run may listen on ports reported as endpoints
+  // spec.network isolated: a network namespace of the run's own, entered by
+  // the proxy (Endpoint::netns_pid)
+  bool isolated_network = false;
   bool multi_node = false;    // one attempt on several nodes
   std::string note;           // why something is missing, for people
 };
@@ -94,6 +97,7 @@ struct LaunchRequest {
   uint64_t shm_bytes = 0;
   unsigned umask = 022;
   std::vector<run::PortSpec> ports;  // what the run serves (spec.ports)
+  bool isolated_network = false;     // spec.network isolated
   std::string attempt_dir;           // the daemon's directory for this attempt (exists)
   std::string log_path;              // the run's log, appended to by every attempt
 };
@@ -153,6 +157,11 @@ struct Endpoint {
   std::string name;     // the spec's port name ("p8888", "tb")
   std::string kind;     // "tcp" | "unix"
   std::string address;  // "127.0.0.1:8888", "/run/.../sock"
+  // A tcp endpoint of an isolated run: the address is inside the network
+  // namespace of this process (the run's main one), identified with its
+  // start time against pid reuse (os::OpenNetworkNamespace). 0: the host's.
+  pid_t netns_pid = 0;
+  uint64_t netns_start = 0;
 };
 
 class ExecutionBackend {

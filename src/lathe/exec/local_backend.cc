@@ -46,6 +46,11 @@ Json LocalHandleToJson(const LocalHandle& h) {
     }
     j["endpoints"] = std::move(e);
   }
+  if (h.isolated_network) j["network"] = "isolated";
+  if (h.netns_pid > 0) {
+    j["netns_pid"] = h.netns_pid;
+    j["netns_start"] = h.netns_start;
+  }
   return j;
 }
 
@@ -55,6 +60,9 @@ LocalHandle LocalHandleFromJson(const Json& j) {
   h.monitor_pid = j.value("monitor_pid", 0);
   h.monitor_start = j.value("monitor_start", uint64_t{0});
   h.child_pid = j.value("child_pid", 0);
+  h.isolated_network = j.value("network", "") == "isolated";
+  h.netns_pid = j.value("netns_pid", 0);
+  h.netns_start = j.value("netns_start", uint64_t{0});
   if (auto it = j.find("cgroup_dirs"); it != j.end() && it->is_array()) {
     for (const auto& d : *it) {
       if (d.is_string()) h.cgroup_dirs.push_back(d.get<std::string>());
@@ -80,6 +88,7 @@ Capabilities LocalBackend::Caps() const {
   c.memory_limit = opts_.cgroups.memory;
   c.cpu_limit = opts_.cgroups.cpu;
   c.private_shm = opts_.can_mount;
+  c.isolated_network = opts_.can_mount;
   c.note = opts_.cgroups.note;
   return c;
 }
@@ -88,6 +97,10 @@ Status LocalBackend::Check(const run::RunSpec& spec, const RunUser& user) const 
   (void)user;  // any local user may run; the path checks are the daemon's
   if (spec.shm_bytes > 0 && !opts_.can_mount) {
     return Status::Msg(Code::kInvalidArgument, "spec.shm_needs_root",
+                       {{"user", opts_.daemon_user}});
+  }
+  if (spec.network == run::Network::kIsolated && !opts_.can_mount) {
+    return Status::Msg(Code::kInvalidArgument, "spec.network_needs_root",
                        {{"user", opts_.daemon_user}});
   }
   if (spec.memory_bytes > 0 && !opts_.cgroups.memory) {
@@ -124,6 +137,7 @@ std::map<std::string, std::string> LocalBackend::Environment(const LaunchRequest
 
 Result<Json> LocalBackend::Prepare(const LaunchRequest& req) {
   LocalHandle h;
+  h.isolated_network = req.isolated_network;
   if (opts_.cgroups.mode != os::CgroupSupport::Mode::kNone) {
     os::CgroupLimits limits;
     if (req.memory_bytes) limits.memory_bytes = req.memory_bytes;
@@ -152,6 +166,7 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
   c.groups = req.user.groups;
   c.log_path = req.log_path;
   c.shm_bytes = req.shm_bytes;
+  c.isolated_network = req.isolated_network;
   c.cgroup_dirs = h.cgroup_dirs;
   c.monitor_path = req.attempt_dir + "/monitor.json";
   c.exit_path = ExitPath(req.attempt_dir);
@@ -174,6 +189,10 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
     auto mon = ReadMonitorRecord(c.monitor_path);
     h.monitor_start =
         mon.ok() ? mon->monitor_start : os::ProcessStartTime(h.monitor_pid).value_or(0);
+    if (req.isolated_network) {
+      h.netns_pid = h.child_pid;
+      h.netns_start = mon.ok() ? mon->child_start : os::ProcessStartTime(h.child_pid).value_or(0);
+    }
   }
   Launched out;
   out.handle = LocalHandleToJson(h);
@@ -282,6 +301,10 @@ Readoption LocalBackend::Readopt(const AttemptRef& a) {
     h.monitor_pid = mon->monitor_pid;
     h.monitor_start = mon->monitor_start;
     h.child_pid = mon->child_pid;
+    if (h.isolated_network) {
+      h.netns_pid = mon->child_pid;
+      h.netns_start = mon->child_start;
+    }
     h.cgroup_dirs = CgroupDirs(a);
     out.what = Found::kAlive;
     out.handle = LocalHandleToJson(h);
@@ -297,7 +320,13 @@ Readoption LocalBackend::Readopt(const AttemptRef& a) {
 }
 
 std::vector<Endpoint> LocalBackend::Endpoints(const AttemptRef& a) {
-  return LocalHandleFromJson(a.handle).endpoints;
+  LocalHandle h = LocalHandleFromJson(a.handle);
+  for (auto& e : h.endpoints) {
+    if (e.kind != "tcp") continue;  // a unix socket is the file system's, in any namespace
+    e.netns_pid = h.netns_pid;
+    e.netns_start = h.netns_start;
+  }
+  return h.endpoints;
 }
 
 std::string LocalBackend::LogPath(const std::string& run_dir) const { return run_dir + "/log"; }

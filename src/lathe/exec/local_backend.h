@@ -7,8 +7,11 @@
 // exit.json (attempt_records.h) and monitor.log (the monitor's own output).
 // The handle:
 //   {"monitor_pid": 123, "monitor_start": 456, "child_pid": 124,
-//    "cgroup_dirs": ["/sys/fs/cgroup/memory/.../lathe/r-x-1", ...]}
-// (prepared: only "cgroup_dirs"). The monitor holds the run's process: it
+//    "cgroup_dirs": ["/sys/fs/cgroup/memory/.../lathe/r-x-1", ...],
+//    "endpoints": [...], "network": "isolated", "netns_pid": 124, "netns_start": 789}
+// (prepared: only "cgroup_dirs" and "network"). An isolated run's ports are
+// in the network namespace of its main process (netns_pid, with its start
+// time), which Endpoints() reports with each tcp endpoint. The monitor holds the run's process: it
 // outlives the daemon, and a restarted daemon re-adopts it by pid and start
 // time (guarding against pid reuse).
 //
@@ -27,7 +30,7 @@ namespace lathe::exec {
 struct LocalBackendOptions {
   std::string self_exe;          // the lathe binary, for `lathe __monitor`
   os::CgroupSupport cgroups;     // os::DetectCgroups(), once at daemon start
-  bool can_mount = false;        // running as root: a private /dev/shm is possible
+  bool can_mount = false;  // running as root: a private /dev/shm and network namespace are possible
   std::string daemon_user;       // for messages ("the daemon runs as ...")
   int leftover_grace_ms = 2000;  // the monitor: SIGTERM -> SIGKILL for leftovers
   // How exit.json and monitor.json are read and monitors looked for; tests
@@ -43,6 +46,9 @@ struct LocalHandle {
   pid_t child_pid = 0;
   std::vector<std::string> cgroup_dirs;
   std::vector<Endpoint> endpoints;  // the spec's ports: 127.0.0.1:<port> or the socket's path
+  bool isolated_network = false;    // the run has a network namespace of its own
+  pid_t netns_pid = 0;              // whose namespace (the run's main process), once started
+  uint64_t netns_start = 0;         // its start time
 };
 Json LocalHandleToJson(const LocalHandle& h);
 LocalHandle LocalHandleFromJson(const Json& j);  // missing fields stay zero

@@ -91,6 +91,68 @@ TEST_F(LocalBackendTest, LimitsWithoutTheirControllerAreRefusedNamingTheField) {
   EXPECT_TRUE(Make(cg, true).Check(spec, RunUser{}).ok());
 }
 
+TEST_F(LocalBackendTest, AnIsolatedNetworkNeedsADaemonRunningAsRoot) {
+  run::RunSpec spec;
+  spec.command = {"x"};
+  spec.network = run::Network::kIsolated;
+  LocalBackend user_mode = Make();
+  Status st = user_mode.Check(spec, RunUser{});
+  EXPECT_EQ(st.msg_id(), "spec.network_needs_root");
+  EXPECT_TRUE(st.IsInvalidArgument());
+  EXPECT_NE(st.message().find("network"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("lathe"), std::string::npos) << st.message();  // the daemon's user
+  EXPECT_FALSE(user_mode.Caps().isolated_network);
+  LocalBackend root = Make({}, /*can_mount=*/true);
+  EXPECT_TRUE(root.Check(spec, RunUser{}).ok());
+  EXPECT_TRUE(root.Caps().isolated_network);
+  EXPECT_TRUE(CapabilitiesToJson(root.Caps())["isolated_network"].get<bool>());
+}
+
+TEST_F(LocalBackendTest, AnIsolatedRunsTcpEndpointsNameItsNamespace) {
+  LocalHandle h;
+  h.monitor_pid = 42;
+  h.monitor_start = 777;
+  h.child_pid = 43;
+  h.endpoints = {{"p8888", "tcp", "127.0.0.1:8888"}, {"web", "unix", "/home/u/web.sock"}};
+  h.isolated_network = true;
+  h.netns_pid = 43;
+  h.netns_start = 778;
+  LocalHandle back = LocalHandleFromJson(LocalHandleToJson(h));
+  EXPECT_TRUE(back.isolated_network);
+  EXPECT_EQ(back.netns_pid, 43);
+  EXPECT_EQ(back.netns_start, 778u);
+  LocalBackend b = Make();
+  auto eps = b.Endpoints(Ref(LocalHandleToJson(h)));
+  ASSERT_EQ(eps.size(), 2u);
+  EXPECT_EQ(eps[0].netns_pid, 43);
+  EXPECT_EQ(eps[0].netns_start, 778u);
+  EXPECT_EQ(eps[1].netns_pid, 0);  // a unix socket is reached through the file system
+  // A run on the host's network names none.
+  h.isolated_network = false;
+  h.netns_pid = 0;
+  h.netns_start = 0;
+  EXPECT_FALSE(LocalHandleToJson(h).contains("network"));
+  EXPECT_EQ(b.Endpoints(Ref(LocalHandleToJson(h)))[0].netns_pid, 0);
+}
+
+TEST_F(LocalBackendTest, ReadoptTakesAnIsolatedRunsNamespaceFromItsMonitorRecord) {
+  LocalBackend b = Make();
+  Write("launch.json", Json::object());
+  const uint64_t me = os::ProcessStartTime(::getpid()).value_or(0);
+  Write("monitor.json", Json{{"monitor_pid", ::getpid()},
+                             {"monitor_start", me},
+                             {"child_pid", 99},
+                             {"child_start", 1234}});
+  Readoption r = b.Readopt(Ref(Json{{"network", "isolated"}, {"cgroup_dirs", Json::array()}}));
+  ASSERT_EQ(r.what, Found::kAlive);
+  LocalHandle h = LocalHandleFromJson(r.handle);
+  EXPECT_EQ(h.netns_pid, 99);
+  EXPECT_EQ(h.netns_start, 1234u);
+  // Not isolated: no namespace to enter.
+  r = b.Readopt(Ref(Json::object()));
+  EXPECT_EQ(LocalHandleFromJson(r.handle).netns_pid, 0);
+}
+
 TEST_F(LocalBackendTest, TheEnvironmentLayersBaseRequestAndExactlyThePlacedGpus) {
   LaunchRequest q;
   q.user.name = "ada";

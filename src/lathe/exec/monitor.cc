@@ -20,6 +20,7 @@
 #include "lathe/os/clock.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
+#include "lathe/os/netns.h"
 #include "lathe/os/process.h"
 #include "lathe/run/log_format.h"
 #include "lathe/run/log_writer.h"
@@ -84,6 +85,14 @@ void PrivateShm(const LaunchConfig& c, int errpipe) {
   }
 }
 
+void IsolateNetwork(const LaunchConfig& c, int errpipe) {
+  if (!c.isolated_network) return;
+  if (Status s = os::EnterNewNetworkNamespace(); !s.ok()) {
+    FailChild(errpipe, "cannot give the run a network namespace of its own (network: isolated): " +
+                           s.message());
+  }
+}
+
 void DropPrivileges(const LaunchConfig& c, int errpipe) {
   if (::getuid() != 0 || c.uid == 0) return;
   if (::setgroups(c.groups.size(), c.groups.data()) != 0 || ::setgid(c.gid) != 0 ||
@@ -97,6 +106,7 @@ void DropPrivileges(const LaunchConfig& c, int errpipe) {
   ::setpgid(0, 0);
   JoinCgroups(c, errpipe);
   PrivateShm(c, errpipe);
+  IsolateNetwork(c, errpipe);
   DropPrivileges(c, errpipe);
   ::umask(static_cast<mode_t>(c.umask));  // the submitter's, not the monitor's
   if (!c.workdir.empty() && ::chdir(c.workdir.c_str()) != 0) {

@@ -8,7 +8,8 @@
 //   1. becomes a child subreaper, so processes that setsid() and lose their
 //      parent are re-parented to it and stay findable;
 //   2. forks the run's process: it joins the run's cgroups, optionally gets a
-//      private /dev/shm (mount namespace), drops to the run's user, chdirs and
+//      private /dev/shm (mount namespace) and a network namespace of its own
+//      with only loopback (network: isolated), drops to the run's user, chdirs and
 //      execs. A failure at any step is reported back, never left "starting";
 //   3. answers the daemon's handshake ("ok <pid>" or "err <reason>") and
 //      writes monitor.json (its own and the child's pid and start time);

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 #include "lathe/os/fd.h"
+#include "lathe/os/netns.h"
 #include "lathe/os/stream_socket.h"
 
 namespace lathe::net {
@@ -237,17 +238,40 @@ class UpstreamConn {
   const std::atomic<bool>& stop_;
 };
 
+// Connects to the upstream and tells whose listener accepted: `owner` gets
+// the uid, or why it is unknown.
+Result<os::Fd> ConnectAndIdentify(const Upstream& up, int timeout_ms, Result<uid_t>& owner) {
+  if (up.kind == Upstream::Kind::kUnix) {
+    auto fd = os::ConnectUnix(up.socket, timeout_ms);
+    if (fd.ok()) owner = os::UnixPeerUid(fd->get());
+    return fd;
+  }
+  if (up.netns_pid <= 0) {
+    auto fd = os::ConnectLoopback(up.port, timeout_ms);
+    if (fd.ok()) owner = os::LoopbackPeerUid(fd->get());
+    return fd;
+  }
+  // An isolated run's port: the socket is made, connected and looked up in
+  // the run's namespace, on a thread of its own (setns changes one thread).
+  ASSIGN_OR_RETURN(os::Fd ns, os::OpenNetworkNamespace(up.netns_pid, up.netns_start));
+  Result<os::Fd> fd = Status(Code::kInternal, "not connected");
+  RETURN_IF_ERROR(os::RunInNetworkNamespace(ns.get(), [&] {
+    fd = os::ConnectLoopback(up.port, timeout_ms);
+    if (fd.ok()) owner = os::LoopbackPeerUid(fd->get());
+  }));
+  return fd;
+}
+
 Result<os::Fd> ConnectUpstream(const Upstream& up, int timeout_ms) {
   const bool unix_socket = up.kind == Upstream::Kind::kUnix;
   const std::string where = unix_socket ? up.socket : fmt::format("127.0.0.1:{}", up.port);
-  auto fd = unix_socket ? os::ConnectUnix(up.socket, timeout_ms)
-                        : os::ConnectLoopback(up.port, timeout_ms);
+  Result<uid_t> uid = Status(Code::kInternal, "not connected");
+  auto fd = ConnectAndIdentify(up, timeout_ms, uid);
   if (!fd.ok()) {
     return Status::Msg(Code::kUnavailable, "proxy.unreachable",
                        {{"where", where}, {"reason", fd.status().message()}});
   }
   if (!up.any_owner) {
-    auto uid = unix_socket ? os::UnixPeerUid(fd->get()) : os::LoopbackPeerUid(fd->get());
     if (!uid.ok() || *uid != up.owner_uid) {
       spdlog::warn("proxy: refused {}: its listener belongs to uid {}, not the run's user {}",
                    where, uid.ok() ? std::to_string(*uid) : uid.status().message(), up.owner_uid);

@@ -7,6 +7,9 @@
 //     for a unix socket, the accepted socket's owner in /proc/net/tcp for a
 //     port), so a symlink to the daemon's socket or a port another user bound
 //     first gets nothing;
+//   - the port of an isolated run (Upstream::netns_pid) is connected inside
+//     the run's own network namespace, from a short-lived thread that enters
+//     it (os/netns.h), and its owner read from that namespace's table;
 //   - the client's Authorization and any cookie whose name starts with one of
 //     the stripped prefixes (Lathe's own) never reach the upstream, nor do
 //     X-Forwarded-* headers the client made up; the upstream's own credential
@@ -43,6 +46,10 @@ struct Upstream {
   enum class Kind { kTcp, kUnix };
   Kind kind = Kind::kTcp;
   int port = 0;        // kTcp: 127.0.0.1:port
+  // kTcp of an isolated run: 127.0.0.1:port inside the network namespace of
+  // this process (with its start time, against pid reuse); 0: the daemon's.
+  int netns_pid = 0;
+  uint64_t netns_start = 0;
   std::string socket;  // kUnix: the socket's path
   // The listener must belong to this uid, unless any_owner (a root run's).
   unsigned owner_uid = 0;

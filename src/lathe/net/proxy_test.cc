@@ -1,9 +1,14 @@
 #include "lathe/net/proxy.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <condition_variable>
 #include <cstring>
@@ -13,6 +18,8 @@
 #include <thread>
 
 #include "lathe/net/status_http.h"
+#include "lathe/os/netns.h"
+#include "lathe/os/process.h"
 
 namespace lathe::net {
 namespace {
@@ -283,6 +290,81 @@ TEST(ReverseProxy, NothingListeningIsAClearError) {
   Wait(c);
   EXPECT_EQ(c.status, 503);
   EXPECT_EQ(c.body, "proxy.unreachable");
+}
+
+// An isolated run: a child in a network namespace of its own listening on
+// 127.0.0.1:`port` there, answering one request. -1 where namespaces cannot
+// be made (not root).
+pid_t IsolatedUpstream(int port) {
+  if (::geteuid() != 0) return -1;
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (!os::EnterNewNetworkNamespace().ok()) _exit(2);
+    int l = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(l, 4) != 0) _exit(3);
+    (void)!::write(ready[1], "1", 1);
+    int c = ::accept(l, nullptr, nullptr);
+    char buf[4096];
+    (void)!::read(c, buf, sizeof(buf));
+    const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nisolated";
+    (void)!::write(c, answer, sizeof(answer) - 1);
+    ::close(c);
+    _exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  bool ok = pid > 0 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!ok && pid > 0) ::waitpid(pid, nullptr, 0);
+  return ok ? pid : -1;
+}
+
+TEST(ReverseProxy, AnIsolatedRunsPortIsReachedInsideItsNamespaceOnly) {
+  // The port is bound, not listening, in this namespace: connecting here is refused.
+  int host = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(host, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::getsockname(host, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  pid_t run = IsolatedUpstream(port);
+  if (run < 0) {
+    ::close(host);
+    GTEST_SKIP() << "needs root allowed to unshare(CLONE_NEWNET)";
+  }
+  ReverseProxy proxy({}, ErrorPage);
+  Upstream u;
+  u.kind = Upstream::Kind::kTcp;
+  u.port = port;
+  u.owner_uid = 0;
+  auto forward = [&](const Upstream& target) {
+    auto c = std::make_unique<Captured>();
+    proxy.Forward(Request("GET", "/", {}), target, std::make_unique<CapturingResponder>(*c));
+    Wait(*c);
+    return std::make_pair(c->status, c->body);
+  };
+  // Without the namespace the daemon's own loopback has nothing there.
+  EXPECT_EQ(forward(u), std::make_pair(503, std::string("proxy.unreachable")));
+  // A start time that is not the process's (a reused pid): refused, never entered.
+  u.netns_pid = run;
+  u.netns_start = os::ProcessStartTime(run).value_or(0) + 1;
+  EXPECT_EQ(forward(u), std::make_pair(503, std::string("proxy.unreachable")));
+  // The run's namespace: its listener answers.
+  u.netns_start -= 1;
+  EXPECT_EQ(forward(u), std::make_pair(200, std::string("isolated")));
+  int ws = 0;
+  ASSERT_EQ(::waitpid(run, &ws, 0), run);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  ::close(host);
 }
 
 TEST(ReverseProxy, ASwitchingProtocolsAnswerBecomesATunnel) {

@@ -116,10 +116,12 @@ Result<uid_t> LoopbackPeerUid(int fd) {
   }
   // The accepted socket is the row seen from the other end: its local
   // address is our peer's, its remote address ours.
-  ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/net/tcp"));
+  // thread-self, not /proc/net (the process's first thread): a thread that
+  // entered a run's network namespace (netns.h) reads that namespace's table.
+  ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/thread-self/net/tcp"));
   auto uid = UidOfTcpRow(v4, ProcAddress(peer), ProcAddress(me));
   if (uid.ok() || !uid.status().IsNotFound()) return uid;
-  auto v6 = ReadFile("/proc/net/tcp6");
+  auto v6 = ReadFile("/proc/thread-self/net/tcp6");
   if (!v6.ok()) return uid;
   return UidOfTcpRow(*v6, ProcAddress6(peer), ProcAddress6(me));
 }

@@ -32,8 +32,11 @@ Result<Fd> ConnectLoopback(int port, int timeout_ms);
 Result<uid_t> UnixPeerUid(int fd);
 
 // The uid owning the listener that accepted a connected loopback TCP socket:
-// the accepted socket's row in /proc/net/tcp (it inherits the listener's
-// owner). NotFound when no row matches (the peer already closed).
+// the accepted socket's row in the TCP table of the calling thread's network
+// namespace (/proc/thread-self/net/tcp; it inherits the listener's owner).
+// A socket connected inside a run's own namespace (netns.h) is looked up from
+// a thread in that namespace. NotFound when no row matches (the peer already
+// closed, or the table is another namespace's).
 Result<uid_t> LoopbackPeerUid(int fd);
 
 // Parses /proc/net/tcp text: the uid of the row whose local address is

@@ -40,12 +40,17 @@ std::string_view PriorityName(Priority p) {
   }
 }
 
+std::string_view NetworkName(Network n) {
+  return n == Network::kIsolated ? "isolated" : "host";
+}
+
 namespace {
 
 constexpr const char* kFields[] = {
     "type",        "name",        "command", "gpus",    "cpus",         "memory",  "shm",
     "priority",    "env",         "workdir", "retry",   "max_duration", "requeue", "preemptible",
-    "checkpoints", "resume_from", "umask",   "secrets", "ports"};
+    "checkpoints", "resume_from", "umask",   "secrets", "ports",
+    "network"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -116,6 +121,12 @@ Result<Priority> PriorityField(const Json& v) {
     return static_cast<Priority>(v.get<int64_t>());
   }
   return Status::Msg(Code::kInvalidArgument, "spec.bad_priority", {{"value", Shown(v)}});
+}
+
+Result<Network> NetworkField(const Json& v) {
+  if (v.is_string() && v.get_ref<const std::string&>() == "host") return Network::kHost;
+  if (v.is_string() && v.get_ref<const std::string&>() == "isolated") return Network::kIsolated;
+  return Status::Msg(Code::kInvalidArgument, "spec.bad_network", {{"value", Shown(v)}});
 }
 
 }  // namespace
@@ -354,6 +365,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParseSecrets(v, s);
   } else if (key == "ports") {
     return ParsePorts(v, s);
+  } else if (key == "network") {
+    ASSIGN_OR_RETURN(s.network, NetworkField(v));
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -411,6 +424,7 @@ Json SpecToJson(const RunSpec& s) {
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   j["umask"] = s.umask;
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
+  if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));
   if (!s.ports.empty()) {
     Json ports = Json::array();
     for (const auto& p : s.ports) {

@@ -24,7 +24,14 @@
 //       own origin (docs/security.md, "Run origins"): a loopback TCP port the
 //       program listens on, or a unix socket it creates (absolute path). A
 //       name is 1-15 of [a-z0-9], starting with a letter ("p8888" for a bare
-//       port); the first entry is the run's main port
+//       port); the first entry is the run's main port. A loopback port is
+//       reachable by every local user, not only through the proxy, unless
+//       the run's network is isolated (below)
+//   network: host | isolated  host (the default): the machine's network;
+//       isolated: a network namespace of the run's own with only loopback,
+//       so its ports are reached through the daemon's proxy alone and the
+//       run has no network beyond its own loopback (no downloads). Needs a
+//       daemon running as root (capability isolated_network)
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -44,6 +51,10 @@ namespace lathe::run {
 // Ordered: a higher priority may preempt a lower one (sched/ compares them as ints).
 enum class Priority : int { kLow = 0, kNormal = 1, kHigh = 2 };
 std::string_view PriorityName(Priority p);
+
+// The run's network (see `network` above).
+enum class Network { kHost, kIsolated };
+std::string_view NetworkName(Network n);
 
 // A port the run serves on (see `ports` above): exactly one of port/socket.
 struct PortSpec {
@@ -78,6 +89,7 @@ struct RunSpec {
   unsigned umask = 022;              // the run's umask (never the daemon's)
   std::vector<std::string> secrets;  // names, never values (daemon/secrets.h)
   std::vector<PortSpec> ports;       // what the run serves; the first is its main port
+  Network network = Network::kHost;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

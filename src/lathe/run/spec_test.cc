@@ -47,6 +47,21 @@ TEST(Spec, PortsParseWithDefaultNamesAndRoundTrip) {
   EXPECT_EQ(back->ports, s->ports);
 }
 
+TEST(Spec, NetworkIsHostUnlessIsolatedAndRoundTrips) {
+  auto plain = Parse(R"({"command":["a"],"ports":[8888]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->network, Network::kHost);
+  EXPECT_FALSE(SpecToJson(*plain).contains("network"));
+  auto iso = Parse(R"({"command":["a"],"ports":[8888],"network":"isolated"})");
+  ASSERT_TRUE(iso.ok()) << iso.status().ToString();
+  EXPECT_EQ(iso->network, Network::kIsolated);
+  EXPECT_EQ(SpecToJson(*iso)["network"], "isolated");
+  auto back = SpecFromJson(SpecToJson(*iso));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *iso);
+  EXPECT_EQ(Parse(R"({"command":["a"],"network":"host"})")->network, Network::kHost);
+}
+
 TEST(Spec, PortNamesAreDnsLabelParts) {
   EXPECT_TRUE(ValidPortName("tb"));
   EXPECT_TRUE(ValidPortName("p8888"));
@@ -107,6 +122,8 @@ TEST(Spec, BadInputNamesTheField) {
        "spec.unknown_field"},
       {R"({"command":["a"],"ports":[80,{"name":"p80","port":81}]})", "p80", "spec.port_twice"},
       {R"({"command":["a"],"ports":[1,2,3,4,5,6,7,8,9]})", "8", "spec.too_many_ports"},
+      {R"({"command":["a"],"network":"none"})", "network", "spec.bad_network"},
+      {R"({"command":["a"],"network":true})", "network", "spec.bad_network"},
   };
   for (const auto& c : cases) {
     auto s = Parse(c.json);
