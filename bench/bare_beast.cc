@@ -4,8 +4,13 @@
 // keeps connections alive, and does nothing else: no routing, no parsing of
 // the body, no queue, no worker thread.
 //
+// With SMALL_BYTES and LARGE_BYTES it is a static upstream instead (for
+// bench/proxy.sh): a target starting with /large answers LARGE_BYTES bytes of
+// text/plain, any other SMALL_BYTES, both made once at start-up.
+//
 // Built by serve_bench.py: g++ -O2 -std=c++20 bench/bare_beast.cc -pthread
-// Usage: bare_beast PORT [IO_THREADS]   (127.0.0.1 only; prints "ready PORT")
+// Usage: bare_beast PORT [IO_THREADS [SMALL_BYTES LARGE_BYTES]]
+//   (127.0.0.1 only; prints "ready PORT")
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
@@ -28,6 +33,11 @@ using boost::system::error_code;
 
 constexpr const char* kBody = R"({"hello":"world"})";
 
+// The static bodies (when g_static); constant once main has set them.
+bool g_static = false;
+std::string g_small;
+std::string g_large;
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   explicit Session(tcp::socket socket) : socket_(std::move(socket)) {}
@@ -44,9 +54,14 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.result(http::status::ok);
     res_.version(req_.version());
     res_.set(http::field::server, "bare");
-    res_.set(http::field::content_type, "application/json");
     res_.keep_alive(req_.keep_alive());
-    res_.body() = kBody;
+    if (!g_static) {
+      res_.set(http::field::content_type, "application/json");
+      res_.body() = kBody;
+    } else {
+      res_.set(http::field::content_type, "text/plain");
+      res_.body() = req_.target().starts_with("/large") ? g_large : g_small;
+    }
     res_.prepare_payload();
     http::async_write(socket_, res_, [self = shared_from_this()](error_code ec, size_t) {
       if (ec || !self->res_.keep_alive()) return self->Close();
@@ -76,10 +91,15 @@ void Accept(asio::io_context& ioc, tcp::acceptor& acceptor) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bare_beast PORT [IO_THREADS]\n");
+    std::fprintf(stderr, "usage: bare_beast PORT [IO_THREADS [SMALL_BYTES LARGE_BYTES]]\n");
     return 2;
   }
   int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (argc > 4) {
+    g_static = true;
+    g_small.assign(std::strtoul(argv[3], nullptr, 10), 'x');
+    g_large.assign(std::strtoul(argv[4], nullptr, 10), 'x');
+  }
   asio::io_context ioc(threads);
   tcp::acceptor acceptor(
       ioc, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::atoi(argv[1]))});

@@ -18,7 +18,7 @@ TEST=(
 )
 BENCH=(
   munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine
-  restic borgbackup python3-fastapi python3-uvicorn python3-uvloop python3-httptools valgrind
+  restic borgbackup python3-fastapi python3-uvicorn python3-uvloop python3-httptools valgrind nginx
 )
 
 want=("${BUILD[@]}" "${TEST[@]}")
