@@ -306,9 +306,8 @@ Status RunStatus(bool json, Lang lang) {
   if (s.contains("backend")) {  // what executes runs, and what it can honour
     const Json& caps = s["backend"]["capabilities"];
     std::string can;
-    for (const char* k :
-         {"memory_limit", "cpu_limit", "private_shm", "isolated_network", "images", "ports",
-          "multi_node"}) {
+    for (const char* k : {"memory_limit", "cpu_limit", "private_shm", "isolated_network", "images",
+                          "ports", "multi_node"}) {
       if (!caps.value(k, false)) continue;
       can += (can.empty()         ? ""
               : lang == Lang::kZh ? "、"

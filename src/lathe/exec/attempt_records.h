@@ -35,8 +35,8 @@ struct LaunchConfig {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
-  std::string log_path;    // appended to; created 0600 owned by uid
-  uint64_t shm_bytes = 0;  // > 0: private /dev/shm of this size
+  std::string log_path;           // appended to; created 0600 owned by uid
+  uint64_t shm_bytes = 0;         // > 0: private /dev/shm of this size
   bool isolated_network = false;  // a network namespace with only loopback (os/netns.h)
   std::vector<std::string> cgroup_dirs;
   std::string monitor_path;  // monitor.json

@@ -74,8 +74,8 @@ struct Capabilities {
   // spec.network isolated: a network namespace of the run's own, entered by
   // the proxy (Endpoint::netns_pid)
   bool isolated_network = false;
-  bool multi_node = false;    // one attempt on several nodes
-  std::string note;           // why something is missing, for people
+  bool multi_node = false;  // one attempt on several nodes
+  std::string note;         // why something is missing, for people
 };
 Json CapabilitiesToJson(const Capabilities& c);
 

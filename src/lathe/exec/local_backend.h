@@ -28,8 +28,8 @@
 namespace lathe::exec {
 
 struct LocalBackendOptions {
-  std::string self_exe;          // the lathe binary, for `lathe __monitor`
-  os::CgroupSupport cgroups;     // os::DetectCgroups(), once at daemon start
+  std::string self_exe;       // the lathe binary, for `lathe __monitor`
+  os::CgroupSupport cgroups;  // os::DetectCgroups(), once at daemon start
   bool can_mount = false;  // running as root: a private /dev/shm and network namespace are possible
   std::string daemon_user;       // for messages ("the daemon runs as ...")
   int leftover_grace_ms = 2000;  // the monitor: SIGTERM -> SIGKILL for leftovers

@@ -159,7 +159,11 @@ Headers DownstreamHeaders(const Headers& upstream, int status,
       out.emplace_back(name, value);
       continue;
     }
-    if (IsHopByHop(name) || EqualsIgnoreCase(name, "content-type")) continue;
+    // Content-Type moves to the answer's own field; the server adds Server.
+    if (IsHopByHop(name) || EqualsIgnoreCase(name, "content-type") ||
+        EqualsIgnoreCase(name, "server")) {
+      continue;
+    }
     if (EqualsIgnoreCase(name, "set-cookie")) {
       std::string v = SanitizeSetCookie(value, strip_cookie_prefixes);
       if (!v.empty()) out.emplace_back(name, std::move(v));

@@ -45,7 +45,7 @@ namespace lathe::net {
 struct Upstream {
   enum class Kind { kTcp, kUnix };
   Kind kind = Kind::kTcp;
-  int port = 0;        // kTcp: 127.0.0.1:port
+  int port = 0;  // kTcp: 127.0.0.1:port
   // kTcp of an isolated run: 127.0.0.1:port inside the network namespace of
   // this process (with its start time, against pid reuse); 0: the daemon's.
   int netns_pid = 0;
@@ -114,7 +114,8 @@ std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool
 
 // The upstream's response headers as passed to the client: without
 // hop-by-hop headers (but Upgrade/Connection of a 101), Content-Length,
-// Content-Type (the caller moves it), and with Set-Cookie sanitised.
+// Content-Type (the caller moves it), Server (the server sends its own), and
+// with Set-Cookie sanitised.
 Headers DownstreamHeaders(const Headers& upstream, int status,
                           const std::vector<std::string>& strip_cookie_prefixes);
 

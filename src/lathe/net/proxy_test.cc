@@ -1,7 +1,7 @@
 #include "lathe/net/proxy.h"
 
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -100,6 +100,7 @@ TEST(ProxyRules, SetCookieStaysOnTheRunsOriginAndCannotSetLathesCookies) {
                 {"Connection", "close"},
                 {"Transfer-Encoding", "chunked"},
                 {"Content-Type", "text/html"},
+                {"Server", "TornadoServer/6.2"},
                 {"X-Jupyter", "1"}};
   Headers down = DownstreamHeaders(up, 200, kLathe);
   ASSERT_EQ(down.size(), 2u);

@@ -38,8 +38,7 @@ Status EnterNewNetworkNamespace() {
 Result<Fd> OpenNetworkNamespace(pid_t pid, uint64_t start_time) {
   const std::string path = fmt::format("/proc/{}/ns/net", pid);
   auto gone = [&] {
-    return Status(Code::kNotFound,
-                  fmt::format("process {} (its network namespace) is gone", pid));
+    return Status(Code::kNotFound, fmt::format("process {} (its network namespace) is gone", pid));
   };
   if (pid <= 0 || ProcessStartTime(pid) != start_time) return gone();
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -54,6 +57,67 @@ std::string ProcAddress(const sockaddr_in& a) {
 // (bound to "::") accepted it: ::ffff:a.b.c.d, four words in host order.
 std::string ProcAddress6(const sockaddr_in& a) {
   return fmt::format("0000000000000000FFFF0000{:08X}:{:04X}", a.sin_addr.s_addr, ntohs(a.sin_port));
+}
+
+// The owner of one TCP socket, asked of the kernel by its exact addresses
+// (sock_diag, as `ss` does): one lookup, where /proc/net/tcp lists every
+// socket of the namespace (thousands on a busy host, most in TIME_WAIT).
+// The netlink socket belongs to the calling thread's network namespace.
+// NotFound when no such socket; Unavailable when sock_diag cannot be used.
+Result<uid_t> DiagUid(int family, const void* local, const void* remote, uint16_t local_port,
+                      uint16_t remote_port) {
+  Fd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl.valid()) return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg{};
+  msg.nlh.nlmsg_len = sizeof(msg);
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
+  msg.req.sdiag_family = static_cast<uint8_t>(family);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0u;
+  msg.req.id.idiag_sport = local_port;  // network order, as in sockaddr_in
+  msg.req.id.idiag_dport = remote_port;
+  const size_t n = family == AF_INET ? 4 : 16;
+  std::memcpy(msg.req.id.idiag_src, local, n);
+  std::memcpy(msg.req.id.idiag_dst, remote, n);
+  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  if (::send(nl.get(), &msg, sizeof(msg), 0) != static_cast<ssize_t>(sizeof(msg))) {
+    return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
+  }
+  alignas(nlmsghdr) char buf[8192];
+  if (!WaitReadable(nl.get(), 2000)) return Status::Unavailable("sock_diag: no answer");
+  ssize_t got = ::recv(nl.get(), buf, sizeof(buf), 0);
+  auto* h = reinterpret_cast<nlmsghdr*>(buf);
+  if (got < static_cast<ssize_t>(sizeof(nlmsghdr)) || !NLMSG_OK(h, static_cast<size_t>(got))) {
+    return Status::Unavailable("sock_diag: short answer");
+  }
+  if (h->nlmsg_type == NLMSG_ERROR) {
+    int err = -reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error;
+    if (err == ENOENT) return Status::NotFound("no such TCP socket");
+    return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(err)));
+  }
+  if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+    return Status::Unavailable("sock_diag: unexpected answer");
+  }
+  return static_cast<uid_t>(reinterpret_cast<inet_diag_msg*>(NLMSG_DATA(h))->idiag_uid);
+}
+
+// DiagUid for an IPv4 pair, then as an IPv6 listener bound to "::" sees it
+// (::ffff:a.b.c.d).
+Result<uid_t> DiagUid4(const sockaddr_in& local, const sockaddr_in& remote) {
+  auto uid = DiagUid(AF_INET, &local.sin_addr, &remote.sin_addr, local.sin_port, remote.sin_port);
+  if (!uid.status().IsNotFound()) return uid;
+  auto mapped = [](const sockaddr_in& a) {
+    in6_addr m{};
+    m.s6_addr[10] = m.s6_addr[11] = 0xff;
+    std::memcpy(&m.s6_addr[12], &a.sin_addr, 4);
+    return m;
+  };
+  in6_addr l = mapped(local), r = mapped(remote);
+  return DiagUid(AF_INET6, &l, &r, local.sin_port, remote.sin_port);
 }
 
 }  // namespace
@@ -116,6 +180,9 @@ Result<uid_t> LoopbackPeerUid(int fd) {
   }
   // The accepted socket is the row seen from the other end: its local
   // address is our peer's, its remote address ours.
+  // The accepted socket is the one seen from the other end.
+  auto diag = DiagUid4(peer, me);
+  if (diag.ok() || diag.status().IsNotFound()) return diag;
   // thread-self, not /proc/net (the process's first thread): a thread that
   // entered a run's network namespace (netns.h) reads that namespace's table.
   ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/thread-self/net/tcp"));
@@ -131,6 +198,8 @@ Result<uid_t> LoopbackClientUid(int client_port, int server_port) {
   client.sin_addr.s_addr = server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   client.sin_port = htons(static_cast<uint16_t>(client_port));
   server.sin_port = htons(static_cast<uint16_t>(server_port));
+  auto diag = DiagUid4(client, server);
+  if (diag.ok() || diag.status().IsNotFound()) return diag;
   ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/net/tcp"));
   return UidOfTcpRow(v4, ProcAddress(client), ProcAddress(server));
 }

@@ -40,17 +40,14 @@ std::string_view PriorityName(Priority p) {
   }
 }
 
-std::string_view NetworkName(Network n) {
-  return n == Network::kIsolated ? "isolated" : "host";
-}
+std::string_view NetworkName(Network n) { return n == Network::kIsolated ? "isolated" : "host"; }
 
 namespace {
 
 constexpr const char* kFields[] = {
     "type",        "name",        "command", "gpus",    "cpus",         "memory",  "shm",
     "priority",    "env",         "workdir", "retry",   "max_duration", "requeue", "preemptible",
-    "checkpoints", "resume_from", "umask",   "secrets", "ports",
-    "network"};
+    "checkpoints", "resume_from", "umask",   "secrets", "ports",        "network"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
