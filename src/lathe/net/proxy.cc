@@ -182,26 +182,49 @@ ReverseProxy::ReverseProxy(ProxyOptions options, ProxyErrorPage error_page)
 ReverseProxy::~ReverseProxy() { Stop(); }
 
 void ReverseProxy::Stop() {
-  stopping_ = true;
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return in_flight_ == 0; });
+  std::vector<std::thread> workers;
+  std::deque<Job> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    workers.swap(workers_);
+    left.swap(queue_);
+  }
+  wake_.notify_all();
+  for (auto& j : left) j.res->Send(error_page_(Status::Msg(Code::kUnavailable, "proxy.stopping")));
+  for (auto& t : workers) t.join();
 }
 
 void ReverseProxy::Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || in_flight_ >= opts_.max_in_flight) {
-      res->Send(error_page_(Status::Msg(Code::kUnavailable, "proxy.busy",
-                                        {{"max", std::to_string(opts_.max_in_flight)}})));
-      return;
-    }
-    ++in_flight_;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_ || queue_.size() >= opts_.max_queued) {
+    lock.unlock();
+    res->Send(
+        error_page_(Status::Msg(Code::kUnavailable, "proxy.busy",
+                                {{"max", std::to_string(opts_.max_workers + opts_.max_queued)}})));
+    return;
   }
-  std::thread([this, req = std::move(req), up = std::move(up), res = std::move(res)]() mutable {
-    Serve(req, up, std::move(res));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--in_flight_ == 0) idle_.notify_all();
-  }).detach();
+  queue_.push_back(Job{std::move(req), std::move(up), std::move(res)});
+  if (idle_workers_ < queue_.size() && workers_.size() < opts_.max_workers) {
+    workers_.emplace_back([this] { Work(); });
+  }
+  lock.unlock();
+  wake_.notify_one();
+}
+
+void ReverseProxy::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    ++idle_workers_;
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --idle_workers_;
+    if (stopping_) return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Serve(job.req, job.up, std::move(job.res));
+    lock.lock();
+  }
 }
 
 namespace {

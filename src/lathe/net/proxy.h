@@ -23,18 +23,22 @@
 //     tunnel idle time), as are the response header's size and the number of
 //     requests in flight.
 //
-// Threads: Forward returns at once; the request is served on a thread of the
-// proxy's own (never a server I/O thread), at most max_in_flight at a time.
+// Threads: Forward returns at once; the request is served by one of the
+// proxy's own workers (never a server I/O thread): up to max_workers, started
+// as the load asks and then kept; beyond them requests wait in a queue of
+// max_queued, and one more than that gets 503 (proxy.busy).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "lathe/common/status.h"
@@ -65,7 +69,8 @@ struct ProxyOptions {
   int tunnel_idle_timeout_ms = 600000;  // a websocket with no byte either way
   size_t max_response_header_bytes = 64 << 10;
   size_t max_buffered_body_bytes = 8 << 20;  // larger (or unsized) bodies are streamed
-  size_t max_in_flight = 64;                 // more at once get 503
+  size_t max_workers = 32;                   // requests served at once
+  size_t max_queued = 256;                   // waiting for a worker; more get 503
   std::vector<std::string> strip_cookie_prefixes = {"lathe_"};
 };
 
@@ -87,14 +92,22 @@ class ReverseProxy {
   void Stop();
 
  private:
+  struct Job {
+    HttpRequest req;
+    Upstream up;
+    std::unique_ptr<Responder> res;
+  };
   void Serve(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder> res);
+  void Work();  // a worker: serves queued jobs until Stop
 
   const ProxyOptions opts_;
   const ProxyErrorPage error_page_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
-  std::condition_variable idle_;
-  size_t in_flight_ = 0;  // guarded by mu_
+  std::condition_variable wake_;
+  std::deque<Job> queue_;             // guarded by mu_
+  std::vector<std::thread> workers_;  // guarded by mu_
+  size_t idle_workers_ = 0;           // guarded by mu_
 };
 
 // ---- the pure parts (unit-tested) ----

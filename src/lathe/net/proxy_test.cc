@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -279,6 +280,46 @@ TEST(ReverseProxy, AListenerOfAnotherUserIsRefusedBeforeAnythingIsSent) {
   Wait(c);
   EXPECT_EQ(c.status, 403);
   EXPECT_EQ(c.body, "proxy.wrong_owner");
+}
+
+// A listener that never accepts: the request waits for an answer that does
+// not come, holding its worker.
+TEST(ReverseProxy, BeyondItsWorkersAndQueueARequestIsRefusedAndStopAnswersTheQueued) {
+  const std::string path = ::testing::TempDir() + "/proxy_silent.sock";
+  ::unlink(path.c_str());
+  int l = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, path.c_str());
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(l, 8), 0);
+  Upstream u;
+  u.kind = Upstream::Kind::kUnix;
+  u.socket = path;
+  u.owner_uid = ::geteuid();
+  ProxyOptions o;
+  o.max_workers = 1;
+  o.max_queued = 1;
+  Captured busy, queued, refused;
+  {
+    ReverseProxy proxy(o, ErrorPage);
+    proxy.Forward(Request("GET", "/1", {}), u, std::make_unique<CapturingResponder>(busy));
+    // The worker has taken /1 once its connection waits in the backlog.
+    pollfd p{l, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 20000), 1);
+    // /2 waits for the worker; /3 finds the queue full.
+    proxy.Forward(Request("GET", "/2", {}), u, std::make_unique<CapturingResponder>(queued));
+    proxy.Forward(Request("GET", "/3", {}), u, std::make_unique<CapturingResponder>(refused));
+    Wait(refused);
+    EXPECT_EQ(refused.status, 503);
+    EXPECT_EQ(refused.body, "proxy.busy");
+  }  // Stop: the queued one is answered, the busy one gives up within a second
+  Wait(queued);
+  EXPECT_EQ(queued.body, "proxy.stopping");
+  Wait(busy);
+  EXPECT_EQ(busy.status, 503);
+  ::close(l);
+  ::unlink(path.c_str());
 }
 
 TEST(ReverseProxy, NothingListeningIsAClearError) {
