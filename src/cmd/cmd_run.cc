@@ -29,8 +29,9 @@ struct RunFlags {
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workdir, max_duration, network;
   std::vector<std::string> env;
-  std::vector<std::string> secrets;  // names; the daemon puts in the values
-  std::vector<std::string> ports;    // "8888", "tb=6006", "web=/abs/web.sock"
+  std::vector<std::string> secrets;       // names; the daemon puts in the values
+  std::vector<std::string> secret_files;  // names given as files
+  std::vector<std::string> ports;         // "8888", "tb=6006", "web=/abs/web.sock"
   std::optional<int> retry;
   std::string checkpoint_dir, resume_from;
   std::optional<int> keep_checkpoints;
@@ -65,6 +66,16 @@ Json PortFlag(const std::string& v) {
 
 // Builds the spec JSON: the file (if any), then flags on top. Relative paths
 // are resolved against this shell's working directory now.
+// Appends the flags' names to the spec's list `key`, each once.
+void AddNames(Json& spec, const char* key, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  if (!spec.contains(key) || !spec[key].is_array()) spec[key] = Json::array();
+  for (const auto& name : names) {
+    if (std::find(spec[key].begin(), spec[key].end(), name) == spec[key].end())
+      spec[key].push_back(name);
+  }
+}
+
 Result<Json> BuildSpec(const RunFlags& f) {
   Json spec = Json::object();
   if (!f.file.empty()) {
@@ -106,13 +117,8 @@ Result<Json> BuildSpec(const RunFlags& f) {
     spec["checkpoints"]["keep"] = *f.keep_checkpoints;
   }
   if (!f.resume_from.empty()) spec["resume_from"] = f.resume_from;
-  if (!f.secrets.empty()) {
-    if (!spec.contains("secrets") || !spec["secrets"].is_array()) spec["secrets"] = Json::array();
-    for (const auto& name : f.secrets) {
-      if (std::find(spec["secrets"].begin(), spec["secrets"].end(), name) == spec["secrets"].end())
-        spec["secrets"].push_back(name);
-    }
-  }
+  AddNames(spec, "secrets", f.secrets);
+  AddNames(spec, "secret_files", f.secret_files);
   for (const auto& p : f.ports) {
     if (!spec.contains("ports") || !spec["ports"].is_array()) spec["ports"] = Json::array();
     spec["ports"].push_back(PortFlag(p));
@@ -439,6 +445,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   // handed `-c` to the option parser.
   run->add_option("--env", f.env)->allow_extra_args(false);
   run->add_option("--secret", f.secrets)->allow_extra_args(false);
+  run->add_option("--secret-file", f.secret_files)->allow_extra_args(false);
   run->add_option("--port", f.ports)->allow_extra_args(false);
   run->add_option("--network", f.network);  // host | isolated; the daemon checks it
   run->add_option("--workdir", f.workdir);

@@ -1,19 +1,26 @@
-"""Per-user secrets: `lathe secret set|ls|rm` and `lathe run --secret NAME`.
+"""Per-user secrets: `lathe secret set|ls|rm`, `lathe run --secret NAME` and
+`lathe run --secret-file NAME`.
 
-The value reaches the run's environment and nothing else: not the spec, an
-API answer, an event, the run list, the daemon's log or the database file;
-`lathe logs` shows it as ***. A second user neither lists nor uses it.
+The value reaches the run's environment (or a 0600 file of the run's user's)
+and nothing else: not the spec, an API answer, an event, the run list, the
+daemon's log, the database file or launch.json; `lathe logs` shows it as ***.
+A second user neither lists nor uses it, nor reads the file.
 """
 import glob
+import hashlib
 import json
 import os
+import pwd
+import stat
 import subprocess
 import tempfile
+import time
 import unittest
 
 from harness import LATHE, DaemonTest, second_user
 
 USER = "lathe-it-user"
+OTHER = "lathe-it-other"
 VALUE = "hf_Zq8uVw3ExampleSecretValue77"
 
 
@@ -30,8 +37,9 @@ class Secrets(DaemonTest):
             self.assertEqual(r.returncode, 0, r.stderr)
         return r
 
-    def everything_shown(self, run):
+    def everything_shown(self, run, attempt_files=()):
         """Every API answer about the run and the daemon's files, as text."""
+        attempt_files = list(attempt_files)
         texts = {
             "inspect": self.d.cli("inspect", "--json", run).stdout,
             "inspect-text": self.d.cli("inspect", run).stdout,
@@ -44,7 +52,7 @@ class Secrets(DaemonTest):
             "daemon-log": self.d.daemon_log(),
         }
         for path in glob.glob(os.path.join(self.d.home, "lathe.db*")) + [
-                os.path.join(self.d.home, "daemon.test.log")]:
+                os.path.join(self.d.home, "daemon.test.log")] + attempt_files:
             with open(path, "rb") as f:
                 texts[path] = f.read().decode("latin-1")
         return texts
@@ -131,6 +139,108 @@ class Secrets(DaemonTest):
                          "HF_TOKEN")
         run = self.d.submit("--secret", "HF_TOKEN", "--", "sh", "-c", f'test "$HF_TOKEN" = {VALUE}')
         self.d.wait_state(run, "succeeded")
+
+    def wait_file(self, path, run):
+        deadline = time.time() + 60
+        while not os.path.exists(path):
+            if time.time() > deadline:
+                self.fail(f"{path} never appeared; run: {self.d.inspect(run)}")
+            time.sleep(0.05)
+
+    def workdir_of(self, user):
+        out = tempfile.mkdtemp(prefix="lathe-secret-file-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", out]))
+        pw = pwd.getpwnam(user)
+        os.chown(out, pw.pw_uid, pw.pw_gid)
+        os.chmod(out, 0o755)
+        return out
+
+    # The run records where the file is, its hash and its environment, then
+    # waits for `go` and prints the value (which the log masks).
+    SCRIPT = ('d="$LATHE_SECRETS_DIR"; echo "$d" > dir; '
+              'echo "hash=$(sha256sum < "$d/HF_TOKEN" | cut -d" " -f1)"; '
+              'env > env.txt; touch ready; '
+              'while [ ! -e go ]; do sleep 0.05; done; echo "token=$(cat "$d/HF_TOKEN")"')
+
+    def test_value_as_a_file_of_the_runs_user_only(self):
+        owner = second_user(self, USER)
+        second_user(self, OTHER)
+        env = self.d.env(HOME="/tmp")
+        self.set_secret("HF_TOKEN", VALUE, user=USER, env=env)
+        out = self.workdir_of(USER)
+        run = self.d.cli("run", "--workdir", out, "--secret-file", "HF_TOKEN", "--", "sh", "-c",
+                         self.SCRIPT, user=USER, env=env).stdout.strip()
+        self.wait_file(os.path.join(out, "ready"), run)
+        with open(os.path.join(out, "dir")) as f:
+            secrets_dir = f.read().strip()
+        path = os.path.join(secrets_dir, "HF_TOKEN")
+        st_dir, st_file = os.lstat(secrets_dir), os.lstat(path)
+        self.assertTrue(stat.S_ISDIR(st_dir.st_mode))
+        self.assertEqual((st_dir.st_uid, st_dir.st_mode & 0o7777), (owner.pw_uid, 0o700))
+        self.assertTrue(stat.S_ISREG(st_file.st_mode))
+        self.assertEqual((st_file.st_uid, st_file.st_mode & 0o7777), (owner.pw_uid, 0o600))
+        self.assertTrue(secrets_dir.startswith(os.path.join(self.d.home, "runs") + "/"))
+        with open(os.path.join(out, "env.txt")) as f:
+            environment = f.read()
+        self.assertIn(f"LATHE_SECRETS_DIR={secrets_dir}\n", environment)
+        self.assertNotIn(VALUE, environment)
+        self.assertNotIn("HF_TOKEN=", environment)
+        # Another user reads neither the file nor the directory, while the run runs.
+        for cmd in (["cat", path], ["ls", secrets_dir], ["ls", os.path.dirname(secrets_dir)]):
+            r = subprocess.run(["setpriv", "--reuid", OTHER, "--regid", OTHER, "--init-groups",
+                                *cmd], capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0, (cmd, r.stdout))
+            self.assertNotIn(VALUE, r.stdout + r.stderr)
+        shown = {"inspect-running": self.d.cli("inspect", "--json", run).stdout}
+        for launch in glob.glob(os.path.join(self.d.home, "runs", "*", "attempt-*", "*.json")):
+            with open(launch) as f:
+                shown["running-" + launch] = f.read()
+        self.assertTrue(any("launch.json" in k for k in shown), shown.keys())
+        open(os.path.join(out, "go"), "w").close()
+        r = self.d.wait_state(run, "succeeded")
+        digest = hashlib.sha256(VALUE.encode()).hexdigest()
+        self.assertEqual(self.d.logs(run), f"hash={digest}\ntoken=***\n")
+        self.assertEqual(r["spec"]["secret_files"], ["HF_TOKEN"])
+        self.assertNotIn("secrets", r["spec"])
+        self.assertFalse(os.path.exists(secrets_dir))
+        attempt_files = glob.glob(os.path.join(self.d.home, "runs", "*", "attempt-*", "*.json"))
+        shown.update({"after-" + k: v
+                      for k, v in self.everything_shown(run, attempt_files).items()})
+        for where, text in shown.items():
+            self.assertNotIn(VALUE, text, where)
+
+    def test_a_restarted_daemon_removes_the_file_of_a_run_that_ended_meanwhile(self):
+        self.set_secret("HF_TOKEN", VALUE)
+        out = self.workdir_of("root")
+        run = self.d.submit("--workdir", out, "--secret-file", "HF_TOKEN", "--", "sh", "-c",
+                            self.SCRIPT)
+        self.wait_file(os.path.join(out, "ready"), run)
+        with open(os.path.join(out, "dir")) as f:
+            secrets_dir = f.read().strip()
+        self.assertTrue(os.path.exists(os.path.join(secrets_dir, "HF_TOKEN")))
+        self.d.kill9()
+        open(os.path.join(out, "go"), "w").close()
+        deadline = time.time() + 60
+        while not glob.glob(os.path.join(self.d.home, "runs", "*", "attempt-1", "exit.json")):
+            self.assertLess(time.time(), deadline, "the run never ended")
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(secrets_dir))  # nobody removed it while the daemon was down
+        self.d.start()
+        self.d.wait_state(run, "succeeded")
+        self.assertFalse(os.path.exists(secrets_dir))
+
+    def test_secret_files_are_checked_like_secrets(self):
+        r = self.d.cli("run", "--secret-file", "NOPE", "--", "true", check=False)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("lathe secret set NOPE", r.stderr)
+        self.set_secret("HF_TOKEN", VALUE)
+        r = self.d.cli("run", "--secret", "HF_TOKEN", "--secret-file", "HF_TOKEN", "--", "true",
+                       check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("secret_files", r.stderr)
+        r = self.d.cli("run", "--secret-file", "1BAD", "--", "true", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("secret_files[0]", r.stderr)
 
 
 if __name__ == "__main__":

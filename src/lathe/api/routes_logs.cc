@@ -43,8 +43,8 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
     }
     ++readers;
   }
-  auto mask =
-      std::make_shared<const run::SecretMask>(daemon_.secrets().Values(run.uid, run.spec.secrets));
+  auto mask = std::make_shared<const run::SecretMask>(
+      daemon_.secrets().Values(run.uid, run::SecretNames(run.spec)));
   std::shared_ptr<net::Responder> responder(res.release());
   StartStreamThread([this, responder, query, mask, path = daemon_.LogPath(run), id = run.id, follow,
                      uid = caller.uid, auth] {

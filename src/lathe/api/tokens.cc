@@ -33,7 +33,9 @@ std::string Shown(std::string_view s) {
   return out;
 }
 
-Result<int64_t> TtlMs(const std::string& expires) {
+}  // namespace
+
+Result<int64_t> CredentialTtlMs(const std::string& expires) {
   if (expires.empty() || expires == "never") return int64_t{0};
   auto bad = [&] {
     return Status::Msg(Code::kInvalidArgument, "token.bad_expires", {{"value", Shown(expires)}});
@@ -45,7 +47,13 @@ Result<int64_t> TtlMs(const std::string& expires) {
   return ms;
 }
 
-}  // namespace
+Status CheckCredentialName(std::string_view name) {
+  if (name.size() > kMaxTokenNameBytes || !IsPrintableName(name)) {
+    return Status::Msg(Code::kInvalidArgument, "token.bad_name",
+                       {{"value", Shown(name)}, {"max", std::to_string(kMaxTokenNameBytes)}});
+  }
+  return Status::OK();
+}
 
 std::optional<TokenParts> ParseToken(std::string_view token) {
   if (token.substr(0, kTokenPrefix.size()) != kTokenPrefix) return std::nullopt;
@@ -94,11 +102,8 @@ Result<std::unique_ptr<TokenService>> TokenService::Open(const std::string& db_p
 }
 
 Result<IssuedToken> TokenService::Issue(const TokenRequest& req) {
-  if (req.name.size() > kMaxTokenNameBytes || !IsPrintableName(req.name)) {
-    return Status::Msg(Code::kInvalidArgument, "token.bad_name",
-                       {{"value", Shown(req.name)}, {"max", std::to_string(kMaxTokenNameBytes)}});
-  }
-  ASSIGN_OR_RETURN(int64_t ttl_ms, TtlMs(req.expires));
+  RETURN_IF_ERROR(CheckCredentialName(req.name));
+  ASSIGN_OR_RETURN(int64_t ttl_ms, CredentialTtlMs(req.expires));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(int64_t held, store_->CountFor(req.uid));
   if (held >= opts_.max_tokens_per_user) {

@@ -50,6 +50,12 @@ inline constexpr int64_t kMinTokenTtlMs = 1000;                       // 1s
 inline constexpr int64_t kMaxTokenTtlMs = 3650LL * 24 * 3600 * 1000;  // 3650d
 inline constexpr int64_t kMaxTokensPerUser = 100;
 
+// The checks of a credential's name and expiry (tokens, deployment keys):
+// InvalidArgument token.bad_name / token.bad_expires naming the field.
+// CredentialTtlMs gives 0 for "" or "never".
+Status CheckCredentialName(std::string_view name);
+Result<int64_t> CredentialTtlMs(const std::string& expires);
+
 struct TokenRequest {
   uid_t uid = 0;     // whom the token acts as
   std::string user;  // that user's name

@@ -13,6 +13,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
+#include "lathe/daemon/secret_files.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/exec/local_backend.h"
 #include "lathe/os/file_lock.h"
@@ -239,6 +240,18 @@ std::string Daemon::AttemptDir(const RunRecord& r) const {
   return fmt::format("{}/attempt-{}", r.run_dir, r.attempt);
 }
 
+// The attempt is over, however it ended: what is left of it goes, its
+// secret files with it.
+void Daemon::ReleaseAttempt(const RunRecord& r) {
+  backend_->Release(RefOf(r));
+  if (r.spec.secret_files.empty() || r.attempt == 0) return;
+  const DirOwner owner = OwnerOf(r);
+  if (Status st = RemoveSecretFiles(SecretFilesDir(r.run_dir, r.attempt), owner.uid, owner.gid);
+      !st.ok()) {
+    LogFiltered(LoopErrors(), spdlog::level::err, fmt::format("run {}: {}", r.id, st.ToString()));
+  }
+}
+
 exec::RunUser Daemon::UserOf(uid_t uid) const {
   exec::RunUser u;
   u.uid = uid;
@@ -315,7 +328,7 @@ void Daemon::RecoverRun(RunRecord& r) {
       }
       // The program was never started, so the run goes back to the queue
       // without using up a retry (or ends, when it was being stopped).
-      backend_->Release(RefOf(r));
+      ReleaseAttempt(r);
       r.gpus.clear();
       if (r.state == RunState::kStopping) {
         r.reason = "stopped before it was started";
@@ -362,7 +375,7 @@ void Daemon::Readopt(RunRecord& r) {
 // that `lathe inspect` shows in the reader's language.
 void Daemon::AttachDiagnosis(const RunRecord& r) {
   // A diagnosis quotes the log: never a secret's value.
-  run::SecretMask mask(secrets_->Values(r.uid, r.spec.secrets));
+  run::SecretMask mask(secrets_->Values(r.uid, run::SecretNames(r.spec)));
   Json matches = doctor::DiagnoseLog(mask.Apply(LogTail(LogPath(r))));
   if (!matches.is_array() || matches.empty()) return;
   std::string first = matches[0].value("id", "");
@@ -372,7 +385,7 @@ void Daemon::AttachDiagnosis(const RunRecord& r) {
 
 void Daemon::MarkLost(RunRecord& r, const std::string& why) {
   // Whatever is left of the attempt must not keep GPUs busy.
-  backend_->Release(RefOf(r));
+  ReleaseAttempt(r);
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
@@ -420,7 +433,7 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
 
 void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   stop_deadline_ms_.erase(r.id);
-  backend_->Release(RefOf(r));
+  ReleaseAttempt(r);
   r.exit_code = e.exit_code;
   r.signal = e.signal;
   r.oom_killed = e.oom_killed;
@@ -622,7 +635,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
 }
 
 std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
-  backend_->Release(RefOf(r));
+  ReleaseAttempt(r);
   EndCheckpoints(r, /*capture_if_unwatched=*/false);
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
@@ -686,6 +699,12 @@ Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
   // Read at each start: a secret set again since reaches the next attempt.
   ASSIGN_OR_RETURN(auto secret_env, secrets_->SecretEnv(r.uid, r.user, r.spec.secrets));
   for (auto& [name, value] : secret_env) p.request.env[name] = std::move(value);
+  if (!r.spec.secret_files.empty()) {
+    ASSIGN_OR_RETURN(auto values, secrets_->SecretEnv(r.uid, r.user, r.spec.secret_files));
+    const std::string dir = SecretFilesDir(r.run_dir, r.attempt);
+    RETURN_IF_ERROR(WriteSecretFiles(dir, values, p.request.user.uid, p.request.user.gid));
+    p.request.env["LATHE_SECRETS_DIR"] = dir;
+  }
   if (!r.spec.checkpoint_dir.empty()) {
     const std::string& dir = r.spec.checkpoint_dir;
     const DirOwner owner = OwnerOf(r);

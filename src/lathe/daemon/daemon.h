@@ -239,6 +239,8 @@ class Daemon {
   // stored state.
   Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
   std::string AttemptDir(const state::RunRecord& r) const;
+  // backend_->Release, then the attempt's secret files go (secret_files.h).
+  void ReleaseAttempt(const state::RunRecord& r);
   exec::RunUser UserOf(uid_t uid) const;
   exec::AttemptRef RefOf(const state::RunRecord& r) const;
   exec::LaunchRequest RequestFor(const state::RunRecord& r) const;

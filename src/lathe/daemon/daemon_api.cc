@@ -85,7 +85,7 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
   // A backend that places runs itself (a cluster) judges the fit itself.
   if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
   RETURN_IF_ERROR(CheckQuotaFits(spec, caller));
-  RETURN_IF_ERROR(secrets_->CheckSet(caller.uid, caller.user, spec.secrets));
+  RETURN_IF_ERROR(secrets_->CheckSet(caller.uid, caller.user, run::SecretNames(spec)));
   exec::RunUser user;  // Check needs who, not their passwd entry
   user.uid = caller.uid;
   user.name = caller.user;

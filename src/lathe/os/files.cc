@@ -213,4 +213,45 @@ Result<std::vector<std::string>> ListDir(const std::string& dir) {
   return names;
 }
 
+Status RemoveDir(const std::string& path) {
+  if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return Status::OK();
+  return ErrnoStatus("rmdir " + path, errno);
+}
+
+namespace {
+Status WritePrivateFiles(int dir_fd, const std::string& dir,
+                         const std::map<std::string, std::string>& files, uid_t uid, gid_t gid) {
+  for (const auto& [name, content] : files) {
+    const std::string path = dir + "/" + name;
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+      return Status::InvalidArgument("not a plain file name: " + path);
+    }
+    Fd fd(
+        ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return ErrnoStatus("create " + path, errno);
+    // The mode whatever the umask; the owner before any byte is written.
+    if (::fchmod(fd.get(), 0600) != 0) return ErrnoStatus("chmod " + path, errno);
+    if (::fchown(fd.get(), uid, gid) != 0) return ErrnoStatus("chown " + path, errno);
+    RETURN_IF_ERROR(WriteFull(fd.get(), content, path));
+    RETURN_IF_ERROR(fd.Close(path));
+  }
+  return Status::OK();
+}
+}  // namespace
+
+Status WritePrivateDir(const std::string& dir, const std::map<std::string, std::string>& files,
+                       uid_t uid, gid_t gid) {
+  RETURN_IF_ERROR(MakeDir(dir, 0700));
+  Status st = [&]() -> Status {
+    Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir_fd.valid()) return ErrnoStatus("open " + dir, errno);
+    if (::fchmod(dir_fd.get(), 0700) != 0) return ErrnoStatus("chmod " + dir, errno);
+    RETURN_IF_ERROR(WritePrivateFiles(dir_fd.get(), dir, files, uid, gid));
+    if (::fchown(dir_fd.get(), uid, gid) != 0) return ErrnoStatus("chown " + dir, errno);
+    return Status::OK();
+  }();
+  if (!st.ok()) (void)RemoveAll(dir);  // nothing in it is anyone else's yet
+  return st;
+}
+
 }  // namespace lathe::os

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,5 +100,20 @@ Result<unsigned> FileMode(const std::string& path);
 
 // Removes a directory tree; a missing one is fine.
 Status RemoveAll(const std::string& path);
+
+// rmdir(2) of an empty directory; a missing one is fine.
+Status RemoveDir(const std::string& path);
+
+// Creates directory `dir` (one mkdir, mode 0700; AlreadyExists when anything
+// is at that path) holding `files` (plain name -> content), each a new file
+// of mode 0600 made with O_EXCL|O_NOFOLLOW relative to the directory's
+// descriptor, then gives the files and, last, the directory to uid:gid
+// (a root daemon handing a user private files). Until that last step only
+// this process's user can enter the directory, so every entry in it is one
+// this call made. The caller makes sure nobody else can replace `dir`
+// itself (its parent is not writable by uid). On failure what was made is
+// removed.
+Status WritePrivateDir(const std::string& dir, const std::map<std::string, std::string>& files,
+                       uid_t uid, gid_t gid);
 
 }  // namespace lathe::os

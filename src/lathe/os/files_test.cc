@@ -202,5 +202,37 @@ TEST(Files, ChmodIsExecutableAndProbeWritable) {
   (void)RemoveAll(dir);
 }
 
+TEST(Files, WritePrivateDirGivesAFreshDirectoryAndItsFilesToTheUser) {
+  const std::string root = TempDir();
+  const std::string dir = root + "/private";
+  // As root, to another user; otherwise to this process's own user.
+  const uid_t uid = ::geteuid() == 0 ? 65534 : ::geteuid();
+  const gid_t gid = ::geteuid() == 0 ? 65534 : ::getegid();
+  const mode_t old_umask = ::umask(0);  // the modes hold whatever the umask
+  Status st = WritePrivateDir(dir, {{"HF_TOKEN", "value-1"}, {"B", "x"}}, uid, gid);
+  ::umask(old_umask);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  struct stat d, f;
+  ASSERT_EQ(::lstat(dir.c_str(), &d), 0);
+  EXPECT_EQ(d.st_mode & 07777, 0700u);
+  EXPECT_EQ(d.st_uid, uid);
+  EXPECT_EQ(d.st_gid, gid);
+  ASSERT_EQ(::lstat((dir + "/HF_TOKEN").c_str(), &f), 0);
+  EXPECT_TRUE(S_ISREG(f.st_mode));
+  EXPECT_EQ(f.st_mode & 07777, 0600u);
+  EXPECT_EQ(f.st_uid, uid);
+  EXPECT_EQ(*ReadFile(dir + "/HF_TOKEN"), "value-1");
+  EXPECT_EQ(*ListDir(dir), (std::vector<std::string>{"B", "HF_TOKEN"}));
+
+  // Never into a directory that is there already, whoever made it.
+  EXPECT_EQ(WritePrivateDir(dir, {{"C", "y"}}, uid, gid).code(), Code::kAlreadyExists);
+  EXPECT_FALSE(Exists(dir + "/C"));
+  // A name that is not plain is refused, and nothing is left behind.
+  EXPECT_FALSE(WritePrivateDir(root + "/other", {{"../escape", "z"}}, uid, gid).ok());
+  EXPECT_FALSE(Exists(root + "/other"));
+  EXPECT_FALSE(Exists(root + "/escape"));
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace lathe::os

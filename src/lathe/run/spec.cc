@@ -47,7 +47,7 @@ namespace {
 constexpr const char* kFields[] = {
     "type",        "name",        "command", "gpus",    "cpus",         "memory",  "shm",
     "priority",    "env",         "workdir", "retry",   "max_duration", "requeue", "preemptible",
-    "checkpoints", "resume_from", "umask",   "secrets", "ports",        "network"};
+    "checkpoints", "resume_from", "umask",   "secrets", "ports",        "network", "secret_files"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -179,27 +179,30 @@ Status ParseEnv(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
-// secrets: [NAME, ...]: names of the caller's secrets, each once, never also
-// in env, never one of the LATHE_ variables the daemon sets.
-Status ParseSecrets(const Json& v, RunSpec& s) {
-  if (!v.is_array()) return WrongType("secrets", "list of secret names");
+// secrets / secret_files: [NAME, ...]: names of the caller's secrets, each
+// once, never one of the LATHE_ variables the daemon sets.
+Status ParseSecretList(const Json& v, const std::string& key, std::vector<std::string>& out) {
+  if (!v.is_array()) return WrongType(key, "list of secret names");
   if (v.size() > kMaxSecretsPerRun) {
-    return Status::Msg(
-        Code::kInvalidArgument, "spec.too_many_secrets",
-        {{"count", std::to_string(v.size())}, {"max", std::to_string(kMaxSecretsPerRun)}});
+    return Status::Msg(Code::kInvalidArgument, "spec.too_many_secrets",
+                       {{"field", key},
+                        {"count", std::to_string(v.size())},
+                        {"max", std::to_string(kMaxSecretsPerRun)}});
   }
+  out.clear();
   for (const auto& n : v) {
-    const std::string field = "secrets[" + std::to_string(s.secrets.size()) + "]";
+    const std::string field = key + "[" + std::to_string(out.size()) + "]";
     if (!n.is_string()) return WrongType(field, "secret name");
     RETURN_IF_ERROR(CheckString(Str(n), field));
     if (!ValidSecretName(Str(n))) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_secret",
                          {{"field", field}, {"value", Str(n)}});
     }
-    if (std::find(s.secrets.begin(), s.secrets.end(), Str(n)) != s.secrets.end()) {
-      return Status::Msg(Code::kInvalidArgument, "spec.secret_twice", {{"name", Str(n)}});
+    if (std::find(out.begin(), out.end(), Str(n)) != out.end()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.secret_twice",
+                         {{"field", key}, {"name", Str(n)}});
     }
-    s.secrets.push_back(Str(n));
+    out.push_back(Str(n));
   }
   return Status::OK();
 }
@@ -359,7 +362,9 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
   } else if (key == "umask") {
     return ParseUmask(v, s);
   } else if (key == "secrets") {
-    return ParseSecrets(v, s);
+    return ParseSecretList(v, key, s.secrets);
+  } else if (key == "secret_files") {
+    return ParseSecretList(v, key, s.secret_files);
   } else if (key == "ports") {
     return ParsePorts(v, s);
   } else if (key == "network") {
@@ -376,6 +381,12 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> SecretNames(const RunSpec& spec) {
+  std::vector<std::string> out = spec.secrets;
+  out.insert(out.end(), spec.secret_files.begin(), spec.secret_files.end());
+  return out;
+}
 
 Result<RunSpec> SpecFromJson(const Json& j) {
   if (!j.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
@@ -402,6 +413,12 @@ Result<RunSpec> SpecFromJson(const Json& j) {
       return Status::Msg(Code::kInvalidArgument, "spec.secret_in_env", {{"name", name}});
     }
   }
+  for (const auto& name : s.secret_files) {
+    // One way in: a file keeps the value out of the environment.
+    if (std::find(s.secrets.begin(), s.secrets.end(), name) != s.secrets.end()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.secret_file_and_env", {{"name", name}});
+    }
+  }
   return s;
 }
 
@@ -422,6 +439,7 @@ Json SpecToJson(const RunSpec& s) {
   j["umask"] = s.umask;
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));
+  if (!s.secret_files.empty()) j["secret_files"] = s.secret_files;
   if (!s.ports.empty()) {
     Json ports = Json::array();
     for (const auto& p : s.ports) {

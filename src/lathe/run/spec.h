@@ -19,6 +19,10 @@
 //   secrets: [NAME, ...]  the caller's secrets (`lathe secret set`), each put
 //       into the run's environment under its name at every start; only the
 //       names are in the spec (ValidSecretName; none also in env)
+//   secret_files: [NAME, ...]  the caller's secrets given as files instead:
+//       at every start each value is written to $LATHE_SECRETS_DIR/NAME (0600,
+//       the run's user's, in a 0700 directory of theirs), removed when the
+//       attempt ends; never also in secrets (docs/security.md, "Secrets")
 //   ports: [8888, {name: tb, port: 6006}, {name: web, socket: /abs/web.sock}]
 //       what the run serves, reached through the daemon's proxy on the run's
 //       own origin (docs/security.md, "Run origins"): a loopback TCP port the
@@ -90,12 +94,17 @@ struct RunSpec {
   std::vector<std::string> secrets;  // names, never values (daemon/secrets.h)
   std::vector<PortSpec> ports;       // what the run serves; the first is its main port
   Network network = Network::kHost;
+  // Names of the secrets given as files (secret_files), never values.
+  std::vector<std::string> secret_files;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
 
 inline constexpr size_t kMaxSecretsPerRun = 64;
 inline constexpr size_t kMaxSecretNameBytes = 128;
+
+// Every secret the run names: secrets, then secret_files (each name once).
+std::vector<std::string> SecretNames(const RunSpec& spec);
 
 // An environment variable's name: letters, digits and '_', not starting
 // with a digit.

@@ -368,5 +368,36 @@ TEST(SpecSecrets, BadListsNameTheField) {
   EXPECT_EQ(SpecFromJson(many).status().msg_id(), "spec.too_many_secrets");
 }
 
+TEST(SpecSecrets, SecretFilesParseRoundTripAndNameTheirField) {
+  auto spec = Parse(R"({"command":["a"],"secrets":["A"],"secret_files":["HF_TOKEN","B"]})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->secret_files, (std::vector<std::string>{"HF_TOKEN", "B"}));
+  EXPECT_EQ(SecretNames(*spec), (std::vector<std::string>{"A", "HF_TOKEN", "B"}));
+  Json j = SpecToJson(*spec);
+  EXPECT_EQ(j["secret_files"], Json({"HF_TOKEN", "B"}));
+  EXPECT_EQ(*SpecFromJson(j), *spec);
+  EXPECT_FALSE(SpecToJson(*Parse(R"({"command":["a"]})")).contains("secret_files"));
+
+  auto bad = Parse(R"({"command":["a"],"secret_files":["OK","1BAD"]})");
+  EXPECT_EQ(bad.status().msg_id(), "spec.bad_secret");
+  EXPECT_EQ(ArgOf(bad.status(), "field"), "secret_files[1]");
+  auto twice = Parse(R"({"command":["a"],"secret_files":["A","A"]})");
+  EXPECT_EQ(twice.status().msg_id(), "spec.secret_twice");
+  EXPECT_EQ(ArgOf(twice.status(), "field"), "secret_files");
+  auto not_list = Parse(R"({"command":["a"],"secret_files":"A"})");
+  EXPECT_EQ(ArgOf(not_list.status(), "field"), "secret_files");
+  auto both = Parse(R"({"command":["a"],"secrets":["A"],"secret_files":["A"]})");
+  EXPECT_EQ(both.status().msg_id(), "spec.secret_file_and_env");
+  EXPECT_NE(both.status().message().find("secret_files"), std::string::npos);
+  // A file is not a variable: an env entry of the same name is the run's own.
+  EXPECT_TRUE(Parse(R"({"command":["a"],"env":{"A":"1"},"secret_files":["A"]})").ok());
+  Json many = {{"command", {"a"}}, {"secret_files", Json::array()}};
+  for (size_t i = 0; i <= kMaxSecretsPerRun; ++i)
+    many["secret_files"].push_back("S" + std::to_string(i));
+  auto over = SpecFromJson(many);
+  EXPECT_EQ(over.status().msg_id(), "spec.too_many_secrets");
+  EXPECT_EQ(ArgOf(over.status(), "field"), "secret_files");
+}
+
 }  // namespace
 }  // namespace lathe::run

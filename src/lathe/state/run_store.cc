@@ -140,6 +140,23 @@ INSERT INTO gpu_attempts (run_id, attempt, uid, user, gpus, started_at, ended_at
               ELSE max(finished_at, started_at) END
   FROM runs WHERE attempt > 0 AND started_at > 0 AND json_extract(spec, '$.gpus') > 0;
 )sql",
+      // v8: deployment keys (deploy_key_store.h): only the secret's SHA-256,
+      // bound to a deployment's name and its owner.
+      R"sql(
+CREATE TABLE deploy_keys (
+  id TEXT PRIMARY KEY,
+  deployment TEXT NOT NULL,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  secret_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL DEFAULT 0,
+  last_used_at INTEGER NOT NULL DEFAULT 0,
+  created_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX deploy_keys_deployment ON deploy_keys(deployment, created_at);
+)sql",
   };
   return m;
 }

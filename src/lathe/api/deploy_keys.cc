@@ -1,0 +1,142 @@
+#include "lathe/api/deploy_keys.h"
+
+#include "lathe/api/auth.h"
+#include "lathe/api/tokens.h"
+#include "lathe/common/ids.h"
+
+namespace lathe::api {
+namespace {
+
+constexpr size_t kIdChars = 11;      // "k" + 10 base32
+constexpr size_t kSecretChars = 64;  // 32 bytes as hex
+constexpr std::string_view kIdAlphabet = "0123456789abcdefghjkmnpqrstvwxyz";
+constexpr std::string_view kHex = "0123456789abcdef";
+
+std::string Shown(std::string_view s) {
+  constexpr size_t kShown = 64;
+  std::string out;
+  for (char c : s.substr(0, kShown)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > kShown) out += "...";
+  return out;
+}
+
+}  // namespace
+
+std::optional<DeployKeyParts> ParseDeployKey(std::string_view key) {
+  if (key.substr(0, kDeployKeyPrefix.size()) != kDeployKeyPrefix) return std::nullopt;
+  key.remove_prefix(kDeployKeyPrefix.size());
+  if (key.size() != kIdChars + 1 + kSecretChars || key[kIdChars] != '_') return std::nullopt;
+  std::string_view id = key.substr(0, kIdChars), secret = key.substr(kIdChars + 1);
+  if (id[0] != 'k' || id.substr(1).find_first_not_of(kIdAlphabet) != std::string_view::npos ||
+      secret.find_first_not_of(kHex) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return DeployKeyParts{std::string(id), std::string(secret)};
+}
+
+std::string FormatDeployKey(const DeployKeyParts& parts) {
+  return std::string(kDeployKeyPrefix) + parts.id + "_" + parts.secret;
+}
+
+Json DeployKeyToJson(const state::DeployKeyRecord& r, int64_t now_ms) {
+  auto opt = [](int64_t v) { return v == 0 ? Json(nullptr) : Json(v); };
+  return Json{{"id", r.id},
+              {"deployment", r.deployment},
+              {"name", r.name},
+              {"uid", r.uid},
+              {"user", r.user},
+              {"created_at_ms", r.created_at_ms},
+              {"expires_at_ms", opt(r.expires_at_ms)},
+              {"last_used_at_ms", opt(r.last_used_at_ms)},
+              {"expired", !r.LiveAt(now_ms)},
+              {"created_by", r.created_by}};
+}
+
+Result<std::unique_ptr<DeployKeyService>> DeployKeyService::Open(const std::string& db_path,
+                                                                 os::Clock& clock,
+                                                                 Options options) {
+  ASSIGN_OR_RETURN(auto store, state::DeployKeyStore::Open(db_path));
+  return std::unique_ptr<DeployKeyService>(new DeployKeyService(std::move(store), clock, options));
+}
+
+Result<IssuedDeployKey> DeployKeyService::Issue(const DeployKeyRequest& req) {
+  if (!IsValidName(req.deployment)) {
+    return Status::Msg(Code::kInvalidArgument, "deploy_key.bad_deployment",
+                       {{"value", Shown(req.deployment)}});
+  }
+  RETURN_IF_ERROR(CheckCredentialName(req.name));
+  ASSIGN_OR_RETURN(int64_t ttl_ms, CredentialTtlMs(req.expires));
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowMs();
+  ASSIGN_OR_RETURN(int64_t live, store_->CountLive(req.deployment, now));
+  if (live >= opts_.max_live_per_deployment) {
+    return Status::Msg(Code::kResourceExhausted, "deploy_key.too_many",
+                       {{"deployment", req.deployment},
+                        {"count", std::to_string(live)},
+                        {"max", std::to_string(opts_.max_live_per_deployment)}});
+  }
+  state::DeployKeyRecord r;
+  r.deployment = req.deployment;
+  r.uid = req.uid;
+  r.user = req.user;
+  r.name = req.name;
+  r.created_at_ms = now;
+  r.expires_at_ms = ttl_ms == 0 ? 0 : now + ttl_ms;
+  r.created_by = req.created_by;
+  DeployKeyParts parts{NewId("k"), NewSecret()};
+  r.id = parts.id;
+  r.secret_hash = HashSecret(parts.secret);
+  RETURN_IF_ERROR(store_->Insert(r));
+  return IssuedDeployKey{r, FormatDeployKey(parts)};
+}
+
+Result<state::DeployKeyRecord> DeployKeyService::Verify(std::string_view key,
+                                                        std::string_view deployment) {
+  std::optional<DeployKeyParts> parts = ParseDeployKey(key);
+  if (!parts) return Status::Msg(Code::kPermissionDenied, "deploy_key.malformed");
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<state::DeployKeyRecord> r, store_->Get(parts->id));
+  // One answer for an unknown id, a wrong secret and another deployment's
+  // key: the caller learns nothing about which keys exist elsewhere.
+  if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash) ||
+      r->deployment != deployment) {
+    return Status::Msg(Code::kPermissionDenied, "deploy_key.invalid",
+                       {{"id", parts->id}, {"deployment", Shown(deployment)}});
+  }
+  const int64_t now = clock_.NowMs();
+  if (!r->LiveAt(now)) {
+    return Status::Msg(Code::kPermissionDenied, "deploy_key.expired",
+                       {{"id", r->id}, {"when", FormatUtc(r->expires_at_ms)}});
+  }
+  if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
+    // Best effort: a busy database must not refuse a valid key.
+    if (store_->Touch(r->id, now).ok()) r->last_used_at_ms = now;
+  }
+  return std::move(*r);
+}
+
+Result<std::vector<state::DeployKeyRecord>> DeployKeyService::List(const std::string& deployment,
+                                                                   std::optional<uid_t> owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->List(deployment, owner);
+}
+
+Result<state::DeployKeyRecord> DeployKeyService::Revoke(const std::string& id,
+                                                        std::optional<uid_t> owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<state::DeployKeyRecord> r, store_->Get(id));
+  auto not_found = [&] {
+    return Status::Msg(Code::kNotFound, "deploy_key.not_found", {{"id", Shown(id)}});
+  };
+  if (!r || (owner && r->uid != *owner)) return not_found();
+  ASSIGN_OR_RETURN(bool deleted, store_->Delete(id));
+  if (!deleted) return not_found();
+  return std::move(*r);
+}
+
+Result<int64_t> DeployKeyService::RevokeAll(const std::string& deployment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->DeleteAll(deployment);
+}
+
+}  // namespace lathe::api

@@ -1,0 +1,40 @@
+#include "lathe/daemon/secret_files.h"
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "lathe/os/files.h"
+#include "lathe/os/users.h"
+
+namespace lathe::daemon {
+
+std::string SecretFilesDir(const std::string& run_dir, int attempt) {
+  return fmt::format("{}/secrets-{}", run_dir, attempt);
+}
+
+Status WriteSecretFiles(const std::string& dir, const std::map<std::string, std::string>& values,
+                        uid_t uid, gid_t gid) {
+  RETURN_IF_ERROR(RemoveSecretFiles(dir, uid, gid));
+  Status st = os::WritePrivateDir(dir, values, uid, gid);
+  if (!st.ok()) return Status(st.code(), "cannot write the run's secret files: " + st.message());
+  return Status::OK();
+}
+
+Status RemoveSecretFiles(const std::string& dir, uid_t uid, gid_t gid) {
+  auto stamp = os::LstatFile(dir);
+  if (!stamp.ok()) return stamp.status().IsNotFound() ? Status::OK() : stamp.status();
+  if (!S_ISDIR(stamp->mode)) return os::RemoveFile(dir);
+  // The run may have taken its own permissions away; the directory is
+  // reached through the daemon's run directory, which nobody else can change.
+  RETURN_IF_ERROR(os::Chmod(dir, 0700));
+  Status contents = os::AsUser(os::IdentityOf(uid, gid), [&]() -> Status {
+    ASSIGN_OR_RETURN(auto names, os::ListDir(dir));
+    for (const auto& name : names) RETURN_IF_ERROR(os::RemoveAll(dir + "/" + name));
+    return Status::OK();
+  });
+  RETURN_IF_ERROR(contents);
+  return os::RemoveDir(dir);
+}
+
+}  // namespace lathe::daemon
