@@ -228,7 +228,7 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, std::string_vi
     auto req = BuildRequest(method, path_and_query, body, headers, options_, HostHeader(options_));
     error_code ec;
     bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(boost::none);
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none (proxy.cc)
     bool answered_early = false;  // before the whole request was written
     WithSocket(*conn_, [&](auto& sock) {
       bhttp::write(sock, req, ec);

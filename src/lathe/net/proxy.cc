@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <cstdint>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -327,7 +329,9 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
 
   bhttp::response_parser<bhttp::string_body> p;
   p.header_limit(static_cast<uint32_t>(opts_.max_response_header_bytes));
-  p.body_limit(boost::none);
+  // A number, not boost::none: Boost 1.74 compares a length with an empty
+  // limit as greater ("body limit exceeded" for some Content-Length answers).
+  p.body_limit(std::numeric_limits<std::uint64_t>::max());
   p.eager(true);
   if (req.method == "HEAD") p.skip(true);
   std::string pending;
