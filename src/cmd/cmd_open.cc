@@ -6,7 +6,6 @@
 #include "cmd/output.h"
 #include "lathe/api/client.h"
 #include "lathe/net/http.h"
-#include "lathe/os/command.h"
 
 namespace lathe::cmd {
 namespace {
@@ -30,8 +29,7 @@ Status RunOpen(const OpenFlags& f, Lang lang) {
   const std::string url = r.value("login_url", r.value("url", ""));  // signs the browser in
   std::printf("%s\n", url.c_str());
   if (f.browser) {
-    auto rc = os::RunCommand({"xdg-open", url}, 10000);
-    if (!rc.ok() || rc->exit_code != 0) {
+    if (!OpenInBrowser(url).empty()) {
       std::fprintf(stderr, "%s\n", Tr("open.no_browser", lang).c_str());
     }
   }

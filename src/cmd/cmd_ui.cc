@@ -5,7 +5,6 @@
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
-#include "lathe/os/command.h"
 
 namespace lathe::cmd {
 namespace {
@@ -14,8 +13,6 @@ struct UiFlags {
   bool browser = false, json = false;
   std::string user;
 };
-
-constexpr int64_t kBrowserTimeoutMs = 10'000;
 
 // The port of "http://host:port/..." ("" when there is none).
 std::string PortOf(const std::string& url) {
@@ -47,14 +44,7 @@ Status RunUi(const UiFlags& f, Lang lang) {
                      .c_str());
   }
   if (f.browser) {
-    auto opened = os::RunCommand({"xdg-open", url}, kBrowserTimeoutMs);
-    std::string detail;
-    if (!opened.ok()) {
-      detail = opened.status().message();
-    } else if (opened->exit_code != 0) {
-      detail = "xdg-open: exit " + std::to_string(opened->exit_code);
-    }
-    if (!detail.empty()) {
+    if (std::string detail = OpenInBrowser(url); !detail.empty()) {
       std::fprintf(stderr, "%s\n", Tr("ui.browser_failed", lang, {{"detail", detail}}).c_str());
     }
   }

@@ -1,5 +1,7 @@
 #include "cmd/output.h"
 
+#include "lathe/os/command.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -78,5 +80,13 @@ std::string AgeAgo(int64_t ms, Lang lang) {
 }
 
 bool IsTerminal() { return ::isatty(1) == 1; }
+
+std::string OpenInBrowser(const std::string& url) {
+  constexpr int64_t kBrowserTimeoutMs = 10'000;
+  auto opened = os::RunCommand({"xdg-open", url}, kBrowserTimeoutMs);
+  if (!opened.ok()) return opened.status().message();
+  if (opened->exit_code != 0) return "xdg-open: exit " + std::to_string(opened->exit_code);
+  return "";
+}
 
 }  // namespace lathe::cmd

@@ -8,6 +8,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +17,13 @@ import unittest
 LATHE = os.environ.get("LATHE_BIN") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "lathe")
 PY = "/usr/bin/python3"
+
+
+def free_port():
+    """A loopback TCP port nothing listens on now (bound, read back, released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def snap_env():

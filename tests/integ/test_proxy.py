@@ -18,19 +18,12 @@ import tempfile
 import time
 import unittest
 
-from harness import DaemonTest, PY, second_user
+from harness import DaemonTest, PY, free_port, second_user
 
 USER_A = "lathe-it-px-a"
 USER_B = "lathe-it-px-b"
 UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy_upstream.py")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Proxy(DaemonTest):

@@ -19,19 +19,12 @@ import tempfile
 import time
 import unittest
 
-from harness import LATHE, Daemon, DaemonTest, PY, second_user
+from harness import LATHE, Daemon, DaemonTest, PY, free_port, second_user
 
 USER_A = "lathe-it-pxn-a"
 USER_B = "lathe-it-pxn-b"
 UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy_upstream.py")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class ProxyNetns(DaemonTest):

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from harness import free_port
 from test_serve import ECHO_CONFIG, Server, write
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -41,11 +42,6 @@ scrape_configs:
       - targets: ["127.0.0.1:{port}"]
 """
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Prometheus:

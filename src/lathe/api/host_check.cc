@@ -65,4 +65,8 @@ bool DaemonHostAllowed(std::string_view host_header, const std::vector<std::stri
   return false;
 }
 
+bool IsLoopbackListenHost(std::string_view h) {
+  return h == "localhost" || h == "::1" || h == "[::1]" || h.starts_with("127.");
+}
+
 }  // namespace lathe::api

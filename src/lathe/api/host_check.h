@@ -27,4 +27,8 @@ std::string NormalizeHost(std::string_view host_header);
 // ignored). A malformed or missing header is never allowed.
 bool DaemonHostAllowed(std::string_view host_header, const std::vector<std::string>& allowed);
 
+// True when a listen host (as configured, not a Host header) is a loopback
+// address or name: "localhost", 127.x.y.z, "::1" or "[::1]".
+bool IsLoopbackListenHost(std::string_view host);
+
 }  // namespace lathe::api

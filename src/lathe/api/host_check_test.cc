@@ -56,5 +56,14 @@ TEST(HostCheck, SubdomainsOfLocalhostAreNotTheDaemon) {
   EXPECT_FALSE(DaemonHostAllowed("app.r3k7q0m9x2a.localhost", {}));
 }
 
+TEST(HostCheck, LoopbackListenHosts) {
+  for (const char* h : {"localhost", "127.0.0.1", "127.1.2.3", "::1", "[::1]"}) {
+    EXPECT_TRUE(IsLoopbackListenHost(h)) << h;
+  }
+  for (const char* h : {"", "0.0.0.0", "::", "10.0.0.5", "lab.example.org", "localhost.evil"}) {
+    EXPECT_FALSE(IsLoopbackListenHost(h)) << h;
+  }
+}
+
 }  // namespace
 }  // namespace lathe::api

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "lathe/api/host_check.h"
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
 #include "lathe/common/i18n.h"
@@ -69,10 +70,6 @@ net::HttpResponse Page(int status, const std::string& body) {
   return r;
 }
 
-bool IsLoopbackName(const std::string& h) {
-  return h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
-}
-
 bool IsWildcard(const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::"; }
 
 std::string Bracketed(const std::string& h) {
@@ -87,7 +84,7 @@ bool ApiServer::IsUiPath(std::string_view path) {
 
 std::string ApiServer::LoginUrl(const net::HttpRequest& req, const std::string& code) const {
   std::string authority;
-  if (IsLoopbackName(opts_.host)) {
+  if (IsLoopbackListenHost(opts_.host)) {
     authority = fmt::format("localhost:{}", port_);
   } else if (!IsWildcard(opts_.host)) {
     authority = fmt::format("{}:{}", Bracketed(opts_.host), port_);

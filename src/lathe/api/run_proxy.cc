@@ -3,6 +3,7 @@
 // origins", states the rules.
 #include <fmt/format.h>
 
+#include "lathe/api/host_check.h"
 #include "lathe/api/routes.h"
 #include "lathe/api/run_origin.h"
 #include "lathe/api/server.h"
@@ -12,10 +13,6 @@
 
 namespace lathe::api {
 namespace {
-
-bool IsLoopbackHost(std::string_view h) {
-  return h.empty() || h == "localhost" || h == "127.0.0.1" || h == "::1" || h.starts_with("127.");
-}
 
 // A page may act on a run's origin only from that same origin: an Origin
 // header, when the browser sends one, must name the Host being asked.
@@ -52,7 +49,7 @@ std::string PortNames(const run::RunSpec& spec) {
 std::vector<std::string> ApiServer::RunOriginBases() const {
   std::vector<std::string> bases = {"localhost"};
   auto is_name = [](const std::string& h) {
-    return !IsLoopbackHost(h) && h.find_first_not_of("0123456789.:[]") != std::string::npos;
+    return !IsLoopbackListenHost(h) && h.find_first_not_of("0123456789.:[]") != std::string::npos;
   };
   if (is_name(opts_.host)) bases.push_back(opts_.host);  // a host name, not an address literal
   for (const auto& h : opts_.allowed_hosts) {
