@@ -13,7 +13,7 @@ BUILD=(
   libtorch-dev libopenblas0-pthread clang-format
 )
 TEST=(
-  python3 util-linux procps passwd curl
+  python3 util-linux procps passwd curl openssl
   python3-torch python3-numpy python3-sklearn prometheus
 )
 BENCH=(
