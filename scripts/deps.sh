@@ -15,6 +15,7 @@ BUILD=(
 TEST=(
   python3 util-linux procps passwd curl openssl
   python3-torch python3-numpy python3-sklearn prometheus
+  jupyter-notebook python3-websocket r-base-core r-cran-irkernel
 )
 BENCH=(
   munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine

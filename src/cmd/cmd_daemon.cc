@@ -40,6 +40,7 @@ struct DaemonFlags {
   std::string tls_cert, tls_key;           // --tls-cert/--tls-key, else config.yaml's tls
   std::vector<std::string> allowed_hosts;  // config.yaml only
   daemon::QuotaConfig quotas;              // config.yaml only
+  daemon::NotebookSettings notebooks;      // config.yaml only
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -56,6 +57,7 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.retention) f.retention = *c.retention;
   if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
   if (c.quotas) f.quotas = *c.quotas;
+  if (c.notebooks) f.notebooks = *c.notebooks;
   // A relative flag means the caller's directory (`lathe up` starts the daemon elsewhere).
   auto absolute = [](std::string& p) {
     if (!p.empty() && p[0] != '/') p = std::filesystem::absolute(p).lexically_normal().string();
@@ -89,6 +91,9 @@ Status RunDaemon(DaemonFlags& f) {
   o.self_exe = os::SelfExe();
   o.retention = f.retention;
   o.quotas = f.quotas;
+  if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
+  if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
+  if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;
   ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
   api::ApiOptions ao;
   ao.host = f.host;

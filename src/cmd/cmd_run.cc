@@ -237,6 +237,14 @@ Status RunRun(const RunFlags& f, Lang lang) {
   return Status::Msg(Code::kInternal, "run.not_succeeded", {{"run", id}, {"state", state}});
 }
 
+// A notebook's command is Jupyter with its kernels: "jupyter (python, r)".
+std::string NotebookCommandText(const Json& spec, Lang lang) {
+  std::string kernels;
+  for (const auto& k : spec.value("kernels", Json::array()))
+    kernels += (kernels.empty() ? "" : ", ") + k.get<std::string>();
+  return Tr("ps.notebook_command", lang, {{"kernels", kernels}});
+}
+
 std::string GpuList(const Json& r, Lang lang) {
   std::string s;
   for (const auto& g : r["gpus"]) s += (s.empty() ? "" : ",") + std::to_string(g.get<int>());
@@ -283,6 +291,7 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
     if (run.contains("spec")) {
       for (const auto& a : run["spec"]["command"])
         cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+      if (run.value("kind", "") == "notebook") cmd = NotebookCommandText(run["spec"], lang);
     }
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     std::string state = memo(states, run.value("state", ""),
@@ -429,6 +438,15 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
 }
 
 }  // namespace
+
+Status LogsOfRun(const std::string& ref, bool follow, Lang lang) {
+  LogsFlags f;
+  f.ref = ref;
+  f.follow = follow;
+  return RunLogs(f, lang);
+}
+
+Status StopOfRun(const std::string& ref, Lang lang) { return RunStop(ref, lang); }
 
 void SetupRun(CLI::App& app, Globals& g, Status& status) {
   static RunFlags f;

@@ -9,13 +9,14 @@ void SetupGpus(CLI::App& app, Globals& g, Status& status);
 void SetupSnap(CLI::App& app, Globals& g, Status& status);  // cmd_snap.cc
 void SetupDoctor(CLI::App& app, Globals& g,
                  Status& status);  // cmd_doctor.cc: doctor, explain, term, plan
-void SetupServe(CLI::App& app, Globals& g, Status& status);   // cmd_serve.cc
-void SetupToken(CLI::App& app, Globals& g, Status& status);   // cmd_token.cc
-void SetupLogin(CLI::App& app, Globals& g, Status& status);   // cmd_login.cc: login, logout
-void SetupRm(CLI::App& app, Globals& g, Status& status);      // cmd_rm.cc
-void SetupSecret(CLI::App& app, Globals& g, Status& status);  // cmd_secret.cc
-void SetupOpen(CLI::App& app, Globals& g, Status& status);    // cmd_open.cc
-void SetupUi(CLI::App& app, Globals& g, Status& status);      // cmd_ui.cc
+void SetupServe(CLI::App& app, Globals& g, Status& status);     // cmd_serve.cc
+void SetupToken(CLI::App& app, Globals& g, Status& status);     // cmd_token.cc
+void SetupLogin(CLI::App& app, Globals& g, Status& status);     // cmd_login.cc: login, logout
+void SetupRm(CLI::App& app, Globals& g, Status& status);        // cmd_rm.cc
+void SetupSecret(CLI::App& app, Globals& g, Status& status);    // cmd_secret.cc
+void SetupOpen(CLI::App& app, Globals& g, Status& status);      // cmd_open.cc
+void SetupUi(CLI::App& app, Globals& g, Status& status);        // cmd_ui.cc
+void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -31,6 +32,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupSecret(app, g, status);
   SetupOpen(app, g, status);
   SetupUi(app, g, status);
+  SetupNotebook(app, g, status);
 }
 
 }  // namespace lathe::cmd

@@ -25,4 +25,8 @@ struct Globals {
 
 void SetupAll(CLI::App& app, Globals& g, Status& status);
 
+// Shared with lathe notebook (cmd_run.cc): lathe logs RUN [-f], lathe stop RUN.
+Status LogsOfRun(const std::string& ref, bool follow, Lang lang);
+Status StopOfRun(const std::string& ref, Lang lang);
+
 }  // namespace lathe::cmd

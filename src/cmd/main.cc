@@ -14,6 +14,7 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
 #include "lathe/exec/monitor.h"
+#include "lathe/run/notebook_prelude.h"
 
 int main(int argc, char** argv) {
   // The per-run monitor (`lathe __monitor LAUNCH FD`, started by the daemon
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
   // from submit to the job's first instruction.
   if (argc == 4 && std::strcmp(argv[1], "__monitor") == 0) {
     return lathe::exec::MonitorMain(argv[2], std::atoi(argv[3]));
+  }
+  // A notebook run's first program (run/notebook_prelude.h): it execs Jupyter.
+  if (argc >= 2 && std::strcmp(argv[1], "__notebook") == 0) {
+    return lathe::run::NotebookMain(std::vector<std::string>(argv + 2, argv + argc));
   }
   std::vector<std::string> args(argv + 1, argv + argc);
   // --help and parse errors are written in the reader's language.

@@ -24,7 +24,7 @@ OPEN, CLOSE = "⟦", "⟧"
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
     "gpus", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
-    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "true", "false", "null",
+    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
                   r"Ki|Mi|Gi|Ti|C|W|MHz|x[0-9]+[A-Za-z]*|%)?$")
@@ -185,7 +185,9 @@ class PseudoLocaleTest(unittest.TestCase):
                      ("logs", "--help"), ("doctor", "--help"),
                      ("token", "create", "--help"), ("login", "--help"), ("rm", "--help"),
                      ("secret", "set", "--help"), ("secret", "--help"), ("ui", "--help"), ("open", "--help"),
-                     ("token", "ls", "--help"), ("token", "rm", "--help")):
+                     ("token", "ls", "--help"), ("token", "rm", "--help"),
+                     ("notebook", "--help"), ("notebook", "start", "--help"),
+                     ("notebook", "ls", "--help"), ("notebook", "restart", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

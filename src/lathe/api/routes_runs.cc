@@ -136,6 +136,7 @@ void ApiServer::ListRuns(ApiCall& call) {
       j["waiting"] = daemon_.WaitingWhy(r.id);
       j["waiting_on"] = daemon_.WaitingOn(r.id);
     }
+    if (whole && r.kind == run::RunKind::kNotebook) j["notebook"] = daemon_.NotebookJson(r);
     arr.push_back(std::move(j));
   }
   call.Reply(Json{{"runs", arr}, {"total", total}, {"total_all", total_all}});
@@ -166,6 +167,7 @@ void ApiServer::GetRun(ApiCall& call) {
   }
   j["backend"] = r->backend;
   j["endpoints"] = daemon_.EndpointsJson(*r);
+  if (r->kind == run::RunKind::kNotebook) j["notebook"] = daemon_.NotebookJson(*r);
   auto events = daemon_.Events(r->id, 0);
   if (events.ok()) j["events"] = EventsJson(*events);
   call.Reply(j);
@@ -173,6 +175,13 @@ void ApiServer::GetRun(ApiCall& call) {
 
 void ApiServer::StopRun(ApiCall& call) {
   auto r = daemon_.StopRun(call.caller, call.Param("run"));
+  if (!r.ok()) return call.Reply(r.status());
+  call.Reply(state::RunToJson(*r), 202);
+}
+
+// POST /runs/{run}/restart: an ended notebook is queued again.
+void ApiServer::RestartRun(ApiCall& call) {
+  auto r = daemon_.RestartRun(call.caller, call.Param("run"));
   if (!r.ok()) return call.Reply(r.status());
   call.Reply(state::RunToJson(*r), 202);
 }

@@ -7,6 +7,7 @@
 #include "lathe/api/routes.h"
 #include "lathe/api/run_origin.h"
 #include "lathe/api/server.h"
+#include "lathe/daemon/notebooks.h"
 #include "lathe/net/status_http.h"
 
 #include <spdlog/spdlog.h>
@@ -38,9 +39,9 @@ const Json* FindEndpoint(const Json& endpoints, const std::string& name) {
   return nullptr;
 }
 
-std::string PortNames(const run::RunSpec& spec) {
+std::string PortNames(const state::RunRecord& r) {
   std::string s;
-  for (const auto& p : spec.ports) s += (s.empty() ? "" : ", ") + p.name;
+  for (const auto& p : daemon::ServedPorts(r)) s += (s.empty() ? "" : ", ") + p.name;
   return s.empty() ? "-" : s;
 }
 
@@ -136,13 +137,13 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   Json endpoints = daemon_.EndpointsJson(*r);
   const Json* e = FindEndpoint(endpoints, o.port_name);
   if (!e) {
-    if (r->spec.ports.empty()) {
+    if (daemon::ServedPorts(*r).empty()) {
       return refuse(Status::Msg(Code::kNotFound, "proxy.no_ports", {{"run", r->id}}));
     }
     return refuse(Status::Msg(Code::kNotFound, "proxy.no_port",
                               {{"run", r->id},
                                {"port", o.port_name.empty() ? "-" : o.port_name},
-                               {"ports", PortNames(r->spec)}}));
+                               {"ports", PortNames(*r)}}));
   }
   net::Upstream up;
   const std::string address = e->value("address", "");
@@ -159,6 +160,17 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   }
   up.owner_uid = r->uid;
   up.any_owner = r->uid == 0;  // root's own run may be served by anything root runs
+  if (r->kind == run::RunKind::kNotebook && e->value("name", "") == daemon::kNotebookPort) {
+    // The user never needs Jupyter's token: the proxy shows it to Jupyter.
+    up.add_headers.emplace_back("Authorization", "token " + daemon_.NotebookTokenOf(*r));
+    // What the user does keeps the notebook from being stopped as idle.
+    auto& watch = daemon_.notebooks();
+    if (daemon::IsClientActivity(req.method, req.path)) watch.NoteClient(r->id);
+    up.on_client_bytes = [&watch, id = r->id,
+                          frames = std::make_shared<daemon::WsDataFrames>()](std::string_view b) {
+      if (frames->Feed(b) > 0) watch.NoteClient(id);
+    };
+  }
   proxy_->Forward(std::move(req), std::move(up), std::move(res));
 }
 
@@ -178,22 +190,22 @@ void ApiServer::PostOpen(ApiCall& call) {
       port = (*body)["port"].get<std::string>();
     }
   }
-  if (r->spec.ports.empty()) {
+  const std::vector<run::PortSpec> ports = daemon::ServedPorts(*r);
+  if (ports.empty()) {
     return call.Reply(Status::Msg(Code::kNotFound, "proxy.no_ports", {{"run", r->id}}));
   }
-  const run::PortSpec* chosen = &r->spec.ports.front();
+  const run::PortSpec* chosen = &ports.front();
   if (!port.empty()) {
     chosen = nullptr;
-    for (const auto& p : r->spec.ports) {
+    for (const auto& p : ports) {
       if (p.name == port) chosen = &p;
     }
     if (!chosen) {
-      return call.Reply(
-          Status::Msg(Code::kNotFound, "proxy.no_port",
-                      {{"run", r->id}, {"port", port}, {"ports", PortNames(r->spec)}}));
+      return call.Reply(Status::Msg(Code::kNotFound, "proxy.no_port",
+                                    {{"run", r->id}, {"port", port}, {"ports", PortNames(*r)}}));
     }
   }
-  RunOrigin o{r->id, chosen == &r->spec.ports.front() ? "" : chosen->name, RunOriginBases()[0]};
+  RunOrigin o{r->id, chosen == &ports.front() ? "" : chosen->name, RunOriginBases()[0]};
   const std::string url = RunOriginUrl(o);
   auto code = sessions_->IssueCode(call.caller.uid, call.caller.user, RunScope(r->id),
                                    call.auth.via == Via::kSocket ? "socket" : "api");

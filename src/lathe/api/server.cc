@@ -213,6 +213,7 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/runs/{run}", &A::GetRun},
       {"DELETE", "/api/v1/runs/{run}", &A::DeleteRun},
       {"POST", "/api/v1/runs/{run}/stop", &A::StopRun},
+      {"POST", "/api/v1/runs/{run}/restart", &A::RestartRun},
       {"POST", "/api/v1/runs/prune", &A::PruneRuns},
       {"GET", "/api/v1/runs/{run}/logs", &A::GetRunLogs},
       {"GET", "/api/v1/runs/{run}/events", &A::GetRunEvents},

@@ -98,6 +98,7 @@ class ApiServer {
   void PostRun(ApiCall& call);
   void GetRun(ApiCall& call);
   void StopRun(ApiCall& call);
+  void RestartRun(ApiCall& call);
   void DeleteRun(ApiCall& call);
   void PruneRuns(ApiCall& call);
   void GetRunEvents(ApiCall& call);

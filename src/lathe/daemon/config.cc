@@ -72,6 +72,40 @@ Result<TlsSettings> ParseTls(const YAML::Node& node, std::string_view file) {
   return t;
 }
 
+// notebooks: {idle: 30m, poll: 10s, gpu_busy_pct: 5}
+Result<NotebookSettings> ParseNotebooks(const YAML::Node& node, std::string_view file) {
+  NotebookSettings n;
+  constexpr const char* kKeys = "notebooks.idle, notebooks.poll, notebooks.gpu_busy_pct";
+  if (!node.IsMap()) return BadKey(file, "notebooks", "a mapping of idle, poll, gpu_busy_pct");
+  for (const auto& kv : node) {
+    std::string key = "notebooks." + kv.first.Scalar();
+    if (!kv.second.IsScalar()) return BadKey(file, key, "a single value");
+    std::string v = kv.second.Scalar();
+    if (key == "notebooks.idle" || key == "notebooks.poll") {
+      auto d = v == "0" ? Result<std::chrono::milliseconds>(std::chrono::milliseconds(0))
+                        : ParseDuration(v);
+      const bool poll = key == "notebooks.poll";
+      if (!d.ok() || d->count() < 0 || (poll && d->count() < 100)) {
+        return BadKey(file, key,
+                      poll ? "a duration of at least 100ms, such as 10s"
+                           : "a duration such as 30m, or 0 (never)");
+      }
+      (poll ? n.poll_ms : n.idle_ms) = d->count();
+    } else if (key == "notebooks.gpu_busy_pct") {
+      int pct = -1;
+      try {
+        pct = std::stoi(v);
+      } catch (...) {
+      }
+      if (pct < 0 || pct > 100) return BadKey(file, key, "a whole number from 0 to 100");
+      n.gpu_busy_pct = pct;
+    } else {
+      return BadKey(file, key, kKeys);
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
@@ -86,7 +120,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     if (!root.IsMap()) {
       return bad("(top level)",
                  "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
-                 "fair_share");
+                 "fair_share, notebooks");
     }
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
@@ -108,6 +142,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         ASSIGN_OR_RETURN(c.tls, ParseTls(kv.second, file));
         continue;
       }
+      if (key == "notebooks") {
+        ASSIGN_OR_RETURN(c.notebooks, ParseNotebooks(kv.second, file));
+        continue;
+      }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
       std::string v = kv.second.Scalar();
       if (key == "gpus") {
@@ -127,7 +165,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         c.grace = v;
       } else {
         return bad(key,
-                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share");
+                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
+                   "notebooks");
       }
     }
   } catch (const YAML::Exception& e) {

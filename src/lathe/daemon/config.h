@@ -12,6 +12,10 @@
 //   quotas:               # per-user and per-group limits (quotas.h)
 //     default: {gpus: 2, runs: 4, gpu_hours: 100, period: 7d}
 //   fair_share: {half_life: 7d}
+//   notebooks:            # notebook runs (docs/notebooks.md)
+//     idle: 30m           # stop a notebook idle this long (a spec's idle wins); 0: never
+//     poll: 10s           # how often the daemon looks at each notebook
+//     gpu_busy_pct: 5     # a GPU at or above this utilization keeps a notebook active
 //   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
 //     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
 //     key: /etc/lathe/server.key   # its PEM private key (absolute path)
@@ -31,6 +35,13 @@
 
 namespace lathe::daemon {
 
+// notebooks: (notebook_watch.h)
+struct NotebookSettings {
+  std::optional<int64_t> idle_ms;
+  std::optional<int64_t> poll_ms;
+  std::optional<int> gpu_busy_pct;
+};
+
 // tls: both or neither (the daemon checks, since a flag may give the other).
 struct TlsSettings {
   std::string cert;  // tls.cert; "" when not given
@@ -46,6 +57,7 @@ struct DaemonConfig {
   std::optional<std::vector<std::string>> allowed_hosts;
   std::optional<QuotaConfig> quotas;  // `quotas:` and `fair_share:`
   std::optional<TlsSettings> tls;
+  std::optional<NotebookSettings> notebooks;
 };
 
 // Parses the text of a config file; `file` names it in errors.

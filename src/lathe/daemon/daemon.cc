@@ -13,6 +13,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
+#include "lathe/daemon/notebooks.h"
 #include "lathe/daemon/secret_files.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/exec/local_backend.h"
@@ -127,6 +128,7 @@ Status Daemon::Init() {
   spdlog::info("home {} ({} mode); {} GPU(s) from {}; cgroups: {}", paths_.home,
                paths_.system ? "system" : "user", inventory_.gpus.size(), inventory_.source,
                cgroups_.note.empty() ? "ok" : cgroups_.note);
+  notebooks_ = std::make_unique<NotebookWatch>(opts_.notebooks, clock_, NotebookHooks());
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
   PurgeExpiredKeys(/*now=*/true);
@@ -135,6 +137,7 @@ Status Daemon::Init() {
 
 Status Daemon::Start() {
   loop_ = std::thread([this] { Loop(); });
+  notebooks_->Start();
   return Status::OK();
 }
 
@@ -146,6 +149,7 @@ void Daemon::Stop() {
   }
   loop_cv_.notify_all();
   change_cv_.notify_all();
+  if (notebooks_) notebooks_->Stop();
   if (loop_.joinable()) loop_.join();
 }
 
@@ -447,7 +451,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   } else if (r.stop_intent == run::StopIntent::kPreempt) {
     to = RunState::kPreempted;
     requeue = r.spec.requeue;
-  } else if (r.stop_intent == run::StopIntent::kUser) {
+  } else if (r.stop_intent == run::StopIntent::kUser || r.stop_intent == run::StopIntent::kIdle) {
     to = RunState::kStopped;
   } else if (r.stop_intent == run::StopIntent::kTimeout) {
     to = RunState::kFailed;
@@ -598,6 +602,12 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.isolated_network = r.spec.network == run::Network::kIsolated;
   q.attempt_dir = AttemptDir(r);
   q.log_path = LogPath(r);
+  if (IsNotebook(r)) {
+    // Made at submission; a run from before notebooks had tokens gets one now.
+    auto token = NotebookToken(r.run_dir);
+    ApplyNotebook(r.run_dir, r.spec, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
+                  token.ok() ? *token : "", q);
+  }
   return q;
 }
 
@@ -626,6 +636,12 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   p.request = RequestFor(r);
   if (Status st = os::MakeDirs(p.request.attempt_dir, 0700); !st.ok()) {
     return FailStart(r, st.message());
+  }
+  if (IsNotebook(r)) {
+    const DirOwner owner = OwnerOf(r);
+    if (Status st = PrepareNotebookDir(r.run_dir, owner.uid, owner.gid); !st.ok()) {
+      return FailStart(r, st.message());
+    }
   }
   auto prepared = backend_->Prepare(p.request);
   if (!prepared.ok()) return FailStart(r, prepared.status().message());

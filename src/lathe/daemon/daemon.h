@@ -34,6 +34,7 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
+#include "lathe/daemon/notebook_watch.h"
 #include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 #include "lathe/daemon/run_checkpoints.h"
@@ -69,6 +70,8 @@ struct DaemonOptions {
   // Per-user limits and fair share (config.yaml `quotas:`, `fair_share:`);
   // the default has no limits and fair share with a 7-day half-life.
   QuotaConfig quotas;
+  // Notebooks' readiness and idle stop (config.yaml `notebooks:`).
+  NotebookWatchOptions notebooks;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -127,6 +130,15 @@ class Daemon {
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
                                   AccessAction action);
   Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref);
+  // Queues an ended notebook again (notebooks_daemon.cc): same id, workspace
+  // and notebook directory; the next attempt. FailedPrecondition
+  // (notebook.not_notebook, notebook.not_finished) otherwise.
+  Result<state::RunRecord> RestartRun(const Caller& caller, const std::string& ref);
+  // The token the proxy adds for a notebook's Jupyter ("" for other runs).
+  std::string NotebookTokenOf(const state::RunRecord& r);
+  // What the watch knows of a running notebook, as JSON (null when nothing).
+  Json NotebookJson(const state::RunRecord& r);
+  NotebookWatch& notebooks() { return *notebooks_; }
   Result<std::vector<state::EventRecord>> Events(const std::string& run_id, int64_t after_id);
   bool IsFinished(const std::string& run_id);
   // Why a queued run waits, from the last scheduling pass ("" if unknown).
@@ -230,6 +242,8 @@ class Daemon {
   // Records why each queued run waits, with an event the first time a run
   // waits on a given quota limit.
   void NoteWaiting(const sched::Decision& d);
+  // The notebook watch's hooks (notebooks_daemon.cc); each takes mu_.
+  NotebookWatch::Hooks NotebookHooks();
   Status CheckFitsNode(const run::RunSpec& spec) const;
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.
@@ -271,6 +285,7 @@ class Daemon {
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
+  std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
 

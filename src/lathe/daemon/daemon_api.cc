@@ -11,6 +11,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/daemon.h"
+#include "lathe/daemon/notebooks.h"
 #include "lathe/os/files.h"
 #include "lathe/sched/scheduler.h"
 #include "lathe/snap/sha256.h"
@@ -84,6 +85,9 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
   // A backend that places runs itself (a cluster) judges the fit itself.
   if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
+  if (run::IsNotebookSpec(spec) && !backend_->Caps().places_runs) {
+    RETURN_IF_ERROR(CheckNotebookSubmittable(spec));
+  }
   RETURN_IF_ERROR(CheckQuotaFits(spec, caller));
   RETURN_IF_ERROR(secrets_->CheckSet(caller.uid, caller.user, run::SecretNames(spec)));
   exec::RunUser user;  // Check needs who, not their passwd entry
@@ -193,6 +197,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   }
   r.uid = caller.uid;
   r.user = caller.user;
+  r.kind = run::IsNotebookSpec(spec) ? run::RunKind::kNotebook : run::RunKind::kJob;
   r.spec = std::move(spec);
   r.run_dir = paths_.runs + "/" + r.id;
   // The daemon's, never the user's: root's monitor writes the log and the
@@ -202,6 +207,9 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   if (Status made = os::MakeDirs(r.run_dir, paths_.system ? 0711 : 0700); !made.ok())
     return AsDiskFull(made);
   RETURN_IF_ERROR(os::Chmod(r.run_dir, paths_.system ? 0711 : 0700));
+  if (r.kind == run::RunKind::kNotebook) {
+    if (auto token = NotebookToken(r.run_dir); !token.ok()) return AsDiskFull(token.status());
+  }
   RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
   Notify();
   kicked_ = true;

@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "lathe/daemon/daemon.h"
+#include "lathe/daemon/notebooks.h"
+#include "lathe/daemon/secret_files.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/store.h"
 
@@ -71,6 +73,12 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     waiting_why_.erase(r.id);
     quota_noted_.erase(r.id);
     Notify();
+  }
+  if (UnderRuns(r.run_dir, paths_.runs) && IsNotebook(r)) {
+    // The notebook's directory is the user's: what they made in it goes
+    // with their identity, never the daemon's.
+    const DirOwner owner = OwnerOf(r);
+    (void)RemoveSecretFiles(NotebookDir(r.run_dir), owner.uid, owner.gid);
   }
   if (UnderRuns(r.run_dir, paths_.runs)) (void)os::RemoveAll(r.run_dir);  // logs only: best effort
   return forgotten;

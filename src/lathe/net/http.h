@@ -7,6 +7,7 @@
 // rules, written at each method.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +94,9 @@ class ResponseStream {
 // How a tunnel (Responder::Tunnel) is bounded.
 struct TunnelOptions {
   int idle_timeout_ms = 600000;  // close both sides when no byte passed either way this long
+  // Sees every byte the client sends, in order, on the connection's own
+  // strand (one call at a time); must be quick. May be empty.
+  std::function<void(std::string_view)> on_client_bytes;
 };
 
 // Handed to the handler, which owns it. Exactly one of Send, StartStream or

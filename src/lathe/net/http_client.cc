@@ -107,6 +107,10 @@ bhttp::request<bhttp::string_body> BuildRequest(std::string_view method, std::st
   if (!o.bearer_token.empty()) req.set(bhttp::field::authorization, "Bearer " + o.bearer_token);
   bool has_type = false;
   for (const auto& [k, v] : headers) {
+    if (EqualsIgnoreCase(k, "Host")) {  // a caller's Host (a run origin) replaces the URL's
+      req.set(bhttp::field::host, v);
+      continue;
+    }
     req.insert(k, v);
     if (EqualsIgnoreCase(k, "Content-Type")) has_type = true;
   }

@@ -931,6 +931,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (!AdoptUpstream(std::move(upstream))) return SendError(502, kBadUpstream);
     state_ = State::kTunnelHead;
     tunnel_idle_ms_ = to.idle_timeout_ms > 0 ? to.idle_timeout_ms : TunnelOptions{}.idle_timeout_ms;
+    on_client_bytes_ = std::move(to.on_client_bytes);
     to_client_ = std::move(leftover);
     stream_res_.emplace();
     try {
@@ -975,6 +976,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // Bytes the client sent after its request head sit in the read buffer.
     to_upstream_ = beast::buffers_to_string(buffer_.data());
     buffer_.clear();
+    if (on_client_bytes_ && !to_upstream_.empty()) on_client_bytes_(to_upstream_);
     to_upstream_.empty() ? ReadClient() : WriteUpstream();
     to_client_.empty() ? ReadUpstream() : WriteClient();
   }
@@ -997,6 +999,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       if (self->TunnelOver()) return;
       if (n == 0) return self->OnTunnelEof(ec, /*client=*/true);
       self->to_upstream_.resize(n);
+      if (self->on_client_bytes_) self->on_client_bytes_(self->to_upstream_);
       self->TunnelActivity();
       self->WriteUpstream();
     });
@@ -1164,6 +1167,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::optional<UpstreamSocket> upstream_;
   bool tunnel_slot_ = false;  // counted in Core's tunnels
   int tunnel_idle_ms_ = 0;
+  std::function<void(std::string_view)> on_client_bytes_;  // TunnelOptions'; may be empty
   int client_ops_ = 0;    // reads/writes pending on conn_ while tunnelling
   int upstream_ops_ = 0;  // ... on upstream_
   std::string to_upstream_;

@@ -372,7 +372,7 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
   if (status == 101 && upgrade) {
     HttpResponse head{101, "", std::move(down), ""};
     return res->Tunnel(std::move(head), conn.Release(), std::move(pending),
-                       TunnelOptions{opts_.tunnel_idle_timeout_ms});
+                       TunnelOptions{opts_.tunnel_idle_timeout_ms, up.on_client_bytes});
   }
   std::string content_type(FindHeader(headers, "Content-Type"));
   const bool small = p.content_length() && *p.content_length() <= opts_.max_buffered_body_bytes;

@@ -60,6 +60,8 @@ struct Upstream {
   bool any_owner = false;
   std::string host = "localhost";  // the Host (and Origin's host) the upstream sees
   Headers add_headers;             // e.g. the upstream's own token
+  // A websocket's bytes from the client, as they pass (TunnelOptions).
+  std::function<void(std::string_view)> on_client_bytes;
 };
 
 struct ProxyOptions {

@@ -197,4 +197,19 @@ std::string SelfExe(const std::string& fallback) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : fallback;
 }
 
+Status ExecReplace(const std::vector<std::string>& argv) {
+  if (argv.empty()) return Status::InvalidArgument("exec: no program");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  return ErrnoStatus("exec " + argv[0], errno);
+}
+
+void SetEnvVar(const std::string& name, const std::string& value) {
+  ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+void UnsetEnvVar(const std::string& name) { ::unsetenv(name.c_str()); }
+
 }  // namespace lathe::os

@@ -71,6 +71,14 @@ int ReapExitedChildren();
 Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& output_path,
                             unsigned output_mode = 0600);
 
+// Replaces this process's program with argv (argv[0] searched on PATH when
+// it has no '/'), keeping the environment as it is now. Returns only when
+// exec failed: the errno as a Status naming argv[0].
+Status ExecReplace(const std::vector<std::string>& argv);
+// setenv(3) / unsetenv(3) of this process (single-threaded callers only).
+void SetEnvVar(const std::string& name, const std::string& value);
+void UnsetEnvVar(const std::string& name);
+
 // Name of a signal ("SIGKILL"), or "signal N".
 std::string SignalName(int signal);
 

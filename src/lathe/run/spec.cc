@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "lathe/common/ids.h"
 #include "lathe/common/path_check.h"
 #include "lathe/common/units.h"
@@ -45,9 +47,10 @@ std::string_view NetworkName(Network n) { return n == Network::kIsolated ? "isol
 namespace {
 
 constexpr const char* kFields[] = {
-    "type",        "name",        "command", "gpus",    "cpus",         "memory",  "shm",
-    "priority",    "env",         "workdir", "retry",   "max_duration", "requeue", "preemptible",
-    "checkpoints", "resume_from", "umask",   "secrets", "ports",        "network", "secret_files"};
+    "type",    "name",        "command",      "gpus",        "cpus",  "memory",
+    "shm",     "priority",    "env",          "workdir",     "retry", "max_duration",
+    "requeue", "preemptible", "checkpoints",  "resume_from", "umask", "secrets",
+    "ports",   "network",     "secret_files", "kernels",     "idle"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -314,13 +317,33 @@ Status ParseCheckpoints(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+Status ParseKernels(const Json& v, RunSpec& s) {
+  std::string allowed;
+  for (auto k : kNotebookKernels) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+  if (!v.is_array() || v.empty()) return WrongType("kernels", "non-empty list of " + allowed);
+  s.kernels.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Json& k = v[i];
+    std::string field = fmt::format("kernels[{}]", i);
+    bool known = false;
+    for (auto n : kNotebookKernels) known = known || (k.is_string() && k.get<std::string>() == n);
+    if (!known) {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_kernel",
+                         {{"field", field}, {"value", Shown(k)}, {"allowed", allowed}});
+    }
+    if (std::find(s.kernels.begin(), s.kernels.end(), k.get<std::string>()) == s.kernels.end())
+      s.kernels.push_back(k.get<std::string>());
+  }
+  return Status::OK();
+}
+
 Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
   if (v.is_string()) RETURN_IF_ERROR(CheckString(Str(v), key));  // type, name, workdir, resume_from
   if (key == "type") {
-    if (!v.is_string() || v.get<std::string>() != "job") {
+    if (!v.is_string() || (v.get<std::string>() != "job" && v.get<std::string>() != "notebook")) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});
     }
-    s.type = "job";
+    s.type = v.get<std::string>();
   } else if (key == "name") {
     if (!v.is_string() || !IsValidName(v.get<std::string>())) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_name", {{"value", Shown(v)}});
@@ -369,6 +392,10 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParsePorts(v, s);
   } else if (key == "network") {
     ASSIGN_OR_RETURN(s.network, NetworkField(v));
+  } else if (key == "kernels") {
+    return ParseKernels(v, s);
+  } else if (key == "idle") {
+    ASSIGN_OR_RETURN(s.idle_ms, DurationField(v, "idle"));
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -381,6 +408,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
 }
 
 }  // namespace
+
+bool IsNotebookSpec(const RunSpec& s) { return s.type == "notebook"; }
 
 std::vector<std::string> SecretNames(const RunSpec& spec) {
   std::vector<std::string> out = spec.secrets;
@@ -395,8 +424,18 @@ Result<RunSpec> SpecFromJson(const Json& j) {
     if (it->is_null()) continue;  // an empty YAML field means "default"
     RETURN_IF_ERROR(ParseField(it.key(), *it, s));
   }
-  if (s.command.empty() || s.command[0].empty()) {
-    return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
+  if (IsNotebookSpec(s)) {
+    // Lathe starts Jupyter itself, listening where the daemon says.
+    if (!s.command.empty()) return Status::Msg(Code::kInvalidArgument, "spec.notebook_command");
+    if (s.kernels.empty()) s.kernels = {"python"};
+  } else {
+    if (!s.kernels.empty() || s.idle_ms >= 0) {
+      return Status::Msg(Code::kInvalidArgument, "spec.notebook_only",
+                         {{"field", s.kernels.empty() ? "idle" : "kernels"}});
+    }
+    if (s.command.empty() || s.command[0].empty()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
+    }
   }
   if (!s.checkpoint_dir.empty() && s.checkpoint_dir[0] != '/') {
     if (s.workdir.empty()) {
@@ -449,6 +488,11 @@ Json SpecToJson(const RunSpec& s) {
       ports.push_back(std::move(e));
     }
     j["ports"] = std::move(ports);
+  }
+  if (!s.kernels.empty()) j["kernels"] = s.kernels;
+  if (s.idle_ms >= 0) {
+    j["idle"] = s.idle_ms % 1000 == 0 ? FormatDuration(std::chrono::milliseconds(s.idle_ms))
+                                      : std::to_string(s.idle_ms) + "ms";
   }
   if (s.max_duration_ms > 0) {
     // FormatDuration drops milliseconds past the first second: "1.5s" would come back as 1s.

@@ -1,8 +1,8 @@
 // The run spec: what a user asks Lathe to run, from `lathe run` flags or a
 // YAML file (`type: job`), carried to the daemon as JSON.
 //
-// JSON/YAML fields (all optional except command):
-//   type: job                 name: string           command: [argv...]
+// JSON/YAML fields (all optional except command, which a notebook leaves out):
+//   type: job | notebook      name: string           command: [argv...]
 //   gpus: int >= 0            cpus: number > 0       memory: size ("16GB", "512Mi", or bytes)
 //   shm: size                 priority: low|normal|high
 //   env: {NAME: value}        workdir: absolute path (the CLI resolves relative ones)
@@ -36,6 +36,11 @@
 //       so its ports are reached through the daemon's proxy alone and the
 //       run has no network beyond its own loopback (no downloads). Needs a
 //       daemon running as root (capability isolated_network)
+//   kernels: [python, r]  (notebook only) the Jupyter kernels the notebook
+//       offers; default [python]. r needs IRkernel (r-cran-irkernel)
+//   idle: duration | 0  (notebook only) stop the notebook after this long
+//       idle (docs/notebooks.md, "Idle stop"); 0 = never; absent = the
+//       daemon's default (config.yaml notebooks.idle)
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -96,11 +101,19 @@ struct RunSpec {
   Network network = Network::kHost;
   // Names of the secrets given as files (secret_files), never values.
   std::vector<std::string> secret_files;
+  // type notebook: its kernels ("python", "r") and idle limit (-1: the
+  // daemon's default, 0: never).
+  std::vector<std::string> kernels;
+  int64_t idle_ms = -1;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
 
 inline constexpr size_t kMaxSecretsPerRun = 64;
+// The kernels a notebook may offer (spec kernels).
+inline constexpr std::string_view kNotebookKernels[] = {"python", "r"};
+bool IsNotebookSpec(const RunSpec& s);  // type notebook
+
 inline constexpr size_t kMaxSecretNameBytes = 128;
 
 // Every secret the run names: secrets, then secret_files (each name once).

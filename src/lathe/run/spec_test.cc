@@ -93,7 +93,7 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":["a"],"workdir":"rel/path"})", "workdir", "spec.bad_workdir"},
       {R"({"command":["a"],"env":{"1BAD":"x"}})", "1BAD", "spec.bad_env"},
       {R"({"command":["a"],"name":"bad name"})", "name", "spec.bad_name"},
-      {R"({"command":["a"],"type":"notebook"})", "type", "spec.bad_type"},
+      {R"({"command":["a"],"type":"service"})", "type", "spec.bad_type"},
       {R"({"command":"a"})", "command", "spec.wrong_type"},
       {R"({"gpus":1})", "command", "spec.missing_command"},
       {R"({"command":[]})", "command", "spec.missing_command"},

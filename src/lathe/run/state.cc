@@ -53,10 +53,10 @@ bool CanTransition(RunState from, RunState to) {
     case S::kPreempted:
     case S::kFailed:
     case S::kLost:
-      return to == S::kQueued;  // requeue after preemption, or a retry
     case S::kSucceeded:
     case S::kStopped:
-      return false;
+      // requeue after preemption, a retry, or a notebook restarted
+      return to == S::kQueued;
   }
   return false;
 }
@@ -69,6 +69,8 @@ std::string_view StopIntentName(StopIntent i) {
       return "preempt";
     case StopIntent::kTimeout:
       return "timeout";
+    case StopIntent::kIdle:
+      return "idle";
     case StopIntent::kNone:
       break;
   }
@@ -76,7 +78,8 @@ std::string_view StopIntentName(StopIntent i) {
 }
 
 StopIntent StopIntentFromName(std::string_view name) {
-  for (StopIntent i : {StopIntent::kUser, StopIntent::kPreempt, StopIntent::kTimeout}) {
+  for (StopIntent i :
+       {StopIntent::kUser, StopIntent::kPreempt, StopIntent::kTimeout, StopIntent::kIdle}) {
     if (StopIntentName(i) == name) return i;
   }
   return StopIntent::kNone;

@@ -40,8 +40,9 @@ bool CanTransition(RunState from, RunState to);
 
 // Why the daemon is stopping a run; decides the state it ends in (stopped,
 // preempted and requeued, failed for exceeding max_duration).
-enum class StopIntent { kNone, kUser, kPreempt, kTimeout };
-std::string_view StopIntentName(StopIntent i);  // "", "user", "preempt", "timeout"
+// kIdle: a notebook idle for its whole idle period (daemon/notebook_watch.h).
+enum class StopIntent { kNone, kUser, kPreempt, kTimeout, kIdle };
+std::string_view StopIntentName(StopIntent i);  // "", "user", "preempt", "timeout", "idle"
 // Unknown text (a newer daemon's) reads as kNone.
 StopIntent StopIntentFromName(std::string_view name);
 

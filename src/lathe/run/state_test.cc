@@ -26,7 +26,7 @@ TEST(RunState, ExactlyTheDocumentedTransitions) {
       {S::kRunning, S::kFailed},     {S::kRunning, S::kLost},      {S::kStopping, S::kStopped},
       {S::kStopping, S::kPreempted}, {S::kStopping, S::kFailed},   {S::kStopping, S::kSucceeded},
       {S::kStopping, S::kLost},      {S::kPreempted, S::kQueued},  {S::kFailed, S::kQueued},
-      {S::kLost, S::kQueued},
+      {S::kLost, S::kQueued},        {S::kSucceeded, S::kQueued},  {S::kStopped, S::kQueued},
   };
   for (S from : kAll) {
     for (S to : kAll) {
@@ -41,13 +41,14 @@ TEST(RunState, TerminalAndActiveArePartitions) {
     EXPECT_FALSE(IsTerminal(s) && IsActive(s)) << StateName(s);
     EXPECT_EQ(!IsTerminal(s) && !IsActive(s), s == RunState::kQueued) << StateName(s);
   }
-  EXPECT_FALSE(CanTransition(RunState::kSucceeded, RunState::kQueued));
-  EXPECT_FALSE(CanTransition(RunState::kStopped, RunState::kQueued));
+  // A notebook that ended may be restarted (lathe notebook restart).
+  EXPECT_TRUE(CanTransition(RunState::kStopped, RunState::kQueued));
+  EXPECT_FALSE(CanTransition(RunState::kStopped, RunState::kRunning));
 }
 
 TEST(StopIntent, NamesRoundTripAndUnknownTextIsNone) {
-  for (StopIntent i :
-       {StopIntent::kNone, StopIntent::kUser, StopIntent::kPreempt, StopIntent::kTimeout}) {
+  for (StopIntent i : {StopIntent::kNone, StopIntent::kUser, StopIntent::kPreempt,
+                       StopIntent::kTimeout, StopIntent::kIdle}) {
     EXPECT_EQ(StopIntentFromName(StopIntentName(i)), i);
   }
   EXPECT_EQ(StopIntentName(StopIntent::kPreempt), "preempt");  // stored in the database as text

@@ -1,0 +1,293 @@
+// lathe notebook start | ls | open | stop | restart | logs (docs/notebooks.md):
+// a notebook is a run of type notebook; these are the run commands in a
+// notebook's words, plus --wait (ready means Jupyter answers through the
+// proxy) and restart.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/common/units.h"
+#include "lathe/net/http.h"
+#include "lathe/net/http_client.h"
+#include "lathe/run/event_text.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::cmd {
+namespace {
+
+struct StartFlags {
+  std::optional<int> gpus;
+  std::optional<double> cpus;
+  std::string memory, shm, priority, name, workspace, idle, max_duration, checkpoint_dir, network;
+  std::vector<std::string> kernels, ports, env;
+  bool wait = false, browser = false, json = false;
+};
+
+std::string Cwd() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof buf) ? buf : "/";
+}
+
+std::string Absolute(const std::string& p) {
+  return p.empty() || p[0] == '/' || p.find("://") != std::string::npos ||
+                 p.find('@') != std::string::npos
+             ? p
+             : Cwd() + "/" + p;
+}
+
+Result<Json> NotebookSpec(const StartFlags& f) {
+  Json spec = {{"type", "notebook"}, {"workdir", Cwd()}, {"env", Json::object()}};
+  if (f.gpus) spec["gpus"] = *f.gpus;
+  if (f.cpus) spec["cpus"] = *f.cpus;
+  for (auto [key, value] : {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
+                            std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
+                            std::pair{"max_duration", &f.max_duration},
+                            std::pair{"network", &f.network}}) {
+    if (!value->empty()) spec[key] = *value;
+  }
+  if (!f.workspace.empty()) spec["workspace"] = Absolute(f.workspace);
+  if (!f.idle.empty()) spec["idle"] = f.idle == "0" ? Json(0) : Json(f.idle);
+  if (!f.kernels.empty()) spec["kernels"] = f.kernels;
+  if (!f.checkpoint_dir.empty()) spec["checkpoints"] = {{"dir", Absolute(f.checkpoint_dir)}};
+  for (const auto& p : f.ports) {
+    if (!spec.contains("ports")) spec["ports"] = Json::array();
+    spec["ports"].push_back(p.find_first_not_of("0123456789") == std::string::npos && !p.empty()
+                                ? Json(std::atoi(p.c_str()))
+                                : Json(p));
+  }
+  for (const auto& kv : f.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::Msg(Code::kInvalidArgument, "cli.bad_env", {{"value", kv}});
+    }
+    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!spec["env"].contains("PATH") && std::getenv("PATH")) spec["env"]["PATH"] = std::getenv("PATH");
+  mode_t mask = ::umask(022);
+  ::umask(mask);
+  spec["umask"] = static_cast<unsigned>(mask);
+  return spec;
+}
+
+// Jupyter answers /api/status through the proxy, as a browser would reach
+// it: a one-time code of its own (POST /open), redeemed for the run
+// origin's cookie. Over https (a CA of the user's own) the daemon's word is
+// taken instead.
+Status CheckThroughProxy(api::ApiClient& c, const std::string& id) {
+  ASSIGN_OR_RETURN(Json open, c.Post("/api/v1/runs/" + id + "/open", Json::object()));
+  const std::string login = open.value("login_url", "");
+  if (!login.starts_with("http://")) return Status::OK();
+  const std::string host = login.substr(7, login.find('/', 7) - 7);  // <run>.localhost:PORT
+  const std::string port = host.substr(host.rfind(':') + 1);
+  net::ClientOptions o;
+  o.base_url = "http://127.0.0.1:" + port;
+  net::HttpClient http(o);
+  ASSIGN_OR_RETURN(auto signed_in, http.Request("GET", login.substr(7 + host.size()), "",
+                                                {{"Host", host}}));
+  std::string cookie(net::FindHeader(signed_in.headers, "Set-Cookie"));
+  cookie = cookie.substr(0, cookie.find(';'));
+  ASSIGN_OR_RETURN(auto status,
+                   http.Request("GET", "/api/status", "", {{"Host", host}, {"Cookie", cookie}}));
+  if (status.status != 200) {
+    return Status::Unavailable(fmt::format("GET /api/status through the proxy: HTTP {}: {}",
+                                           status.status, status.body.substr(0, 200)));
+  }
+  return Status::OK();
+}
+
+// Until the notebook is ready (or has ended, which is an error saying why).
+Status WaitReady(api::ApiClient& c, const std::string& id, Lang lang) {
+  for (;;) {
+    ASSIGN_OR_RETURN(Json r, c.Get("/api/v1/runs/" + id));
+    const std::string state = r.value("state", "");
+    if (state == "succeeded" || state == "failed" || state == "stopped" || state == "lost" ||
+        state == "preempted") {
+      return Status::Msg(Code::kFailedPrecondition, "notebook.wait_failed",
+                         {{"run", id},
+                          {"state", run::StateLabel(state, lang)},
+                          {"reason", run::ReasonText(r.value("reason", ""), lang)}});
+    }
+    const Json nb = r.value("notebook", Json::object());
+    if (state == "running" && nb.is_object() && nb.value("ready", false)) {
+      return CheckThroughProxy(c, id);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// The one-time link, printed (and opened with --browser).
+Status PrintOpen(api::ApiClient& c, const std::string& id, bool browser, bool json, Lang lang) {
+  ASSIGN_OR_RETURN(Json open, c.Post("/api/v1/runs/" + id + "/open", Json::object()));
+  if (json) {
+    PrintJson(open);
+    return Status::OK();
+  }
+  const std::string url = open.value("login_url", open.value("url", ""));
+  std::printf("%s\n", url.c_str());
+  std::fprintf(stderr, "%s\n",
+               Tr("notebook.url", lang,
+                  {{"secs", std::to_string(open.value("code_expires_in_s", 60))}, {"url", url}})
+                   .c_str());
+  const size_t colon = url.rfind(':');
+  const std::string port = url.substr(colon + 1, url.find('/', colon) - colon - 1);
+  std::fprintf(stderr, "%s\n", Tr("notebook.tunnel_hint", lang, {{"port", port}}).c_str());
+  if (browser && !OpenInBrowser(url).empty()) {
+    std::fprintf(stderr, "%s\n", Tr("open.no_browser", lang).c_str());
+  }
+  return Status::OK();
+}
+
+Status RunStart(const StartFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(Json spec, NotebookSpec(f));
+  RETURN_IF_ERROR(run::SpecFromJson(spec).status());
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->SubmitRun(spec, [lang](const Status& why) {
+    std::fprintf(stderr, "%s\n", Tr("cli.submit_retry", lang, {{"reason", why.message()}}).c_str());
+  }));
+  const std::string id = r.value("id", "");
+  if (!f.wait) {
+    std::printf("%s\n", id.c_str());
+    return Status::OK();
+  }
+  std::fprintf(stderr, "%s\n", Tr("notebook.submitted", lang, {{"run", id}}).c_str());
+  RETURN_IF_ERROR(WaitReady(*c, id, lang));
+  return PrintOpen(*c, id, f.browser, f.json, lang);
+}
+
+Status RunRestart(const std::string& ref, bool wait, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs/" + net::PercentEncode(ref) + "/restart",
+                                   Json::object()));
+  const std::string id = r.value("id", ref);
+  if (!wait) {
+    std::printf("%s\n", id.c_str());
+    return Status::OK();
+  }
+  RETURN_IF_ERROR(WaitReady(*c, id, lang));
+  return PrintOpen(*c, id, false, false, lang);
+}
+
+std::string IdleText(const Json& nb, Lang lang) {
+  if (!nb.is_object()) return "-";
+  const int64_t limit = nb.value("idle_limit_ms", int64_t{0});
+  if (!nb.contains("idle_for_ms")) return limit > 0 ? "-" : Tr("notebook.ls.never", lang);
+  std::string idle = FormatDuration(std::chrono::milliseconds(nb.value("idle_for_ms", int64_t{0})));
+  if (limit <= 0) return idle;
+  return idle + "/" + FormatDuration(std::chrono::milliseconds(limit));
+}
+
+Status RunList(bool all, bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json list, c->Get(std::string("/api/v1/runs?limit=1000") + (all ? "&all=1" : "")));
+  Json mine = Json::array();
+  for (const auto& r : list.value("runs", Json::array())) {
+    if (r.value("kind", "") == "notebook" && r.contains("spec")) mine.push_back(r);
+  }
+  if (json) {
+    PrintJson(Json{{"notebooks", mine}});
+    return Status::OK();
+  }
+  // The run origins' scheme and port: the daemon's own (`lathe notebook open` adds the sign-in code).
+  std::string scheme = "http", port;
+  if (auto st = c->Get("/api/v1/status"); st.ok()) {
+    const std::string url = st->value("url", "");
+    if (url.starts_with("https://")) scheme = "https";
+    if (url.rfind(':') != std::string::npos) port = url.substr(url.rfind(':') + 1);
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("ps.col.id", lang), Tr("ps.col.name", lang), Tr("ps.col.state", lang),
+       Tr("notebook.ls.col.ready", lang), Tr("notebook.ls.col.kernels", lang),
+       Tr("notebook.ls.col.idle", lang), Tr("ps.col.gpus", lang), Tr("notebook.ls.col.url", lang)}};
+  for (const auto& r : mine) {
+    const Json nb = r.value("notebook", Json());
+    std::string gpus;
+    for (const auto& g : r.value("gpus", Json::array())) {
+      gpus += (gpus.empty() ? "" : ",") + std::to_string(g.get<int>());
+    }
+    std::string kernels;
+    for (const auto& k : r["spec"].value("kernels", Json::array())) {
+      kernels += (kernels.empty() ? "" : ",") + k.get<std::string>();
+    }
+    const bool ready = nb.is_object() && nb.value("ready", false);
+    rows.push_back({r.value("id", ""), r.value("name", ""),
+                    run::StateLabel(r.value("state", ""), lang),
+                    Tr(ready ? "notebook.ls.yes" : "notebook.ls.no", lang), kernels,
+                    IdleText(nb, lang), gpus.empty() ? "-" : gpus,
+                    ready && !port.empty()
+                        ? fmt::format("{}://{}.localhost:{}/", scheme, r.value("id", ""), port)
+                        : "-"});
+  }
+  PrintTable(rows);
+  if (mine.empty()) std::fprintf(stderr, "%s\n", Tr("notebook.ls.none", lang).c_str());
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupNotebook(CLI::App& app, Globals& g, Status& status) {
+  auto* nb = app.add_subcommand("notebook");
+  nb->require_subcommand(1);
+
+  static StartFlags f;
+  auto* start = nb->add_subcommand("start");
+  start->add_option("--gpus", f.gpus);
+  start->add_option("--cpus", f.cpus);
+  start->add_option("--memory", f.memory);
+  start->add_option("--shm", f.shm);
+  start->add_option("--priority", f.priority);
+  start->add_option("--name", f.name);
+  start->add_option("--workspace", f.workspace);
+  start->add_option("--kernel", f.kernels)->allow_extra_args(false);
+  start->add_option("--idle", f.idle);
+  start->add_option("--max-duration", f.max_duration);
+  start->add_option("--checkpoint-dir", f.checkpoint_dir);
+  start->add_option("--port", f.ports)->allow_extra_args(false);
+  start->add_option("--env", f.env)->allow_extra_args(false);
+  start->add_option("--network", f.network);
+  start->add_flag("--wait", f.wait);
+  start->add_flag("--browser", f.browser);
+  start->add_flag("--json", f.json);
+  start->callback([&status, &g] { status = RunStart(f, g.Language()); });
+
+  static bool all = false, json = false;
+  auto* ls = nb->add_subcommand("ls");
+  ls->add_flag("-a,--all", all);
+  ls->add_flag("--json", json);
+  ls->callback([&status, &g] { status = RunList(all, json, g.Language()); });
+
+  static std::string ref;
+  static bool browser = false, ojson = false, wait = false, follow = false;
+  auto* open = nb->add_subcommand("open");
+  open->add_option("run", ref)->required();
+  open->add_flag("--browser", browser);
+  open->add_flag("--json", ojson);
+  open->callback([&status, &g] {
+    auto c = api::ApiClient::Connect();
+    status = c.ok() ? PrintOpen(**c, ref, browser, ojson, g.Language()) : c.status();
+  });
+
+  auto* stop = nb->add_subcommand("stop");
+  stop->add_option("run", ref)->required();
+  stop->callback([&status, &g] { status = StopOfRun(ref, g.Language()); });
+
+  auto* restart = nb->add_subcommand("restart");
+  restart->add_option("run", ref)->required();
+  restart->add_flag("--wait", wait);
+  restart->callback([&status, &g] { status = RunRestart(ref, wait, g.Language()); });
+
+  auto* logs = nb->add_subcommand("logs");
+  logs->add_option("run", ref)->required();
+  logs->add_flag("-f,--follow", follow);
+  logs->callback([&status, &g] { status = LogsOfRun(ref, follow, g.Language()); });
+}
+
+}  // namespace lathe::cmd

@@ -1,0 +1,178 @@
+#include "lathe/run/notebook_prelude.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "lathe/common/i18n.h"
+#include "lathe/common/status.h"
+#include "lathe/os/command.h"
+#include "lathe/os/files.h"
+#include "lathe/os/process.h"
+
+namespace lathe::run {
+namespace {
+
+// Both languages: nobody knows yet who reads the run's log.
+void Say(const Status& s) {
+  std::fprintf(stderr, "lathe: %s\nlathe: %s\n", Localize(s, Lang::kEn).c_str(),
+               Localize(s, Lang::kZh).c_str());
+}
+
+std::string Basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+struct Args {
+  std::string state, socket;
+  std::vector<std::string> kernels;
+};
+
+bool ParseArgs(const std::vector<std::string>& args, Args& out) {
+  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+    const std::string& v = args[i + 1];
+    if (args[i] == "--state") {
+      out.state = v;
+    } else if (args[i] == "--socket") {
+      out.socket = v;
+    } else if (args[i] == "--kernels") {
+      size_t from = 0;
+      while (from <= v.size()) {
+        size_t comma = v.find(',', from);
+        if (comma == std::string::npos) comma = v.size();
+        if (comma > from) out.kernels.push_back(v.substr(from, comma - from));
+        from = comma + 1;
+      }
+    } else {
+      return false;
+    }
+  }
+  return args.size() % 2 == 0 && !out.state.empty() && !out.socket.empty();
+}
+
+// IRkernel is an R package: R answers whether it is installed.
+bool HaveIrkernel(const std::string& path) {
+  if (FindOnPath("R", path).empty()) return false;
+  auto r = os::RunCommand(
+      {"R", "--slave", "-e",
+       "quit(status = if (requireNamespace('IRkernel', quietly = TRUE)) 0 else 1)"},
+      60000);
+  return r.ok() && r->exit_code == 0;
+}
+
+// The r kernel's spec, in the notebook's own data directory.
+Status WriteIrKernelSpec(const std::string& data_dir) {
+  const std::string dir = data_dir + "/kernels/ir";
+  RETURN_IF_ERROR(os::MakeDirs(dir, 0700));
+  Json spec = {{"argv", {"R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"}},
+               {"display_name", "R"},
+               {"language", "R"}};
+  return os::WriteFileAtomic(dir + "/kernel.json", spec.dump(2), 0600);
+}
+
+}  // namespace
+
+std::string FindOnPath(const std::string& name, const std::string& path) {
+  size_t from = 0;
+  while (from <= path.size()) {
+    size_t colon = path.find(':', from);
+    if (colon == std::string::npos) colon = path.size();
+    std::string dir = path.substr(from, colon - from);
+    if (!dir.empty() && dir[0] == '/' && os::IsExecutable(dir + "/" + name)) {
+      return dir + "/" + name;
+    }
+    from = colon + 1;
+  }
+  return "";
+}
+
+std::string FindJupyter(const std::string& path) {
+  for (const char* exe : {"jupyter-lab", "jupyter-notebook", "jupyter-server"}) {
+    std::string found = FindOnPath(exe, path);
+    if (!found.empty()) return found;
+  }
+  return "";
+}
+
+Json JupyterConfig(const std::string& exe, const std::string& socket, const std::string& root,
+                   const std::vector<std::string>& kernelspecs, bool as_root) {
+  // jupyter-notebook 6 is the NotebookApp; lab 3+ and jupyter-server the ServerApp.
+  const bool notebook6 = Basename(exe) == "jupyter-notebook";
+  Json app = {{"sock", socket},
+              {"sock_mode", "0600"},
+              {"open_browser", false},
+              {notebook6 ? "notebook_dir" : "root_dir", root},
+              {"allow_root", as_root}};
+  return {{notebook6 ? "NotebookApp" : "ServerApp", app},
+          {"KernelSpecManager",
+           {{"allowed_kernelspecs", kernelspecs},
+            {"ensure_native_kernel",
+             std::find(kernelspecs.begin(), kernelspecs.end(), "python3") != kernelspecs.end()}}}};
+}
+
+int NotebookMain(const std::vector<std::string>& argv) {
+  Args a;
+  if (!ParseArgs(argv, a)) {
+    std::fprintf(stderr, "usage: lathe __notebook --state DIR --socket PATH --kernels K,...\n");
+    return 2;
+  }
+  const char* env_path = std::getenv("PATH");
+  const std::string path = env_path ? env_path : "/usr/bin:/bin";
+  const std::string exe = FindJupyter(path);
+  if (exe.empty()) {
+    Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_jupyter", {{"path", path}}));
+    return 127;
+  }
+  const std::string config = a.state + "/config", data = a.state + "/data";
+  for (const std::string& d : {config, data, a.state + "/runtime", a.state + "/ipython"}) {
+    if (Status st = os::MakeDirs(d, 0700); !st.ok()) {
+      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  os::SetEnvVar("JUPYTER_CONFIG_DIR", config);
+  os::SetEnvVar("JUPYTER_DATA_DIR", data);
+  os::SetEnvVar("JUPYTER_RUNTIME_DIR", a.state + "/runtime");
+  os::SetEnvVar("IPYTHONDIR", a.state + "/ipython");
+  // The token leaves the environment that kernels and terminals inherit.
+  if (const char* token = std::getenv("JUPYTER_TOKEN")) {
+    const std::string file = a.state + "/token";
+    if (Status st = os::WriteFileAtomic(file, token, 0600); !st.ok()) {
+      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+      return 1;
+    }
+    os::UnsetEnvVar("JUPYTER_TOKEN");
+    os::SetEnvVar("JUPYTER_TOKEN_FILE", file);
+  }
+  std::vector<std::string> specs;
+  for (const auto& k : a.kernels) {
+    if (k == "python") specs.push_back("python3");
+    if (k != "r") continue;
+    if (!HaveIrkernel(path)) {
+      Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_irkernel"));
+      return 127;
+    }
+    if (Status st = WriteIrKernelSpec(data); !st.ok()) {
+      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+      return 1;
+    }
+    specs.push_back("ir");
+  }
+  char cwd[4096];
+  const std::string root = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
+  Json cfg = JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0);
+  const std::string name = Basename(exe) == "jupyter-notebook" ? "jupyter_notebook_config.json"
+                                                                 : "jupyter_server_config.json";
+  if (Status st = os::WriteFileAtomic(config + "/" + name, cfg.dump(2), 0600); !st.ok()) {
+    std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  (void)os::RemoveFile(a.socket);  // a previous attempt's
+  std::fprintf(stderr, "lathe: starting %s on %s\n", exe.c_str(), a.socket.c_str());
+  std::fflush(stderr);
+  Status st = os::ExecReplace({exe});
+  std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+  return 127;
+}
+
+}  // namespace lathe::run

@@ -1,0 +1,82 @@
+// The spec's notebook fields (type notebook, kernels, idle) and the
+// prelude's Jupyter config.
+#include <gtest/gtest.h>
+
+#include "lathe/run/notebook_prelude.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::run {
+namespace {
+
+Result<RunSpec> Parse(const char* json) { return SpecFromJson(Json::parse(json)); }
+
+TEST(NotebookSpec, NeedsNoCommandAndDefaultsToPython) {
+  auto s = Parse(R"({"type":"notebook","gpus":1})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(IsNotebookSpec(*s));
+  EXPECT_EQ(s->kernels, (std::vector<std::string>{"python"}));
+  EXPECT_EQ(s->idle_ms, -1);  // the daemon's default
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *s);
+}
+
+TEST(NotebookSpec, KernelsAndIdleRoundTrip) {
+  auto s = Parse(R"({"type":"notebook","kernels":["python","r","r"],"idle":"90s"})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->kernels, (std::vector<std::string>{"python", "r"}));
+  EXPECT_EQ(s->idle_ms, 90'000);
+  auto off = Parse(R"({"type":"notebook","idle":0})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->idle_ms, 0);  // never stopped for idleness
+  auto back = SpecFromJson(SpecToJson(*off));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->idle_ms, 0);
+}
+
+TEST(NotebookSpec, BadValuesNameTheField) {
+  struct Case {
+    const char* json;
+    const char* id;
+    const char* says;
+  } cases[] = {
+      {R"({"type":"notebook","kernels":["julia"]})", "spec.bad_kernel", "kernels[0]"},
+      {R"({"type":"notebook","kernels":[]})", "spec.wrong_type", "kernels"},
+      {R"({"type":"notebook","idle":"soon"})", "spec.bad_duration", "idle"},
+      {R"({"type":"notebook","command":["jupyter"]})", "spec.notebook_command", "command"},
+      {R"({"command":["a"],"kernels":["python"]})", "spec.notebook_only", "kernels"},
+      {R"({"command":["a"],"idle":"1m"})", "spec.notebook_only", "idle"},
+      {R"({"type":"service","command":["a"]})", "spec.bad_type", "notebook"},
+  };
+  for (const auto& c : cases) {
+    auto s = Parse(c.json);
+    ASSERT_FALSE(s.ok()) << c.json;
+    EXPECT_EQ(s.status().msg_id(), c.id) << c.json;
+    EXPECT_NE(s.status().message().find(c.says), std::string::npos) << s.status().message();
+  }
+}
+
+TEST(NotebookPrelude, FindsJupyterInPathOrder) {
+  EXPECT_EQ(FindOnPath("sh", "/nonexistent:/bin"), "/bin/sh");
+  EXPECT_EQ(FindOnPath("sh", "relative:/nonexistent"), "");
+  EXPECT_EQ(FindJupyter("/nonexistent"), "");
+}
+
+TEST(NotebookPrelude, ConfigListensOnTheSocketOnlyWithTheKernelsAsked) {
+  Json nb = JupyterConfig("/usr/bin/jupyter-notebook", "/r/nb/jupyter.sock", "/home/u", {"ir"},
+                          false);
+  EXPECT_EQ(nb["NotebookApp"]["sock"], "/r/nb/jupyter.sock");
+  EXPECT_EQ(nb["NotebookApp"]["sock_mode"], "0600");
+  EXPECT_EQ(nb["NotebookApp"]["notebook_dir"], "/home/u");
+  EXPECT_EQ(nb["NotebookApp"]["open_browser"], false);
+  EXPECT_EQ(nb["KernelSpecManager"]["allowed_kernelspecs"], Json::array({"ir"}));
+  EXPECT_EQ(nb["KernelSpecManager"]["ensure_native_kernel"], false);
+  EXPECT_FALSE(nb.contains("ServerApp"));
+  Json lab = JupyterConfig("/usr/bin/jupyter-lab", "/s", "/w", {"python3"}, true);
+  EXPECT_EQ(lab["ServerApp"]["root_dir"], "/w");
+  EXPECT_EQ(lab["ServerApp"]["allow_root"], true);
+  EXPECT_EQ(lab["KernelSpecManager"]["ensure_native_kernel"], true);
+}
+
+}  // namespace
+}  // namespace lathe::run
