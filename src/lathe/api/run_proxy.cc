@@ -62,6 +62,34 @@ std::string ApiServer::RunOriginUrl(const RunOrigin& o) const {
   return fmt::format("{}://{}:{}/", opts_.tls_on() ? "https" : "http", RunOriginHost(o), port_);
 }
 
+std::string ApiServer::MainPortUrl(const state::RunRecord& r) const {
+  if (r.spec.ports.empty()) return "";
+  return RunOriginUrl(RunOrigin{r.id, "", origin_bases_.empty() ? "localhost" : origin_bases_[0]});
+}
+
+Json ApiServer::PortsJson(const state::RunRecord& r) {
+  Json out = Json::array();
+  const std::string base = origin_bases_.empty() ? "localhost" : origin_bases_[0];
+  bool first = true;
+  for (const auto& s : daemon_.CheckPorts(r)) {
+    Json j = {{"name", s.spec.name},
+              {"kind", s.kind},
+              {"address", s.address},
+              {"env", run::PortEnvName(s.spec)},
+              {"url", RunOriginUrl(RunOrigin{r.id, first ? "" : s.spec.name, base})},
+              {"state", run::PortStateName(s.check.state)},
+              {"listening", s.check.run_listens}};
+    if (s.spec.port != 0) j["declared_port"] = s.spec.port;
+    Status why = s.check.state == run::PortState::kNotRunning
+                     ? run::ExplainNotRunning(r.id, s.spec, run::StateName(r.state))
+                     : run::ExplainPort(r.id, s.spec, s.address.empty() ? "-" : s.address, s.check);
+    if (!why.ok()) j["error"] = StatusToJson(why)["error"];
+    out.push_back(std::move(j));
+    first = false;
+  }
+  return out;
+}
+
 // GET /_lathe/login?code=CODE[&next=/path] on a run's origin: the code
 // (from POST /runs/{run}/open) becomes that origin's own cookie.
 void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
@@ -136,6 +164,12 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   Json endpoints = daemon_.EndpointsJson(*r);
   const Json* e = FindEndpoint(endpoints, o.port_name);
   if (!e) {
+    if (r->state == run::RunState::kStarting && !r->spec.ports.empty()) {
+      // Being launched: its ports' addresses are recorded once it runs.
+      return refuse(daemon_.ExplainPort(r->id, o.port_name,
+                                        Status::Msg(Code::kUnavailable, "proxy.not_running",
+                                                    {{"run", r->id}, {"state", "starting"}})));
+    }
     if (r->spec.ports.empty()) {
       return refuse(Status::Msg(Code::kNotFound, "proxy.no_ports", {{"run", r->id}}));
     }
@@ -159,6 +193,9 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   }
   up.owner_uid = r->uid;
   up.any_owner = r->uid == 0;  // root's own run may be served by anything root runs
+  up.explain_unreachable = [this, id = r->id, port = e->value("name", "")](const Status& s) {
+    return daemon_.ExplainPort(id, port, s);  // which layer failed (docs/ports.md)
+  };
   proxy_->Forward(std::move(req), std::move(up), std::move(res));
 }
 

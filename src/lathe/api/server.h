@@ -134,6 +134,12 @@ class ApiServer {
   std::vector<std::string> RunOriginBases() const;
   void RunOriginLogin(const net::HttpRequest& req, net::Responder& res, const RunOrigin& o);
   std::string RunOriginUrl(const RunOrigin& o) const;
+  // The run's ports for GET /runs/{run} (docs/api.md): [{name, kind,
+  // address, env, url, state, listening, error?}], with the layer that keeps
+  // a port from answering (run/ports.h).
+  Json PortsJson(const state::RunRecord& r);
+  // The URL of the run's main port on its origin ("" without ports).
+  std::string MainPortUrl(const state::RunRecord& r) const;
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.

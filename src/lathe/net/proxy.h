@@ -60,6 +60,10 @@ struct Upstream {
   bool any_owner = false;
   std::string host = "localhost";  // the Host (and Origin's host) the upstream sees
   Headers add_headers;             // e.g. the upstream's own token
+  // When nothing answered (proxy.unreachable): may turn that error into a
+  // fuller one for the error page (which layer failed, docs/ports.md).
+  // Called on a proxy worker; empty: the error as it is.
+  std::function<Status(const Status&)> explain_unreachable;
 };
 
 struct ProxyOptions {
