@@ -2,7 +2,13 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,12 +18,15 @@
 
 #include <fmt/format.h>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
+#include "lathe/os/netns.h"
+#include "lathe/os/process.h"
 
 namespace lathe::os {
 namespace {
 
-constexpr std::string_view kTcpListen = "0A";          // TCP_LISTEN in /proc/net/tcp's st column
+constexpr std::string_view kTcpListen = "0A";         // TCP_LISTEN in /proc/net/tcp's st column
 constexpr unsigned long kUnixAcceptCon = 0x00010000;  // __SO_ACCEPTCON in /proc/net/unix's flags
 constexpr unsigned long kUnixStream = 1;              // SOCK_STREAM in its type column
 
@@ -44,6 +53,90 @@ bool ParseProcAddress(std::string_view s, bool v6, std::string& host, int& port)
   host = text;
   port = static_cast<int>(p);
   return true;
+}
+
+// The listening TCP sockets of one family in the calling thread's network
+// namespace, asked of the kernel with sock_diag (as `ss -l` does): the kernel
+// returns the listeners alone, where /proc/net/tcp lists every socket (tens
+// of thousands in TIME_WAIT on a busy host).
+Status DiagListeners(int family, std::vector<Listener>& out) {
+  Fd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl.valid()) return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg{};
+  msg.nlh.nlmsg_len = sizeof(msg);
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  msg.req.sdiag_family = static_cast<uint8_t>(family);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = 1u << TCP_LISTEN;
+  if (::send(nl.get(), &msg, sizeof(msg), 0) != static_cast<ssize_t>(sizeof(msg))) {
+    return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
+  }
+  alignas(nlmsghdr) char buf[32768];
+  while (true) {
+    ssize_t got = ::recv(nl.get(), buf, sizeof(buf), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return Status::Unavailable("sock_diag: no answer");
+    size_t left = static_cast<size_t>(got);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_type == NLMSG_DONE) return Status::OK();
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        int err = -reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error;
+        return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(err)));
+      }
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) continue;
+      const auto* m = reinterpret_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      char text[INET6_ADDRSTRLEN];
+      if (!::inet_ntop(m->idiag_family, m->id.idiag_src, text, sizeof(text))) continue;
+      Listener l;
+      l.host = text;
+      l.port = ntohs(m->id.idiag_sport);
+      l.uid = m->idiag_uid;
+      l.inode = m->idiag_inode;
+      out.push_back(std::move(l));
+    }
+  }
+}
+
+// The TCP listeners of `pid`'s namespace from /proc (when sock_diag cannot be used).
+Result<std::vector<Listener>> ProcTcpListeners(pid_t pid) {
+  const std::string net = fmt::format("/proc/{}/net/", pid);
+  ASSIGN_OR_RETURN(std::string v4, ReadFile(net + "tcp"));
+  std::vector<Listener> out = ParseTcpListeners(v4, false);
+  if (auto v6 = ReadFile(net + "tcp6"); v6.ok()) {  // absent without IPv6
+    for (auto& l : ParseTcpListeners(*v6, true)) out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// sock_diag for both families, from a thread in `pid`'s network namespace
+// when it is not the caller's own.
+Result<std::vector<Listener>> DiagTcpListeners(pid_t pid) {
+  struct stat mine {
+  }, theirs{};
+  const std::string ns = fmt::format("/proc/{}/ns/net", pid);
+  if (::stat("/proc/thread-self/ns/net", &mine) != 0 || ::stat(ns.c_str(), &theirs) != 0) {
+    return Status::Unavailable(fmt::format("{}: {}", ns, std::strerror(errno)));
+  }
+  std::vector<Listener> out;
+  Status st;
+  auto dump = [&] {
+    st = DiagListeners(AF_INET, out);
+    if (st.ok()) st = DiagListeners(AF_INET6, out);
+  };
+  if (mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev) {
+    dump();
+  } else {
+    auto start = ProcessStartTime(pid);
+    if (!start) return Status::NotFound(fmt::format("process {} is gone", pid));
+    ASSIGN_OR_RETURN(Fd fd, OpenNetworkNamespace(pid, *start));
+    RETURN_IF_ERROR(RunInNetworkNamespace(fd.get(), dump));
+  }
+  if (!st.ok()) return st;
+  return out;
 }
 
 }  // namespace
@@ -94,13 +187,11 @@ std::vector<Listener> ParseUnixListeners(std::string_view text) {
 }
 
 Result<std::vector<Listener>> NamespaceListeners(pid_t pid) {
-  const std::string net = fmt::format("/proc/{}/net/", pid);
-  ASSIGN_OR_RETURN(std::string v4, ReadFile(net + "tcp"));
-  std::vector<Listener> out = ParseTcpListeners(v4, false);
-  if (auto v6 = ReadFile(net + "tcp6"); v6.ok()) {  // absent without IPv6
-    for (auto& l : ParseTcpListeners(*v6, true)) out.push_back(std::move(l));
-  }
-  if (auto unix_table = ReadFile(net + "unix"); unix_table.ok()) {
+  auto tcp = DiagTcpListeners(pid);
+  if (!tcp.ok()) tcp = ProcTcpListeners(pid);
+  if (!tcp.ok()) return tcp.status();
+  std::vector<Listener> out = std::move(*tcp);
+  if (auto unix_table = ReadFile(fmt::format("/proc/{}/net/unix", pid)); unix_table.ok()) {
     for (auto& l : ParseUnixListeners(*unix_table)) out.push_back(std::move(l));
   }
   return out;

@@ -77,8 +77,8 @@ std::string_view PortStateName(PortState s) {
   return "unknown";
 }
 
-PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid,
-                    bool any_owner, const std::vector<os::Listener>& run_listeners,
+PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid, bool any_owner,
+                    const std::vector<os::Listener>& run_listeners,
                     const std::vector<os::Listener>& all_listeners) {
   PortCheck c;
   const int port = kind == "unix" ? 0 : PortOf(address);
@@ -125,8 +125,8 @@ Status ExplainPort(const std::string& run_id, const PortSpec& p, std::string_vie
       id = "ports.wrong_owner";
       break;
   }
-  const Code code = check.state == PortState::kWrongOwner ? Code::kPermissionDenied
-                                                          : Code::kUnavailable;
+  const Code code =
+      check.state == PortState::kWrongOwner ? Code::kPermissionDenied : Code::kUnavailable;
   return Status::Msg(code, id,
                      {{"run", run_id},
                       {"port", p.name},

@@ -54,8 +54,8 @@ struct PortCheck {
 // run's network namespace (os::NamespaceListeners). A tcp listener answers
 // 127.0.0.1:P when bound to 127.0.0.1, 0.0.0.0, :: or ::ffff:127.0.0.1 on P.
 // `any_owner` (a root run): any process may serve it.
-PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid,
-                    bool any_owner, const std::vector<os::Listener>& run_listeners,
+PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid, bool any_owner,
+                    const std::vector<os::Listener>& run_listeners,
                     const std::vector<os::Listener>& all_listeners);
 
 // The person-facing explanation of `check` for run `run_id`'s port `p`
