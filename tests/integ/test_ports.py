@@ -86,6 +86,17 @@ class Ports(DaemonTest):
         self.assertIn(f"env {chosen} {chosen}", self.d.logs(run))  # $LATHE_PORT_8000 = $PORT
         status, body = self.request(run, "/hello.txt")
         self.assertEqual((status, body), (200, b"hello from the run\n"))
+        # The proxy remembers an admission a moment (run_origin_cache.h); a
+        # token revoked stops opening the port all the same.
+        other = json.loads(self.d.cli("token", "create", "--json", user=USER,
+                                      env=self.env()).stdout)
+        good = self.token
+        self.token = other["token"]
+        self.assertEqual(self.request(run, "/hello.txt")[0], 200)
+        self.d.cli("token", "rm", other["id"], user=USER, env=self.env())
+        self.d.wait_for(lambda: self.request(run, "/hello.txt")[0] == 401,
+                        "the revoked token to be refused")
+        self.token = good
         # The printed forms: the URL in `lathe ps`, the port and the loopback
         # warning in `lathe inspect`.
         ps = self.d.cli("ps", user=USER, env=self.env()).stdout

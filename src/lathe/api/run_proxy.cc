@@ -6,6 +6,7 @@
 #include "lathe/api/host_check.h"
 #include "lathe/api/routes.h"
 #include "lathe/api/run_origin.h"
+#include "lathe/api/run_origin_cache.h"
 #include "lathe/api/server.h"
 #include "lathe/net/status_http.h"
 
@@ -137,6 +138,18 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
     return refuse(
         Status::Msg(Code::kNotFound, "api.no_route", {{"method", req.method}, {"path", req.path}}));
   }
+  // A credential admitted to this origin a moment ago (run_origin_cache.h).
+  const std::string cache_key =
+      req.peer ? ""
+               : RunOriginCache::Key(o.run_id, o.port_name, req.Header("Authorization"),
+                                     req.Header("Cookie"));
+  if (auto hit = origin_cache_.Find(cache_key)) {
+    if (!SameOrigin(req)) {
+      return refuse(Status::Msg(Code::kPermissionDenied, "proxy.bad_origin",
+                                {{"origin", std::string(req.Header("Origin"))}}));
+    }
+    return proxy_->Forward(std::move(req), std::move(hit->upstream), std::move(res));
+  }
   int64_t retry_after_s = 0;
   auto auth = auth_->AuthenticateRunOrigin(req, RunScope(o.run_id), &retry_after_s);
   if (!auth.ok()) {
@@ -196,6 +209,7 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   up.explain_unreachable = [this, id = r->id, port = e->value("name", "")](const Status& s) {
     return daemon_.ExplainPort(id, port, s);  // which layer failed (docs/ports.md)
   };
+  origin_cache_.Put(cache_key, RunOriginAdmission{up});
   proxy_->Forward(std::move(req), std::move(up), std::move(res));
 }
 

@@ -12,6 +12,7 @@
 
 #include "lathe/api/auth.h"
 #include "lathe/api/run_origin.h"
+#include "lathe/api/run_origin_cache.h"
 #include "lathe/api/sessions.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
@@ -66,7 +67,10 @@ class ApiServer {
   SessionService& sessions() { return *sessions_; }
 
  private:
-  ApiServer(daemon::Daemon& d, ApiOptions o) : daemon_(d), opts_(std::move(o)) {}
+  ApiServer(daemon::Daemon& d, ApiOptions o)
+      : daemon_(d),
+        opts_(std::move(o)),
+        origin_cache_(opts_.clock ? *opts_.clock : os::RealClock()) {}
   // Authenticates, then dispatches through router_: 404 for an unknown path,
   // 405 with Allow for a known path and another method.
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res);
@@ -183,6 +187,7 @@ class ApiServer {
   net::Router<Route> router_;  // constant after Create
   std::unique_ptr<net::ReverseProxy> proxy_;
   std::vector<std::string> origin_bases_;  // RunOriginBases(), constant after Create
+  RunOriginCache origin_cache_;            // run origins' recent admissions (thread-safe)
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};
