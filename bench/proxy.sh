@@ -78,8 +78,13 @@ DPORT=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["tcp"].rspl
   "$LATHE_HOME/endpoint.json")
 TOKEN=$("$LATHE" token create --json | $PY -c 'import json, sys; print(json.load(sys.stdin)["token"])')
 
-# 2. The upstream, as a Lathe run.
-UP=$(free_port)
+# 2. The upstream, as a Lathe run. It listens where the daemon tells it
+# ($PORT, a loopback port the daemon chose); the direct paths use that port.
+# served_port RUN: that port, from `lathe inspect`.
+served_port() {
+  "$LATHE" inspect --json "$1" |
+    $PY -c 'import json, sys; print(json.load(sys.stdin)["endpoints"][0]["address"].rsplit(":", 1)[1])'
+}
 # nginx_conf DIR BODY: a minimal nginx.conf under DIR (pid, logs, temp paths
 # there), one worker, with BODY inside http {}.
 nginx_conf() {
@@ -112,16 +117,20 @@ if [ "$UPSTREAM" = nginx ]; then
   head -c "$SMALL" /dev/zero | tr '\0' x > "$W/up/html/small"
   head -c "$LARGE" /dev/zero | tr '\0' x > "$W/up/html/large"
   chmod -R a+rX "$W/up"
-  nginx_conf "$W/up" "  server { listen 127.0.0.1:$UP; root $W/up/html; }"
-  UP_CMD=(nginx -p "$W/up" -c "$W/up/nginx.conf" -g 'daemon off;')
+  nginx_conf "$W/up" "  server { listen 127.0.0.1:@PORT@; root $W/up/html; }"
+  mv "$W/up/nginx.conf" "$W/up/nginx.conf.in"
+  UP_CMD=(sh -c "sed \"s/@PORT@/\$PORT/\" $W/up/nginx.conf.in > $W/up/nginx.conf &&
+    exec nginx -p $W/up -c $W/up/nginx.conf -g 'daemon off;'")
   UP_VERSION=$(nginx -v 2>&1)
 else
   g++ -O2 -std=c++20 "$HERE/bare_beast.cc" -o "$W/bare_beast" -pthread
-  UP_CMD=("$W/bare_beast" "$UP" 1 "$SMALL" "$LARGE")
+  UP_CMD=(sh -c "exec $W/bare_beast \"\$PORT\" 1 $SMALL $LARGE")
   UP_VERSION="bare_beast (bench/bare_beast.cc, g++ -O2, 1 I/O thread)"
 fi
-RUNS+=("$("$LATHE" run --port "$UP" --workdir "$W" -- "${UP_CMD[@]}")")
+RUNS+=("$("$LATHE" run --port 8080 --workdir "$W" -- "${UP_CMD[@]}")")
 RUN=${RUNS[0]}
+for _ in $(seq 100); do [ "$("$LATHE" inspect --json "$RUN" | $PY -c 'import json, sys; print(json.load(sys.stdin)["state"])')" = running ] && break; sleep 0.1; done
+UP=$(served_port "$RUN")
 wait_http "http://127.0.0.1:$UP/small"
 LHOST="$RUN.localhost:$DPORT"
 wait_http "http://127.0.0.1:$DPORT/small" -H "Host: $LHOST" -H "Authorization: Bearer $TOKEN"
@@ -213,10 +222,11 @@ for rep in $(seq "$REPS"); do
 done
 
 # 5. Websocket echo: direct and through Lathe (32-byte frames, one at a time).
-WSP=$(free_port)
 cp "$ROOT/tests/integ/proxy_upstream.py" "$W/ws_upstream.py"
-RUNS+=("$("$LATHE" run --port "$WSP" --workdir "$W" -- $PY "$W/ws_upstream.py" tcp "$WSP")")
+RUNS+=("$("$LATHE" run --port 8081 --workdir "$W" -- $PY "$W/ws_upstream.py" tcp env:PORT)")
 WSRUN=${RUNS[1]}
+for _ in $(seq 100); do [ "$("$LATHE" inspect --json "$WSRUN" | $PY -c 'import json, sys; print(json.load(sys.stdin)["state"])')" = running ] && break; sleep 0.1; done
+WSP=$(served_port "$WSRUN")
 wait_http "http://127.0.0.1:$WSP/"
 : > "$W/ws.tsv"
 for rep in $(seq "$REPS"); do
@@ -248,9 +258,9 @@ for line in open(f"{w}/results.tsv"):
 ws = []
 for line in open(f"{w}/ws.tsv"):
     rep, path, res = line.rstrip("\n").split("\t")
-    p50, p99, mx, n = res.split()
+    p50, p99, mx, n, rate = res.split()
     ws.append(dict(rep=int(rep), path=path, p50_us=int(p50), p99_us=int(p99), max_us=int(mx),
-                   n=int(n)))
+                   n=int(n), msgs_per_s=float(rate)))
 paths_of = lambda size: list(dict.fromkeys(r["path"] for r in runs if r["size"] == size))
 ratio_to = lambda size: [p for p in paths_of(size) if p not in ("lathe", "api_run")]
 med = lambda xs: statistics.median(xs)
@@ -269,7 +279,15 @@ for size in ("small", "large"):
         summary[f"{size}/lathe_over_{other}"] = {"rps_ratios": ratios, "median": med(ratios)}
 for path in ("direct", "lathe"):
     xs = [x for x in ws if x["path"] == path]
-    summary[f"ws/{path}"] = {k: med([x[k] for x in xs]) for k in ("p50_us", "p99_us")}
+    summary[f"ws/{path}"] = {k: med([x[k] for x in xs]) for k in ("p50_us", "p99_us", "msgs_per_s")}
+# Proxied against direct, the target being at least 0.80 of direct's rate.
+for size in ("small", "large"):
+    d, l = summary[f"{size}/direct"], summary[f"{size}/lathe"]
+    summary[f"{size}/lathe_vs_direct"] = {"rps": l["rps"] / d["rps"],
+                                          "p99_direct_over_lathe": d["p99_us"] / l["p99_us"]}
+wd, wl = summary["ws/direct"], summary["ws/lathe"]
+summary["ws/lathe_vs_direct"] = {"msgs_per_s": wl["msgs_per_s"] / wd["msgs_per_s"],
+                                 "p99_direct_over_lathe": wd["p99_us"] / wl["p99_us"]}
 bad = [r for r in runs if r["socket_errors"] or r["non_2xx"]]
 json.dump({"when": time.strftime("%Y-%m-%d %H:%M:%S"), "lathe": version, "commit": commit,
            "upstream": upstream, "wrk": wrk + " URL/{small,large}", "small_bytes": int(small),
@@ -290,7 +308,13 @@ for size in ("small", "large"):
               f"({', '.join(f'{x:.2f}' for x in s['rps_ratios'])})")
 for path in ("direct", "lathe"):
     s = summary[f"ws/{path}"]
-    print(f"websocket echo {path}: p50 {s['p50_us']} µs, p99 {s['p99_us']} µs")
+    print(f"websocket echo {path}: p50 {s['p50_us']} µs, p99 {s['p99_us']} µs, "
+          f"{s['msgs_per_s']:,.0f} msgs/s")
+for key, what in (("small", "req/s"), ("large", "req/s"), ("ws", "msgs/s")):
+    s = summary[f"{key}/lathe_vs_direct"]
+    rate = s["rps"] if key != "ws" else s["msgs_per_s"]
+    print(f"proxied/direct {key} {what}: {rate:.2f} (target 0.80: "
+          f"{'met' if rate >= 0.8 else 'not met'}); p99 direct/proxied {s['p99_direct_over_lathe']:.2f}")
 if bad:
     print(f"{len(bad)} wrk runs had errors or non-2xx answers: see runs_with_errors in {out}")
 PY

@@ -6,7 +6,8 @@ of B bytes sent one after another, each timed until its echo is back.
 PORT is where to connect on 127.0.0.1; HOST and AUTHORIZATION, when given, are
 sent with the upgrade (Lathe's proxy picks the run by Host). The server is
 tests/integ/proxy_upstream.py, which answers each frame with "echo:" + it.
-Prints one line: "RESULT p50_us p99_us max_us n".
+Prints one line: "RESULT p50_us p99_us max_us n msgs_per_s" (round trips per
+second over the whole loop, one in flight at a time).
 """
 import base64
 import os
@@ -57,6 +58,7 @@ def main():
     msg = frame(payload)  # one masked frame, sent every time: the client's cost stays out
     want = b"echo:" + payload
     times = []
+    start = time.perf_counter_ns()
     for _ in range(count):
         t0 = time.perf_counter_ns()
         s.sendall(msg)
@@ -64,10 +66,11 @@ def main():
         times.append(time.perf_counter_ns() - t0)
         if got != want:
             sys.exit("wrong echo")
+    total_s = (time.perf_counter_ns() - start) / 1e9
     s.close()
     times.sort()
     pick = lambda q: times[min(len(times) - 1, int(q * len(times)))] // 1000
-    print(f"RESULT {pick(0.5)} {pick(0.99)} {times[-1] // 1000} {count}")
+    print(f"RESULT {pick(0.5)} {pick(0.99)} {times[-1] // 1000} {count} {count / total_s:.1f}")
 
 
 if __name__ == "__main__":

@@ -48,10 +48,10 @@ Result<Json> NotebookSpec(const StartFlags& f) {
   Json spec = {{"type", "notebook"}, {"workdir", Cwd()}, {"env", Json::object()}};
   if (f.gpus) spec["gpus"] = *f.gpus;
   if (f.cpus) spec["cpus"] = *f.cpus;
-  for (auto [key, value] : {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
-                            std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
-                            std::pair{"max_duration", &f.max_duration},
-                            std::pair{"network", &f.network}}) {
+  for (auto [key, value] :
+       {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
+        std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
+        std::pair{"max_duration", &f.max_duration}, std::pair{"network", &f.network}}) {
     if (!value->empty()) spec[key] = *value;
   }
   if (!f.workspace.empty()) spec["workspace"] = Absolute(f.workspace);
@@ -71,7 +71,8 @@ Result<Json> NotebookSpec(const StartFlags& f) {
     }
     spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (!spec["env"].contains("PATH") && std::getenv("PATH")) spec["env"]["PATH"] = std::getenv("PATH");
+  if (!spec["env"].contains("PATH") && std::getenv("PATH"))
+    spec["env"]["PATH"] = std::getenv("PATH");
   mode_t mask = ::umask(022);
   ::umask(mask);
   spec["umask"] = static_cast<unsigned>(mask);
@@ -91,8 +92,8 @@ Status CheckThroughProxy(api::ApiClient& c, const std::string& id) {
   net::ClientOptions o;
   o.base_url = "http://127.0.0.1:" + port;
   net::HttpClient http(o);
-  ASSIGN_OR_RETURN(auto signed_in, http.Request("GET", login.substr(7 + host.size()), "",
-                                                {{"Host", host}}));
+  ASSIGN_OR_RETURN(auto signed_in,
+                   http.Request("GET", login.substr(7 + host.size()), "", {{"Host", host}}));
   std::string cookie(net::FindHeader(signed_in.headers, "Set-Cookie"));
   cookie = cookie.substr(0, cookie.find(';'));
   ASSIGN_OR_RETURN(auto status,
@@ -165,8 +166,8 @@ Status RunStart(const StartFlags& f, Lang lang) {
 
 Status RunRestart(const std::string& ref, bool wait, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs/" + net::PercentEncode(ref) + "/restart",
-                                   Json::object()));
+  ASSIGN_OR_RETURN(Json r,
+                   c->Post("/api/v1/runs/" + net::PercentEncode(ref) + "/restart", Json::object()));
   const std::string id = r.value("id", ref);
   if (!wait) {
     std::printf("%s\n", id.c_str());
@@ -187,7 +188,8 @@ std::string IdleText(const Json& nb, Lang lang) {
 
 Status RunList(bool all, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json list, c->Get(std::string("/api/v1/runs?limit=1000") + (all ? "&all=1" : "")));
+  ASSIGN_OR_RETURN(Json list,
+                   c->Get(std::string("/api/v1/runs?limit=1000") + (all ? "&all=1" : "")));
   Json mine = Json::array();
   for (const auto& r : list.value("runs", Json::array())) {
     if (r.value("kind", "") == "notebook" && r.contains("spec")) mine.push_back(r);
@@ -196,7 +198,8 @@ Status RunList(bool all, bool json, Lang lang) {
     PrintJson(Json{{"notebooks", mine}});
     return Status::OK();
   }
-  // The run origins' scheme and port: the daemon's own (`lathe notebook open` adds the sign-in code).
+  // The run origins' scheme and port: the daemon's own (`lathe notebook open` adds the sign-in
+  // code).
   std::string scheme = "http", port;
   if (auto st = c->Get("/api/v1/status"); st.ok()) {
     const std::string url = st->value("url", "");

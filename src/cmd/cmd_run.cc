@@ -15,9 +15,13 @@
 #include "cmd/output.h"
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
+#include "lathe/doctor/checks_network.h"
+#include "lathe/doctor/probes.h"
+#include "lathe/doctor/real_system.h"
 #include "lathe/net/http.h"
 #include "lathe/os/files.h"
 #include "lathe/run/event_text.h"
+#include "lathe/run/ports.h"
 #include "lathe/run/spec.h"
 
 namespace lathe::cmd {
@@ -278,6 +282,10 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
   for (const char* col : {"id", "name", "user", "state", "gpus", "priority", "age", "command"}) {
     rows[0].push_back(Tr(std::string("ps.col.") + col, lang));
   }
+  // The main port's URL, in a column of its own when a listed run serves one.
+  const bool urls = std::any_of(r["runs"].begin(), r["runs"].end(),
+                                [](const Json& run) { return run.contains("url"); });
+  if (urls) rows[0].insert(rows[0].end() - 1, Tr("ps.col.url", lang));
   // A thousand rows name a handful of states and priorities: each label is
   // looked up in the catalog once.
   std::map<std::string, std::string> states, priorities;
@@ -309,6 +317,7 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
                     memo(priorities, run.value("priority", ""),
                          [&](const std::string& k) { return PriorityLabel(k, lang); }),
                     Age(run.value("created_at_ms", int64_t{0}), lang), cmd});
+    if (urls) rows.back().insert(rows.back().end() - 1, run.value("url", "-"));
   }
   PrintTable(rows);
   int64_t total = r.value("total", int64_t{0});
@@ -395,6 +404,55 @@ void PrintSpec(const Json& spec, Lang lang) {
   }
 }
 
+std::string Join(const Json& list) {
+  std::string s;
+  for (const auto& x : list) {
+    if (x.is_string()) s += (s.empty() ? "" : ", ") + x.get<std::string>();
+  }
+  return s.empty() ? "-" : s;
+}
+
+// The run's ports (GET /runs/{run} "ports"): each with its URL, address
+// and whether something answers there; the layer that keeps one from
+// answering in full (docs/ports.md); once, what a loopback port means.
+void PrintPorts(const Json& r, Lang lang) {
+  const Json ports = r.value("ports", Json::array());
+  if (ports.empty()) return;
+  std::printf("%s\n", Tr("inspect.ports", lang).c_str());
+  bool loopback = false;
+  for (const auto& p : ports) {
+    const std::string state = p.value("state", "");
+    const std::string address = p.value("address", "");
+    std::string label =
+        Tr("ports.state." + state, lang,
+           {{"listening", Join(p.value("listening", Json::array()))},
+            {"uid", p.contains("error") ? p["error"]["args"].value("uid", "") : std::string()}});
+    std::printf("%s\n", Tr("inspect.port_line", lang,
+                           {{"name", p.value("name", "")},
+                            {"url", p.value("url", "")},
+                            {"address", address.empty() ? "-" : address},
+                            {"env", p.value("env", "")},
+                            {"state", label}})
+                            .c_str());
+    if (p.contains("error") && state != "not_running") {
+      std::printf(
+          "    %s\n",
+          Localize(StatusFromJson(Json{{"error", p["error"]}}, Code::kUnavailable), lang).c_str());
+    }
+    loopback = loopback || (p.value("kind", "") == "tcp" && address.starts_with("127.0.0.1:"));
+  }
+  if (loopback && r["spec"].value("network", "host") != "isolated") {
+    std::printf("  %s\n", Tr("ports.loopback_note", lang).c_str());
+  }
+  auto view = doctor::NewRealSystemView({});
+  doctor::Finding proxy = doctor::CheckProxy(*view, doctor::Facts{});
+  if (proxy.outcome == "net.proxy.captures_localhost") {
+    MsgArgs args = proxy.args;
+    args.push_back({"doctor", std::string(run::kProxyCheckCommand)});
+    std::printf("  %s\n", Tr("ports.client_proxy", lang, args).c_str());
+  }
+}
+
 Status RunInspect(const std::string& ref, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
@@ -426,6 +484,7 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
   field("inspect.created", AgeAgo(r.value("created_at_ms", int64_t{0}), lang));
   PrintSpec(r["spec"], lang);
   field("inspect.run_dir", r.value("run_dir", ""));
+  PrintPorts(r, lang);
   PrintDiagnosis(r, lang);
   std::printf("%s\n", Tr("inspect.events", lang).c_str());
   constexpr size_t kTypeWidth = 8;  // "warning "

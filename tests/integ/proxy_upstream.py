@@ -1,6 +1,8 @@
 """A run's server for the proxy tests: answers every request with what it
 received (as JSON), and echoes websocket text frames. Listens on a loopback
 port or a unix socket:  proxy_upstream.py tcp PORT | unix PATH [LABEL]
+PORT may be env:NAME, the port in the environment variable NAME (the one the
+daemon chose for the run: env:LATHE_PORT_8000, env:PORT).
 """
 import base64
 import hashlib
@@ -67,7 +69,8 @@ class Handler(socketserver.StreamRequestHandler):
                 self.wfile.write(frame(1, b"echo:" + data))
                 self.wfile.flush()
         out = json.dumps({"label": LABEL, "method": method, "target": target, "headers": headers,
-                          "body": body.decode(errors="replace"), "uid": os.getuid()}).encode()
+                          "body": body.decode(errors="replace"), "uid": os.getuid(),
+                          "port": PORT}).encode()
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          b"Set-Cookie: app=1; Domain=localhost; Path=/\r\n"
                          b"Content-Length: " + str(len(out)).encode() + b"\r\n\r\n" + out)
@@ -85,8 +88,10 @@ class UnixServer(socketserver.ThreadingUnixStreamServer):
 if __name__ == "__main__":
     kind, where = sys.argv[1], sys.argv[2]
     LABEL = sys.argv[3] if len(sys.argv) > 3 else "upstream"
+    PORT = None
     if kind == "tcp":
-        server = TcpServer(("127.0.0.1", int(where)), Handler)
+        PORT = int(os.environ[where[4:]] if where.startswith("env:") else where)
+        server = TcpServer(("127.0.0.1", PORT), Handler)
     else:
         if os.path.exists(where):
             os.unlink(where)

@@ -1,11 +1,12 @@
 """Run ports behind the daemon's reverse proxy, on each run's own origin.
 
 Two unprivileged users against a root daemon. User A's run serves a port
-(loopback TCP or a unix socket); the proxy serves it at
+(a loopback TCP port the daemon chose and handed over as $LATHE_PORT_<port>,
+or a unix socket); the proxy serves it at
 http://<run>.localhost:PORT/ to A (and root), never to B; A's credentials
 never reach the upstream; a websocket echoes through it; a unix socket
-swapped for a symlink to the daemon's own socket, and a loopback port that B
-bound first, are refused; a port bound on loopback is reachable by B directly
+swapped for a symlink to the daemon's own socket, and the loopback port
+chosen for A's run that B bound first, are refused; a port bound on loopback is reachable by B directly
 (what docs/security.md warns about).
 """
 import base64
@@ -18,7 +19,7 @@ import tempfile
 import time
 import unittest
 
-from harness import DaemonTest, PY, free_port, second_user
+from harness import DaemonTest, PY, second_user
 
 USER_A = "lathe-it-px-a"
 USER_B = "lathe-it-px-b"
@@ -67,6 +68,13 @@ class Proxy(DaemonTest):
         self.d.wait_for(lambda: "listening" in self.d.logs(run), "the upstream to listen")
         return run
 
+    def served_at(self, run, name=None):
+        """The loopback port the daemon chose for the run's port `name` (the first)."""
+        eps = self.d.inspect(run)["endpoints"]
+        ep = next(e for e in eps if name is None or e["name"] == name)
+        self.assertEqual(ep["kind"], "tcp")
+        return int(ep["address"].rsplit(":", 1)[1])
+
     def request(self, run, path="/hello", token=None, headers=None, method="GET", body=None,
                 port_name=""):
         host = f"{port_name + '.' if port_name else ''}{run}.localhost:{self.port()}"
@@ -90,13 +98,15 @@ class Proxy(DaemonTest):
     # --- tests ---
 
     def test_the_owner_reaches_the_port_and_the_upstream_gets_no_credentials(self):
-        port = free_port()
-        run = self.start_server(self.a, "tcp", port, str(port))
+        run = self.start_server(self.a, "tcp", "env:LATHE_PORT_8000", "8000")
+        port = self.served_at(run)
+        self.assertNotEqual(port, 8000)  # the one the daemon chose, told as $LATHE_PORT_8000
         status, body, resp = self.request(
             run, token=self.tok_a,
             headers={"Cookie": "lathe_session=s3cret-cookie; app=1", "X-Forwarded-For": "6.6.6.6"})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["uid"], self.a.pw_uid)
+        self.assertEqual(body["port"], port)
         headers = {k.lower(): v for k, v in body["headers"]}
         self.assertNotIn("authorization", headers)
         self.assertEqual(headers["cookie"], "app=1")
@@ -112,9 +122,8 @@ class Proxy(DaemonTest):
                                        headers={"Origin": f"http://{run}.localhost:{self.port()}"})
         self.assertEqual((status, body["method"], body["body"]), (200, "POST", "x=1"))
     def test_a_login_link_signs_a_browser_in_on_that_runs_origin_only(self):
-        port = free_port()
-        run = self.start_server(self.a, "tcp", port, str(port))
-        other = self.start_server(self.a, "tcp", free_port(), "8080")
+        run = self.start_server(self.a, "tcp", "env:PORT", "8000")
+        other = self.start_server(self.a, "tcp", "env:LATHE_PORT_8080", "8080")
         origin = f"http://{run}.localhost:{self.port()}/"
         url = self.d.cli("open", run, user=USER_A, env=self.d.env(HOME="/tmp")).stdout.strip()
         self.assertTrue(url.startswith(origin + "_lathe/login?code="), url)
@@ -150,8 +159,8 @@ class Proxy(DaemonTest):
         self.assertNotIn("_lathe/login", r.stdout)
 
     def test_everyone_else_is_refused_at_every_path(self):
-        port = free_port()
-        run = self.start_server(self.a, "tcp", port, f"web={port}")
+        run = self.start_server(self.a, "tcp", "env:LATHE_PORT_WEB", "web=8000")
+        port = self.served_at(run, "web")
         status, body, _ = self.request(run, "/_lathe/login?code=x", token=self.tok_b)
         self.assertEqual((status, self.error_id(body)), (401, "proxy.code_invalid"))
         for path in ("/", "/hello", "/api/v1/runs", "/_lathe/other"):
@@ -204,22 +213,28 @@ class Proxy(DaemonTest):
         self.assertNotIn("backend", json.dumps(body))  # no answer of the API's came back
 
     def test_a_port_another_user_bound_first_is_refused(self):
-        port = free_port()
-        squatter = self.start_server(self.b, "tcp", port, str(port), label="squatter")
-        # A's run declares the same port but never listens on it.
-        run = self.d.submit("--port", str(port), "--workdir", "/tmp", "--", "sleep", "300",
+        # A's run declares a port but never listens on the one chosen for it.
+        run = self.d.submit("--port", "8000", "--workdir", "/tmp", "--", "sleep", "300",
                             user=USER_A, env=self.d.env(HOME="/tmp"))
         self.d.wait_state(run, "running")
+        port = self.served_at(run)
+        # B binds it first, from a run of B's own (a port is found by trying,
+        # or read from /proc/net/tcp once the program bound it).
+        squatter = self.start_server(self.b, "tcp", port, "9000", label="squatter")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            self.assertIn(b"squatter", s.makefile("rb").read())  # B's server holds A's port
         status, body, _ = self.request(run, token=self.tok_a)
         self.assertEqual((status, self.error_id(body)), (403, "proxy.wrong_owner"), body)
         self.assertNotIn("squatter", json.dumps(body))
-        # B reaches their own run's port.
-        status, body, _ = self.request(squatter, token=self.tok_b)
-        self.assertEqual((status, body["label"]), (200, "squatter"))
+        # `lathe inspect` tells A which layer: another user holds the port.
+        [p] = self.d.inspect(run)["ports"]
+        self.assertEqual(p["state"], "wrong_owner")
+        self.assertEqual(p["error"]["args"]["uid"], str(self.b.pw_uid))
+        self.assertIsNotNone(squatter)
 
     def test_a_websocket_echoes_through_the_proxy(self):
-        port = free_port()
-        run = self.start_server(self.a, "tcp", port, str(port))
+        run = self.start_server(self.a, "tcp", "env:PORT", "8000")
         s = socket.create_connection(("127.0.0.1", self.port()), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
         s.sendall((f"GET /ws HTTP/1.1\r\nHost: {run}.localhost:{self.port()}\r\n"

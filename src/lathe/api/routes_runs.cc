@@ -132,6 +132,7 @@ void ApiServer::ListRuns(ApiCall& call) {
     // Another user's run shows who, what state and which GPUs, never its spec.
     bool whole = caller.admin || caller.uid == r.uid;
     Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
+    if (whole && run::IsActive(r.state) && !r.spec.ports.empty()) j["url"] = MainPortUrl(r);
     if (whole && r.state == run::RunState::kQueued) {
       j["waiting"] = daemon_.WaitingWhy(r.id);
       j["waiting_on"] = daemon_.WaitingOn(r.id);
@@ -168,6 +169,7 @@ void ApiServer::GetRun(ApiCall& call) {
   j["backend"] = r->backend;
   j["endpoints"] = daemon_.EndpointsJson(*r);
   if (r->kind == run::RunKind::kNotebook) j["notebook"] = daemon_.NotebookJson(*r);
+  if (!r->spec.ports.empty()) j["ports"] = PortsJson(*r);
   auto events = daemon_.Events(r->id, 0);
   if (events.ok()) j["events"] = EventsJson(*events);
   call.Reply(j);

@@ -6,6 +6,7 @@
 #include "lathe/api/host_check.h"
 #include "lathe/api/routes.h"
 #include "lathe/api/run_origin.h"
+#include "lathe/api/run_origin_cache.h"
 #include "lathe/api/server.h"
 #include "lathe/daemon/notebooks.h"
 #include "lathe/net/status_http.h"
@@ -63,6 +64,34 @@ std::string ApiServer::RunOriginUrl(const RunOrigin& o) const {
   return fmt::format("{}://{}:{}/", opts_.tls_on() ? "https" : "http", RunOriginHost(o), port_);
 }
 
+std::string ApiServer::MainPortUrl(const state::RunRecord& r) const {
+  if (r.spec.ports.empty()) return "";
+  return RunOriginUrl(RunOrigin{r.id, "", origin_bases_.empty() ? "localhost" : origin_bases_[0]});
+}
+
+Json ApiServer::PortsJson(const state::RunRecord& r) {
+  Json out = Json::array();
+  const std::string base = origin_bases_.empty() ? "localhost" : origin_bases_[0];
+  bool first = true;
+  for (const auto& s : daemon_.CheckPorts(r)) {
+    Json j = {{"name", s.spec.name},
+              {"kind", s.kind},
+              {"address", s.address},
+              {"env", run::PortEnvName(s.spec)},
+              {"url", RunOriginUrl(RunOrigin{r.id, first ? "" : s.spec.name, base})},
+              {"state", run::PortStateName(s.check.state)},
+              {"listening", s.check.run_listens}};
+    if (s.spec.port != 0) j["declared_port"] = s.spec.port;
+    Status why = s.check.state == run::PortState::kNotRunning
+                     ? run::ExplainNotRunning(r.id, s.spec, run::StateName(r.state))
+                     : run::ExplainPort(r.id, s.spec, s.address.empty() ? "-" : s.address, s.check);
+    if (!why.ok()) j["error"] = StatusToJson(why)["error"];
+    out.push_back(std::move(j));
+    first = false;
+  }
+  return out;
+}
+
 // GET /_lathe/login?code=CODE[&next=/path] on a run's origin: the code
 // (from POST /runs/{run}/open) becomes that origin's own cookie.
 void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
@@ -100,6 +129,19 @@ void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
   res.Send(std::move(r));
 }
 
+// What the user does through the proxy keeps their notebook from being
+// stopped as idle (daemon/notebook_watch.h): the request itself, and each
+// websocket data frame, counted by a parser of this connection's own.
+void ApiServer::WatchNotebookClient(const net::HttpRequest& req, const std::string& run_id,
+                                    net::Upstream& up) {
+  auto& watch = daemon_.notebooks();
+  if (daemon::IsClientActivity(req.method, req.path)) watch.NoteClient(run_id);
+  up.on_client_bytes = [&watch, run_id,
+                        frames = std::make_shared<daemon::WsDataFrames>()](std::string_view b) {
+    if (frames->Feed(b) > 0) watch.NoteClient(run_id);
+  };
+}
+
 void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Responder> res,
                                 const RunOrigin& o) {
   auto refuse = [&](const Status& s) { res->Send(ErrorResponse(s)); };
@@ -109,6 +151,19 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
     }
     return refuse(
         Status::Msg(Code::kNotFound, "api.no_route", {{"method", req.method}, {"path", req.path}}));
+  }
+  // A credential admitted to this origin a moment ago (run_origin_cache.h).
+  const std::string cache_key =
+      req.peer ? ""
+               : RunOriginCache::Key(o.run_id, o.port_name, req.Header("Authorization"),
+                                     req.Header("Cookie"));
+  if (auto hit = origin_cache_.Find(cache_key)) {
+    if (!SameOrigin(req)) {
+      return refuse(Status::Msg(Code::kPermissionDenied, "proxy.bad_origin",
+                                {{"origin", std::string(req.Header("Origin"))}}));
+    }
+    if (!hit->notebook.empty()) WatchNotebookClient(req, hit->notebook, hit->upstream);
+    return proxy_->Forward(std::move(req), std::move(hit->upstream), std::move(res));
   }
   int64_t retry_after_s = 0;
   auto auth = auth_->AuthenticateRunOrigin(req, RunScope(o.run_id), &retry_after_s);
@@ -137,6 +192,12 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   Json endpoints = daemon_.EndpointsJson(*r);
   const Json* e = FindEndpoint(endpoints, o.port_name);
   if (!e) {
+    if (r->state == run::RunState::kStarting && !daemon::ServedPorts(*r).empty()) {
+      // Being launched: its ports' addresses are recorded once it runs.
+      return refuse(daemon_.ExplainPort(r->id, o.port_name,
+                                        Status::Msg(Code::kUnavailable, "proxy.not_running",
+                                                    {{"run", r->id}, {"state", "starting"}})));
+    }
     if (daemon::ServedPorts(*r).empty()) {
       return refuse(Status::Msg(Code::kNotFound, "proxy.no_ports", {{"run", r->id}}));
     }
@@ -160,17 +221,17 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   }
   up.owner_uid = r->uid;
   up.any_owner = r->uid == 0;  // root's own run may be served by anything root runs
+  up.explain_unreachable = [this, id = r->id, port = e->value("name", "")](const Status& s) {
+    return daemon_.ExplainPort(id, port, s);  // which layer failed (docs/ports.md)
+  };
+  std::string notebook;
   if (r->kind == run::RunKind::kNotebook && e->value("name", "") == daemon::kNotebookPort) {
     // The user never needs Jupyter's token: the proxy shows it to Jupyter.
     up.add_headers.emplace_back("Authorization", "token " + daemon_.NotebookTokenOf(*r));
-    // What the user does keeps the notebook from being stopped as idle.
-    auto& watch = daemon_.notebooks();
-    if (daemon::IsClientActivity(req.method, req.path)) watch.NoteClient(r->id);
-    up.on_client_bytes = [&watch, id = r->id,
-                          frames = std::make_shared<daemon::WsDataFrames>()](std::string_view b) {
-      if (frames->Feed(b) > 0) watch.NoteClient(id);
-    };
+    notebook = r->id;
   }
+  origin_cache_.Put(cache_key, RunOriginAdmission{up, notebook});
+  if (!notebook.empty()) WatchNotebookClient(req, notebook, up);
   proxy_->Forward(std::move(req), std::move(up), std::move(res));
 }
 

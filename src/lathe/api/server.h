@@ -12,6 +12,7 @@
 
 #include "lathe/api/auth.h"
 #include "lathe/api/run_origin.h"
+#include "lathe/api/run_origin_cache.h"
 #include "lathe/api/sessions.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
@@ -66,7 +67,10 @@ class ApiServer {
   SessionService& sessions() { return *sessions_; }
 
  private:
-  ApiServer(daemon::Daemon& d, ApiOptions o) : daemon_(d), opts_(std::move(o)) {}
+  ApiServer(daemon::Daemon& d, ApiOptions o)
+      : daemon_(d),
+        opts_(std::move(o)),
+        origin_cache_(opts_.clock ? *opts_.clock : os::RealClock()) {}
   // Authenticates, then dispatches through router_: 404 for an unknown path,
   // 405 with Allow for a known path and another method.
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res);
@@ -99,6 +103,8 @@ class ApiServer {
   void GetRun(ApiCall& call);
   void StopRun(ApiCall& call);
   void RestartRun(ApiCall& call);
+  void WatchNotebookClient(const net::HttpRequest& req, const std::string& run_id,
+                           net::Upstream& up);
   void DeleteRun(ApiCall& call);
   void PruneRuns(ApiCall& call);
   void GetRunEvents(ApiCall& call);
@@ -135,6 +141,12 @@ class ApiServer {
   std::vector<std::string> RunOriginBases() const;
   void RunOriginLogin(const net::HttpRequest& req, net::Responder& res, const RunOrigin& o);
   std::string RunOriginUrl(const RunOrigin& o) const;
+  // The run's ports for GET /runs/{run} (docs/api.md): [{name, kind,
+  // address, env, url, state, listening, error?}], with the layer that keeps
+  // a port from answering (run/ports.h).
+  Json PortsJson(const state::RunRecord& r);
+  // The URL of the run's main port on its origin ("" without ports).
+  std::string MainPortUrl(const state::RunRecord& r) const;
 
   // GET /runs/{run}/logs (routes_logs.cc): checks the query and hands the
   // answer to a stream thread; an error comes back before anything is sent.
@@ -178,6 +190,7 @@ class ApiServer {
   net::Router<Route> router_;  // constant after Create
   std::unique_ptr<net::ReverseProxy> proxy_;
   std::vector<std::string> origin_bases_;  // RunOriginBases(), constant after Create
+  RunOriginCache origin_cache_;            // run origins' recent admissions (thread-safe)
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};

@@ -46,6 +46,7 @@
 #include "lathe/os/clock.h"
 #include "lathe/os/env.h"
 #include "lathe/os/file_lock.h"
+#include "lathe/run/ports.h"
 #include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
 
@@ -184,6 +185,23 @@ class Daemon {
   // Where an active run can be reached, as its backend reports it:
   // [{"kind": "tcp", "address": "127.0.0.1:8888"}, ...]; [] when it ended.
   Json EndpointsJson(const state::RunRecord& r);
+  // Each of the run's ports, in its spec's order: where it is served and
+  // which layer keeps it from answering (run/ports.h), read from what the
+  // run's processes listen on (run_ports.cc). A run that is not active has
+  // every port kNotRunning and no address.
+  struct PortStatus {
+    run::PortSpec spec;
+    std::string kind;     // "tcp" | "unix"
+    std::string address;  // "127.0.0.1:41234", a path; "" when not known
+    run::PortCheck check;
+  };
+  std::vector<PortStatus> CheckPorts(const state::RunRecord& r);
+  // The explanation of the port named `port_name` ("" = the main one) of
+  // run `run_id`, as the proxy's error page gives it when the port did not
+  // answer: the layer that failed (run/ports.h ExplainPort), or `fallback`
+  // when no layer is at fault (it answered meanwhile).
+  Status ExplainPort(const std::string& run_id, const std::string& port_name,
+                     const Status& fallback);
 
   // One pass of the supervisor loop, starts included, as its thread does;
   // for tests that drive a daemon without Start().

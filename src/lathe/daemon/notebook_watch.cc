@@ -48,7 +48,8 @@ size_t WsDataFrames::Feed(std::string_view bytes) {
     uint64_t len = len7;
     if (ext > 0) {
       len = 0;
-      for (size_t i = 0; i < ext; ++i) len = (len << 8) | static_cast<unsigned char>(header_[2 + i]);
+      for (size_t i = 0; i < ext; ++i)
+        len = (len << 8) | static_cast<unsigned char>(header_[2 + i]);
     }
     const unsigned opcode = static_cast<unsigned char>(header_[0]) & 0x0f;
     if (opcode <= 2) ++frames;  // continuation, text, binary
@@ -153,8 +154,8 @@ void NotebookWatch::Look(const NotebookTarget& t, Seen& s, int64_t now_ms) {
     return;
   }
   auto kernels = Ask(t, "/api/kernels");
-  Json list = kernels.ok() && kernels->first == 200 ? ParseJson(kernels->second).value_or(Json())
-                                                   : Json();
+  Json list =
+      kernels.ok() && kernels->first == 200 ? ParseJson(kernels->second).value_or(Json()) : Json();
   if (!list.is_array()) {  // cannot see: not idle
     s.last_active_ms = now_ms;
     s.last_active_by = "unknown";

@@ -46,9 +46,9 @@
 namespace lathe::daemon {
 
 struct NotebookWatchOptions {
-  int poll_ms = 10000;              // between two looks at a ready notebook
-  int ready_poll_ms = 200;          // between two tries of one not ready yet
-  int gpu_busy_pct = 5;             // a GPU at or above this utilization is busy
+  int poll_ms = 10000;                // between two looks at a ready notebook
+  int ready_poll_ms = 200;            // between two tries of one not ready yet
+  int gpu_busy_pct = 5;               // a GPU at or above this utilization is busy
   int64_t default_idle_ms = 1800000;  // for a spec without idle (config notebooks.idle)
   int request_timeout_ms = 5000;
 };
@@ -57,7 +57,7 @@ struct NotebookWatchOptions {
 struct NotebookTarget {
   std::string run_id;
   int attempt = 0;
-  uid_t uid = 0;       // Jupyter's socket must be this user's
+  uid_t uid = 0;           // Jupyter's socket must be this user's
   bool any_owner = false;  // a root run's
   std::string socket;
   std::string token;
@@ -88,7 +88,7 @@ class WsDataFrames {
   size_t Feed(std::string_view bytes);  // data frames that began in `bytes`
 
  private:
-  std::string header_;      // the current frame's header so far
+  std::string header_;  // the current frame's header so far
   uint64_t payload_left_ = 0;
 };
 
@@ -136,8 +136,8 @@ class NotebookWatch {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::map<std::string, Seen> seen_;                 // by run id
-  std::map<std::string, int64_t> client_ms_;         // by run id: the last client message
+  std::map<std::string, Seen> seen_;          // by run id
+  std::map<std::string, int64_t> client_ms_;  // by run id: the last client message
   std::thread thread_;
 };
 

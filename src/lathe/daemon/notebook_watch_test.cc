@@ -28,7 +28,8 @@ std::string Frame(unsigned opcode, size_t len) {
     f += static_cast<char>(len & 0xff);
   } else {
     f += static_cast<char>(0x80 | 127);
-    for (int i = 7; i >= 0; --i) f += static_cast<char>((static_cast<uint64_t>(len) >> (8 * i)) & 0xff);
+    for (int i = 7; i >= 0; --i)
+      f += static_cast<char>((static_cast<uint64_t>(len) >> (8 * i)) & 0xff);
   }
   f += std::string(4, '\x5a');  // the mask
   f += std::string(len, 'x');
@@ -37,8 +38,8 @@ std::string Frame(unsigned opcode, size_t len) {
 
 TEST(WsDataFrames, CountsDataFramesNotPingsAndPongs) {
   WsDataFrames w;
-  EXPECT_EQ(w.Feed(Frame(0xA, 4)), 0u);  // pong
-  EXPECT_EQ(w.Feed(Frame(0x9, 0)), 0u);  // ping
+  EXPECT_EQ(w.Feed(Frame(0xA, 4)), 0u);   // pong
+  EXPECT_EQ(w.Feed(Frame(0x9, 0)), 0u);   // ping
   EXPECT_EQ(w.Feed(Frame(0x1, 20)), 1u);  // text
   EXPECT_EQ(w.Feed(Frame(0x2, 300) + Frame(0xA, 2) + Frame(0x1, 70000)), 2u);
   EXPECT_EQ(w.Feed(Frame(0x8, 2)), 0u);  // close
@@ -136,8 +137,8 @@ class FakeJupyter {
         body = req.starts_with("GET /api/kernels") ? kernels_ : R"({"started":"x"})";
       }
       ++requests;
-      std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
-                           "\r\n\r\n" + body;
+      std::string answer =
+          "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
       (void)!::write(c, answer.data(), answer.size());
       ::close(c);
     }

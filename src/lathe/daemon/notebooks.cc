@@ -70,17 +70,15 @@ std::vector<run::PortSpec> ServedPorts(const state::RunRecord& r) {
 }
 
 void ApplyNotebook(const std::string& run_dir, const run::RunSpec& spec,
-                   const std::string& self_exe, const std::string& token,
-                   exec::LaunchRequest& q) {
+                   const std::string& self_exe, const std::string& token, exec::LaunchRequest& q) {
   const std::string dir = NotebookDir(run_dir);
   std::string kernels;
   for (const auto& k : spec.kernels) kernels += (kernels.empty() ? "" : ",") + k;
-  q.argv = {self_exe, "__notebook", "--state", dir, "--socket", NotebookSocket(run_dir),
+  q.argv = {self_exe,    "__notebook", "--state", dir, "--socket", NotebookSocket(run_dir),
             "--kernels", kernels};
   q.env["JUPYTER_TOKEN"] = token;  // moved into a file by the prelude
   q.env["LATHE_NOTEBOOK_DIR"] = dir;
-  q.ports.insert(q.ports.begin(),
-                 run::PortSpec{kNotebookPort, 0, NotebookSocket(run_dir)});
+  q.ports.insert(q.ports.begin(), run::PortSpec{kNotebookPort, 0, NotebookSocket(run_dir)});
 }
 
 }  // namespace lathe::daemon

@@ -58,7 +58,6 @@ std::vector<run::PortSpec> ServedPorts(const state::RunRecord& r);
 // token and Jupyter's directories in the environment, and the Jupyter
 // socket as the run's first port (the spec's own ports follow).
 void ApplyNotebook(const std::string& run_dir, const run::RunSpec& spec,
-                   const std::string& self_exe, const std::string& token,
-                   exec::LaunchRequest& q);
+                   const std::string& self_exe, const std::string& token, exec::LaunchRequest& q);
 
 }  // namespace lathe::daemon

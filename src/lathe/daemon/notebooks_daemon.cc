@@ -61,7 +61,8 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
         FormatDuration(std::chrono::milliseconds(why.value("idle_ms", int64_t{0})));
     std::string gpu;
     if (why.contains("gpu_busy_pct")) {
-      gpu = Tr("notebook.idle_gpu", Lang::kEn, {{"pct", std::to_string(why.value("gpu_busy_pct", 0))}});
+      gpu = Tr("notebook.idle_gpu", Lang::kEn,
+               {{"pct", std::to_string(why.value("gpu_busy_pct", 0))}});
     }
     const std::string said =
         Tr("notebook.idle_stop", Lang::kEn, {{"idle", idle}, {"gpu", gpu}, {"run", r->id}});
@@ -110,7 +111,8 @@ std::string Daemon::NotebookTokenOf(const RunRecord& r) {
 Json Daemon::NotebookJson(const RunRecord& r) {
   if (!IsNotebook(r)) return nullptr;
   Json j = {{"kernels", r.spec.kernels}};
-  const int64_t limit = r.spec.idle_ms >= 0 ? r.spec.idle_ms : notebooks_->options().default_idle_ms;
+  const int64_t limit =
+      r.spec.idle_ms >= 0 ? r.spec.idle_ms : notebooks_->options().default_idle_ms;
   j["idle_limit_ms"] = limit;
   if (run::IsActive(r.state)) {
     if (auto a = notebooks_->Activity(r.id)) {

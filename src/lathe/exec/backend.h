@@ -193,8 +193,17 @@ class ExecutionBackend {
   // an attempt that was being launched when the daemon died.
   virtual Readoption Readopt(const AttemptRef& attempt) = 0;
 
-  // Where the attempt can be reached (none for a plain job).
+  // Where the attempt can be reached (none for a plain job). A tcp port of a
+  // run on the host network is one the backend chose for the attempt and
+  // told the program through the environment (run/ports.h).
   virtual std::vector<Endpoint> Endpoints(const AttemptRef& attempt) = 0;
+  // The attempt's live processes on this machine, to tell what they listen
+  // on when a port does not answer (run/ports.h); empty when the backend
+  // cannot see them (a cluster's nodes).
+  virtual std::vector<pid_t> Pids(const AttemptRef& attempt) {
+    (void)attempt;
+    return {};
+  }
   // The run's log, a file in the CRI format (run/log_format.h) that the
   // daemon's log reader reads and follows; `run_dir` is the daemon's
   // directory for the run.

@@ -10,6 +10,8 @@
 #include "lathe/exec/monitor_spawn.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
+#include "lathe/os/stream_socket.h"
+#include "lathe/run/ports.h"
 
 namespace lathe::exec {
 namespace {
@@ -150,16 +152,52 @@ Result<Json> LocalBackend::Prepare(const LaunchRequest& req) {
       return Status(cg.status().code(), "cannot set up the run's cgroup: " + cg.status().message());
     }
   }
+  ASSIGN_OR_RETURN(h.endpoints, AllocateEndpoints(req));
   return LocalHandleToJson(h);
+}
+
+Result<std::vector<Endpoint>> LocalBackend::AllocateEndpoints(const LaunchRequest& req) {
+  size_t tcp = 0;
+  for (const auto& p : req.ports) tcp += p.port != 0 ? 1 : 0;
+  std::vector<int> picked;
+  if (!req.isolated_network && tcp > 0) {
+    auto free = os::PickFreeLoopbackPorts(tcp);
+    if (!free.ok()) {
+      return Status(free.status().code(),
+                    "cannot pick the run's ports: " + free.status().message());
+    }
+    picked = std::move(*free);
+  }
+  std::vector<Endpoint> out;
+  size_t next = 0;
+  for (const auto& p : req.ports) {
+    if (p.port == 0) {
+      out.push_back(Endpoint{p.name, "unix", p.socket});
+      continue;
+    }
+    const int at = req.isolated_network ? p.port : picked[next++];
+    out.push_back(Endpoint{p.name, "tcp", fmt::format("127.0.0.1:{}", at)});
+  }
+  return out;
 }
 
 Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prepared) {
   LocalHandle h = LocalHandleFromJson(prepared);
+  if (h.endpoints.size() != req.ports.size()) {  // prepared without them
+    ASSIGN_OR_RETURN(h.endpoints, AllocateEndpoints(req));
+  }
   LaunchConfig c;
   c.run_id = req.run_id;
   c.attempt = req.attempt;
   c.argv = req.argv;
   c.env = Environment(req);
+  // Over the spec's own variables: the proxy connects where these say.
+  std::vector<int> listen_ports;
+  for (const auto& e : h.endpoints) {
+    listen_ports.push_back(
+        e.kind == "tcp" ? std::atoi(e.address.substr(e.address.rfind(':') + 1).c_str()) : 0);
+  }
+  for (auto& [k, v] : run::PortEnvironment(req.ports, listen_ports)) c.env[k] = std::move(v);
   c.workdir = !req.workdir.empty() ? req.workdir : !req.user.home.empty() ? req.user.home : "/";
   c.uid = req.user.uid;
   c.gid = req.user.gid;
@@ -179,10 +217,6 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
       os::WriteFileAtomic(launch, LaunchToJson(c).dump(), 0600, os::Durability::kNoSync));
   ASSIGN_OR_RETURN(SpawnResult spawned,
                    SpawnMonitor(opts_.self_exe, launch, req.attempt_dir + "/monitor.log"));
-  for (const auto& p : req.ports) {
-    h.endpoints.push_back(p.port != 0 ? Endpoint{p.name, "tcp", fmt::format("127.0.0.1:{}", p.port)}
-                                      : Endpoint{p.name, "unix", p.socket});
-  }
   h.monitor_pid = spawned.monitor_pid;
   h.child_pid = spawned.child_pid;
   if (spawned.start_error.empty()) {
@@ -327,6 +361,22 @@ std::vector<Endpoint> LocalBackend::Endpoints(const AttemptRef& a) {
     e.netns_start = h.netns_start;
   }
   return h.endpoints;
+}
+
+std::vector<pid_t> LocalBackend::Pids(const AttemptRef& a) {
+  std::vector<std::string> dirs = CgroupDirs(a);
+  if (!dirs.empty()) {
+    if (auto cg = os::RunCgroup::Open(dirs); cg.ok()) {
+      std::vector<pid_t> pids = (*cg)->Pids();
+      if (!pids.empty()) return pids;
+    }
+  }
+  LocalHandle h = LocalHandleFromJson(a.handle);
+  // Only while its monitor lives: a pid of a run long gone may be reused.
+  if (h.child_pid <= 0 || !env_.ProcessAlive(h.monitor_pid, h.monitor_start)) return {};
+  std::vector<pid_t> pids = {h.child_pid};
+  for (pid_t p : os::Descendants(h.child_pid)) pids.push_back(p);
+  return pids;
 }
 
 std::string LocalBackend::LogPath(const std::string& run_dir) const { return run_dir + "/log"; }

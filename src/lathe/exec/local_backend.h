@@ -9,7 +9,10 @@
 //   {"monitor_pid": 123, "monitor_start": 456, "child_pid": 124,
 //    "cgroup_dirs": ["/sys/fs/cgroup/memory/.../lathe/r-x-1", ...],
 //    "endpoints": [...], "network": "isolated", "netns_pid": 124, "netns_start": 789}
-// (prepared: only "cgroup_dirs" and "network"). An isolated run's ports are
+// (prepared: "cgroup_dirs", "endpoints" and "network"). Prepare picks a free
+// loopback port for each tcp port of a run on the host network (the
+// program is told it as LATHE_PORT_<port>, run/ports.h); an isolated run
+// keeps its declared ports. An isolated run's ports are
 // in the network namespace of its main process (netns_pid, with its start
 // time), which Endpoints() reports with each tcp endpoint. The monitor holds the run's process: it
 // outlives the daemon, and a restarted daemon re-adopts it by pid and start
@@ -45,10 +48,12 @@ struct LocalHandle {
   uint64_t monitor_start = 0;
   pid_t child_pid = 0;
   std::vector<std::string> cgroup_dirs;
-  std::vector<Endpoint> endpoints;  // the spec's ports: 127.0.0.1:<port> or the socket's path
-  bool isolated_network = false;    // the run has a network namespace of its own
-  pid_t netns_pid = 0;              // whose namespace (the run's main process), once started
-  uint64_t netns_start = 0;         // its start time
+  // The spec's ports, in its order: 127.0.0.1:<the port chosen in Prepare,
+  // or the declared one of an isolated run> or the socket's path.
+  std::vector<Endpoint> endpoints;
+  bool isolated_network = false;  // the run has a network namespace of its own
+  pid_t netns_pid = 0;            // whose namespace (the run's main process), once started
+  uint64_t netns_start = 0;       // its start time
 };
 Json LocalHandleToJson(const LocalHandle& h);
 LocalHandle LocalHandleFromJson(const Json& j);  // missing fields stay zero
@@ -68,12 +73,19 @@ class LocalBackend final : public ExecutionBackend {
   void Release(const AttemptRef& attempt) override;
   Readoption Readopt(const AttemptRef& attempt) override;
   std::vector<Endpoint> Endpoints(const AttemptRef& attempt) override;
+  // The processes of the attempt's cgroups, or its main process and its
+  // descendants where there are none.
+  std::vector<pid_t> Pids(const AttemptRef& attempt) override;
   std::string LogPath(const std::string& run_dir) const override;
 
   // The complete environment of an attempt's program: the base (PATH, HOME,
   // USER, LOGNAME, SHELL; LANG, LC_ALL and TZ from the daemon's own), the
   // request's variables over it, and exactly the placed GPUs over those.
   static std::map<std::string, std::string> Environment(const LaunchRequest& request);
+  // Where each of the request's ports is served: a tcp port of a run on
+  // the host network at a free loopback port picked now, an isolated run's
+  // at its declared port, a socket at its path.
+  static Result<std::vector<Endpoint>> AllocateEndpoints(const LaunchRequest& request);
 
  private:
   AttemptStatus PollOne(const AttemptRef& attempt);

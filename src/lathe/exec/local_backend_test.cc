@@ -135,6 +135,32 @@ TEST_F(LocalBackendTest, AnIsolatedRunsTcpEndpointsNameItsNamespace) {
   EXPECT_EQ(b.Endpoints(Ref(LocalHandleToJson(h)))[0].netns_pid, 0);
 }
 
+TEST_F(LocalBackendTest, PrepareChoosesFreeLoopbackPortsOnTheHostNetworkOnly) {
+  LocalBackend b = Make();
+  LaunchRequest q;
+  q.run_id = "r-x";
+  q.attempt = 1;
+  q.attempt_dir = dir_;
+  q.ports = {{"p6006", 6006, ""}, {"api", 8080, ""}, {"web", 0, "/home/u/web.sock"}};
+  auto prepared = b.Prepare(q);
+  ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+  LocalHandle h = LocalHandleFromJson(*prepared);
+  ASSERT_EQ(h.endpoints.size(), 3u);
+  EXPECT_EQ(h.endpoints[0].name, "p6006");
+  EXPECT_EQ(h.endpoints[0].kind, "tcp");
+  EXPECT_TRUE(h.endpoints[0].address.starts_with("127.0.0.1:"));
+  EXPECT_NE(h.endpoints[0].address, "127.0.0.1:6006");  // one the backend chose, not the declared
+  EXPECT_NE(h.endpoints[0].address, h.endpoints[1].address);
+  EXPECT_EQ(h.endpoints[2].kind, "unix");
+  EXPECT_EQ(h.endpoints[2].address, "/home/u/web.sock");
+  // An isolated run has the loopback of its own: the declared ports.
+  q.isolated_network = true;
+  h = LocalHandleFromJson(*Make({}, /*can_mount=*/true).Prepare(q));
+  ASSERT_EQ(h.endpoints.size(), 3u);
+  EXPECT_EQ(h.endpoints[0].address, "127.0.0.1:6006");
+  EXPECT_EQ(h.endpoints[1].address, "127.0.0.1:8080");
+}
+
 TEST_F(LocalBackendTest, ReadoptTakesAnIsolatedRunsNamespaceFromItsMonitorRecord) {
   LocalBackend b = Make();
   Write("launch.json", Json::object());

@@ -316,7 +316,10 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
                          std::unique_ptr<Responder> res) {
   auto fail = [&](const Status& s) { res->Send(error_page_(s)); };
   auto fd = ConnectUpstream(up, opts_.connect_timeout_ms);
-  if (!fd.ok()) return fail(fd.status());
+  if (!fd.ok()) {
+    const bool explain = up.explain_unreachable && fd.status().msg_id() == "proxy.unreachable";
+    return fail(explain ? up.explain_unreachable(fd.status()) : fd.status());
+  }
   (void)os::SetSocketTimeouts(fd->get(), opts_.idle_timeout_ms);  // bounds each send
   const bool upgrade = IsWebSocketUpgrade(req);
   std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes);

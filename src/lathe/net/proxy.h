@@ -62,6 +62,10 @@ struct Upstream {
   Headers add_headers;             // e.g. the upstream's own token
   // A websocket's bytes from the client, as they pass (TunnelOptions).
   std::function<void(std::string_view)> on_client_bytes;
+  // When nothing answered (proxy.unreachable): may turn that error into a
+  // fuller one for the error page (which layer failed, docs/ports.md).
+  // Called on a proxy worker; empty: the error as it is.
+  std::function<Status(const Status&)> explain_unreachable;
 };
 
 struct ProxyOptions {

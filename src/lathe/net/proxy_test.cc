@@ -306,6 +306,26 @@ TEST(ReverseProxy, AListenerOfAnotherUserIsRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(c.body, "proxy.wrong_owner");
 }
 
+TEST(ReverseProxy, AnUpstreamThatDoesNotAnswerIsExplainedByTheCallersHook) {
+  Upstream u;
+  u.kind = Upstream::Kind::kUnix;
+  u.socket = ::testing::TempDir() + "/proxy_nobody.sock";
+  ::unlink(u.socket.c_str());
+  u.owner_uid = ::geteuid();
+  std::string seen;
+  u.explain_unreachable = [&seen](const Status& s) {
+    seen = s.msg_id();
+    return Status::Msg(Code::kUnavailable, "ports.not_listening");
+  };
+  ReverseProxy proxy({}, ErrorPage);
+  Captured c;
+  proxy.Forward(Request("GET", "/x", {}), u, std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  EXPECT_EQ(c.status, 503);
+  EXPECT_EQ(c.body, "ports.not_listening");
+  EXPECT_EQ(seen, "proxy.unreachable");
+}
+
 // A listener that never accepts: the request waits for an answer that does
 // not come, holding its worker.
 TEST(ReverseProxy, BeyondItsWorkersAndQueueARequestIsRefusedAndStopAnswersTheQueued) {

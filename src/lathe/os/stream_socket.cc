@@ -204,6 +204,25 @@ Result<uid_t> LoopbackClientUid(int client_port, int server_port) {
   return UidOfTcpRow(v4, ProcAddress(client), ProcAddress(server));
 }
 
+Result<std::vector<int>> PickFreeLoopbackPorts(size_t n) {
+  std::vector<Fd> held;
+  std::vector<int> ports;
+  for (size_t i = 0; i < n; ++i) {
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return Status(Code::kIoError, fmt::format("a free loopback port: {}", std::strerror(errno)));
+    }
+    ports.push_back(ntohs(a.sin_port));
+    held.push_back(std::move(fd));
+  }
+  return ports;
+}
+
 Status SetSocketTimeouts(int fd, int timeout_ms) {
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||

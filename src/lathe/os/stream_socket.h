@@ -13,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lathe/common/status.h"
 #include "lathe/os/fd.h"
@@ -50,6 +51,12 @@ Result<uid_t> UidOfTcpRow(std::string_view proc_net_tcp, std::string_view local,
 // (/proc/net/tcp): the user whose process connected — for an `ssh -L`
 // tunnel, the user's sshd. NotFound when the connection is gone.
 Result<uid_t> LoopbackClientUid(int client_port, int server_port);
+
+// `n` distinct free loopback TCP ports, as the kernel picks them for a bind
+// to 127.0.0.1:0 (all bound at once, then closed): where a run on the host
+// network is told to listen. Nothing holds them afterwards: a process that
+// binds one first is found out by the owner check above.
+Result<std::vector<int>> PickFreeLoopbackPorts(size_t n);
 
 // Sets send and receive timeouts (SO_SNDTIMEO/SO_RCVTIMEO) on a blocking socket.
 Status SetSocketTimeouts(int fd, int timeout_ms);

@@ -87,5 +87,24 @@ TEST(StreamSocket, ARefusedPortIsUnavailable) {
   EXPECT_TRUE(ConnectLoopback(ntohs(a.sin_port), 2000).status().IsUnavailable());
 }
 
+TEST(StreamSocket, FreeLoopbackPortsAreDistinctAndBindable) {
+  auto ports = PickFreeLoopbackPorts(3);
+  ASSERT_TRUE(ports.ok()) << ports.status().ToString();
+  ASSERT_EQ(ports->size(), 3u);
+  EXPECT_NE((*ports)[0], (*ports)[1]);
+  EXPECT_NE((*ports)[1], (*ports)[2]);
+  EXPECT_NE((*ports)[0], (*ports)[2]);
+  for (int p : *ports) {
+    EXPECT_GT(p, 0);
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(p));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << p;  // not held
+    ::close(fd);
+  }
+}
+
 }  // namespace
 }  // namespace lathe::os

@@ -53,10 +53,10 @@ bool ParseArgs(const std::vector<std::string>& args, Args& out) {
 // IRkernel is an R package: R answers whether it is installed.
 bool HaveIrkernel(const std::string& path) {
   if (FindOnPath("R", path).empty()) return false;
-  auto r = os::RunCommand(
-      {"R", "--slave", "-e",
-       "quit(status = if (requireNamespace('IRkernel', quietly = TRUE)) 0 else 1)"},
-      60000);
+  auto r =
+      os::RunCommand({"R", "--slave", "-e",
+                      "quit(status = if (requireNamespace('IRkernel', quietly = TRUE)) 0 else 1)"},
+                     60000);
   return r.ok() && r->exit_code == 0;
 }
 
@@ -162,7 +162,7 @@ int NotebookMain(const std::vector<std::string>& argv) {
   const std::string root = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
   Json cfg = JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0);
   const std::string name = Basename(exe) == "jupyter-notebook" ? "jupyter_notebook_config.json"
-                                                                 : "jupyter_server_config.json";
+                                                               : "jupyter_server_config.json";
   if (Status st = os::WriteFileAtomic(config + "/" + name, cfg.dump(2), 0600); !st.ok()) {
     std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
     return 1;

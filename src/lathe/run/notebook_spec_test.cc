@@ -63,8 +63,8 @@ TEST(NotebookPrelude, FindsJupyterInPathOrder) {
 }
 
 TEST(NotebookPrelude, ConfigListensOnTheSocketOnlyWithTheKernelsAsked) {
-  Json nb = JupyterConfig("/usr/bin/jupyter-notebook", "/r/nb/jupyter.sock", "/home/u", {"ir"},
-                          false);
+  Json nb =
+      JupyterConfig("/usr/bin/jupyter-notebook", "/r/nb/jupyter.sock", "/home/u", {"ir"}, false);
   EXPECT_EQ(nb["NotebookApp"]["sock"], "/r/nb/jupyter.sock");
   EXPECT_EQ(nb["NotebookApp"]["sock_mode"], "0600");
   EXPECT_EQ(nb["NotebookApp"]["notebook_dir"], "/home/u");
