@@ -45,9 +45,10 @@ std::string_view NetworkName(Network n) { return n == Network::kIsolated ? "isol
 namespace {
 
 constexpr const char* kFields[] = {
-    "type",        "name",        "command", "gpus",    "cpus",         "memory",  "shm",
-    "priority",    "env",         "workdir", "retry",   "max_duration", "requeue", "preemptible",
-    "checkpoints", "resume_from", "umask",   "secrets", "ports",        "network", "secret_files"};
+    "type",    "name",        "command",      "gpus",        "cpus",  "memory",
+    "shm",     "priority",    "env",          "workdir",     "retry", "max_duration",
+    "requeue", "preemptible", "checkpoints",  "resume_from", "umask", "secrets",
+    "ports",   "network",     "secret_files", "workspace"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -343,8 +344,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     ASSIGN_OR_RETURN(s.priority, PriorityField(v));
   } else if (key == "env") {
     return ParseEnv(v, s);
-  } else if (key == "workdir") {
-    if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/') {
+  } else if (key == "workdir") {  // a relative one only with a workspace (SpecFromJson)
+    if (!v.is_string() || v.get<std::string>().empty()) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", Shown(v)}});
     }
     RETURN_IF_ERROR(CheckPathName(Str(v), "workdir"));
@@ -369,6 +370,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParsePorts(v, s);
   } else if (key == "network") {
     ASSIGN_OR_RETURN(s.network, NetworkField(v));
+  } else if (key == "workspace") {
+    ASSIGN_OR_RETURN(s.workspace, WorkspaceFromJson(v));
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -398,7 +401,12 @@ Result<RunSpec> SpecFromJson(const Json& j) {
   if (s.command.empty() || s.command[0].empty()) {
     return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
   }
+  RETURN_IF_ERROR(ResolveWorkspaceWorkdir(s.workspace, s.workdir));
   if (!s.checkpoint_dir.empty() && s.checkpoint_dir[0] != '/') {
+    if (!s.workspace.git.empty()) {  // the clone's path is the daemon's to choose
+      return Status::Msg(Code::kInvalidArgument, "workspace.relative_checkpoint_dir",
+                         {{"value", s.checkpoint_dir}});
+    }
     if (s.workdir.empty()) {
       return Status::Msg(Code::kInvalidArgument, "spec.relative_checkpoint_dir",
                          {{"value", s.checkpoint_dir}});
@@ -440,6 +448,7 @@ Json SpecToJson(const RunSpec& s) {
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));
   if (!s.secret_files.empty()) j["secret_files"] = s.secret_files;
+  if (!s.workspace.empty()) j["workspace"] = WorkspaceToJson(s.workspace);
   if (!s.ports.empty()) {
     Json ports = Json::array();
     for (const auto& p : s.ports) {

@@ -36,6 +36,10 @@
 //       so its ports are reached through the daemon's proxy alone and the
 //       run has no network beyond its own loopback (no downloads). Needs a
 //       daemon running as root (capability isolated_network)
+//   workspace: git URL | /abs/path | {git: URL, ref: REF, readonly: bool} |
+//       {dir: /abs/path, readonly: bool}  where the code comes from
+//       (workspace_spec.h, docs/workspaces.md); with one, a relative workdir
+//       is taken inside the workspace
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -49,6 +53,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/run/workspace_spec.h"
 
 namespace lathe::run {
 
@@ -82,8 +87,9 @@ struct RunSpec {
   uint64_t shm_bytes = 0;     // 0 = the host's /dev/shm
   Priority priority = Priority::kNormal;
   std::map<std::string, std::string> env;
-  std::string workdir;          // absolute; empty = the user's home
-  int retry = 0;                // restarts after a failure
+  std::string workdir;  // absolute, or relative inside the workspace; empty = the user's home (or
+                        // the workspace)
+  int retry = 0;        // restarts after a failure
   int64_t max_duration_ms = 0;  // 0 = unlimited
   bool requeue = true;
   bool preemptible = true;
@@ -96,6 +102,7 @@ struct RunSpec {
   Network network = Network::kHost;
   // Names of the secrets given as files (secret_files), never values.
   std::vector<std::string> secret_files;
+  WorkspaceSpec workspace;  // empty: none (workdir as it is)
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
