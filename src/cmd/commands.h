@@ -25,4 +25,8 @@ struct Globals {
 
 void SetupAll(CLI::App& app, Globals& g, Status& status);
 
+// `lathe __workspace … -- ARGV…` (cmd_workspace.cc), a run's first process
+// when it has a workspace; main() hands it the whole command line.
+int WorkspaceMain(int argc, char** argv);
+
 }  // namespace lathe::cmd

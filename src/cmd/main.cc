@@ -22,6 +22,11 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "__monitor") == 0) {
     return lathe::exec::MonitorMain(argv[2], std::atoi(argv[3]));
   }
+  // A run's first process when it has a workspace: the run's own command
+  // line follows, never parsed as lathe's options.
+  if (argc >= 2 && std::strcmp(argv[1], "__workspace") == 0) {
+    return lathe::cmd::WorkspaceMain(argc, argv);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   // --help and parse errors are written in the reader's language.
   const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);

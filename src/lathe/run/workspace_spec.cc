@@ -30,8 +30,8 @@ bool IsScpLike(std::string_view s) {
     return false;
   }
   for (char c : s.substr(0, colon)) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
-              c == '@';
+    bool ok =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '@';
     if (!ok) return false;
   }
   return true;
@@ -100,7 +100,7 @@ Status ResolveWorkspaceWorkdir(const WorkspaceSpec& w, std::string& workdir) {
     return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", workdir}});
   }
   std::string rel = Normal(workdir);
-  if (rel == "." ) rel.clear();
+  if (rel == ".") rel.clear();
   if (rel == ".." || rel.starts_with("../")) {
     return Status::Msg(Code::kInvalidArgument, "workspace.workdir_outside", {{"value", workdir}});
   }
@@ -129,8 +129,8 @@ Result<WorkspaceSpec> ParseWorkspaceString(std::string_view s, const std::string
     return w;
   }
   source = Normal(source);
-  bool git = !w.ref.empty() ||
-             (is_git_repository ? is_git_repository(source) : source.ends_with(".git"));
+  bool git =
+      !w.ref.empty() || (is_git_repository ? is_git_repository(source) : source.ends_with(".git"));
   (git ? w.git : w.dir) = source;
   return w;
 }
@@ -142,8 +142,9 @@ Result<WorkspaceSpec> WorkspaceFromJson(const Json& j,
     return ParseWorkspaceString(j.get_ref<const std::string&>(), "workspace", is_git_repository);
   }
   if (!j.is_object()) {
-    return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
-                       {{"field", "workspace"}, {"type", "git URL, path or {git|dir, ref, readonly}"}});
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.wrong_type",
+        {{"field", "workspace"}, {"type", "git URL, path or {git|dir, ref, readonly}"}});
   }
   WorkspaceSpec w;
   for (auto it = j.begin(); it != j.end(); ++it) {

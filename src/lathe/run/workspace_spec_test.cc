@@ -51,10 +51,10 @@ TEST(WorkspaceSpec, AbsolutePathsAreClonedOrUsedInPlace) {
 }
 
 TEST(WorkspaceSpec, BadStringsNameTheField) {
-  for (const char* bad : {"", "relative/dir", "-uupload-pack=touch /tmp/x", "ftp://host/repo",
-                          "https://", "https://host/repo#", "https://host/repo#-x",
-                          "https://host/repo#a..b", "https://host/repo#a b", "host:path",
-                          "/a\nb"}) {
+  for (const char* bad :
+       {"", "relative/dir", "-uupload-pack=touch /tmp/x", "ftp://host/repo", "https://",
+        "https://host/repo#", "https://host/repo#-x", "https://host/repo#a..b",
+        "https://host/repo#a b", "host:path", "/a\nb"}) {
     auto w = ParseWorkspaceString(bad, "--workspace");
     ASSERT_FALSE(w.ok()) << bad;
     EXPECT_NE(w.status().message().find("--workspace"), std::string::npos) << w.status().message();
@@ -63,7 +63,8 @@ TEST(WorkspaceSpec, BadStringsNameTheField) {
 }
 
 TEST(WorkspaceSpec, ObjectForm) {
-  auto w = WorkspaceFromJson(Json::parse(R"({"git":"https://h/r.git","ref":"main","readonly":true})"));
+  auto w =
+      WorkspaceFromJson(Json::parse(R"({"git":"https://h/r.git","ref":"main","readonly":true})"));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->git, "https://h/r.git");
   EXPECT_EQ(w->ref, "main");
@@ -82,9 +83,9 @@ TEST(WorkspaceSpec, BadObjectsAreRefusedWithTheirField) {
   EXPECT_NE(ErrorOf(Json::parse(R"({"dir":"rel"})")).find("workspace.dir"), std::string::npos);
   EXPECT_NE(ErrorOf(Json::parse(R"({"git":"https://h/r","ref":"-f"})")).find("workspace.ref"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Json::parse(R"({"git":"https://h/r","readonly":"yes"})"))
-                .find("workspace.readonly"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(Json::parse(R"({"git":"https://h/r","readonly":"yes"})")).find("workspace.readonly"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(Json::parse(R"({"git":"https://h/r","depth":1})")).find("workspace.depth"),
             std::string::npos);
   EXPECT_EQ(ErrorOf(Json::parse(R"({"git":"https://h/r","dir":"/d"})")).substr(0, 21),
