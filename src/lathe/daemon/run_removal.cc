@@ -5,7 +5,10 @@
 // its snapshots go too.
 #include <string_view>
 
+#include <spdlog/spdlog.h>
+
 #include "lathe/daemon/daemon.h"
+#include "lathe/daemon/workspaces.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/store.h"
 
@@ -71,6 +74,11 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     waiting_why_.erase(r.id);
     quota_noted_.erase(r.id);
     Notify();
+  }
+  // The workspace's clone is in the user's home: removed as the user.
+  const DirOwner owner = OwnerOf(r);
+  if (Status st = RemoveWorkspace(r, owner.uid, owner.gid); !st.ok()) {
+    spdlog::warn("run {}: workspace not removed: {}", r.id, st.ToString());
   }
   if (UnderRuns(r.run_dir, paths_.runs)) (void)os::RemoveAll(r.run_dir);  // logs only: best effort
   return forgotten;
