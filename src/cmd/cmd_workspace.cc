@@ -54,8 +54,9 @@ int WorkspaceMain(int argc, char** argv) {
   for (; i < argc; ++i) job.argv.emplace_back(argv[i]);
   if (job.dir.empty() || (job.git.empty() != job.in_place) ||
       (job.argv.empty() && !job.setup_only)) {
-    std::fprintf(stderr, "lathe __workspace: needs --dir, one of --git and --in-place, and a "
-                         "command after --\n");
+    std::fprintf(stderr,
+                 "lathe __workspace: needs --dir, one of --git and --in-place, and a "
+                 "command after --\n");
     return 2;
   }
   return run::RunWorkspaceJob(job);

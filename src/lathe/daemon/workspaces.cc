@@ -43,8 +43,9 @@ std::string FailureReason(const state::RunRecord& r, run::GitFailure f, const Js
       why = Tr("workspace.why.unknown_ref", Lang::kEn, {{"ref", w.ref}});
       break;
     case run::GitFailure::kLocal:
-      why = Tr("workspace.why.local", Lang::kEn,
-               {{"dir", r.workspace.value("dir", "")}, {"detail", UserText(rec.value("detail", ""))}});
+      why = Tr(
+          "workspace.why.local", Lang::kEn,
+          {{"dir", r.workspace.value("dir", "")}, {"detail", UserText(rec.value("detail", ""))}});
       break;
     case run::GitFailure::kOther:
       why = Tr("workspace.why.other", Lang::kEn,
@@ -108,9 +109,10 @@ void ApplyWorkspace(const state::RunRecord& r, const std::string& self_exe,
     wrap.push_back("--setup-only");
     q.setup_argv = std::move(wrap);
     q.readonly_paths = {dir};
-    q.workdir = workdir.empty()       ? dir
-                : workdir[0] == '/' ? workdir
-                                    : (std::filesystem::path(dir) / workdir).lexically_normal().string();
+    q.workdir = workdir.empty() ? dir
+                : workdir[0] == '/'
+                    ? workdir
+                    : (std::filesystem::path(dir) / workdir).lexically_normal().string();
     return;
   }
   wrap.push_back("--");
@@ -168,7 +170,8 @@ std::optional<std::string> WorkspaceFailure(const state::RunRecord& r) {
 
 std::string WorkspaceEvent(const state::RunRecord& r) {
   const Json& w = r.workspace;
-  if (w.value("in_place", false)) return Tr("event.workspace_in_place", Lang::kEn, {{"dir", w.value("dir", "")}});
+  if (w.value("in_place", false))
+    return Tr("event.workspace_in_place", Lang::kEn, {{"dir", w.value("dir", "")}});
   return Tr("event.workspace", Lang::kEn,
             {{"source", w.value("source", "")},
              {"ref", RefLabel(r.spec.workspace)},

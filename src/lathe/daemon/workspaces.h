@@ -49,8 +49,7 @@ Json InitialWorkspace(const state::RunRecord& r, const std::string& user_home);
 // user's home, the wrapper enters the working directory. For a read-only
 // workspace, the wrapper becomes the setup step and the command runs as it
 // is, in the workdir inside the read-only mount. No-op without a workspace.
-void ApplyWorkspace(const state::RunRecord& r, const std::string& self_exe,
-                    exec::LaunchRequest& q);
+void ApplyWorkspace(const state::RunRecord& r, const std::string& self_exe, exec::LaunchRequest& q);
 
 // Makes the record's directory afresh for an attempt, the user's, 0700.
 Status PrepareWorkspaceRecord(const state::RunRecord& r, uid_t uid, gid_t gid);

@@ -176,7 +176,8 @@ WorkspaceOutcome CloneInto(const WorkspaceJob& job, int log_fd, Lang lang) {
   if (Status st = os::RemoveAll(job.dir); !st.ok()) return LocalFailure(st.message());
   Say(log_fd, Tr("workspace.log.cloning", lang,
                  {{"source", job.git}, {"ref", RefLabel(job.ref, lang)}, {"dir", job.dir}}));
-  WorkspaceOutcome o = IsFullCommitId(job.ref) ? CloneByCommit(job, log_fd) : CloneByName(job, log_fd);
+  WorkspaceOutcome o =
+      IsFullCommitId(job.ref) ? CloneByCommit(job, log_fd) : CloneByName(job, log_fd);
   if (o.failure != GitFailure::kNone) return o;
   GitStep s = Git({"-C", job.dir, "config", "--local", "lathe.source", job.git}, log_fd);
   if (s.exit_code == 0) s = Git({"-C", job.dir, "config", "--local", "lathe.ref", job.ref}, log_fd);
@@ -218,10 +219,11 @@ GitFailure ClassifyGitError(std::string_view e) {
                  "upload-pack: not our ref", "bad object", "is not a commit"}) {
     if (Contains(e, s)) return GitFailure::kUnknownRef;
   }
-  for (auto s : {"Authentication failed", "could not read Username", "could not read Password",
-                 "terminal prompts disabled", "Permission denied (publickey",
-                 "Host key verification failed", "HTTP Basic: Access denied",
-                 "The requested URL returned error: 401", "The requested URL returned error: 403"}) {
+  for (auto s :
+       {"Authentication failed", "could not read Username", "could not read Password",
+        "terminal prompts disabled", "Permission denied (publickey", "Host key verification failed",
+        "HTTP Basic: Access denied", "The requested URL returned error: 401",
+        "The requested URL returned error: 403"}) {
     if (Contains(e, s)) return GitFailure::kAuth;
   }
   for (auto s : {"Could not resolve host", "Could not resolve hostname", "Connection refused",
@@ -230,9 +232,8 @@ GitFailure ClassifyGitError(std::string_view e) {
                  "Proxy CONNECT aborted", "Received HTTP code 407", "timed out"}) {
     if (Contains(e, s)) return GitFailure::kUnreachable;
   }
-  for (auto s : {"does not appear to be a git repository", "Repository not found",
-                 "not exported", "The requested URL returned error: 404", "not found",
-                 "does not exist",
+  for (auto s : {"does not appear to be a git repository", "Repository not found", "not exported",
+                 "The requested URL returned error: 404", "not found", "does not exist",
                  "No such file or directory", "not a git repository"}) {
     if (Contains(e, s)) return GitFailure::kNotFound;
   }
@@ -301,14 +302,13 @@ int RunWorkspaceJob(const WorkspaceJob& job) {
     Say(kLogFd, Tr("workspace.log.failed", lang, {{"reason", recorded.message()}}));
   }
   if (o.failure != GitFailure::kNone) {
-    std::string why =
-        o.failure == GitFailure::kLocal
-            ? Tr("workspace.why.local", lang, {{"dir", job.dir}, {"detail", o.detail}})
-        : o.failure == GitFailure::kUnknownRef
-            ? Tr("workspace.why.unknown_ref", lang, {{"ref", job.ref}})
-        : o.failure == GitFailure::kOther
-            ? Tr("workspace.why.other", lang, {{"code", std::to_string(o.exit_code)}})
-            : Tr("workspace.why." + std::string(GitFailureName(o.failure)), lang);
+    std::string why = o.failure == GitFailure::kLocal ? Tr("workspace.why.local", lang,
+                                                           {{"dir", job.dir}, {"detail", o.detail}})
+                      : o.failure == GitFailure::kUnknownRef
+                          ? Tr("workspace.why.unknown_ref", lang, {{"ref", job.ref}})
+                      : o.failure == GitFailure::kOther
+                          ? Tr("workspace.why.other", lang, {{"code", std::to_string(o.exit_code)}})
+                          : Tr("workspace.why." + std::string(GitFailureName(o.failure)), lang);
     Say(kLogFd, Tr("workspace.log.failed", lang,
                    {{"reason", Tr("workspace.clone_failed", lang,
                                   {{"source", job.git},
@@ -320,8 +320,8 @@ int RunWorkspaceJob(const WorkspaceJob& job) {
   if (job.setup_only) return 0;
   const std::string workdir = WorkdirOf(job);
   if (::chdir(workdir.c_str()) != 0) {
-    Say(kLogFd, Tr("workspace.log.no_workdir", lang,
-                   {{"dir", workdir}, {"detail", std::strerror(errno)}}));
+    Say(kLogFd,
+        Tr("workspace.log.no_workdir", lang, {{"dir", workdir}, {"detail", std::strerror(errno)}}));
     return kWorkspaceFailedExit;
   }
   ::setenv("LATHE_WORKSPACE", job.dir.c_str(), 1);
@@ -332,9 +332,9 @@ int RunWorkspaceJob(const WorkspaceJob& job) {
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
   int err = errno;
-  Say(kLogFd, "lathe: " + (err == ENOENT ? "command not found: " + job.argv[0]
-                                         : "cannot execute " + job.argv[0] + ": " +
-                                               std::strerror(err)));
+  Say(kLogFd,
+      "lathe: " + (err == ENOENT ? "command not found: " + job.argv[0]
+                                 : "cannot execute " + job.argv[0] + ": " + std::strerror(err)));
   return err == ENOENT ? 127 : 126;
 }
 

@@ -50,7 +50,16 @@ struct WorkspaceJob {
 };
 
 // Why a workspace could not be made, from git's stderr.
-enum class GitFailure { kNone, kAuth, kUnknownRef, kNotFound, kUnreachable, kNoGit, kLocal, kOther };
+enum class GitFailure {
+  kNone,
+  kAuth,
+  kUnknownRef,
+  kNotFound,
+  kUnreachable,
+  kNoGit,
+  kLocal,
+  kOther
+};
 std::string_view GitFailureName(GitFailure f);  // "auth", "unknown_ref", ...
 GitFailure GitFailureFromName(std::string_view name);
 GitFailure ClassifyGitError(std::string_view git_stderr);
