@@ -34,6 +34,10 @@ class Workspaces(DaemonTest):
         os.chmod(cls.root, 0o755)
         work = os.path.join(cls.root, "work")
         git("init", "-q", "-b", "main", work)
+        os.makedirs(os.path.join(work, "sub"))
+        with open(os.path.join(work, "sub", "g"), "w") as f:
+            f.write("in sub\n")
+        git("add", "sub", cwd=work)
         for text, tag in (("one", "v1"), ("two", "v2")):
             with open(os.path.join(work, "f"), "w") as f:
                 f.write(text + "\n")
@@ -107,10 +111,11 @@ class Workspaces(DaemonTest):
         self.assertIn("workspace:", text)
         # A commit id: that commit, not a branch's head.
         sha = self.rev("v1")
-        run, r = self.run_ok("--workspace", self.url + "#" + sha, "--workdir", ".", "--",
-                             "cat", "f")
+        run, r = self.run_ok("--workspace", self.url + "#" + sha, "--workdir", "sub", "--",
+                             "sh", "-c", "cat g ../f; pwd")
         self.assertEqual(r["workspace"]["commit"], sha)
-        self.assertIn("one", self.d.logs(run))
+        self.assertEqual(r["spec"]["workdir"], "sub")  # inside the clone
+        self.assertIn("in sub\none\n" + r["workspace"]["dir"] + "/sub\n", self.d.logs(run))
         # lathe rm takes the clone with the run.
         clone = r["workspace"]["dir"]
         self.assertTrue(os.path.isdir(clone))
@@ -151,7 +156,7 @@ class Workspaces(DaemonTest):
         d = tempfile.mkdtemp(prefix="lathe-it-inplace-")
         self.addCleanup(shutil.rmtree, d, True)
         git("clone", "-q", self.bare, d)
-        os.makedirs(os.path.join(d, "sub"))
+        os.makedirs(os.path.join(d, "sub"), exist_ok=True)
         run, r = self.run_ok("--workspace", d, "--workdir", "sub", "--", "sh", "-c",
                              "pwd; echo made > made.txt")
         self.assertEqual(r["spec"]["workspace"], {"dir": d})
