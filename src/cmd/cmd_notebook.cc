@@ -38,14 +38,17 @@ std::string Cwd() {
 }
 
 std::string Absolute(const std::string& p) {
-  return p.empty() || p[0] == '/' || p.find("://") != std::string::npos ||
-                 p.find('@') != std::string::npos
-             ? p
-             : Cwd() + "/" + p;
+  return p.empty() || p[0] == '/' ? p : Cwd() + "/" + p;
 }
 
 Result<Json> NotebookSpec(const StartFlags& f) {
-  Json spec = {{"type", "notebook"}, {"workdir", Cwd()}, {"env", Json::object()}};
+  Json spec = {{"type", "notebook"}, {"env", Json::object()}};
+  if (!f.workspace.empty()) {  // Jupyter's root is then the workspace's
+    spec["workspace"] = f.workspace;
+    RETURN_IF_ERROR(ResolveWorkspaceFlag(spec["workspace"], Cwd()));
+  } else {
+    spec["workdir"] = Cwd();
+  }
   if (f.gpus) spec["gpus"] = *f.gpus;
   if (f.cpus) spec["cpus"] = *f.cpus;
   for (auto [key, value] :
@@ -54,7 +57,6 @@ Result<Json> NotebookSpec(const StartFlags& f) {
         std::pair{"max_duration", &f.max_duration}, std::pair{"network", &f.network}}) {
     if (!value->empty()) spec[key] = *value;
   }
-  if (!f.workspace.empty()) spec["workspace"] = Absolute(f.workspace);
   if (!f.idle.empty()) spec["idle"] = f.idle == "0" ? Json(0) : Json(f.idle);
   if (!f.kernels.empty()) spec["kernels"] = f.kernels;
   if (!f.checkpoint_dir.empty()) spec["checkpoints"] = {{"dir", Absolute(f.checkpoint_dir)}};

@@ -23,6 +23,7 @@
 #include "lathe/run/event_text.h"
 #include "lathe/run/ports.h"
 #include "lathe/run/spec.h"
+#include "lathe/run/workspace_spec.h"
 
 namespace lathe::cmd {
 namespace {
@@ -32,6 +33,7 @@ struct RunFlags {
   std::optional<int> gpus;
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workdir, max_duration, network;
+  std::string workspace;  // a git URL or repository path (#ref), or a directory
   std::vector<std::string> env;
   std::vector<std::string> secrets;       // names; the daemon puts in the values
   std::vector<std::string> secret_files;  // names given as files
@@ -80,6 +82,45 @@ void AddNames(Json& spec, const char* key, const std::vector<std::string>& names
   }
 }
 
+// A bare git repository (nothing to work in): cloned, where a directory
+// with a work tree is used in place.
+bool IsBareRepository(const std::string& path) {
+  return os::Exists(path + "/HEAD") && os::Exists(path + "/objects") &&
+         os::Exists(path + "/refs") && !os::Exists(path + "/.git");
+}
+
+// The spec's workspace as the daemon gets it: a relative path made absolute
+// against `base`, a local path looked at here (as the submitting user) to
+// tell a repository to clone from a directory to work in, and the object
+// form sent. The daemon checks the rest, naming the field.
+Status ResolveWorkspace(Json& ws, const std::string& base) {
+  auto absolute = [&](const std::string& p) {
+    std::filesystem::path path = p;
+    return (path.is_relative() ? std::filesystem::path(base) / path : path)
+        .lexically_normal()
+        .string();
+  };
+  if (ws.is_object() && ws.contains("dir") && ws["dir"].is_string()) {
+    ws["dir"] = absolute(ws["dir"].get<std::string>());
+  }
+  if (!ws.is_string()) return Status::OK();
+  std::string text = ws.get<std::string>();
+  if (!text.empty() && text[0] != '/' && text.find("://") == std::string::npos &&
+      !run::ParseWorkspaceString(text, "workspace").ok()) {
+    text = absolute(text);  // a relative path (a URL or user@host:path parses as it is)
+  }
+  if (!text.empty() && text[0] == '/') {
+    std::string path = text.substr(0, text.find('#'));
+    if (!os::Exists(path)) {
+      return Status::Msg(Code::kInvalidArgument, "workspace.missing_dir", {{"value", path}});
+    }
+  }
+  ASSIGN_OR_RETURN(run::WorkspaceSpec w,
+                   run::ParseWorkspaceString(text, "workspace", IsBareRepository));
+  ws = run::WorkspaceToJson(w);
+  return Status::OK();
+}
+
 Result<Json> BuildSpec(const RunFlags& f) {
   Json spec = Json::object();
   if (!f.file.empty()) {
@@ -100,12 +141,17 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (!f.workdir.empty()) spec["workdir"] = f.workdir;
   std::string base =
       f.file.empty() ? Cwd() : std::filesystem::absolute(f.file).parent_path().string();
+  if (!f.workspace.empty()) spec["workspace"] = f.workspace;
+  // With a workspace, a relative workdir is inside it, and none means its root.
+  const bool workspace = spec.contains("workspace") && !spec["workspace"].is_null();
+  if (workspace)
+    RETURN_IF_ERROR(ResolveWorkspace(spec["workspace"], f.workspace.empty() ? base : Cwd()));
   if (spec.contains("workdir") && spec["workdir"].is_string()) {
     std::filesystem::path w = spec["workdir"].get<std::string>();
-    if (w.is_relative())
+    if (w.is_relative() && !workspace)
       spec["workdir"] =
           (std::filesystem::path(f.workdir.empty() ? base : Cwd()) / w).lexically_normal().string();
-  } else {
+  } else if (!workspace) {
     spec["workdir"] = Cwd();
   }
   if (!f.checkpoint_dir.empty()) {
@@ -453,6 +499,29 @@ void PrintPorts(const Json& r, Lang lang) {
   }
 }
 
+// The run's workspace: where it came from, what was checked out, where.
+std::string WorkspaceLine(const Json& w, Lang lang) {
+  std::string ref = w.value("ref", "");
+  if (ref.empty()) ref = Tr("workspace.default_branch", lang);
+  std::string commit = w.value("commit", "");
+  std::string text;
+  if (w.value("in_place", false)) {
+    text = Tr("inspect.workspace_in_place", lang, {{"dir", w.value("dir", "")}});
+    if (!commit.empty()) text += " (" + commit + ")";
+  } else if (!commit.empty()) {
+    text = Tr("inspect.workspace_value", lang,
+              {{"source", w.value("source", "")},
+               {"ref", ref},
+               {"commit", commit},
+               {"dir", w.value("dir", "")}});
+  } else {
+    text = Tr(w.contains("error") ? "inspect.workspace_failed" : "inspect.workspace_pending", lang,
+              {{"source", w.value("source", "")}, {"ref", ref}});
+  }
+  if (w.value("readonly", false)) text += ", " + Tr("inspect.readonly", lang);
+  return text;
+}
+
 Status RunInspect(const std::string& ref, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + ref));
@@ -482,6 +551,8 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
                                 {"restarts", std::to_string(r.value("restarts", 0))},
                                 {"preemptions", std::to_string(r.value("preemptions", 0))}}));
   field("inspect.created", AgeAgo(r.value("created_at_ms", int64_t{0}), lang));
+  if (r.contains("workspace") && r["workspace"].is_object())
+    field("inspect.workspace", WorkspaceLine(r["workspace"], lang));
   PrintSpec(r["spec"], lang);
   field("inspect.run_dir", r.value("run_dir", ""));
   PrintPorts(r, lang);
@@ -507,6 +578,10 @@ Status LogsOfRun(const std::string& ref, bool follow, Lang lang) {
 
 Status StopOfRun(const std::string& ref, Lang lang) { return RunStop(ref, lang); }
 
+Status ResolveWorkspaceFlag(Json& ws, const std::string& base) {
+  return ResolveWorkspace(ws, base);
+}
+
 void SetupRun(CLI::App& app, Globals& g, Status& status) {
   static RunFlags f;
   auto* run = app.add_subcommand("run");
@@ -526,6 +601,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--port", f.ports)->allow_extra_args(false);
   run->add_option("--network", f.network);  // host | isolated; the daemon checks it
   run->add_option("--workdir", f.workdir);
+  run->add_option("--workspace", f.workspace);
   run->add_option("--retry", f.retry);
   run->add_option("--max-duration", f.max_duration);
   run->add_option("--checkpoint-dir", f.checkpoint_dir);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lathe/common/i18n.h"
+#include "lathe/common/json.h"
 #include "lathe/common/status.h"
 
 namespace lathe::cmd {
@@ -28,5 +29,10 @@ void SetupAll(CLI::App& app, Globals& g, Status& status);
 // Shared with lathe notebook (cmd_run.cc): lathe logs RUN [-f], lathe stop RUN.
 Status LogsOfRun(const std::string& ref, bool follow, Lang lang);
 Status StopOfRun(const std::string& ref, Lang lang);
+// A --workspace value as `lathe run` sends it (a local path looked at here).
+Status ResolveWorkspaceFlag(Json& ws, const std::string& base);
+// `lathe __workspace … -- ARGV…` (cmd_workspace.cc), a run's first process
+// when it has a workspace; main() hands it the whole command line.
+int WorkspaceMain(int argc, char** argv);
 
 }  // namespace lathe::cmd

@@ -27,6 +27,11 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "__notebook") == 0) {
     return lathe::run::NotebookMain(std::vector<std::string>(argv + 2, argv + argc));
   }
+  // A run's first process when it has a workspace: the run's own command
+  // line follows, never parsed as lathe's options.
+  if (argc >= 2 && std::strcmp(argv[1], "__workspace") == 0) {
+    return lathe::cmd::WorkspaceMain(argc, argv);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   // --help and parse errors are written in the reader's language.
   const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);

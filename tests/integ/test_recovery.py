@@ -10,8 +10,8 @@ from harness import Daemon, DaemonTest
 
 # The database back to schema v2, as the Lathe before execution backends
 # wrote it: the local handle's fields in their own columns, and no API tokens
-# (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7) or
-# deployment keys (v8).
+# (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7),
+# deployment keys (v8) or workspaces (v9).
 DOWNGRADE_TO_V2 = """
 DROP TABLE api_tokens;
 DROP TABLE IF EXISTS secrets;
@@ -30,6 +30,7 @@ UPDATE runs SET
   cgroup_dirs = COALESCE(json_extract(handle, '$.cgroup_dirs'), '[]');
 ALTER TABLE runs DROP COLUMN backend;
 ALTER TABLE runs DROP COLUMN handle;
+ALTER TABLE runs DROP COLUMN workspace;
 PRAGMA user_version = 2;
 """
 
@@ -105,7 +106,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 8)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 9)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

@@ -15,6 +15,7 @@
 #include "lathe/common/units.h"
 #include "lathe/daemon/notebooks.h"
 #include "lathe/daemon/secret_files.h"
+#include "lathe/daemon/workspaces.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/exec/local_backend.h"
 #include "lathe/os/file_lock.h"
@@ -416,6 +417,12 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
     case exec::AttemptPhase::kRunning:
       break;
   }
+  if (WorkspacePending(r)) {  // the run's first process reports what it checked out
+    const DirOwner owner = OwnerOf(r);
+    if (TakeWorkspaceRecord(r, owner.uid, owner.gid) && !WorkspaceFailure(r)) {
+      (void)store_->Save(r, "info", WorkspaceEvent(r), clock_.NowMs());
+    }
+  }
   int64_t mono = clock_.MonotonicMs();
   if (r.state == RunState::kStopping) {
     auto it = stop_deadline_ms_.find(r.id);
@@ -438,12 +445,24 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
 void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   stop_deadline_ms_.erase(r.id);
   ReleaseAttempt(r);
+  bool workspace_noted = false;
+  if (WorkspacePending(r)) {
+    const DirOwner owner = OwnerOf(r);
+    workspace_noted = TakeWorkspaceRecord(r, owner.uid, owner.gid) && !WorkspaceFailure(r);
+  }
+  // A workspace that could not be made fails the run, with git's words, and
+  // is not retried: the next attempt would meet the same repository.
+  const std::optional<std::string> no_workspace = WorkspaceFailure(r);
   r.exit_code = e.exit_code;
   r.signal = e.signal;
   r.oom_killed = e.oom_killed;
   r.finished_at_ms = e.finished_at_ms ? e.finished_at_ms : clock_.NowMs();
   r.gpus.clear();
   std::string what = DescribeExit(e, r.spec);
+  if (no_workspace && e.start_error.empty()) what = *no_workspace;
+  if (workspace_noted) {
+    (void)store_->AddEvent(r.id, "info", WorkspaceEvent(r), Json::object(), clock_.NowMs());
+  }
   RunState to;
   bool requeue = false;
   if (!e.start_error.empty()) {
@@ -482,7 +501,8 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
                            clock_.NowMs());
   }
   if (to == RunState::kFailed) AttachDiagnosis(r);
-  if (to == RunState::kFailed && e.start_error.empty() && r.retries_used < r.spec.retry) {
+  if (to == RunState::kFailed && e.start_error.empty() && !no_workspace &&
+      r.retries_used < r.spec.retry) {
     r.retries_used++;
     requeue = true;
   }
@@ -608,6 +628,8 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
     ApplyNotebook(r.run_dir, r.spec, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                   token.ok() ? *token : "", q);
   }
+  ApplyWorkspace(r, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
+                 q);  // last: it wraps whatever q.argv holds
   return q;
 }
 
@@ -625,6 +647,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   r.stop_intent = run::StopIntent::kNone;
   r.backend = std::string(backend_->Name());
   r.handle = Json::object();
+  if (!r.spec.workspace.empty()) r.workspace = InitialWorkspace(r, UserOf(r.uid).home);
   const std::string placed =
       backend_->Caps().places_runs ? fmt::format("handed to the {} backend", backend_->Name())
       : gpus.empty()               ? std::string("placed, without GPUs")
@@ -736,6 +759,7 @@ Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
     if (!point->resume_from.empty()) p.request.env["LATHE_RESUME_FROM"] = point->resume_from;
     RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, owner, r.spec.keep_checkpoints));
   }
+  RETURN_IF_ERROR(PrepareWorkspaceRecord(r, p.request.user.uid, p.request.user.gid));
   return backend_->Launch(p.request, p.prepared);
 }
 

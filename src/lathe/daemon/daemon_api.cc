@@ -139,8 +139,11 @@ Status Daemon::CheckFitsNode(const run::RunSpec& spec) const {
 // user_paths.h): the daemon acts on them for that user later.
 Status Daemon::CheckPaths(const run::RunSpec& spec, const Caller& caller) const {
   const os::AccessAs as = ActingAs(caller.uid, caller.uid);
-  if (!spec.workdir.empty()) {
+  if (!spec.workdir.empty() && spec.workdir[0] == '/') {  // a relative one is inside a clone
     RETURN_IF_ERROR(reserved_->Check("workdir", spec.workdir, PathUse::kWorkdir, as));
+  }
+  if (!spec.workspace.dir.empty()) {
+    RETURN_IF_ERROR(reserved_->Check("workspace.dir", spec.workspace.dir, PathUse::kWorkdir, as));
   }
   if (!spec.checkpoint_dir.empty()) {
     RETURN_IF_ERROR(

@@ -5,9 +5,12 @@
 // its snapshots go too.
 #include <string_view>
 
+#include <spdlog/spdlog.h>
+
 #include "lathe/daemon/daemon.h"
 #include "lathe/daemon/notebooks.h"
 #include "lathe/daemon/secret_files.h"
+#include "lathe/daemon/workspaces.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/store.h"
 
@@ -74,11 +77,15 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     quota_noted_.erase(r.id);
     Notify();
   }
+  const DirOwner owner = OwnerOf(r);
   if (UnderRuns(r.run_dir, paths_.runs) && IsNotebook(r)) {
     // The notebook's directory is the user's: what they made in it goes
     // with their identity, never the daemon's.
-    const DirOwner owner = OwnerOf(r);
     (void)RemoveSecretFiles(NotebookDir(r.run_dir), owner.uid, owner.gid);
+  }
+  // The workspace's clone is in the user's home: removed as the user.
+  if (Status st = RemoveWorkspace(r, owner.uid, owner.gid); !st.ok()) {
+    spdlog::warn("run {}: workspace not removed: {}", r.id, st.ToString());
   }
   if (UnderRuns(r.run_dir, paths_.runs)) (void)os::RemoveAll(r.run_dir);  // logs only: best effort
   return forgotten;

@@ -20,7 +20,9 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"kill_grace_ms", c.kill_grace_ms},
               {"umask", c.umask},
               {"log_hold_bytes", c.log_hold_bytes},
-              {"log_stall_ms", c.log_stall_ms}};
+              {"log_stall_ms", c.log_stall_ms},
+              {"setup_argv", c.setup_argv},
+              {"readonly_paths", c.readonly_paths}};
 }
 
 Result<LaunchConfig> LaunchFromJson(const Json& j) {
@@ -44,6 +46,8 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.umask = j.value("umask", 022u) & 0777u;
     c.log_hold_bytes = j.value("log_hold_bytes", c.log_hold_bytes);
     c.log_stall_ms = j.value("log_stall_ms", c.log_stall_ms);
+    c.setup_argv = j.value("setup_argv", std::vector<std::string>{});
+    c.readonly_paths = j.value("readonly_paths", std::vector<std::string>{});
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
     return c;
   } catch (const Json::exception& e) {

@@ -39,6 +39,12 @@ struct LaunchConfig {
   uint64_t shm_bytes = 0;         // > 0: private /dev/shm of this size
   bool isolated_network = false;  // a network namespace with only loopback (os/netns.h)
   std::vector<std::string> cgroup_dirs;
+  // Run first, as uid, in "/", its output in the log; a non-zero exit ends
+  // the attempt with it (LaunchRequest::setup_argv). Empty: none.
+  std::vector<std::string> setup_argv;
+  // Bind-mounted read-only (with their submounts) in the run's mount
+  // namespace once the setup step succeeded; needs root.
+  std::vector<std::string> readonly_paths;
   std::string monitor_path;  // monitor.json
   std::string exit_path;     // exit.json
   int kill_grace_ms = 2000;  // SIGTERM -> SIGKILL for leftovers

@@ -100,6 +100,13 @@ struct LaunchRequest {
   bool isolated_network = false;     // spec.network isolated
   std::string attempt_dir;           // the daemon's directory for this attempt (exists)
   std::string log_path;              // the run's log, appended to by every attempt
+  // A step run as the user before argv (a read-only workspace's clone,
+  // daemon/workspaces.h), in the run's cgroups, its output in the log,
+  // started in "/"; a non-zero exit ends the attempt with that status.
+  std::vector<std::string> setup_argv;
+  // Bind-mounted read-only in the run's mount namespace after the setup
+  // step, before argv starts (needs Capabilities::private_shm: a root daemon).
+  std::vector<std::string> readonly_paths;
 };
 
 // An attempt the daemon asks about after Prepare.

@@ -105,6 +105,10 @@ Status LocalBackend::Check(const run::RunSpec& spec, const RunUser& user) const 
     return Status::Msg(Code::kInvalidArgument, "spec.network_needs_root",
                        {{"user", opts_.daemon_user}});
   }
+  if (spec.workspace.readonly && !opts_.can_mount) {
+    return Status::Msg(Code::kInvalidArgument, "workspace.readonly_needs_root",
+                       {{"user", opts_.daemon_user}});
+  }
   if (spec.memory_bytes > 0 && !opts_.cgroups.memory) {
     return Status::Msg(
         Code::kInvalidArgument, "spec.limit_unavailable",
@@ -210,6 +214,8 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
   c.exit_path = ExitPath(req.attempt_dir);
   c.kill_grace_ms = opts_.leftover_grace_ms;
   c.umask = req.umask;
+  c.setup_argv = req.setup_argv;
+  c.readonly_paths = req.readonly_paths;
   const std::string launch = req.attempt_dir + "/launch.json";
   // Not fsynced: if the machine loses power before the monitor reads it, the
   // run never started and recovery requeues it.

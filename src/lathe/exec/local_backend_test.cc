@@ -91,6 +91,18 @@ TEST_F(LocalBackendTest, LimitsWithoutTheirControllerAreRefusedNamingTheField) {
   EXPECT_TRUE(Make(cg, true).Check(spec, RunUser{}).ok());
 }
 
+TEST_F(LocalBackendTest, AReadOnlyWorkspaceNeedsADaemonRunningAsRoot) {
+  run::RunSpec spec;
+  spec.command = {"x"};
+  spec.workspace.git = "https://h/r.git";
+  EXPECT_TRUE(Make().Check(spec, RunUser{}).ok());
+  spec.workspace.readonly = true;
+  Status st = Make().Check(spec, RunUser{});
+  EXPECT_EQ(st.msg_id(), "workspace.readonly_needs_root");
+  EXPECT_NE(st.message().find("workspace.readonly"), std::string::npos) << st.message();
+  EXPECT_TRUE(Make({}, /*can_mount=*/true).Check(spec, RunUser{}).ok());
+}
+
 TEST_F(LocalBackendTest, AnIsolatedNetworkNeedsADaemonRunningAsRoot) {
   run::RunSpec spec;
   spec.command = {"x"};

@@ -55,8 +55,12 @@ void WriteAllFd(int fd, std::string_view s) { (void)os::WriteFullErrno(fd, s.dat
 
 // ---- the run's process (child side of the monitor's fork) -------------------
 
+// Set once the monitor has been told the run started (a setup step runs
+// first): from then on the error pipe is the log's stderr (SetupStep).
+bool g_reporting_to_log = false;
+
 [[noreturn]] void FailChild(int errpipe, const std::string& msg) {
-  WriteAllFd(errpipe, msg);
+  WriteAllFd(errpipe, g_reporting_to_log ? "lathe: " + msg + "\n" : msg);
   _exit(127);
 }
 
@@ -70,15 +74,23 @@ void JoinCgroups(const LaunchConfig& c, int errpipe) {
   }
 }
 
-void PrivateShm(const LaunchConfig& c, int errpipe) {
-  if (c.shm_bytes == 0) return;
+// The run's own mount namespace, made once, its mounts private.
+void OwnMountNamespace(int errpipe, const char* what) {
+  static bool made = false;
+  if (made) return;
   if (::unshare(CLONE_NEWNS) != 0) {
-    FailChild(errpipe,
-              std::string("cannot create a mount namespace for shm: ") + std::strerror(errno));
+    FailChild(errpipe, std::string("cannot create a mount namespace for ") + what + ": " +
+                           std::strerror(errno));
   }
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     FailChild(errpipe, std::string("cannot make mounts private: ") + std::strerror(errno));
   }
+  made = true;
+}
+
+void PrivateShm(const LaunchConfig& c, int errpipe) {
+  if (c.shm_bytes == 0) return;
+  OwnMountNamespace(errpipe, "shm");
   std::string opts = "size=" + std::to_string(c.shm_bytes) + ",mode=1777";
   if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
     FailChild(errpipe, std::string("cannot mount /dev/shm: ") + std::strerror(errno));
@@ -102,16 +114,10 @@ void DropPrivileges(const LaunchConfig& c, int errpipe) {
   }
 }
 
-[[noreturn]] void ExecChild(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
-  ::setpgid(0, 0);
-  JoinCgroups(c, errpipe);
-  PrivateShm(c, errpipe);
-  IsolateNetwork(c, errpipe);
-  DropPrivileges(c, errpipe);
-  ::umask(static_cast<mode_t>(c.umask));  // the submitter's, not the monitor's
-  if (!c.workdir.empty() && ::chdir(c.workdir.c_str()) != 0) {
-    FailChild(errpipe, "cannot enter working directory " + c.workdir + ": " + std::strerror(errno));
-  }
+// execvp with the run's environment, in a process whose stdin, stdout and
+// stderr are /dev/null and the log's pipes, with signals as a program expects.
+void ExecWithRunEnvironment(const LaunchConfig& c, const std::vector<std::string>& args, int out_fd,
+                            int err_fd) {
   int devnull = ::open("/dev/null", O_RDONLY);
   ::dup2(devnull, 0);
   ::dup2(out_fd, 1);
@@ -128,9 +134,66 @@ void DropPrivileges(const LaunchConfig& c, int errpipe) {
   envp.push_back(nullptr);
   environ = envp.data();
   std::vector<char*> argv;
-  for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
+}
+
+// The setup step (a read-only workspace's clone), then the read-only
+// mounts. The step may take minutes and prints progress, so the monitor is
+// told first that the run has started (the error pipe becomes the log's
+// stderr: it reads the output meanwhile, and a later failure is the run's
+// exit status with its reason in the log). The step runs as the user in a
+// child; this process stays root for the mounts, and its blocked signals
+// (the monitor's mask) keep it waiting while a stop ends the step. The
+// paths were the user's to make, and a bind of a path onto itself,
+// read-only, in the run's own namespace, can take nothing away from anyone
+// but the run.
+void SetupThenMountReadOnly(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
+  if (c.setup_argv.empty() && c.readonly_paths.empty()) return;
+  if (!c.setup_argv.empty()) {
+    ::dup2(err_fd, errpipe);
+    ::fcntl(errpipe, F_SETFD, FD_CLOEXEC);
+    g_reporting_to_log = true;
+    pid_t step = ::fork();
+    if (step < 0)
+      FailChild(errpipe, std::string("cannot fork the setup step: ") + std::strerror(errno));
+    if (step == 0) {
+      DropPrivileges(c, errpipe);
+      ::umask(static_cast<mode_t>(c.umask));
+      if (::chdir("/") != 0) _exit(127);
+      ExecWithRunEnvironment(c, c.setup_argv, out_fd, err_fd);
+      FailChild(errpipe, "cannot execute " + c.setup_argv[0] + ": " + std::strerror(errno));
+    }
+    int ws = 0;
+    while (::waitpid(step, &ws, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(ws)) _exit(128 + WTERMSIG(ws));
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 1);
+  }
+  if (c.readonly_paths.empty()) return;
+  OwnMountNamespace(errpipe, "a read-only workspace");
+  for (const auto& path : c.readonly_paths) {
+    if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        ::mount(nullptr, path.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID,
+                nullptr) != 0) {
+      FailChild(errpipe, "cannot mount " + path + " read-only: " + std::strerror(errno));
+    }
+  }
+}
+
+[[noreturn]] void ExecChild(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
+  ::setpgid(0, 0);
+  JoinCgroups(c, errpipe);
+  PrivateShm(c, errpipe);
+  IsolateNetwork(c, errpipe);
+  SetupThenMountReadOnly(c, out_fd, err_fd, errpipe);
+  DropPrivileges(c, errpipe);
+  ::umask(static_cast<mode_t>(c.umask));  // the submitter's, not the monitor's
+  if (!c.workdir.empty() && ::chdir(c.workdir.c_str()) != 0) {
+    FailChild(errpipe, "cannot enter working directory " + c.workdir + ": " + std::strerror(errno));
+  }
+  ExecWithRunEnvironment(c, c.argv, out_fd, err_fd);
   int err = errno;
   if (err == ENOENT) FailChild(errpipe, "command not found: " + c.argv[0]);
   FailChild(errpipe, "cannot execute " + c.argv[0] + ": " + std::strerror(err));

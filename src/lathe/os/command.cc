@@ -124,4 +124,70 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t t
   return o;
 }
 
+namespace {
+
+void WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // the reader has gone: the output is lost, the command goes on
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+Result<CommandOutput> RunCommandStreaming(const std::vector<std::string>& argv, int out_fd,
+                                          size_t tail_bytes) {
+  if (argv.empty()) return Status::InvalidArgument("empty command");
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(err_pipe[1], 2);
+    ::execvp(args[0], args.data());
+    ::_exit(kExecFailed);
+  }
+  ::close(err_pipe[1]);
+  if (pid < 0) {
+    ::close(err_pipe[0]);
+    return ErrnoStatus("fork", errno);
+  }
+  CommandOutput o;
+  char buf[8192];
+  while (true) {
+    ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '\r') buf[i] = '\n';
+    }
+    WriteAll(out_fd, buf, static_cast<size_t>(n));
+    o.err.append(buf, static_cast<size_t>(n));
+    if (o.err.size() > 2 * tail_bytes) o.err.erase(0, o.err.size() - tail_bytes);
+  }
+  ::close(err_pipe[0]);
+  if (o.err.size() > tail_bytes) o.err.erase(0, o.err.size() - tail_bytes);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0) {
+    if (errno != EINTR) return ErrnoStatus("waitpid", errno);
+  }
+  if (WIFEXITED(wstatus)) {
+    o.exit_code = WEXITSTATUS(wstatus);
+    if (o.exit_code == kExecFailed && o.err.empty()) {
+      return Status::NotFound("cannot execute " + argv[0]);
+    }
+  } else if (WIFSIGNALED(wstatus)) {
+    o.exit_code = 128 + WTERMSIG(wstatus);
+  }
+  return o;
+}
+
 }  // namespace lathe::os

@@ -28,4 +28,16 @@ inline constexpr size_t kMaxCommandOutputBytes = 1 << 20;
 // the exit status and output. Thread-safe.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms);
 
+// Runs a command whose output a person follows as it comes (a clone's
+// progress in a run's log): its stdout and stderr go to `out_fd` as they
+// arrive, a '\r' (a progress meter redrawing its line) written as a line
+// end, and the last `tail_bytes` of its stderr are kept for the caller to
+// explain a failure with. No timeout: the caller's process is supervised
+// (the run's deadline ends it). The child stays in the caller's process
+// group, stdin on /dev/null. NotFound when argv[0] cannot be executed.
+// Not thread-safe with other fork users in the process (waits for its
+// child by pid).
+Result<CommandOutput> RunCommandStreaming(const std::vector<std::string>& argv, int out_fd,
+                                          size_t tail_bytes);
+
 }  // namespace lathe::os

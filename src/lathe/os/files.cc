@@ -31,6 +31,22 @@ Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+Result<std::string> ReadRegularFileUpTo(const std::string& path, size_t max_bytes) {
+  ASSIGN_OR_RETURN(Fd fd, Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + " is not a regular file");
+  std::string out;
+  char buf[65536];
+  while (out.size() <= max_bytes) {
+    size_t want = std::min(sizeof buf, max_bytes + 1 - out.size());
+    ASSIGN_OR_RETURN(size_t n, ReadUpTo(fd.get(), buf, want, path));
+    out.append(buf, n);
+    if (n < want) break;
+  }
+  return out;
+}
+
 Status FsyncDir(const std::string& dir) {
   ASSIGN_OR_RETURN(Fd fd, Fd::Open(dir, O_RDONLY | O_DIRECTORY));
   return Fsync(fd.get(), dir);

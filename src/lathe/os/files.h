@@ -21,6 +21,12 @@ Result<std::string> ReadFile(const std::string& path);
 // the file is larger (or endless, as /dev/zero), which the caller refuses.
 Result<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes);
 
+// ReadFileUpTo for a file someone else may have made (a user's, read by a
+// root daemon): never through a symlink at the last component, never
+// blocking on a FIFO or a device; InvalidArgument for anything but a
+// regular file.
+Result<std::string> ReadRegularFileUpTo(const std::string& path, size_t max_bytes);
+
 enum class Durability {
   kSync,    // survives power loss: fsync the file and the directory
   kNoSync,  // survives a crash of any process, not power loss (no fsync)

@@ -50,7 +50,7 @@ constexpr const char* kFields[] = {
     "type",    "name",        "command",      "gpus",        "cpus",  "memory",
     "shm",     "priority",    "env",          "workdir",     "retry", "max_duration",
     "requeue", "preemptible", "checkpoints",  "resume_from", "umask", "secrets",
-    "ports",   "network",     "secret_files", "kernels",     "idle"};
+    "ports",   "network",     "secret_files", "kernels",     "idle",  "workspace"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -366,8 +366,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     ASSIGN_OR_RETURN(s.priority, PriorityField(v));
   } else if (key == "env") {
     return ParseEnv(v, s);
-  } else if (key == "workdir") {
-    if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/') {
+  } else if (key == "workdir") {  // a relative one only with a workspace (SpecFromJson)
+    if (!v.is_string() || v.get<std::string>().empty()) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", Shown(v)}});
     }
     RETURN_IF_ERROR(CheckPathName(Str(v), "workdir"));
@@ -396,6 +396,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     return ParseKernels(v, s);
   } else if (key == "idle") {
     ASSIGN_OR_RETURN(s.idle_ms, DurationField(v, "idle"));
+  } else if (key == "workspace") {
+    ASSIGN_OR_RETURN(s.workspace, WorkspaceFromJson(v));
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -437,7 +439,12 @@ Result<RunSpec> SpecFromJson(const Json& j) {
       return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
     }
   }
+  RETURN_IF_ERROR(ResolveWorkspaceWorkdir(s.workspace, s.workdir));
   if (!s.checkpoint_dir.empty() && s.checkpoint_dir[0] != '/') {
+    if (!s.workspace.git.empty()) {  // the clone's path is the daemon's to choose
+      return Status::Msg(Code::kInvalidArgument, "workspace.relative_checkpoint_dir",
+                         {{"value", s.checkpoint_dir}});
+    }
     if (s.workdir.empty()) {
       return Status::Msg(Code::kInvalidArgument, "spec.relative_checkpoint_dir",
                          {{"value", s.checkpoint_dir}});
@@ -479,6 +486,7 @@ Json SpecToJson(const RunSpec& s) {
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));
   if (!s.secret_files.empty()) j["secret_files"] = s.secret_files;
+  if (!s.workspace.empty()) j["workspace"] = WorkspaceToJson(s.workspace);
   if (!s.ports.empty()) {
     Json ports = Json::array();
     for (const auto& p : s.ports) {

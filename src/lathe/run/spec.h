@@ -41,6 +41,10 @@
 //   idle: duration | 0  (notebook only) stop the notebook after this long
 //       idle (docs/notebooks.md, "Idle stop"); 0 = never; absent = the
 //       daemon's default (config.yaml notebooks.idle)
+//   workspace: git URL | /abs/path | {git: URL, ref: REF, readonly: bool} |
+//       {dir: /abs/path, readonly: bool}  where the code comes from
+//       (workspace_spec.h, docs/workspaces.md); with one, a relative workdir
+//       is taken inside the workspace
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -54,6 +58,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/run/workspace_spec.h"
 
 namespace lathe::run {
 
@@ -87,8 +92,9 @@ struct RunSpec {
   uint64_t shm_bytes = 0;     // 0 = the host's /dev/shm
   Priority priority = Priority::kNormal;
   std::map<std::string, std::string> env;
-  std::string workdir;          // absolute; empty = the user's home
-  int retry = 0;                // restarts after a failure
+  std::string workdir;  // absolute, or relative inside the workspace; empty = the user's home (or
+                        // the workspace)
+  int retry = 0;        // restarts after a failure
   int64_t max_duration_ms = 0;  // 0 = unlimited
   bool requeue = true;
   bool preemptible = true;
@@ -105,6 +111,7 @@ struct RunSpec {
   // daemon's default, 0: never).
   std::vector<std::string> kernels;
   int64_t idle_ms = -1;
+  WorkspaceSpec workspace;  // empty: none (workdir as it is)
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -157,6 +157,10 @@ CREATE TABLE deploy_keys (
 );
 CREATE INDEX deploy_keys_deployment ON deploy_keys(deployment, created_at);
 )sql",
+      // v9: what a run's workspace checked out (RunRecord::workspace).
+      R"sql(
+ALTER TABLE runs ADD COLUMN workspace TEXT NOT NULL DEFAULT '{}';
+)sql",
   };
   return m;
 }
@@ -166,7 +170,7 @@ namespace {
 constexpr const char* kColumns =
     "id, name, seq, uid, user, kind, spec, state, gpus, attempt, retries_used, preemptions, "
     "created_at, started_at, finished_at, exit_code, signal, oom_killed, reason, stop_intent, "
-    "run_dir, backend, handle";
+    "run_dir, backend, handle, workspace";
 
 Result<RunRecord> RowToRecord(const Stmt& s) {
   RunRecord r;
@@ -197,6 +201,7 @@ Result<RunRecord> RowToRecord(const Stmt& s) {
   r.run_dir = s.Text(20);
   r.backend = s.Text(21);
   ASSIGN_OR_RETURN(r.handle, ParseJson(s.Text(22)));
+  ASSIGN_OR_RETURN(r.workspace, ParseJson(s.Text(23)));
   return r;
 }
 
@@ -232,6 +237,7 @@ Json RunToJson(const RunRecord& r) {
   j["run_dir"] = r.run_dir;
   j["exit_code"] = r.exit_code ? Json(*r.exit_code) : Json(nullptr);
   j["signal"] = r.signal ? Json(*r.signal) : Json(nullptr);
+  if (r.workspace.is_object() && !r.workspace.empty()) j["workspace"] = r.workspace;
   return j;
 }
 
@@ -260,7 +266,7 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
     r.created_at_ms = now_ms;
     ASSIGN_OR_RETURN(Stmt s, db_->Prepare(fmt::format(
                                  "INSERT INTO runs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                                 "?,?,?,?,?,?)",
+                                 "?,?,?,?,?,?,?)",
                                  kColumns)));
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.seq).Bind(4, int64_t{r.uid}).Bind(5, r.user);
     s.Bind(6, std::string(run::RunKindName(r.kind)))
@@ -275,6 +281,7 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
         .Bind(19, r.reason)
         .Bind(20, std::string(run::StopIntentName(r.stop_intent)));
     s.Bind(21, r.run_dir).Bind(22, r.backend).Bind(23, r.handle.dump());
+    s.Bind(24, r.workspace.dump());
     RETURN_IF_ERROR(s.Run());
     if (key) RETURN_IF_ERROR(InsertKey(*key, r.id, now_ms));  // after the run: it references it
     return InsertEvent(r.id, "state", "submitted", Json{{"to", "queued"}}, now_ms);
@@ -337,7 +344,7 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   std::string sql =
       "UPDATE runs SET name=?, state=?, gpus=?, attempt=?, retries_used=?, preemptions=?, "
       "started_at=?, finished_at=?, exit_code=?, signal=?, oom_killed=?, reason=?, stop_intent=?, "
-      "backend=?, handle=? WHERE id=?";
+      "backend=?, handle=?, workspace=? WHERE id=?";
   if (expected) sql += " AND state=?";
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
   s.Bind(1, r.name).Bind(2, run::StateName(r.state)).Bind(3, Json(r.gpus).dump());
@@ -348,8 +355,8 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   s.Bind(11, int64_t{r.oom_killed})
       .Bind(12, r.reason)
       .Bind(13, std::string(run::StopIntentName(r.stop_intent)));
-  s.Bind(14, r.backend).Bind(15, r.handle.dump()).Bind(16, r.id);
-  if (expected) s.Bind(17, run::StateName(*expected));
+  s.Bind(14, r.backend).Bind(15, r.handle.dump()).Bind(16, r.workspace.dump()).Bind(17, r.id);
+  if (expected) s.Bind(18, run::StateName(*expected));
   RETURN_IF_ERROR(s.Run());
   ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
   ASSIGN_OR_RETURN(bool row, c.Step());

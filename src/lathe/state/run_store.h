@@ -47,6 +47,12 @@ struct RunRecord {
   // handle of the current one ({} until it is launched).
   std::string backend = "local";
   Json handle = Json::object();
+  // The run's workspace as the daemon knows it ({} without one):
+  // {source, ref, dir, readonly, in_place} from the spec, and once the
+  // run's first process has made it, the commit it checked out (commit), or
+  // why it could not be made (error: a GitFailureName, message: the
+  // reason). daemon/workspaces.h fills it.
+  Json workspace = Json::object();
 };
 
 struct EventRecord {

@@ -452,5 +452,40 @@ TEST(Db, ResetStatementsAreReused) {
   std::filesystem::remove_all(dir);
 }
 
+// v9: the workspace column. A home an older Lathe left at v8 gains it
+// (empty for its runs); a run's workspace is saved and read back, and shown
+// in its JSON only when it has one.
+TEST_F(RunStoreTest, WorkspaceIsSavedAndAVersion8HomeGainsIt) {
+  const std::string path = dir_ + "/old.db";
+  {
+    const auto& all = RunStoreMigrations();
+    ASSERT_GE(all.size(), 9u);
+    auto db = Db::Open(path, std::vector<std::string>(all.begin(), all.begin() + 8));
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO runs (id, name, seq, uid, user, spec, state, created_at, "
+                           "run_dir) VALUES ('r-q', 'q', 1, 0, 'root', "
+                           "'{\"command\":[\"true\"]}', 'queued', 2, '/h/runs/r-q')")
+                    .ok());
+  }
+  auto old = RunStore::Open(path);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  auto q = (*old)->Get("r-q");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(q->workspace.empty());
+  EXPECT_FALSE(RunToJson(*q).contains("workspace"));
+
+  RunRecord r = NewRun("r1", "a");
+  r.spec.workspace.git = "https://h/r.git";
+  ASSERT_TRUE(store_->Insert(r, 1000).ok());
+  r.workspace = Json{{"source", "https://h/r.git"}, {"commit", std::string(40, 'a')}};
+  ASSERT_TRUE(store_->Save(r, "info", "workspace", 1001).ok());
+  auto got = store_->Get("r1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->workspace.value("commit", ""), std::string(40, 'a'));
+  EXPECT_EQ(got->spec.workspace.git, "https://h/r.git");
+  EXPECT_EQ(RunToJson(*got)["workspace"]["commit"], std::string(40, 'a'));
+}
+
 }  // namespace
 }  // namespace lathe::state
