@@ -46,6 +46,7 @@ def pct(xs, p):
 
 def lathe_runs(n):
     home = tempfile.mkdtemp(prefix="lathe-bench-nb-")
+    work = tempfile.mkdtemp(prefix="lathe-bench-nb-work-")  # a run may not work in the daemon's home
     env = dict(os.environ, LATHE_HOME=home, LANG="C.UTF-8")
     log = open(os.path.join(home, "daemon.log"), "w")
     d = subprocess.Popen([LATHE, "daemon", "--home", home, "--gpus", "sim:4", "--port", "0"],
@@ -59,7 +60,7 @@ def lathe_runs(n):
         for i in range(n):
             t0 = time.time()
             r = subprocess.run([LATHE, "notebook", "start", "--gpus", "1", "--wait"], env=env,
-                               capture_output=True, text=True, cwd=home)
+                               capture_output=True, text=True, cwd=work)
             t1 = time.time()
             if r.returncode != 0:
                 raise SystemExit("notebook start failed: " + r.stderr)
@@ -94,6 +95,7 @@ def lathe_runs(n):
         d.wait()
         log.close()
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def direct_runs(n):

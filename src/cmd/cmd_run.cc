@@ -499,6 +499,20 @@ void PrintPorts(const Json& r, Lang lang) {
   }
 }
 
+// A notebook's readiness and idleness, and how to open it.
+std::string NotebookLine(const Json& r, Lang lang) {
+  const Json& nb = r["notebook"];
+  auto dur = [](int64_t ms) { return FormatDuration(std::chrono::milliseconds(ms)); };
+  const int64_t limit = nb.value("idle_limit_ms", int64_t{0});
+  std::string idle = nb.contains("idle_for_ms") ? dur(nb.value("idle_for_ms", int64_t{0})) : "-";
+  return Tr("inspect.notebook_value", lang,
+            {{"ready", Tr(nb.value("ready", false) ? "notebook.ls.yes" : "notebook.ls.no", lang)},
+             {"idle", idle},
+             {"limit", limit > 0 ? Tr("inspect.notebook_limit", lang, {{"limit", dur(limit)}})
+                                 : Tr("notebook.ls.never", lang)},
+             {"run", r.value("id", "")}});
+}
+
 // The run's workspace: where it came from, what was checked out, where.
 std::string WorkspaceLine(const Json& w, Lang lang) {
   std::string ref = w.value("ref", "");
@@ -553,6 +567,8 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
   field("inspect.created", AgeAgo(r.value("created_at_ms", int64_t{0}), lang));
   if (r.contains("workspace") && r["workspace"].is_object())
     field("inspect.workspace", WorkspaceLine(r["workspace"], lang));
+  if (r.contains("notebook") && r["notebook"].is_object())
+    field("inspect.notebook", NotebookLine(r, lang));
   PrintSpec(r["spec"], lang);
   field("inspect.run_dir", r.value("run_dir", ""));
   PrintPorts(r, lang);

@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import unittest
@@ -245,6 +246,53 @@ class Notebook(unittest.TestCase):
         self.assertEqual(self.execute(ws, "print(x)").strip(), "42")
         ws.close()
 
+    def test_a_notebook_from_a_spec_file_works_in_its_git_workspace(self):
+        home = self.a.pw_dir  # the clone goes under the user's own home (passwd's)
+        if not os.path.isdir(home):
+            os.makedirs(home)
+            os.chown(home, self.a.pw_uid, self.a.pw_gid)
+            self.addCleanup(shutil.rmtree, home, True)
+        repo = os.path.join(self.base, "repo")
+        subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True)
+        with open(os.path.join(repo, "analysis.py"), "w") as f:
+            f.write("print('hi')\n")
+        subprocess.run(["git", "-C", repo, "add", "."], check=True)
+        subprocess.run(["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@x",
+                        "commit", "-qm", "one"], check=True)
+        commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        subprocess.run(["chown", "-R", f"{self.a.pw_uid}:{self.a.pw_gid}", repo], check=True)
+        spec = os.path.join(self.work, "nb.yaml")
+        with open(spec, "w") as f:
+            f.write(f"type: notebook\nworkspace: file://{repo}#main\nidle: 0\n")
+        os.chown(spec, self.a.pw_uid, self.a.pw_gid)
+        r = subprocess_cli(self.d, ["run", "-f", spec], USER_A, self.env_a(), self.work)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        run = r.stdout.strip()
+        info = self.d.wait_for(lambda: (lambda i: i if i.get("notebook", {}).get("ready") or
+                                        i["state"] not in ("queued", "starting", "running")
+                                        else None)(self.d.inspect(run)), "ready")
+        self.assertEqual(info["state"], "running", info.get("reason"))
+        self.assertEqual(info["kind"], "notebook")
+        self.assertEqual(info["workspace"]["commit"], commit)
+        # Jupyter's root is the clone, in the user's own Lathe directory.
+        cookie = self.fresh_cookie(run)
+        st, body = self.request(run, "GET", "/api/contents", cookie=cookie)
+        self.assertEqual(st, 200, body)
+        self.assertIn("analysis.py", [c["name"] for c in json.loads(body)["content"]])
+        clone = os.path.join(home, ".lathe", "workspaces", run)
+        self.assertTrue(os.path.isfile(os.path.join(clone, "analysis.py")))
+        self.assertEqual(os.stat(clone).st_uid, self.a.pw_uid)
+        # Stopped and restarted: the same workspace, not a second clone.
+        self.d.cli("notebook", "stop", run, user=USER_A, env=self.env_a())
+        self.d.wait_state(run, "stopped")
+        with open(os.path.join(clone, "notes.txt"), "w") as f:
+            f.write("kept")
+        self.d.cli("notebook", "restart", run, "--wait", user=USER_A, env=self.env_a())
+        cookie = self.fresh_cookie(run)
+        st, body = self.request(run, "GET", "/api/contents", cookie=cookie)
+        self.assertIn("notes.txt", [c["name"] for c in json.loads(body)["content"]])
+
     def test_bad_input_is_refused_naming_the_field_and_nothing_runs(self):
         cases = [
             (["--kernel", "julia"], "kernels[0]"),
@@ -264,7 +312,6 @@ def kernel_is_python(test, kernel):
 
 
 def subprocess_cli(d, args, user, env, cwd):
-    import subprocess
     from harness import LATHE
     return subprocess.run(["setpriv", "--reuid", user, "--regid", user, "--init-groups",
                            LATHE, *args], capture_output=True, text=True, env=env, cwd=cwd,

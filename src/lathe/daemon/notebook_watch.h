@@ -47,7 +47,7 @@ namespace lathe::daemon {
 
 struct NotebookWatchOptions {
   int poll_ms = 10000;                // between two looks at a ready notebook
-  int ready_poll_ms = 200;            // between two tries of one not ready yet
+  int ready_poll_ms = 50;             // between two tries of one not ready yet
   int gpu_busy_pct = 5;               // a GPU at or above this utilization is busy
   int64_t default_idle_ms = 1800000;  // for a spec without idle (config notebooks.idle)
   int request_timeout_ms = 5000;
