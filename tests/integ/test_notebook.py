@@ -171,6 +171,20 @@ class Notebook(unittest.TestCase):
         ws = self.channels(run, cookie, kr)
         self.assertEqual(self.execute(ws, "cat(6 * 7)").strip(), "42")
         ws.close()
+        # A terminal, over its own websocket through the proxy: a shell of the run's user.
+        st, body = self.request(run, "POST", "/api/terminals", cookie=cookie, body="{}")
+        self.assertEqual(st, 200, body)
+        term = json.loads(body)["name"]
+        ws = websocket.create_connection(
+            f"ws://127.0.0.1:{self.port()}/terminals/websocket/{term}", host=self.host(run),
+            origin=f"http://{self.host(run)}", cookie=cookie, timeout=60)
+        ws.send(json.dumps(["stdin", "echo gpu-$CUDA_VISIBLE_DEVICES-as-$(id -un)\r"]))
+        seen = ""
+        while f"gpu-{gpu}-as-{USER_A}" not in seen:
+            m = json.loads(ws.recv())
+            if m[0] == "stdout":
+                seen += m[1]
+        ws.close()
         # The kernels Jupyter offers are the ones asked for.
         st, body = self.request(run, "GET", "/api/kernelspecs", cookie=cookie)
         self.assertEqual(st, 200)
