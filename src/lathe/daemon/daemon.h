@@ -262,6 +262,7 @@ class Daemon {
   void NoteWaiting(const sched::Decision& d);
   // The notebook watch's hooks (notebooks_daemon.cc); each takes mu_.
   NotebookWatch::Hooks NotebookHooks();
+  Result<std::string> CachedNotebookToken(const state::RunRecord& r);  // mu_ held
   Status CheckFitsNode(const run::RunSpec& spec) const;
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.
@@ -304,6 +305,7 @@ class Daemon {
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
+  std::map<std::string, std::string> notebook_tokens_;  // run id -> Jupyter token; mu_
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
 

@@ -214,6 +214,7 @@ void NotebookWatch::Pass() {
         asked_gpus = true;
         for (int g : t.gpus) {
           auto u = util.find(g);
+          if (u != util.end()) s.gpu_reported = true;  // its GPUs count toward idleness
           if (u != util.end() && u->second >= opts_.gpu_busy_pct) {
             s.last_active_ms = clock_.NowMs();
             s.last_active_by = "gpu";
@@ -233,7 +234,7 @@ void NotebookWatch::Pass() {
       Json why = {{"idle_ms", limit},
                   {"last_active_ms", s.last_active_ms},
                   {"last_active_by", s.last_active_by}};
-      if (!t.gpus.empty() && !util.empty()) why["gpu_busy_pct"] = opts_.gpu_busy_pct;
+      if (s.gpu_reported) why["gpu_busy_pct"] = opts_.gpu_busy_pct;
       idle.emplace_back(t, std::move(why));
     }
     kept[t.run_id] = s;

@@ -123,6 +123,7 @@ class NotebookWatch {
     std::string last_active_by;
     int kernels = 0, busy = 0;
     int64_t limit = 0;
+    bool gpu_reported = false;  // the GPU source gave a utilization for its GPUs
     std::map<std::string, std::string> kernel_activity;  // id -> last_activity
   };
   // Asks Jupyter `path` through its socket; the HTTP status and body.

@@ -22,7 +22,7 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
     if (!running.ok()) return out;
     for (const auto& r : *running) {
       if (!IsNotebook(r) || r.backend != backend_->Name()) continue;
-      auto token = NotebookToken(r.run_dir);
+      auto token = CachedNotebookToken(r);
       if (!token.ok()) continue;
       NotebookTarget t;
       t.run_id = r.id;
@@ -102,9 +102,21 @@ Result<RunRecord> Daemon::RestartRun(const Caller& caller, const std::string& re
   return r;
 }
 
+// A run's token never changes: read once, then from memory (the watch asks
+// every pass, the proxy every request). Needs mu_.
+Result<std::string> Daemon::CachedNotebookToken(const RunRecord& r) {
+  auto it = notebook_tokens_.find(r.id);
+  if (it != notebook_tokens_.end()) return it->second;
+  ASSIGN_OR_RETURN(std::string token, NotebookToken(r.run_dir));
+  if (notebook_tokens_.size() > 4096) notebook_tokens_.clear();  // bounded; re-read as needed
+  notebook_tokens_[r.id] = token;
+  return token;
+}
+
 std::string Daemon::NotebookTokenOf(const RunRecord& r) {
   if (!IsNotebook(r)) return "";
-  auto token = NotebookToken(r.run_dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto token = CachedNotebookToken(r);
   return token.ok() ? *token : "";
 }
 

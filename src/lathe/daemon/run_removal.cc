@@ -75,6 +75,7 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     stop_deadline_ms_.erase(r.id);
     waiting_why_.erase(r.id);
     quota_noted_.erase(r.id);
+    notebook_tokens_.erase(r.id);
     Notify();
   }
   const DirOwner owner = OwnerOf(r);
