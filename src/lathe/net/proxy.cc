@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <thread>
@@ -111,8 +112,14 @@ std::string StripCookies(std::string_view cookie, const std::vector<std::string>
   return out;
 }
 
+std::string UpstreamKey(const Upstream& up) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", up.kind == Upstream::Kind::kUnix ? "unix" : "tcp",
+                     up.socket, up.port, up.netns_pid, up.netns_start, up.owner_uid, up.any_owner);
+}
+
 std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool upgrade,
-                                const std::vector<std::string>& strip_cookie_prefixes) {
+                                const std::vector<std::string>& strip_cookie_prefixes,
+                                bool keep_alive) {
   std::string h = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", req.method, req.target, up.host);
   for (const auto& [name, value] : req.headers) {
     if (IsHopByHop(name) || EqualsIgnoreCase(name, "host") ||
@@ -142,7 +149,7 @@ std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool
   if (upgrade) {
     h += "Connection: Upgrade\r\nUpgrade: websocket\r\n";
   } else {
-    h += "Connection: close\r\n";
+    if (!keep_alive) h += "Connection: close\r\n";  // HTTP/1.1 keeps it alive otherwise
     if (!req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
       h += fmt::format("Content-Length: {}\r\n", req.body.size());
     }
@@ -310,25 +317,86 @@ Result<os::Fd> ConnectUpstream(const Upstream& up, int timeout_ms) {
   return fd;
 }
 
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
+
+os::Fd ReverseProxy::TakeIdle(const std::string& key) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  const int64_t now = SteadyMs();
+  for (auto it = idle_.end(); it != idle_.begin();) {  // the newest first
+    --it;
+    if (it->key != key) continue;
+    IdleConn c = std::move(*it);
+    idle_.erase(it);
+    // Readable while idle: the upstream closed it (or sent what nobody asked for).
+    if (now - c.since_ms > opts_.upstream_idle_ms || os::WaitReadable(c.fd.get(), 0)) continue;
+    return std::move(c.fd);
+  }
+  return os::Fd();
+}
+
+void ReverseProxy::PutIdle(const std::string& key, os::Fd fd) {
+  if (opts_.max_idle_upstreams == 0 || stopping_) return;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  while (idle_.size() >= opts_.max_idle_upstreams) idle_.pop_front();
+  idle_.push_back(IdleConn{key, std::move(fd), SteadyMs()});
+}
 
 void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
                          std::unique_ptr<Responder> res) {
   auto fail = [&](const Status& s) { res->Send(error_page_(s)); };
+  const bool upgrade = IsWebSocketUpgrade(req);
+  const bool keep_alive = !upgrade && opts_.max_idle_upstreams > 0;
+  const std::string key = keep_alive ? UpstreamKey(up) : std::string();
+  // Only a request that may be repeated goes over a kept-alive connection:
+  // one the upstream closed meanwhile is then retried on a new one.
+  const bool idempotent = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+  std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes, keep_alive);
+  out += req.body;
+  os::Fd reused = keep_alive && idempotent ? TakeIdle(key) : os::Fd();
+  const bool was_reused = reused.valid();
+  if (was_reused && !os::SendFull(reused.get(), out, "upstream").ok()) reused = os::Fd();
+  std::string pending;
+  bool eof = false;
+  if (was_reused && reused.valid()) {
+    // The first bytes of the answer, or the end of a connection closed meanwhile.
+    UpstreamConn probe(std::move(reused), stopping_);
+    Status read = probe.ReadMore(pending, opts_.response_timeout_ms, &eof);
+    if (read.ok() && !(eof && pending.empty())) {
+      return Exchange(req, up, std::move(res), os::Fd(probe.Release()), std::move(pending), eof,
+                      key);
+    }
+    if (!read.ok() && read.msg_id() != "proxy.upstream_failed") return fail(read);
+    pending.clear();
+    eof = false;
+  }
   auto fd = ConnectUpstream(up, opts_.connect_timeout_ms);
   if (!fd.ok()) {
     const bool explain = up.explain_unreachable && fd.status().msg_id() == "proxy.unreachable";
     return fail(explain ? up.explain_unreachable(fd.status()) : fd.status());
   }
   (void)os::SetSocketTimeouts(fd->get(), opts_.idle_timeout_ms);  // bounds each send
-  const bool upgrade = IsWebSocketUpgrade(req);
-  std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes);
-  out += req.body;
   if (Status s = os::SendFull(fd->get(), out, "upstream"); !s.ok()) {
     return fail(
         Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}}));
   }
-  UpstreamConn conn(std::move(*fd), stopping_);
+  Exchange(req, up, std::move(res), std::move(*fd), "", false, key);
+}
+
+// The answer to a request already sent on `conn` (with `pending` bytes of
+// it read); the connection goes back to the pool under `key` when the
+// answer was complete and the upstream keeps it alive.
+void ReverseProxy::Exchange(const HttpRequest& req, const Upstream& up,
+                            std::unique_ptr<Responder> res, os::Fd fd, std::string pending,
+                            bool eof, const std::string& key) {
+  auto fail = [&](const Status& s) { res->Send(error_page_(s)); };
+  UpstreamConn conn(std::move(fd), stopping_);
+  const bool upgrade = IsWebSocketUpgrade(req);
 
   bhttp::response_parser<bhttp::string_body> p;
   p.header_limit(static_cast<uint32_t>(opts_.max_response_header_bytes));
@@ -337,8 +405,6 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
   p.body_limit(std::numeric_limits<std::uint64_t>::max());
   p.eager(true);
   if (req.method == "HEAD") p.skip(true);
-  std::string pending;
-  bool eof = false;
   // Feeds what is pending; true when the parser wants more bytes.
   auto feed = [&](Status* err) {
     error_code ec;
@@ -357,6 +423,9 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
     return false;
   };
   Status err;
+  if (!pending.empty() || eof) {
+    if (!feed(&err) && !err.ok()) return fail(err);
+  }
   while (!p.is_header_done()) {
     if (Status s = conn.ReadMore(pending, opts_.response_timeout_ms, &eof); !s.ok()) return fail(s);
     if (eof && !p.is_header_done() && pending.empty()) {
@@ -384,6 +453,10 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
       if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) return fail(s);
       if (!feed(&err) && !err.ok()) return fail(err);
     }
+    // Nothing read beyond this answer, and the upstream keeps the connection.
+    if (!key.empty() && p.keep_alive() && pending.empty() && !eof) {
+      PutIdle(key, os::Fd(conn.Release()));
+    }
     return res->Send(
         HttpResponse{status, content_type, std::move(down), std::move(p.get().body())});
   }
@@ -402,6 +475,9 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
       return;  // the stream's end tells the client
     }
     if (!feed(&err) && !err.ok()) return;
+  }
+  if (!key.empty() && p.keep_alive() && pending.empty() && !eof) {
+    PutIdle(key, os::Fd(conn.Release()));
   }
   stream->Close();
 }

@@ -43,6 +43,7 @@
 
 #include "lathe/common/status.h"
 #include "lathe/net/http.h"
+#include "lathe/os/fd.h"
 
 namespace lathe::net {
 
@@ -77,6 +78,11 @@ struct ProxyOptions {
   size_t max_buffered_body_bytes = 8 << 20;  // larger (or unsized) bodies are streamed
   size_t max_workers = 32;                   // requests served at once
   size_t max_queued = 256;                   // waiting for a worker; more get 503
+  // Upstream connections kept alive for the next request to the same
+  // listener (its owner was checked when the connection was made; a
+  // connection's peer never changes). 0: a new connection per request.
+  size_t max_idle_upstreams = 64;
+  int upstream_idle_ms = 15000;  // an idle one older than this is closed, not reused
   std::vector<std::string> strip_cookie_prefixes = {"lathe_"};
 };
 
@@ -104,6 +110,12 @@ class ReverseProxy {
     std::unique_ptr<Responder> res;
   };
   void Serve(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder> res);
+  void Exchange(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder> res,
+                os::Fd fd, std::string pending, bool eof, const std::string& key);
+  // A kept-alive connection to the listener `key` names, if one is idle and
+  // still open; Put hands one back after a complete exchange.
+  os::Fd TakeIdle(const std::string& key);
+  void PutIdle(const std::string& key, os::Fd fd);
   void Work();  // a worker: serves queued jobs until Stop
 
   const ProxyOptions opts_;
@@ -114,6 +126,13 @@ class ReverseProxy {
   std::deque<Job> queue_;             // guarded by mu_
   std::vector<std::thread> workers_;  // guarded by mu_
   size_t idle_workers_ = 0;           // guarded by mu_
+  struct IdleConn {
+    std::string key;
+    os::Fd fd;
+    int64_t since_ms = 0;  // steady clock
+  };
+  std::mutex pool_mu_;
+  std::deque<IdleConn> idle_;  // guarded by pool_mu_; oldest first
 };
 
 // ---- the pure parts (unit-tested) ----
@@ -128,8 +147,12 @@ std::string StripCookies(std::string_view cookie, const std::vector<std::string>
 
 // The request line and headers sent upstream (ending in an empty line),
 // with the rules above; `upgrade` keeps the websocket handshake's headers.
+// `keep_alive`: the connection may serve another request after this one.
 std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool upgrade,
-                                const std::vector<std::string>& strip_cookie_prefixes);
+                                const std::vector<std::string>& strip_cookie_prefixes,
+                                bool keep_alive = false);
+// Which listener an upstream names, as the key of its kept-alive connections.
+std::string UpstreamKey(const Upstream& up);
 
 // The upstream's response headers as passed to the client: without
 // hop-by-hop headers (but Upgrade/Connection of a 101), Content-Length,

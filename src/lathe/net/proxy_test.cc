@@ -11,6 +11,7 @@
 
 #include <csignal>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -247,6 +248,131 @@ HttpResponse ErrorPage(const Status& s) {
 void Wait(Captured& c) {
   std::unique_lock<std::mutex> l(c.mu);
   ASSERT_TRUE(c.cv.wait_for(l, std::chrono::seconds(20), [&] { return c.done; }));
+}
+
+// Answers every request on a connection with "ok" and keeps the connection
+// open (HTTP/1.1 keep-alive) — or, with `close_after_answer`, closes it
+// after each answer, as a server closing an idle keep-alive connection
+// does. Counts the connections it accepted.
+class KeepAliveUpstream {
+ public:
+  explicit KeepAliveUpstream(bool close_after_answer) : close_(close_after_answer) {
+    dir_ = ::testing::TempDir() + "/proxy_ka_" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir_);
+    path_ = dir_ + "/up.sock";
+    ::unlink(path_.c_str());
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path_.c_str());
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::listen(listen_fd_, 8), 0);
+    thread_ = std::thread([this] {
+      for (;;) {
+        int c = ::accept(listen_fd_, nullptr, nullptr);
+        if (c < 0) return;
+        ++connections;
+        conns_.emplace_back([this, c] { ServeConn(c); });
+      }
+    });
+  }
+  ~KeepAliveUpstream() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    ::close(listen_fd_);
+    thread_.join();
+    for (auto& t : conns_) t.join();
+    ::unlink(path_.c_str());
+  }
+  Upstream Target() const {
+    Upstream u;
+    u.kind = Upstream::Kind::kUnix;
+    u.socket = path_;
+    u.owner_uid = ::geteuid();
+    return u;
+  }
+  std::atomic<int> connections{0};
+  std::atomic<int> requests{0};
+
+ private:
+  void ServeConn(int c) {
+    std::string got;
+    char buf[4096];
+    for (;;) {
+      size_t end = got.find("\r\n\r\n");
+      if (end == std::string::npos) {
+        ssize_t n = ::read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      size_t body = 0;
+      if (auto cl = got.find("Content-Length: "); cl != std::string::npos && cl < end) {
+        body = std::stoul(got.substr(cl + 16));
+      }
+      if (got.size() < end + 4 + body) {
+        ssize_t n = ::read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      got.erase(0, end + 4 + body);
+      ++requests;
+      const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      if (close_) break;
+    }
+    ::close(c);
+  }
+  bool close_;
+  std::string dir_, path_;
+  int listen_fd_ = -1;
+  std::thread thread_;
+  std::vector<std::thread> conns_;
+};
+
+HttpResponse ErrorPage(const Status& s);
+void Wait(Captured& c);
+
+int Get(ReverseProxy& proxy, const Upstream& u, const std::string& method = "GET") {
+  Captured c;
+  HttpRequest r = Request(method, "/k", {});
+  if (method == "POST") r.body = "{}";
+  proxy.Forward(std::move(r), u, std::make_unique<CapturingResponder>(c));
+  Wait(c);
+  return c.body == "ok" ? c.status : -c.status;
+}
+
+TEST(ReverseProxy, ConsecutiveRequestsReuseOneUpstreamConnection) {
+  KeepAliveUpstream up(/*close_after_answer=*/false);
+  ReverseProxy proxy({}, ErrorPage);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Get(proxy, up.Target()), 200) << i;
+  EXPECT_EQ(up.requests.load(), 5);
+  EXPECT_EQ(up.connections.load(), 1);
+  // A request that may not be repeated never rides a kept connection.
+  EXPECT_EQ(Get(proxy, up.Target(), "POST"), 200);
+  EXPECT_EQ(up.connections.load(), 2);
+  // Another listener (here: another owner to check) gets a connection of its own.
+  Upstream root = up.Target();
+  root.any_owner = true;
+  EXPECT_EQ(Get(proxy, root), 200);
+  EXPECT_EQ(up.connections.load(), 3);
+}
+
+TEST(ReverseProxy, AKeptConnectionTheUpstreamClosedIsRetriedOnANewOne) {
+  KeepAliveUpstream up(/*close_after_answer=*/true);
+  ReverseProxy proxy({}, ErrorPage);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Get(proxy, up.Target()), 200) << i;
+  EXPECT_EQ(up.requests.load(), 4);  // each answered once, none failed
+  EXPECT_EQ(up.connections.load(), 4);
+}
+
+TEST(ReverseProxy, WithoutKeepAliveEveryRequestHasItsConnection) {
+  KeepAliveUpstream up(/*close_after_answer=*/false);
+  ProxyOptions o;
+  o.max_idle_upstreams = 0;
+  ReverseProxy proxy(o, ErrorPage);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Get(proxy, up.Target()), 200) << i;
+  EXPECT_EQ(up.connections.load(), 3);
 }
 
 TEST(ReverseProxy, ForwardsARequestAndItsAnswer) {
