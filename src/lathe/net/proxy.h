@@ -21,7 +21,13 @@
 //     on the run's own origin) and cookies with a stripped prefix are dropped;
 //   - every wait is bounded (connect, the response header, each body read,
 //     tunnel idle time), as are the response header's size and the number of
-//     requests in flight.
+//     requests in flight;
+//   - an upstream connection is kept alive for the next request to the same
+//     listener (UpstreamKey: the socket or port, the namespace and the owner
+//     checked): its owner was checked when it was made, and a connected
+//     socket's peer never changes. Only GET, HEAD and OPTIONS ride a kept
+//     connection; one the upstream closed meanwhile is retried once on a new
+//     connection.
 //
 // Threads: Forward returns at once; the request is served by one of the
 // proxy's own workers (never a server I/O thread): up to max_workers, started
