@@ -106,7 +106,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 9)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 10)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})
