@@ -188,6 +188,31 @@ class Models(DaemonTest):
                              "--handler", "handler.py")
         self.assertEqual(v3["version"], 3)
 
+    def test_keep_checkpoints_skips_a_pinned_snapshot(self):
+        ckpt = os.path.join(self.work, "ckpt")
+        go = os.path.join(self.work, "go")
+        body = 'printf "%d\\n%0200d\\n" {0} 0 > "$LATHE_CHECKPOINT_DIR/ckpt_{0}.pt"'
+        script = "; ".join([body.format(100), f"while [ ! -e {go} ]; do sleep 0.05; done",
+                            body.format(200), "sleep 1.5", body.format(300), "sleep 1.5"])
+        run = self.d.submit("--checkpoint-dir", ckpt, "--keep-checkpoints", "1", "--",
+                            "sh", "-c", script)
+
+        def captured(name):
+            return any(name in e.get("message", "") for e in self.d.inspect(run)["events"]
+                       if e["type"] == "checkpoint")
+        self.d.wait_for(lambda: captured("ckpt_100.pt"), "the first checkpoint's snapshot")
+        v = self.model_json("create", "early", "--from", run)
+        self.assertEqual((v["file"], v["backend"], v["lineage"]["step"]),
+                         ("ckpt_100.pt", "torchscript", 100))
+        open(go, "w").close()
+        self.d.wait_state(run, "succeeded")
+        self.d.wait_for(lambda: captured("ckpt_300.pt"), "the last checkpoint's snapshot")
+        snaps = [s["id"] for s in json.loads(self.d.cli("snap", "ls", run, "--json").stdout)
+                 if "id" in s]
+        # The run keeps its newest, plus the one the model version pins.
+        self.assertIn(v["snapshot"], snaps)
+        self.assertEqual(len(snaps), 2, snaps)
+
     def test_bad_input_names_the_field(self):
         src = os.path.join(self.work, "src")
         os.makedirs(src)
