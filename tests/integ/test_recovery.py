@@ -11,7 +11,7 @@ from harness import Daemon, DaemonTest
 # The database back to schema v2, as the Lathe before execution backends
 # wrote it: the local handle's fields in their own columns, and no API tokens
 # (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7),
-# deployment keys (v8) or workspaces (v9).
+# deployment keys (v8), workspaces (v9) or the model registry (v10).
 DOWNGRADE_TO_V2 = """
 DROP TABLE api_tokens;
 DROP TABLE IF EXISTS secrets;
@@ -19,6 +19,9 @@ DROP TABLE IF EXISTS gpu_attempts;
 DROP TABLE IF EXISTS browser_sessions;
 DROP TABLE IF EXISTS session_keys;
 DROP TABLE IF EXISTS deploy_keys;
+DROP TABLE IF EXISTS model_aliases;
+DROP TABLE IF EXISTS model_versions;
+DROP TABLE IF EXISTS models;
 ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
