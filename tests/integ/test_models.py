@@ -219,6 +219,7 @@ class Models(DaemonTest):
         for name in ("a.pt", "b.pt"):
             with open(os.path.join(src, name), "w") as f:
                 f.write("x")
+        before = self.snapshot_ids()
         r = self.model("create", "m", "--from-dir", src, check=False)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--file", r.stderr)
@@ -233,6 +234,8 @@ class Models(DaemonTest):
                        check=False)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("torchscript, process", r.stderr)
+        # The snapshots taken for the refused versions went with them.
+        self.assertEqual(self.snapshot_ids(), before)
         v = self.model_json("create", "m", "--from-dir", src, "--file", "b.pt")
         self.assertEqual((v["version"], v["backend"], v["file"]), (1, "torchscript", "b.pt"))
         self.assertEqual(v["lineage"]["source_dir"], src)

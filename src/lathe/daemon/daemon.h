@@ -309,6 +309,11 @@ class Daemon {
   Status CheckRestorePlace(const Caller& caller, const std::string& to);
   Result<Json> RestoreInto(const Caller& caller, const snap::SnapshotId& id, const std::string& to,
                            bool force, snap::ProgressFn progress);
+  // models.cc: the snapshot a new version takes (made first for from_dir),
+  // then its record and pin.
+  Result<ModelSource> ModelSourceOf(const Caller& caller, const ModelVersionRequest& req);
+  Result<Json> RegisterModelVersion(const Caller& caller, const ModelVersionRequest& req,
+                                    ModelSource& src);
   // models.cc, models_mu_ held.
   Result<state::ModelStore*> ModelsDb();
   Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> ResolveModel(

@@ -301,22 +301,13 @@ Json AliasMap(const std::vector<state::ModelAlias>& aliases) {
   return j;
 }
 
-// Where a new version's bytes come from: a snapshot of the store, with what
-// is known of how it was made.
-struct Source {
-  snap::SnapshotId id;
-  snap::Manifest manifest;
-  std::string checkpoint;  // the source's checkpoint file ("" when none)
-  Json lineage = Json::object();
-};
-
-void NoteCheckpoint(Source& s, const snap::Checkpoint& c) {
+void NoteCheckpoint(ModelSource& s, const snap::Checkpoint& c) {
   s.checkpoint = c.is_dir ? "" : c.path;
   s.lineage["checkpoint_file"] = c.path;
   if (c.step) s.lineage["step"] = *c.step;
 }
 
-void NoteTags(Source& s) {
+void NoteTags(ModelSource& s) {
   const auto& tags = s.manifest.tags;
   if (auto run = tags.find("run"); run != tags.end()) s.lineage["run"] = run->second;
   if (auto a = tags.find("attempt"); a != tags.end()) {
@@ -350,8 +341,19 @@ Result<Json> Daemon::CreateModelVersion(const Caller& caller, const ModelVersion
     ASSIGN_OR_RETURN(auto m, db->GetModel(req.name));
     if (m && !Owns(caller, *m)) return ModelForbidden(*m);
   }
+  ASSIGN_OR_RETURN(ModelSource src, ModelSourceOf(caller, req));
+  auto registered = RegisterModelVersion(caller, req, src);
+  if (!registered.ok() && !req.from_dir.empty()) {
+    // The snapshot made for this version alone goes with it.
+    ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+    (void)store->Forget(src.id);
+  }
+  return registered;
+}
+
+Result<ModelSource> Daemon::ModelSourceOf(const Caller& caller, const ModelVersionRequest& req) {
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
-  Source src;
+  ModelSource src;
   if (!req.from_run.empty()) {
     ASSIGN_OR_RETURN(RunSource rs, ParseRunSource(req.from_run));
     ASSIGN_OR_RETURN(state::RunRecord r, Access(caller, rs.run, AccessAction::kRead));
@@ -414,6 +416,12 @@ Result<Json> Daemon::CreateModelVersion(const Caller& caller, const ModelVersion
     src.lineage["source_dir"] = req.from_dir;
   }
   src.lineage["snapshot"] = src.id;
+  return src;
+}
+
+Result<Json> Daemon::RegisterModelVersion(const Caller& caller, const ModelVersionRequest& req,
+                                          ModelSource& src) {
+  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
   ASSIGN_OR_RETURN(ServedFiles served, ChooseServedFiles(src.manifest, req.file, req.handler,
                                                          req.backend, src.checkpoint));
   state::ModelVersionRecord v;

@@ -37,6 +37,15 @@ struct ModelVersionRequest {
   bool is_public = false;  // makes the model public (it stays so)
 };
 
+// Where a new version's bytes come from: a snapshot of the store, with what
+// is known of how it was made.
+struct ModelSource {
+  std::string id;  // the snapshot
+  snap::Manifest manifest;
+  std::string checkpoint;  // the source's checkpoint file ("" when none)
+  Json lineage = Json::object();
+};
+
 struct ModelRef {
   std::string name;
   std::optional<int64_t> version;  // NAME/N
