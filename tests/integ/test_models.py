@@ -16,11 +16,35 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 import unittest
 
-from harness import DaemonTest, second_user
+from harness import PY, DaemonTest, second_user
 from test_serve import Server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "..", "examples")
+HAVE_TORCH = subprocess.run([PY, "-c", "import torch, sklearn"],
+                            capture_output=True).returncode == 0
+
+# What the checkpoint predicts, computed by PyTorch directly.
+PREDICT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from sklearn.datasets import load_digits
+from train_digits import Net
+state = torch.load(sys.argv[2], map_location="cpu")
+net = Net()
+net.load_state_dict(state["model"])
+net.eval()
+images = load_digits().images[:8]
+x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
+with torch.no_grad():
+    p = torch.softmax(net(x), dim=1)
+print(json.dumps({"images": images.tolist(), "digits": p.argmax(1).tolist(), "p": p.tolist()}))
+"""
 
 USER = "lathe-it-models"
 
@@ -212,6 +236,37 @@ class Models(DaemonTest):
         # The run keeps its newest, plus the one the model version pins.
         self.assertIn(v["snapshot"], snaps)
         self.assertEqual(len(snaps), 2, snaps)
+
+    @unittest.skipUnless(HAVE_TORCH, "needs /usr/bin/python3 with torch and sklearn")
+    def test_train_digits_to_a_served_version(self):
+        """The bundled example's whole path: train, register the raw checkpoint
+        with its process handler, export, serve; the answers are PyTorch's."""
+        ckpt = os.path.join(self.work, "ckpt")
+        run = self.d.submit("--checkpoint-dir", ckpt, "--", PY,
+                            os.path.join(EXAMPLES, "train_digits.py"), "--steps", "40",
+                            "--ckpt-every", "20",
+                            "--handler", os.path.join(EXAMPLES, "digits_inference.py"))
+        self.d.wait_state(run, "succeeded", timeout=240)
+        v = self.model_json("create", "digits", "--from", run, "--handler", "digits_inference.py")
+        self.assertEqual((v["backend"], v["file"], v["lineage"]["step"]),
+                         ("process", "ckpt_000040.pt", 40))
+        repo = os.path.join(self.work, "repo")
+        self.model("export", "digits/1", "--to", repo)
+        want = json.loads(subprocess.run(
+            [PY, "-c", PREDICT, EXAMPLES, os.path.join(repo, "digits", "1", "ckpt_000040.pt")],
+            check=True, capture_output=True, text=True, timeout=120).stdout)
+        s = Server("--repository", repo)
+        try:
+            s.start()
+            s.wait_for(lambda: s.request("GET", "/v2/models/digits/ready")[0] == 200,
+                       "the digits model to be ready", timeout=120)
+            for image, digit, p in zip(want["images"], want["digits"], want["p"]):
+                got = s.json("POST", "/predict?model=digits", {"image": image})
+                self.assertEqual(got["digit"], digit)
+                for a, b in zip(got["probabilities"], p):
+                    self.assertAlmostEqual(a, b, places=5)
+        finally:
+            s.stop()
 
     def test_bad_input_names_the_field(self):
         src = os.path.join(self.work, "src")

@@ -227,6 +227,10 @@ std::string ExportConfigYaml(const state::ModelVersionRecord& v) {
       "backend: {}\n"
       "default_model_filename: {}\n",
       v.model, v.version, v.snapshot.substr(0, 12), v.backend, Json(loaded).dump());
+  // A handler learns which file is the version's from its environment.
+  if (v.backend == "process" && !v.file.empty()) {
+    y += "parameters: {env: {LATHE_MODEL_FILE: " + Json(v.file).dump() + "}}\n";
+  }
   if (v.inputs.is_array()) y += "inputs: " + v.inputs.dump() + "\n";
   if (v.outputs.is_array()) y += "outputs: " + v.outputs.dump() + "\n";
   return y;

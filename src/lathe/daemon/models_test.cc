@@ -120,8 +120,12 @@ TEST(ExportConfigTest, NamesTheBackendAndTheFileServeLoads) {
   std::string y = ExportConfigYaml(v);
   EXPECT_NE(y.find("backend: process\n"), std::string::npos) << y;
   EXPECT_NE(y.find("default_model_filename: \"inference.py\"\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("parameters: {env: {LATHE_MODEL_FILE: \"ckpt_9.pt\"}}\n"), std::string::npos)
+      << y;
   v.backend = "torchscript";
-  EXPECT_NE(ExportConfigYaml(v).find("default_model_filename: \"ckpt_9.pt\""), std::string::npos);
+  y = ExportConfigYaml(v);
+  EXPECT_NE(y.find("default_model_filename: \"ckpt_9.pt\""), std::string::npos) << y;
+  EXPECT_EQ(y.find("parameters"), std::string::npos) << y;
 }
 
 // The daemon's rules, on a daemon that is not started (no runs needed).
