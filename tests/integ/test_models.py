@@ -145,14 +145,21 @@ class Models(DaemonTest):
 
         # The pin: prune keeps it, a delete is refused naming the version, the
         # run's removal with its snapshots leaves it, gc keeps its chunks.
-        self.d.cli("snap", "prune", "--keep-last", "1")
+        # An older snapshot of the run, which only its pin keeps from prune.
+        older = [s["id"] for s in json.loads(self.d.cli("snap", "ls", run, "--json").stdout)
+                 if s.get("id") and s["id"] != snap][-1]
+        self.model("create", "early", "--from-snapshot", older[:12], "--handler", "handler.py")
+        out = self.d.cli("snap", "prune", "--keep-last", "1").stdout
+        self.assertIn(f"kept {older[:12]}: pinned by model early/1", out)
         self.assertIn(snap, self.snapshot_ids())
+        self.assertIn(older, self.snapshot_ids())
         status, body = self.api("DELETE", "/api/v1/snapshots/" + snap)
         self.assertEqual(status, 409, body)
         self.assertEqual(body["error"]["id"], "snap.pinned")
         self.assertIn("model digits/1", body["error"]["message"])
         self.d.cli("rm", run, "--snapshots")
         self.assertIn(snap, self.snapshot_ids())
+        self.assertIn(older, self.snapshot_ids())
         self.d.cli("snap", "gc")
         shown = self.model_json("show", "digits/1")
         self.assertEqual(shown["lineage"]["step"], 200)

@@ -348,9 +348,15 @@ TEST_F(StoreTest, PinnedSnapshotSurvivesPruneForgetAndGc) {
   EXPECT_EQ(refused.code(), Code::kFailedPrecondition) << refused.ToString();
   EXPECT_EQ(refused.msg_id(), "snap.pinned");
   EXPECT_NE(refused.ToString().find("model digits/1"), std::string::npos) << refused.ToString();
-  // Gc keeps its chunks: it still restores whole.
+  // Gc keeps its chunks: it still restores whole, and fsck finds nothing amiss.
   ASSERT_TRUE(store_->Gc().ok());
   ASSERT_TRUE(store_->Restore(ids[0], tmp_ / "out", {}).ok());
+  auto report = store_->Fsck();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok());
+  // Pins are files, not index rows: a rebuilt index keeps them.
+  ASSERT_TRUE(store_->RebuildIndex().ok());
+  EXPECT_EQ(store_->Forget(ids[0]).msg_id(), "snap.pinned");
   // Once every holder let go, it goes like any other.
   ASSERT_TRUE(store_->Unpin(ids[0], "model digits/1").ok());
   EXPECT_EQ(store_->Forget(ids[0]).msg_id(), "snap.pinned");
