@@ -2,14 +2,13 @@
 //
 // A version references a snapshot of the daemon's store — no copy of the
 // bytes — and pins it there (snap/pins.h) for as long as it exists, so no
-// removal (snap rm, prune, keep_checkpoints, run removal, retention) takes
-// it away and gc keeps its chunks. Access follows the snapshots' rule: the
+// removal (DELETE /snapshots, prune, keep_checkpoints, run removal,
+// retention) takes it away and gc keeps its chunks. Access follows the snapshots' rule: the
 // owner and admins do anything; other users may read a public model (list,
 // show, export) and nothing else.
 #include "lathe/daemon/models.h"
 
 #include <fnmatch.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
@@ -74,7 +73,7 @@ bool MatchesName(const std::string& pattern, const std::string& path) {
 std::string FirstFew(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > 5) s += fmt::format(", … ({} in all)", v.size());
+  if (v.size() > 5) s += fmt::format(", … (+{})", v.size() - 5);
   return s.empty() ? "-" : s;
 }
 
