@@ -18,6 +18,7 @@ Needs only Debian packages: python3-torch, python3-sklearn. No downloads.
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -37,6 +38,8 @@ def parse_args():
     p.add_argument("--step-sleep", type=float, default=0.0,
                    help="seconds to sleep per step (to make a short run last)")
     p.add_argument("--out", help="write the final step, loss and accuracy here (JSON)")
+    p.add_argument("--handler", help="copy this serving handler (examples/digits_inference.py) "
+                   "into the checkpoint directory, so that every snapshot holds it")
     return p.parse_args()
 
 
@@ -100,6 +103,10 @@ def main():
     start_step = step
 
     os.makedirs(a.ckpt_dir, exist_ok=True)
+    if a.handler:
+        target = os.path.join(a.ckpt_dir, os.path.basename(a.handler))
+        shutil.copyfile(a.handler, target + ".tmp")
+        os.replace(target + ".tmp", target)
     loss = torch.tensor(float("nan"))
     while step < a.steps:
         idx = torch.randint(0, len(ytr), (a.batch,), generator=batches)

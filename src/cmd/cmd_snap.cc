@@ -408,6 +408,14 @@ Status RunPrune(const SnapFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto r, std::move(pruned));
   for (const auto& id : r.removed)
     std::printf("%s %s\n", f.dry_run ? "would remove" : "removed", Short(id).c_str());
+  for (const auto& id : r.pinned) {
+    auto holders = store->Pins(id);
+    std::string names;
+    for (const auto& h : holders.ok() ? *holders : std::vector<std::string>())
+      names += (names.empty() ? "" : ", ") + h;
+    std::printf("%s\n",
+                Tr("snap.prune_pinned", lang, {{"id", Short(id)}, {"holders", names}}).c_str());
+  }
   std::printf("%s\n", Tr(f.dry_run ? "snap.prune_dry" : "snap.pruned", lang,
                          {{"removed", std::to_string(r.removed.size())},
                           {"kept", std::to_string(r.kept.size())}})

@@ -17,6 +17,7 @@ void SetupSecret(CLI::App& app, Globals& g, Status& status);    // cmd_secret.cc
 void SetupOpen(CLI::App& app, Globals& g, Status& status);      // cmd_open.cc
 void SetupUi(CLI::App& app, Globals& g, Status& status);        // cmd_ui.cc
 void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.cc
+void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -33,6 +34,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupOpen(app, g, status);
   SetupUi(app, g, status);
   SetupNotebook(app, g, status);
+  SetupModel(app, g, status);
 }
 
 }  // namespace lathe::cmd

@@ -24,7 +24,7 @@ OPEN, CLOSE = "⟦", "⟧"
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
     "gpus", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
-    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "true", "false", "null",
+    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
                   r"Ki|Mi|Gi|Ti|C|W|MHz|x[0-9]+[A-Za-z]*|%)?$")
@@ -180,6 +180,21 @@ class PseudoLocaleTest(unittest.TestCase):
         self.assertAllTranslated("rm --finished alone",
                                  self.pseudo("rm", "--finished", expect_rc=(2,)))
 
+    def test_models(self):
+        out = self.pseudo("model", "create", "i18n-model", "--from-dir", self.ckpt,
+                          "--file", "ckpt_100.pt", "--note", "n")
+        data = {"i18n-model", "i18n-model/1", "torchscript", "ckpt_100.pt", "root", "n",
+                self.ckpt}
+        self.assertAllTranslated("model create", out, extra_data=data)
+        self.d.cli("model", "alias", "i18n-model", "prod", "1")
+        for args in (("model", "ls"), ("model", "show", "i18n-model"),
+                     ("model", "show", "i18n-model@prod")):
+            self.assertAllTranslated(" ".join(args), self.pseudo(*args),
+                                     extra_data=data | {"prod", "prod=1"})
+        self.assertAllTranslated("model rm refused",
+                                 self.pseudo("model", "rm", "i18n-model/1", expect_rc=(1,)),
+                                 extra_data=data | {"i18n-model@prod"})
+
     def test_help_and_usage_errors(self):
         for args in (("--help",), ("run", "--help"), ("snap", "ls", "--help"),
                      ("logs", "--help"), ("doctor", "--help"),
@@ -187,7 +202,9 @@ class PseudoLocaleTest(unittest.TestCase):
                      ("secret", "set", "--help"), ("secret", "--help"), ("ui", "--help"), ("open", "--help"),
                      ("token", "ls", "--help"), ("token", "rm", "--help"),
                      ("notebook", "--help"), ("notebook", "start", "--help"),
-                     ("notebook", "ls", "--help"), ("notebook", "restart", "--help")):
+                     ("notebook", "ls", "--help"), ("notebook", "restart", "--help"),
+                     ("model", "--help"), ("model", "create", "--help"), ("model", "show", "--help"),
+                     ("model", "alias", "--help"), ("model", "export", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

@@ -11,7 +11,7 @@ from harness import Daemon, DaemonTest
 # The database back to schema v2, as the Lathe before execution backends
 # wrote it: the local handle's fields in their own columns, and no API tokens
 # (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7),
-# deployment keys (v8) or workspaces (v9).
+# deployment keys (v8), workspaces (v9) or the model registry (v10).
 DOWNGRADE_TO_V2 = """
 DROP TABLE api_tokens;
 DROP TABLE IF EXISTS secrets;
@@ -19,6 +19,9 @@ DROP TABLE IF EXISTS gpu_attempts;
 DROP TABLE IF EXISTS browser_sessions;
 DROP TABLE IF EXISTS session_keys;
 DROP TABLE IF EXISTS deploy_keys;
+DROP TABLE IF EXISTS model_aliases;
+DROP TABLE IF EXISTS model_versions;
+DROP TABLE IF EXISTS models;
 ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
@@ -106,7 +109,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 9)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 10)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

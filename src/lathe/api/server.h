@@ -128,6 +128,15 @@ class ApiServer {
   void PostSecret(ApiCall& call);
   void ListSecrets(ApiCall& call);
   void DeleteSecret(ApiCall& call);
+  // routes_models.cc
+  void PostModel(ApiCall& call);
+  void ListModels(ApiCall& call);
+  void GetModel(ApiCall& call);
+  void GetModelVersion(ApiCall& call);
+  void DeleteModelVersion(ApiCall& call);
+  void PutModelAlias(ApiCall& call);
+  void DeleteModelAlias(ApiCall& call);
+  void PostModelExport(ApiCall& call);
   // run_proxy.cc
   void PostOpen(ApiCall& call);
 

@@ -34,6 +34,7 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
+#include "lathe/daemon/models.h"
 #include "lathe/daemon/notebook_watch.h"
 #include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
@@ -48,6 +49,7 @@
 #include "lathe/os/file_lock.h"
 #include "lathe/run/ports.h"
 #include "lathe/snap/store.h"
+#include "lathe/state/model_store.h"
 #include "lathe/state/run_store.h"
 
 namespace lathe::daemon {
@@ -160,7 +162,8 @@ class Daemon {
   Result<Json> RestoreSnapshot(const Caller& caller, const std::string& ref, const std::string& to,
                                bool force, snap::ProgressFn progress = {});
   // Removes a snapshot (`ref` as for GetSnapshot) the caller may see; its
-  // chunks are freed by `lathe snap gc`. {id}.
+  // chunks are freed by `lathe snap gc`. {id}. FailedPrecondition
+  // (snap.pinned, naming the model versions) while a model version uses it.
   Result<Json> DeleteSnapshot(const Caller& caller, const std::string& ref);
   // Removes a finished run (run_removal.cc): its record, events and run
   // directory, and with `snapshots` its snapshots too, taken after its last
@@ -177,6 +180,24 @@ class Daemon {
   // Applies options.retention now, at most kRetentionBatch runs, and logs
   // what it removed; the supervisor loop calls it every kRetentionEveryMs.
   Result<Json> ApplyRetention();
+
+  // The model registry (models.cc, docs/deployments.md). A caller creates,
+  // aliases and removes versions of their own models (admins: of any);
+  // every user may read (list, show, export) a public one. Versions pin
+  // their snapshot in the store. Refs: models.h.
+  Result<Json> CreateModelVersion(const Caller& caller, const ModelVersionRequest& req);
+  Result<Json> ListModels(const Caller& caller);                        // {models: [...]}
+  Result<Json> GetModel(const Caller& caller, const std::string& ref);  // NAME, NAME/N, NAME@A
+  Result<Json> SetModelAlias(const Caller& caller, const std::string& model,
+                             const std::string& alias, int64_t version);
+  Result<Json> DeleteModelAlias(const Caller& caller, const std::string& model,
+                                const std::string& alias);
+  // FailedPrecondition (model.version_aliased) while an alias points at it.
+  Result<Json> DeleteModelVersion(const Caller& caller, const std::string& model, int64_t version);
+  // Writes `to`/<model>/<N>/ (the snapshot) and `to`/<model>/config.yaml, a
+  // `lathe serve --repository` layout; `to` as for RestoreSnapshot.
+  Result<Json> ExportModelVersion(const Caller& caller, const std::string& ref,
+                                  const std::string& to, bool force);
 
   Json StatusJson();
   Json GpusJson();
@@ -283,6 +304,21 @@ class Daemon {
   // null, in a fresh list. The number of snapshots removed (run_removal.cc).
   Result<size_t> RemoveFinished(const std::string& id, const std::string& ref, bool snapshots,
                                 const std::vector<snap::SnapshotInfo>* snaps);
+  // snapshots.cc: `to` is absolute, not the daemon's, and (for a caller who
+  // is not an admin) lies in a directory the caller owns; then the restore,
+  // written with the caller's identity.
+  Status CheckRestorePlace(const Caller& caller, const std::string& to);
+  Result<Json> RestoreInto(const Caller& caller, const snap::SnapshotId& id, const std::string& to,
+                           bool force, snap::ProgressFn progress);
+  // models.cc: the snapshot a new version takes (made first for from_dir),
+  // then its record and pin.
+  Result<ModelSource> ModelSourceOf(const Caller& caller, const ModelVersionRequest& req);
+  Result<Json> RegisterModelVersion(const Caller& caller, const ModelVersionRequest& req,
+                                    ModelSource& src);
+  // models.cc, models_mu_ held.
+  Result<state::ModelStore*> ModelsDb();
+  Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> ResolveModel(
+      const Caller& caller, const std::string& ref);
   // The loop's retention pass when one is due; releases `lock` (mu_) while
   // it removes (retention.cc).
   void MaybeApplyRetention(std::unique_lock<std::mutex>& lock);
@@ -334,6 +370,9 @@ class Daemon {
   int64_t gpu_attempts_at_ms_ = 0;          // monotonic
   int64_t keys_purged_at_ms_ = 0;           // monotonic
   std::optional<int64_t> retention_at_ms_;  // last pass, monotonic; supervisor only
+
+  std::mutex models_mu_;                       // the registry's, taken without mu_
+  std::unique_ptr<state::ModelStore> models_;  // guarded by models_mu_; opened on first use
   std::thread loop_;
 };
 

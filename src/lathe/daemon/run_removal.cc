@@ -17,20 +17,19 @@
 namespace lathe::daemon {
 namespace {
 
-// Whether a model version refers to this snapshot, which must then stay
-// however its run goes. Lathe has no model versions yet: none is pinned.
-// The model registry answers here when it arrives.
-bool PinnedByModelVersion(const snap::SnapshotInfo& /*snapshot*/) { return false; }
-
 // The run's snapshots in `snaps` (the store's list): those tagged run=<id>,
-// but those a model version pins.
+// but those a model version pins (snap/pins.h), which stay however their run
+// goes.
 Result<size_t> ForgetSnapshotsOf(snap::Store& store, const std::vector<snap::SnapshotInfo>& snaps,
                                  const std::string& run_id) {
   size_t n = 0;
   for (const auto& s : snaps) {
     auto run = s.tags.find("run");
-    if (run == s.tags.end() || run->second != run_id || PinnedByModelVersion(s)) continue;
+    if (run == s.tags.end() || run->second != run_id) continue;
+    ASSIGN_OR_RETURN(auto pins, store.Pins(s.id));
+    if (!pins.empty()) continue;
     Status gone = store.Forget(s.id);
+    if (gone.msg_id() == "snap.pinned") continue;       // pinned meanwhile
     if (!gone.ok() && !gone.IsNotFound()) return gone;  // NotFound: removed meanwhile
     ++n;
   }

@@ -115,27 +115,36 @@ Result<Json> Daemon::RestoreSnapshot(const Caller& caller, const std::string& re
   ASSIGN_OR_RETURN(auto id, ResolveFor(caller, *store, ref));
   ASSIGN_OR_RETURN(auto m, store->Load(id));
   if (!Visible(caller, m.tags)) return Forbidden(ref, m.tags);
+  return RestoreInto(caller, id, to, force, std::move(progress));
+}
+
+Status Daemon::CheckRestorePlace(const Caller& caller, const std::string& to) {
+  RETURN_IF_ERROR(CheckRestoreTarget(to));
   // A root daemon looks and writes with the caller's file-system identity:
   // the files are theirs, what they may not write is refused by the kernel,
   // and a path swapped after the checks cannot send the writes elsewhere.
   const os::AccessAs as = ActingAs(caller.uid, caller.uid);
   RETURN_IF_ERROR(reserved_->Check("to", to, PathUse::kRestoreTarget, as));
-  if (!caller.admin) {
-    Status mine = os::WithAccess(as, [&] {
-      std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal().string());
-      struct stat st;
-      if (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid) {
-        return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours",
-                           {{"path", to}, {"dir", anchor}});
-      }
-      return Status::OK();
-    });
-    RETURN_IF_ERROR(mine);
-  }
+  if (caller.admin) return Status::OK();
+  return os::WithAccess(as, [&] {
+    std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal().string());
+    struct stat st;
+    if (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid) {
+      return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours",
+                         {{"path", to}, {"dir", anchor}});
+    }
+    return Status::OK();
+  });
+}
+
+Result<Json> Daemon::RestoreInto(const Caller& caller, const snap::SnapshotId& id,
+                                 const std::string& to, bool force, snap::ProgressFn progress) {
+  RETURN_IF_ERROR(CheckRestorePlace(caller, to));
+  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
   snap::RestoreOptions o;
   o.force = force;
   o.progress = std::move(progress);
-  o.write_as = as;
+  o.write_as = ActingAs(caller.uid, caller.uid);
   ASSIGN_OR_RETURN(auto r, store->Restore(id, to, o));
   return Json{{"id", id}, {"path", to}, {"files", r.files}, {"bytes", r.bytes}};
 }

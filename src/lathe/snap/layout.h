@@ -9,6 +9,8 @@
 //   <store>/snapshots/<id>.json.zst   manifests (zstd-compressed canonical JSON)
 //   <store>/snapshots/<id>.pruned     a manifest prune is removing (manifest_files.h)
 //   <store>/skipped/<ms>-<rand>.json  snapshots skipped for lack of space, with the reason
+//   <store>/pins/<id>/<holder>    what keeps a snapshot from being removed (pins.h)
+//   <store>/pins.lock             flock: pinning, and the removals that check pins
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,9 @@ struct StoreLayout {
   std::string pack_tmp() const { return root + "/packs/tmp"; }
   std::string snapshots() const { return root + "/snapshots"; }
   std::string skipped() const { return root + "/skipped"; }
+  std::string pins() const { return root + "/pins"; }
+  std::string pins_lock() const { return root + "/pins.lock"; }
+  std::string pin_dir(const std::string& id) const { return pins() + "/" + id; }
   std::string pack(const std::string& name) const { return packs() + "/" + name + ".pack"; }
   std::string manifest(const std::string& id) const { return snapshots() + "/" + id + ".json.zst"; }
   std::string pruned(const std::string& id) const { return snapshots() + "/" + id + ".pruned"; }

@@ -5,6 +5,7 @@
 
 #include "lathe/os/files.h"
 #include "lathe/snap/manifest_files.h"
+#include "lathe/snap/pins.h"
 
 namespace lathe::snap {
 namespace {
@@ -56,8 +57,23 @@ Result<PruneResult> PruneSnapshots(const StoreContext& ctx, const PrunePolicy& p
     });
   }
   std::set<SnapshotId> keep = SelectKept(snaps, p);
+  // Held from the pins' check to the marks (pins.h): a pin made meanwhile
+  // waits, then finds the manifest gone.
+  ASSIGN_OR_RETURN(auto pins_lock, LockPins(ctx.layout));
   PruneResult r;
-  for (const auto& s : snaps) (keep.count(s.id) ? r.kept : r.removed).push_back(s.id);
+  for (const auto& s : snaps) {
+    if (keep.count(s.id)) {
+      r.kept.push_back(s.id);
+      continue;
+    }
+    ASSIGN_OR_RETURN(auto holders, ReadPins(ctx.layout, s.id));
+    if (!holders.empty()) {
+      r.kept.push_back(s.id);
+      r.pinned.push_back(s.id);
+    } else {
+      r.removed.push_back(s.id);
+    }
+  }
   if (p.dry_run || r.removed.empty()) return r;
   // The three steps of manifest_files.h, each for the whole batch.
   for (const auto& id : r.removed) RETURN_IF_ERROR(MarkPruned(ctx.layout, id));
@@ -71,8 +87,13 @@ Status ForgetSnapshot(const StoreContext& ctx, const SnapshotId& id) {
   if (!os::Exists(ctx.layout.manifest(id))) {
     return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", id}});
   }
-  RETURN_IF_ERROR(MarkPruned(ctx.layout, id));
-  RETURN_IF_ERROR(os::FsyncDir(ctx.layout.snapshots()));
+  {
+    ASSIGN_OR_RETURN(auto pins_lock, LockPins(ctx.layout));
+    ASSIGN_OR_RETURN(auto holders, ReadPins(ctx.layout, id));
+    if (!holders.empty()) return PinnedError(id, holders);
+    RETURN_IF_ERROR(MarkPruned(ctx.layout, id));
+    RETURN_IF_ERROR(os::FsyncDir(ctx.layout.snapshots()));
+  }
   RETURN_IF_ERROR(ctx.index.RemoveSnapshot(id));
   return UnlinkPruned(ctx.layout, id);
 }

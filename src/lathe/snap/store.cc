@@ -20,6 +20,7 @@
 #include "lathe/snap/index.h"
 #include "lathe/snap/manifest_files.h"
 #include "lathe/snap/parallel.h"
+#include "lathe/snap/pins.h"
 #include "lathe/snap/prune.h"
 #include "lathe/snap/restorer.h"
 #include "lathe/snap/snapshotter.h"
@@ -356,6 +357,31 @@ Status Store::Forget(const SnapshotId& id) {
     ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
     return ForgetSnapshot(Ctx(), id);
   });
+}
+
+Status Store::Pin(const SnapshotId& id, const std::string& holder) {
+  RETURN_IF_ERROR(CheckPinHolder(holder));
+  return Repairing([&]() -> Status {
+    ASSIGN_OR_RETURN(auto lock, LockAndReconcile(os::FileLock::Mode::kShared));
+    ASSIGN_OR_RETURN(auto pins, LockPins(layout_));
+    // Under the pins lock no removal is between its check and its mark: a
+    // manifest seen here stays until the pin is undone.
+    if (!IsSnapshotId(id) || !os::Exists(layout_.manifest(id))) {
+      return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", id}});
+    }
+    return WritePin(layout_, id, holder);
+  });
+}
+
+Status Store::Unpin(const SnapshotId& id, const std::string& holder) {
+  if (!IsSnapshotId(id)) return Status::Msg(Code::kNotFound, "snap.not_found", {{"snapshot", id}});
+  ASSIGN_OR_RETURN(auto pins, LockPins(layout_));
+  return RemovePin(layout_, id, holder);
+}
+
+Result<std::vector<std::string>> Store::Pins(const SnapshotId& id) {
+  if (!IsSnapshotId(id)) return std::vector<std::string>();
+  return ReadPins(layout_, id);
 }
 
 Result<GcResult> Store::Gc() {

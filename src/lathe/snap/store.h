@@ -136,8 +136,9 @@ struct PrunePolicy {
 };
 
 struct PruneResult {
-  std::vector<SnapshotId> kept;
+  std::vector<SnapshotId> kept;  // the pinned ones too
   std::vector<SnapshotId> removed;
+  std::vector<SnapshotId> pinned;  // kept only because they are pinned (pins.h)
 };
 
 struct GcResult {
@@ -206,11 +207,21 @@ class Store {
                                 const RestoreOptions& opts);
 
   // Removes the manifests the policy does not keep. Never removes the newest
-  // complete snapshot of a source/run. Chunks are freed by Gc.
+  // complete snapshot of a source/run, nor a pinned one. Chunks are freed by Gc.
   Result<PruneResult> Prune(const PrunePolicy& policy);
   // Removes one snapshot, even the newest complete one of its run (the
   // daemon does this when asked to). Its chunks are freed by Gc.
+  // FailedPrecondition (snap.pinned, naming the holders) while it is pinned.
   Status Forget(const SnapshotId& id);
+
+  // Pins `id` for `holder` (e.g. "model digits/3"; see pins.h): it stays
+  // until every holder unpins it. NotFound (snap.not_found) when the
+  // snapshot is not (or no longer) in the store. Pinning twice is OK.
+  Status Pin(const SnapshotId& id, const std::string& holder);
+  // Removes `holder`'s pin; one that is not there is OK.
+  Status Unpin(const SnapshotId& id, const std::string& holder);
+  // The holders of `id`'s pins, sorted (empty: not pinned).
+  Result<std::vector<std::string>> Pins(const SnapshotId& id);
   // Mark and sweep: deletes packs without live chunks, rewrites packs that
   // are mostly dead, removes temporary files of killed snapshots.
   // FailedPrecondition, deleting nothing, while a manifest is damaged

@@ -325,6 +325,49 @@ TEST_F(StoreTest, PruneOfOneRunLeavesOtherRunsAlone) {
   for (const auto& id : r2) EXPECT_TRUE(store_->Resolve(id).ok()) << id;
 }
 
+TEST_F(StoreTest, PinnedSnapshotSurvivesPruneForgetAndGc) {
+  MakeTree();
+  std::vector<SnapshotId> ids;
+  for (int i = 0; i < 3; ++i) {
+    WriteFile(src_ + "/notes.txt", RandomBytes(1 << 20, 400 + i));
+    ids.push_back(Snap(WithTags({{"run", "r1"}})).id);
+  }
+  ASSERT_TRUE(store_->Pin(ids[0], "model digits/1").ok());
+  ASSERT_TRUE(store_->Pin(ids[0], "model digits/1").ok());  // twice is one pin
+  ASSERT_TRUE(store_->Pin(ids[0], "model other/2").ok());
+  auto pins = store_->Pins(ids[0]);
+  ASSERT_TRUE(pins.ok());
+  EXPECT_EQ(*pins, (std::vector<std::string>{"model digits/1", "model other/2"}));
+  // Prune keeps it (and says why), removes the unpinned older one.
+  auto pruned = store_->Prune(KeepLast(1));
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(pruned->removed, (std::vector<SnapshotId>{ids[1]}));
+  EXPECT_EQ(pruned->pinned, (std::vector<SnapshotId>{ids[0]}));
+  // Forget refuses, naming the holders.
+  Status refused = store_->Forget(ids[0]);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition) << refused.ToString();
+  EXPECT_EQ(refused.msg_id(), "snap.pinned");
+  EXPECT_NE(refused.ToString().find("model digits/1"), std::string::npos) << refused.ToString();
+  // Gc keeps its chunks: it still restores whole, and fsck finds nothing amiss.
+  ASSERT_TRUE(store_->Gc().ok());
+  ASSERT_TRUE(store_->Restore(ids[0], tmp_ / "out", {}).ok());
+  auto report = store_->Fsck();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok());
+  // Pins are files, not index rows: a rebuilt index keeps them.
+  ASSERT_TRUE(store_->RebuildIndex().ok());
+  EXPECT_EQ(store_->Forget(ids[0]).msg_id(), "snap.pinned");
+  // Once every holder let go, it goes like any other.
+  ASSERT_TRUE(store_->Unpin(ids[0], "model digits/1").ok());
+  EXPECT_EQ(store_->Forget(ids[0]).msg_id(), "snap.pinned");
+  ASSERT_TRUE(store_->Unpin(ids[0], "model other/2").ok());
+  EXPECT_TRUE(store_->Pins(ids[0])->empty());
+  EXPECT_TRUE(store_->Forget(ids[0]).ok());
+  // A snapshot that is not there cannot be pinned.
+  EXPECT_TRUE(store_->Pin(ids[0], "model digits/1").IsNotFound());
+  EXPECT_TRUE(store_->Pin(ids[2], "").code() == Code::kInvalidArgument);
+}
+
 TEST_F(StoreTest, ForgetRemovesOneSnapshotEvenTheNewestCompleteOne) {
   MakeTree();
   auto first = Snap(WithTags({{"run", "r1"}}));

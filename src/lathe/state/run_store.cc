@@ -161,6 +161,42 @@ CREATE INDEX deploy_keys_deployment ON deploy_keys(deployment, created_at);
       R"sql(
 ALTER TABLE runs ADD COLUMN workspace TEXT NOT NULL DEFAULT '{}';
 )sql",
+      // v10: the model registry (model_store.h): models, their immutable
+      // versions (each a snapshot of the store, pinned there) and aliases.
+      R"sql(
+CREATE TABLE models (
+  name TEXT PRIMARY KEY,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  public INTEGER NOT NULL DEFAULT 0,
+  next_version INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE model_versions (
+  model TEXT NOT NULL REFERENCES models(name) ON DELETE CASCADE,
+  version INTEGER NOT NULL,
+  snapshot TEXT NOT NULL,
+  backend TEXT NOT NULL,
+  file TEXT NOT NULL DEFAULT '',
+  handler TEXT NOT NULL DEFAULT '',
+  file_pattern TEXT NOT NULL DEFAULT '',
+  inputs TEXT NOT NULL DEFAULT 'null',
+  outputs TEXT NOT NULL DEFAULT 'null',
+  lineage TEXT NOT NULL DEFAULT '{}',
+  note TEXT NOT NULL DEFAULT '',
+  created_by TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (model, version)
+);
+CREATE INDEX model_versions_snapshot ON model_versions(snapshot);
+CREATE TABLE model_aliases (
+  model TEXT NOT NULL,
+  alias TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  PRIMARY KEY (model, alias),
+  FOREIGN KEY (model, version) REFERENCES model_versions(model, version) ON DELETE RESTRICT
+);
+)sql",
   };
   return m;
 }

@@ -1,0 +1,218 @@
+#include "lathe/daemon/models.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "lathe/daemon/daemon.h"
+#include "lathe/os/files.h"
+#include "lathe/snap/store.h"
+
+namespace lathe::daemon {
+namespace {
+
+snap::Manifest WithFiles(std::vector<std::string> paths) {
+  snap::Manifest m;
+  for (auto& p : paths) {
+    snap::FileEntry e;
+    e.path = std::move(p);
+    e.type = snap::EntryType::kFile;
+    m.files.push_back(e);
+  }
+  return m;
+}
+
+TEST(ModelRefTest, NamesVersionsAndAliases) {
+  auto plain = ParseModelRef("digits");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->name, "digits");
+  EXPECT_FALSE(plain->version);
+  auto v = ParseModelRef("digits/12");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->version.value_or(0), 12);
+  auto a = ParseModelRef("digits@prod");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->alias, "prod");
+  for (const char* bad : {"", "digits/0", "digits/01", "digits/x", "digits@", "digits@Prod",
+                          "digits/1@prod", "../x", ".hidden", "a b", "digits/1/2"}) {
+    auto r = ParseModelRef(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_EQ(r.status().msg_id(), "model.bad_ref") << bad;
+  }
+  EXPECT_TRUE(CheckModelName(std::string(64, 'a')).ok());
+  EXPECT_EQ(CheckModelName(std::string(65, 'a')).msg_id(), "model.bad_name");
+}
+
+TEST(ModelRefTest, RunSources) {
+  auto plain = ParseRunSource("r1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->run, "r1");
+  EXPECT_FALSE(plain->step);
+  EXPECT_FALSE(ParseRunSource("r1@latest")->step);
+  EXPECT_EQ(ParseRunSource("trainer@500")->step.value_or(-1), 500);
+  for (const char* bad : {"@5", "r1@", "r1@-3", "r1@5x", "r1@newest"})
+    EXPECT_EQ(ParseRunSource(bad).status().msg_id(), "model.bad_run_source") << bad;
+}
+
+TEST(ServedFilesTest, TheCheckpointOrTheOnlyFileAndTheBackendFromItsName) {
+  auto m = WithFiles({"ckpt_100.pt", "ckpt_200.pt", "notes.txt"});
+  auto c = ChooseServedFiles(m, "", "", "", "ckpt_200.pt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->file, "ckpt_200.pt");
+  EXPECT_EQ(c->backend, "torchscript");
+  // Several files, no checkpoint: the caller must say which.
+  EXPECT_EQ(ChooseServedFiles(m, "", "", "", "").status().msg_id(), "model.needs_file");
+  // A pattern matching several prefers the source's checkpoint, else refuses.
+  EXPECT_EQ(ChooseServedFiles(m, "*.pt", "", "", "ckpt_100.pt")->file, "ckpt_100.pt");
+  auto amb = ChooseServedFiles(m, "*.pt", "", "", "");
+  EXPECT_EQ(amb.status().msg_id(), "model.file_ambiguous");
+  EXPECT_NE(amb.status().ToString().find("ckpt_100.pt, ckpt_200.pt"), std::string::npos);
+  EXPECT_EQ(ChooseServedFiles(m, "*.onnx", "", "", "").status().msg_id(), "model.no_such_file");
+  // notes.txt says nothing of its backend.
+  EXPECT_EQ(ChooseServedFiles(m, "notes.txt", "", "", "").status().msg_id(),
+            "model.backend_unknown");
+  EXPECT_EQ(ChooseServedFiles(m, "", "", "onnx", "ckpt_200.pt").status().msg_id(),
+            "model.bad_backend");
+}
+
+TEST(ServedFilesTest, AWholePathBeatsABaseName) {
+  auto m = WithFiles({"model.pt", "old/model.pt"});
+  auto c = ChooseServedFiles(m, "model.pt", "", "", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->file, "model.pt");
+  // What the server loads by name must be at the top.
+  EXPECT_EQ(ChooseServedFiles(m, "old/model.pt", "", "", "").status().msg_id(),
+            "model.file_not_top_level");
+}
+
+TEST(ServedFilesTest, AHandlerMeansProcess) {
+  auto m = WithFiles({"ckpt/weights.bin", "inference.py", "ckpt_9.pt"});
+  auto c = ChooseServedFiles(m, "", "inference.py", "", "ckpt_9.pt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backend, "process");
+  EXPECT_EQ(c->handler, "inference.py");
+  EXPECT_EQ(c->file, "ckpt_9.pt");
+  // The handler alone (the checkpoint is a directory, or none): no primary file.
+  auto alone = ChooseServedFiles(m, "", "inference.py", "", "");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->file, "");
+  EXPECT_EQ(ChooseServedFiles(m, "", "missing.py", "", "").status().msg_id(), "model.no_such_file");
+  EXPECT_EQ(ChooseServedFiles(m, "", "inference.py", "torchscript", "").status().msg_id(),
+            "model.handler_needs_process");
+  // A .py named as the file is the handler.
+  auto py = ChooseServedFiles(m, "inference.py", "", "", "");
+  ASSERT_TRUE(py.ok());
+  EXPECT_EQ(py->backend, "process");
+  EXPECT_EQ(py->handler, "inference.py");
+  EXPECT_EQ(ChooseServedFiles(m, "ckpt_9.pt", "", "process", "").status().msg_id(),
+            "model.process_needs_handler");
+}
+
+TEST(ExportConfigTest, NamesTheBackendAndTheFileServeLoads) {
+  state::ModelVersionRecord v;
+  v.model = "digits";
+  v.version = 3;
+  v.snapshot = std::string(64, 'a');
+  v.backend = "process";
+  v.handler = "inference.py";
+  v.file = "ckpt_9.pt";
+  std::string y = ExportConfigYaml(v);
+  EXPECT_NE(y.find("backend: process\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("default_model_filename: \"inference.py\"\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("parameters: {env: {LATHE_MODEL_FILE: \"ckpt_9.pt\"}}\n"), std::string::npos)
+      << y;
+  v.backend = "torchscript";
+  y = ExportConfigYaml(v);
+  EXPECT_NE(y.find("default_model_filename: \"ckpt_9.pt\""), std::string::npos) << y;
+  EXPECT_EQ(y.find("parameters"), std::string::npos) << y;
+}
+
+// The daemon's rules, on a daemon that is not started (no runs needed).
+class DaemonModelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-models-test-XXXXXX";
+    home_ = ::mkdtemp(tmpl);
+    DaemonOptions o;
+    o.home = home_ + "/home";
+    o.gpus = "none";
+    auto d = Daemon::Create(o, os::RealClock());
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    d_ = std::move(*d);
+    src_ = home_ + "/src";
+    ASSERT_TRUE(os::MakeDirs(src_, 0755).ok());
+    ASSERT_TRUE(os::WriteFileAtomic(src_ + "/model.pt", std::string(100, 'w')).ok());
+    owner_ = {::geteuid(), "me", true};
+    other_ = {4242, "other", false};
+  }
+  void TearDown() override {
+    d_.reset();
+    std::filesystem::remove_all(home_);
+  }
+  Result<Json> Create(const std::string& name, bool is_public = false) {
+    ModelVersionRequest r;
+    r.name = name;
+    r.from_dir = src_;
+    r.is_public = is_public;
+    return d_->CreateModelVersion(owner_, r);
+  }
+
+  std::string home_, src_;
+  std::unique_ptr<Daemon> d_;
+  Caller owner_, other_;
+};
+
+TEST_F(DaemonModelsTest, AVersionPinsItsSnapshotUntilItGoes) {
+  auto v = Create("m");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  const std::string snap = (*v)["snapshot"];
+  auto refused = d_->DeleteSnapshot(owner_, snap);
+  EXPECT_EQ(refused.status().msg_id(), "snap.pinned");
+  EXPECT_NE(refused.status().ToString().find("model m/1"), std::string::npos);
+  // keep_checkpoints and `snap prune` go through Prune: it keeps it.
+  auto store = d_->checkpoints().store();
+  ASSERT_TRUE(store.ok());
+  snap::PrunePolicy p;
+  p.keep_last = 1;
+  snap::SnapshotOptions newer;  // the same directory again, unpinned
+  newer.parent = "";
+  ASSERT_TRUE(os::WriteFileAtomic(src_ + "/model.pt", std::string(100, 'x')).ok());
+  ASSERT_TRUE((*store)->Snapshot(src_, newer).ok());
+  auto pruned = (*store)->Prune(p);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(pruned->pinned, (std::vector<std::string>{snap}));
+  EXPECT_TRUE((*store)->Resolve(snap).ok());
+  ASSERT_TRUE(d_->SetModelAlias(owner_, "m", "prod", 1).ok());
+  auto aliased = d_->DeleteModelVersion(owner_, "m", 1);
+  EXPECT_EQ(aliased.status().msg_id(), "model.version_aliased");
+  EXPECT_TRUE(d_->DeleteSnapshot(owner_, snap).status().msg_id() == "snap.pinned");
+  ASSERT_TRUE(d_->DeleteModelAlias(owner_, "m", "prod").ok());
+  ASSERT_TRUE(d_->DeleteModelVersion(owner_, "m", 1).ok());
+  EXPECT_TRUE(d_->DeleteSnapshot(owner_, snap).ok());
+}
+
+TEST_F(DaemonModelsTest, OthersReadAPublicModelAndChangeNothing) {
+  ASSERT_TRUE(Create("private").ok());
+  ASSERT_TRUE(Create("shared", /*is_public=*/true).ok());
+  EXPECT_EQ(d_->GetModel(other_, "private").status().msg_id(), "model.forbidden");
+  EXPECT_EQ(d_->GetModel(other_, "private/1").status().code(), Code::kPermissionDenied);
+  auto listed = d_->ListModels(other_);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ((*listed)["models"].size(), 1u);
+  EXPECT_EQ((*listed)["models"][0]["name"], "shared");
+  auto shown = d_->GetModel(other_, "shared@latest");
+  ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+  EXPECT_EQ((*shown)["file"], "model.pt");
+  EXPECT_EQ((*shown)["size"], 100);
+  EXPECT_EQ(d_->SetModelAlias(other_, "shared", "prod", 1).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(d_->DeleteModelVersion(other_, "shared", 1).status().msg_id(), "model.forbidden");
+  ModelVersionRequest add;
+  add.name = "shared";
+  add.from_snapshot = (*shown)["snapshot"];
+  EXPECT_EQ(d_->CreateModelVersion(other_, add).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(d_->GetModel(owner_, "nope").status().msg_id(), "model.not_found");
+}
+
+}  // namespace
+}  // namespace lathe::daemon
