@@ -177,6 +177,19 @@ class CapturingResponder : public Responder {
   Captured& c_;
 };
 
+// A listening unix socket at `path` (in `dir`, made when missing).
+int ListenUnix(const std::string& dir, const std::string& path) {
+  std::filesystem::create_directories(dir);
+  ::unlink(path.c_str());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, path.c_str());
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::listen(fd, 8), 0);
+  return fd;
+}
+
 // Accepts one connection, reads the request head (and a body up to `body`
 // bytes), answers `answer`, closes.
 class OneShotUpstream {
@@ -186,15 +199,8 @@ class OneShotUpstream {
   explicit OneShotUpstream(std::string answer, size_t split = 0)
       : answer_(std::move(answer)), split_(split) {
     dir_ = ::testing::TempDir() + "/proxy_test_" + std::to_string(::getpid());
-    std::filesystem::create_directories(dir_);
     path_ = dir_ + "/up.sock";
-    ::unlink(path_.c_str());
-    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strcpy(a.sun_path, path_.c_str());
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(::listen(listen_fd_, 4), 0);
+    listen_fd_ = ListenUnix(dir_, path_);
     thread_ = std::thread([this] {
       int c = ::accept(listen_fd_, nullptr, nullptr);
       if (c < 0) return;
@@ -258,15 +264,8 @@ class KeepAliveUpstream {
  public:
   explicit KeepAliveUpstream(bool close_after_answer) : close_(close_after_answer) {
     dir_ = ::testing::TempDir() + "/proxy_ka_" + std::to_string(::getpid());
-    std::filesystem::create_directories(dir_);
     path_ = dir_ + "/up.sock";
-    ::unlink(path_.c_str());
-    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strcpy(a.sun_path, path_.c_str());
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(::listen(listen_fd_, 8), 0);
+    listen_fd_ = ListenUnix(dir_, path_);
     thread_ = std::thread([this] {
       for (;;) {
         int c = ::accept(listen_fd_, nullptr, nullptr);
