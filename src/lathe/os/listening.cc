@@ -22,6 +22,7 @@
 #include "lathe/os/files.h"
 #include "lathe/os/netns.h"
 #include "lathe/os/process.h"
+#include "lathe/os/sock_diag.h"
 
 namespace lathe::os {
 namespace {
@@ -60,21 +61,10 @@ bool ParseProcAddress(std::string_view s, bool v6, std::string& host, int& port)
 // returns the listeners alone, where /proc/net/tcp lists every socket (tens
 // of thousands in TIME_WAIT on a busy host).
 Status DiagListeners(int family, std::vector<Listener>& out) {
-  Fd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (!nl.valid()) return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
-  struct {
-    nlmsghdr nlh;
-    inet_diag_req_v2 req;
-  } msg{};
-  msg.nlh.nlmsg_len = sizeof(msg);
-  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  msg.req.sdiag_family = static_cast<uint8_t>(family);
-  msg.req.sdiag_protocol = IPPROTO_TCP;
-  msg.req.idiag_states = 1u << TCP_LISTEN;
-  if (::send(nl.get(), &msg, sizeof(msg), 0) != static_cast<ssize_t>(sizeof(msg))) {
-    return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
-  }
+  inet_diag_req_v2 req{};
+  req.sdiag_family = static_cast<uint8_t>(family);
+  req.idiag_states = 1u << TCP_LISTEN;
+  ASSIGN_OR_RETURN(Fd nl, SendTcpDiag(req, NLM_F_REQUEST | NLM_F_DUMP));
   alignas(nlmsghdr) char buf[32768];
   while (true) {
     ssize_t got = ::recv(nl.get(), buf, sizeof(buf), 0);

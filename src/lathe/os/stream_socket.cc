@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "lathe/os/files.h"
+#include "lathe/os/sock_diag.h"
 
 namespace lathe::os {
 namespace {
@@ -66,27 +67,16 @@ std::string ProcAddress6(const sockaddr_in& a) {
 // NotFound when no such socket; Unavailable when sock_diag cannot be used.
 Result<uid_t> DiagUid(int family, const void* local, const void* remote, uint16_t local_port,
                       uint16_t remote_port) {
-  Fd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (!nl.valid()) return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
-  struct {
-    nlmsghdr nlh;
-    inet_diag_req_v2 req;
-  } msg{};
-  msg.nlh.nlmsg_len = sizeof(msg);
-  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
-  msg.req.sdiag_family = static_cast<uint8_t>(family);
-  msg.req.sdiag_protocol = IPPROTO_TCP;
-  msg.req.idiag_states = ~0u;
-  msg.req.id.idiag_sport = local_port;  // network order, as in sockaddr_in
-  msg.req.id.idiag_dport = remote_port;
+  inet_diag_req_v2 req{};
+  req.sdiag_family = static_cast<uint8_t>(family);
+  req.idiag_states = ~0u;
+  req.id.idiag_sport = local_port;  // network order, as in sockaddr_in
+  req.id.idiag_dport = remote_port;
   const size_t n = family == AF_INET ? 4 : 16;
-  std::memcpy(msg.req.id.idiag_src, local, n);
-  std::memcpy(msg.req.id.idiag_dst, remote, n);
-  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-  if (::send(nl.get(), &msg, sizeof(msg), 0) != static_cast<ssize_t>(sizeof(msg))) {
-    return Status::Unavailable(fmt::format("sock_diag: {}", std::strerror(errno)));
-  }
+  std::memcpy(req.id.idiag_src, local, n);
+  std::memcpy(req.id.idiag_dst, remote, n);
+  req.id.idiag_cookie[0] = req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  ASSIGN_OR_RETURN(Fd nl, SendTcpDiag(req, NLM_F_REQUEST));
   alignas(nlmsghdr) char buf[8192];
   if (!WaitReadable(nl.get(), 2000)) return Status::Unavailable("sock_diag: no answer");
   ssize_t got = ::recv(nl.get(), buf, sizeof(buf), 0);
