@@ -138,9 +138,20 @@ class Notebook(unittest.TestCase):
         return self.output(ws, msg_id)
 
     def output(self, ws, msg_id):
+        """The cell's printed output: until its execute_reply (shell) and its
+        `idle` status (iopub, which comes after all its output) have both
+        arrived — the two channels are not ordered with each other."""
         out = ""
-        while True:
-            m = json.loads(ws.recv())
+        replied = idle = False
+        while not (replied and idle):
+            if replied:  # the idle status follows within moments, if iopub is connected
+                ws.settimeout(10)
+            try:
+                m = json.loads(ws.recv())
+            except websocket.WebSocketTimeoutException:
+                break
+            finally:
+                ws.settimeout(120)
             if m.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             if m["msg_type"] == "stream":
@@ -148,7 +159,10 @@ class Notebook(unittest.TestCase):
             if m["msg_type"] == "error":
                 out += "ERROR " + m["content"].get("evalue", "")
             if m["msg_type"] == "execute_reply":
-                return out
+                replied = True
+            if m["msg_type"] == "status" and m["content"].get("execution_state") == "idle":
+                idle = True
+        return out
 
     def events(self, run):
         return self.d.inspect(run)["events"]
