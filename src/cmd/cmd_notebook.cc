@@ -32,10 +32,7 @@ struct StartFlags {
   bool wait = false, browser = false, json = false;
 };
 
-std::string Cwd() {
-  char buf[4096];
-  return ::getcwd(buf, sizeof buf) ? buf : "/";
-}
+std::string Cwd() { return ShellCwd(); }
 
 std::string Absolute(const std::string& p) {
   return p.empty() || p[0] == '/' ? p : Cwd() + "/" + p;
@@ -62,22 +59,9 @@ Result<Json> NotebookSpec(const StartFlags& f) {
   if (!f.checkpoint_dir.empty()) spec["checkpoints"] = {{"dir", Absolute(f.checkpoint_dir)}};
   for (const auto& p : f.ports) {
     if (!spec.contains("ports")) spec["ports"] = Json::array();
-    spec["ports"].push_back(p.find_first_not_of("0123456789") == std::string::npos && !p.empty()
-                                ? Json(std::atoi(p.c_str()))
-                                : Json(p));
+    spec["ports"].push_back(PortFlagJson(p));
   }
-  for (const auto& kv : f.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::Msg(Code::kInvalidArgument, "cli.bad_env", {{"value", kv}});
-    }
-    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  if (!spec["env"].contains("PATH") && std::getenv("PATH"))
-    spec["env"]["PATH"] = std::getenv("PATH");
-  mode_t mask = ::umask(022);
-  ::umask(mask);
-  spec["umask"] = static_cast<unsigned>(mask);
+  RETURN_IF_ERROR(AddShellDefaults(spec, f.env));
   return spec;
 }
 

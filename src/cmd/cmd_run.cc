@@ -45,10 +45,7 @@ struct RunFlags {
   std::vector<std::string> command;
 };
 
-std::string Cwd() {
-  char buf[PATH_MAX];
-  return ::getcwd(buf, sizeof buf) ? buf : "/";
-}
+std::string Cwd() { return ShellCwd(); }
 
 // One --port value as a spec ports entry: "8888" -> 8888, "tb=6006" ->
 // {name, port}, "web=/abs/web.sock" -> {name, socket}. The daemon checks
@@ -173,26 +170,7 @@ Result<Json> BuildSpec(const RunFlags& f) {
     if (!spec.contains("ports") || !spec["ports"].is_array()) spec["ports"] = Json::array();
     spec["ports"].push_back(PortFlag(p));
   }
-  if (!spec.contains("env") || !spec["env"].is_object()) {
-    if (!spec.contains("env")) spec["env"] = Json::object();
-  }
-  for (const auto& kv : f.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::Msg(Code::kInvalidArgument, "cli.bad_env", {{"value", kv}});
-    }
-    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  // Like a command started from this shell, the run creates files with its umask.
-  if (!spec.contains("umask")) {
-    mode_t mask = ::umask(022);
-    ::umask(mask);
-    spec["umask"] = static_cast<unsigned>(mask);
-  }
-  // Like sbatch, the run sees the submitting shell's PATH unless told otherwise.
-  if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH")) {
-    spec["env"]["PATH"] = std::getenv("PATH");
-  }
+  RETURN_IF_ERROR(AddShellDefaults(spec, f.env));
   return spec;
 }
 
@@ -584,6 +562,37 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
 }
 
 }  // namespace
+
+std::string ShellCwd() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? buf : "/";
+}
+
+Json PortFlagJson(const std::string& value) { return PortFlag(value); }
+
+Status AddShellDefaults(Json& spec, const std::vector<std::string>& env_flags) {
+  if (!spec.contains("env") || !spec["env"].is_object()) {
+    if (!spec.contains("env")) spec["env"] = Json::object();
+  }
+  for (const auto& kv : env_flags) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::Msg(Code::kInvalidArgument, "cli.bad_env", {{"value", kv}});
+    }
+    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // Like a command started from this shell, the run creates files with its umask.
+  if (!spec.contains("umask")) {
+    mode_t mask = ::umask(022);
+    ::umask(mask);
+    spec["umask"] = static_cast<unsigned>(mask);
+  }
+  // Like sbatch, the run sees the submitting shell's PATH unless told otherwise.
+  if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH")) {
+    spec["env"]["PATH"] = std::getenv("PATH");
+  }
+  return Status::OK();
+}
 
 Status LogsOfRun(const std::string& ref, bool follow, Lang lang) {
   LogsFlags f;

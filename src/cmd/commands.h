@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
@@ -29,6 +30,14 @@ void SetupAll(CLI::App& app, Globals& g, Status& status);
 // Shared with lathe notebook (cmd_run.cc): lathe logs RUN [-f], lathe stop RUN.
 Status LogsOfRun(const std::string& ref, bool follow, Lang lang);
 Status StopOfRun(const std::string& ref, Lang lang);
+// The shell's working directory ("/" when it cannot be read).
+std::string ShellCwd();
+// What every submission from this shell adds to a spec (cmd_run.cc): the
+// --env NAME=VALUE flags (cli.bad_env for one without '='), the shell's
+// umask and PATH unless the spec sets them.
+Status AddShellDefaults(Json& spec, const std::vector<std::string>& env_flags);
+// One --port value as a spec ports entry ("8888", "tb=6006", "web=/abs.sock").
+Json PortFlagJson(const std::string& value);
 // A --workspace value as `lathe run` sends it (a local path looked at here).
 Status ResolveWorkspaceFlag(Json& ws, const std::string& base);
 // `lathe __workspace … -- ARGV…` (cmd_workspace.cc), a run's first process

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "lathe/common/ids.h"
+#include "lathe/exec/local_backend.h"
 #include "lathe/os/files.h"
 #include "lathe/run/notebook_prelude.h"
 
@@ -15,8 +16,7 @@ namespace {
 // spec sets one; exec/local_backend.cc).
 std::string RunPath(const run::RunSpec& spec) {
   auto it = spec.env.find("PATH");
-  return it != spec.env.end() ? it->second
-                              : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  return it != spec.env.end() ? it->second : std::string(exec::kDefaultRunPath);
 }
 
 }  // namespace

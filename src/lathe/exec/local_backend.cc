@@ -123,7 +123,7 @@ Status LocalBackend::Check(const run::RunSpec& spec, const RunUser& user) const 
 
 std::map<std::string, std::string> LocalBackend::Environment(const LaunchRequest& req) {
   std::map<std::string, std::string> env;
-  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env["PATH"] = kDefaultRunPath;
   if (!req.user.name.empty()) {
     env["HOME"] = req.user.home;
     env["USER"] = env["LOGNAME"] = req.user.name;

@@ -42,6 +42,10 @@ struct LocalBackendOptions {
   os::Clock* clock = nullptr;  // null: os::RealClock(); waits in Readopt
 };
 
+// The PATH a run's program gets unless its spec sets one.
+inline constexpr char kDefaultRunPath[] =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 // The handle's fields, parsed.
 struct LocalHandle {
   pid_t monitor_pid = 0;
