@@ -21,6 +21,7 @@ struct ServeFlags {
   std::string model_control = "none";
   std::string host = "127.0.0.1";
   int port = 8000;
+  std::string socket;
   int http_threads = 0;
   std::string max_body = "64Mi";
   std::string header_timeout = "10s";
@@ -31,6 +32,7 @@ struct ServeFlags {
   std::string watch_interval = "1s";
   std::string gpus = "auto";
   std::vector<std::string> backend_dirs;
+  bool port_given = false;
 };
 
 Result<int> Millis(const char* flag, const std::string& v) {
@@ -51,6 +53,9 @@ Result<serve::ServeOptions> Options(const ServeFlags& f) {
   o.model_control = f.model_control;
   o.host = f.host;
   o.port = f.port;
+  o.socket = f.socket;
+  // With --socket alone, no TCP listener: only the socket's group may connect.
+  if (!f.socket.empty() && !f.port_given) o.port = -1;
   o.gpus = f.gpus;
   o.backend_dirs = f.backend_dirs;
   unsigned cores = std::thread::hardware_concurrency();
@@ -85,7 +90,9 @@ Status RunServe(const ServeFlags& f, Lang lang) {
   ::signal(SIGPIPE, SIG_IGN);
   ASSIGN_OR_RETURN(auto server, serve::ServeServer::Create(std::move(o)));
   RETURN_IF_ERROR(server->Start());
-  std::string url = "http://" + f.host + ":" + std::to_string(server->port());
+  std::string url = f.socket.empty() || f.port_given
+                        ? "http://" + f.host + ":" + std::to_string(server->port())
+                        : "unix:" + f.socket;
   std::printf("%s\n", Tr("serve.ready", lang, {{"url", url}}).c_str());
   for (const auto& m : server->Describe()) std::printf("  %s\n", m.c_str());
   std::fflush(stdout);
@@ -107,7 +114,8 @@ void SetupServe(CLI::App& app, Globals& g, Status& status) {
   s->add_option("--model-control", f.model_control);
   s->add_option("--watch-interval", f.watch_interval);
   s->add_option("--host", f.host);
-  s->add_option("--port", f.port);
+  auto* port = s->add_option("--port", f.port);
+  s->add_option("--socket", f.socket);
   s->add_option("--http-threads", f.http_threads);
   s->add_option("--max-body", f.max_body);
   s->add_option("--header-timeout", f.header_timeout);
@@ -117,7 +125,10 @@ void SetupServe(CLI::App& app, Globals& g, Status& status) {
   s->add_option("--drain-timeout", f.drain);
   s->add_option("--gpus", f.gpus);
   s->add_option("--backend-dir", f.backend_dirs);
-  s->callback([&status, &g] { status = RunServe(f, g.Language()); });
+  s->callback([&status, &g, port] {
+    f.port_given = port->count() > 0;
+    status = RunServe(f, g.Language());
+  });
 }
 
 }  // namespace lathe::cmd

@@ -18,6 +18,7 @@ void SetupOpen(CLI::App& app, Globals& g, Status& status);      // cmd_open.cc
 void SetupUi(CLI::App& app, Globals& g, Status& status);        // cmd_ui.cc
 void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.cc
 void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
+void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);
@@ -35,6 +36,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupUi(app, g, status);
   SetupNotebook(app, g, status);
   SetupModel(app, g, status);
+  SetupDeploy(app, g, status);
 }
 
 }  // namespace lathe::cmd

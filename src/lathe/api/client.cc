@@ -155,6 +155,12 @@ Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
                 text.size());
 }
 
+Result<Json> ApiClient::Patch(const std::string& path, const Json& body) {
+  ASSIGN_OR_RETURN(std::string text, BodyText(body));
+  return Decode(http_->Request("PATCH", path, text, {{"Content-Type", "application/json"}}),
+                text.size());
+}
+
 Result<Json> ApiClient::Put(const std::string& path, const Json& body) {
   ASSIGN_OR_RETURN(std::string text, BodyText(body));
   return Decode(http_->Request("PUT", path, text, {{"Content-Type", "application/json"}}),

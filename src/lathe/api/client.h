@@ -40,6 +40,7 @@ class ApiClient {
   Result<Json> Get(const std::string& path);
   Result<Json> Post(const std::string& path, const Json& body);
   Result<Json> Delete(const std::string& path);
+  Result<Json> Patch(const std::string& path, const Json& body);
   Result<Json> Put(const std::string& path, const Json& body);
   // POST with "Idempotency-Key: `key`". When the daemon goes away during the
   // call (the connection reset or closed before an answer; its socket missing

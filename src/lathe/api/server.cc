@@ -132,6 +132,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
   os::Clock& clock = s->opts_.clock ? *s->opts_.clock : os::RealClock();
   ASSIGN_OR_RETURN(s->tokens_, TokenService::Open(paths.db, clock));
+  ASSIGN_OR_RETURN(s->deploy_keys_, DeployKeyService::Open(paths.db, clock));
   ASSIGN_OR_RETURN(s->sessions_, SessionService::Open(paths.db, clock, s->opts_.sessions));
   s->auth_ = std::make_unique<Authenticator>(s->token_, d.uid(), *s->tokens_, clock,
                                              AuthLimiter::Options(), s->sessions_.get());
@@ -230,6 +231,15 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/models/{model}/versions/{version}/export", &A::PostModelExport},
       {"PUT", "/api/v1/models/{model}/aliases/{alias}", &A::PutModelAlias},
       {"DELETE", "/api/v1/models/{model}/aliases/{alias}", &A::DeleteModelAlias},
+      {"POST", "/api/v1/deployments", &A::PostDeployment},
+      {"GET", "/api/v1/deployments", &A::ListDeployments},
+      {"GET", "/api/v1/deployments/{name}", &A::GetDeployment},
+      {"PATCH", "/api/v1/deployments/{name}", &A::PatchDeployment},
+      {"DELETE", "/api/v1/deployments/{name}", &A::DeleteDeployment},
+      {"GET", "/api/v1/deployments/{name}/events", &A::GetDeploymentEvents},
+      {"POST", "/api/v1/deployments/{name}/keys", &A::PostDeploymentKey},
+      {"GET", "/api/v1/deployments/{name}/keys", &A::ListDeploymentKeys},
+      {"DELETE", "/api/v1/deployments/{name}/keys/{key}", &A::DeleteDeploymentKey},
       {"POST", "/api/v1/tokens", &A::PostToken},
       {"GET", "/api/v1/tokens", &A::ListTokens},
       {"DELETE", "/api/v1/tokens/{token}", &A::DeleteToken},

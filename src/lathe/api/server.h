@@ -16,6 +16,7 @@
 #include "lathe/api/sessions.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
+#include "lathe/api/deploy_keys.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/net/http_server.h"
 #include "lathe/net/proxy.h"
@@ -137,6 +138,16 @@ class ApiServer {
   void PutModelAlias(ApiCall& call);
   void DeleteModelAlias(ApiCall& call);
   void PostModelExport(ApiCall& call);
+  // routes_deployments.cc
+  void PostDeployment(ApiCall& call);
+  void ListDeployments(ApiCall& call);
+  void GetDeployment(ApiCall& call);
+  void PatchDeployment(ApiCall& call);
+  void DeleteDeployment(ApiCall& call);
+  void GetDeploymentEvents(ApiCall& call);
+  void PostDeploymentKey(ApiCall& call);
+  void ListDeploymentKeys(ApiCall& call);
+  void DeleteDeploymentKey(ApiCall& call);
   // run_proxy.cc
   void PostOpen(ApiCall& call);
 
@@ -192,6 +203,7 @@ class ApiServer {
   const ApiOptions opts_;
   std::string token_;
   std::unique_ptr<TokenService> tokens_;      // thread-safe itself
+  std::unique_ptr<DeployKeyService> deploy_keys_;  // thread-safe itself
   std::unique_ptr<SessionService> sessions_;  // thread-safe itself
   std::unique_ptr<Authenticator> auth_;       // thread-safe itself
   int port_ = 0;

@@ -130,6 +130,7 @@ Status Daemon::Init() {
                paths_.system ? "system" : "user", inventory_.gpus.size(), inventory_.source,
                cgroups_.note.empty() ? "ok" : cgroups_.note);
   notebooks_ = std::make_unique<NotebookWatch>(opts_.notebooks, clock_, NotebookHooks());
+  deployments_ = std::make_unique<Deployments>(*this, opts_.deployments, clock_);
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
   PurgeExpiredKeys(/*now=*/true);
@@ -139,7 +140,13 @@ Status Daemon::Init() {
 Status Daemon::Start() {
   loop_ = std::thread([this] { Loop(); });
   notebooks_->Start();
-  return Status::OK();
+  return deployments_->Start();
+}
+
+Result<std::vector<state::RunRecord>> Daemon::ReplicasOf(const std::string& name,
+                                                         int64_t ended_since_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->OfDeployment(name, ended_since_ms);
 }
 
 void Daemon::Stop() {
@@ -150,6 +157,7 @@ void Daemon::Stop() {
   }
   loop_cv_.notify_all();
   change_cv_.notify_all();
+  if (deployments_) deployments_->Stop();
   if (notebooks_) notebooks_->Stop();
   if (loop_.joinable()) loop_.join();
 }

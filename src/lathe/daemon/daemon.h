@@ -32,6 +32,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/daemon/deployments.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/models.h"
@@ -75,6 +76,8 @@ struct DaemonOptions {
   QuotaConfig quotas;
   // Notebooks' readiness and idle stop (config.yaml `notebooks:`).
   NotebookWatchOptions notebooks;
+  // The deployments' front and loop (config.yaml `deployments:`).
+  DeploymentOptions deployments;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -111,6 +114,11 @@ class Daemon {
   RunCheckpoints& checkpoints() { return *checkpoints_; }
   Secrets& secrets() { return *secrets_; }
   uid_t uid() const { return uid_; }
+  const std::string& self_exe() const { return opts_.self_exe; }
+  Deployments& deployments() { return *deployments_; }
+  // The replicas of deployment `name` (RunStore::OfDeployment).
+  Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name,
+                                                   int64_t ended_since_ms);
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
   // With an `idempotency_key` (validated by the API), a request that repeats
@@ -119,8 +127,10 @@ class Daemon {
   // another spec is InvalidArgument (run.idempotency_key_reused); while a
   // request with the key is still being handled, FailedPrecondition
   // (run.idempotency_in_flight). Keys live state::kIdempotencyKeyTtlMs.
+  // `replica`: a deployment's replica (type service), which only the
+  // deployments (deployments.h) submit; a caller's service spec is refused.
   Result<Submission> Submit(const Caller& caller, const Json& spec_json,
-                            const std::string& idempotency_key = "");
+                            const std::string& idempotency_key = "", bool replica = false);
   // Newest first, at most `limit`; `total` gets the count without the limit.
   // Without `all`, also the runs that ended in the last `recent_ms` (the
   // `recent_limit` newest of them when > 0);
@@ -341,6 +351,7 @@ class Daemon {
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
+  std::unique_ptr<Deployments> deployments_;     // thread-safe itself; calls in under no lock
   std::map<std::string, std::string> notebook_tokens_;  // run id -> Jupyter token; mu_
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;

@@ -172,7 +172,7 @@ void Daemon::PurgeExpiredKeys(bool now) {
 }
 
 Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
-                                  const std::string& idempotency_key) {
+                                  const std::string& idempotency_key, bool replica) {
   std::optional<InFlightKeys::Lease> lease =
       idempotency_key.empty() ? std::nullopt
                               : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
@@ -181,6 +181,9 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
                        {{"key", idempotency_key}});
   }
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
+  if (run::IsServiceSpec(spec) && !replica) {  // only deployments make replicas
+    return Status::Msg(Code::kInvalidArgument, "spec.service_deployment");
+  }
   std::optional<state::IdempotencyKey> key;
   if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
   std::lock_guard<std::mutex> lock(mu_);
@@ -200,7 +203,9 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   }
   r.uid = caller.uid;
   r.user = caller.user;
-  r.kind = run::IsNotebookSpec(spec) ? run::RunKind::kNotebook : run::RunKind::kJob;
+  r.kind = run::IsNotebookSpec(spec)  ? run::RunKind::kNotebook
+           : run::IsServiceSpec(spec) ? run::RunKind::kService
+                                      : run::RunKind::kJob;
   r.spec = std::move(spec);
   r.run_dir = paths_.runs + "/" + r.id;
   // The daemon's, never the user's: root's monitor writes the log and the

@@ -548,7 +548,7 @@ Result<Json> Daemon::GetModel(const Caller& caller, const std::string& ref) {
   Json j = VersionJson(*v, aliases, owner);
   j["owner"] = m.user;
   j["public"] = m.is_public;
-  j["deployments"] = Json::array();  // no deployments yet
+  j["deployments"] = deployments_->UsersOf(v->model, v->version);
   ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
   auto manifest = store->Load(v->snapshot);
   if (!manifest.ok()) {
@@ -602,9 +602,17 @@ Result<Json> Daemon::DeleteModelAlias(const Caller& caller, const std::string& m
 
 Result<Json> Daemon::DeleteModelVersion(const Caller& caller, const std::string& model,
                                         int64_t version) {
+  // Before the registry's lock: the deployments' lock is never taken under it.
+  std::vector<std::string> users = deployments_->UsersOf(model, version);
   std::lock_guard<std::mutex> lock(models_mu_);
   ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model + "/" + std::to_string(version)));
   if (!Owns(caller, found.first)) return ModelForbidden(found.first);
+  if (!users.empty()) {
+    std::string list;
+    for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;
+    return Status::Msg(Code::kFailedPrecondition, "model.version_deployed",
+                       {{"version", model + "/" + std::to_string(version)}, {"deployments", list}});
+  }
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(bool gone, db->DeleteVersion(model, version));
   if (!gone) {

@@ -50,7 +50,7 @@ constexpr const char* kFields[] = {
     "type",    "name",        "command",      "gpus",        "cpus",  "memory",
     "shm",     "priority",    "env",          "workdir",     "retry", "max_duration",
     "requeue", "preemptible", "checkpoints",  "resume_from", "umask", "secrets",
-    "ports",   "network",     "secret_files", "kernels",     "idle",  "workspace"};
+    "ports",   "network",     "secret_files", "kernels",     "idle",  "workspace", "deployment"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -337,10 +337,34 @@ Status ParseKernels(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+// {name, version, socket}: written by the daemon for a deployment's replica.
+Status ParseDeployment(const Json& v, RunSpec& s) {
+  const char* kShape = "object {name, version, socket}";
+  if (!v.is_object()) return WrongType("deployment", kShape);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    std::string field = "deployment." + it.key();
+    if (!it->is_string()) return WrongType(field, "string");
+    RETURN_IF_ERROR(CheckString(Str(*it), field));
+    if (it.key() == "name") {
+      s.deployment = it->get<std::string>();
+    } else if (it.key() == "version") {
+      s.deployment_version = it->get<std::string>();
+    } else if (it.key() == "socket") {
+      RETURN_IF_ERROR(CheckPathName(Str(*it), field));
+      s.deployment_socket = it->get<std::string>();
+    } else {
+      return WrongType(field, kShape);
+    }
+  }
+  if (s.deployment.empty()) return WrongType("deployment.name", "non-empty string");
+  return Status::OK();
+}
+
 Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
   if (v.is_string()) RETURN_IF_ERROR(CheckString(Str(v), key));  // type, name, workdir, resume_from
   if (key == "type") {
-    if (!v.is_string() || (v.get<std::string>() != "job" && v.get<std::string>() != "notebook")) {
+    if (!v.is_string() || (v.get<std::string>() != "job" && v.get<std::string>() != "notebook" &&
+                           v.get<std::string>() != "service")) {
       return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});
     }
     s.type = v.get<std::string>();
@@ -398,6 +422,8 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
     ASSIGN_OR_RETURN(s.idle_ms, DurationField(v, "idle"));
   } else if (key == "workspace") {
     ASSIGN_OR_RETURN(s.workspace, WorkspaceFromJson(v));
+  } else if (key == "deployment") {
+    return ParseDeployment(v, s);
   } else if (key == "resume_from") {
     if (!v.is_string() || v.get<std::string>().empty())
       return WrongType("resume_from", "run id or name");
@@ -412,6 +438,7 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
 }  // namespace
 
 bool IsNotebookSpec(const RunSpec& s) { return s.type == "notebook"; }
+bool IsServiceSpec(const RunSpec& s) { return s.type == "service"; }
 
 std::vector<std::string> SecretNames(const RunSpec& spec) {
   std::vector<std::string> out = spec.secrets;
@@ -438,6 +465,9 @@ Result<RunSpec> SpecFromJson(const Json& j) {
     if (s.command.empty() || s.command[0].empty()) {
       return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
     }
+  }
+  if (IsServiceSpec(s) != !s.deployment.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.service_deployment");
   }
   RETURN_IF_ERROR(ResolveWorkspaceWorkdir(s.workspace, s.workdir));
   if (!s.checkpoint_dir.empty() && s.checkpoint_dir[0] != '/') {
@@ -498,6 +528,11 @@ Json SpecToJson(const RunSpec& s) {
     j["ports"] = std::move(ports);
   }
   if (!s.kernels.empty()) j["kernels"] = s.kernels;
+  if (!s.deployment.empty()) {
+    j["deployment"] = {{"name", s.deployment},
+                       {"version", s.deployment_version},
+                       {"socket", s.deployment_socket}};
+  }
   if (s.idle_ms >= 0) {
     j["idle"] = s.idle_ms % 1000 == 0 ? FormatDuration(std::chrono::milliseconds(s.idle_ms))
                                       : std::to_string(s.idle_ms) + "ms";

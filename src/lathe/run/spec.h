@@ -2,7 +2,7 @@
 // YAML file (`type: job`), carried to the daemon as JSON.
 //
 // JSON/YAML fields (all optional except command, which a notebook leaves out):
-//   type: job | notebook      name: string           command: [argv...]
+//   type: job | notebook | service   name: string    command: [argv...]
 //   gpus: int >= 0            cpus: number > 0       memory: size ("16GB", "512Mi", or bytes)
 //   shm: size                 priority: low|normal|high
 //   env: {NAME: value}        workdir: absolute path (the CLI resolves relative ones)
@@ -45,6 +45,9 @@
 //       {dir: /abs/path, readonly: bool}  where the code comes from
 //       (workspace_spec.h, docs/workspaces.md); with one, a relative workdir
 //       is taken inside the workspace
+//   deployment: {name, version, socket}  (service only, and only the
+//       daemon's deployments make one: a replica of deployment `name`
+//       serving `version` on the unix socket `socket`; docs/deployments.md)
 // Unknown fields, bad units and a missing command are rejected with the
 // field named (catalog ids spec.*).
 #pragma once
@@ -112,6 +115,10 @@ struct RunSpec {
   std::vector<std::string> kernels;
   int64_t idle_ms = -1;
   WorkspaceSpec workspace;  // empty: none (workdir as it is)
+  // type service: the deployment this run is a replica of (see above).
+  std::string deployment;
+  std::string deployment_version;
+  std::string deployment_socket;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
@@ -120,6 +127,7 @@ inline constexpr size_t kMaxSecretsPerRun = 64;
 // The kernels a notebook may offer (spec kernels).
 inline constexpr std::string_view kNotebookKernels[] = {"python", "r"};
 bool IsNotebookSpec(const RunSpec& s);  // type notebook
+bool IsServiceSpec(const RunSpec& s);   // type service (a deployment's replica)
 
 inline constexpr size_t kMaxSecretNameBytes = 128;
 

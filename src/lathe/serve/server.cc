@@ -363,7 +363,12 @@ Status ServerImpl::Start() {
                  options_.http, [this](net::HttpRequest r, std::unique_ptr<net::Responder> rsp) {
                    Handle(std::move(r), std::move(rsp));
                  }));
-  ASSIGN_OR_RETURN(port_, http_->ListenTcp(options_.host, options_.port));
+  if (options_.port >= 0) {
+    ASSIGN_OR_RETURN(port_, http_->ListenTcp(options_.host, options_.port));
+  }
+  if (!options_.socket.empty()) {
+    RETURN_IF_ERROR(http_->ListenUnix(options_.socket, options_.socket_mode));
+  }
   RETURN_IF_ERROR(http_->Start());
   state_ = ServerState::kServing;
   prober_ = std::thread([this] { ProbeLoop(); });

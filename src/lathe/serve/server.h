@@ -25,7 +25,12 @@ struct ServeOptions {
   std::string model_control = "none";  // none | explicit (load/unload over HTTP) | watch
   int watch_interval_ms = 1000;        // watch: how often the repository is scanned
   std::string host = "127.0.0.1";
-  int port = 8000;          // 0: any free port
+  int port = 8000;          // 0: any free port; -1: no TCP listener (socket only)
+  // A unix socket to listen on as well ("" = none), created with
+  // socket_mode: a deployment's replica listens only there (its front
+  // connects as another user through the socket's group).
+  std::string socket;
+  unsigned socket_mode = 0660;
   net::ServerOptions http;  // I/O threads, body limit (413), timeouts, max connections
   std::vector<std::string> backend_dirs;  // where backends are looked for; empty: the defaults
   std::string gpus = "auto";              // GPU source for per-GPU metrics: auto | nvml | none

@@ -197,6 +197,35 @@ CREATE TABLE model_aliases (
   FOREIGN KEY (model, version) REFERENCES model_versions(model, version) ON DELETE RESTRICT
 );
 )sql",
+      // v11: deployments (deployment_store.h) and their events; the
+      // replicas are runs of kind service, found by their spec's deployment.
+      R"sql(
+CREATE TABLE deployments (
+  name TEXT PRIMARY KEY,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  version TEXT NOT NULL DEFAULT '',
+  plan TEXT NOT NULL DEFAULT '{}',
+  health TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  removing INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE deployment_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  deployment TEXT NOT NULL,
+  ts INTEGER NOT NULL,
+  level TEXT NOT NULL,
+  msg_id TEXT NOT NULL DEFAULT '',
+  args TEXT NOT NULL DEFAULT '{}',
+  message TEXT NOT NULL
+);
+CREATE INDEX deployment_events_by_name ON deployment_events(deployment, id);
+CREATE INDEX runs_by_deployment ON runs(json_extract(spec, '$.deployment.name'))
+  WHERE kind = 'service';
+)sql",
   };
   return m;
 }
@@ -588,6 +617,16 @@ Result<int64_t> RunStore::CountFinished(std::optional<uid_t> uid) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
   ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.Int(0) : 0;
+}
+
+Result<std::vector<RunRecord>> RunStore::OfDeployment(const std::string& deployment,
+                                                      int64_t ended_since_ms) {
+  // The expression and the kind match the partial index runs_by_deployment.
+  return Query(fmt::format("WHERE kind = 'service' AND json_extract(spec, '$.deployment.name') = ? "
+                           "AND (state IN ('queued','starting','running','stopping') OR "
+                           "finished_at >= {}) ORDER BY seq",
+                           ended_since_ms),
+               {deployment});
 }
 
 Result<bool> RunStore::NameInUse(const std::string& name) {

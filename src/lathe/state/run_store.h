@@ -131,6 +131,10 @@ class RunStore {
   // prune does not read every finished run's record.
   Result<std::vector<RunRecord>> FinishedBefore(int64_t cutoff_ms, std::optional<uid_t> uid,
                                                 size_t limit);
+  // The replicas (runs of kind service) of `deployment` that are queued or
+  // active, or ended at or after `ended_since_ms`; oldest first.
+  Result<std::vector<RunRecord>> OfDeployment(const std::string& deployment,
+                                              int64_t ended_since_ms);
   // How many finished runs `uid` (or everyone) has.
   Result<int64_t> CountFinished(std::optional<uid_t> uid);
   // Whether a queued or active run has this name.

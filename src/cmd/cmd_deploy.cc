@@ -1,0 +1,412 @@
+// lathe deploy create | ls | show | update | promote | scale | logs | rm |
+// key: deployments (docs/deployments.md). The rules are the daemon's
+// (daemon/deployments.h); this file parses, calls and prints.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/common/units.h"
+#include "lathe/net/http.h"
+#include "lathe/os/files.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::cmd {
+namespace {
+
+struct DeployFlags {
+  std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
+  std::string key_name, expires, key_id, replica;
+  int replicas = 0;
+  bool is_public = false, json = false, wait = false, follow = false;
+};
+
+std::string Path(const std::string& name) {
+  return "/api/v1/deployments/" + net::PercentEncode(name);
+}
+
+// "1..4" or "0..3": {min, max}.
+Result<Json> AutoscaleFlag(const std::string& v) {
+  auto dots = v.find("..");
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "deploy.bad_autoscale_flag", {{"value", v}});
+  };
+  if (dots == std::string::npos) return bad();
+  std::string lo = v.substr(0, dots), hi = v.substr(dots + 2);
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(lo) || !digits(hi)) return bad();
+  return Json{{"min", std::stoi(lo)}, {"max", std::stoi(hi)}};
+}
+
+Status AddFlags(const DeployFlags& f, Json& body) {
+  if (!f.model.empty()) body["model"] = f.model;
+  if (f.replicas > 0) body["replicas"] = f.replicas;
+  if (!f.autoscale.empty()) {
+    ASSIGN_OR_RETURN(body["autoscale"], AutoscaleFlag(f.autoscale));
+  }
+  if (!f.gpus.empty()) {
+    if (f.gpus.find_first_not_of("0123456789") != std::string::npos || f.gpus.size() > 4) {
+      return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
+                         {{"field", "gpus"}, {"type", "whole number"}});
+    }
+    body["gpus"] = std::stoi(f.gpus);
+  }
+  if (!f.cpus.empty()) {
+    char* end = nullptr;
+    double c = std::strtod(f.cpus.c_str(), &end);
+    if (end == f.cpus.c_str() || *end != '\0') {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_cpus", {{"value", f.cpus}});
+    }
+    body["cpus"] = c;
+  }
+  if (!f.memory.empty()) body["memory"] = f.memory;
+  if (!f.priority.empty()) body["priority"] = f.priority;
+  if (!f.canary.empty()) body["canary"] = f.canary;
+  if (f.is_public) body["public"] = true;
+  return Status::OK();
+}
+
+void PrintSummary(const Json& d, Lang lang) {
+  auto field = [&](const char* id, const std::string& value) {
+    std::printf("%s%s\n", Label(Tr(id, lang), 12).c_str(), value.empty() ? "-" : value.c_str());
+  };
+  field("deploy.field_name", d.value("name", ""));
+  field("deploy.field_model", d.value("model", "") +
+                                  (d.value("version", "").empty()
+                                       ? ""
+                                       : " -> " + d.value("version", "")));
+  field("deploy.field_health", d.value("health", "") +
+                                   (d.value("reason", "").empty()
+                                        ? ""
+                                        : " (" + d.value("reason", "") + ")"));
+  const Json& r = d["replicas"];
+  field("deploy.field_replicas", std::to_string(r.value("ready", 0)) + "/" +
+                                     std::to_string(r.value("wanted", 0)) + " " +
+                                     Tr("deploy.ready", lang));
+  field("deploy.field_url", d.value("url", ""));
+  field("deploy.field_access", Tr(d.value("public", false) ? "deploy.public" : "deploy.keyed", lang));
+  std::printf("\n  %s\n", d.value("curl", "").c_str());
+}
+
+Status RunCreate(const DeployFlags& f, Lang lang);
+
+Status WaitReady(api::ApiClient& c, const std::string& name, const std::string& timeout,
+                 Lang lang, Json& last) {
+  ASSIGN_OR_RETURN(auto t, ParseDuration(timeout));
+  auto deadline = std::chrono::steady_clock::now() + t;
+  while (true) {
+    ASSIGN_OR_RETURN(last, c.Get(Path(name)));
+    const Json& r = last["replicas"];
+    if (r.value("wanted", 0) > 0 && r.value("ready", 0) >= r.value("wanted", 0)) {
+      return Status::OK();
+    }
+    if (last.value("health", "") == "failed") {
+      return Status::Msg(Code::kFailedPrecondition, "deploy.failed_to_start",
+                         {{"name", name}, {"reason", last.value("reason", "")}});
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::Msg(Code::kDeadlineExceeded, "deploy.wait_timeout",
+                         {{"name", name},
+                          {"timeout", timeout},
+                          {"ready", std::to_string(r.value("ready", 0))},
+                          {"wanted", std::to_string(r.value("wanted", 0))}});
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  (void)lang;
+}
+
+Status RunCreate(const DeployFlags& f, Lang lang) {
+  Json body = Json::object();
+  if (!f.file.empty()) {
+    ASSIGN_OR_RETURN(std::string text, os::ReadFileUpTo(f.file, run::kMaxSpecFileBytes));
+    ASSIGN_OR_RETURN(body, run::YamlSpecToJson(text, f.file));
+  }
+  if (!f.name.empty()) body["name"] = f.name;
+  RETURN_IF_ERROR(AddFlags(f, body));
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json d, c->Post("/api/v1/deployments", body));
+  if (f.wait) RETURN_IF_ERROR(WaitReady(*c, d.value("name", ""), f.timeout, lang, d));
+  if (f.json) {
+    PrintJson(d);
+    return Status::OK();
+  }
+  std::printf("%s\n", Tr("deploy.created", lang,
+                         {{"name", d.value("name", "")}, {"model", d.value("model", "")},
+                          {"version", d.value("version", "")}, {"user", d.value("owner", "")}})
+                          .c_str());
+  PrintSummary(d, lang);
+  if (!d.value("public", false)) std::printf("  %s\n", Tr("deploy.key_hint", lang, {{"name", d.value("name", "")}}).c_str());
+  return Status::OK();
+}
+
+Status RunList(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/deployments"));
+  if (f.json) {
+    PrintJson(r["deployments"]);
+    return Status::OK();
+  }
+  if (r["deployments"].empty()) {
+    std::printf("%s\n", Tr("deploy.none", lang).c_str());
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("deploy.col_name", lang), Tr("deploy.col_owner", lang), Tr("deploy.col_version", lang),
+       Tr("deploy.col_replicas", lang), Tr("deploy.col_health", lang), Tr("deploy.col_rps", lang),
+       Tr("deploy.col_p99", lang), Tr("deploy.col_url", lang)}};
+  for (const auto& d : r["deployments"]) {
+    const Json& rep = d["replicas"];
+    char rps[32] = "-", p99[32] = "-";
+    if (d.contains("rps")) std::snprintf(rps, sizeof rps, "%.1f", d["rps"].get<double>());
+    if (d.contains("p99_ms")) std::snprintf(p99, sizeof p99, "%.1f ms", d["p99_ms"].get<double>());
+    rows.push_back({d.value("name", ""), d.value("owner", ""),
+                    d.value("version", "").empty() ? "-" : d.value("version", ""),
+                    std::to_string(rep.value("ready", 0)) + "/" + std::to_string(rep.value("wanted", 0)),
+                    d.value("health", ""), rps, p99, d.value("url", "")});
+  }
+  PrintTable(rows);
+  return Status::OK();
+}
+
+Status RunShow(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json d, c->Get(Path(f.name)));
+  ASSIGN_OR_RETURN(Json ev, c->Get(Path(f.name) + "/events"));
+  if (f.json) {
+    d["events"] = ev["events"];
+    PrintJson(d);
+    return Status::OK();
+  }
+  PrintSummary(d, lang);
+  std::printf("\n");
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("deploy.col_replica", lang), Tr("deploy.col_version", lang), Tr("deploy.col_state", lang),
+       Tr("deploy.col_healthy", lang), Tr("deploy.col_gpus", lang), Tr("deploy.col_in_flight", lang),
+       Tr("deploy.col_requests", lang)}};
+  for (const auto& r : d["replicas"]["list"]) {
+    std::string gpus;
+    for (const auto& g : r["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
+    rows.push_back({r.value("run", ""), r.value("version", ""), r.value("state", ""),
+                    Tr(r.value("healthy", false) ? "model.yes" : "model.no", lang),
+                    gpus.empty() ? "-" : gpus, std::to_string(r.value("in_flight", 0)),
+                    std::to_string(r.value("requests", 0))});
+  }
+  PrintTable(rows);
+  if (d.contains("requests")) {
+    std::printf("\n%s\n", Tr("deploy.stats", lang,
+                             {{"requests", d["requests"].dump()}, {"errors", d.value("errors", Json(0)).dump()},
+                              {"rps", d.value("rps", Json(0)).dump()},
+                              {"p50", d.value("p50_ms", Json(0)).dump()},
+                              {"p99", d.value("p99_ms", Json(0)).dump()}})
+                              .c_str());
+  }
+  std::printf("\n%s\n", Tr("deploy.events", lang).c_str());
+  const Json& events = ev["events"];
+  size_t from = events.size() > 15 ? events.size() - 15 : 0;
+  for (size_t i = from; i < events.size(); ++i) {
+    const Json& e = events[i];
+    MsgArgs args;
+    for (auto it = e["args"].begin(); it != e["args"].end(); ++it) {
+      args.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
+    }
+    std::string text = e.value("msg_id", "").empty() ? e.value("message", "")
+                                                     : Tr(e.value("msg_id", ""), lang, args);
+    std::printf("  %s  %-7s %s\n", AgeAgo(e.value("ts_ms", int64_t{0}), lang).c_str(),
+                e.value("level", "").c_str(), text.c_str());
+  }
+  return Status::OK();
+}
+
+Status RunUpdate(const DeployFlags& f, Lang lang) {
+  Json body = Json::object();
+  RETURN_IF_ERROR(AddFlags(f, body));
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json d, c->Patch(Path(f.name), body));
+  if (f.json) {
+    PrintJson(d);
+    return Status::OK();
+  }
+  std::printf("%s\n", Tr("deploy.updated", lang,
+                         {{"name", d.value("name", "")}, {"model", d.value("model", "")},
+                          {"version", d.value("version", "")}, {"user", d.value("owner", "")}})
+                          .c_str());
+  return Status::OK();
+}
+
+Status RunPromote(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json d, c->Patch(Path(f.name), Json{{"promote", true}}));
+  std::printf("%s\n", Tr("deploy.promoted", lang, {{"user", d.value("owner", "")}}).c_str());
+  return Status::OK();
+}
+
+Status RunScale(const DeployFlags& f, Lang lang) {
+  if (f.replicas <= 0 && f.autoscale.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.scale_needs_count");
+  }
+  return RunUpdate(f, lang);
+}
+
+Status RunLogs(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json d, c->Get(Path(f.name)));
+  const Json& list = d["replicas"]["list"];
+  std::string run;
+  if (!f.replica.empty()) {
+    // K (1-based, in the order `lathe deploy show` lists them) or a run id.
+    bool index = f.replica.find_first_not_of("0123456789") == std::string::npos;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if ((index && std::to_string(i + 1) == f.replica) || list[i].value("run", "") == f.replica) {
+        run = list[i].value("run", "");
+      }
+    }
+    if (run.empty()) {
+      return Status::Msg(Code::kNotFound, "deploy.no_replica",
+                         {{"name", f.name}, {"replica", f.replica}});
+    }
+  } else {
+    for (const auto& r : list) {
+      if (run.empty() || r.value("state", "") == "running") run = r.value("run", "");
+    }
+    if (run.empty()) return Status::Msg(Code::kNotFound, "deploy.no_replica", {{"name", f.name}, {"replica", "-"}});
+  }
+  return LogsOfRun(run, f.follow, lang);
+}
+
+Status RunRemove(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json d, c->Delete(Path(f.name)));
+  std::printf("%s\n", Tr("deploy.removing_now", lang, {{"name", f.name}}).c_str());
+  return Status::OK();
+}
+
+Status RunKeyCreate(const DeployFlags& f, Lang lang) {
+  Json body = Json::object();
+  if (!f.key_name.empty()) body["name"] = f.key_name;
+  if (!f.expires.empty()) body["expires"] = f.expires;
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json k, c->Post(Path(f.name) + "/keys", body));
+  if (f.json) {
+    PrintJson(k);
+    return Status::OK();
+  }
+  std::printf("%s\n", k.value("key", "").c_str());
+  std::fprintf(stderr, "%s\n", Tr("deploy.key_created", lang, {{"id", k.value("id", "")}, {"name", f.name}}).c_str());
+  return Status::OK();
+}
+
+Status RunKeyList(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get(Path(f.name) + "/keys"));
+  if (f.json) {
+    PrintJson(r["keys"]);
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {{Tr("deploy.col_key", lang), Tr("deploy.col_name", lang),
+                                                 Tr("deploy.col_created", lang), Tr("deploy.col_expires", lang)}};
+  for (const auto& k : r["keys"]) {
+    rows.push_back({k.value("id", ""), k.value("name", "").empty() ? "-" : k.value("name", ""),
+                    AgeAgo(k.value("created_at_ms", int64_t{0}), lang),
+                    k.value("expires_at_ms", int64_t{0}) == 0 ? "-" : k["expires_at_ms"].dump()});
+  }
+  PrintTable(rows);
+  return Status::OK();
+}
+
+Status RunKeyRemove(const DeployFlags& f, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Delete(Path(f.name) + "/keys/" + net::PercentEncode(f.key_id)));
+  std::printf("%s\n", Tr("deploy.key_revoked", lang, {{"id", f.key_id}, {"name", f.name}}).c_str());
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
+  static DeployFlags f;
+  auto* deploy = app.add_subcommand("deploy");
+  deploy->require_subcommand(1);
+  auto bind = [&](CLI::App* sub, Status (*fn)(const DeployFlags&, Lang)) {
+    sub->callback([&status, &g, fn] { status = fn(f, g.Language()); });
+  };
+  auto resources = [&](CLI::App* sub) {
+    sub->add_option("--model", f.model);
+    sub->add_option("--replicas", f.replicas);
+    sub->add_option("--autoscale", f.autoscale);
+    sub->add_option("--gpus", f.gpus);
+    sub->add_option("--cpus", f.cpus);
+    sub->add_option("--memory", f.memory);
+    sub->add_option("--priority", f.priority);
+    sub->add_option("--canary", f.canary);
+    sub->add_flag("--public", f.is_public);
+    sub->add_flag("--json", f.json);
+  };
+
+  auto* create = deploy->add_subcommand("create");
+  create->add_option("name", f.name);
+  create->add_option("-f,--file", f.file);
+  resources(create);
+  create->add_flag("--wait", f.wait);
+  create->add_option("--timeout", f.timeout);
+  bind(create, RunCreate);
+
+  auto* ls = deploy->add_subcommand("ls");
+  ls->add_flag("--json", f.json);
+  bind(ls, RunList);
+
+  auto* show = deploy->add_subcommand("show");
+  show->add_option("name", f.name)->required();
+  show->add_flag("--json", f.json);
+  bind(show, RunShow);
+
+  auto* update = deploy->add_subcommand("update");
+  update->add_option("name", f.name)->required();
+  resources(update);
+  bind(update, RunUpdate);
+
+  auto* promote = deploy->add_subcommand("promote");
+  promote->add_option("name", f.name)->required();
+  bind(promote, RunPromote);
+
+  auto* scale = deploy->add_subcommand("scale");
+  scale->add_option("name", f.name)->required();
+  scale->add_option("replicas", f.replicas);
+  scale->add_option("--autoscale", f.autoscale);
+  scale->add_flag("--json", f.json);
+  bind(scale, RunScale);
+
+  auto* logs = deploy->add_subcommand("logs");
+  logs->add_option("name", f.name)->required();
+  logs->add_option("--replica", f.replica);
+  logs->add_flag("-f,--follow", f.follow);
+  bind(logs, RunLogs);
+
+  auto* rm = deploy->add_subcommand("rm");
+  rm->add_option("name", f.name)->required();
+  bind(rm, RunRemove);
+
+  auto* key = deploy->add_subcommand("key");
+  key->require_subcommand(1);
+  auto* kc = key->add_subcommand("create");
+  kc->add_option("name", f.name)->required();
+  kc->add_option("--name", f.key_name);
+  kc->add_option("--expires", f.expires);
+  kc->add_flag("--json", f.json);
+  bind(kc, RunKeyCreate);
+  auto* kl = key->add_subcommand("ls");
+  kl->add_option("name", f.name)->required();
+  kl->add_flag("--json", f.json);
+  bind(kl, RunKeyList);
+  auto* kr = key->add_subcommand("rm");
+  kr->add_option("name", f.name)->required();
+  kr->add_option("id", f.key_id)->required();
+  bind(kr, RunKeyRemove);
+}
+
+}  // namespace lathe::cmd

@@ -1,0 +1,110 @@
+// Deployments (docs/api.md, "Deployments"): POST /deployments, GET
+// /deployments, GET, PATCH and DELETE /deployments/{name}, GET
+// /deployments/{name}/events, and the deployment keys: POST and GET
+// /deployments/{name}/keys, DELETE /deployments/{name}/keys/{key}. The rules
+// are the daemon's (daemon/deployments.h, api/deploy_keys.h); this file
+// reads bodies.
+#include "lathe/api/routes.h"
+#include "lathe/api/server.h"
+
+namespace lathe::api {
+namespace {
+
+Result<Json> ObjectBody(const net::HttpRequest& req) {
+  ASSIGN_OR_RETURN(Json body, ParseJson(req.body.empty() ? "{}" : req.body));
+  if (!body.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  return body;
+}
+
+}  // namespace
+
+void ApiServer::PostDeployment(ApiCall& call) {
+  auto body = ObjectBody(call.req);
+  if (!body.ok()) return call.Reply(body.status());
+  call.Reply(daemon_.deployments().Create(call.caller, *body), 201);
+}
+
+void ApiServer::ListDeployments(ApiCall& call) {
+  call.Reply(daemon_.deployments().List(call.caller));
+}
+
+void ApiServer::GetDeployment(ApiCall& call) {
+  call.Reply(daemon_.deployments().Get(call.caller, call.Param("name")));
+}
+
+void ApiServer::PatchDeployment(ApiCall& call) {
+  auto body = ObjectBody(call.req);
+  if (!body.ok()) return call.Reply(body.status());
+  call.Reply(daemon_.deployments().Update(call.caller, call.Param("name"), *body));
+}
+
+void ApiServer::DeleteDeployment(ApiCall& call) {
+  auto r = daemon_.deployments().Delete(call.caller, call.Param("name"));
+  call.Reply(r, 202);
+}
+
+void ApiServer::GetDeploymentEvents(ApiCall& call) {
+  auto after = QueryNumber(call.req, "after", 0, INT64_MAX);
+  if (!after.ok()) return call.Reply(after.status());
+  call.Reply(daemon_.deployments().Events(call.caller, call.Param("name"), *after));
+}
+
+void ApiServer::PostDeploymentKey(ApiCall& call) {
+  auto body = ObjectBody(call.req);
+  if (!body.ok()) return call.Reply(body.status());
+  const std::string name = call.Param("name");
+  auto owner = daemon_.deployments().OwnerFor(call.caller, name);
+  if (!owner.ok()) return call.Reply(owner.status());
+  DeployKeyRequest req;
+  req.deployment = name;
+  req.uid = *owner;
+  auto u = os::LookupUser(*owner);
+  req.user = u.ok() ? u->name : std::to_string(*owner);
+  for (const char* f : {"name", "expires"}) {
+    if (body->contains(f) && !(*body)[f].is_string()) {
+      return call.Reply(Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
+                                    {{"field", f}, {"type", "string"}}));
+    }
+  }
+  req.name = body->value("name", "");
+  req.expires = body->value("expires", "");
+  req.created_by = CreatedBy(call.auth);
+  auto issued = deploy_keys_->Issue(req);
+  if (!issued.ok()) return call.Reply(issued.status());
+  daemon_.deployments().Kick();
+  Json j = DeployKeyToJson(issued->record, opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs());
+  j["key"] = issued->key;
+  call.Reply(j, 201);
+}
+
+void ApiServer::ListDeploymentKeys(ApiCall& call) {
+  const std::string name = call.Param("name");
+  auto owner = daemon_.deployments().OwnerFor(call.caller, name);
+  if (!owner.ok()) return call.Reply(owner.status());
+  auto keys = deploy_keys_->List(name, std::nullopt);
+  if (!keys.ok()) return call.Reply(keys.status());
+  int64_t now = opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs();
+  Json out = Json::array();
+  for (const auto& k : *keys) out.push_back(DeployKeyToJson(k, now));
+  call.Reply(Json{{"keys", out}});
+}
+
+void ApiServer::DeleteDeploymentKey(ApiCall& call) {
+  const std::string name = call.Param("name");
+  auto owner = daemon_.deployments().OwnerFor(call.caller, name);
+  if (!owner.ok()) return call.Reply(owner.status());
+  auto keys = deploy_keys_->List(name, std::nullopt);
+  if (!keys.ok()) return call.Reply(keys.status());
+  const std::string id = call.Param("key");
+  bool ours = false;
+  for (const auto& k : *keys) ours = ours || k.id == id;
+  if (!ours) {
+    return call.Reply(Status::Msg(Code::kNotFound, "deploy_key.not_found", {{"id", id}}));
+  }
+  auto gone = deploy_keys_->Revoke(id, std::nullopt);
+  if (!gone.ok()) return call.Reply(gone.status());
+  daemon_.deployments().Kick();
+  call.Reply(Json{{"id", id}, {"deployment", name}, {"revoked", true}});
+}
+
+}  // namespace lathe::api

@@ -1,0 +1,476 @@
+// The deployments' loop: observe each deployment's replicas and what the
+// front says of them, let deploy::Reconcile decide, carry the decision out,
+// and write the front's routes (deployments.h).
+#include <grp.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "lathe/common/ids.h"
+#include "lathe/daemon/daemon.h"
+#include "lathe/daemon/run_checkpoints.h"
+#include "lathe/deploy/reconcile.h"
+#include "lathe/os/command.h"
+#include "lathe/os/files.h"
+#include "lathe/os/users.h"
+
+namespace lathe::daemon {
+namespace {
+
+// Ended replicas are looked at for this long after their end (a rollout's
+// failure, a replacement); older ones are history.
+constexpr int64_t kEndedLookbackMs = 10 * 60 * 1000;
+constexpr const char* kHealthPath = "/v2/health/ready";
+constexpr int64_t kHoldMs = 60'000;  // scale from zero: how long the front holds a request
+constexpr int kMaxHeld = 100;
+
+Caller OwnerOf(const state::DeploymentRecord& d) { return Caller{d.uid, d.user, false}; }
+
+// "digits/3" -> "digits" (and "digits@prod" -> "digits").
+std::string ModelOfVersion(const std::string& version) {
+  return version.substr(0, version.find_first_of("/@"));
+}
+
+// The front's figures of one replica / deployment by id, from its /status.
+struct FrontView {
+  std::map<std::string, Json> replicas;
+  std::map<std::string, Json> deployments;
+};
+
+FrontView ViewOf(const Json& status) {
+  FrontView v;
+  if (!status.is_object() || !status.contains("deployments")) return v;
+  for (const auto& d : status["deployments"]) {
+    v.deployments[d.value("name", "")] = d;
+    if (!d.contains("replicas")) continue;
+    for (const auto& r : d["replicas"]) v.replicas[r.value("id", "")] = r;
+  }
+  return v;
+}
+
+deploy::Goal GoalOf(const DeploymentSpec& spec, const std::string& version, const Json& plan,
+                    int free_slots, int64_t held, int64_t drain_timeout_ms) {
+  deploy::Goal g;
+  g.version = version;
+  g.min_replicas = spec.min_replicas;
+  g.max_replicas = spec.max_replicas;
+  g.canary_percent = spec.canary_percent;
+  g.promoted = plan.value("promoted", false);
+  g.target_ongoing = spec.target_ongoing;
+  g.upscale_delay_ms = spec.upscale_delay_ms;
+  g.downscale_delay_ms = spec.downscale_delay_ms;
+  g.zero_grace_ms = spec.zero_grace_ms;
+  g.ready_timeout_ms = spec.ready_timeout_ms;
+  g.drain_timeout_ms = drain_timeout_ms;
+  g.free_slots = free_slots;
+  g.held_requests = held;
+  return g;
+}
+
+}  // namespace
+
+GatewayConfig Deployments::GatewayConfigFor() {
+  GatewayConfig c;
+  c.dir = daemon_.paths().home + "/deployments/gateway";
+  c.self_exe = daemon_.self_exe();
+  c.listen = opts_.listen;
+  c.tls_cert = opts_.tls_cert;
+  c.tls_key = opts_.tls_key;
+  if (::geteuid() == 0) {
+    // The front runs unprivileged, as a system user of its own: the
+    // replicas' socket directories let its group in and nobody else.
+    auto u = os::LookupUserByName(opts_.gateway_user);
+    if (!u.ok()) {
+      auto made = os::RunCommand({"useradd", "--system", "--user-group", "--no-create-home",
+                                  "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                                  opts_.gateway_user},
+                                 30'000);
+      if (made.ok() && made->exit_code == 0) {
+        spdlog::info("created the system user {} for the deployments' front", opts_.gateway_user);
+      }
+      u = os::LookupUserByName(opts_.gateway_user);
+    }
+    if (u.ok()) {
+      c.uid = u->uid;
+      c.gid = u->gid;
+    } else {
+      spdlog::warn("deployments: no user {} for the front ({}); it runs as nobody",
+                   opts_.gateway_user, u.status().ToString());
+      c.uid = 65534;
+      c.gid = 65534;
+    }
+  }
+  return c;
+}
+
+void Deployments::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms),
+                 [&] { return stopping_ || kicked_; });
+    if (stopping_) break;
+    kicked_ = false;
+    lock.unlock();
+    Tick();
+    lock.lock();
+  }
+}
+
+namespace {
+
+// How many more replicas of `spec` this machine could place now.
+int FreeSlots(const DeploymentSpec& spec, const Json& gpus) {
+  if (spec.resources.gpus <= 0) return kMaxReplicas;
+  int free = 0;
+  if (gpus.contains("gpus")) {
+    for (const auto& g : gpus["gpus"]) free += g.value("allocated_to", Json()).is_null() ? 1 : 0;
+  }
+  return free / spec.resources.gpus;
+}
+
+}  // namespace
+
+void Deployments::Tick() {
+  std::vector<state::DeploymentRecord> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto l = store_->List();
+    if (!l.ok()) {
+      spdlog::warn("deployments: {}", l.status().ToString());
+      return;
+    }
+    all = std::move(*l);
+  }
+  Json status = Json::object();
+  if (!all.empty()) {
+    Status up = gateway_->Ensure();
+    if (!up.ok()) spdlog::warn("deployments: the front: {}", up.ToString());
+    auto s = up.ok() ? gateway_->FrontStatus() : Result<Json>(up);
+    if (s.ok()) status = *s;
+  }
+  FrontView front = ViewOf(status);
+  Json routes = {{"version", 1}, {"deployments", Json::array()}};
+  const Json gpus = daemon_.GpusJson();
+  for (auto& d : all) {
+    Json route = ReconcileOne(d, front.replicas, front.deployments[d.name], gpus);
+    if (!route.is_null()) routes["deployments"].push_back(std::move(route));
+  }
+  if (!all.empty() || gateway_->Running()) {
+    if (Status w = gateway_->WriteRoutes(routes); !w.ok()) {
+      spdlog::warn("deployments: routes: {}", w.ToString());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  last_status_ = std::move(status);
+}
+
+Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
+                               const Json& front_deployment, const Json& gpus) {
+  const int64_t now = clock_.NowMs();
+  auto spec = DeploymentSpecFromJson(d.spec);
+  if (!spec.ok()) {
+    spdlog::warn("deployment {}: stored spec: {}", d.name, spec.status().ToString());
+    return nullptr;
+  }
+  auto runs = daemon_.ReplicasOf(d.name, now - kEndedLookbackMs);
+  if (!runs.ok()) return nullptr;
+  // The version wanted: the alias followed now.
+  std::string want = d.version;
+  if (auto v = daemon_.GetModel(OwnerOf(d), spec->model); v.ok()) {
+    want = (*v)["ref"].get<std::string>();
+  }
+  std::vector<deploy::ReplicaObs> obs;
+  std::vector<const state::RunRecord*> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : *runs) {
+      deploy::ReplicaObs o;
+      o.run = r.id;
+      o.version = r.spec.deployment_version;
+      auto f = front.find(r.id);
+      const bool healthy = f != front.end() && f->second.value("healthy", false);
+      if (f != front.end()) o.in_flight = f->second.value("in_flight", 0);
+      using P = deploy::ReplicaObs::Phase;
+      if (run::IsTerminal(r.state)) {
+        if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
+        o.phase = P::kEnded;
+        o.end_reason = r.reason.empty() ? std::string(run::StateName(r.state)) : r.reason;
+        o.preempted = r.state == run::RunState::kPreempted;
+        draining_.erase(r.id);
+        seen_ready_.erase(r.id);
+        RemoveSocketDir(r);
+      } else {
+        live.push_back(&r);
+        if (r.state == run::RunState::kQueued || r.state == run::RunState::kStarting) {
+          o.phase = P::kPending;
+          o.preempted = r.preemptions > 0;
+        } else if (r.state == run::RunState::kStopping || draining_.count(r.id)) {
+          o.phase = P::kDraining;
+        } else if (healthy) {
+          o.phase = P::kReady;
+          seen_ready_.insert(r.id);
+        } else {
+          o.phase = seen_ready_.count(r.id) ? P::kUnready : P::kStarting;
+        }
+      }
+      auto& since = phase_since_[r.id];
+      if (since.first != static_cast<int>(o.phase) || since.second == 0) {
+        since = {static_cast<int>(o.phase), now};
+      }
+      o.phase_since_ms = since.second;
+      obs.push_back(std::move(o));
+    }
+  }
+  if (d.removing) return Remove(d, live, front);
+  Json plan = d.plan;
+  auto state = deploy::StateFromJson(plan.value("state", Json::object()));
+  deploy::Decision dec = deploy::Reconcile(
+      GoalOf(*spec, want, plan, FreeSlots(*spec, gpus), front_deployment.value("held", 0),
+             opts_.drain_timeout_ms),
+      obs, state.ok() ? *state : deploy::State(), now);
+  for (const auto& [version, n] : dec.start) {
+    for (int i = 0; i < n; ++i) {
+      if (Status s = StartReplica(d, *spec, version); !s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        (void)AddEvent(d.name, "warning", "deploy.start_failed",
+                       {{"version", version}, {"detail", s.message()}});
+      }
+    }
+  }
+  Caller daemon_caller{daemon_.uid(), "", true};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& id : dec.drain) draining_.emplace(id, now);
+    for (const auto& e : dec.events) {
+      Json args = Json::object();
+      for (const auto& [k, v] : e.args) args[k] = v;
+      (void)AddEvent(d.name, e.level, e.msg_id, args);
+    }
+  }
+  for (const auto& id : dec.stop) (void)daemon_.StopRun(daemon_caller, id);
+  // What is kept: the reconciler's state, the traffic split, promotion.
+  Json next = {{"state", deploy::ToJson(dec.next)},
+               {"promoted", plan.value("promoted", false)},
+               {"traffic", dec.traffic}};
+  std::string serving = dec.next.stable_version.empty() ? d.version : dec.next.stable_version;
+  if (next != d.plan || dec.health != d.health || dec.reason != d.reason || serving != d.version) {
+    d.plan = next;
+    d.health = dec.health;
+    d.reason = dec.reason;
+    d.version = serving;
+    d.updated_at_ms = now;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Status u = store_->Update(d); !u.ok() && u.code() != Code::kNotFound) {
+      spdlog::warn("deployment {}: {}", d.name, u.ToString());
+    }
+  }
+  Json traffic = dec.traffic;
+  if (traffic.empty() && !serving.empty()) traffic[serving] = 100;
+  return RouteOf(d, *spec, live, traffic, dec.next.desired);
+}
+
+Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                          const std::vector<const state::RunRecord*>& live, const Json& traffic,
+                          int desired) {
+  Json keys = Json::array();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto ks = keys_->List(d.name, std::nullopt); ks.ok()) {
+    for (const auto& k : *ks) {
+      if (!k.LiveAt(clock_.NowMs())) continue;
+      keys.push_back({{"id", k.id}, {"sha256", k.secret_hash}, {"expires_ms", k.expires_at_ms}});
+    }
+  }
+  Json replicas = Json::array();
+  for (const auto* r : live) {
+    if (r->state != run::RunState::kRunning && r->state != run::RunState::kStopping) continue;
+    replicas.push_back({{"id", r->id},
+                        {"socket", r->spec.deployment_socket},
+                        {"uid", r->uid},
+                        {"version", r->spec.deployment_version},
+                        {"draining", r->state == run::RunState::kStopping ||
+                                         draining_.count(r->id) > 0}});
+  }
+  return Json{{"name", d.name},
+              {"uid", d.uid},
+              {"public", spec.is_public},
+              {"keys", keys},
+              {"idempotent", true},
+              {"health_path", kHealthPath},
+              {"replicas_wanted", std::max(0, desired)},
+              {"hold", spec.min_replicas == 0},
+              {"hold_ms", kHoldMs},
+              {"max_held", kMaxHeld},
+              {"traffic", traffic.is_object() ? traffic : Json::object()},
+              {"replicas", replicas}};
+}
+
+// A deployment being removed: drain its replicas, stop them once idle (or
+// after the drain timeout), and when none is left forget it and its keys.
+Json Deployments::Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
+                         const std::map<std::string, Json>& front) {
+  const int64_t mono = clock_.MonotonicMs();
+  Caller daemon_caller{daemon_.uid(), "", true};
+  std::vector<std::string> to_stop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto* r : live) {
+      auto [it, fresh] = draining_.emplace(r->id, mono);
+      auto f = front.find(r->id);
+      int64_t in_flight = f == front.end() ? 0 : f->second.value("in_flight", 0);
+      bool stop = r->state != run::RunState::kRunning || in_flight == 0 ||
+                  mono - it->second > opts_.drain_timeout_ms;
+      if (stop && r->state != run::RunState::kStopping) to_stop.push_back(r->id);
+    }
+  }
+  for (const auto& id : to_stop) (void)daemon_.StopRun(daemon_caller, id);
+  if (live.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    (void)keys_->DeleteAll(d.name);
+    if (Status s = store_->Delete(d.name); !s.ok()) spdlog::warn("deployment {}: {}", d.name, s.ToString());
+    spdlog::info("deployment {} removed", d.name);
+    return nullptr;
+  }
+  auto spec = DeploymentSpecFromJson(d.spec);
+  return RouteOf(d, *spec, live, d.plan.value("traffic", Json::object()), 0);
+}
+
+std::string Deployments::SocketRoot() const { return daemon_.paths().home + "/deployments/sockets"; }
+
+void Deployments::RemoveSocketDir(const state::RunRecord& r) {
+  const std::string& sock = r.spec.deployment_socket;
+  if (sock.rfind(SocketRoot() + "/", 0) != 0) return;  // only ours
+  (void)os::RemoveAll(sock.substr(0, sock.rfind('/')));
+}
+
+Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
+                                             const std::string& version) {
+  ASSIGN_OR_RETURN(os::UserInfo u, os::LookupUser(d.uid));
+  const std::string model = ModelOfVersion(version);
+  const std::string n = version.substr(version.rfind('/') + 1);
+  const std::string root = (u.home == "/" ? "" : u.home) + "/.lathe/deployments/models";
+  const std::string repo = root + "/" + model + "-" + n;
+  const std::string done = repo + "/.complete";
+  const os::AccessAs as = ActingAs(d.uid, u.gid);
+  bool have = false;
+  RETURN_IF_ERROR(os::WithAccess(as, [&] {
+    have = os::Exists(done);
+    return have ? Status::OK() : os::MakeDirs(repo, 0755);
+  }));
+  if (have) return repo;
+  ASSIGN_OR_RETURN(Json exported, daemon_.ExportModelVersion(OwnerOf(d), version, repo, true));
+  (void)exported;
+  RETURN_IF_ERROR(os::WithAccess(as, [&] { return os::WriteFileAtomic(done, version + "\n", 0444); }));
+  return repo;
+}
+
+Status Deployments::StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                                 const std::string& version) {
+  ASSIGN_OR_RETURN(std::string repo, EnsureCache(d, version));
+  std::string suffix = NewId("").substr(0, 6);
+  std::string base = d.name.substr(0, 56);
+  const std::string dir = SocketRoot() + "/" + base + "-" + suffix;
+  const GatewayConfig& gw = gateway_->config();
+  RETURN_IF_ERROR(os::MakeDirs(SocketRoot(), 0711));
+  RETURN_IF_ERROR(os::Chmod(daemon_.paths().home + "/deployments", 0711));
+  RETURN_IF_ERROR(os::Chmod(SocketRoot(), 0711));
+  RETURN_IF_ERROR(os::MakeDir(dir, 0700));
+  if (gw.uid) {
+    // The owner creates the socket in it; the front's group may enter it
+    // (setgid: the socket gets that group); nobody else can.
+    if (::chown(dir.c_str(), d.uid, gw.gid) != 0) return ErrnoStatus("chown " + dir, errno);
+    RETURN_IF_ERROR(os::Chmod(dir, 02750));
+  } else if (::geteuid() == 0 && d.uid != 0) {
+    if (::chown(dir.c_str(), d.uid, static_cast<gid_t>(-1)) != 0) {
+      return ErrnoStatus("chown " + dir, errno);
+    }
+  }
+  const std::string socket = dir + "/serve.sock";
+  Json run = {{"type", "service"},
+              {"name", base + "-" + suffix},
+              {"command",
+               {daemon_.self_exe(), "serve", "--repository", repo, "--socket", socket}},
+              {"gpus", spec.resources.gpus},
+              {"priority", std::string(run::PriorityName(spec.resources.priority))},
+              {"preemptible", spec.resources.preemptible},
+              {"requeue", true},
+              {"workdir", repo},
+              {"env", {{"LATHE_DEPLOYMENT", d.name}, {"LATHE_MODEL_VERSION_REF", version}}},
+              {"deployment", {{"name", d.name}, {"version", version}, {"socket", socket}}}};
+  if (spec.resources.cpus > 0) run["cpus"] = spec.resources.cpus;
+  if (spec.resources.memory_bytes > 0) run["memory"] = spec.resources.memory_bytes;
+  auto sub = daemon_.Submit(OwnerOf(d), run, "", /*replica=*/true);
+  if (!sub.ok()) {
+    (void)os::RemoveAll(dir);
+    return sub.status();
+  }
+  spdlog::info("deployment {}: replica {} of {} queued", d.name, sub->run.id, version);
+  return Status::OK();
+}
+
+Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
+  auto spec = DeploymentSpecFromJson(d.spec);
+  Json j = {{"name", d.name},
+            {"owner", d.user},
+            {"uid", d.uid},
+            {"model", d.spec.value("model", "")},
+            {"version", d.version},
+            {"health", d.health},
+            {"reason", d.reason},
+            {"public", d.spec.value("public", false)},
+            {"removing", d.removing},
+            {"url", UrlOf(d.name)},
+            {"spec", d.spec},
+            {"traffic", d.plan.value("traffic", Json::object())},
+            {"created_at_ms", d.created_at_ms},
+            {"updated_at_ms", d.updated_at_ms}};
+  const Json& st = d.plan.value("state", Json::object());
+  int desired = st.value("desired", -1);
+  if (desired < 0 && spec.ok()) desired = spec->min_replicas;
+  Json front = Json::object();
+  if (last_status_.contains("deployments")) {
+    for (const auto& x : last_status_["deployments"]) {
+      if (x.value("name", "") == d.name) front = x;
+    }
+  }
+  for (const char* k : {"requests", "errors", "in_flight", "held", "rps", "p50_ms", "p99_ms"}) {
+    if (front.contains(k)) j[k] = front[k];
+  }
+  std::map<std::string, Json> seen;
+  if (front.contains("replicas")) {
+    for (const auto& r : front["replicas"]) seen[r.value("id", "")] = r;
+  }
+  auto runs = daemon_.ReplicasOf(d.name, full ? clock_.NowMs() - kEndedLookbackMs : clock_.NowMs());
+  Json replicas = Json::array();
+  int ready = 0;
+  if (runs.ok()) {
+    for (const auto& r : *runs) {
+      auto f = seen.find(r.id);
+      bool healthy = f != seen.end() && f->second.value("healthy", false) &&
+                     r.state == run::RunState::kRunning;
+      ready += healthy && !draining_.count(r.id) ? 1 : 0;
+      Json x = {{"run", r.id},
+                {"name", r.name},
+                {"version", r.spec.deployment_version},
+                {"state", std::string(run::StateName(r.state))},
+                {"healthy", healthy},
+                {"draining", draining_.count(r.id) > 0},
+                {"gpus", r.gpus},
+                {"reason", r.reason}};
+      if (f != seen.end()) {
+        for (const char* k : {"in_flight", "requests", "errors", "last_error"}) {
+          if (f->second.contains(k)) x[k] = f->second[k];
+        }
+      }
+      if (full || !run::IsTerminal(r.state)) replicas.push_back(std::move(x));
+    }
+  }
+  j["replicas"] = {{"wanted", std::max(0, desired)}, {"ready", ready}, {"list", replicas}};
+  std::string model = ModelOfVersion(d.version.empty() ? d.spec.value("model", "") : d.version);
+  std::string auth = d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
+  j["curl"] = "curl " + auth + UrlOf(d.name) + "v2/models/" + model;
+  return j;
+}
+
+}  // namespace lathe::daemon

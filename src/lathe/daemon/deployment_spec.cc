@@ -1,0 +1,196 @@
+#include "lathe/daemon/deployment_spec.h"
+
+#include <cmath>
+
+#include "lathe/common/ids.h"
+#include "lathe/common/units.h"
+#include "lathe/daemon/models.h"
+
+namespace lathe::daemon {
+namespace {
+
+constexpr const char* kFields[] = {"name",   "model", "replicas", "autoscale", "gpus",
+                                   "cpus",   "memory", "priority", "preemptible", "public",
+                                   "canary", "ready_timeout"};
+constexpr const char* kAutoscaleFields[] = {"min",  "max", "target", "upscale_delay",
+                                            "downscale_delay", "zero_grace"};
+// Fields handed to run::SpecFromJson as a replica's own.
+constexpr const char* kRunFields[] = {"gpus", "cpus", "memory", "priority", "preemptible"};
+
+template <size_t N>
+std::string Joined(const char* const (&names)[N]) {
+  std::string s;
+  for (const char* f : names) s += (s.empty() ? "" : ", ") + std::string(f);
+  return s;
+}
+
+template <size_t N>
+bool OneOf(const std::string& key, const char* const (&names)[N]) {
+  for (const char* f : names) {
+    if (key == f) return true;
+  }
+  return false;
+}
+
+std::string Shown(const Json& v) {
+  return v.is_string() ? v.get<std::string>()
+                       : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Status WrongType(const std::string& field, const std::string& type) {
+  return Status::Msg(Code::kInvalidArgument, "spec.wrong_type", {{"field", field}, {"type", type}});
+}
+
+Result<int> Count(const Json& v, const std::string& field, int min, int max) {
+  if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.bad_count",
+                       {{"field", field},
+                        {"min", std::to_string(min)},
+                        {"max", std::to_string(max)},
+                        {"value", Shown(v)}});
+  }
+  return static_cast<int>(v.get<int64_t>());
+}
+
+Result<int64_t> Duration(const Json& v, const std::string& field) {
+  auto bad = [&] {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_duration",
+                       {{"field", field}, {"value", Shown(v)}});
+  };
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>() * 1000;
+  if (!v.is_string()) return bad();
+  auto d = ParseDuration(v.get<std::string>());
+  if (!d.ok()) return bad();
+  return d->count();
+}
+
+// "10", 10, "10%": 1-99.
+Result<int> Percent(const Json& v, const std::string& field) {
+  std::string s = v.is_string() ? v.get<std::string>() : Shown(v);
+  if (!s.empty() && s.back() == '%') s.pop_back();
+  int p = 0;
+  bool digits = !s.empty() && s.size() <= 2 && s.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) p = std::stoi(s);
+  if (!digits || p < 1 || p > 99) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.bad_canary",
+                       {{"field", field}, {"value", Shown(v)}});
+  }
+  return p;
+}
+
+Status ParseAutoscale(const Json& v, DeploymentSpec& s) {
+  if (!v.is_object()) return WrongType("autoscale", "object {" + Joined(kAutoscaleFields) + "}");
+  bool has_max = false;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string field = "autoscale." + it.key();
+    if (it.key() == "min") {
+      ASSIGN_OR_RETURN(s.min_replicas, Count(*it, field, 0, kMaxReplicas));
+    } else if (it.key() == "max") {
+      ASSIGN_OR_RETURN(s.max_replicas, Count(*it, field, 1, kMaxReplicas));
+      has_max = true;
+    } else if (it.key() == "target") {
+      if (!it->is_number() || !(it->get<double>() > 0) || it->get<double>() > 10000) {
+        return Status::Msg(Code::kInvalidArgument, "deploy.bad_target", {{"value", Shown(*it)}});
+      }
+      s.target_ongoing = it->get<double>();
+    } else if (it.key() == "upscale_delay") {
+      ASSIGN_OR_RETURN(s.upscale_delay_ms, Duration(*it, field));
+    } else if (it.key() == "downscale_delay") {
+      ASSIGN_OR_RETURN(s.downscale_delay_ms, Duration(*it, field));
+    } else if (it.key() == "zero_grace") {
+      ASSIGN_OR_RETURN(s.zero_grace_ms, Duration(*it, field));
+    } else {
+      return Status::Msg(Code::kInvalidArgument, "deploy.unknown_field",
+                         {{"field", field}, {"allowed", Joined(kAutoscaleFields)}});
+    }
+  }
+  if (!has_max) return WrongType("autoscale.max", "whole number from 1 to 64");
+  if (s.min_replicas > s.max_replicas) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.bad_range",
+                       {{"min", std::to_string(s.min_replicas)},
+                        {"max", std::to_string(s.max_replicas)}});
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
+  if (!j.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  DeploymentSpec s;
+  Json run = {{"type", "job"}, {"command", {"lathe"}}};
+  bool has_replicas = false, has_autoscale = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& v = *it;
+    if (v.is_null()) continue;
+    if (!OneOf(key, kFields)) {
+      return Status::Msg(Code::kInvalidArgument, "deploy.unknown_field",
+                         {{"field", key}, {"allowed", Joined(kFields)}});
+    }
+    if (key == "name") {
+      if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+        return Status::Msg(Code::kInvalidArgument, "deploy_key.bad_deployment",
+                           {{"value", Shown(v)}});
+      }
+      s.name = v.get<std::string>();
+    } else if (key == "model") {
+      if (!v.is_string()) return WrongType("model", "model reference NAME/N or NAME@ALIAS");
+      ASSIGN_OR_RETURN(ModelRef ref, ParseModelRef(v.get<std::string>()));
+      if (!ref.version && ref.alias.empty()) {
+        return Status::Msg(Code::kInvalidArgument, "deploy.model_needs_version",
+                           {{"value", v.get<std::string>()}});
+      }
+      s.model = v.get<std::string>();
+    } else if (key == "replicas") {
+      ASSIGN_OR_RETURN(s.min_replicas, Count(v, "replicas", 1, kMaxReplicas));
+      s.max_replicas = s.min_replicas;
+      has_replicas = true;
+    } else if (key == "autoscale") {
+      RETURN_IF_ERROR(ParseAutoscale(v, s));
+      has_autoscale = true;
+    } else if (key == "public") {
+      if (!v.is_boolean()) return WrongType("public", "true or false");
+      s.is_public = v.get<bool>();
+    } else if (key == "canary") {
+      ASSIGN_OR_RETURN(s.canary_percent, Percent(v, "canary"));
+    } else if (key == "ready_timeout") {
+      ASSIGN_OR_RETURN(s.ready_timeout_ms, Duration(v, "ready_timeout"));
+    } else if (OneOf(key, kRunFields)) {
+      run[key] = v;
+    }
+  }
+  if (s.name.empty()) return WrongType("name", "deployment name");
+  if (s.model.empty()) return WrongType("model", "model reference NAME/N or NAME@ALIAS");
+  if (has_replicas && has_autoscale) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.replicas_and_autoscale");
+  }
+  ASSIGN_OR_RETURN(s.resources, run::SpecFromJson(run));
+  return s;
+}
+
+Json DeploymentSpecToJson(const DeploymentSpec& s) {
+  Json j = {{"name", s.name},
+            {"model", s.model},
+            {"gpus", s.resources.gpus},
+            {"priority", std::string(run::PriorityName(s.resources.priority))},
+            {"preemptible", s.resources.preemptible},
+            {"public", s.is_public},
+            {"ready_timeout", std::to_string(s.ready_timeout_ms) + "ms"}};
+  if (s.autoscaled()) {
+    j["autoscale"] = {{"min", s.min_replicas},
+                      {"max", s.max_replicas},
+                      {"target", s.target_ongoing},
+                      {"upscale_delay", std::to_string(s.upscale_delay_ms) + "ms"},
+                      {"downscale_delay", std::to_string(s.downscale_delay_ms) + "ms"},
+                      {"zero_grace", std::to_string(s.zero_grace_ms) + "ms"}};
+  } else {
+    j["replicas"] = s.min_replicas;
+  }
+  if (s.resources.cpus > 0) j["cpus"] = s.resources.cpus;
+  if (s.resources.memory_bytes > 0) j["memory"] = s.resources.memory_bytes;
+  if (s.canary_percent > 0) j["canary"] = s.canary_percent;
+  return j;
+}
+
+}  // namespace lathe::daemon

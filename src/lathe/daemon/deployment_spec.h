@@ -1,0 +1,53 @@
+// What a deployment asks for (`lathe deploy create`, POST
+// /api/v1/deployments, a deploy.yaml), validated with each field named:
+//
+//   name: digits                 unique across users (ids.h IsValidName)
+//   model: digits@prod | digits/3  the version to serve; an alias is
+//                                followed: moving it rolls the deployment out
+//   replicas: 2                  fixed count, 1-64 (default 1), or
+//   autoscale: {min: 0, max: 4, target: 2, upscale_delay: 30s,
+//               downscale_delay: 10m, zero_grace: 30s}
+//   gpus, cpus, memory, priority, preemptible   each replica's, as a run's (spec.h)
+//   public: false                callable without a deployment key
+//   canary: 10                   percent of traffic a rollout keeps on the
+//                                new version until `lathe deploy promote`
+//   ready_timeout: 5m            a new version's replica not ready by then
+//                                is rolled back
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::daemon {
+
+inline constexpr int kMaxReplicas = 64;
+
+struct DeploymentSpec {
+  std::string name;
+  std::string model;  // a model ref (models.h): NAME/N or NAME@ALIAS
+  int min_replicas = 1;
+  int max_replicas = 1;  // == min: fixed
+  double target_ongoing = 2;
+  int64_t upscale_delay_ms = 30'000;
+  int64_t downscale_delay_ms = 600'000;
+  int64_t zero_grace_ms = 30'000;
+  int64_t ready_timeout_ms = 300'000;
+  int canary_percent = 0;
+  bool is_public = false;
+  // Each replica's resources and priority (only these fields are used).
+  run::RunSpec resources;
+
+  bool autoscaled() const { return min_replicas != max_replicas; }
+};
+
+// Strict: unknown fields and out-of-range values are InvalidArgument naming
+// the field (spec.wrong_type, deploy.bad_*), in both languages.
+Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j);
+// The canonical form; DeploymentSpecFromJson(DeploymentSpecToJson(s)) == s.
+Json DeploymentSpecToJson(const DeploymentSpec& s);
+
+}  // namespace lathe::daemon

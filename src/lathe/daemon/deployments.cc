@@ -1,0 +1,250 @@
+// The API side of the deployments' manager: create, list, show, update,
+// remove (deployment_loop.cc has the loop that carries them out).
+#include "lathe/daemon/deployments.h"
+
+#include <spdlog/spdlog.h>
+
+#include "lathe/common/i18n.h"
+#include "lathe/daemon/daemon.h"
+#include "lathe/daemon/models.h"
+
+namespace lathe::daemon {
+
+Deployments::Deployments(Daemon& daemon, DeploymentOptions options, os::Clock& clock)
+    : daemon_(daemon), opts_(std::move(options)), clock_(clock) {}
+
+Deployments::~Deployments() { Stop(); }
+
+Status Deployments::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(store_, state::DeploymentStore::Open(daemon_.paths().db));
+    ASSIGN_OR_RETURN(keys_, state::DeployKeyStore::Open(daemon_.paths().db));
+    started_ms_ = clock_.NowMs();
+  }
+  gateway_ = std::make_unique<GatewayControl>(GatewayConfigFor());
+  loop_ = std::thread([this] { Loop(); });
+  return Status::OK();
+}
+
+void Deployments::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+void Deployments::Kick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::string Deployments::UrlOf(const std::string& name) {
+  std::string host = opts_.listen.substr(0, opts_.listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "[::1]";
+  int port = gateway_ ? gateway_->port() : 0;
+  std::string scheme = opts_.tls_cert.empty() ? "http" : "https";
+  return scheme + "://" + host + ":" + (port ? std::to_string(port) : "?") + "/d/" + name + "/";
+}
+
+Status Deployments::AddEvent(const std::string& name, const std::string& level,
+                             const std::string& msg_id, const Json& args) {
+  state::DeploymentEvent e;
+  e.deployment = name;
+  e.ts_ms = clock_.NowMs();
+  e.level = level;
+  e.msg_id = msg_id;
+  e.args = args;
+  MsgArgs a;
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    a.emplace_back(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+  }
+  e.message = Tr(msg_id, Lang::kEn, a);
+  spdlog::info("deployment {}: {}", name, e.message);
+  return store_->AddEvent(e);
+}
+
+Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
+                               std::string* version) {
+  auto v = daemon_.GetModel(caller, spec.model);
+  if (!v.ok()) {
+    if (v.status().code() == Code::kNotFound || v.status().code() == Code::kInvalidArgument) {
+      return Status::Msg(Code::kInvalidArgument, "deploy.unknown_model",
+                         {{"value", spec.model}, {"detail", v.status().message()}});
+    }
+    return v.status();
+  }
+  *version = (*v)["ref"].get<std::string>();
+  return Status::OK();
+}
+
+Result<state::DeploymentRecord> Deployments::Owned(const Caller& caller, const std::string& name) {
+  ASSIGN_OR_RETURN(auto d, store_->Get(name));
+  if (!d || (!caller.admin && d->uid != caller.uid)) {
+    // Another user's deployment is theirs to know of: not "not found" (the
+    // name is taken for everyone), but not shown either.
+    if (d) {
+      return Status::Msg(Code::kPermissionDenied, "deploy.forbidden",
+                         {{"name", name}, {"owner", d->user}});
+    }
+    return Status::Msg(Code::kNotFound, "deploy.not_found", {{"name", name}});
+  }
+  return *d;
+}
+
+Result<uid_t> Deployments::OwnerFor(const Caller& caller, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  return d.uid;
+}
+
+Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
+  ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(spec_json));
+  std::string version;
+  RETURN_IF_ERROR(CheckModel(caller, spec, &version));
+  // More replicas than this machine could ever hold.
+  Json gpus = daemon_.GpusJson();
+  const int total = gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0;
+  if (spec.resources.gpus > 0 && spec.resources.gpus * std::max(1, spec.min_replicas) > total) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.too_big",
+                       {{"replicas", std::to_string(std::max(1, spec.min_replicas))},
+                        {"gpus", std::to_string(spec.resources.gpus)},
+                        {"total", std::to_string(total)}});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  state::DeploymentRecord d;
+  d.name = spec.name;
+  d.uid = caller.uid;
+  d.user = caller.user;
+  d.spec = DeploymentSpecToJson(spec);
+  d.health = "progressing";
+  d.created_at_ms = d.updated_at_ms = clock_.NowMs();
+  RETURN_IF_ERROR(store_->Insert(d));
+  (void)AddEvent(d.name, "info", "deploy.created",
+                 {{"model", spec.model}, {"version", version}, {"user", caller.user}});
+  kicked_ = true;
+  cv_.notify_all();
+  return ToJson(d, true);
+}
+
+Result<Json> Deployments::List(const Caller& caller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto all, store_->List());
+  Json out = Json::array();
+  for (const auto& d : all) {
+    if (!caller.admin && d.uid != caller.uid) continue;
+    ASSIGN_OR_RETURN(Json j, ToJson(d, false));
+    out.push_back(std::move(j));
+  }
+  return Json{{"deployments", out}};
+}
+
+Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  return ToJson(d, true);
+}
+
+Result<Json> Deployments::Update(const Caller& caller, const std::string& name,
+                                 const Json& patch) {
+  if (!patch.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  std::unique_lock<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  if (d.removing) return Status::Msg(Code::kFailedPrecondition, "deploy.removing", {{"name", name}});
+  Json merged = d.spec;
+  bool promote = false;
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (it.key() == "promote") {
+      promote = it->is_boolean() && it->get<bool>();
+      continue;
+    }
+    if (it.key() == "name") continue;
+    // replicas and autoscale replace each other.
+    if (it.key() == "replicas") merged.erase("autoscale");
+    if (it.key() == "autoscale") merged.erase("replicas");
+    merged[it.key()] = *it;
+  }
+  ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(merged));
+  lock.unlock();  // GetModel takes the registry's lock
+  std::string version;
+  RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
+  lock.lock();
+  ASSIGN_OR_RETURN(d, Owned(caller, name));
+  Json before = d.spec;
+  d.spec = DeploymentSpecToJson(spec);
+  if (promote) d.plan["promoted"] = true;
+  if (patch.contains("model")) d.plan["promoted"] = false;
+  d.updated_at_ms = clock_.NowMs();
+  RETURN_IF_ERROR(store_->Update(d));
+  if (before != d.spec) {
+    (void)AddEvent(name, "info", "deploy.updated",
+                   {{"model", spec.model}, {"version", version}, {"user", caller.user}});
+  }
+  if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
+  kicked_ = true;
+  cv_.notify_all();
+  return ToJson(d, true);
+}
+
+Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  if (!d.removing) {
+    d.removing = true;
+    d.updated_at_ms = clock_.NowMs();
+    RETURN_IF_ERROR(store_->Update(d));
+    (void)AddEvent(name, "info", "deploy.removing", {{"user", caller.user}});
+  }
+  kicked_ = true;
+  cv_.notify_all();
+  return Json{{"name", name}, {"removing", true}};
+}
+
+Result<Json> Deployments::Events(const Caller& caller, const std::string& name, int64_t after_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  ASSIGN_OR_RETURN(auto events, store_->Events(d.name, after_id, 500));
+  Json out = Json::array();
+  for (const auto& e : events) {
+    out.push_back({{"id", e.id},
+                   {"ts_ms", e.ts_ms},
+                   {"level", e.level},
+                   {"msg_id", e.msg_id},
+                   {"args", e.args},
+                   {"message", e.message}});
+  }
+  return Json{{"events", out}};
+}
+
+std::vector<std::string> Deployments::UsersOf(const std::string& model, int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  if (!store_) return out;
+  auto all = store_->List();
+  if (!all.ok()) return out;
+  const std::string exact = model + "/" + std::to_string(version);
+  for (const auto& d : *all) {
+    std::string ref = d.spec.value("model", "");
+    bool uses = d.version == exact || ref == exact || (version == 0 && ref.rfind(model, 0) == 0);
+    if (version != 0 && d.plan.contains("stable_version")) {
+      uses = uses || d.plan["stable_version"] == exact || d.plan.value("rolling_to", "") == exact;
+    }
+    if (uses) out.push_back(d.name + " (" + (d.version.empty() ? ref : d.version) + ")");
+  }
+  return out;
+}
+
+std::string Deployments::Metrics() {
+  if (!gateway_ || !gateway_->Running()) return "";
+  auto m = gateway_->Metrics();
+  return m.ok() ? *m : "";
+}
+
+}  // namespace lathe::daemon

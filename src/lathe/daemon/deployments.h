@@ -1,0 +1,148 @@
+// Deployments: a model version served by replicas behind one endpoint
+// (docs/deployments.md). A deployment is aspired state — what to serve, how
+// many replicas, the autoscaler's bounds — that this manager reconciles, on
+// a thread of its own, into runs of kind service (each a `lathe serve` of
+// the version, placed by the daemon's scheduler like any run, held by its
+// monitor) and into the routes of the front (`lathe __gateway`,
+// gateway_control.h), which serves the endpoint and keeps serving while the
+// daemon is down.
+//
+// Every tick: the replicas (RunStore::OfDeployment) and what the front says
+// of them (healthy, in flight) become deploy::ReplicaObs; deploy::Reconcile
+// decides (replace, roll out, roll back, scale, drain); the decision is
+// carried out here (submit replicas as the owner, stop drained ones, record
+// events), and the routes are written when they changed.
+//
+// Who may do what: a deployment is its owner's (and root's, and the daemon
+// user's); another user gets deploy.forbidden (403) for anything but a list
+// that leaves it out. Names are unique across users.
+//
+// Replicas listen on unix sockets in directories of their own
+// (<home>/deployments/sockets/<replica>/, the owner's, group the front's,
+// 02750), so no other local user can reach a replica without the front and
+// its keys; the front checks each listener's owner (SO_PEERCRED).
+//
+// Thread-safe: API threads call the public methods; mu_ guards the store
+// and the in-memory bookkeeping; the daemon's own methods are called
+// without mu_.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+#include "lathe/daemon/deployment_spec.h"
+#include "lathe/daemon/gateway_control.h"
+#include "lathe/os/clock.h"
+#include "lathe/state/deploy_key_store.h"
+#include "lathe/state/deployment_store.h"
+#include "lathe/state/run_store.h"
+
+namespace lathe::daemon {
+
+class Daemon;
+struct Caller;
+
+struct DeploymentOptions {
+  // Where the front listens: HOST:PORT (port 0: any free one, chosen when
+  // it first starts; it keeps it across daemon restarts).
+  std::string listen = "127.0.0.1:7733";
+  // A root daemon runs the front as this user (created as a system user
+  // when missing).
+  std::string gateway_user = "lathe-gateway";
+  std::string tls_cert, tls_key;  // the front's TLS when both are set
+  int tick_ms = 250;
+  int64_t drain_timeout_ms = 30'000;
+};
+
+class Deployments {
+ public:
+  Deployments(Daemon& daemon, DeploymentOptions options, os::Clock& clock);
+  ~Deployments();  // Stop()
+
+  Status Start();  // opens the stores, starts the loop
+  void Stop();
+
+  // POST /api/v1/deployments: validates (the model ref resolves for the
+  // caller, the replicas could fit this machine), records it and starts
+  // reconciling. The deployment's JSON.
+  Result<Json> Create(const Caller& caller, const Json& spec_json);
+  Result<Json> List(const Caller& caller);  // {deployments: [...]}
+  Result<Json> Get(const Caller& caller, const std::string& name);
+  // PATCH: any of model, replicas, autoscale, canary, public, ready_timeout;
+  // {"promote": true} ends a canary. The new JSON.
+  Result<Json> Update(const Caller& caller, const std::string& name, const Json& patch);
+  // Drains and removes it (its replicas stop, its keys go). {name, removing}.
+  Result<Json> Delete(const Caller& caller, const std::string& name);
+  Result<Json> Events(const Caller& caller, const std::string& name, int64_t after_id);
+  // The front's Prometheus text (every deployment's), "" when it is not running.
+  std::string Metrics();
+  // The owner check for the key routes: the deployment's owner uid.
+  Result<uid_t> OwnerFor(const Caller& caller, const std::string& name);
+  // Keys were issued or revoked: the routes are written again.
+  void Kick();
+  // "NAME (digits/3)" of each deployment serving or wanting `model`/`version`
+  // (0: any version), for the registry's refusals and `model show`.
+  std::vector<std::string> UsersOf(const std::string& model, int64_t version);
+  // The endpoint's base URL: http://127.0.0.1:7733/d/NAME/
+  std::string UrlOf(const std::string& name);
+
+ private:
+  // deployment_loop.cc
+  void Loop();
+  void Tick();
+  // One deployment's tick; its route for the front (null: none).
+  Json ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
+                    const Json& front_deployment, const Json& gpus);
+  Json RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+               const std::vector<const state::RunRecord*>& live, const Json& traffic,
+               int desired);
+  Json Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
+              const std::map<std::string, Json>& front);
+  Status StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                      const std::string& version);
+  // The version's model repository (a `lathe serve --repository`), restored
+  // as the owner into their ~/.lathe/deployments/models/<model>-<N>/ once
+  // and shared by the replicas.
+  Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
+  std::string SocketRoot() const;
+  void RemoveSocketDir(const state::RunRecord& r);
+  Result<Json> ToJson(const state::DeploymentRecord& d, bool full);
+  Result<state::DeploymentRecord> Owned(const Caller& caller, const std::string& name);
+  Status CheckModel(const Caller& caller, const DeploymentSpec& spec, std::string* version);
+  Status AddEvent(const std::string& name, const std::string& level, const std::string& msg_id,
+                  const Json& args);
+  GatewayConfig GatewayConfigFor();
+
+  Daemon& daemon_;
+  const DeploymentOptions opts_;
+  os::Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool kicked_ = false;
+  std::unique_ptr<state::DeploymentStore> store_;  // mu_
+  std::unique_ptr<state::DeployKeyStore> keys_;    // mu_
+  std::unique_ptr<GatewayControl> gateway_;        // the loop's
+  Json last_status_ = Json::object();              // the front's /status, mu_
+  // Replicas taken out of traffic (run id -> since, monotonic ms); mu_.
+  std::map<std::string, int64_t> draining_;
+  // Replicas the front has seen healthy at least once; mu_.
+  std::set<std::string> seen_ready_;
+  std::map<std::string, std::pair<int, int64_t>> phase_since_;  // run id -> (phase, since)
+  std::set<std::string> ended_seen_;  // ended replicas already shown to Reconcile; mu_
+  int64_t started_ms_ = 0;
+  std::thread loop_;
+};
+
+}  // namespace lathe::daemon

@@ -1,0 +1,99 @@
+#include "lathe/daemon/gateway_control.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "lathe/net/http_client.h"
+#include "lathe/os/files.h"
+#include "lathe/os/process.h"
+
+namespace lathe::daemon {
+namespace {
+
+// The process's command line names our directory: not some other program
+// that got the pid after the front ended.
+bool IsOurGateway(pid_t pid, const std::string& dir) {
+  auto cmdline = os::ReadFileUpTo("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
+  if (!cmdline.ok()) return false;
+  std::string c = *cmdline;
+  for (char& ch : c) ch = ch == '\0' ? ' ' : ch;
+  return c.find("__gateway") != std::string::npos && c.find(" " + dir + " ") != std::string::npos;
+}
+
+}  // namespace
+
+bool GatewayControl::ReadState() {
+  auto text = os::ReadFileUpTo(c_.dir + "/gateway.json", 1 << 16);
+  if (!text.ok()) return false;
+  auto j = ParseJson(*text);
+  if (!j.ok() || !j->is_object()) return false;
+  pid_ = static_cast<pid_t>(j->value("pid", 0));
+  port_ = j->value("port", 0);
+  return pid_ > 0 && os::ProcessAlive(pid_) && IsOurGateway(pid_, c_.dir);
+}
+
+bool GatewayControl::Running() { return ReadState(); }
+
+Status GatewayControl::Ensure() {
+  if (ReadState()) return Status::OK();
+  RETURN_IF_ERROR(os::MakeDirs(c_.dir, 0755));
+  (void)::unlink((c_.dir + "/gateway.json").c_str());
+  std::vector<std::string> argv = {c_.self_exe, "__gateway", "--dir", c_.dir, "--listen", c_.listen};
+  if (c_.uid) argv.insert(argv.end(), {"--user", std::to_string(*c_.uid) + ":" + std::to_string(c_.gid)});
+  if (!c_.tls_cert.empty() && !c_.tls_key.empty()) {
+    argv.insert(argv.end(), {"--tls-cert", c_.tls_cert, "--tls-key", c_.tls_key});
+  }
+  ASSIGN_OR_RETURN(pid_t pid, os::SpawnDetached(argv, c_.dir + "/gateway.log", 0600));
+  for (int i = 0; i < 200; ++i) {  // its gateway.json: it listens
+    if (ReadState() && pid_ == pid) return Status::OK();
+    if (os::TryReap(pid)) break;  // it ended: the log says why
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  auto log = os::ReadFileUpTo(c_.dir + "/gateway.log", 1 << 20);
+  std::string tail = log.ok() ? *log : "";
+  if (tail.size() > 600) tail = tail.substr(tail.size() - 600);
+  return Status::Msg(Code::kUnavailable, "deploy.gateway_failed",
+                     {{"log", c_.dir + "/gateway.log"}, {"detail", tail}});
+}
+
+Result<std::string> GatewayControl::Get(const std::string& path) {
+  net::ClientOptions o;
+  o.unix_socket = c_.dir + "/admin.sock";
+  o.connect_timeout_ms = 1000;
+  o.timeout_ms = 3000;
+  net::HttpClient client(o);
+  ASSIGN_OR_RETURN(net::HttpResponse r, client.Request("GET", path));
+  if (r.status != 200) {
+    return Status::Unavailable("gateway " + path + ": HTTP " + std::to_string(r.status));
+  }
+  return r.body;
+}
+
+Result<Json> GatewayControl::FrontStatus() {
+  ASSIGN_OR_RETURN(std::string body, Get("/status"));
+  return ParseJson(body);
+}
+
+Result<std::string> GatewayControl::Metrics() { return Get("/metrics"); }
+
+Status GatewayControl::WriteRoutes(Json routes) {
+  routes.erase("generation");
+  std::string body = routes.dump();
+  if (body == routes_written_ && os::Exists(c_.dir + "/routes.json")) return Status::OK();
+  routes["generation"] = ++generation_;
+  RETURN_IF_ERROR(os::MakeDirs(c_.dir, 0755));
+  const std::string path = c_.dir + "/routes.json";
+  RETURN_IF_ERROR(os::WriteFileAtomic(path, routes.dump(2), 0640, os::Durability::kNoSync));
+  if (c_.uid && ::geteuid() == 0) {
+    // root:<the front's group>, 0640: the front reads it, no other user does
+    // (it holds the deployment keys' hashes).
+    if (::chown(path.c_str(), 0, c_.gid) != 0) return ErrnoStatus("chown " + path, errno);
+  }
+  routes_written_ = std::move(body);
+  return Status::OK();
+}
+
+}  // namespace lathe::daemon

@@ -1,0 +1,71 @@
+// The daemon's side of the deployments' front (`lathe __gateway`,
+// docs/gateway.md): starting it, finding the one already running after a
+// daemon restart, telling it the routes, asking it how the replicas are.
+//
+// The front is a process of its own, in a session of its own, not the
+// daemon's child in any way that matters: a daemon killed with -9 leaves it
+// serving from the routes it last read, and the daemon that starts next
+// finds it by DIR/gateway.json (its pid, with the process's start time
+// against pid reuse, and its command line naming DIR). The daemon talks to
+// it only through files and its admin socket:
+//   DIR/routes.json   written here, atomically, only when it changes
+//   DIR/gateway.json  written by the front once it listens: pid, port
+//   DIR/admin.sock    GET /status, GET /metrics (root's, or the daemon user's)
+//
+// Thread-compatible: the deployments' loop is its only caller.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lathe/common/json.h"
+#include "lathe/common/status.h"
+
+namespace lathe::daemon {
+
+struct GatewayConfig {
+  std::string dir;                  // DIR above (the daemon's, created here)
+  std::string self_exe;             // the lathe binary
+  std::string listen = "127.0.0.1:0";
+  std::optional<uid_t> uid;         // drop to this uid:gid (a root daemon)
+  gid_t gid = 0;
+  std::string tls_cert, tls_key;    // a TLS listener when both are set
+};
+
+class GatewayControl {
+ public:
+  explicit GatewayControl(GatewayConfig c) : c_(std::move(c)) {}
+
+  // Starts the front unless it is running; then waits (up to a few
+  // seconds) for its gateway.json. OK when it runs.
+  Status Ensure();
+  // True when the front recorded in gateway.json is alive.
+  bool Running();
+  // The front's TCP port (0 before it first started).
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // GET /status of the admin socket (docs/gateway.md).
+  Result<Json> FrontStatus();
+  // GET /metrics of the admin socket, Prometheus text.
+  Result<std::string> Metrics();
+  // Writes routes.json when `routes` differs from what was written last
+  // (compared without its generation); readable by the front's group.
+  Status WriteRoutes(Json routes);
+
+  const GatewayConfig& config() const { return c_; }
+
+ private:
+  bool ReadState();  // gateway.json → pid_, start_, port_; true when its process lives
+  Result<std::string> Get(const std::string& path);
+
+  const GatewayConfig c_;
+  pid_t pid_ = 0;
+  int port_ = 0;
+  std::string routes_written_;  // the last routes written, without generation
+  int64_t generation_ = 0;
+};
+
+}  // namespace lathe::daemon

@@ -1,0 +1,137 @@
+#include "lathe/state/deployment_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "lathe/state/run_store.h"
+
+namespace lathe::state {
+namespace {
+
+class DeploymentStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-deployment-store-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    auto s = DeploymentStore::Open(dir_ + "/lathe.db");
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static DeploymentRecord Make(const std::string& name, uid_t uid) {
+    DeploymentRecord d;
+    d.name = name;
+    d.uid = uid;
+    d.user = "u" + std::to_string(uid);
+    d.spec = {{"model", "digits@prod"}, {"replicas", 2}};
+    d.created_at_ms = d.updated_at_ms = 5;
+    return d;
+  }
+
+  std::string dir_;
+  std::unique_ptr<DeploymentStore> store_;
+};
+
+TEST_F(DeploymentStoreTest, NamesAreUniqueAcrossUsers) {
+  ASSERT_TRUE(store_->Insert(Make("digits", 1001)).ok());
+  Status again = store_->Insert(Make("digits", 1002));
+  EXPECT_EQ(again.code(), Code::kAlreadyExists);
+  EXPECT_NE(again.ToString().find("digits"), std::string::npos);
+  auto got = store_->Get("digits");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->uid, 1001u);  // the first owner keeps it
+  EXPECT_EQ((*got)->spec["replicas"], 2);
+}
+
+TEST_F(DeploymentStoreTest, UpdateKeepsOwnerAndReportsAMissingOne) {
+  ASSERT_TRUE(store_->Insert(Make("a", 1001)).ok());
+  DeploymentRecord d = Make("a", 0);  // uid is not written by Update
+  d.version = "digits/3";
+  d.plan = {{"desired", 3}};
+  d.health = "healthy";
+  d.removing = true;
+  d.updated_at_ms = 9;
+  ASSERT_TRUE(store_->Update(d).ok());
+  auto got = store_->Get("a");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->uid, 1001u);
+  EXPECT_EQ((*got)->version, "digits/3");
+  EXPECT_EQ((*got)->plan["desired"], 3);
+  EXPECT_TRUE((*got)->removing);
+  EXPECT_EQ((*got)->updated_at_ms, 9);
+  EXPECT_EQ(store_->Update(Make("gone", 1)).code(), Code::kNotFound);
+}
+
+TEST_F(DeploymentStoreTest, EventsAreKeptInOrderAndGoWithTheDeployment) {
+  ASSERT_TRUE(store_->Insert(Make("a", 1)).ok());
+  ASSERT_TRUE(store_->Insert(Make("b", 1)).ok());
+  for (int i = 0; i < 5; ++i) {
+    DeploymentEvent e;
+    e.deployment = i % 2 ? "b" : "a";
+    e.ts_ms = i;
+    e.level = "info";
+    e.msg_id = "deploy.created";
+    e.args = {{"i", i}};
+    e.message = "event " + std::to_string(i);
+    ASSERT_TRUE(store_->AddEvent(e).ok());
+  }
+  auto a = store_->Events("a", 0, 100);
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->size(), 3u);
+  EXPECT_EQ((*a)[0].message, "event 0");
+  EXPECT_EQ((*a)[2].args["i"], 4);
+  auto last = store_->Events("a", 0, 2);  // the newest two, oldest first
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(), 2u);
+  EXPECT_EQ((*last)[0].message, "event 2");
+  auto after = store_->Events("a", (*a)[1].id, 100);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 1u);
+  ASSERT_TRUE(store_->Delete("a").ok());
+  EXPECT_FALSE(store_->Get("a")->has_value());
+  EXPECT_TRUE(store_->Events("a", 0, 100)->empty());
+  EXPECT_EQ(store_->Events("b", 0, 100)->size(), 2u);
+}
+
+// The replicas of a deployment are found by their spec, through the index.
+TEST_F(DeploymentStoreTest, ReplicasAreRunsOfKindServiceFoundByTheirSpec) {
+  auto runs = RunStore::Open(dir_ + "/lathe.db");
+  ASSERT_TRUE(runs.ok());
+  auto add = [&](const std::string& id, const std::string& dep, run::RunKind kind,
+                 run::RunState st, int64_t finished) {
+    RunRecord r;
+    r.id = id;
+    r.name = id;
+    r.kind = kind;
+    r.spec.type = kind == run::RunKind::kService ? "service" : "job";
+    r.spec.command = {"true"};
+    r.spec.deployment = dep;
+    r.state = st;
+    r.finished_at_ms = finished;
+    r.run_dir = "/x/" + id;
+    ASSERT_TRUE((*runs)->Insert(r, 1).ok());
+  };
+  add("r1", "digits", run::RunKind::kService, run::RunState::kQueued, 0);
+  add("r2", "other", run::RunKind::kService, run::RunState::kQueued, 0);
+  add("r3", "digits", run::RunKind::kJob, run::RunState::kQueued, 0);
+  auto of = (*runs)->OfDeployment("digits", 0);
+  ASSERT_TRUE(of.ok()) << of.status().ToString();
+  ASSERT_EQ(of->size(), 1u);
+  EXPECT_EQ((*of)[0].id, "r1");
+  EXPECT_EQ((*of)[0].spec.deployment, "digits");
+  auto db = Db::Open(dir_ + "/lathe.db", RunStoreMigrations());
+  ASSERT_TRUE(db.ok());
+  auto plan = (*db)->Prepare(
+      "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE kind = 'service' AND "
+      "json_extract(spec, '$.deployment.name') = 'digits'");
+  ASSERT_TRUE(plan.ok());
+  std::string detail;
+  while (plan->Step().value_or(false)) detail += plan->Text(3);
+  EXPECT_NE(detail.find("runs_by_deployment"), std::string::npos) << detail;
+}
+
+}  // namespace
+}  // namespace lathe::state
