@@ -172,6 +172,37 @@ TEST(Rollback, ANewReplicaThatEndsBeforeReadyRollsBackAndIsNotRetried) {
   EXPECT_TRUE(c.state.failed_versions.empty());
 }
 
+// One at a time on a full node, the old replicas may all be gone when the
+// last new one fails: the new version's ready replica serves on until the old
+// version is back, then goes.
+TEST(Rollback, AfterTheOldReplicasWereReplacedTheNewReadyOnesServeUntilTheOldAreBack) {
+  FakeCluster c = Serving(2, 2);
+  c.goal.version = "m/2";
+  ASSERT_TRUE(c.TickUntil(
+      [&] { return c.Count("m/2", Phase::kReady) == 1 && c.Count("m/2", Phase::kStarting) == 1; },
+      30));
+  ASSERT_EQ(c.Count("m/1", Phase::kReady), 0);
+  for (const ReplicaObs& r : c.replicas) {
+    if (r.version == "m/2" && r.phase == Phase::kStarting) {
+      c.Crash(r.run, "exit 137");
+      break;
+    }
+  }
+  c.Tick();
+  EXPECT_TRUE(c.Saw("deploy.rolled_back"));
+  EXPECT_EQ(c.last.traffic, (Traffic{{"m/2", 100}}));  // nothing else is ready
+  EXPECT_TRUE(c.last.drain.empty());
+  ASSERT_EQ(c.last.start.size(), 1u);
+  EXPECT_EQ(c.last.start[0].first, "m/1");
+  ASSERT_TRUE(c.TickUntil([&] { return c.Count("m/1", Phase::kReady) == 2; }, 30));
+  ASSERT_TRUE(
+      c.TickUntil([&] { return c.Live("m/2") + c.Count("m/2", Phase::kDraining) == 0; }, 10));
+  EXPECT_EQ(c.last.traffic, (Traffic{{"m/1", 100}}));
+  EXPECT_EQ(c.last.health, "degraded");
+  EXPECT_FALSE(c.lost_last_ready);
+  EXPECT_EQ(c.Starts("m/2"), 2);
+}
+
 TEST(Rollback, ANewReplicaNotReadyInTimeRollsBackNamingTheTimeout) {
   FakeCluster c = Serving(1, 2);
   c.behavior["m/2"].never_ready = true;
