@@ -41,6 +41,8 @@ struct DaemonFlags {
   std::vector<std::string> allowed_hosts;  // config.yaml only
   daemon::QuotaConfig quotas;              // config.yaml only
   daemon::NotebookSettings notebooks;      // config.yaml only
+  std::string deployments_listen;          // --deployments-listen, else config.yaml's
+  std::string gateway_user;                // config.yaml only
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -58,6 +60,14 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
   if (c.quotas) f.quotas = *c.quotas;
   if (c.notebooks) f.notebooks = *c.notebooks;
+  if (c.deployments && c.deployments->listen && !given("--deployments-listen")) {
+    f.deployments_listen = *c.deployments->listen;
+  }
+  if (c.deployments && c.deployments->gateway_user) f.gateway_user = *c.deployments->gateway_user;
+  if (!f.deployments_listen.empty()) {
+    RETURN_IF_ERROR(daemon::CheckListen(f.deployments_listen, "--deployments-listen",
+                                        "deployments.listen"));
+  }
   // A relative flag means the caller's directory (`lathe up` starts the daemon elsewhere).
   auto absolute = [](std::string& p) {
     if (!p.empty() && p[0] != '/') p = std::filesystem::absolute(p).lexically_normal().string();
@@ -94,6 +104,21 @@ Status RunDaemon(DaemonFlags& f) {
   if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
   if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;
+  if (!f.deployments_listen.empty()) o.deployments.listen = f.deployments_listen;
+  if (!f.gateway_user.empty()) o.deployments.gateway_user = f.gateway_user;
+  {
+    // The front speaks TLS where the API would have to: off loopback.
+    std::string host = o.deployments.listen.substr(0, o.deployments.listen.rfind(':'));
+    bool loopback = host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";
+    if (!loopback) {
+      if (f.tls_cert.empty() || f.tls_key.empty()) {
+        return Status::Msg(Code::kInvalidArgument, "deploy.listen_needs_tls",
+                           {{"listen", o.deployments.listen}});
+      }
+      o.deployments.tls_cert = f.tls_cert;
+      o.deployments.tls_key = f.tls_key;
+    }
+  }
   ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
   api::ApiOptions ao;
   ao.host = f.host;
@@ -137,6 +162,7 @@ std::vector<std::string> GivenFlags(const DaemonFlags& f) {
   pass("--grace", f.grace);
   pass("--tls-cert", f.tls_cert);
   pass("--tls-key", f.tls_key);
+  pass("--deployments-listen", f.deployments_listen);
   if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
   return args;
 }
@@ -351,6 +377,7 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--grace", flags.grace);
     sub->add_option("--tls-cert", flags.tls_cert);
     sub->add_option("--tls-key", flags.tls_key);
+    sub->add_option("--deployments-listen", flags.deployments_listen);
   };
   auto* d = app.add_subcommand("daemon");
   add_flags(d);

@@ -75,7 +75,7 @@ class Daemon:
         self.log = open(os.path.join(self.home, "daemon.test.log"), "ab")
         self.proc = subprocess.Popen(
             [LATHE, "daemon", "--home", self.home, "--gpus", self.gpus,
-             "--port", "0", "--grace", self.grace],
+             "--port", "0", "--grace", self.grace, "--deployments-listen", "127.0.0.1:0"],
             stdout=self.log, stderr=self.log, env=self.env())
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -116,6 +116,8 @@ class Daemon:
         subprocess.run(["pkill", "-USR2", "-f", "__monitor " + self.home], check=False)
         time.sleep(0.5)
         subprocess.run(["pkill", "-9", "-f", "__monitor " + self.home], check=False)
+        # The deployments' front outlives the daemon by design.
+        subprocess.run(["pkill", "-9", "-f", "__gateway --dir " + self.home + "/"], check=False)
         shutil.rmtree(self.home, ignore_errors=True)
 
     def cli(self, *args, check=True, user=None, env=None, timeout=120):

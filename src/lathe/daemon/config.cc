@@ -106,7 +106,46 @@ Result<NotebookSettings> ParseNotebooks(const YAML::Node& node, std::string_view
   return n;
 }
 
+// deployments: {listen: HOST:PORT, gateway_user: NAME}
+Result<DeploymentSettings> ParseDeployments(const YAML::Node& node, std::string_view file) {
+  DeploymentSettings d;
+  constexpr const char* kKeys = "deployments.listen, deployments.gateway_user";
+  if (!node.IsMap()) return BadKey(file, "deployments", "a mapping of listen, gateway_user");
+  for (const auto& kv : node) {
+    std::string key = "deployments." + kv.first.Scalar();
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+      return BadKey(file, key, "a single value");
+    }
+    std::string v = kv.second.Scalar();
+    if (key == "deployments.listen") {
+      RETURN_IF_ERROR(CheckListen(v, file, key));
+      d.listen = v;
+    } else if (key == "deployments.gateway_user") {
+      d.gateway_user = v;
+    } else {
+      return BadKey(file, key, kKeys);
+    }
+  }
+  return d;
+}
+
 }  // namespace
+
+Status CheckListen(const std::string& v, std::string_view file, const std::string& key) {
+  auto colon = v.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon > 0 && colon + 1 < v.size() && colon + 6 >= v.size() &&
+      v.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+    port = std::stoi(v.substr(colon + 1));
+  }
+  if (port < 0 || port > 65535) {
+    return Status::Msg(Code::kInvalidArgument, "config.bad_key",
+                       {{"file", std::string(file)},
+                        {"key", key},
+                        {"allowed", "HOST:PORT, such as 127.0.0.1:7733 (port 0: any free one)"}});
+  }
+  return Status::OK();
+}
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
   DaemonConfig c;
@@ -120,7 +159,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     if (!root.IsMap()) {
       return bad("(top level)",
                  "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
-                 "fair_share, notebooks");
+                 "fair_share, notebooks, deployments");
     }
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
@@ -146,6 +185,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         ASSIGN_OR_RETURN(c.notebooks, ParseNotebooks(kv.second, file));
         continue;
       }
+      if (key == "deployments") {
+        ASSIGN_OR_RETURN(c.deployments, ParseDeployments(kv.second, file));
+        continue;
+      }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
       std::string v = kv.second.Scalar();
       if (key == "gpus") {
@@ -166,7 +209,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       } else {
         return bad(key,
                    "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
-                   "notebooks");
+                   "notebooks, deployments");
       }
     }
   } catch (const YAML::Exception& e) {

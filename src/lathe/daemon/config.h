@@ -16,6 +16,9 @@
 //     idle: 30m           # stop a notebook idle this long (a spec's idle wins); 0: never
 //     poll: 10s           # how often the daemon looks at each notebook
 //     gpu_busy_pct: 5     # a GPU at or above this utilization keeps a notebook active
+//   deployments:          # the deployments' front (docs/deployments.md)
+//     listen: 127.0.0.1:7733   # where the endpoints /d/NAME/ are served; port 0: any free one
+//     gateway_user: lathe-gateway  # a root daemon runs the front as this user (made if missing)
 //   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
 //     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
 //     key: /etc/lathe/server.key   # its PEM private key (absolute path)
@@ -42,6 +45,12 @@ struct NotebookSettings {
   std::optional<int> gpu_busy_pct;
 };
 
+// deployments: (deployments.h)
+struct DeploymentSettings {
+  std::optional<std::string> listen;
+  std::optional<std::string> gateway_user;
+};
+
 // tls: both or neither (the daemon checks, since a flag may give the other).
 struct TlsSettings {
   std::string cert;  // tls.cert; "" when not given
@@ -58,7 +67,12 @@ struct DaemonConfig {
   std::optional<QuotaConfig> quotas;  // `quotas:` and `fair_share:`
   std::optional<TlsSettings> tls;
   std::optional<NotebookSettings> notebooks;
+  std::optional<DeploymentSettings> deployments;
 };
+
+// HOST:PORT with a port from 0 to 65535, else config.bad_key naming `key`
+// (in `file`: a config file, or a flag).
+Status CheckListen(const std::string& v, std::string_view file, const std::string& key);
 
 // Parses the text of a config file; `file` names it in errors.
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file);

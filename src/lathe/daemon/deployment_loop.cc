@@ -154,7 +154,9 @@ void Deployments::Tick() {
   Json routes = {{"version", 1}, {"deployments", Json::array()}};
   const Json gpus = daemon_.GpusJson();
   for (auto& d : all) {
-    Json route = ReconcileOne(d, front.replicas, front.deployments[d.name], gpus);
+    auto f = front.deployments.find(d.name);
+    Json route = ReconcileOne(d, front.replicas,
+                              f == front.deployments.end() ? Json::object() : f->second, gpus);
     if (!route.is_null()) routes["deployments"].push_back(std::move(route));
   }
   if (!all.empty() || gateway_->Running()) {
@@ -226,6 +228,14 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   if (d.removing) return Remove(d, live, front);
   Json plan = d.plan;
   auto state = deploy::StateFromJson(plan.value("state", Json::object()));
+  if (state.ok()) {
+    // What the reconciler drained stays draining, across daemon restarts too.
+    for (auto& o : obs) {
+      if (o.phase != deploy::ReplicaObs::Phase::kEnded && state->drained.count(o.run)) {
+        o.phase = deploy::ReplicaObs::Phase::kDraining;
+      }
+    }
+  }
   deploy::Decision dec = deploy::Reconcile(
       GoalOf(*spec, want, plan, FreeSlots(*spec, gpus), front_deployment.value("held", 0),
              opts_.drain_timeout_ms),
@@ -243,17 +253,22 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& id : dec.drain) draining_.emplace(id, now);
+    for (const auto& [id, at] : dec.next.drained) draining_.emplace(id, at);
     for (const auto& e : dec.events) {
       Json args = Json::object();
-      for (const auto& [k, v] : e.args) args[k] = v;
+      for (const auto& a : e.args) args[a.key] = a.value;
       (void)AddEvent(d.name, e.level, e.msg_id, args);
     }
   }
   for (const auto& id : dec.stop) (void)daemon_.StopRun(daemon_caller, id);
   // What is kept: the reconciler's state, the traffic split, promotion.
+  Json reason_args = Json::object();
+  for (const auto& a : dec.reason_args) reason_args[a.key] = a.value;
   Json next = {{"state", deploy::ToJson(dec.next)},
                {"promoted", plan.value("promoted", false)},
-               {"traffic", dec.traffic}};
+               {"traffic", dec.traffic},
+               {"reason_id", dec.reason_id},
+               {"reason_args", reason_args}};
   std::string serving = dec.next.stable_version.empty() ? d.version : dec.next.stable_version;
   if (next != d.plan || dec.health != d.health || dec.reason != d.reason || serving != d.version) {
     d.plan = next;

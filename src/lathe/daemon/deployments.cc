@@ -124,11 +124,12 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   d.uid = caller.uid;
   d.user = caller.user;
   d.spec = DeploymentSpecToJson(spec);
+  d.version = version;  // what it will serve first
   d.health = "progressing";
   d.created_at_ms = d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Insert(d));
   (void)AddEvent(d.name, "info", "deploy.created",
-                 {{"model", spec.model}, {"version", version}, {"user", caller.user}});
+                 {{"name", d.name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
   kicked_ = true;
   cv_.notify_all();
   return ToJson(d, true);
@@ -185,7 +186,7 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name,
   RETURN_IF_ERROR(store_->Update(d));
   if (before != d.spec) {
     (void)AddEvent(name, "info", "deploy.updated",
-                   {{"model", spec.model}, {"version", version}, {"user", caller.user}});
+                   {{"name", name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
   }
   if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;
@@ -200,7 +201,7 @@ Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) 
     d.removing = true;
     d.updated_at_ms = clock_.NowMs();
     RETURN_IF_ERROR(store_->Update(d));
-    (void)AddEvent(name, "info", "deploy.removing", {{"user", caller.user}});
+    (void)AddEvent(name, "info", "deploy.removing_now", {{"name", name}, {"user", caller.user}});
   }
   kicked_ = true;
   cv_.notify_all();

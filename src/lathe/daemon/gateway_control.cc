@@ -31,7 +31,7 @@ bool GatewayControl::ReadState() {
   auto j = ParseJson(*text);
   if (!j.ok() || !j->is_object()) return false;
   pid_ = static_cast<pid_t>(j->value("pid", 0));
-  port_ = j->value("port", 0);
+  if (j->value("port", 0) > 0) port_ = j->value("port", 0);
   return pid_ > 0 && os::ProcessAlive(pid_) && IsOurGateway(pid_, c_.dir);
 }
 
@@ -41,7 +41,15 @@ Status GatewayControl::Ensure() {
   if (ReadState()) return Status::OK();
   RETURN_IF_ERROR(os::MakeDirs(c_.dir, 0755));
   (void)::unlink((c_.dir + "/gateway.json").c_str());
-  std::vector<std::string> argv = {c_.self_exe, "__gateway", "--dir", c_.dir, "--listen", c_.listen};
+  // A front started again keeps the port the last one had when the
+  // configuration lets it choose (port 0): clients keep their URL.
+  std::string listen = c_.listen;
+  if (listen.size() > 2 && listen.compare(listen.size() - 2, 2, ":0") == 0 && port_ > 0 &&
+      !retry_any_port_) {
+    listen = listen.substr(0, listen.size() - 1) + std::to_string(port_);
+  }
+  retry_any_port_ = false;
+  std::vector<std::string> argv = {c_.self_exe, "__gateway", "--dir", c_.dir, "--listen", listen};
   if (c_.uid) argv.insert(argv.end(), {"--user", std::to_string(*c_.uid) + ":" + std::to_string(c_.gid)});
   if (!c_.tls_cert.empty() && !c_.tls_key.empty()) {
     argv.insert(argv.end(), {"--tls-cert", c_.tls_cert, "--tls-key", c_.tls_key});
@@ -52,6 +60,7 @@ Status GatewayControl::Ensure() {
     if (os::TryReap(pid)) break;  // it ended: the log says why
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
+  retry_any_port_ = listen != c_.listen;  // the old port may be taken: any next time
   auto log = os::ReadFileUpTo(c_.dir + "/gateway.log", 1 << 20);
   std::string tail = log.ok() ? *log : "";
   if (tail.size() > 600) tail = tail.substr(tail.size() - 600);

@@ -66,6 +66,7 @@ class GatewayControl {
   int port_ = 0;
   std::string routes_written_;  // the last routes written, without generation
   int64_t generation_ = 0;
+  bool retry_any_port_ = false;  // the last start on the old port failed
 };
 
 }  // namespace lathe::daemon

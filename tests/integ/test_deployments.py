@@ -1,0 +1,366 @@
+"""Deployments end to end: `lathe deploy` against the real daemon, real
+`lathe serve` replicas (process handlers, no torch needed) and the real front.
+
+A model version is deployed with two replicas; answers come through the
+endpoint /d/NAME/ from both replicas, each carrying the version it came from.
+A key is needed unless the deployment is public, and a revoked key stops
+working. A replica killed with -9 under continuous load costs no request (the
+front retries on the other one) and the deployment brings it back; the daemon
+killed with -9 under load costs none either (the front serves from its last
+routes) and the deployment is managed again after the restart. Moving the
+alias the deployment follows rolls it out under load without a failed request;
+a version that cannot load is rolled back while the old one keeps answering.
+Another user can neither see the deployment nor call it without a key, nor
+reach a replica's socket directly. Removing a deployment drains it.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import PY, DaemonTest, second_user
+
+USER = "lathe-it-deploy"
+
+HANDLER = r"""
+import os, time
+SCALE = int(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale")).read())
+
+def load(model_dir):
+    return {"scale": SCALE}
+
+def predict(batch, model):
+    time.sleep(float(os.environ.get("SLOW", "0")))
+    return [{"y": [v * model["scale"] for v in req.get("x", [])], "pid": os.getpid()}
+            for req in batch]
+"""
+
+BROKEN = r"""
+def load(model_dir):
+    raise RuntimeError("this version cannot load")
+
+def predict(batch, model):
+    return []
+"""
+
+
+class Load:
+    """Requests in a loop from `threads` threads until stopped; counts failures."""
+
+    def __init__(self, port, path, body, headers=None, threads=2):
+        self.port, self.path, self.body = port, path, body
+        self.headers = dict(headers or {}, **{"Content-Type": "application/json"})
+        self.ok = 0
+        self.failures = []
+        self.versions = []
+        self.stop_flag = False
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run, daemon=True) for _ in range(threads)]
+
+    def run(self):
+        c = None
+        while not self.stop_flag:
+            try:
+                if c is None:
+                    c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                c.request("POST", self.path, body=self.body, headers=self.headers)
+                r = c.getresponse()
+                data = r.read()
+                with self.lock:
+                    if r.status == 200:
+                        self.ok += 1
+                        self.versions.append(r.getheader("Lathe-Model-Version"))
+                    else:
+                        self.failures.append((r.status, data[:200]))
+            except (OSError, http.client.HTTPException) as e:
+                with self.lock:
+                    self.failures.append(("exception", repr(e)))
+                c = None
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_flag = True
+        for t in self.threads:
+            t.join(timeout=60)
+
+    def wait_ok(self, n, timeout=60):
+        deadline = time.time() + timeout
+        start = self.ok
+        while self.ok < start + n and time.time() < deadline:
+            time.sleep(0.05)
+        return self.ok >= start + n
+
+
+class Deployments(DaemonTest):
+    gpus = "sim:2x24GB"
+
+    def setUp(self):
+        super().setUp()
+        self.work = tempfile.mkdtemp(prefix="lathe-deploy-")
+        os.chmod(self.work, 0o755)
+
+    def tearDown(self):
+        super().tearDown()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def version_dir(self, name, scale, handler=HANDLER):
+        d = os.path.join(self.work, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "handler.py"), "w") as f:
+            f.write(handler)
+        with open(os.path.join(d, "scale"), "w") as f:
+            f.write(str(scale))
+        return d
+
+    def model(self, scale, handler=HANDLER, name="tri"):
+        d = self.version_dir(f"v{scale}-{len(os.listdir(self.work))}", scale, handler)
+        out = self.d.cli("model", "create", name, "--from-dir", d, "--handler", "handler.py",
+                         "--json").stdout
+        return json.loads(out)["ref"]
+
+    def show(self, name, user=None, check=True):
+        r = self.d.cli("deploy", "show", name, "--json", user=user, check=check,
+                       env=self.d.env(HOME="/tmp") if user else None)
+        return json.loads(r.stdout) if r.returncode == 0 else r
+
+    def port(self, name):
+        url = self.show(name)["url"]
+        return int(url.split(":")[2].split("/")[0])
+
+    def wait_ready(self, name, n, timeout=90):
+        return self.d.wait_for(
+            lambda: (lambda s: s if s["replicas"]["ready"] >= n and s["health"] == "healthy"
+                     else None)(self.show(name)),
+            f"{name}: {n} replicas ready", timeout)
+
+    def call(self, port, path, body=b'{"x": [1, 2]}', headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("POST", path, body=body,
+                  headers=dict(headers or {}, **{"Content-Type": "application/json"}))
+        r = c.getresponse()
+        out = r.status, r.read(), dict(r.getheaders())
+        c.close()
+        return out
+
+    def events(self, name):
+        return [e["msg_id"] for e in self.show(name)["events"]]
+
+    def replica_pid(self, run):
+        sock = self.d.inspect(run)["spec"]["deployment"]["socket"]
+        out = os.popen(f"pgrep -f -- '--socket {sock}'").read().split()
+        self.assertTrue(out, "no serve process for " + sock)
+        return int(out[0])
+
+    # -- the path a user takes ---------------------------------------------
+
+    def test_two_replicas_answer_through_the_endpoint(self):
+        ref = self.model(3)
+        out = self.d.cli("deploy", "create", "tri", "--model", ref, "--replicas", "2", "--public",
+                         "--wait").stdout
+        self.assertIn("/d/tri/", out)
+        s = self.wait_ready("tri", 2)
+        self.assertEqual(s["version"], "tri/1")
+        port = self.port("tri")
+        pids = set()
+        for _ in range(40):
+            status, body, headers = self.call(port, "/d/tri/predict")
+            self.assertEqual(status, 200, body)
+            answer = json.loads(body)
+            self.assertEqual(answer["y"], [3, 6])
+            self.assertEqual(headers.get("Lathe-Model-Version"), "tri/1")
+            pids.add(answer["pid"])
+        self.assertEqual(len(pids), 2, "both replicas answer")
+        # The v2 paths: the model's metadata and readiness.
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/d/tri/v2/models/tri")
+        r = c.getresponse()
+        meta = json.loads(r.read())
+        self.assertEqual(r.status, 200, meta)
+        self.assertEqual(meta["name"], "tri")
+        c.request("GET", "/d/tri/v2/health/ready")
+        r = c.getresponse()
+        r.read()
+        self.assertEqual(r.status, 200)
+        c.close()
+        # Names are unique across users; the deployment is in the list.
+        listed = json.loads(self.d.cli("deploy", "ls", "--json").stdout)
+        self.assertEqual([d["name"] for d in listed], ["tri"])
+        again = self.d.cli("deploy", "create", "tri", "--model", ref, check=False)
+        self.assertNotEqual(again.returncode, 0)
+        self.assertIn("exists already", again.stderr)
+
+    def test_bad_input_is_refused_naming_the_field(self):
+        ref = self.model(3)
+        cases = [
+            (("--model", "nosuch/1"), "model"),
+            (("--model", "tri"), "NAME/N"),
+            (("--model", ref, "--replicas", "0"), "replicas"),
+            (("--model", ref, "--autoscale", "3..1"), "autoscale"),
+            (("--model", ref, "--gpus", "1", "--replicas", "3"), "can never fit"),
+            (("--model", ref, "--canary", "150%"), "canary"),
+        ]
+        for args, word in cases:
+            r = self.d.cli("deploy", "create", "bad", *args, check=False)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertIn(word, r.stderr, args)
+            zh = self.d.cli("deploy", "create", "bad", *args, check=False,
+                            env=self.d.env(LATHE_LANG="zh"))
+            self.assertRegex(zh.stderr, "[\u4e00-\u9fff]", args)
+        self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
+
+    def test_a_key_is_needed_unless_public(self):
+        ref = self.model(2)
+        self.d.cli("deploy", "create", "keyed", "--model", ref, "--wait")
+        port = self.port("keyed")
+        status, body, _ = self.call(port, "/d/keyed/predict")
+        self.assertEqual(status, 401, body)
+        key = self.d.cli("deploy", "key", "create", "keyed").stdout.strip()
+        self.assertTrue(key.startswith("lathe_dk_"), key)
+        auth = {"Authorization": "Bearer " + key}
+        self.d.wait_for(lambda: self.call(port, "/d/keyed/predict", headers=auth)[0] == 200,
+                        "the key to open the endpoint")
+        wrong = {"Authorization": "Bearer " + key[:-4] + "0000"}
+        self.assertEqual(self.call(port, "/d/keyed/predict", headers=wrong)[0], 401)
+        kid = json.loads(self.d.cli("deploy", "key", "ls", "keyed", "--json").stdout)[0]["id"]
+        self.d.cli("deploy", "key", "rm", "keyed", kid)
+        self.d.wait_for(lambda: self.call(port, "/d/keyed/predict", headers=auth)[0] == 401,
+                        "the revoked key to stop working")
+
+    # -- failures under load -------------------------------------------------
+
+    def test_replica_killed_under_load_costs_no_request(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "tri", "--model", ref, "--replicas", "2", "--public",
+                   "--wait")
+        self.wait_ready("tri", 2)
+        port = self.port("tri")
+        before = {r["run"] for r in self.show("tri")["replicas"]["list"]}
+        victim = sorted(before)[0]
+        with Load(port, "/d/tri/predict", b'{"x": [1]}') as load:
+            self.assertTrue(load.wait_ok(50))
+            os.kill(self.replica_pid(victim), signal.SIGKILL)
+            self.assertTrue(load.wait_ok(200))
+            # A replacement comes, and the deployment is whole again.
+            s = self.d.wait_for(
+                lambda: (lambda s: s if s["replicas"]["ready"] == 2 and
+                         {r["run"] for r in s["replicas"]["list"] if r["healthy"]} != before
+                         else None)(self.show("tri")),
+                "a replacement replica", 90)
+            self.assertTrue(load.wait_ok(50))
+        self.assertEqual(load.failures, [], "no request failed")
+        self.assertTrue({"deploy.replica_crashed", "deploy.replica_ended"} & set(self.events("tri")),
+                        self.events("tri"))
+        self.assertNotIn(victim, {r["run"] for r in s["replicas"]["list"] if r["healthy"]})
+
+    def test_daemon_killed_under_load_costs_no_request(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "tri", "--model", ref, "--replicas", "2", "--public",
+                   "--wait")
+        self.wait_ready("tri", 2)
+        port = self.port("tri")
+        with Load(port, "/d/tri/predict", b'{"x": [1]}') as load:
+            self.assertTrue(load.wait_ok(50))
+            self.d.kill9()
+            self.assertTrue(load.wait_ok(200), "the front answers while the daemon is down")
+            self.d.start()
+            self.assertTrue(load.wait_ok(50))
+        self.assertEqual(load.failures, [])
+        # Managed again: scaling it takes effect.
+        self.d.cli("deploy", "scale", "tri", "1")
+        self.d.wait_for(lambda: len([r for r in self.show("tri")["replicas"]["list"]
+                                     if r["state"] == "running"]) == 1,
+                        "the deployment to scale to 1 after the restart", 90)
+        self.assertEqual(self.port("tri"), port, "the endpoint kept its port")
+
+    def test_moving_the_alias_rolls_out_without_a_failed_request(self):
+        v1 = self.model(3)
+        self.d.cli("model", "alias", "tri", "prod", v1.split("/")[1])
+        self.d.cli("deploy", "create", "tri", "--model", "tri@prod", "--replicas", "2",
+                   "--public", "--wait")
+        port = self.port("tri")
+        v2 = self.model(5)
+        with Load(port, "/d/tri/predict", b'{"x": [1]}') as load:
+            self.assertTrue(load.wait_ok(30))
+            self.d.cli("model", "alias", "tri", "prod", v2.split("/")[1])
+            self.d.wait_for(lambda: self.show("tri")["version"] == v2 and
+                            all(r["version"] == v2 for r in self.show("tri")["replicas"]["list"]
+                                if r["state"] == "running"),
+                            "the rollout to " + v2, 120)
+            self.assertTrue(load.wait_ok(30))
+        self.assertEqual(load.failures, [])
+        self.assertIn(v1, load.versions)
+        self.assertEqual(load.versions[-1], v2)
+        self.assertIn("deploy.rolled_out", self.events("tri"))
+
+    def test_a_version_that_cannot_load_is_rolled_back(self):
+        v1 = self.model(3)
+        self.d.cli("deploy", "create", "tri", "--model", v1, "--replicas", "1", "--public",
+                   "--wait")
+        port = self.port("tri")
+        bad = self.model(0, handler=BROKEN)
+        self.d.cli("deploy", "update", "tri", "--model", bad)
+        self.d.wait_for(lambda: "deploy.rolled_back" in self.events("tri"), "the rollback", 120)
+        s = self.show("tri")
+        self.assertEqual(s["version"], v1)
+        self.assertEqual(s["health"], "degraded")
+        self.assertIn(bad, s["reason"])
+        status, body, headers = self.call(port, "/d/tri/predict")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers.get("Lathe-Model-Version"), v1)
+
+    # -- another user -----------------------------------------------------
+
+    def test_another_user_can_neither_see_nor_call_nor_bypass(self):
+        second_user(self, USER)
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "mine", "--model", ref, "--wait")
+        port = self.port("mine")
+        r = self.show("mine", user=USER, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("belongs to root", r.stderr)
+        r = self.d.cli("deploy", "rm", "mine", user=USER, check=False,
+                       env=self.d.env(HOME="/tmp"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json", user=USER,
+                                               env=self.d.env(HOME="/tmp")).stdout), [])
+        self.assertEqual(self.call(port, "/d/mine/predict")[0], 401)
+        # The replica's socket directly, as the other user: refused by the
+        # directory's permissions.
+        run = self.show("mine")["replicas"]["list"][0]["run"]
+        sock = self.d.inspect(run)["spec"]["deployment"]["socket"]
+        probe = (f"import socket; s = socket.socket(socket.AF_UNIX); "
+                 f"s.connect({sock!r}); print('connected')")
+        out = os.popen(f"setpriv --reuid {USER} --regid {USER} --init-groups {PY} -c "
+                       f"\"{probe}\" 2>&1").read()
+        self.assertNotIn("connected", out)
+        self.assertIn("Permission denied", out)
+
+    def test_rm_drains_and_removes(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "tri", "--model", ref, "--replicas", "2", "--public",
+                   "--wait")
+        self.d.cli("deploy", "key", "create", "tri")
+        runs = [r["run"] for r in self.show("tri")["replicas"]["list"]]
+        refused = self.d.cli("model", "rm", ref, check=False)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("tri", refused.stderr)
+        self.d.cli("deploy", "rm", "tri")
+        self.d.wait_for(lambda: json.loads(self.d.cli("deploy", "ls", "--json").stdout) == [],
+                        "the deployment to go", 90)
+        for run in runs:
+            self.assertIn(self.d.inspect(run)["state"], ("stopped", "succeeded"))
+        self.d.cli("model", "rm", ref)
+
+
+if __name__ == "__main__":
+    unittest.main()
