@@ -34,8 +34,7 @@ std::string FormatDeployKey(const DeployKeyParts& parts) {
 std::string HashDeployKeySecret(std::string_view secret) {
   unsigned char d[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (EVP_Digest(secret.data(), secret.size(), d, &len, EVP_sha256(), nullptr) != 1 ||
-      len != 32) {
+  if (EVP_Digest(secret.data(), secret.size(), d, &len, EVP_sha256(), nullptr) != 1 || len != 32) {
     std::abort();  // cannot happen with a working libcrypto
   }
   std::string hex(2 * len, '0');
