@@ -43,5 +43,8 @@ Status ResolveWorkspaceFlag(Json& ws, const std::string& base);
 // `lathe __workspace … -- ARGV…` (cmd_workspace.cc), a run's first process
 // when it has a workspace; main() hands it the whole command line.
 int WorkspaceMain(int argc, char** argv);
+// `lathe __gateway --dir DIR --listen HOST:PORT …` (cmd_gateway.cc), the
+// deployments' front that the daemon starts; main() hands it the command line.
+int GatewayMain(int argc, char** argv);
 
 }  // namespace lathe::cmd

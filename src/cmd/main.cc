@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "__workspace") == 0) {
     return lathe::cmd::WorkspaceMain(argc, argv);
   }
+  // The deployments' front (docs/gateway.md), started by the daemon.
+  if (argc >= 2 && std::strcmp(argv[1], "__gateway") == 0) {
+    return lathe::cmd::GatewayMain(argc, argv);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   // --help and parse errors are written in the reader's language.
   const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);

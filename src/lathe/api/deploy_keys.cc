@@ -7,11 +7,6 @@
 namespace lathe::api {
 namespace {
 
-constexpr size_t kIdChars = 11;      // "k" + 10 base32
-constexpr size_t kSecretChars = 64;  // 32 bytes as hex
-constexpr std::string_view kIdAlphabet = "0123456789abcdefghjkmnpqrstvwxyz";
-constexpr std::string_view kHex = "0123456789abcdef";
-
 std::string Shown(std::string_view s) {
   constexpr size_t kShown = 64;
   std::string out;
@@ -21,22 +16,6 @@ std::string Shown(std::string_view s) {
 }
 
 }  // namespace
-
-std::optional<DeployKeyParts> ParseDeployKey(std::string_view key) {
-  if (key.substr(0, kDeployKeyPrefix.size()) != kDeployKeyPrefix) return std::nullopt;
-  key.remove_prefix(kDeployKeyPrefix.size());
-  if (key.size() != kIdChars + 1 + kSecretChars || key[kIdChars] != '_') return std::nullopt;
-  std::string_view id = key.substr(0, kIdChars), secret = key.substr(kIdChars + 1);
-  if (id[0] != 'k' || id.substr(1).find_first_not_of(kIdAlphabet) != std::string_view::npos ||
-      secret.find_first_not_of(kHex) != std::string_view::npos) {
-    return std::nullopt;
-  }
-  return DeployKeyParts{std::string(id), std::string(secret)};
-}
-
-std::string FormatDeployKey(const DeployKeyParts& parts) {
-  return std::string(kDeployKeyPrefix) + parts.id + "_" + parts.secret;
-}
 
 Json DeployKeyToJson(const state::DeployKeyRecord& r, int64_t now_ms) {
   auto opt = [](int64_t v) { return v == 0 ? Json(nullptr) : Json(v); };

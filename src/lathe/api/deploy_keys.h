@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lathe/common/deploy_key_format.h"
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
@@ -41,16 +42,12 @@
 
 namespace lathe::api {
 
-inline constexpr std::string_view kDeployKeyPrefix = "lathe_dk_";
-
-struct DeployKeyParts {
-  std::string id;      // "k" + 10 base32 characters
-  std::string secret;  // 64 lower-case hex characters
-};
-
-// The parts of a key of the form above; nullopt for anything else.
-std::optional<DeployKeyParts> ParseDeployKey(std::string_view key);
-std::string FormatDeployKey(const DeployKeyParts& parts);
+// The key's form lives in common/deploy_key_format.h (the deployments' front
+// checks keys too).
+using lathe::DeployKeyParts;
+using lathe::FormatDeployKey;
+using lathe::kDeployKeyPrefix;
+using lathe::ParseDeployKey;
 
 inline constexpr int64_t kMaxLiveDeployKeys = 2;
 

@@ -96,6 +96,16 @@ TEST_F(DeployKeysTest, IssuedKeyVerifiesForItsDeploymentAndIsStoredOnlyHashed) {
   EXPECT_EQ(db.find(issued->key), std::string::npos);
 }
 
+TEST_F(DeployKeysTest, TheStoredHashIsTheOneTheFrontChecks) {
+  auto issued = keys_->Issue(For("digits", 1000));
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  auto parts = ParseDeployKey(issued->key);
+  ASSERT_TRUE(parts.has_value());
+  // The front (deploy/front_routes.h) gets only the stored hash in routes.json.
+  EXPECT_TRUE(DeployKeySecretMatches(parts->secret, issued->record.secret_hash));
+  EXPECT_EQ(HashDeployKeySecret(parts->secret), HashSecret(parts->secret));
+}
+
 TEST_F(DeployKeysTest, AnotherDeploymentsKeyIsTheSameAnswerAsAWrongOne) {
   auto a = keys_->Issue(For("digits", 1000));
   ASSERT_TRUE(a.ok());

@@ -200,20 +200,31 @@ void ReverseProxy::Stop() {
     left.swap(queue_);
   }
   wake_.notify_all();
-  for (auto& j : left) j.res->Send(error_page_(Status::Msg(Code::kUnavailable, "proxy.stopping")));
+  for (auto& j : left) Refuse(j, Status::Msg(Code::kUnavailable, "proxy.stopping"));
   for (auto& t : workers) t.join();
 }
 
-void ReverseProxy::Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res) {
+void ReverseProxy::Refuse(Job& job, const Status& why) {
+  HttpResponse page = error_page_(why);
+  ForwardResult r;
+  r.status = page.status;
+  r.error = why;
+  r.attempts = 0;
+  job.res->Send(std::move(page));
+  if (job.hooks.done) job.hooks.done(r);
+}
+
+void ReverseProxy::Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res,
+                           ForwardHooks hooks) {
+  Job job{std::move(req), std::move(up), std::move(res), std::move(hooks)};
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || queue_.size() >= opts_.max_queued) {
     lock.unlock();
-    res->Send(
-        error_page_(Status::Msg(Code::kUnavailable, "proxy.busy",
-                                {{"max", std::to_string(opts_.max_workers + opts_.max_queued)}})));
+    Refuse(job, Status::Msg(Code::kUnavailable, "proxy.busy",
+                            {{"max", std::to_string(opts_.max_workers + opts_.max_queued)}}));
     return;
   }
-  queue_.push_back(Job{std::move(req), std::move(up), std::move(res)});
+  queue_.push_back(std::move(job));
   if (idle_workers_ < queue_.size() && workers_.size() < opts_.max_workers) {
     workers_.emplace_back([this] { Work(); });
   }
@@ -231,7 +242,7 @@ void ReverseProxy::Work() {
     Job job = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    Serve(job.req, job.up, std::move(job.res));
+    Serve(job);
     lock.lock();
   }
 }
@@ -263,16 +274,27 @@ class UpstreamConn {
     }
     if (n == 0) *eof = true;
     pending.append(buf, static_cast<size_t>(n));
+    if (n > 0) received_any_ = true;
     return Status::OK();
   }
 
+  // True once any byte came from the upstream.
+  bool received_any() const { return received_any_; }
   int fd() const { return fd_.get(); }
   int Release() { return fd_.release(); }
 
  private:
   os::Fd fd_;
   const std::atomic<bool>& stop_;
+  bool received_any_ = false;
 };
+
+// The answer's headers with the upstream's own `add` replaced by the proxy's.
+void AddResponseHeaders(Headers& down, const Headers& add) {
+  if (add.empty()) return;
+  std::erase_if(down, [&](const auto& h) { return !FindHeader(add, h.first).empty(); });
+  down.insert(down.end(), add.begin(), add.end());
+}
 
 // Connects to the upstream and tells whose listener accepted: `owner` gets
 // the uid, or why it is unknown.
@@ -347,15 +369,38 @@ void ReverseProxy::PutIdle(const std::string& key, os::Fd fd) {
   idle_.push_back(IdleConn{key, std::move(fd), SteadyMs()});
 }
 
-void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
-                         std::unique_ptr<Responder> res) {
-  auto fail = [&](const Status& s) { res->Send(error_page_(s)); };
+void ReverseProxy::Serve(Job& job) {
+  ForwardResult result;
+  Upstream up = std::move(job.up);
+  Attempt a;
+  for (;;) {
+    a = Try(job.req, up, job.res, job.hooks.repeatable);
+    if (!a.unanswered || !job.hooks.retry || stopping_) break;
+    std::optional<Upstream> next = job.hooks.retry(a.error, up);
+    if (!next) break;
+    up = std::move(*next);
+    ++result.attempts;
+  }
+  result.error = a.error;
+  result.answered = a.answered;
+  result.status = a.status;
+  if (job.res) {  // an error before any answer: the error page tells it
+    HttpResponse page = error_page_(a.error);
+    result.status = page.status;
+    job.res->Send(std::move(page));
+  }
+  if (job.hooks.done) job.hooks.done(result);
+}
+
+ReverseProxy::Attempt ReverseProxy::Try(const HttpRequest& req, const Upstream& up,
+                                        std::unique_ptr<Responder>& res, bool repeatable) {
   const bool upgrade = IsWebSocketUpgrade(req);
   const bool keep_alive = !upgrade && opts_.max_idle_upstreams > 0;
   const std::string key = keep_alive ? UpstreamKey(up) : std::string();
   // Only a request that may be repeated goes over a kept-alive connection:
   // one the upstream closed meanwhile is then retried on a new one.
-  const bool idempotent = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+  const bool idempotent =
+      repeatable || req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
   std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes, keep_alive);
   out += req.body;
   os::Fd reused = keep_alive && idempotent ? TakeIdle(key) : os::Fd();
@@ -368,34 +413,43 @@ void ReverseProxy::Serve(const HttpRequest& req, const Upstream& up,
     UpstreamConn probe(std::move(reused), stopping_);
     Status read = probe.ReadMore(pending, opts_.response_timeout_ms, &eof);
     if (read.ok() && !(eof && pending.empty())) {
-      return Exchange(req, up, std::move(res), os::Fd(probe.Release()), std::move(pending), eof,
-                      key);
+      return Exchange(req, up, res, os::Fd(probe.Release()), std::move(pending), eof, key);
     }
-    if (!read.ok() && read.msg_id() != "proxy.upstream_failed") return fail(read);
+    if (!read.ok() && read.msg_id() != "proxy.upstream_failed") return Attempt{read};
     pending.clear();
     eof = false;
   }
   auto fd = ConnectUpstream(up, opts_.connect_timeout_ms);
   if (!fd.ok()) {
     const bool explain = up.explain_unreachable && fd.status().msg_id() == "proxy.unreachable";
-    return fail(explain ? up.explain_unreachable(fd.status()) : fd.status());
+    return Attempt{explain ? up.explain_unreachable(fd.status()) : fd.status(),
+                   /*unanswered=*/true};
   }
   (void)os::SetSocketTimeouts(fd->get(), opts_.idle_timeout_ms);  // bounds each send
   if (Status s = os::SendFull(fd->get(), out, "upstream"); !s.ok()) {
-    return fail(
-        Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}}));
+    return Attempt{
+        Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}}),
+        /*unanswered=*/true};
   }
-  Exchange(req, up, std::move(res), std::move(*fd), "", false, key);
+  return Exchange(req, up, res, std::move(*fd), "", false, key);
 }
 
 // The answer to a request already sent on `conn` (with `pending` bytes of
 // it read); the connection goes back to the pool under `key` when the
 // answer was complete and the upstream keeps it alive.
-void ReverseProxy::Exchange(const HttpRequest& req, const Upstream& up,
-                            std::unique_ptr<Responder> res, os::Fd fd, std::string pending,
-                            bool eof, const std::string& key) {
-  auto fail = [&](const Status& s) { res->Send(error_page_(s)); };
+ReverseProxy::Attempt ReverseProxy::Exchange(const HttpRequest& req, const Upstream& up,
+                                             std::unique_ptr<Responder>& res, os::Fd fd,
+                                             std::string pending, bool eof,
+                                             const std::string& key) {
   UpstreamConn conn(std::move(fd), stopping_);
+  const bool got_first = !pending.empty();
+  // An error before the response header: "unanswered" when not one byte of
+  // it came (the upstream closed or reset the connection first).
+  auto fail = [&](const Status& s) {
+    const bool nothing =
+        !got_first && !conn.received_any() && s.msg_id() == "proxy.upstream_failed";
+    return Attempt{s, nothing};
+  };
   const bool upgrade = IsWebSocketUpgrade(req);
 
   bhttp::response_parser<bhttp::string_body> p;
@@ -427,7 +481,9 @@ void ReverseProxy::Exchange(const HttpRequest& req, const Upstream& up,
     if (!feed(&err) && !err.ok()) return fail(err);
   }
   while (!p.is_header_done()) {
-    if (Status s = conn.ReadMore(pending, opts_.response_timeout_ms, &eof); !s.ok()) return fail(s);
+    if (Status s = conn.ReadMore(pending, opts_.response_timeout_ms, &eof); !s.ok()) {
+      return fail(s);
+    }
     if (eof && !p.is_header_done() && pending.empty()) {
       return fail(Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
                               {{"reason", "closed before its answer"}}));
@@ -441,45 +497,56 @@ void ReverseProxy::Exchange(const HttpRequest& req, const Upstream& up,
     headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
   }
   Headers down = DownstreamHeaders(headers, status, opts_.strip_cookie_prefixes);
+  Attempt answered{Status::OK(), false, true, status};
   if (status == 101 && upgrade) {
     HttpResponse head{101, "", std::move(down), ""};
-    return res->Tunnel(std::move(head), conn.Release(), std::move(pending),
-                       TunnelOptions{opts_.tunnel_idle_timeout_ms, up.on_client_bytes});
+    std::unique_ptr<Responder> r = std::move(res);
+    r->Tunnel(std::move(head), conn.Release(), std::move(pending),
+              TunnelOptions{opts_.tunnel_idle_timeout_ms, up.on_client_bytes});
+    return answered;
   }
+  AddResponseHeaders(down, up.add_response_headers);
   std::string content_type(FindHeader(headers, "Content-Type"));
   const bool small = p.content_length() && *p.content_length() <= opts_.max_buffered_body_bytes;
   if (p.is_done() || small) {
     while (!p.is_done()) {
-      if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) return fail(s);
-      if (!feed(&err) && !err.ok()) return fail(err);
+      if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) {
+        return Attempt{s, false, true, status};
+      }
+      if (!feed(&err) && !err.ok()) return Attempt{err, false, true, status};
     }
     // Nothing read beyond this answer, and the upstream keeps the connection.
     if (!key.empty() && p.keep_alive() && pending.empty() && !eof) {
       PutIdle(key, os::Fd(conn.Release()));
     }
-    return res->Send(
-        HttpResponse{status, content_type, std::move(down), std::move(p.get().body())});
+    std::unique_ptr<Responder> r = std::move(res);
+    r->Send(HttpResponse{status, content_type, std::move(down), std::move(p.get().body())});
+    return answered;
   }
   // Large or unsized: streamed as it comes (the body string is emptied after
   // each piece; the parser appends at its current end).
-  auto stream = res->StartStream(status, content_type, std::move(down));
+  std::unique_ptr<Responder> r = std::move(res);
+  auto stream = r->StartStream(status, content_type, std::move(down));
   while (true) {
     auto& body = p.get().body();
     if (!body.empty()) {
-      if (!stream->Write(body)) return;  // the client is gone
+      if (!stream->Write(body)) {  // the client is gone
+        return Attempt{Status(Code::kCancelled, "the client went away"), false, true, status};
+      }
       body.clear();
     }
     if (p.is_done()) break;
     if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) {
       spdlog::info("proxy: response from upstream cut: {}", s.message());
-      return;  // the stream's end tells the client
+      return Attempt{s, false, true, status};  // the stream's end tells the client
     }
-    if (!feed(&err) && !err.ok()) return;
+    if (!feed(&err) && !err.ok()) return Attempt{err, false, true, status};
   }
   if (!key.empty() && p.keep_alive() && pending.empty() && !eof) {
     PutIdle(key, os::Fd(conn.Release()));
   }
   stream->Close();
+  return answered;
 }
 
 }  // namespace lathe::net

@@ -26,8 +26,14 @@
 //     listener (UpstreamKey: the socket or port, the namespace and the owner
 //     checked): its owner was checked when it was made, and a connected
 //     socket's peer never changes. Only GET, HEAD and OPTIONS ride a kept
-//     connection; one the upstream closed meanwhile is retried once on a new
-//     connection.
+//     connection (and any request the caller says may be repeated,
+//     ForwardHooks::repeatable); one the upstream closed meanwhile is retried
+//     once on a new connection.
+//
+// A caller that balances over several upstreams (the deployments' front)
+// learns how each request went (ForwardHooks): when an attempt failed before
+// any byte of an answer came back it may name another upstream to try, and
+// it is told once when the request is over.
 //
 // Threads: Forward returns at once; the request is served by one of the
 // proxy's own workers (never a server I/O thread): up to max_workers, started
@@ -42,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -67,6 +74,9 @@ struct Upstream {
   bool any_owner = false;
   std::string host = "localhost";  // the Host (and Origin's host) the upstream sees
   Headers add_headers;             // e.g. the upstream's own token
+  // Added to the answer the client gets from this upstream (not to the
+  // proxy's own error pages), replacing any the upstream sent by those names.
+  Headers add_response_headers;
   // A websocket's bytes from the client, as they pass (TunnelOptions).
   std::function<void(std::string_view)> on_client_bytes;
   // When nothing answered (proxy.unreachable): may turn that error into a
@@ -92,6 +102,35 @@ struct ProxyOptions {
   std::vector<std::string> strip_cookie_prefixes = {"lathe_"};
 };
 
+// How a forwarded request ended (ForwardHooks::done).
+struct ForwardResult {
+  int status = 0;         // what the client got: the upstream's status or the error page's
+  Status error;           // OK when the upstream's whole answer was passed on
+  bool answered = false;  // an upstream sent a response header
+  int attempts = 1;       // upstreams tried (ForwardHooks::retry)
+};
+
+// What a caller of Forward may add. Every member may be empty.
+struct ForwardHooks {
+  // The request may be sent twice (the caller knows its upstream's requests
+  // are idempotent): it rides a kept-alive connection whatever its method.
+  bool repeatable = false;
+  // Called on the proxy's worker when an attempt failed before any byte of
+  // an answer came back: no connection (nothing listens, out of time), the
+  // listener's owner was not the expected one, or the upstream closed or
+  // reset the connection first. `failed` is where it was tried. Returns the
+  // upstream to try next, or nullopt for the error page. Called again if
+  // that attempt fails the same way: the caller bounds the retries. Never
+  // called for a timeout waiting for the answer (the upstream may be
+  // working on it) or when the proxy stops.
+  std::function<std::optional<Upstream>(const Status& why, const Upstream& failed)> retry;
+  // Called exactly once when the request is over: its answer passed on
+  // (a streamed one to its end or its cut), its error page sent, or a
+  // tunnel handed over. On the proxy's worker, or on the caller's thread
+  // when the request is refused at once (proxy.busy).
+  std::function<void(const ForwardResult&)> done;
+};
+
 // Renders an error of the proxy (upstream unreachable, wrong owner, out of
 // time, over a limit) as the answer the client gets.
 using ProxyErrorPage = std::function<HttpResponse(const Status&)>;
@@ -104,7 +143,8 @@ class ReverseProxy {
   ReverseProxy& operator=(const ReverseProxy&) = delete;
 
   // Forwards `req` to `up` and answers through `res` (see the header comment).
-  void Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res);
+  void Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res,
+               ForwardHooks hooks = {});
   // Refuses new requests, makes the ones in flight give up at their next
   // wait (within a second) and waits for them. Idempotent.
   void Stop();
@@ -114,10 +154,23 @@ class ReverseProxy {
     HttpRequest req;
     Upstream up;
     std::unique_ptr<Responder> res;
+    ForwardHooks hooks;
   };
-  void Serve(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder> res);
-  void Exchange(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder> res,
-                os::Fd fd, std::string pending, bool eof, const std::string& key);
+  // How one attempt at one upstream went: `res` was used (answered), or
+  // not (an error before the answer, which the caller shows or retries).
+  struct Attempt {
+    Status error;
+    bool unanswered = false;  // no byte of an answer came back (ForwardHooks::retry)
+    bool answered = false;    // a response header came
+    int status = 0;           // the upstream's, when answered
+  };
+  // Answers `job` with the error page of `why` at once.
+  void Refuse(Job& job, const Status& why);
+  void Serve(Job& job);
+  Attempt Try(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
+              bool repeatable);
+  Attempt Exchange(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
+                   os::Fd fd, std::string pending, bool eof, const std::string& key);
   // A kept-alive connection to the listener `key` names, if one is idle and
   // still open; Put hands one back after a complete exchange.
   os::Fd TakeIdle(const std::string& key);

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "lathe/net/status_http.h"
@@ -590,6 +591,172 @@ TEST(ReverseProxy, ASwitchingProtocolsAnswerBecomesATunnel) {
   Wait(c);
   EXPECT_TRUE(c.tunnel);
   EXPECT_EQ(c.status, 101);
+}
+
+// ---- hooks for a caller that balances (ForwardHooks) ----
+
+struct HookLog {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> retried;  // the msg_id of each failed attempt
+  std::vector<ForwardResult> done;
+};
+
+// Waits for `done` (called after the answer went out); holds the log's lock.
+std::unique_lock<std::mutex> WaitDone(HookLog& log) {
+  std::unique_lock<std::mutex> l(log.mu);
+  EXPECT_TRUE(log.cv.wait_for(l, std::chrono::seconds(20), [&] { return !log.done.empty(); }));
+  return l;
+}
+
+ForwardHooks LoggingHooks(HookLog& log, std::optional<Upstream> next) {
+  ForwardHooks h;
+  h.retry = [&log, next](const Status& why, const Upstream&) -> std::optional<Upstream> {
+    std::lock_guard<std::mutex> l(log.mu);
+    log.retried.push_back(why.msg_id());
+    return log.retried.size() == 1 ? next : std::nullopt;
+  };
+  h.done = [&log](const ForwardResult& r) {
+    std::lock_guard<std::mutex> l(log.mu);
+    log.done.push_back(r);
+    log.cv.notify_all();
+  };
+  return h;
+}
+
+Upstream Nowhere() {
+  Upstream u;
+  u.kind = Upstream::Kind::kUnix;
+  u.socket = ::testing::TempDir() + "/proxy_nowhere.sock";
+  ::unlink(u.socket.c_str());
+  u.owner_uid = ::geteuid();
+  return u;
+}
+
+TEST(ReverseProxyHooks, NoListenerIsRetriedWhereTheCallerSaysAndDoneComesOnce) {
+  KeepAliveUpstream good(/*close_after_answer=*/false);
+  ReverseProxy proxy({}, ErrorPage);
+  HookLog log;
+  Captured c;
+  proxy.Forward(Request("POST", "/infer", {}, "{}"), Nowhere(),
+                std::make_unique<CapturingResponder>(c), LoggingHooks(log, good.Target()));
+  Wait(c);
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(c.body, "ok");
+  auto l = WaitDone(log);
+  EXPECT_EQ(log.retried, std::vector<std::string>{"proxy.unreachable"});
+  ASSERT_EQ(log.done.size(), 1u);
+  EXPECT_EQ(log.done[0].status, 200);
+  EXPECT_TRUE(log.done[0].error.ok());
+  EXPECT_TRUE(log.done[0].answered);
+  EXPECT_EQ(log.done[0].attempts, 2);
+}
+
+TEST(ReverseProxyHooks, AConnectionClosedBeforeTheFirstByteIsRetried) {
+  OneShotUpstream closes("");  // reads the request, closes without a byte
+  KeepAliveUpstream good(/*close_after_answer=*/false);
+  ReverseProxy proxy({}, ErrorPage);
+  HookLog log;
+  Captured c;
+  proxy.Forward(Request("POST", "/infer", {}, "{}"), closes.Target(::geteuid()),
+                std::make_unique<CapturingResponder>(c), LoggingHooks(log, good.Target()));
+  Wait(c);
+  EXPECT_EQ(c.body, "ok");
+  EXPECT_NE(closes.Received().find("POST /infer"), std::string::npos);
+  auto l = WaitDone(log);
+  EXPECT_EQ(log.retried, std::vector<std::string>{"proxy.upstream_failed"});
+  EXPECT_EQ(good.requests.load(), 1);
+}
+
+TEST(ReverseProxyHooks, AWrongOwnerIsRetriedAndWithoutAnotherUpstreamTheErrorPageComes) {
+  OneShotUpstream up("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+  ReverseProxy proxy({}, ErrorPage);
+  HookLog log;
+  Captured c;
+  proxy.Forward(Request("GET", "/x", {}), up.Target(::geteuid() + 1),
+                std::make_unique<CapturingResponder>(c), LoggingHooks(log, std::nullopt));
+  Wait(c);
+  EXPECT_EQ(c.body, "proxy.wrong_owner");
+  auto l = WaitDone(log);
+  EXPECT_EQ(log.retried, std::vector<std::string>{"proxy.wrong_owner"});
+  ASSERT_EQ(log.done.size(), 1u);
+  EXPECT_EQ(log.done[0].status, 403);
+  EXPECT_FALSE(log.done[0].answered);
+  EXPECT_EQ(log.done[0].error.msg_id(), "proxy.wrong_owner");
+}
+
+TEST(ReverseProxyHooks, AnAnswerCutAfterItsFirstByteIsNotRetried) {
+  OneShotUpstream up("HTTP/1.1 200 OK\r\nContent-");  // then closes mid-header
+  KeepAliveUpstream good(/*close_after_answer=*/false);
+  ReverseProxy proxy({}, ErrorPage);
+  HookLog log;
+  Captured c;
+  proxy.Forward(Request("POST", "/infer", {}, "{}"), up.Target(::geteuid()),
+                std::make_unique<CapturingResponder>(c), LoggingHooks(log, good.Target()));
+  Wait(c);
+  EXPECT_EQ(c.status, 503);
+  auto l = WaitDone(log);
+  EXPECT_TRUE(log.retried.empty());
+  EXPECT_EQ(good.requests.load(), 0);
+  ASSERT_EQ(log.done.size(), 1u);
+  EXPECT_FALSE(log.done[0].error.ok());
+}
+
+TEST(ReverseProxyHooks, AnUpstreamOutOfTimeIsNotRetried) {
+  const std::string path = ::testing::TempDir() + "/proxy_slow.sock";
+  int l = ListenUnix(::testing::TempDir(), path);  // accepts (backlog), never answers
+  Upstream slow;
+  slow.kind = Upstream::Kind::kUnix;
+  slow.socket = path;
+  slow.owner_uid = ::geteuid();
+  KeepAliveUpstream good(/*close_after_answer=*/false);
+  ProxyOptions o;
+  o.response_timeout_ms = 1000;
+  ReverseProxy proxy(o, ErrorPage);
+  HookLog log;
+  Captured c;
+  proxy.Forward(Request("GET", "/x", {}), slow, std::make_unique<CapturingResponder>(c),
+                LoggingHooks(log, good.Target()));
+  Wait(c);
+  EXPECT_EQ(c.body, "proxy.timeout");
+  auto lk = WaitDone(log);
+  EXPECT_TRUE(log.retried.empty());
+  ::close(l);
+  ::unlink(path.c_str());
+}
+
+TEST(ReverseProxyHooks, ARepeatableRequestRidesAKeptConnectionAndGetsTheCallersHeaders) {
+  KeepAliveUpstream up(/*close_after_answer=*/false);
+  ReverseProxy proxy({}, ErrorPage);
+  Upstream u = up.Target();
+  u.add_response_headers = {{"Lathe-Replica", "r1"}};
+  for (int i = 0; i < 3; ++i) {
+    Captured c;
+    ForwardHooks h;
+    h.repeatable = true;
+    proxy.Forward(Request("POST", "/infer", {}, "{}"), u, std::make_unique<CapturingResponder>(c),
+                  h);
+    Wait(c);
+    EXPECT_EQ(c.body, "ok");
+    EXPECT_EQ(FindHeader(c.headers, "Lathe-Replica"), "r1");
+  }
+  EXPECT_EQ(up.connections.load(), 1);
+}
+
+TEST(ReverseProxyHooks, ARefusedRequestIsDoneAtOnce) {
+  ProxyOptions o;
+  o.max_queued = 0;
+  ReverseProxy proxy(o, ErrorPage);
+  HookLog log;
+  Captured c;
+  proxy.Forward(Request("GET", "/x", {}), Nowhere(), std::make_unique<CapturingResponder>(c),
+                LoggingHooks(log, std::nullopt));
+  Wait(c);
+  EXPECT_EQ(c.body, "proxy.busy");
+  auto l = WaitDone(log);
+  ASSERT_EQ(log.done.size(), 1u);
+  EXPECT_EQ(log.done[0].status, 503);
+  EXPECT_EQ(log.done[0].attempts, 0);
 }
 
 }  // namespace

@@ -142,4 +142,29 @@ AccessAs AccessAsUser(FsIdentity id) {
   return [id = std::move(id)](const std::function<Status()>& body) { return AsUser(id, body); };
 }
 
+Status DropPrivileges(uid_t uid, gid_t gid) {
+  if (::geteuid() != 0) {
+    if (::getuid() == uid && ::geteuid() == uid && ::getgid() == gid && ::getegid() == gid) {
+      return Status::OK();
+    }
+    return Status::FailedPrecondition("only root can become uid " + std::to_string(uid));
+  }
+  if (::setgroups(0, nullptr) != 0) return ErrnoStatus("setgroups", errno);
+  if (::setresgid(gid, gid, gid) != 0)
+    return ErrnoStatus("setresgid " + std::to_string(gid), errno);
+  if (::setresuid(uid, uid, uid) != 0)
+    return ErrnoStatus("setresuid " + std::to_string(uid), errno);
+  uid_t ru = 0, eu = 0, su = 0;
+  gid_t rg = 0, eg = 0, sg = 0;
+  if (::getresuid(&ru, &eu, &su) != 0 || ::getresgid(&rg, &eg, &sg) != 0 || ru != uid ||
+      eu != uid || su != uid || rg != gid || eg != gid || sg != gid) {
+    return Status::Internal("the process did not become " + std::to_string(uid) + ":" +
+                            std::to_string(gid));
+  }
+  if (uid != 0 && ::setuid(0) == 0) {
+    return Status::Internal("root could be regained after becoming uid " + std::to_string(uid));
+  }
+  return Status::OK();
+}
+
 }  // namespace lathe::os

@@ -66,4 +66,12 @@ inline Status WithAccess(const AccessAs& as, const std::function<Status()>& body
   return as ? as(body) : body();
 }
 
+// Makes the whole process `uid`:`gid` for good, as a root server does once
+// it has bound its listeners: no supplementary groups, then the real,
+// effective and saved gid, then the uid (glibc applies each to every thread).
+// Then checks that the ids took and, when `uid` is not root, that root cannot
+// be regained (setuid(0) fails). FailedPrecondition when the process is not
+// root and is not `uid`:`gid` already; an errno status when a call fails.
+Status DropPrivileges(uid_t uid, gid_t gid);
+
 }  // namespace lathe::os

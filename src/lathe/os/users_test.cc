@@ -1,10 +1,14 @@
 #include "lathe/os/users.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -96,6 +100,37 @@ TEST(Users, AsUserActsWithTheUsersIdentityThenGivesTheThreadItsOwnBack) {
                 return f >= 0 ? Status::OK() : ErrnoStatus(secret, errno);
               }).ok());
   std::filesystem::remove_all(root_dir);
+}
+
+// In a child process: what it may do after dropping to nobody.
+TEST(Users, DropPrivilegesChangesEveryThreadForGood) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookupUserByName("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user nobody";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<bool> dropped{false};
+    std::atomic<long> thread_uid{-1};
+    std::thread t([&] {  // started before the drop: the raw syscall sees its own ids
+      while (!dropped) std::this_thread::yield();
+      thread_uid = ::syscall(SYS_geteuid);
+    });
+    if (!DropPrivileges(nobody->uid, nobody->gid).ok()) _exit(2);
+    dropped = true;
+    t.join();
+    if (thread_uid != static_cast<long>(nobody->uid)) _exit(3);
+    if (::getgroups(0, nullptr) != 0) _exit(4);
+    if (::setuid(0) == 0 || ::seteuid(0) == 0) _exit(5);
+    if (::open("/proc/1/environ", O_RDONLY) >= 0) _exit(6);  // root's file, 0400
+    // Already that user: nothing to do, no error.
+    if (!DropPrivileges(nobody->uid, nobody->gid).ok()) _exit(7);
+    _exit(DropPrivileges(0, 0).ok() ? 8 : 0);
+  }
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  ASSERT_TRUE(WIFEXITED(ws));
+  EXPECT_EQ(WEXITSTATUS(ws), 0);
 }
 
 }  // namespace

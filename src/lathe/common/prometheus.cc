@@ -1,11 +1,11 @@
-#include "lathe/serve/metrics.h"
+#include "lathe/common/prometheus.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-namespace lathe::serve {
+namespace lathe::prom {
 namespace {
 
 std::string Escape(std::string_view v) {
@@ -163,4 +163,4 @@ std::string Metrics::Render() const {
   return out;
 }
 
-}  // namespace lathe::serve
+}  // namespace lathe::prom

@@ -1,8 +1,8 @@
-#include "lathe/serve/metrics.h"
+#include "lathe/common/prometheus.h"
 
 #include <gtest/gtest.h>
 
-namespace lathe::serve {
+namespace lathe::prom {
 namespace {
 
 void DeclareAll(Metrics& m) {
@@ -64,4 +64,4 @@ TEST(MetricsTest, NoHandleForGaugesOrUnknownFamilies) {
 }
 
 }  // namespace
-}  // namespace lathe::serve
+}  // namespace lathe::prom

@@ -1,0 +1,698 @@
+#include "lathe/deploy/front.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "lathe/common/i18n.h"
+#include "lathe/common/json.h"
+#include "lathe/deploy/balancer.h"
+#include "lathe/deploy/front_auth.h"
+#include "lathe/deploy/front_metrics.h"
+#include "lathe/deploy/front_routes.h"
+#include "lathe/deploy/health_probe.h"
+#include "lathe/deploy/hold_queue.h"
+#include "lathe/os/files.h"
+
+namespace lathe::deploy {
+namespace {
+
+constexpr size_t kMaxRoutesBytes = 64 << 20;
+// A routes.json changed this recently is read again even when its stat looks
+// the same (timestamps are as coarse as the kernel's, os/files.h).
+constexpr int64_t kRecentMtimeNs = 2'000'000'000;
+
+std::string Shown(std::string_view s) {
+  constexpr size_t kShown = 128;
+  std::string out;
+  for (char c : s.substr(0, kShown)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > kShown) out += "...";
+  return out;
+}
+
+// The reader's language, from Accept-Language (Chinese when it comes first).
+Lang LangOf(const net::HttpRequest& req) {
+  std::string_view al = req.Header("Accept-Language");
+  while (!al.empty() && al.front() == ' ') al.remove_prefix(1);
+  return al.size() >= 2 && (al.substr(0, 2) == "zh" || al.substr(0, 2) == "ZH") ? Lang::kZh
+                                                                                : Lang::kEn;
+}
+
+net::HttpResponse ErrorResponse(int code, const Status& s, Lang lang, net::Headers headers = {}) {
+  Json body = {{"error", Localize(s, lang)}, {"msg_id", s.msg_id()}};
+  return net::HttpResponse{code, "application/json", std::move(headers), body.dump()};
+}
+
+// The answer for an error of the proxy (a replica that failed): the proxy's
+// ids, which speak of runs and sockets, become the front's.
+net::HttpResponse ProxyErrorPage(const Status& s) {
+  const std::string& id = s.msg_id();
+  auto reason = [&] {
+    for (const auto& a : s.args()) {
+      if (a.key == "reason") return a.value;
+    }
+    return s.message();
+  };
+  if (id == "proxy.busy") {
+    return ErrorResponse(503, Status::Msg(s.code(), "gateway.busy"), Lang::kEn,
+                         {{"Retry-After", "1"}});
+  }
+  if (id == "proxy.stopping") {
+    return ErrorResponse(503, Status::Msg(s.code(), "gateway.stopping"), Lang::kEn,
+                         {{"Retry-After", "1"}});
+  }
+  if (id == "proxy.timeout") {
+    return ErrorResponse(504, Status::Msg(s.code(), "gateway.replica_timeout"), Lang::kEn);
+  }
+  if (id == "proxy.wrong_owner") {
+    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_wrong_owner"), Lang::kEn);
+  }
+  if (id == "proxy.unreachable") {
+    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_unreachable"), Lang::kEn);
+  }
+  if (id == "proxy.bad_response") {
+    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_bad_answer",
+                                          {{"reason", reason()}}),
+                         Lang::kEn);
+  }
+  return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_failed", {{"reason", reason()}}),
+                       Lang::kEn);
+}
+
+std::function<double()> NewRandom() {
+  return [rng = std::mt19937_64(std::random_device{}())]() mutable {
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  };
+}
+
+class FrontImpl final : public Front {
+ public:
+  FrontImpl(FrontOptions o, os::Clock& clock)
+      : opts_(std::move(o)),
+        clock_(clock),
+        routes_path_(opts_.dir + "/routes.json"),
+        admin_path_(opts_.dir + "/admin.sock"),
+        proxy_(opts_.proxy, ProxyErrorPage) {}
+  ~FrontImpl() override { Stop(); }
+
+  Status Bind() {
+    net::ServerOptions so;
+    so.io_threads = opts_.io_threads;
+    so.server_name = "lathe-gateway";
+    auto server = net::HttpServer::Create(
+        so, [this](net::HttpRequest req, std::unique_ptr<net::Responder> res) {
+          Handle(std::move(req), std::move(res));
+        });
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    Result<int> port = opts_.tls ? server_->ListenTls(opts_.host, opts_.port, *opts_.tls)
+                                 : server_->ListenTcp(opts_.host, opts_.port);
+    if (!port.ok()) return port.status();
+    port_ = *port;
+    return server_->ListenUnix(admin_path_, 0600);
+  }
+
+  int port() const override { return port_; }
+  std::string admin_socket() const override { return admin_path_; }
+
+  Status Start() override {
+    if (started_) return Status::FailedPrecondition("the front was started already");
+    started_ = true;
+    started_ms_ = clock_.NowMs();
+    ReloadRoutes();
+    RETURN_IF_ERROR(server_->Start());
+    ticker_ = std::thread([this] { Tick(); });
+    return Status::OK();
+  }
+
+  void Stop() override {
+    if (stopped_.exchange(true)) return;
+    // 1. No new connections; requests in flight (held ones too, which the
+    //    ticker and the probes may still release) get drain_ms.
+    if (server_) server_->Stop(opts_.drain_ms);
+    {
+      std::lock_guard<std::mutex> lock(tick_mu_);
+      stopping_ = true;
+    }
+    tick_cv_.notify_all();
+    if (ticker_.joinable()) ticker_.join();
+    // 2. Probes end; what is still held gets its answer (dropped if the
+    //    server is gone).
+    std::vector<std::shared_ptr<Prober>> probers;
+    {
+      std::lock_guard<std::mutex> lock(probers_mu_);
+      for (auto& [key, p] : probers_) probers.push_back(p);
+      probers_.clear();
+      probers.insert(probers.end(), retired_.begin(), retired_.end());
+      retired_.clear();
+    }
+    for (auto& p : probers) p->Signal();
+    for (auto& p : probers) p->thread.join();
+    for (auto& [name, dep] : Table()) {
+      std::vector<Held> held;
+      {
+        std::lock_guard<std::mutex> lock(dep->mu);
+        held = dep->held.TakeAll();
+      }
+      for (auto& h : held) {
+        Answer(*dep, std::move(h.res), h.start_us,
+               ErrorResponse(503, Status::Msg(Code::kUnavailable, "gateway.stopping"), h.lang,
+                             {{"Retry-After", "1"}}));
+      }
+    }
+    proxy_.Stop();
+  }
+
+ private:
+  struct Held {
+    net::HttpRequest req;
+    std::unique_ptr<net::Responder> res;
+    int64_t start_us = 0;
+    Lang lang = Lang::kEn;
+  };
+
+  // One deployment: its route and everything measured about it.
+  struct Deployment {
+    std::mutex mu;
+    Route route;  // guarded by mu (as all below)
+    Balancer balancer{NewRandom()};
+    HoldQueue<Held> held;
+    RequestWindow window;
+    int64_t requests = 0;
+    int64_t errors = 0;
+    int64_t in_flight = 0;
+    bool removed = false;  // gone from routes.json
+  };
+  using DeploymentPtr = std::shared_ptr<Deployment>;
+  using TableMap = std::map<std::string, DeploymentPtr, std::less<>>;
+
+  // The probe loop of one replica (a thread of its own).
+  struct Prober {
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;  // guarded by mu
+    std::atomic<bool> finished{false};
+    void Signal() {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stop = true;
+      }
+      cv.notify_all();
+    }
+  };
+
+  // ---- requests ----
+
+  void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
+    if (req.peer) return Admin(req, std::move(res));
+    const int64_t start_us = clock_.MonotonicUs();
+    const Lang lang = LangOf(req);
+    // 1. /d/NAME/REST?Q: the deployment's name and what the replica gets.
+    std::string_view t = req.target;
+    if (t.substr(0, 3) != "/d/") {
+      return res->Send(ErrorResponse(
+          404, Status::Msg(Code::kNotFound, "gateway.not_found", {{"path", Shown(req.path)}}),
+          lang));
+    }
+    const size_t end = t.find_first_of("/?", 3);
+    const std::string raw_name(t.substr(3, end == std::string_view::npos ? end : end - 3));
+    const std::string name = net::PercentDecode(raw_name, false);
+    DeploymentPtr dep = Lookup(name);
+    if (!dep) {
+      return res->Send(ErrorResponse(404,
+                                     Status::Msg(Code::kNotFound, "gateway.unknown_deployment",
+                                                 {{"name", Shown(name)}}),
+                                     lang));
+    }
+    if (end == std::string_view::npos || t[end] == '?') {
+      std::string to = "/d/" + raw_name + "/";
+      if (!req.query.empty()) to += "?" + req.query;
+      return Answer(*dep, std::move(res), start_us,
+                    net::HttpResponse{308, "", {{"Location", to}}, ""});
+    }
+    const std::string rest(t.substr(end));
+    req.target = rest;
+    req.path = net::PercentDecode(rest.substr(0, rest.find('?')), false);
+    // 2. The key.
+    Status auth;
+    {
+      std::lock_guard<std::mutex> lock(dep->mu);
+      auth = CheckDeployKey(dep->route, req.Header("Authorization"), clock_.NowMs());
+    }
+    if (!auth.ok()) {
+      return Answer(*dep, std::move(res), start_us,
+                    ErrorResponse(401, auth, lang, {{"WWW-Authenticate", "Bearer"}}));
+    }
+    Dispatch(dep, std::move(req), std::move(res), start_us, lang);
+  }
+
+  // Forwards to a replica, holds, or answers 503.
+  void Dispatch(const DeploymentPtr& dep, net::HttpRequest req,
+                std::unique_ptr<net::Responder> res, int64_t start_us, Lang lang) {
+    std::optional<RouteReplica> pick;
+    Status refused;
+    bool idempotent = true;
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(dep->mu);
+      name = dep->route.name;
+      idempotent = dep->route.idempotent;
+      if (dep->removed) {
+        refused = Status::Msg(Code::kNotFound, "gateway.unknown_deployment", {{"name", name}});
+      } else if ((pick = dep->balancer.Choose())) {
+        ++dep->in_flight;
+      } else if (dep->route.hold &&
+                 !dep->held.Full(static_cast<size_t>(std::max<int64_t>(0, dep->route.max_held)))) {
+        dep->held.Hold(Held{std::move(req), std::move(res), start_us, lang},
+                       clock_.MonotonicMs() + dep->route.hold_ms);
+        return;
+      } else if (dep->route.hold) {
+        refused = Status::Msg(Code::kUnavailable, "gateway.hold_full",
+                              {{"name", name}, {"max", std::to_string(dep->route.max_held)}});
+      } else {
+        refused = Status::Msg(Code::kUnavailable, "gateway.no_replica", {{"name", name}});
+      }
+    }
+    if (!pick) {
+      const int code = refused.IsNotFound() ? 404 : 503;
+      net::Headers h;
+      if (code == 503) h.emplace_back("Retry-After", "1");
+      return Answer(*dep, std::move(res), start_us, ErrorResponse(code, refused, lang, h));
+    }
+    Forward(dep, name, idempotent, *pick, std::move(req), std::move(res), start_us);
+  }
+
+  net::Upstream UpstreamFor(const std::string& name, const RouteReplica& r) const {
+    net::Upstream up;
+    up.kind = net::Upstream::Kind::kUnix;
+    up.socket = r.socket;
+    up.owner_uid = r.uid;
+    up.add_headers = {{"X-Forwarded-Prefix", "/d/" + name}};
+    up.add_response_headers = {{"Lathe-Model-Version", r.version}, {"Lathe-Replica", r.id}};
+    return up;
+  }
+
+  void Forward(const DeploymentPtr& dep, const std::string& name, bool idempotent,
+               const RouteReplica& pick, net::HttpRequest req, std::unique_ptr<net::Responder> res,
+               int64_t start_us) {
+    // The replica the current attempt went to (the retry and done hooks run
+    // one after the other on the proxy's worker).
+    auto current = std::make_shared<std::string>(pick.id);
+    auto retried = std::make_shared<bool>(false);
+    net::ForwardHooks hooks;
+    hooks.repeatable = idempotent;
+    hooks.retry = [this, dep, name, idempotent, current, retried](
+                      const Status& why, const net::Upstream&) -> std::optional<net::Upstream> {
+      std::lock_guard<std::mutex> lock(dep->mu);
+      dep->balancer.RequestFailed(*current, why.message(), clock_.NowMs());
+      spdlog::warn("gateway: deployment {}: replica {} failed a request before answering: {}",
+                   name, *current, why.message());
+      if (!idempotent || *retried) return std::nullopt;
+      std::optional<RouteReplica> next = dep->balancer.Choose(*current);
+      if (!next) return std::nullopt;
+      dep->balancer.Finish(*current, true);
+      *current = next->id;
+      *retried = true;
+      return UpstreamFor(name, *next);
+    };
+    hooks.done = [this, dep, current, start_us](const net::ForwardResult& r) {
+      const bool error = !r.error.ok() || r.status >= 500;
+      {
+        std::lock_guard<std::mutex> lock(dep->mu);
+        dep->balancer.Finish(*current, error);
+        --dep->in_flight;
+      }
+      Count(*dep, r.status, start_us, error);
+    };
+    proxy_.Forward(std::move(req), UpstreamFor(name, pick), std::move(res), std::move(hooks));
+  }
+
+  // Sends the front's own answer for a request of `dep` and counts it.
+  void Answer(Deployment& dep, std::unique_ptr<net::Responder> res, int64_t start_us,
+              net::HttpResponse r) {
+    const int code = r.status;
+    res->Send(std::move(r));
+    Count(dep, code, start_us, code >= 500);
+  }
+
+  void Count(Deployment& dep, int code, int64_t start_us, bool error) {
+    const double ms = static_cast<double>(clock_.MonotonicUs() - start_us) / 1000.0;
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(dep.mu);
+      ++dep.requests;
+      if (error) ++dep.errors;
+      dep.window.Add(clock_.MonotonicMs(), ms);
+      name = dep.route.name;
+    }
+    metrics_.Record(name, code, ms / 1000.0);
+  }
+
+  // ---- the admin socket ----
+
+  void Admin(const net::HttpRequest& req, std::unique_ptr<net::Responder> res) {
+    if (req.peer->uid != 0 && req.peer->uid != ::geteuid()) {
+      return res->Send(ErrorResponse(
+          403, Status::Msg(Code::kPermissionDenied, "gateway.admin_forbidden"), LangOf(req)));
+    }
+    if (req.method == "GET" && req.path == "/status") {
+      return res->Send(net::HttpResponse{200, "application/json", {}, StatusJson().dump()});
+    }
+    if (req.method == "GET" && req.path == "/metrics") {
+      return res->Send(net::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {},
+                                         metrics_.Render(Gauges())});
+    }
+    res->Send(ErrorResponse(
+        404, Status::Msg(Code::kNotFound, "gateway.admin_not_found", {{"path", Shown(req.path)}}),
+        LangOf(req)));
+  }
+
+  Json StatusJson() {
+    Json deployments = Json::array();
+    const int64_t now = clock_.MonotonicMs();
+    for (const auto& [name, dep] : Table()) {
+      std::lock_guard<std::mutex> lock(dep->mu);
+      Json replicas = Json::array();
+      for (const ReplicaState& r : dep->balancer.replicas()) {
+        replicas.push_back({{"id", r.route.id},
+                            {"version", r.route.version},
+                            {"healthy", r.healthy},
+                            {"draining", r.route.draining},
+                            {"in_flight", r.in_flight},
+                            {"requests", r.requests},
+                            {"errors", r.errors},
+                            {"last_probe_ms", r.last_probe_ms},
+                            {"last_error", r.last_error}});
+      }
+      deployments.push_back({{"name", name},
+                             {"requests", dep->requests},
+                             {"errors", dep->errors},
+                             {"in_flight", dep->in_flight},
+                             {"held", dep->held.size()},
+                             {"rps", dep->window.Rps(now)},
+                             {"p50_ms", dep->window.PercentileMs(now, 0.5)},
+                             {"p99_ms", dep->window.PercentileMs(now, 0.99)},
+                             {"replicas_wanted", dep->route.replicas_wanted},
+                             {"replicas_healthy", dep->balancer.healthy_count()},
+                             {"replicas", replicas}});
+    }
+    std::lock_guard<std::mutex> lock(table_mu_);
+    return Json{{"generation", generation_},
+                {"started_ms", started_ms_},
+                {"pid", ::getpid()},
+                {"port", port_},
+                {"deployments", deployments}};
+  }
+
+  std::vector<DeploymentGauges> Gauges() {
+    std::vector<DeploymentGauges> out;
+    for (const auto& [name, dep] : Table()) {
+      std::lock_guard<std::mutex> lock(dep->mu);
+      out.push_back({name, dep->in_flight, static_cast<int64_t>(dep->held.size()),
+                     dep->route.replicas_wanted, dep->balancer.healthy_count()});
+    }
+    return out;
+  }
+
+  // ---- routes ----
+
+  DeploymentPtr Lookup(std::string_view name) {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    auto it = table_.find(name);
+    return it == table_.end() ? nullptr : it->second;
+  }
+
+  TableMap Table() {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    return table_;
+  }
+
+  // Reads routes.json when it changed (ticker thread, and Start).
+  void ReloadRoutes() {
+    auto stamp = os::StatFile(routes_path_);
+    if (!stamp.ok()) {
+      if (stamp.status().IsNotFound()) {
+        if (have_routes_file_ || !loaded_once_) {
+          have_routes_file_ = false;
+          last_text_.clear();
+          Apply(Routes{});
+        }
+      } else {
+        LogRoutesError(stamp.status().ToString());
+      }
+      loaded_once_ = true;
+      return;
+    }
+    const bool recent = clock_.NowMs() * 1'000'000 - stamp->mtime_ns < kRecentMtimeNs;
+    if (have_routes_file_ && *stamp == stamp_ && !recent) return;
+    stamp_ = *stamp;
+    auto text = os::ReadFileUpTo(routes_path_, kMaxRoutesBytes);
+    if (!text.ok()) return LogRoutesError(text.status().ToString());
+    if (text->size() > kMaxRoutesBytes) return LogRoutesError("larger than 64 MiB");
+    if (have_routes_file_ && *text == last_text_) return;
+    if (*text == last_bad_text_) return;  // logged already
+    auto routes = ParseRoutes(*text);
+    if (!routes.ok()) {
+      last_bad_text_ = *text;
+      return LogRoutesError(routes.status().message());
+    }
+    last_bad_text_.clear();
+    have_routes_file_ = true;
+    loaded_once_ = true;
+    last_text_ = std::move(*text);
+    spdlog::info("gateway: routes generation {}: {} deployment(s)", routes->generation,
+                 routes->deployments.size());
+    Apply(std::move(*routes));
+  }
+
+  void LogRoutesError(const std::string& what) {
+    spdlog::error("gateway: {} not applied, the last good routes stay: {}", routes_path_, what);
+  }
+
+  void Apply(Routes routes) {
+    std::vector<std::pair<DeploymentPtr, std::vector<Held>>> release, orphans;
+    {
+      std::lock_guard<std::mutex> lock(table_mu_);
+      TableMap next;
+      for (Route& d : routes.deployments) {
+        auto it = table_.find(d.name);
+        DeploymentPtr dep = it != table_.end() ? it->second : std::make_shared<Deployment>();
+        {
+          std::lock_guard<std::mutex> dl(dep->mu);
+          dep->balancer.Update(d.replicas, d.traffic);
+          dep->route = std::move(d);
+          if (dep->held.size() > 0 && dep->balancer.AnyReady()) {
+            release.emplace_back(dep, dep->held.TakeAll());
+          }
+        }
+        next.emplace(dep->route.name, dep);
+      }
+      for (auto& [name, dep] : table_) {
+        if (next.count(name) != 0) continue;
+        std::lock_guard<std::mutex> dl(dep->mu);
+        dep->removed = true;
+        orphans.emplace_back(dep, dep->held.TakeAll());
+      }
+      table_ = std::move(next);
+      generation_ = routes.generation;
+    }
+    for (auto& [dep, held] : orphans) {
+      for (auto& h : held) Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us, h.lang);
+    }
+    for (auto& [dep, held] : release) {
+      for (auto& h : held) Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us, h.lang);
+    }
+    SyncProbers();
+  }
+
+  // ---- probes ----
+
+  // One prober per (deployment, replica, socket, uid, health path): a
+  // change of any of them is a new prober, and a new replica is probed at once.
+  void SyncProbers() {
+    std::map<std::string, std::pair<DeploymentPtr, std::pair<RouteReplica, std::string>>> want;
+    for (const auto& [name, dep] : Table()) {
+      std::lock_guard<std::mutex> lock(dep->mu);
+      for (const ReplicaState& r : dep->balancer.replicas()) {
+        std::string key = name + '\n' + r.route.id + '\n' + r.route.socket + '\n' +
+                          std::to_string(r.route.uid) + '\n' + dep->route.health_path;
+        want.emplace(std::move(key),
+                     std::make_pair(dep, std::make_pair(r.route, dep->route.health_path)));
+      }
+    }
+    std::lock_guard<std::mutex> lock(probers_mu_);
+    if (stopped_) return;
+    for (auto it = probers_.begin(); it != probers_.end();) {
+      if (want.count(it->first) == 0) {
+        it->second->Signal();
+        retired_.push_back(it->second);
+        it = probers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [key, what] : want) {
+      if (probers_.count(key) != 0) continue;
+      auto p = std::make_shared<Prober>();
+      p->thread = std::thread([this, p, dep = what.first, replica = what.second.first,
+                               path = what.second.second] { ProbeLoop(*p, dep, replica, path); });
+      probers_.emplace(key, std::move(p));
+    }
+  }
+
+  void ProbeLoop(Prober& p, DeploymentPtr dep, RouteReplica r, std::string path) {
+    for (;;) {
+      auto code = ProbeHealth(r.socket, r.uid, path, opts_.probe_timeout_ms);
+      const bool ok = code.ok() && *code == 200;
+      std::string why;
+      if (!code.ok()) {
+        why = code.status().message();
+      } else if (!ok) {
+        why = Status::Msg(Code::kUnavailable, "gateway.probe_status",
+                          {{"path", path}, {"code", std::to_string(*code)}})
+                  .message();
+      }
+      std::vector<Held> release;
+      {
+        std::lock_guard<std::mutex> lock(dep->mu);
+        const bool became = dep->balancer.ProbeResult(r.id, ok, why, clock_.NowMs());
+        if (became) spdlog::info("gateway: deployment {}: replica {} is healthy", dep->route.name, r.id);
+        if (dep->held.size() > 0 && dep->balancer.AnyReady()) release = dep->held.TakeAll();
+      }
+      for (auto& h : release) {
+        Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us, h.lang);
+      }
+      std::unique_lock<std::mutex> lock(p.mu);
+      if (p.cv.wait_for(lock, std::chrono::milliseconds(opts_.probe_interval_ms),
+                        [&] { return p.stop; })) {
+        break;
+      }
+    }
+    p.finished = true;
+  }
+
+  // ---- the ticker: routes.json, held requests' deadlines, ended probers ----
+
+  void Tick() {
+    std::unique_lock<std::mutex> lock(tick_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      ReloadRoutes();
+      ExpireHeld();
+      JoinFinishedProbers();
+      lock.lock();
+      tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.routes_poll_ms),
+                        [this] { return stopping_; });
+    }
+  }
+
+  void ExpireHeld() {
+    const int64_t now = clock_.MonotonicMs();
+    for (const auto& [name, dep] : Table()) {
+      std::vector<Held> expired;
+      int64_t hold_ms = 0;
+      {
+        std::lock_guard<std::mutex> lock(dep->mu);
+        if (dep->held.size() == 0) continue;
+        expired = dep->held.TakeExpired(now);
+        hold_ms = dep->route.hold_ms;
+      }
+      for (auto& h : expired) {
+        Answer(*dep, std::move(h.res), h.start_us,
+               ErrorResponse(503,
+                             Status::Msg(Code::kUnavailable, "gateway.hold_timeout",
+                                         {{"name", name}, {"ms", std::to_string(hold_ms)}}),
+                             h.lang, {{"Retry-After", "1"}}));
+      }
+    }
+  }
+
+  void JoinFinishedProbers() {
+    std::vector<std::shared_ptr<Prober>> done;
+    {
+      std::lock_guard<std::mutex> lock(probers_mu_);
+      for (auto it = retired_.begin(); it != retired_.end();) {
+        if ((*it)->finished) {
+          done.push_back(*it);
+          it = retired_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& p : done) p->thread.join();
+  }
+
+  // Constant after construction.
+  const FrontOptions opts_;
+  os::Clock& clock_;
+  const std::string routes_path_;
+  const std::string admin_path_;
+
+  net::ReverseProxy proxy_;
+  FrontMetrics metrics_;
+  std::unique_ptr<net::HttpServer> server_;
+  int port_ = 0;
+  int64_t started_ms_ = 0;
+  bool started_ = false;
+  std::atomic<bool> stopped_{false};
+
+  std::mutex table_mu_;
+  TableMap table_;           // guarded by table_mu_
+  int64_t generation_ = 0;   // guarded by table_mu_
+
+  // The ticker's own (and Start's, before the ticker runs).
+  os::FileStamp stamp_;
+  bool have_routes_file_ = false;
+  bool loaded_once_ = false;
+  std::string last_text_, last_bad_text_;
+
+  std::mutex probers_mu_;
+  std::map<std::string, std::shared_ptr<Prober>> probers_;  // guarded by probers_mu_
+  std::vector<std::shared_ptr<Prober>> retired_;            // guarded by probers_mu_; ending
+
+  std::mutex tick_mu_;
+  std::condition_variable tick_cv_;
+  bool stopping_ = false;  // guarded by tick_mu_
+  std::thread ticker_;
+};
+
+}  // namespace
+
+net::ProxyOptions FrontOptions::DefaultProxyOptions() {
+  net::ProxyOptions o;
+  o.max_workers = 512;   // requests at replicas at once (each holds a worker while it waits)
+  o.max_queued = 4096;
+  o.max_idle_upstreams = 256;
+  o.strip_cookie_prefixes = {"lathe_"};
+  return o;
+}
+
+Result<std::unique_ptr<Front>> Front::Create(FrontOptions options) {
+  if (options.dir.empty()) return Status::InvalidArgument("the front needs a directory");
+  os::Clock& clock = options.clock != nullptr ? *options.clock : os::RealClock();
+  auto front = std::make_unique<FrontImpl>(std::move(options), clock);
+  RETURN_IF_ERROR(front->Bind());
+  return std::unique_ptr<Front>(std::move(front));
+}
+
+Status WriteGatewayJson(const std::string& dir, int port, const std::string& admin_socket,
+                        int64_t started_ms) {
+  Json j = {{"pid", ::getpid()},
+            {"port", port},
+            {"admin_socket", admin_socket},
+            {"started_ms", started_ms}};
+  return os::WriteFileAtomic(dir + "/gateway.json", j.dump() + "\n", 0644);
+}
+
+}  // namespace lathe::deploy

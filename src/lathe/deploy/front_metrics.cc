@@ -1,0 +1,74 @@
+#include "lathe/deploy/front_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lathe::deploy {
+
+void RequestWindow::Add(int64_t now_ms, double latency_ms) {
+  samples_.emplace_back(now_ms, latency_ms);
+  while (samples_.size() > kMaxSamples) samples_.pop_front();
+}
+
+void RequestWindow::Drop(int64_t now_ms) {
+  while (!samples_.empty() && samples_.front().first <= now_ms - kWindowMs) samples_.pop_front();
+}
+
+double RequestWindow::Rps(int64_t now_ms) {
+  Drop(now_ms);
+  return static_cast<double>(samples_.size()) * 1000.0 / static_cast<double>(kWindowMs);
+}
+
+double RequestWindow::PercentileMs(int64_t now_ms, double q) {
+  Drop(now_ms);
+  if (samples_.empty()) return 0;
+  std::vector<double> v;
+  v.reserve(samples_.size());
+  for (const auto& s : samples_) v.push_back(s.second);
+  // Nearest rank: the smallest value with at least q of the samples at or below it.
+  size_t rank = static_cast<size_t>(std::ceil(std::clamp(q, 0.0, 1.0) * v.size()));
+  size_t k = rank == 0 ? 0 : rank - 1;
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+FrontMetrics::FrontMetrics() {
+  using T = prom::Metrics::Type;
+  m_.Declare("lathe_deployment_requests_total", T::kCounter,
+             "Requests the front answered, by deployment and HTTP status code.");
+  m_.Declare("lathe_deployment_request_duration_seconds", T::kHistogram,
+             "Time from a request's arrival at the front to its answer (holding included).",
+             prom::Metrics::LatencyBuckets());
+  m_.Declare("lathe_deployment_in_flight", T::kGauge,
+             "Requests forwarded to a replica and not answered yet.");
+  m_.Declare("lathe_deployment_held", T::kGauge,
+             "Requests held while the deployment has no healthy replica.");
+  m_.Declare("lathe_deployment_replicas", T::kGauge,
+             "Replicas the daemon wants (state=wanted) and those healthy now (state=healthy).");
+}
+
+void FrontMetrics::Record(const std::string& deployment, int code, double seconds) {
+  m_.Add("lathe_deployment_requests_total",
+         {{"deployment", deployment}, {"code", std::to_string(code)}});
+  m_.Observe("lathe_deployment_request_duration_seconds", {{"deployment", deployment}}, seconds);
+}
+
+std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
+  std::lock_guard<std::mutex> lock(render_mu_);
+  for (const char* g : {"lathe_deployment_in_flight", "lathe_deployment_held",
+                        "lathe_deployment_replicas"}) {
+    m_.ClearGauge(g);
+  }
+  for (const auto& d : gauges) {
+    const prom::Labels l = {{"deployment", d.deployment}};
+    m_.Set("lathe_deployment_in_flight", l, static_cast<double>(d.in_flight));
+    m_.Set("lathe_deployment_held", l, static_cast<double>(d.held));
+    m_.Set("lathe_deployment_replicas", {{"deployment", d.deployment}, {"state", "wanted"}},
+           static_cast<double>(d.replicas_wanted));
+    m_.Set("lathe_deployment_replicas", {{"deployment", d.deployment}, {"state", "healthy"}},
+           static_cast<double>(d.replicas_healthy));
+  }
+  return m_.Render();
+}
+
+}  // namespace lathe::deploy
