@@ -9,6 +9,7 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
+from test_tls import make_certs  # noqa: E402
 
 REPLICA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_replica.py")
 SECRET = "c" * 64
@@ -474,6 +476,26 @@ class GatewayProcessTest(unittest.TestCase):
         self.assertEqual(gw.proc.wait(timeout=30), 0, gw.log_text())
         self.assertEqual(answer[0][0], 200)
         gw.stop()
+
+    @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
+    def test_tls_listener(self):
+        make_certs(self.dir)
+        self.routes(os.geteuid())
+        gw = Gateway(self.dir, "--tls-cert", os.path.join(self.dir, "server.pem"),
+                     "--tls-key", os.path.join(self.dir, "server.key"))
+        try:
+            gw.wait_healthy("echo", "r1")
+            ctx = ssl.create_default_context(cafile=os.path.join(self.dir, "ca.pem"))
+            conn = http.client.HTTPSConnection("127.0.0.1", gw.port, context=ctx, timeout=30)
+            code, _, body = gw.request("GET", "/d/echo/x", conn=conn)
+            conn.close()
+            self.assertEqual((code, body["replica"]), (200, "r1"))
+            # Plain HTTP gets no answer from a TLS listener.
+            with self.assertRaises((http.client.HTTPException, ConnectionError, OSError)):
+                gw.request("GET", "/d/echo/x")
+        finally:
+            gw.stop()
+        self.assertEqual(gw.proc.returncode, 0)
 
     def test_user_drops_to_the_given_uid(self):
         if os.geteuid() != 0:

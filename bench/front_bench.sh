@@ -1,0 +1,52 @@
+#!/bin/sh
+# The deployments' front's own cost (docs/gateway.md): wrk against two
+# upstreams that answer at once (nginx `return 200` on unix sockets, so the
+# upstream is never the bottleneck), reached
+#   direct  — nginx's own TCP listener,
+#   front   — lathe __gateway, balancing over the two sockets,
+#   nginx   — nginx as the proxy (least_conn, keep-alive upstreams, seed 004's set-up).
+# Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS]
+# Needs nginx and wrk. Everything runs on this machine: figures are relative.
+set -eu
+LATHE=${1:-build/lathe}
+SECS=${2:-5}
+CONNS=${3:-16}
+D=$(mktemp -d /tmp/lathe-front-bench.XXXXXX)
+chmod 755 "$D"
+DIRECT=18931
+PROXY=18932
+cat > "$D/nginx.conf" <<CONF
+daemon off; worker_processes 1; pid $D/nginx.pid; error_log $D/nginx.err;
+events { worker_connections 4096; }
+http { access_log off;
+  upstream two { least_conn; server unix:$D/a.sock; server unix:$D/b.sock; keepalive 64; }
+  server { listen unix:$D/a.sock; listen 127.0.0.1:$DIRECT; location / { return 200 "ok\n"; } }
+  server { listen unix:$D/b.sock; location / { return 200 "ok\n"; } }
+  server { listen 127.0.0.1:$PROXY; location / { proxy_pass http://two;
+           proxy_http_version 1.1; proxy_set_header Connection ""; } } }
+CONF
+nginx -c "$D/nginx.conf" -p "$D" &
+NGINX=$!
+sleep 1
+chmod 777 "$D"/*.sock
+U=$(id -u)
+cat > "$D/routes.json" <<ROUTES
+{"version": 1, "generation": 1, "deployments": [{"name": "b", "uid": $U, "public": true,
+  "health_path": "/", "replicas": [
+  {"id": "a", "socket": "$D/a.sock", "uid": $U, "version": "v"},
+  {"id": "b", "socket": "$D/b.sock", "uid": $U, "version": "v"}]}]}
+ROUTES
+"$LATHE" __gateway --dir "$D" --listen 127.0.0.1:0 2> "$D/gateway.log" &
+GW=$!
+trap 'kill $GW $NGINX 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
+while [ ! -s "$D/gateway.json" ]; do sleep 0.1; done
+PORT=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['port'])" "$D/gateway.json")
+sleep 1  # the first probes
+for what in "direct http://127.0.0.1:$DIRECT/x" "front http://127.0.0.1:$PORT/d/b/x" \
+            "nginx http://127.0.0.1:$PROXY/x"; do
+  set -- $what
+  printf '%-7s ' "$1"
+  wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "$2" |
+    awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx|Socket errors/ {err=err" "$0}
+         END {printf "%10s req/s  p50 %8s  p99 %8s%s\n", rps, p50, p99, err}'
+done
