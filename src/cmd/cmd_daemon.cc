@@ -65,8 +65,8 @@ Status ApplyConfig(DaemonFlags& f) {
   }
   if (c.deployments && c.deployments->gateway_user) f.gateway_user = *c.deployments->gateway_user;
   if (!f.deployments_listen.empty()) {
-    RETURN_IF_ERROR(daemon::CheckListen(f.deployments_listen, "--deployments-listen",
-                                        "deployments.listen"));
+    RETURN_IF_ERROR(
+        daemon::CheckListen(f.deployments_listen, "--deployments-listen", "deployments.listen"));
   }
   // A relative flag means the caller's directory (`lathe up` starts the daemon elsewhere).
   auto absolute = [](std::string& p) {

@@ -20,7 +20,7 @@ namespace {
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
   std::string key_name, expires, key_id, replica;
-  int replicas = 0;
+  int replicas = -1;  // -1: not given
   bool is_public = false, json = false, wait = false, follow = false;
 };
 
@@ -45,7 +45,7 @@ Result<Json> AutoscaleFlag(const std::string& v) {
 
 Status AddFlags(const DeployFlags& f, Json& body) {
   if (!f.model.empty()) body["model"] = f.model;
-  if (f.replicas > 0) body["replicas"] = f.replicas;
+  if (f.replicas >= 0) body["replicas"] = f.replicas;
   if (!f.autoscale.empty()) {
     ASSIGN_OR_RETURN(body["autoscale"], AutoscaleFlag(f.autoscale));
   }
@@ -76,27 +76,26 @@ void PrintSummary(const Json& d, Lang lang) {
     std::printf("%s%s\n", Label(Tr(id, lang), 12).c_str(), value.empty() ? "-" : value.c_str());
   };
   field("deploy.field_name", d.value("name", ""));
-  field("deploy.field_model", d.value("model", "") +
-                                  (d.value("version", "").empty()
-                                       ? ""
-                                       : " -> " + d.value("version", "")));
-  field("deploy.field_health", d.value("health", "") +
-                                   (d.value("reason", "").empty()
-                                        ? ""
-                                        : " (" + d.value("reason", "") + ")"));
+  field("deploy.field_model",
+        d.value("model", "") +
+            (d.value("version", "").empty() ? "" : " -> " + d.value("version", "")));
+  field("deploy.field_health",
+        d.value("health", "") +
+            (d.value("reason", "").empty() ? "" : " (" + d.value("reason", "") + ")"));
   const Json& r = d["replicas"];
   field("deploy.field_replicas", std::to_string(r.value("ready", 0)) + "/" +
                                      std::to_string(r.value("wanted", 0)) + " " +
                                      Tr("deploy.ready", lang));
   field("deploy.field_url", d.value("url", ""));
-  field("deploy.field_access", Tr(d.value("public", false) ? "deploy.public" : "deploy.keyed", lang));
+  field("deploy.field_access",
+        Tr(d.value("public", false) ? "deploy.public" : "deploy.keyed", lang));
   std::printf("\n  %s\n", d.value("curl", "").c_str());
 }
 
 Status RunCreate(const DeployFlags& f, Lang lang);
 
-Status WaitReady(api::ApiClient& c, const std::string& name, const std::string& timeout,
-                 Lang lang, Json& last) {
+Status WaitReady(api::ApiClient& c, const std::string& name, const std::string& timeout, Lang lang,
+                 Json& last) {
   ASSIGN_OR_RETURN(auto t, ParseDuration(timeout));
   auto deadline = std::chrono::steady_clock::now() + t;
   while (true) {
@@ -137,11 +136,14 @@ Status RunCreate(const DeployFlags& f, Lang lang) {
     return Status::OK();
   }
   std::printf("%s\n", Tr("deploy.created", lang,
-                         {{"name", d.value("name", "")}, {"model", d.value("model", "")},
-                          {"version", d.value("version", "")}, {"user", d.value("owner", "")}})
+                         {{"name", d.value("name", "")},
+                          {"model", d.value("model", "")},
+                          {"version", d.value("version", "")},
+                          {"user", d.value("owner", "")}})
                           .c_str());
   PrintSummary(d, lang);
-  if (!d.value("public", false)) std::printf("  %s\n", Tr("deploy.key_hint", lang, {{"name", d.value("name", "")}}).c_str());
+  if (!d.value("public", false))
+    std::printf("  %s\n", Tr("deploy.key_hint", lang, {{"name", d.value("name", "")}}).c_str());
   return Status::OK();
 }
 
@@ -165,10 +167,11 @@ Status RunList(const DeployFlags& f, Lang lang) {
     char rps[32] = "-", p99[32] = "-";
     if (d.contains("rps")) std::snprintf(rps, sizeof rps, "%.1f", d["rps"].get<double>());
     if (d.contains("p99_ms")) std::snprintf(p99, sizeof p99, "%.1f ms", d["p99_ms"].get<double>());
-    rows.push_back({d.value("name", ""), d.value("owner", ""),
-                    d.value("version", "").empty() ? "-" : d.value("version", ""),
-                    std::to_string(rep.value("ready", 0)) + "/" + std::to_string(rep.value("wanted", 0)),
-                    d.value("health", ""), rps, p99, d.value("url", "")});
+    rows.push_back(
+        {d.value("name", ""), d.value("owner", ""),
+         d.value("version", "").empty() ? "-" : d.value("version", ""),
+         std::to_string(rep.value("ready", 0)) + "/" + std::to_string(rep.value("wanted", 0)),
+         d.value("health", ""), rps, p99, d.value("url", "")});
   }
   PrintTable(rows);
   return Status::OK();
@@ -187,8 +190,8 @@ Status RunShow(const DeployFlags& f, Lang lang) {
   std::printf("\n");
   std::vector<std::vector<std::string>> rows = {
       {Tr("deploy.col_replica", lang), Tr("deploy.col_version", lang), Tr("deploy.col_state", lang),
-       Tr("deploy.col_healthy", lang), Tr("deploy.col_gpus", lang), Tr("deploy.col_in_flight", lang),
-       Tr("deploy.col_requests", lang)}};
+       Tr("deploy.col_healthy", lang), Tr("deploy.col_gpus", lang),
+       Tr("deploy.col_in_flight", lang), Tr("deploy.col_requests", lang)}};
   for (const auto& r : d["replicas"]["list"]) {
     std::string gpus;
     for (const auto& g : r["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
@@ -200,7 +203,8 @@ Status RunShow(const DeployFlags& f, Lang lang) {
   PrintTable(rows);
   if (d.contains("requests")) {
     std::printf("\n%s\n", Tr("deploy.stats", lang,
-                             {{"requests", d["requests"].dump()}, {"errors", d.value("errors", Json(0)).dump()},
+                             {{"requests", d["requests"].dump()},
+                              {"errors", d.value("errors", Json(0)).dump()},
                               {"rps", d.value("rps", Json(0)).dump()},
                               {"p50", d.value("p50_ms", Json(0)).dump()},
                               {"p99", d.value("p99_ms", Json(0)).dump()}})
@@ -233,8 +237,10 @@ Status RunUpdate(const DeployFlags& f, Lang lang) {
     return Status::OK();
   }
   std::printf("%s\n", Tr("deploy.updated", lang,
-                         {{"name", d.value("name", "")}, {"model", d.value("model", "")},
-                          {"version", d.value("version", "")}, {"user", d.value("owner", "")}})
+                         {{"name", d.value("name", "")},
+                          {"model", d.value("model", "")},
+                          {"version", d.value("version", "")},
+                          {"user", d.value("owner", "")}})
                           .c_str());
   return Status::OK();
 }
@@ -247,7 +253,7 @@ Status RunPromote(const DeployFlags& f, Lang lang) {
 }
 
 Status RunScale(const DeployFlags& f, Lang lang) {
-  if (f.replicas <= 0 && f.autoscale.empty()) {
+  if (f.replicas < 0 && f.autoscale.empty()) {
     return Status::Msg(Code::kInvalidArgument, "deploy.scale_needs_count");
   }
   return RunUpdate(f, lang);
@@ -274,7 +280,9 @@ Status RunLogs(const DeployFlags& f, Lang lang) {
     for (const auto& r : list) {
       if (run.empty() || r.value("state", "") == "running") run = r.value("run", "");
     }
-    if (run.empty()) return Status::Msg(Code::kNotFound, "deploy.no_replica", {{"name", f.name}, {"replica", "-"}});
+    if (run.empty())
+      return Status::Msg(Code::kNotFound, "deploy.no_replica",
+                         {{"name", f.name}, {"replica", "-"}});
   }
   return LogsOfRun(run, f.follow, lang);
 }
@@ -297,7 +305,9 @@ Status RunKeyCreate(const DeployFlags& f, Lang lang) {
     return Status::OK();
   }
   std::printf("%s\n", k.value("key", "").c_str());
-  std::fprintf(stderr, "%s\n", Tr("deploy.key_created", lang, {{"id", k.value("id", "")}, {"name", f.name}}).c_str());
+  std::fprintf(
+      stderr, "%s\n",
+      Tr("deploy.key_created", lang, {{"id", k.value("id", "")}, {"name", f.name}}).c_str());
   return Status::OK();
 }
 
@@ -308,8 +318,9 @@ Status RunKeyList(const DeployFlags& f, Lang lang) {
     PrintJson(r["keys"]);
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {{Tr("deploy.col_key", lang), Tr("deploy.col_name", lang),
-                                                 Tr("deploy.col_created", lang), Tr("deploy.col_expires", lang)}};
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("deploy.col_key", lang), Tr("deploy.col_name", lang), Tr("deploy.col_created", lang),
+       Tr("deploy.col_expires", lang)}};
   for (const auto& k : r["keys"]) {
     rows.push_back({k.value("id", ""), k.value("name", "").empty() ? "-" : k.value("name", ""),
                     AgeAgo(k.value("created_at_ms", int64_t{0}), lang),

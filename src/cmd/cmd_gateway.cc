@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "cmd/commands.h"
@@ -77,7 +77,8 @@ Status RunGateway(const GatewayFlags& f) {
   o.host = listen.first;
   o.port = listen.second;
   auto interval = ParseDuration(f.probe_interval);
-  if (!interval.ok() || interval->count() < 10) return BadFlag("--probe-interval", f.probe_interval);
+  if (!interval.ok() || interval->count() < 10)
+    return BadFlag("--probe-interval", f.probe_interval);
   o.probe_interval_ms = static_cast<int>(std::min<int64_t>(interval->count(), 3'600'000));
   o.probe_timeout_ms = std::clamp(2 * o.probe_interval_ms, 1000, 10000);
   if (!f.tls_cert.empty()) o.tls = net::TlsFiles{f.tls_cert, f.tls_key};
@@ -97,8 +98,8 @@ Status RunGateway(const GatewayFlags& f) {
 
   // 1. The listeners, while still privileged; 2. gateway.json; 3. the drop.
   ASSIGN_OR_RETURN(auto front, deploy::Front::Create(o));
-  RETURN_IF_ERROR(
-      deploy::WriteGatewayJson(f.dir, front->port(), front->admin_socket(), os::RealClock().NowMs()));
+  RETURN_IF_ERROR(deploy::WriteGatewayJson(f.dir, front->port(), front->admin_socket(),
+                                           os::RealClock().NowMs()));
   if (user && ::geteuid() == 0) {
     if (Status s = os::DropPrivileges(user->first, user->second); !s.ok()) {
       return Status::Msg(Code::kFailedPrecondition, "gateway.drop_failed",

@@ -19,12 +19,14 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
 import unittest
 
 from harness import PY, DaemonTest, second_user
+from test_models import EXAMPLES, HAVE_TORCH, PREDICT
 
 USER = "lathe-it-deploy"
 
@@ -40,6 +42,8 @@ def predict(batch, model):
     return [{"y": [v * model["scale"] for v in req.get("x", [])], "pid": os.getpid()}
             for req in batch]
 """
+
+SLOW = HANDLER.replace('float(os.environ.get("SLOW", "0"))', "0.3")
 
 BROKEN = r"""
 def load(model_dir):
@@ -199,6 +203,34 @@ class Deployments(DaemonTest):
         self.assertNotEqual(again.returncode, 0)
         self.assertIn("exists already", again.stderr)
 
+    @unittest.skipUnless(HAVE_TORCH, "needs /usr/bin/python3 with torch and sklearn")
+    def test_train_digits_to_a_served_endpoint(self):
+        """The bundled example's whole path: train a few steps, register the raw
+        checkpoint with its process handler, deploy two replicas; the answers
+        through the endpoint are PyTorch's for the same checkpoint."""
+        ckpt = os.path.join(self.work, "ckpt")
+        run = self.d.submit("--checkpoint-dir", ckpt, "--", PY,
+                            os.path.join(EXAMPLES, "train_digits.py"), "--steps", "40",
+                            "--ckpt-every", "20",
+                            "--handler", os.path.join(EXAMPLES, "digits_inference.py"))
+        self.d.wait_state(run, "succeeded", timeout=240)
+        self.d.cli("model", "create", "digits", "--from", run, "--handler", "digits_inference.py")
+        self.d.cli("deploy", "create", "digits", "--model", "digits/1", "--replicas", "2",
+                   "--public", "--wait", timeout=300)
+        want = json.loads(subprocess.run(
+            [PY, "-c", PREDICT, EXAMPLES, os.path.join(ckpt, "ckpt_000040.pt")],
+            check=True, capture_output=True, text=True, timeout=120).stdout)
+        port = self.port("digits")
+        for image, digit, p in zip(want["images"], want["digits"], want["p"]):
+            status, body, headers = self.call(port, "/d/digits/predict",
+                                              body=json.dumps({"image": image}).encode())
+            self.assertEqual(status, 200, body)
+            got = json.loads(body)
+            self.assertEqual(got["digit"], digit)
+            for a, b in zip(got["probabilities"], p):
+                self.assertAlmostEqual(a, b, places=5)
+            self.assertEqual(headers.get("Lathe-Model-Version"), "digits/1")
+
     def test_bad_input_is_refused_naming_the_field(self):
         ref = self.model(3)
         cases = [
@@ -302,6 +334,29 @@ class Deployments(DaemonTest):
         self.assertEqual(load.versions[-1], v2)
         self.assertIn("deploy.rolled_out", self.events("tri"))
 
+    def test_a_canary_keeps_its_share_until_promoted(self):
+        v1 = self.model(3)
+        self.d.cli("deploy", "create", "tri", "--model", v1, "--replicas", "2", "--public",
+                   "--wait")
+        port = self.port("tri")
+        v2 = self.model(5)
+        self.d.cli("deploy", "update", "tri", "--model", v2, "--canary", "50%")
+        self.d.wait_for(lambda: self.show("tri")["traffic"] == {v1: 50, v2: 50},
+                        "the canary's split", 90)
+        seen = [self.call(port, "/d/tri/predict")[2].get("Lathe-Model-Version")
+                for _ in range(60)]
+        self.assertIn(v1, seen)
+        self.assertIn(v2, seen)
+        self.assertEqual(len([r for r in self.show("tri")["replicas"]["list"]
+                              if r["state"] == "running" and r["version"] == v1]), 2,
+                         "the old replicas stay during the canary")
+        self.d.cli("deploy", "promote", "tri")
+        self.d.wait_for(lambda: self.show("tri")["traffic"] == {v2: 100} and
+                        all(r["version"] == v2 for r in self.show("tri")["replicas"]["list"]
+                            if r["state"] == "running"),
+                        "the promoted rollout", 120)
+        self.assertIn("deploy.canary_promoted", self.events("tri"))
+
     def test_a_version_that_cannot_load_is_rolled_back(self):
         v1 = self.model(3)
         self.d.cli("deploy", "create", "tri", "--model", v1, "--replicas", "1", "--public",
@@ -317,6 +372,68 @@ class Deployments(DaemonTest):
         status, body, headers = self.call(port, "/d/tri/predict")
         self.assertEqual(status, 200, body)
         self.assertEqual(headers.get("Lathe-Model-Version"), v1)
+
+    # -- scaling -------------------------------------------------------------
+
+    def deploy_file(self, text):
+        path = os.path.join(self.work, "deploy.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def running(self, name):
+        return [r for r in self.show(name)["replicas"]["list"] if r["state"] == "running"]
+
+    def test_autoscale_up_under_load_and_down_when_idle(self):
+        ref = self.model(3, handler=SLOW)
+        self.d.cli("deploy", "create", "-f", self.deploy_file(
+            f"name: auto\nmodel: {ref}\npublic: true\n"
+            "autoscale: {min: 1, max: 3, target: 1, upscale_delay: 1s, downscale_delay: 3s}\n"),
+            "--wait")
+        self.assertEqual(len(self.running("auto")), 1)
+        port = self.port("auto")
+        with Load(port, "/d/auto/predict", b'{"x": [1]}', threads=6) as load:
+            self.d.wait_for(lambda: len([r for r in self.running("auto") if r["healthy"]]) == 3,
+                            "three ready replicas under load", 120)
+            self.assertTrue(load.wait_ok(20))
+        self.assertEqual(load.failures, [])
+        self.assertIn("deploy.scaled_up", self.events("auto"))
+        self.d.wait_for(lambda: len(self.running("auto")) == 1, "back to one replica", 120)
+        self.assertIn("deploy.scaled_down", self.events("auto"))
+        up = [e for e in self.show("auto")["events"] if e["msg_id"] == "deploy.scaled_up"][0]
+        self.assertIn("target", up["message"])  # the figures that caused it
+
+    def test_scale_to_zero_and_the_first_request_after_it(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "-f", self.deploy_file(
+            f"name: zero\nmodel: {ref}\npublic: true\n"
+            "autoscale: {min: 0, max: 1, zero_grace: 2s}\n"))
+        self.d.wait_for(lambda: self.show("zero")["health"] == "scaled_to_zero",
+                        "the deployment at zero", 90)
+        self.assertEqual(self.running("zero"), [])
+        port = self.port("zero")
+        status, body, headers = self.call(port, "/d/zero/predict")  # held while one starts
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["y"], [3, 6])
+        self.assertIn("deploy.scaling_from_zero", self.events("zero"))
+        self.d.wait_for(lambda: self.running("zero") == [] and
+                        self.events("zero").count("deploy.scaled_to_zero") >= 1,
+                        "back to zero when idle", 90)
+
+    def test_a_high_priority_job_preempts_a_low_priority_replica(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "pre", "--model", ref, "--replicas", "2", "--gpus", "1",
+                   "--priority", "low", "--public", "--wait")
+        job = self.d.submit("--gpus", "1", "--priority", "high", "--", "sleep", "4")
+        self.d.wait_for(lambda: self.show("pre")["health"] == "degraded",
+                        "the deployment to say it is short", 60)
+        s = self.show("pre")
+        self.assertIn("preempted", s["reason"])
+        self.assertIn("deploy.replica_preempted", self.events("pre"))
+        # Serving goes on from the other replica meanwhile.
+        self.assertEqual(self.call(self.port("pre"), "/d/pre/predict")[0], 200)
+        self.d.wait_state(job, "succeeded")
+        self.wait_ready("pre", 2)
 
     # -- another user -----------------------------------------------------
 

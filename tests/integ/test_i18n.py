@@ -24,7 +24,7 @@ OPEN, CLOSE = "⟦", "⟧"
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
     "gpus", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
-    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "true", "false", "null",
+    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
                   r"Ki|Mi|Gi|Ti|C|W|MHz|x[0-9]+[A-Za-z]*|%)?$")
@@ -204,7 +204,11 @@ class PseudoLocaleTest(unittest.TestCase):
                      ("notebook", "--help"), ("notebook", "start", "--help"),
                      ("notebook", "ls", "--help"), ("notebook", "restart", "--help"),
                      ("model", "--help"), ("model", "create", "--help"), ("model", "show", "--help"),
-                     ("model", "alias", "--help"), ("model", "export", "--help")):
+                     ("model", "alias", "--help"), ("model", "export", "--help"),
+                     ("deploy", "--help"), ("deploy", "create", "--help"),
+                     ("deploy", "scale", "--help"), ("deploy", "logs", "--help"),
+                     ("deploy", "key", "create", "--help"), ("deploy", "key", "rm", "--help"),
+                     ("daemon", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

@@ -72,7 +72,8 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
   auto issued = deploy_keys_->Issue(req);
   if (!issued.ok()) return call.Reply(issued.status());
   daemon_.deployments().Kick();
-  Json j = DeployKeyToJson(issued->record, opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs());
+  Json j =
+      DeployKeyToJson(issued->record, opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs());
   j["key"] = issued->key;
   call.Reply(j, 201);
 }

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "lathe/api/auth.h"
+#include "lathe/api/deploy_keys.h"
 #include "lathe/api/run_origin.h"
 #include "lathe/api/run_origin_cache.h"
 #include "lathe/api/sessions.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
-#include "lathe/api/deploy_keys.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/net/http_server.h"
 #include "lathe/net/proxy.h"
@@ -202,10 +202,10 @@ class ApiServer {
   daemon::Daemon& daemon_;
   const ApiOptions opts_;
   std::string token_;
-  std::unique_ptr<TokenService> tokens_;      // thread-safe itself
+  std::unique_ptr<TokenService> tokens_;           // thread-safe itself
   std::unique_ptr<DeployKeyService> deploy_keys_;  // thread-safe itself
-  std::unique_ptr<SessionService> sessions_;  // thread-safe itself
-  std::unique_ptr<Authenticator> auth_;       // thread-safe itself
+  std::unique_ptr<SessionService> sessions_;       // thread-safe itself
+  std::unique_ptr<Authenticator> auth_;            // thread-safe itself
   int port_ = 0;
   using Route = void (ApiServer::*)(ApiCall&);
   net::Router<Route> router_;  // constant after Create

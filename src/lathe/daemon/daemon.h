@@ -117,8 +117,7 @@ class Daemon {
   const std::string& self_exe() const { return opts_.self_exe; }
   Deployments& deployments() { return *deployments_; }
   // The replicas of deployment `name` (RunStore::OfDeployment).
-  Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name,
-                                                   int64_t ended_since_ms);
+  Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name, int64_t ended_since_ms);
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
   // With an `idempotency_key` (validated by the API), a request that repeats

@@ -83,10 +83,10 @@ GatewayConfig Deployments::GatewayConfigFor() {
     // replicas' socket directories let its group in and nobody else.
     auto u = os::LookupUserByName(opts_.gateway_user);
     if (!u.ok()) {
-      auto made = os::RunCommand({"useradd", "--system", "--user-group", "--no-create-home",
-                                  "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
-                                  opts_.gateway_user},
-                                 30'000);
+      auto made =
+          os::RunCommand({"useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
+                          "/nonexistent", "--shell", "/usr/sbin/nologin", opts_.gateway_user},
+                         30'000);
       if (made.ok() && made->exit_code == 0) {
         spdlog::info("created the system user {} for the deployments' front", opts_.gateway_user);
       }
@@ -236,10 +236,10 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       }
     }
   }
-  deploy::Decision dec = deploy::Reconcile(
-      GoalOf(*spec, want, plan, FreeSlots(*spec, gpus), front_deployment.value("held", 0),
-             opts_.drain_timeout_ms),
-      obs, state.ok() ? *state : deploy::State(), now);
+  deploy::Decision dec =
+      deploy::Reconcile(GoalOf(*spec, want, plan, FreeSlots(*spec, gpus),
+                               front_deployment.value("held", 0), opts_.drain_timeout_ms),
+                        obs, state.ok() ? *state : deploy::State(), now);
   for (const auto& [version, n] : dec.start) {
     for (int i = 0; i < n; ++i) {
       if (Status s = StartReplica(d, *spec, version); !s.ok()) {
@@ -300,12 +300,12 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
   Json replicas = Json::array();
   for (const auto* r : live) {
     if (r->state != run::RunState::kRunning && r->state != run::RunState::kStopping) continue;
-    replicas.push_back({{"id", r->id},
-                        {"socket", r->spec.deployment_socket},
-                        {"uid", r->uid},
-                        {"version", r->spec.deployment_version},
-                        {"draining", r->state == run::RunState::kStopping ||
-                                         draining_.count(r->id) > 0}});
+    replicas.push_back(
+        {{"id", r->id},
+         {"socket", r->spec.deployment_socket},
+         {"uid", r->uid},
+         {"version", r->spec.deployment_version},
+         {"draining", r->state == run::RunState::kStopping || draining_.count(r->id) > 0}});
   }
   return Json{{"name", d.name},
               {"uid", d.uid},
@@ -323,7 +323,8 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
 
 // A deployment being removed: drain its replicas, stop them once idle (or
 // after the drain timeout), and when none is left forget it and its keys.
-Json Deployments::Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
+Json Deployments::Remove(state::DeploymentRecord& d,
+                         const std::vector<const state::RunRecord*>& live,
                          const std::map<std::string, Json>& front) {
   const int64_t mono = clock_.MonotonicMs();
   Caller daemon_caller{daemon_.uid(), "", true};
@@ -343,7 +344,8 @@ Json Deployments::Remove(state::DeploymentRecord& d, const std::vector<const sta
   if (live.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     (void)keys_->DeleteAll(d.name);
-    if (Status s = store_->Delete(d.name); !s.ok()) spdlog::warn("deployment {}: {}", d.name, s.ToString());
+    if (Status s = store_->Delete(d.name); !s.ok())
+      spdlog::warn("deployment {}: {}", d.name, s.ToString());
     spdlog::info("deployment {} removed", d.name);
     return nullptr;
   }
@@ -351,7 +353,9 @@ Json Deployments::Remove(state::DeploymentRecord& d, const std::vector<const sta
   return RouteOf(d, *spec, live, d.plan.value("traffic", Json::object()), 0);
 }
 
-std::string Deployments::SocketRoot() const { return daemon_.paths().home + "/deployments/sockets"; }
+std::string Deployments::SocketRoot() const {
+  return daemon_.paths().home + "/deployments/sockets";
+}
 
 void Deployments::RemoveSocketDir(const state::RunRecord& r) {
   const std::string& sock = r.spec.deployment_socket;
@@ -364,8 +368,12 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   ASSIGN_OR_RETURN(os::UserInfo u, os::LookupUser(d.uid));
   const std::string model = ModelOfVersion(version);
   const std::string n = version.substr(version.rfind('/') + 1);
+  // Named by the version's snapshot too: the bytes, whatever daemon (or
+  // home) gave the version its number.
+  ASSIGN_OR_RETURN(Json v, daemon_.GetModel(OwnerOf(d), version));
+  const std::string snapshot = v.value("snapshot", "").substr(0, 12);
   const std::string root = (u.home == "/" ? "" : u.home) + "/.lathe/deployments/models";
-  const std::string repo = root + "/" + model + "-" + n;
+  const std::string repo = root + "/" + model + "-" + n + "-" + snapshot;
   const std::string done = repo + "/.complete";
   const os::AccessAs as = ActingAs(d.uid, u.gid);
   bool have = false;
@@ -376,7 +384,8 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   if (have) return repo;
   ASSIGN_OR_RETURN(Json exported, daemon_.ExportModelVersion(OwnerOf(d), version, repo, true));
   (void)exported;
-  RETURN_IF_ERROR(os::WithAccess(as, [&] { return os::WriteFileAtomic(done, version + "\n", 0444); }));
+  RETURN_IF_ERROR(
+      os::WithAccess(as, [&] { return os::WriteFileAtomic(done, version + "\n", 0444); }));
   return repo;
 }
 
@@ -404,8 +413,7 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
   const std::string socket = dir + "/serve.sock";
   Json run = {{"type", "service"},
               {"name", base + "-" + suffix},
-              {"command",
-               {daemon_.self_exe(), "serve", "--repository", repo, "--socket", socket}},
+              {"command", {daemon_.self_exe(), "serve", "--repository", repo, "--socket", socket}},
               {"gpus", spec.resources.gpus},
               {"priority", std::string(run::PriorityName(spec.resources.priority))},
               {"preemptible", spec.resources.preemptible},
@@ -483,7 +491,8 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   }
   j["replicas"] = {{"wanted", std::max(0, desired)}, {"ready", ready}, {"list", replicas}};
   std::string model = ModelOfVersion(d.version.empty() ? d.spec.value("model", "") : d.version);
-  std::string auth = d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
+  std::string auth =
+      d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
   j["curl"] = "curl " + auth + UrlOf(d.name) + "v2/models/" + model;
   return j;
 }

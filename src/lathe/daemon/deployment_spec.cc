@@ -9,11 +9,11 @@
 namespace lathe::daemon {
 namespace {
 
-constexpr const char* kFields[] = {"name",   "model", "replicas", "autoscale", "gpus",
-                                   "cpus",   "memory", "priority", "preemptible", "public",
-                                   "canary", "ready_timeout"};
-constexpr const char* kAutoscaleFields[] = {"min",  "max", "target", "upscale_delay",
-                                            "downscale_delay", "zero_grace"};
+constexpr const char* kFields[] = {"name",        "model",  "replicas", "autoscale",
+                                   "gpus",        "cpus",   "memory",   "priority",
+                                   "preemptible", "public", "canary",   "ready_timeout"};
+constexpr const char* kAutoscaleFields[] = {
+    "min", "max", "target", "upscale_delay", "downscale_delay", "zero_grace"};
 // Fields handed to run::SpecFromJson as a replica's own.
 constexpr const char* kRunFields[] = {"gpus", "cpus", "memory", "priority", "preemptible"};
 
@@ -69,7 +69,8 @@ Result<int> Percent(const Json& v, const std::string& field) {
   std::string s = v.is_string() ? v.get<std::string>() : Shown(v);
   if (!s.empty() && s.back() == '%') s.pop_back();
   int p = 0;
-  bool digits = !s.empty() && s.size() <= 2 && s.find_first_not_of("0123456789") == std::string::npos;
+  bool digits =
+      !s.empty() && s.size() <= 2 && s.find_first_not_of("0123456789") == std::string::npos;
   if (digits) p = std::stoi(s);
   if (!digits || p < 1 || p > 99) {
     return Status::Msg(Code::kInvalidArgument, "deploy.bad_canary",
@@ -106,9 +107,9 @@ Status ParseAutoscale(const Json& v, DeploymentSpec& s) {
   }
   if (!has_max) return WrongType("autoscale.max", "whole number from 1 to 64");
   if (s.min_replicas > s.max_replicas) {
-    return Status::Msg(Code::kInvalidArgument, "deploy.bad_range",
-                       {{"min", std::to_string(s.min_replicas)},
-                        {"max", std::to_string(s.max_replicas)}});
+    return Status::Msg(
+        Code::kInvalidArgument, "deploy.bad_range",
+        {{"min", std::to_string(s.min_replicas)}, {"max", std::to_string(s.max_replicas)}});
   }
   return Status::OK();
 }

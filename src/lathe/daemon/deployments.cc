@@ -4,9 +4,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "lathe/common/i18n.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/daemon/models.h"
+#include "lathe/serve/backend.h"
 
 namespace lathe::daemon {
 
@@ -82,6 +85,19 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
     return v.status();
   }
   *version = (*v)["ref"].get<std::string>();
+  // A backend that is not here (a build without LibTorch has no torchscript
+  // backend) would fail every replica: refused now, naming what is here.
+  const std::string backend = v->value("backend", "");
+  serve::BackendRegistry backends(serve::BackendRegistry::DefaultSearchDirs());
+  std::vector<std::string> have = backends.Available();
+  if (!backend.empty() && std::find(have.begin(), have.end(), backend) == have.end()) {
+    std::string list;
+    for (const auto& b : have) list += (list.empty() ? "" : ", ") + b;
+    return Status::Msg(Code::kInvalidArgument, "deploy.backend_missing",
+                       {{"version", *version},
+                        {"backend", backend},
+                        {"available", list.empty() ? "none" : list}});
+  }
   return Status::OK();
 }
 
@@ -128,8 +144,9 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   d.health = "progressing";
   d.created_at_ms = d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Insert(d));
-  (void)AddEvent(d.name, "info", "deploy.created",
-                 {{"name", d.name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
+  (void)AddEvent(
+      d.name, "info", "deploy.created",
+      {{"name", d.name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
   kicked_ = true;
   cv_.notify_all();
   return ToJson(d, true);
@@ -153,12 +170,12 @@ Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
   return ToJson(d, true);
 }
 
-Result<Json> Deployments::Update(const Caller& caller, const std::string& name,
-                                 const Json& patch) {
+Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& patch) {
   if (!patch.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
   std::unique_lock<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
-  if (d.removing) return Status::Msg(Code::kFailedPrecondition, "deploy.removing", {{"name", name}});
+  if (d.removing)
+    return Status::Msg(Code::kFailedPrecondition, "deploy.removing", {{"name", name}});
   Json merged = d.spec;
   bool promote = false;
   for (auto it = patch.begin(); it != patch.end(); ++it) {
@@ -185,8 +202,9 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name,
   d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Update(d));
   if (before != d.spec) {
-    (void)AddEvent(name, "info", "deploy.updated",
-                   {{"name", name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
+    (void)AddEvent(
+        name, "info", "deploy.updated",
+        {{"name", name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
   }
   if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;

@@ -105,14 +105,14 @@ class Deployments {
   Json ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
                     const Json& front_deployment, const Json& gpus);
   Json RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
-               const std::vector<const state::RunRecord*>& live, const Json& traffic,
-               int desired);
+               const std::vector<const state::RunRecord*>& live, const Json& traffic, int desired);
   Json Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
               const std::map<std::string, Json>& front);
   Status StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                       const std::string& version);
   // The version's model repository (a `lathe serve --repository`), restored
-  // as the owner into their ~/.lathe/deployments/models/<model>-<N>/ once
+  // as the owner into their ~/.lathe/deployments/models/<model>-<N>-<snapshot>/
+  // once
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
   std::string SocketRoot() const;

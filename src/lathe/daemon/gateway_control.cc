@@ -50,7 +50,8 @@ Status GatewayControl::Ensure() {
   }
   retry_any_port_ = false;
   std::vector<std::string> argv = {c_.self_exe, "__gateway", "--dir", c_.dir, "--listen", listen};
-  if (c_.uid) argv.insert(argv.end(), {"--user", std::to_string(*c_.uid) + ":" + std::to_string(c_.gid)});
+  if (c_.uid)
+    argv.insert(argv.end(), {"--user", std::to_string(*c_.uid) + ":" + std::to_string(c_.gid)});
   if (!c_.tls_cert.empty() && !c_.tls_key.empty()) {
     argv.insert(argv.end(), {"--tls-cert", c_.tls_cert, "--tls-key", c_.tls_key});
   }

@@ -27,12 +27,12 @@
 namespace lathe::daemon {
 
 struct GatewayConfig {
-  std::string dir;                  // DIR above (the daemon's, created here)
-  std::string self_exe;             // the lathe binary
+  std::string dir;       // DIR above (the daemon's, created here)
+  std::string self_exe;  // the lathe binary
   std::string listen = "127.0.0.1:0";
-  std::optional<uid_t> uid;         // drop to this uid:gid (a root daemon)
+  std::optional<uid_t> uid;  // drop to this uid:gid (a root daemon)
   gid_t gid = 0;
-  std::string tls_cert, tls_key;    // a TLS listener when both are set
+  std::string tls_cert, tls_key;  // a TLS listener when both are set
 };
 
 class GatewayControl {

@@ -77,7 +77,7 @@ class Balancer {
   }
 
   std::function<double()> random01_;
-  std::vector<ReplicaState> replicas_;     // in the routes' order
+  std::vector<ReplicaState> replicas_;  // in the routes' order
   std::map<std::string, int64_t> traffic_;
   size_t last_pick_ = SIZE_MAX;  // index of the replica picked last (ties: the next one)
 };

@@ -80,9 +80,9 @@ net::HttpResponse ProxyErrorPage(const Status& s) {
     return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_unreachable"), Lang::kEn);
   }
   if (id == "proxy.bad_response") {
-    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_bad_answer",
-                                          {{"reason", reason()}}),
-                         Lang::kEn);
+    return ErrorResponse(
+        502, Status::Msg(s.code(), "gateway.replica_bad_answer", {{"reason", reason()}}),
+        Lang::kEn);
   }
   return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_failed", {{"reason", reason()}}),
                        Lang::kEn);
@@ -229,10 +229,9 @@ class FrontImpl final : public Front {
     const std::string name = net::PercentDecode(raw_name, false);
     DeploymentPtr dep = Lookup(name);
     if (!dep) {
-      return res->Send(ErrorResponse(404,
-                                     Status::Msg(Code::kNotFound, "gateway.unknown_deployment",
-                                                 {{"name", Shown(name)}}),
-                                     lang));
+      return res->Send(ErrorResponse(
+          404, Status::Msg(Code::kNotFound, "gateway.unknown_deployment", {{"name", Shown(name)}}),
+          lang));
     }
     if (end == std::string_view::npos || t[end] == '?') {
       std::string to = "/d/" + raw_name + "/";
@@ -257,8 +256,8 @@ class FrontImpl final : public Front {
   }
 
   // Forwards to a replica, holds, or answers 503.
-  void Dispatch(const DeploymentPtr& dep, net::HttpRequest req,
-                std::unique_ptr<net::Responder> res, int64_t start_us, Lang lang) {
+  void Dispatch(const DeploymentPtr& dep, net::HttpRequest req, std::unique_ptr<net::Responder> res,
+                int64_t start_us, Lang lang) {
     std::optional<RouteReplica> pick;
     Status refused;
     bool idempotent = true;
@@ -315,8 +314,8 @@ class FrontImpl final : public Front {
                       const Status& why, const net::Upstream&) -> std::optional<net::Upstream> {
       std::lock_guard<std::mutex> lock(dep->mu);
       dep->balancer.RequestFailed(*current, why.message(), clock_.NowMs());
-      spdlog::warn("gateway: deployment {}: replica {} failed a request before answering: {}",
-                   name, *current, why.message());
+      spdlog::warn("gateway: deployment {}: replica {} failed a request before answering: {}", name,
+                   *current, why.message());
       if (!idempotent || *retried) return std::nullopt;
       std::optional<RouteReplica> next = dep->balancer.Choose(*current);
       if (!next) return std::nullopt;
@@ -369,8 +368,8 @@ class FrontImpl final : public Front {
       return res->Send(net::HttpResponse{200, "application/json", {}, StatusJson().dump()});
     }
     if (req.method == "GET" && req.path == "/metrics") {
-      return res->Send(net::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {},
-                                         metrics_.Render(Gauges())});
+      return res->Send(net::HttpResponse{
+          200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics_.Render(Gauges())});
     }
     res->Send(ErrorResponse(
         404, Status::Msg(Code::kNotFound, "gateway.admin_not_found", {{"path", Shown(req.path)}}),
@@ -566,7 +565,8 @@ class FrontImpl final : public Front {
       {
         std::lock_guard<std::mutex> lock(dep->mu);
         const bool became = dep->balancer.ProbeResult(r.id, ok, why, clock_.NowMs());
-        if (became) spdlog::info("gateway: deployment {}: replica {} is healthy", dep->route.name, r.id);
+        if (became)
+          spdlog::info("gateway: deployment {}: replica {} is healthy", dep->route.name, r.id);
         if (dep->held.size() > 0 && dep->balancer.AnyReady()) release = dep->held.TakeAll();
       }
       for (auto& h : release) {
@@ -648,8 +648,8 @@ class FrontImpl final : public Front {
   std::atomic<bool> stopped_{false};
 
   std::mutex table_mu_;
-  TableMap table_;           // guarded by table_mu_
-  int64_t generation_ = 0;   // guarded by table_mu_
+  TableMap table_;          // guarded by table_mu_
+  int64_t generation_ = 0;  // guarded by table_mu_
 
   // The ticker's own (and Start's, before the ticker runs).
   os::FileStamp stamp_;
@@ -671,7 +671,7 @@ class FrontImpl final : public Front {
 
 net::ProxyOptions FrontOptions::DefaultProxyOptions() {
   net::ProxyOptions o;
-  o.max_workers = 512;   // requests at replicas at once (each holds a worker while it waits)
+  o.max_workers = 512;  // requests at replicas at once (each holds a worker while it waits)
   o.max_queued = 4096;
   o.max_idle_upstreams = 256;
   o.strip_cookie_prefixes = {"lathe_"};

@@ -39,9 +39,9 @@
 namespace lathe::deploy {
 
 struct FrontOptions {
-  std::string dir;                 // routes.json, gateway.json, admin.sock
-  std::string host = "127.0.0.1";  // the public listener
-  int port = 0;                    // 0: any free port
+  std::string dir;                   // routes.json, gateway.json, admin.sock
+  std::string host = "127.0.0.1";    // the public listener
+  int port = 0;                      // 0: any free port
   std::optional<net::TlsFiles> tls;  // set: the public listener speaks TLS
   int probe_interval_ms = 1000;      // between two probes of one replica
   int probe_timeout_ms = 2000;       // one probe, connect to status line

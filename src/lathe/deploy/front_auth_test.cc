@@ -27,9 +27,9 @@ TEST(FrontAuth, OnlyALiveKeyOfTheDeploymentOpensIt) {
   EXPECT_EQ(IdOf(CheckDeployKey(Private(), kKey, now)), "deploy_key.malformed");  // no "Bearer "
   EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer lathe_t_abc", now)), "deploy_key.malformed");
   // The right id with another secret, and an id the deployment does not have.
-  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer lathe_dk_k0123456789_" + std::string(64, 'd'),
-                                now)),
-            "deploy_key.invalid");
+  EXPECT_EQ(
+      IdOf(CheckDeployKey(Private(), "Bearer lathe_dk_k0123456789_" + std::string(64, 'd'), now)),
+      "deploy_key.invalid");
   EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer lathe_dk_k9999999999_" + kSecret, now)),
             "deploy_key.invalid");
   // Expiry: live until its instant, not from it on.

@@ -55,8 +55,8 @@ void FrontMetrics::Record(const std::string& deployment, int code, double second
 
 std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
   std::lock_guard<std::mutex> lock(render_mu_);
-  for (const char* g : {"lathe_deployment_in_flight", "lathe_deployment_held",
-                        "lathe_deployment_replicas"}) {
+  for (const char* g :
+       {"lathe_deployment_in_flight", "lathe_deployment_held", "lathe_deployment_replicas"}) {
     m_.ClearGauge(g);
   }
   for (const auto& d : gauges) {

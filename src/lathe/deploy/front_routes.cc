@@ -49,9 +49,7 @@ class Fields {
     auto it = obj_.find(name);
     return it == obj_.end() ? nullptr : &*it;
   }
-  Status Missing(std::string_view name) const {
-    return Bad("gateway.routes_missing", Path(name));
-  }
+  Status Missing(std::string_view name) const { return Bad("gateway.routes_missing", Path(name)); }
   Status Type(std::string_view name, std::string_view type) const {
     return Bad("gateway.routes_type", Path(name), {{"type", std::string(type)}});
   }
@@ -99,8 +97,9 @@ class Fields {
     return v;
   }
   Status Range(std::string_view name, const std::string& value, int64_t min, int64_t max) const {
-    return Bad("gateway.routes_range", Path(name),
-               {{"value", Shown(value)}, {"min", std::to_string(min)}, {"max", std::to_string(max)}});
+    return Bad(
+        "gateway.routes_range", Path(name),
+        {{"value", Shown(value)}, {"min", std::to_string(min)}, {"max", std::to_string(max)}});
   }
 
  private:

@@ -37,25 +37,25 @@ struct RouteKey {
 };
 
 struct RouteReplica {
-  std::string id;       // 1-64 printable characters, unique in its deployment
-  std::string socket;   // absolute path of the unix socket it listens on (< 108 bytes)
-  uid_t uid = 0;        // whose listener it must be (SO_PEERCRED)
-  std::string version;  // the model version (or command revision) it serves; may be ""
+  std::string id;         // 1-64 printable characters, unique in its deployment
+  std::string socket;     // absolute path of the unix socket it listens on (< 108 bytes)
+  uid_t uid = 0;          // whose listener it must be (SO_PEERCRED)
+  std::string version;    // the model version (or command revision) it serves; may be ""
   bool draining = false;  // no new requests; those in flight finish
   bool operator==(const RouteReplica&) const = default;
 };
 
 struct Route {
-  std::string name;  // IsValidName; unique across the file
-  uid_t uid = 0;     // the deployment's owner
-  bool is_public = false;        // JSON "public": no key needed
-  std::vector<RouteKey> keys;    // the live keys (at most a few)
-  bool idempotent = true;        // a request may be retried on another replica
+  std::string name;                              // IsValidName; unique across the file
+  uid_t uid = 0;                                 // the deployment's owner
+  bool is_public = false;                        // JSON "public": no key needed
+  std::vector<RouteKey> keys;                    // the live keys (at most a few)
+  bool idempotent = true;                        // a request may be retried on another replica
   std::string health_path = "/v2/health/ready";  // probed with GET; 200 is healthy
-  int64_t replicas_wanted = 0;   // for the metrics: what the daemon aims at
-  bool hold = false;             // no healthy replica: hold requests (scale from zero)
-  int64_t hold_ms = 30000;       // how long one is held at most (0..3600000)
-  int64_t max_held = 100;        // how many are held at once (0..100000)
+  int64_t replicas_wanted = 0;                   // for the metrics: what the daemon aims at
+  bool hold = false;                       // no healthy replica: hold requests (scale from zero)
+  int64_t hold_ms = 30000;                 // how long one is held at most (0..3600000)
+  int64_t max_held = 100;                  // how many are held at once (0..100000)
   std::map<std::string, int64_t> traffic;  // version -> weight (0..1000000)
   std::vector<RouteReplica> replicas;
 };

@@ -11,7 +11,8 @@ Json Good() {
   return Json::parse(R"({"version": 1, "generation": 12,
     "deployments": [
      {"name": "digits", "uid": 1001, "public": false,
-      "keys": [{"id": "k0123456789", "sha256": ")" + std::string(64, 'a') + R"(", "expires_ms": 0}],
+      "keys": [{"id": "k0123456789", "sha256": ")" +
+                     std::string(64, 'a') + R"(", "expires_ms": 0}],
       "idempotent": false, "health_path": "/v2/health/ready", "replicas_wanted": 2,
       "hold": true, "hold_ms": 5000, "max_held": 7,
       "traffic": {"digits/3": 90, "digits/4": 10},

@@ -47,10 +47,11 @@ std::string_view NetworkName(Network n) { return n == Network::kIsolated ? "isol
 namespace {
 
 constexpr const char* kFields[] = {
-    "type",    "name",        "command",      "gpus",        "cpus",  "memory",
-    "shm",     "priority",    "env",          "workdir",     "retry", "max_duration",
-    "requeue", "preemptible", "checkpoints",  "resume_from", "umask", "secrets",
-    "ports",   "network",     "secret_files", "kernels",     "idle",  "workspace", "deployment"};
+    "type",         "name",         "command",  "gpus",        "cpus",
+    "memory",       "shm",          "priority", "env",         "workdir",
+    "retry",        "max_duration", "requeue",  "preemptible", "checkpoints",
+    "resume_from",  "umask",        "secrets",  "ports",       "network",
+    "secret_files", "kernels",      "idle",     "workspace",   "deployment"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 1000;
 
@@ -529,9 +530,8 @@ Json SpecToJson(const RunSpec& s) {
   }
   if (!s.kernels.empty()) j["kernels"] = s.kernels;
   if (!s.deployment.empty()) {
-    j["deployment"] = {{"name", s.deployment},
-                       {"version", s.deployment_version},
-                       {"socket", s.deployment_socket}};
+    j["deployment"] = {
+        {"name", s.deployment}, {"version", s.deployment_version}, {"socket", s.deployment_socket}};
   }
   if (s.idle_ms >= 0) {
     j["idle"] = s.idle_ms % 1000 == 0 ? FormatDuration(std::chrono::milliseconds(s.idle_ms))

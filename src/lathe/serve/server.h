@@ -25,7 +25,7 @@ struct ServeOptions {
   std::string model_control = "none";  // none | explicit (load/unload over HTTP) | watch
   int watch_interval_ms = 1000;        // watch: how often the repository is scanned
   std::string host = "127.0.0.1";
-  int port = 8000;          // 0: any free port; -1: no TCP listener (socket only)
+  int port = 8000;  // 0: any free port; -1: no TCP listener (socket only)
   // A unix socket to listen on as well ("" = none), created with
   // socket_mode: a deployment's replica listens only there (its front
   // connects as another user through the socket's group).

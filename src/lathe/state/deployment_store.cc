@@ -62,8 +62,8 @@ Status DeploymentStore::Insert(const DeploymentRecord& d) {
 }
 
 Result<std::optional<DeploymentRecord>> DeploymentStore::Get(const std::string& name) {
-  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kColumns +
-                                        " FROM deployments WHERE name=?"));
+  ASSIGN_OR_RETURN(
+      Stmt s, db_->Prepare(std::string("SELECT ") + kColumns + " FROM deployments WHERE name=?"));
   s.Bind(1, name);
   ASSIGN_OR_RETURN(auto rows, CollectRows<DeploymentRecord>(s, RowToRecord));
   if (rows.empty()) return std::optional<DeploymentRecord>();
@@ -71,8 +71,8 @@ Result<std::optional<DeploymentRecord>> DeploymentStore::Get(const std::string& 
 }
 
 Result<std::vector<DeploymentRecord>> DeploymentStore::List() {
-  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kColumns +
-                                        " FROM deployments ORDER BY name"));
+  ASSIGN_OR_RETURN(
+      Stmt s, db_->Prepare(std::string("SELECT ") + kColumns + " FROM deployments ORDER BY name"));
   return CollectRows<DeploymentRecord>(s, RowToRecord);
 }
 

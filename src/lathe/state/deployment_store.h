@@ -46,8 +46,8 @@ struct DeploymentEvent {
   int64_t id = 0;
   std::string deployment;
   int64_t ts_ms = 0;
-  std::string level;    // "info" | "warning" | "error"
-  std::string msg_id;   // catalog id ("" for a plain message)
+  std::string level;   // "info" | "warning" | "error"
+  std::string msg_id;  // catalog id ("" for a plain message)
   Json args = Json::object();
   std::string message;  // English
 };

@@ -100,8 +100,8 @@ TEST_F(DeploymentStoreTest, EventsAreKeptInOrderAndGoWithTheDeployment) {
 TEST_F(DeploymentStoreTest, ReplicasAreRunsOfKindServiceFoundByTheirSpec) {
   auto runs = RunStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(runs.ok());
-  auto add = [&](const std::string& id, const std::string& dep, run::RunKind kind,
-                 run::RunState st, int64_t finished) {
+  auto add = [&](const std::string& id, const std::string& dep, run::RunKind kind, run::RunState st,
+                 int64_t finished) {
     RunRecord r;
     r.id = id;
     r.name = id;
