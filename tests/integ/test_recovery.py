@@ -22,6 +22,9 @@ DROP TABLE IF EXISTS deploy_keys;
 DROP TABLE IF EXISTS model_aliases;
 DROP TABLE IF EXISTS model_versions;
 DROP TABLE IF EXISTS models;
+DROP INDEX IF EXISTS runs_by_deployment;
+DROP TABLE IF EXISTS deployment_events;
+DROP TABLE IF EXISTS deployments;
 ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
@@ -109,7 +112,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 10)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 11)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

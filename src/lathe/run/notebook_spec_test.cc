@@ -46,7 +46,8 @@ TEST(NotebookSpec, BadValuesNameTheField) {
       {R"({"type":"notebook","command":["jupyter"]})", "spec.notebook_command", "command"},
       {R"({"command":["a"],"kernels":["python"]})", "spec.notebook_only", "kernels"},
       {R"({"command":["a"],"idle":"1m"})", "spec.notebook_only", "idle"},
-      {R"({"type":"service","command":["a"]})", "spec.bad_type", "notebook"},
+      {R"({"type":"server","command":["a"]})", "spec.bad_type", "notebook"},
+      {R"({"type":"service","command":["a"]})", "spec.service_deployment", "lathe deploy create"},
   };
   for (const auto& c : cases) {
     auto s = Parse(c.json);

@@ -93,7 +93,10 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":["a"],"workdir":"rel/path"})", "workdir", "spec.bad_workdir"},
       {R"({"command":["a"],"env":{"1BAD":"x"}})", "1BAD", "spec.bad_env"},
       {R"({"command":["a"],"name":"bad name"})", "name", "spec.bad_name"},
-      {R"({"command":["a"],"type":"service"})", "type", "spec.bad_type"},
+      {R"({"command":["a"],"type":"server"})", "type", "spec.bad_type"},
+      {R"({"command":["a"],"type":"service"})", "deployment", "spec.service_deployment"},
+      {R"({"command":["a"],"deployment":{"name":"d"}})", "deployment", "spec.service_deployment"},
+      {R"({"command":["a"],"type":"service","deployment":{"name":"d","x":"y"}})", "deployment.x", "spec.wrong_type"},
       {R"({"command":"a"})", "command", "spec.wrong_type"},
       {R"({"gpus":1})", "command", "spec.missing_command"},
       {R"({"command":[]})", "command", "spec.missing_command"},
@@ -397,6 +400,29 @@ TEST(SpecSecrets, SecretFilesParseRoundTripAndNameTheirField) {
   auto over = SpecFromJson(many);
   EXPECT_EQ(over.status().msg_id(), "spec.too_many_secrets");
   EXPECT_EQ(ArgOf(over.status(), "field"), "secret_files");
+}
+
+}  // namespace
+}  // namespace lathe::run
+
+namespace lathe::run {
+namespace {
+
+// A deployment's replica: type service with its deployment, kept through
+// the canonical form.
+TEST(Spec, ServiceReplicaRoundTrips) {
+  auto s = SpecFromJson(Json{{"type", "service"},
+                             {"command", {"lathe", "serve"}},
+                             {"deployment",
+                              {{"name", "digits"}, {"version", "digits/3"}, {"socket", "/s/x.sock"}}}});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(IsServiceSpec(*s));
+  EXPECT_EQ(s->deployment, "digits");
+  EXPECT_EQ(s->deployment_version, "digits/3");
+  EXPECT_EQ(s->deployment_socket, "/s/x.sock");
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *s);
 }
 
 }  // namespace
