@@ -129,7 +129,8 @@ class Bench:
         ref = self.model(3, "zero")
         self.deploy(f"name: zero\nmodel: {ref}\npublic: true\n"
                     "autoscale: {min: 0, max: 1, zero_grace: 1s}\n")
-        self.d.wait_for(lambda: self.show("zero")["health"] == "scaled_to_zero", "zero", 120)
+        self.d.wait_for(lambda: self.show("zero")["health"] == "scaled_to_zero" and
+                        self.show("zero")["routed"], "zero", 120)
         port = self.port("zero")
         import http.client
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -137,9 +138,9 @@ class Bench:
         c.request("POST", "/d/zero/predict", body=b'{"x": [1]}',
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
-        r.read()
+        body = r.read()
         total = time.time() - t0
-        assert r.status == 200, r.status
+        assert r.status == 200, (r.status, body, port)
         run = self.show("zero")["replicas"]["list"][-1]["run"]
         info = self.d.inspect(run)
         created = info["created_at_ms"] / 1000
@@ -187,6 +188,12 @@ def main():
             results["cold_start"].append(b.cold_start())
             if i == 0:
                 results["idle"] = b.idle_rss()
+        except Exception:
+            log = os.path.join(b.d.home, "deployments", "gateway", "gateway.log")
+            if os.path.exists(log):
+                print(open(log).read()[-3000:], file=sys.stderr)
+            print(b.d.daemon_log(), file=sys.stderr)
+            raise
         finally:
             b.close()
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731

@@ -101,7 +101,9 @@ Status WaitReady(api::ApiClient& c, const std::string& name, const std::string& 
   while (true) {
     ASSIGN_OR_RETURN(last, c.Get(Path(name)));
     const Json& r = last["replicas"];
-    if (r.value("wanted", 0) > 0 && r.value("ready", 0) >= r.value("wanted", 0)) {
+    const bool routed = last.value("routed", false);
+    if (routed && r.value("ready", 0) >= r.value("wanted", 0) &&
+        (r.value("wanted", 0) > 0 || last.value("health", "") == "scaled_to_zero")) {
       return Status::OK();
     }
     if (last.value("health", "") == "failed") {

@@ -156,6 +156,27 @@ class Deployments(DaemonTest):
         c.close()
         return out
 
+    def api(self, method, path, user=None):
+        """A request to the daemon's socket, as root or as `user` (a name)."""
+        if user:
+            code = (f"import http.client, socket, sys\n"
+                    f"c = http.client.HTTPConnection('x')\n"
+                    f"c.sock = socket.socket(socket.AF_UNIX); c.sock.connect({self.d.home + '/lathe.sock'!r})\n"
+                    f"c.request({method!r}, {path!r}); r = c.getresponse()\n"
+                    f"print(r.status); sys.stdout.write(r.read().decode())\n")
+            out = subprocess.run(["setpriv", "--reuid", user, "--regid", user, "--init-groups",
+                                  PY, "-c", code], capture_output=True, text=True).stdout
+            first, _, rest = out.partition("\n")
+            return int(first), rest
+        c = http.client.HTTPConnection("x")
+        c.sock = socket.socket(socket.AF_UNIX)
+        c.sock.connect(os.path.join(self.d.home, "lathe.sock"))
+        c.request(method, path)
+        r = c.getresponse()
+        out = r.status, r.read().decode()
+        c.close()
+        return out
+
     def events(self, name):
         return [e["msg_id"] for e in self.show(name)["events"]]
 
@@ -196,6 +217,14 @@ class Deployments(DaemonTest):
         r.read()
         self.assertEqual(r.status, 200)
         c.close()
+        # The front's metrics, through the API, for an admin; promtool-clean.
+        status, text = self.api("GET", "/api/v1/metrics/deployments")
+        self.assertEqual(status, 200)
+        self.assertIn('lathe_deployment_requests_total{deployment="tri",code="200"}', text)
+        self.assertIn('lathe_deployment_replicas{deployment="tri",state="healthy"} 2', text)
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
+                               capture_output=True)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
         # Names are unique across users; the deployment is in the list.
         listed = json.loads(self.d.cli("deploy", "ls", "--json").stdout)
         self.assertEqual([d["name"] for d in listed], ["tri"])
@@ -408,8 +437,8 @@ class Deployments(DaemonTest):
         self.d.cli("deploy", "create", "-f", self.deploy_file(
             f"name: zero\nmodel: {ref}\npublic: true\n"
             "autoscale: {min: 0, max: 1, zero_grace: 2s}\n"))
-        self.d.wait_for(lambda: self.show("zero")["health"] == "scaled_to_zero",
-                        "the deployment at zero", 90)
+        self.d.wait_for(lambda: self.show("zero")["health"] == "scaled_to_zero" and
+                        self.show("zero")["routed"], "the deployment at zero", 90)
         self.assertEqual(self.running("zero"), [])
         port = self.port("zero")
         status, body, headers = self.call(port, "/d/zero/predict")  # held while one starts
@@ -451,6 +480,8 @@ class Deployments(DaemonTest):
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json", user=USER,
                                                env=self.d.env(HOME="/tmp")).stdout), [])
         self.assertEqual(self.call(port, "/d/mine/predict")[0], 401)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/mine", user=USER)[0], 403)
+        self.assertEqual(self.api("GET", "/api/v1/metrics/deployments", user=USER)[0], 403)
         # The replica's socket directly, as the other user: refused by the
         # directory's permissions.
         run = self.show("mine")["replicas"]["list"][0]["run"]

@@ -1,6 +1,6 @@
 // Deployments (docs/api.md, "Deployments"): POST /deployments, GET
 // /deployments, GET, PATCH and DELETE /deployments/{name}, GET
-// /deployments/{name}/events, and the deployment keys: POST and GET
+// /deployments/{name}/events, GET /metrics/deployments, and the deployment keys: POST and GET
 // /deployments/{name}/keys, DELETE /deployments/{name}/keys/{key}. The rules
 // are the daemon's (daemon/deployments.h, api/deploy_keys.h); this file
 // reads bodies.
@@ -47,6 +47,18 @@ void ApiServer::GetDeploymentEvents(ApiCall& call) {
   auto after = QueryNumber(call.req, "after", 0, INT64_MAX);
   if (!after.ok()) return call.Reply(after.status());
   call.Reply(daemon_.deployments().Events(call.caller, call.Param("name"), *after));
+}
+
+// The front's Prometheus metrics of every deployment (they name them all):
+// for an admin, e.g. a Prometheus scraping with the daemon's token.
+void ApiServer::GetDeploymentMetrics(ApiCall& call) {
+  if (!call.caller.admin) {
+    return call.Reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
+  }
+  net::HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = daemon_.deployments().Metrics();
+  call.Send(std::move(r));
 }
 
 void ApiServer::PostDeploymentKey(ApiCall& call) {

@@ -237,6 +237,7 @@ Status ApiServer::AddRoutes() {
       {"PATCH", "/api/v1/deployments/{name}", &A::PatchDeployment},
       {"DELETE", "/api/v1/deployments/{name}", &A::DeleteDeployment},
       {"GET", "/api/v1/deployments/{name}/events", &A::GetDeploymentEvents},
+      {"GET", "/api/v1/metrics/deployments", &A::GetDeploymentMetrics},
       {"POST", "/api/v1/deployments/{name}/keys", &A::PostDeploymentKey},
       {"GET", "/api/v1/deployments/{name}/keys", &A::ListDeploymentKeys},
       {"DELETE", "/api/v1/deployments/{name}/keys/{key}", &A::DeleteDeploymentKey},

@@ -145,6 +145,7 @@ class ApiServer {
   void PatchDeployment(ApiCall& call);
   void DeleteDeployment(ApiCall& call);
   void GetDeploymentEvents(ApiCall& call);
+  void GetDeploymentMetrics(ApiCall& call);
   void PostDeploymentKey(ApiCall& call);
   void ListDeploymentKeys(ApiCall& call);
   void DeleteDeploymentKey(ApiCall& call);

@@ -249,7 +249,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       }
     }
   }
-  Caller daemon_caller{daemon_.uid(), "", true};
+  Caller daemon_caller{daemon_.uid(), "deployment " + d.name, true};
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& id : dec.drain) draining_.emplace(id, now);
@@ -327,7 +327,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
                          const std::vector<const state::RunRecord*>& live,
                          const std::map<std::string, Json>& front) {
   const int64_t mono = clock_.MonotonicMs();
-  Caller daemon_caller{daemon_.uid(), "", true};
+  Caller daemon_caller{daemon_.uid(), "deployment " + d.name, true};
   std::vector<std::string> to_stop;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -372,6 +372,8 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   // home) gave the version its number.
   ASSIGN_OR_RETURN(Json v, daemon_.GetModel(OwnerOf(d), version));
   const std::string snapshot = v.value("snapshot", "").substr(0, 12);
+  // In the owner's home: restored with their identity, into a directory of
+  // theirs (the daemon's home is never a restore target).
   const std::string root = (u.home == "/" ? "" : u.home) + "/.lathe/deployments/models";
   const std::string repo = root + "/" + model + "-" + n + "-" + snapshot;
   const std::string done = repo + "/.complete";
@@ -457,6 +459,8 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
       if (x.value("name", "") == d.name) front = x;
     }
   }
+  // The front has its route: the endpoint answers (before, it says 404).
+  j["routed"] = !front.empty();
   for (const char* k : {"requests", "errors", "in_flight", "held", "rps", "p50_ms", "p99_ms"}) {
     if (front.contains(k)) j[k] = front[k];
   }

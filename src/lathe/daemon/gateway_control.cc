@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "lathe/net/http_client.h"
@@ -96,12 +97,15 @@ Status GatewayControl::WriteRoutes(Json routes) {
   routes["generation"] = ++generation_;
   RETURN_IF_ERROR(os::MakeDirs(c_.dir, 0755));
   const std::string path = c_.dir + "/routes.json";
-  RETURN_IF_ERROR(os::WriteFileAtomic(path, routes.dump(2), 0640, os::Durability::kNoSync));
-  if (c_.uid && ::geteuid() == 0) {
-    // root:<the front's group>, 0640: the front reads it, no other user does
-    // (it holds the deployment keys' hashes).
-    if (::chown(path.c_str(), 0, c_.gid) != 0) return ErrnoStatus("chown " + path, errno);
+  // Written under another name and given to root:<the front's group> (0640:
+  // the front reads it, no other user does; it holds the keys' hashes)
+  // before it is renamed into place, so the front never sees it unreadable.
+  const std::string next = path + ".next";
+  RETURN_IF_ERROR(os::WriteFileAtomic(next, routes.dump(2), 0640, os::Durability::kNoSync));
+  if (c_.uid && ::geteuid() == 0 && ::chown(next.c_str(), 0, c_.gid) != 0) {
+    return ErrnoStatus("chown " + next, errno);
   }
+  if (::rename(next.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + next, errno);
   routes_written_ = std::move(body);
   return Status::OK();
 }

@@ -454,9 +454,10 @@ class FrontImpl final : public Front {
     }
     const bool recent = clock_.NowMs() * 1'000'000 - stamp->mtime_ns < kRecentMtimeNs;
     if (have_routes_file_ && *stamp == stamp_ && !recent) return;
-    stamp_ = *stamp;
     auto text = os::ReadFileUpTo(routes_path_, kMaxRoutesBytes);
+    // Unread (e.g. replaced meanwhile): the same stamp is tried again.
     if (!text.ok()) return LogRoutesError(text.status().ToString());
+    stamp_ = *stamp;
     if (text->size() > kMaxRoutesBytes) return LogRoutesError("larger than 64 MiB");
     if (have_routes_file_ && *text == last_text_) return;
     if (*text == last_bad_text_) return;  // logged already
