@@ -507,6 +507,10 @@ class Deployments(DaemonTest):
                         "the deployment to go", 90)
         for run in runs:
             self.assertIn(self.d.inspect(run)["state"], ("stopped", "succeeded"))
+        cache = os.path.expanduser("~root/.lathe/deployments/models")
+        snap = json.loads(self.d.cli("model", "show", ref, "--json").stdout)["snapshot"][:12]
+        self.assertFalse(os.path.exists(os.path.join(cache, f"tri-1-{snap}")),
+                         "the version's cache goes with its last deployment")
         self.d.cli("model", "rm", ref)
 
 

@@ -342,6 +342,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
   }
   for (const auto& id : to_stop) (void)daemon_.StopRun(daemon_caller, id);
   if (live.empty()) {
+    PruneCache(d);
     std::lock_guard<std::mutex> lock(mu_);
     (void)keys_->DeleteAll(d.name);
     if (Status s = store_->Delete(d.name); !s.ok())
@@ -351,6 +352,45 @@ Json Deployments::Remove(state::DeploymentRecord& d,
   }
   auto spec = DeploymentSpecFromJson(d.spec);
   return RouteOf(d, *spec, live, d.plan.value("traffic", Json::object()), 0);
+}
+
+// The removed deployment's versions leave the owner's cache unless another
+// of their deployments serves or wants them.
+void Deployments::PruneCache(const state::DeploymentRecord& d) {
+  auto versions_of = [](const state::DeploymentRecord& x) {
+    std::set<std::string> v = {x.version};
+    const Json st = x.plan.value("state", Json::object());
+    for (const char* k : {"stable_version", "rolling_to", "goal_version"}) {
+      if (st.contains(k) && st[k].is_string()) v.insert(st[k].get<std::string>());
+    }
+    v.erase("");
+    return v;
+  };
+  std::set<std::string> mine = versions_of(d);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto all = store_->List();
+    if (!all.ok()) return;
+    for (const auto& other : *all) {
+      if (other.name == d.name || other.uid != d.uid) continue;
+      for (const auto& v : versions_of(other)) mine.erase(v);
+    }
+  }
+  auto u = os::LookupUser(d.uid);
+  if (!u.ok() || mine.empty()) return;
+  const std::string root = (u->home == "/" ? "" : u->home) + "/.lathe/deployments/models";
+  (void)os::WithAccess(ActingAs(d.uid, u->gid), [&] {
+    auto names = os::ListDir(root);
+    if (!names.ok()) return Status::OK();
+    for (const auto& v : mine) {
+      // <model>-<N>-<snapshot>: the version's entries whatever the snapshot.
+      std::string prefix = ModelOfVersion(v) + "-" + v.substr(v.rfind('/') + 1) + "-";
+      for (const auto& n : *names) {
+        if (n.rfind(prefix, 0) == 0) (void)os::RemoveAll(root + "/" + n);
+      }
+    }
+    return Status::OK();
+  });
 }
 
 std::string Deployments::SocketRoot() const {

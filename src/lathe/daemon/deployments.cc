@@ -93,10 +93,9 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
   if (!backend.empty() && std::find(have.begin(), have.end(), backend) == have.end()) {
     std::string list;
     for (const auto& b : have) list += (list.empty() ? "" : ", ") + b;
-    return Status::Msg(Code::kInvalidArgument, "deploy.backend_missing",
-                       {{"version", *version},
-                        {"backend", backend},
-                        {"available", list.empty() ? "none" : list}});
+    return Status::Msg(
+        Code::kInvalidArgument, "deploy.backend_missing",
+        {{"version", *version}, {"backend", backend}, {"available", list.empty() ? "none" : list}});
   }
   return Status::OK();
 }

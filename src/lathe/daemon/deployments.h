@@ -115,6 +115,7 @@ class Deployments {
   // once
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
+  void PruneCache(const state::DeploymentRecord& d);
   std::string SocketRoot() const;
   void RemoveSocketDir(const state::RunRecord& r);
   Result<Json> ToJson(const state::DeploymentRecord& d, bool full);

@@ -96,7 +96,8 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":["a"],"type":"server"})", "type", "spec.bad_type"},
       {R"({"command":["a"],"type":"service"})", "deployment", "spec.service_deployment"},
       {R"({"command":["a"],"deployment":{"name":"d"}})", "deployment", "spec.service_deployment"},
-      {R"({"command":["a"],"type":"service","deployment":{"name":"d","x":"y"}})", "deployment.x", "spec.wrong_type"},
+      {R"({"command":["a"],"type":"service","deployment":{"name":"d","x":"y"}})", "deployment.x",
+       "spec.wrong_type"},
       {R"({"command":"a"})", "command", "spec.wrong_type"},
       {R"({"gpus":1})", "command", "spec.missing_command"},
       {R"({"command":[]})", "command", "spec.missing_command"},
@@ -411,10 +412,10 @@ namespace {
 // A deployment's replica: type service with its deployment, kept through
 // the canonical form.
 TEST(Spec, ServiceReplicaRoundTrips) {
-  auto s = SpecFromJson(Json{{"type", "service"},
-                             {"command", {"lathe", "serve"}},
-                             {"deployment",
-                              {{"name", "digits"}, {"version", "digits/3"}, {"socket", "/s/x.sock"}}}});
+  auto s = SpecFromJson(
+      Json{{"type", "service"},
+           {"command", {"lathe", "serve"}},
+           {"deployment", {{"name", "digits"}, {"version", "digits/3"}, {"socket", "/s/x.sock"}}}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_TRUE(IsServiceSpec(*s));
   EXPECT_EQ(s->deployment, "digits");
