@@ -326,7 +326,9 @@ Status RunKeyList(const DeployFlags& f, Lang lang) {
   for (const auto& k : r["keys"]) {
     rows.push_back({k.value("id", ""), k.value("name", "").empty() ? "-" : k.value("name", ""),
                     AgeAgo(k.value("created_at_ms", int64_t{0}), lang),
-                    k.value("expires_at_ms", int64_t{0}) == 0 ? "-" : k["expires_at_ms"].dump()});
+                    k.value("expires_at_ms", int64_t{0}) == 0
+                        ? "-"
+                        : FormatUtc(k["expires_at_ms"].get<int64_t>())});
   }
   PrintTable(rows);
   return Status::OK();

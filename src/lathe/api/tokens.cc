@@ -73,15 +73,6 @@ std::string FormatToken(const TokenParts& parts) {
 
 std::string HashSecret(std::string_view secret) { return snap::ToHex(snap::Sha256(secret)); }
 
-std::string FormatUtc(int64_t ms) {
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
-
 Json TokenToJson(const state::TokenRecord& r, int64_t now_ms) {
   auto opt = [](int64_t v) { return v == 0 ? Json(nullptr) : Json(v); };
   return Json{{"id", r.id},

@@ -26,6 +26,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/common/units.h"
 #include "lathe/os/clock.h"
 #include "lathe/state/token_store.h"
 
@@ -121,7 +122,6 @@ class TokenService {
   const Options opts_;
 };
 
-// "2025-06-01 12:00:00 UTC" for epoch milliseconds.
-std::string FormatUtc(int64_t ms);
+using lathe::FormatUtc;  // common/units.h
 
 }  // namespace lathe::api

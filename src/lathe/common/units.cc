@@ -1,4 +1,5 @@
 #include "lathe/common/units.h"
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -222,6 +223,15 @@ std::string FormatDuration(std::chrono::milliseconds d) {
   if (m) out += fmt::format("{}m", m);
   if (sec || out.empty()) out += fmt::format("{}s", sec);
   return out;
+}
+
+std::string FormatUtc(int64_t ms) {
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
 }
 
 }  // namespace lathe

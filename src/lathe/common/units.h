@@ -33,6 +33,9 @@ std::string FormatBytes(uint64_t bytes);
 // FormatBytesPair(2'080'000, 2ull << 20) == {"1.98MiB", "2.00MiB"}, where
 // FormatBytes alone gives "2.1MB" and "2MiB".
 std::pair<std::string, std::string> FormatBytesPair(uint64_t a, uint64_t b);
+// "2025-06-01 12:00:00 UTC" for epoch milliseconds.
+std::string FormatUtc(int64_t ms);
+
 // FormatDuration(90s) == "1m30s", FormatDuration(12h) == "12h".
 std::string FormatDuration(std::chrono::milliseconds d);
 

@@ -1,4 +1,5 @@
 #include "lathe/deploy/front_auth.h"
+#include "lathe/common/units.h"
 
 #include <ctime>
 #include <string>
@@ -6,18 +7,7 @@
 #include "lathe/common/deploy_key_format.h"
 
 namespace lathe::deploy {
-namespace {
-
-std::string FormatUtc(int64_t ms) {
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Status CheckDeployKey(const Route& route, std::string_view authorization, int64_t now_ms) {
   if (route.is_public) return Status::OK();

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lathe/common/json.h"
 #include "lathe/common/status.h"
 
 namespace lathe::state {
@@ -115,5 +116,11 @@ bool IsNetworkFilesystem(const std::string& dir, std::string* fs_name);
 // The name of a network file system by its statfs f_type ("nfs", "cifs",
 // "smb2", "smb"), or "" for any other.
 std::string NetworkFsName(int64_t f_type);
+
+// A JSON column's value, or `fallback` when it does not parse.
+inline Json JsonOr(const std::string& text, Json fallback) {
+  auto j = ParseJson(text);
+  return j.ok() ? *j : fallback;
+}
 
 }  // namespace lathe::state

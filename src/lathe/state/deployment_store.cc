@@ -8,11 +8,6 @@ namespace {
 constexpr const char* kColumns =
     "name, uid, user, spec, version, plan, health, reason, removing, created_at, updated_at";
 
-Json JsonOr(const std::string& text, Json fallback) {
-  auto j = ParseJson(text);
-  return j.ok() ? *j : fallback;
-}
-
 DeploymentRecord RowToRecord(const Stmt& s) {
   DeploymentRecord d;
   d.name = s.Text(0);

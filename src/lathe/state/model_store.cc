@@ -20,11 +20,6 @@ ModelRecord RowToModel(const Stmt& s) {
   return m;
 }
 
-Json JsonOr(const std::string& text, Json fallback) {
-  auto j = ParseJson(text);
-  return j.ok() ? *j : fallback;
-}
-
 ModelVersionRecord RowToVersion(const Stmt& s) {
   ModelVersionRecord v;
   v.model = s.Text(0);
