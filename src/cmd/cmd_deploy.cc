@@ -3,6 +3,7 @@
 // (daemon/deployments.h); this file parses, calls and prints.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -19,8 +20,10 @@ namespace {
 
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
-  std::string key_name, expires, key_id, replica;
-  int replicas = -1;  // -1: not given
+  std::string key_name, expires, key_id, replica, ready, workdir;
+  std::vector<std::string> command, env;  // a command deployment's
+  int replicas = -1;                      // -1: not given
+  int port = -1;                          // -1: not given
   bool is_public = false, json = false, wait = false, follow = false;
 };
 
@@ -43,8 +46,45 @@ Result<Json> AutoscaleFlag(const std::string& v) {
   return Json{{"min", std::stoi(lo)}, {"max", std::stoi(hi)}};
 }
 
+// The command line as a person reads it.
+std::string CommandLine(const Json& command) {
+  std::string line;
+  for (const auto& a : command) {
+    std::string w = a.is_string() ? a.get<std::string>() : a.dump();
+    if (w.empty() || w.find_first_of(" \t'\"$") != std::string::npos) w = "'" + w + "'";
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return line;
+}
+
+// What a deployment serves, from its JSON: its model, or its command.
+std::string Serves(const Json& d) {
+  const Json command = d.value("command", Json::array());
+  return command.empty() ? d.value("model", "") : CommandLine(command);
+}
+
 Status AddFlags(const DeployFlags& f, Json& body) {
   if (!f.model.empty()) body["model"] = f.model;
+  if (!f.command.empty()) body["command"] = f.command;
+  if (f.port >= 0) body["port"] = f.port;
+  if (!f.ready.empty()) body["ready"] = f.ready;
+  if (!f.workdir.empty()) {
+    std::filesystem::path w = f.workdir;
+    body["workdir"] = w.is_absolute()
+                          ? f.workdir
+                          : (std::filesystem::path(ShellCwd()) / w).lexically_normal().string();
+  }
+  if (!f.env.empty()) {
+    Json env = Json::object();
+    for (const auto& e : f.env) {
+      const size_t eq = e.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Status::Msg(Code::kInvalidArgument, "cli.bad_env", {{"value", e}});
+      }
+      env[e.substr(0, eq)] = e.substr(eq + 1);
+    }
+    body["env"] = env;
+  }
   if (f.replicas >= 0) body["replicas"] = f.replicas;
   if (!f.autoscale.empty()) {
     ASSIGN_OR_RETURN(body["autoscale"], AutoscaleFlag(f.autoscale));
@@ -76,9 +116,8 @@ void PrintSummary(const Json& d, Lang lang) {
     std::printf("%s%s\n", Label(Tr(id, lang), 12).c_str(), value.empty() ? "-" : value.c_str());
   };
   field("deploy.field_name", d.value("name", ""));
-  field("deploy.field_model",
-        d.value("model", "") +
-            (d.value("version", "").empty() ? "" : " -> " + d.value("version", "")));
+  field(d.value("command", Json::array()).empty() ? "deploy.field_model" : "deploy.field_command",
+        Serves(d) + (d.value("version", "").empty() ? "" : " -> " + d.value("version", "")));
   field("deploy.field_health",
         d.value("health", "") +
             (d.value("reason", "").empty() ? "" : " (" + d.value("reason", "") + ")"));
@@ -139,7 +178,7 @@ Status RunCreate(const DeployFlags& f, Lang lang) {
   }
   std::printf("%s\n", Tr("deploy.created", lang,
                          {{"name", d.value("name", "")},
-                          {"model", d.value("model", "")},
+                          {"model", Serves(d)},
                           {"version", d.value("version", "")},
                           {"user", d.value("owner", "")}})
                           .c_str());
@@ -240,7 +279,7 @@ Status RunUpdate(const DeployFlags& f, Lang lang) {
   }
   std::printf("%s\n", Tr("deploy.updated", lang,
                          {{"name", d.value("name", "")},
-                          {"model", d.value("model", "")},
+                          {"model", Serves(d)},
                           {"version", d.value("version", "")},
                           {"user", d.value("owner", "")}})
                           .c_str());
@@ -359,6 +398,11 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--memory", f.memory);
     sub->add_option("--priority", f.priority);
     sub->add_option("--canary", f.canary);
+    sub->add_option("--port", f.port);
+    sub->add_option("--ready", f.ready);
+    // One value per --env (see lathe run's).
+    sub->add_option("--env", f.env)->allow_extra_args(false);
+    sub->add_option("--workdir", f.workdir);
     sub->add_flag("--public", f.is_public);
     sub->add_flag("--json", f.json);
   };
@@ -369,6 +413,7 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
   resources(create);
   create->add_flag("--wait", f.wait);
   create->add_option("--timeout", f.timeout);
+  create->add_option("command", f.command);  // after --: a command deployment's program
   bind(create, RunCreate);
 
   auto* ls = deploy->add_subcommand("ls");
@@ -383,6 +428,7 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
   auto* update = deploy->add_subcommand("update");
   update->add_option("name", f.name)->required();
   resources(update);
+  update->add_option("command", f.command);
   bind(update, RunUpdate);
 
   auto* promote = deploy->add_subcommand("promote");

@@ -46,5 +46,8 @@ int WorkspaceMain(int argc, char** argv);
 // `lathe __gateway --dir DIR --listen HOST:PORT …` (cmd_gateway.cc), the
 // deployments' front that the daemon starts; main() hands it the command line.
 int GatewayMain(int argc, char** argv);
+// `lathe __relay --socket SOCK [--port P] -- CMD…` (cmd_relay.cc), a command
+// deployment's replica; main() hands it the command line.
+int RelayMain(int argc, char** argv);
 
 }  // namespace lathe::cmd

@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "__gateway") == 0) {
     return lathe::cmd::GatewayMain(argc, argv);
   }
+  // A command deployment's replica (deploy/relay.h), the run's first process.
+  if (argc >= 2 && std::strcmp(argv[1], "__relay") == 0) {
+    return lathe::cmd::RelayMain(argc, argv);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   // --help and parse errors are written in the reader's language.
   const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);

@@ -207,6 +207,7 @@ class PseudoLocaleTest(unittest.TestCase):
                      ("model", "alias", "--help"), ("model", "export", "--help"),
                      ("deploy", "--help"), ("deploy", "create", "--help"),
                      ("deploy", "scale", "--help"), ("deploy", "logs", "--help"),
+                     ("deploy", "update", "--help"),
                      ("deploy", "key", "create", "--help"), ("deploy", "key", "rm", "--help"),
                      ("daemon", "--help")):
             out = self.pseudo(*args)

@@ -115,6 +115,8 @@ class Daemon {
   Secrets& secrets() { return *secrets_; }
   uid_t uid() const { return uid_; }
   const std::string& self_exe() const { return opts_.self_exe; }
+  // Whether runs may have a network of their own (spec network: isolated).
+  bool CanIsolateNetwork() const;
   Deployments& deployments() { return *deployments_; }
   // The replicas of deployment `name` (RunStore::OfDeployment).
   Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name, int64_t ended_since_ms);

@@ -347,4 +347,6 @@ Json Daemon::GpusJson() {
   return j;
 }
 
+bool Daemon::CanIsolateNetwork() const { return backend_->Caps().isolated_network; }
+
 }  // namespace lathe::daemon

@@ -180,7 +180,9 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   if (!runs.ok()) return nullptr;
   // The version wanted: the alias followed now.
   std::string want = d.version;
-  if (auto v = daemon_.GetModel(OwnerOf(d), spec->model); v.ok()) {
+  if (spec->is_command()) {
+    want = spec->revision_version();
+  } else if (auto v = daemon_.GetModel(OwnerOf(d), spec->model); v.ok()) {
     want = (*v)["ref"].get<std::string>();
   }
   std::vector<deploy::ReplicaObs> obs;
@@ -269,14 +271,25 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
                {"traffic", dec.traffic},
                {"reason_id", dec.reason_id},
                {"reason_args", reason_args}};
+  if (d.plan.contains("revisions")) next["revisions"] = d.plan["revisions"];
   std::string serving = dec.next.stable_version.empty() ? d.version : dec.next.stable_version;
   if (next != d.plan || dec.health != d.health || dec.reason != d.reason || serving != d.version) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The API may have changed the record since this tick read it (a PATCH):
+    // its spec and what it keeps in the plan are kept; the next tick acts
+    // on them.
+    if (auto fresh = store_->Get(d.name); fresh.ok() && fresh->has_value()) {
+      for (const char* k : {"promoted", "revisions"}) {
+        if ((*fresh)->plan.contains(k)) next[k] = (*fresh)->plan[k];
+      }
+      d.spec = (*fresh)->spec;
+      d.removing = (*fresh)->removing;
+    }
     d.plan = next;
     d.health = dec.health;
     d.reason = dec.reason;
     d.version = serving;
     d.updated_at_ms = now;
-    std::lock_guard<std::mutex> lock(mu_);
     if (Status u = store_->Update(d); !u.ok() && u.code() != Code::kNotFound) {
       spdlog::warn("deployment {}: {}", d.name, u.ToString());
     }
@@ -312,7 +325,7 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
               {"public", spec.is_public},
               {"keys", keys},
               {"idempotent", true},
-              {"health_path", kHealthPath},
+              {"health_path", spec.is_command() ? spec.ready : kHealthPath},
               {"replicas_wanted", std::max(0, desired)},
               {"hold", spec.min_replicas == 0},
               {"hold_ms", kHoldMs},
@@ -431,12 +444,9 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   return repo;
 }
 
-Status Deployments::StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
-                                 const std::string& version) {
-  ASSIGN_OR_RETURN(std::string repo, EnsureCache(d, version));
-  std::string suffix = NewId("").substr(0, 6);
-  std::string base = d.name.substr(0, 56);
-  const std::string dir = SocketRoot() + "/" + base + "-" + suffix;
+Result<std::string> Deployments::MakeSocketDir(const state::DeploymentRecord& d,
+                                               const std::string& base) {
+  const std::string dir = SocketRoot() + "/" + base;
   const GatewayConfig& gw = gateway_->config();
   RETURN_IF_ERROR(os::MakeDirs(SocketRoot(), 0711));
   RETURN_IF_ERROR(os::Chmod(daemon_.paths().home + "/deployments", 0711));
@@ -452,9 +462,18 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
       return ErrnoStatus("chown " + dir, errno);
     }
   }
+  return dir;
+}
+
+Status Deployments::StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                                 const std::string& version) {
+  if (spec.is_command()) return StartCommandReplica(d, spec, version);
+  ASSIGN_OR_RETURN(std::string repo, EnsureCache(d, version));
+  const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
+  ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";
   Json run = {{"type", "service"},
-              {"name", base + "-" + suffix},
+              {"name", base},
               {"command", {daemon_.self_exe(), "serve", "--repository", repo, "--socket", socket}},
               {"gpus", spec.resources.gpus},
               {"priority", std::string(run::PriorityName(spec.resources.priority))},
@@ -474,12 +493,62 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
   return Status::OK();
 }
 
+Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
+                                        const DeploymentSpec& spec, const std::string& version) {
+  // The revision's own program: an older one's from the plan (a replica
+  // replaced during a rollout, or after a rollback).
+  DeploymentSpec rev = spec;
+  if (version != spec.revision_version()) {
+    const Json revs = d.plan.value("revisions", Json::object());
+    if (!revs.contains(version)) {
+      return Status::Msg(Code::kNotFound, "deploy.no_revision",
+                         {{"name", d.name}, {"version", version}});
+    }
+    RETURN_IF_ERROR(RevisionFromJson(revs[version], rev));
+  }
+  const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
+  ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
+  const std::string socket = dir + "/serve.sock";
+  Json command = {daemon_.self_exe(), "__relay", "--socket", socket, "--"};
+  for (const auto& a : rev.command) command.push_back(a);
+  Json env = rev.env;
+  env["LATHE_DEPLOYMENT"] = d.name;
+  env["LATHE_DEPLOYMENT_REVISION"] = version;
+  // Isolated, the program's port exists only in the run's own network
+  // namespace: nobody reaches it but through the relay's socket (a file,
+  // shared across namespaces) and the front. A user-mode daemon cannot make
+  // one: the port is then a free loopback port, reachable locally.
+  const bool isolated = daemon_.CanIsolateNetwork();
+  Json run = {{"type", "service"},
+              {"name", base},
+              {"command", command},
+              {"gpus", spec.resources.gpus},
+              {"priority", std::string(run::PriorityName(spec.resources.priority))},
+              {"preemptible", spec.resources.preemptible},
+              {"requeue", true},
+              {"env", env},
+              {"ports", {{{"name", "app"}, {"port", rev.port}}}},
+              {"network", isolated ? "isolated" : "host"},
+              {"deployment", {{"name", d.name}, {"version", version}, {"socket", socket}}}};
+  if (!rev.workdir.empty()) run["workdir"] = rev.workdir;
+  if (spec.resources.cpus > 0) run["cpus"] = spec.resources.cpus;
+  if (spec.resources.memory_bytes > 0) run["memory"] = spec.resources.memory_bytes;
+  auto sub = daemon_.Submit(OwnerOf(d), run, "", /*replica=*/true);
+  if (!sub.ok()) {
+    (void)os::RemoveAll(dir);
+    return sub.status();
+  }
+  spdlog::info("deployment {}: replica {} of {} queued", d.name, sub->run.id, version);
+  return Status::OK();
+}
+
 Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   auto spec = DeploymentSpecFromJson(d.spec);
   Json j = {{"name", d.name},
             {"owner", d.user},
             {"uid", d.uid},
             {"model", d.spec.value("model", "")},
+            {"command", d.spec.value("command", Json::array())},
             {"version", d.version},
             {"health", d.health},
             {"reason", d.reason},
@@ -537,7 +606,9 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   std::string model = ModelOfVersion(d.version.empty() ? d.spec.value("model", "") : d.version);
   std::string auth =
       d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
-  j["curl"] = "curl " + auth + UrlOf(d.name) + "v2/models/" + model;
+  const std::string ready_path = d.spec.value("ready", "/");
+  j["curl"] = d.spec.contains("command") ? "curl " + auth + UrlOf(d.name) + ready_path.substr(1)
+                                         : "curl " + auth + UrlOf(d.name) + "v2/models/" + model;
   return j;
 }
 

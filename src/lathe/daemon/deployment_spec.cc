@@ -9,9 +9,12 @@
 namespace lathe::daemon {
 namespace {
 
-constexpr const char* kFields[] = {"name",        "model",  "replicas", "autoscale",
-                                   "gpus",        "cpus",   "memory",   "priority",
-                                   "preemptible", "public", "canary",   "ready_timeout"};
+constexpr const char* kFields[] = {"name",   "model",   "command",      "port",     "ready",
+                                   "env",    "workdir", "revision",     "replicas", "autoscale",
+                                   "gpus",   "cpus",    "memory",       "priority", "preemptible",
+                                   "public", "canary",  "ready_timeout"};
+// Only a command deployment's.
+constexpr const char* kCommandFields[] = {"port", "ready", "env", "workdir", "revision"};
 constexpr const char* kAutoscaleFields[] = {
     "min", "max", "target", "upscale_delay", "downscale_delay", "zero_grace"};
 // Fields handed to run::SpecFromJson as a replica's own.
@@ -143,6 +146,22 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
                            {{"value", v.get<std::string>()}});
       }
       s.model = v.get<std::string>();
+    } else if (key == "command") {
+      if (!v.is_array() || v.empty()) return WrongType("command", "list of strings");
+      run["command"] = v;  // checked by run::SpecFromJson below
+    } else if (key == "env" || key == "workdir") {
+      run[key] = v;
+    } else if (key == "port") {
+      ASSIGN_OR_RETURN(s.port, Count(v, "port", 1, 65535));
+    } else if (key == "ready") {
+      const bool ok = v.is_string() && v.get<std::string>().size() <= 1024 &&
+                      v.get<std::string>().rfind("/", 0) == 0 &&
+                      v.get<std::string>().find_first_of(" \t\r\n") == std::string::npos;
+      if (!ok)
+        return Status::Msg(Code::kInvalidArgument, "deploy.bad_ready", {{"value", Shown(v)}});
+      s.ready = v.get<std::string>();
+    } else if (key == "revision") {
+      ASSIGN_OR_RETURN(s.revision, Count(v, "revision", 0, 1'000'000'000));
     } else if (key == "replicas") {
       ASSIGN_OR_RETURN(s.min_replicas, Count(v, "replicas", 1, kMaxReplicas));
       s.max_replicas = s.min_replicas;
@@ -162,17 +181,54 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
     }
   }
   if (s.name.empty()) return WrongType("name", "deployment name");
-  if (s.model.empty()) return WrongType("model", "model reference NAME/N or NAME@ALIAS");
+  const bool command = j.contains("command") && !j["command"].is_null();
+  if (command && !s.model.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.model_and_command");
+  }
+  if (!command && s.model.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.model_or_command");
+  }
+  for (const char* f : kCommandFields) {
+    if (!command && j.contains(f) && !j[f].is_null()) {
+      return Status::Msg(Code::kInvalidArgument, "deploy.command_only", {{"field", f}});
+    }
+  }
+  if (command && s.port == 0) return Status::Msg(Code::kInvalidArgument, "deploy.port_needed");
   if (has_replicas && has_autoscale) {
     return Status::Msg(Code::kInvalidArgument, "deploy.replicas_and_autoscale");
   }
   ASSIGN_OR_RETURN(s.resources, run::SpecFromJson(run));
+  if (command) {
+    s.command = s.resources.command;
+    s.env = s.resources.env;
+    s.workdir = s.resources.workdir;
+    if (!s.workdir.empty() && s.workdir[0] != '/') {
+      return WrongType("workdir", "absolute path");
+    }
+  }
   return s;
+}
+
+Json RevisionToJson(const DeploymentSpec& s) {
+  Json j = {{"command", s.command}, {"port", s.port}};
+  if (!s.env.empty()) j["env"] = s.env;
+  if (!s.workdir.empty()) j["workdir"] = s.workdir;
+  return j;
+}
+
+Status RevisionFromJson(const Json& j, DeploymentSpec& s) {
+  const bool ok =
+      j.is_object() && j.contains("command") && j["command"].is_array() && j.value("port", 0) > 0;
+  if (!ok) return Status::InvalidArgument("a revision record without command or port");
+  s.command = j["command"].get<std::vector<std::string>>();
+  s.port = j["port"].get<int>();
+  s.env = j.value("env", std::map<std::string, std::string>());
+  s.workdir = j.value("workdir", "");
+  return Status::OK();
 }
 
 Json DeploymentSpecToJson(const DeploymentSpec& s) {
   Json j = {{"name", s.name},
-            {"model", s.model},
             {"gpus", s.resources.gpus},
             {"priority", std::string(run::PriorityName(s.resources.priority))},
             {"preemptible", s.resources.preemptible},
@@ -191,6 +247,13 @@ Json DeploymentSpecToJson(const DeploymentSpec& s) {
   if (s.resources.cpus > 0) j["cpus"] = s.resources.cpus;
   if (s.resources.memory_bytes > 0) j["memory"] = s.resources.memory_bytes;
   if (s.canary_percent > 0) j["canary"] = s.canary_percent;
+  if (s.is_command()) {
+    j.update(RevisionToJson(s));
+    j["ready"] = s.ready;
+    j["revision"] = s.revision;
+  } else {
+    j["model"] = s.model;
+  }
   return j;
 }
 

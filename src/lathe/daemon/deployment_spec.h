@@ -13,10 +13,25 @@
 //                                new version until `lathe deploy promote`
 //   ready_timeout: 5m            a new version's replica not ready by then
 //                                is rolled back
+// A command deployment names, instead of model (exactly one of the two):
+//   command: [vllm, serve, ...]  what each replica runs; it listens on TCP
+//                                127.0.0.1:$PORT (docs/deployments.md)
+//   port: 8000                   the port it is declared to listen on, 1-65535
+//                                (required); $PORT is this one where the run's
+//                                network is isolated, else a free loopback port
+//   ready: /health               the path whose 200 makes a replica ready
+//                                (default /)
+//   env: {NAME: value}, workdir: /abs   the program's, as a run's (spec.h)
+//   revision: 3                  the daemon's: the command's revision, 1 at
+//                                create, one more whenever command, port, env
+//                                or workdir change; the version is "rev-3" (no space: it
+//                                is a header value and a routes.json key)
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
@@ -29,6 +44,13 @@ inline constexpr int kMaxReplicas = 64;
 struct DeploymentSpec {
   std::string name;
   std::string model;  // a model ref (models.h): NAME/N or NAME@ALIAS
+  // A command deployment (model empty): see above.
+  std::vector<std::string> command;
+  int port = 0;
+  std::string ready = "/";
+  std::map<std::string, std::string> env;
+  std::string workdir;
+  int revision = 0;
   int min_replicas = 1;
   int max_replicas = 1;  // == min: fixed
   double target_ongoing = 2;
@@ -42,6 +64,9 @@ struct DeploymentSpec {
   run::RunSpec resources;
 
   bool autoscaled() const { return min_replicas != max_replicas; }
+  bool is_command() const { return !command.empty(); }
+  // A command deployment's version: "rev-N".
+  std::string revision_version() const { return "rev-" + std::to_string(revision); }
 };
 
 // Strict: unknown fields and out-of-range values are InvalidArgument naming
@@ -49,5 +74,12 @@ struct DeploymentSpec {
 Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j);
 // The canonical form; DeploymentSpecFromJson(DeploymentSpecToJson(s)) == s.
 Json DeploymentSpecToJson(const DeploymentSpec& s);
+// What makes a command deployment's revision (command, port, env, workdir)
+// as JSON: stored per revision, so that a replica of an older one (during a
+// rollout, after a rollback) starts with what it was started with.
+Json RevisionToJson(const DeploymentSpec& s);
+// The inverse onto `s` (its command, port, env, workdir); InvalidArgument for
+// a malformed record.
+Status RevisionFromJson(const Json& j, DeploymentSpec& s);
 
 }  // namespace lathe::daemon

@@ -120,10 +120,51 @@ Result<uid_t> Deployments::OwnerFor(const Caller& caller, const std::string& nam
   return d.uid;
 }
 
+namespace {
+
+constexpr size_t kShownCommandBytes = 200;
+// Revisions kept in the plan besides the one serving (older ones have no
+// replica left to replace).
+constexpr int kKeptRevisions = 10;
+
+}  // namespace
+
+std::string WhatItServes(const DeploymentSpec& spec) {
+  if (!spec.is_command()) return spec.model;
+  std::string line;
+  for (const auto& a : spec.command) {
+    line += (line.empty() ? "" : " ") +
+            (a.find_first_of(" \t'\"") == std::string::npos ? a : "'" + a + "'");
+  }
+  if (line.size() > kShownCommandBytes) line = line.substr(0, kShownCommandBytes) + "...";
+  return line;
+}
+
+// Records `spec`'s revision in d.plan["revisions"] and forgets those more
+// than kKeptRevisions older, except the one serving.
+void Deployments::KeepRevision(state::DeploymentRecord& d, const DeploymentSpec& spec) {
+  Json& revs = d.plan["revisions"];
+  if (!revs.is_object()) revs = Json::object();
+  revs[spec.revision_version()] = RevisionToJson(spec);
+  for (auto it = revs.begin(); it != revs.end();) {
+    const int n = std::atoi(it.key().c_str() + std::min<size_t>(it.key().size(), 4));
+    if (n <= spec.revision - kKeptRevisions && it.key() != d.version) {
+      it = revs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(spec_json));
   std::string version;
-  RETURN_IF_ERROR(CheckModel(caller, spec, &version));
+  if (spec.is_command()) {
+    spec.revision = 1;  // whatever the caller said: the daemon counts
+    version = spec.revision_version();
+  } else {
+    RETURN_IF_ERROR(CheckModel(caller, spec, &version));
+  }
   // More replicas than this machine could ever hold.
   Json gpus = daemon_.GpusJson();
   const int total = gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0;
@@ -140,12 +181,15 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   d.user = caller.user;
   d.spec = DeploymentSpecToJson(spec);
   d.version = version;  // what it will serve first
+  if (spec.is_command()) d.plan = {{"revisions", {{version, RevisionToJson(spec)}}}};
   d.health = "progressing";
   d.created_at_ms = d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Insert(d));
-  (void)AddEvent(
-      d.name, "info", "deploy.created",
-      {{"name", d.name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
+  (void)AddEvent(d.name, "info", "deploy.created",
+                 {{"name", d.name},
+                  {"model", WhatItServes(spec)},
+                  {"version", version},
+                  {"user", caller.user}});
   kicked_ = true;
   cv_.notify_all();
   return ToJson(d, true);
@@ -189,21 +233,38 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     merged[it.key()] = *it;
   }
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(merged));
-  lock.unlock();  // GetModel takes the registry's lock
   std::string version;
-  RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
-  lock.lock();
+  if (!spec.is_command()) {
+    lock.unlock();  // GetModel takes the registry's lock
+    RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
+    lock.lock();
+  }
   ASSIGN_OR_RETURN(d, Owned(caller, name));
   Json before = d.spec;
+  bool new_revision = false;
+  if (spec.is_command()) {
+    // A new revision when what the program is changes; the number is the
+    // daemon's, never the caller's.
+    ASSIGN_OR_RETURN(DeploymentSpec was, DeploymentSpecFromJson(d.spec));
+    spec.revision = was.revision;
+    if (RevisionToJson(spec) != RevisionToJson(was)) {
+      spec.revision = was.revision + 1;
+      new_revision = true;
+    }
+    version = spec.revision_version();
+    if (new_revision) KeepRevision(d, spec);
+  }
   d.spec = DeploymentSpecToJson(spec);
   if (promote) d.plan["promoted"] = true;
-  if (patch.contains("model")) d.plan["promoted"] = false;
+  if (patch.contains("model") || new_revision) d.plan["promoted"] = false;
   d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Update(d));
   if (before != d.spec) {
-    (void)AddEvent(
-        name, "info", "deploy.updated",
-        {{"name", name}, {"model", spec.model}, {"version", version}, {"user", caller.user}});
+    (void)AddEvent(name, "info", "deploy.updated",
+                   {{"name", name},
+                    {"model", WhatItServes(spec)},
+                    {"version", version},
+                    {"user", caller.user}});
   }
   if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;

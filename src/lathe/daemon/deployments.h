@@ -53,6 +53,10 @@ namespace lathe::daemon {
 class Daemon;
 struct Caller;
 
+// What a deployment serves, for people: its model reference, or its command
+// line (shortened).
+std::string WhatItServes(const DeploymentSpec& spec);
+
 struct DeploymentOptions {
   // Where the front listens: HOST:PORT (port 0: any free one, chosen when
   // it first starts; it keeps it across daemon restarts).
@@ -79,8 +83,10 @@ class Deployments {
   Result<Json> Create(const Caller& caller, const Json& spec_json);
   Result<Json> List(const Caller& caller);  // {deployments: [...]}
   Result<Json> Get(const Caller& caller, const std::string& name);
-  // PATCH: any of model, replicas, autoscale, canary, public, ready_timeout;
-  // {"promote": true} ends a canary. The new JSON.
+  // PATCH: any of model (command, port, ready, env, workdir for a command
+  // deployment: a change of the program is a new revision, rolled out),
+  // replicas, autoscale, canary, public, ready_timeout; {"promote": true}
+  // ends a canary. The new JSON.
   Result<Json> Update(const Caller& caller, const std::string& name, const Json& patch);
   // Drains and removes it (its replicas stop, its keys go). {name, removing}.
   Result<Json> Delete(const Caller& caller, const std::string& name);
@@ -110,6 +116,14 @@ class Deployments {
               const std::map<std::string, Json>& front);
   Status StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                       const std::string& version);
+  // A command deployment's replica of revision `version` ("rev-N"): the
+  // program behind `lathe __relay` (deploy/relay.h), on the run's own network
+  // when the daemon can isolate one.
+  Status StartCommandReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                             const std::string& version);
+  // A new replica's socket directory (see above); its path.
+  Result<std::string> MakeSocketDir(const state::DeploymentRecord& d, const std::string& base);
+  void KeepRevision(state::DeploymentRecord& d, const DeploymentSpec& spec);
   // The version's model repository (a `lathe serve --repository`), restored
   // as the owner into their ~/.lathe/deployments/models/<model>-<N>-<snapshot>/
   // once

@@ -71,7 +71,7 @@ struct ReplicaObs {
     kEnded,     // the run ended (failed, stopped, lost, preempted)
   };
   std::string run;      // run id
-  std::string version;  // what it serves: "digits/3", or a command deployment's "rev 2"
+  std::string version;  // what it serves: "digits/3", or a command deployment's "rev-2"
   Phase phase = Phase::kPending;
   int64_t phase_since_ms = 0;  // when it entered `phase` (the daemon's clock)
   int64_t in_flight = 0;       // requests in flight at the front

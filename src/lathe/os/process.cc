@@ -185,6 +185,43 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
   return ErrnoStatus("execute " + argv[0], *got == sizeof err ? err : EIO);
 }
 
+namespace {
+
+[[noreturn]] void InheritingChild(char** args, int report_fd) {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s : {SIGPIPE, SIGTERM, SIGINT, SIGCHLD}) ::signal(s, SIG_DFL);
+  ::execvp(args[0], args);
+  int err = errno;
+  (void)WriteFullErrno(report_fd, &err, sizeof err);
+  ::_exit(127);
+}
+
+}  // namespace
+
+Result<pid_t> SpawnChild(const std::vector<std::string>& argv) {
+  if (argv.empty()) return Status::InvalidArgument("SpawnChild: empty argv");
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  Fd report_r(report[0]), report_w(report[1]);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) InheritingChild(args.data(), report_w.get());
+  (void)report_w.Close("pipe");
+  int err = 0;
+  auto got = ReadUpTo(report_r.get(), &err, sizeof err, "pipe");
+  if (got.ok() && *got == 0) return pid;
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (!got.ok()) return got.status();
+  return ErrnoStatus("execute " + argv[0], *got == sizeof err ? err : EIO);
+}
+
 std::string SignalName(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev != nullptr) return std::string("SIG") + abbrev;

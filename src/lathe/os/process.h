@@ -71,6 +71,16 @@ int ReapExitedChildren();
 Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& output_path,
                             unsigned output_mode = 0600);
 
+// Starts `argv` (argv[0] searched on PATH when it has no '/') as a child that
+// shares everything of the caller's but its signal state: the caller's
+// environment, working directory, process group and standard descriptors
+// (the others are close-on-exec), with no signal blocked and SIGPIPE, SIGTERM,
+// SIGINT and SIGCHLD at their defaults. Returns the pid once the program was
+// executed; when it could not be, the child has been reaped and the error is
+// exec's errno (NotFound, PermissionDenied, ...). Only async-signal-safe calls
+// run between fork and exec.
+Result<pid_t> SpawnChild(const std::vector<std::string>& argv);
+
 // Replaces this process's program with argv (argv[0] searched on PATH when
 // it has no '/'), keeping the environment as it is now. Returns only when
 // exec failed: the errno as a Status naming argv[0].

@@ -118,6 +118,30 @@ TEST(Process, SpawnDetachedReportsAProgramThatCannotRun) {
   (void)RemoveAll(dir);
 }
 
+// The child has the caller's environment and no blocked signal even when the
+// caller blocks some (the relay waits for SIGTERM with it blocked).
+TEST(Process, SpawnChildInheritsTheEnvironmentButNotTheSignalMask) {
+  std::string dir = TempDir();
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+  SetEnvVar("LATHE_SPAWN_TEST", "seen");
+  auto pid = SpawnChild({"sh", "-c",
+                         "grep -q '^SigBlk:[[:space:]]*0*$' /proc/self/status || exit 5; "
+                         "[ \"$LATHE_SPAWN_TEST\" = seen ] || exit 6; exit 3"});
+  UnsetEnvVar("LATHE_SPAWN_TEST");
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  int ws = 0;
+  ASSERT_EQ(::waitpid(*pid, &ws, 0), *pid);
+  EXPECT_TRUE(DecodeWaitStatus(ws).exited);
+  EXPECT_EQ(DecodeWaitStatus(ws).code, 3);
+  auto missing = SpawnChild({dir + "/no-such-program"});
+  EXPECT_TRUE(missing.status().IsNotFound()) << missing.status().ToString();
+  (void)RemoveAll(dir);
+}
+
 TEST(Process, TryReapSeesTheExitOnlyOnce) {
   pid_t pid = fork();
   if (pid == 0) _exit(4);

@@ -1,0 +1,102 @@
+#include "lathe/daemon/deployment_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "lathe/common/i18n.h"
+
+namespace lathe::daemon {
+namespace {
+
+Json Command() {
+  return Json{{"name", "web"},
+              {"command", {"python3", "-m", "http.server"}},
+              {"port", 8000},
+              {"ready", "/health"},
+              {"env", {{"MODE", "fast"}}},
+              {"workdir", "/srv"},
+              {"replicas", 2}};
+}
+
+// A message's English and Chinese texts both name `word`.
+void ExpectNames(const Status& s, const std::string& word) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(Localize(s, Lang::kEn).find(word), std::string::npos) << Localize(s, Lang::kEn);
+  EXPECT_NE(Localize(s, Lang::kZh).find(word), std::string::npos) << Localize(s, Lang::kZh);
+}
+
+TEST(DeploymentSpec, ACommandDeploymentRoundTrips) {
+  auto s = DeploymentSpecFromJson(Command());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->is_command());
+  EXPECT_EQ(s->command, (std::vector<std::string>{"python3", "-m", "http.server"}));
+  EXPECT_EQ(s->port, 8000);
+  EXPECT_EQ(s->ready, "/health");
+  EXPECT_EQ(s->env.at("MODE"), "fast");
+  EXPECT_EQ(s->workdir, "/srv");
+  EXPECT_EQ(s->min_replicas, 2);
+  s->revision = 3;
+  EXPECT_EQ(s->revision_version(), "rev-3");
+  Json j = DeploymentSpecToJson(*s);
+  EXPECT_FALSE(j.contains("model"));
+  auto back = DeploymentSpecFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << " " << j.dump();
+  EXPECT_EQ(DeploymentSpecToJson(*back), j);
+  EXPECT_EQ(back->revision, 3);
+  // What makes the revision: the ready path is not part of it.
+  DeploymentSpec other = *back;
+  other.ready = "/";
+  EXPECT_EQ(RevisionToJson(other), RevisionToJson(*back));
+  other.command.push_back("9000");
+  EXPECT_NE(RevisionToJson(other), RevisionToJson(*back));
+  DeploymentSpec restored;
+  ASSERT_TRUE(RevisionFromJson(RevisionToJson(*back), restored).ok());
+  EXPECT_EQ(restored.command, back->command);
+  EXPECT_EQ(restored.env, back->env);
+  EXPECT_EQ(restored.workdir, back->workdir);
+  EXPECT_EQ(restored.port, 8000);
+}
+
+TEST(DeploymentSpec, AModelDeploymentHasNoCommandFields) {
+  auto s = DeploymentSpecFromJson(Json{{"name", "m"}, {"model", "digits/3"}});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->is_command());
+  Json j = DeploymentSpecToJson(*s);
+  EXPECT_EQ(j["model"], "digits/3");
+  for (const char* f : {"command", "port", "ready", "revision"}) EXPECT_FALSE(j.contains(f)) << f;
+}
+
+TEST(DeploymentSpec, BadCommandDeploymentsNameTheField) {
+  Json both = Command();
+  both["model"] = "digits/3";
+  ExpectNames(DeploymentSpecFromJson(both).status(), "model");
+  ExpectNames(DeploymentSpecFromJson(both).status(), "command");
+  ExpectNames(DeploymentSpecFromJson(Json{{"name", "x"}}).status(), "command");
+  Json no_port = Command();
+  no_port.erase("port");
+  ExpectNames(DeploymentSpecFromJson(no_port).status(), "port");
+  for (Json bad : {Json(0), Json(65536), Json("80")}) {
+    Json j = Command();
+    j["port"] = bad;
+    ExpectNames(DeploymentSpecFromJson(j).status(), "port");
+  }
+  Json ready = Command();
+  ready["ready"] = "health";
+  ExpectNames(DeploymentSpecFromJson(ready).status(), "ready");
+  Json empty = Command();
+  empty["command"] = Json::array();
+  ExpectNames(DeploymentSpecFromJson(empty).status(), "command");
+  Json env = Command();
+  env["env"] = {{"1BAD", "x"}};
+  ExpectNames(DeploymentSpecFromJson(env).status(), "1BAD");
+  Json relative = Command();
+  relative["workdir"] = "srv";
+  ExpectNames(DeploymentSpecFromJson(relative).status(), "workdir");
+  // A model deployment with a command's field.
+  ExpectNames(
+      DeploymentSpecFromJson(Json{{"name", "m"}, {"model", "digits/3"}, {"port", 8000}}).status(),
+      "port");
+}
+
+}  // namespace
+}  // namespace lathe::daemon

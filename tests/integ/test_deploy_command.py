@@ -1,0 +1,188 @@
+"""Command deployments end to end: `lathe deploy create NAME --port P -- CMD`
+runs a program of the user's (here a small Python HTTP server) as the replicas,
+behind the same front as a model: answers come from both replicas through
+/d/NAME/, readiness is the --ready path, a new command rolls out as revision 2
+without a failed request, and nobody reaches the program but through the front
+(on a root daemon its port is inside the run's own network namespace; its
+socket's directory keeps other users out). Bad input is refused naming the
+field, in English and Chinese.
+"""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import unittest
+
+from harness import PY, DaemonTest, second_user
+from test_deployments import Load
+
+USER = "lathe-it-deploy"
+
+# Answers /health with 200, / with 404 (so only --ready /health makes it
+# ready), anything else with its pid, its tag (argv[1]) and where it listens.
+APP = r"""
+import http.server, json, os, sys
+TAG = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            self.rfile.read(n)
+        code = 404 if self.path == "/" else 200
+        body = json.dumps({"pid": os.getpid(), "tag": TAG, "path": self.path,
+                           "port": os.environ["PORT"],
+                           "lathe_port": os.environ.get("LATHE_PORT")}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+# A declared port unlikely to be in use on the host.
+DECLARED = 18457
+
+
+class CommandDeployments(DaemonTest):
+    gpus = "sim:2x24GB"
+
+    def show(self, name, user=None, check=True):
+        r = self.d.cli("deploy", "show", name, "--json", user=user, check=check)
+        return json.loads(r.stdout) if r.returncode == 0 else r
+
+    def port(self, name):
+        return int(self.show(name)["url"].split(":")[2].split("/")[0])
+
+    def wait_ready(self, name, n, timeout=90):
+        return self.d.wait_for(
+            lambda: (lambda s: s if s["replicas"]["ready"] >= n and s["health"] == "healthy"
+                     else None)(self.show(name)),
+            f"{name}: {n} replicas ready", timeout)
+
+    def call(self, port, path, method="GET"):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request(method, path, body=b"{}" if method == "POST" else None)
+        r = c.getresponse()
+        out = r.status, r.read(), dict(r.getheaders())
+        c.close()
+        return out
+
+    def create(self, name, tag, *extra):
+        return self.d.cli("deploy", "create", name, "--port", str(DECLARED), "--ready", "/health",
+                          "--public", *extra, "--wait", "--", PY, "-c", APP, tag)
+
+    def isolated(self, run):
+        return self.d.inspect(run)["spec"].get("network") == "isolated"
+
+    def test_two_replicas_of_a_command_answer_through_the_front(self):
+        out = self.create("web", "v1", "--replicas", "2").stdout
+        self.assertIn("/d/web/", out)
+        self.assertIn("http.server", out, "the summary shows the command")
+        s = self.wait_ready("web", 2)
+        self.assertEqual(s["version"], "rev-1")
+        self.assertEqual(s["model"], "")
+        self.assertEqual(s["command"][0], PY)
+        self.assertIn("/health", s["curl"])
+        text = self.d.cli("deploy", "show", "web").stdout
+        self.assertIn("http.server", text)
+        self.assertIn("rev-1", text)
+        port = self.port("web")
+        pids, ports = set(), set()
+        for _ in range(40):
+            status, body, headers = self.call(port, "/d/web/echo")
+            self.assertEqual(status, 200, body)
+            answer = json.loads(body)
+            self.assertEqual(answer["path"], "/echo", "the front strips /d/NAME")
+            self.assertEqual(answer["tag"], "v1")
+            self.assertEqual(answer["lathe_port"], answer["port"])
+            self.assertEqual(headers.get("Lathe-Model-Version"), "rev-1")
+            pids.add(answer["pid"])
+            ports.add(answer["port"])
+        self.assertEqual(len(pids), 2, "both replicas answer")
+        # / is the app's 404, passed through: readiness came from /health.
+        self.assertEqual(self.call(port, "/d/web/")[0], 404)
+        runs = [r["run"] for r in s["replicas"]["list"]]
+        if self.isolated(runs[0]):
+            self.assertEqual(ports, {str(DECLARED)}, "isolated: $PORT is the declared port")
+        else:
+            self.assertNotIn(str(DECLARED), ports, "host network: a free loopback port")
+
+    def test_nobody_reaches_the_program_but_through_the_front(self):
+        second_user(self, USER)
+        self.d.cli("deploy", "create", "mine", "--port", str(DECLARED), "--ready", "/health",
+                   "--wait", "--", PY, "-c", APP, "v1")
+        port = self.port("mine")
+        self.assertEqual(self.call(port, "/d/mine/echo")[0], 401, "a key is needed")
+        run = self.show("mine")["replicas"]["list"][0]["run"]
+        if not self.isolated(run):
+            self.skipTest("the daemon cannot isolate networks: the app's port is local")
+        sock = self.d.inspect(run)["spec"]["deployment"]["socket"]
+        probe = ("import socket, sys\n"
+                 "for fam, addr in ((socket.AF_INET, ('127.0.0.1', int(sys.argv[1]))),"
+                 " (socket.AF_UNIX, sys.argv[2])):\n"
+                 "    s = socket.socket(fam)\n"
+                 "    try:\n"
+                 "        s.connect(addr); print('connected', addr)\n"
+                 "    except OSError as e:\n"
+                 "        print('refused', addr, e.strerror)\n")
+        out = subprocess.run(["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", PY,
+                              "-c", probe, str(DECLARED), sock],
+                             capture_output=True, text=True, timeout=30).stdout
+        self.assertNotIn("connected", out)
+        self.assertIn("Connection refused", out, "the port is not on the host's loopback")
+        self.assertIn("Permission denied", out, "the socket's directory keeps others out")
+        # Not even root reaches the app on the host's loopback.
+        with socket.socket() as s:
+            self.assertNotEqual(s.connect_ex(("127.0.0.1", DECLARED)), 0)
+
+    def test_a_new_command_rolls_out_as_rev_2_without_a_failed_request(self):
+        self.create("web", "v1", "--replicas", "2")
+        self.wait_ready("web", 2)
+        port = self.port("web")
+        with Load(port, "/d/web/echo", b"{}") as load:
+            self.assertTrue(load.wait_ok(30))
+            self.d.cli("deploy", "update", "web", "--", PY, "-c", APP, "v2")
+            self.d.wait_for(lambda: self.show("web")["version"] == "rev-2" and
+                            all(r["version"] == "rev-2" for r in self.show("web")["replicas"]["list"]
+                                if r["state"] == "running"),
+                            "the rollout to rev-2", 120)
+            self.assertTrue(load.wait_ok(30))
+        self.assertEqual(load.failures, [])
+        self.assertIn("rev-1", load.versions)
+        self.assertEqual(load.versions[-1], "rev-2")
+        status, body, headers = self.call(port, "/d/web/echo")
+        self.assertEqual(json.loads(body)["tag"], "v2")
+        # Scaling is no new revision.
+        self.d.cli("deploy", "scale", "web", "1")
+        self.d.wait_for(lambda: len([r for r in self.show("web")["replicas"]["list"]
+                                     if r["state"] == "running"]) == 1, "scaled to 1", 90)
+        self.assertEqual(self.show("web")["version"], "rev-2")
+
+    def test_bad_input_is_refused_naming_the_field(self):
+        cmd = ("--", PY, "-c", APP, "v1")
+        cases = [
+            (("--model", "tri/1", "--port", "8000", *cmd), "'command'"),
+            (cmd, "'port'"),
+            (("--port", "70000", *cmd), "'port'"),
+            (("--port", "8000", "--ready", "health", *cmd), "'ready'"),
+            (("--port", "8000"), "'command'"),
+        ]
+        for args, word in cases:
+            r = self.d.cli("deploy", "create", "bad", *args, check=False)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(word, r.stderr, args)
+            zh = self.d.cli("deploy", "create", "bad", *args, check=False,
+                            env=self.d.env(LATHE_LANG="zh"))
+            self.assertRegex(zh.stderr, "[\u4e00-\u9fff]", args)
+            self.assertIn(word.strip("'"), zh.stderr, args)
+        self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
