@@ -53,6 +53,12 @@ std::string Deployments::UrlOf(const std::string& name) {
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "::") host = "[::1]";
   int port = gateway_ ? gateway_->port() : 0;
+  if (port == 0) {  // the front has not started yet: the configured port, when it names one
+    try {
+      port = std::stoi(opts_.listen.substr(opts_.listen.rfind(':') + 1));
+    } catch (...) {
+    }
+  }
   std::string scheme = opts_.tls_cert.empty() ? "http" : "https";
   return scheme + "://" + host + ":" + (port ? std::to_string(port) : "?") + "/d/" + name + "/";
 }
