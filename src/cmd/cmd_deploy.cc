@@ -20,7 +20,7 @@ namespace {
 
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
-  std::string key_name, expires, key_id, replica, ready, workdir;
+  std::string key_name, expires, key_id, replica, ready, workdir, batching;
   std::vector<std::string> command, env;  // a command deployment's
   int replicas = -1;                      // -1: not given
   int port = -1;                          // -1: not given
@@ -61,6 +61,33 @@ std::string CommandLine(const Json& command) {
 std::string Serves(const Json& d) {
   const Json command = d.value("command", Json::array());
   return command.empty() ? d.value("model", "") : CommandLine(command);
+}
+
+// "max_batch_size=8,max_queue_delay=2ms" as the spec's batching object (the
+// daemon checks the values).
+Result<Json> BatchingFlag(const std::string& v) {
+  Json b = Json::object();
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t comma = v.find(',', start);
+    std::string part =
+        v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t eq = part.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::Msg(Code::kInvalidArgument, "deploy.bad_batching_flag", {{"value", v}});
+    }
+    std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    bool number = !value.empty() && value.size() <= 9 &&
+                  value.find_first_not_of("0123456789") == std::string::npos;
+    if (number) {
+      b[key] = std::stoi(value);
+    } else {
+      b[key] = value;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return b;
 }
 
 Status AddFlags(const DeployFlags& f, Json& body) {
@@ -107,6 +134,9 @@ Status AddFlags(const DeployFlags& f, Json& body) {
   if (!f.memory.empty()) body["memory"] = f.memory;
   if (!f.priority.empty()) body["priority"] = f.priority;
   if (!f.canary.empty()) body["canary"] = f.canary;
+  if (!f.batching.empty()) {
+    ASSIGN_OR_RETURN(body["batching"], BatchingFlag(f.batching));
+  }
   if (f.is_public) body["public"] = true;
   return Status::OK();
 }
@@ -398,6 +428,7 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--memory", f.memory);
     sub->add_option("--priority", f.priority);
     sub->add_option("--canary", f.canary);
+    sub->add_option("--batching", f.batching);
     sub->add_option("--port", f.port);
     sub->add_option("--ready", f.ready);
     // One value per --env (see lathe run's).

@@ -45,6 +45,17 @@ def predict(batch, model):
 
 SLOW = HANDLER.replace('float(os.environ.get("SLOW", "0"))', "0.3")
 
+BATCHED = r"""
+import os, time
+
+def load(model_dir):
+    return {}
+
+def predict(batch, model):
+    time.sleep(0.05)
+    return [{"batch": len(batch)} for _ in batch]
+"""
+
 BROKEN = r"""
 def load(model_dir):
     raise RuntimeError("this version cannot load")
@@ -278,6 +289,33 @@ class Deployments(DaemonTest):
                             env=self.d.env(LATHE_LANG="zh"))
             self.assertRegex(zh.stderr, "[\u4e00-\u9fff]", args)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
+
+    def test_batching_is_the_deployments_own(self):
+        ref = self.model(1, handler=BATCHED)
+        bad = self.d.cli("deploy", "create", "b", "--model", ref, "--batching",
+                         "max_batch_size=99999", check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("batching.max_batch_size", bad.stderr)
+        self.d.cli("deploy", "create", "b", "--model", ref, "--public", "--wait", "--batching",
+                   "max_batch_size=4,max_queue_delay=100ms")
+        port = self.port("b")
+        sizes = []
+        lock = threading.Lock()
+
+        def one():
+            status, body, _ = self.call(port, "/d/b/predict")
+            with lock:
+                sizes.append((status, json.loads(body).get("batch") if status == 200 else body))
+
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertTrue(all(s == 200 for s, _ in sizes), sizes)
+        self.assertGreater(max(b for _, b in sizes), 1, "requests were batched")
+        self.assertLessEqual(max(b for _, b in sizes), 4)
+        self.assertEqual(self.show("b")["spec"]["batching"]["max_batch_size"], 4)
 
     def test_a_key_is_needed_unless_public(self):
         ref = self.model(2)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "lathe/common/ids.h"
 #include "lathe/daemon/daemon.h"
@@ -395,6 +396,13 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
   (void)os::WithAccess(ActingAs(d.uid, u->gid), [&] {
     auto names = os::ListDir(root);
     if (!names.ok()) return Status::OK();
+    // The deployment's own batching repositories (BatchingRepo).
+    const std::string repos = root.substr(0, root.rfind('/')) + "/repos";
+    if (auto own = os::ListDir(repos); own.ok()) {
+      for (const auto& n : *own) {
+        if (n.rfind(d.name + "-", 0) == 0) (void)os::RemoveAll(repos + "/" + n);
+      }
+    }
     for (const auto& v : mine) {
       // <model>-<N>-<snapshot>: the version's entries whatever the snapshot.
       std::string prefix = ModelOfVersion(v) + "-" + v.substr(v.rfind('/') + 1) + "-";
@@ -465,10 +473,50 @@ Result<std::string> Deployments::MakeSocketDir(const state::DeploymentRecord& d,
   return dir;
 }
 
+// The deployment's own batching over a shared version: a repository of its
+// own (as the owner, beside the cache) whose config.yaml is the version's
+// plus the deployment's batching, and whose version directory is a link to
+// the cache's (no second copy of the files).
+Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
+                                              const DeploymentSpec& spec,
+                                              const std::string& version,
+                                              const std::string& cache) {
+  ASSIGN_OR_RETURN(os::UserInfo u, os::LookupUser(d.uid));
+  const std::string model = ModelOfVersion(version);
+  const std::string n = version.substr(version.rfind('/') + 1);
+  const std::string repo = cache.substr(0, cache.rfind('/')) + "/../repos/" + d.name + "-" +
+                           cache.substr(cache.rfind('/') + 1);
+  const std::string model_dir = repo + "/" + model;
+  RETURN_IF_ERROR(os::WithAccess(ActingAs(d.uid, u.gid), [&]() -> Status {
+    ASSIGN_OR_RETURN(std::string config,
+                     os::ReadFileUpTo(cache + "/" + model + "/config.yaml", 1 << 20));
+    config += "\n# The deployment's batching (lathe deploy --batching).\n";
+    config += "max_batch_size: " + std::to_string(spec.max_batch_size) + "\n";
+    config +=
+        "dynamic_batching:\n  max_queue_delay_us: " + std::to_string(spec.max_queue_delay_us) +
+        "\n";
+    RETURN_IF_ERROR(os::MakeDirs(model_dir, 0755));
+    RETURN_IF_ERROR(os::WriteFileAtomic(model_dir + "/config.yaml", config, 0644));
+    const std::string link = model_dir + "/" + n;
+    const std::string target = cache + "/" + model + "/" + n;
+    std::error_code ec;
+    if (std::filesystem::read_symlink(link, ec).string() == target) return Status::OK();
+    (void)::unlink(link.c_str());
+    if (::symlink(target.c_str(), link.c_str()) != 0) {
+      return ErrnoStatus("symlink " + link, errno);
+    }
+    return Status::OK();
+  }));
+  return std::filesystem::path(repo).lexically_normal().string();
+}
+
 Status Deployments::StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                  const std::string& version) {
   if (spec.is_command()) return StartCommandReplica(d, spec, version);
   ASSIGN_OR_RETURN(std::string repo, EnsureCache(d, version));
+  if (spec.max_batch_size > 0) {
+    ASSIGN_OR_RETURN(repo, BatchingRepo(d, spec, version, repo));
+  }
   const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
   ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";

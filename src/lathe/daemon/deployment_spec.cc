@@ -9,10 +9,10 @@
 namespace lathe::daemon {
 namespace {
 
-constexpr const char* kFields[] = {"name",   "model",   "command",      "port",     "ready",
-                                   "env",    "workdir", "revision",     "replicas", "autoscale",
-                                   "gpus",   "cpus",    "memory",       "priority", "preemptible",
-                                   "public", "canary",  "ready_timeout"};
+constexpr const char* kFields[] = {"name",   "model",   "command",       "port",     "ready",
+                                   "env",    "workdir", "revision",      "replicas", "autoscale",
+                                   "gpus",   "cpus",    "memory",        "priority", "preemptible",
+                                   "public", "canary",  "ready_timeout", "batching"};
 // Only a command deployment's.
 constexpr const char* kCommandFields[] = {"port", "ready", "env", "workdir", "revision"};
 constexpr const char* kAutoscaleFields[] = {
@@ -80,6 +80,31 @@ Result<int> Percent(const Json& v, const std::string& field) {
                        {{"field", field}, {"value", Shown(v)}});
   }
   return p;
+}
+
+// batching: {max_batch_size: 1-4096, max_queue_delay: 0-10s}
+Status ParseBatching(const Json& v, DeploymentSpec& s) {
+  constexpr const char* kShape = "object {max_batch_size, max_queue_delay}";
+  if (!v.is_object()) return WrongType("batching", kShape);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string field = "batching." + it.key();
+    if (it.key() == "max_batch_size") {
+      ASSIGN_OR_RETURN(s.max_batch_size, Count(*it, field, 1, 4096));
+    } else if (it.key() == "max_queue_delay") {
+      ASSIGN_OR_RETURN(int64_t ms, Duration(*it, field));
+      if (ms > 10'000) {
+        return Status::Msg(Code::kInvalidArgument, "deploy.bad_count",
+                           {{"field", field}, {"min", "0"}, {"max", "10s"}, {"value", Shown(*it)}});
+      }
+      s.max_queue_delay_us = ms * 1000;
+    } else {
+      return Status::Msg(Code::kInvalidArgument, "deploy.unknown_field",
+                         {{"field", field}, {"allowed", "max_batch_size, max_queue_delay"}});
+    }
+  }
+  if (s.max_batch_size == 0)
+    return WrongType("batching.max_batch_size", "whole number from 1 to 4096");
+  return Status::OK();
 }
 
 Status ParseAutoscale(const Json& v, DeploymentSpec& s) {
@@ -176,6 +201,8 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
       ASSIGN_OR_RETURN(s.canary_percent, Percent(v, "canary"));
     } else if (key == "ready_timeout") {
       ASSIGN_OR_RETURN(s.ready_timeout_ms, Duration(v, "ready_timeout"));
+    } else if (key == "batching") {
+      RETURN_IF_ERROR(ParseBatching(v, s));
     } else if (OneOf(key, kRunFields)) {
       run[key] = v;
     }
@@ -194,6 +221,9 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
     }
   }
   if (command && s.port == 0) return Status::Msg(Code::kInvalidArgument, "deploy.port_needed");
+  if (command && s.max_batch_size > 0) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.model_only", {{"field", "batching"}});
+  }
   if (has_replicas && has_autoscale) {
     return Status::Msg(Code::kInvalidArgument, "deploy.replicas_and_autoscale");
   }
@@ -247,6 +277,10 @@ Json DeploymentSpecToJson(const DeploymentSpec& s) {
   if (s.resources.cpus > 0) j["cpus"] = s.resources.cpus;
   if (s.resources.memory_bytes > 0) j["memory"] = s.resources.memory_bytes;
   if (s.canary_percent > 0) j["canary"] = s.canary_percent;
+  if (s.max_batch_size > 0) {
+    j["batching"] = {{"max_batch_size", s.max_batch_size},
+                     {"max_queue_delay", std::to_string(s.max_queue_delay_us / 1000) + "ms"}};
+  }
   if (s.is_command()) {
     j.update(RevisionToJson(s));
     j["ready"] = s.ready;

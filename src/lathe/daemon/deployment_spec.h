@@ -11,6 +11,9 @@
 //   public: false                callable without a deployment key
 //   canary: 10                   percent of traffic a rollout keeps on the
 //                                new version until `lathe deploy promote`
+//   batching: {max_batch_size: 8, max_queue_delay: 2ms}  each replica's
+//                                dynamic batching (max_batch_size 1-4096,
+//                                max_queue_delay 0-10s; a model deployment's)
 //   ready_timeout: 5m            a new version's replica not ready by then
 //                                is rolled back
 // A command deployment names, instead of model (exactly one of the two):
@@ -64,6 +67,13 @@ struct DeploymentSpec {
   run::RunSpec resources;
 
   bool autoscaled() const { return min_replicas != max_replicas; }
+  // batching: {max_batch_size: 8, max_queue_delay: 2ms} (a model
+  // deployment's): each replica batches up to max_batch_size requests,
+  // waiting at most max_queue_delay for a fuller batch. 0: the version's own
+  // config.yaml decides.
+  int max_batch_size = 0;
+  int64_t max_queue_delay_us = 0;
+
   bool is_command() const { return !command.empty(); }
   // A command deployment's version: "rev-N".
   std::string revision_version() const { return "rev-" + std::to_string(revision); }

@@ -130,6 +130,8 @@ class Deployments {
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
   void PruneCache(const state::DeploymentRecord& d);
+  Result<std::string> BatchingRepo(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                                   const std::string& version, const std::string& cache);
   std::string SocketRoot() const;
   void RemoveSocketDir(const state::RunRecord& r);
   Result<Json> ToJson(const state::DeploymentRecord& d, bool full);
