@@ -98,5 +98,59 @@ TEST(DeploymentSpec, BadCommandDeploymentsNameTheField) {
       "port");
 }
 
+Json Model() { return Json{{"name", "m"}, {"model", "digits@prod"}}; }
+
+TEST(DeploymentSpec, AModelDeploymentRoundTripsWithItsScalingAndBatching) {
+  Json j = Model();
+  j["autoscale"] = {{"min", 0},
+                    {"max", 4},
+                    {"target", 3},
+                    {"upscale_delay", "5s"},
+                    {"downscale_delay", "2m"},
+                    {"zero_grace", "10s"}};
+  j["batching"] = {{"max_batch_size", 8}, {"max_queue_delay", "2ms"}};
+  j["canary"] = "10%";
+  j["gpus"] = 1;
+  j["priority"] = "low";
+  auto s = DeploymentSpecFromJson(j);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->autoscaled());
+  EXPECT_EQ(s->min_replicas, 0);
+  EXPECT_EQ(s->upscale_delay_ms, 5000);
+  EXPECT_EQ(s->downscale_delay_ms, 120000);
+  EXPECT_EQ(s->max_batch_size, 8);
+  EXPECT_EQ(s->max_queue_delay_us, 2000);
+  EXPECT_EQ(s->canary_percent, 10);
+  EXPECT_EQ(s->resources.gpus, 1);
+  auto back = DeploymentSpecFromJson(DeploymentSpecToJson(*s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(DeploymentSpecToJson(*back), DeploymentSpecToJson(*s));
+}
+
+TEST(DeploymentSpec, BadModelDeploymentsNameTheField) {
+  auto with = [](const char* key, Json v) {
+    Json j = Model();
+    j[key] = std::move(v);
+    return DeploymentSpecFromJson(j).status();
+  };
+  ExpectNames(with("replicas", 0), "replicas");
+  ExpectNames(with("replicas", 65), "replicas");
+  ExpectNames(with("autoscale", Json{{"min", 3}, {"max", 1}}), "autoscale");
+  ExpectNames(with("autoscale", Json{{"min", 1}}), "autoscale.max");
+  ExpectNames(with("autoscale", Json{{"max", 2}, {"target", 0}}), "autoscale.target");
+  ExpectNames(with("canary", "150%"), "canary");
+  ExpectNames(with("batching", Json{{"max_batch_size", 99999}}), "batching.max_batch_size");
+  ExpectNames(with("batching", Json{{"max_batch_size", 4}, {"max_queue_delay", "1h"}}),
+              "batching.max_queue_delay");
+  ExpectNames(with("batching", Json{{"size", 4}}), "batching.size");
+  ExpectNames(with("colour", "blue"), "colour");
+  ExpectNames(with("model", "digits"), "model");  // a model, not a version
+  Json both = Model();
+  both["replicas"] = 2;
+  both["autoscale"] = {{"min", 1}, {"max", 2}};
+  ExpectNames(DeploymentSpecFromJson(both).status(), "autoscale");
+  ExpectNames(DeploymentSpecFromJson(Json{{"model", "digits/1"}}).status(), "name");
+}
+
 }  // namespace
 }  // namespace lathe::daemon
