@@ -13,6 +13,7 @@
 #include "lathe/common/units.h"
 #include "lathe/net/http.h"
 #include "lathe/os/files.h"
+#include "lathe/run/event_text.h"
 #include "lathe/run/spec.h"
 
 namespace lathe::cmd {
@@ -141,6 +142,30 @@ Status AddFlags(const DeployFlags& f, Json& body) {
   return Status::OK();
 }
 
+// The catalog text of id with the args of a JSON object {name: value}.
+std::string TrJson(const std::string& id, const Json& args, Lang lang) {
+  MsgArgs a;
+  if (args.is_object()) {
+    for (auto it = args.begin(); it != args.end(); ++it) {
+      a.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
+    }
+  }
+  return Tr(id, lang, a);
+}
+
+// "healthy (2 of 2 replica(s) … ready)", in the reader's language.
+std::string HealthText(const Json& d, Lang lang) {
+  const std::string health = d.value("health", "");
+  std::string word = health.empty() ? "" : Tr("deploy.state." + health, lang);
+  std::string reason = d.value("reason", "");
+  if (d.contains("reason_id") && d["reason_id"].is_string() &&
+      !d["reason_id"].get<std::string>().empty()) {
+    reason =
+        TrJson(d["reason_id"].get<std::string>(), d.value("reason_args", Json::object()), lang);
+  }
+  return reason.empty() ? word : word + " (" + reason + ")";
+}
+
 void PrintSummary(const Json& d, Lang lang) {
   auto field = [&](const char* id, const std::string& value) {
     std::printf("%s%s\n", Label(Tr(id, lang), 12).c_str(), value.empty() ? "-" : value.c_str());
@@ -148,9 +173,7 @@ void PrintSummary(const Json& d, Lang lang) {
   field("deploy.field_name", d.value("name", ""));
   field(d.value("command", Json::array()).empty() ? "deploy.field_model" : "deploy.field_command",
         Serves(d) + (d.value("version", "").empty() ? "" : " -> " + d.value("version", "")));
-  field("deploy.field_health",
-        d.value("health", "") +
-            (d.value("reason", "").empty() ? "" : " (" + d.value("reason", "") + ")"));
+  field("deploy.field_health", HealthText(d, lang));
   const Json& r = d["replicas"];
   field("deploy.field_replicas", std::to_string(r.value("ready", 0)) + "/" +
                                      std::to_string(r.value("wanted", 0)) + " " +
@@ -242,7 +265,8 @@ Status RunList(const DeployFlags& f, Lang lang) {
         {d.value("name", ""), d.value("owner", ""),
          d.value("version", "").empty() ? "-" : d.value("version", ""),
          std::to_string(rep.value("ready", 0)) + "/" + std::to_string(rep.value("wanted", 0)),
-         d.value("health", ""), rps, p99, d.value("url", "")});
+         d.value("health", "").empty() ? "-" : Tr("deploy.state." + d.value("health", ""), lang),
+         rps, p99, d.value("url", "")});
   }
   PrintTable(rows);
   return Status::OK();
@@ -266,10 +290,10 @@ Status RunShow(const DeployFlags& f, Lang lang) {
   for (const auto& r : d["replicas"]["list"]) {
     std::string gpus;
     for (const auto& g : r["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
-    rows.push_back({r.value("run", ""), r.value("version", ""), r.value("state", ""),
-                    Tr(r.value("healthy", false) ? "model.yes" : "model.no", lang),
-                    gpus.empty() ? "-" : gpus, std::to_string(r.value("in_flight", 0)),
-                    std::to_string(r.value("requests", 0))});
+    rows.push_back(
+        {r.value("run", ""), r.value("version", ""), run::StateLabel(r.value("state", ""), lang),
+         Tr(r.value("healthy", false) ? "model.yes" : "model.no", lang), gpus.empty() ? "-" : gpus,
+         std::to_string(r.value("in_flight", 0)), std::to_string(r.value("requests", 0))});
   }
   PrintTable(rows);
   if (d.contains("requests")) {
@@ -286,14 +310,11 @@ Status RunShow(const DeployFlags& f, Lang lang) {
   size_t from = events.size() > 15 ? events.size() - 15 : 0;
   for (size_t i = from; i < events.size(); ++i) {
     const Json& e = events[i];
-    MsgArgs args;
-    for (auto it = e["args"].begin(); it != e["args"].end(); ++it) {
-      args.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
-    }
-    std::string text = e.value("msg_id", "").empty() ? e.value("message", "")
-                                                     : Tr(e.value("msg_id", ""), lang, args);
-    std::printf("  %s  %-7s %s\n", AgeAgo(e.value("ts_ms", int64_t{0}), lang).c_str(),
-                e.value("level", "").c_str(), text.c_str());
+    std::string text = e.value("msg_id", "").empty()
+                           ? e.value("message", "")
+                           : TrJson(e.value("msg_id", ""), e.value("args", Json::object()), lang);
+    std::printf("  %s  %s %s\n", AgeAgo(e.value("ts_ms", int64_t{0}), lang).c_str(),
+                Tr("deploy.level." + e.value("level", "info"), lang).c_str(), text.c_str());
   }
   return Status::OK();
 }
@@ -395,7 +416,8 @@ Status RunKeyList(const DeployFlags& f, Lang lang) {
   for (const auto& k : r["keys"]) {
     rows.push_back({k.value("id", ""), k.value("name", "").empty() ? "-" : k.value("name", ""),
                     AgeAgo(k.value("created_at_ms", int64_t{0}), lang),
-                    k.value("expires_at_ms", int64_t{0}) == 0
+                    !k.contains("expires_at_ms") || !k["expires_at_ms"].is_number() ||
+                            k["expires_at_ms"].get<int64_t>() == 0
                         ? "-"
                         : FormatUtc(k["expires_at_ms"].get<int64_t>())});
   }

@@ -600,6 +600,8 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
             {"version", d.version},
             {"health", d.health},
             {"reason", d.reason},
+            {"reason_id", d.plan.value("reason_id", "")},
+            {"reason_args", d.plan.value("reason_args", Json::object())},
             {"public", d.spec.value("public", false)},
             {"removing", d.removing},
             {"url", UrlOf(d.name)},
