@@ -236,6 +236,11 @@ class Deployments(DaemonTest):
         check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
                                capture_output=True)
         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        # In the reader's language: health, its reason, replica states.
+        zh = self.d.cli("deploy", "show", "tri", env=self.d.env(LATHE_LANG="zh")).stdout
+        self.assertIn("健康", zh)
+        self.assertIn("运行中", zh)
+        self.assertNotIn("healthy", zh)
         # Names are unique across users; the deployment is in the list.
         listed = json.loads(self.d.cli("deploy", "ls", "--json").stdout)
         self.assertEqual([d["name"] for d in listed], ["tri"])
@@ -331,6 +336,7 @@ class Deployments(DaemonTest):
         wrong = {"Authorization": "Bearer " + key[:-4] + "0000"}
         self.assertEqual(self.call(port, "/d/keyed/predict", headers=wrong)[0], 401)
         kid = json.loads(self.d.cli("deploy", "key", "ls", "keyed", "--json").stdout)[0]["id"]
+        self.assertIn(kid, self.d.cli("deploy", "key", "ls", "keyed").stdout)  # never expires: "-"
         self.d.cli("deploy", "key", "rm", "keyed", kid)
         self.d.wait_for(lambda: self.call(port, "/d/keyed/predict", headers=auth)[0] == 401,
                         "the revoked key to stop working")
