@@ -144,6 +144,13 @@ void Deployments::Tick() {
     }
     all = std::move(*l);
   }
+  if (all.empty() && !gateway_) return;  // no deployment yet: no front, no user for it
+  if (!gateway_) {
+    // The first deployment: the front's user is looked up (made) now.
+    auto gw = std::make_unique<GatewayControl>(GatewayConfigFor());
+    std::lock_guard<std::mutex> lock(mu_);
+    gateway_ = std::move(gw);
+  }
   Json status = Json::object();
   if (!all.empty()) {
     Status up = gateway_->Ensure();

@@ -25,7 +25,6 @@ Status Deployments::Start() {
     ASSIGN_OR_RETURN(keys_, state::DeployKeyStore::Open(daemon_.paths().db));
     started_ms_ = clock_.NowMs();
   }
-  gateway_ = std::make_unique<GatewayControl>(GatewayConfigFor());
   loop_ = std::thread([this] { Loop(); });
   return Status::OK();
 }
@@ -327,8 +326,13 @@ std::vector<std::string> Deployments::UsersOf(const std::string& model, int64_t 
 }
 
 std::string Deployments::Metrics() {
-  if (!gateway_ || !gateway_->Running()) return "";
-  auto m = gateway_->Metrics();
+  GatewayControl* gw = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gw = gateway_.get();
+  }
+  if (gw == nullptr) return "";
+  auto m = gw->Metrics();  // const of it: safe beside the loop
   return m.ok() ? *m : "";
 }
 

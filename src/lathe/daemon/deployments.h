@@ -150,8 +150,10 @@ class Deployments {
   bool kicked_ = false;
   std::unique_ptr<state::DeploymentStore> store_;  // mu_
   std::unique_ptr<state::DeployKeyStore> keys_;    // mu_
-  std::unique_ptr<GatewayControl> gateway_;        // the loop's
-  Json last_status_ = Json::object();              // the front's /status, mu_
+  // Made by the loop at the first deployment (assigned under mu_; the loop
+  // uses it, API threads only its port() and Metrics()).
+  std::unique_ptr<GatewayControl> gateway_;
+  Json last_status_ = Json::object();  // the front's /status, mu_
   // Replicas taken out of traffic (run id -> since, monotonic ms); mu_.
   std::map<std::string, int64_t> draining_;
   // Replicas the front has seen healthy at least once; mu_.

@@ -12,11 +12,13 @@
 //   DIR/gateway.json  written by the front once it listens: pid, port
 //   DIR/admin.sock    GET /status, GET /metrics (root's, or the daemon user's)
 //
-// Thread-compatible: the deployments' loop is its only caller.
+// Thread-compatible: the deployments' loop is its only caller, but for
+// port() and Metrics(), which any thread may call.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,7 +65,7 @@ class GatewayControl {
 
   const GatewayConfig c_;
   pid_t pid_ = 0;
-  int port_ = 0;
+  std::atomic<int> port_{0};    // read by API threads (the endpoint's URL)
   std::string routes_written_;  // the last routes written, without generation
   int64_t generation_ = 0;
   bool retry_any_port_ = false;  // the last start on the old port failed
