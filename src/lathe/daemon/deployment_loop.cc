@@ -517,6 +517,30 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
   return std::filesystem::path(repo).lexically_normal().string();
 }
 
+// What every replica's run has, whatever it runs: kind service, the
+// deployment's resources and priority, requeued after preemption, its
+// deployment, version and socket; submitted as the owner. `run` has the
+// rest (name, command, env, ...). Its socket directory goes if it is refused.
+Status Deployments::SubmitReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                                  const std::string& version, const std::string& dir,
+                                  const std::string& socket, Json run) {
+  run["type"] = "service";
+  run["gpus"] = spec.resources.gpus;
+  run["priority"] = std::string(run::PriorityName(spec.resources.priority));
+  run["preemptible"] = spec.resources.preemptible;
+  run["requeue"] = true;
+  run["deployment"] = {{"name", d.name}, {"version", version}, {"socket", socket}};
+  if (spec.resources.cpus > 0) run["cpus"] = spec.resources.cpus;
+  if (spec.resources.memory_bytes > 0) run["memory"] = spec.resources.memory_bytes;
+  auto sub = daemon_.Submit(OwnerOf(d), run, "", /*replica=*/true);
+  if (!sub.ok()) {
+    (void)os::RemoveAll(dir);
+    return sub.status();
+  }
+  spdlog::info("deployment {}: replica {} of {} queued", d.name, sub->run.id, version);
+  return Status::OK();
+}
+
 Status Deployments::StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                  const std::string& version) {
   if (spec.is_command()) return StartCommandReplica(d, spec, version);
@@ -527,25 +551,11 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
   const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
   ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";
-  Json run = {{"type", "service"},
-              {"name", base},
+  Json run = {{"name", base},
               {"command", {daemon_.self_exe(), "serve", "--repository", repo, "--socket", socket}},
-              {"gpus", spec.resources.gpus},
-              {"priority", std::string(run::PriorityName(spec.resources.priority))},
-              {"preemptible", spec.resources.preemptible},
-              {"requeue", true},
               {"workdir", repo},
-              {"env", {{"LATHE_DEPLOYMENT", d.name}, {"LATHE_MODEL_VERSION_REF", version}}},
-              {"deployment", {{"name", d.name}, {"version", version}, {"socket", socket}}}};
-  if (spec.resources.cpus > 0) run["cpus"] = spec.resources.cpus;
-  if (spec.resources.memory_bytes > 0) run["memory"] = spec.resources.memory_bytes;
-  auto sub = daemon_.Submit(OwnerOf(d), run, "", /*replica=*/true);
-  if (!sub.ok()) {
-    (void)os::RemoveAll(dir);
-    return sub.status();
-  }
-  spdlog::info("deployment {}: replica {} of {} queued", d.name, sub->run.id, version);
-  return Status::OK();
+              {"env", {{"LATHE_DEPLOYMENT", d.name}, {"LATHE_MODEL_VERSION_REF", version}}}};
+  return SubmitReplica(d, spec, version, dir, socket, std::move(run));
 }
 
 Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
@@ -574,27 +584,13 @@ Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
   // shared across namespaces) and the front. A user-mode daemon cannot make
   // one: the port is then a free loopback port, reachable locally.
   const bool isolated = daemon_.CanIsolateNetwork();
-  Json run = {{"type", "service"},
-              {"name", base},
+  Json run = {{"name", base},
               {"command", command},
-              {"gpus", spec.resources.gpus},
-              {"priority", std::string(run::PriorityName(spec.resources.priority))},
-              {"preemptible", spec.resources.preemptible},
-              {"requeue", true},
               {"env", env},
               {"ports", {{{"name", "app"}, {"port", rev.port}}}},
-              {"network", isolated ? "isolated" : "host"},
-              {"deployment", {{"name", d.name}, {"version", version}, {"socket", socket}}}};
+              {"network", isolated ? "isolated" : "host"}};
   if (!rev.workdir.empty()) run["workdir"] = rev.workdir;
-  if (spec.resources.cpus > 0) run["cpus"] = spec.resources.cpus;
-  if (spec.resources.memory_bytes > 0) run["memory"] = spec.resources.memory_bytes;
-  auto sub = daemon_.Submit(OwnerOf(d), run, "", /*replica=*/true);
-  if (!sub.ok()) {
-    (void)os::RemoveAll(dir);
-    return sub.status();
-  }
-  spdlog::info("deployment {}: replica {} of {} queued", d.name, sub->run.id, version);
-  return Status::OK();
+  return SubmitReplica(d, spec, version, dir, socket, std::move(run));
 }
 
 Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {

@@ -116,6 +116,9 @@ class Deployments {
               const std::map<std::string, Json>& front);
   Status StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                       const std::string& version);
+  Status SubmitReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                       const std::string& version, const std::string& dir,
+                       const std::string& socket, Json run);
   // A command deployment's replica of revision `version` ("rev-N"): the
   // program behind `lathe __relay` (deploy/relay.h), on the run's own network
   // when the daemon can isolate one.

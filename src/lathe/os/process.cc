@@ -159,11 +159,14 @@ std::optional<ExitStatus> TryReap(pid_t pid) {
   return DecodeWaitStatus(ws);
 }
 
-Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& output_path,
-                            unsigned output_mode) {
-  if (argv.empty()) return Status::InvalidArgument("SpawnDetached: empty argv");
-  ASSIGN_OR_RETURN(Fd out, Fd::Open(output_path, O_WRONLY | O_CREAT | O_APPEND, output_mode));
-  ASSIGN_OR_RETURN(Fd in, Fd::Open("/dev/null", O_RDONLY));
+namespace {
+
+// Forks; the child runs child(argv as char**, the report pipe's write end),
+// which execs or writes its errno to the pipe and exits. The parent learns
+// which from the pipe (end of file: exec succeeded and closed it) and reaps
+// a child that could not exec. One copy of the protocol for both spawns.
+template <typename Child>
+Result<pid_t> ForkReported(const std::vector<std::string>& argv, Child child) {
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   Fd report_r(report[0]), report_w(report[1]);
@@ -172,9 +175,8 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
   args.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) DetachedChild(args.data(), in.get(), out.get(), report_w.get());
+  if (pid == 0) child(args.data(), report_w.get());
   (void)report_w.Close("pipe");
-  // End of file: exec succeeded and closed the child's end.
   int err = 0;
   auto got = ReadUpTo(report_r.get(), &err, sizeof err, "pipe");
   if (got.ok() && *got == 0) return pid;
@@ -184,8 +186,6 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
   if (!got.ok()) return got.status();
   return ErrnoStatus("execute " + argv[0], *got == sizeof err ? err : EIO);
 }
-
-namespace {
 
 [[noreturn]] void InheritingChild(char** args, int report_fd) {
   sigset_t none;
@@ -200,26 +200,20 @@ namespace {
 
 }  // namespace
 
+Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& output_path,
+                            unsigned output_mode) {
+  if (argv.empty()) return Status::InvalidArgument("SpawnDetached: empty argv");
+  ASSIGN_OR_RETURN(Fd out, Fd::Open(output_path, O_WRONLY | O_CREAT | O_APPEND, output_mode));
+  ASSIGN_OR_RETURN(Fd in, Fd::Open("/dev/null", O_RDONLY));
+  const int in_fd = in.get(), out_fd = out.get();
+  return ForkReported(argv, [in_fd, out_fd](char** args, int report_fd) {
+    DetachedChild(args, in_fd, out_fd, report_fd);
+  });
+}
+
 Result<pid_t> SpawnChild(const std::vector<std::string>& argv) {
   if (argv.empty()) return Status::InvalidArgument("SpawnChild: empty argv");
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  Fd report_r(report[0]), report_w(report[1]);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) InheritingChild(args.data(), report_w.get());
-  (void)report_w.Close("pipe");
-  int err = 0;
-  auto got = ReadUpTo(report_r.get(), &err, sizeof err, "pipe");
-  if (got.ok() && *got == 0) return pid;
-  int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-  }
-  if (!got.ok()) return got.status();
-  return ErrnoStatus("execute " + argv[0], *got == sizeof err ? err : EIO);
+  return ForkReported(argv, InheritingChild);
 }
 
 std::string SignalName(int signal) {
