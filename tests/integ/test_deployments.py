@@ -526,6 +526,9 @@ class Deployments(DaemonTest):
         self.assertEqual(self.call(port, "/d/mine/predict")[0], 401)
         self.assertEqual(self.api("GET", "/api/v1/deployments/mine", user=USER)[0], 403)
         self.assertEqual(self.api("GET", "/api/v1/metrics/deployments", user=USER)[0], 403)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/mine/events", user=USER)[0], 403)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/mine/keys", user=USER)[0], 403)
+        self.assertEqual(self.api("POST", "/api/v1/deployments/mine/keys", user=USER)[0], 403)
         # The replica's socket directly, as the other user: refused by the
         # directory's permissions.
         run = self.show("mine")["replicas"]["list"][0]["run"]
