@@ -156,5 +156,25 @@ class LogPages(DaemonTest):
         self.assertEqual(json.loads(body)["error"]["id"], "logs.numbers_with_tail")
 
 
+class DoctorApi(DaemonTest):
+    def test_the_daemons_checks_in_both_languages_cached(self):
+        st, _, body = get(self.d, "/api/v1/doctor")
+        self.assertEqual(st, 200)
+        first = json.loads(body)
+        self.assertEqual(first["en"]["lang"], "en")
+        self.assertEqual(first["zh"]["lang"], "zh")
+        self.assertEqual(first["en"]["summary"], first["zh"]["summary"])
+        ids = [c["id"] for c in first["en"]["checks"]]
+        self.assertIn("gpu.driver", ids)
+        # The daemon answers for itself: its own check is not "not checked".
+        daemon = [c for c in first["en"]["checks"] if c["id"] == "lathe.daemon"]
+        self.assertEqual(daemon[0]["severity"], "ok", daemon)
+        st, _, body = get(self.d, "/api/v1/doctor")
+        self.assertEqual(json.loads(body)["at_ms"], first["at_ms"])
+        time.sleep(0.01)
+        st, _, body = get(self.d, "/api/v1/doctor?refresh=1")
+        self.assertGreater(json.loads(body)["at_ms"], first["at_ms"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -253,6 +253,7 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/secrets", &A::ListSecrets},
       {"DELETE", "/api/v1/secrets/{name}", &A::DeleteSecret},
       {"POST", "/api/v1/runs/{run}/open", &A::PostOpen},
+      {"GET", "/api/v1/doctor", &A::GetDoctor},
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
   });
 }

@@ -110,6 +110,7 @@ class ApiServer {
   void PruneRuns(ApiCall& call);
   void GetRunEvents(ApiCall& call);
   // routes_logs.cc
+  void GetDoctor(ApiCall& call);
   void GetRunLogStats(ApiCall& call);
   void GetRunLogs(ApiCall& call);
   // routes_snapshots.cc
@@ -203,6 +204,11 @@ class ApiServer {
   void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
                      net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);
+
+  // GET /doctor: the machine's checks, run at most once a minute.
+  std::mutex doctor_mu_;
+  int64_t doctor_at_ms_ = 0;
+  Json doctor_;
 
   daemon::Daemon& daemon_;
   const ApiOptions opts_;

@@ -111,6 +111,8 @@ class Daemon {
   void Stop();     // stops it; runs keep running (re-adopted at next start)
 
   const HomePaths& paths() const { return paths_; }
+  // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
+  const std::string& gpu_spec() const { return opts_.gpus; }
   RunCheckpoints& checkpoints() { return *checkpoints_; }
   Secrets& secrets() { return *secrets_; }
   uid_t uid() const { return uid_; }
