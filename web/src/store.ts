@@ -1,0 +1,32 @@
+// A value that components can watch: the one bit of shared state the UI has
+// (language, theme, session). Set replaces the value and re-renders watchers.
+import { useEffect, useState } from "preact/hooks";
+
+export interface Store<T> {
+  get(): T;
+  set(value: T): void;
+  subscribe(fn: () => void): () => void;
+}
+
+export function createStore<T>(initial: T): Store<T> {
+  let value = initial;
+  const watchers = new Set<() => void>();
+  return {
+    get: () => value,
+    set(v: T) {
+      value = v;
+      watchers.forEach((fn) => fn());
+    },
+    subscribe(fn) {
+      watchers.add(fn);
+      return () => watchers.delete(fn);
+    },
+  };
+}
+
+// The store's value; the component re-renders when it changes.
+export function useStore<T>(store: Store<T>): T {
+  const [, tick] = useState(0);
+  useEffect(() => store.subscribe(() => tick((n) => n + 1)), [store]);
+  return store.get();
+}
