@@ -24,9 +24,16 @@ export function createStore<T>(initial: T): Store<T> {
   };
 }
 
-// The store's value; the component re-renders when it changes.
+// The store's value; the component re-renders when it changes — also when it
+// changed between the render and the effect that subscribes (an answer that
+// came quickly), which a plain subscribe would miss.
 export function useStore<T>(store: Store<T>): T {
+  const value = store.get();
   const [, tick] = useState(0);
-  useEffect(() => store.subscribe(() => tick((n) => n + 1)), [store]);
-  return store.get();
+  useEffect(() => {
+    const unsubscribe = store.subscribe(() => tick((n) => n + 1));
+    if (store.get() !== value) tick((n) => n + 1);
+    return unsubscribe;
+  }, [store]);
+  return value;
 }
