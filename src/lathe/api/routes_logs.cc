@@ -27,6 +27,18 @@ void ApiServer::GetRunLogs(ApiCall& call) {
   if (!s.ok()) call.Reply(s);
 }
 
+// {lines, bytes}: what a log viewer needs to size itself before it pages.
+void ApiServer::GetRunLogStats(ApiCall& call) {
+  auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
+  if (!r.ok()) return call.Reply(r.status());
+  auto st = run::CountLogLines(daemon_.LogPath(*r));
+  if (!st.ok()) return call.Reply(st.status());
+  call.Reply(Json{{"run", r->id},
+                  {"lines", st->lines},
+                  {"bytes", st->bytes},
+                  {"finished", !run::IsActive(r->state) && r->state != run::RunState::kQueued}});
+}
+
 Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord& run,
                             const Authenticated& auth, bool follow,
                             std::unique_ptr<net::Responder>& res) {

@@ -108,6 +108,61 @@ Json EventsJson(const std::vector<state::EventRecord>& events) {
   return ev;
 }
 
+std::vector<std::string> SplitCommas(std::string_view v) {
+  std::vector<std::string> out;
+  while (!v.empty()) {
+    size_t comma = v.find(',');
+    std::string_view part = v.substr(0, comma);
+    if (!part.empty()) out.emplace_back(part);
+    if (comma == std::string_view::npos) break;
+    v.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+// One value of a list filter that is not allowed: InvalidArgument naming the
+// parameter, the value and what it takes.
+Status BadFilter(std::string_view param, std::string_view value, std::string_view allowed) {
+  return Status::Msg(Code::kInvalidArgument, "api.bad_filter",
+                     {{"param", std::string(param)},
+                      {"value", std::string(value.substr(0, 100))},
+                      {"allowed", std::string(allowed)}});
+}
+
+// state=a,b  user=NAME  kind=K  q=TEXT  sort=[-]KEY  offset=K
+Result<state::RunFilter> RunFilterOf(const net::HttpRequest& req) {
+  state::RunFilter f;
+  if (auto v = req.QueryParam("state"); v && !v->empty()) {
+    for (const auto& name : SplitCommas(*v)) {
+      auto st = run::StateFromName(name);
+      if (!st) {
+        return BadFilter("state", name,
+                         "queued, starting, running, stopping, succeeded, failed, stopped, "
+                         "preempted, lost");
+      }
+      f.states.push_back(*st);
+    }
+  }
+  f.user = req.QueryParam("user").value_or("");
+  if (auto v = req.QueryParam("kind"); v && !v->empty()) {
+    f.kind = run::RunKindFromName(*v);
+    if (!f.kind) return BadFilter("kind", *v, "job, notebook, service");
+  }
+  f.text = req.QueryParam("q").value_or("");
+  if (f.text.size() > 200) return BadFilter("q", f.text, "at most 200 bytes");
+  if (auto v = req.QueryParam("sort"); v && !v->empty()) {
+    std::string_view key = *v;
+    if (key[0] == '-') key.remove_prefix(1);
+    bool known = false;
+    for (const char* k : state::kRunSorts) known = known || key == k;
+    if (!known)
+      return BadFilter("sort", *v, "created, name, state, user, priority (- before: descending)");
+    f.sort = *v;
+  }
+  ASSIGN_OR_RETURN(f.offset, QueryNumber(req, "offset", 0, 10'000'000));
+  return f;
+}
+
 }  // namespace
 
 // Newest first, at most `limit` (default 1000; 0 is the default too).
@@ -123,9 +178,17 @@ void ApiServer::ListRuns(ApiCall& call) {
   if (!recent_s.ok()) return call.Reply(recent_s.status());
   auto recent_limit = QueryNumber(call.req, "recent_limit", 0, kMaxLimit);
   if (!recent_limit.ok()) return call.Reply(recent_limit.status());
+  if (Truthy(call.req.QueryParam("follow"))) {
+    std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
+    call.res.reset();
+    StartStreamThread([this, s, auth = call.auth] { FollowRunChanges(auth, *s); });
+    return;
+  }
+  auto filter = RunFilterOf(call.req);
+  if (!filter.ok()) return call.Reply(filter.status());
   int64_t total = 0, total_all = 0;
   auto runs = daemon_.List(Truthy(call.req.QueryParam("all")), static_cast<int>(*limit), &total,
-                           *recent_s * 1000, &total_all, static_cast<int>(*recent_limit));
+                           *recent_s * 1000, &total_all, static_cast<int>(*recent_limit), *filter);
   if (!runs.ok()) return call.Reply(runs.status());
   Json arr = Json::array();
   for (const auto& r : *runs) {

@@ -217,6 +217,7 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/runs/{run}/restart", &A::RestartRun},
       {"POST", "/api/v1/runs/prune", &A::PruneRuns},
       {"GET", "/api/v1/runs/{run}/logs", &A::GetRunLogs},
+      {"GET", "/api/v1/runs/{run}/logs/stats", &A::GetRunLogStats},
       {"GET", "/api/v1/runs/{run}/events", &A::GetRunEvents},
       {"GET", "/api/v1/events", &A::GetEvents},
       {"GET", "/api/v1/snapshots", &A::ListSnapshots},
@@ -367,6 +368,36 @@ void ApiServer::FollowEvents(std::string run_id, int64_t after, const Authentica
       s->Write(net::SseEvent("end", Json{{"run", run_id}}.dump()));
       break;
     }
+    if (!keep_alive.Tick(*s)) break;
+    daemon_.WaitForChange(kStreamPollMs * 5);
+  }
+  s->Close();
+}
+
+void ApiServer::FollowRunChanges(const Authenticated& auth, net::ResponseStream& stream) {
+  net::ResponseStream* s = &stream;
+  KeepAlive keep_alive(*auth_, auth);
+  auto after = daemon_.LatestEventId();
+  int64_t count = -1;
+  while (after.ok() && !stopping_ && !s->ClientGone()) {
+    auto events = daemon_.Events("", *after);
+    if (!events.ok()) break;
+    std::string out;
+    for (const auto& e : *events) {
+      *after = e.id;
+      if (e.type != "state") continue;
+      // What every caller may see of any run: its id and its state.
+      out += net::SseEvent("run", Json{{"id", e.run_id}, {"state", e.data.value("to", "")}}.dump(),
+                           e.id);
+    }
+    int64_t total = 0, total_all = 0;
+    if (daemon_.List(true, 0, &total, 0, &total_all).ok()) {
+      if (count >= 0 && total_all < count) {
+        out += net::SseEvent("removed", Json{{"total_all", total_all}}.dump());
+      }
+      count = total_all;
+    }
+    if (!out.empty() && !s->Write(out)) break;
     if (!keep_alive.Tick(*s)) break;
     daemon_.WaitForChange(kStreamPollMs * 5);
   }

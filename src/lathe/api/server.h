@@ -108,6 +108,7 @@ class ApiServer {
   void PruneRuns(ApiCall& call);
   void GetRunEvents(ApiCall& call);
   // routes_logs.cc
+  void GetRunLogStats(ApiCall& call);
   void GetRunLogs(ApiCall& call);
   // routes_snapshots.cc
   void ListSnapshots(ApiCall& call);
@@ -177,6 +178,9 @@ class ApiServer {
                  net::Responder& res);
   void FollowLogs(const std::string& run_id, run::LogReader& reader, const run::SecretMask& mask,
                   const Authenticated& auth, net::ResponseStream& s);
+  // GET /runs?follow=1: `run` {id, state} at every state change of any
+  // run, `removed` {total_all} when runs were removed.
+  void FollowRunChanges(const Authenticated& auth, net::ResponseStream& stream);
   void FollowEvents(std::string run_id, int64_t after, const Authenticated& auth,
                     net::ResponseStream& s);
   // What a followed stream does now and then: an SSE comment when it was

@@ -135,10 +135,14 @@ class Daemon {
   // Newest first, at most `limit`; `total` gets the count without the limit.
   // Without `all`, also the runs that ended in the last `recent_ms` (the
   // `recent_limit` newest of them when > 0);
-  // `total_all` (may be null) gets the count of every run.
+  // `total_all` (may be null) gets the count of every run; `filter` narrows,
+  // orders and pages the list (`total` counts what it matches).
   Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total,
                                              int64_t recent_ms = 0, int64_t* total_all = nullptr,
-                                             int recent_limit = 0);
+                                             int recent_limit = 0,
+                                             const state::RunFilter& filter = {});
+  // The id of the newest event of any run (0: none yet).
+  Result<int64_t> LatestEventId();
   // Resolves `ref` and checks that `caller` may `action` it: the owner and
   // admins may do anything; nobody else anything (see docs/security.md).
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,

@@ -226,14 +226,20 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
 }
 
 Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total, int64_t recent_ms,
-                                            int64_t* total_all, int recent_limit) {
+                                            int64_t* total_all, int recent_limit,
+                                            const state::RunFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t since = recent_ms > 0 ? clock_.NowMs() - recent_ms : 0;
-  ASSIGN_OR_RETURN(*total, store_->Count(all, since, recent_limit));
+  ASSIGN_OR_RETURN(*total, store_->Count(all, since, recent_limit, filter));
   if (total_all) {
     ASSIGN_OR_RETURN(*total_all, store_->Count(true));
   }
-  return store_->List(all, limit, since, recent_limit);
+  return store_->List(all, limit, since, recent_limit, filter);
+}
+
+Result<int64_t> Daemon::LatestEventId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->LatestEventId();
 }
 
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,

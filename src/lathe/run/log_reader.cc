@@ -339,6 +339,9 @@ Result<LogQuery> ParseLogQuery(
   ASSIGN_OR_RETURN(q.tail, NumberParam(param, "tail", kMaxLogLines));
   ASSIGN_OR_RETURN(q.offset, NumberParam(param, "offset", kMaxLogOffset));
   ASSIGN_OR_RETURN(q.limit, NumberParam(param, "limit", kMaxLogLines));
+  auto numbers = param("numbers");
+  q.numbers = numbers && (*numbers == "1" || *numbers == "true" || *numbers == "yes");
+  if (q.numbers && q.tail) return Status::Msg(Code::kInvalidArgument, "logs.numbers_with_tail");
   if (q.tail && q.offset) return ConflictStatus("tail", "offset");
   if (q.tail && q.limit) return ConflictStatus("tail", "limit");
   if (follow && q.limit) return ConflictStatus("limit", "follow");
@@ -363,6 +366,25 @@ Result<std::string> RenderLogEnd(const std::string& path, size_t bytes) {
   std::string_view v = text;
   if (from > 0) v.remove_prefix(std::min(v.size(), v.find('\n') + 1));  // start at a record
   return RenderLog(v, false);
+}
+
+Result<LogStats> CountLogLines(const std::string& path) {
+  auto f = os::RandomAccessFile::Open(path);
+  if (!f.ok()) return f.status().IsNotFound() ? Result<LogStats>(LogStats{}) : f.status();
+  LogStats st;
+  ASSIGN_OR_RETURN(st.bytes, f->Size());
+  LogReader::Renderer r(0, 0);
+  std::vector<char> buf(kLogBlockBytes);
+  auto on_line = [](int64_t, std::string_view, std::string_view, uint64_t) { return true; };
+  for (uint64_t pos = 0; pos < st.bytes;) {
+    ASSIGN_OR_RETURN(size_t got,
+                     f->ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size(), st.bytes - pos)));
+    if (got == 0) break;
+    pos += got;
+    r.Feed(std::string_view(buf.data(), got), on_line);
+  }
+  st.lines = r.lines();
+  return st;
 }
 
 LogReader::LogReader() = default;
@@ -491,7 +513,7 @@ Result<bool> LogReader::Advance(uint64_t until,
   RETURN_IF_ERROR(EnsureOpen());
   if (!file_.valid()) return true;
   std::vector<char> buf(kLogBlockBytes);
-  auto on_line = [&](int64_t, std::string_view ts, std::string_view text, uint64_t cut) {
+  auto on_line = [&](int64_t number, std::string_view ts, std::string_view text, uint64_t cut) {
     if (skip_lines_ > 0) {
       --skip_lines_;
       return true;
@@ -502,6 +524,10 @@ Result<bool> LogReader::Advance(uint64_t until,
       return true;
     }
     line_.clear();
+    if (query_.numbers) {
+      line_ += std::to_string(number);
+      line_ += '\t';
+    }
     if (query_.timestamps) {
       line_.append(ts);
       line_ += ' ';

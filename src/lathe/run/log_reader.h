@@ -46,6 +46,7 @@ constexpr size_t kMaxLogGrepBytes = 1024;             // the longest `grep` patt
 
 struct LogQuery {
   bool timestamps = false;        // each line starts with the time of its first piece and a space
+  bool numbers = false;           // each line starts with its number and a tab (not with tail)
   std::optional<int64_t> tail;    // the last N lines (of those matching `grep`)
   std::optional<int64_t> offset;  // from line number K on (0-based, counting every line)
   std::optional<int64_t> limit;   // at most M lines (of those matching `grep`)
@@ -64,6 +65,14 @@ Result<LogQuery> ParseLogQuery(
 // (from the first record that starts within them), rendered as RenderLog
 // does; reads only those bytes. "" for a log that does not exist.
 Result<std::string> RenderLogEnd(const std::string& path, size_t bytes);
+
+// How long the log at `path` is: its lines (as numbered above) and bytes.
+// Reads the whole log once; a log that does not exist is {0, 0}.
+struct LogStats {
+  int64_t lines = 0;
+  uint64_t bytes = 0;
+};
+Result<LogStats> CountLogLines(const std::string& path);
 
 // One answer to one query. Use Read (a plain answer) or Poll (following), not
 // both. Not thread-safe; one thread uses it at a time.
@@ -96,6 +105,7 @@ class LogReader {
   Result<bool> Poll(const std::function<bool(std::string_view)>& on_line);
 
  private:
+  friend Result<LogStats> CountLogLines(const std::string& path);
   class Renderer;  // bytes in, lines out (log_reader.cc)
 
   LogReader();

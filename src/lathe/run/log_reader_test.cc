@@ -112,6 +112,34 @@ TEST_F(LogReaderTest, WholeLogEqualsRenderLog) {
   EXPECT_EQ(Read(ts), RenderLog(log, true));
 }
 
+// numbers=1 gives each line its number in the whole log, whatever the
+// page or the grep, and CountLogLines agrees with the lines rendered.
+TEST_F(LogReaderTest, NumbersAreTheLinesPlaceInTheWholeLog) {
+  const std::string log = RandomLog(7, 20000);
+  Write(log);
+  const std::vector<std::string> lines = Lines(RenderLog(log, false));
+  auto stats = CountLogLines(path_);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->lines, static_cast<int64_t>(lines.size()));
+  EXPECT_EQ(stats->bytes, log.size());
+  LogQuery q = Page(12345, 3);
+  q.numbers = true;
+  EXPECT_EQ(Read(q), "12345\t" + lines[12345] + "\n12346\t" + lines[12346] + "\n12347\t" +
+                         lines[12347] + "\n");
+  q = Page(0, std::nullopt, "^error 1999[0-9]");
+  q.numbers = true;
+  const std::string hits = Read(q);
+  ASSERT_FALSE(hits.empty());
+  for (const std::string& line : Lines(hits)) {
+    size_t tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos);
+    EXPECT_EQ(lines[std::stoul(line.substr(0, tab))], line.substr(tab + 1));
+  }
+  auto missing = CountLogLines(dir_ + "/none");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->lines, 0);
+}
+
 TEST_F(LogReaderTest, MissingLogReadsAsEmpty) {
   EXPECT_EQ(Read(LogQuery{}), "");
   EXPECT_EQ(Read(Tail(5)), "");

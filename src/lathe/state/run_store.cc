@@ -570,18 +570,74 @@ std::string NotAllWhere(int64_t ended_since_ms, int ended_limit) {
   }
   return w + ")";
 }
+
+// The WHERE clause of List/Count: List's own condition and the filter's,
+// the filter's values bound as `args` (text).
+std::string FilterWhere(bool all, int64_t ended_since_ms, int ended_limit, const RunFilter& f,
+                        std::vector<std::string>& args) {
+  std::vector<std::string> terms;
+  if (!all) terms.push_back(NotAllWhere(ended_since_ms, ended_limit).substr(6));  // "WHERE "
+  if (!f.states.empty()) {
+    std::string in;
+    for (auto st : f.states)
+      in += (in.empty() ? "'" : ",'") + std::string(run::StateName(st)) + "'";
+    terms.push_back("state IN (" + in + ")");
+  }
+  if (!f.user.empty()) {
+    terms.push_back("user = ?");
+    args.push_back(f.user);
+  }
+  if (f.kind) terms.push_back(fmt::format("kind = '{}'", run::RunKindName(*f.kind)));
+  if (!f.text.empty()) {
+    // LIKE with its wildcards escaped: the text is matched as written.
+    std::string lit;
+    for (char c : f.text) {
+      if (c == '%' || c == '_' || c == '\\') lit += '\\';
+      lit += c;
+    }
+    terms.push_back("(id LIKE ? ESCAPE '\\' OR name LIKE ? ESCAPE '\\')");
+    args.push_back(lit + "%");
+    args.push_back("%" + lit + "%");
+  }
+  std::string w;
+  for (const auto& t : terms) w += (w.empty() ? "WHERE " : " AND ") + t;
+  return w;
+}
+
+// ORDER BY for a sort RunFilter allows (checked by the API); newest first
+// among equals.
+std::string OrderBy(std::string_view sort) {
+  bool desc = !sort.empty() && sort[0] == '-';
+  if (desc) sort.remove_prefix(1);
+  std::string key = "seq";
+  if (sort == "name") key = "name";
+  if (sort == "state") key = "state";
+  if (sort == "user") key = "user";
+  if (sort == "priority") {
+    key = "(CASE json_extract(spec, '$.priority') WHEN 'high' THEN 2 WHEN 'low' THEN 0 ELSE 1 END)";
+  }
+  std::string dir = desc ? " DESC" : "";
+  if (key == "seq") return " ORDER BY seq" + dir;
+  return " ORDER BY " + key + dir + ", seq DESC";
+}
 }  // namespace
 
 Result<std::vector<RunRecord>> RunStore::List(bool all, int limit, int64_t ended_since_ms,
-                                              int ended_limit) {
-  std::string where = all ? "" : NotAllWhere(ended_since_ms, ended_limit);
-  return Query(where + " ORDER BY seq DESC LIMIT " + std::to_string(limit), {});
+                                              int ended_limit, const RunFilter& filter) {
+  std::vector<std::string> args;
+  std::string where = FilterWhere(all, ended_since_ms, ended_limit, filter, args);
+  return Query(where + OrderBy(filter.sort) +
+                   fmt::format(" LIMIT {} OFFSET {}", limit, std::max<int64_t>(0, filter.offset)),
+               args);
 }
 
-Result<int64_t> RunStore::Count(bool all, int64_t ended_since_ms, int ended_limit) {
-  std::string sql = "SELECT COUNT(*) FROM runs";
-  if (!all) sql += " " + NotAllWhere(ended_since_ms, ended_limit);
+Result<int64_t> RunStore::Count(bool all, int64_t ended_since_ms, int ended_limit,
+                                const RunFilter& filter) {
+  std::vector<std::string> args;
+  std::string sql =
+      "SELECT COUNT(*) FROM runs " + FilterWhere(all, ended_since_ms, ended_limit, filter, args);
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
+  for (size_t i = 0; i < args.size(); ++i) s.Bind(static_cast<int>(i + 1), args[i]);
   ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.Int(0) : 0;
 }
@@ -634,6 +690,12 @@ Result<bool> RunStore::NameInUse(const std::string& name) {
                                     "'stopping') LIMIT 1",
                                     {name}));
   return !rows.empty();
+}
+
+Result<int64_t> RunStore::LatestEventId() {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT COALESCE(MAX(id), 0) FROM events"));
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : 0;
 }
 
 Result<std::vector<EventRecord>> RunStore::Events(const std::string& run_id, int64_t after_id,

@@ -98,6 +98,20 @@ Json RunToJson(const RunRecord& r);
 Json RunToPublicJson(const RunRecord& r);
 Json EventToJson(const EventRecord& e);
 
+// What GET /api/v1/runs may ask beyond all/recent: filters, an order and a
+// page. Every filter is ANDed with the others and with List's own.
+struct RunFilter {
+  std::vector<run::RunState> states;  // any of them; empty: any state
+  std::string user;                   // the user's name; "": anyone
+  std::optional<run::RunKind> kind;   // nullopt: any kind
+  std::string text;                   // an id prefix or a part of the name; "": any
+  std::string sort = "-created";      // see kRunSorts; '-' first: descending
+  int64_t offset = 0;                 // rows skipped before the page
+};
+
+// The orders RunFilter::sort takes (each also with '-' before it).
+inline constexpr const char* kRunSorts[] = {"created", "name", "state", "user", "priority"};
+
 class RunStore {
  public:
   static Result<std::unique_ptr<RunStore>> Open(const std::string& db_path);
@@ -120,10 +134,13 @@ class RunStore {
   // Most recent first. Without `all`, only queued and active runs.
   // Without `all`, also the runs that ended at or after `ended_since_ms` (0: none),
   // the `ended_limit` newest of them when it is > 0.
+  // With `filter`, only the runs it matches, in its order, from its offset.
   Result<std::vector<RunRecord>> List(bool all, int limit = 1000, int64_t ended_since_ms = 0,
-                                      int ended_limit = 0);
-  // How many runs List(all, ∞, ended_since_ms, ended_limit) would return.
-  Result<int64_t> Count(bool all, int64_t ended_since_ms = 0, int ended_limit = 0);
+                                      int ended_limit = 0, const RunFilter& filter = {});
+  // How many runs List(all, ∞, ended_since_ms, ended_limit, filter) would
+  // return (the filter's offset aside).
+  Result<int64_t> Count(bool all, int64_t ended_since_ms = 0, int ended_limit = 0,
+                        const RunFilter& filter = {});
   Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
   // Finished runs (of `uid`, or everyone's) that ended at or before
   // `cutoff_ms` (finished_at, or created_at for one that never started),
@@ -161,6 +178,8 @@ class RunStore {
                   const Json& data, int64_t now_ms);
   // Events with id > after_id; for one run, or all runs when run_id is empty.
   Result<std::vector<EventRecord>> Events(const std::string& run_id, int64_t after_id, int limit);
+  // The id of the newest event (0: none).
+  Result<int64_t> LatestEventId();
 
   const Db& db() const { return *db_; }
 

@@ -153,6 +153,51 @@ TEST_F(RunStoreTest, ResolveByIdOrLatestNameAndListFilters) {
   EXPECT_FALSE(*store_->NameInUse("gone"));
 }
 
+TEST_F(RunStoreTest, FilterNarrowsOrdersAndPages) {
+  RunRecord a = NewRun("r1", "b_x"), b = NewRun("r2", "abx"), c = NewRun("r3", "cab");
+  b.user = "bob";
+  c.spec.priority = run::Priority::kHigh;
+  a.spec.priority = run::Priority::kLow;
+  for (RunRecord* r : {&a, &b, &c}) ASSERT_TRUE(store_->Insert(*r, 1).ok());
+  ASSERT_TRUE(store_->Transition(a, RunState::kStopped, "cancel", 2).ok());
+  auto ids = [&](const RunFilter& f, int limit = 10) {
+    std::string out;
+    auto rows = store_->List(true, limit, 0, 0, f);
+    if (!rows.ok()) return rows.status().ToString();
+    for (const auto& r : *rows) out += r.id + " ";
+    return out;
+  };
+  RunFilter f;
+  EXPECT_EQ(ids(f), "r3 r2 r1 ");
+  f.sort = "created";
+  EXPECT_EQ(ids(f), "r1 r2 r3 ");
+  f.sort = "name";
+  EXPECT_EQ(ids(f), "r2 r1 r3 ");
+  f.sort = "-priority";
+  EXPECT_EQ(ids(f), "r3 r2 r1 ");
+  f.sort = "priority";
+  EXPECT_EQ(ids(f), "r1 r2 r3 ");
+  f.offset = 1;
+  EXPECT_EQ(ids(f, 1), "r2 ");
+  f = RunFilter{};
+  f.text = "_";  // a literal underscore, not LIKE's any-character
+  EXPECT_EQ(ids(f), "r1 ");
+  f.text = "r2";  // an id prefix
+  EXPECT_EQ(ids(f), "r2 ");
+  f = RunFilter{};
+  f.user = "bob";
+  EXPECT_EQ(ids(f), "r2 ");
+  EXPECT_EQ(*store_->Count(true, 0, 0, f), 1);
+  f = RunFilter{};
+  f.states = {RunState::kStopped, RunState::kRunning};
+  EXPECT_EQ(ids(f), "r1 ");
+  f.states = {RunState::kQueued};
+  EXPECT_EQ(*store_->Count(false, 0, 0, f), 2);
+  f.kind = run::RunKind::kNotebook;
+  EXPECT_EQ(*store_->Count(true, 0, 0, f), 0);
+  EXPECT_EQ(*store_->LatestEventId(), 4);  // three submissions and a stop
+}
+
 TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   RunRecord a = NewRun("r1", "x");
   ASSERT_TRUE(store_->Insert(a, 1).ok());

@@ -1,0 +1,160 @@
+"""GET /api/v1/runs with filters, orders and pages; GET /runs?follow=1 (every
+run's state changes as server-sent events); a log's line numbers and stats —
+what a browser's run table and log viewer page with."""
+import json
+import os
+import subprocess
+import threading
+import time
+import unittest
+import urllib.parse
+
+from harness import DaemonTest, second_user
+from logs_load import TS, UnixConnection, get
+
+
+def curl(d, path, user):
+    """(HTTP status, JSON body) of a GET on the daemon's unix socket made as `user`."""
+    cmd = ["setpriv", "--reuid", user, "--regid", user, "--init-groups", "curl", "-sS",
+           "--unix-socket", os.path.join(d.home, "lathe.sock"), "-w", "\n%{http_code}",
+           "http://lathe" + path]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
+    body, _, status = r.stdout.rpartition("\n")
+    return int(status), json.loads(body or "{}")
+
+
+def runs(d, **q):
+    status, _, body = get(d, "/api/v1/runs?" + urllib.parse.urlencode(q))
+    return status, json.loads(body)
+
+
+class RunLists(DaemonTest):
+    def test_filters_sorts_and_pages(self):
+        names = ["alpha", "beta", "gamma", "delta", "epsilon"]
+        ids = [self.d.submit("--name", n, "--", "true") for n in names]
+        for rid in ids:
+            self.d.wait_state(rid, "succeeded")
+        held = self.d.submit("--name", "zeta_1", "--", "sleep", "60")
+        self.d.wait_state(held, "running")
+
+        st, body = runs(self.d, all=1, state="running")
+        self.assertEqual(st, 200)
+        self.assertEqual([r["id"] for r in body["runs"]], [held])
+        self.assertEqual(body["total"], 1)
+        self.assertEqual(body["total_all"], 6)
+
+        st, body = runs(self.d, all=1, state="succeeded,running", sort="name", limit=2, offset=1)
+        self.assertEqual([r["name"] for r in body["runs"]], ["beta", "delta"])
+        self.assertEqual(body["total"], 6)
+        st, body = runs(self.d, all=1, sort="-name", limit=1)
+        self.assertEqual(body["runs"][0]["name"], "zeta_1")
+        # Newest first by default; a page past the end is empty.
+        st, body = runs(self.d, all=1, limit=2)
+        self.assertEqual([r["id"] for r in body["runs"]], [held, ids[-1]])
+        st, body = runs(self.d, all=1, offset=100)
+        self.assertEqual(body["runs"], [])
+        self.assertEqual(body["total"], 6)
+
+        # q: an id prefix or part of a name, its LIKE wildcards taken literally.
+        st, body = runs(self.d, all=1, q="ta_1")
+        self.assertEqual([r["id"] for r in body["runs"]], [held])
+        st, body = runs(self.d, all=1, q="%")
+        self.assertEqual(body["runs"], [])
+        st, body = runs(self.d, all=1, q="_")
+        self.assertEqual([r["id"] for r in body["runs"]], [held])
+        st, body = runs(self.d, all=1, q=ids[2][:8])
+        self.assertIn(ids[2], [r["id"] for r in body["runs"]])
+        st, body = runs(self.d, all=1, kind="notebook")
+        self.assertEqual(body["total"], 0)
+        st, body = runs(self.d, all=1, user="root")
+        self.assertEqual(body["total"], 6)
+        st, body = runs(self.d, all=1, user="nobody-here")
+        self.assertEqual(body["total"], 0)
+
+        # Bad values name the parameter and what it takes, in both languages.
+        for q, param in [({"state": "runing"}, "state"), ({"kind": "batch"}, "kind"),
+                         ({"sort": "size"}, "sort"), ({"offset": "-1"}, "offset")]:
+            st, body = runs(self.d, all=1, **q)
+            self.assertEqual(st, 400, q)
+            self.assertEqual(body["error"]["args"]["param"], param, body)
+            self.assertTrue(body["error"]["zh"], body)
+        self.d.cli("stop", held)
+
+    def test_follow_sends_every_state_change_and_removals(self):
+        got = []
+        conn = UnixConnection(os.path.join(self.d.home, "lathe.sock"), timeout=30)
+        conn.request("GET", "/api/v1/runs?follow=1")
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        self.assertIn("text/event-stream", resp.getheader("Content-Type"))
+
+        def read():
+            event = None
+            try:
+                while True:
+                    line = resp.fp.readline().decode()
+                    if not line:
+                        return
+                    if line.startswith("event: "):
+                        event = line[7:].strip()
+                    elif line.startswith("data: "):
+                        got.append((event, json.loads(line[6:])))
+            except (OSError, ValueError):
+                return
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        time.sleep(0.3)
+        rid = self.d.submit("--", "true")
+        self.d.wait_state(rid, "succeeded")
+        self.d.wait_for(lambda: ("run", {"id": rid, "state": "succeeded"}) in got,
+                        "the stream to say the run succeeded", timeout=20)
+        states = [e[1]["state"] for e in got if e[0] == "run" and e[1]["id"] == rid]
+        self.assertEqual(states[0], "queued")
+        self.assertIn("running", states)
+        self.d.cli("rm", rid)
+        self.d.wait_for(lambda: any(e[0] == "removed" for e in got), "a removed event", timeout=20)
+        conn.close()
+
+    def test_another_user_lists_redacted_and_filters_the_same(self):
+        other = second_user(self, "lathe-it-lists").pw_name
+        rid = self.d.submit("--name", "mine", "--env", "TOKEN=hidden", "--", "sleep", "30")
+        self.d.wait_state(rid, "running")
+        st, body = curl(self.d, f"/api/v1/runs?all=1&state=running&q=min", other)
+        self.assertEqual(st, 200)
+        self.assertEqual([r["id"] for r in body["runs"]], [rid])
+        self.assertTrue(body["runs"][0]["redacted"])
+        self.assertNotIn("hidden", json.dumps(body))
+        st, _ = curl(self.d, f"/api/v1/runs/{rid}/logs/stats", other)
+        self.assertEqual(st, 403)
+        self.d.cli("stop", rid)
+
+
+class LogPages(DaemonTest):
+    def test_numbers_and_stats(self):
+        rid = self.d.submit("--", "true")
+        run = self.d.wait_state(rid, "succeeded")
+        with open(os.path.join(run["run_dir"], "log"), "w") as f:
+            for i in range(50):
+                f.write(f"{TS} stdout F line {i}{' needle' if i in (7, 42) else ''}\n")
+            f.write(f"{TS} stdout P not yet ended")
+        st, _, body = get(self.d, f"/api/v1/runs/{rid}/logs/stats")
+        self.assertEqual(st, 200)
+        stats = json.loads(body)
+        self.assertEqual(stats["lines"], 50)
+        self.assertTrue(stats["finished"])
+        self.assertEqual(stats["bytes"], os.path.getsize(os.path.join(run["run_dir"], "log")))
+
+        st, hdr, body = get(self.d, f"/api/v1/runs/{rid}/logs?numbers=1&grep=needle&limit=10")
+        self.assertEqual(st, 200)
+        self.assertEqual(body.decode().splitlines(), ["7\tline 7 needle", "42\tline 42 needle"])
+        st, hdr, body = get(self.d, f"/api/v1/runs/{rid}/logs?numbers=1&offset=45&limit=2")
+        self.assertEqual(body.decode().splitlines(), ["45\tline 45", "46\tline 46"])
+        self.assertEqual(hdr["x-lathe-next-offset"], "47")
+        st, _, body = get(self.d, f"/api/v1/runs/{rid}/logs?numbers=1&tail=3")
+        self.assertEqual(st, 400)
+        self.assertEqual(json.loads(body)["error"]["id"], "logs.numbers_with_tail")
+
+
+if __name__ == "__main__":
+    unittest.main()
