@@ -120,6 +120,7 @@ async function main() {
     step = "a run submitted from the CLI appears, live, and moves to running";
     await page.click("nav >> text=Runs");
     await page.waitForSelector("table tbody tr[data-key]", WAIT);
+    await page.waitForSelector('.live[data-live="1"]', WAIT);  // GET /runs?follow=1 is open
     await page.evaluate(() => { window.__noReload = true; });
     const mine = cli("run", "--name", "from-cli", "--workdir", "/tmp", "--", "sleep", "300");
     await row(page, mine).waitFor(WAIT);

@@ -1,6 +1,6 @@
 // Runs: every run, filtered by state, user and kind, sorted by a column and
 // paged by the daemon (GET /api/v1/runs?all=1&state=…&sort=…&offset=…&limit=…);
-// refetched, debounced, when GET /api/v1/runs/changes says a run changed.
+// refetched, debounced, when GET /api/v1/runs?follow=1 says a run changed.
 // The submit form and the stop button act for the signed-in user.
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, events, query } from "../api";
@@ -77,7 +77,7 @@ function RunsPage() {
   const [actionError, setActionError] = useState<ApiError | null>(null);
   const refetch = useDebounced(list.reload, REFETCH_DEBOUNCE_MS);
 
-  useEffect(() => events("/runs/changes", ["run"], refetch, setLive), [refetch]);
+  useEffect(() => events("/runs?follow=1", ["run", "removed"], refetch, setLive), [refetch]);
   useEffect(() => {
     if (live) return;
     const id = setInterval(list.reload, POLL_WITHOUT_STREAM_MS);
