@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package Lathe's build and tests need. Idempotent: when
-# everything is present it only asks dpkg and returns in well under a second.
+# Installs every Debian package Lathe's build and tests need, then the web UI's
+# npm packages (scripts/web-deps.sh: npm ci from web/package-lock.json). Idempotent:
+# when everything is present it only asks dpkg and hashes the lockfile, and returns
+# in well under a second.
 #   scripts/deps.sh          build + test dependencies
 #   scripts/deps.sh --bench  also what only the benchmarks need (Slurm, wrk, hyperfine, ...)
 set -euo pipefail
@@ -10,12 +12,12 @@ BUILD=(
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
   libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libsimdjson-dev
-  libtorch-dev libopenblas0-pthread clang-format
+  libtorch-dev libopenblas0-pthread clang-format nodejs npm
 )
 TEST=(
   python3 util-linux procps passwd curl openssl
   python3-torch python3-numpy python3-sklearn prometheus
-  jupyter-notebook python3-websocket r-base-core r-cran-irkernel
+  jupyter-notebook python3-websocket r-base-core r-cran-irkernel chromium fonts-noto-cjk
 )
 BENCH=(
   munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine
@@ -31,14 +33,14 @@ for p in "${want[@]}"; do
     missing+=("$p")
   fi
 done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q >/dev/null
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  echo "deps: done" >&2
 fi
 
-echo "deps: installing ${missing[*]}" >&2
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q >/dev/null
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-echo "deps: done" >&2
+bash "$(dirname "$0")/web-deps.sh"

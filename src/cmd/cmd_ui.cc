@@ -1,6 +1,10 @@
-// lathe ui [--browser] [--user NAME] [--json]: a one-time sign-in link for the
-// web UI (docs/cli.md, "Web UI").
+// lathe ui [--print | --browser] [--user NAME] [--json]: a one-time sign-in
+// link for the web UI (docs/cli.md, "Web UI"), opened in a browser when there
+// is someone at a desktop to see it.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 
 #include "cmd/commands.h"
 #include "cmd/output.h"
@@ -10,9 +14,22 @@ namespace lathe::cmd {
 namespace {
 
 struct UiFlags {
-  bool browser = false, json = false;
+  bool browser = false, print = false, json = false;
   std::string user;
 };
+
+bool Set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// --browser opens; --print and --json never do; otherwise only for a person at
+// a graphical session: stdout a terminal, and an X or Wayland display.
+bool ShouldOpen(const UiFlags& f) {
+  if (f.browser) return true;
+  if (f.print || f.json) return false;
+  return isatty(STDOUT_FILENO) == 1 && (Set("DISPLAY") || Set("WAYLAND_DISPLAY"));
+}
 
 // The port of "http://host:port/..." ("" when there is none).
 std::string PortOf(const std::string& url) {
@@ -43,7 +60,7 @@ Status RunUi(const UiFlags& f, Lang lang) {
                      {"port", PortOf(url)}})
                      .c_str());
   }
-  if (f.browser) {
+  if (ShouldOpen(f)) {
     if (std::string detail = OpenInBrowser(url); !detail.empty()) {
       std::fprintf(stderr, "%s\n", Tr("ui.browser_failed", lang, {{"detail", detail}}).c_str());
     }
@@ -57,6 +74,7 @@ void SetupUi(CLI::App& app, Globals& g, Status& status) {
   static UiFlags f;
   auto* ui = app.add_subcommand("ui");
   ui->add_flag("--browser", f.browser);
+  ui->add_flag("--print", f.print)->excludes("--browser");
   ui->add_option("--user", f.user);
   ui->add_flag("--json", f.json);
   ui->callback([&status, &g] { status = RunUi(f, g.Language()); });

@@ -4,12 +4,15 @@
 //                            answers 303 to /ui/ with the session's cookie;
 //                            a used, expired or unknown code: 401 and a page
 //                            that says so, in English and Chinese.
-//   GET /ui/                 a page that says who is signed in (until the web
-//                            UI is built, the login flow's visible end).
+//   GET /ui/assets/NAME      the web UI's content-hashed files (lathe/web/assets.h):
+//                            cached for a year, gzip when the client takes it;
+//                            no credential (they hold nothing of anyone's).
+//   GET /ui/, /ui/PAGE       the web UI's index.html (no-store), whatever the
+//                            page: the client's router shows it. The UI signs in
+//                            and reads everything through /api/v1.
 //
-// Every page is no-store, never framed, sends no Referer, and runs no script.
-#include <algorithm>
-
+// Nothing here is ever framed or sends a Referer; the UI's pages run only the
+// script of their own origin (CSP script-src 'self', no inline script).
 #include <fmt/format.h>
 
 #include "lathe/api/host_check.h"
@@ -18,6 +21,7 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
 #include "lathe/net/status_http.h"
+#include "lathe/web/assets.h"
 
 namespace lathe::api {
 namespace {
@@ -54,6 +58,15 @@ std::string Both(std::string_view id, const MsgArgs& args = {}) {
                      HtmlEscape(Tr(id, Lang::kEn, args)), HtmlEscape(Tr(id, Lang::kZh, args)));
 }
 
+constexpr std::string_view kAssetsPrefix = "/ui/assets/";
+
+// The web UI's policy: its own script, style and API only (connect-src covers
+// fetch and EventSource); never framed; forms post nowhere else.
+constexpr std::string_view kUiCsp =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'";
+
 net::HttpResponse Page(int status, const std::string& body) {
   net::HttpResponse r;
   r.status = status;
@@ -74,6 +87,23 @@ bool IsWildcard(const std::string& h) { return h.empty() || h == "0.0.0.0" || h 
 
 std::string Bracketed(const std::string& h) {
   return h.find(':') != std::string::npos && h.front() != '[' ? "[" + h + "]" : h;
+}
+
+// An embedded file of the web UI; gzip-encoded when the client takes it.
+net::HttpResponse AssetResponse(const net::HttpRequest& req, const web::Asset& a) {
+  net::HttpResponse r;
+  r.content_type = std::string(a.content_type);
+  bool gzip = !a.gzip.empty() && web::AcceptsGzip(req.Header("Accept-Encoding"));
+  r.body = std::string(gzip ? a.gzip : a.body);
+  if (gzip) r.headers.emplace_back("Content-Encoding", "gzip");
+  r.headers.emplace_back("Vary", "Accept-Encoding");
+  r.headers.emplace_back("Cache-Control",
+                         a.immutable ? "public, max-age=31536000, immutable" : "no-store");
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  r.headers.emplace_back("Referrer-Policy", "no-referrer");
+  r.headers.emplace_back("X-Frame-Options", "DENY");
+  r.headers.emplace_back("Content-Security-Policy", std::string(kUiCsp));
+  return r;
 }
 
 }  // namespace
@@ -115,10 +145,11 @@ void ApiServer::HandleUi(const net::HttpRequest& req, std::unique_ptr<net::Respo
     res->Send(std::move(r));
   } else if (req.path == "/ui/login") {
     UiLogin(req, *res);
-  } else if (req.path == "/ui/") {
-    UiHome(req, *res);
+  } else if (req.path.rfind(kAssetsPrefix, 0) == 0) {
+    const web::Asset* a = web::FindAsset(std::string_view(req.path).substr(4));  // "assets/..."
+    res->Send(a && a->immutable ? AssetResponse(req, *a) : Page(404, Both("ui.not_found")));
   } else {
-    res->Send(Page(404, Both("ui.not_found")));
+    res->Send(AssetResponse(req, *web::FindAsset("index.html")));
   }
 }
 
@@ -153,40 +184,6 @@ void ApiServer::UiLogin(const net::HttpRequest& req, net::Responder& res) {
   r.headers.emplace_back("Location", "/ui/");
   r.headers.emplace_back("Set-Cookie", cookie);
   res.Send(std::move(r));
-}
-
-void ApiServer::UiHome(const net::HttpRequest& req, net::Responder& res) {
-  // No cookie at all is no failed authentication: just not signed in.
-  if (!req.peer && !CookieValue(req.Header("Cookie"), kSessionCookie)) {
-    res.Send(Page(401, Both("ui.not_signed_in")));
-    return;
-  }
-  int64_t retry_after_s = 0;
-  net::HttpRequest cookie_only = req;  // the page answers to the cookie, not to a bearer token
-  cookie_only.headers.erase(
-      std::remove_if(cookie_only.headers.begin(), cookie_only.headers.end(),
-                     [](const auto& h) { return net::EqualsIgnoreCase(h.first, "Authorization"); }),
-      cookie_only.headers.end());
-  auto a = auth_->Authenticate(cookie_only, &retry_after_s);
-  if (!a.ok()) {
-    int status = retry_after_s > 0 ? 429 : 401;
-    res.Send(Page(status,
-                  Both(a.status().IsPermissionDenied() ? "ui.session_ended" : a.status().msg_id(),
-                       a.status().args()) +
-                      Both("ui.not_signed_in")));
-    return;
-  }
-  std::string body;
-  if (a->session) {
-    body = Both("ui.signed_in", {{"user", a->caller.user},
-                                 {"uid", std::to_string(a->caller.uid)},
-                                 {"id", a->session->id},
-                                 {"expires", FormatUtc(a->session->expires_ms)}});
-  } else {
-    body = Both("ui.signed_in_socket",
-                {{"user", a->caller.user}, {"uid", std::to_string(a->caller.uid)}});
-  }
-  res.Send(Page(200, body));
 }
 
 }  // namespace lathe::api

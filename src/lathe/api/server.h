@@ -81,13 +81,11 @@ class ApiServer {
   // requests: OK, or PermissionDenied api.host_not_allowed (sent as 421).
   Status CheckDaemonHost(const net::HttpRequest& req) const;
 
-  // The web UI's pages under /ui/ (routes_ui.cc); until the web UI is built,
-  // /ui/login (a login code -> the session cookie) and a page at /ui/ that
-  // says who is signed in.
+  // The web UI under /ui/ (routes_ui.cc): /ui/login (a login code -> the
+  // session cookie), its embedded files, and index.html for every other path.
   static bool IsUiPath(std::string_view path);
   void HandleUi(const net::HttpRequest& req, std::unique_ptr<net::Responder> res);
   void UiLogin(const net::HttpRequest& req, net::Responder& res);
-  void UiHome(const net::HttpRequest& req, net::Responder& res);
   // http(s)://HOST:PORT/ui/login?code=CODE for a request that asked for it:
   // "localhost" for a loopback listener (it works through ssh -L).
   std::string LoginUrl(const net::HttpRequest& req, const std::string& code) const;

@@ -1,0 +1,166 @@
+"""The web UI: how the daemon serves it, its catalog, and the UI in a real browser.
+
+Serving (always): every /ui/<page> is the same index.html (no-store, a CSP that
+allows only the origin's own script, never framed) with no inline script; the
+hashed assets are cached for a year and gzip-encoded when asked; none needs a
+credential; an unknown asset is 404; the first load stays under 250 KB
+compressed. The catalog: every web.* text is in both languages.
+
+Browser (skipped without /usr/bin/chromium or web/node_modules): a second user
+signs in with a one-time code and tests/web/ui.spec.mjs drives the pages —
+see that file for the steps. Screenshots go to build/test-artifacts/web/.
+"""
+import gzip
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+import yaml  # noqa: E402
+
+SOURCE = os.environ.get("LATHE_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+NODE_MODULES = os.path.join(SOURCE, "web", "node_modules")
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(harness.LATHE)), "test-artifacts", "web")
+USER = "lathe-it-web"
+FIRST_LOAD_LIMIT = 250_000
+
+
+def catalog():
+    with open(os.path.join(SOURCE, "data", "messages_ui.yaml")) as f:
+        entries = yaml.safe_load(f)
+    return {e["id"]: e["text"] for e in entries if e["id"].startswith("web.")}
+
+
+def port(d):
+    with open(os.path.join(d.home, "endpoint.json")) as f:
+        return int(json.load(f)["tcp"].rsplit(":", 1)[1])
+
+
+def get(d, path, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port(d), timeout=30)
+    c.request("GET", path, headers={"Host": f"localhost:{port(d)}", **(headers or {})})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, r.headers, body
+
+
+class Catalog(unittest.TestCase):
+    def test_every_text_is_in_both_languages(self):
+        holes = re.compile(r"\{(\w+)\}")
+        texts = catalog()
+        self.assertGreater(len(texts), 50)
+        for id_, text in texts.items():
+            self.assertTrue(text.get("en") and text.get("zh"), f"{id_} is in one language only")
+            self.assertEqual(sorted(holes.findall(text["en"])), sorted(holes.findall(text["zh"])),
+                             f"{id_}: placeholders differ")
+
+    def test_every_id_the_sources_name_is_in_the_catalog(self):
+        texts = catalog()
+        named = set()
+        for root, _, files in os.walk(os.path.join(SOURCE, "web", "src")):
+            for name in files:
+                with open(os.path.join(root, name)) as f:
+                    named |= set(re.findall(r'"(web\.[a-z_]+(?:\.[a-z_]+)+)"', f.read()))
+        self.assertTrue(named)
+        self.assertEqual(sorted(named - texts.keys()), [])
+
+
+class Serving(harness.DaemonTest):
+    gpus = "none"
+
+    def test_pages_assets_and_headers(self):
+        status, h, index = get(self.d, "/ui/")
+        self.assertEqual(status, 200)
+        self.assertEqual(h["Content-Type"], "text/html; charset=utf-8")
+        self.assertEqual(h["Cache-Control"], "no-store")
+        csp = h["Content-Security-Policy"]
+        for directive in ("default-src 'none'", "script-src 'self'", "frame-ancestors 'none'"):
+            self.assertIn(directive, csp)
+        self.assertNotIn("unsafe-inline", csp)
+        self.assertEqual((h["X-Frame-Options"], h["X-Content-Type-Options"]), ("DENY", "nosniff"))
+        html = index.decode()
+        scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+        self.assertEqual(len(scripts), 1, html)
+        self.assertIn('src="/ui/assets/app-', scripts[0][0])
+        self.assertEqual(scripts[0][1].strip(), "")  # no inline script
+        # Every page of the client's router is the same file, with no credential.
+        for page in ("/ui/runs", "/ui/runs/r0123456789", "/ui/overview/x?y=1"):
+            status, _, body = get(self.d, page)
+            self.assertEqual((status, body), (200, index), page)
+        status, h, _ = get(self.d, "/ui")
+        self.assertEqual((status, h["Location"]), (303, "/ui/"))
+
+        first_load = len(gzip.compress(index))
+        assets = re.findall(r'(?:src|href)="(/ui/assets/[^"]+)"', html)
+        self.assertEqual(sorted(a.rsplit(".", 1)[1] for a in assets), ["css", "js"])
+        for a in assets:
+            self.assertRegex(a, r"^/ui/assets/app-[A-Z0-9]{8}\.(js|css)$")
+            status, h, plain = get(self.d, a)
+            self.assertEqual(status, 200, a)
+            self.assertNotIn("Content-Encoding", h)
+            self.assertEqual(h["Cache-Control"], "public, max-age=31536000, immutable")
+            self.assertEqual(h["X-Content-Type-Options"], "nosniff")
+            want = "text/javascript" if a.endswith(".js") else "text/css"
+            self.assertEqual(h["Content-Type"], want + "; charset=utf-8")
+            status, h, packed = get(self.d, a, {"Accept-Encoding": "gzip, deflate, br"})
+            self.assertEqual((status, h["Content-Encoding"], h["Vary"]), (200, "gzip", "Accept-Encoding"))
+            self.assertEqual(gzip.decompress(packed), plain)
+            self.assertLess(len(packed), len(plain))
+            first_load += len(packed)
+        self.assertLess(first_load, FIRST_LOAD_LIMIT)
+        for missing in ("/ui/assets/app-00000000.js", "/ui/assets/index.html", "/ui/assets/"):
+            status, h, _ = get(self.d, missing)
+            self.assertEqual(status, 404, missing)
+            self.assertEqual(h["Cache-Control"], "no-store")
+
+    def test_lathe_ui_print(self):
+        r = self.d.cli("ui", "--print")
+        self.assertRegex(r.stdout.strip(), r"^http://localhost:\d+/ui/login\?code=[0-9a-f]{64}$")
+        r = self.d.cli("ui", "--print", "--browser", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+
+
+@unittest.skipUnless(os.access(CHROMIUM, os.X_OK), "needs Debian's chromium (scripts/deps.sh)")
+@unittest.skipUnless(os.path.isdir(os.path.join(NODE_MODULES, "playwright-core")),
+                     "needs web/node_modules (scripts/web-deps.sh)")
+class Browser(unittest.TestCase):
+    def setUp(self):
+        harness.second_user(self, USER)
+        self.d = harness.Daemon(gpus="sim:2x24GB").start()
+        self.addCleanup(self.d.cleanup)
+
+    def test_ui(self):
+        d = self.d
+        env = d.env(HOME="/tmp")
+        # Root's run: another user's for the browser's user.
+        other = d.submit("--name", "roots-run", "--workdir", "/tmp", "--", "sleep", "300")
+        d.wait_state(other, "running")
+        url = d.cli("ui", "--print", user=USER, env=env).stdout.strip()
+        as_user = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", harness.LATHE]
+        config = {
+            "login_url": url, "user": USER, "other_run": other, "artifacts": ARTIFACTS,
+            "chromium": CHROMIUM, "node_modules": NODE_MODULES, "catalog": catalog(),
+            "lathe": as_user,
+        }
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(config, f)
+        self.addCleanup(os.unlink, f.name)
+        spec = os.path.join(SOURCE, "tests", "web", "ui.spec.mjs")
+        r = subprocess.run(["node", spec, f.name], capture_output=True, text=True, timeout=240,
+                           env={**env, "LATHE_HOME": d.home})
+        print(r.stdout, file=sys.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr + "\n" + d.daemon_log())
+        for name in ("overview-en", "runs-en", "runs-zh", "snapshots-zh", "notebooks-en"):
+            self.assertTrue(os.path.getsize(os.path.join(ARTIFACTS, name + ".png")) > 0, name)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,136 @@
+// The UI's one way to the daemon: its REST API under /api/v1 (docs/api.md),
+// with the browser session's cookie. A request that changes state carries the
+// session's CSRF token (X-Lathe-CSRF, from GET /api/v1/session).
+import { has, langStore, t } from "./i18n";
+
+const BASE = "/api/v1";
+
+// An error as the API sends it ({"error": {code, id, args, message, en, zh}}),
+// or one of the UI's own (no answer at all: web.error.network).
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly id: string,
+    readonly args: Record<string, string>,
+    readonly en: string,
+    readonly zh: string,
+  ) {
+    super(en);
+  }
+  // The text in the UI's language.
+  text(): string {
+    if (!this.en && has(this.id)) return t(this.id, this.args);
+    return (langStore.get() === "zh" ? this.zh : this.en) || this.en || this.id;
+  }
+  // The spec field it names (error.args.field), for forms.
+  get field(): string {
+    return this.args.field ?? "";
+  }
+}
+
+let csrf = "";
+let onSignedOut: () => void = () => {};
+
+export function setCsrf(token: string) {
+  csrf = token;
+}
+
+// Called when a request is refused for want of a live session (401).
+export function onUnauthenticated(fn: () => void) {
+  onSignedOut = fn;
+}
+
+function uiError(status: number, id: string, args: Record<string, string> = {}) {
+  return new ApiError(status, id, args, "", "");  // text() finds it in the catalog
+}
+
+async function errorOf(res: Response): Promise<ApiError> {
+  let body: unknown = null;
+  try {
+    body = await res.json();
+  } catch {
+    // not JSON: a proxy's page, a cut connection
+  }
+  const e = (body as { error?: unknown } | null)?.error;
+  if (e && typeof e === "object") {
+    const o = e as { id?: string; args?: Record<string, string>; en?: string; zh?: string; message?: string };
+    return new ApiError(res.status, o.id ?? "", o.args ?? {}, o.en ?? o.message ?? "", o.zh ?? o.en ?? "");
+  }
+  if (typeof e === "string") return new ApiError(res.status, "", {}, e, e);
+  return uiError(res.status, "web.error.http", { status: String(res.status) });
+}
+
+export interface RequestOptions {
+  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  body?: unknown;
+  signal?: AbortSignal;
+}
+
+// GET (or `method`) BASE + path; the parsed JSON answer, or throws ApiError.
+export async function api<T>(path: string, opts: RequestOptions = {}): Promise<T> {
+  const method = opts.method ?? "GET";
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && csrf) headers["X-Lathe-CSRF"] = csrf;
+  let res: Response;
+  try {
+    res = await fetch(BASE + path, {
+      method,
+      headers,
+      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+      credentials: "same-origin",
+      signal: opts.signal,
+    });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw uiError(0, "web.error.network");
+  }
+  if (!res.ok) {
+    const err = await errorOf(res);
+    if (res.status === 401) onSignedOut();
+    throw err;
+  }
+  return (await res.json()) as T;
+}
+
+// A query string from the set values of `params` ("" when none is set).
+export function query(params: Record<string, string | number | undefined | null>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+// Server-sent events from BASE + path: fn(event type, parsed data) per event
+// of `types`; onState(open) when the stream opens or drops (the browser
+// reconnects by itself). Returns the function that closes it.
+export function events(
+  path: string,
+  types: string[],
+  fn: (type: string, data: unknown) => void,
+  onState: (open: boolean) => void = () => {},
+): () => void {
+  const es = new EventSource(BASE + path);
+  for (const type of types) {
+    es.addEventListener(type, (ev) => {
+      let data: unknown = null;
+      try {
+        data = JSON.parse((ev as MessageEvent).data);
+      } catch {
+        // a payload that is not JSON is passed on as null
+      }
+      fn(type, data);
+    });
+  }
+  es.onopen = () => onState(true);
+  es.onerror = () => onState(false);
+  return () => es.close();
+}
+
+// The error's text in the UI's language, whatever was thrown.
+export function errorText(e: unknown): string {
+  if (e instanceof ApiError) return e.text();
+  return t("web.error.unknown");
+}
