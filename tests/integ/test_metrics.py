@@ -1,21 +1,26 @@
-"""The daemon's GET /metrics on scripted simulated GPUs.
+"""The daemon's GET /metrics and `lathe top` on scripted simulated GPUs.
 
 A run holds one of two simulated GPUs whose load file scripts their values; a
 scrape over TCP needs a credential (401 without), passes `promtool check
 metrics`, and labels the held GPU's gauges with the run and its user; another
 user's scrape shows no spec or environment; with `metrics: {open_on_loopback:
-true}` a loopback scrape without a token is answered.
+true}` a loopback scrape without a token is answered. `lathe top` with stdout
+not a terminal prints one plain snapshot in English and in Chinese; on a
+terminal it redraws in place and gives the terminal back on Ctrl-C.
 """
 import http.client
 import json
 import os
+import pty
 import re
+import select
+import signal
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from harness import Daemon, second_user
+from harness import LATHE, Daemon, second_user
 
 USER = "lathe-it-metrics"
 MARK = "zebra-mark-9431"  # in the run's command and environment only
@@ -134,6 +139,66 @@ class Metrics(unittest.TestCase):
         self.assertNotIn(MARK, text)
         self.assertNotIn("sleep", text)
         self.assertNotIn("MARK", text)
+
+    def test_top_prints_one_plain_snapshot_in_english_and_chinese(self):
+        util = f'{LOAD["gpus"][self.gpu]["utilization_gpu_pct"]}%'
+        out = self.d.cli("top").stdout
+        self.assertNotIn("\x1b", out)
+        self.assertIn("simulated GPUs", out)
+        held = [l for l in out.splitlines() if f"{self.run_id} metrics-run (root)" in l]
+        self.assertEqual(len(held), 1, out)
+        self.assertIn(util, held[0])
+        self.assertIn("sw_thermal" if self.gpu == 0 else "-", held[0])
+        self.assertTrue(any(l.startswith(self.run_id) and "running" in l for l in out.splitlines()),
+                        out)
+        zh = self.d.cli("top", "--once", env=self.d.env(LANG="zh_CN.UTF-8")).stdout
+        self.assertNotIn("\x1b", zh)
+        self.assertIn("模拟 GPU", zh)
+        self.assertIn("占用者", zh)
+        held = [l for l in zh.splitlines() if f"{self.run_id} metrics-run（root）" in l]
+        self.assertEqual(len(held), 1, zh)
+        self.assertIn(util, held[0])
+        self.assertIn("运行中", zh)
+        self.assertNotIn("running", zh)
+        r = self.d.cli("top", "--interval", "0s", check=False)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--interval", r.stderr)
+
+    def test_top_on_a_terminal_redraws_in_place_and_gives_the_terminal_back(self):
+        master, slave = pty.openpty()
+        p = subprocess.Popen([LATHE, "top", "--interval", "100ms"], stdout=slave, stderr=slave,
+                             stdin=subprocess.DEVNULL, env=self.d.env(TERM="xterm"))
+        os.close(slave)
+        out = b""
+        try:
+            # Two frames: the first and one redrawn after the interval.
+            while out.count(b"\x1b[H") < 2:
+                ready, _, _ = select.select([master], [], [], 30)
+                self.assertTrue(ready, out)
+                out += os.read(master, 65536)
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(timeout=30), 0)
+            while True:
+                ready, _, _ = select.select([master], [], [], 1)
+                if not ready:
+                    break
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the other end closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(master)
+        text = out.decode(errors="replace")
+        self.assertTrue(text.startswith("\x1b[?1049h\x1b[?25l"), repr(text[:40]))
+        self.assertIn(f"{self.run_id} metrics-run (root)", text)
+        self.assertIn("Ctrl-C", text)
+        self.assertTrue(text.endswith("\x1b[?25h\x1b[?1049l"), repr(text[-40:]))
 
 
 class OpenOnLoopback(unittest.TestCase):
