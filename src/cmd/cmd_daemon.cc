@@ -43,6 +43,7 @@ struct DaemonFlags {
   daemon::NotebookSettings notebooks;      // config.yaml only
   std::string deployments_listen;          // --deployments-listen, else config.yaml's
   std::string gateway_user;                // config.yaml only
+  bool metrics_open_on_loopback = false;   // config.yaml only
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -64,6 +65,9 @@ Status ApplyConfig(DaemonFlags& f) {
     f.deployments_listen = *c.deployments->listen;
   }
   if (c.deployments && c.deployments->gateway_user) f.gateway_user = *c.deployments->gateway_user;
+  if (c.metrics && c.metrics->open_on_loopback) {
+    f.metrics_open_on_loopback = *c.metrics->open_on_loopback;
+  }
   if (!f.deployments_listen.empty()) {
     RETURN_IF_ERROR(
         daemon::CheckListen(f.deployments_listen, "--deployments-listen", "deployments.listen"));
@@ -126,6 +130,7 @@ Status RunDaemon(DaemonFlags& f) {
   ao.tls = {f.tls_cert, f.tls_key};
   ao.on_shutdown = [] { g_shutdown = true; };
   ao.allowed_hosts = f.allowed_hosts;
+  ao.metrics_open_on_loopback = f.metrics_open_on_loopback;
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
   RETURN_IF_ERROR(d->Start());
   Lang lang = DetectLang();

@@ -6,6 +6,7 @@ void SetupVersion(CLI::App& app, Globals& g, Status& status);
 void SetupDaemon(CLI::App& app, Globals& g, Status& status);
 void SetupRun(CLI::App& app, Globals& g, Status& status);
 void SetupGpus(CLI::App& app, Globals& g, Status& status);
+void SetupTop(CLI::App& app, Globals& g, Status& status);   // cmd_top.cc
 void SetupSnap(CLI::App& app, Globals& g, Status& status);  // cmd_snap.cc
 void SetupDoctor(CLI::App& app, Globals& g,
                  Status& status);  // cmd_doctor.cc: doctor, explain, term, plan
@@ -25,6 +26,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupDaemon(app, g, status);
   SetupRun(app, g, status);
   SetupGpus(app, g, status);
+  SetupTop(app, g, status);
   SetupSnap(app, g, status);
   SetupDoctor(app, g, status);
   SetupServe(app, g, status);

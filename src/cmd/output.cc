@@ -1,5 +1,6 @@
 #include "cmd/output.h"
 
+#include "lathe/common/display_width.h"
 #include "lathe/os/command.h"
 
 #include <unistd.h>
@@ -8,35 +9,8 @@
 #include <cstdio>
 
 namespace lathe::cmd {
-namespace {
-// East Asian wide code points of the Basic Multilingual Plane (CJK, Hangul,
-// full-width forms); the rest of it takes one column.
-bool Wide(uint32_t c) {
-  return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) ||
-         (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
-         (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
-         (c >= 0xFFE0 && c <= 0xFFE6);
-}
-}  // namespace
 
-// Display width: wide characters take two columns, other UTF-8 one (and
-// characters beyond the BMP two, as most of them are emoji or CJK).
-size_t DisplayWidth(const std::string& s) {
-  size_t w = 0;
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (len == 3 && i + 2 < s.size()) {
-      uint32_t cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 6) |
-                    (static_cast<unsigned char>(s[i + 2]) & 0x3Fu);
-      w += Wide(cp) ? 2 : 1;
-    } else {
-      w += len == 4 ? 2 : 1;
-    }
-    i += len;
-  }
-  return w;
-}
+size_t DisplayWidth(const std::string& s) { return lathe::DisplayWidth(s); }
 
 std::string Label(const std::string& label, size_t width) {
   size_t w = DisplayWidth(label);

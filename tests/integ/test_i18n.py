@@ -23,7 +23,7 @@ OPEN, CLOSE = "⟦", "⟧"
 # Words a person types: the commands and the JSON literals a spec value shows.
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
-    "gpus", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
+    "gpus", "top", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
     "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
@@ -129,7 +129,7 @@ class PseudoLocaleTest(unittest.TestCase):
         self.assertEqual(untranslated, [], f"{what}: Latin text outside ⟦⟧:\n{output}")
 
     def test_run_commands(self):
-        for args in (("ps",), ("ps", "--all"), ("status",), ("gpus",), ("inspect", self.ok),
+        for args in (("ps",), ("ps", "--all"), ("status",), ("gpus",), ("top",), ("inspect", self.ok),
                      ("inspect", self.bad)):
             self.assertAllTranslated(" ".join(args), self.pseudo(*args))
 
@@ -209,7 +209,7 @@ class PseudoLocaleTest(unittest.TestCase):
                      ("deploy", "scale", "--help"), ("deploy", "logs", "--help"),
                      ("deploy", "update", "--help"),
                      ("deploy", "key", "create", "--help"), ("deploy", "key", "rm", "--help"),
-                     ("daemon", "--help")):
+                     ("daemon", "--help"), ("top", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

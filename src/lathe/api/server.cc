@@ -255,6 +255,7 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/runs/{run}/open", &A::PostOpen},
       {"GET", "/api/v1/doctor", &A::GetDoctor},
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
+      {"GET", "/metrics", &A::GetMetrics},
   });
 }
 
@@ -289,7 +290,12 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
     HandleUi(req, std::move(res));
     return;
   }
-  // 4. The API: who is calling, then (cookies only) CSRF and Origin.
+  // 4. A Prometheus scrape from loopback, when the config opens /metrics to them.
+  if (OpenMetricsScrape(req)) {
+    res->Send(MetricsResponse());
+    return;
+  }
+  // 5. The API: who is calling, then (cookies only) CSRF and Origin.
   int64_t retry_after_s = 0;
   auto auth = auth_->Authenticate(req, &retry_after_s);
   if (!auth.ok()) {
@@ -310,7 +316,7 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
     res->Send(ErrorResponse(csrf));
     return;
   }
-  // 5. The route.
+  // 6. The route.
   const Route* route = nullptr;
   net::RouteMatch m = router_.Find(req.method, req.path, &route);
   if (m.kind == net::RouteMatch::Kind::kNotFound) {

@@ -46,6 +46,10 @@ struct ApiOptions {
   std::vector<std::string> allowed_hosts;
   // Lifetimes and bounds of login codes and browser sessions.
   SessionService::Options sessions;
+  // GET /metrics answers a TCP request from a loopback address that brings
+  // no credential (config metrics.open_on_loopback; docs/metrics.md).
+  // Otherwise it takes the API's credentials, as every route does.
+  bool metrics_open_on_loopback = false;
 };
 
 class ApiServer {
@@ -89,6 +93,12 @@ class ApiServer {
   // http(s)://HOST:PORT/ui/login?code=CODE for a request that asked for it:
   // "localhost" for a loopback listener (it works through ssh -L).
   std::string LoginUrl(const net::HttpRequest& req, const std::string& code) const;
+
+  // GET /metrics (routes_metrics.cc): the exposition, and whether `req` is a
+  // scrape that needs no credential (metrics_open_on_loopback, a loopback
+  // TCP client, no Authorization or Cookie header).
+  net::HttpResponse MetricsResponse();
+  bool OpenMetricsScrape(const net::HttpRequest& req) const;
 
   // Routes. Each answers through call.res or hands it to a stream thread.
   // routes_system.cc
@@ -151,6 +161,8 @@ class ApiServer {
   void DeleteDeploymentKey(ApiCall& call);
   // run_proxy.cc
   void PostOpen(ApiCall& call);
+  // routes_metrics.cc
+  void GetMetrics(ApiCall& call);
 
   // A request whose Host is a run's origin (run_proxy.cc): authenticated,
   // checked (owner, root or the daemon's user; same Origin; the run running)

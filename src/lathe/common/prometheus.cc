@@ -97,6 +97,21 @@ void Metrics::ClearGauge(std::string_view name) {
   if (Family* f = Find(name); f != nullptr && f->type == Type::kGauge) f->series.clear();
 }
 
+void Metrics::SetHistogram(std::string_view name, const Labels& labels,
+                           const std::vector<uint64_t>& buckets, uint64_t count, double sum) {
+  std::string key = RenderLabels(labels);
+  std::lock_guard<std::mutex> l(mu_);
+  Family* f = Find(name);
+  if (f == nullptr || f->type != Type::kHistogram) return;
+  Series& s = f->series[key];
+  s.bounds = &f->bounds;
+  s.buckets.assign(f->bounds.size(), 0);
+  for (size_t i = 0; i < s.buckets.size() && i < buckets.size(); ++i) s.buckets[i] = buckets[i];
+  s.count = count;
+  s.value = sum;
+  s.used = true;
+}
+
 void Metrics::ObserveLocked(const std::vector<double>& bounds, Series& s, double v) {
   if (s.buckets.empty()) s.buckets.assign(bounds.size(), 0);
   auto it = std::lower_bound(bounds.begin(), bounds.end(), v);

@@ -54,6 +54,14 @@ class Metrics {
   // Removes every series of a gauge (before setting fresh values at scrape time).
   void ClearGauge(std::string_view name);
 
+  // Sets a histogram series from counts kept elsewhere (a component that
+  // keeps its own, such as the daemon's scheduling latency): `buckets` holds
+  // the observations per bound of the family, not cumulative (missing ones
+  // count 0), `count` all of them (those above the last bound included),
+  // `sum` their total. The series is rendered even when `count` is 0.
+  void SetHistogram(std::string_view name, const Labels& labels,
+                    const std::vector<uint64_t>& buckets, uint64_t count, double sum);
+
   std::string Render() const;
 
   // Bucket sets in seconds and in batch rows.

@@ -54,6 +54,26 @@ TEST(MetricsTest, ResolvedSeriesShowOnlyOnceUpdated) {
   EXPECT_NE(m.Render().find(R"(req_total{model="m"} 2)"), std::string::npos);
 }
 
+TEST(MetricsTest, SetHistogramRendersLikeObservations) {
+  Metrics observed, set;
+  DeclareAll(observed);
+  DeclareAll(set);
+  Labels a = {{"model", "m"}};
+  for (double v : {0.05, 0.5, 0.7, 7.0}) observed.Observe("lat_seconds", a, v);
+  set.SetHistogram("lat_seconds", a, {1, 2}, 4, 0.05 + 0.5 + 0.7 + 7.0);
+  EXPECT_EQ(set.Render(), observed.Render());
+  // An empty one is rendered too, every bucket at 0.
+  Metrics empty;
+  DeclareAll(empty);
+  empty.SetHistogram("lat_seconds", {}, {}, 0, 0);
+  EXPECT_NE(empty.Render().find("lat_seconds_bucket{le=\"1\"} 0\n"), std::string::npos);
+  EXPECT_NE(empty.Render().find("lat_seconds_count 0\n"), std::string::npos);
+  // Not a histogram: nothing.
+  empty.SetHistogram("queue", {}, {1}, 1, 1);
+  EXPECT_EQ(empty.Render().find("queue{"), std::string::npos);
+  EXPECT_EQ(empty.Render().find("queue 1"), std::string::npos);
+}
+
 TEST(MetricsTest, NoHandleForGaugesOrUnknownFamilies) {
   Metrics m;
   DeclareAll(m);

@@ -129,6 +129,20 @@ Result<DeploymentSettings> ParseDeployments(const YAML::Node& node, std::string_
   return d;
 }
 
+// metrics: {open_on_loopback: true}
+Result<MetricsSettings> ParseMetrics(const YAML::Node& node, std::string_view file) {
+  MetricsSettings m;
+  if (!node.IsMap()) return BadKey(file, "metrics", "a mapping of open_on_loopback");
+  for (const auto& kv : node) {
+    std::string key = "metrics." + kv.first.Scalar();
+    if (key != "metrics.open_on_loopback") return BadKey(file, key, "metrics.open_on_loopback");
+    std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
+    if (v != "true" && v != "false") return BadKey(file, key, "true or false");
+    m.open_on_loopback = v == "true";
+  }
+  return m;
+}
+
 }  // namespace
 
 Status CheckListen(const std::string& v, std::string_view file, const std::string& key) {
@@ -159,7 +173,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     if (!root.IsMap()) {
       return bad("(top level)",
                  "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
-                 "fair_share, notebooks, deployments");
+                 "fair_share, notebooks, deployments, metrics");
     }
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
@@ -189,6 +203,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         ASSIGN_OR_RETURN(c.deployments, ParseDeployments(kv.second, file));
         continue;
       }
+      if (key == "metrics") {
+        ASSIGN_OR_RETURN(c.metrics, ParseMetrics(kv.second, file));
+        continue;
+      }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
       std::string v = kv.second.Scalar();
       if (key == "gpus") {
@@ -209,7 +227,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       } else {
         return bad(key,
                    "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
-                   "notebooks, deployments");
+                   "notebooks, deployments, metrics");
       }
     }
   } catch (const YAML::Exception& e) {

@@ -19,6 +19,8 @@
 //   deployments:          # the deployments' front (docs/deployments.md)
 //     listen: 127.0.0.1:7733   # where the endpoints /d/NAME/ are served; port 0: any free one
 //     gateway_user: lathe-gateway  # a root daemon runs the front as this user (made if missing)
+//   metrics:              # GET /metrics (docs/metrics.md)
+//     open_on_loopback: false  # true: loopback TCP scrapes need no token
 //   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
 //     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
 //     key: /etc/lathe/server.key   # its PEM private key (absolute path)
@@ -51,6 +53,11 @@ struct DeploymentSettings {
   std::optional<std::string> gateway_user;
 };
 
+// metrics: (docs/metrics.md)
+struct MetricsSettings {
+  std::optional<bool> open_on_loopback;
+};
+
 // tls: both or neither (the daemon checks, since a flag may give the other).
 struct TlsSettings {
   std::string cert;  // tls.cert; "" when not given
@@ -68,6 +75,7 @@ struct DaemonConfig {
   std::optional<TlsSettings> tls;
   std::optional<NotebookSettings> notebooks;
   std::optional<DeploymentSettings> deployments;
+  std::optional<MetricsSettings> metrics;
 };
 
 // HOST:PORT with a port from 0 to 65535, else config.bad_key naming `key`

@@ -88,6 +88,26 @@ TEST(DaemonConfig, ParsesTlsAndRejectsBadTlsNamingTheKey) {
   }
 }
 
+TEST(DaemonConfig, ParsesMetricsAndRejectsBadMetricsNamingTheKey) {
+  auto c = ParseDaemonConfig("metrics: {open_on_loopback: true}\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->metrics.has_value());
+  EXPECT_EQ(c->metrics->open_on_loopback, true);
+  auto off = ParseDaemonConfig("metrics: {open_on_loopback: false}\n", "c.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->metrics->open_on_loopback, false);
+  EXPECT_FALSE(ParseDaemonConfig("gpus: none\n", "c.yaml")->metrics.has_value());
+  for (const auto& [bad, key] : std::vector<std::pair<std::string, std::string>>{
+           {"metrics: {open_on_loopback: maybe}\n", "metrics.open_on_loopback"},
+           {"metrics: {open: true}\n", "metrics.open"},
+           {"metrics: true\n", "metrics"}}) {
+    auto r = ParseDaemonConfig(bad, "c.yaml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().msg_id(), "config.bad_key");
+    EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(DaemonConfig, MissingFileIsEmpty) {
   auto c = LoadDaemonConfig("/nonexistent/lathe/config.yaml");
   ASSERT_TRUE(c.ok());

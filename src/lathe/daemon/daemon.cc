@@ -72,6 +72,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(DaemonOptions options, os::Clock&
 Daemon::~Daemon() { Stop(); }
 
 Status Daemon::Init() {
+  started_at_ms_ = clock_.NowMs();
   paths_ = DaemonHome(opts_.home);
   uid_ = ::geteuid();
   auto me = os::LookupUser(uid_);
@@ -238,8 +239,12 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
 Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
   const bool attempt_edge =
       to == RunState::kStarting || (run::IsActive(r.state) && !run::IsActive(to));
-  Status st = store_->Transition(r, to, msg, clock_.NowMs());
+  const RunState from = r.state;
+  const int64_t now_ms = clock_.NowMs();
+  Status st = store_->Transition(r, to, msg, now_ms);
   if (st.ok() && attempt_edge) gpu_attempts_stale_ = true;  // quotas re-read the ledger
+  if (st.ok() && from == RunState::kQueued) queued_at_ms_.erase(r.id);
+  if (st.ok() && to == RunState::kQueued) queued_at_ms_[r.id] = now_ms;
   if (!st.ok()) {
     LogFiltered(LoopErrors(), spdlog::level::err, fmt::format("run {}: {}", r.id, st.ToString()));
   } else {
@@ -247,6 +252,12 @@ Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
     Notify();
   }
   return st;
+}
+
+std::optional<int64_t> Daemon::QueuedAtMs(const RunRecord& r) const {
+  if (auto it = queued_at_ms_.find(r.id); it != queued_at_ms_.end()) return it->second;
+  if (r.attempt == 0) return r.created_at_ms;  // never started: queued since its submission
+  return std::nullopt;
 }
 
 std::string Daemon::AttemptDir(const RunRecord& r) const {
@@ -645,6 +656,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
 // directory, cgroups and launch.json. nullopt when the run failed already.
 std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
                                                          const std::vector<int>& gpus) {
+  const std::optional<int64_t> queued_at_ms = QueuedAtMs(r);
   r.gpus = gpus;
   r.attempt++;
   r.started_at_ms = clock_.NowMs();
@@ -663,6 +675,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   if (!Transition(r, RunState::kStarting, placed).ok()) {
     return std::nullopt;
   }
+  if (queued_at_ms) scheduling_latency_.Observe(r.started_at_ms - *queued_at_ms);
   PendingStart p;
   p.request = RequestFor(r);
   if (Status st = os::MakeDirs(p.request.attempt_dir, 0700); !st.ok()) {

@@ -35,11 +35,13 @@
 #include "lathe/daemon/deployments.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
+#include "lathe/daemon/metrics_text.h"
 #include "lathe/daemon/models.h"
 #include "lathe/daemon/notebook_watch.h"
 #include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 #include "lathe/daemon/run_checkpoints.h"
+#include "lathe/daemon/scheduling_latency.h"
 #include "lathe/daemon/secrets.h"
 #include "lathe/daemon/user_paths.h"
 #include "lathe/exec/backend.h"
@@ -218,6 +220,10 @@ class Daemon {
 
   Json StatusJson();
   Json GpusJson();
+  // What GET /metrics shows (metrics_daemon.cc): a fresh sample of the GPU
+  // source (the start-up one when it fails), the runs holding GPUs, the queue
+  // per priority, every run per state and the scheduling latency.
+  MetricsSnapshot CollectMetrics();
   // The run's log file, wherever its backend keeps it.
   std::string LogPath(const state::RunRecord& r) const;
   // Where an active run can be reached, as its backend reports it:
@@ -309,6 +315,9 @@ class Daemon {
   // that go on regardless discard it with (void): the next pass re-reads the
   // stored state.
   Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
+  // When `r`'s attempt about to start was queued; nullopt when not known (a
+  // requeue seen by an earlier daemon). mu_ held.
+  std::optional<int64_t> QueuedAtMs(const state::RunRecord& r) const;
   std::string AttemptDir(const state::RunRecord& r) const;
   // backend_->Release, then the attempt's secret files go (secret_files.h).
   void ReleaseAttempt(const state::RunRecord& r);
@@ -359,6 +368,8 @@ class Daemon {
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
   std::unique_ptr<Deployments> deployments_;     // thread-safe itself; calls in under no lock
+  SchedulingLatency scheduling_latency_;         // thread-safe itself
+  int64_t started_at_ms_ = 0;                    // Init's wall time
   std::map<std::string, std::string> notebook_tokens_;  // run id -> Jupyter token; mu_
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
@@ -376,7 +387,11 @@ class Daemon {
     std::string on;    // sched::WaitReasonName
     std::string user;  // "quota": whose quota
   };
-  std::map<std::string, WaitNote> waiting_why_;     // run id -> why it waits
+  std::map<std::string, WaitNote> waiting_why_;  // run id -> why it waits
+  // run id -> when its current attempt was queued (wall ms), for the
+  // scheduling latency; set on submission and requeue, dropped when it
+  // leaves the queue. A run queued before this daemon started is absent.
+  std::map<std::string, int64_t> queued_at_ms_;
   std::map<std::string, std::string> quota_noted_;  // run id -> quota kind told in an event
   struct GroupsSeen {
     std::vector<std::string> names;

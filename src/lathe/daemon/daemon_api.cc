@@ -219,6 +219,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
     if (auto token = NotebookToken(r.run_dir); !token.ok()) return AsDiskFull(token.status());
   }
   RETURN_IF_ERROR(store_->Insert(r, clock_.NowMs(), key));
+  queued_at_ms_[r.id] = r.created_at_ms;
   Notify();
   kicked_ = true;
   loop_cv_.notify_all();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "lathe/daemon/daemon.h"
@@ -128,6 +129,31 @@ TEST_F(DaemonRulesTest, APreemptionRequeuesWithoutUsingARetry) {
   Step(2);
   EXPECT_EQ(Get(low).state, RunState::kRunning);
   EXPECT_EQ(backend_.Launches(low), 2);
+}
+
+TEST_F(DaemonRulesTest, SchedulingLatencyRunsFromEachQueueingToItsPlacement) {
+  std::string low = Submit({{"gpus", 1}, {"priority", "low"}});
+  clock_.Advance(1'000);
+  Step();  // `low` placed 1 s after its submission
+  ASSERT_EQ(Get(low).state, RunState::kRunning);
+  std::string high = Submit({{"gpus", 1}, {"priority", "high"}});
+  Step();  // `low` is asked to stop
+  clock_.Advance(2'000);
+  Step(3);  // `low` preempted and requeued; `high` placed 2 s after its submission
+  ASSERT_EQ(Get(high).state, RunState::kRunning);
+  ASSERT_EQ(Get(low).state, RunState::kQueued);
+  clock_.Advance(5'000);
+  backend_.Exit(high, 0);
+  Step(2);  // `low` placed again 5 s after its requeue (7 s after its submission)
+  ASSERT_EQ(Get(low).state, RunState::kRunning);
+  SchedulingLatency::Snapshot s = daemon_->CollectMetrics().latency;
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_DOUBLE_EQ(s.sum_s, 1 + 2 + 5);
+  std::vector<uint64_t> want(s.bounds_s.size(), 0);
+  for (double v : {1.0, 2.0, 5.0}) {
+    want[std::lower_bound(s.bounds_s.begin(), s.bounds_s.end(), v) - s.bounds_s.begin()]++;
+  }
+  EXPECT_EQ(s.counts, want);
 }
 
 TEST_F(DaemonRulesTest, AnAttemptThatVanishesIsLostAndRetried) {

@@ -1,5 +1,6 @@
 #include "lathe/os/terminal.h"
 
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -8,6 +9,12 @@
 namespace lathe::os {
 
 bool StdinIsTerminal() { return ::isatty(STDIN_FILENO) == 1; }
+
+std::optional<int> StdoutColumns() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return std::nullopt;
+  return static_cast<int>(ws.ws_col);
+}
 
 std::optional<std::string> ReadSecretLine(std::string_view prompt, size_t max_bytes) {
   const bool tty = StdinIsTerminal();

@@ -11,6 +11,10 @@ namespace lathe::os {
 // True when standard input is a terminal.
 bool StdinIsTerminal();
 
+// The columns of the terminal on standard output; nullopt when it is not one
+// (or does not say).
+std::optional<int> StdoutColumns();
+
 // Reads one line from standard input without the newline, at most
 // `max_bytes` (the rest of a longer line is read and dropped, and the result
 // is then longer than max_bytes by one byte, for the caller to refuse).

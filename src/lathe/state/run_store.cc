@@ -675,6 +675,17 @@ Result<int64_t> RunStore::CountFinished(std::optional<uid_t> uid) {
   return row ? s.Int(0) : 0;
 }
 
+Result<std::map<run::RunState, int64_t>> RunStore::CountByState() {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT state, COUNT(*) FROM runs GROUP BY state"));
+  std::map<run::RunState, int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    if (auto st = run::StateFromName(s.Text(0))) out[*st] += s.Int(1);
+  }
+  return out;
+}
+
 Result<std::vector<RunRecord>> RunStore::OfDeployment(const std::string& deployment,
                                                       int64_t ended_since_ms) {
   // The expression and the kind match the partial index runs_by_deployment.

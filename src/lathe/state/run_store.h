@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -154,6 +155,8 @@ class RunStore {
                                               int64_t ended_since_ms);
   // How many finished runs `uid` (or everyone) has.
   Result<int64_t> CountFinished(std::optional<uid_t> uid);
+  // How many runs there are in each state (states without runs are absent).
+  Result<std::map<run::RunState, int64_t>> CountByState();
   // Whether a queued or active run has this name.
   Result<bool> NameInUse(const std::string& name);
 

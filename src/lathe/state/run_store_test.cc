@@ -106,6 +106,17 @@ TEST_F(RunStoreTest, FinishedBeforeSelectsOldFinishedRunsOldestFirst) {
   EXPECT_EQ(*store_->CountFinished(std::nullopt), 3);
 }
 
+TEST_F(RunStoreTest, CountByStateCountsEveryRunOnce) {
+  EXPECT_TRUE(store_->CountByState()->empty());
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b"), c = NewRun("r3", "c");
+  for (RunRecord* r : {&a, &b, &c}) ASSERT_TRUE(store_->Insert(*r, 1).ok());
+  ASSERT_TRUE(store_->Transition(c, RunState::kStarting, "placed", 2).ok());
+  auto counts = store_->CountByState();
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(*counts,
+            (std::map<RunState, int64_t>{{RunState::kQueued, 2}, {RunState::kStarting, 1}}));
+}
+
 TEST_F(RunStoreTest, TransitionsAreCheckedAndRecorded) {
   RunRecord r = NewRun("r1", "job");
   ASSERT_TRUE(store_->Insert(r, 1).ok());
