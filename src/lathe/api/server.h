@@ -111,6 +111,8 @@ class ApiServer {
   void GetRunEvents(ApiCall& call);
   // routes_logs.cc
   void GetRunLogs(ApiCall& call);
+  void GetRunMetrics(ApiCall& call);  // routes_telemetry.cc
+  void GetGpuHistory(ApiCall& call);  // routes_telemetry.cc
   // routes_snapshots.cc
   void ListSnapshots(ApiCall& call);
   void GetSnapshot(ApiCall& call);
