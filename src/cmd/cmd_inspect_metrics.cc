@@ -62,27 +62,30 @@ std::string Num(const Json& v, const std::function<std::string(double)>& f) {
 void PrintSummary(const Json& s, Lang lang) {
   std::string reasons;
   for (const auto& [name, secs] : s["throttle_reasons"].items()) {
-    reasons += (reasons.empty() ? "" : ", ") +
-               fmt::format("{} {}", name, FormatDuration(std::chrono::milliseconds(
-                                              std::llround(secs.get<double>() * 1000))));
+    reasons +=
+        (reasons.empty() ? "" : ", ") +
+        fmt::format(
+            "{} {}", name,
+            FormatDuration(std::chrono::milliseconds(std::llround(secs.get<double>() * 1000))));
   }
   auto dur = [](const Json& secs) {
     return FormatDuration(std::chrono::milliseconds(std::llround(secs.get<double>() * 1000)));
   };
-  std::printf("%s\n",
-              Tr("inspect.metrics.summary", lang,
-                 {{"samples", std::to_string(s.value("samples", 0))},
-                  {"observed", dur(s["observed_s"])},
-                  {"mean", Num(s["mean_utilization_pct"], Pct)},
-                  {"max", Num(s["max_utilization_pct"], Pct)},
-                  {"memory", Num(s["peak_memory_bytes"], Bytes)},
-                  {"process_memory", Num(s["peak_process_memory_bytes"], Bytes)},
-                  {"throttled", dur(s["throttled_s"])},
-                  {"throttled_pct", Num(s["throttled_pct"], Pct)},
-                  {"reasons", reasons.empty() ? "-" : reasons},
-                  {"cpu", Num(s["mean_cpu_cores"], [](double v) { return fmt::format("{:.2f}", v); })},
-                  {"ram", Num(s["peak_host_memory_bytes"], Bytes)}})
-                  .c_str());
+  std::printf(
+      "%s\n",
+      Tr("inspect.metrics.summary", lang,
+         {{"samples", std::to_string(s.value("samples", 0))},
+          {"observed", dur(s["observed_s"])},
+          {"mean", Num(s["mean_utilization_pct"], Pct)},
+          {"max", Num(s["max_utilization_pct"], Pct)},
+          {"memory", Num(s["peak_memory_bytes"], Bytes)},
+          {"process_memory", Num(s["peak_process_memory_bytes"], Bytes)},
+          {"throttled", dur(s["throttled_s"])},
+          {"throttled_pct", Num(s["throttled_pct"], Pct)},
+          {"reasons", reasons.empty() ? "-" : reasons},
+          {"cpu", Num(s["mean_cpu_cores"], [](double v) { return fmt::format("{:.2f}", v); })},
+          {"ram", Num(s["peak_host_memory_bytes"], Bytes)}})
+          .c_str());
 }
 
 }  // namespace
@@ -94,13 +97,14 @@ Status InspectMetrics(const std::string& ref, bool json, Lang lang) {
     PrintJson(m);
     return Status::OK();
   }
-  std::printf("%s\n", Tr(m.value("simulated", false) ? "inspect.metrics.title_simulated"
-                                                      : "inspect.metrics.title",
-                         lang,
-                         {{"run", m.value("run", ref)},
-                          {"interval", FormatDuration(std::chrono::milliseconds(
-                                           m.value("interval_ms", int64_t{0})))}})
-                          .c_str());
+  std::printf(
+      "%s\n",
+      Tr(m.value("simulated", false) ? "inspect.metrics.title_simulated" : "inspect.metrics.title",
+         lang,
+         {{"run", m.value("run", ref)},
+          {"interval",
+           FormatDuration(std::chrono::milliseconds(m.value("interval_ms", int64_t{0})))}})
+          .c_str());
   PrintSummary(m["summary"], lang);
   if (m["gpus"].empty() && m["cpu"]["t"].empty()) {
     std::printf("%s\n", Tr("inspect.metrics.none", lang).c_str());
@@ -121,12 +125,9 @@ Status InspectMetrics(const std::string& ref, bool json, Lang lang) {
   for (const auto& g : m["gpus"]) {
     const Json& s = g["summary"];
     std::string throttled = Num(s["throttled_pct"], Pct);
-    rows.push_back({std::to_string(g.value("index", 0)),
-                    Last(g["utilization_pct"], Pct),
-                    Sparkline(g["utilization_pct"], 100),
-                    Last(g["memory_used_bytes"], Bytes),
-                    Last(g["process_memory_bytes"], Bytes),
-                    Sparkline(g["process_memory_bytes"]),
+    rows.push_back({std::to_string(g.value("index", 0)), Last(g["utilization_pct"], Pct),
+                    Sparkline(g["utilization_pct"], 100), Last(g["memory_used_bytes"], Bytes),
+                    Last(g["process_memory_bytes"], Bytes), Sparkline(g["process_memory_bytes"]),
                     Last(g["temperature_c"], [](double v) { return fmt::format("{:.0f}C", v); }),
                     Last(g["power_w"], [](double v) { return fmt::format("{:.0f}W", v); }),
                     Last(g["sm_clock_mhz"], [](double v) { return fmt::format("{:.0f}MHz", v); }),

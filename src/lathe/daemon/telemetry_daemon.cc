@@ -59,8 +59,7 @@ telemetry::Sampler::Hooks Daemon::TelemetryHooks() {
     MsgArgs args;
     for (const auto& [k, v] : w.args) args.push_back({k, v});
     std::lock_guard<std::mutex> lock(mu_);
-    (void)store_->AddEvent(run_id, "warning", Tr(w.msg_id, Lang::kEn, args), data,
-                           clock_.NowMs());
+    (void)store_->AddEvent(run_id, "warning", Tr(w.msg_id, Lang::kEn, args), data, clock_.NowMs());
     Notify();
   };
   return h;
