@@ -22,6 +22,17 @@ TICKS=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
+# Stops the runs of the daemon at $LATHE_HOME, then the daemon (also when a step fails).
+finish() {
+  for id in $("$LATHE" ps --json 2> /dev/null | /usr/bin/python3 -c 'import json, sys; print(" ".join(r["id"] for r in json.load(sys.stdin)))' 2> /dev/null); do
+    "$LATHE" stop "$id" > /dev/null || true
+  done
+  sleep 1
+  kill "$daemon" 2> /dev/null || true
+  wait "$daemon" 2> /dev/null || true
+  rm -rf "$home"
+}
+
 bench() {
   mode=$1
   home=$(mktemp -d /tmp/lathe-telemetry-bench-XXXXXX)
@@ -35,6 +46,7 @@ bench() {
   "$LATHE" daemon --home "$home" --gpus "sim:8x80GB@$home/load.json" --port 0 \
     --deployments-listen 127.0.0.1:0 > "$home/daemon.out" 2>&1 &
   daemon=$!
+  trap finish EXIT
   until "$LATHE" status --json > /dev/null 2>&1; do sleep 0.1; done
   i=0
   while [ $i -lt "$RUNS" ]; do
@@ -64,13 +76,8 @@ bench() {
   db=$(du -k "$home"/telemetry.db* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
   awk -v m="$mode" -v a="$t0" -v b="$t1" -v hz="$TICKS" -v d="$DURATION" -v r="$rss" -v h="$hwm" -v db="$db" \
     'BEGIN { cpu = (b - a) / hz; printf "telemetry %-3s  cpu %.2f s in %d s (%.2f%% of a core)  rss %.1f MiB  peak %.1f MiB  telemetry.db %d KiB\n", m, cpu, d, 100 * cpu / d, r / 1024, h / 1024, db }'
-  for id in $("$LATHE" ps --json | /usr/bin/python3 -c 'import json, sys; print(" ".join(r["id"] for r in json.load(sys.stdin)))'); do
-    "$LATHE" stop "$id" > /dev/null
-  done
-  sleep 1
-  kill $daemon
-  wait $daemon 2> /dev/null || true
-  rm -rf "$home"
+  finish
+  trap - EXIT
 }
 
 bench off

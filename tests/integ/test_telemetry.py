@@ -18,7 +18,7 @@ class Telemetry(unittest.TestCase):
         self.load = os.path.join(self.d.home, "load.json")
         self.d.gpus = "sim:4x24GB@" + self.load
         with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
-            f.write("telemetry: {interval: 200ms}\n")
+            f.write("telemetry: {interval: 200ms, throttle_after: 1s}\n")
         self.d.start()
 
     def tearDown(self):
@@ -81,6 +81,13 @@ class Telemetry(unittest.TestCase):
         self.assertEqual(gb["throttled"][-1], 1)
         self.assertEqual(gb["throttle_reasons"][-1], ["hw_slowdown"])
         self.assertGreater(mb["summary"]["throttle_reasons"]["hw_slowdown"], 0)
+        # b, throttled since the load file, is told so once (throttle_after: 1s here), naming the reason.
+        def throttle_events(run):
+            return [e for e in self.d.inspect(run)["events"]
+                    if e["type"] == "warning" and "throttled" in e["message"]]
+        [warned] = self.d.wait_for(lambda: throttle_events(b), "b's throttling warning")
+        self.assertIn("hw_slowdown", warned["message"])
+        self.assertEqual(throttle_events(a), [])
 
         # since= gives only the newer points.
         last = ga["t"][-1]
