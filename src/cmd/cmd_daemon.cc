@@ -44,6 +44,8 @@ struct DaemonFlags {
   std::string deployments_listen;          // --deployments-listen, else config.yaml's
   std::string gateway_user;                // config.yaml only
   bool metrics_open_on_loopback = false;   // config.yaml only
+  std::string telemetry_interval;          // --telemetry-interval, else config.yaml's
+  daemon::TelemetrySettings telemetry;     // config.yaml
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -67,6 +69,17 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.deployments && c.deployments->gateway_user) f.gateway_user = *c.deployments->gateway_user;
   if (c.metrics && c.metrics->open_on_loopback) {
     f.metrics_open_on_loopback = *c.metrics->open_on_loopback;
+  }
+  if (c.telemetry) f.telemetry = *c.telemetry;
+  if (given("--telemetry-interval")) {
+    auto d = ParseDuration(f.telemetry_interval);
+    if (!d.ok() || d->count() < telemetry::kMinIntervalMs) {
+      return Status::Msg(Code::kInvalidArgument, "config.bad_key",
+                         {{"file", "--telemetry-interval"},
+                          {"key", "telemetry.interval"},
+                          {"allowed", "a duration of at least 100ms, such as 5s"}});
+    }
+    f.telemetry.interval_ms = d->count();
   }
   if (!f.deployments_listen.empty()) {
     RETURN_IF_ERROR(
@@ -110,6 +123,16 @@ Status RunDaemon(DaemonFlags& f) {
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;
   if (!f.deployments_listen.empty()) o.deployments.listen = f.deployments_listen;
   if (!f.gateway_user.empty()) o.deployments.gateway_user = f.gateway_user;
+  if (f.telemetry.enabled) o.telemetry.enabled = *f.telemetry.enabled;
+  if (f.telemetry.interval_ms) o.telemetry.sampler.interval_ms = *f.telemetry.interval_ms;
+  if (f.telemetry.max_bytes) o.telemetry.max_bytes = *f.telemetry.max_bytes;
+  if (f.telemetry.idle_pct) o.telemetry.sampler.warnings.idle_pct = *f.telemetry.idle_pct;
+  if (f.telemetry.idle_ms) o.telemetry.sampler.warnings.idle_ms = *f.telemetry.idle_ms;
+  if (f.telemetry.throttle_pct) {
+    o.telemetry.sampler.warnings.throttle_share_pct = *f.telemetry.throttle_pct;
+  }
+  if (f.telemetry.throttle_ms)
+    o.telemetry.sampler.warnings.throttle_min_ms = *f.telemetry.throttle_ms;
   {
     // The front speaks TLS where the API would have to: off loopback.
     std::string host = o.deployments.listen.substr(0, o.deployments.listen.rfind(':'));
@@ -168,6 +191,7 @@ std::vector<std::string> GivenFlags(const DaemonFlags& f) {
   pass("--tls-cert", f.tls_cert);
   pass("--tls-key", f.tls_key);
   pass("--deployments-listen", f.deployments_listen);
+  pass("--telemetry-interval", f.telemetry_interval);
   if (!f.home.empty()) args.insert(args.end(), {"--home", f.home});
   return args;
 }
@@ -383,6 +407,7 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--tls-cert", flags.tls_cert);
     sub->add_option("--tls-key", flags.tls_key);
     sub->add_option("--deployments-listen", flags.deployments_listen);
+    sub->add_option("--telemetry-interval", flags.telemetry_interval);
   };
   auto* d = app.add_subcommand("daemon");
   add_flags(d);

@@ -660,11 +660,15 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   stop->add_option("run", ref)->required();
   stop->callback([&status, &g] { status = RunStop(ref, g.Language()); });
 
-  static bool ijson = false;
+  static bool ijson = false, imetrics = false;
   auto* inspect = app.add_subcommand("inspect");
   inspect->add_option("run", ref)->required();
   inspect->add_flag("--json", ijson);
-  inspect->callback([&status, &g] { status = RunInspect(ref, ijson, g.Language()); });
+  inspect->add_flag("--metrics", imetrics);
+  inspect->callback([&status, &g] {
+    status =
+        imetrics ? InspectMetrics(ref, ijson, g.Language()) : RunInspect(ref, ijson, g.Language());
+  });
 }
 
 }  // namespace lathe::cmd

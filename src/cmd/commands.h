@@ -30,6 +30,9 @@ void SetupAll(CLI::App& app, Globals& g, Status& status);
 // Shared with lathe notebook (cmd_run.cc): lathe logs RUN [-f], lathe stop RUN.
 Status LogsOfRun(const std::string& ref, bool follow, Lang lang);
 Status StopOfRun(const std::string& ref, Lang lang);
+// lathe inspect RUN --metrics [--json] (cmd_inspect_metrics.cc): the run's
+// telemetry summary and a sparkline of each series, labelled simulated.
+Status InspectMetrics(const std::string& ref, bool json, Lang lang);
 // The shell's working directory ("/" when it cannot be read).
 std::string ShellCwd();
 // What every submission from this shell adds to a spec (cmd_run.cc): the

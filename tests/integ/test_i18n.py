@@ -130,7 +130,7 @@ class PseudoLocaleTest(unittest.TestCase):
 
     def test_run_commands(self):
         for args in (("ps",), ("ps", "--all"), ("status",), ("gpus",), ("top",), ("inspect", self.ok),
-                     ("inspect", self.bad)):
+                     ("inspect", self.bad), ("inspect", self.ok, "--metrics")):
             self.assertAllTranslated(" ".join(args), self.pseudo(*args))
 
     def test_logs(self):
@@ -209,7 +209,7 @@ class PseudoLocaleTest(unittest.TestCase):
                      ("deploy", "scale", "--help"), ("deploy", "logs", "--help"),
                      ("deploy", "update", "--help"),
                      ("deploy", "key", "create", "--help"), ("deploy", "key", "rm", "--help"),
-                     ("daemon", "--help"), ("top", "--help")):
+                     ("daemon", "--help"), ("top", "--help"), ("inspect", "--help")):
             out = self.pseudo(*args)
             self.assertAllTranslated(" ".join(args), out)
             # Every flag and argument has its text.

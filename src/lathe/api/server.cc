@@ -209,6 +209,7 @@ Status ApiServer::AddRoutes() {
   return router_.AddAll({
       {"GET", "/api/v1/status", &A::GetStatus},
       {"GET", "/api/v1/gpus", &A::GetGpus},
+      {"GET", "/api/v1/gpus/history", &A::GetGpuHistory},
       {"GET", "/api/v1/runs", &A::ListRuns},
       {"POST", "/api/v1/runs", &A::PostRun},
       {"GET", "/api/v1/runs/{run}", &A::GetRun},
@@ -219,6 +220,7 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/runs/{run}/logs", &A::GetRunLogs},
       {"GET", "/api/v1/runs/{run}/logs/stats", &A::GetRunLogStats},
       {"GET", "/api/v1/runs/{run}/events", &A::GetRunEvents},
+      {"GET", "/api/v1/runs/{run}/metrics", &A::GetRunMetrics},
       {"GET", "/api/v1/events", &A::GetEvents},
       {"GET", "/api/v1/snapshots", &A::ListSnapshots},
       {"GET", "/api/v1/snapshots/{snap}", &A::GetSnapshot},

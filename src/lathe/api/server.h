@@ -121,6 +121,8 @@ class ApiServer {
   void GetDoctor(ApiCall& call);
   void GetRunLogStats(ApiCall& call);
   void GetRunLogs(ApiCall& call);
+  void GetRunMetrics(ApiCall& call);  // routes_telemetry.cc
+  void GetGpuHistory(ApiCall& call);  // routes_telemetry.cc
   // routes_snapshots.cc
   void ListSnapshots(ApiCall& call);
   void GetSnapshot(ApiCall& call);

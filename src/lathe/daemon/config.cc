@@ -143,6 +143,62 @@ Result<MetricsSettings> ParseMetrics(const YAML::Node& node, std::string_view fi
   return m;
 }
 
+// telemetry: {enabled, interval, max_size, idle_pct, idle_for, throttle_pct, throttle_after}
+Result<TelemetrySettings> ParseTelemetry(const YAML::Node& node, std::string_view file) {
+  TelemetrySettings t;
+  constexpr const char* kKeys =
+      "telemetry.enabled, telemetry.interval, telemetry.max_size, telemetry.idle_pct, "
+      "telemetry.idle_for, telemetry.throttle_pct, telemetry.throttle_after";
+  if (!node.IsMap()) return BadKey(file, "telemetry", kKeys);
+  auto pct = [&](const std::string& key, const std::string& v) -> Result<int> {
+    int n = -1;
+    if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 3) {
+      n = std::stoi(v);
+    }
+    if (n < 0 || n > 100) return BadKey(file, key, "a whole number from 0 to 100");
+    return n;
+  };
+  auto duration = [&](const std::string& key, const std::string& v,
+                      int64_t min_ms) -> Result<int64_t> {
+    auto d = ParseDuration(v);
+    if (!d.ok() || d->count() < min_ms) {
+      return BadKey(
+          file, key,
+          min_ms > 0 ? "a duration of at least 100ms, such as 5s" : "a duration such as 10m");
+    }
+    return d->count();
+  };
+  for (const auto& kv : node) {
+    std::string key = "telemetry." + kv.first.Scalar();
+    if (!kv.second.IsScalar()) return BadKey(file, key, "a single value");
+    std::string v = kv.second.Scalar();
+    if (key == "telemetry.enabled") {
+      if (v != "true" && v != "false" && v != "yes" && v != "no") {
+        return BadKey(file, key, "true or false");
+      }
+      t.enabled = v == "true" || v == "yes";
+    } else if (key == "telemetry.interval") {
+      ASSIGN_OR_RETURN(t.interval_ms, duration(key, v, 100));
+    } else if (key == "telemetry.max_size") {
+      auto b = ParseBytes(v);
+      if (!b.ok() || *b < 1'000'000)
+        return BadKey(file, key, "a size of at least 1MB, such as 256MB");
+      t.max_bytes = *b;
+    } else if (key == "telemetry.idle_pct") {
+      ASSIGN_OR_RETURN(t.idle_pct, pct(key, v));
+    } else if (key == "telemetry.idle_for") {
+      ASSIGN_OR_RETURN(t.idle_ms, duration(key, v, 0));
+    } else if (key == "telemetry.throttle_pct") {
+      ASSIGN_OR_RETURN(t.throttle_pct, pct(key, v));
+    } else if (key == "telemetry.throttle_after") {
+      ASSIGN_OR_RETURN(t.throttle_ms, duration(key, v, 0));
+    } else {
+      return BadKey(file, key, kKeys);
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 Status CheckListen(const std::string& v, std::string_view file, const std::string& key) {
@@ -173,7 +229,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     if (!root.IsMap()) {
       return bad("(top level)",
                  "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
-                 "fair_share, notebooks, deployments, metrics");
+                 "fair_share, notebooks, deployments, metrics, telemetry");
     }
     for (const auto& kv : root) {
       std::string key = kv.first.Scalar();
@@ -203,8 +259,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         ASSIGN_OR_RETURN(c.deployments, ParseDeployments(kv.second, file));
         continue;
       }
-      if (key == "metrics") {
-        ASSIGN_OR_RETURN(c.metrics, ParseMetrics(kv.second, file));
+                 "fair_share, notebooks, deployments, metrics, telemetry");
         continue;
       }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
@@ -227,7 +282,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       } else {
         return bad(key,
                    "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
-                   "notebooks, deployments, metrics");
+                 "fair_share, notebooks, deployments, metrics, telemetry");
       }
     }
   } catch (const YAML::Exception& e) {

@@ -21,6 +21,14 @@
 //     gateway_user: lathe-gateway  # a root daemon runs the front as this user (made if missing)
 //   metrics:              # GET /metrics (docs/metrics.md)
 //     open_on_loopback: false  # true: loopback TCP scrapes need no token
+//   telemetry:            # GPU telemetry per run (docs/telemetry.md)
+//     enabled: true       # false: no sampling, no telemetry.db
+//     interval: 5s        # how often the GPUs are sampled (100ms or more)
+//     max_size: 256MB     # telemetry.db's bound; the oldest finished runs' data goes first
+//     idle_pct: 5         # the "allocated but idle" warning: under this utilization …
+//     idle_for: 10m       # … for this long
+//     throttle_pct: 20    # the "throttled" warning: at least this share of the time …
+//     throttle_after: 5m  # … once this much has been observed
 //   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
 //     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
 //     key: /etc/lathe/server.key   # its PEM private key (absolute path)
@@ -58,6 +66,17 @@ struct MetricsSettings {
   std::optional<bool> open_on_loopback;
 };
 
+// telemetry: (telemetry/sampler.h, telemetry/usage_warnings.h)
+struct TelemetrySettings {
+  std::optional<bool> enabled;
+  std::optional<int64_t> interval_ms;
+  std::optional<uint64_t> max_bytes;
+  std::optional<int> idle_pct;
+  std::optional<int64_t> idle_ms;
+  std::optional<int> throttle_pct;
+  std::optional<int64_t> throttle_ms;
+};
+
 // tls: both or neither (the daemon checks, since a flag may give the other).
 struct TlsSettings {
   std::string cert;  // tls.cert; "" when not given
@@ -76,6 +95,7 @@ struct DaemonConfig {
   std::optional<NotebookSettings> notebooks;
   std::optional<DeploymentSettings> deployments;
   std::optional<MetricsSettings> metrics;
+  std::optional<TelemetrySettings> telemetry;
 };
 
 // HOST:PORT with a port from 0 to 65535, else config.bad_key naming `key`

@@ -157,3 +157,36 @@ TEST(CompareWithRunning, SameOrUnreportedSettingsAreNotMismatches) {
 
 }  // namespace
 }  // namespace lathe::daemon
+
+namespace lathe::daemon {
+namespace {
+
+TEST(DaemonConfig, ParsesTelemetry) {
+  auto c = ParseDaemonConfig(
+      "telemetry:\n  enabled: false\n  interval: 200ms\n  max_size: 64MB\n  idle_pct: 3\n"
+      "  idle_for: 2m\n  throttle_pct: 30\n  throttle_after: 1m\n",
+      "config.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->telemetry);
+  EXPECT_EQ(c->telemetry->enabled, false);
+  EXPECT_EQ(c->telemetry->interval_ms, 200);
+  EXPECT_EQ(c->telemetry->max_bytes, 64'000'000u);
+  EXPECT_EQ(c->telemetry->idle_pct, 3);
+  EXPECT_EQ(c->telemetry->idle_ms, 120'000);
+  EXPECT_EQ(c->telemetry->throttle_pct, 30);
+  EXPECT_EQ(c->telemetry->throttle_ms, 60'000);
+}
+
+TEST(DaemonConfig, RejectsBadTelemetryNamingTheKey) {
+  for (const char* bad :
+       {"telemetry: {interval: 10ms}", "telemetry: {idle_pct: 101}", "telemetry: {enabled: maybe}",
+        "telemetry: {max_size: 1kB}", "telemetry: {sample: 5s}", "telemetry: 5s"}) {
+    auto c = ParseDaemonConfig(bad, "config.yaml");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().msg_id(), "config.bad_key") << bad;
+    EXPECT_NE(c.status().message().find("telemetry"), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace lathe::daemon

@@ -131,6 +131,7 @@ Status Daemon::Init() {
                paths_.system ? "system" : "user", inventory_.gpus.size(), inventory_.source,
                cgroups_.note.empty() ? "ok" : cgroups_.note);
   notebooks_ = std::make_unique<NotebookWatch>(opts_.notebooks, clock_, NotebookHooks());
+  RETURN_IF_ERROR(InitTelemetry());
   deployments_ = std::make_unique<Deployments>(*this, opts_.deployments, clock_);
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
@@ -141,6 +142,7 @@ Status Daemon::Init() {
 Status Daemon::Start() {
   loop_ = std::thread([this] { Loop(); });
   notebooks_->Start();
+  if (sampler_) sampler_->Start();
   return deployments_->Start();
 }
 
@@ -160,6 +162,7 @@ void Daemon::Stop() {
   change_cv_.notify_all();
   if (deployments_) deployments_->Stop();
   if (notebooks_) notebooks_->Stop();
+  if (sampler_) sampler_->Stop();
   if (loop_.joinable()) loop_.join();
 }
 

@@ -54,8 +54,19 @@
 #include "lathe/snap/store.h"
 #include "lathe/state/model_store.h"
 #include "lathe/state/run_store.h"
+#include "lathe/telemetry/sampler.h"
+#include "lathe/telemetry/store.h"
 
 namespace lathe::daemon {
+
+// GPU telemetry per run (config.yaml `telemetry:`, docs/telemetry.md).
+struct TelemetryOptions {
+  bool enabled = true;                // false: no sampler, no telemetry.db
+  telemetry::SamplerOptions sampler;  // interval (default 5 s), warnings' thresholds
+  uint64_t max_bytes = telemetry::kDefaultMaxStoreBytes;
+  // Where attribution reads /proc; null: os::RealProcessTable(). Not owned.
+  os::ProcessTable* processes = nullptr;
+};
 
 struct DaemonOptions {
   std::string home;           // empty: DaemonHome("") decides
@@ -80,6 +91,7 @@ struct DaemonOptions {
   NotebookWatchOptions notebooks;
   // The deployments' front and loop (config.yaml `deployments:`).
   DeploymentOptions deployments;
+  TelemetryOptions telemetry;
 };
 
 // Who is calling, as established by the API's authentication.
@@ -224,6 +236,13 @@ class Daemon {
   // source (the start-up one when it fails), the runs holding GPUs, the queue
   // per priority, every run per state and the scheduling latency.
   MetricsSnapshot CollectMetrics();
+  // A run's telemetry from `since_ms` on (telemetry_daemon.cc; the JSON of
+  // telemetry/metrics_json.h), for those who may read the run. A run not
+  // sampled yet has empty series. FailedPrecondition (telemetry.disabled)
+  // when telemetry is off.
+  Result<Json> RunMetrics(const Caller& caller, const std::string& ref, int64_t since_ms);
+  // The machine's GPUs over the last samples (telemetry::Sampler::History).
+  Result<Json> GpuHistory(int64_t since_ms);
   // The run's log file, wherever its backend keeps it.
   std::string LogPath(const state::RunRecord& r) const;
   // Where an active run can be reached, as its backend reports it:
@@ -304,6 +323,10 @@ class Daemon {
   // Records why each queued run waits, with an event the first time a run
   // waits on a given quota limit.
   void NoteWaiting(const sched::Decision& d);
+  // Opens telemetry.db and makes the sampler (telemetry_daemon.cc), when enabled.
+  Status InitTelemetry();
+  // The sampler's hooks (telemetry_daemon.cc); each takes mu_.
+  telemetry::Sampler::Hooks TelemetryHooks();
   // The notebook watch's hooks (notebooks_daemon.cc); each takes mu_.
   NotebookWatch::Hooks NotebookHooks();
   Result<std::string> CachedNotebookToken(const state::RunRecord& r);  // mu_ held
@@ -370,7 +393,9 @@ class Daemon {
   std::unique_ptr<Deployments> deployments_;     // thread-safe itself; calls in under no lock
   SchedulingLatency scheduling_latency_;         // thread-safe itself
   int64_t started_at_ms_ = 0;                    // Init's wall time
-  std::map<std::string, std::string> notebook_tokens_;  // run id -> Jupyter token; mu_
+  std::unique_ptr<telemetry::TelemetryStore> telemetry_;  // thread-safe itself; null when off
+  std::unique_ptr<telemetry::Sampler> sampler_;           // its own thread; calls in under no lock
+  std::map<std::string, std::string> notebook_tokens_;    // run id -> Jupyter token; mu_
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
 

@@ -77,6 +77,11 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     notebook_tokens_.erase(r.id);
     Notify();
   }
+  if (telemetry_) {  // its series go with its record (docs/telemetry.md)
+    if (Status st = telemetry_->Remove(r.id); !st.ok()) {
+      spdlog::warn("run {}: telemetry not removed: {}", r.id, st.ToString());
+    }
+  }
   const DirOwner owner = OwnerOf(r);
   if (UnderRuns(r.run_dir, paths_.runs) && IsNotebook(r)) {
     // The notebook's directory is the user's: what they made in it goes

@@ -211,6 +211,13 @@ class ExecutionBackend {
     (void)attempt;
     return {};
   }
+  // The attempt's cgroup directories on this machine (absolute), for its
+  // CPU and memory figures (telemetry); empty when it has none or the
+  // backend cannot see them.
+  virtual std::vector<std::string> CgroupDirs(const AttemptRef& attempt) const {
+    (void)attempt;
+    return {};
+  }
   // The run's log, a file in the CRI format (run/log_format.h) that the
   // daemon's log reader reads and follows; `run_dir` is the daemon's
   // directory for the run.

@@ -80,6 +80,9 @@ class LocalBackend final : public ExecutionBackend {
   // The processes of the attempt's cgroups, or its main process and its
   // descendants where there are none.
   std::vector<pid_t> Pids(const AttemptRef& attempt) override;
+  // The attempt's cgroups from the handle, or found by name: a daemon that
+  // died between Prepare and storing the handle left them unrecorded.
+  std::vector<std::string> CgroupDirs(const AttemptRef& attempt) const override;
   std::string LogPath(const std::string& run_dir) const override;
 
   // The complete environment of an attempt's program: the base (PATH, HOME,
@@ -93,9 +96,6 @@ class LocalBackend final : public ExecutionBackend {
 
  private:
   AttemptStatus PollOne(const AttemptRef& attempt);
-  // The attempt's cgroups from the handle, or found by name: a daemon that
-  // died between Prepare and storing the handle left them unrecorded.
-  std::vector<std::string> CgroupDirs(const AttemptRef& attempt) const;
 
   const LocalBackendOptions opts_;
   os::Env& env_;

@@ -595,6 +595,27 @@ Result<uint64_t> RunCgroup::MemoryPeakBytes() const {
   return Status::IoError(fmt::format("{} holds '{}', not a number", path, text));
 }
 
+Result<uint64_t> RunCgroup::MemoryCurrentBytes() const {
+  const Dir* m = MemoryDir();
+  if (m == nullptr) return Status::FailedPrecondition("this run has no memory cgroup");
+  std::string path = Join(m->path, m->v2 ? "memory.current" : "memory.usage_in_bytes");
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  if (auto v = ParseU64(text)) return *v;
+  return Status::IoError(fmt::format("{} holds '{}', not a number", path, text));
+}
+
+Result<uint64_t> RunCgroup::CpuUsageUsec() const {
+  constexpr uint64_t kNsPerUs = 1000;
+  for (const Dir& d : dirs_) {
+    if (d.v2) {
+      if (auto us = ReadKeyed(Join(d.path, "cpu.stat"), "usage_usec")) return *us;
+    } else if (auto ns = ReadU64(Join(d.path, "cpuacct.usage"))) {
+      return *ns / kNsPerUs;
+    }
+  }
+  return Status::NotFound("no cgroup of this run counts CPU time");
+}
+
 Status RunCgroup::Destroy() {
   Clock& clock = RealClock();
   int64_t deadline = clock.MonotonicMs() + kDestroyDeadlineMs;

@@ -147,6 +147,17 @@ class RunCgroup {
   // a memory cgroup.
   Result<uint64_t> MemoryPeakBytes() const;
 
+  // Memory the run uses now. v1: memory.usage_in_bytes; v2: memory.current.
+  // FailedPrecondition without a memory cgroup.
+  Result<uint64_t> MemoryCurrentBytes() const;
+
+  // CPU time the run's processes have used so far, in microseconds. v2:
+  // usage_usec of cpu.stat (every v2 cgroup has it, cpu controller or not);
+  // v1: cpuacct.usage (ns) of a directory that has it (a run gets one only
+  // when its hierarchy mounts cpuacct with cpu). NotFound when no directory
+  // of the run counts CPU time: the caller sums its processes instead.
+  Result<uint64_t> CpuUsageUsec() const;
+
   // Removes the directories (sub-cgroups first), retrying for up to 1 s while
   // exiting processes leave. Still busy → FailedPrecondition listing the
   // pids; already gone is fine. Kill the processes first.

@@ -363,6 +363,31 @@ TEST(RunCgroupFake, OpenReadsWhatEachDirHolds) {
   EXPECT_TRUE(missing.status().IsNotFound());
 }
 
+TEST(RunCgroupFake, UsageOfV2AndV1) {
+  FakeTree t;
+  t.File("/v2/r7/cgroup.controllers", "memory pids\n");
+  t.File("/v2/r7/memory.max", "max\n");
+  t.File("/v2/r7/memory.current", "123456\n");
+  t.File("/v2/r7/cpu.stat", "usage_usec 4500000\nuser_usec 4000000\nsystem_usec 500000\n");
+  auto v2 = RunCgroup::Open({t.Abs("/v2/r7")});
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  EXPECT_EQ((*v2)->MemoryCurrentBytes().value_or(0), 123456u);
+  EXPECT_EQ((*v2)->CpuUsageUsec().value_or(0), 4500000u);
+
+  t.File("/memory/r8/memory.limit_in_bytes", "9223372036854771712\n");
+  t.File("/memory/r8/memory.usage_in_bytes", "2048\n");
+  t.File("/pids/r8/pids.max", "max\n");
+  auto v1 = RunCgroup::Open({t.Abs("/memory/r8"), t.Abs("/pids/r8")});
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  EXPECT_EQ((*v1)->MemoryCurrentBytes().value_or(0), 2048u);
+  EXPECT_TRUE((*v1)->CpuUsageUsec().status().IsNotFound());  // no cpuacct dir: sum the processes
+  t.File("/cpu,cpuacct/r8/cpu.cfs_quota_us", "-1\n");
+  t.File("/cpu,cpuacct/r8/cpuacct.usage", "3000000000\n");
+  auto with_cpu = RunCgroup::Open({t.Abs("/memory/r8"), t.Abs("/cpu,cpuacct/r8")});
+  ASSERT_TRUE(with_cpu.ok());
+  EXPECT_EQ((*with_cpu)->CpuUsageUsec().value_or(0), 3000000u);
+}
+
 // ---- The real cgroups of this machine ----------------------------------------------
 
 class RealCgroupTest : public ::testing::Test {
