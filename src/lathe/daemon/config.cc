@@ -259,7 +259,12 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
         ASSIGN_OR_RETURN(c.deployments, ParseDeployments(kv.second, file));
         continue;
       }
-                 "fair_share, notebooks, deployments, metrics, telemetry");
+      if (key == "metrics") {
+        ASSIGN_OR_RETURN(c.metrics, ParseMetrics(kv.second, file));
+        continue;
+      }
+      if (key == "telemetry") {
+        ASSIGN_OR_RETURN(c.telemetry, ParseTelemetry(kv.second, file));
         continue;
       }
       if (!kv.second.IsScalar()) return bad(key, "a single value");
@@ -282,7 +287,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       } else {
         return bad(key,
                    "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
-                 "fair_share, notebooks, deployments, metrics, telemetry");
+                   "notebooks, deployments, metrics, telemetry");
       }
     }
   } catch (const YAML::Exception& e) {
