@@ -354,7 +354,7 @@ os::Fd ReverseProxy::TakeIdle(const std::string& key) {
     --it;
     if (it->key != key) continue;
     IdleConn c = std::move(*it);
-    idle_.erase(it);
+    it = idle_.erase(it);  // erase invalidates every iterator of a deque: go on from its answer
     // Readable while idle: the upstream closed it (or sent what nobody asked for).
     if (now - c.since_ms > opts_.upstream_idle_ms || os::WaitReadable(c.fd.get(), 0)) continue;
     return std::move(c.fd);

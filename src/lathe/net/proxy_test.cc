@@ -366,6 +366,31 @@ TEST(ReverseProxy, AKeptConnectionTheUpstreamClosedIsRetriedOnANewOne) {
   EXPECT_EQ(up.connections.load(), 4);
 }
 
+// Kept connections of two upstreams interleave in the pool; those of the one
+// that closes after each answer are found dead one after the other, erased
+// from the middle of the pool while it is searched.
+TEST(ReverseProxy, DeadKeptConnectionsAmongLiveOnesAreSkipped) {
+  KeepAliveUpstream closing(/*close_after_answer=*/true), open(/*close_after_answer=*/false);
+  ReverseProxy proxy({}, ErrorPage);
+  // The pool: [closing's dead one, open's]; the dead one, oldest, is erased last.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Get(proxy, closing.Target()), 200);
+    EXPECT_EQ(Get(proxy, open.Target()), 200);
+  }
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::thread> clients;
+    std::atomic<int> ok{0};
+    for (int i = 0; i < 8; ++i) {
+      clients.emplace_back([&, i] {
+        if (Get(proxy, (i % 2 ? closing : open).Target()) == 200) ++ok;
+      });
+    }
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(ok.load(), 8) << round;
+  }
+  EXPECT_EQ(closing.requests.load() + open.requests.load(), 166);
+}
+
 TEST(ReverseProxy, WithoutKeepAliveEveryRequestHasItsConnection) {
   KeepAliveUpstream up(/*close_after_answer=*/false);
   ProxyOptions o;
