@@ -96,9 +96,11 @@ export function RunCharts({ run, active }: { run: string; active: boolean }) {
   const list = charts(m.data);
   if (!list.length) return <p class="muted" data-no-metrics="1">{t("web.chart.no_samples")}</p>;
   return (
-    <div class="charts">
+    <>
       {m.data.simulated ? <p class="badge simulated" data-simulated="1">{t("web.gpu.simulated")}</p> : null}
-      {list.map((c) => <Plot key={c.id} chart={c} />)}
-    </div>
+      <div class="charts">
+        {list.map((c) => <Plot key={c.id} chart={c} />)}
+      </div>
+    </>
   );
 }

@@ -18,6 +18,7 @@ const OVERSCAN = 20;            // lines drawn beyond each edge of the view
 const FETCH_DEBOUNCE_MS = 60;   // a fling through the log fetches where it stops
 const MAX_FETCHES = 2;          // pages read at once (a user may read 16 logs at once)
 const HITS_PAGE = 100;
+const SHORT_LOG = 20;           // fewer lines: the view is only as tall as the log
 
 interface Stats {
   lines: number;
@@ -304,6 +305,7 @@ export function LogViewer({ run, live }: { run: string; live: boolean }) {
         aria-keyshortcuts="Home End PageUp PageDown n N /"
         onScroll={onScroll}
         onKeyDown={onKey}
+        style={lines < SHORT_LOG ? { height: `${(Math.max(lines, 2) + 1) * ROW_PX + 2}px` } : undefined}
       >
         {total === null ? (
           <p class="muted">{t("web.loading")}</p>
