@@ -8,7 +8,7 @@
 // Keys, with the log focused: Home / End (start, end), PageUp / PageDown and
 // the arrows (scroll), n / N (next / previous hit), / (the search box).
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { apiText, ApiError } from "../api";
+import { api, apiText, ApiError } from "../api";
 import { ErrorBox } from "./status";
 import { t } from "../i18n";
 import { geometry, PAGE, PageCache, parseNumbered, scrollTopFor } from "./log_cache";
@@ -51,15 +51,7 @@ export function LogViewer({ run, live }: { run: string; live: boolean }) {
   useEffect(() => {
     let gone = false;
     cache.current.clear();
-    fetch(`/api/v1${base}/stats`, { credentials: "same-origin" })
-      .then(async (res) => {
-        if (!res.ok) {
-          const e = await res.json().catch(() => null);
-          const o = e?.error ?? {};
-          throw new ApiError(res.status, o.id ?? "", o.args ?? {}, o.en ?? "", o.zh ?? o.en ?? "");
-        }
-        return (await res.json()) as Stats;
-      })
+    api<Stats>(`${base}/stats`)
       .then((s) => {
         if (gone) return;
         atBottom.current = true;
