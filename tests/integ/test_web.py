@@ -13,7 +13,7 @@ Made here for it, as that user: a finished run whose log is replaced by
 BIG_LINES lines (CRI records, one of them the needle a search finds), a run
 that wrote a checkpoint (captured when it ended) and a directory of the
 user's to restore it into, and a run that failed with a CUDA out-of-memory
-line (the daemon's diagnosis).
+line (the daemon's diagnosis), and a model registered from the checkpoint.
 """
 import gzip
 import http.client
@@ -179,6 +179,9 @@ class Browser(unittest.TestCase):
         d.wait_state(ckpt, "succeeded")
         d.wait_for(lambda: [e for e in d.inspect(ckpt)["events"] if e["type"] == "checkpoint"],
                    "the checkpoint captured at the end")
+        # A model registered from that checkpoint, with an alias: the Models page's versions and lineage.
+        d.cli("model", "create", "web-model", "--from", ckpt, user=USER, env=env)
+        d.cli("model", "alias", "web-model", "prod", "1", user=USER, env=env)
         failed = d.submit("--name", "oom", "--workdir", "/tmp", "--", "sh", "-c",
                           "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1",
                           user=USER, env=env)
@@ -193,7 +196,7 @@ class Browser(unittest.TestCase):
             "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
-            "ckpt_run": ckpt, "restore_to": os.path.join(work, "restored"), "failed_run": failed,
+            "ckpt_run": ckpt, "model": "web-model", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

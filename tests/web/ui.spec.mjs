@@ -7,7 +7,8 @@
 //          big_run (a finished run with big_lines lines: first_text, middle_text at
 //          middle_line, needle_text at needle_line, last_text), ckpt_run (a run with a
 //          checkpoint), restore_to (a directory to restore it into), failed_run (a run the
-//          daemon diagnosed: CUDA out of memory)}
+//          daemon diagnosed: CUDA out of memory), model (registered from ckpt_run's
+//          checkpoint as version 1, alias prod)}
 // Prints one line per step; exits 1 with the failed step's message.
 import fs from "node:fs";
 import path from "node:path";
@@ -345,6 +346,21 @@ async function charts(page) {
   log(`${step}: GPU 0 utilization up to 87%, GPU 1 memory up to 12 GB, CPU and memory`);
 }
 
+async function models(page) {
+  step = "a model's versions: alias and lineage";
+  await go(page, "/ui/models");
+  await page.click(`[data-model="${cfg.model}"]`);
+  const v1 = page.locator('#model-versions ~ * tr[data-key="1"], section[aria-labelledby="model-versions"] tr[data-key="1"]');
+  await v1.waitFor(WAIT);
+  check((await v1.locator('[data-col="aliases"]').textContent()).includes("prod"), "the alias prod");
+  const href = await v1.locator('[data-col="run"] a').getAttribute("href");
+  check(href === `/ui/runs/${cfg.ckpt_run}`, `the lineage's run: ${href}`);
+  check(new URL(page.url()).searchParams.get("model") === cfg.model, "the choice is not in the address");
+  await axe(page, "models with versions");
+  await shot(page, "models-versions-en");
+  log(`${step}: ${cfg.model}/1 from ${cfg.ckpt_run}, alias prod`);
+}
+
 async function main() {
   fs.mkdirSync(cfg.artifacts, { recursive: true });
   const browser = await chromium.launch({ executablePath: cfg.chromium, args: ["--no-sandbox"] });
@@ -430,6 +446,7 @@ async function main() {
     await diagnosis(page);
     await doctor(page);
     await charts(page);
+    await models(page);
 
     await visitAll(page, "en");
 
