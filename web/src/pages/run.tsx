@@ -61,8 +61,13 @@ function Spec({ spec }: { spec: Record<string, unknown> }) {
   );
 }
 
+// A page of its own per run: nothing of one run's state (its log's pages, its
+// events, the last answer) is shown for the next one opened.
 function RunPage({ params }: PageProps) {
-  const id = params.id;
+  return <RunDetails key={params.id} id={params.id} />;
+}
+
+function RunDetails({ id }: { id: string }) {
   const active = (s: string | undefined) => !!s && (s === "queued" || isActive(s));
   const [ended, setEnded] = useState(false);
   const r = useApi<RunDetail>(`/runs/${encodeURIComponent(id)}`, ended ? 0 : POLL_MS);
