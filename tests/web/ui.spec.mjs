@@ -361,6 +361,37 @@ async function models(page) {
   log(`${step}: ${cfg.model}/1 from ${cfg.ckpt_run}, alias prod`);
 }
 
+async function openPort(page) {
+  step = "a run's port opens in a new tab through its one-time link";
+  const dir = fs.mkdtempSync("/tmp/lathe-web-port-");
+  fs.writeFileSync(path.join(dir, "index.html"), "<!doctype html><title>served</title><p>hello from the run</p>\n");
+  fs.chmodSync(dir, 0o755);
+  const id = cli("run", "--name", "serves", "--workdir", dir, "--port", "8080", "--", "sh", "-c",
+    'exec python3 -m http.server --bind 127.0.0.1 "$LATHE_PORT_8080"');
+  await go(page, `/ui/runs/${id}`);
+  const row = page.locator('tr[data-key="p8080"]');
+  await row.waitFor(WAIT);
+  await page.waitForFunction(() => document.querySelector('tr[data-key="p8080"]')?.textContent?.includes("listening") &&
+    !document.querySelector('tr[data-key="p8080"]')?.textContent?.includes("not listening"), null, WAIT);
+  const redeemed = page.context().waitForEvent("response",
+    { predicate: (r) => r.url().includes(`//${id}.localhost:`) && r.url().includes("/_lathe/login?code=") && r.status() === 303, ...WAIT });
+  const [tab] = await Promise.all([page.context().waitForEvent("page", WAIT), row.locator("[data-open]").click()]);
+  // The tab goes to the one-time link on the run's origin, which the daemon redeems (303 to /, setting the
+  // origin's cookie). What / then answers is not checked: the cookie is SameSite=Strict, and Chromium
+  // leaves it off the redirect (and reloads) of a navigation another site — the UI's origin — started.
+  const login = await redeemed;
+  check((await login.headerValue("set-cookie") ?? "").startsWith("lathe_run="), "no cookie for the run's origin");
+  await tab.waitForURL((u) => u.pathname === "/", WAIT);
+  const host = new URL(tab.url()).hostname;
+  check(host === `${id}.localhost`, `the tab is on ${tab.url()}`);
+  await page.waitForSelector(".notice >> text=Opened in a new tab", WAIT);
+  await tab.close();
+  await page.click("button.stop");
+  await page.waitForSelector('dl.facts [data-state="stopped"]', WAIT);
+  fs.rmSync(dir, { recursive: true, force: true });
+  log(`${step}: ${host}, the code redeemed`);
+}
+
 async function main() {
   fs.mkdirSync(cfg.artifacts, { recursive: true });
   const browser = await chromium.launch({ executablePath: cfg.chromium, args: ["--no-sandbox"] });
@@ -447,6 +478,7 @@ async function main() {
     await doctor(page);
     await charts(page);
     await models(page);
+    await openPort(page);
 
     await visitAll(page, "en");
 

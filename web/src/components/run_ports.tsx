@@ -113,7 +113,7 @@ export function Ports(p: { run: string; ports: Port[]; notebook?: NotebookInfo; 
       ) : null}
       {opened ? (
         <p class="notice" role="status">
-          {t("web.port.opened")} <a href={opened.login_url} target="_blank" rel="noopener noreferrer">{opened.url}</a>
+          {t("web.port.opened")} <a href={opened.url} target="_blank" rel="noopener noreferrer">{opened.url}</a>
         </p>
       ) : null}
     </>
