@@ -222,6 +222,8 @@ async function bigLog(page) {
   check((await hit.textContent()) === cfg.needle_text, `the hit shows: ${await hit.textContent()}`);
   check(await hit.isVisible(), "the hit's line is not in view");
   check(await page.locator(`[data-hit="${cfg.needle_line}"]`).count() === 1, "the hit is not listed");
+  await axe(page, "the log with a search hit");
+  await shot(page, "run-log-search-en");
   // Back to the end and to the hit again with the keys.
   await page.focus(".log-scroll");
   await page.keyboard.press("End");
