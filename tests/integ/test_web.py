@@ -13,7 +13,7 @@ Made here for it, as that user: a finished run whose log is replaced by
 BIG_LINES lines (CRI records, one of them the needle a search finds), a run
 that wrote a checkpoint (captured when it ended) and a directory of the
 user's to restore it into, and a run that failed with a CUDA out-of-memory
-line (the daemon's diagnosis), and a model registered from the checkpoint.
+line (the daemon's diagnosis), a model registered from the checkpoint and a command deployment.
 """
 import gzip
 import http.client
@@ -29,6 +29,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 import yaml  # noqa: E402
+from test_deploy_command import APP  # noqa: E402
 
 SOURCE = os.environ.get("LATHE_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
 NODE_MODULES = os.path.join(SOURCE, "web", "node_modules")
@@ -182,6 +183,9 @@ class Browser(unittest.TestCase):
         # A model registered from that checkpoint, with an alias: the Models page's versions and lineage.
         d.cli("model", "create", "web-model", "--from", ckpt, user=USER, env=env)
         d.cli("model", "alias", "web-model", "prod", "1", user=USER, env=env)
+        # A command deployment of one replica (a small HTTP server): the Deployments page's detail.
+        d.cli("deploy", "create", "web-app", "--port", "18459", "--ready", "/health", "--workdir", "/tmp", "--wait", "--",
+              harness.PY, "-c", APP, "v1", user=USER, env=env)
         failed = d.submit("--name", "oom", "--workdir", "/tmp", "--", "sh", "-c",
                           "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1",
                           user=USER, env=env)
@@ -196,7 +200,7 @@ class Browser(unittest.TestCase):
             "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
-            "ckpt_run": ckpt, "model": "web-model", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
+            "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

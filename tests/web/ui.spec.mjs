@@ -8,7 +8,7 @@
 //          middle_line, needle_text at needle_line, last_text), ckpt_run (a run with a
 //          checkpoint), restore_to (a directory to restore it into), failed_run (a run the
 //          daemon diagnosed: CUDA out of memory), model (registered from ckpt_run's
-//          checkpoint as version 1, alias prod)}
+//          checkpoint as version 1, alias prod), deployment (a command deployment, one replica)}
 // Prints one line per step; exits 1 with the failed step's message.
 import fs from "node:fs";
 import path from "node:path";
@@ -394,6 +394,24 @@ async function openPort(page) {
   log(`${step}: ${host}, the code redeemed`);
 }
 
+async function deployment(page) {
+  step = "a deployment's detail: URL, curl, health, replicas, events";
+  await go(page, "/ui/deployments");
+  await page.click(`[data-deployment="${cfg.deployment}"]`);
+  const facts = page.locator(`dl[data-deployment="${cfg.deployment}"]`);
+  await facts.waitFor(WAIT);
+  const api = await page.evaluate(async (n) => (await fetch(`/api/v1/deployments/${n}`)).json(), cfg.deployment);
+  check((await facts.textContent()).includes(api.url), `the URL ${api.url}`);
+  check((await page.textContent("[data-curl]")) === api.curl, "the curl line");
+  const replica = page.locator(`#deploy-detail ~ * tr[data-key="${api.replicas.list[0].run}"], section[aria-labelledby="deploy-detail"] tr[data-key="${api.replicas.list[0].run}"]`);
+  await replica.waitFor(WAIT);
+  await page.waitForFunction(() => document.querySelector('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]')?.textContent === "yes", null, WAIT);
+  await page.waitForSelector('section[aria-labelledby="deploy-detail"] .timeline li', WAIT);
+  await axe(page, "a deployment's detail");
+  await shot(page, "deployment-detail-en");
+  log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}`);
+}
+
 async function main() {
   fs.mkdirSync(cfg.artifacts, { recursive: true });
   const browser = await chromium.launch({ executablePath: cfg.chromium, args: ["--no-sandbox"] });
@@ -481,6 +499,7 @@ async function main() {
     await charts(page);
     await models(page);
     await openPort(page);
+    await deployment(page);
 
     await visitAll(page, "en");
 

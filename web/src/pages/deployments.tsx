@@ -98,8 +98,8 @@ function Detail({ name }: { name: string }) {
               <dt>{t("web.deploy.totals")}</dt>
               <dd>{t("web.deploy.totals_value", { requests: x.requests ?? 0, errors: x.errors ?? 0, in_flight: x.in_flight ?? 0 })}</dd>
             </dl>
-            <h3>{t("web.deploy.replicas")}</h3>
-            <Table caption="web.deploy.replicas" columns={replicas} rows={x.replicas?.list ?? []}
+            <h3>{t("web.deploy.replica_list")}</h3>
+            <Table caption="web.deploy.replica_list" columns={replicas} rows={x.replicas?.list ?? []}
                    rowKey={(r) => r.run} empty="web.deploy.no_replicas" />
             <h3>{t("web.deploy.events")}</h3>
             <ErrorBox error={ev.error} />
