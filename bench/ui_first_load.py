@@ -7,7 +7,7 @@ a browser asks for it), against the issue's budget of 250 KB compressed.
 
 Starts a daemon with simulated GPUs and no runs, then fetches what the page
 names (index.html, app-*.js, app-*.css) and the API calls the first page
-(Overview) makes on load: GET /api/v1/session, /gpus and the two run lists.
+(Overview) makes on load: GET /api/v1/session, /gpus, the two run lists and /doctor.
 Bytes are bodies as sent (Content-Length), without HTTP headers.
 """
 import argparse
@@ -25,7 +25,7 @@ import harness  # noqa: E402
 BUDGET = 250_000
 OVERVIEW_API = ["/api/v1/session", "/api/v1/gpus",
                 "/api/v1/runs?all=1&state=starting,running,stopping&limit=1000",
-                "/api/v1/runs?all=1&state=queued&sort=created&limit=100"]
+                "/api/v1/runs?all=1&state=queued&sort=created&limit=100", "/api/v1/doctor"]
 
 
 def main():

@@ -9,11 +9,17 @@ compressed. The catalog: every web.* text is in both languages.
 Browser (skipped without /usr/bin/chromium or web/node_modules): a second user
 signs in with a one-time code and tests/web/ui.spec.mjs drives the pages —
 see that file for the steps. Screenshots go to build/test-artifacts/web/.
+Made here for it, as that user: a finished run whose log is replaced by
+BIG_LINES lines (CRI records, one of them the needle a search finds), a run
+that wrote a checkpoint (captured when it ended) and a directory of the
+user's to restore it into, and a run that failed with a CUDA out-of-memory
+line (the daemon's diagnosis), a model registered from the checkpoint and a command deployment.
 """
 import gzip
 import http.client
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -23,6 +29,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 import yaml  # noqa: E402
+from test_deploy_command import APP  # noqa: E402
 
 SOURCE = os.environ.get("LATHE_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
 NODE_MODULES = os.path.join(SOURCE, "web", "node_modules")
@@ -30,12 +37,27 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(harness.LATHE)), "test-artifacts", "web")
 USER = "lathe-it-web"
 FIRST_LOAD_LIMIT = 250_000
+BIG_LINES = 1_000_000
+NEEDLE_LINE = 777_777
+TS = "2026-11-29T18:30:00.123456789Z"
 
 
 def catalog():
     with open(os.path.join(SOURCE, "data", "messages_ui.yaml")) as f:
         entries = yaml.safe_load(f)
     return {e["id"]: e["text"] for e in entries if e["id"].startswith("web.")}
+
+
+def big_line(i):
+    return "NEEDLE in the haystack" if i == NEEDLE_LINE else f"line {i:07d} of the big log"
+
+
+def write_big_log(path, lines):
+    """BIG_LINES CRI records, written in blocks (about 55 MB in a second or two)."""
+    with open(path, "w") as f:
+        block = 50_000
+        for start in range(0, lines, block):
+            f.write("".join(f"{TS} stdout F {big_line(i)}\n" for i in range(start, min(lines, start + block))))
 
 
 def port(d):
@@ -143,12 +165,42 @@ class Browser(unittest.TestCase):
         # Root's run: another user's for the browser's user.
         other = d.submit("--name", "roots-run", "--workdir", "/tmp", "--", "sleep", "300")
         d.wait_state(other, "running")
+        # The user's runs the pages show: a 1,000,000-line log, a checkpoint, a diagnosis.
+        big = d.submit("--name", "big-log", "--workdir", "/tmp", "--", "true", user=USER, env=env)
+        big_run = d.wait_state(big, "succeeded")
+        write_big_log(os.path.join(big_run["run_dir"], "log"), BIG_LINES)
+        work = tempfile.mkdtemp(prefix="lathe-web-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", work])
+        pw = pwd.getpwnam(USER)
+        os.chown(work, pw.pw_uid, pw.pw_gid)
+        ckpt_dir = os.path.join(work, "ckpt")
+        ckpt = d.submit("--name", "with-checkpoint", "--workdir", "/tmp", "--checkpoint-dir", ckpt_dir, "--",
+                        "sh", "-c", f"mkdir -p {ckpt_dir} && printf weights-v1 > {ckpt_dir}/model.pt",
+                        user=USER, env=env)
+        d.wait_state(ckpt, "succeeded")
+        d.wait_for(lambda: [e for e in d.inspect(ckpt)["events"] if e["type"] == "checkpoint"],
+                   "the checkpoint captured at the end")
+        # A model registered from that checkpoint, with an alias: the Models page's versions and lineage.
+        d.cli("model", "create", "web-model", "--from", ckpt, user=USER, env=env)
+        d.cli("model", "alias", "web-model", "prod", "1", user=USER, env=env)
+        # A command deployment of one replica (a small HTTP server): the Deployments page's detail.
+        d.cli("deploy", "create", "web-app", "--port", "18459", "--ready", "/health", "--workdir", "/tmp", "--wait", "--",
+              harness.PY, "-c", APP, "v1", user=USER, env=env)
+        failed = d.submit("--name", "oom", "--workdir", "/tmp", "--", "sh", "-c",
+                          "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1",
+                          user=USER, env=env)
+        d.wait_state(failed, "failed")
+        d.wait_for(lambda: [e for e in d.inspect(failed)["events"] if e["type"] == "diagnosis"], "the diagnosis")
         url = d.cli("ui", "--print", user=USER, env=env).stdout.strip()
         as_user = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", harness.LATHE]
         config = {
             "login_url": url, "user": USER, "other_run": other, "artifacts": ARTIFACTS,
             "chromium": CHROMIUM, "node_modules": NODE_MODULES, "catalog": catalog(),
             "lathe": as_user,
+            "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
+            "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
+            "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
+            "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)
@@ -158,7 +210,8 @@ class Browser(unittest.TestCase):
                            env={**env, "LATHE_HOME": d.home})
         print(r.stdout, file=sys.stderr)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + "\n" + d.daemon_log())
-        for name in ("overview-en", "runs-en", "runs-zh", "snapshots-zh", "notebooks-en"):
+        for name in ("overview-en", "runs-en", "runs-zh", "snapshots-zh", "notebooks-en", "run-log-en",
+                     "run-log-zh", "run-checkpoint-en", "run-failed-zh", "models-zh", "deployments-en"):
             self.assertTrue(os.path.getsize(os.path.join(ARTIFACTS, name + ".png")) > 0, name)
 
 

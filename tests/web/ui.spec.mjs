@@ -3,7 +3,12 @@
 //   node ui.spec.mjs CONFIG.json
 // CONFIG: {login_url, lathe: [argv prefix that runs the CLI as the signed-in user],
 //          other_run (another user's run id), artifacts (dir), catalog ({id: {en, zh}}),
-//          chromium, node_modules}
+//          chromium, node_modules,
+//          big_run (a finished run with big_lines lines: first_text, middle_text at
+//          middle_line, needle_text at needle_line, last_text), ckpt_run (a run with a
+//          checkpoint), restore_to (a directory to restore it into), failed_run (a run the
+//          daemon diagnosed: CUDA out of memory), model (registered from ckpt_run's
+//          checkpoint as version 1, alias prod), deployment (a command deployment, one replica)}
 // Prints one line per step; exits 1 with the failed step's message.
 import fs from "node:fs";
 import path from "node:path";
@@ -16,9 +21,14 @@ const { chromium } = require("playwright-core");
 const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 const PAGES = [
-  ["overview", "/ui/"], ["runs", "/ui/runs"], ["snapshots", "/ui/snapshots"], ["models", "/ui/models"],
-  ["deployments", "/ui/deployments"], ["notebooks", "/ui/notebooks"],
+  ["overview", "/ui/", ".doctor-summary"], ["runs", "/ui/runs"], ["snapshots", "/ui/snapshots"],
+  ["models", "/ui/models"], ["deployments", "/ui/deployments"], ["notebooks", "/ui/notebooks"],
+  ["run-log", `/ui/runs/${cfg.big_run}`, ".log-line:not(.pending)"],
+  ["run-checkpoint", `/ui/runs/${cfg.ckpt_run}`, "[data-restore]"],
+  ["run-failed", `/ui/runs/${cfg.failed_run}`, ".diagnosis"],
 ];
+// The most line elements the log viewer may have in the DOM at once.
+const MAX_LINE_ELEMENTS = 300;
 const WAIT = { timeout: 30_000 };
 let step = "start";
 const problems = [];  // CSP violations and script errors seen on the way
@@ -81,11 +91,12 @@ async function checkLanguage(page, lang, name) {
 }
 
 async function visitAll(page, lang) {
-  for (const [name, url] of PAGES) {
+  for (const [name, url, ready] of PAGES) {
     step = `${name} (${lang})`;
     await page.goto(new URL(url, cfg.login_url).href);
     await page.waitForSelector("main h1", WAIT);
     await page.waitForSelector("table tbody tr", WAIT);
+    if (ready) await page.waitForSelector(ready, WAIT);
     await page.waitForFunction(() => !document.querySelector("td.empty")?.textContent?.match(/Loading|加载中/), null, WAIT);
     await checkLanguage(page, lang, name);
     await axe(page, `${name} (${lang})`);
@@ -96,6 +107,309 @@ async function visitAll(page, lang) {
 
 function row(page, id) {
   return page.locator(`tr[data-key="${id}"]`);
+}
+
+
+function go(page, url) {
+  return page.goto(new URL(url, cfg.login_url).href);
+}
+
+// The log viewer's line elements: how many, and the text of line n (null when not drawn).
+function lineCount(page) {
+  return page.locator(".log-line").count();
+}
+
+async function waitLine(page, n, text) {
+  const row = page.locator(`.log-line[data-line="${n}"] .tx`);
+  await row.waitFor(WAIT);
+  await page.waitForFunction(([k, want]) =>
+    document.querySelector(`.log-line[data-line="${k}"] .tx`)?.textContent === want, [n, text], WAIT);
+}
+
+async function logFollowsLive(page) {
+  step = "a run's log follows live";
+  // 100 lines at once (enough to scroll), then one every 0.2 s.
+  const id = cli("run", "--name", "ticks", "--workdir", "/tmp", "--", "sh", "-c",
+    "seq 1 100 | sed 's/^/pre /'; i=0; while [ $i -lt 3000 ]; do echo tick $i; i=$((i+1)); sleep 0.2; done");
+  await go(page, `/ui/runs/${id}`);
+  await page.waitForSelector('.log-tools [data-following="1"]', WAIT);
+  await page.evaluate(() => { window.__noReload = true; });
+  const ticks = () => page.evaluate(() => Math.max(-1, ...[...document.querySelectorAll(".log-line .tx")]
+    .map((e) => Number((e.textContent.match(/^tick (\d+)$/) ?? [])[1] ?? -1))));
+  const tickShown = (k) => page.waitForFunction((n) => [...document.querySelectorAll(".log-line .tx")]
+    .some((e) => e.textContent === `tick ${n}`), k, WAIT);
+  await tickShown(1);
+  const before = await ticks();
+  // Five more lines (a second of the run's time) arrive without a reload, at the end of the view.
+  await tickShown(before + 5);
+  const after = await ticks();
+  check(await page.evaluate(() => window.__noReload === true), "the page was reloaded");
+  const atEnd = () => page.evaluate(() => {
+    const el = document.querySelector(".log-scroll");
+    return el.scrollTop > 0 && el.scrollTop + el.clientHeight >= el.scrollHeight - 10;
+  });
+  check(await atEnd(), "the view did not stay at the end");
+
+  step = "scrolled up, the view stays where it is while lines arrive";
+  await page.focus(".log-scroll");
+  await page.keyboard.press("Home");
+  await waitLine(page, 0, "pre 1");
+  const lines = Number(await page.getAttribute("[data-lines]", "data-lines"));
+  await page.waitForFunction((n) => Number(document.querySelector("[data-lines]").dataset.lines) >= n + 3, lines, WAIT);
+  check(await page.evaluate(() => document.querySelector(".log-scroll").scrollTop) === 0, "the view moved");
+  await waitLine(page, 0, "pre 1");
+  await page.keyboard.press("End");
+  const last = await ticks();
+  await tickShown(last + 2);
+  check(await atEnd(), "after End the view does not follow");
+
+  step = "stop the run from its page";
+  await page.click("button.stop");
+  await page.waitForSelector('dl.facts [data-state="stopped"]', WAIT);
+  await page.waitForSelector('.log-tools [data-following="0"]', WAIT);
+  log(`a run's log follows live: tick ${before} then tick ${after} without a reload; scrolled up it stays; ` +
+      "End follows again; stopped from its page");
+}
+
+async function bigLog(page) {
+  step = "a 1,000,000-line log opens at its end";
+  const t0 = Date.now();
+  await go(page, `/ui/runs/${cfg.big_run}`);
+  const last = cfg.big_lines - 1;
+  await waitLine(page, last, cfg.last_text);
+  const firstPaintMs = Date.now() - t0;
+  const lines = Number(await page.getAttribute("[data-lines]", "data-lines"));
+  check(lines === cfg.big_lines, `the viewer counts ${lines} lines`);
+  let n = await lineCount(page);
+  check(n > 0 && n <= MAX_LINE_ELEMENTS, `${n} line elements in the DOM`);
+  let most = n;
+  const spacer = await page.evaluate(() => document.querySelector(".log-spacer").getBoundingClientRect().height);
+  check(spacer < 33_000_000, `the spacer is ${spacer}px (above the browser's limit)`);
+
+  step = "Home shows the first line, End the last";
+  await page.focus(".log-scroll");
+  await page.keyboard.press("Home");
+  await waitLine(page, 0, cfg.first_text);
+  await page.keyboard.press("End");
+  await waitLine(page, last, cfg.last_text);
+  step = "a scroll to the middle reads that page";
+  await page.evaluate(() => {
+    const el = document.querySelector(".log-scroll");
+    el.scrollTop = (el.scrollHeight - el.clientHeight) / 2;
+  });
+  await page.waitForFunction((k) => {
+    const rows = [...document.querySelectorAll(".log-line:not(.pending)")].map((e) => Number(e.dataset.line));
+    return rows.length > 10 && Math.abs(rows[0] - k) < 1000;
+  }, cfg.middle_line, WAIT);
+  n = await lineCount(page);
+  check(n <= MAX_LINE_ELEMENTS, `${n} line elements after scrolling`);
+  most = Math.max(most, n);
+
+  step = "a server-side search finds the needle and jumps to it";
+  await page.fill("#log-grep", "(unclosed");
+  await page.press("#log-grep", "Enter");
+  const bad = page.locator('.log-viewer [data-error-id="logs.bad_grep"]');
+  await bad.waitFor(WAIT);
+  check((await page.getAttribute("#log-grep", "aria-invalid")) === "true", "the bad pattern is not marked invalid");
+  await page.fill("#log-grep", "^NEEDLE");
+  const t1 = Date.now();
+  await page.press("#log-grep", "Enter");
+  await page.waitForSelector('[data-hits="1"]', WAIT);
+  const hit = page.locator(`.log-line.hit[data-line="${cfg.needle_line}"] .tx`);
+  await hit.waitFor(WAIT);
+  await page.waitForFunction((k) => document.querySelector(`.log-line.hit[data-line="${k}"]:not(.pending)`), cfg.needle_line, WAIT);
+  const searchMs = Date.now() - t1;
+  check((await hit.textContent()) === cfg.needle_text, `the hit shows: ${await hit.textContent()}`);
+  check(await hit.isVisible(), "the hit's line is not in view");
+  check(await page.locator(`[data-hit="${cfg.needle_line}"]`).count() === 1, "the hit is not listed");
+  await axe(page, "the log with a search hit");
+  await shot(page, "run-log-search-en");
+  // Back to the end and to the hit again with the keys.
+  await page.focus(".log-scroll");
+  await page.keyboard.press("End");
+  await waitLine(page, last, cfg.last_text);
+  await page.keyboard.press("n");
+  await hit.waitFor(WAIT);
+
+  step = "the page still answers evaluate()";
+  const t2 = Date.now();
+  const answer = await page.evaluate(() => document.querySelectorAll(".log-line").length);
+  const evalMs = Date.now() - t2;
+  check(answer > 0 && answer <= MAX_LINE_ELEMENTS, `evaluate() answered ${answer}`);
+  most = Math.max(most, answer);
+  log(`1,000,000-line log: last line painted ${firstPaintMs} ms after navigation, at most ${most} line elements ` +
+      `in the DOM, search hit shown in ${searchMs} ms, evaluate() answered in ${evalMs} ms`);
+}
+
+async function restoreCheckpoint(page) {
+  step = "restore a checkpoint from the run's page";
+  await go(page, `/ui/runs/${cfg.ckpt_run}`);
+  await page.waitForSelector("[data-restore]", WAIT);
+  await page.click("[data-restore]");
+  check(await page.evaluate(() => document.activeElement?.id) === "restore-to", "the choice does not move to the field");
+  await page.fill("#restore-to", "relative/dir");
+  await page.click(".restore-form button[type=submit]");
+  const err = page.locator(".field-to .error");
+  await err.waitFor(WAIT);
+  const errText = await err.textContent();
+  check(errText.includes("relative/dir"), `the field's error: ${errText}`);
+  check((await page.getAttribute("#restore-to", "aria-invalid")) === "true", "the field is not marked invalid");
+  await page.fill("#restore-to", cfg.restore_to);
+  await page.click(".restore-form button[type=submit]");
+  await page.waitForSelector(".restore-form .notice[data-restored]", WAIT);
+  const restored = fs.readFileSync(path.join(cfg.restore_to, "model.pt"), "utf8");
+  check(restored === "weights-v1", `restored: ${restored}`);
+  // Again, into the same directory: refused unless told to overwrite.
+  await page.click(".restore-form button[type=submit]");
+  await err.waitFor(WAIT);
+  const again = await err.textContent();
+  await page.check("#restore-force");
+  await page.click(".restore-form button[type=submit]");
+  await page.waitForSelector(".restore-form .notice[data-restored]", WAIT);
+  log(`${step}: "${errText}"; restored into ${cfg.restore_to}; again: "${again}", then with overwrite`);
+
+  step = "the Snapshots page lists the run's checkpoint";
+  await go(page, "/ui/snapshots");
+  await page.waitForSelector(`td[data-col="run"] >> text=${cfg.ckpt_run}`, WAIT);
+  log(step);
+}
+
+async function diagnosis(page) {
+  step = "a failed run shows its diagnosis first";
+  await go(page, `/ui/runs/${cfg.failed_run}`);
+  const d = page.locator('.diagnosis[data-diagnosis="cuda.out_of_memory"]');
+  await d.waitFor(WAIT);
+  const before = await page.evaluate(() => {
+    const diag = document.querySelector(".diagnosis"), log = document.querySelector(".log-viewer");
+    return !!(diag.compareDocumentPosition(log) & Node.DOCUMENT_POSITION_FOLLOWING);
+  });
+  check(before, "the diagnosis is not above the log");
+  const text = await d.textContent();
+  check(text.includes("CUDA out of memory") && text.includes("batch size"), `the diagnosis: ${text}`);
+  await page.waitForSelector('.timeline [data-event="diagnosis"]', WAIT);
+  log(step);
+}
+
+async function doctor(page) {
+  step = "the overview shows the doctor's findings";
+  await go(page, "/ui/");
+  await page.waitForSelector(".doctor-summary", WAIT);
+  const api = await page.evaluate(async () => (await (await fetch("/api/v1/doctor")).json()).en);
+  const shown = JSON.parse(await page.getAttribute(".doctor-summary", "data-summary"));
+  check(JSON.stringify(shown) === JSON.stringify(api.summary), `summary ${JSON.stringify(shown)}`);
+  const text = await page.textContent(".doctor-summary");
+  check(text.includes(`${api.summary.ok} ok`), `the summary line: ${text}`);
+  const problems = api.checks.filter((c) => c.severity === "fail" || c.severity === "warn");
+  const listed = await page.$$eval("ul.findings > li", (els) => els.map((e) => e.dataset.check));
+  check(JSON.stringify(listed.sort()) === JSON.stringify(problems.map((c) => c.id).sort()),
+    `problems listed ${listed} of ${problems.map((c) => c.id)}`);
+  for (const c of problems.slice(0, 3)) {
+    const li = await page.textContent(`ul.findings > li[data-check="${c.id}"]`);
+    check(li.includes(c.finding) && (!c.fix || li.includes(c.fix)), `${c.id} shows: ${li}`);
+  }
+  log(`${step}: ${JSON.stringify(api.summary)}, problems ${listed.join(", ") || "none"}`);
+}
+
+// The charts' adapter and uPlot over the metrics route's shape (columnar
+// arrays per GPU, docs/telemetry.md), answered by the test while the daemon
+// has no such route; the real daemon's 404 shows the line that says so.
+async function charts(page) {
+  step = "a run without telemetry says so";
+  await go(page, `/ui/runs/${cfg.big_run}`);
+  await page.waitForSelector("[data-no-metrics]", WAIT);
+  step = "the charts draw a run's series";
+  const t0 = 1764441000000;
+  const t = [0, 1, 2, 3].map((i) => t0 + i * 5000);
+  const metrics = {
+    run: cfg.ckpt_run, simulated: true, interval_ms: 5000,
+    gpus: [0, 1].map((g) => ({
+      index: g, name: "Simulated GPU", t,
+      utilization_pct: g === 0 ? [10, 87, 55, null] : [0, 5, 5, 5],
+      memory_used_bytes: [1e9, 2e9, 6e9, 4e9].map((v) => v * (g + 1)),
+    })),
+    cpu: { t, usage_cores: [0.5, 1.5, 2.25, 1] },
+    memory: { t, bytes: [1e9, 3e9, 2e9, 2e9] },
+  };
+  const route = `**/api/v1/runs/${cfg.ckpt_run}/metrics`;
+  await page.route(route, (r) => r.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify(metrics) }));
+  await go(page, `/ui/runs/${cfg.ckpt_run}`);
+  await page.waitForSelector('figure[data-chart="gpu-util"] canvas', WAIT);
+  const util = page.locator('figure[data-chart="gpu-util"] li[data-series="GPU 0"]');
+  check((await util.getAttribute("data-max")) === "87" && (await util.getAttribute("data-last")) === "55",
+    `GPU 0 utilization: ${await util.textContent()}`);
+  const mem = page.locator('figure[data-chart="gpu-mem"] li[data-series="GPU 1"]');
+  check((await mem.getAttribute("data-max")) === "12000000000", `GPU 1 memory: ${await mem.textContent()}`);
+  check((await mem.textContent()).includes("12.0GB"), `GPU 1 memory shown: ${await mem.textContent()}`);
+  check((await page.locator("figure.chart").count()) === 4, "not four charts");
+  check((await page.locator("main [data-simulated]").count()) === 1, "the simulated label");
+  await axe(page, "run charts");
+  await shot(page, "run-charts-en");
+  await page.unroute(route);
+  log(`${step}: GPU 0 utilization up to 87%, GPU 1 memory up to 12 GB, CPU and memory`);
+}
+
+async function models(page) {
+  step = "a model's versions: alias and lineage";
+  await go(page, "/ui/models");
+  await page.click(`[data-model="${cfg.model}"]`);
+  const v1 = page.locator('#model-versions ~ * tr[data-key="1"], section[aria-labelledby="model-versions"] tr[data-key="1"]');
+  await v1.waitFor(WAIT);
+  check((await v1.locator('[data-col="aliases"]').textContent()).includes("prod"), "the alias prod");
+  const href = await v1.locator('[data-col="run"] a').getAttribute("href");
+  check(href === `/ui/runs/${cfg.ckpt_run}`, `the lineage's run: ${href}`);
+  check(new URL(page.url()).searchParams.get("model") === cfg.model, "the choice is not in the address");
+  await axe(page, "models with versions");
+  await shot(page, "models-versions-en");
+  log(`${step}: ${cfg.model}/1 from ${cfg.ckpt_run}, alias prod`);
+}
+
+async function openPort(page) {
+  step = "a run's port opens in a new tab through its one-time link";
+  const dir = fs.mkdtempSync("/tmp/lathe-web-port-");
+  fs.writeFileSync(path.join(dir, "index.html"), "<!doctype html><title>served</title><p>hello from the run</p>\n");
+  fs.chmodSync(dir, 0o755);
+  const id = cli("run", "--name", "serves", "--workdir", dir, "--port", "8080", "--", "sh", "-c",
+    'exec python3 -m http.server --bind 127.0.0.1 "$LATHE_PORT_8080"');
+  await go(page, `/ui/runs/${id}`);
+  const row = page.locator('tr[data-key="p8080"]');
+  await row.waitFor(WAIT);
+  await page.waitForFunction(() => document.querySelector('tr[data-key="p8080"]')?.textContent?.includes("listening") &&
+    !document.querySelector('tr[data-key="p8080"]')?.textContent?.includes("not listening"), null, WAIT);
+  const redeemed = page.context().waitForEvent("response",
+    { predicate: (r) => r.url().includes(`//${id}.localhost:`) && r.url().includes("/_lathe/login?code=") && r.status() === 303, ...WAIT });
+  const [tab] = await Promise.all([page.context().waitForEvent("page", WAIT), row.locator("[data-open]").click()]);
+  // The tab goes to the one-time link on the run's origin, which the daemon redeems (303 to /, setting the
+  // origin's cookie). What / then answers is not checked: the cookie is SameSite=Strict, and Chromium
+  // leaves it off the redirect (and reloads) of a navigation another site — the UI's origin — started.
+  const login = await redeemed;
+  check((await login.headerValue("set-cookie") ?? "").startsWith("lathe_run="), "no cookie for the run's origin");
+  await tab.waitForURL((u) => u.pathname === "/", WAIT);
+  const host = new URL(tab.url()).hostname;
+  check(host === `${id}.localhost`, `the tab is on ${tab.url()}`);
+  await page.waitForSelector(".notice >> text=Opened in a new tab", WAIT);
+  await tab.close();
+  await page.click("button.stop");
+  await page.waitForSelector('dl.facts [data-state="stopped"]', WAIT);
+  fs.rmSync(dir, { recursive: true, force: true });
+  log(`${step}: ${host}, the code redeemed`);
+}
+
+async function deployment(page) {
+  step = "a deployment's detail: URL, curl, health, replicas, events";
+  await go(page, "/ui/deployments");
+  await page.click(`[data-deployment="${cfg.deployment}"]`);
+  const facts = page.locator(`dl[data-deployment="${cfg.deployment}"]`);
+  await facts.waitFor(WAIT);
+  const api = await page.evaluate(async (n) => (await fetch(`/api/v1/deployments/${n}`)).json(), cfg.deployment);
+  check((await facts.textContent()).includes(api.url), `the URL ${api.url}`);
+  check((await page.textContent("[data-curl]")) === api.curl, "the curl line");
+  const replica = page.locator(`#deploy-detail ~ * tr[data-key="${api.replicas.list[0].run}"], section[aria-labelledby="deploy-detail"] tr[data-key="${api.replicas.list[0].run}"]`);
+  await replica.waitFor(WAIT);
+  await page.waitForFunction(() => document.querySelector('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]')?.textContent === "yes", null, WAIT);
+  await page.waitForSelector('section[aria-labelledby="deploy-detail"] .timeline li', WAIT);
+  await axe(page, "a deployment's detail");
+  await shot(page, "deployment-detail-en");
+  log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}`);
 }
 
 async function main() {
@@ -177,6 +491,16 @@ async function main() {
     check((await forbidden.textContent()) === api.error.en, `shown: ${await forbidden.textContent()}`);
     log(`${step}: ${api.error.id}`);
 
+    await logFollowsLive(page);
+    await bigLog(page);
+    await restoreCheckpoint(page);
+    await diagnosis(page);
+    await doctor(page);
+    await charts(page);
+    await models(page);
+    await openPort(page);
+    await deployment(page);
+
     await visitAll(page, "en");
 
     step = "switch to 中文";
@@ -195,6 +519,12 @@ async function main() {
     check((await forbidden.textContent()) === api.error.zh, `shown: ${await forbidden.textContent()}`);
     await axe(page, "run (zh)");
     await shot(page, "run-forbidden-zh");
+
+    step = "the doctor's findings in 中文";
+    await go(page, "/ui/");
+    await page.waitForSelector(".doctor-summary", WAIT);
+    const zhSummary = await page.textContent(".doctor-summary");
+    check(zhSummary.includes("项正常"), `the summary in 中文: ${zhSummary}`);
 
     step = "dark";
     await page.goto(new URL("/ui/runs", cfg.login_url).href);

@@ -93,6 +93,25 @@ export async function api<T>(path: string, opts: RequestOptions = {}): Promise<T
   return (await res.json()) as T;
 }
 
+// GET BASE + path as text (a log's page): the body and the header
+// X-Lathe-Next-Offset (null when the answer has none); throws ApiError.
+export async function apiText(path: string, signal?: AbortSignal): Promise<{ text: string; next: number | null }> {
+  let res: Response;
+  try {
+    res = await fetch(BASE + path, { headers: { Accept: "text/plain" }, credentials: "same-origin", signal });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw uiError(0, "web.error.network");
+  }
+  if (!res.ok) {
+    const err = await errorOf(res);
+    if (res.status === 401) onSignedOut();
+    throw err;
+  }
+  const next = res.headers.get("X-Lathe-Next-Offset");
+  return { text: await res.text(), next: next === null ? null : Number(next) };
+}
+
 // A query string from the set values of `params` ("" when none is set).
 export function query(params: Record<string, string | number | undefined | null>): string {
   const q = new URLSearchParams();

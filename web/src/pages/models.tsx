@@ -1,10 +1,13 @@
-// Models: the registry's models the caller may see (GET /api/v1/models).
-import { ErrorBox } from "../components/status";
+// Models: the registry's models the caller may see (GET /api/v1/models), and
+// for the one chosen (?model=NAME) its versions (GET /api/v1/models/{model}):
+// aliases, lineage (run, step, snapshot) and the deployments that use each.
+import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
-import { time } from "../format";
+import { bytes, time } from "../format";
 import { t } from "../i18n";
 import type { Page } from "../page";
+import { Link, setQuery, useLocation } from "../router";
 
 interface Model {
   name: string;
@@ -16,10 +19,71 @@ interface Model {
   created_at_ms: number;
 }
 
+interface Version {
+  version: number;
+  ref?: string;
+  snapshot?: string;
+  backend?: string;
+  file?: string;
+  note?: string;
+  size?: number;
+  created_at_ms: number;
+  aliases?: string[];
+  deployments?: string[];
+  lineage?: { run?: string; run_name?: string; attempt?: number; step?: number | null; snapshot?: string; source_dir?: string };
+}
+
+interface ModelDetail extends Omit<Model, "versions"> {
+  versions: Version[];
+}
+
+function Detail({ name }: { name: string }) {
+  const m = useApi<ModelDetail>(`/models/${encodeURIComponent(name)}`, 10_000);
+  const aliasesOf = (v: Version) => {
+    if (v.aliases?.length) return v.aliases;
+    return Object.entries(m.data?.aliases ?? {}).filter(([, n]) => n === v.version).map(([a]) => a);
+  };
+  const columns: Column<Version>[] = [
+    { id: "version", label: "web.model.version", numeric: true, cell: (v) => v.version },
+    { id: "aliases", label: "web.model.aliases", cell: (v) => aliasesOf(v).join(", ") || "—" },
+    { id: "run", label: "web.model.run",
+      cell: (v) => (v.lineage?.run ? <Link href={`/runs/${v.lineage.run}`}><code>{v.lineage.run_name || v.lineage.run}</code></Link>
+        : v.lineage?.source_dir ? <code>{v.lineage.source_dir}</code> : "—") },
+    { id: "step", label: "web.snap.step", numeric: true, cell: (v) => v.lineage?.step ?? "—" },
+    { id: "snapshot", label: "web.snap.snapshot",
+      cell: (v) => { const s = v.lineage?.snapshot || v.snapshot; return s ? <code title={s}>{s.slice(0, 12)}</code> : "—"; } },
+    { id: "backend", label: "web.model.backend", cell: (v) => v.backend || "—" },
+    { id: "size", label: "web.snap.bytes", numeric: true, cell: (v) => (v.size ? bytes(v.size) : "—") },
+    { id: "deployments", label: "web.model.deployments",
+      cell: (v) => (v.deployments?.length ? v.deployments.map((d) => {
+        const dep = d.split(" ")[0];
+        return <Link key={d} href={`/deployments?name=${encodeURIComponent(dep)}`}>{d}</Link>;
+      }) : "—") },
+    { id: "created", label: "web.col.created", cell: (v) => time(v.created_at_ms) },
+  ];
+  return (
+    <Section title="web.model.versions_of" id="model-versions">
+      <p class="muted">{t("web.model.detail", { name })}</p>
+      <ErrorBox error={m.error} />
+      <Loading when={m.loading && !m.data}>
+        <Table caption="web.model.versions_of" columns={columns}
+               rows={[...(m.data?.versions ?? [])].sort((a, b) => b.version - a.version)}
+               rowKey={(v) => String(v.version)} empty="web.model.no_versions" />
+      </Loading>
+    </Section>
+  );
+}
+
 function Models() {
+  const loc = useLocation();
+  const chosen = loc.query.get("model") ?? "";
   const m = useApi<{ models: Model[] }>("/models", 10_000);
   const columns: Column<Model>[] = [
-    { id: "name", label: "web.col.name", cell: (x) => x.name },
+    { id: "name", label: "web.col.name",
+      cell: (x) => (
+        <button type="button" class="link" aria-pressed={x.name === chosen} data-model={x.name}
+                onClick={() => setQuery({ model: x.name === chosen ? undefined : x.name })}>{x.name}</button>
+      ) },
     { id: "owner", label: "web.col.user", cell: (x) => x.owner },
     { id: "versions", label: "web.model.versions", numeric: true, cell: (x) => x.versions },
     { id: "latest", label: "web.model.latest", numeric: true, cell: (x) => x.latest },
@@ -33,6 +97,7 @@ function Models() {
       <ErrorBox error={m.error} />
       <Table caption="web.models.title" columns={columns} rows={m.data?.models ?? []}
              rowKey={(x) => x.name} empty={m.loading ? "web.loading" : "web.model.none"} />
+      {chosen ? <Detail name={chosen} /> : m.data?.models.length ? <p class="muted">{t("web.model.choose")}</p> : null}
     </>
   );
 }

@@ -1,27 +1,52 @@
-// Notebooks: the runs of kind notebook (GET /api/v1/runs?kind=notebook).
+// Notebooks: the signed-in user's notebook runs (GET /api/v1/runs?kind=notebook
+// &user=ME), each with its state and, while it runs, Open: a one-time sign-in
+// link to the notebook's origin (POST /api/v1/runs/{run}/open) in a new tab.
+import { useState } from "preact/hooks";
+import { api, ApiError } from "../api";
 import { ErrorBox, StateBadge } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
 import { time } from "../format";
+import { t } from "../i18n";
 import type { Page } from "../page";
 import { Link } from "../router";
-import type { Run, RunList } from "../types";
+import { currentUser } from "../session";
+import { isActive, type Run, type RunList } from "../types";
 
 function Notebooks() {
-  const r = useApi<RunList>("/runs?all=1&kind=notebook&limit=200", 5000);
+  const me = currentUser();
+  const r = useApi<RunList>(`/runs?all=1&kind=notebook&user=${encodeURIComponent(me)}&limit=200`, 5000);
+  const [error, setError] = useState<ApiError | null>(null);
   const rows = (r.data?.runs ?? []).filter((x) => x.kind === "notebook");
+  const open = async (id: string) => {
+    const tab = window.open("about:blank", "_blank");
+    try {
+      const o = await api<{ login_url: string }>(`/runs/${encodeURIComponent(id)}/open`, { method: "POST", body: {} });
+      setError(null);
+      if (tab) {
+        tab.opener = null;
+        tab.location.href = o.login_url;
+      }
+    } catch (e) {
+      tab?.close();
+      setError(e instanceof ApiError ? e : null);
+    }
+  };
   const columns: Column<Run>[] = [
-    { id: "id", label: "web.col.id",
-      cell: (x) => (x.redacted ? <code>{x.id}</code> : <Link href={`/runs/${x.id}`}><code>{x.id}</code></Link>) },
+    { id: "id", label: "web.col.id", cell: (x) => <Link href={`/runs/${x.id}`}><code>{x.id}</code></Link> },
     { id: "name", label: "web.col.name", cell: (x) => x.name || "—" },
-    { id: "user", label: "web.col.user", cell: (x) => x.user },
     { id: "state", label: "web.col.state", cell: (x) => <StateBadge state={x.state} /> },
     { id: "gpus", label: "web.col.gpus", numeric: true, cell: (x) => x.gpus.join(",") || "0" },
     { id: "created", label: "web.col.created", cell: (x) => time(x.created_at_ms) },
+    { id: "open", label: "web.port.link",
+      cell: (x) => (isActive(x.state) ? (
+        <button type="button" class="small" data-open={x.id} onClick={() => open(x.id)}
+                aria-label={t("web.notebook.open_named", { name: x.name || x.id })}>{t("web.port.open")}</button>
+      ) : "—") },
   ];
   return (
     <>
-      <ErrorBox error={r.error} />
+      <ErrorBox error={r.error ?? error} />
       <Table caption="web.notebooks.title" columns={columns} rows={rows} rowKey={(x) => x.id}
              empty={r.loading ? "web.loading" : "web.notebook.none"} />
     </>

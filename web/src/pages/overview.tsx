@@ -1,5 +1,7 @@
 // Overview: the machine's GPUs (GET /api/v1/gpus: utilization, memory, the run
-// holding each) and the queue with each waiting run's reason, polled.
+// holding each), the queue with each waiting run's reason, polled, and the
+// doctor's latest findings (GET /api/v1/doctor).
+import { DoctorFindings } from "../components/doctor";
 import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -100,6 +102,9 @@ function Overview() {
     <>
       <Gpus />
       <Queue />
+      <Section title="web.overview.doctor">
+        <DoctorFindings />
+      </Section>
     </>
   );
 }

@@ -1,8 +1,16 @@
-// One run: GET /api/v1/runs/{run} — its state, what it asked for and its
-// events; another user's run is the API's 403, shown as it says. (The run
-// detail page grows here: log viewer, checkpoints, charts.)
-import { useState } from "preact/hooks";
+// One run: GET /api/v1/runs/{run} — what it asked for (its spec, as its owner
+// sees it), its state timeline (the run's events, live), the diagnosis of a
+// failed run, its log (virtualized, live), its GPU/CPU/memory charts, its
+// checkpoints with a restore form, its ports and notebook. Another user's run
+// is the API's 403, shown as it says.
+import { Fragment } from "preact";
+import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
+import { Checkpoints } from "../components/checkpoints";
+import { RunCharts } from "../components/charts";
+import { LogViewer } from "../components/log_viewer";
+import { Diagnosis, Timeline, useRunEvents, type RunEvent } from "../components/run_events";
+import { Ports, type NotebookInfo, type Port } from "../components/run_ports";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { useApi } from "../hooks";
 import { t } from "../i18n";
@@ -10,26 +18,71 @@ import { bytes, time, word } from "../format";
 import type { Page, PageProps } from "../page";
 import { Link } from "../router";
 import { currentUser } from "../session";
-import { isStoppable, type Run } from "../types";
+import { isActive, isStoppable, type Run } from "../types";
 
-interface RunEvent {
-  id: number;
-  ts_ms: number;
-  type: string;
-  message: string;
+type RunDetail = Run & {
+  events?: RunEvent[];
+  spec?: Record<string, unknown>;
+  ports?: Port[];
+  url?: string;
+  notebook?: NotebookInfo;
+  attempt?: number;
+  signal?: number | null;
+  oom_killed?: boolean;
+};
+
+const POLL_MS = 5000;
+const SIZE_FIELDS = new Set(["memory", "shm_size", "shm"]);
+const HIDDEN_SPEC = new Set(["type"]);
+
+function specValue(k: string, v: unknown): string {
+  if (v === null || v === undefined || v === "") return "—";
+  if (SIZE_FIELDS.has(k) && typeof v === "number") return bytes(v);
+  if (Array.isArray(v)) return v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))).join(" ");
+  if (typeof v === "object") {
+    return Object.entries(v as Record<string, unknown>)
+      .map(([a, b]) => `${a}=${typeof b === "object" ? JSON.stringify(b) : String(b)}`).join("\n");
+  }
+  return String(v);
 }
 
-type RunDetail = Run & { events?: RunEvent[]; spec?: Record<string, unknown> };
+function Spec({ spec }: { spec: Record<string, unknown> }) {
+  const keys = Object.keys(spec).filter((k) => !HIDDEN_SPEC.has(k)).sort((a, b) =>
+    a === "command" ? -1 : b === "command" ? 1 : a.localeCompare(b));
+  return (
+    <dl class="facts spec">
+      {keys.map((k) => (
+        <Fragment key={k}>
+          <dt><code>{k}</code></dt>
+          <dd data-spec={k}><code class="pre">{specValue(k, spec[k])}</code></dd>
+        </Fragment>
+      ))}
+    </dl>
+  );
+}
 
-const POLL_MS = 3000;
-
+// A page of its own per run: nothing of one run's state (its log's pages, its
+// events, the last answer) is shown for the next one opened.
 function RunPage({ params }: PageProps) {
-  const r = useApi<RunDetail>(`/runs/${encodeURIComponent(params.id)}`, POLL_MS);
+  return <RunDetails key={params.id} id={params.id} />;
+}
+
+function RunDetails({ id }: { id: string }) {
+  const active = (s: string | undefined) => !!s && (s === "queued" || isActive(s));
+  const [ended, setEnded] = useState(false);
+  const r = useApi<RunDetail>(`/runs/${encodeURIComponent(id)}`, ended ? 0 : POLL_MS);
   const [stopError, setStopError] = useState<ApiError | null>(null);
+  const [checkpointTick, setCheckpointTick] = useState(0);
   const run = r.data;
+  const done = !!run && !active(run.state);
+  useEffect(() => setEnded(done), [done]);
+  const ev = useRunEvents(id, run?.events, (e) => {
+    if (e.type === "state" || e.type === "diagnosis") r.reload();
+    if (e.type === "checkpoint") setCheckpointTick((n) => n + 1);
+  });
   const stop = async () => {
     try {
-      await api(`/runs/${encodeURIComponent(params.id)}/stop`, { method: "POST" });
+      await api(`/runs/${encodeURIComponent(id)}/stop`, { method: "POST" });
       setStopError(null);
     } catch (e) {
       setStopError(e instanceof ApiError ? e : null);
@@ -37,6 +90,8 @@ function RunPage({ params }: PageProps) {
     r.reload();
   };
   const spec = (run?.spec ?? {}) as Record<string, unknown>;
+  const failed = run?.state === "failed" || run?.state === "lost";
+  const live = !!run && active(run.state);
   return (
     <>
       <p><Link href="/runs">{t("web.run.back")}</Link></p>
@@ -45,30 +100,48 @@ function RunPage({ params }: PageProps) {
       <Loading when={r.loading && !run && !r.error}>
         {run ? (
           <>
-            <dl class="facts">
+            {failed ? <Diagnosis list={ev.list} /> : null}
+            <dl class="facts" data-run={run.id}>
               <dt>{t("web.col.id")}</dt><dd><code>{run.id}</code></dd>
               <dt>{t("web.col.name")}</dt><dd>{run.name || "—"}</dd>
               <dt>{t("web.col.user")}</dt><dd>{run.user}</dd>
               <dt>{t("web.col.kind")}</dt><dd>{word("kind", run.kind)}</dd>
               <dt>{t("web.col.state")}</dt><dd><StateBadge state={run.state} /></dd>
+              {run.reason ? (<><dt>{t("web.run.reason")}</dt><dd lang="en">{run.reason}</dd></>) : null}
+              {run.waiting ? (<><dt>{t("web.queue.waiting")}</dt><dd lang="en">{run.waiting}</dd></>) : null}
+              {run.exit_code !== null && run.exit_code !== undefined ? (
+                <><dt>{t("web.run.exit_code")}</dt><dd>{run.exit_code}</dd></>
+              ) : null}
               <dt>{t("web.col.gpus")}</dt><dd>{run.gpus.length ? run.gpus.join(",") : String(spec.gpus ?? 0)}</dd>
-              <dt>{t("web.form.memory")}</dt><dd>{typeof spec.memory === "number" ? bytes(spec.memory) : "—"}</dd>
               <dt>{t("web.col.created")}</dt><dd>{time(run.created_at_ms)}</dd>
+              <dt>{t("web.run.started")}</dt><dd>{time(run.started_at_ms)}</dd>
               <dt>{t("web.col.ended")}</dt><dd>{time(run.finished_at_ms)}</dd>
-              <dt>{t("web.form.command")}</dt>
-              <dd><code>{Array.isArray(spec.command) ? (spec.command as string[]).join(" ") : "—"}</code></dd>
             </dl>
             {run.user === currentUser() && isStoppable(run.state) ? (
-              <button type="button" onClick={stop}>{t("web.runs.stop")}</button>
+              <button type="button" class="stop" onClick={stop}>{t("web.runs.stop")}</button>
             ) : null}
+            {run.ports?.length || run.notebook ? (
+              <Section title="web.run.ports">
+                <Ports run={run.id} ports={run.ports ?? []} notebook={run.notebook} active={isActive(run.state)} />
+              </Section>
+            ) : null}
+            <Section title="web.run.log">
+              <LogViewer run={run.id} live={live} />
+            </Section>
+            <Section title="web.run.charts">
+              <RunCharts run={run.id} active={live} />
+            </Section>
             <Section title="web.run.events">
-              <ol class="events">
-                {(run.events ?? []).map((e) => (
-                  <li key={e.id}>
-                    <time>{time(e.ts_ms)}</time> <span class="badge">{e.type}</span> {e.message}
-                  </li>
-                ))}
-              </ol>
+              <p class="live" data-live={ev.live ? "1" : "0"}>
+                {t(ev.live ? "web.run.events_live" : "web.run.events_done")}
+              </p>
+              <Timeline list={ev.list} />
+            </Section>
+            <Section title="web.run.checkpoints">
+              <Checkpoints run={run.id} events={ev.list} reload={checkpointTick} />
+            </Section>
+            <Section title="web.run.spec">
+              <Spec spec={spec} />
             </Section>
           </>
         ) : null}

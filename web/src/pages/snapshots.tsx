@@ -1,4 +1,5 @@
 // Snapshots: the caller's checkpoints captured by the daemon (GET /api/v1/snapshots).
+import { snapshotList } from "../components/checkpoints";
 import { ErrorBox } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -20,7 +21,7 @@ interface Snapshot {
 const POLL_MS = 10_000;
 
 function Snapshots() {
-  const s = useApi<{ snapshots: Snapshot[] }>("/snapshots", POLL_MS);
+  const s = useApi<unknown>("/snapshots", POLL_MS);
   const columns: Column<Snapshot>[] = [
     { id: "id", label: "web.col.id", cell: (x) => <code>{x.id.slice(0, 12)}</code> },
     { id: "run", label: "web.snap.run", cell: (x) => x.tags?.run ?? "—" },
@@ -35,7 +36,7 @@ function Snapshots() {
   return (
     <>
       <ErrorBox error={s.error} />
-      <Table caption="web.snapshots.title" columns={columns} rows={s.data?.snapshots ?? []}
+      <Table caption="web.snapshots.title" columns={columns} rows={snapshotList(s.data)}
              rowKey={(x) => x.id + x.time_ms} empty={s.loading ? "web.loading" : "web.snap.none"} />
     </>
   );
