@@ -156,7 +156,13 @@ class Serving(harness.DaemonTest):
 class Browser(unittest.TestCase):
     def setUp(self):
         harness.second_user(self, USER)
-        self.d = harness.Daemon(gpus="sim:2x24GB").start()
+        self.d = harness.Daemon(gpus="sim:2x24GB")
+        # The charts draw what the simulated GPUs report from this file, sampled every 200 ms.
+        self.load = os.path.join(self.d.home, "load.json")
+        self.d.gpus = "sim:2x24GB@" + self.load
+        with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
+            f.write("telemetry: {interval: 200ms}\n")
+        self.d.start()
         self.addCleanup(self.d.cleanup)
 
     def test_ui(self):
@@ -191,6 +197,27 @@ class Browser(unittest.TestCase):
                           user=USER, env=env)
         d.wait_state(failed, "failed")
         d.wait_for(lambda: [e for e in d.inspect(failed)["events"] if e["type"] == "diagnosis"], "the diagnosis")
+        # A run on a GPU whose scripted load the charts must show: 87 % then 55 %, 12 GB.
+        gpu_run = d.submit("--name", "on-a-gpu", "--gpus", "1", "--workdir", "/tmp", "--", "sleep", "300",
+                           user=USER, env=env)
+        gpu = d.wait_state(gpu_run, "running")["gpus"][0]
+
+        def script(util):
+            with open(self.load + ".tmp", "w") as f:
+                json.dump({"gpus": [{"index": gpu, "utilization_gpu_pct": util, "memory_used_bytes": "12GB"}]}, f)
+            os.rename(self.load + ".tmp", self.load)
+
+        def sampled(util):
+            r = d.cli("inspect", gpu_run, "--metrics", "--json", check=False)
+            if r.returncode != 0:
+                return False
+            g = json.loads(r.stdout)["gpus"]
+            return bool(g) and g[0]["utilization_pct"] and g[0]["utilization_pct"][-1] == util
+
+        script(87)
+        d.wait_for(lambda: sampled(87), "the scripted 87 %")
+        script(55)
+        d.wait_for(lambda: sampled(55), "the scripted 55 %")
         url = d.cli("ui", "--print", user=USER, env=env).stdout.strip()
         as_user = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", harness.LATHE]
         config = {
@@ -200,7 +227,7 @@ class Browser(unittest.TestCase):
             "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
-            "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
+            "gpu_run": gpu_run, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)
