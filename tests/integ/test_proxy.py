@@ -153,6 +153,16 @@ class Proxy(DaemonTest):
         r = c.getresponse()
         r.read()
         self.assertEqual(r.status, 401)
+        # A navigation another site started (the web UI's Open) gets a page of this origin that moves on
+        # by itself: the browser sends the SameSite=Strict cookie only on a request this site started.
+        url = self.d.cli("open", run, user=USER_A, env=self.d.env(HOME="/tmp")).stdout.strip()
+        status, body, resp = self.request(run, url[len(origin) - 1:] + "&next=/a%22b",
+                                          headers={"Sec-Fetch-Site": "cross-site"})
+        self.assertEqual(status, 200, body)
+        self.assertIsNone(resp.getheader("Location"))
+        self.assertTrue(resp.getheader("Set-Cookie").startswith("lathe_run="))
+        self.assertIn(b'http-equiv="refresh" content="0; url=/a&quot;b"', body)
+        self.assertEqual(resp.getheader("Content-Security-Policy"), "default-src 'none'")
         # A code for a run B may not open is not issued.
         r = self.d.cli("open", run, user=USER_B, env=self.d.env(HOME="/tmp"), check=False)
         self.assertNotEqual(r.returncode, 0)

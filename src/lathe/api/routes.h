@@ -42,6 +42,9 @@ net::HttpResponse ErrorResponse(const Status& s);
 // "socket", "daemon token", "token <id>", "session <id>".
 std::string CreatedBy(const Authenticated& a);
 
+// `in` with & < > " ' as HTML entities: text and attribute values of a page.
+std::string HtmlEscape(std::string_view in);
+
 // "1", "true" or "yes".
 bool Truthy(const std::optional<std::string>& v);
 

@@ -24,7 +24,6 @@
 #include "lathe/web/assets.h"
 
 namespace lathe::api {
-namespace {
 
 std::string HtmlEscape(std::string_view in) {
   std::string out;
@@ -51,6 +50,9 @@ std::string HtmlEscape(std::string_view in) {
   }
   return out;
 }
+
+namespace {
+
 
 // One catalog text in both languages, as two paragraphs.
 std::string Both(std::string_view id, const MsgArgs& args = {}) {

@@ -126,6 +126,22 @@ void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
                        {"Cache-Control", "no-store"},
                        {"Referrer-Policy", "no-referrer"}},
                       ""};
+  // A run's origin is another site than the page that opened the link (the
+  // web UI's, say): a browser leaves a SameSite=Strict cookie off every step
+  // of a navigation another site started, the redirect included. Such a
+  // navigation gets a page of this origin that moves on by itself, so the
+  // next request is this site's own and carries the cookie.
+  if (net::EqualsIgnoreCase(req.Header("Sec-Fetch-Site"), "cross-site")) {
+    std::string to = HtmlEscape(next);
+    r.status = 200;
+    r.headers.erase(r.headers.begin());  // no Location
+    r.content_type = "text/html; charset=utf-8";
+    r.headers.emplace_back("Content-Security-Policy", "default-src 'none'");
+    r.body = fmt::format(
+        "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0; url={0}\">"
+        "<title>…</title><p><a href=\"{0}\">{0}</a></p>\n",
+        to);
+  }
   res.Send(std::move(r));
 }
 
