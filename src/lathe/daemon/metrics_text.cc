@@ -11,16 +11,11 @@ using prom::Labels;
 using prom::Metrics;
 
 constexpr double kMhzToHz = 1e6;
-// The throttle reasons with a series of their own (inventory.h, bit order).
-constexpr const char* kThrottleReasons[] = {"gpu_idle",
-                                            "applications_clocks_setting",
-                                            "sw_power_cap",
-                                            "hw_slowdown",
-                                            "sync_boost",
-                                            "sw_thermal",
-                                            "hw_thermal",
-                                            "hw_power_brake",
-                                            "display_clock_setting"};
+// The throttle reasons with a series of their own: every bit inventory.h names.
+const std::vector<std::string>& ThrottleReasons() {
+  static const std::vector<std::string> names = gpu::ThrottleReasonNames((1u << 9) - 1);
+  return names;
+}
 
 void DeclareGpuFamilies(Metrics& m) {
   auto gauge = [&](const char* name, const char* help) {
@@ -80,7 +75,7 @@ void AddGpu(Metrics& m, const gpu::GpuInfo& g, bool simulated, const GpuHolder* 
   bool throttled = false;
   for (const auto& r : g.throttle_reason_names) throttled |= r != "gpu_idle";
   m.Set("lathe_gpu_throttled", l, throttled ? 1 : 0);
-  for (const char* reason : kThrottleReasons) {
+  for (const std::string& reason : ThrottleReasons()) {
     Labels lr = l;
     lr.emplace_back("reason", reason);
     bool on = false;

@@ -1,22 +1,11 @@
 // Snapshots: the caller's checkpoints captured by the daemon (GET /api/v1/snapshots).
-import { snapshotList } from "../components/checkpoints";
+import { snapshotList, type Snapshot } from "../components/checkpoints";
 import { ErrorBox } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
 import { bytes, time } from "../format";
 import { has, t } from "../i18n";
 import type { Page } from "../page";
-
-interface Snapshot {
-  id: string;
-  time_ms: number;
-  source: string;
-  tags?: Record<string, string>;
-  files: number;
-  bytes: number;
-  new_bytes: number;
-  status: string;
-}
 
 const POLL_MS = 10_000;
 
