@@ -12,8 +12,11 @@ BUILD=(
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
   libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libsimdjson-dev
-  libtorch-dev libopenblas0-pthread clang-format nodejs npm
+  libtorch-dev libopenblas0-pthread clang-format nodejs
 )
+# Debian's nodejs comes without npm (the package npm); a nodejs of another origin
+# (e.g. NodeSource's) has npm in it and conflicts with Debian's npm package.
+if ! command -v npm >/dev/null 2>&1; then BUILD+=(npm); fi
 TEST=(
   python3 util-linux procps passwd curl openssl
   python3-torch python3-numpy python3-sklearn prometheus

@@ -130,6 +130,30 @@ class RunLists(DaemonTest):
         self.d.cli("stop", rid)
 
 
+class Texts(DaemonTest):
+    def test_events_reasons_and_waits_carry_both_languages(self):
+        rid = self.d.submit("--", "sh", "-c", "exit 3")
+        self.d.wait_state(rid, "failed")
+        st, _, body = get(self.d, f"/api/v1/runs/{rid}")
+        run = json.loads(body)
+        self.assertEqual(run["reason_text"]["en"], run["reason"])
+        self.assertNotEqual(run["reason_text"]["zh"], run["reason"])
+        self.assertIn("3", run["reason_text"]["zh"])
+        for e in run["events"]:
+            self.assertTrue(e["text"]["en"] and e["text"]["zh"], e)
+        ended = [e for e in run["events"] if e["type"] == "state" and e["data"].get("to") == "failed"][0]
+        self.assertNotEqual(ended["text"]["zh"], ended["text"]["en"])
+        # A run that waits for GPUs says why in both languages.
+        held = self.d.submit("--gpus", "4", "--", "sleep", "60")
+        self.d.wait_state(held, "running")
+        queued = self.d.submit("--gpus", "1", "--", "true")
+        w = self.d.wait_for(lambda: (lambda r: r if r.get("waiting") else None)(
+            json.loads(get(self.d, f"/api/v1/runs/{queued}")[2])), "a waiting reason")
+        self.assertEqual(w["waiting_text"]["en"], w["waiting"])
+        self.assertNotEqual(w["waiting_text"]["zh"], w["waiting"], w["waiting_text"])
+        self.d.cli("stop", held)
+
+
 class LogPages(DaemonTest):
     def test_numbers_and_stats(self):
         rid = self.d.submit("--", "true")

@@ -15,9 +15,11 @@ export interface Run {
   redacted?: boolean;           // another user's run: no spec, no reason, no waiting
   resources?: { gpus: number; cpus: number; memory: number };
   spec?: { gpus?: number; command?: string[]; [k: string]: unknown };
-  waiting?: string;             // a queued run's reason
+  waiting?: string;             // a queued run's reason (English)
+  waiting_text?: { en?: string; zh?: string };  // … as a person reads it
   waiting_on?: string;
   reason?: string;
+  reason_text?: { en?: string; zh?: string };
   exit_code?: number | null;
 }
 

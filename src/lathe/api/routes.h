@@ -42,6 +42,13 @@ net::HttpResponse ErrorResponse(const Status& s);
 // "socket", "daemon token", "token <id>", "session <id>".
 std::string CreatedBy(const Authenticated& a);
 
+// An event as the API answers it: state::EventToJson and `text`, what a
+// person reads of it in each language ({en, zh}, run/event_text.h).
+Json EventJson(const state::EventRecord& e);
+// {en, zh} of an English reason or waiting text read back against the
+// catalog (run/event_text.h ReasonText); "" stays "".
+Json BothLanguages(const std::string& english);
+
 // `in` with & < > " ' as HTML entities: text and attribute values of a page.
 std::string HtmlEscape(std::string_view in);
 

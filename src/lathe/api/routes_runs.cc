@@ -104,7 +104,7 @@ Result<daemon::PruneRequest> ParsePruneRequest(const Json& body, const daemon::C
 
 Json EventsJson(const std::vector<state::EventRecord>& events) {
   Json ev = Json::array();
-  for (const auto& e : events) ev.push_back(state::EventToJson(e));
+  for (const auto& e : events) ev.push_back(EventJson(e));
   return ev;
 }
 
@@ -198,6 +198,7 @@ void ApiServer::ListRuns(ApiCall& call) {
     if (whole && run::IsActive(r.state) && !r.spec.ports.empty()) j["url"] = MainPortUrl(r);
     if (whole && r.state == run::RunState::kQueued) {
       j["waiting"] = daemon_.WaitingWhy(r.id);
+      j["waiting_text"] = BothLanguages(j["waiting"].get<std::string>());
       j["waiting_on"] = daemon_.WaitingOn(r.id);
     }
     if (whole && r.kind == run::RunKind::kNotebook) j["notebook"] = daemon_.NotebookJson(r);
@@ -227,8 +228,10 @@ void ApiServer::GetRun(ApiCall& call) {
   Json j = state::RunToJson(*r);
   if (r->state == run::RunState::kQueued) {
     j["waiting"] = daemon_.WaitingWhy(r->id);
+    j["waiting_text"] = BothLanguages(j["waiting"].get<std::string>());
     j["waiting_on"] = daemon_.WaitingOn(r->id);
   }
+  if (!r->reason.empty()) j["reason_text"] = BothLanguages(r->reason);
   j["backend"] = r->backend;
   j["endpoints"] = daemon_.EndpointsJson(*r);
   if (r->kind == run::RunKind::kNotebook) j["notebook"] = daemon_.NotebookJson(*r);

@@ -53,7 +53,6 @@ std::string HtmlEscape(std::string_view in) {
 
 namespace {
 
-
 // One catalog text in both languages, as two paragraphs.
 std::string Both(std::string_view id, const MsgArgs& args = {}) {
   return fmt::format("<p lang=\"en\">{}</p>\n<p lang=\"zh-CN\">{}</p>\n",

@@ -138,7 +138,8 @@ void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
     r.content_type = "text/html; charset=utf-8";
     r.headers.emplace_back("Content-Security-Policy", "default-src 'none'");
     r.body = fmt::format(
-        "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0; url={0}\">"
+        "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0; "
+        "url={0}\">"
         "<title>…</title><p><a href=\"{0}\">{0}</a></p>\n",
         to);
   }

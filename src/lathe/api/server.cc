@@ -19,6 +19,7 @@
 #include "lathe/net/status_http.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/run/event_text.h"
 #include "lathe/run/log_format.h"
 #include "lathe/run/spec.h"
 
@@ -74,6 +75,16 @@ std::string CreatedBy(const Authenticated& a) {
       return "session " + (a.session ? a.session->id : std::string());
   }
   return "";
+}
+
+Json EventJson(const state::EventRecord& e) {
+  Json j = state::EventToJson(e);
+  j["text"] = {{"en", run::EventText(j, Lang::kEn)}, {"zh", run::EventText(j, Lang::kZh)}};
+  return j;
+}
+
+Json BothLanguages(const std::string& english) {
+  return {{"en", run::ReasonText(english, Lang::kEn)}, {"zh", run::ReasonText(english, Lang::kZh)}};
 }
 
 bool Truthy(const std::optional<std::string>& v) {
@@ -369,7 +380,7 @@ void ApiServer::FollowEvents(std::string run_id, int64_t after, const Authentica
     if (!events.ok()) break;
     std::string out;
     for (const auto& e : *events) {
-      out += net::SseEvent(e.type, state::EventToJson(e).dump(), e.id);
+      out += net::SseEvent(e.type, EventJson(e).dump(), e.id);
       after = e.id;
     }
     if (!out.empty() && !s->Write(out)) break;

@@ -100,7 +100,8 @@ std::string HeldBy(const Json& g, const std::map<std::string, const Json*>& runs
   auto it = runs.find(id);
   if (it == runs.end()) return id;
   std::string name = Str(*it->second, "name"), user = Str(*it->second, "user");
-  if (name.empty() || name == id) return Tr("top.held_unnamed", lang, {{"run", id}, {"user", user}});
+  if (name.empty() || name == id)
+    return Tr("top.held_unnamed", lang, {{"run", id}, {"user", user}});
   return Tr("top.held", lang, {{"run", id}, {"name", name}, {"user", user}});
 }
 
@@ -176,8 +177,10 @@ std::string UtilizationBar(int pct, size_t cells) {
 
 std::vector<std::string> RenderTop(const TopInput& in, Lang lang, size_t width) {
   static const Json kEmpty = Json::array();
-  const Json& gpus = in.gpus.contains("gpus") && in.gpus["gpus"].is_array() ? in.gpus["gpus"] : kEmpty;
-  const Json& runs = in.runs.contains("runs") && in.runs["runs"].is_array() ? in.runs["runs"] : kEmpty;
+  const Json& gpus =
+      in.gpus.contains("gpus") && in.gpus["gpus"].is_array() ? in.gpus["gpus"] : kEmpty;
+  const Json& runs =
+      in.runs.contains("runs") && in.runs["runs"].is_array() ? in.runs["runs"] : kEmpty;
   std::map<std::string, const Json*> by_id;
   std::map<std::string, int> queued;  // priority -> runs
   int running = 0, held = 0, waiting = 0;
@@ -198,7 +201,8 @@ std::vector<std::string> RenderTop(const TopInput& in, Lang lang, size_t width) 
   if (in.gpus.value("simulated", false)) lines.push_back(Tr("top.simulated", lang));
   lines.emplace_back();
   if (gpus.empty()) {
-    lines.push_back(Tr("top.no_gpus", lang, {{"note", run::ReasonText(Str(in.gpus, "note"), lang)}}));
+    lines.push_back(
+        Tr("top.no_gpus", lang, {{"note", run::ReasonText(Str(in.gpus, "note"), lang)}}));
   } else {
     for (auto& l : GpuLines(gpus, by_id, lang)) lines.push_back(std::move(l));
   }

@@ -19,9 +19,9 @@
 namespace lathe::gpu {
 
 struct TopInput {
-  Json gpus;   // GET /api/v1/gpus
-  Json runs;   // GET /api/v1/runs: {"runs": [...]}, each {id, name, user, state, gpus, priority,
-               // started_at_ms}
+  Json gpus;  // GET /api/v1/gpus
+  Json runs;  // GET /api/v1/runs: {"runs": [...]}, each {id, name, user, state, gpus, priority,
+              // started_at_ms}
   int64_t now_ms = 0;  // wall time of the frame, for how long runs have run
 };
 

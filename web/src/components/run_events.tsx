@@ -13,6 +13,7 @@ export interface RunEvent {
   ts_ms: number;
   type: string;
   message: string;
+  text?: { en?: string; zh?: string };  // what a person reads, in each language
   data?: Record<string, unknown>;
 }
 
@@ -56,7 +57,7 @@ function typeLabel(type: string) {
 }
 
 export function Timeline({ list }: { list: RunEvent[] }) {
-  useLang();
+  const lang = useLang();
   if (!list.length) return <p class="muted">{t("web.run.no_events")}</p>;
   return (
     <ol class="timeline">
@@ -66,7 +67,9 @@ export function Timeline({ list }: { list: RunEvent[] }) {
           <li key={e.id} class={`ev ev-${e.type}`} data-event={e.type} data-id={e.id}>
             <time dateTime={new Date(e.ts_ms).toISOString()}>{time(e.ts_ms)}</time>
             {to ? <StateBadge state={to} /> : <span class={`badge ev-type ev-${e.type}`}>{typeLabel(e.type)}</span>}
-            <span class="ev-msg" lang="en">{e.message}</span>
+            <span class="ev-msg" lang={e.text?.[lang] ? (lang === "zh" ? "zh-CN" : "en") : "en"}>
+              {e.text?.[lang] || e.message}
+            </span>
           </li>
         );
       })}

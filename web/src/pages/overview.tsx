@@ -5,7 +5,7 @@ import { DoctorFindings } from "../components/doctor";
 import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
-import { t } from "../i18n";
+import { langStore, t } from "../i18n";
 import { bytes, percent, time, word } from "../format";
 import type { Page } from "../page";
 import { Link } from "../router";
@@ -85,7 +85,8 @@ function Queue() {
     { id: "created", label: "web.col.created", cell: (r) => time(r.created_at_ms) },
     {
       id: "waiting", label: "web.queue.waiting",
-      cell: (r) => (r.redacted ? <span class="muted">{t("web.queue.redacted")}</span> : r.waiting || "—"),
+      cell: (r) => (r.redacted ? <span class="muted">{t("web.queue.redacted")}</span>
+        : r.waiting_text?.[langStore.get()] || r.waiting || "—"),
     },
   ];
   return (

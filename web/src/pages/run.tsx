@@ -13,7 +13,7 @@ import { Diagnosis, Timeline, useRunEvents, type RunEvent } from "../components/
 import { Ports, type NotebookInfo, type Port } from "../components/run_ports";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { useApi } from "../hooks";
-import { t } from "../i18n";
+import { langStore, t } from "../i18n";
 import { bytes, time, word } from "../format";
 import type { Page, PageProps } from "../page";
 import { Link } from "../router";
@@ -107,7 +107,7 @@ function RunDetails({ id }: { id: string }) {
               <dt>{t("web.col.user")}</dt><dd>{run.user}</dd>
               <dt>{t("web.col.kind")}</dt><dd>{word("kind", run.kind)}</dd>
               <dt>{t("web.col.state")}</dt><dd><StateBadge state={run.state} /></dd>
-              {run.reason ? (<><dt>{t("web.run.reason")}</dt><dd lang="en">{run.reason}</dd></>) : null}
+              {run.reason ? (<><dt>{t("web.run.reason")}</dt><dd>{run.reason_text?.[langStore.get()] || run.reason}</dd></>) : null}
               {run.waiting ? (<><dt>{t("web.queue.waiting")}</dt><dd lang="en">{run.waiting}</dd></>) : null}
               {run.exit_code !== null && run.exit_code !== undefined ? (
                 <><dt>{t("web.run.exit_code")}</dt><dd>{run.exit_code}</dd></>
