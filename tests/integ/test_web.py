@@ -218,6 +218,7 @@ class Browser(unittest.TestCase):
         d.wait_for(lambda: sampled(87), "the scripted 87 %")
         script(55)
         d.wait_for(lambda: sampled(55), "the scripted 55 %")
+        api_token = json.loads(d.cli("token", "create", "--json", user=USER, env=env).stdout)["token"]
         url = d.cli("ui", "--print", user=USER, env=env).stdout.strip()
         as_user = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", harness.LATHE]
         config = {
@@ -227,7 +228,7 @@ class Browser(unittest.TestCase):
             "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
-            "gpu_run": gpu_run, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
+            "gpu_run": gpu_run, "api_token": api_token, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

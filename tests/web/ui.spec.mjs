@@ -418,6 +418,25 @@ async function main() {
     await page.waitForSelector("[data-simulated]", WAIT);
     log(`${step}: ${who}; the GPUs are labelled simulated`);
 
+    step = "sign in with an API token instead, in a fresh browser";
+    {
+      const other = await browser.newContext({ locale: "en-US" });
+      const p2 = await other.newPage();
+      await p2.goto(new URL("/ui/", cfg.login_url).href);
+      await p2.fill("#api-token", "lathe_wrong_token");
+      await p2.click("form.token-signin button[type=submit]");
+      await p2.waitForSelector("form.token-signin .error", WAIT);
+      check((await p2.getAttribute("#api-token", "aria-invalid")) === "true", "a wrong token is not marked");
+      await p2.fill("#api-token", cfg.api_token);
+      await p2.click("form.token-signin button[type=submit]");
+      await p2.waitForSelector(".user", WAIT);
+      const who2 = await p2.textContent(".user");
+      check(who2.includes(cfg.user), `signed in with the token as: ${who2}`);
+      await axe(p2, "signed in with a token");
+      await other.close();
+      log(`${step}: ${who2}`);
+    }
+
     step = "a run submitted from the CLI appears, live, and moves to running";
     await page.click("nav >> text=Runs");
     await page.waitForSelector("table tbody tr[data-key]", WAIT);

@@ -93,6 +93,31 @@ export async function api<T>(path: string, opts: RequestOptions = {}): Promise<T
   return (await res.json()) as T;
 }
 
+// An API token (lathe token create) traded for a browser session: the token
+// asks POST /sessions/code for a one-time code of its own user, whose link
+// (/ui/login?code=…) sets the session's cookie. The token is sent once, in a
+// header, and kept nowhere.
+export async function signInWithToken(token: string): Promise<string> {
+  let res: Response;
+  try {
+    res = await fetch(BASE + "/sessions/code", {
+      method: "POST",
+      headers: { Accept: "application/json", "Content-Type": "application/json",
+        Authorization: `Bearer ${token.trim()}` },
+      body: "{}",
+      credentials: "omit",
+    });
+  } catch {
+    throw uiError(0, "web.error.network");
+  }
+  if (!res.ok) throw await errorOf(res);
+  const body = (await res.json()) as { url?: string };
+  const url = new URL(body.url ?? "", location.href);
+  // This origin's own login page, whatever host name the daemon's answer used.
+  if (url.pathname !== "/ui/login") throw uiError(0, "web.error.network");
+  return url.pathname + url.search;
+}
+
 // GET BASE + path as text (a log's page): the body and the header
 // X-Lathe-Next-Offset (null when the answer has none); throws ApiError.
 export async function apiText(path: string, signal?: AbortSignal): Promise<{ text: string; next: number | null }> {

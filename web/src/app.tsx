@@ -1,6 +1,7 @@
 // The shell around every page: the navigation, who is signed in, the language
 // and theme switches, and the page the path names (pages/index.ts).
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ApiError, signInWithToken } from "./api";
 import { pages } from "./pages";
 import type { Page } from "./page";
 import { Link, match, useLocation } from "./router";
@@ -73,7 +74,38 @@ function SignIn({ state }: { state: SessionState }) {
       <p>{t("web.signin.how")}</p>
       <pre><code>lathe ui</code></pre>
       <p>{t("web.signin.remote")}</p>
+      <TokenSignIn />
     </main>
+  );
+}
+
+// Or an API token of the user's (lathe token create), pasted once.
+function TokenSignIn() {
+  const [token, setToken] = useState("");
+  const [error, setError] = useState<ApiError | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      location.assign(await signInWithToken(token));
+    } catch (err) {
+      setError(err instanceof ApiError ? err : null);
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="token-signin" onSubmit={submit}>
+      <h2>{t("web.signin.token_title")}</h2>
+      <p>{t("web.signin.token_how")}</p>
+      <label for="api-token">{t("web.signin.token_label")}</label>
+      <input id="api-token" type="password" autocomplete="off" value={token} required
+        aria-invalid={error ? "true" : undefined}
+        onInput={(e) => setToken(e.currentTarget.value)} />
+      <button type="submit" disabled={busy || !token.trim()}>{t("web.signin.token_submit")}</button>
+      {error ? <ErrorBox error={error} /> : null}
+    </form>
   );
 }
 
