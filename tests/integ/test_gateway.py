@@ -300,6 +300,9 @@ class GatewayTest(unittest.TestCase):
             # Not idempotent: the failure is the answer.
             code, _, body = self.gw.request("POST", "/d/once/infer", body="{}")
             self.assertEqual((code, body["msg_id"]), (502, "gateway.replica_failed"))
+            # The proxy's errors know no request's language: they carry both.
+            self.assertEqual(body["en"], body["error"])
+            self.assertTrue(body["zh"] and body["zh"] != body["en"], body)
         finally:
             self.restore()
             dropper.kill9()

@@ -47,8 +47,13 @@ Lang LangOf(const net::HttpRequest& req) {
                                                                                 : Lang::kEn;
 }
 
+// `error` in the reader's language (where the answer knows the request), and
+// always both: `en` and `zh`, as the daemon's API errors carry them.
 net::HttpResponse ErrorResponse(int code, const Status& s, Lang lang, net::Headers headers = {}) {
-  Json body = {{"error", Localize(s, lang)}, {"msg_id", s.msg_id()}};
+  Json body = {{"error", Localize(s, lang)},
+               {"msg_id", s.msg_id()},
+               {"en", Localize(s, Lang::kEn)},
+               {"zh", Localize(s, Lang::kZh)}};
   return net::HttpResponse{code, "application/json", std::move(headers), body.dump()};
 }
 
