@@ -97,6 +97,42 @@ void Metrics::ClearGauge(std::string_view name) {
   if (Family* f = Find(name); f != nullptr && f->type == Type::kGauge) f->series.clear();
 }
 
+void Metrics::RetainSeries(std::string_view name, const std::string& label,
+                           const std::set<std::string>& keep) {
+  // A series' key is its rendered label set, {a="x",b="y"}: a kept value's
+  // rendering (escaped as the key's) between '{' or ',' and ',' or '}'.
+  std::vector<std::string> kept;
+  for (const auto& v : keep) {
+    std::string one = RenderLabels({{label, v}});
+    kept.push_back(one.substr(1, one.size() - 2));
+  }
+  const std::string prefix = label + "=\"";
+  auto has_label = [&](const std::string& key) {
+    for (size_t at = key.find(prefix); at != std::string::npos; at = key.find(prefix, at + 1)) {
+      if (at > 0 && (key[at - 1] == '{' || key[at - 1] == ',')) return true;
+    }
+    return false;
+  };
+  auto is_kept = [&](const std::string& key) {
+    for (const auto& k : kept) {
+      for (size_t at = key.find(k); at != std::string::npos; at = key.find(k, at + 1)) {
+        const size_t end = at + k.size();
+        if (at > 0 && (key[at - 1] == '{' || key[at - 1] == ',') && end < key.size() &&
+            (key[end] == ',' || key[end] == '}')) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  std::lock_guard<std::mutex> l(mu_);
+  Family* f = Find(name);
+  if (f == nullptr) return;
+  for (auto it = f->series.begin(); it != f->series.end();) {
+    it = has_label(it->first) && !is_kept(it->first) ? f->series.erase(it) : std::next(it);
+  }
+}
+
 void Metrics::SetHistogram(std::string_view name, const Labels& labels,
                            const std::vector<uint64_t>& buckets, uint64_t count, double sum) {
   std::string key = RenderLabels(labels);

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,6 +54,11 @@ class Metrics {
 
   // Removes every series of a gauge (before setting fresh values at scrape time).
   void ClearGauge(std::string_view name);
+  // Removes the series of family `name` whose label `label` has none of
+  // `keep` as its value (those of a deployment that is gone); series without
+  // that label stay. Handles of removed series must not be held.
+  void RetainSeries(std::string_view name, const std::string& label,
+                    const std::set<std::string>& keep);
 
   // Sets a histogram series from counts kept elsewhere (a component that
   // keeps its own, such as the daemon's scheduling latency): `buckets` holds

@@ -74,6 +74,21 @@ TEST(MetricsTest, SetHistogramRendersLikeObservations) {
   EXPECT_EQ(empty.Render().find("queue 1"), std::string::npos);
 }
 
+TEST(MetricsTest, RetainSeriesKeepsTheNamedValuesAndSeriesWithoutTheLabel) {
+  Metrics m;
+  m.Declare("c_total", Metrics::Type::kCounter, "c");
+  m.Add("c_total", {{"d", "a\"b"}, {"code", "200"}});
+  m.Add("c_total", {{"code", "500"}, {"d", "a"}});
+  m.Add("c_total", {{"d", "ab"}});
+  m.Add("c_total", {{"other", "a"}});
+  m.RetainSeries("c_total", "d", {"a\"b"});
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("c_total{d=\"a\\\"b\",code=\"200\"} 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("d=\"a\"}"), std::string::npos) << text;
+  EXPECT_EQ(text.find("d=\"ab\""), std::string::npos) << text;
+  EXPECT_NE(text.find("c_total{other=\"a\"} 1"), std::string::npos) << text;
+}
+
 TEST(MetricsTest, NoHandleForGaugesOrUnknownFamilies) {
   Metrics m;
   DeclareAll(m);

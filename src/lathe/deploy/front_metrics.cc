@@ -1,5 +1,7 @@
 #include "lathe/deploy/front_metrics.h"
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 
@@ -58,6 +60,13 @@ std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
   for (const char* g :
        {"lathe_deployment_in_flight", "lathe_deployment_held", "lathe_deployment_replicas"}) {
     m_.ClearGauge(g);
+  }
+  // A deployment that is gone takes its counters and latencies with it.
+  std::set<std::string> live;
+  for (const auto& d : gauges) live.insert(d.deployment);
+  for (const char* f :
+       {"lathe_deployment_requests_total", "lathe_deployment_request_duration_seconds"}) {
+    m_.RetainSeries(f, "deployment", live);
   }
   for (const auto& d : gauges) {
     const prom::Labels l = {{"deployment", d.deployment}};

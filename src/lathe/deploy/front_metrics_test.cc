@@ -42,6 +42,15 @@ TEST(FrontMetrics, SeriesPerDeploymentAndCode) {
   // A deployment gone from the routes has no gauges at the next scrape.
   text = m.Render({});
   EXPECT_EQ(text.find("lathe_deployment_in_flight{"), std::string::npos);
+  // … nor counters and latencies: they go with it, those of a live one stay.
+  EXPECT_EQ(text.find("deployment=\"digits\""), std::string::npos) << text;
+  m.Record("digits", 200, 0.003);
+  m.Record("digits2", 200, 0.003);
+  text = m.Render({{"digits2", 0, 0, 1, 1}});
+  EXPECT_EQ(text.find("deployment=\"digits\""), std::string::npos) << text;
+  EXPECT_NE(text.find("lathe_deployment_requests_total{deployment=\"digits2\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
