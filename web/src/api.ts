@@ -66,30 +66,38 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
-// GET (or `method`) BASE + path; the parsed JSON answer, or throws ApiError.
-export async function api<T>(path: string, opts: RequestOptions = {}): Promise<T> {
-  const method = opts.method ?? "GET";
-  const headers: Record<string, string> = { Accept: "application/json" };
-  if (opts.body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET" && csrf) headers["X-Lathe-CSRF"] = csrf;
+// fetch(BASE + path): the answer when it is 2xx, else the API's error as an
+// ApiError (a network failure too; an abort is passed on). A 401 signs the
+// UI out, unless `signOut` is false (a sign-in that failed).
+async function send(path: string, init: RequestInit, signOut = true): Promise<Response> {
   let res: Response;
   try {
-    res = await fetch(BASE + path, {
-      method,
-      headers,
-      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-      credentials: "same-origin",
-      signal: opts.signal,
-    });
+    res = await fetch(BASE + path, init);
   } catch (e) {
     if ((e as Error).name === "AbortError") throw e;
     throw uiError(0, "web.error.network");
   }
   if (!res.ok) {
     const err = await errorOf(res);
-    if (res.status === 401) onSignedOut();
+    if (res.status === 401 && signOut) onSignedOut();
     throw err;
   }
+  return res;
+}
+
+// GET (or `method`) BASE + path; the parsed JSON answer, or throws ApiError.
+export async function api<T>(path: string, opts: RequestOptions = {}): Promise<T> {
+  const method = opts.method ?? "GET";
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && csrf) headers["X-Lathe-CSRF"] = csrf;
+  const res = await send(path, {
+    method,
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+    credentials: "same-origin",
+    signal: opts.signal,
+  });
   return (await res.json()) as T;
 }
 
@@ -98,19 +106,13 @@ export async function api<T>(path: string, opts: RequestOptions = {}): Promise<T
 // (/ui/login?code=…) sets the session's cookie. The token is sent once, in a
 // header, and kept nowhere.
 export async function signInWithToken(token: string): Promise<string> {
-  let res: Response;
-  try {
-    res = await fetch(BASE + "/sessions/code", {
-      method: "POST",
-      headers: { Accept: "application/json", "Content-Type": "application/json",
-        Authorization: `Bearer ${token.trim()}` },
-      body: "{}",
-      credentials: "omit",
-    });
-  } catch {
-    throw uiError(0, "web.error.network");
-  }
-  if (!res.ok) throw await errorOf(res);
+  const res = await send("/sessions/code", {
+    method: "POST",
+    headers: { Accept: "application/json", "Content-Type": "application/json",
+      Authorization: `Bearer ${token.trim()}` },
+    body: "{}",
+    credentials: "omit",
+  }, false);
   const body = (await res.json()) as { url?: string };
   const url = new URL(body.url ?? "", location.href);
   // This origin's own login page, whatever host name the daemon's answer used.
@@ -121,18 +123,7 @@ export async function signInWithToken(token: string): Promise<string> {
 // GET BASE + path as text (a log's page): the body and the header
 // X-Lathe-Next-Offset (null when the answer has none); throws ApiError.
 export async function apiText(path: string, signal?: AbortSignal): Promise<{ text: string; next: number | null }> {
-  let res: Response;
-  try {
-    res = await fetch(BASE + path, { headers: { Accept: "text/plain" }, credentials: "same-origin", signal });
-  } catch (e) {
-    if ((e as Error).name === "AbortError") throw e;
-    throw uiError(0, "web.error.network");
-  }
-  if (!res.ok) {
-    const err = await errorOf(res);
-    if (res.status === 401) onSignedOut();
-    throw err;
-  }
+  const res = await send(path, { headers: { Accept: "text/plain" }, credentials: "same-origin", signal });
   const next = res.headers.get("X-Lathe-Next-Offset");
   return { text: await res.text(), next: next === null ? null : Number(next) };
 }

@@ -2,8 +2,6 @@
 // in both languages, for the web UI's overview. The checks take tens of
 // milliseconds; they run at most once a minute (`?refresh=1`: now), under
 // a mutex, so that a page polling it costs the machine nothing.
-#include <chrono>
-
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
 #include "lathe/common/i18n.h"
@@ -11,6 +9,7 @@
 #include "lathe/doctor/doctor.h"
 #include "lathe/doctor/real_system.h"
 #include "lathe/doctor/report_format.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/process.h"
 
 namespace lathe::api {
@@ -18,16 +17,11 @@ namespace {
 
 constexpr int64_t kDoctorCacheMs = 60'000;
 
-int64_t WallMs() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 void ApiServer::GetDoctor(ApiCall& call) {
   std::lock_guard<std::mutex> lock(doctor_mu_);
-  const int64_t now = WallMs();
+  const int64_t now = (opts_.clock ? *opts_.clock : os::RealClock()).NowMs();
   if (doctor_at_ms_ == 0 || now - doctor_at_ms_ >= kDoctorCacheMs ||
       Truthy(call.req.QueryParam("refresh"))) {
     doctor::RealSystemOptions ro;

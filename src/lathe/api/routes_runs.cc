@@ -136,9 +136,12 @@ Result<state::RunFilter> RunFilterOf(const net::HttpRequest& req) {
     for (const auto& name : SplitCommas(*v)) {
       auto st = run::StateFromName(name);
       if (!st) {
-        return BadFilter("state", name,
-                         "queued, starting, running, stopping, succeeded, failed, stopped, "
-                         "preempted, lost");
+        std::string allowed;
+        for (int i = 0; i <= static_cast<int>(run::RunState::kLost); ++i) {
+          allowed += (allowed.empty() ? "" : ", ") +
+                     std::string(run::StateName(static_cast<run::RunState>(i)));
+        }
+        return BadFilter("state", name, allowed);
       }
       f.states.push_back(*st);
     }

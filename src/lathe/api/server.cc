@@ -410,12 +410,11 @@ void ApiServer::FollowRunChanges(const Authenticated& auth, net::ResponseStream&
       out += net::SseEvent("run", Json{{"id", e.run_id}, {"state", e.data.value("to", "")}}.dump(),
                            e.id);
     }
-    int64_t total = 0, total_all = 0;
-    if (daemon_.List(true, 0, &total, 0, &total_all).ok()) {
-      if (count >= 0 && total_all < count) {
-        out += net::SseEvent("removed", Json{{"total_all", total_all}}.dump());
+    if (auto total_all = daemon_.CountRuns(); total_all.ok()) {
+      if (count >= 0 && *total_all < count) {
+        out += net::SseEvent("removed", Json{{"total_all", *total_all}}.dump());
       }
-      count = total_all;
+      count = *total_all;
     }
     if (!out.empty() && !s->Write(out)) break;
     if (!keep_alive.Tick(*s)) break;

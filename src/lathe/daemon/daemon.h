@@ -159,6 +159,8 @@ class Daemon {
                                              const state::RunFilter& filter = {});
   // The id of the newest event of any run (0: none yet).
   Result<int64_t> LatestEventId();
+  // How many runs the daemon keeps, in every state.
+  Result<int64_t> CountRuns();
   // Resolves `ref` and checks that `caller` may `action` it: the owner and
   // admins may do anything; nobody else anything (see docs/security.md).
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,

@@ -243,6 +243,11 @@ Result<int64_t> Daemon::LatestEventId() {
   return store_->LatestEventId();
 }
 
+Result<int64_t> Daemon::CountRuns() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->Count(true);
+}
+
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
                                  AccessAction action) {
   std::lock_guard<std::mutex> lock(mu_);

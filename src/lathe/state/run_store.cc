@@ -571,6 +571,14 @@ std::string NotAllWhere(int64_t ended_since_ms, int ended_limit) {
   return w + ")";
 }
 
+// "state IN ('queued','running')": the names are the code's own, written
+// into the SQL (Query binds only text, and these need no binding).
+std::string StateIn(const std::vector<run::RunState>& states) {
+  std::string in;
+  for (auto st : states) in += (in.empty() ? "'" : ",'") + std::string(run::StateName(st)) + "'";
+  return "state IN (" + in + ")";
+}
+
 // The WHERE clause of List/Count: List's own condition and the filter's,
 // the filter's values bound as `args` (text).
 std::string FilterWhere(bool all, int64_t ended_since_ms, int ended_limit, const RunFilter& f,
@@ -578,10 +586,7 @@ std::string FilterWhere(bool all, int64_t ended_since_ms, int ended_limit, const
   std::vector<std::string> terms;
   if (!all) terms.push_back(NotAllWhere(ended_since_ms, ended_limit).substr(6));  // "WHERE "
   if (!f.states.empty()) {
-    std::string in;
-    for (auto st : f.states)
-      in += (in.empty() ? "'" : ",'") + std::string(run::StateName(st)) + "'";
-    terms.push_back("state IN (" + in + ")");
+    terms.push_back(StateIn(f.states));
   }
   if (!f.user.empty()) {
     terms.push_back("user = ?");
@@ -643,9 +648,7 @@ Result<int64_t> RunStore::Count(bool all, int64_t ended_since_ms, int ended_limi
 }
 
 Result<std::vector<RunRecord>> RunStore::InStates(const std::vector<run::RunState>& states) {
-  std::string in;
-  for (auto s : states) in += (in.empty() ? "'" : ",'") + std::string(run::StateName(s)) + "'";
-  return Query("WHERE state IN (" + in + ") ORDER BY seq", {});
+  return Query("WHERE " + StateIn(states) + " ORDER BY seq", {});
 }
 
 namespace {
