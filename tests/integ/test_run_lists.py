@@ -127,6 +127,17 @@ class RunLists(DaemonTest):
         self.assertNotIn("hidden", json.dumps(body))
         st, _ = curl(self.d, f"/api/v1/runs/{rid}/logs/stats", other)
         self.assertEqual(st, 403)
+        # The change stream shows another user ids and states, never a spec.
+        stream = subprocess.Popen(
+            ["setpriv", "--reuid", other, "--regid", other, "--init-groups", "curl", "-sSN",
+             "--max-time", "4", "--unix-socket", os.path.join(self.d.home, "lathe.sock"),
+             "http://lathe/api/v1/runs?follow=1"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        later = self.d.submit("--name", "later", "--env", "TOKEN=hidden-too", "--", "true")
+        out, _ = stream.communicate(timeout=30)
+        self.assertIn(f'"id":"{later}"', out.replace(" ", ""))
+        self.assertNotIn("hidden", out)
+        self.assertNotIn("TOKEN", out)
         self.d.cli("stop", rid)
 
 
@@ -198,6 +209,12 @@ class DoctorApi(DaemonTest):
         time.sleep(0.01)
         st, _, body = get(self.d, "/api/v1/doctor?refresh=1")
         self.assertGreater(json.loads(body)["at_ms"], first["at_ms"])
+        # Every user reads the machine's checks; the daemon's own secrets are not in them.
+        other = second_user(self, "lathe-it-lists").pw_name
+        st, report = curl(self.d, "/api/v1/doctor", other)
+        self.assertEqual(st, 200)
+        with open(os.path.join(self.d.home, "token")) as f:
+            self.assertNotIn(f.read().strip(), json.dumps(report))
 
 
 if __name__ == "__main__":

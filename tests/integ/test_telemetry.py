@@ -61,6 +61,11 @@ class Telemetry(unittest.TestCase):
         mb = self.d.wait_for(lambda: scripted(b, 33), "run b's scripted load")
         self.assertTrue(ma["simulated"])
         self.assertEqual(ma["interval_ms"], 200)
+        # The store is the daemon's alone, its journal files too: another user reads it through the API.
+        for side in ("", "-wal", "-shm"):
+            path = os.path.join(self.d.home, "telemetry.db" + side)
+            if side == "" or os.path.exists(path):
+                self.assertEqual(os.stat(path).st_mode & 0o077, 0, path)
         [ga] = ma["gpus"]  # only the GPU it holds
         self.assertEqual(ga["index"], gpu_a)
         self.assertEqual(ga["uuid"], f"GPU-sim-{gpu_a:04d}")
