@@ -2,30 +2,44 @@
 # The deployments' front's own cost (docs/gateway.md): wrk against two
 # upstreams that answer at once (nginx `return 200` on unix sockets, so the
 # upstream is never the bottleneck), reached
-#   direct  — nginx's own TCP listener,
+#   direct  — the upstreams' own TCP listener,
 #   front   — lathe __gateway, balancing over the two sockets,
-#   nginx   — nginx as the proxy (least_conn, keep-alive upstreams, seed 004's set-up).
-# Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS]
+#   nginx   — nginx as the proxy (least_conn, keep-alive upstreams, seed 004's
+#             set-up), a process of its own with as many workers as the front
+#             has I/O threads (2).
+# The upstreams are one nginx process in all three cases, so that each proxy
+# is measured against the same replicas.
+# Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS] [ROUNDS]
+# ROUNDS (default 1) repeats the three, interleaved, to see the noise.
 # Needs nginx and wrk. Everything runs on this machine: figures are relative.
 set -eu
 LATHE=${1:-build/lathe}
 SECS=${2:-5}
 CONNS=${3:-16}
+ROUNDS=${4:-1}
+PROXY_WORKERS=${PROXY_WORKERS:-2}
 D=$(mktemp -d /tmp/lathe-front-bench.XXXXXX)
 chmod 755 "$D"
 DIRECT=18931
 PROXY=18932
-cat > "$D/nginx.conf" <<CONF
-daemon off; worker_processes 1; pid $D/nginx.pid; error_log $D/nginx.err;
+cat > "$D/upstreams.conf" <<CONF
+daemon off; worker_processes 1; pid $D/upstreams.pid; error_log $D/upstreams.err;
+events { worker_connections 4096; }
+http { access_log off;
+  server { listen unix:$D/a.sock; listen 127.0.0.1:$DIRECT; location / { return 200 "ok\n"; } }
+  server { listen unix:$D/b.sock; location / { return 200 "ok\n"; } } }
+CONF
+cat > "$D/proxy.conf" <<CONF
+daemon off; worker_processes $PROXY_WORKERS; pid $D/proxy.pid; error_log $D/proxy.err;
 events { worker_connections 4096; }
 http { access_log off;
   upstream two { least_conn; server unix:$D/a.sock; server unix:$D/b.sock; keepalive 64; }
-  server { listen unix:$D/a.sock; listen 127.0.0.1:$DIRECT; location / { return 200 "ok\n"; } }
-  server { listen unix:$D/b.sock; location / { return 200 "ok\n"; } }
   server { listen 127.0.0.1:$PROXY; location / { proxy_pass http://two;
            proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 CONF
-nginx -c "$D/nginx.conf" -p "$D" &
+nginx -c "$D/upstreams.conf" -p "$D" &
+UPSTREAMS=$!
+nginx -c "$D/proxy.conf" -p "$D" &
 NGINX=$!
 sleep 1
 chmod 777 "$D"/*.sock
@@ -38,15 +52,36 @@ cat > "$D/routes.json" <<ROUTES
 ROUTES
 "$LATHE" __gateway --dir "$D" --listen 127.0.0.1:0 2> "$D/gateway.log" &
 GW=$!
-trap 'kill $GW $NGINX 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
+trap 'kill $GW $NGINX $UPSTREAMS 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
 while [ ! -s "$D/gateway.json" ]; do sleep 0.1; done
 PORT=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['port'])" "$D/gateway.json")
 sleep 1  # the first probes
-for what in "direct http://127.0.0.1:$DIRECT/x" "front http://127.0.0.1:$PORT/d/b/x" \
-            "nginx http://127.0.0.1:$PROXY/x"; do
-  set -- $what
-  printf '%-7s ' "$1"
-  wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "$2" |
-    awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx|Socket errors/ {err=err" "$0}
-         END {printf "%10s req/s  p50 %8s  p99 %8s%s\n", rps, p50, p99, err}'
+# CPU time (clock ticks) of a process and its children's own processes:
+# utime + stime of each in /proc, so a busy machine does not blur it.
+ticks() {
+  t=0
+  for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done); do
+    set -- $(cut -d' ' -f14,15 "/proc/$p/stat")
+    t=$((t + $1 + $2))
+  done
+  echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+round=0
+while [ "$round" -lt "$ROUNDS" ]; do
+  round=$((round + 1))
+  for what in "direct http://127.0.0.1:$DIRECT/x" "front http://127.0.0.1:$PORT/d/b/x" \
+              "nginx http://127.0.0.1:$PROXY/x"; do
+    set -- $what
+    case $1 in front) who=$GW ;; nginx) who=$NGINX ;; *) who=$UPSTREAMS ;; esac
+    before=$(ticks $who)
+    printf '%-7s ' "$1"
+    wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "$2" > "$D/wrk.out"
+    after=$(ticks $who)
+    awk -v t=$((after - before)) -v hz="$HZ" -v who="$1" \
+      '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
+       /Non-2xx|Socket errors/ {err=err" "$0}
+       END {printf "%10s req/s  p50 %8s  p99 %8s  %s CPU %5.1f us/request%s\n", rps, p50, p99,
+            who == "direct" ? "upstream" : "proxy", n ? t * 1e6 / hz / n : 0, err}' "$D/wrk.out"
+  done
 done

@@ -112,6 +112,7 @@ class FrontImpl final : public Front {
   Status Bind() {
     net::ServerOptions so;
     so.io_threads = opts_.io_threads;
+    so.loop_per_thread = true;  // its handlers never block (net/http_server.h)
     so.server_name = "lathe-gateway";
     auto server = net::HttpServer::Create(
         so, [this](net::HttpRequest req, std::unique_ptr<net::Responder> res) {

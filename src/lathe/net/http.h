@@ -17,6 +17,8 @@
 
 namespace lathe::net {
 
+class IoLoop;  // io_loop.h: the I/O loop a connection is served on (Responder::loop)
+
 // Credentials of the process on the other end of a unix socket (SO_PEERCRED),
 // taken when the connection was accepted.
 struct PeerCred {
@@ -131,6 +133,13 @@ class Responder {
   // The default implementation (for fakes) closes upstream_fd and sends 501.
   virtual void Tunnel(HttpResponse head, int upstream_fd, std::string upstream_leftover,
                       TunnelOptions options = {});
+  // The I/O loop serving this request's connection, so that code of the net
+  // module (the reverse proxy) can run its own asynchronous I/O there and
+  // answer without a hand-off between threads. Only on that loop's own
+  // thread (in the handler, or in a completion running on the loop); nullptr
+  // on any other thread, once the connection is gone, and for responders
+  // that are not the server's (fakes). Valid until the caller returns.
+  virtual IoLoop* loop() { return nullptr; }
 };
 
 }  // namespace lathe::net

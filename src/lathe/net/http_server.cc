@@ -58,6 +58,7 @@
 #include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/net/io_loop.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/os/unix_socket.h"
@@ -169,6 +170,8 @@ class SessionBase {
  public:
   virtual ~SessionBase() = default;
   virtual bool RunningHere() const = 0;
+  // The session's strand, as a loop others may run I/O on (Responder::loop).
+  virtual IoLoop* Loop() = 0;
   virtual void RespondHere(uint64_t seq, HttpResponse response) = 0;
   virtual void PostResponse(uint64_t seq, HttpResponse response) = 0;
   virtual void PostStreamStart(uint64_t seq, std::shared_ptr<StreamState> st, int status,
@@ -414,6 +417,12 @@ class ResponderImpl final : public Responder {
     return std::make_unique<StreamImpl>(core_, session_, std::move(st));
   }
 
+  IoLoop* loop() override {
+    if (!t_io_thread || done_) return nullptr;
+    std::shared_ptr<SessionBase> s = core_->SessionIfLive(session_);
+    return s != nullptr && s->RunningHere() ? s->Loop() : nullptr;
+  }
+
   void Tunnel(HttpResponse head, int upstream_fd, std::string upstream_leftover,
               TunnelOptions options) override {
     os::Fd upstream(upstream_fd);  // closed here unless the session takes it
@@ -531,6 +540,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   bool RunningHere() const override { return strand_.running_in_this_thread(); }
+  IoLoop* Loop() override { return &loop_; }
 
   void RespondHere(uint64_t seq, HttpResponse response) override {
     OnResponse(seq, std::move(response));
@@ -1132,6 +1142,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   const std::shared_ptr<Core> core_;
   const ServerOptions& options_;
   const Strand strand_;
+  IoLoop loop_{strand_, strand_.get_inner_executor()};  // for Responder::loop
   Stream conn_;
   Timer timer_;
   const std::string remote_;
@@ -1176,6 +1187,29 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
 // ---------------------------------------------------------------------------
 // Listeners: accept loops, one per bound address.
+
+// The I/O loops a server runs: one shared by every I/O thread, or one per
+// thread (ServerOptions::loop_per_thread), a new connection going to the next
+// in turn and staying there.
+class IoLoops {
+ public:
+  IoLoops(int threads, bool per_thread) {
+    const int loops = per_thread ? threads : 1;
+    for (int i = 0; i < loops; ++i) {
+      loops_.push_back(std::make_unique<asio::io_context>(per_thread ? 1 : threads));
+    }
+  }
+  asio::io_context& First() { return *loops_.front(); }
+  asio::io_context& Next() {
+    return *loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()];
+  }
+  asio::io_context& At(size_t i) { return *loops_[i % loops_.size()]; }
+  size_t size() const { return loops_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<asio::io_context>> loops_;
+  std::atomic<size_t> next_{0};
+};
 
 class ListenerBase {
  public:
@@ -1245,16 +1279,16 @@ class Listener final : public ListenerBase,
   using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
 
   // `tls` (TCP only; not owned, outlives every session): serve TLS with it.
-  Listener(asio::io_context& ioc, std::shared_ptr<Core> core, Acceptor acceptor,
+  Listener(IoLoops& loops, std::shared_ptr<Core> core, Acceptor acceptor,
            asio::ssl::context* tls = nullptr)
-      : ioc_(ioc),
+      : loops_(loops),
         core_(std::move(core)),
         acceptor_(std::move(acceptor)),
         retry_(acceptor_.get_executor()),
         tls_(tls) {}
 
   void Accept() override {
-    Strand strand = asio::make_strand(ioc_);
+    Strand strand = asio::make_strand(loops_.Next());
     acceptor_.async_accept(
         strand, [self = this->shared_from_this(), strand](error_code ec, Socket socket) mutable {
           self->OnAccept(ec, std::move(socket), std::move(strand));
@@ -1324,7 +1358,7 @@ class Listener final : public ListenerBase,
     });
   }
 
-  asio::io_context& ioc_;
+  IoLoops& loops_;
   const std::shared_ptr<Core> core_;
   Acceptor acceptor_;
   Timer retry_;
@@ -1398,7 +1432,7 @@ struct UnixPath {
 class ServerImpl final : public HttpServer {
  public:
   ServerImpl(ServerOptions options, Handler handler)
-      : ioc_(options.io_threads),
+      : loops_(options.io_threads, options.loop_per_thread),
         core_(std::make_shared<Core>(std::move(options), std::move(handler))) {}
 
   ~ServerImpl() override { Stop(kDefaultDrainMs); }
@@ -1420,10 +1454,10 @@ class ServerImpl final : public HttpServer {
       return Status::InvalidArgument("unix socket path empty or longer than 107 bytes: " + path);
     }
     RETURN_IF_ERROR(os::RemoveStaleUnixSocket(path));
-    Listener<asio::local::stream_protocol>::Acceptor acceptor(asio::make_strand(ioc_));
+    Listener<asio::local::stream_protocol>::Acceptor acceptor(asio::make_strand(loops_.First()));
     RETURN_IF_ERROR(BindUnix(acceptor, path, mode));
-    AddListener(
-        std::make_shared<Listener<asio::local::stream_protocol>>(ioc_, core_, std::move(acceptor)));
+    AddListener(std::make_shared<Listener<asio::local::stream_protocol>>(loops_, core_,
+                                                                         std::move(acceptor)));
     return Status::OK();
   }
 
@@ -1436,10 +1470,10 @@ class ServerImpl final : public HttpServer {
         asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
     if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
     asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
-    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(ioc_));
+    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(loops_.First()));
     RETURN_IF_ERROR(BindTcp(acceptor, ep));
     int bound = acceptor.local_endpoint(ec).port();
-    AddListener(std::make_shared<Listener<asio::ip::tcp>>(ioc_, core_, std::move(acceptor), tls));
+    AddListener(std::make_shared<Listener<asio::ip::tcp>>(loops_, core_, std::move(acceptor), tls));
     return bound;
   }
 
@@ -1448,8 +1482,10 @@ class ServerImpl final : public HttpServer {
     if (listeners_.empty()) return Status::FailedPrecondition("http server listens nowhere");
     started_ = true;
     for (auto& l : listeners_) l->Accept();
-    work_.emplace(asio::make_work_guard(ioc_));
-    for (int i = 0; i < core_->options.io_threads; ++i) threads_.emplace_back([this] { RunIo(); });
+    for (size_t i = 0; i < loops_.size(); ++i) work_.push_back(asio::make_work_guard(loops_.At(i)));
+    for (int i = 0; i < core_->options.io_threads; ++i) {
+      threads_.emplace_back([this, i] { RunIo(loops_.At(static_cast<size_t>(i))); });
+    }
     return Status::OK();
   }
 
@@ -1521,11 +1557,11 @@ class ServerImpl final : public HttpServer {
   }
 
   // Handlers run inside run(); an exception escaping one must not end the thread.
-  void RunIo() {
+  void RunIo(asio::io_context& ioc) {
     t_io_thread = true;
     for (;;) {
       try {
-        ioc_.run();
+        ioc.run();
         return;
       } catch (const std::exception& e) {
         spdlog::error("http: I/O thread caught: {}", e.what());
@@ -1536,8 +1572,8 @@ class ServerImpl final : public HttpServer {
   void ForceCloseAndJoin() {
     for (auto& s : core_->Sessions()) s->PostClose();
     if (started_) core_->WaitNoSessions(Clock::now() + std::chrono::milliseconds(kCloseSettleMs));
-    work_.reset();
-    ioc_.stop();
+    work_.clear();
+    for (size_t i = 0; i < loops_.size(); ++i) loops_.At(i).stop();
     for (auto& t : threads_) t.join();
     threads_.clear();
     // No I/O thread runs now: closing from here cannot race a handler.
@@ -1554,13 +1590,13 @@ class ServerImpl final : public HttpServer {
     unix_paths_.clear();
   }
 
-  // Destroyed after ioc_, whose queued handlers may hold sessions using them.
+  // Destroyed after loops_, whose queued handlers may hold sessions using them.
   std::vector<std::unique_ptr<asio::ssl::context>> tls_contexts_;
-  // Destroyed next to last: queued handlers (and the sessions they hold) die with it.
-  asio::io_context ioc_;
+  // Destroyed next to last: queued handlers (and the sessions they hold) die with them.
+  IoLoops loops_;
   const std::shared_ptr<Core> core_;
   std::vector<std::shared_ptr<ListenerBase>> listeners_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   std::vector<UnixPath> unix_paths_;
   bool started_ = false;

@@ -35,7 +35,14 @@ namespace lathe::net {
 using Handler = std::function<void(HttpRequest request, std::unique_ptr<Responder> responder)>;
 
 struct ServerOptions {
-  int io_threads = 2;                   // threads running the I/O loop (handlers run on them)
+  int io_threads = 2;  // threads running the I/O loop (handlers run on them)
+  // false: the threads share one loop, so a handler that blocks leaves the
+  // others serving every connection. true: each thread runs a loop of its
+  // own, connections are dealt to them in turn at accept and stay there —
+  // no thread ever wakes another for a connection's work (the deployments'
+  // front, whose handlers never block), but a blocked handler stalls the
+  // connections of its thread.
+  bool loop_per_thread = false;
   size_t max_body_bytes = 64 << 20;     // larger bodies get 413 and the connection is closed
   size_t max_header_bytes = 64 << 10;   // larger request line + headers get 431, closed
   int first_request_timeout_ms = 5000;  // a new connection's first request header must be

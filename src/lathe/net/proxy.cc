@@ -183,6 +183,12 @@ Headers DownstreamHeaders(const Headers& upstream, int status,
   return out;
 }
 
+void AddResponseHeaders(Headers& down, const Headers& add) {
+  if (add.empty()) return;
+  std::erase_if(down, [&](const auto& h) { return !FindHeader(add, h.first).empty(); });
+  down.insert(down.end(), add.begin(), add.end());
+}
+
 // ---- the proxy ------------------------------------------------------------------
 
 ReverseProxy::ReverseProxy(ProxyOptions options, ProxyErrorPage error_page)
@@ -191,6 +197,8 @@ ReverseProxy::ReverseProxy(ProxyOptions options, ProxyErrorPage error_page)
 ReverseProxy::~ReverseProxy() { Stop(); }
 
 void ReverseProxy::Stop() {
+  stopping_ = true;
+  StopEvents();
   std::vector<std::thread> workers;
   std::deque<Job> left;
   {
@@ -216,7 +224,15 @@ void ReverseProxy::Refuse(Job& job, const Status& why) {
 
 void ReverseProxy::Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res,
                            ForwardHooks hooks) {
-  Job job{std::move(req), std::move(up), std::move(res), std::move(hooks)};
+  Job job;
+  job.req = std::move(req);
+  job.up = std::move(up);
+  job.res = std::move(res);
+  job.hooks = std::move(hooks);
+  if (!ForwardOnLoop(job)) Enqueue(std::move(job));
+}
+
+void ReverseProxy::Enqueue(Job job) {
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || queue_.size() >= opts_.max_queued) {
     lock.unlock();
@@ -288,13 +304,6 @@ class UpstreamConn {
   const std::atomic<bool>& stop_;
   bool received_any_ = false;
 };
-
-// The answer's headers with the upstream's own `add` replaced by the proxy's.
-void AddResponseHeaders(Headers& down, const Headers& add) {
-  if (add.empty()) return;
-  std::erase_if(down, [&](const auto& h) { return !FindHeader(add, h.first).empty(); });
-  down.insert(down.end(), add.begin(), add.end());
-}
 
 // Connects to the upstream and tells whose listener accepted: `owner` gets
 // the uid, or why it is unknown.
@@ -373,13 +382,18 @@ void ReverseProxy::Serve(Job& job) {
   ForwardResult result;
   Upstream up = std::move(job.up);
   Attempt a;
-  for (;;) {
-    a = Try(job.req, up, job.res, job.hooks.repeatable);
-    if (!a.unanswered || !job.hooks.retry || stopping_) break;
-    std::optional<Upstream> next = job.hooks.retry(a.error, up);
-    if (!next) break;
-    up = std::move(*next);
-    ++result.attempts;
+  if (job.cont_fd.valid()) {  // the answer's header came on the event-driven path
+    a = Exchange(job.req, up, job.res, std::move(job.cont_fd), std::move(job.cont_bytes),
+                 job.cont_eof, job.cont_key);
+  } else {
+    for (bool reuse = !job.fresh;; reuse = true) {
+      a = Try(job.req, up, job.res, job.hooks.repeatable, reuse);
+      if (!a.unanswered || !job.hooks.retry || stopping_) break;
+      std::optional<Upstream> next = job.hooks.retry(a.error, up);
+      if (!next) break;
+      up = std::move(*next);
+      ++result.attempts;
+    }
   }
   result.error = a.error;
   result.answered = a.answered;
@@ -393,7 +407,8 @@ void ReverseProxy::Serve(Job& job) {
 }
 
 ReverseProxy::Attempt ReverseProxy::Try(const HttpRequest& req, const Upstream& up,
-                                        std::unique_ptr<Responder>& res, bool repeatable) {
+                                        std::unique_ptr<Responder>& res, bool repeatable,
+                                        bool reuse) {
   const bool upgrade = IsWebSocketUpgrade(req);
   const bool keep_alive = !upgrade && opts_.max_idle_upstreams > 0;
   const std::string key = keep_alive ? UpstreamKey(up) : std::string();
@@ -403,9 +418,13 @@ ReverseProxy::Attempt ReverseProxy::Try(const HttpRequest& req, const Upstream& 
       repeatable || req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
   std::string out = UpstreamRequestHead(req, up, upgrade, opts_.strip_cookie_prefixes, keep_alive);
   out += req.body;
-  os::Fd reused = keep_alive && idempotent ? TakeIdle(key) : os::Fd();
+  os::Fd reused = reuse && keep_alive && idempotent ? TakeIdle(key) : os::Fd();
   const bool was_reused = reused.valid();
-  if (was_reused && !os::SendFull(reused.get(), out, "upstream").ok()) reused = os::Fd();
+  // A kept connection may have served the event-driven path, which leaves it
+  // non-blocking: SendAllWithin works either way.
+  if (was_reused && !os::SendAllWithin(reused.get(), out, opts_.idle_timeout_ms).ok()) {
+    reused = os::Fd();
+  }
   std::string pending;
   bool eof = false;
   if (was_reused && reused.valid()) {

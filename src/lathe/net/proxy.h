@@ -35,10 +35,17 @@
 // any byte of an answer came back it may name another upstream to try, and
 // it is told once when the request is over.
 //
-// Threads: Forward returns at once; the request is served by one of the
-// proxy's own workers (never a server I/O thread): up to max_workers, started
-// as the load asks and then kept; beyond them requests wait in a queue of
-// max_queued, and one more than that gets 503 (proxy.busy).
+// Threads: Forward returns at once. A request that may ride a kept-alive
+// connection (see above) and finds one idle is forwarded on the I/O loop of
+// its own client connection (Responder::loop), driven by readiness events
+// (proxy_event.cc): no thread hand-off on the way there or back, which is
+// what a proxy's cost is made of when requests are small. Every other
+// request — a new upstream connection, a websocket, a large or unsized
+// answer (handed over once its header came), a kept connection the upstream
+// had closed — is served by one of the proxy's own workers doing blocking
+// I/O: up to max_workers, started as the load asks and then kept; beyond
+// them requests wait in a queue of max_queued, and one more than that gets
+// 503 (proxy.busy). The hooks run on whichever thread serves the request.
 #pragma once
 
 #include <atomic>
@@ -52,6 +59,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "lathe/common/status.h"
@@ -155,7 +163,14 @@ class ReverseProxy {
     Upstream up;
     std::unique_ptr<Responder> res;
     ForwardHooks hooks;
+    // Set when the event-driven path hands a request over to a worker:
+    bool fresh = false;      // its kept connection had been closed: connect anew
+    os::Fd cont_fd;          // or the answer began: its connection,
+    std::string cont_bytes;  //   every byte of the answer read so far,
+    bool cont_eof = false;   //   whether the upstream ended after them,
+    std::string cont_key;    //   and the connection's key in the pool
   };
+  class EventExchange;  // proxy_event.cc
   // How one attempt at one upstream went: `res` was used (answered), or
   // not (an error before the answer, which the caller shows or retries).
   struct Attempt {
@@ -166,9 +181,17 @@ class ReverseProxy {
   };
   // Answers `job` with the error page of `why` at once.
   void Refuse(Job& job, const Status& why);
+  // Queues `job` for a worker (or refuses it: proxy.busy, proxy.stopping).
+  void Enqueue(Job job);
+  // Starts `job` on its client connection's I/O loop, when it may go there
+  // (proxy_event.cc); false leaves `job` as it was, for a worker.
+  bool ForwardOnLoop(Job& job);
+  // Stop: makes the event-driven exchanges give up, and waits for them.
+  void StopEvents();
+  void EventEnded(const EventExchange* ex);
   void Serve(Job& job);
   Attempt Try(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
-              bool repeatable);
+              bool repeatable, bool reuse);
   Attempt Exchange(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
                    os::Fd fd, std::string pending, bool eof, const std::string& key);
   // A kept-alive connection to the listener `key` names, if one is idle and
@@ -192,6 +215,10 @@ class ReverseProxy {
   };
   std::mutex pool_mu_;
   std::deque<IdleConn> idle_;  // guarded by pool_mu_; oldest first
+  std::mutex events_mu_;
+  std::condition_variable events_done_;
+  // The event-driven exchanges in flight, for Stop. Guarded by events_mu_.
+  std::unordered_map<const EventExchange*, std::weak_ptr<EventExchange>> events_;
 };
 
 // ---- the pure parts (unit-tested) ----
@@ -219,5 +246,9 @@ std::string UpstreamKey(const Upstream& up);
 // with Set-Cookie sanitised.
 Headers DownstreamHeaders(const Headers& upstream, int status,
                           const std::vector<std::string>& strip_cookie_prefixes);
+
+// `down` with the headers of `add` replacing any by those names
+// (Upstream::add_response_headers).
+void AddResponseHeaders(Headers& down, const Headers& add);
 
 }  // namespace lathe::net

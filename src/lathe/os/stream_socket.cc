@@ -222,6 +222,28 @@ Status SetSocketTimeouts(int fd, int timeout_ms) {
   return Status::OK();
 }
 
+Status SendAllWithin(int fd, std::string_view data, int timeout_ms) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      return Status(Code::kIoError, fmt::format("send: {}", std::strerror(errno)));
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int rc;
+    do {
+      rc = ::poll(&p, 1, timeout_ms);
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 0) return Status(Code::kDeadlineExceeded, "send: timed out");
+    if (rc < 0) return Status(Code::kIoError, fmt::format("send: poll: {}", std::strerror(errno)));
+  }
+  return Status::OK();
+}
+
 bool WaitReadable(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   int rc;

@@ -64,4 +64,9 @@ Status SetSocketTimeouts(int fd, int timeout_ms);
 // Waits until `fd` is readable (or has hung up). False on timeout.
 bool WaitReadable(int fd, int timeout_ms);
 
+// Sends all of `data` on a stream socket whether it is in blocking mode or
+// not (a socket an event loop used is left non-blocking), waiting up to
+// `timeout_ms` whenever no byte could be sent. Never raises SIGPIPE.
+Status SendAllWithin(int fd, std::string_view data, int timeout_ms);
+
 }  // namespace lathe::os

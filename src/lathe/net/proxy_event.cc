@@ -1,0 +1,406 @@
+// ReverseProxy's event-driven path (proxy.h, "Threads"): a request that may
+// ride a kept-alive upstream connection and finds one idle is forwarded on
+// the I/O loop of its own client connection. The loop waits for the
+// upstream socket's readiness (asio's reactor: epoll); the bytes themselves
+// go through send/recv with MSG_DONTWAIT, so the socket keeps its blocking
+// mode for the workers that may use it next from the pool. The answer is
+// sent from the same strand, which writes it at once (http_server.cc).
+//
+// The path keeps to the small case, which is where the cost of a proxy is:
+// whatever needs more is handed to a worker with what is known so far —
+//   - the kept connection had been closed by the upstream (no byte of an
+//     answer came back): the worker connects anew (Job::fresh), exactly as
+//     the blocking path does after a failed reuse;
+//   - the answer is large or unsized: once its header came, the worker gets
+//     the connection and every byte read and streams the rest (Job::cont_*).
+//
+// A connection that served a request here goes back registered with the
+// loop's reactor (KeptOnLoop, a service of the loop's io_context, so it is
+// freed with the loop): the next request on the same loop sends on it at
+// once, without registering it again. Only when a loop has none does it take
+// one from the workers' pool (proxy.cc) and register it.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "lathe/net/io_loop.h"
+#include "lathe/net/proxy.h"
+
+namespace lathe::net {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+using boost::system::error_code;
+using Wait = asio::posix::descriptor_base::wait_type;
+using Descriptor = asio::posix::basic_stream_descriptor<asio::io_context::executor_type>;
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// An upstream connection registered with one loop's reactor.
+struct KeptConn {
+  // Built in place: Boost 1.74's move of a descriptor with an executor of
+  // its own does not compile.
+  KeptConn(std::string k, const asio::io_context::executor_type& loop)
+      : key(std::move(k)), sd(loop) {}
+  std::string key;  // UpstreamKey
+  Descriptor sd;
+  int64_t since_ms = 0;  // idle since (steady clock)
+};
+
+// The kept connections of one loop, newest last. A service of the loop's
+// io_context: created with the first, destroyed with the loop, before its
+// reactor (services shut down newest first).
+class KeptOnLoop final : public asio::execution_context::service {
+ public:
+  static asio::execution_context::id id;
+  explicit KeptOnLoop(asio::execution_context& ctx) : service(ctx) {}
+
+  std::unique_ptr<KeptConn> Take(const std::string& key, int64_t now, int64_t max_idle_ms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = idle_.size(); i-- > 0;) {
+      if (idle_[i]->key != key) continue;
+      std::unique_ptr<KeptConn> c = std::move(idle_[i]);
+      idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (now - c->since_ms > max_idle_ms) continue;  // too old: closed as it goes
+      return c;
+    }
+    return nullptr;
+  }
+
+  void Put(std::unique_ptr<KeptConn> c, size_t cap) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!idle_.empty() && idle_.size() >= cap) idle_.pop_front();
+    if (cap > 0) idle_.push_back(std::move(c));
+  }
+
+ private:
+  void shutdown() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.clear();
+  }
+
+  std::mutex mu_;
+  std::deque<std::unique_ptr<KeptConn>> idle_;
+};
+
+asio::execution_context::id KeptOnLoop::id;
+
+}  // namespace
+
+class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExchange> {
+ public:
+  EventExchange(ReverseProxy& proxy, Job job, const IoLoop& loop, std::unique_ptr<KeptConn> conn)
+      : proxy_(proxy), job_(std::move(job)), strand_(loop.strand()), kept_(KeptOf(loop)),
+        conn_(std::move(conn)), timer_(loop.strand()) {}
+
+  static KeptOnLoop& KeptOf(const IoLoop& loop) {
+    return asio::use_service<KeptOnLoop>(loop.loop().context());
+  }
+
+  // On the connection's strand.
+  void Start() {
+    out_ = UpstreamRequestHead(job_.req, job_.up, /*upgrade=*/false,
+                               proxy_.opts_.strip_cookie_prefixes, /*keep_alive=*/true);
+    out_ += job_.req.body;
+    parser_.header_limit(static_cast<uint32_t>(proxy_.opts_.max_response_header_bytes));
+    // A number, not boost::none (Boost 1.74; see Exchange in proxy.cc).
+    parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
+    parser_.eager(true);
+    if (job_.req.method == "HEAD") parser_.skip(true);
+    Arm(proxy_.opts_.response_timeout_ms);
+    Write();
+  }
+
+  const asio::any_io_executor& executor() const { return strand_; }
+
+  // Stop: gives up at the next wait (on the strand).
+  void Cancel() {
+    cancelled_ = true;
+    error_code ec;
+    if (conn_) conn_->sd.cancel(ec);
+  }
+
+ private:
+  // The deadline of the current phase: the whole answer's header, then each
+  // read of its body. When it passes, the wait in progress is cancelled.
+  void Arm(int timeout_ms) {
+    const uint64_t id = ++deadline_;
+    timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+    timer_.async_wait([self = shared_from_this(), id](error_code ec) {
+      if (ec || id != self->deadline_ || self->over_ || !self->conn_) return;
+      self->timed_out_ = true;
+      error_code ignored;
+      self->conn_->sd.cancel(ignored);
+    });
+  }
+
+  void WaitFor(Wait what, void (EventExchange::*next)()) {
+    conn_->sd.async_wait(what, asio::bind_executor(strand_, [self = shared_from_this(),
+                                                             next](error_code ec) {
+      if (self->timed_out_) {
+        return self->Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
+      }
+      if (self->cancelled_ || self->proxy_.stopping_) {
+        return self->Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
+      }
+      if (ec) return self->Finish(self->Failed("proxy.upstream_failed", ec.message()));
+      (self.get()->*next)();
+    }));
+  }
+
+  void Write() {
+    while (sent_ < out_.size()) {
+      ssize_t n = ::send(conn_->sd.native_handle(), out_.data() + sent_, out_.size() - sent_,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent_ += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return WaitFor(Wait::wait_write, &EventExchange::Write);
+      } else {
+        return Reconnect();  // EPIPE, ECONNRESET: the upstream closed it while it was idle
+      }
+    }
+    WaitFor(Wait::wait_read, &EventExchange::Read);
+  }
+
+  void Read() {
+    const size_t before = bytes_.size();
+    char buf[16384];
+    while (true) {
+      ssize_t n = ::recv(conn_->sd.native_handle(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        bytes_.append(buf, static_cast<size_t>(n));
+        if (static_cast<size_t>(n) < sizeof(buf)) break;
+      } else if (n == 0) {
+        eof_ = true;
+        break;
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        break;
+      } else {
+        if (bytes_.empty()) return Reconnect();  // reset before any byte of an answer
+        return Finish(Failed("proxy.upstream_failed", std::strerror(errno)));
+      }
+    }
+    if (bytes_.empty() && eof_) return Reconnect();  // closed before any byte
+    if (bytes_.size() == before && !eof_) return WaitFor(Wait::wait_read, &EventExchange::Read);
+    const bool had_header = parser_.is_header_done();
+    Status err = Feed();
+    if (!err.ok()) return Finish(Attempt{err, false, had_header, StatusOf(parser_)});
+    if (!parser_.is_header_done()) {
+      if (eof_) {
+        return Finish(Failed("proxy.upstream_failed", "closed before its answer"));
+      }
+      return WaitFor(Wait::wait_read, &EventExchange::Read);
+    }
+    if (!had_header) {
+      const auto& len = parser_.content_length();
+      const bool small = len && *len <= proxy_.opts_.max_buffered_body_bytes;
+      if (!parser_.is_done() && !small) return HandOver();
+    }
+    if (parser_.is_done()) return Answer();
+    if (eof_) {
+      return Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
+                                        {{"reason", "closed before the end of its answer"}}),
+                            false, true, StatusOf(parser_)});
+    }
+    Arm(proxy_.opts_.idle_timeout_ms);
+    WaitFor(Wait::wait_read, &EventExchange::Read);
+  }
+
+  // Feeds the bytes the parser has not seen; an error for a bad answer.
+  Status Feed() {
+    error_code ec;
+    if (used_ < bytes_.size()) {
+      used_ += parser_.put(asio::buffer(bytes_.data() + used_, bytes_.size() - used_), ec);
+    }
+    if (eof_ && !parser_.is_done() && (!ec || ec == bhttp::error::need_more)) {
+      ec = {};
+      parser_.put_eof(ec);
+    }
+    if (!ec || ec == bhttp::error::need_more) return Status::OK();
+    return Status::Msg(Code::kUnavailable, "proxy.bad_response", {{"reason", ec.message()}});
+  }
+
+  static int StatusOf(const bhttp::response_parser<bhttp::string_body>& p) {
+    return p.is_header_done() ? static_cast<int>(p.get().result_int()) : 0;
+  }
+
+  Attempt Failed(const char* id, const std::string& reason) {
+    return Attempt{Status::Msg(Code::kUnavailable, id, {{"reason", reason}})};
+  }
+
+  // The whole answer is here: the connection goes back to the pool (when the
+  // upstream keeps it and sent nothing more), the client gets the answer.
+  void Answer() {
+    auto& msg = parser_.get();
+    const int status = static_cast<int>(msg.result_int());
+    Headers headers;
+    for (const auto& f : msg) {
+      headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    }
+    Headers down = DownstreamHeaders(headers, status, proxy_.opts_.strip_cookie_prefixes);
+    AddResponseHeaders(down, job_.up.add_response_headers);
+    std::string content_type(FindHeader(headers, "Content-Type"));
+    if (parser_.keep_alive() && used_ == bytes_.size() && !eof_ && !proxy_.stopping_) {
+      conn_->since_ms = NowMs();
+      kept_.Put(std::move(conn_), proxy_.opts_.max_idle_upstreams);
+    }
+    std::unique_ptr<Responder> r = std::move(job_.res);
+    r->Send(HttpResponse{status, std::move(content_type), std::move(down), std::move(msg.body())});
+    Finish(Attempt{Status::OK(), false, true, status});
+  }
+
+  // The kept connection was closed before any byte of an answer: a worker
+  // sends the request again on a new connection.
+  void Reconnect() {
+    Close();
+    job_.fresh = true;
+    Leave();
+  }
+
+  // A large or unsized answer: a worker streams it, from its first byte.
+  void HandOver() {
+    int fd = conn_->sd.release();  // leaves the reactor; the fd stays open
+    if (fd < 0) return Finish(Failed("proxy.upstream_failed", "no connection"));
+    job_.cont_fd = os::Fd(fd);
+    job_.cont_bytes = std::move(bytes_);
+    job_.cont_eof = eof_;
+    job_.cont_key = std::move(conn_->key);
+    conn_.reset();
+    Leave();
+  }
+
+  // The rest of the request is a worker's.
+  void Leave() {
+    over_ = true;
+    timer_.cancel();
+    ReverseProxy& proxy = proxy_;
+    Job job = std::move(job_);
+    proxy.EventEnded(this);
+    proxy.Enqueue(std::move(job));
+  }
+
+  void Close() { conn_.reset(); }
+
+  // The request is over: its error page if nothing was answered, the done hook.
+  void Finish(const Attempt& a) {
+    over_ = true;
+    timer_.cancel();
+    Close();
+    ForwardResult r;
+    r.error = a.error;
+    r.answered = a.answered;
+    r.status = a.status;
+    if (job_.res) {
+      HttpResponse page = proxy_.error_page_(a.error);
+      r.status = page.status;
+      std::unique_ptr<Responder> res = std::move(job_.res);
+      res->Send(std::move(page));
+    }
+    if (job_.hooks.done) job_.hooks.done(r);
+    proxy_.EventEnded(this);
+  }
+
+  ReverseProxy& proxy_;
+  Job job_;
+  const asio::any_io_executor strand_;
+  KeptOnLoop& kept_;
+  std::unique_ptr<KeptConn> conn_;  // null once given back or closed
+  asio::basic_waitable_timer<std::chrono::steady_clock,
+                             asio::wait_traits<std::chrono::steady_clock>, asio::any_io_executor>
+      timer_;
+  bhttp::response_parser<bhttp::string_body> parser_;
+  std::string out_;    // the request as sent upstream
+  size_t sent_ = 0;    // of out_
+  std::string bytes_;  // every byte of the answer read
+  size_t used_ = 0;    // of bytes_, by the parser
+  bool eof_ = false;
+  uint64_t deadline_ = 0;  // the current deadline's number (Arm)
+  bool timed_out_ = false;
+  bool cancelled_ = false;
+  bool over_ = false;
+};
+
+bool ReverseProxy::ForwardOnLoop(Job& job) {
+  if (stopping_ || opts_.max_idle_upstreams == 0 || !job.res) return false;
+  const HttpRequest& req = job.req;
+  const bool idempotent = job.hooks.repeatable || req.method == "GET" || req.method == "HEAD" ||
+                          req.method == "OPTIONS";
+  if (!idempotent || IsWebSocketUpgrade(req)) return false;
+  IoLoop* loop = job.res->loop();
+  if (loop == nullptr) return false;
+  std::string key = UpstreamKey(job.up);
+  KeptOnLoop& kept = EventExchange::KeptOf(*loop);
+  std::unique_ptr<KeptConn> conn = kept.Take(key, NowMs(), opts_.upstream_idle_ms);
+  if (!conn) {  // one of the workers' pool, registered with this loop from now on
+    os::Fd fd = TakeIdle(key);
+    if (!fd.valid()) return false;
+    conn = std::make_unique<KeptConn>(std::move(key), loop->loop());
+    error_code ec;
+    conn->sd.assign(fd.get(), ec);  // registers it with the loop's reactor
+    if (ec) return false;           // `fd` is closed; a worker connects anew
+    fd.release();
+  }
+  std::shared_ptr<EventExchange> ex;
+  {
+    // Under the lock that StopEvents takes after stopping_ is set: an
+    // exchange either starts before Stop looks, or not at all.
+    std::lock_guard<std::mutex> lock(events_mu_);
+    if (stopping_) return false;  // the kept connection is closed with `conn`
+    ex = std::make_shared<EventExchange>(*this, std::move(job), *loop, std::move(conn));
+    events_.emplace(ex.get(), ex);
+  }
+  ex->Start();  // already on the connection's strand (Responder::loop)
+  return true;
+}
+
+void ReverseProxy::EventEnded(const EventExchange* ex) {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  events_.erase(ex);
+  if (events_.empty()) events_done_.notify_all();
+}
+
+void ReverseProxy::StopEvents() {
+  std::vector<std::shared_ptr<EventExchange>> live;
+  {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    for (auto& [raw, weak] : events_) {
+      if (auto ex = weak.lock()) live.push_back(std::move(ex));
+    }
+  }
+  for (auto& ex : live) {
+    asio::post(ex->executor(), [ex] { ex->Cancel(); });
+  }
+  live.clear();
+  // The exchanges end on their loops; a loop that no longer runs (its server
+  // stopped first) leaves its exchanges to be freed with it.
+  std::unique_lock<std::mutex> lock(events_mu_);
+  events_done_.wait_for(lock, std::chrono::seconds(2), [this] { return events_.empty(); });
+}
+
+}  // namespace lathe::net
