@@ -22,7 +22,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -211,6 +213,46 @@ TEST(HttpServer, KeepAliveServesTwoRequestsOnOneConnection) {
   ASSERT_EQ(remotes.size(), 2u);
   EXPECT_EQ(remotes[0], remotes[1]);  // same client port: one connection
   EXPECT_EQ(remotes[0].rfind("127.0.0.1:", 0), 0u) << remotes[0];
+}
+
+// With a loop per thread, connections are dealt to the threads in turn and
+// each stays on its own: every request of a connection is handled on one
+// thread, and two connections made one after the other on two.
+TEST(HttpServer, ALoopPerThreadKeepsEachConnectionOnItsThread) {
+  std::mutex mu;
+  std::map<std::string, std::set<std::thread::id>> threads;  // by client address
+  ServerOptions o;
+  o.io_threads = 2;
+  o.loop_per_thread = true;
+  int port = 0;
+  auto server = StartTcp(
+      o,
+      [&](HttpRequest req, std::unique_ptr<Responder> r) {
+        {
+          std::lock_guard<std::mutex> l(mu);
+          threads[req.remote].insert(std::this_thread::get_id());
+        }
+        r->Send(Text(200, req.path));
+      },
+      &port);
+  RawConn a = RawConn::Tcp(port);
+  RawConn b = RawConn::Tcp(port);
+  for (int i = 0; i < 10; ++i) {
+    for (RawConn* c : {&a, &b}) {
+      ASSERT_TRUE(c->Send(Get("/n")));
+      auto res = c->ReadResponse();
+      ASSERT_TRUE(res.has_value()) << i;
+      EXPECT_EQ(res->status, 200);
+    }
+  }
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(threads.size(), 2u);
+  std::set<std::thread::id> all;
+  for (const auto& [remote, ids] : threads) {
+    EXPECT_EQ(ids.size(), 1u) << remote;
+    all.insert(ids.begin(), ids.end());
+  }
+  EXPECT_EQ(all.size(), 2u);
 }
 
 TEST(HttpServer, PipelinedRequestsAreAnsweredInOrder) {

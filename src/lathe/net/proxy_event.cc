@@ -31,8 +31,8 @@
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -111,8 +111,12 @@ asio::execution_context::id KeptOnLoop::id;
 class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExchange> {
  public:
   EventExchange(ReverseProxy& proxy, Job job, const IoLoop& loop, std::unique_ptr<KeptConn> conn)
-      : proxy_(proxy), job_(std::move(job)), strand_(loop.strand()), kept_(KeptOf(loop)),
-        conn_(std::move(conn)), timer_(loop.strand()) {}
+      : proxy_(proxy),
+        job_(std::move(job)),
+        strand_(loop.strand()),
+        kept_(KeptOf(loop)),
+        conn_(std::move(conn)),
+        timer_(loop.strand()) {}
 
   static KeptOnLoop& KeptOf(const IoLoop& loop) {
     return asio::use_service<KeptOnLoop>(loop.loop().context());
@@ -156,17 +160,17 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   }
 
   void WaitFor(Wait what, void (EventExchange::*next)()) {
-    conn_->sd.async_wait(what, asio::bind_executor(strand_, [self = shared_from_this(),
-                                                             next](error_code ec) {
-      if (self->timed_out_) {
-        return self->Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
-      }
-      if (self->cancelled_ || self->proxy_.stopping_) {
-        return self->Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
-      }
-      if (ec) return self->Finish(self->Failed("proxy.upstream_failed", ec.message()));
-      (self.get()->*next)();
-    }));
+    conn_->sd.async_wait(
+        what, asio::bind_executor(strand_, [self = shared_from_this(), next](error_code ec) {
+          if (self->timed_out_) {
+            return self->Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
+          }
+          if (self->cancelled_ || self->proxy_.stopping_) {
+            return self->Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
+          }
+          if (ec) return self->Finish(self->Failed("proxy.upstream_failed", ec.message()));
+          (self.get()->*next)();
+        }));
   }
 
   void Write() {

@@ -164,21 +164,22 @@ class Front {
     ServerOptions so;
     so.io_threads = 1;
     so.loop_per_thread = true;
-    auto s = HttpServer::Create(so, [this, &proxy, &up, defer](HttpRequest req,
-                                                              std::unique_ptr<Responder> res) {
-      ForwardHooks h;
-      h.repeatable = true;
-      const std::thread::id handler = std::this_thread::get_id();
-      h.done = [this, handler](const ForwardResult&) {
-        std::lock_guard<std::mutex> lock(mu);
-        on_loop.push_back(std::this_thread::get_id() == handler);
-      };
-      if (!defer) return proxy.Forward(std::move(req), up.Target(), std::move(res), std::move(h));
-      std::thread([&proxy, &up, req = std::move(req), res = std::move(res),
-                   h = std::move(h)]() mutable {
-        proxy.Forward(std::move(req), up.Target(), std::move(res), std::move(h));
-      }).detach();
-    });
+    auto s = HttpServer::Create(
+        so, [this, &proxy, &up, defer](HttpRequest req, std::unique_ptr<Responder> res) {
+          ForwardHooks h;
+          h.repeatable = true;
+          const std::thread::id handler = std::this_thread::get_id();
+          h.done = [this, handler](const ForwardResult&) {
+            std::lock_guard<std::mutex> lock(mu);
+            on_loop.push_back(std::this_thread::get_id() == handler);
+          };
+          if (!defer)
+            return proxy.Forward(std::move(req), up.Target(), std::move(res), std::move(h));
+          std::thread([&proxy, &up, req = std::move(req), res = std::move(res),
+                       h = std::move(h)]() mutable {
+            proxy.Forward(std::move(req), up.Target(), std::move(res), std::move(h));
+          }).detach();
+        });
     EXPECT_TRUE(s.ok());
     server = std::move(*s);
     auto p = server->ListenTcp("127.0.0.1", 0);
@@ -328,9 +329,9 @@ TEST(ProxyEvents, AWorkerSendsALargeBodyOnAConnectionTheLoopLeftNonBlocking) {
   Front deferred(proxy, up, /*defer=*/true);
   RawConn c = RawConn::Tcp(deferred.port);
   const std::string body(8 << 20, 'p');
-  ASSERT_TRUE(c.Send(fmt::format("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
-                                 body.size()) +
-                     body));
+  ASSERT_TRUE(c.Send(
+      fmt::format("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", body.size()) +
+      body));
   auto r = c.ReadResponse(20000);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
