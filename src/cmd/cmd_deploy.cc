@@ -286,14 +286,18 @@ Status RunShow(const DeployFlags& f, Lang lang) {
   std::vector<std::vector<std::string>> rows = {
       {Tr("deploy.col_replica", lang), Tr("deploy.col_version", lang), Tr("deploy.col_state", lang),
        Tr("deploy.col_healthy", lang), Tr("deploy.col_gpus", lang),
-       Tr("deploy.col_in_flight", lang), Tr("deploy.col_requests", lang)}};
+       Tr("deploy.col_in_flight", lang), Tr("deploy.col_queued", lang),
+       Tr("deploy.col_requests", lang)}};
   for (const auto& r : d["replicas"]["list"]) {
     std::string gpus;
     for (const auto& g : r["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
     rows.push_back(
         {r.value("run", ""), r.value("version", ""), run::StateLabel(r.value("state", ""), lang),
          Tr(r.value("healthy", false) ? "model.yes" : "model.no", lang), gpus.empty() ? "-" : gpus,
-         std::to_string(r.value("in_flight", 0)), std::to_string(r.value("requests", 0))});
+         std::to_string(r.value("in_flight", 0)),
+         // The replica's own queue depth; "-" when it reports none (a command's program).
+         r.contains("queued") ? std::to_string(r.value("queued", 0)) : "-",
+         std::to_string(r.value("requests", 0))});
   }
   PrintTable(rows);
   if (d.contains("requests")) {

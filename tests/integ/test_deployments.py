@@ -56,6 +56,21 @@ def predict(batch, model):
     return [{"batch": len(batch)} for _ in batch]
 """
 
+# Requests that ask to wait are held until the gate file exists: with one
+# instance computing one of them, the others wait in the replica's queue.
+GATED = r"""
+import os, time
+
+def load(model_dir):
+    return {}
+
+def predict(batch, model):
+    for req in batch:
+        while req.get("wait") and not os.path.exists(GATE):
+            time.sleep(0.02)
+    return [{"ok": True} for _ in batch]
+"""
+
 BROKEN = r"""
 def load(model_dir):
     raise RuntimeError("this version cannot load")
@@ -321,6 +336,41 @@ class Deployments(DaemonTest):
         self.assertGreater(max(b for _, b in sizes), 1, "requests were batched")
         self.assertLessEqual(max(b for _, b in sizes), 4)
         self.assertEqual(self.show("b")["spec"]["batching"]["max_batch_size"], 4)
+
+    def test_a_replicas_own_queue_reaches_the_deployments_view(self):
+        gate = os.path.join(self.work, "gate")
+        ref = self.model(1, handler=f"GATE = {gate!r}\n" + GATED)
+        self.d.cli("deploy", "create", "q", "--model", ref, "--public", "--wait")
+        port = self.port("q")
+        # Before any load the replica reports an empty queue (lathe serve's
+        # /metrics, read by the front with each probe).
+        self.d.wait_for(lambda: self.show("q")["replicas"]["list"][0].get("queued") == 0,
+                        "the replica's queue figure")
+        results = []
+
+        def one():
+            results.append(self.call(port, "/d/q/predict", body=b'{"wait": true}')[0])
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        try:
+            # At most a few instances compute; the rest wait in its queue.
+            seen = self.d.wait_for(
+                lambda: (lambda r: r if r.get("queued", 0) >= 1 else None)(
+                    self.show("q")["replicas"]["list"][0]),
+                "requests queued in the replica", 60)
+            self.assertLessEqual(seen["queued"], 6)
+            text = self.d.cli("deploy", "show", "q").stdout
+            self.assertIn("QUEUED", text)
+        finally:
+            with open(gate, "w"):
+                pass
+            for t in threads:
+                t.join(timeout=60)
+        self.assertEqual(results, [200] * 6)
+        self.d.wait_for(lambda: self.show("q")["replicas"]["list"][0].get("queued") == 0,
+                        "the queue to empty")
 
     def test_a_key_is_needed_unless_public(self):
         ref = self.model(2)

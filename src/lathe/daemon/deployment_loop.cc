@@ -24,6 +24,7 @@ namespace {
 // failure, a replacement); older ones are history.
 constexpr int64_t kEndedLookbackMs = 10 * 60 * 1000;
 constexpr const char* kHealthPath = "/v2/health/ready";
+constexpr const char* kMetricsPath = "/metrics";
 constexpr int64_t kHoldMs = 60'000;  // scale from zero: how long the front holds a request
 constexpr int kMaxHeld = 100;
 
@@ -203,7 +204,12 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       o.version = r.spec.deployment_version;
       auto f = front.find(r.id);
       const bool healthy = f != front.end() && f->second.value("healthy", false);
-      if (f != front.end()) o.in_flight = f->second.value("in_flight", 0);
+      if (f != front.end()) {
+        o.in_flight = f->second.value("in_flight", 0);
+        // The replica's own figures (lathe serve's /metrics), when it has them.
+        o.queued = f->second.value("queued", 0);
+        o.running = f->second.value("running", 0);
+      }
       using P = deploy::ReplicaObs::Phase;
       if (run::IsTerminal(r.state)) {
         if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
@@ -338,6 +344,8 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
               {"hold", spec.min_replicas == 0},
               {"hold_ms", kHoldMs},
               {"max_held", kMaxHeld},
+              // lathe serve's queue depth; a command's program has no such figure.
+              {"metrics_path", spec.is_command() ? "" : kMetricsPath},
               {"traffic", traffic.is_object() ? traffic : Json::object()},
               {"replicas", replicas}};
 }
@@ -648,7 +656,8 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
                 {"gpus", r.gpus},
                 {"reason", r.reason}};
       if (f != seen.end()) {
-        for (const char* k : {"in_flight", "requests", "errors", "last_error"}) {
+        for (const char* k :
+             {"in_flight", "queued", "running", "requests", "errors", "last_error"}) {
           if (f->second.contains(k)) x[k] = f->second[k];
         }
       }
