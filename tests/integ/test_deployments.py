@@ -27,6 +27,7 @@ import unittest
 
 from harness import PY, DaemonTest, second_user
 from test_models import EXAMPLES, HAVE_TORCH, PREDICT
+from test_serve import HAVE_TORCH as HAVE_TORCH_BACKEND
 
 USER = "lathe-it-deploy"
 
@@ -69,6 +70,14 @@ def predict(batch, model):
         while req.get("wait") and not os.path.exists(GATE):
             time.sleep(0.02)
     return [{"ok": True} for _ in batch]
+"""
+
+# A TorchScript model (python3-torch) whose signature only the model knows.
+MAKE_MLP = r"""
+import sys, torch
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+torch.jit.script(mlp.eval()).save(sys.argv[1])
 """
 
 BROKEN = r"""
@@ -371,6 +380,40 @@ class Deployments(DaemonTest):
         self.assertEqual(results, [200] * 6)
         self.d.wait_for(lambda: self.show("q")["replicas"]["list"][0].get("queued") == 0,
                         "the queue to empty")
+
+    @unittest.skipUnless(HAVE_TORCH_BACKEND, "needs python3-torch and the torchscript backend")
+    def test_a_versions_signature_comes_from_its_first_ready_replica(self):
+        d = os.path.join(self.work, "mlp")
+        os.makedirs(d)
+        script = os.path.join(self.work, "make_mlp.py")  # torch.jit.script wants a file
+        with open(script, "w") as f:
+            f.write(MAKE_MLP)
+        subprocess.run([PY, script, os.path.join(d, "mlp.pt")], check=True, timeout=120)
+        ref = json.loads(self.d.cli("model", "create", "mlp", "--from-dir", d,
+                                    "--json").stdout)["ref"]
+        version = lambda: json.loads(self.d.cli("model", "show", ref, "--json").stdout)
+        self.assertIsNone(version()["inputs"])
+        self.d.cli("deploy", "create", "sig", "--model", ref, "--public", "--wait", timeout=300)
+        # What the replica says of the model, through the endpoint.
+        c = http.client.HTTPConnection("127.0.0.1", self.port("sig"), timeout=30)
+        c.request("GET", "/d/sig/v2/models/mlp")
+        r = c.getresponse()
+        meta = json.loads(r.read())
+        c.close()
+        self.assertEqual(r.status, 200, meta)
+        self.assertTrue(meta["inputs"])
+        v = self.d.wait_for(lambda: (lambda v: v if v["inputs"] is not None else None)(version()),
+                            "the version's signature")
+        self.assertEqual(v["inputs"], meta["inputs"])
+        self.assertEqual(v["outputs"], meta["outputs"])
+        self.assertEqual(v["snapshot"], json.loads(self.d.cli("model", "show", ref,
+                                                              "--json").stdout)["snapshot"])
+        # The API's view is the CLI's; the human view names the tensors.
+        status, body = self.api("GET", "/api/v1/models/mlp/versions/1")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["inputs"], meta["inputs"])
+        text = self.d.cli("model", "show", ref).stdout
+        self.assertIn(meta["inputs"][0]["name"], text)
 
     def test_a_key_is_needed_unless_public(self):
         ref = self.model(2)

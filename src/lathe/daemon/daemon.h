@@ -231,6 +231,12 @@ class Daemon {
   // `lathe serve --repository` layout; `to` as for RestoreSnapshot.
   Result<Json> ExportModelVersion(const Caller& caller, const std::string& ref,
                                   const std::string& to, bool force);
+  // The deployments' loop: the signature of version `ref` ("NAME/N") as a
+  // ready replica's KServe v2 metadata gives it ({name, datatype, shape}
+  // lists), recorded when the version has none yet and the lists are not
+  // both empty. True when it was recorded now.
+  Result<bool> RecordModelSignature(const std::string& ref, const Json& inputs,
+                                    const Json& outputs);
 
   Json StatusJson();
   Json GpusJson();

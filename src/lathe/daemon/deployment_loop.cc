@@ -196,6 +196,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   }
   std::vector<deploy::ReplicaObs> obs;
   std::vector<const state::RunRecord*> live;
+  std::map<std::string, Json> signatures;  // version -> a ready replica's metadata
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& r : *runs) {
@@ -229,6 +230,10 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
         } else if (healthy) {
           o.phase = P::kReady;
           seen_ready_.insert(r.id);
+          const Json meta = f->second.value("metadata", Json());
+          if (!spec->is_command() && meta.is_object() && !signature_seen_.count(o.version)) {
+            signatures.emplace(o.version, meta);
+          }
         } else {
           o.phase = seen_ready_.count(r.id) ? P::kUnready : P::kStarting;
         }
@@ -241,6 +246,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       obs.push_back(std::move(o));
     }
   }
+  RecordSignatures(signatures);
   if (d.removing) return Remove(d, live, front);
   Json plan = d.plan;
   auto state = deploy::StateFromJson(plan.value("state", Json::object()));
@@ -313,6 +319,21 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   return RouteOf(d, *spec, live, traffic, dec.next.desired);
 }
 
+// A version's inputs and outputs, while the registry has none, from what a
+// ready replica of it says (its KServe v2 model metadata, read by the front).
+void Deployments::RecordSignatures(const std::map<std::string, Json>& signatures) {
+  for (const auto& [version, meta] : signatures) {
+    auto set = daemon_.RecordModelSignature(version, meta.value("inputs", Json()),
+                                            meta.value("outputs", Json()));
+    if (!set.ok()) {
+      spdlog::warn("model {}: signature: {}", version, set.status().ToString());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    signature_seen_.insert(version);
+  }
+}
+
 Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                           const std::vector<const state::RunRecord*>& live, const Json& traffic,
                           int desired) {
@@ -333,6 +354,11 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
          {"uid", r->uid},
          {"version", r->spec.deployment_version},
          {"draining", r->state == run::RunState::kStopping || draining_.count(r->id) > 0}});
+    // The model's KServe v2 metadata, read by the front once the replica is
+    // ready: the version's signature (RecordSignatures).
+    if (!spec.is_command() && !r->spec.deployment_version.empty()) {
+      replicas.back()["metadata_path"] = "/v2/models/" + ModelOfVersion(r->spec.deployment_version);
+    }
   }
   return Json{{"name", d.name},
               {"uid", d.uid},

@@ -133,6 +133,9 @@ class Deployments {
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
   void PruneCache(const state::DeploymentRecord& d);
+  // Records, through the registry, the signature of each version (key) from
+  // a ready replica's metadata (value), once per version.
+  void RecordSignatures(const std::map<std::string, Json>& signatures);
   Result<std::string> BatchingRepo(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                    const std::string& version, const std::string& cache);
   std::string SocketRoot() const;
@@ -163,6 +166,9 @@ class Deployments {
   std::set<std::string> seen_ready_;
   std::map<std::string, std::pair<int, int64_t>> phase_since_;  // run id -> (phase, since)
   std::set<std::string> ended_seen_;  // ended replicas already shown to Reconcile; mu_
+  // Model versions whose signature a ready replica's metadata was offered
+  // for (recorded, or known already); mu_.
+  std::set<std::string> signature_seen_;
   int64_t started_ms_ = 0;
   std::thread loop_;
 };

@@ -6,7 +6,8 @@ namespace lathe::deploy {
 namespace {
 
 // As `lathe serve` renders them: one series per model, version and priority.
-constexpr std::string_view kServe = R"(# HELP lathe_serve_queue_length Requests waiting, per priority level (1 is highest).
+constexpr std::string_view kServe =
+    R"(# HELP lathe_serve_queue_length Requests waiting, per priority level (1 is highest).
 # TYPE lathe_serve_queue_length gauge
 lathe_serve_queue_length{model="digits",version="1",priority="1"} 0
 lathe_serve_queue_length{model="digits",version="1",priority="2"} 5
