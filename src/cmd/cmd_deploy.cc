@@ -21,7 +21,7 @@ namespace {
 
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
-  std::string key_name, expires, key_id, replica, ready, workdir, batching;
+  std::string key_name, expires, key_id, replica, ready, workdir, batching, device;
   std::vector<std::string> command, env;  // a command deployment's
   int replicas = -1;                      // -1: not given
   int port = -1;                          // -1: not given
@@ -138,6 +138,7 @@ Status AddFlags(const DeployFlags& f, Json& body) {
   if (!f.batching.empty()) {
     ASSIGN_OR_RETURN(body["batching"], BatchingFlag(f.batching));
   }
+  if (!f.device.empty()) body["device"] = f.device;
   if (f.is_public) body["public"] = true;
   return Status::OK();
 }
@@ -455,6 +456,7 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--priority", f.priority);
     sub->add_option("--canary", f.canary);
     sub->add_option("--batching", f.batching);
+    sub->add_option("--device", f.device);
     sub->add_option("--port", f.port);
     sub->add_option("--ready", f.ready);
     // One value per --env (see lathe run's).

@@ -317,6 +317,19 @@ class Deployments(DaemonTest):
             zh = self.d.cli("deploy", "create", "bad", *args, check=False,
                             env=self.d.env(LATHE_LANG="zh"))
             self.assertRegex(zh.stderr, "[\u4e00-\u9fff]", args)
+        # A cuda device the replicas could never have, on this machine of two GPUs.
+        for args, en, zh_text in [
+            (("--device", "cuda:3", "--gpus", "2"), "field 'device': no GPU for cuda:3",
+             "字段 “device”：没有可用于 cuda:3 的 GPU"),
+            (("--device", "cuda:0", "--gpus", "0"), "field 'device': cuda:0 needs a GPU",
+             "字段 “device”：cuda:0 需要 GPU"),
+        ]:
+            r = self.d.cli("deploy", "create", "bad", "--model", ref, *args, check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(en, r.stderr)
+            zh = self.d.cli("deploy", "create", "bad", "--model", ref, *args, check=False,
+                            env=self.d.env(LATHE_LANG="zh"))
+            self.assertIn(zh_text, zh.stderr)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
 
     def test_batching_is_the_deployments_own(self):

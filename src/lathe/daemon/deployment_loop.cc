@@ -514,10 +514,10 @@ Result<std::string> Deployments::MakeSocketDir(const state::DeploymentRecord& d,
   return dir;
 }
 
-// The deployment's own batching over a shared version: a repository of its
-// own (as the owner, beside the cache) whose config.yaml is the version's
-// plus the deployment's batching, and whose version directory is a link to
-// the cache's (no second copy of the files).
+// The deployment's own batching or device over a shared version: a
+// repository of its own (as the owner, beside the cache) whose config.yaml is
+// the version's plus the deployment's batching and instances, and whose
+// version directory is a link to the cache's (no second copy of the files).
 Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
                                               const DeploymentSpec& spec,
                                               const std::string& version,
@@ -531,11 +531,17 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
   RETURN_IF_ERROR(os::WithAccess(ActingAs(d.uid, u.gid), [&]() -> Status {
     ASSIGN_OR_RETURN(std::string config,
                      os::ReadFileUpTo(cache + "/" + model + "/config.yaml", 1 << 20));
-    config += "\n# The deployment's batching (lathe deploy --batching).\n";
-    config += "max_batch_size: " + std::to_string(spec.max_batch_size) + "\n";
-    config +=
-        "dynamic_batching:\n  max_queue_delay_us: " + std::to_string(spec.max_queue_delay_us) +
-        "\n";
+    if (spec.max_batch_size > 0) {
+      config += "\n# The deployment's batching (lathe deploy --batching).\n";
+      config += "max_batch_size: " + std::to_string(spec.max_batch_size) + "\n";
+      config +=
+          "dynamic_batching:\n  max_queue_delay_us: " + std::to_string(spec.max_queue_delay_us) +
+          "\n";
+    }
+    if (!spec.device.empty()) {
+      config += "\n# The deployment's device (lathe deploy --device).\n";
+      config += "instances: [{count: 1, device: " + spec.device + "}]\n";
+    }
     RETURN_IF_ERROR(os::MakeDirs(model_dir, 0755));
     RETURN_IF_ERROR(os::WriteFileAtomic(model_dir + "/config.yaml", config, 0644));
     const std::string link = model_dir + "/" + n;
@@ -579,7 +585,7 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
                                  const std::string& version) {
   if (spec.is_command()) return StartCommandReplica(d, spec, version);
   ASSIGN_OR_RETURN(std::string repo, EnsureCache(d, version));
-  if (spec.max_batch_size > 0) {
+  if (spec.max_batch_size > 0 || !spec.device.empty()) {
     ASSIGN_OR_RETURN(repo, BatchingRepo(d, spec, version, repo));
   }
   const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
