@@ -30,6 +30,7 @@ from test_models import EXAMPLES, HAVE_TORCH, PREDICT
 from test_serve import HAVE_TORCH as HAVE_TORCH_BACKEND
 
 USER = "lathe-it-deploy"
+NOHOME = "lathe-it-nohome"  # a system user without a home directory
 
 HANDLER = r"""
 import os, time
@@ -645,6 +646,45 @@ class Deployments(DaemonTest):
                        f"\"{probe}\" 2>&1").read()
         self.assertNotIn("connected", out)
         self.assertIn("Permission denied", out)
+
+    def test_a_user_without_a_home_deploys_from_a_cache_of_their_own(self):
+        pw = second_user(self, NOHOME)
+        second_user(self, USER)
+        if os.path.isdir(pw.pw_dir):
+            self.skipTest(f"{NOHOME} has a home directory here ({pw.pw_dir})")
+        env = self.d.env(HOME="/tmp")
+        d = self.version_dir("nohome", 5)
+        for p in [d] + [os.path.join(d, n) for n in os.listdir(d)]:
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+        self.d.cli("model", "create", "nohome", "--from-dir", d, "--handler", "handler.py",
+                   user=NOHOME, env=env)
+        self.d.cli("deploy", "create", "nh", "--model", "nohome/1", "--public", "--wait",
+                   user=NOHOME, env=env)
+        status, body, headers = self.call(self.port("nh"), "/d/nh/predict")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["y"], [5, 10])
+        # The version's files, restored as the user into their directory under
+        # the daemon's home: theirs, and nobody else's to read.
+        cache = os.path.join(self.d.home, "deployments", "users", str(pw.pw_uid))
+        st = os.lstat(cache)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (pw.pw_uid, 0o700))
+        files = []
+        for root, dirs, names in os.walk(cache):
+            for n in dirs + names:
+                p = os.path.join(root, n)
+                self.assertEqual(os.lstat(p).st_uid, pw.pw_uid, p)
+                files.append(p)
+        handler = [p for p in files if p.endswith("/1/handler.py")]
+        self.assertEqual(len(handler), 1, files)
+        other = subprocess.run(["setpriv", "--reuid", USER, "--regid", USER, "--init-groups",
+                                "cat", handler[0]], capture_output=True, text=True)
+        self.assertNotEqual(other.returncode, 0)
+        self.assertIn("Permission denied", other.stderr)
+        self.assertNotIn("SCALE", other.stdout)
+        # Removing the deployment takes the version's cache with it, as the user.
+        self.d.cli("deploy", "rm", "nh", user=NOHOME, env=env)
+        self.d.wait_for(lambda: not os.path.exists(os.path.dirname(os.path.dirname(handler[0]))),
+                        "the version's cache to go", 90)
 
     def test_rm_drains_and_removes(self):
         ref = self.model(3)

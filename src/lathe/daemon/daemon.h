@@ -125,6 +125,11 @@ class Daemon {
   void Stop();     // stops it; runs keep running (re-adopted at next start)
 
   const HomePaths& paths() const { return paths_; }
+  // The deployments' model cache of a user without a usable home directory:
+  // <home>/deployments/users/<uid>, owned by that user, 0700
+  // (deployment_loop.cc). Restores into it and a replica's workdir in it are
+  // the user's own, though it lies in the daemon's home.
+  std::string UserCacheDir(uid_t uid) const;
   // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
   const std::string& gpu_spec() const { return opts_.gpus; }
   RunCheckpoints& checkpoints() { return *checkpoints_; }

@@ -409,6 +409,41 @@ Json Deployments::Remove(state::DeploymentRecord& d,
   return RouteOf(d, *spec, live, d.plan.value("traffic", Json::object()), 0);
 }
 
+// Where `u`'s model cache (models/) and deployment repositories (repos/)
+// live: ~/.lathe/deployments in a home directory of theirs; without one (no
+// such directory, "/", or not theirs) the daemon's UserCacheDir, made now
+// when `make` (root's directories 0711 up to it; it the user's, 0700) and
+// refused when something else than their own directory is there.
+Result<std::string> Deployments::CacheBase(const os::UserInfo& u, bool make) {
+  bool home_is_theirs = false;
+  if (!u.home.empty() && u.home != "/") {
+    (void)os::WithAccess(ActingAs(u.uid, u.gid), [&] {
+      struct stat st;
+      home_is_theirs =
+          ::stat(u.home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == u.uid;
+      return Status::OK();
+    });
+  }
+  if (home_is_theirs) return u.home + "/.lathe/deployments";
+  const std::string dir = daemon_.UserCacheDir(u.uid);
+  if (!make) return dir;
+  const std::string users = dir.substr(0, dir.rfind('/'));
+  RETURN_IF_ERROR(os::MakeDirs(users, 0711));
+  RETURN_IF_ERROR(os::Chmod(daemon_.paths().home + "/deployments", 0711));
+  RETURN_IF_ERROR(os::Chmod(users, 0711));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return ErrnoStatus("lstat " + dir, errno);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(dir, ENOTDIR);
+  if (st.st_uid != u.uid) {
+    // Made just now by root (or left by a user since removed): the user's.
+    if (::geteuid() != 0 || st.st_uid != 0) return ErrnoStatus(dir, EPERM);
+    if (::chown(dir.c_str(), u.uid, u.gid) != 0) return ErrnoStatus("chown " + dir, errno);
+  }
+  RETURN_IF_ERROR(os::Chmod(dir, 0700));
+  return dir;
+}
+
 // The removed deployment's versions leave the owner's cache unless another
 // of their deployments serves or wants them.
 void Deployments::PruneCache(const state::DeploymentRecord& d) {
@@ -433,7 +468,9 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
   }
   auto u = os::LookupUser(d.uid);
   if (!u.ok() || mine.empty()) return;
-  const std::string root = (u->home == "/" ? "" : u->home) + "/.lathe/deployments/models";
+  auto base = CacheBase(*u, false);
+  if (!base.ok()) return;
+  const std::string root = *base + "/models";
   (void)os::WithAccess(ActingAs(d.uid, u->gid), [&] {
     auto names = os::ListDir(root);
     if (!names.ok()) return Status::OK();
@@ -474,9 +511,10 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   // home) gave the version its number.
   ASSIGN_OR_RETURN(Json v, daemon_.GetModel(OwnerOf(d), version));
   const std::string snapshot = v.value("snapshot", "").substr(0, 12);
-  // In the owner's home: restored with their identity, into a directory of
-  // theirs (the daemon's home is never a restore target).
-  const std::string root = (u.home == "/" ? "" : u.home) + "/.lathe/deployments/models";
+  // In the owner's home (or, without one, their directory in the daemon's):
+  // restored with their identity, into a directory of theirs.
+  ASSIGN_OR_RETURN(std::string base, CacheBase(u, true));
+  const std::string root = base + "/models";
   const std::string repo = root + "/" + model + "-" + n + "-" + snapshot;
   const std::string done = repo + "/.complete";
   const os::AccessAs as = ActingAs(d.uid, u.gid);

@@ -44,6 +44,7 @@
 #include "lathe/daemon/deployment_spec.h"
 #include "lathe/daemon/gateway_control.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/users.h"
 #include "lathe/state/deploy_key_store.h"
 #include "lathe/state/deployment_store.h"
 #include "lathe/state/run_store.h"
@@ -133,6 +134,7 @@ class Deployments {
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
   void PruneCache(const state::DeploymentRecord& d);
+  Result<std::string> CacheBase(const os::UserInfo& u, bool make);
   // Records, through the registry, the signature of each version (key) from
   // a ready replica's metadata (value), once per version.
   void RecordSignatures(const std::map<std::string, Json>& signatures);
