@@ -21,7 +21,7 @@ namespace {
 
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
-  std::string key_name, expires, key_id, replica, ready, workdir, batching;
+  std::string key_name, expires, key_id, replica, ready, workdir, batching, device;
   std::vector<std::string> command, env;  // a command deployment's
   int replicas = -1;                      // -1: not given
   int port = -1;                          // -1: not given
@@ -138,6 +138,7 @@ Status AddFlags(const DeployFlags& f, Json& body) {
   if (!f.batching.empty()) {
     ASSIGN_OR_RETURN(body["batching"], BatchingFlag(f.batching));
   }
+  if (!f.device.empty()) body["device"] = f.device;
   if (f.is_public) body["public"] = true;
   return Status::OK();
 }
@@ -286,14 +287,18 @@ Status RunShow(const DeployFlags& f, Lang lang) {
   std::vector<std::vector<std::string>> rows = {
       {Tr("deploy.col_replica", lang), Tr("deploy.col_version", lang), Tr("deploy.col_state", lang),
        Tr("deploy.col_healthy", lang), Tr("deploy.col_gpus", lang),
-       Tr("deploy.col_in_flight", lang), Tr("deploy.col_requests", lang)}};
+       Tr("deploy.col_in_flight", lang), Tr("deploy.col_queued", lang),
+       Tr("deploy.col_requests", lang)}};
   for (const auto& r : d["replicas"]["list"]) {
     std::string gpus;
     for (const auto& g : r["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
     rows.push_back(
         {r.value("run", ""), r.value("version", ""), run::StateLabel(r.value("state", ""), lang),
          Tr(r.value("healthy", false) ? "model.yes" : "model.no", lang), gpus.empty() ? "-" : gpus,
-         std::to_string(r.value("in_flight", 0)), std::to_string(r.value("requests", 0))});
+         std::to_string(r.value("in_flight", 0)),
+         // The replica's own queue depth; "-" when it reports none (a command's program).
+         r.contains("queued") ? std::to_string(r.value("queued", 0)) : "-",
+         std::to_string(r.value("requests", 0))});
   }
   PrintTable(rows);
   if (d.contains("requests")) {
@@ -451,6 +456,7 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
     sub->add_option("--priority", f.priority);
     sub->add_option("--canary", f.canary);
     sub->add_option("--batching", f.batching);
+    sub->add_option("--device", f.device);
     sub->add_option("--port", f.port);
     sub->add_option("--ready", f.ready);
     // One value per --env (see lathe run's).

@@ -126,6 +126,21 @@ void PrintVersion(const Json& v, Lang lang) {
   field("model.field_size", v.contains("size") ? FormatBytes(v["size"].get<uint64_t>()) + " (" +
                                                      std::to_string(v.value("file_count", 0)) + ")"
                                                : "");
+  // The signature, as the first replica of the version described it ("-" while unknown).
+  auto tensors = [](const Json& list) {
+    std::string s;
+    if (!list.is_array()) return s;
+    for (const auto& t : list) {
+      std::string shape;
+      for (const auto& d : t.value("shape", Json::array()))
+        shape += (shape.empty() ? "" : ",") + d.dump();
+      s += (s.empty() ? "" : ", ") + t.value("name", "") + " " + t.value("datatype", "") + "[" +
+           shape + "]";
+    }
+    return s;
+  };
+  field("model.field_inputs", tensors(v.value("inputs", Json())));
+  field("model.field_outputs", tensors(v.value("outputs", Json())));
   field("model.field_note", v.value("note", ""));
   field("model.field_created",
         v.value("created_by", "") + ", " + AgeAgo(v.value("created_at_ms", int64_t{0}), lang));

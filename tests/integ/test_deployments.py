@@ -27,8 +27,10 @@ import unittest
 
 from harness import PY, DaemonTest, second_user
 from test_models import EXAMPLES, HAVE_TORCH, PREDICT
+from test_serve import HAVE_TORCH as HAVE_TORCH_BACKEND
 
 USER = "lathe-it-deploy"
+NOHOME = "lathe-it-nohome"  # a system user without a home directory
 
 HANDLER = r"""
 import os, time
@@ -54,6 +56,29 @@ def load(model_dir):
 def predict(batch, model):
     time.sleep(0.05)
     return [{"batch": len(batch)} for _ in batch]
+"""
+
+# Requests that ask to wait are held until the gate file exists: with one
+# instance computing one of them, the others wait in the replica's queue.
+GATED = r"""
+import os, time
+
+def load(model_dir):
+    return {}
+
+def predict(batch, model):
+    for req in batch:
+        while req.get("wait") and not os.path.exists(GATE):
+            time.sleep(0.02)
+    return [{"ok": True} for _ in batch]
+"""
+
+# A TorchScript model (python3-torch) whose signature only the model knows.
+MAKE_MLP = r"""
+import sys, torch
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+torch.jit.script(mlp.eval()).save(sys.argv[1])
 """
 
 BROKEN = r"""
@@ -293,6 +318,19 @@ class Deployments(DaemonTest):
             zh = self.d.cli("deploy", "create", "bad", *args, check=False,
                             env=self.d.env(LATHE_LANG="zh"))
             self.assertRegex(zh.stderr, "[\u4e00-\u9fff]", args)
+        # A cuda device the replicas could never have, on this machine of two GPUs.
+        for args, en, zh_text in [
+            (("--device", "cuda:3", "--gpus", "2"), "field 'device': no GPU for cuda:3",
+             "字段 “device”：没有可用于 cuda:3 的 GPU"),
+            (("--device", "cuda:0", "--gpus", "0"), "field 'device': cuda:0 needs a GPU",
+             "字段 “device”：cuda:0 需要 GPU"),
+        ]:
+            r = self.d.cli("deploy", "create", "bad", "--model", ref, *args, check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(en, r.stderr)
+            zh = self.d.cli("deploy", "create", "bad", "--model", ref, *args, check=False,
+                            env=self.d.env(LATHE_LANG="zh"))
+            self.assertIn(zh_text, zh.stderr)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
 
     def test_batching_is_the_deployments_own(self):
@@ -321,6 +359,75 @@ class Deployments(DaemonTest):
         self.assertGreater(max(b for _, b in sizes), 1, "requests were batched")
         self.assertLessEqual(max(b for _, b in sizes), 4)
         self.assertEqual(self.show("b")["spec"]["batching"]["max_batch_size"], 4)
+
+    def test_a_replicas_own_queue_reaches_the_deployments_view(self):
+        gate = os.path.join(self.work, "gate")
+        ref = self.model(1, handler=f"GATE = {gate!r}\n" + GATED)
+        self.d.cli("deploy", "create", "q", "--model", ref, "--public", "--wait")
+        port = self.port("q")
+        # Before any load the replica reports an empty queue (lathe serve's
+        # /metrics, read by the front with each probe).
+        self.d.wait_for(lambda: self.show("q")["replicas"]["list"][0].get("queued") == 0,
+                        "the replica's queue figure")
+        results = []
+
+        def one():
+            results.append(self.call(port, "/d/q/predict", body=b'{"wait": true}')[0])
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        try:
+            # At most a few instances compute; the rest wait in its queue.
+            seen = self.d.wait_for(
+                lambda: (lambda r: r if r.get("queued", 0) >= 1 else None)(
+                    self.show("q")["replicas"]["list"][0]),
+                "requests queued in the replica", 60)
+            self.assertLessEqual(seen["queued"], 6)
+            text = self.d.cli("deploy", "show", "q").stdout
+            self.assertIn("QUEUED", text)
+        finally:
+            with open(gate, "w"):
+                pass
+            for t in threads:
+                t.join(timeout=60)
+        self.assertEqual(results, [200] * 6)
+        self.d.wait_for(lambda: self.show("q")["replicas"]["list"][0].get("queued") == 0,
+                        "the queue to empty")
+
+    @unittest.skipUnless(HAVE_TORCH_BACKEND, "needs python3-torch and the torchscript backend")
+    def test_a_versions_signature_comes_from_its_first_ready_replica(self):
+        d = os.path.join(self.work, "mlp")
+        os.makedirs(d)
+        script = os.path.join(self.work, "make_mlp.py")  # torch.jit.script wants a file
+        with open(script, "w") as f:
+            f.write(MAKE_MLP)
+        subprocess.run([PY, script, os.path.join(d, "mlp.pt")], check=True, timeout=120)
+        ref = json.loads(self.d.cli("model", "create", "mlp", "--from-dir", d,
+                                    "--json").stdout)["ref"]
+        version = lambda: json.loads(self.d.cli("model", "show", ref, "--json").stdout)
+        self.assertIsNone(version()["inputs"])
+        self.d.cli("deploy", "create", "sig", "--model", ref, "--public", "--wait", timeout=300)
+        # What the replica says of the model, through the endpoint.
+        c = http.client.HTTPConnection("127.0.0.1", self.port("sig"), timeout=30)
+        c.request("GET", "/d/sig/v2/models/mlp")
+        r = c.getresponse()
+        meta = json.loads(r.read())
+        c.close()
+        self.assertEqual(r.status, 200, meta)
+        self.assertTrue(meta["inputs"])
+        v = self.d.wait_for(lambda: (lambda v: v if v["inputs"] is not None else None)(version()),
+                            "the version's signature")
+        self.assertEqual(v["inputs"], meta["inputs"])
+        self.assertEqual(v["outputs"], meta["outputs"])
+        self.assertEqual(v["snapshot"], json.loads(self.d.cli("model", "show", ref,
+                                                              "--json").stdout)["snapshot"])
+        # The API's view is the CLI's; the human view names the tensors.
+        status, body = self.api("GET", "/api/v1/models/mlp/versions/1")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["inputs"], meta["inputs"])
+        text = self.d.cli("model", "show", ref).stdout
+        self.assertIn(meta["inputs"][0]["name"], text)
 
     def test_a_key_is_needed_unless_public(self):
         ref = self.model(2)
@@ -539,6 +646,45 @@ class Deployments(DaemonTest):
                        f"\"{probe}\" 2>&1").read()
         self.assertNotIn("connected", out)
         self.assertIn("Permission denied", out)
+
+    def test_a_user_without_a_home_deploys_from_a_cache_of_their_own(self):
+        pw = second_user(self, NOHOME)
+        second_user(self, USER)
+        if os.path.isdir(pw.pw_dir):
+            self.skipTest(f"{NOHOME} has a home directory here ({pw.pw_dir})")
+        env = self.d.env(HOME="/tmp")
+        d = self.version_dir("nohome", 5)
+        for p in [d] + [os.path.join(d, n) for n in os.listdir(d)]:
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+        self.d.cli("model", "create", "nohome", "--from-dir", d, "--handler", "handler.py",
+                   user=NOHOME, env=env)
+        self.d.cli("deploy", "create", "nh", "--model", "nohome/1", "--public", "--wait",
+                   user=NOHOME, env=env)
+        status, body, headers = self.call(self.port("nh"), "/d/nh/predict")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["y"], [5, 10])
+        # The version's files, restored as the user into their directory under
+        # the daemon's home: theirs, and nobody else's to read.
+        cache = os.path.join(self.d.home, "deployments", "users", str(pw.pw_uid))
+        st = os.lstat(cache)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (pw.pw_uid, 0o700))
+        files = []
+        for root, dirs, names in os.walk(cache):
+            for n in dirs + names:
+                p = os.path.join(root, n)
+                self.assertEqual(os.lstat(p).st_uid, pw.pw_uid, p)
+                files.append(p)
+        handler = [p for p in files if p.endswith("/1/handler.py")]
+        self.assertEqual(len(handler), 1, files)
+        other = subprocess.run(["setpriv", "--reuid", USER, "--regid", USER, "--init-groups",
+                                "cat", handler[0]], capture_output=True, text=True)
+        self.assertNotEqual(other.returncode, 0)
+        self.assertIn("Permission denied", other.stderr)
+        self.assertNotIn("SCALE", other.stdout)
+        # Removing the deployment takes the version's cache with it, as the user.
+        self.d.cli("deploy", "rm", "nh", user=NOHOME, env=env)
+        self.d.wait_for(lambda: not os.path.exists(os.path.dirname(os.path.dirname(handler[0]))),
+                        "the version's cache to go", 90)
 
     def test_rm_drains_and_removes(self):
         ref = self.model(3)

@@ -125,6 +125,11 @@ class Daemon {
   void Stop();     // stops it; runs keep running (re-adopted at next start)
 
   const HomePaths& paths() const { return paths_; }
+  // The deployments' model cache of a user without a usable home directory:
+  // <home>/deployments/users/<uid>, owned by that user, 0700
+  // (deployment_loop.cc). Restores into it and a replica's workdir in it are
+  // the user's own, though it lies in the daemon's home.
+  std::string UserCacheDir(uid_t uid) const;
   // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
   const std::string& gpu_spec() const { return opts_.gpus; }
   RunCheckpoints& checkpoints() { return *checkpoints_; }
@@ -231,6 +236,12 @@ class Daemon {
   // `lathe serve --repository` layout; `to` as for RestoreSnapshot.
   Result<Json> ExportModelVersion(const Caller& caller, const std::string& ref,
                                   const std::string& to, bool force);
+  // The deployments' loop: the signature of version `ref` ("NAME/N") as a
+  // ready replica's KServe v2 metadata gives it ({name, datatype, shape}
+  // lists), recorded when the version has none yet and the lists are not
+  // both empty. True when it was recorded now.
+  Result<bool> RecordModelSignature(const std::string& ref, const Json& inputs,
+                                    const Json& outputs);
 
   Json StatusJson();
   Json GpusJson();

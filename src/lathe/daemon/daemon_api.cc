@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+
 #include <spdlog/spdlog.h>
+#include <filesystem>
 
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
@@ -135,11 +137,22 @@ Status Daemon::CheckFitsNode(const run::RunSpec& spec) const {
   return Status::OK();
 }
 
+std::string Daemon::UserCacheDir(uid_t uid) const {
+  return (std::filesystem::path(paths_.home).lexically_normal() / "deployments" / "users" /
+          std::to_string(uid))
+      .string();
+}
+
 // The paths a spec names, checked with the submitter's identity (see
 // user_paths.h): the daemon acts on them for that user later.
 Status Daemon::CheckPaths(const run::RunSpec& spec, const Caller& caller) const {
   const os::AccessAs as = ActingAs(caller.uid, caller.uid);
-  if (!spec.workdir.empty() && spec.workdir[0] == '/') {  // a relative one is inside a clone
+  // A relative workdir is inside a clone; a replica's may be its user's own
+  // model cache (UserCacheDir), entered as that user.
+  const bool own_cache = run::IsServiceSpec(spec) &&
+                         PathWithin(std::filesystem::path(spec.workdir).lexically_normal().string(),
+                                    UserCacheDir(caller.uid));
+  if (!spec.workdir.empty() && spec.workdir[0] == '/' && !own_cache) {
     RETURN_IF_ERROR(reserved_->Check("workdir", spec.workdir, PathUse::kWorkdir, as));
   }
   if (!spec.workspace.dir.empty()) {

@@ -24,6 +24,7 @@ namespace {
 // failure, a replacement); older ones are history.
 constexpr int64_t kEndedLookbackMs = 10 * 60 * 1000;
 constexpr const char* kHealthPath = "/v2/health/ready";
+constexpr const char* kMetricsPath = "/metrics";
 constexpr int64_t kHoldMs = 60'000;  // scale from zero: how long the front holds a request
 constexpr int kMaxHeld = 100;
 
@@ -195,6 +196,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   }
   std::vector<deploy::ReplicaObs> obs;
   std::vector<const state::RunRecord*> live;
+  std::map<std::string, Json> signatures;  // version -> a ready replica's metadata
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& r : *runs) {
@@ -203,7 +205,12 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       o.version = r.spec.deployment_version;
       auto f = front.find(r.id);
       const bool healthy = f != front.end() && f->second.value("healthy", false);
-      if (f != front.end()) o.in_flight = f->second.value("in_flight", 0);
+      if (f != front.end()) {
+        o.in_flight = f->second.value("in_flight", 0);
+        // The replica's own figures (lathe serve's /metrics), when it has them.
+        o.queued = f->second.value("queued", 0);
+        o.running = f->second.value("running", 0);
+      }
       using P = deploy::ReplicaObs::Phase;
       if (run::IsTerminal(r.state)) {
         if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
@@ -223,6 +230,10 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
         } else if (healthy) {
           o.phase = P::kReady;
           seen_ready_.insert(r.id);
+          const Json meta = f->second.value("metadata", Json());
+          if (!spec->is_command() && meta.is_object() && !signature_seen_.count(o.version)) {
+            signatures.emplace(o.version, meta);
+          }
         } else {
           o.phase = seen_ready_.count(r.id) ? P::kUnready : P::kStarting;
         }
@@ -235,6 +246,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       obs.push_back(std::move(o));
     }
   }
+  RecordSignatures(signatures);
   if (d.removing) return Remove(d, live, front);
   Json plan = d.plan;
   auto state = deploy::StateFromJson(plan.value("state", Json::object()));
@@ -307,6 +319,21 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   return RouteOf(d, *spec, live, traffic, dec.next.desired);
 }
 
+// A version's inputs and outputs, while the registry has none, from what a
+// ready replica of it says (its KServe v2 model metadata, read by the front).
+void Deployments::RecordSignatures(const std::map<std::string, Json>& signatures) {
+  for (const auto& [version, meta] : signatures) {
+    auto set = daemon_.RecordModelSignature(version, meta.value("inputs", Json()),
+                                            meta.value("outputs", Json()));
+    if (!set.ok()) {
+      spdlog::warn("model {}: signature: {}", version, set.status().ToString());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    signature_seen_.insert(version);
+  }
+}
+
 Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                           const std::vector<const state::RunRecord*>& live, const Json& traffic,
                           int desired) {
@@ -327,6 +354,11 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
          {"uid", r->uid},
          {"version", r->spec.deployment_version},
          {"draining", r->state == run::RunState::kStopping || draining_.count(r->id) > 0}});
+    // The model's KServe v2 metadata, read by the front once the replica is
+    // ready: the version's signature (RecordSignatures).
+    if (!spec.is_command() && !r->spec.deployment_version.empty()) {
+      replicas.back()["metadata_path"] = "/v2/models/" + ModelOfVersion(r->spec.deployment_version);
+    }
   }
   return Json{{"name", d.name},
               {"uid", d.uid},
@@ -338,6 +370,8 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
               {"hold", spec.min_replicas == 0},
               {"hold_ms", kHoldMs},
               {"max_held", kMaxHeld},
+              // lathe serve's queue depth; a command's program has no such figure.
+              {"metrics_path", spec.is_command() ? "" : kMetricsPath},
               {"traffic", traffic.is_object() ? traffic : Json::object()},
               {"replicas", replicas}};
 }
@@ -375,6 +409,41 @@ Json Deployments::Remove(state::DeploymentRecord& d,
   return RouteOf(d, *spec, live, d.plan.value("traffic", Json::object()), 0);
 }
 
+// Where `u`'s model cache (models/) and deployment repositories (repos/)
+// live: ~/.lathe/deployments in a home directory of theirs; without one (no
+// such directory, "/", or not theirs) the daemon's UserCacheDir, made now
+// when `make` (root's directories 0711 up to it; it the user's, 0700) and
+// refused when something else than their own directory is there.
+Result<std::string> Deployments::CacheBase(const os::UserInfo& u, bool make) {
+  bool home_is_theirs = false;
+  if (!u.home.empty() && u.home != "/") {
+    (void)os::WithAccess(ActingAs(u.uid, u.gid), [&] {
+      struct stat st;
+      home_is_theirs =
+          ::stat(u.home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == u.uid;
+      return Status::OK();
+    });
+  }
+  if (home_is_theirs) return u.home + "/.lathe/deployments";
+  const std::string dir = daemon_.UserCacheDir(u.uid);
+  if (!make) return dir;
+  const std::string users = dir.substr(0, dir.rfind('/'));
+  RETURN_IF_ERROR(os::MakeDirs(users, 0711));
+  RETURN_IF_ERROR(os::Chmod(daemon_.paths().home + "/deployments", 0711));
+  RETURN_IF_ERROR(os::Chmod(users, 0711));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return ErrnoStatus("lstat " + dir, errno);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(dir, ENOTDIR);
+  if (st.st_uid != u.uid) {
+    // Made just now by root (or left by a user since removed): the user's.
+    if (::geteuid() != 0 || st.st_uid != 0) return ErrnoStatus(dir, EPERM);
+    if (::chown(dir.c_str(), u.uid, u.gid) != 0) return ErrnoStatus("chown " + dir, errno);
+  }
+  RETURN_IF_ERROR(os::Chmod(dir, 0700));
+  return dir;
+}
+
 // The removed deployment's versions leave the owner's cache unless another
 // of their deployments serves or wants them.
 void Deployments::PruneCache(const state::DeploymentRecord& d) {
@@ -399,7 +468,9 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
   }
   auto u = os::LookupUser(d.uid);
   if (!u.ok() || mine.empty()) return;
-  const std::string root = (u->home == "/" ? "" : u->home) + "/.lathe/deployments/models";
+  auto base = CacheBase(*u, false);
+  if (!base.ok()) return;
+  const std::string root = *base + "/models";
   (void)os::WithAccess(ActingAs(d.uid, u->gid), [&] {
     auto names = os::ListDir(root);
     if (!names.ok()) return Status::OK();
@@ -440,9 +511,10 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   // home) gave the version its number.
   ASSIGN_OR_RETURN(Json v, daemon_.GetModel(OwnerOf(d), version));
   const std::string snapshot = v.value("snapshot", "").substr(0, 12);
-  // In the owner's home: restored with their identity, into a directory of
-  // theirs (the daemon's home is never a restore target).
-  const std::string root = (u.home == "/" ? "" : u.home) + "/.lathe/deployments/models";
+  // In the owner's home (or, without one, their directory in the daemon's):
+  // restored with their identity, into a directory of theirs.
+  ASSIGN_OR_RETURN(std::string base, CacheBase(u, true));
+  const std::string root = base + "/models";
   const std::string repo = root + "/" + model + "-" + n + "-" + snapshot;
   const std::string done = repo + "/.complete";
   const os::AccessAs as = ActingAs(d.uid, u.gid);
@@ -480,10 +552,10 @@ Result<std::string> Deployments::MakeSocketDir(const state::DeploymentRecord& d,
   return dir;
 }
 
-// The deployment's own batching over a shared version: a repository of its
-// own (as the owner, beside the cache) whose config.yaml is the version's
-// plus the deployment's batching, and whose version directory is a link to
-// the cache's (no second copy of the files).
+// The deployment's own batching or device over a shared version: a
+// repository of its own (as the owner, beside the cache) whose config.yaml is
+// the version's plus the deployment's batching and instances, and whose
+// version directory is a link to the cache's (no second copy of the files).
 Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
                                               const DeploymentSpec& spec,
                                               const std::string& version,
@@ -497,11 +569,17 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
   RETURN_IF_ERROR(os::WithAccess(ActingAs(d.uid, u.gid), [&]() -> Status {
     ASSIGN_OR_RETURN(std::string config,
                      os::ReadFileUpTo(cache + "/" + model + "/config.yaml", 1 << 20));
-    config += "\n# The deployment's batching (lathe deploy --batching).\n";
-    config += "max_batch_size: " + std::to_string(spec.max_batch_size) + "\n";
-    config +=
-        "dynamic_batching:\n  max_queue_delay_us: " + std::to_string(spec.max_queue_delay_us) +
-        "\n";
+    if (spec.max_batch_size > 0) {
+      config += "\n# The deployment's batching (lathe deploy --batching).\n";
+      config += "max_batch_size: " + std::to_string(spec.max_batch_size) + "\n";
+      config +=
+          "dynamic_batching:\n  max_queue_delay_us: " + std::to_string(spec.max_queue_delay_us) +
+          "\n";
+    }
+    if (!spec.device.empty()) {
+      config += "\n# The deployment's device (lathe deploy --device).\n";
+      config += "instances: [{count: 1, device: " + spec.device + "}]\n";
+    }
     RETURN_IF_ERROR(os::MakeDirs(model_dir, 0755));
     RETURN_IF_ERROR(os::WriteFileAtomic(model_dir + "/config.yaml", config, 0644));
     const std::string link = model_dir + "/" + n;
@@ -545,7 +623,7 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
                                  const std::string& version) {
   if (spec.is_command()) return StartCommandReplica(d, spec, version);
   ASSIGN_OR_RETURN(std::string repo, EnsureCache(d, version));
-  if (spec.max_batch_size > 0) {
+  if (spec.max_batch_size > 0 || !spec.device.empty()) {
     ASSIGN_OR_RETURN(repo, BatchingRepo(d, spec, version, repo));
   }
   const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
@@ -648,7 +726,8 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
                 {"gpus", r.gpus},
                 {"reason", r.reason}};
       if (f != seen.end()) {
-        for (const char* k : {"in_flight", "requests", "errors", "last_error"}) {
+        for (const char* k :
+             {"in_flight", "queued", "running", "requests", "errors", "last_error"}) {
           if (f->second.contains(k)) x[k] = f->second[k];
         }
       }

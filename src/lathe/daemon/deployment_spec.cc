@@ -1,5 +1,6 @@
 #include "lathe/daemon/deployment_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lathe/common/ids.h"
@@ -12,7 +13,7 @@ namespace {
 constexpr const char* kFields[] = {"name",   "model",   "command",       "port",     "ready",
                                    "env",    "workdir", "revision",      "replicas", "autoscale",
                                    "gpus",   "cpus",    "memory",        "priority", "preemptible",
-                                   "public", "canary",  "ready_timeout", "batching"};
+                                   "public", "canary",  "ready_timeout", "batching", "device"};
 // Only a command deployment's.
 constexpr const char* kCommandFields[] = {"port", "ready", "env", "workdir", "revision"};
 constexpr const char* kAutoscaleFields[] = {
@@ -104,6 +105,18 @@ Status ParseBatching(const Json& v, DeploymentSpec& s) {
   }
   if (s.max_batch_size == 0)
     return WrongType("batching.max_batch_size", "whole number from 1 to 4096");
+  return Status::OK();
+}
+
+// device: cpu | cuda:N (N 0-999)
+Status ParseDevice(const Json& v, DeploymentSpec& s) {
+  const std::string d = v.is_string() ? v.get<std::string>() : "";
+  const bool cuda = d.size() > 5 && d.size() <= 8 && d.rfind("cuda:", 0) == 0 &&
+                    d.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (d != "cpu" && !cuda) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.bad_device", {{"value", Shown(v)}});
+  }
+  s.device = cuda ? "cuda:" + std::to_string(std::stoi(d.substr(5))) : d;
   return Status::OK();
 }
 
@@ -203,6 +216,8 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
       ASSIGN_OR_RETURN(s.ready_timeout_ms, Duration(v, "ready_timeout"));
     } else if (key == "batching") {
       RETURN_IF_ERROR(ParseBatching(v, s));
+    } else if (key == "device") {
+      RETURN_IF_ERROR(ParseDevice(v, s));
     } else if (OneOf(key, kRunFields)) {
       run[key] = v;
     }
@@ -224,6 +239,9 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
   if (command && s.max_batch_size > 0) {
     return Status::Msg(Code::kInvalidArgument, "deploy.model_only", {{"field", "batching"}});
   }
+  if (command && !s.device.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.model_only", {{"field", "device"}});
+  }
   if (has_replicas && has_autoscale) {
     return Status::Msg(Code::kInvalidArgument, "deploy.replicas_and_autoscale");
   }
@@ -237,6 +255,31 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
     }
   }
   return s;
+}
+
+int DeploymentSpec::device_index() const {
+  return device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : -1;
+}
+
+Status CheckDevice(const DeploymentSpec& s, int machine_gpus) {
+  const int n = s.device_index();
+  if (n < 0) return Status::OK();
+  const int gpus = s.resources.gpus;
+  if (gpus <= 0) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.device_needs_gpu", {{"device", s.device}});
+  }
+  const int usable =
+      std::min(gpus, machine_gpus);  // the replica's own, as the machine can give them
+  if (n >= usable) {
+    return Status::Msg(
+        Code::kInvalidArgument, "deploy.device_no_gpu",
+        {{"device", s.device},
+         {"gpus", std::to_string(gpus)},
+         {"total", std::to_string(machine_gpus)},
+         {"allowed",
+          usable <= 0 ? std::string("cpu") : "cpu, cuda:0..cuda:" + std::to_string(usable - 1)}});
+  }
+  return Status::OK();
 }
 
 Json RevisionToJson(const DeploymentSpec& s) {
@@ -281,6 +324,7 @@ Json DeploymentSpecToJson(const DeploymentSpec& s) {
     j["batching"] = {{"max_batch_size", s.max_batch_size},
                      {"max_queue_delay", std::to_string(s.max_queue_delay_us / 1000) + "ms"}};
   }
+  if (!s.device.empty()) j["device"] = s.device;
   if (s.is_command()) {
     j.update(RevisionToJson(s));
     j["ready"] = s.ready;

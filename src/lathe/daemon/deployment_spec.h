@@ -16,6 +16,11 @@
 //                                max_queue_delay 0-10s; a model deployment's)
 //   ready_timeout: 5m            a new version's replica not ready by then
 //                                is rolled back
+//   device: cuda:0 | cpu         where each replica runs the model (a model
+//                                deployment's): cuda:N is the replica's own
+//                                N-th GPU (0..gpus-1, as CUDA_VISIBLE_DEVICES
+//                                numbers them); absent: the version's own
+//                                config decides (lathe serve's default)
 // A command deployment names, instead of model (exactly one of the two):
 //   command: [vllm, serve, ...]  what each replica runs; it listens on TCP
 //                                127.0.0.1:$PORT (docs/deployments.md)
@@ -73,6 +78,8 @@ struct DeploymentSpec {
   // config.yaml decides.
   int max_batch_size = 0;
   int64_t max_queue_delay_us = 0;
+  std::string device;        // "", "cpu" or "cuda:N"
+  int device_index() const;  // cuda:N -> N; -1 otherwise
 
   bool is_command() const { return !command.empty(); }
   // A command deployment's version: "rev-N".
@@ -84,6 +91,14 @@ struct DeploymentSpec {
 Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j);
 // The canonical form; DeploymentSpecFromJson(DeploymentSpecToJson(s)) == s.
 Json DeploymentSpecToJson(const DeploymentSpec& s);
+// Whether this machine, with `machine_gpus` GPUs, can ever give each replica
+// the cuda device it names: cuda:N needs gpus ≥ N+1 per replica (the
+// replica sees only its own) and a machine with N+1 GPUs. InvalidArgument
+// naming the field `device` (deploy.device_needs_gpu when the replicas get no
+// GPU, deploy.device_no_gpu otherwise), in both languages. OK without a
+// cuda device.
+Status CheckDevice(const DeploymentSpec& s, int machine_gpus);
+
 // What makes a command deployment's revision (command, port, env, workdir)
 // as JSON: stored per revision, so that a replica of an older one (during a
 // rollout, after a rollback) starts with what it was started with.

@@ -152,5 +152,58 @@ TEST(DeploymentSpec, BadModelDeploymentsNameTheField) {
   ExpectNames(DeploymentSpecFromJson(Json{{"model", "digits/1"}}).status(), "name");
 }
 
+TEST(DeploymentSpec, ADeviceIsCpuOrCudaAndOnlyAModelDeployments) {
+  auto with = [](Json v) {
+    Json j = Model();
+    j["device"] = std::move(v);
+    return DeploymentSpecFromJson(j);
+  };
+  auto cpu = with("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->device_index(), -1);
+  auto cuda = with("cuda:01");
+  ASSERT_TRUE(cuda.ok()) << cuda.status().ToString();
+  EXPECT_EQ(cuda->device, "cuda:1");
+  EXPECT_EQ(cuda->device_index(), 1);
+  EXPECT_EQ(DeploymentSpecToJson(*cuda)["device"], "cuda:1");
+  EXPECT_EQ(DeploymentSpecFromJson(DeploymentSpecToJson(*cuda))->device, "cuda:1");
+  EXPECT_FALSE(DeploymentSpecToJson(*DeploymentSpecFromJson(Model())).contains("device"));
+  for (Json bad : {Json("gpu"), Json("cuda:"), Json("cuda:x"), Json("cuda:1000"), Json(0)}) {
+    ExpectNames(with(bad).status(), "device");
+    EXPECT_EQ(with(bad).status().msg_id(), "deploy.bad_device") << bad.dump();
+  }
+  Json command = Command();
+  command["device"] = "cuda:0";
+  ExpectNames(DeploymentSpecFromJson(command).status(), "device");
+}
+
+TEST(DeploymentSpec, ACudaDeviceTheMachineCannotGiveIsRefused) {
+  auto spec = [](const char* device, int gpus) {
+    Json j = Model();
+    j["device"] = device;
+    j["gpus"] = gpus;
+    auto s = DeploymentSpecFromJson(j);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return *s;
+  };
+  // cuda:3 on a machine of 2 GPUs, whatever the replicas ask for.
+  Status s = CheckDevice(spec("cuda:3", 2), 2);
+  ExpectNames(s, "device");
+  ExpectNames(s, "cuda:3");
+  EXPECT_EQ(s.msg_id(), "deploy.device_no_gpu");
+  ExpectNames(s, "cpu, cuda:0..cuda:1");
+  // A cuda device for replicas without a GPU.
+  s = CheckDevice(spec("cuda:0", 0), 2);
+  ExpectNames(s, "device");
+  ExpectNames(s, "gpus: 0");
+  EXPECT_EQ(s.msg_id(), "deploy.device_needs_gpu");
+  // cuda:N counts the replica's own GPUs: one each is cuda:0 only.
+  EXPECT_EQ(CheckDevice(spec("cuda:1", 1), 4).msg_id(), "deploy.device_no_gpu");
+  EXPECT_TRUE(CheckDevice(spec("cuda:1", 2), 2).ok());
+  EXPECT_TRUE(CheckDevice(spec("cuda:0", 1), 1).ok());
+  EXPECT_TRUE(CheckDevice(spec("cpu", 0), 0).ok());
+  EXPECT_TRUE(CheckDevice(*DeploymentSpecFromJson(Model()), 0).ok());
+}
+
 }  // namespace
 }  // namespace lathe::daemon

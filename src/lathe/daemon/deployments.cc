@@ -170,9 +170,11 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   } else {
     RETURN_IF_ERROR(CheckModel(caller, spec, &version));
   }
-  // More replicas than this machine could ever hold.
+  // A device no replica could ever have; more replicas than this machine
+  // could ever hold.
   Json gpus = daemon_.GpusJson();
   const int total = gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0;
+  RETURN_IF_ERROR(CheckDevice(spec, total));
   if (spec.resources.gpus > 0 && spec.resources.gpus * std::max(1, spec.min_replicas) > total) {
     return Status::Msg(Code::kInvalidArgument, "deploy.too_big",
                        {{"replicas", std::to_string(std::max(1, spec.min_replicas))},
@@ -238,6 +240,11 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     merged[it.key()] = *it;
   }
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(merged));
+  {
+    Json gpus = daemon_.GpusJson();
+    RETURN_IF_ERROR(
+        CheckDevice(spec, gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0));
+  }
   std::string version;
   if (!spec.is_command()) {
     lock.unlock();  // GetModel takes the registry's lock

@@ -44,6 +44,7 @@
 #include "lathe/daemon/deployment_spec.h"
 #include "lathe/daemon/gateway_control.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/users.h"
 #include "lathe/state/deploy_key_store.h"
 #include "lathe/state/deployment_store.h"
 #include "lathe/state/run_store.h"
@@ -133,6 +134,10 @@ class Deployments {
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
   void PruneCache(const state::DeploymentRecord& d);
+  Result<std::string> CacheBase(const os::UserInfo& u, bool make);
+  // Records, through the registry, the signature of each version (key) from
+  // a ready replica's metadata (value), once per version.
+  void RecordSignatures(const std::map<std::string, Json>& signatures);
   Result<std::string> BatchingRepo(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                    const std::string& version, const std::string& cache);
   std::string SocketRoot() const;
@@ -163,6 +168,9 @@ class Deployments {
   std::set<std::string> seen_ready_;
   std::map<std::string, std::pair<int, int64_t>> phase_since_;  // run id -> (phase, since)
   std::set<std::string> ended_seen_;  // ended replicas already shown to Reconcile; mu_
+  // Model versions whose signature a ready replica's metadata was offered
+  // for (recorded, or known already); mu_.
+  std::set<std::string> signature_seen_;
   int64_t started_ms_ = 0;
   std::thread loop_;
 };

@@ -230,8 +230,8 @@ std::string ExportConfigYaml(const state::ModelVersionRecord& v) {
   if (v.backend == "process" && !v.file.empty()) {
     y += "parameters: {env: {LATHE_MODEL_FILE: " + Json(v.file).dump() + "}}\n";
   }
-  if (v.inputs.is_array()) y += "inputs: " + v.inputs.dump() + "\n";
-  if (v.outputs.is_array()) y += "outputs: " + v.outputs.dump() + "\n";
+  // The signature (inputs, outputs) is not written: it is what `lathe serve`
+  // itself described of this model (KServe metadata, not config.yaml's form).
   return y;
 }
 
@@ -626,6 +626,20 @@ Result<Json> Daemon::DeleteModelVersion(const Caller& caller, const std::string&
                  found.second->snapshot.substr(0, 12), st.ToString());
   }
   return Json{{"model", model}, {"version", version}, {"snapshot", found.second->snapshot}};
+}
+
+Result<bool> Daemon::RecordModelSignature(const std::string& ref, const Json& inputs,
+                                          const Json& outputs) {
+  ASSIGN_OR_RETURN(ModelRef r, ParseModelRef(ref));
+  if (!r.version) return false;
+  const bool known =
+      inputs.is_array() && outputs.is_array() && (!inputs.empty() || !outputs.empty());
+  if (!known) return false;  // a handler that declares no tensor: still unknown
+  std::lock_guard<std::mutex> lock(models_mu_);
+  ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
+  ASSIGN_OR_RETURN(bool set, db->SetSignature(r.name, *r.version, inputs, outputs));
+  if (set) spdlog::info("model {}: its signature recorded from a replica's metadata", ref);
+  return set;
 }
 
 Result<Json> Daemon::ExportModelVersion(const Caller& caller, const std::string& ref,

@@ -42,6 +42,7 @@ Event ScaleEvent(std::string id, const LoadFigures& load, const Goal& goal, int 
   return Event{"info",
                std::move(id),
                {{"load", std::to_string(load.load)},
+                {"queued", std::to_string(load.queued)},
                 {"replicas", std::to_string(load.ready)},
                 {"target", fmt::format("{}", goal.target_ongoing)},
                 {"from", std::to_string(from)},

@@ -2,8 +2,11 @@
 // ready replicas carry. Pure; part of Reconcile (reconcile.h), apart so it
 // can be tested on its own.
 //
-// Load = Σ over ready replicas of (in flight + queued) + the requests the
-// front holds; need = ⌈load / target_ongoing⌉, within [max(min, 1), max].
+// Load = Σ over ready replicas of max(in flight at the front, running +
+// queued as the replica reports them) + the requests the front holds (a
+// request queued in a replica is in flight at the front too: counted once,
+// and a replica whose own figures say more than the front's counts them);
+// need = ⌈load / target_ongoing⌉, within [max(min, 1), max].
 //   - fixed replicas (min == max): desired = min, load is not looked at.
 //   - not yet set (-1): min; max(min, 1) when min is 0 and requests are held.
 //   - need > desired without a break for upscale_delay_ms → desired = need.
@@ -25,9 +28,10 @@ namespace lathe::deploy {
 
 struct LoadFigures {
   int ready = 0;         // ready replicas in traffic
-  int64_t load = 0;      // Σ (in flight + queued) over them, plus held requests
-  int64_t any_work = 0;  // Σ (in flight + queued) over every live replica, plus held requests
+  int64_t load = 0;      // Σ max(in flight, running + queued) over them, plus held requests
+  int64_t any_work = 0;  // the same Σ over every live replica, plus held requests
   int64_t held = 0;      // requests the front holds
+  int64_t queued = 0;    // Σ queued over the ready replicas, as they report it (part of load)
 };
 
 // Updates state.desired and the timers; appends deploy.scaled_* events.

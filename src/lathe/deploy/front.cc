@@ -21,6 +21,7 @@
 #include "lathe/deploy/front_routes.h"
 #include "lathe/deploy/health_probe.h"
 #include "lathe/deploy/hold_queue.h"
+#include "lathe/deploy/replica_load.h"
 #include "lathe/os/files.h"
 
 namespace lathe::deploy {
@@ -30,6 +31,9 @@ constexpr size_t kMaxRoutesBytes = 64 << 20;
 // A routes.json changed this recently is read again even when its stat looks
 // the same (timestamps are as coarse as the kernel's, os/files.h).
 constexpr int64_t kRecentMtimeNs = 2'000'000'000;
+// A replica's /metrics and model metadata are read up to this size.
+constexpr size_t kMaxReplicaMetricsBytes = 4 << 20;
+constexpr size_t kMaxMetadataBytes = 1 << 20;
 
 std::string Shown(std::string_view s) {
   constexpr size_t kShown = 128;
@@ -186,6 +190,14 @@ class FrontImpl final : public Front {
     Lang lang = Lang::kEn;
   };
 
+  // What a replica said of itself: its load from its /metrics (the last
+  // read; none when it has no such figure) and its model metadata (read
+  // once, when it first answered).
+  struct Report {
+    std::optional<ReplicaLoad> load;
+    Json metadata;  // {"inputs": [...], "outputs": [...]}; null until read
+  };
+
   // One deployment: its route and everything measured about it.
   struct Deployment {
     std::mutex mu;
@@ -197,6 +209,8 @@ class FrontImpl final : public Front {
     int64_t errors = 0;
     int64_t in_flight = 0;
     bool removed = false;  // gone from routes.json
+    // What each replica says of itself, by replica id (its prober's).
+    std::map<std::string, Report> reports;
   };
   using DeploymentPtr = std::shared_ptr<Deployment>;
   using TableMap = std::map<std::string, DeploymentPtr, std::less<>>;
@@ -398,6 +412,13 @@ class FrontImpl final : public Front {
                             {"errors", r.errors},
                             {"last_probe_ms", r.last_probe_ms},
                             {"last_error", r.last_error}});
+        auto rep = dep->reports.find(r.route.id);
+        if (rep == dep->reports.end()) continue;
+        if (rep->second.load) {
+          replicas.back()["queued"] = rep->second.load->queued;
+          replicas.back()["running"] = rep->second.load->running;
+        }
+        if (!rep->second.metadata.is_null()) replicas.back()["metadata"] = rep->second.metadata;
       }
       deployments.push_back({{"name", name},
                              {"requests", dep->requests},
@@ -496,6 +517,12 @@ class FrontImpl final : public Front {
         {
           std::lock_guard<std::mutex> dl(dep->mu);
           dep->balancer.Update(d.replicas, d.traffic);
+          std::map<std::string, Report> kept;
+          for (const RouteReplica& r : d.replicas) {
+            auto rep = dep->reports.find(r.id);
+            if (rep != dep->reports.end()) kept.insert(*rep);
+          }
+          dep->reports = std::move(kept);
           dep->route = std::move(d);
           if (dep->held.size() > 0 && dep->balancer.AnyReady()) {
             release.emplace_back(dep, dep->held.TakeAll());
@@ -523,17 +550,26 @@ class FrontImpl final : public Front {
 
   // ---- probes ----
 
-  // One prober per (deployment, replica, socket, uid, health path): a
+  // What one prober reads of its replica.
+  struct ProbeTarget {
+    DeploymentPtr dep;
+    RouteReplica replica;
+    std::string health_path;
+    std::string metrics_path;  // "": not read
+  };
+
+  // One prober per (deployment, replica, socket, uid, paths it reads): a
   // change of any of them is a new prober, and a new replica is probed at once.
   void SyncProbers() {
-    std::map<std::string, std::pair<DeploymentPtr, std::pair<RouteReplica, std::string>>> want;
+    std::map<std::string, ProbeTarget> want;
     for (const auto& [name, dep] : Table()) {
       std::lock_guard<std::mutex> lock(dep->mu);
       for (const ReplicaState& r : dep->balancer.replicas()) {
         std::string key = name + '\n' + r.route.id + '\n' + r.route.socket + '\n' +
-                          std::to_string(r.route.uid) + '\n' + dep->route.health_path;
+                          std::to_string(r.route.uid) + '\n' + dep->route.health_path + '\n' +
+                          dep->route.metrics_path + '\n' + r.route.metadata_path;
         want.emplace(std::move(key),
-                     std::make_pair(dep, std::make_pair(r.route, dep->route.health_path)));
+                     ProbeTarget{dep, r.route, dep->route.health_path, dep->route.metrics_path});
       }
     }
     std::lock_guard<std::mutex> lock(probers_mu_);
@@ -550,13 +586,15 @@ class FrontImpl final : public Front {
     for (auto& [key, what] : want) {
       if (probers_.count(key) != 0) continue;
       auto p = std::make_shared<Prober>();
-      p->thread = std::thread([this, p, dep = what.first, replica = what.second.first,
-                               path = what.second.second] { ProbeLoop(*p, dep, replica, path); });
+      p->thread = std::thread([this, p, target = what] { ProbeLoop(*p, target); });
       probers_.emplace(key, std::move(p));
     }
   }
 
-  void ProbeLoop(Prober& p, DeploymentPtr dep, RouteReplica r, std::string path) {
+  void ProbeLoop(Prober& p, const ProbeTarget& target) {
+    const DeploymentPtr& dep = target.dep;
+    const RouteReplica& r = target.replica;
+    const std::string& path = target.health_path;
     for (;;) {
       auto code = ProbeHealth(r.socket, r.uid, path, opts_.probe_timeout_ms);
       const bool ok = code.ok() && *code == 200;
@@ -568,9 +606,13 @@ class FrontImpl final : public Front {
                           {{"path", path}, {"code", std::to_string(*code)}})
                   .message();
       }
+      Report report = ReadReport(target, ok);
       std::vector<Held> release;
       {
         std::lock_guard<std::mutex> lock(dep->mu);
+        Report& kept = dep->reports[r.id];
+        kept.load = report.load;
+        if (kept.metadata.is_null()) kept.metadata = std::move(report.metadata);
         const bool became = dep->balancer.ProbeResult(r.id, ok, why, clock_.NowMs());
         if (became)
           spdlog::info("gateway: deployment {}: replica {} is healthy", dep->route.name, r.id);
@@ -586,6 +628,39 @@ class FrontImpl final : public Front {
       }
     }
     p.finished = true;
+  }
+
+  // The replica's load from its /metrics (when the route names the path and
+  // the replica answers with lathe serve's figures), and, while not read yet,
+  // its model metadata once it is healthy. What cannot be read is left out.
+  Report ReadReport(const ProbeTarget& t, bool healthy) {
+    Report out;
+    const RouteReplica& r = t.replica;
+    if (!t.metrics_path.empty()) {
+      auto m = FetchFromReplica(r.socket, r.uid, t.metrics_path, opts_.probe_timeout_ms,
+                                kMaxReplicaMetricsBytes);
+      if (m.ok() && m->status == 200) out.load = ParseReplicaLoad(m->body);
+    }
+    if (healthy && !r.metadata_path.empty()) {
+      bool have = false;
+      {
+        std::lock_guard<std::mutex> lock(t.dep->mu);
+        auto it = t.dep->reports.find(r.id);
+        have = it != t.dep->reports.end() && !it->second.metadata.is_null();
+      }
+      if (!have) {
+        auto m = FetchFromReplica(r.socket, r.uid, r.metadata_path, opts_.probe_timeout_ms,
+                                  kMaxMetadataBytes);
+        if (m.ok() && m->status == 200) {
+          auto j = ParseJson(m->body);
+          if (j.ok() && j->is_object() && j->contains("inputs") && j->contains("outputs") &&
+              (*j)["inputs"].is_array() && (*j)["outputs"].is_array()) {
+            out.metadata = {{"inputs", (*j)["inputs"]}, {"outputs", (*j)["outputs"]}};
+          }
+        }
+      }
+    }
+    return out;
   }
 
   // ---- the ticker: routes.json, held requests' deadlines, ended probers ----

@@ -21,6 +21,11 @@
 // (hold: true; up to max_held of them, each up to hold_ms) or answered 503
 // with Retry-After.
 //
+// With each probe the front also reads the replica's own load from the
+// route's metrics_path (replica_load.h), and once it is healthy its model
+// metadata from its metadata_path; /status shows them per replica ("queued",
+// "running", "metadata"), left out while unknown.
+//
 // Threads: the HTTP server's I/O threads (routing, auth, choice), the
 // proxy's workers (the exchanges with replicas), one thread per replica for
 // its probes, one ticker (routes.json, held requests' deadlines).

@@ -119,6 +119,15 @@ Status CheckText(const std::string& field, const std::string& v, bool may_be_emp
   return Status::OK();
 }
 
+// An optional request path: "" (none), or '/' and up to 1024 printable
+// characters without spaces.
+Status CheckPath(const std::string& field, const std::string& v) {
+  if (!v.empty() && (v[0] != '/' || v.size() > 1024 || !Printable(v, false))) {
+    return Bad("gateway.routes_health_path", field, {{"value", Shown(v)}});
+  }
+  return Status::OK();
+}
+
 bool IsLowerHex64(std::string_view s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
@@ -152,6 +161,8 @@ Result<RouteReplica> ParseReplica(const Json& j, const std::string& path) {
   ASSIGN_OR_RETURN(r.version, f.String("version", std::string()));
   RETURN_IF_ERROR(CheckText(f.Path("version"), r.version, true));
   ASSIGN_OR_RETURN(r.draining, f.Bool("draining", false));
+  ASSIGN_OR_RETURN(r.metadata_path, f.String("metadata_path", std::string()));
+  RETURN_IF_ERROR(CheckPath(f.Path("metadata_path"), r.metadata_path));
   return r;
 }
 
@@ -182,6 +193,8 @@ Result<Route> ParseRoute(const Json& j, const std::string& path) {
   ASSIGN_OR_RETURN(d.hold, f.Bool("hold", false));
   ASSIGN_OR_RETURN(d.hold_ms, f.Int("hold_ms", 0, kMaxHoldMs, d.hold_ms));
   ASSIGN_OR_RETURN(d.max_held, f.Int("max_held", 0, kMaxHeld, d.max_held));
+  ASSIGN_OR_RETURN(d.metrics_path, f.String("metrics_path", std::string()));
+  RETURN_IF_ERROR(CheckPath(f.Path("metrics_path"), d.metrics_path));
   if (const Json* t = f.Get("traffic")) {
     if (!t->is_object()) return f.Type("traffic", "object");
     Fields weights(*t, f.Path("traffic"));

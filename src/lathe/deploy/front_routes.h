@@ -9,9 +9,11 @@
 //    "keys": [{"id": "k0123456789", "sha256": "<hex>", "expires_ms": 0}],
 //    "idempotent": true, "health_path": "/v2/health/ready", "replicas_wanted": 2,
 //    "hold": false, "hold_ms": 30000, "max_held": 100,
+//    "metrics_path": "/metrics",
 //    "traffic": {"digits/3": 100},
 //    "replicas": [{"id": "r3k7q0m9x2a", "socket": "/abs/serve.sock", "uid": 1001,
-//                  "version": "digits/3", "draining": false}]}]}
+//                  "version": "digits/3", "draining": false,
+//                  "metadata_path": "/v2/models/digits"}]}]}
 #pragma once
 
 #include <sys/types.h>
@@ -42,6 +44,9 @@ struct RouteReplica {
   uid_t uid = 0;          // whose listener it must be (SO_PEERCRED)
   std::string version;    // the model version (or command revision) it serves; may be ""
   bool draining = false;  // no new requests; those in flight finish
+  // Read once the replica is healthy: its KServe v2 model metadata (the
+  // tensors it takes and gives, shown in /status). "": none to read.
+  std::string metadata_path;
   bool operator==(const RouteReplica&) const = default;
 };
 
@@ -53,9 +58,13 @@ struct Route {
   bool idempotent = true;                        // a request may be retried on another replica
   std::string health_path = "/v2/health/ready";  // probed with GET; 200 is healthy
   int64_t replicas_wanted = 0;                   // for the metrics: what the daemon aims at
-  bool hold = false;                       // no healthy replica: hold requests (scale from zero)
-  int64_t hold_ms = 30000;                 // how long one is held at most (0..3600000)
-  int64_t max_held = 100;                  // how many are held at once (0..100000)
+  bool hold = false;        // no healthy replica: hold requests (scale from zero)
+  int64_t hold_ms = 30000;  // how long one is held at most (0..3600000)
+  int64_t max_held = 100;   // how many are held at once (0..100000)
+  // Read with each probe: the replicas' own Prometheus text, for their queue
+  // depth (lathe_serve_queue_length, lathe_serve_inflight_requests; see
+  // replica_load.h). "": not read (a command deployment's program).
+  std::string metrics_path;
   std::map<std::string, int64_t> traffic;  // version -> weight (0..1000000)
   std::vector<RouteReplica> replicas;
 };

@@ -14,9 +14,10 @@ Json Good() {
       "keys": [{"id": "k0123456789", "sha256": ")" +
                      std::string(64, 'a') + R"(", "expires_ms": 0}],
       "idempotent": false, "health_path": "/v2/health/ready", "replicas_wanted": 2,
-      "hold": true, "hold_ms": 5000, "max_held": 7,
+      "hold": true, "hold_ms": 5000, "max_held": 7, "metrics_path": "/metrics",
       "traffic": {"digits/3": 90, "digits/4": 10},
-      "replicas": [{"id": "r1", "socket": "/run/a.sock", "uid": 1001, "version": "digits/3"},
+      "replicas": [{"id": "r1", "socket": "/run/a.sock", "uid": 1001, "version": "digits/3",
+                    "metadata_path": "/v2/models/digits"},
                    {"id": "r2", "socket": "/run/b.sock", "uid": 1001, "version": "digits/4",
                     "draining": true}],
       "a_field_of_a_later_daemon": {"ignored": true}},
@@ -56,6 +57,9 @@ TEST(FrontRoutes, ParsesEveryFieldAndDefaultsTheRest) {
   ASSERT_EQ(d.replicas.size(), 2u);
   EXPECT_TRUE(d.replicas[1].draining);
   EXPECT_FALSE(d.replicas[0].draining);
+  EXPECT_EQ(d.metrics_path, "/metrics");
+  EXPECT_EQ(d.replicas[0].metadata_path, "/v2/models/digits");
+  EXPECT_EQ(d.replicas[1].metadata_path, "");
   const Route* e = r->Find("echo");
   ASSERT_NE(e, nullptr);
   EXPECT_TRUE(e->is_public);
@@ -64,6 +68,7 @@ TEST(FrontRoutes, ParsesEveryFieldAndDefaultsTheRest) {
   EXPECT_EQ(e->hold_ms, 30000);
   EXPECT_EQ(e->max_held, 100);
   EXPECT_EQ(e->health_path, "/v2/health/ready");
+  EXPECT_EQ(e->metrics_path, "");  // none read
   EXPECT_TRUE(e->replicas.empty());
   EXPECT_EQ(r->Find("nope"), nullptr);
 }
@@ -88,6 +93,10 @@ TEST(FrontRoutes, BadFieldsAreNamed) {
             P("gateway.routes_sha256", "deployments[0].keys[0].sha256"));
   EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["health_path"] = "health"; }),
             P("gateway.routes_health_path", "deployments[0].health_path"));
+  EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["metrics_path"] = "metrics"; }),
+            P("gateway.routes_health_path", "deployments[0].metrics_path"));
+  EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["replicas"][0]["metadata_path"] = "/a b"; }),
+            P("gateway.routes_health_path", "deployments[0].replicas[0].metadata_path"));
   EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["hold_ms"] = 3600001; }),
             P("gateway.routes_range", "deployments[0].hold_ms"));
   EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["max_held"] = 1.5; }),

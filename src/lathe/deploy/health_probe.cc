@@ -2,9 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "lathe/os/fd.h"
 #include "lathe/os/stream_socket.h"
@@ -29,11 +32,9 @@ int StatusOf(std::string_view line) {
   return code;
 }
 
-}  // namespace
-
-Result<int> ProbeHealth(const std::string& socket, uid_t owner, const std::string& path,
-                        int timeout_ms) {
-  const int64_t deadline = SteadyMs() + timeout_ms;
+// Connects, checks the listener's owner and sends GET `path` (Connection: close).
+Result<os::Fd> SendGet(const std::string& socket, uid_t owner, const std::string& path,
+                       int timeout_ms) {
   auto fd = os::ConnectUnix(socket, timeout_ms);
   if (!fd.ok()) {
     return Status::Msg(Code::kUnavailable, "proxy.unreachable",
@@ -50,27 +51,111 @@ Result<int> ProbeHealth(const std::string& socket, uid_t owner, const std::strin
   if (Status s = os::SendFull(fd->get(), req, "replica"); !s.ok()) {
     return Status::Msg(Code::kUnavailable, "proxy.upstream_failed", {{"reason", s.message()}});
   }
-  std::string got;
-  while (got.find("\r\n") == std::string::npos && got.size() < 256) {
+  return std::move(*fd);
+}
+
+// Reads into `got` until `enough` holds, the peer closes (true) or the
+// deadline passes. Errors as ProbeHealth's.
+template <typename Enough>
+Status ReadUntil(int fd, std::string& got, int64_t deadline, const std::string& path,
+                 int timeout_ms, size_t max_bytes, Enough enough) {
+  while (!enough()) {
     const int64_t left = deadline - SteadyMs();
-    if (left <= 0 || !os::WaitReadable(fd->get(), static_cast<int>(left))) {
+    if (left <= 0 || !os::WaitReadable(fd, static_cast<int>(left))) {
       return Status::Msg(Code::kDeadlineExceeded, "gateway.probe_timeout",
                          {{"path", path}, {"ms", std::to_string(timeout_ms)}});
     }
-    char buf[256];
-    ssize_t n = ::recv(fd->get(), buf, sizeof buf, 0);
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
+    if (n == 0) return Status::OK();
+    if (n < 0) {
       return Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
-                         {{"reason", n == 0 ? "closed before its answer" : std::strerror(errno)}});
+                         {{"reason", std::strerror(errno)}});
     }
     got.append(buf, static_cast<size_t>(n));
+    if (got.size() > max_bytes) {
+      return Status::Msg(Code::kUnavailable, "gateway.probe_bad_answer", {{"path", path}});
+    }
+  }
+  return Status::OK();
+}
+
+bool IsChunked(std::string_view head) {
+  std::string lower(head);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+}
+
+// A chunked body without its framing; nullopt when it is not well formed.
+std::optional<std::string> Dechunk(std::string_view in) {
+  std::string out;
+  for (;;) {
+    const size_t eol = in.find("\r\n");
+    if (eol == std::string_view::npos) return std::nullopt;
+    size_t len = 0;
+    const std::string size(in.substr(0, in.find_first_of(";\r")));
+    if (size.empty() || size.size() > 15 ||
+        size.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+      return std::nullopt;
+    }
+    len = std::stoul(size, nullptr, 16);
+    in.remove_prefix(eol + 2);
+    if (len == 0) return out;
+    if (in.size() < len + 2) return std::nullopt;
+    out.append(in.substr(0, len));
+    in.remove_prefix(len + 2);
+  }
+}
+
+}  // namespace
+
+Result<int> ProbeHealth(const std::string& socket, uid_t owner, const std::string& path,
+                        int timeout_ms) {
+  const int64_t deadline = SteadyMs() + timeout_ms;
+  ASSIGN_OR_RETURN(os::Fd fd, SendGet(socket, owner, path, timeout_ms));
+  std::string got;
+  RETURN_IF_ERROR(ReadUntil(fd.get(), got, deadline, path, timeout_ms, 256,
+                            [&] { return got.find("\r\n") != std::string::npos; }));
+  if (got.empty()) {
+    return Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
+                       {{"reason", "closed before its answer"}});
   }
   const int code = StatusOf(got.substr(0, got.find("\r\n")));
   if (code < 0) {
     return Status::Msg(Code::kUnavailable, "gateway.probe_bad_answer", {{"path", path}});
   }
   return code;
+}
+
+Result<ReplicaAnswer> FetchFromReplica(const std::string& socket, uid_t owner,
+                                       const std::string& path, int timeout_ms, size_t max_bytes) {
+  const int64_t deadline = SteadyMs() + timeout_ms;
+  ASSIGN_OR_RETURN(os::Fd fd, SendGet(socket, owner, path, timeout_ms));
+  std::string got;
+  const size_t limit = max_bytes + 64 * 1024;  // the head too
+  RETURN_IF_ERROR(
+      ReadUntil(fd.get(), got, deadline, path, timeout_ms, limit, [] { return false; }));
+  const size_t head_end = got.find("\r\n\r\n");
+  const int code = StatusOf(std::string_view(got).substr(0, got.find("\r\n")));
+  if (code < 0 || head_end == std::string::npos) {
+    return Status::Msg(Code::kUnavailable, "gateway.probe_bad_answer", {{"path", path}});
+  }
+  ReplicaAnswer a;
+  a.status = code;
+  std::string_view body = std::string_view(got).substr(head_end + 4);
+  if (IsChunked(std::string_view(got).substr(0, head_end + 2))) {
+    auto plain = Dechunk(body);
+    if (!plain)
+      return Status::Msg(Code::kUnavailable, "gateway.probe_bad_answer", {{"path", path}});
+    a.body = std::move(*plain);
+  } else {
+    a.body = std::string(body);
+  }
+  if (a.body.size() > max_bytes) {
+    return Status::Msg(Code::kUnavailable, "gateway.probe_bad_answer", {{"path", path}});
+  }
+  return a;
 }
 
 }  // namespace lathe::deploy

@@ -300,11 +300,15 @@ void Tick::Scale() {
   f.load = f.any_work = f.held;
   for (const ReplicaObs& r : obs_) {
     if (Ended(r) || Stopped(r)) continue;
-    const int64_t work = std::max<int64_t>(0, r.in_flight) + std::max<int64_t>(0, r.queued);
+    // The front's count and the replica's own describe the same requests.
+    const int64_t queued = std::max<int64_t>(0, r.queued);
+    const int64_t work =
+        std::max(std::max<int64_t>(0, r.in_flight), std::max<int64_t>(0, r.running) + queued);
     f.any_work += work;
     if (Ready(r)) {
       f.ready++;
       f.load += work;
+      f.queued += queued;
     }
   }
   Autoscale(g_, f, s(), now_, d_.events);

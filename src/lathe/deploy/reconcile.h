@@ -75,9 +75,14 @@ struct ReplicaObs {
   Phase phase = Phase::kPending;
   int64_t phase_since_ms = 0;  // when it entered `phase` (the daemon's clock)
   int64_t in_flight = 0;       // requests in flight at the front
-  int64_t queued = 0;          // queue depth the replica reports itself
-  std::string end_reason;      // kEnded: why ("exit 1", "preempted", "stopped")
-  bool preempted = false;      // kEnded/kPending: a higher-priority run preempted it
+  // What the replica reports itself (replica_load.h), 0 when it reports
+  // nothing: requests waiting in its queues, and those it is computing. A
+  // request queued there is in flight at the front too: the replica's load
+  // is max(in_flight, running + queued), never the sum.
+  int64_t queued = 0;
+  int64_t running = 0;
+  std::string end_reason;  // kEnded: why ("exit 1", "preempted", "stopped")
+  bool preempted = false;  // kEnded/kPending: a higher-priority run preempted it
 };
 
 // What the deployment's spec asks for, plus facts of now. Defaults are Ray

@@ -392,11 +392,52 @@ TEST(Autoscale, UpOnlyAfterTheUpscaleDelayAndByTheNeed) {
   EXPECT_EQ(c.last.start[0].second, 2);
   const Event& e = *c.Last("deploy.scaled_up");
   EXPECT_EQ(Arg(e, "load"), "9");
+  EXPECT_EQ(Arg(e, "queued"), "0");  // the replica reports nothing: the front's count alone
   EXPECT_EQ(Arg(e, "replicas"), "1");
   EXPECT_EQ(Arg(e, "target"), "2");
   EXPECT_EQ(Arg(e, "from"), "1");
   EXPECT_EQ(Arg(e, "to"), "3");
   EXPECT_EQ(Arg(e, "duration"), "30s");
+}
+
+TEST(Autoscale, AReplicasOwnDeepQueueScalesUpWhenTheFrontCountsFew) {
+  // The front counts 1 request in flight; the replica says 1 is computing
+  // and 8 more wait in its batcher (e.g. the front restarted meanwhile).
+  FakeCluster c = Autoscaled(1, 3, 1);
+  ReplicaObs& r = c.replicas[0];
+  r.running = 1;
+  r.queued = 8;
+  const int64_t t0 = c.now;
+  while (c.now - t0 < c.goal.upscale_delay_ms) {
+    c.Tick();
+    EXPECT_EQ(c.state.desired, 1);
+  }
+  c.Tick();
+  EXPECT_EQ(c.state.desired, 3);  // ⌈9 / 2⌉ = 5, within 1..3
+  const Event& e = *c.Last("deploy.scaled_up");
+  EXPECT_EQ(Arg(e, "load"), "9");
+  EXPECT_EQ(Arg(e, "queued"), "8");
+}
+
+TEST(Autoscale, ARequestQueuedInAReplicaIsNotCountedTwice) {
+  // 4 in flight at the front, and the same 4 at the replica: 1 computing, 3
+  // queued. Load 4 wants 2 replicas; counted twice (8) it would want 4.
+  FakeCluster c = Autoscaled(1, 4, 4);
+  c.replicas[0].running = 1;
+  c.replicas[0].queued = 3;
+  ASSERT_TRUE(c.TickUntil([&] { return c.Saw("deploy.scaled_up"); }, 60));
+  EXPECT_EQ(c.state.desired, 2);
+  const Event& e = *c.Last("deploy.scaled_up");
+  EXPECT_EQ(Arg(e, "load"), "4");
+  EXPECT_EQ(Arg(e, "queued"), "3");
+  // The two ready replicas then report what the front counts: still 2.
+  ASSERT_TRUE(c.TickUntil([&] { return c.Count("m/1", Phase::kReady) == 2; }, 60));
+  for (ReplicaObs& x : c.replicas) {
+    x.running = 1;
+    x.queued = x.in_flight - 1;
+  }
+  for (int i = 0; i < 100; ++i) c.Tick();
+  EXPECT_EQ(c.state.desired, 2);
 }
 
 TEST(Autoscale, ABreakInTheLoadRestartsTheDelay) {

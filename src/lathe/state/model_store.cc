@@ -112,6 +112,17 @@ Status ModelStore::AddVersion(const ModelRecord& owner, ModelVersionRecord& v) {
   });
 }
 
+Result<bool> ModelStore::SetSignature(const std::string& model, int64_t version, const Json& inputs,
+                                      const Json& outputs) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("UPDATE model_versions SET inputs=?, outputs=? WHERE "
+                                        "model=? AND version=? AND inputs='null' AND "
+                                        "outputs='null'"));
+  s.Bind(1, inputs.dump()).Bind(2, outputs.dump()).Bind(3, model).Bind(4, version);
+  RETURN_IF_ERROR(s.Run());
+  ASSIGN_OR_RETURN(int64_t n, Changes());
+  return n > 0;
+}
+
 Result<std::optional<ModelVersionRecord>> ModelStore::GetVersion(const std::string& model,
                                                                  int64_t version) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(SelectVersions("WHERE model=? AND version=?")));

@@ -7,8 +7,10 @@
 // a number is never given twice, even after its version was removed (the
 // model keeps `next_version`), so NAME/3 always means one thing. A version
 // is immutable: its snapshot, what serving needs and its lineage are written
-// once. An alias names one version of its model and moves; a version an
-// alias points at cannot be deleted (the foreign key refuses it).
+// once. Its signature (inputs, outputs) may be unknown at first: it is then
+// recorded once, as the first replica serving the version describes it
+// (SetSignature), and never changed after. An alias names one version of its model and moves; a
+// version an alias points at cannot be deleted (the foreign key refuses it).
 //
 // Not thread-safe: the daemon serialises calls under its own mutex. It holds
 // its own connection to the database the daemon's RunStore uses.
@@ -45,7 +47,10 @@ struct ModelVersionRecord {
   std::string file;          // the primary file, relative to the snapshot's root ("" for none)
   std::string handler;       // process: the handler file, relative; "" otherwise
   std::string file_pattern;  // what --file asked for ("" when not given)
-  Json inputs;               // [{name, datatype, dims}] when known, else null
+  // The tensors, as KServe v2 model metadata describes them: [{name,
+  // datatype, shape}] ("ANY" and -1 where the model does not say); null
+  // while unknown.
+  Json inputs;
   Json outputs;
   // {run, run_name, attempt, step, snapshot, checkpoint_file, spec,
   //  workspace_commit, source_dir}: the fields that apply.
@@ -84,6 +89,11 @@ class ModelStore {
   // Deletes one version; false when there was none. FailedPrecondition
   // (model.version_aliased) while an alias points at it.
   Result<bool> DeleteVersion(const std::string& model, int64_t version);
+  // Records the signature of a version whose inputs and outputs are both
+  // still null; false (nothing written) when they were known already or
+  // there is no such version.
+  Result<bool> SetSignature(const std::string& model, int64_t version, const Json& inputs,
+                            const Json& outputs);
   // The versions, of any model, that use `snapshot`.
   Result<std::vector<ModelVersionRecord>> VersionsOfSnapshot(const std::string& snapshot);
 

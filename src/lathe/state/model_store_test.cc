@@ -66,6 +66,33 @@ TEST_F(ModelStoreTest, VersionsCountUpPerModelAndAreNeverReused) {
   EXPECT_FALSE(*again);
 }
 
+TEST_F(ModelStoreTest, ASignatureIsRecordedOnceAndNothingElseChanges) {
+  ASSERT_EQ(Add(Owner("digits", 1000), "s1"), 1);
+  auto before = store_->GetVersion("digits", 1);
+  ASSERT_TRUE(before.ok() && before->has_value());
+  EXPECT_TRUE((*before)->inputs.is_null());
+  const Json in = Json::parse(R"([{"name": "input", "datatype": "ANY", "shape": [-1]}])");
+  const Json out = Json::parse(R"([{"name": "output__0", "datatype": "ANY", "shape": [-1]}])");
+  auto set = store_->SetSignature("digits", 1, in, out);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_TRUE(*set);
+  // Once known, a second description does not replace it.
+  auto again = store_->SetSignature("digits", 1, Json::array(), Json::array());
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  auto missing = store_->SetSignature("digits", 7, in, out);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(*missing);
+  auto v = store_->GetVersion("digits", 1);
+  ASSERT_TRUE(v.ok() && v->has_value());
+  EXPECT_EQ((*v)->inputs, in);
+  EXPECT_EQ((*v)->outputs, out);
+  EXPECT_EQ((*v)->snapshot, "s1");
+  EXPECT_EQ((*v)->file, "model.pt");
+  EXPECT_EQ((*v)->lineage, (*before)->lineage);
+  EXPECT_EQ((*v)->created_at_ms, (*before)->created_at_ms);
+}
+
 TEST_F(ModelStoreTest, AnExistingModelKeepsItsOwner) {
   Add(Owner("digits", 1000), "s1");
   Add(Owner("digits", 0, /*is_public=*/true), "s2");  // an admin adds a version
