@@ -38,7 +38,9 @@ TEST(ModelRefTest, NamesVersionsAndAliases) {
                           "digits/1@prod", "../x", ".hidden", "a b", "digits/1/2"}) {
     auto r = ParseModelRef(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_EQ(r.status().msg_id(), "model.bad_ref") << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().msg_id(), "model.bad_ref") << bad;
+    }
   }
   EXPECT_TRUE(CheckModelName(std::string(64, 'a')).ok());
   EXPECT_EQ(CheckModelName(std::string(65, 'a')).msg_id(), "model.bad_name");
