@@ -346,12 +346,16 @@ class FrontImpl final : public Front {
     };
     hooks.done = [this, dep, current, start_us](const net::ForwardResult& r) {
       const bool error = !r.error.ok() || r.status >= 500;
+      const double ms = ElapsedMs(start_us);
+      std::string name;
       {
+        // One lock for all of it: the front's loops share the deployment.
         std::lock_guard<std::mutex> lock(dep->mu);
         dep->balancer.Finish(*current, error);
         --dep->in_flight;
+        name = CountLocked(*dep, ms, error);
       }
-      Count(*dep, r.status, start_us, error);
+      metrics_.Record(name, r.status, ms / 1000.0);
     };
     proxy_.Forward(std::move(req), UpstreamFor(name, pick), std::move(res), std::move(hooks));
   }
@@ -365,16 +369,23 @@ class FrontImpl final : public Front {
   }
 
   void Count(Deployment& dep, int code, int64_t start_us, bool error) {
-    const double ms = static_cast<double>(clock_.MonotonicUs() - start_us) / 1000.0;
+    const double ms = ElapsedMs(start_us);
     std::string name;
     {
       std::lock_guard<std::mutex> lock(dep.mu);
-      ++dep.requests;
-      if (error) ++dep.errors;
-      dep.window.Add(clock_.MonotonicMs(), ms);
-      name = dep.route.name;
+      name = CountLocked(dep, ms, error);
     }
     metrics_.Record(name, code, ms / 1000.0);
+  }
+  // Requires dep.mu. Returns the deployment's name, for the metrics.
+  std::string CountLocked(Deployment& dep, double ms, bool error) {
+    ++dep.requests;
+    if (error) ++dep.errors;
+    dep.window.Add(clock_.MonotonicMs(), ms);
+    return dep.route.name;
+  }
+  double ElapsedMs(int64_t start_us) const {
+    return static_cast<double>(clock_.MonotonicUs() - start_us) / 1000.0;
   }
 
   // ---- the admin socket ----
