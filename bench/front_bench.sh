@@ -56,15 +56,16 @@ trap 'kill $GW $NGINX $UPSTREAMS 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXI
 while [ ! -s "$D/gateway.json" ]; do sleep 0.1; done
 PORT=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['port'])" "$D/gateway.json")
 sleep 1  # the first probes
-# CPU time (clock ticks) of a process and its children's own processes:
-# utime + stime of each in /proc, so a busy machine does not blur it.
+# CPU time (clock ticks, user and system) of a process and of its children
+# (nginx's workers): utime and stime in /proc, so a busy machine blurs it less
+# than it blurs the throughput.
 ticks() {
-  t=0
+  u=0 k=0
   for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done); do
     set -- $(cut -d' ' -f14,15 "/proc/$p/stat")
-    t=$((t + $1 + $2))
+    u=$((u + $1)) k=$((k + $2))
   done
-  echo "$t"
+  echo "$u $k"
 }
 HZ=$(getconf CLK_TCK)
 round=0
@@ -76,12 +77,15 @@ while [ "$round" -lt "$ROUNDS" ]; do
     case $1 in front) who=$GW ;; nginx) who=$NGINX ;; *) who=$UPSTREAMS ;; esac
     before=$(ticks $who)
     printf '%-7s ' "$1"
-    wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "$2" > "$D/wrk.out"
+    url=$2
+    wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "$url" > "$D/wrk.out"
     after=$(ticks $who)
-    awk -v t=$((after - before)) -v hz="$HZ" -v who="$1" \
+    set -- $before $after
+    awk -v u=$(($3 - $1)) -v k=$(($4 - $2)) -v hz="$HZ" -v who="$who" -v up="$UPSTREAMS" \
       '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
        /Non-2xx|Socket errors/ {err=err" "$0}
-       END {printf "%10s req/s  p50 %8s  p99 %8s  %s CPU %5.1f us/request%s\n", rps, p50, p99,
-            who == "direct" ? "upstream" : "proxy", n ? t * 1e6 / hz / n : 0, err}' "$D/wrk.out"
+       END {printf "%10s req/s  p50 %8s  p99 %8s  %s CPU/request %5.1f us (user %4.1f, system %4.1f)%s\n",
+            rps, p50, p99, who == up ? "upstream" : "proxy", n ? (u + k) * 1e6 / hz / n : 0,
+            n ? u * 1e6 / hz / n : 0, n ? k * 1e6 / hz / n : 0, err}' "$D/wrk.out"
   done
 done

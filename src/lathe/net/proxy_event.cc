@@ -338,7 +338,11 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   asio::basic_waitable_timer<std::chrono::steady_clock,
                              asio::wait_traits<std::chrono::steady_clock>, asio::any_io_executor>
       timer_;
-  bhttp::response_parser<bhttp::string_body> parser_;
+  // Apart from the exchange, which would otherwise pass 1 KiB: glibc's malloc
+  // consolidates its free lists for every allocation that large.
+  std::unique_ptr<bhttp::response_parser<bhttp::string_body>> parser_holder_ =
+      std::make_unique<bhttp::response_parser<bhttp::string_body>>();
+  bhttp::response_parser<bhttp::string_body>& parser_ = *parser_holder_;
   std::string out_;    // the request as sent upstream
   size_t sent_ = 0;    // of out_
   std::string bytes_;  // every byte of the answer read
