@@ -324,36 +324,45 @@ class FrontImpl final : public Front {
   void Forward(const DeploymentPtr& dep, const std::string& name, bool idempotent,
                const RouteReplica& pick, net::HttpRequest req, std::unique_ptr<net::Responder> res,
                int64_t start_us) {
-    // The replica the current attempt went to (the retry and done hooks run
-    // one after the other on the proxy's worker).
-    auto current = std::make_shared<std::string>(pick.id);
-    auto retried = std::make_shared<bool>(false);
+    // What the hooks share (they run one after the other, on the thread that
+    // serves the request): one allocation for both.
+    struct Attempts {
+      DeploymentPtr dep;
+      std::string name;
+      std::string current;  // the replica the current attempt went to
+      int64_t start_us;
+      bool idempotent;
+      bool retried = false;
+    };
+    auto at = std::make_shared<Attempts>(Attempts{dep, name, pick.id, start_us, idempotent});
     net::ForwardHooks hooks;
     hooks.repeatable = idempotent;
-    hooks.retry = [this, dep, name, idempotent, current, retried](
-                      const Status& why, const net::Upstream&) -> std::optional<net::Upstream> {
-      std::lock_guard<std::mutex> lock(dep->mu);
-      dep->balancer.RequestFailed(*current, why.message(), clock_.NowMs());
-      spdlog::warn("gateway: deployment {}: replica {} failed a request before answering: {}", name,
-                   *current, why.message());
-      if (!idempotent || *retried) return std::nullopt;
-      std::optional<RouteReplica> next = dep->balancer.Choose(*current);
+    hooks.retry = [this, at](const Status& why,
+                             const net::Upstream&) -> std::optional<net::Upstream> {
+      Deployment& d = *at->dep;
+      std::lock_guard<std::mutex> lock(d.mu);
+      d.balancer.RequestFailed(at->current, why.message(), clock_.NowMs());
+      spdlog::warn("gateway: deployment {}: replica {} failed a request before answering: {}",
+                   at->name, at->current, why.message());
+      if (!at->idempotent || at->retried) return std::nullopt;
+      std::optional<RouteReplica> next = d.balancer.Choose(at->current);
       if (!next) return std::nullopt;
-      dep->balancer.Finish(*current, true);
-      *current = next->id;
-      *retried = true;
-      return UpstreamFor(name, *next);
+      d.balancer.Finish(at->current, true);
+      at->current = next->id;
+      at->retried = true;
+      return UpstreamFor(at->name, *next);
     };
-    hooks.done = [this, dep, current, start_us](const net::ForwardResult& r) {
+    hooks.done = [this, at](const net::ForwardResult& r) {
       const bool error = !r.error.ok() || r.status >= 500;
-      const double ms = ElapsedMs(start_us);
+      const double ms = ElapsedMs(at->start_us);
+      Deployment& d = *at->dep;
       std::string name;
       {
         // One lock for all of it: the front's loops share the deployment.
-        std::lock_guard<std::mutex> lock(dep->mu);
-        dep->balancer.Finish(*current, error);
-        --dep->in_flight;
-        name = CountLocked(*dep, ms, error);
+        std::lock_guard<std::mutex> lock(d.mu);
+        d.balancer.Finish(at->current, error);
+        --d.in_flight;
+        name = CountLocked(d, ms, error);
       }
       metrics_.Record(name, r.status, ms / 1000.0);
     };

@@ -219,6 +219,11 @@ class ReverseProxy {
   std::condition_variable events_done_;
   // The event-driven exchanges in flight, for Stop. Guarded by events_mu_.
   std::unordered_map<const EventExchange*, std::weak_ptr<EventExchange>> events_;
+  // Ends the event-driven exchanges whose deadline passed (proxy_event.cc);
+  // started with the first of them, joined by Stop.
+  std::thread watchdog_;  // guarded by events_mu_ until Stop
+  std::condition_variable watchdog_wake_;
+  void Watch();
 };
 
 // ---- the pure parts (unit-tested) ----

@@ -21,6 +21,7 @@
 // one from the workers' pool (proxy.cc) and register it.
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -28,12 +29,13 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -115,8 +117,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
         job_(std::move(job)),
         strand_(loop.strand()),
         kept_(KeptOf(loop)),
-        conn_(std::move(conn)),
-        timer_(loop.strand()) {}
+        conn_(std::move(conn)) {}
 
   static KeptOnLoop& KeptOf(const IoLoop& loop) {
     return asio::use_service<KeptOnLoop>(loop.loop().context());
@@ -138,6 +139,21 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
 
   const asio::any_io_executor& executor() const { return strand_; }
 
+  // The watchdog's: whether the current deadline has passed (any thread).
+  bool Late(int64_t now_ms) const {
+    const int64_t d = deadline_ms_.load(std::memory_order_relaxed);
+    return d != 0 && now_ms >= d;
+  }
+
+  // On the strand, when Late: the wait in progress is cancelled and the
+  // request answered as out of time.
+  void Expire() {
+    if (over_ || !conn_ || !Late(NowMs())) return;
+    timed_out_ = true;
+    error_code ec;
+    conn_->sd.cancel(ec);
+  }
+
   // Stop: gives up at the next wait (on the strand).
   void Cancel() {
     cancelled_ = true;
@@ -147,17 +163,11 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
 
  private:
   // The deadline of the current phase: the whole answer's header, then each
-  // read of its body. When it passes, the wait in progress is cancelled.
-  void Arm(int timeout_ms) {
-    const uint64_t id = ++deadline_;
-    timer_.expires_after(std::chrono::milliseconds(timeout_ms));
-    timer_.async_wait([self = shared_from_this(), id](error_code ec) {
-      if (ec || id != self->deadline_ || self->over_ || !self->conn_) return;
-      self->timed_out_ = true;
-      error_code ignored;
-      self->conn_->sd.cancel(ignored);
-    });
-  }
+  // read of its body. The proxy's watchdog (Watch) looks at it a few times a
+  // second — a timer of the loop's per request would cost more than the
+  // forwarding itself.
+  void Arm(int timeout_ms) { deadline_ms_.store(NowMs() + timeout_ms, std::memory_order_relaxed); }
+  void Disarm() { deadline_ms_.store(0, std::memory_order_relaxed); }
 
   void WaitFor(Wait what, void (EventExchange::*next)()) {
     conn_->sd.async_wait(
@@ -302,7 +312,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   // The rest of the request is a worker's.
   void Leave() {
     over_ = true;
-    timer_.cancel();
+    Disarm();
     ReverseProxy& proxy = proxy_;
     Job job = std::move(job_);
     proxy.EventEnded(this);
@@ -314,7 +324,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   // The request is over: its error page if nothing was answered, the done hook.
   void Finish(const Attempt& a) {
     over_ = true;
-    timer_.cancel();
+    Disarm();
     Close();
     ForwardResult r;
     r.error = a.error;
@@ -335,9 +345,6 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   const asio::any_io_executor strand_;
   KeptOnLoop& kept_;
   std::unique_ptr<KeptConn> conn_;  // null once given back or closed
-  asio::basic_waitable_timer<std::chrono::steady_clock,
-                             asio::wait_traits<std::chrono::steady_clock>, asio::any_io_executor>
-      timer_;
   // Apart from the exchange, which would otherwise pass 1 KiB: glibc's malloc
   // consolidates its free lists for every allocation that large.
   std::unique_ptr<bhttp::response_parser<bhttp::string_body>> parser_holder_ =
@@ -348,7 +355,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   std::string bytes_;  // every byte of the answer read
   size_t used_ = 0;    // of bytes_, by the parser
   bool eof_ = false;
-  uint64_t deadline_ = 0;  // the current deadline's number (Arm)
+  std::atomic<int64_t> deadline_ms_{0};  // steady clock; 0: none (Arm)
   bool timed_out_ = false;
   bool cancelled_ = false;
   bool over_ = false;
@@ -382,6 +389,7 @@ bool ReverseProxy::ForwardOnLoop(Job& job) {
     if (stopping_) return false;  // the kept connection is closed with `conn`
     ex = std::make_shared<EventExchange>(*this, std::move(job), *loop, std::move(conn));
     events_.emplace(ex.get(), ex);
+    if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watch(); });
   }
   ex->Start();  // already on the connection's strand (Responder::loop)
   return true;
@@ -391,6 +399,25 @@ void ReverseProxy::EventEnded(const EventExchange* ex) {
   std::lock_guard<std::mutex> lock(events_mu_);
   events_.erase(ex);
   if (events_.empty()) events_done_.notify_all();
+}
+
+void ReverseProxy::Watch() {
+  constexpr auto kPeriod = std::chrono::milliseconds(200);
+  std::unique_lock<std::mutex> lock(events_mu_);
+  while (!stopping_) {
+    watchdog_wake_.wait_for(lock, kPeriod, [this] { return stopping_.load(); });
+    std::vector<std::shared_ptr<EventExchange>> late;
+    const int64_t now = NowMs();
+    for (auto& [raw, weak] : events_) {
+      // Through the weak pointer: an exchange freed with a loop that stopped
+      // running never said it ended.
+      if (auto ex = weak.lock(); ex && ex->Late(now)) late.push_back(std::move(ex));
+    }
+    lock.unlock();
+    for (auto& ex : late) asio::post(ex->executor(), [ex] { ex->Expire(); });
+    late.clear();
+    lock.lock();
+  }
 }
 
 void ReverseProxy::StopEvents() {
@@ -409,6 +436,9 @@ void ReverseProxy::StopEvents() {
   // stopped first) leaves its exchanges to be freed with it.
   std::unique_lock<std::mutex> lock(events_mu_);
   events_done_.wait_for(lock, std::chrono::seconds(2), [this] { return events_.empty(); });
+  lock.unlock();
+  watchdog_wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 }  // namespace lathe::net
