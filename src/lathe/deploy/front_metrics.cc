@@ -50,9 +50,19 @@ FrontMetrics::FrontMetrics() {
 }
 
 void FrontMetrics::Record(const std::string& deployment, int code, double seconds) {
-  m_.Add("lathe_deployment_requests_total",
-         {{"deployment", deployment}, {"code", std::to_string(code)}});
-  m_.Observe("lathe_deployment_request_duration_seconds", {{"deployment", deployment}}, seconds);
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  Handles& h = handles_[deployment];
+  if (h.duration == nullptr) {
+    h.duration =
+        m_.Resolve("lathe_deployment_request_duration_seconds", {{"deployment", deployment}});
+  }
+  prom::Metrics::Series*& requests = h.by_code[code];
+  if (requests == nullptr) {
+    requests = m_.Resolve("lathe_deployment_requests_total",
+                          {{"deployment", deployment}, {"code", std::to_string(code)}});
+  }
+  m_.Add(requests);
+  m_.Observe(h.duration, seconds);
 }
 
 std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
@@ -61,12 +71,17 @@ std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
        {"lathe_deployment_in_flight", "lathe_deployment_held", "lathe_deployment_replicas"}) {
     m_.ClearGauge(g);
   }
-  // A deployment that is gone takes its counters and latencies with it.
+  // A deployment that is gone takes its counters and latencies with it
+  // (their handles first: none may outlive its series).
   std::set<std::string> live;
   for (const auto& d : gauges) live.insert(d.deployment);
-  for (const char* f :
-       {"lathe_deployment_requests_total", "lathe_deployment_request_duration_seconds"}) {
-    m_.RetainSeries(f, "deployment", live);
+  {
+    std::lock_guard<std::mutex> lock(handles_mu_);
+    std::erase_if(handles_, [&](const auto& h) { return live.count(h.first) == 0; });
+    for (const char* f :
+         {"lathe_deployment_requests_total", "lathe_deployment_request_duration_seconds"}) {
+      m_.RetainSeries(f, "deployment", live);
+    }
   }
   for (const auto& d : gauges) {
     const prom::Labels l = {{"deployment", d.deployment}};

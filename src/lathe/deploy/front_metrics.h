@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lathe/common/prometheus.h"
@@ -51,9 +53,20 @@ class FrontMetrics {
   // The exposition text, gauges set from `gauges`.
   std::string Render(const std::vector<DeploymentGauges>& gauges);
 
+  // Series resolved once per deployment (and code), so that a request does
+  // not render its labels: Record runs for every request.
+  struct Handles {
+    prom::Metrics::Series* duration = nullptr;
+    std::map<int, prom::Metrics::Series*> by_code;
+  };
+
  private:
   std::mutex render_mu_;  // one scrape at a time sets the gauges
   prom::Metrics m_;
+  // Guarded by handles_mu_, which Render holds while it drops the series of
+  // deployments that are gone (and their handles with them).
+  std::mutex handles_mu_;
+  std::unordered_map<std::string, Handles> handles_;
 };
 
 }  // namespace lathe::deploy

@@ -50,6 +50,15 @@ TEST(FrontMetrics, SeriesPerDeploymentAndCode) {
   EXPECT_EQ(text.find("deployment=\"digits\""), std::string::npos) << text;
   EXPECT_NE(text.find("lathe_deployment_requests_total{deployment=\"digits2\",code=\"200\"} 1\n"),
             std::string::npos)
+      << text;  // A deployment that comes back starts from zero (the series it had went,
+  // and the handles Record keeps for it with them).
+  m.Record("digits", 200, 0.003);
+  text = m.Render({{"digits", 0, 0, 1, 1}, {"digits2", 0, 0, 1, 1}});
+  EXPECT_NE(text.find("lathe_deployment_requests_total{deployment=\"digits\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("lathe_deployment_request_duration_seconds_count{deployment=\"digits\"} 1\n"),
+            std::string::npos)
       << text;
 }
 
