@@ -40,6 +40,7 @@ struct Answer {
   std::string bytes;
   bool close_after = false;  // closes the connection once it answered
   size_t split = 0;          // sends this many bytes first, then the rest after a pause
+  bool hang_after = false;   // holds the connection once it sent its bytes
 };
 
 Answer Ok() { return Answer{Answer::kSend, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}; }
@@ -142,6 +143,11 @@ class ScriptedUpstream {
         (void)::send(c, a.bytes.data() + first, a.bytes.size() - first, MSG_NOSIGNAL);
       }
       if (a.close_after) break;
+      if (a.hang_after) {
+        while (::read(c, buf, sizeof(buf)) > 0) {
+        }
+        break;
+      }
     }
     ::close(c);
   }
@@ -285,6 +291,29 @@ TEST(ProxyEvents, AnUpstreamThatDoesNotAnswerRunsOutOfTime) {
   auto r = Get(c);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);  // HttpStatusFor(DeadlineExceeded)
+  EXPECT_EQ(r->body, "proxy.timeout");
+  std::vector<bool> on_loop = front.OnLoop(2);
+  ASSERT_EQ(on_loop.size(), 2u);
+  EXPECT_TRUE(on_loop[1]);
+}
+
+// A body that stops coming: each read of it has idle_timeout_ms.
+TEST(ProxyEvents, ABodyThatStopsComingRunsOutOfTime) {
+  ScriptedUpstream up([](int n) {
+    if (n == 0) return Ok();
+    Answer a{Answer::kSend, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"};
+    a.hang_after = true;
+    return a;
+  });
+  ProxyOptions o;
+  o.idle_timeout_ms = 300;
+  ReverseProxy proxy(o, ErrorPage);
+  Front front(proxy, up);
+  RawConn c = RawConn::Tcp(front.port);
+  ASSERT_TRUE(Get(c));
+  auto r = Get(c);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
   EXPECT_EQ(r->body, "proxy.timeout");
   std::vector<bool> on_loop = front.OnLoop(2);
   ASSERT_EQ(on_loop.size(), 2u);
