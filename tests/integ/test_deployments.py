@@ -333,6 +333,20 @@ class Deployments(DaemonTest):
             self.assertIn(zh_text, zh.stderr)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
 
+    def test_an_update_or_scale_that_could_never_fit_is_refused(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "fit", "--model", ref, "--gpus", "1", "--replicas", "1")
+        for args in (("scale", "fit", "3"), ("update", "fit", "--gpus", "3")):
+            r = self.d.cli("deploy", *args, check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("can never fit", r.stderr)
+            zh = self.d.cli("deploy", *args, check=False, env=self.d.env(LATHE_LANG="zh"))
+            self.assertRegex(zh.stderr, "[\u4e00-\u9fff]")
+        spec = self.show("fit")["spec"]  # nothing of it changed
+        self.assertEqual(spec["replicas"], 1)
+        self.assertEqual(spec["gpus"], 1)
+        self.d.cli("deploy", "rm", "fit")
+
     def test_batching_is_the_deployments_own(self):
         ref = self.model(1, handler=BATCHED)
         bad = self.d.cli("deploy", "create", "b", "--model", ref, "--batching",

@@ -161,17 +161,9 @@ void Deployments::KeepRevision(state::DeploymentRecord& d, const DeploymentSpec&
   }
 }
 
-Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
-  ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(spec_json));
-  std::string version;
-  if (spec.is_command()) {
-    spec.revision = 1;  // whatever the caller said: the daemon counts
-    version = spec.revision_version();
-  } else {
-    RETURN_IF_ERROR(CheckModel(caller, spec, &version));
-  }
-  // A device no replica could ever have; more replicas than this machine
-  // could ever hold.
+// A device no replica could ever have; more replicas than this machine
+// could ever hold (at create, and for an update or a scale).
+Status Deployments::CheckFitsMachine(const DeploymentSpec& spec) {
   Json gpus = daemon_.GpusJson();
   const int total = gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0;
   RETURN_IF_ERROR(CheckDevice(spec, total));
@@ -181,6 +173,19 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
                         {"gpus", std::to_string(spec.resources.gpus)},
                         {"total", std::to_string(total)}});
   }
+  return Status::OK();
+}
+
+Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
+  ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(spec_json));
+  std::string version;
+  if (spec.is_command()) {
+    spec.revision = 1;  // whatever the caller said: the daemon counts
+    version = spec.revision_version();
+  } else {
+    RETURN_IF_ERROR(CheckModel(caller, spec, &version));
+  }
+  RETURN_IF_ERROR(CheckFitsMachine(spec));
   std::lock_guard<std::mutex> lock(mu_);
   state::DeploymentRecord d;
   d.name = spec.name;
@@ -240,11 +245,7 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     merged[it.key()] = *it;
   }
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(merged));
-  {
-    Json gpus = daemon_.GpusJson();
-    RETURN_IF_ERROR(
-        CheckDevice(spec, gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0));
-  }
+  RETURN_IF_ERROR(CheckFitsMachine(spec));
   std::string version;
   if (!spec.is_command()) {
     lock.unlock();  // GetModel takes the registry's lock

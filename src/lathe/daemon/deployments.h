@@ -144,6 +144,7 @@ class Deployments {
   void RemoveSocketDir(const state::RunRecord& r);
   Result<Json> ToJson(const state::DeploymentRecord& d, bool full);
   Result<state::DeploymentRecord> Owned(const Caller& caller, const std::string& name);
+  Status CheckFitsMachine(const DeploymentSpec& spec);
   Status CheckModel(const Caller& caller, const DeploymentSpec& spec, std::string* version);
   Status AddEvent(const std::string& name, const std::string& level, const std::string& msg_id,
                   const Json& args);
