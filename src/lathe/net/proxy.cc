@@ -15,6 +15,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <spdlog/spdlog.h>
+#include "lathe/net/proxy_parser.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/netns.h"
 #include "lathe/os/stream_socket.h"
@@ -363,17 +364,11 @@ Result<os::Fd> ConnectUpstream(const Upstream& up, int timeout_ms) {
   return fd;
 }
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 os::Fd ReverseProxy::TakeIdle(const std::string& key) {
   std::lock_guard<std::mutex> lock(pool_mu_);
-  const int64_t now = SteadyMs();
+  const int64_t now = proxy_detail::SteadyMs();
   for (auto it = idle_.end(); it != idle_.begin();) {  // the newest first
     --it;
     if (it->key != key) continue;
@@ -390,7 +385,7 @@ void ReverseProxy::PutIdle(const std::string& key, os::Fd fd) {
   if (opts_.max_idle_upstreams == 0 || stopping_) return;
   std::lock_guard<std::mutex> lock(pool_mu_);
   while (idle_.size() >= opts_.max_idle_upstreams) idle_.pop_front();
-  idle_.push_back(IdleConn{key, std::move(fd), SteadyMs()});
+  idle_.push_back(IdleConn{key, std::move(fd), proxy_detail::SteadyMs()});
 }
 
 void ReverseProxy::Serve(Job& job) {
@@ -486,33 +481,18 @@ ReverseProxy::Attempt ReverseProxy::Exchange(const HttpRequest& req, const Upstr
   };
   const bool upgrade = IsWebSocketUpgrade(req);
 
-  bhttp::response_parser<bhttp::string_body> p;
-  p.header_limit(static_cast<uint32_t>(opts_.max_response_header_bytes));
-  // A number, not boost::none: Boost 1.74 compares a length with an empty
-  // limit as greater ("body limit exceeded" for some Content-Length answers).
-  p.body_limit(std::numeric_limits<std::uint64_t>::max());
-  p.eager(true);
-  if (req.method == "HEAD") p.skip(true);
-  // Feeds what is pending; true when the parser wants more bytes.
+  proxy_detail::ResponseParser p;
+  proxy_detail::PrepareParser(p, opts_.max_response_header_bytes, req.method == "HEAD");
+  // Feeds what is pending; an error for an answer that cannot be parsed.
   auto feed = [&](Status* err) {
-    error_code ec;
-    if (!pending.empty()) {
-      size_t used = p.put(boost::asio::buffer(pending), ec);
-      pending.erase(0, used);
-    }
-    if (eof && !p.is_done() && (!ec || ec == bhttp::error::need_more)) {
-      ec = {};
-      p.put_eof(ec);
-    }
-    if (ec == bhttp::error::need_more) return true;
-    if (ec) {
-      *err = Status::Msg(Code::kUnavailable, "proxy.bad_response", {{"reason", ec.message()}});
-    }
-    return false;
+    size_t used = 0;
+    *err = proxy_detail::FeedParser(p, pending, eof, &used);
+    pending.erase(0, used);
+    return err->ok();
   };
   Status err;
   if (!pending.empty() || eof) {
-    if (!feed(&err) && !err.ok()) return fail(err);
+    if (!feed(&err)) return fail(err);
   }
   while (!p.is_header_done()) {
     if (Status s = conn.ReadMore(pending, opts_.response_timeout_ms, &eof); !s.ok()) {
@@ -522,14 +502,11 @@ ReverseProxy::Attempt ReverseProxy::Exchange(const HttpRequest& req, const Upstr
       return fail(Status::Msg(Code::kUnavailable, "proxy.upstream_failed",
                               {{"reason", "closed before its answer"}}));
     }
-    if (!feed(&err) && !err.ok()) return fail(err);
+    if (!feed(&err)) return fail(err);
   }
   const auto& msg = p.get();
   const int status = static_cast<int>(msg.result_int());
-  Headers headers;
-  for (const auto& f : msg) {
-    headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-  }
+  Headers headers = proxy_detail::HeadersOf(p);
   Headers down = DownstreamHeaders(headers, status, opts_.strip_cookie_prefixes);
   Attempt answered{Status::OK(), false, true, status};
   if (status == 101 && upgrade) {
@@ -547,7 +524,7 @@ ReverseProxy::Attempt ReverseProxy::Exchange(const HttpRequest& req, const Upstr
       if (Status s = conn.ReadMore(pending, opts_.idle_timeout_ms, &eof); !s.ok()) {
         return Attempt{s, false, true, status};
       }
-      if (!feed(&err) && !err.ok()) return Attempt{err, false, true, status};
+      if (!feed(&err)) return Attempt{err, false, true, status};
     }
     // Nothing read beyond this answer, and the upstream keeps the connection.
     if (!key.empty() && p.keep_alive() && pending.empty() && !eof) {
@@ -574,7 +551,7 @@ ReverseProxy::Attempt ReverseProxy::Exchange(const HttpRequest& req, const Upstr
       spdlog::info("proxy: response from upstream cut: {}", s.message());
       return Attempt{s, false, true, status};  // the stream's end tells the client
     }
-    if (!feed(&err) && !err.ok()) return Attempt{err, false, true, status};
+    if (!feed(&err)) return Attempt{err, false, true, status};
   }
   if (!key.empty() && p.keep_alive() && pending.empty() && !eof) {
     PutIdle(key, os::Fd(conn.Release()));

@@ -42,6 +42,7 @@
 
 #include "lathe/net/io_loop.h"
 #include "lathe/net/proxy.h"
+#include "lathe/net/proxy_parser.h"
 
 namespace lathe::net {
 
@@ -53,11 +54,7 @@ using Descriptor = asio::posix::basic_stream_descriptor<asio::io_context::execut
 
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using proxy_detail::SteadyMs;
 
 // An upstream connection registered with one loop's reactor.
 struct KeptConn {
@@ -128,11 +125,8 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     out_ = UpstreamRequestHead(job_.req, job_.up, /*upgrade=*/false,
                                proxy_.opts_.strip_cookie_prefixes, /*keep_alive=*/true);
     out_ += job_.req.body;
-    parser_.header_limit(static_cast<uint32_t>(proxy_.opts_.max_response_header_bytes));
-    // A number, not boost::none (Boost 1.74; see Exchange in proxy.cc).
-    parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
-    parser_.eager(true);
-    if (job_.req.method == "HEAD") parser_.skip(true);
+    proxy_detail::PrepareParser(parser_, proxy_.opts_.max_response_header_bytes,
+                                job_.req.method == "HEAD");
     Arm(proxy_.opts_.response_timeout_ms);
     Write();
   }
@@ -148,7 +142,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   // On the strand, when Late: the wait in progress is cancelled and the
   // request answered as out of time.
   void Expire() {
-    if (over_ || !conn_ || !Late(NowMs())) return;
+    if (over_ || !conn_ || !Late(SteadyMs())) return;
     timed_out_ = true;
     error_code ec;
     conn_->sd.cancel(ec);
@@ -166,7 +160,9 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   // read of its body. The proxy's watchdog (Watch) looks at it a few times a
   // second — a timer of the loop's per request would cost more than the
   // forwarding itself.
-  void Arm(int timeout_ms) { deadline_ms_.store(NowMs() + timeout_ms, std::memory_order_relaxed); }
+  void Arm(int timeout_ms) {
+    deadline_ms_.store(SteadyMs() + timeout_ms, std::memory_order_relaxed);
+  }
   void Disarm() { deadline_ms_.store(0, std::memory_order_relaxed); }
 
   void WaitFor(Wait what, void (EventExchange::*next)()) {
@@ -248,19 +244,14 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
 
   // Feeds the bytes the parser has not seen; an error for a bad answer.
   Status Feed() {
-    error_code ec;
-    if (used_ < bytes_.size()) {
-      used_ += parser_.put(asio::buffer(bytes_.data() + used_, bytes_.size() - used_), ec);
-    }
-    if (eof_ && !parser_.is_done() && (!ec || ec == bhttp::error::need_more)) {
-      ec = {};
-      parser_.put_eof(ec);
-    }
-    if (!ec || ec == bhttp::error::need_more) return Status::OK();
-    return Status::Msg(Code::kUnavailable, "proxy.bad_response", {{"reason", ec.message()}});
+    size_t used = 0;
+    Status s =
+        proxy_detail::FeedParser(parser_, std::string_view(bytes_).substr(used_), eof_, &used);
+    used_ += used;
+    return s;
   }
 
-  static int StatusOf(const bhttp::response_parser<bhttp::string_body>& p) {
+  static int StatusOf(const proxy_detail::ResponseParser& p) {
     return p.is_header_done() ? static_cast<int>(p.get().result_int()) : 0;
   }
 
@@ -273,15 +264,12 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   void Answer() {
     auto& msg = parser_.get();
     const int status = static_cast<int>(msg.result_int());
-    Headers headers;
-    for (const auto& f : msg) {
-      headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    }
+    Headers headers = proxy_detail::HeadersOf(parser_);
     Headers down = DownstreamHeaders(headers, status, proxy_.opts_.strip_cookie_prefixes);
     AddResponseHeaders(down, job_.up.add_response_headers);
     std::string content_type(FindHeader(headers, "Content-Type"));
     if (parser_.keep_alive() && used_ == bytes_.size() && !eof_ && !proxy_.stopping_) {
-      conn_->since_ms = NowMs();
+      conn_->since_ms = SteadyMs();
       kept_.Put(std::move(conn_), proxy_.opts_.max_idle_upstreams);
     }
     std::unique_ptr<Responder> r = std::move(job_.res);
@@ -347,9 +335,9 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   std::unique_ptr<KeptConn> conn_;  // null once given back or closed
   // Apart from the exchange, which would otherwise pass 1 KiB: glibc's malloc
   // consolidates its free lists for every allocation that large.
-  std::unique_ptr<bhttp::response_parser<bhttp::string_body>> parser_holder_ =
-      std::make_unique<bhttp::response_parser<bhttp::string_body>>();
-  bhttp::response_parser<bhttp::string_body>& parser_ = *parser_holder_;
+  std::unique_ptr<proxy_detail::ResponseParser> parser_holder_ =
+      std::make_unique<proxy_detail::ResponseParser>();
+  proxy_detail::ResponseParser& parser_ = *parser_holder_;
   std::string out_;    // the request as sent upstream
   size_t sent_ = 0;    // of out_
   std::string bytes_;  // every byte of the answer read
@@ -371,7 +359,7 @@ bool ReverseProxy::ForwardOnLoop(Job& job) {
   if (loop == nullptr) return false;
   std::string key = UpstreamKey(job.up);
   KeptOnLoop& kept = EventExchange::KeptOf(*loop);
-  std::unique_ptr<KeptConn> conn = kept.Take(key, NowMs(), opts_.upstream_idle_ms);
+  std::unique_ptr<KeptConn> conn = kept.Take(key, SteadyMs(), opts_.upstream_idle_ms);
   if (!conn) {  // one of the workers' pool, registered with this loop from now on
     os::Fd fd = TakeIdle(key);
     if (!fd.valid()) return false;
@@ -407,7 +395,7 @@ void ReverseProxy::Watch() {
   while (!stopping_) {
     watchdog_wake_.wait_for(lock, kPeriod, [this] { return stopping_.load(); });
     std::vector<std::shared_ptr<EventExchange>> late;
-    const int64_t now = NowMs();
+    const int64_t now = SteadyMs();
     for (auto& [raw, weak] : events_) {
       // Through the weak pointer: an exchange freed with a loop that stopped
       // running never said it ended.
