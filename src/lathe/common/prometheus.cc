@@ -186,6 +186,17 @@ void Metrics::Observe(Series* s, double v) {
   ObserveLocked(*s->bounds, *s, v);
 }
 
+void Metrics::CountAndObserve(Series* counter, Series* histogram, double v) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (counter != nullptr) {
+    counter->value += 1;
+    counter->used = true;
+  }
+  if (histogram != nullptr && histogram->bounds != nullptr) {
+    ObserveLocked(*histogram->bounds, *histogram, v);
+  }
+}
+
 std::string Metrics::Render() const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;

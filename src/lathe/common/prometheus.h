@@ -51,6 +51,9 @@ class Metrics {
   Series* Resolve(std::string_view name, const Labels& labels);
   void Add(Series* s, double v = 1);  // counter; null: nothing
   void Observe(Series* s, double v);  // histogram; null: nothing
+  // Add(counter, 1) and Observe(histogram, v) under one lock: one event
+  // that is counted and timed (a request), for callers on a hot path.
+  void CountAndObserve(Series* counter, Series* histogram, double v);
 
   // Removes every series of a gauge (before setting fresh values at scrape time).
   void ClearGauge(std::string_view name);

@@ -38,6 +38,24 @@ TEST(MetricsTest, HandlesRenderLikeNamedUpdates) {
   EXPECT_EQ(handles.Render(), named.Render());
 }
 
+TEST(MetricsTest, CountAndObserveIsAnAddAndAnObservation) {
+  Metrics apart, together;
+  DeclareAll(apart);
+  DeclareAll(together);
+  Labels a = {{"model", "m"}};
+  apart.Add("req_total", a);
+  apart.Observe("lat_seconds", a, 0.5);
+  apart.Add("req_total", a);
+  apart.Observe("lat_seconds", a, 7);
+  Metrics::Series* r = together.Resolve("req_total", a);
+  Metrics::Series* l = together.Resolve("lat_seconds", a);
+  together.CountAndObserve(r, l, 0.5);
+  together.CountAndObserve(r, l, 7);
+  together.CountAndObserve(nullptr, nullptr, 1);  // nothing
+  EXPECT_EQ(together.Render(), apart.Render());
+  EXPECT_NE(together.Render().find(R"(req_total{model="m"} 2)"), std::string::npos);
+}
+
 TEST(MetricsTest, ResolvedSeriesShowOnlyOnceUpdated) {
   Metrics m;
   DeclareAll(m);

@@ -28,52 +28,56 @@ std::vector<std::string> Balancer::Update(const std::vector<RouteReplica>& repli
   return fresh;
 }
 
-std::optional<RouteReplica> Balancer::Choose(std::string_view exclude) {
-  // 1. The candidates, and the weight of each version that has one.
-  std::map<std::string, int64_t> weights;
+// Allocates nothing: it runs for every request.
+const RouteReplica* Balancer::Choose(std::string_view exclude) {
+  // 1. The candidates, and the weight of each version that has one (in the
+  //    traffic map's order, which is the versions' sorted order).
   bool any = false;
-  for (const auto& r : replicas_) {
-    if (!Candidate(r, exclude)) continue;
-    any = true;
-    auto w = traffic_.find(r.route.version);
-    if (w != traffic_.end() && w->second > 0) weights[r.route.version] = w->second;
+  for (const auto& r : replicas_) any = any || Candidate(r, exclude);
+  if (!any) return nullptr;
+  auto has_candidate = [&](const std::string& version) {
+    for (const auto& r : replicas_) {
+      if (Candidate(r, exclude) && r.route.version == version) return true;
+    }
+    return false;
+  };
+  int64_t total = 0;
+  for (const auto& [v, w] : traffic_) {
+    if (w > 0 && has_candidate(v)) total += w;
   }
-  if (!any) return std::nullopt;
   // 2. A version by weight; none weighted: every candidate is eligible.
-  std::optional<std::string> version;
-  if (!weights.empty()) {
-    int64_t total = 0;
-    for (const auto& [v, w] : weights) total += w;
+  const std::string* version = nullptr;
+  if (total > 0) {
     double x = std::clamp(random01_(), 0.0, 1.0) * static_cast<double>(total);
-    for (const auto& [v, w] : weights) {
-      version = v;
+    for (const auto& [v, w] : traffic_) {
+      if (w <= 0 || !has_candidate(v)) continue;
+      version = &v;
       if (x < static_cast<double>(w)) break;
       x -= static_cast<double>(w);
     }
   }
+  auto eligible = [&](const ReplicaState& r) {
+    return Candidate(r, exclude) && (version == nullptr || r.route.version == *version);
+  };
   // 3. The fewest in flight within that version; ties go to the first one
   //    after the replica picked last (round robin over the routes' order).
   int64_t least = INT64_MAX;
-  std::vector<size_t> tied;
-  for (size_t i = 0; i < replicas_.size(); ++i) {
-    const ReplicaState& r = replicas_[i];
-    if (!Candidate(r, exclude) || (version && r.route.version != *version)) continue;
-    if (r.in_flight < least) {
-      least = r.in_flight;
-      tied.clear();
-    }
-    if (r.in_flight == least) tied.push_back(i);
+  for (const auto& r : replicas_) {
+    if (eligible(r)) least = std::min(least, r.in_flight);
   }
-  size_t pick = tied.front();
-  for (size_t i : tied) {
+  size_t first = SIZE_MAX, pick = SIZE_MAX;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (!eligible(replicas_[i]) || replicas_[i].in_flight != least) continue;
+    if (first == SIZE_MAX) first = i;
     if (i > last_pick_) {
       pick = i;
       break;
     }
   }
+  if (pick == SIZE_MAX) pick = first;
   last_pick_ = pick;
   ++replicas_[pick].in_flight;
-  return replicas_[pick].route;
+  return &replicas_[pick].route;
 }
 
 void Balancer::Finish(std::string_view id, bool error) {

@@ -55,8 +55,9 @@ class Balancer {
                                   const std::map<std::string, int64_t>& traffic);
 
   // The replica for the next request, never `exclude` (the one a retry
-  // left); counted in flight until Finish. nullopt when there is no candidate.
-  std::optional<RouteReplica> Choose(std::string_view exclude = {});
+  // left); counted in flight until Finish. nullptr when there is no
+  // candidate; valid until the next Update.
+  const RouteReplica* Choose(std::string_view exclude = {});
   // A request chosen earlier is over; `error`: it got a 5xx or no answer.
   // Unknown ids (a replica gone from the routes meanwhile) are ignored.
   void Finish(std::string_view id, bool error);

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,7 @@
 
 #include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
+#include "lathe/common/spin_lock.h"
 #include "lathe/deploy/balancer.h"
 #include "lathe/deploy/front_auth.h"
 #include "lathe/deploy/front_metrics.h"
@@ -170,7 +172,7 @@ class FrontImpl final : public Front {
     for (auto& [name, dep] : Table()) {
       std::vector<Held> held;
       {
-        std::lock_guard<std::mutex> lock(dep->mu);
+        std::lock_guard lock(dep->mu);
         held = dep->held.TakeAll();
       }
       for (auto& h : held) {
@@ -200,7 +202,7 @@ class FrontImpl final : public Front {
 
   // One deployment: its route and everything measured about it.
   struct Deployment {
-    std::mutex mu;
+    SpinLock mu;  // short sections only, shared by the loops (common/spin_lock.h)
     Route route;  // guarded by mu (as all below)
     Balancer balancer{NewRandom()};
     HoldQueue<Held> held;
@@ -211,6 +213,9 @@ class FrontImpl final : public Front {
     bool removed = false;  // gone from routes.json
     // What each replica says of itself, by replica id (its prober's).
     std::map<std::string, Report> reports;
+    // Each replica as the proxy's upstream, by replica id: made when the
+    // routes change, not for every request.
+    std::map<std::string, std::shared_ptr<const net::PreparedUpstream>, std::less<>> upstreams;
   };
   using DeploymentPtr = std::shared_ptr<Deployment>;
   using TableMap = std::map<std::string, DeploymentPtr, std::less<>>;
@@ -245,8 +250,10 @@ class FrontImpl final : public Front {
           lang));
     }
     const size_t end = t.find_first_of("/?", 3);
-    const std::string raw_name(t.substr(3, end == std::string_view::npos ? end : end - 3));
-    const std::string name = net::PercentDecode(raw_name, false);
+    const std::string_view raw_name = t.substr(3, end == std::string_view::npos ? end : end - 3);
+    const bool escaped = raw_name.find('%') != std::string_view::npos;
+    const std::string decoded = escaped ? net::PercentDecode(raw_name, false) : std::string();
+    const std::string_view name = escaped ? std::string_view(decoded) : raw_name;
     DeploymentPtr dep = Lookup(name);
     if (!dep) {
       return res->Send(ErrorResponse(
@@ -254,42 +261,50 @@ class FrontImpl final : public Front {
           lang));
     }
     if (end == std::string_view::npos || t[end] == '?') {
-      std::string to = "/d/" + raw_name + "/";
+      std::string to = "/d/" + std::string(raw_name) + "/";
       if (!req.query.empty()) to += "?" + req.query;
       return Answer(*dep, std::move(res), start_us,
                     net::HttpResponse{308, "", {{"Location", to}}, ""});
     }
-    const std::string rest(t.substr(end));
-    req.target = rest;
-    req.path = net::PercentDecode(rest.substr(0, rest.find('?')), false);
-    // 2. The key.
-    Status auth;
-    {
-      std::lock_guard<std::mutex> lock(dep->mu);
-      auth = CheckDeployKey(dep->route, req.Header("Authorization"), clock_.NowMs());
+    // What the replica gets: the target after /d/NAME, in place. The decoded
+    // path loses the same prefix unless the name itself was escaped.
+    const size_t prefix = end;
+    req.target.erase(0, prefix);
+    if (!escaped && req.path.size() >= prefix) {
+      req.path.erase(0, prefix);
+    } else {
+      req.path =
+          net::PercentDecode(std::string_view(req.target).substr(0, req.target.find('?')), false);
     }
-    if (!auth.ok()) {
-      return Answer(*dep, std::move(res), start_us,
-                    ErrorResponse(401, auth, lang, {{"WWW-Authenticate", "Bearer"}}));
-    }
-    Dispatch(dep, std::move(req), std::move(res), start_us, lang);
+    // 2. The key, and 3. the replica (one lock of the deployment for both).
+    Dispatch(dep, std::move(req), std::move(res), start_us, lang, /*check_key=*/true);
   }
 
-  // Forwards to a replica, holds, or answers 503.
+  // Checks the key (check_key: a request that was not held before), then
+  // forwards to a replica, holds, or answers 401 or 503.
   void Dispatch(const DeploymentPtr& dep, net::HttpRequest req, std::unique_ptr<net::Responder> res,
-                int64_t start_us, Lang lang) {
-    std::optional<RouteReplica> pick;
+                int64_t start_us, Lang lang, bool check_key = false) {
+    std::shared_ptr<const net::PreparedUpstream> up;
+    std::string replica;
     Status refused;
+    Status auth;
     bool idempotent = true;
-    std::string name;
     {
-      std::lock_guard<std::mutex> lock(dep->mu);
-      name = dep->route.name;
+      std::lock_guard lock(dep->mu);
+      const std::string& name = dep->route.name;
       idempotent = dep->route.idempotent;
-      if (dep->removed) {
+      const RouteReplica* pick = nullptr;
+      if (check_key) {
+        auth = CheckDeployKey(dep->route, req.Header("Authorization"), clock_.NowMs());
+      }
+      if (!auth.ok()) {
+        // answered below
+      } else if (dep->removed) {
         refused = Status::Msg(Code::kNotFound, "gateway.unknown_deployment", {{"name", name}});
       } else if ((pick = dep->balancer.Choose())) {
         ++dep->in_flight;
+        replica = pick->id;
+        up = UpstreamOf(*dep, *pick);
       } else if (dep->route.hold &&
                  !dep->held.Full(static_cast<size_t>(std::max<int64_t>(0, dep->route.max_held)))) {
         dep->held.Hold(Held{std::move(req), std::move(res), start_us, lang},
@@ -302,13 +317,25 @@ class FrontImpl final : public Front {
         refused = Status::Msg(Code::kUnavailable, "gateway.no_replica", {{"name", name}});
       }
     }
-    if (!pick) {
+    if (!auth.ok()) {
+      return Answer(*dep, std::move(res), start_us,
+                    ErrorResponse(401, auth, lang, {{"WWW-Authenticate", "Bearer"}}));
+    }
+    if (!up) {
       const int code = refused.IsNotFound() ? 404 : 503;
       net::Headers h;
       if (code == 503) h.emplace_back("Retry-After", "1");
       return Answer(*dep, std::move(res), start_us, ErrorResponse(code, refused, lang, h));
     }
-    Forward(dep, name, idempotent, *pick, std::move(req), std::move(res), start_us);
+    Forward(dep, idempotent, std::move(replica), std::move(up), std::move(req), std::move(res),
+            start_us);
+  }
+
+  // The prepared upstream of a replica the balancer picked (requires dep.mu).
+  std::shared_ptr<const net::PreparedUpstream> UpstreamOf(const Deployment& dep,
+                                                          const RouteReplica& r) const {
+    auto it = dep.upstreams.find(r.id);
+    return it != dep.upstreams.end() ? it->second : net::Prepare(UpstreamFor(dep.route.name, r));
   }
 
   net::Upstream UpstreamFor(const std::string& name, const RouteReplica& r) const {
@@ -321,52 +348,56 @@ class FrontImpl final : public Front {
     return up;
   }
 
-  void Forward(const DeploymentPtr& dep, const std::string& name, bool idempotent,
-               const RouteReplica& pick, net::HttpRequest req, std::unique_ptr<net::Responder> res,
-               int64_t start_us) {
+  void Forward(const DeploymentPtr& dep, bool idempotent, std::string replica,
+               std::shared_ptr<const net::PreparedUpstream> up, net::HttpRequest req,
+               std::unique_ptr<net::Responder> res, int64_t start_us) {
     // What the hooks share (they run one after the other, on the thread that
-    // serves the request): one allocation for both.
+    // serves the request): one allocation, kept by the hooks, which capture
+    // a plain pointer to it.
     struct Attempts {
+      FrontImpl* front;
       DeploymentPtr dep;
-      std::string name;
       std::string current;  // the replica the current attempt went to
       int64_t start_us;
       bool idempotent;
       bool retried = false;
     };
-    auto at = std::make_shared<Attempts>(Attempts{dep, name, pick.id, start_us, idempotent});
+    auto kept =
+        std::make_shared<Attempts>(Attempts{this, dep, std::move(replica), start_us, idempotent});
+    Attempts* at = kept.get();
     net::ForwardHooks hooks;
     hooks.repeatable = idempotent;
-    hooks.retry = [this, at](const Status& why,
-                             const net::Upstream&) -> std::optional<net::Upstream> {
+    hooks.retry = [at](const Status& why, const net::Upstream&) -> std::optional<net::Upstream> {
       Deployment& d = *at->dep;
-      std::lock_guard<std::mutex> lock(d.mu);
-      d.balancer.RequestFailed(at->current, why.message(), clock_.NowMs());
+      std::lock_guard lock(d.mu);
+      d.balancer.RequestFailed(at->current, why.message(), at->front->clock_.NowMs());
       spdlog::warn("gateway: deployment {}: replica {} failed a request before answering: {}",
-                   at->name, at->current, why.message());
+                   d.route.name, at->current, why.message());
       if (!at->idempotent || at->retried) return std::nullopt;
-      std::optional<RouteReplica> next = d.balancer.Choose(at->current);
-      if (!next) return std::nullopt;
+      const RouteReplica* next = d.balancer.Choose(at->current);
+      if (next == nullptr) return std::nullopt;
       d.balancer.Finish(at->current, true);
       at->current = next->id;
       at->retried = true;
-      return UpstreamFor(at->name, *next);
+      return at->front->UpstreamOf(d, *next)->up;
     };
-    hooks.done = [this, at](const net::ForwardResult& r) {
+    hooks.done = [at](const net::ForwardResult& r) {
+      FrontImpl& f = *at->front;
       const bool error = !r.error.ok() || r.status >= 500;
-      const double ms = ElapsedMs(at->start_us);
+      const double ms = f.ElapsedMs(at->start_us);
       Deployment& d = *at->dep;
       std::string name;
       {
         // One lock for all of it: the front's loops share the deployment.
-        std::lock_guard<std::mutex> lock(d.mu);
+        std::lock_guard lock(d.mu);
         d.balancer.Finish(at->current, error);
         --d.in_flight;
-        name = CountLocked(d, ms, error);
+        name = f.CountLocked(d, ms, error);
       }
-      metrics_.Record(name, r.status, ms / 1000.0);
+      f.metrics_.Record(name, r.status, ms / 1000.0);
     };
-    proxy_.Forward(std::move(req), UpstreamFor(name, pick), std::move(res), std::move(hooks));
+    hooks.keep = std::move(kept);
+    proxy_.Forward(std::move(req), std::move(up), std::move(res), std::move(hooks));
   }
 
   // Sends the front's own answer for a request of `dep` and counts it.
@@ -381,7 +412,7 @@ class FrontImpl final : public Front {
     const double ms = ElapsedMs(start_us);
     std::string name;
     {
-      std::lock_guard<std::mutex> lock(dep.mu);
+      std::lock_guard lock(dep.mu);
       name = CountLocked(dep, ms, error);
     }
     metrics_.Record(name, code, ms / 1000.0);
@@ -420,7 +451,7 @@ class FrontImpl final : public Front {
     Json deployments = Json::array();
     const int64_t now = clock_.MonotonicMs();
     for (const auto& [name, dep] : Table()) {
-      std::lock_guard<std::mutex> lock(dep->mu);
+      std::lock_guard lock(dep->mu);
       Json replicas = Json::array();
       for (const ReplicaState& r : dep->balancer.replicas()) {
         replicas.push_back({{"id", r.route.id},
@@ -452,7 +483,7 @@ class FrontImpl final : public Front {
                              {"replicas_healthy", dep->balancer.healthy_count()},
                              {"replicas", replicas}});
     }
-    std::lock_guard<std::mutex> lock(table_mu_);
+    std::shared_lock lock(table_mu_);
     return Json{{"generation", generation_},
                 {"started_ms", started_ms_},
                 {"pid", ::getpid()},
@@ -463,7 +494,7 @@ class FrontImpl final : public Front {
   std::vector<DeploymentGauges> Gauges() {
     std::vector<DeploymentGauges> out;
     for (const auto& [name, dep] : Table()) {
-      std::lock_guard<std::mutex> lock(dep->mu);
+      std::lock_guard lock(dep->mu);
       out.push_back({name, dep->in_flight, static_cast<int64_t>(dep->held.size()),
                      dep->route.replicas_wanted, dep->balancer.healthy_count()});
     }
@@ -473,13 +504,13 @@ class FrontImpl final : public Front {
   // ---- routes ----
 
   DeploymentPtr Lookup(std::string_view name) {
-    std::lock_guard<std::mutex> lock(table_mu_);
+    std::shared_lock lock(table_mu_);
     auto it = table_.find(name);
     return it == table_.end() ? nullptr : it->second;
   }
 
   TableMap Table() {
-    std::lock_guard<std::mutex> lock(table_mu_);
+    std::shared_lock lock(table_mu_);
     return table_;
   }
 
@@ -529,14 +560,18 @@ class FrontImpl final : public Front {
   void Apply(Routes routes) {
     std::vector<std::pair<DeploymentPtr, std::vector<Held>>> release, orphans;
     {
-      std::lock_guard<std::mutex> lock(table_mu_);
+      std::lock_guard lock(table_mu_);
       TableMap next;
       for (Route& d : routes.deployments) {
         auto it = table_.find(d.name);
         DeploymentPtr dep = it != table_.end() ? it->second : std::make_shared<Deployment>();
         {
-          std::lock_guard<std::mutex> dl(dep->mu);
+          std::lock_guard dl(dep->mu);
           dep->balancer.Update(d.replicas, d.traffic);
+          dep->upstreams.clear();
+          for (const RouteReplica& r : d.replicas) {
+            dep->upstreams.emplace(r.id, net::Prepare(UpstreamFor(d.name, r)));
+          }
           std::map<std::string, Report> kept;
           for (const RouteReplica& r : d.replicas) {
             auto rep = dep->reports.find(r.id);
@@ -552,7 +587,7 @@ class FrontImpl final : public Front {
       }
       for (auto& [name, dep] : table_) {
         if (next.count(name) != 0) continue;
-        std::lock_guard<std::mutex> dl(dep->mu);
+        std::lock_guard dl(dep->mu);
         dep->removed = true;
         orphans.emplace_back(dep, dep->held.TakeAll());
       }
@@ -583,7 +618,7 @@ class FrontImpl final : public Front {
   void SyncProbers() {
     std::map<std::string, ProbeTarget> want;
     for (const auto& [name, dep] : Table()) {
-      std::lock_guard<std::mutex> lock(dep->mu);
+      std::lock_guard lock(dep->mu);
       for (const ReplicaState& r : dep->balancer.replicas()) {
         std::string key = name + '\n' + r.route.id + '\n' + r.route.socket + '\n' +
                           std::to_string(r.route.uid) + '\n' + dep->route.health_path + '\n' +
@@ -629,7 +664,7 @@ class FrontImpl final : public Front {
       Report report = ReadReport(target, ok);
       std::vector<Held> release;
       {
-        std::lock_guard<std::mutex> lock(dep->mu);
+        std::lock_guard lock(dep->mu);
         Report& kept = dep->reports[r.id];
         kept.load = report.load;
         if (kept.metadata.is_null()) kept.metadata = std::move(report.metadata);
@@ -664,7 +699,7 @@ class FrontImpl final : public Front {
     if (healthy && !r.metadata_path.empty()) {
       bool have = false;
       {
-        std::lock_guard<std::mutex> lock(t.dep->mu);
+        std::lock_guard lock(t.dep->mu);
         auto it = t.dep->reports.find(r.id);
         have = it != t.dep->reports.end() && !it->second.metadata.is_null();
       }
@@ -704,7 +739,7 @@ class FrontImpl final : public Front {
       std::vector<Held> expired;
       int64_t hold_ms = 0;
       {
-        std::lock_guard<std::mutex> lock(dep->mu);
+        std::lock_guard lock(dep->mu);
         if (dep->held.size() == 0) continue;
         expired = dep->held.TakeExpired(now);
         hold_ms = dep->route.hold_ms;
@@ -749,9 +784,9 @@ class FrontImpl final : public Front {
   bool started_ = false;
   std::atomic<bool> stopped_{false};
 
-  std::mutex table_mu_;
-  TableMap table_;          // guarded by table_mu_
-  int64_t generation_ = 0;  // guarded by table_mu_
+  std::shared_mutex table_mu_;  // read for every request (Lookup): readers share it
+  TableMap table_;              // guarded by table_mu_
+  int64_t generation_ = 0;      // guarded by table_mu_
 
   // The ticker's own (and Start's, before the ticker runs).
   os::FileStamp stamp_;

@@ -50,7 +50,7 @@ FrontMetrics::FrontMetrics() {
 }
 
 void FrontMetrics::Record(const std::string& deployment, int code, double seconds) {
-  std::lock_guard<std::mutex> lock(handles_mu_);
+  std::lock_guard lock(handles_mu_);
   Handles& h = handles_[deployment];
   if (h.duration == nullptr) {
     h.duration =
@@ -61,8 +61,7 @@ void FrontMetrics::Record(const std::string& deployment, int code, double second
     requests = m_.Resolve("lathe_deployment_requests_total",
                           {{"deployment", deployment}, {"code", std::to_string(code)}});
   }
-  m_.Add(requests);
-  m_.Observe(h.duration, seconds);
+  m_.CountAndObserve(requests, h.duration, seconds);
 }
 
 std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
@@ -76,7 +75,7 @@ std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
   std::set<std::string> live;
   for (const auto& d : gauges) live.insert(d.deployment);
   {
-    std::lock_guard<std::mutex> lock(handles_mu_);
+    std::lock_guard lock(handles_mu_);
     std::erase_if(handles_, [&](const auto& h) { return live.count(h.first) == 0; });
     for (const char* f :
          {"lathe_deployment_requests_total", "lathe_deployment_request_duration_seconds"}) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lathe/common/prometheus.h"
+#include "lathe/common/spin_lock.h"
 
 namespace lathe::deploy {
 
@@ -65,7 +66,7 @@ class FrontMetrics {
   prom::Metrics m_;
   // Guarded by handles_mu_, which Render holds while it drops the series of
   // deployments that are gone (and their handles with them).
-  std::mutex handles_mu_;
+  SpinLock handles_mu_;  // taken for every request: short sections only
   std::unordered_map<std::string, Handles> handles_;
 };
 

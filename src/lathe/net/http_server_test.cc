@@ -470,6 +470,62 @@ TEST(HttpServer, NoContentHasNoBody) {
   }
 }
 
+// The head of a whole answer is the server's to frame: its own Server,
+// Content-Length and Connection, the handler's other fields in order.
+TEST(HttpServer, TheServerFramesTheAnswerWhateverTheHandlerSays) {
+  int port = 0;
+  auto server = StartTcp(
+      {},
+      [](HttpRequest, std::unique_ptr<Responder> r) {
+        r->Send(HttpResponse{201,
+                             "text/plain",
+                             {{"X-One", "1"},
+                              {"Content-Length", "999"},
+                              {"Transfer-Encoding", "chunked"},
+                              {"Connection", "upgrade"},
+                              {"X-Two", "2"}},
+                             "made"});
+      },
+      &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/a") + Get("/b", "Connection: close\r\n")));
+  auto first = conn.ReadResponse();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->status, 201);
+  EXPECT_EQ(first->body, "made");
+  EXPECT_EQ(first->head,
+            "HTTP/1.1 201 Created\r\nServer: lathe\r\nContent-Type: text/plain\r\n"
+            "X-One: 1\r\nX-Two: 2\r\nContent-Length: 4");
+  auto second = conn.ReadResponse();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(second->HeadHas("\r\nConnection: close\r\n")) << second->head;
+  EXPECT_TRUE(conn.WaitClosed());
+}
+
+// A field that would split the answer (CR or LF in a value, a name that is
+// not a token) is never sent: the client gets 500 and the connection serves on.
+TEST(HttpServer, AFieldThatWouldSplitTheAnswerGives500) {
+  int port = 0;
+  auto server = StartTcp(
+      {},
+      [](HttpRequest req, std::unique_ptr<Responder> r) {
+        Headers h;
+        if (req.path == "/value") h = {{"X-Evil", "a\r\nSet-Cookie: x=1"}};
+        if (req.path == "/name") h = {{"X Evil", "a"}};
+        r->Send(HttpResponse{200, "text/plain", h, "body"});
+      },
+      &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/value") + Get("/name") + Get("/fine")));
+  for (int status : {500, 500, 200}) {
+    auto res = conn.ReadResponse();
+    ASSERT_TRUE(res.has_value());
+    EXPECT_EQ(res->status, status) << res->head;
+    EXPECT_FALSE(res->HeadHas("set-cookie")) << res->head;
+    if (status == 500) ExpectJsonError(*res);
+  }
+}
+
 TEST(HttpServer, StreamDeliversChunksAsTheyAreWritten) {
   Workers workers;
   Event got_first;

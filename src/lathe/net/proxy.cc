@@ -128,6 +128,13 @@ std::string UpstreamKey(const Upstream& up) {
   return key;
 }
 
+std::shared_ptr<const PreparedUpstream> Prepare(Upstream up) {
+  auto p = std::make_shared<PreparedUpstream>();
+  p->key = UpstreamKey(up);
+  p->up = std::move(up);
+  return p;
+}
+
 std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool upgrade,
                                 const std::vector<std::string>& strip_cookie_prefixes,
                                 bool keep_alive) {
@@ -240,6 +247,11 @@ void ReverseProxy::Refuse(Job& job, const Status& why) {
 
 void ReverseProxy::Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res,
                            ForwardHooks hooks) {
+  Forward(std::move(req), Prepare(std::move(up)), std::move(res), std::move(hooks));
+}
+
+void ReverseProxy::Forward(HttpRequest req, std::shared_ptr<const PreparedUpstream> up,
+                           std::unique_ptr<Responder> res, ForwardHooks hooks) {
   Job job;
   job.req = std::move(req);
   job.up = std::move(up);
@@ -390,18 +402,18 @@ void ReverseProxy::PutIdle(const std::string& key, os::Fd fd) {
 
 void ReverseProxy::Serve(Job& job) {
   ForwardResult result;
-  Upstream up = std::move(job.up);
+  std::shared_ptr<const PreparedUpstream> up = std::move(job.up);
   Attempt a;
   if (job.cont_fd.valid()) {  // the answer's header came on the event-driven path
-    a = Exchange(job.req, up, job.res, std::move(job.cont_fd), std::move(job.cont_bytes),
+    a = Exchange(job.req, up->up, job.res, std::move(job.cont_fd), std::move(job.cont_bytes),
                  job.cont_eof, job.cont_key);
   } else {
     for (bool reuse = !job.fresh;; reuse = true) {
-      a = Try(job.req, up, job.res, job.hooks.repeatable, reuse);
+      a = Try(job.req, up->up, job.res, job.hooks.repeatable, reuse);
       if (!a.unanswered || !job.hooks.retry || stopping_) break;
-      std::optional<Upstream> next = job.hooks.retry(a.error, up);
+      std::optional<Upstream> next = job.hooks.retry(a.error, up->up);
       if (!next) break;
-      up = std::move(*next);
+      up = Prepare(std::move(*next));
       ++result.attempts;
     }
   }
@@ -421,7 +433,7 @@ ReverseProxy::Attempt ReverseProxy::Try(const HttpRequest& req, const Upstream& 
                                         bool reuse) {
   const bool upgrade = IsWebSocketUpgrade(req);
   const bool keep_alive = !upgrade && opts_.max_idle_upstreams > 0;
-  const std::string key = keep_alive ? UpstreamKey(up) : std::string();
+  const std::string key = keep_alive ? UpstreamKey(up) : std::string();  // a worker's: rare
   // Only a request that may be repeated goes over a kept-alive connection:
   // one the upstream closed meanwhile is then retried on a new one.
   const bool idempotent =

@@ -48,6 +48,7 @@
 // 503 (proxy.busy). The hooks run on whichever thread serves the request.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -93,6 +94,15 @@ struct Upstream {
   std::function<Status(const Status&)> explain_unreachable;
 };
 
+// An upstream made once for many requests (the deployments' front makes one
+// per replica when its routes change), with the key of its kept-alive
+// connections computed once: a request then costs no copy of its fields.
+struct PreparedUpstream {
+  Upstream up;
+  std::string key;  // UpstreamKey(up)
+};
+std::shared_ptr<const PreparedUpstream> Prepare(Upstream up);
+
 struct ProxyOptions {
   int connect_timeout_ms = 5000;
   int response_timeout_ms = 120000;     // to the upstream's complete response header
@@ -137,6 +147,11 @@ struct ForwardHooks {
   // tunnel handed over. On the proxy's worker, or on the caller's thread
   // when the request is refused at once (proxy.busy).
   std::function<void(const ForwardResult&)> done;
+  // Kept until the request is over: state that retry and done share, so
+  // that each of them captures a plain pointer to it (a std::function with
+  // more than 16 bytes of captures allocates, and these are made for every
+  // request).
+  std::shared_ptr<void> keep;
 };
 
 // Renders an error of the proxy (upstream unreachable, wrong owner, out of
@@ -153,6 +168,9 @@ class ReverseProxy {
   // Forwards `req` to `up` and answers through `res` (see the header comment).
   void Forward(HttpRequest req, Upstream up, std::unique_ptr<Responder> res,
                ForwardHooks hooks = {});
+  // The same, to an upstream prepared once for many requests (Prepare).
+  void Forward(HttpRequest req, std::shared_ptr<const PreparedUpstream> up,
+               std::unique_ptr<Responder> res, ForwardHooks hooks = {});
   // Refuses new requests, makes the ones in flight give up at their next
   // wait (within a second) and waits for them. Idempotent.
   void Stop();
@@ -160,7 +178,7 @@ class ReverseProxy {
  private:
   struct Job {
     HttpRequest req;
-    Upstream up;
+    std::shared_ptr<const PreparedUpstream> up;  // never null
     std::unique_ptr<Responder> res;
     ForwardHooks hooks;
     // Set when the event-driven path hands a request over to a worker:
@@ -188,7 +206,7 @@ class ReverseProxy {
   bool ForwardOnLoop(Job& job);
   // Stop: makes the event-driven exchanges give up, and waits for them.
   void StopEvents();
-  void EventEnded(const EventExchange* ex);
+  void EventEnded(const EventExchange* ex, size_t shard);
   void Serve(Job& job);
   Attempt Try(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
               bool repeatable, bool reuse);
@@ -215,10 +233,20 @@ class ReverseProxy {
   };
   std::mutex pool_mu_;
   std::deque<IdleConn> idle_;  // guarded by pool_mu_; oldest first
-  std::mutex events_mu_;
+  // The event-driven exchanges in flight, for Stop and the watchdog, in
+  // shards: each thread that forwards uses one shard of its own (EventShard),
+  // so that the loops of a server never wait on one another's lock.
+  struct EventShard {
+    std::mutex mu;
+    std::unordered_map<const EventExchange*, std::weak_ptr<EventExchange>> live;  // guarded by mu
+  };
+  static constexpr size_t kEventShards = 8;
+  static size_t ThisThreadsShard();
+  std::array<EventShard, kEventShards> shards_;
+  std::atomic<size_t> live_events_{0};  // in all shards
+  std::mutex events_mu_;                // for events_done_, and to start the watchdog
   std::condition_variable events_done_;
-  // The event-driven exchanges in flight, for Stop. Guarded by events_mu_.
-  std::unordered_map<const EventExchange*, std::weak_ptr<EventExchange>> events_;
+  std::atomic<bool> watchdog_started_{false};
   // Ends the event-driven exchanges whose deadline passed (proxy_event.cc);
   // started with the first of them, joined by Stop.
   std::thread watchdog_;  // guarded by events_mu_ until Stop

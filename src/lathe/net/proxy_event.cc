@@ -1,10 +1,11 @@
 // ReverseProxy's event-driven path (proxy.h, "Threads"): a request that may
 // ride a kept-alive upstream connection and finds one idle is forwarded on
-// the I/O loop of its own client connection. The loop waits for the
-// upstream socket's readiness (asio's reactor: epoll); the bytes themselves
-// go through send/recv with MSG_DONTWAIT, so the socket keeps its blocking
-// mode for the workers that may use it next from the pool. The answer is
-// sent from the same strand, which writes it at once (http_server.cc).
+// the I/O loop of its own client connection. The request is sent with
+// send(MSG_DONTWAIT), waiting for the socket's readiness (asio's reactor:
+// epoll) only when it is full; the answer is read with the reactor's own
+// reads, which leave the socket non-blocking (a worker that gets it later
+// copes: proxy.cc). The answer is sent from the same strand, which writes it
+// at once (http_server.cc).
 //
 // The path keeps to the small case, which is where the cost of a proxy is:
 // whatever needs more is handed to a worker with what is known so far —
@@ -55,6 +56,12 @@ using Descriptor = asio::posix::basic_stream_descriptor<asio::io_context::execut
 namespace {
 
 using proxy_detail::SteadyMs;
+
+// An answer's bytes are read into its buffer this many at a time: a small
+// first read (most answers fit), larger ones after it. The first stays under
+// 1 KiB: a larger allocation makes glibc's malloc consolidate its free lists.
+constexpr size_t kFirstReadBytes = 960;
+constexpr size_t kReadBytes = 16384;
 
 // An upstream connection registered with one loop's reactor.
 struct KeptConn {
@@ -109,8 +116,10 @@ asio::execution_context::id KeptOnLoop::id;
 
 class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExchange> {
  public:
-  EventExchange(ReverseProxy& proxy, Job job, const IoLoop& loop, std::unique_ptr<KeptConn> conn)
-      : proxy_(proxy),
+  EventExchange(ReverseProxy& proxy, Job job, const IoLoop& loop, std::unique_ptr<KeptConn> conn,
+                size_t shard)
+      : shard_(shard),
+        proxy_(proxy),
         job_(std::move(job)),
         strand_(loop.strand()),
         kept_(KeptOf(loop)),
@@ -122,7 +131,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
 
   // On the connection's strand.
   void Start() {
-    out_ = UpstreamRequestHead(job_.req, job_.up, /*upgrade=*/false,
+    out_ = UpstreamRequestHead(job_.req, job_.up->up, /*upgrade=*/false,
                                proxy_.opts_.strip_cookie_prefixes, /*keep_alive=*/true);
     out_ += job_.req.body;
     proxy_detail::PrepareParser(parser_, proxy_.opts_.max_response_header_bytes,
@@ -193,31 +202,43 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
         return Reconnect();  // EPIPE, ECONNRESET: the upstream closed it while it was idle
       }
     }
-    WaitFor(Wait::wait_read, &EventExchange::Read);
+    ReadMore();
   }
 
-  void Read() {
-    const size_t before = bytes_.size();
-    char buf[16384];
-    while (true) {
-      ssize_t n = ::recv(conn_->sd.native_handle(), buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        bytes_.append(buf, static_cast<size_t>(n));
-        if (static_cast<size_t>(n) < sizeof(buf)) break;
-      } else if (n == 0) {
-        eof_ = true;
-        break;
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        break;
-      } else {
-        if (bytes_.empty()) return Reconnect();  // reset before any byte of an answer
-        return Finish(Failed("proxy.upstream_failed", std::strerror(errno)));
-      }
+  // Reads what the upstream sent next. With async_read_some, not a wait for
+  // readiness and a recv of our own: Boost 1.74's reactor re-arms a descriptor
+  // with epoll_ctl for every wait, one system call more per request, while a
+  // read whose last one emptied the socket is queued without any.
+  void ReadMore() {
+    const size_t at = bytes_.size();
+    const size_t chunk = at < kFirstReadBytes ? kFirstReadBytes : kReadBytes;
+    bytes_.resize(at + chunk);
+    conn_->sd.async_read_some(
+        asio::buffer(bytes_.data() + at, chunk),
+        asio::bind_executor(strand_, [self = shared_from_this(), at](error_code ec, size_t n) {
+          self->bytes_.resize(at + n);
+          self->OnRead(ec, n);
+        }));
+  }
+
+  void OnRead(error_code ec, size_t n) {
+    if (timed_out_) {
+      return Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
+    }
+    if (cancelled_ || proxy_.stopping_) {
+      return Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
+    }
+    if (ec == asio::error::eof) {
+      eof_ = true;
+    } else if (ec == asio::error::operation_aborted) {
+      return Finish(Failed("proxy.upstream_failed", ec.message()));
+    } else if (ec) {
+      if (bytes_.empty()) return Reconnect();  // reset before any byte of an answer
+      return Finish(Failed("proxy.upstream_failed", ec.message()));
+    } else if (n == 0) {
+      return ReadMore();
     }
     if (bytes_.empty() && eof_) return Reconnect();  // closed before any byte
-    if (bytes_.size() == before && !eof_) return WaitFor(Wait::wait_read, &EventExchange::Read);
     const bool had_header = parser_.is_header_done();
     Status err = Feed();
     if (!err.ok()) return Finish(Attempt{err, false, had_header, StatusOf(parser_)});
@@ -225,7 +246,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
       if (eof_) {
         return Finish(Failed("proxy.upstream_failed", "closed before its answer"));
       }
-      return WaitFor(Wait::wait_read, &EventExchange::Read);
+      return ReadMore();
     }
     if (!had_header) {
       const auto& len = parser_.content_length();
@@ -239,7 +260,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
                             false, true, StatusOf(parser_)});
     }
     Arm(proxy_.opts_.idle_timeout_ms);
-    WaitFor(Wait::wait_read, &EventExchange::Read);
+    ReadMore();
   }
 
   // Feeds the bytes the parser has not seen; an error for a bad answer.
@@ -266,7 +287,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     const int status = static_cast<int>(msg.result_int());
     Headers headers = proxy_detail::HeadersOf(parser_);
     Headers down = DownstreamHeaders(headers, status, proxy_.opts_.strip_cookie_prefixes);
-    AddResponseHeaders(down, job_.up.add_response_headers);
+    AddResponseHeaders(down, job_.up->up.add_response_headers);
     std::string content_type(FindHeader(headers, "Content-Type"));
     if (parser_.keep_alive() && used_ == bytes_.size() && !eof_ && !proxy_.stopping_) {
       conn_->since_ms = SteadyMs();
@@ -303,7 +324,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     Disarm();
     ReverseProxy& proxy = proxy_;
     Job job = std::move(job_);
-    proxy.EventEnded(this);
+    proxy.EventEnded(this, shard_);
     proxy.Enqueue(std::move(job));
   }
 
@@ -325,9 +346,10 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
       res->Send(std::move(page));
     }
     if (job_.hooks.done) job_.hooks.done(r);
-    proxy_.EventEnded(this);
+    proxy_.EventEnded(this, shard_);
   }
 
+  const size_t shard_;  // where the proxy keeps it (EventShard)
   ReverseProxy& proxy_;
   Job job_;
   const asio::any_io_executor strand_;
@@ -357,36 +379,58 @@ bool ReverseProxy::ForwardOnLoop(Job& job) {
   if (!idempotent || IsWebSocketUpgrade(req)) return false;
   IoLoop* loop = job.res->loop();
   if (loop == nullptr) return false;
-  std::string key = UpstreamKey(job.up);
+  const std::string& key = job.up->key;
   KeptOnLoop& kept = EventExchange::KeptOf(*loop);
   std::unique_ptr<KeptConn> conn = kept.Take(key, SteadyMs(), opts_.upstream_idle_ms);
   if (!conn) {  // one of the workers' pool, registered with this loop from now on
     os::Fd fd = TakeIdle(key);
     if (!fd.valid()) return false;
-    conn = std::make_unique<KeptConn>(std::move(key), loop->loop());
+    conn = std::make_unique<KeptConn>(key, loop->loop());
     error_code ec;
     conn->sd.assign(fd.get(), ec);  // registers it with the loop's reactor
     if (ec) return false;           // `fd` is closed; a worker connects anew
     fd.release();
   }
-  std::shared_ptr<EventExchange> ex;
-  {
-    // Under the lock that StopEvents takes after stopping_ is set: an
-    // exchange either starts before Stop looks, or not at all.
+  if (!watchdog_started_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(events_mu_);
-    if (stopping_) return false;  // the kept connection is closed with `conn`
-    ex = std::make_shared<EventExchange>(*this, std::move(job), *loop, std::move(conn));
-    events_.emplace(ex.get(), ex);
+    if (stopping_) return false;
     if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watch(); });
+    watchdog_started_.store(true, std::memory_order_release);
+  }
+  std::shared_ptr<EventExchange> ex;
+  const size_t shard = ThisThreadsShard();
+  {
+    // Under the shard's lock, which StopEvents takes after stopping_ is set:
+    // an exchange either starts before Stop looks, or not at all.
+    EventShard& s = shards_[shard];
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (stopping_) return false;  // the kept connection is closed with `conn`
+    ex = std::make_shared<EventExchange>(*this, std::move(job), *loop, std::move(conn), shard);
+    s.live.emplace(ex.get(), ex);
+    live_events_.fetch_add(1);
   }
   ex->Start();  // already on the connection's strand (Responder::loop)
   return true;
 }
 
-void ReverseProxy::EventEnded(const EventExchange* ex) {
-  std::lock_guard<std::mutex> lock(events_mu_);
-  events_.erase(ex);
-  if (events_.empty()) events_done_.notify_all();
+size_t ReverseProxy::ThisThreadsShard() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t mine = next.fetch_add(1) % kEventShards;
+  return mine;
+}
+
+void ReverseProxy::EventEnded(const EventExchange* ex, size_t shard) {
+  {
+    EventShard& s = shards_[shard];
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.live.erase(ex);
+  }
+  // The last one while Stop waits: wake it (under its lock, so that the
+  // wake cannot fall between its look and its wait).
+  if (live_events_.fetch_sub(1) == 1 && stopping_) {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    events_done_.notify_all();
+  }
 }
 
 void ReverseProxy::Watch() {
@@ -394,14 +438,17 @@ void ReverseProxy::Watch() {
   std::unique_lock<std::mutex> lock(events_mu_);
   while (!stopping_) {
     watchdog_wake_.wait_for(lock, kPeriod, [this] { return stopping_.load(); });
+    lock.unlock();
     std::vector<std::shared_ptr<EventExchange>> late;
     const int64_t now = SteadyMs();
-    for (auto& [raw, weak] : events_) {
-      // Through the weak pointer: an exchange freed with a loop that stopped
-      // running never said it ended.
-      if (auto ex = weak.lock(); ex && ex->Late(now)) late.push_back(std::move(ex));
+    for (EventShard& s : shards_) {
+      std::lock_guard<std::mutex> shard_lock(s.mu);
+      for (auto& [raw, weak] : s.live) {
+        // Through the weak pointer: an exchange freed with a loop that
+        // stopped running never said it ended.
+        if (auto ex = weak.lock(); ex && ex->Late(now)) late.push_back(std::move(ex));
+      }
     }
-    lock.unlock();
     for (auto& ex : late) asio::post(ex->executor(), [ex] { ex->Expire(); });
     late.clear();
     lock.lock();
@@ -410,9 +457,9 @@ void ReverseProxy::Watch() {
 
 void ReverseProxy::StopEvents() {
   std::vector<std::shared_ptr<EventExchange>> live;
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    for (auto& [raw, weak] : events_) {
+  for (EventShard& s : shards_) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (auto& [raw, weak] : s.live) {
       if (auto ex = weak.lock()) live.push_back(std::move(ex));
     }
   }
@@ -423,7 +470,7 @@ void ReverseProxy::StopEvents() {
   // The exchanges end on their loops; a loop that no longer runs (its server
   // stopped first) leaves its exchanges to be freed with it.
   std::unique_lock<std::mutex> lock(events_mu_);
-  events_done_.wait_for(lock, std::chrono::seconds(2), [this] { return events_.empty(); });
+  events_done_.wait_for(lock, std::chrono::seconds(2), [this] { return live_events_ == 0; });
   lock.unlock();
   watchdog_wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
