@@ -11,6 +11,10 @@
 # is measured against the same replicas.
 # Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS] [ROUNDS]
 # ROUNDS (default 1) repeats the three, interleaved, to see the noise.
+# FRONT_IO_THREADS=N runs the front with N I/O threads (its own default
+# otherwise; PROXY_WORKERS, default 2, sets nginx's worker processes).
+# BASELINE=OTHER_LATHE_BIN adds a fourth path, "base": the front of another
+# build (e.g. the commit before a change), measured in the same rounds.
 # Needs nginx and wrk. Everything runs on this machine: figures are relative.
 set -eu
 LATHE=${1:-build/lathe}
@@ -50,11 +54,25 @@ cat > "$D/routes.json" <<ROUTES
   {"id": "a", "socket": "$D/a.sock", "uid": $U, "version": "v"},
   {"id": "b", "socket": "$D/b.sock", "uid": $U, "version": "v"}]}]}
 ROUTES
-"$LATHE" __gateway --dir "$D" --listen 127.0.0.1:0 2> "$D/gateway.log" &
+"$LATHE" __gateway --dir "$D" --listen 127.0.0.1:0 ${FRONT_IO_THREADS:+--io-threads $FRONT_IO_THREADS} \
+  2> "$D/gateway.log" &
 GW=$!
-trap 'kill $GW $NGINX $UPSTREAMS 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
-while [ ! -s "$D/gateway.json" ]; do sleep 0.1; done
-PORT=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['port'])" "$D/gateway.json")
+BASE_GW=
+if [ -n "${BASELINE:-}" ]; then
+  mkdir -p "$D/base"
+  cp "$D/routes.json" "$D/base/routes.json"
+  "$BASELINE" __gateway --dir "$D/base" --listen 127.0.0.1:0 2> "$D/base/gateway.log" &
+  BASE_GW=$!
+fi
+trap 'kill $GW $BASE_GW $NGINX $UPSTREAMS 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
+port_of() {
+  while [ ! -s "$1/gateway.json" ]; do sleep 0.1; done
+  /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['port'])" "$1/gateway.json"
+}
+PORT=$(port_of "$D")
+PATHS="direct|http://127.0.0.1:$DIRECT/x front|http://127.0.0.1:$PORT/d/b/x"
+if [ -n "$BASE_GW" ]; then PATHS="$PATHS base|http://127.0.0.1:$(port_of "$D/base")/d/b/x"; fi
+PATHS="$PATHS nginx|http://127.0.0.1:$PROXY/x"
 sleep 1  # the first probes
 # CPU time (clock ticks, user and system) of a process and of its children
 # (nginx's workers): utime and stime in /proc, so a busy machine blurs it less
@@ -71,10 +89,9 @@ HZ=$(getconf CLK_TCK)
 round=0
 while [ "$round" -lt "$ROUNDS" ]; do
   round=$((round + 1))
-  for what in "direct http://127.0.0.1:$DIRECT/x" "front http://127.0.0.1:$PORT/d/b/x" \
-              "nginx http://127.0.0.1:$PROXY/x"; do
-    set -- $what
-    case $1 in front) who=$GW ;; nginx) who=$NGINX ;; *) who=$UPSTREAMS ;; esac
+  for what in $PATHS; do
+    set -- $(echo "$what" | tr '|' ' ')
+    case $1 in front) who=$GW ;; base) who=$BASE_GW ;; nginx) who=$NGINX ;; *) who=$UPSTREAMS ;; esac
     before=$(ticks $who)
     printf '%-7s ' "$1"
     url=$2

@@ -3,6 +3,7 @@
 // and configures through files only:
 //   lathe __gateway --dir DIR --listen HOST:PORT [--user UID:GID]
 //                   [--probe-interval DURATION] [--tls-cert FILE --tls-key FILE]
+//                   [--io-threads N]
 // In order: binds HOST:PORT (port 0: any free one) and DIR/admin.sock and
 // reads the TLS files while it may still be root; writes DIR/gateway.json;
 // becomes UID:GID for good when root and --user is given; serves until
@@ -29,8 +30,10 @@
 namespace lathe::cmd {
 namespace {
 
+constexpr long kMaxIoThreads = 64;
+
 struct GatewayFlags {
-  std::string dir, listen, user, probe_interval = "1s", tls_cert, tls_key;
+  std::string dir, listen, user, probe_interval = "1s", tls_cert, tls_key, io_threads;
 };
 
 Status BadFlag(const std::string& flag, const std::string& value) {
@@ -82,6 +85,12 @@ Status RunGateway(const GatewayFlags& f) {
   o.probe_interval_ms = static_cast<int>(std::min<int64_t>(interval->count(), 3'600'000));
   o.probe_timeout_ms = std::clamp(2 * o.probe_interval_ms, 1000, 10000);
   if (!f.tls_cert.empty()) o.tls = net::TlsFiles{f.tls_cert, f.tls_key};
+  if (!f.io_threads.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(f.io_threads.c_str(), &end, 10);
+    if (*end != '\0' || n < 1 || n > kMaxIoThreads) return BadFlag("--io-threads", f.io_threads);
+    o.io_threads = static_cast<int>(n);
+  }
   std::optional<std::pair<uid_t, gid_t>> user;
   if (!f.user.empty()) {
     ASSIGN_OR_RETURN(user, ParseUser(f.user));
@@ -134,6 +143,7 @@ int GatewayMain(int argc, char** argv) {
     if (a == "--probe-interval") out = &f.probe_interval;
     if (a == "--tls-cert") out = &f.tls_cert;
     if (a == "--tls-key") out = &f.tls_key;
+    if (a == "--io-threads") out = &f.io_threads;
     if (out == nullptr || i + 1 >= argc) {
       std::fprintf(stderr, "lathe __gateway: %s\n",
                    Localize(BadFlag(a, i + 1 < argc ? argv[i + 1] : ""), DetectLang()).c_str());

@@ -230,6 +230,14 @@ class GatewayTest(unittest.TestCase):
         code, _, body = self.gw.request("GET", "/d/nope/v2", headers={"Accept-Language": "zh-CN"})
         self.assertIn("部署", body["error"])
 
+    def test_an_escaped_name_finds_its_deployment_and_the_replica_gets_the_rest(self):
+        # "ech%6F" is "echo": the replica gets the target after /d/NAME as sent.
+        code, _, body = self.gw.request("GET", "/d/ech%6F/v2/a%20b?q=%2F")
+        self.assertEqual(code, 200, body)
+        self.assertEqual(body["path"], "/v2/a%20b?q=%2F")
+        code, _, body = self.gw.request("GET", "/d/echo/v2/a%20b?q=%2F")
+        self.assertEqual((code, body["path"]), (200, "/v2/a%20b?q=%2F"))
+
     def test_requests_spread_over_both_replicas_with_their_headers(self):
         seen = set()
         conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=30)
@@ -479,6 +487,26 @@ class GatewayProcessTest(unittest.TestCase):
         self.assertEqual(gw.proc.wait(timeout=30), 0, gw.log_text())
         self.assertEqual(answer[0][0], 200)
         gw.stop()
+
+    def test_io_threads(self):
+        self.routes(os.geteuid())
+        for bad in ("0", "65", "two"):
+            r = subprocess.run([harness.LATHE, "__gateway", "--dir", self.dir, "--listen",
+                                "127.0.0.1:0", "--io-threads", bad], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--io-threads", r.stderr)
+        gw = Gateway(self.dir, "--io-threads", "1")
+        try:
+            gw.wait_healthy("echo", "r1")
+            conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+            for i in range(5):
+                code, _, body = gw.request("GET", f"/d/echo/x{i}", conn=conn)
+                self.assertEqual((code, body["path"]), (200, f"/x{i}"))
+            conn.close()
+        finally:
+            gw.stop()
+        self.assertEqual(gw.proc.returncode, 0)
 
     @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
     def test_tls_listener(self):
