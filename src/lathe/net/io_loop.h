@@ -10,24 +10,28 @@
 
 #include <utility>
 
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 
 namespace lathe::net {
 
 class IoLoop {
  public:
-  IoLoop(boost::asio::any_io_executor strand, boost::asio::io_context::executor_type loop)
+  // Its concrete type, not a type-erased executor: a completion bound to it
+  // is dispatched without the erased executor's calls (several per request).
+  using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+
+  IoLoop(Strand strand, boost::asio::io_context::executor_type loop)
       : strand_(std::move(strand)), loop_(std::move(loop)) {}
   // The connection's strand: completions bound to it run one at a time with
   // the connection's own, and may answer through the Responder at once.
-  const boost::asio::any_io_executor& strand() const { return strand_; }
+  const Strand& strand() const { return strand_; }
   // The loop itself: I/O objects that outlive one connection (a kept
   // upstream connection reused by the next request on this loop).
   const boost::asio::io_context::executor_type& loop() const { return loop_; }
 
  private:
-  boost::asio::any_io_executor strand_;
+  Strand strand_;
   boost::asio::io_context::executor_type loop_;
 };
 

@@ -181,14 +181,15 @@ std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool
   return h;
 }
 
-Headers DownstreamHeaders(const Headers& upstream, int status,
+Headers DownstreamHeaders(Headers upstream, int status,
                           const std::vector<std::string>& strip_cookie_prefixes) {
   Headers out;
-  for (const auto& [name, value] : upstream) {
+  out.reserve(upstream.size() + 2);  // and the caller's own (AddResponseHeaders)
+  for (auto& [name, value] : upstream) {
     const bool upgrade_header =
         EqualsIgnoreCase(name, "upgrade") || EqualsIgnoreCase(name, "connection");
     if (status == 101 && upgrade_header) {
-      out.emplace_back(name, value);
+      out.emplace_back(std::move(name), std::move(value));
       continue;
     }
     // Content-Type moves to the answer's own field; the server adds Server.
@@ -198,10 +199,10 @@ Headers DownstreamHeaders(const Headers& upstream, int status,
     }
     if (EqualsIgnoreCase(name, "set-cookie")) {
       std::string v = SanitizeSetCookie(value, strip_cookie_prefixes);
-      if (!v.empty()) out.emplace_back(name, std::move(v));
+      if (!v.empty()) out.emplace_back(std::move(name), std::move(v));
       continue;
     }
-    out.emplace_back(name, value);
+    out.emplace_back(std::move(name), std::move(value));
   }
   return out;
 }

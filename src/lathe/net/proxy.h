@@ -277,7 +277,8 @@ std::string UpstreamKey(const Upstream& up);
 // hop-by-hop headers (but Upgrade/Connection of a 101), Content-Length,
 // Content-Type (the caller moves it), Server (the server sends its own), and
 // with Set-Cookie sanitised.
-Headers DownstreamHeaders(const Headers& upstream, int status,
+// Takes `upstream` by value: a caller done with it moves it in.
+Headers DownstreamHeaders(Headers upstream, int status,
                           const std::vector<std::string>& strip_cookie_prefixes);
 
 // `down` with the headers of `add` replacing any by those names

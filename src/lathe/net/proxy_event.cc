@@ -140,7 +140,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     Write();
   }
 
-  const asio::any_io_executor& executor() const { return strand_; }
+  const IoLoop::Strand& executor() const { return strand_; }
 
   // The watchdog's: whether the current deadline has passed (any thread).
   bool Late(int64_t now_ms) const {
@@ -272,8 +272,8 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     return s;
   }
 
-  static int StatusOf(const proxy_detail::ResponseParser& p) {
-    return p.is_header_done() ? static_cast<int>(p.get().result_int()) : 0;
+  static int StatusOf(const proxy_detail::AnswerParser& p) {
+    return p.is_header_done() ? p.status() : 0;
   }
 
   Attempt Failed(const char* id, const std::string& reason) {
@@ -283,18 +283,18 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   // The whole answer is here: the connection goes back to the pool (when the
   // upstream keeps it and sent nothing more), the client gets the answer.
   void Answer() {
-    auto& msg = parser_.get();
-    const int status = static_cast<int>(msg.result_int());
-    Headers headers = proxy_detail::HeadersOf(parser_);
-    Headers down = DownstreamHeaders(headers, status, proxy_.opts_.strip_cookie_prefixes);
+    const int status = parser_.status();
+    std::string content_type(FindHeader(parser_.headers(), "Content-Type"));
+    Headers down =
+        DownstreamHeaders(std::move(parser_.headers()), status, proxy_.opts_.strip_cookie_prefixes);
     AddResponseHeaders(down, job_.up->up.add_response_headers);
-    std::string content_type(FindHeader(headers, "Content-Type"));
     if (parser_.keep_alive() && used_ == bytes_.size() && !eof_ && !proxy_.stopping_) {
       conn_->since_ms = SteadyMs();
       kept_.Put(std::move(conn_), proxy_.opts_.max_idle_upstreams);
     }
     std::unique_ptr<Responder> r = std::move(job_.res);
-    r->Send(HttpResponse{status, std::move(content_type), std::move(down), std::move(msg.body())});
+    r->Send(
+        HttpResponse{status, std::move(content_type), std::move(down), std::move(parser_.body())});
     Finish(Attempt{Status::OK(), false, true, status});
   }
 
@@ -352,14 +352,14 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   const size_t shard_;  // where the proxy keeps it (EventShard)
   ReverseProxy& proxy_;
   Job job_;
-  const asio::any_io_executor strand_;
+  const IoLoop::Strand strand_;
   KeptOnLoop& kept_;
   std::unique_ptr<KeptConn> conn_;  // null once given back or closed
   // Apart from the exchange, which would otherwise pass 1 KiB: glibc's malloc
   // consolidates its free lists for every allocation that large.
-  std::unique_ptr<proxy_detail::ResponseParser> parser_holder_ =
-      std::make_unique<proxy_detail::ResponseParser>();
-  proxy_detail::ResponseParser& parser_ = *parser_holder_;
+  std::unique_ptr<proxy_detail::AnswerParser> parser_holder_ =
+      std::make_unique<proxy_detail::AnswerParser>();
+  proxy_detail::AnswerParser& parser_ = *parser_holder_;
   std::string out_;    // the request as sent upstream
   size_t sent_ = 0;    // of out_
   std::string bytes_;  // every byte of the answer read
