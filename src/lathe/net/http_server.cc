@@ -473,15 +473,38 @@ unsigned SafeStatus(int status) {
   return (status >= 100 && status <= 999) ? static_cast<unsigned>(status) : 500u;
 }
 
-// Fills the parts common to whole and streamed responses. Beast throws on
-// values it cannot send; the caller catches.
+// Throws std::invalid_argument for a header field the server must not send:
+// a name that is not a token, or a value with CR, LF or NUL in it (it would
+// split the answer). Beast 1.74 checks only their lengths.
+void CheckField(std::string_view name, std::string_view value) {
+  auto tchar = [](unsigned char c) {
+    return c > 0x20 && c < 0x7f &&
+           std::string_view("\"(),/:;<=>?@[\\]{}").find(static_cast<char>(c)) ==
+               std::string_view::npos;
+  };
+  if (name.empty() || !std::all_of(name.begin(), name.end(), tchar)) {
+    throw std::invalid_argument("bad header name");
+  }
+  if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
+    throw std::invalid_argument("bad header value");
+  }
+}
+
+// 1xx, 204 and 304 answers have no body and no Content-Length.
+bool HasNoBody(unsigned code) { return code < 200 || code == 204 || code == 304; }
+
+// Fills the parts common to streamed responses and tunnel heads. Throws on
+// values it cannot send (CheckField, and Beast's own limits); the caller catches.
 template <typename Body>
 void FillHeader(const ServerOptions& options, int status, const std::string& content_type,
                 const Headers& headers, http::response<Body>& res) {
   res.result(SafeStatus(status));
   res.set(http::field::server, options.server_name);
   if (!content_type.empty()) res.set(http::field::content_type, content_type);
-  for (const auto& [name, value] : headers) res.insert(name, value);
+  for (const auto& [name, value] : headers) {
+    CheckField(name, value);
+    res.insert(name, value);
+  }
 }
 
 // A whole response's status line and header, in `out` (cleared first; its
@@ -491,28 +514,13 @@ void FillHeader(const ServerOptions& options, int status, const std::string& con
 // response is the server's hottest path (the deployments' front answers
 // every forwarded request with one). Beast's rules kept: the Server field,
 // Content-Type when given, the handler's fields in order, Connection: close
-// when the connection ends, Content-Length except for 1xx, 204 and 304.
-// Fields that are the server's to compute (Content-Length,
-// Transfer-Encoding, Connection) are not taken from the handler. Throws
-// std::invalid_argument for a name that is not a token or a value with CR,
-// LF or NUL in it (it would split the answer); the caller answers 500.
+// when the connection ends, Content-Length unless HasNoBody. Fields that are
+// the server's to compute (Content-Length, Transfer-Encoding, Connection) are
+// not taken from the handler. Throws as CheckField does; the caller answers 500.
 void RenderHead(const ServerOptions& options, const HttpResponse& r, bool keep, std::string& out) {
   const unsigned code = SafeStatus(r.status);
-  auto check = [](std::string_view name, std::string_view value) {
-    auto tchar = [](unsigned char c) {
-      return c > 0x20 && c < 0x7f &&
-             std::string_view("\"(),/:;<=>?@[\\]{}").find(static_cast<char>(c)) ==
-                 std::string_view::npos;
-    };
-    if (name.empty() || !std::all_of(name.begin(), name.end(), tchar)) {
-      throw std::invalid_argument("bad header name");
-    }
-    if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
-      throw std::invalid_argument("bad header value");
-    }
-  };
   auto field = [&](std::string_view name, std::string_view value) {
-    check(name, value);
+    CheckField(name, value);
     out.append(name).append(": ").append(value).append("\r\n");
   };
   out.clear();
@@ -528,7 +536,7 @@ void RenderHead(const ServerOptions& options, const HttpResponse& r, bool keep, 
     field(name, value);
   }
   if (!keep) out.append("Connection: close\r\n");
-  if (code >= 200 && code != 204 && code != 304) {
+  if (!HasNoBody(code)) {
     out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
   }
   out.append("\r\n");
@@ -830,8 +838,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     write_keep_ = keep_alive_ && !core_->draining;
     try {
       RenderHead(options_, r, write_keep_, head_);
-      const unsigned code = SafeStatus(r.status);
-      body_ = code < 200 || code == 204 || code == 304 ? std::string() : std::move(r.body);
+      body_ = HasNoBody(SafeStatus(r.status)) ? std::string() : std::move(r.body);
     } catch (const std::exception& e) {
       spdlog::error("http {}: unsendable response: {}", remote_, e.what());
       HttpResponse error = ErrorResponse(500, R"({"error":"unsendable response"})");

@@ -526,6 +526,25 @@ TEST(HttpServer, AFieldThatWouldSplitTheAnswerGives500) {
   }
 }
 
+// The same for a streamed answer's head: 500, and the field is not sent.
+TEST(HttpServer, AStreamFieldThatWouldSplitTheAnswerGives500) {
+  int port = 0;
+  auto server = StartTcp(
+      {},
+      [](HttpRequest, std::unique_ptr<Responder> r) {
+        auto stream = r->StartStream(200, "text/plain", {{"X-Evil", "a\r\nSet-Cookie: x=1"}});
+        stream->Write("data");
+        stream->Close();
+      },
+      &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(Get("/s")));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 500) << res->head;
+  EXPECT_FALSE(res->HeadHas("set-cookie")) << res->head;
+}
+
 TEST(HttpServer, StreamDeliversChunksAsTheyAreWritten) {
   Workers workers;
   Event got_first;

@@ -410,7 +410,7 @@ void ReverseProxy::Serve(Job& job) {
                  job.cont_eof, job.cont_key);
   } else {
     for (bool reuse = !job.fresh;; reuse = true) {
-      a = Try(job.req, up->up, job.res, job.hooks.repeatable, reuse);
+      a = Try(job.req, *up, job.res, job.hooks.repeatable, reuse);
       if (!a.unanswered || !job.hooks.retry || stopping_) break;
       std::optional<Upstream> next = job.hooks.retry(a.error, up->up);
       if (!next) break;
@@ -429,12 +429,13 @@ void ReverseProxy::Serve(Job& job) {
   if (job.hooks.done) job.hooks.done(result);
 }
 
-ReverseProxy::Attempt ReverseProxy::Try(const HttpRequest& req, const Upstream& up,
+ReverseProxy::Attempt ReverseProxy::Try(const HttpRequest& req, const PreparedUpstream& prepared,
                                         std::unique_ptr<Responder>& res, bool repeatable,
                                         bool reuse) {
+  const Upstream& up = prepared.up;
   const bool upgrade = IsWebSocketUpgrade(req);
   const bool keep_alive = !upgrade && opts_.max_idle_upstreams > 0;
-  const std::string key = keep_alive ? UpstreamKey(up) : std::string();  // a worker's: rare
+  const std::string key = keep_alive ? prepared.key : std::string();
   // Only a request that may be repeated goes over a kept-alive connection:
   // one the upstream closed meanwhile is then retried on a new one.
   const bool idempotent =

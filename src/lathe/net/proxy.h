@@ -208,7 +208,7 @@ class ReverseProxy {
   void StopEvents();
   void EventEnded(const EventExchange* ex, size_t shard);
   void Serve(Job& job);
-  Attempt Try(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
+  Attempt Try(const HttpRequest& req, const PreparedUpstream& up, std::unique_ptr<Responder>& res,
               bool repeatable, bool reuse);
   Attempt Exchange(const HttpRequest& req, const Upstream& up, std::unique_ptr<Responder>& res,
                    os::Fd fd, std::string pending, bool eof, const std::string& key);

@@ -174,15 +174,24 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   }
   void Disarm() { deadline_ms_.store(0, std::memory_order_relaxed); }
 
+  // After a wait: true when the exchange ran out of time or is to stop,
+  // and has been finished for it.
+  bool GaveUp() {
+    if (timed_out_) {
+      Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
+      return true;
+    }
+    if (cancelled_ || proxy_.stopping_) {
+      Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
+      return true;
+    }
+    return false;
+  }
+
   void WaitFor(Wait what, void (EventExchange::*next)()) {
     conn_->sd.async_wait(
         what, asio::bind_executor(strand_, [self = shared_from_this(), next](error_code ec) {
-          if (self->timed_out_) {
-            return self->Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
-          }
-          if (self->cancelled_ || self->proxy_.stopping_) {
-            return self->Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
-          }
+          if (self->GaveUp()) return;
           if (ec) return self->Finish(self->Failed("proxy.upstream_failed", ec.message()));
           (self.get()->*next)();
         }));
@@ -222,12 +231,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   }
 
   void OnRead(error_code ec, size_t n) {
-    if (timed_out_) {
-      return Finish(Attempt{Status::Msg(Code::kDeadlineExceeded, "proxy.timeout")});
-    }
-    if (cancelled_ || proxy_.stopping_) {
-      return Finish(Attempt{Status::Msg(Code::kUnavailable, "proxy.stopping")});
-    }
+    if (GaveUp()) return;
     if (ec == asio::error::eof) {
       eof_ = true;
     } else if (ec == asio::error::operation_aborted) {
