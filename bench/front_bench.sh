@@ -1,21 +1,29 @@
 #!/bin/sh
 # The deployments' front's own cost (docs/gateway.md): wrk against two
-# upstreams that answer at once (nginx `return 200` on unix sockets, so the
-# upstream is never the bottleneck), reached
-#   direct  — the upstreams' own TCP listener,
-#   front   — lathe __gateway, balancing over the two sockets,
+# replicas reached
+#   direct  — the replicas' own TCP listeners,
+#   front   — lathe __gateway, balancing over the replicas' unix sockets,
 #   nginx   — nginx as the proxy (least_conn, keep-alive upstreams, seed 004's
 #             set-up), a process of its own with as many workers as the front
 #             has I/O threads (2).
-# The upstreams are one nginx process in all three cases, so that each proxy
-# is measured against the same replicas.
+# The replicas are the same processes for all three paths. Two kinds:
+#   REPLICAS=null (default): nginx `return 200` on unix sockets, one worker —
+#     an upstream that costs almost nothing, so that what is measured is the
+#     proxy itself;
+#   REPLICAS=mlp: two `lathe serve` processes (one I/O thread each) serving a
+#     TorchScript MLP (64 -> 256 -> 256 -> 10, made here with python3-torch,
+#     one intra-op thread), POST /predict with one row — replicas that do real
+#     work, as a deployment's do. wrk runs two threads in this mode, so that
+#     the direct path reaches both replicas (one thread each).
 # Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS] [ROUNDS]
-# ROUNDS (default 1) repeats the three, interleaved, to see the noise.
+# ROUNDS (default 1) repeats the paths, interleaved, to see the noise.
 # FRONT_IO_THREADS=N runs the front with N I/O threads (its own default
 # otherwise; PROXY_WORKERS, default 2, sets nginx's worker processes).
 # BASELINE=OTHER_LATHE_BIN adds a fourth path, "base": the front of another
 # build (e.g. the commit before a change), measured in the same rounds.
-# Needs nginx and wrk. Everything runs on this machine: figures are relative.
+# Each path's line is followed by its latency percentiles (p50 … p99.9, max).
+# Needs nginx and wrk (scripts/deps.sh --bench). Everything runs on this
+# machine: figures are relative.
 set -eu
 LATHE=${1:-build/lathe}
 SECS=${2:-5}
@@ -24,15 +32,68 @@ ROUNDS=${4:-1}
 PROXY_WORKERS=${PROXY_WORKERS:-2}
 D=$(mktemp -d /tmp/lathe-front-bench.XXXXXX)
 chmod 755 "$D"
+GW= BASE_GW= NGINX=
+trap 'kill $GW $BASE_GW $NGINX $(cat "$D/replicas.pids" 2>/dev/null) 2>/dev/null; wait 2>/dev/null
+      rm -rf "$D"' EXIT
 DIRECT=18931
 PROXY=18932
-cat > "$D/upstreams.conf" <<CONF
+REPLICAS=${REPLICAS:-null}
+U=$(id -u)
+if [ "$REPLICAS" = mlp ]; then
+  # Two lathe serve replicas, each on a unix socket (the proxies') and a TCP
+  # port (direct).
+  /usr/bin/python3 - "$D" <<'PY'
+import sys, torch
+torch.manual_seed(0)
+def mlp(*sizes):
+    layers = []
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1]).eval()
+import os
+os.makedirs(sys.argv[1] + "/repo/mlp/1")
+torch.jit.script(mlp(64, 256, 256, 10)).save(sys.argv[1] + "/repo/mlp/1/model.pt")
+PY
+  cat > "$D/repo/mlp/config.yaml" <<CONF
+backend: torchscript
+max_batch_size: 32
+inputs: [{name: x, datatype: FP32, dims: [64]}]
+outputs: [{name: y, datatype: FP32, dims: [10]}]
+instances: [{count: 1, device: cpu}]
+threads_per_instance: 1
+CONF
+  for r in a b; do
+    port=$((DIRECT + $(printf '%d' "'$r") - 97 + 10))
+    OMP_NUM_THREADS=1 "$LATHE" serve --repository "$D/repo" --socket "$D/$r.sock" --port "$port" \
+      --gpus none --http-threads 1 > "$D/$r.log" 2>&1 &
+    echo $! >> "$D/replicas.pids"
+  done
+  DIRECT_PORTS="$((DIRECT + 10)) $((DIRECT + 11))"
+  HEALTH=/v2/health/ready
+  TARGET=/predict
+  WRK_THREADS=2
+  for r in a b; do
+    while ! grep -q 'http://' "$D/$r.log" 2>/dev/null; do sleep 0.2; done
+  done
+  ROW=$(/usr/bin/python3 -c "import random; r = random.Random(1); print([round(r.uniform(-1, 1), 4) for _ in range(64)])")
+  BODY="{\"instances\": [$ROW]}"
+else
+  cat > "$D/upstreams.conf" <<CONF
 daemon off; worker_processes 1; pid $D/upstreams.pid; error_log $D/upstreams.err;
 events { worker_connections 4096; }
 http { access_log off;
-  server { listen unix:$D/a.sock; listen 127.0.0.1:$DIRECT; location / { return 200 "ok\n"; } }
-  server { listen unix:$D/b.sock; location / { return 200 "ok\n"; } } }
+  server { listen unix:$D/a.sock; listen 127.0.0.1:$DIRECT; location / { return 200 "ok\\n"; } }
+  server { listen unix:$D/b.sock; location / { return 200 "ok\\n"; } } }
 CONF
+  nginx -c "$D/upstreams.conf" -p "$D" &
+  echo $! > "$D/replicas.pids"
+  DIRECT_PORTS=$DIRECT
+  HEALTH=/
+  TARGET=/x
+  WRK_THREADS=1
+  BODY=
+fi
+UPSTREAMS=$(tr '\n' ' ' < "$D/replicas.pids")
 cat > "$D/proxy.conf" <<CONF
 daemon off; worker_processes $PROXY_WORKERS; pid $D/proxy.pid; error_log $D/proxy.err;
 events { worker_connections 4096; }
@@ -41,16 +102,40 @@ http { access_log off;
   server { listen 127.0.0.1:$PROXY; location / { proxy_pass http://two;
            proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 CONF
-nginx -c "$D/upstreams.conf" -p "$D" &
-UPSTREAMS=$!
 nginx -c "$D/proxy.conf" -p "$D" &
 NGINX=$!
 sleep 1
 chmod 777 "$D"/*.sock
+# The request: GET, or the POST of REPLICAS=mlp; the direct path's threads
+# each go to one replica (wrk's setup hook), and every path prints its
+# percentiles.
+cat > "$D/req.lua" <<'LUA'
+local body = os.getenv("BENCH_BODY") or ""
+if body ~= "" then
+  wrk.method = "POST"
+  wrk.body = body
+  wrk.headers["Content-Type"] = "application/json"
+end
+local ports, n = {}, 0
+for p in string.gmatch(os.getenv("BENCH_PORTS") or "", "%d+") do ports[#ports + 1] = p end
+function setup(thread)
+  if #ports > 0 then
+    thread.addr = wrk.lookup("127.0.0.1", ports[n % #ports + 1])[1]
+    n = n + 1
+  end
+end
+function done(summary, latency, requests)
+  local out = ""
+  for _, p in ipairs({50, 90, 95, 99, 99.9}) do
+    out = out .. string.format("p%s %.2f ms  ", p, latency:percentile(p) / 1000)
+  end
+  io.write(out .. string.format("max %.2f ms\n", latency.max / 1000))
+end
+LUA
 U=$(id -u)
 cat > "$D/routes.json" <<ROUTES
 {"version": 1, "generation": 1, "deployments": [{"name": "b", "uid": $U, "public": true,
-  "health_path": "/", "replicas": [
+  "health_path": "$HEALTH", "replicas": [
   {"id": "a", "socket": "$D/a.sock", "uid": $U, "version": "v"},
   {"id": "b", "socket": "$D/b.sock", "uid": $U, "version": "v"}]}]}
 ROUTES
@@ -64,15 +149,14 @@ if [ -n "${BASELINE:-}" ]; then
   "$BASELINE" __gateway --dir "$D/base" --listen 127.0.0.1:0 2> "$D/base/gateway.log" &
   BASE_GW=$!
 fi
-trap 'kill $GW $BASE_GW $NGINX $UPSTREAMS 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
 port_of() {
   while [ ! -s "$1/gateway.json" ]; do sleep 0.1; done
   /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['port'])" "$1/gateway.json"
 }
 PORT=$(port_of "$D")
-PATHS="direct|http://127.0.0.1:$DIRECT/x front|http://127.0.0.1:$PORT/d/b/x"
-if [ -n "$BASE_GW" ]; then PATHS="$PATHS base|http://127.0.0.1:$(port_of "$D/base")/d/b/x"; fi
-PATHS="$PATHS nginx|http://127.0.0.1:$PROXY/x"
+PATHS="direct|http://127.0.0.1:${DIRECT_PORTS%% *}$TARGET front|http://127.0.0.1:$PORT/d/b$TARGET"
+if [ -n "$BASE_GW" ]; then PATHS="$PATHS base|http://127.0.0.1:$(port_of "$D/base")/d/b$TARGET"; fi
+PATHS="$PATHS nginx|http://127.0.0.1:$PROXY$TARGET"
 sleep 1  # the first probes
 # CPU time (clock ticks, user and system) of a process and of its children
 # (nginx's workers): utime and stime in /proc, so a busy machine blurs it less
@@ -95,7 +179,10 @@ while [ "$round" -lt "$ROUNDS" ]; do
     before=$(ticks $who)
     printf '%-7s ' "$1"
     url=$2
-    wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "$url" > "$D/wrk.out"
+    ports=
+    if [ "$1" = direct ]; then ports=$DIRECT_PORTS; fi
+    BENCH_BODY=$BODY BENCH_PORTS=$ports \
+      wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency -s "$D/req.lua" "$url" > "$D/wrk.out"
     after=$(ticks $who)
     set -- $before $after
     awk -v u=$(($3 - $1)) -v k=$(($4 - $2)) -v hz="$HZ" -v who="$who" -v up="$UPSTREAMS" \
@@ -104,5 +191,6 @@ while [ "$round" -lt "$ROUNDS" ]; do
        END {printf "%10s req/s  p50 %8s  p99 %8s  %s CPU/request %5.1f us (user %4.1f, system %4.1f)%s\n",
             rps, p50, p99, who == up ? "upstream" : "proxy", n ? (u + k) * 1e6 / hz / n : 0,
             n ? u * 1e6 / hz / n : 0, n ? k * 1e6 / hz / n : 0, err}' "$D/wrk.out"
+    grep '^p50 ' "$D/wrk.out" | sed 's/^/        /' || true
   done
 done
