@@ -451,6 +451,18 @@ class FrontImpl final : public Front {
     Json deployments = Json::array();
     const int64_t now = clock_.MonotonicMs();
     for (const auto& [name, dep] : Table()) {
+      // The window's latencies are copied under the lock and their
+      // percentiles computed after it: the loops take this lock for every
+      // request, and must not wait for a sort.
+      std::vector<double> latencies;
+      {
+        std::lock_guard lock(dep->mu);
+        dep->window.AppendLatencies(now, latencies);
+      }
+      const double rps = static_cast<double>(latencies.size()) * 1000.0 /
+                         static_cast<double>(RequestWindow::kWindowMs);
+      const double p50 = RequestWindow::Percentile(latencies, 0.5);
+      const double p99 = RequestWindow::Percentile(latencies, 0.99);
       std::lock_guard lock(dep->mu);
       Json replicas = Json::array();
       for (const ReplicaState& r : dep->balancer.replicas()) {
@@ -476,9 +488,9 @@ class FrontImpl final : public Front {
                              {"errors", dep->errors},
                              {"in_flight", dep->in_flight},
                              {"held", dep->held.size()},
-                             {"rps", dep->window.Rps(now)},
-                             {"p50_ms", dep->window.PercentileMs(now, 0.5)},
-                             {"p99_ms", dep->window.PercentileMs(now, 0.99)},
+                             {"rps", rps},
+                             {"p50_ms", p50},
+                             {"p99_ms", p99},
                              {"replicas_wanted", dep->route.replicas_wanted},
                              {"replicas_healthy", dep->balancer.healthy_count()},
                              {"replicas", replicas}});

@@ -22,11 +22,19 @@ double RequestWindow::Rps(int64_t now_ms) {
 }
 
 double RequestWindow::PercentileMs(int64_t now_ms, double q) {
-  Drop(now_ms);
-  if (samples_.empty()) return 0;
   std::vector<double> v;
-  v.reserve(samples_.size());
-  for (const auto& s : samples_) v.push_back(s.second);
+  AppendLatencies(now_ms, v);
+  return Percentile(v, q);
+}
+
+void RequestWindow::AppendLatencies(int64_t now_ms, std::vector<double>& out) {
+  Drop(now_ms);
+  out.reserve(out.size() + samples_.size());
+  for (const auto& s : samples_) out.push_back(s.second);
+}
+
+double RequestWindow::Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
   // Nearest rank: the smallest value with at least q of the samples at or below it.
   size_t rank = static_cast<size_t>(std::ceil(std::clamp(q, 0.0, 1.0) * v.size()));
   size_t k = rank == 0 ? 0 : rank - 1;

@@ -30,6 +30,12 @@ class RequestWindow {
   double Rps(int64_t now_ms);
   // The q-quantile (0..1) of the latencies in the window, nearest rank; 0 when empty.
   double PercentileMs(int64_t now_ms, double q);
+  // Appends the latencies in the window to `out` (those older are dropped
+  // first), so that a caller holding a lock copies them and computes
+  // percentiles (Percentile) after releasing it.
+  void AppendLatencies(int64_t now_ms, std::vector<double>& out);
+  // The q-quantile of `latencies` (reordered), nearest rank; 0 when empty.
+  static double Percentile(std::vector<double>& latencies, double q);
 
  private:
   void Drop(int64_t now_ms);

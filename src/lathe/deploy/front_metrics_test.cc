@@ -20,6 +20,22 @@ TEST(RequestWindow, RateAndPercentilesOfTheLastTenSeconds) {
   EXPECT_EQ(w.Rps(100000), 0);
 }
 
+TEST(RequestWindow, LatenciesCopiedOutGiveTheSamePercentiles) {
+  RequestWindow w;
+  for (int i = 1; i <= 100; ++i) w.Add(1000, i);  // 1..100 ms
+  std::vector<double> v;
+  w.AppendLatencies(2000, v);
+  ASSERT_EQ(v.size(), 100u);
+  EXPECT_EQ(RequestWindow::Percentile(v, 0.5), 50);
+  EXPECT_EQ(RequestWindow::Percentile(v, 0.99), 99);
+  EXPECT_EQ(RequestWindow::Percentile(v, 0.5), w.PercentileMs(2000, 0.5));
+  std::vector<double> none;
+  w.AppendLatencies(1000 + RequestWindow::kWindowMs, none);  // all out of the window now
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(RequestWindow::Percentile(none, 0.5), 0);
+  EXPECT_EQ(w.Rps(1000 + RequestWindow::kWindowMs), 0);
+}
+
 TEST(FrontMetrics, SeriesPerDeploymentAndCode) {
   FrontMetrics m;
   m.Record("digits", 200, 0.003);
