@@ -295,7 +295,8 @@ class FrontImpl final : public Front {
       idempotent = dep->route.idempotent;
       const RouteReplica* pick = nullptr;
       if (check_key) {
-        auth = CheckDeployKey(dep->route, req.Header("Authorization"), clock_.NowMs());
+        const int64_t now_ms = dep->route.is_public ? 0 : clock_.NowMs();  // keys' expiry
+        auth = CheckDeployKey(dep->route, req.Header("Authorization"), now_ms);
       }
       if (!auth.ok()) {
         // answered below
@@ -384,7 +385,8 @@ class FrontImpl final : public Front {
     hooks.done = [at](const net::ForwardResult& r) {
       FrontImpl& f = *at->front;
       const bool error = !r.error.ok() || r.status >= 500;
-      const double ms = f.ElapsedMs(at->start_us);
+      const int64_t now_us = f.clock_.MonotonicUs();
+      const double ms = static_cast<double>(now_us - at->start_us) / 1000.0;
       Deployment& d = *at->dep;
       std::string name;
       {
@@ -392,7 +394,7 @@ class FrontImpl final : public Front {
         std::lock_guard lock(d.mu);
         d.balancer.Finish(at->current, error);
         --d.in_flight;
-        name = f.CountLocked(d, ms, error);
+        name = f.CountLocked(d, ms, error, now_us / 1000);
       }
       f.metrics_.Record(name, r.status, ms / 1000.0);
     };
@@ -409,23 +411,22 @@ class FrontImpl final : public Front {
   }
 
   void Count(Deployment& dep, int code, int64_t start_us, bool error) {
-    const double ms = ElapsedMs(start_us);
+    const int64_t now_us = clock_.MonotonicUs();
+    const double ms = static_cast<double>(now_us - start_us) / 1000.0;
     std::string name;
     {
       std::lock_guard lock(dep.mu);
-      name = CountLocked(dep, ms, error);
+      name = CountLocked(dep, ms, error, now_us / 1000);
     }
     metrics_.Record(name, code, ms / 1000.0);
   }
-  // Requires dep.mu. Returns the deployment's name, for the metrics.
-  std::string CountLocked(Deployment& dep, double ms, bool error) {
+  // Requires dep.mu. `now_ms`: the monotonic clock when the request ended.
+  // Returns the deployment's name, for the metrics.
+  std::string CountLocked(Deployment& dep, double ms, bool error, int64_t now_ms) {
     ++dep.requests;
     if (error) ++dep.errors;
-    dep.window.Add(clock_.MonotonicMs(), ms);
+    dep.window.Add(now_ms, ms);
     return dep.route.name;
-  }
-  double ElapsedMs(int64_t start_us) const {
-    return static_cast<double>(clock_.MonotonicUs() - start_us) / 1000.0;
   }
 
   // ---- the admin socket ----

@@ -18,6 +18,7 @@
 
 #include "lathe/common/status.h"
 #include "lathe/net/http.h"
+#include "lathe/os/clock.h"
 
 namespace lathe::net::proxy_detail {
 
@@ -101,10 +102,9 @@ inline Headers HeadersOf(const ResponseParser& p) {
   return headers;
 }
 
-inline int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// Milliseconds of the monotonic clock, at its coarse resolution: the
+// deadlines and idle ages it stamps are of a second or more, checked a few
+// times a second, and an exchange stamps three per request.
+inline int64_t SteadyMs() { return os::CoarseMonotonicNs() / 1'000'000; }
 
 }  // namespace lathe::net::proxy_detail

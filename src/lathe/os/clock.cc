@@ -1,5 +1,7 @@
 #include "lathe/os/clock.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <thread>
 
@@ -32,5 +34,11 @@ Clock& RealClock() {
 }
 
 int64_t RealMonotonicUs() { return RealClock().MonotonicUs(); }
+
+int64_t CoarseMonotonicNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 }  // namespace lathe::os

@@ -22,4 +22,11 @@ Clock& RealClock();
 // RealClock().MonotonicUs(), as a plain function for options that take one.
 int64_t RealMonotonicUs();
 
+// The monotonic clock (the one std::chrono::steady_clock reads) at the
+// kernel's tick resolution (a few ms, never ahead of steady_clock), in ns:
+// for deadlines and ages of a second or more that a hot path stamps several
+// times per request. A read costs ~3 ns against ~25 for steady_clock, which
+// reads the clock source (CLOCK_MONOTONIC_COARSE).
+int64_t CoarseMonotonicNs();
+
 }  // namespace lathe::os
