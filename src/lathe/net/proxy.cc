@@ -28,10 +28,21 @@ using boost::system::error_code;
 namespace {
 
 // Hop-by-hop headers (RFC 9110 7.6.1) and the ones the proxy sets itself.
+// The names as string_views made at compile time: a list of char pointers
+// would be measured (strlen) at every call, for every header of every request
+// and answer.
+constexpr std::string_view kHopByHop[] = {"connection",
+                                          "keep-alive",
+                                          "proxy-connection",
+                                          "te",
+                                          "trailer",
+                                          "transfer-encoding",
+                                          "upgrade",
+                                          "proxy-authorization",
+                                          "proxy-authenticate",
+                                          "content-length"};
 bool IsHopByHop(std::string_view name) {
-  for (std::string_view h :
-       {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-        "upgrade", "proxy-authorization", "proxy-authenticate", "content-length"}) {
+  for (std::string_view h : kHopByHop) {
     if (EqualsIgnoreCase(name, h)) return true;
   }
   return false;
