@@ -74,22 +74,55 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
+// A connection's executor: a strand of the loop when several threads run
+// the loop, the loop itself when one thread runs it (loop_per_thread): that
+// thread serializes the connection's completions, and a strand would only
+// add its queue, its locks and its reference counts to each of them.
+// Every I/O object of a server is bound to one of the two (ServerImpl<Ex>).
 using Strand = asio::strand<asio::io_context::executor_type>;
-using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Strand>;
-using TcpSocket = asio::ip::tcp::socket::rebind_executor<Strand>::other;
-using UnixSocket = asio::local::stream_protocol::socket::rebind_executor<Strand>::other;
+using LoopEx = asio::io_context::executor_type;
+template <typename Ex>
+using TimerOf = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Ex>;
+template <typename Ex>
+using TcpSocketOf = asio::basic_stream_socket<asio::ip::tcp, Ex>;
+template <typename Ex>
+using UnixSocketOf = asio::basic_stream_socket<asio::local::stream_protocol, Ex>;
 // A tunnel's upstream: any connected stream socket (TCP, unix). A socket, not
 // a posix descriptor, so that writes use MSG_NOSIGNAL.
-using UpstreamSocket = asio::generic::stream_protocol::socket::rebind_executor<Strand>::other;
+template <typename Ex>
+using UpstreamSocketOf = asio::basic_stream_socket<asio::generic::stream_protocol, Ex>;
+template <typename Ex>
+using TlsStreamOf = beast::ssl_stream<TcpSocketOf<Ex>>;
+// The acceptors are on a strand of the first loop, whatever the sessions'.
+template <typename Protocol>
+using AcceptorOf = asio::basic_socket_acceptor<Protocol, Strand>;
+using Timer = TimerOf<Strand>;  // the acceptors' retry timer
 
 // The socket under a connection's stream: for timeouts (cancel), peeking,
 // half-closing and closing.
-using TlsStream = beast::ssl_stream<TcpSocket>;
-TcpSocket& Lowest(TcpSocket& s) { return s; }
-UnixSocket& Lowest(UnixSocket& s) { return s; }
-TcpSocket& Lowest(TlsStream& s) { return s.next_layer(); }
+template <typename Protocol, typename Ex>
+asio::basic_stream_socket<Protocol, Ex>& Lowest(asio::basic_stream_socket<Protocol, Ex>& s) {
+  return s;
+}
+template <typename Ex>
+TcpSocketOf<Ex>& Lowest(TlsStreamOf<Ex>& s) {
+  return s.next_layer();
+}
 template <typename Stream>
-constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStreamOf<typename Stream::executor_type>>;
+
+// The loop under a connection's executor, and the IoLoop it hands out.
+LoopEx LoopOf(const Strand& s) { return s.get_inner_executor(); }
+LoopEx LoopOf(const LoopEx& e) { return e; }
+// A new connection's executor on `ioc`.
+template <typename Ex>
+Ex NewExecutor(asio::io_context& ioc) {
+  if constexpr (std::is_same_v<Ex, Strand>) {
+    return asio::make_strand(ioc);
+  } else {
+    return ioc.get_executor();
+  }
+}
 
 constexpr size_t kReadChunkBytes = 16 << 10;     // one idle read into the buffer
 constexpr size_t kLingerMaxBytes = 1 << 20;      // discarded after an error response
@@ -462,7 +495,8 @@ bool IsParseError(const error_code& ec) {
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
 // Timer::cancel has no error_code overload; it throws only if the reactor fails.
-void CancelTimer(Timer& timer) {
+template <typename T>
+void CancelTimer(T& timer) {
   try {
     timer.cancel();
   } catch (const std::exception& e) {
@@ -582,7 +616,11 @@ template <typename Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
   // `reject`: empty to serve, else the 503 body its one request gets.
-  Session(std::shared_ptr<Core> core, Stream conn, Strand strand, std::string remote,
+  using Ex = typename Stream::executor_type;  // Strand or LoopEx
+  using Timer = TimerOf<Ex>;
+  using UpstreamSocket = UpstreamSocketOf<Ex>;
+
+  Session(std::shared_ptr<Core> core, Stream conn, Ex strand, std::string remote,
           std::optional<PeerCred> peer, std::string peer_key, std::string_view reject)
       : core_(std::move(core)),
         options_(core_->options),
@@ -1200,8 +1238,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // Constant after construction.
   const std::shared_ptr<Core> core_;
   const ServerOptions& options_;
-  const Strand strand_;
-  IoLoop loop_{strand_, strand_.get_inner_executor()};  // for Responder::loop
+  const Ex strand_;          // the connection's strand, or its loop (see Strand above)
+  IoLoop loop_{strand_};     // for Responder::loop
   Stream conn_;
   Timer timer_;
   const std::string remote_;
@@ -1282,26 +1320,28 @@ class ListenerBase {
   virtual void PostCloseAndWait() = 0;
 };
 
-std::string DescribePeer(const asio::ip::tcp::socket::rebind_executor<Strand>::other& s) {
+template <typename Ex>
+std::string DescribePeer(const TcpSocketOf<Ex>& s) {
   error_code ec;
   auto ep = s.remote_endpoint(ec);
   if (ec) return "tcp";
   return ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-std::string DescribePeer(
-    const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&) {
+template <typename Ex>
+std::string DescribePeer(const UnixSocketOf<Ex>&) {
   return "unix";
 }
 
-std::optional<PeerCred> PeerOf(asio::ip::tcp::socket::rebind_executor<Strand>::other& s) {
+template <typename Ex>
+std::optional<PeerCred> PeerOf(TcpSocketOf<Ex>& s) {
   error_code ignored;
   s.set_option(asio::ip::tcp::no_delay(true), ignored);  // responses are small and latency-bound
   return std::nullopt;
 }
 
-std::optional<PeerCred> PeerOf(
-    asio::local::stream_protocol::socket::rebind_executor<Strand>::other& s) {
+template <typename Ex>
+std::optional<PeerCred> PeerOf(UnixSocketOf<Ex>& s) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
@@ -1312,8 +1352,8 @@ std::optional<PeerCred> PeerOf(
 
 // TCP peers are limited per client address (the port changes with every
 // connection).
-PeerKey KeyOf(const asio::ip::tcp::socket::rebind_executor<Strand>::other& s,
-              const std::optional<PeerCred>&, const ServerOptions& o) {
+template <typename Ex>
+PeerKey KeyOf(const TcpSocketOf<Ex>& s, const std::optional<PeerCred>&, const ServerOptions& o) {
   error_code ec;
   auto ep = s.remote_endpoint(ec);
   return PeerKey{ec ? "addr:?" : "addr:" + ep.address().to_string(), o.max_connections_per_address,
@@ -1322,8 +1362,9 @@ PeerKey KeyOf(const asio::ip::tcp::socket::rebind_executor<Strand>::other& s,
 
 // Unix-socket peers per uid; one whose credentials cannot be read shares a
 // key with the others like it.
-PeerKey KeyOf(const asio::local::stream_protocol::socket::rebind_executor<Strand>::other&,
-              const std::optional<PeerCred>& peer, const ServerOptions& o) {
+template <typename Ex>
+PeerKey KeyOf(const UnixSocketOf<Ex>&, const std::optional<PeerCred>& peer,
+              const ServerOptions& o) {
   if (!peer) return PeerKey{"uid:?", o.max_connections_per_uid, false};
   bool reserved =
       std::find(o.reserved_uids.begin(), o.reserved_uids.end(), peer->uid) != o.reserved_uids.end();
@@ -1334,12 +1375,13 @@ constexpr std::string_view kTooManyFromUser = R"({"error":"too many connections 
 constexpr std::string_view kTooManyFromAddress =
     R"({"error":"too many connections from this address"})";
 
-template <typename Protocol>
+// Sessions of executor `Ex` (Strand or LoopEx) for the connections it accepts.
+template <typename Protocol, typename Ex>
 class Listener final : public ListenerBase,
-                       public std::enable_shared_from_this<Listener<Protocol>> {
+                       public std::enable_shared_from_this<Listener<Protocol, Ex>> {
  public:
-  using Acceptor = typename Protocol::acceptor::template rebind_executor<Strand>::other;
-  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
+  using Acceptor = AcceptorOf<Protocol>;
+  using Socket = asio::basic_stream_socket<Protocol, Ex>;
 
   // `tls` (TCP only; not owned, outlives every session): serve TLS with it.
   Listener(IoLoops& loops, std::shared_ptr<Core> core, Acceptor acceptor,
@@ -1351,7 +1393,7 @@ class Listener final : public ListenerBase,
         tls_(tls) {}
 
   void Accept() override {
-    Strand strand = asio::make_strand(loops_.Next());
+    Ex strand = NewExecutor<Ex>(loops_.Next());
     acceptor_.async_accept(
         strand, [self = this->shared_from_this(), strand](error_code ec, Socket socket) mutable {
           self->OnAccept(ec, std::move(socket), std::move(strand));
@@ -1374,7 +1416,7 @@ class Listener final : public ListenerBase,
   }
 
  private:
-  void OnAccept(error_code ec, Socket socket, Strand strand) {
+  void OnAccept(error_code ec, Socket socket, Ex strand) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) return RetryLater(ec);
     if (core_->draining) return;  // the socket closes as it goes out of scope
@@ -1387,7 +1429,7 @@ class Listener final : public ListenerBase,
     Accept();
   }
 
-  void StartSession(Socket socket, Strand strand, std::optional<PeerCred> peer, std::string key,
+  void StartSession(Socket socket, Ex strand, std::optional<PeerCred> peer, std::string key,
                     Core::Admission admission) {
     std::string remote = DescribePeer(socket);
     std::string_view reject;
@@ -1397,9 +1439,9 @@ class Listener final : public ListenerBase,
     }
     if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
       if (tls_ != nullptr) {
-        return Launch(std::make_shared<Session<TlsStream>>(
-            core_, TlsStream(std::move(socket), *tls_), std::move(strand), std::move(remote), peer,
-            std::move(key), reject));
+        return Launch(std::make_shared<Session<TlsStreamOf<Ex>>>(
+            core_, TlsStreamOf<Ex>(std::move(socket), *tls_), std::move(strand), std::move(remote),
+            peer, std::move(key), reject));
       }
     }
     Launch(std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(strand),
@@ -1492,6 +1534,8 @@ struct UnixPath {
 
 // ---------------------------------------------------------------------------
 
+// Ex: the executor of every connection (Strand, or LoopEx with loop_per_thread).
+template <typename Ex>
 class ServerImpl final : public HttpServer {
  public:
   ServerImpl(ServerOptions options, Handler handler)
@@ -1517,10 +1561,10 @@ class ServerImpl final : public HttpServer {
       return Status::InvalidArgument("unix socket path empty or longer than 107 bytes: " + path);
     }
     RETURN_IF_ERROR(os::RemoveStaleUnixSocket(path));
-    Listener<asio::local::stream_protocol>::Acceptor acceptor(asio::make_strand(loops_.First()));
+    AcceptorOf<asio::local::stream_protocol> acceptor(asio::make_strand(loops_.First()));
     RETURN_IF_ERROR(BindUnix(acceptor, path, mode));
-    AddListener(std::make_shared<Listener<asio::local::stream_protocol>>(loops_, core_,
-                                                                         std::move(acceptor)));
+    AddListener(std::make_shared<Listener<asio::local::stream_protocol, Ex>>(loops_, core_,
+                                                                             std::move(acceptor)));
     return Status::OK();
   }
 
@@ -1533,10 +1577,11 @@ class ServerImpl final : public HttpServer {
         asio::ip::make_address(host.empty() || host == "localhost" ? "127.0.0.1" : host, ec);
     if (ec) return Status::InvalidArgument("listen host must be an IP address: '" + host + "'");
     asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
-    Listener<asio::ip::tcp>::Acceptor acceptor(asio::make_strand(loops_.First()));
+    AcceptorOf<asio::ip::tcp> acceptor(asio::make_strand(loops_.First()));
     RETURN_IF_ERROR(BindTcp(acceptor, ep));
     int bound = acceptor.local_endpoint(ec).port();
-    AddListener(std::make_shared<Listener<asio::ip::tcp>>(loops_, core_, std::move(acceptor), tls));
+    AddListener(
+        std::make_shared<Listener<asio::ip::tcp, Ex>>(loops_, core_, std::move(acceptor), tls));
     return bound;
   }
 
@@ -1591,8 +1636,7 @@ class ServerImpl final : public HttpServer {
   }
 
   // SO_REUSEADDR lets a restarted daemon bind while old connections sit in TIME_WAIT.
-  static Status BindTcp(Listener<asio::ip::tcp>::Acceptor& acceptor,
-                        const asio::ip::tcp::endpoint& ep) {
+  static Status BindTcp(AcceptorOf<asio::ip::tcp>& acceptor, const asio::ip::tcp::endpoint& ep) {
     std::string what = ep.address().to_string() + ":" + std::to_string(ep.port());
     RETURN_IF_ERROR(OpenAndBind(acceptor, ep, what, /*reuse_address=*/true));
     return Listen(acceptor, what);
@@ -1600,8 +1644,8 @@ class ServerImpl final : public HttpServer {
 
   // The mode is set before listen(), so no client ever connects through a
   // socket file with looser permissions than asked for.
-  Status BindUnix(Listener<asio::local::stream_protocol>::Acceptor& acceptor,
-                  const std::string& path, unsigned mode) {
+  Status BindUnix(AcceptorOf<asio::local::stream_protocol>& acceptor, const std::string& path,
+                  unsigned mode) {
     RETURN_IF_ERROR(OpenAndBind(acceptor, asio::local::stream_protocol::endpoint(path), path,
                                 /*reuse_address=*/false));
     if (Status st = os::Chmod(path, mode); !st.ok()) {
@@ -1679,7 +1723,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options, Ha
   if (options.max_connections == 0)
     return Status::InvalidArgument("max_connections must be positive");
   try {
-    return std::unique_ptr<HttpServer>(new ServerImpl(std::move(options), std::move(handler)));
+    if (options.loop_per_thread) {
+      return std::unique_ptr<HttpServer>(
+          new ServerImpl<LoopEx>(std::move(options), std::move(handler)));
+    }
+    return std::unique_ptr<HttpServer>(
+        new ServerImpl<Strand>(std::move(options), std::move(handler)));
   } catch (const std::exception& e) {  // io_context creation (epoll, eventfd) can fail
     return Status::IoError(std::string("http server: ") + e.what());
   }

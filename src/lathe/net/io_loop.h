@@ -8,6 +8,7 @@
 // which http.h keeps out of every other translation unit.
 #pragma once
 
+#include <optional>
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
@@ -17,22 +18,31 @@ namespace lathe::net {
 
 class IoLoop {
  public:
-  // Its concrete type, not a type-erased executor: a completion bound to it
+  // Concrete types, not a type-erased executor: a completion bound to them
   // is dispatched without the erased executor's calls (several per request).
   using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+  using Loop = boost::asio::io_context::executor_type;
 
-  IoLoop(Strand strand, boost::asio::io_context::executor_type loop)
-      : strand_(std::move(strand)), loop_(std::move(loop)) {}
-  // The connection's strand: completions bound to it run one at a time with
-  // the connection's own, and may answer through the Responder at once.
-  const Strand& strand() const { return strand_; }
+  // A connection of a loop that several threads run: its strand serializes
+  // the connection's completions.
+  explicit IoLoop(Strand strand) : strand_(strand), loop_(strand.get_inner_executor()) {}
+  // A connection of a loop that one thread runs (ServerOptions::
+  // loop_per_thread): that thread runs the connection's completions one at
+  // a time, without a strand's queue and locks.
+  explicit IoLoop(Loop loop) : loop_(std::move(loop)) {}
+
+  // The connection's strand, or none on a loop of one thread. Completions
+  // bound to it (or, without one, of I/O objects of loop()) run one at a
+  // time with the connection's own, and may answer through the Responder
+  // at once.
+  const std::optional<Strand>& strand() const { return strand_; }
   // The loop itself: I/O objects that outlive one connection (a kept
   // upstream connection reused by the next request on this loop).
-  const boost::asio::io_context::executor_type& loop() const { return loop_; }
+  const Loop& loop() const { return loop_; }
 
  private:
-  Strand strand_;
-  boost::asio::io_context::executor_type loop_;
+  std::optional<Strand> strand_;
+  Loop loop_;
 };
 
 }  // namespace lathe::net

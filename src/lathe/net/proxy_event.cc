@@ -122,6 +122,7 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
         proxy_(proxy),
         job_(std::move(job)),
         strand_(loop.strand()),
+        loop_(loop.loop()),
         kept_(KeptOf(loop)),
         conn_(std::move(conn)) {}
 
@@ -140,7 +141,12 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     Write();
   }
 
-  const IoLoop::Strand& executor() const { return strand_; }
+  // Runs `fn` on the connection's strand, or its loop (any thread).
+  template <typename Fn>
+  void Post(Fn&& fn) const {
+    if (strand_) return asio::post(*strand_, std::forward<Fn>(fn));
+    asio::post(loop_, std::forward<Fn>(fn));
+  }
 
   // The watchdog's: whether the current deadline has passed (any thread).
   bool Late(int64_t now_ms) const {
@@ -188,13 +194,22 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     return false;
   }
 
+  // Starts an operation whose completion `h` runs with the connection's:
+  // on its strand when its loop is shared by threads; on a loop of one
+  // thread, the descriptor's own completion runs there already.
+  template <typename Initiate, typename Handler>
+  void OnConnection(Initiate initiate, Handler h) {
+    if (strand_) return initiate(asio::bind_executor(*strand_, std::move(h)));
+    initiate(std::move(h));
+  }
+
   void WaitFor(Wait what, void (EventExchange::*next)()) {
-    conn_->sd.async_wait(
-        what, asio::bind_executor(strand_, [self = shared_from_this(), next](error_code ec) {
-          if (self->GaveUp()) return;
-          if (ec) return self->Finish(self->Failed("proxy.upstream_failed", ec.message()));
-          (self.get()->*next)();
-        }));
+    OnConnection([&](auto h) { conn_->sd.async_wait(what, std::move(h)); },
+                 [self = shared_from_this(), next](error_code ec) {
+                   if (self->GaveUp()) return;
+                   if (ec) return self->Finish(self->Failed("proxy.upstream_failed", ec.message()));
+                   (self.get()->*next)();
+                 });
   }
 
   void Write() {
@@ -222,12 +237,14 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
     const size_t at = bytes_.size();
     const size_t chunk = at < kFirstReadBytes ? kFirstReadBytes : kReadBytes;
     bytes_.resize(at + chunk);
-    conn_->sd.async_read_some(
-        asio::buffer(bytes_.data() + at, chunk),
-        asio::bind_executor(strand_, [self = shared_from_this(), at](error_code ec, size_t n) {
+    OnConnection(
+        [&](auto h) {
+          conn_->sd.async_read_some(asio::buffer(bytes_.data() + at, chunk), std::move(h));
+        },
+        [self = shared_from_this(), at](error_code ec, size_t n) {
           self->bytes_.resize(at + n);
           self->OnRead(ec, n);
-        }));
+        });
   }
 
   void OnRead(error_code ec, size_t n) {
@@ -356,7 +373,8 @@ class ReverseProxy::EventExchange : public std::enable_shared_from_this<EventExc
   const size_t shard_;  // where the proxy keeps it (EventShard)
   ReverseProxy& proxy_;
   Job job_;
-  const IoLoop::Strand strand_;
+  const std::optional<IoLoop::Strand> strand_;  // none: the loop has one thread
+  const IoLoop::Loop loop_;
   KeptOnLoop& kept_;
   std::unique_ptr<KeptConn> conn_;  // null once given back or closed
   // Apart from the exchange, which would otherwise pass 1 KiB: glibc's malloc
@@ -453,7 +471,7 @@ void ReverseProxy::Watch() {
         if (auto ex = weak.lock(); ex && ex->Late(now)) late.push_back(std::move(ex));
       }
     }
-    for (auto& ex : late) asio::post(ex->executor(), [ex] { ex->Expire(); });
+    for (auto& ex : late) ex->Post([ex] { ex->Expire(); });
     late.clear();
     lock.lock();
   }
@@ -468,7 +486,7 @@ void ReverseProxy::StopEvents() {
     }
   }
   for (auto& ex : live) {
-    asio::post(ex->executor(), [ex] { ex->Cancel(); });
+    ex->Post([ex] { ex->Cancel(); });
   }
   live.clear();
   // The exchanges end on their loops; a loop that no longer runs (its server
