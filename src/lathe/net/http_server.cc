@@ -1238,8 +1238,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // Constant after construction.
   const std::shared_ptr<Core> core_;
   const ServerOptions& options_;
-  const Ex strand_;          // the connection's strand, or its loop (see Strand above)
-  IoLoop loop_{strand_};     // for Responder::loop
+  const Ex strand_;       // the connection's strand, or its loop (see Strand above)
+  IoLoop loop_{strand_};  // for Responder::loop
   Stream conn_;
   Timer timer_;
   const std::string remote_;
