@@ -537,10 +537,13 @@ class Deployments(DaemonTest):
         self.d.cli("deploy", "update", "tri", "--model", v2, "--canary", "50%")
         self.d.wait_for(lambda: self.show("tri")["traffic"] == {v1: 50, v2: 50},
                         "the canary's split", 90)
-        seen = [self.call(port, "/d/tri/predict")[2].get("Lathe-Model-Version")
-                for _ in range(60)]
-        self.assertIn(v1, seen)
-        self.assertIn(v2, seen)
+        # The daemon's split is written before the front has read it and
+        # probed the new replicas: wait until 20 requests in a row reach both.
+        def both_answer():
+            seen = [self.call(port, "/d/tri/predict")[2].get("Lathe-Model-Version")
+                    for _ in range(20)]
+            return v1 in seen and v2 in seen and set(seen) <= {v1, v2}
+        self.d.wait_for(both_answer, "both versions answering during the canary", 60)
         self.assertEqual(len([r for r in self.show("tri")["replicas"]["list"]
                               if r["state"] == "running" and r["version"] == v1]), 2,
                          "the old replicas stay during the canary")

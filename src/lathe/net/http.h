@@ -34,8 +34,17 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // Case-insensitive lookup of the first header called `name`; "" if absent.
 std::string_view FindHeader(const Headers& headers, std::string_view name);
 
-// True when `a` and `b` are equal ignoring ASCII case.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+// True when `a` and `b` are equal ignoring ASCII case. Inline: a forwarded
+// request compares about a hundred header names, most of them of another
+// length, which one comparison settles.
+inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
 
 // Decodes %XX escapes; with `plus_is_space` (query strings) '+' becomes ' '.
 // A malformed escape is kept as written.

@@ -198,28 +198,29 @@ std::string UpstreamRequestHead(const HttpRequest& req, const Upstream& up, bool
 
 Headers DownstreamHeaders(Headers upstream, int status,
                           const std::vector<std::string>& strip_cookie_prefixes) {
-  Headers out;
-  out.reserve(upstream.size() + 2);  // and the caller's own (AddResponseHeaders)
-  for (auto& [name, value] : upstream) {
+  // Filtered in place (the kept fields move down over the dropped ones), so
+  // that the list allocates nothing more.
+  size_t kept = 0;
+  for (size_t i = 0; i < upstream.size(); ++i) {
+    auto& [name, value] = upstream[i];
     const bool upgrade_header =
         EqualsIgnoreCase(name, "upgrade") || EqualsIgnoreCase(name, "connection");
+    bool keep = true;
     if (status == 101 && upgrade_header) {
-      out.emplace_back(std::move(name), std::move(value));
-      continue;
+      keep = true;
+    } else if (IsHopByHop(name) || EqualsIgnoreCase(name, "content-type") ||
+               EqualsIgnoreCase(name, "server")) {
+      keep = false;  // Content-Type moves to the answer's own field; the server adds Server.
+    } else if (EqualsIgnoreCase(name, "set-cookie")) {
+      value = SanitizeSetCookie(value, strip_cookie_prefixes);
+      keep = !value.empty();
     }
-    // Content-Type moves to the answer's own field; the server adds Server.
-    if (IsHopByHop(name) || EqualsIgnoreCase(name, "content-type") ||
-        EqualsIgnoreCase(name, "server")) {
-      continue;
-    }
-    if (EqualsIgnoreCase(name, "set-cookie")) {
-      std::string v = SanitizeSetCookie(value, strip_cookie_prefixes);
-      if (!v.empty()) out.emplace_back(std::move(name), std::move(v));
-      continue;
-    }
-    out.emplace_back(std::move(name), std::move(value));
+    if (!keep) continue;
+    if (kept != i) upstream[kept] = std::move(upstream[i]);
+    ++kept;
   }
-  return out;
+  upstream.resize(kept);
+  return upstream;
 }
 
 void AddResponseHeaders(Headers& down, const Headers& add) {

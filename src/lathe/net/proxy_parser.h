@@ -41,7 +41,10 @@ class AnswerParser final : public boost::beast::http::basic_parser<false> {
 
   void on_request_impl(boost::beast::http::verb, string_view, string_view, int,
                        error_code&) override {}
-  void on_response_impl(int code, string_view, int, error_code&) override { status_ = code; }
+  void on_response_impl(int code, string_view, int, error_code&) override {
+    status_ = code;
+    headers_.reserve(kUsualFields);
+  }
   void on_field_impl(boost::beast::http::field, string_view name, string_view value,
                      error_code&) override {
     headers_.emplace_back(Std(name), Std(value));
@@ -62,6 +65,7 @@ class AnswerParser final : public boost::beast::http::basic_parser<false> {
   }
   void on_finish_impl(error_code&) override {}
 
+  static constexpr size_t kUsualFields = 8;  // one allocation for most answers' fields
   int status_ = 0;
   Headers headers_;
   std::string body_;
