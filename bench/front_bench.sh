@@ -22,6 +22,8 @@
 # BASELINE=OTHER_LATHE_BIN adds a fourth path, "base": the front of another
 # build (e.g. the commit before a change), measured in the same rounds.
 # Each path's line is followed by its latency percentiles (p50 … p99.9, max).
+# A lathe binary copied out of its build finds the serving backends of
+# REPLICAS=mlp through LATHE_BACKEND_DIR (e.g. build/backends).
 # Needs nginx and wrk (scripts/deps.sh --bench). Everything runs on this
 # machine: figures are relative.
 set -eu
@@ -73,7 +75,15 @@ CONF
   TARGET=/predict
   WRK_THREADS=2
   for r in a b; do
-    while ! grep -q 'http://' "$D/$r.log" 2>/dev/null; do sleep 0.2; done
+    pid=$(sed -n "$(( $(printf '%d' "'$r") - 96 ))p" "$D/replicas.pids")
+    while ! grep -q 'http://' "$D/$r.log" 2>/dev/null; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "replica $r did not start:" >&2
+        cat "$D/$r.log" >&2
+        exit 1
+      fi
+      sleep 0.2
+    done
   done
   ROW=$(/usr/bin/python3 -c "import random; r = random.Random(1); print([round(r.uniform(-1, 1), 4) for _ in range(64)])")
   BODY="{\"instances\": [$ROW]}"
