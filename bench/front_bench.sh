@@ -15,6 +15,8 @@
 #     one intra-op thread), POST /predict with one row — replicas that do real
 #     work, as a deployment's do. wrk runs two threads in this mode, so that
 #     the direct path reaches both replicas (one thread each).
+#   REPLICAS=mlp-large: the same with a larger MLP (512 -> 2048 -> 2048 ->
+#     512, 25 MB of weights), whose inference outweighs the HTTP around it.
 # Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS] [ROUNDS]
 # ROUNDS (default 1) repeats the paths, interleaved, to see the noise.
 # FRONT_IO_THREADS=N runs the front with N I/O threads (its own default
@@ -41,10 +43,16 @@ DIRECT=18931
 PROXY=18932
 REPLICAS=${REPLICAS:-null}
 U=$(id -u)
-if [ "$REPLICAS" = mlp ]; then
+case $REPLICAS in
+  mlp) DIMS="64 256 256 10" ;;
+  mlp-large) DIMS="512 2048 2048 512" ;;
+  null) DIMS= ;;
+  *) echo "REPLICAS: null, mlp or mlp-large, not $REPLICAS" >&2; exit 2 ;;
+esac
+if [ -n "$DIMS" ]; then
   # Two lathe serve replicas, each on a unix socket (the proxies') and a TCP
   # port (direct).
-  /usr/bin/python3 - "$D" <<'PY'
+  /usr/bin/python3 - "$D" $DIMS <<'PY'
 import sys, torch
 torch.manual_seed(0)
 def mlp(*sizes):
@@ -54,13 +62,13 @@ def mlp(*sizes):
     return torch.nn.Sequential(*layers[:-1]).eval()
 import os
 os.makedirs(sys.argv[1] + "/repo/mlp/1")
-torch.jit.script(mlp(64, 256, 256, 10)).save(sys.argv[1] + "/repo/mlp/1/model.pt")
+torch.jit.script(mlp(*map(int, sys.argv[2:]))).save(sys.argv[1] + "/repo/mlp/1/model.pt")
 PY
   cat > "$D/repo/mlp/config.yaml" <<CONF
 backend: torchscript
 max_batch_size: 32
-inputs: [{name: x, datatype: FP32, dims: [64]}]
-outputs: [{name: y, datatype: FP32, dims: [10]}]
+inputs: [{name: x, datatype: FP32, dims: [$(echo $DIMS | cut -d' ' -f1)]}]
+outputs: [{name: y, datatype: FP32, dims: [$(echo $DIMS | cut -d' ' -f4)]}]
 instances: [{count: 1, device: cpu}]
 threads_per_instance: 1
 CONF
@@ -85,7 +93,7 @@ CONF
       sleep 0.2
     done
   done
-  ROW=$(/usr/bin/python3 -c "import random; r = random.Random(1); print([round(r.uniform(-1, 1), 4) for _ in range(64)])")
+  ROW=$(/usr/bin/python3 -c "import random, sys; r = random.Random(1); print([round(r.uniform(-1, 1), 4) for _ in range(int(sys.argv[1]))])" "$(echo $DIMS | cut -d' ' -f1)")
   BODY="{\"instances\": [$ROW]}"
 else
   cat > "$D/upstreams.conf" <<CONF
