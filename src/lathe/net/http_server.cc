@@ -111,9 +111,6 @@ TcpSocketOf<Ex>& Lowest(TlsStreamOf<Ex>& s) {
 template <typename Stream>
 constexpr bool kIsTls = std::is_same_v<Stream, TlsStreamOf<typename Stream::executor_type>>;
 
-// The loop under a connection's executor, and the IoLoop it hands out.
-LoopEx LoopOf(const Strand& s) { return s.get_inner_executor(); }
-LoopEx LoopOf(const LoopEx& e) { return e; }
 // A new connection's executor on `ioc`.
 template <typename Ex>
 Ex NewExecutor(asio::io_context& ioc) {
