@@ -18,7 +18,8 @@
 #   REPLICAS=mlp-large: the same with a larger MLP (512 -> 2048 -> 2048 ->
 #     512, 25 MB of weights), whose inference outweighs the HTTP around it.
 # Usage: bench/front_bench.sh [LATHE_BIN] [SECONDS] [CONNECTIONS] [ROUNDS]
-# ROUNDS (default 1) repeats the paths, interleaved, to see the noise.
+# ROUNDS (default 1) repeats the paths, interleaved, to see the noise; an
+# unmeasured pass of WARMUP seconds (default 2) over every path comes first.
 # FRONT_IO_THREADS=N runs the front with N I/O threads (its own default
 # otherwise; PROXY_WORKERS, default 2, sets nginx's worker processes).
 # BASELINE=OTHER_LATHE_BIN adds a fourth path, "base": the front of another
@@ -26,6 +27,12 @@
 # Each path's line is followed by its latency percentiles (p50 … p99.9, max).
 # A lathe binary copied out of its build finds the serving backends of
 # REPLICAS=mlp through LATHE_BACKEND_DIR (e.g. build/backends).
+# REPLICA_CPUS, PROXY_CPUS and CLIENT_CPUS (taskset lists, e.g. 0, 1 and 1)
+# put the replicas, the proxies (the front, the baseline front, nginx as the
+# proxy) and wrk on CPUs of their own: a node where neither the front nor the
+# clients take their cores from the replicas, as on a GPU server with cores
+# to spare and clients on other machines. Unset (the default), everything
+# shares all the CPUs.
 # Needs nginx and wrk (scripts/deps.sh --bench). Everything runs on this
 # machine: figures are relative.
 set -eu
@@ -42,6 +49,9 @@ trap 'kill $GW $BASE_GW $NGINX $(cat "$D/replicas.pids" 2>/dev/null) 2>/dev/null
 DIRECT=18931
 PROXY=18932
 REPLICAS=${REPLICAS:-null}
+ON_REPLICA=${REPLICA_CPUS:+taskset -c $REPLICA_CPUS}
+ON_PROXY=${PROXY_CPUS:+taskset -c $PROXY_CPUS}
+ON_CLIENT=${CLIENT_CPUS:+taskset -c $CLIENT_CPUS}
 U=$(id -u)
 case $REPLICAS in
   mlp) DIMS="64 256 256 10" ;;
@@ -74,7 +84,7 @@ threads_per_instance: 1
 CONF
   for r in a b; do
     port=$((DIRECT + $(printf '%d' "'$r") - 97 + 10))
-    OMP_NUM_THREADS=1 "$LATHE" serve --repository "$D/repo" --socket "$D/$r.sock" --port "$port" \
+    OMP_NUM_THREADS=1 $ON_REPLICA "$LATHE" serve --repository "$D/repo" --socket "$D/$r.sock" --port "$port" \
       --gpus none --http-threads 1 > "$D/$r.log" 2>&1 &
     echo $! >> "$D/replicas.pids"
   done
@@ -103,7 +113,7 @@ http { access_log off;
   server { listen unix:$D/a.sock; listen 127.0.0.1:$DIRECT; location / { return 200 "ok\\n"; } }
   server { listen unix:$D/b.sock; location / { return 200 "ok\\n"; } } }
 CONF
-  nginx -c "$D/upstreams.conf" -p "$D" &
+  $ON_REPLICA nginx -c "$D/upstreams.conf" -p "$D" &
   echo $! > "$D/replicas.pids"
   DIRECT_PORTS=$DIRECT
   HEALTH=/
@@ -120,7 +130,7 @@ http { access_log off;
   server { listen 127.0.0.1:$PROXY; location / { proxy_pass http://two;
            proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 CONF
-nginx -c "$D/proxy.conf" -p "$D" &
+$ON_PROXY nginx -c "$D/proxy.conf" -p "$D" &
 NGINX=$!
 sleep 1
 chmod 777 "$D"/*.sock
@@ -157,14 +167,14 @@ cat > "$D/routes.json" <<ROUTES
   {"id": "a", "socket": "$D/a.sock", "uid": $U, "version": "v"},
   {"id": "b", "socket": "$D/b.sock", "uid": $U, "version": "v"}]}]}
 ROUTES
-"$LATHE" __gateway --dir "$D" --listen 127.0.0.1:0 ${FRONT_IO_THREADS:+--io-threads $FRONT_IO_THREADS} \
+$ON_PROXY "$LATHE" __gateway --dir "$D" --listen 127.0.0.1:0 ${FRONT_IO_THREADS:+--io-threads $FRONT_IO_THREADS} \
   2> "$D/gateway.log" &
 GW=$!
 BASE_GW=
 if [ -n "${BASELINE:-}" ]; then
   mkdir -p "$D/base"
   cp "$D/routes.json" "$D/base/routes.json"
-  "$BASELINE" __gateway --dir "$D/base" --listen 127.0.0.1:0 2> "$D/base/gateway.log" &
+  $ON_PROXY "$BASELINE" __gateway --dir "$D/base" --listen 127.0.0.1:0 2> "$D/base/gateway.log" &
   BASE_GW=$!
 fi
 port_of() {
@@ -188,27 +198,48 @@ ticks() {
   echo "$u $k"
 }
 HZ=$(getconf CLK_TCK)
+# Each CPU's busy and total ticks from /proc/stat ("cpu0 BUSY TOTAL ..."),
+# to see whether the replicas' CPUs were saturated.
+cpu_ticks() {
+  awk '/^cpu[0-9]/ {t = 0; for (i = 2; i <= 9; i++) t += $i; printf "%s %d %d ", $1, t - $5 - $6, t}' /proc/stat
+}
+# A short unmeasured pass over every path first (WARMUP seconds, default 2):
+# the proxies' kept connections and the replicas' first requests on them.
+for what in $PATHS; do
+  set -- $(echo "$what" | tr '|' ' ')
+  ports=
+  if [ "$1" = direct ]; then ports=$DIRECT_PORTS; fi
+  BENCH_BODY=$BODY BENCH_PORTS=$ports \
+    $ON_CLIENT wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP:-2}s" -s "$D/req.lua" "$2" > /dev/null
+done
 round=0
 while [ "$round" -lt "$ROUNDS" ]; do
   round=$((round + 1))
   for what in $PATHS; do
     set -- $(echo "$what" | tr '|' ' ')
     case $1 in front) who=$GW ;; base) who=$BASE_GW ;; nginx) who=$NGINX ;; *) who=$UPSTREAMS ;; esac
-    before=$(ticks $who)
+    before=$(ticks $who) up_before=$(ticks $UPSTREAMS) cpus_before=$(cpu_ticks)
     printf '%-7s ' "$1"
     url=$2
     ports=
     if [ "$1" = direct ]; then ports=$DIRECT_PORTS; fi
     BENCH_BODY=$BODY BENCH_PORTS=$ports \
-      wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency -s "$D/req.lua" "$url" > "$D/wrk.out"
-    after=$(ticks $who)
+      $ON_CLIENT wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency -s "$D/req.lua" "$url" > "$D/wrk.out"
+    after=$(ticks $who) up_after=$(ticks $UPSTREAMS)
+    set -- $up_before $up_after
+    up_ticks=$(($3 - $1 + $4 - $2))
     set -- $before $after
-    awk -v u=$(($3 - $1)) -v k=$(($4 - $2)) -v hz="$HZ" -v who="$who" -v up="$UPSTREAMS" \
+    awk -v u=$(($3 - $1)) -v k=$(($4 - $2)) -v hz="$HZ" -v who="$who" -v up="$UPSTREAMS" -v upt="$up_ticks" \
       '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
        /Non-2xx|Socket errors/ {err=err" "$0}
-       END {printf "%10s req/s  p50 %8s  p99 %8s  %s CPU/request %5.1f us (user %4.1f, system %4.1f)%s\n",
+       END {printf "%10s req/s  p50 %8s  p99 %8s  %s CPU/request %5.1f us (user %4.1f, system %4.1f)%s%s\n",
             rps, p50, p99, who == up ? "upstream" : "proxy", n ? (u + k) * 1e6 / hz / n : 0,
-            n ? u * 1e6 / hz / n : 0, n ? k * 1e6 / hz / n : 0, err}' "$D/wrk.out"
+            n ? u * 1e6 / hz / n : 0, n ? k * 1e6 / hz / n : 0,
+            who == up || !n ? "" : sprintf("  upstream %5.1f us", upt * 1e6 / hz / n), err}' "$D/wrk.out"
     grep '^p50 ' "$D/wrk.out" | sed 's/^/        /' || true
+    echo "$cpus_before" "$(cpu_ticks)" | awk '{n = NF / 6; out = "       "
+      for (i = 0; i < n; i++) out = out sprintf(" %s busy %3.0f%%", $(3 * i + 1),
+        100 * ($(3 * (i + n) + 2) - $(3 * i + 2)) / ($(3 * (i + n) + 3) - $(3 * i + 3) + 1e-9))
+      print out}'
   done
 done
