@@ -62,18 +62,8 @@ esac
 if [ -n "$DIMS" ]; then
   # Two lathe serve replicas, each on a unix socket (the proxies') and a TCP
   # port (direct).
-  /usr/bin/python3 - "$D" $DIMS <<'PY'
-import sys, torch
-torch.manual_seed(0)
-def mlp(*sizes):
-    layers = []
-    for a, b in zip(sizes, sizes[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers[:-1]).eval()
-import os
-os.makedirs(sys.argv[1] + "/repo/mlp/1")
-torch.jit.script(mlp(*map(int, sys.argv[2:]))).save(sys.argv[1] + "/repo/mlp/1/model.pt")
-PY
+  mkdir -p "$D/repo/mlp/1"
+  /usr/bin/python3 "$(dirname "$0")/mlp_model.py" "$D/repo/mlp/1/model.pt=$(echo $DIMS | tr ' ' ,)"
   cat > "$D/repo/mlp/config.yaml" <<CONF
 backend: torchscript
 max_batch_size: 32
@@ -203,14 +193,20 @@ HZ=$(getconf CLK_TCK)
 cpu_ticks() {
   awk '/^cpu[0-9]/ {t = 0; for (i = 2; i <= 9; i++) t += $i; printf "%s %d %d ", $1, t - $5 - $6, t}' /proc/stat
 }
+# wrk on one path: load NAME URL SECONDS [WRK OPTIONS]; on the direct path
+# each thread goes to one replica.
+load() {
+  name=$1 url=$2 secs=$3
+  shift 3
+  ports=
+  if [ "$name" = direct ]; then ports=$DIRECT_PORTS; fi
+  BENCH_BODY=$BODY BENCH_PORTS=$ports \
+    $ON_CLIENT wrk -t"$WRK_THREADS" -c"$CONNS" -d"${secs}s" "$@" -s "$D/req.lua" "$url"
+}
 # A short unmeasured pass over every path first (WARMUP seconds, default 2):
 # the proxies' kept connections and the replicas' first requests on them.
 for what in $PATHS; do
-  set -- $(echo "$what" | tr '|' ' ')
-  ports=
-  if [ "$1" = direct ]; then ports=$DIRECT_PORTS; fi
-  BENCH_BODY=$BODY BENCH_PORTS=$ports \
-    $ON_CLIENT wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP:-2}s" -s "$D/req.lua" "$2" > /dev/null
+  load $(echo "$what" | tr '|' ' ') "${WARMUP:-2}" > /dev/null
 done
 round=0
 while [ "$round" -lt "$ROUNDS" ]; do
@@ -220,11 +216,7 @@ while [ "$round" -lt "$ROUNDS" ]; do
     case $1 in front) who=$GW ;; base) who=$BASE_GW ;; nginx) who=$NGINX ;; *) who=$UPSTREAMS ;; esac
     before=$(ticks $who) up_before=$(ticks $UPSTREAMS) cpus_before=$(cpu_ticks)
     printf '%-7s ' "$1"
-    url=$2
-    ports=
-    if [ "$1" = direct ]; then ports=$DIRECT_PORTS; fi
-    BENCH_BODY=$BODY BENCH_PORTS=$ports \
-      $ON_CLIENT wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency -s "$D/req.lua" "$url" > "$D/wrk.out"
+    load "$1" "$2" "$SECS" --latency > "$D/wrk.out"
     after=$(ticks $who) up_after=$(ticks $UPSTREAMS)
     set -- $up_before $up_after
     up_ticks=$(($3 - $1 + $4 - $2))

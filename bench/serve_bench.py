@@ -65,19 +65,6 @@ OVERLOAD_DELAY_US = 40000         # (d): the identity model's time per batch
 OVERLOAD_BATCH = 8                # (d): rows per batch, so C ~ 8 / 40 ms = 200 req/s
 OVERLOAD_QUEUE = 32               # (d): requests waiting per priority level before 429
 
-BUILD_MODELS = r"""
-import sys, torch
-out = sys.argv[1]
-torch.manual_seed(0)
-def mlp(*sizes):
-    layers = []
-    for a, b in zip(sizes, sizes[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers[:-1]).eval()
-torch.jit.script(mlp(64, 256, 256, 10)).save(out + "/mlp.pt")
-torch.jit.script(mlp(512, 2048, 2048, 512)).save(out + "/heavy.pt")
-"""
-
 FASTAPI_APP = r"""
 import os, torch
 from fastapi import FastAPI, Request
@@ -638,8 +625,8 @@ def main():
     build = ["g++", "-O2", "-std=c++20", os.path.join(HERE, "bare_beast.cc"), "-o",
              os.path.join(tmp, "bare_beast"), "-pthread"]
     subprocess.run(build, check=True)
-    write(os.path.join(tmp, "build_models.py"), BUILD_MODELS)
-    subprocess.run([PY, os.path.join(tmp, "build_models.py"), tmp], check=True, env=ENV)
+    subprocess.run([PY, os.path.join(HERE, "mlp_model.py"), f"{tmp}/mlp.pt=64,256,256,10",
+                    f"{tmp}/heavy.pt=512,2048,2048,512"], check=True, env=ENV)
     write(os.path.join(tmp, "fastapi_app.py"), FASTAPI_APP)
     write(os.path.join(tmp, "fastapi_idiomatic_app.py"), FASTAPI_IDIOMATIC_APP)
 
