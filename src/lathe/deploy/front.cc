@@ -456,12 +456,12 @@ class FrontImpl final : public Front {
       // percentiles computed after it: the loops take this lock for every
       // request, and must not wait for a sort.
       std::vector<double> latencies;
+      double rps = 0;
       {
         std::lock_guard lock(dep->mu);
         dep->window.AppendLatencies(now, latencies);
+        rps = dep->window.Rps(now);
       }
-      const double rps = static_cast<double>(latencies.size()) * 1000.0 /
-                         static_cast<double>(RequestWindow::kWindowMs);
       const double p50 = RequestWindow::Percentile(latencies, 0.5);
       const double p99 = RequestWindow::Percentile(latencies, 0.99);
       std::lock_guard lock(dep->mu);
