@@ -617,11 +617,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   using Timer = TimerOf<Ex>;
   using UpstreamSocket = UpstreamSocketOf<Ex>;
 
-  Session(std::shared_ptr<Core> core, Stream conn, Ex strand, std::string remote,
+  Session(std::shared_ptr<Core> core, Stream conn, Ex executor, std::string remote,
           std::optional<PeerCred> peer, std::string peer_key, std::string_view reject)
       : core_(std::move(core)),
         options_(core_->options),
-        strand_(std::move(strand)),
+        strand_(std::move(executor)),
         conn_(std::move(conn)),
         timer_(strand_),
         remote_(std::move(remote)),
@@ -1390,11 +1390,11 @@ class Listener final : public ListenerBase,
         tls_(tls) {}
 
   void Accept() override {
-    Ex strand = NewExecutor<Ex>(loops_.Next());
-    acceptor_.async_accept(
-        strand, [self = this->shared_from_this(), strand](error_code ec, Socket socket) mutable {
-          self->OnAccept(ec, std::move(socket), std::move(strand));
-        });
+    Ex executor = NewExecutor<Ex>(loops_.Next());
+    acceptor_.async_accept(executor, [self = this->shared_from_this(), executor](
+                                         error_code ec, Socket socket) mutable {
+      self->OnAccept(ec, std::move(socket), std::move(executor));
+    });
   }
 
   void Close() override {
@@ -1413,7 +1413,7 @@ class Listener final : public ListenerBase,
   }
 
  private:
-  void OnAccept(error_code ec, Socket socket, Ex strand) {
+  void OnAccept(error_code ec, Socket socket, Ex executor) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) return RetryLater(ec);
     if (core_->draining) return;  // the socket closes as it goes out of scope
@@ -1421,12 +1421,12 @@ class Listener final : public ListenerBase,
     PeerKey key = KeyOf(socket, peer, core_->options);
     Core::Admission admission = core_->Admit(key);
     if (admission != Core::Admission::kDrop) {
-      StartSession(std::move(socket), std::move(strand), peer, std::move(key.key), admission);
+      StartSession(std::move(socket), std::move(executor), peer, std::move(key.key), admission);
     }
     Accept();
   }
 
-  void StartSession(Socket socket, Ex strand, std::optional<PeerCred> peer, std::string key,
+  void StartSession(Socket socket, Ex executor, std::optional<PeerCred> peer, std::string key,
                     Core::Admission admission) {
     std::string remote = DescribePeer(socket);
     std::string_view reject;
@@ -1437,11 +1437,11 @@ class Listener final : public ListenerBase,
     if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
       if (tls_ != nullptr) {
         return Launch(std::make_shared<Session<TlsStreamOf<Ex>>>(
-            core_, TlsStreamOf<Ex>(std::move(socket), *tls_), std::move(strand), std::move(remote),
-            peer, std::move(key), reject));
+            core_, TlsStreamOf<Ex>(std::move(socket), *tls_), std::move(executor),
+            std::move(remote), peer, std::move(key), reject));
       }
     }
-    Launch(std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(strand),
+    Launch(std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(executor),
                                              std::move(remote), peer, std::move(key), reject));
   }
 
