@@ -20,6 +20,7 @@
 #include "lathe/os/clock.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
+#include "lathe/os/mounts.h"
 #include "lathe/os/netns.h"
 #include "lathe/os/process.h"
 #include "lathe/run/log_format.h"
@@ -139,51 +140,61 @@ void ExecWithRunEnvironment(const LaunchConfig& c, const std::vector<std::string
   ::execvp(argv[0], argv.data());
 }
 
+// The setup step, as the run's user, in a child this process waits for.
+void RunSetupStep(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
+  ::dup2(err_fd, errpipe);
+  ::fcntl(errpipe, F_SETFD, FD_CLOEXEC);
+  g_reporting_to_log = true;
+  pid_t step = ::fork();
+  if (step < 0)
+    FailChild(errpipe, std::string("cannot fork the setup step: ") + std::strerror(errno));
+  if (step == 0) {
+    DropPrivileges(c, errpipe);
+    ::umask(static_cast<mode_t>(c.umask));
+    if (::chdir("/") != 0) _exit(127);
+    ExecWithRunEnvironment(c, c.setup_argv, out_fd, err_fd);
+    FailChild(errpipe, "cannot execute " + c.setup_argv[0] + ": " + std::strerror(errno));
+  }
+  int ws = 0;
+  while (::waitpid(step, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(ws)) _exit(128 + WTERMSIG(ws));
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 1);
+}
+
+// One path the user named, made read-only in the run's namespace. This
+// process is root and the path is the user's to change at any moment (a
+// component swapped for a symlink between two lookups would redirect a mount
+// by path onto /etc), so the directory is opened once, as the user, not
+// through a symlink, owned by the user, and the bind acts on that descriptor
+// alone (os/mounts.h): what gets mounted, and where, is that one directory.
+void MountReadOnly(const LaunchConfig& c, const std::string& path, int errpipe) {
+  os::FsIdentity id{c.uid, c.gid, c.groups, std::to_string(c.uid)};
+  auto dir = os::OpenOwnedDirAs(path, id);
+  Status st = dir.ok() ? os::BindReadOnlyOnItself(dir->get(), path) : dir.status();
+  if (!st.ok()) FailChild(errpipe, "cannot mount " + path + " read-only: " + st.message());
+}
+
 // The setup step (a read-only workspace's clone), then the read-only
 // mounts. The step may take minutes and prints progress, so the monitor is
 // told first that the run has started (the error pipe becomes the log's
 // stderr: it reads the output meanwhile, and a later failure is the run's
 // exit status with its reason in the log). The step runs as the user in a
 // child; this process stays root for the mounts, and its blocked signals
-// (the monitor's mask) keep it waiting while a stop ends the step. The
-// paths were the user's to make, and a bind of a path onto itself,
-// read-only, in the run's own namespace, can take nothing away from anyone
-// but the run.
+// (the monitor's mask) keep it waiting while a stop ends the step.
 void SetupThenMountReadOnly(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
   if (c.setup_argv.empty() && c.readonly_paths.empty()) return;
-  if (!c.setup_argv.empty()) {
-    ::dup2(err_fd, errpipe);
-    ::fcntl(errpipe, F_SETFD, FD_CLOEXEC);
-    g_reporting_to_log = true;
-    pid_t step = ::fork();
-    if (step < 0)
-      FailChild(errpipe, std::string("cannot fork the setup step: ") + std::strerror(errno));
-    if (step == 0) {
-      DropPrivileges(c, errpipe);
-      ::umask(static_cast<mode_t>(c.umask));
-      if (::chdir("/") != 0) _exit(127);
-      ExecWithRunEnvironment(c, c.setup_argv, out_fd, err_fd);
-      FailChild(errpipe, "cannot execute " + c.setup_argv[0] + ": " + std::strerror(errno));
-    }
-    int ws = 0;
-    while (::waitpid(step, &ws, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFSIGNALED(ws)) _exit(128 + WTERMSIG(ws));
-    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 1);
-  }
+  if (!c.setup_argv.empty()) RunSetupStep(c, out_fd, err_fd, errpipe);
   if (c.readonly_paths.empty()) return;
   OwnMountNamespace(errpipe, "a read-only workspace");
-  for (const auto& path : c.readonly_paths) {
-    if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
-        ::mount(nullptr, path.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID,
-                nullptr) != 0) {
-      FailChild(errpipe, "cannot mount " + path + " read-only: " + std::strerror(errno));
-    }
-  }
+  for (const auto& path : c.readonly_paths) MountReadOnly(c, path, errpipe);
 }
 
 [[noreturn]] void ExecChild(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
   ::setpgid(0, 0);
+  // No set-user-ID program gives the run (or its setup step) more than its
+  // user has: a run never becomes root again (docs/security.md).
+  if (Status st = os::ForbidNewPrivileges(); !st.ok()) FailChild(errpipe, st.message());
   JoinCgroups(c, errpipe);
   PrivateShm(c, errpipe);
   IsolateNetwork(c, errpipe);
