@@ -168,6 +168,17 @@ class Proxy(DaemonTest):
         self.assertNotEqual(r.returncode, 0)
         self.assertNotIn("_lathe/login", r.stdout)
 
+    def test_a_login_never_redirects_off_the_runs_origin(self):
+        run = self.start_server(self.a, "tcp", "env:PORT", "8000")
+        origin = f"http://{run}.localhost:{self.port()}/"
+        # A browser drops a tab or a newline from a URL: "/\t/host" would become "//host".
+        for nxt in ("/%09/127.0.0.1:5555/x", "/%0A/evil.example/", "/%5Cevil.example", "//evil.example/",
+                    "/%7F/x"):
+            url = self.d.cli("open", run, user=USER_A, env=self.d.env(HOME="/tmp")).stdout.strip()
+            status, body, resp = self.request(run, url[len(origin) - 1:] + "&next=" + nxt)
+            self.assertEqual(status, 303, body)
+            self.assertEqual(resp.getheader("Location"), "/", nxt)
+
     def test_everyone_else_is_refused_at_every_path(self):
         run = self.start_server(self.a, "tcp", "env:LATHE_PORT_WEB", "web=8000")
         port = self.served_at(run, "web")

@@ -54,4 +54,13 @@ std::string RunOriginHost(const RunOrigin& o) {
   return (o.port_name.empty() ? "" : o.port_name + ".") + o.run_id + "." + o.base;
 }
 
+bool IsOwnOriginPath(std::string_view next) {
+  if (next.empty() || next[0] != '/' || (next.size() > 1 && next[1] == '/')) return false;
+  for (char c : next) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '\\') return false;
+  }
+  return true;
+}
+
 }  // namespace lathe::api

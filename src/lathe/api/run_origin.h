@@ -37,6 +37,13 @@ struct RunOrigin {
 std::optional<RunOrigin> ParseRunOrigin(std::string_view host_header,
                                         const std::vector<std::string>& bases);
 
+// Whether `next` (a sign-in's `next=` target) is a path of the origin that
+// answers it and nothing a browser could read as another site: it starts
+// with one '/', and holds no backslash and no control character (C0 or DEL;
+// a browser drops a tab or a newline from a URL, so "/\t/host" would become
+// "//host").
+bool IsOwnOriginPath(std::string_view next);
+
 // The host part of a run origin: "tb.r3k7q0m9x2a.localhost".
 std::string RunOriginHost(const RunOrigin& o);
 

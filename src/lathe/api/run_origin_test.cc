@@ -30,5 +30,16 @@ TEST(RunOrigin, TheDaemonsOwnOriginAndJunkAreNotRunOrigins) {
   }
 }
 
+TEST(RunOrigin, OnlyAPathOfThisOriginIsARedirectTarget) {
+  for (const char* p : {"/", "/tree", "/lab?x=1#y", "/a/b/%2F%2Fc", "/%09/x"}) {
+    EXPECT_TRUE(IsOwnOriginPath(p)) << p;
+  }
+  for (const char* p :
+       {"", "x", "//evil.example/x", "/\\evil.example", "/\t/127.0.0.1:5555/x", "\t//evil", "/a\nb",
+        "/a\rb", "/\x7f", "/a\\b", "https://evil.example/", "/\x01/evil"}) {
+    EXPECT_FALSE(IsOwnOriginPath(p)) << p;
+  }
+}
+
 }  // namespace
 }  // namespace lathe::api

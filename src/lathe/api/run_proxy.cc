@@ -109,10 +109,7 @@ void ApiServer::RunOriginLogin(const net::HttpRequest& req, net::Responder& res,
     return res.Send(std::move(r));
   }
   std::string next = req.QueryParam("next").value_or("/");
-  if (next.empty() || next[0] != '/' || next.starts_with("//") || next.starts_with("/\\") ||
-      next.find_first_of("\r\n") != std::string::npos) {
-    next = "/";  // only a path of this origin: never a redirect elsewhere
-  }
+  if (!IsOwnOriginPath(next)) next = "/";  // never a redirect elsewhere
   std::string cookie =
       fmt::format("{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", kRunCookie,
                   issued->cookie_value, opts_.sessions.absolute_ttl_ms / 1000);
