@@ -164,6 +164,38 @@ class Sessions(DaemonTest):
         for value in (code, secret, csrf):
             self.assertNotIn(value.encode(), db)
 
+    def test_a_session_ends_with_the_credential_that_made_it(self):
+        made = json.loads(self.d.cli("token", "create", "--json", "--expires", "1h", user=USER_A,
+                                     env=self.local()).stdout)
+        bearer = {"Authorization": "Bearer " + made["token"]}
+
+        def redeem(url):
+            u = urllib.parse.urlsplit(url)
+            status, headers, body = self.http("GET", u.path + "?" + u.query)
+            self.assertEqual(status, 303, body)
+            return headers["Set-Cookie"].split(";", 1)[0].split("=", 1)[1]
+
+        status, _, code = self.http("POST", "/api/v1/sessions/code", headers=bearer, body={})
+        self.assertEqual(status, 201, code)
+        first = redeem(code["url"])
+        status, _, me = self.http("GET", "/api/v1/session", first)
+        self.assertEqual(status, 200, me)
+        # A token good for an hour makes a session good for that hour at most, not 7 days.
+        self.assertLessEqual(me["expires_at_ms"], made["expires_at_ms"])
+        # The session cannot renew itself past it either.
+        status, _, code = self.http("POST", "/api/v1/sessions/code", first,
+                                    headers={"X-Lathe-CSRF": me["csrf"]}, body={})
+        self.assertEqual(status, 201, code)
+        second = redeem(code["url"])
+        status, _, me2 = self.http("GET", "/api/v1/session", second)
+        self.assertEqual(status, 200, me2)
+        self.assertLessEqual(me2["expires_at_ms"], made["expires_at_ms"])
+        # Revoking the token ends both.
+        self.d.cli("token", "rm", made["id"], user=USER_A, env=self.local())
+        for cookie in (first, second):
+            status, _, body = self.http("GET", "/api/v1/session", cookie)
+            self.assertEqual(status, 401, body)
+
     def test_hosts_the_daemon_does_not_know_are_refused(self):
         cookie, _, _, _ = self.login(USER_A)
         token = self.daemon_token()

@@ -41,6 +41,10 @@ net::HttpResponse ErrorResponse(const Status& s);
 // How a credential made for the caller was asked for, as listings show it:
 // "socket", "daemon token", "token <id>", "session <id>".
 std::string CreatedBy(const Authenticated& a);
+// When the caller's credential ends (epoch ms): a token's expiry, a
+// session's absolute end; 0 for the socket and the daemon's token. What it
+// makes (a session, through a login code) ends no later.
+int64_t CredentialEndMs(const Authenticated& a);
 
 // An event as the API answers it: state::EventToJson and `text`, what a
 // person reads of it in each language ({en, zh}, run/event_text.h).

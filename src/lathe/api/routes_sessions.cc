@@ -61,7 +61,8 @@ void ApiServer::PostSessionCode(ApiCall& call) {
     uid = u->uid;
     name = u->name;
   }
-  auto code = sessions_->IssueCode(uid, name, std::string(kUiScope), CreatedBy(call.auth));
+  auto code = sessions_->IssueCode(uid, name, std::string(kUiScope), CreatedBy(call.auth),
+                                   CredentialEndMs(call.auth));
   if (!code.ok()) return call.Reply(code.status());
   call.Reply(Json{{"code", *code},
                   {"url", LoginUrl(call.req, *code)},

@@ -283,7 +283,7 @@ void ApiServer::PostOpen(ApiCall& call) {
   RunOrigin o{r->id, chosen == &ports.front() ? "" : chosen->name, RunOriginBases()[0]};
   const std::string url = RunOriginUrl(o);
   auto code = sessions_->IssueCode(call.caller.uid, call.caller.user, RunScope(r->id),
-                                   call.auth.via == Via::kSocket ? "socket" : "api");
+                                   CreatedBy(call.auth), CredentialEndMs(call.auth));
   if (!code.ok()) return call.Reply(code.status());
   call.Reply(Json{{"run", r->id},
                   {"port", chosen->name},

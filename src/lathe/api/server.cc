@@ -77,6 +77,12 @@ std::string CreatedBy(const Authenticated& a) {
   return "";
 }
 
+int64_t CredentialEndMs(const Authenticated& a) {
+  if (a.via == Via::kUserToken) return a.token_expires_at_ms;
+  if (a.via == Via::kSession && a.session) return a.session->ends_ms;
+  return 0;
+}
+
 Json EventJson(const state::EventRecord& e) {
   Json j = state::EventToJson(e);
   j["text"] = {{"en", run::EventText(j, Lang::kEn)}, {"zh", run::EventText(j, Lang::kZh)}};
@@ -145,6 +151,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   ASSIGN_OR_RETURN(s->tokens_, TokenService::Open(paths.db, clock));
   ASSIGN_OR_RETURN(s->deploy_keys_, DeployKeyService::Open(paths.db, clock));
   ASSIGN_OR_RETURN(s->sessions_, SessionService::Open(paths.db, clock, s->opts_.sessions));
+  s->sessions_->SetTokenCheck(
+      [tokens = s->tokens_.get()](const std::string& id) { return tokens->IsLive(id); });
   s->auth_ = std::make_unique<Authenticator>(s->token_, d.uid(), *s->tokens_, clock,
                                              AuthLimiter::Options(), s->sessions_.get());
   net::ServerOptions so;

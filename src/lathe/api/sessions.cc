@@ -65,6 +65,7 @@ SessionRecord SessionService::ToRecord(const state::SessionRow& r) const {
   s.created_ms = r.created_at_ms;
   s.expires_ms = std::min(r.expires_at_ms, r.last_used_at_ms + opts_.idle_ttl_ms);
   s.last_used_ms = r.last_used_at_ms;
+  s.ends_ms = r.expires_at_ms;
   s.created_by = r.created_by;
   return s;
 }
@@ -73,13 +74,28 @@ bool SessionService::LiveAt(const state::SessionRow& r, int64_t now_ms) const {
   return now_ms < r.expires_at_ms && now_ms < r.last_used_at_ms + opts_.idle_ttl_ms;
 }
 
+bool SessionService::CreatorLive(const std::string& created_by, int64_t now_ms, int depth) {
+  constexpr int kMaxChain = 8;  // sessions made by sessions; a longer chain is not live
+  constexpr std::string_view kToken = "token ", kSession = "session ";
+  if (created_by.starts_with(kToken)) {
+    return !token_live_ || token_live_(created_by.substr(kToken.size()));
+  }
+  if (created_by.starts_with(kSession)) {
+    if (depth >= kMaxChain) return false;
+    auto parent = store_->Get(created_by.substr(kSession.size()));
+    return parent.ok() && parent->has_value() && LiveAt(**parent, now_ms) &&
+           CreatorLive((*parent)->created_by, now_ms, depth + 1);
+  }
+  return true;  // the socket (the kernel vouched) or the daemon's own token
+}
+
 void SessionService::DropExpiredCodes(int64_t now_mono_ms) {
   std::erase_if(codes_, [&](const auto& kv) { return kv.second.expires_mono_ms <= now_mono_ms; });
 }
 
 Result<std::string> SessionService::IssueCode(uid_t uid, const std::string& user,
                                               const std::string& scope,
-                                              const std::string& created_by) {
+                                              const std::string& created_by, int64_t not_after_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.MonotonicMs();
   DropExpiredCodes(now);
@@ -93,7 +109,8 @@ Result<std::string> SessionService::IssueCode(uid_t uid, const std::string& user
         {{"max", std::to_string(max)}, {"seconds", std::to_string(opts_.code_ttl_ms / 1000)}});
   }
   std::string code = NewSecret();
-  codes_[HashSecret(code)] = PendingCode{uid, user, scope, created_by, now + opts_.code_ttl_ms};
+  codes_[HashSecret(code)] =
+      PendingCode{uid, user, scope, created_by, now + opts_.code_ttl_ms, not_after_ms};
   return code;
 }
 
@@ -116,8 +133,12 @@ Result<IssuedSession> SessionService::Redeem(std::string_view code, std::string_
   PendingCode c = std::move(it->second);
   codes_.erase(it);  // single use: a code shown on the wrong origin is spent too
   if (c.expires_mono_ms <= clock_.MonotonicMs() || c.scope != scope) return CodeInvalid();
-
   const int64_t now = clock_.NowMs();
+  // The credential that asked for the code may have ended since.
+  if ((c.not_after_ms > 0 && c.not_after_ms <= now) || !CreatorLive(c.created_by, now, 0)) {
+    return CodeInvalid();
+  }
+
   RETURN_IF_ERROR(MakeRoom(c.uid, c.scope, now));
   state::SessionRow r;
   r.id = NewId("s");
@@ -128,6 +149,7 @@ Result<IssuedSession> SessionService::Redeem(std::string_view code, std::string_
   r.secret_hash = HashSecret(secret);
   r.created_at_ms = now;
   r.expires_at_ms = now + opts_.absolute_ttl_ms;
+  if (c.not_after_ms > 0) r.expires_at_ms = std::min(r.expires_at_ms, c.not_after_ms);
   r.last_used_at_ms = now;
   r.created_by = c.created_by;
   RETURN_IF_ERROR(store_->Insert(r));
@@ -144,7 +166,7 @@ Result<SessionRecord> SessionService::Verify(std::string_view cookie_value,
   // One answer for every failure: an id (which listings show) says nothing
   // about whether a guess of the secret came close.
   if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash) || r->scope != scope ||
-      !LiveAt(*r, now)) {
+      !LiveAt(*r, now) || !CreatorLive(r->created_by, now, 0)) {
     return Status::Msg(Code::kPermissionDenied, "session.invalid", {{"id", parts->id}});
   }
   if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
@@ -157,7 +179,8 @@ Result<SessionRecord> SessionService::Verify(std::string_view cookie_value,
 bool SessionService::IsLive(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = store_->Get(id);
-  return r.ok() && r->has_value() && LiveAt(**r, clock_.NowMs());
+  const int64_t now = clock_.NowMs();
+  return r.ok() && r->has_value() && LiveAt(**r, now) && CreatorLive((*r)->created_by, now, 0);
 }
 
 std::string SessionService::CsrfToken(const SessionRecord& s) const {

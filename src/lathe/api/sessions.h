@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,7 @@ struct SessionRecord {
   // end and its last recorded use plus the idle time.
   int64_t expires_ms = 0;
   int64_t last_used_ms = 0;  // the last use recorded (at most touch_every_ms stale)
+  int64_t ends_ms = 0;       // its absolute end (epoch ms), used or not
   std::string created_by;    // how its code was issued: "socket", "token <id>", "session <id>"
 };
 
@@ -93,10 +95,15 @@ class SessionService {
 
   // A one-time login code for `uid`/`user` and `scope` (64 hex characters):
   // single use, good for Options::code_ttl_ms, kept in memory only.
+  // `created_by` names the credential that asked for it ("socket", "token
+  // <id>", "session <id>"); the session it makes ends no later than
+  // `not_after_ms` (epoch ms; 0: no bound but its own), the end of that
+  // credential, and ends as soon as that credential is revoked or ends (see
+  // Verify): a short-lived credential cannot make itself a lasting one.
   // ResourceExhausted (session.too_many_codes) when the user, or everyone,
   // holds the most codes that may be outstanding.
   Result<std::string> IssueCode(uid_t uid, const std::string& user, const std::string& scope,
-                                const std::string& created_by);
+                                const std::string& created_by, int64_t not_after_ms = 0);
   // Exchanges a code for a new session of the same scope; the code is gone
   // after this call whatever its outcome. PermissionDenied
   // (session.code_invalid, 401) when the code is unknown, used, expired, or
@@ -105,10 +112,18 @@ class SessionService {
   Result<IssuedSession> Redeem(std::string_view code, std::string_view scope);
   // The live session a cookie value names, only when its scope is `scope`.
   // PermissionDenied (session.invalid, 401) otherwise: unknown, revoked,
-  // mistyped, expired or of another scope.
+  // mistyped, expired, of another scope, or made by a credential that is
+  // no longer live (a token revoked or expired — TokenCheck —, a session
+  // ended, up the chain that made it).
   Result<SessionRecord> Verify(std::string_view cookie_value, std::string_view scope);
-  // True while session `id` exists and has not expired; false on a store error.
+  // True while session `id` exists, has not expired and the credential that
+  // made it is live; false on a store error.
   bool IsLive(const std::string& id);
+  // Whether API token `id` is live (api/tokens.h TokenService::IsLive). Set
+  // once, before the service is used by more than one thread; without it a
+  // session made with a token is bounded by the token's expiry alone.
+  using TokenCheck = std::function<bool(const std::string& token_id)>;
+  void SetTokenCheck(TokenCheck check) { token_live_ = std::move(check); }
   // The session's CSRF token: HMAC-SHA256 of its id under the daemon's key,
   // 64 hex characters. Stable across restarts; not a secret from the page
   // that holds the session (the web UI reads it from GET /api/v1/session).
@@ -130,14 +145,18 @@ class SessionService {
     uid_t uid = 0;
     std::string user, scope, created_by;
     int64_t expires_mono_ms = 0;
+    int64_t not_after_ms = 0;  // the session's end at the latest (0: its own)
   };
   SessionService(std::unique_ptr<state::SessionStore> store, os::Clock& clock, Options o,
                  std::string key)
       : store_(std::move(store)), clock_(clock), opts_(o), csrf_key_(std::move(key)) {}
   SessionRecord ToRecord(const state::SessionRow& r) const;
   bool LiveAt(const state::SessionRow& r, int64_t now_ms) const;
-  void DropExpiredCodes(int64_t now_mono_ms);                            // mu_ held
-  Status MakeRoom(uid_t uid, const std::string& scope, int64_t now_ms);  // mu_ held
+  // Whether the credential `created_by` names is live at `now_ms`; `depth`
+  // counts sessions made by sessions, of which a chain may hold kMaxChain.
+  bool CreatorLive(const std::string& created_by, int64_t now_ms, int depth);  // mu_ held
+  void DropExpiredCodes(int64_t now_mono_ms);                                  // mu_ held
+  Status MakeRoom(uid_t uid, const std::string& scope, int64_t now_ms);        // mu_ held
 
   std::mutex mu_;
   std::unique_ptr<state::SessionStore> store_;  // guarded by mu_
@@ -146,6 +165,7 @@ class SessionService {
   os::Clock& clock_;
   const Options opts_;
   const std::string csrf_key_;  // 32 random bytes as hex
+  TokenCheck token_live_;       // set before use (SetTokenCheck)
 };
 
 }  // namespace lathe::api

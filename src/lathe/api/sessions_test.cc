@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "lathe/api/tokens.h"
@@ -245,6 +246,54 @@ TEST_F(SessionsTest, TheDatabaseHoldsNoCookieOrCode) {
   EXPECT_EQ(bytes.find(secret), std::string::npos);
   EXPECT_EQ(bytes.find(code), std::string::npos);
   EXPECT_NE(bytes.find(HashSecret(secret)), std::string::npos);  // its hash only
+}
+
+TEST_F(SessionsTest, ASessionEndsNoLaterThanTheCredentialThatMadeIt) {
+  const int64_t token_end = clock_.NowMs() + 3600'000;
+  auto code = svc_->IssueCode(kAlice, "alice", std::string(kUiScope), "token t1", token_end);
+  ASSERT_TRUE(code.ok());
+  auto s = svc_->Redeem(*code, kUiScope);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->record.ends_ms, token_end);
+  EXPECT_TRUE(svc_->Verify(s->cookie_value, kUiScope).ok());
+  // A session it makes is bounded by it in turn, however often renewed.
+  code = svc_->IssueCode(kAlice, "alice", std::string(kUiScope), "session " + s->record.id,
+                         s->record.ends_ms);
+  ASSERT_TRUE(code.ok());
+  auto child = svc_->Redeem(*code, kUiScope);
+  ASSERT_TRUE(child.ok());
+  EXPECT_LE(child->record.ends_ms, token_end);
+  clock_.Advance(3600'000);
+  EXPECT_FALSE(svc_->Verify(s->cookie_value, kUiScope).ok());
+  EXPECT_FALSE(svc_->Verify(child->cookie_value, kUiScope).ok());
+}
+
+TEST_F(SessionsTest, ARevokedCredentialEndsWhatItMade) {
+  std::set<std::string> live_tokens = {"t1"};
+  svc_->SetTokenCheck([&](const std::string& id) { return live_tokens.count(id) > 0; });
+  auto code = svc_->IssueCode(kAlice, "alice", std::string(kUiScope), "token t1");
+  ASSERT_TRUE(code.ok());
+  auto s = svc_->Redeem(*code, kUiScope);
+  ASSERT_TRUE(s.ok());
+  code = svc_->IssueCode(kAlice, "alice", "run:r1", "session " + s->record.id);
+  auto child = svc_->Redeem(*code, "run:r1");
+  ASSERT_TRUE(child.ok());
+  EXPECT_TRUE(svc_->Verify(child->cookie_value, "run:r1").ok());
+  EXPECT_TRUE(svc_->IsLive(child->record.id));
+  live_tokens.clear();  // the token is revoked
+  EXPECT_FALSE(svc_->Verify(s->cookie_value, kUiScope).ok());
+  EXPECT_FALSE(svc_->Verify(child->cookie_value, "run:r1").ok());
+  EXPECT_FALSE(svc_->IsLive(child->record.id));
+  // A code it asked for before is no good either.
+  code = svc_->IssueCode(kAlice, "alice", std::string(kUiScope), "token t1");
+  EXPECT_FALSE(svc_->Redeem(*code, kUiScope).ok());
+  // Revoking a session ends the sessions it made.
+  IssuedSession parent = Login();
+  code = svc_->IssueCode(kAlice, "alice", std::string(kUiScope), "session " + parent.record.id);
+  auto made = svc_->Redeem(*code, kUiScope);
+  ASSERT_TRUE(made.ok());
+  ASSERT_TRUE(svc_->Revoke(parent.record.id, kAlice).ok());
+  EXPECT_FALSE(svc_->Verify(made->cookie_value, kUiScope).ok());
 }
 
 }  // namespace
