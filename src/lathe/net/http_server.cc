@@ -491,6 +491,37 @@ bool IsParseError(const error_code& ec) {
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
+// Whether a request's header bytes (request line and fields, as the parser
+// took them) fold a field over lines (obs-fold: CRLF then a space or tab).
+// Beast's parser joins such lines; RFC 9112 (5.2) has a server refuse them,
+// since a proxy in front of it may read the same bytes differently.
+bool HasObsFold(std::string_view header) {
+  for (size_t nl = header.find('\n'); nl != std::string_view::npos && nl + 1 < header.size();
+       nl = header.find('\n', nl + 1)) {
+    if (header[nl + 1] == ' ' || header[nl + 1] == '\t') return true;
+  }
+  return false;
+}
+
+// The status a request's framing gets refused with, or 0 (RFC 9112 6.1,
+// 6.3, 3.2): a transfer coding other than exactly "chunked" (chunked last
+// after another, "chunked, identity", "xchunked"), Transfer-Encoding beside
+// Content-Length, and a second Host field — each a way for two parsers in a
+// row to see two different requests in the same bytes.
+template <typename Fields>
+int FramingError(const Fields& msg) {
+  if (msg.count(http::field::host) > 1) return 400;
+  auto te = msg.find(http::field::transfer_encoding);
+  if (te == msg.end()) return 0;
+  if (msg.count(http::field::transfer_encoding) > 1) return 400;
+  if (msg.find(http::field::content_length) != msg.end()) return 400;
+  std::string_view v = ToStd(te->value());
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  if (EqualsIgnoreCase(v, "chunked")) return 0;
+  return v.find(',') == std::string_view::npos ? 501 : 400;
+}
+
 // Timer::cancel has no error_code overload; it throws only if the reactor fails.
 template <typename T>
 void CancelTimer(T& timer) {
@@ -786,26 +817,43 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // A small request usually arrives whole in one read. Beast's read operations
   // complete through the I/O loop (a post each) when the bytes are already
   // buffered, so the header is parsed here; a partial one goes on through them.
+  // The parser takes a header only whole (it answers need_more and takes
+  // nothing until the blank line is in), so the bytes it took when the
+  // header is done are exactly the header's: they are checked for obs-fold.
   void ParseBuffered() {
     state_ = State::kReadingHeader;
     error_code ec;
+    obs_fold_ = false;
     while (!ec && !parser_->is_header_done() && buffer_.size() > 0) {
-      buffer_.consume(parser_->put(buffer_.data(), ec));
+      const auto in = buffer_.data();
+      const size_t used = parser_->put(in, ec);
+      if (!ec && parser_->is_header_done()) {
+        obs_fold_ = HasObsFold({static_cast<const char*>(in.data()), used});
+      }
+      buffer_.consume(used);
     }
     if (ec == http::error::need_more || (!ec && !parser_->is_header_done())) return ReadHeader();
     OnHeader(ec);
   }
 
+  // More of a header that is not whole yet: read, then parse what is buffered.
   void ReadHeader() {
     state_ = State::kReadingHeader;
-    http::async_read_header(conn_, buffer_, *parser_,
-                            [self = Self()](error_code ec, size_t) { self->OnHeader(ec); });
+    conn_.async_read_some(buffer_.prepare(kReadChunkBytes),
+                          [self = Self()](error_code ec, size_t n) {
+                            if (!ec && self->timed_out_) ec = asio::error::timed_out;
+                            if (ec) return self->OnReadError(ec);
+                            self->buffer_.commit(n);
+                            self->ParseBuffered();
+                          });
   }
 
   void OnHeader(error_code ec) {
     if (ec) return OnReadError(ec);
     first_request_ = false;
     const auto& msg = parser_->get();
+    if (obs_fold_) return SendError(400);
+    if (int status = FramingError(msg); status != 0) return SendError(status);
     auto expect = msg.find(http::field::expect);
     if (expect != msg.end() && !parser_->is_done() &&
         EqualsIgnoreCase(ToStd(expect->value()), "100-continue")) {
@@ -1255,6 +1303,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool write_keep_ = false;  // the connection serves on after it
   uint64_t seq_ = 0;         // request number; a Responder answers only its own
   bool first_request_ = true;
+  bool obs_fold_ = false;  // the header being read folds a field (HasObsFold)
   bool keep_alive_ = true;
   bool linger_ = false;
   size_t lingered_ = 0;

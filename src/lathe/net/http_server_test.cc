@@ -353,6 +353,63 @@ TEST(HttpServer, MalformedRequestGets400) {
   ExpectJsonError(*res);
 }
 
+// Framing two parsers in a row could read differently is refused and the
+// connection closed, so nothing after it is read as another request.
+TEST(HttpServer, AmbiguousFramingIsRefusedAndCloses) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  const std::string smuggled = "GET /second HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\nContent-Length: 0\r\n\r\n",
+       400},
+      {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n", 501},
+      {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n0\r\n\r\n",
+       400},
+      {"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\tfolded\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400},
+  };
+  for (const auto& [request, status] : cases) {
+    RawConn conn = RawConn::Tcp(port);
+    ASSERT_TRUE(conn.Send(request + smuggled));
+    auto res = conn.ReadResponse();
+    ASSERT_TRUE(res.has_value()) << request;
+    EXPECT_EQ(res->status, status) << request;
+    std::string rest;
+    EXPECT_TRUE(conn.WaitClosed(20000, &rest)) << request;
+    EXPECT_EQ(rest.find("HTTP/1.1"), std::string::npos) << request << rest;
+  }
+  // Exactly "chunked" (any case, spaces around) is framing as it should be.
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send(
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:  Chunked \r\n\r\n3\r\nabc\r\n0\r\n\r\n"));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST(HttpServer, AHeaderInPiecesIsStillCheckedWhole) {
+  int port = 0;
+  auto server = StartTcp({}, EchoHandler(), &port);
+  RawConn conn = RawConn::Tcp(port);
+  ASSERT_TRUE(conn.Send("GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n"));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(conn.Send(" folded\r\n\r\n"));
+  auto res = conn.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 400);
+  RawConn ok = RawConn::Tcp(port);
+  ASSERT_TRUE(ok.Send("GET / HTTP/1.1\r\nHo"));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(ok.Send("st: x\r\n\r\n"));
+  res = ok.ReadResponse();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 200);
+}
+
 TEST(HttpServer, StalledHeaderIsAnswered408AndClosed) {
   ServerOptions o;
   o.first_request_timeout_ms = 200;
