@@ -36,16 +36,18 @@ struct DaemonFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string grace = "10s";
-  daemon::RetentionPolicy retention;       // config.yaml only
-  std::string tls_cert, tls_key;           // --tls-cert/--tls-key, else config.yaml's tls
-  std::vector<std::string> allowed_hosts;  // config.yaml only
-  daemon::QuotaConfig quotas;              // config.yaml only
-  daemon::NotebookSettings notebooks;      // config.yaml only
-  std::string deployments_listen;          // --deployments-listen, else config.yaml's
-  std::string gateway_user;                // config.yaml only
-  bool metrics_open_on_loopback = false;   // config.yaml only
-  std::string telemetry_interval;          // --telemetry-interval, else config.yaml's
-  daemon::TelemetrySettings telemetry;     // config.yaml
+  daemon::RetentionPolicy retention;            // config.yaml only
+  std::string tls_cert, tls_key;                // --tls-cert/--tls-key, else config.yaml's tls
+  std::vector<std::string> allowed_hosts;       // config.yaml only
+  daemon::QuotaConfig quotas;                   // config.yaml only
+  daemon::NotebookSettings notebooks;           // config.yaml only
+  std::string deployments_listen;               // --deployments-listen, else config.yaml's
+  std::string gateway_user;                     // config.yaml only
+  std::optional<int> deployments_max_per_user;  // config.yaml only
+  bool metrics_open_on_loopback = false;        // config.yaml only
+  std::string telemetry_interval;               // --telemetry-interval, else config.yaml's
+  daemon::TelemetrySettings telemetry;          // config.yaml
+  daemon::DaemonConfig runs;                    // config.yaml: retry_backoff*, run_log_max
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -67,10 +69,16 @@ Status ApplyConfig(DaemonFlags& f) {
     f.deployments_listen = *c.deployments->listen;
   }
   if (c.deployments && c.deployments->gateway_user) f.gateway_user = *c.deployments->gateway_user;
+  if (c.deployments && c.deployments->max_per_user) {
+    f.deployments_max_per_user = *c.deployments->max_per_user;
+  }
   if (c.metrics && c.metrics->open_on_loopback) {
     f.metrics_open_on_loopback = *c.metrics->open_on_loopback;
   }
   if (c.telemetry) f.telemetry = *c.telemetry;
+  f.runs.retry_backoff_ms = c.retry_backoff_ms;
+  f.runs.retry_backoff_max_ms = c.retry_backoff_max_ms;
+  f.runs.run_log_max_bytes = c.run_log_max_bytes;
   if (given("--telemetry-interval")) {
     auto d = ParseDuration(f.telemetry_interval);
     if (!d.ok() || d->count() < telemetry::kMinIntervalMs) {
@@ -118,11 +126,15 @@ Status RunDaemon(DaemonFlags& f) {
   o.self_exe = os::SelfExe();
   o.retention = f.retention;
   o.quotas = f.quotas;
+  if (f.runs.retry_backoff_ms) o.retry_backoff_ms = *f.runs.retry_backoff_ms;
+  if (f.runs.retry_backoff_max_ms) o.retry_backoff_max_ms = *f.runs.retry_backoff_max_ms;
+  if (f.runs.run_log_max_bytes) o.run_log_max_bytes = *f.runs.run_log_max_bytes;
   if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
   if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;
   if (!f.deployments_listen.empty()) o.deployments.listen = f.deployments_listen;
   if (!f.gateway_user.empty()) o.deployments.gateway_user = f.gateway_user;
+  if (f.deployments_max_per_user) o.deployments.max_per_user = *f.deployments_max_per_user;
   if (f.telemetry.enabled) o.telemetry.enabled = *f.telemetry.enabled;
   if (f.telemetry.interval_ms) o.telemetry.sampler.interval_ms = *f.telemetry.interval_ms;
   if (f.telemetry.max_bytes) o.telemetry.max_bytes = *f.telemetry.max_bytes;

@@ -179,10 +179,12 @@ void PrintSummary(const Json& d, Lang lang) {
   field("deploy.field_replicas", std::to_string(r.value("ready", 0)) + "/" +
                                      std::to_string(r.value("wanted", 0)) + " " +
                                      Tr("deploy.ready", lang));
-  field("deploy.field_url", d.value("url", ""));
+  const std::string url = d.value("url", "");
+  field("deploy.field_url",
+        url.empty() ? Tr("deploy.url_pending", lang, {{"name", d.value("name", "")}}) : url);
   field("deploy.field_access",
         Tr(d.value("public", false) ? "deploy.public" : "deploy.keyed", lang));
-  std::printf("\n  %s\n", d.value("curl", "").c_str());
+  if (!d.value("curl", "").empty()) std::printf("\n  %s\n", d.value("curl", "").c_str());
 }
 
 Status RunCreate(const DeployFlags& f, Lang lang);

@@ -165,7 +165,9 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
 
 Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   doctor::RealSystemOptions ro;
-  ro.lathe_home = daemon::DaemonHome("").home;
+  const daemon::HomePaths home = daemon::DaemonHome("");
+  ro.lathe_home = home.home;
+  ro.lathe_home_is_others = home.system && ::geteuid() != 0;
   ro.daemon_status = PingDaemon;
   ro.store_dir = daemon::ReadableStoreDir();
   if (ro.store_dir.empty()) ro.unreadable_store_dir = daemon::UnreadableStoreDir();

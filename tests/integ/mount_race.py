@@ -83,6 +83,6 @@ def mount_race(test, daemon, runs, batch=20):
                 outcomes["clean"] += 1
             else:
                 outcomes["failed"] += 1
-        daemon.cli("rm", "--finished", user=ATTACKER, env=env, check=False)
+        daemon.cli("rm", "--finished", "--older-than", "0s", user=ATTACKER, env=env, check=False)
     test.assertGreater(outcomes["clean"], 0, outcomes)
     return outcomes

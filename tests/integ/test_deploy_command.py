@@ -172,6 +172,9 @@ class CommandDeployments(DaemonTest):
             (("--port", "70000", *cmd), "'port'"),
             (("--port", "8000", "--ready", "health", *cmd), "'ready'"),
             (("--port", "8000"), "'command'"),
+            # What `lathe run` refuses for a run is refused for a replica at once.
+            (("--port", "8000", "--memory", "10PB", *cmd), "'memory'"),
+            (("--port", "8000", "--cpus", "1000", *cmd), "'cpus'"),
         ]
         for args, word in cases:
             r = self.d.cli("deploy", "create", "bad", *args, check=False)
@@ -182,6 +185,25 @@ class CommandDeployments(DaemonTest):
             self.assertRegex(zh.stderr, "[\u4e00-\u9fff]", args)
             self.assertIn(word.strip("'"), zh.stderr, args)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
+
+    def test_a_refused_start_waits_longer_each_time(self):
+        # A workdir in the daemon's own home: each replica's start is refused.
+        self.d.cli("deploy", "create", "refused", "--port", "8000", "--workdir", self.d.home,
+                   "--", PY, "-c", APP, "v1")
+
+        def refused():
+            ev = [e for e in self.show("refused")["events"] if e["msg_id"] == "deploy.start_refused"]
+            return ev if len(ev) >= 3 else None
+        ev = self.d.wait_for(refused, "three refused starts", 120)[:3]
+        self.assertEqual([e["args"]["delay"] for e in ev], ["1s", "2s", "4s"], ev)
+        for before, after in zip(ev, ev[1:]):
+            waited = after["ts_ms"] - before["ts_ms"]
+            self.assertGreaterEqual(waited, self.delay_ms(before["args"]["delay"]) - 50, ev)
+        self.assertIn(self.d.home, ev[0]["args"]["detail"])
+
+    @staticmethod
+    def delay_ms(text):
+        return int(text.rstrip("s")) * 1000
 
 
 if __name__ == "__main__":

@@ -192,8 +192,8 @@ class Deployments(DaemonTest):
         c.close()
         return out
 
-    def api(self, method, path, user=None):
-        """A request to the daemon's socket, as root or as `user` (a name)."""
+    def api(self, method, path, user=None, body=None):
+        """A request to the daemon's socket, as root or as `user` (a name); `body` (JSON) as root."""
         if user:
             code = (f"import http.client, socket, sys\n"
                     f"c = http.client.HTTPConnection('x')\n"
@@ -207,7 +207,11 @@ class Deployments(DaemonTest):
         c = http.client.HTTPConnection("x")
         c.sock = socket.socket(socket.AF_UNIX)
         c.sock.connect(os.path.join(self.d.home, "lathe.sock"))
-        c.request(method, path)
+        if body is None:
+            c.request(method, path)
+        else:
+            c.request(method, path, body=json.dumps(body),
+                      headers={"Content-Type": "application/json"})
         r = c.getresponse()
         out = r.status, r.read().decode()
         c.close()
@@ -332,6 +336,24 @@ class Deployments(DaemonTest):
                             env=self.d.env(LATHE_LANG="zh"))
             self.assertIn(zh_text, zh.stderr)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json").stdout), [])
+
+    def test_patches_and_key_requests_are_strict(self):
+        ref = self.model(3)
+        self.d.cli("deploy", "create", "strict", "--model", ref, "--replicas", "1")
+        before = self.show("strict")["spec"]
+        for patch, word in (({"promote": "yes"}, "promote"), ({"name": "other"}, "name"),
+                            ({"replica": 2}, "replica")):
+            st, out = self.api("PATCH", "/api/v1/deployments/strict", body=patch)
+            self.assertEqual(st, 400, (patch, out))
+            self.assertIn(word, json.loads(out)["error"]["en"], out)
+        st, out = self.api("PATCH", "/api/v1/deployments/strict", body={"name": "strict"})
+        self.assertEqual(st, 200, out)
+        self.assertEqual(self.show("strict")["spec"], before)
+        st, out = self.api("POST", "/api/v1/deployments/strict/keys", body={"x": 1})
+        self.assertEqual(st, 400, out)
+        self.assertEqual(json.loads(out)["error"]["id"], "deploy.key_unknown_field")
+        st, out = self.api("GET", "/api/v1/deployments/strict/keys")
+        self.assertEqual(json.loads(out)["keys"], [])
 
     def test_an_update_or_scale_that_could_never_fit_is_refused(self):
         ref = self.model(3)
@@ -639,20 +661,23 @@ class Deployments(DaemonTest):
         ref = self.model(3)
         self.d.cli("deploy", "create", "mine", "--model", ref, "--wait")
         port = self.port("mine")
+        # Another user's deployment is as unknown to them as a name nobody holds: not whose it is.
         r = self.show("mine", user=USER, check=False)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("belongs to root", r.stderr)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("no deployment named 'mine'", r.stderr)
+        self.assertNotIn("root", r.stderr)
         r = self.d.cli("deploy", "rm", "mine", user=USER, check=False,
                        env=self.d.env(HOME="/tmp"))
         self.assertNotEqual(r.returncode, 0)
         self.assertEqual(json.loads(self.d.cli("deploy", "ls", "--json", user=USER,
                                                env=self.d.env(HOME="/tmp")).stdout), [])
         self.assertEqual(self.call(port, "/d/mine/predict")[0], 401)
-        self.assertEqual(self.api("GET", "/api/v1/deployments/mine", user=USER)[0], 403)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/mine", user=USER)[0], 404)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/nope", user=USER)[0], 404)
         self.assertEqual(self.api("GET", "/api/v1/metrics/deployments", user=USER)[0], 403)
-        self.assertEqual(self.api("GET", "/api/v1/deployments/mine/events", user=USER)[0], 403)
-        self.assertEqual(self.api("GET", "/api/v1/deployments/mine/keys", user=USER)[0], 403)
-        self.assertEqual(self.api("POST", "/api/v1/deployments/mine/keys", user=USER)[0], 403)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/mine/events", user=USER)[0], 404)
+        self.assertEqual(self.api("GET", "/api/v1/deployments/mine/keys", user=USER)[0], 404)
+        self.assertEqual(self.api("POST", "/api/v1/deployments/mine/keys", user=USER)[0], 404)
         # The replica's socket directly, as the other user: refused by the
         # directory's permissions.
         run = self.show("mine")["replicas"]["list"][0]["run"]

@@ -306,6 +306,22 @@ class Models(DaemonTest):
         r = self.model("show", "m/9", check=False)
         self.assertEqual(r.returncode, 3, r.stderr)
 
+    def test_a_source_directory_only_has_to_be_readable(self):
+        pw = second_user(self, USER)
+        src = os.path.join(self.work, "ro")
+        os.makedirs(src)
+        with open(os.path.join(src, "model.pt"), "w") as f:
+            f.write("weights")
+        os.chown(src, pw.pw_uid, pw.pw_gid)
+        os.chmod(src, 0o555)  # their own, read-only
+        v = json.loads(self.model("create", "ro", "--from-dir", src, "--json", user=USER).stdout)
+        self.assertEqual(v["version"], 1)
+        missing = os.path.join(self.work, "missing")
+        r = self.model("create", "gone", "--from-dir", missing, user=USER, check=False)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(missing + "' does not exist", r.stderr)
+        self.assertNotIn("create it", r.stderr)
+
     def test_another_user(self):
         pw = second_user(self, USER)
         src = os.path.join(self.work, "src")
@@ -328,8 +344,9 @@ class Models(DaemonTest):
 
         # A private model is not theirs to see, nor a name they can add to.
         r = self.model("show", "private", user=USER, check=False)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("belongs to root", r.stderr)
+        self.assertEqual(r.returncode, 3, r.stderr)  # as unknown as a name nobody holds
+        self.assertIn("model private not found", r.stderr)
+        self.assertNotIn("root", r.stderr)
         mine = os.path.join(self.work, "mine")
         os.makedirs(mine)
         with open(os.path.join(mine, "model.pt"), "w") as f:
@@ -337,6 +354,8 @@ class Models(DaemonTest):
         os.chown(mine, pw.pw_uid, pw.pw_gid)
         r = self.model("create", "private", "--from-dir", mine, user=USER, check=False)
         self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("exists already", r.stderr)
+        self.assertNotIn("root", r.stderr)
         listed = json.loads(self.model("ls", "--json", user=USER).stdout)
         self.assertEqual([m["name"] for m in listed], ["shared"])
 

@@ -73,7 +73,9 @@ class RunLists(DaemonTest):
 
         # Bad values name the parameter and what it takes, in both languages.
         for q, param in [({"state": "runing"}, "state"), ({"kind": "batch"}, "kind"),
-                         ({"sort": "size"}, "sort"), ({"offset": "-1"}, "offset")]:
+                         ({"sort": "size"}, "sort"), ({"offset": "-1"}, "offset"),
+                         ({"state": ""}, "state"), ({"state": ",,"}, "state"),
+                         ({"state": "running,"}, "state")]:
             st, body = runs(self.d, all=1, **q)
             self.assertEqual(st, 400, q)
             self.assertEqual(body["error"]["args"]["param"], param, body)

@@ -369,18 +369,22 @@ parameters: {{env: {{HANG_FILE: {cls.hang}}}}}
         s = self.serve("--model", f"m={self.tmp}/mlp.pt")
         cases = {
             "FP64": ("/v2/models/m/infer",
-                     {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP64", "data": [1, 2, 3, 4]}]}),
+                     {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP64", "data": [1, 2, 3, 4]}]},
+                     "serve.wrong_datatype"),
             "wrong shape": ("/v2/models/m/infer",
-                            {"inputs": [{"name": "input", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}),
-            "wrong shape, :predict": ("/v1/models/m:predict", {"instances": [[1.5, 2.5, 3.5]]}),
-            "wrong shape, /predict": ("/predict", {"instances": [[1.5, 2.5, 3.5]]}),
+                            {"inputs": [{"name": "input", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]},
+                            "serve.wrong_shape"),
+            "wrong shape, :predict": ("/v1/models/m:predict", {"instances": [[1.5, 2.5, 3.5]]},
+                                      "serve.wrong_shape"),
+            "wrong shape, /predict": ("/predict", {"instances": [[1.5, 2.5, 3.5]]}, "serve.wrong_shape"),
         }
-        for what, (path, body) in cases.items():
+        for what, (path, body, msg_id) in cases.items():
             with self.subTest(what):
                 status, data, _ = s.request("POST", path, body)
                 self.assertEqual(status, 400, data)
                 err = json.loads(data)
                 self.assertEqual(err["code"], "invalid_argument")
+                self.assertEqual(err.get("id"), msg_id, err)  # as with a config
                 self.assertIn("forward()", err["error"])
                 for leak in ("Traceback", ".py", "code/__torch__", "\n"):
                     self.assertNotIn(leak, err["error"])

@@ -54,6 +54,24 @@ class Users(DaemonTest):
         self.d.cli("stop", theirs, user=USER, env=env)
         self.d.wait_state(theirs, "stopped")
 
+    def test_run_names_are_each_users_own(self):
+        env = self.d.env(HOME="/tmp")
+        mine = self.d.submit("--name", "train", "--", "sleep", "60")
+        # Another user's active run called "train" does not hold the name for them ...
+        theirs = self.d.cli("run", "--name", "train", "--workdir", "/tmp", "--", "sleep", "60",
+                            user=USER, env=env).stdout.strip()
+        self.assertNotEqual(mine, theirs)
+        # ... nor for their own name's second active run.
+        r = self.d.cli("run", "--name", "train", "--workdir", "/tmp", "--", "true", user=USER,
+                       env=env, check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        # The name is the caller's own run, for each of them.
+        self.d.cli("stop", "train", user=USER, env=env)
+        self.d.wait_state(theirs, "stopped")
+        self.assertEqual(self.d.inspect(mine)["state"], "running")
+        self.d.cli("stop", "train")
+        self.d.wait_state(mine, "stopped")
+
     def scratch(self, prefix):
         """A root-owned 0755 directory (removed afterwards) holding a "user"
         directory that belongs to USER: (base, user_dir)."""

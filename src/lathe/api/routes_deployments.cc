@@ -16,6 +16,22 @@ Result<Json> ObjectBody(const net::HttpRequest& req) {
   return body;
 }
 
+// A key request's fields are "name" and "expires", each a string; anything
+// else is refused (docs/api.md: unknown fields are errors, never ignored).
+Status CheckKeyRequest(const Json& body) {
+  for (const auto& [key, value] : body.items()) {
+    if (key != "name" && key != "expires") {
+      return Status::Msg(Code::kInvalidArgument, "deploy.key_unknown_field",
+                         {{"field", key}, {"allowed", "name, expires"}});
+    }
+    if (!value.is_string()) {
+      return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
+                         {{"field", key}, {"type", "string"}});
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void ApiServer::PostDeployment(ApiCall& call) {
@@ -67,17 +83,12 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
   const std::string name = call.Param("name");
   auto owner = daemon_.deployments().OwnerFor(call.caller, name);
   if (!owner.ok()) return call.Reply(owner.status());
+  if (Status s = CheckKeyRequest(*body); !s.ok()) return call.Reply(s);
   DeployKeyRequest req;
   req.deployment = name;
   req.uid = *owner;
   auto u = os::LookupUser(*owner);
   req.user = u.ok() ? u->name : std::to_string(*owner);
-  for (const char* f : {"name", "expires"}) {
-    if (body->contains(f) && !(*body)[f].is_string()) {
-      return call.Reply(Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
-                                    {{"field", f}, {"type", "string"}}));
-    }
-  }
   req.name = body->value("name", "");
   req.expires = body->value("expires", "");
   req.created_by = CreatedBy(call.auth);

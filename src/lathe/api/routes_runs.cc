@@ -132,17 +132,21 @@ Status BadFilter(std::string_view param, std::string_view value, std::string_vie
 // state=a,b  user=NAME  kind=K  q=TEXT  sort=[-]KEY  offset=K
 Result<state::RunFilter> RunFilterOf(const net::HttpRequest& req) {
   state::RunFilter f;
-  if (auto v = req.QueryParam("state"); v && !v->empty()) {
-    for (const auto& name : SplitCommas(*v)) {
+  if (auto v = req.QueryParam("state")) {
+    std::string allowed;
+    for (int i = 0; i <= static_cast<int>(run::RunState::kLost); ++i) {
+      allowed += (allowed.empty() ? "" : ", ") +
+                 std::string(run::StateName(static_cast<run::RunState>(i)));
+    }
+    // Given, the filter names at least one state, and every part is one:
+    // "state=" or "state=,," would otherwise list everything unfiltered.
+    std::vector<std::string> names = SplitCommas(*v);
+    if (names.empty() || v->front() == ',' || v->back() == ',' || v->find(",,") != v->npos) {
+      return BadFilter("state", *v, allowed);
+    }
+    for (const auto& name : names) {
       auto st = run::StateFromName(name);
-      if (!st) {
-        std::string allowed;
-        for (int i = 0; i <= static_cast<int>(run::RunState::kLost); ++i) {
-          allowed += (allowed.empty() ? "" : ", ") +
-                     std::string(run::StateName(static_cast<run::RunState>(i)));
-        }
-        return BadFilter("state", name, allowed);
-      }
+      if (!st) return BadFilter("state", name, allowed);
       f.states.push_back(*st);
     }
   }

@@ -201,9 +201,14 @@ ApiServer::~ApiServer() { Stop(); }
 std::string ApiServer::tcp_endpoint() const { return fmt::format("{}:{}", opts_.host, port_); }
 
 std::string ApiServer::url() const {
-  bool v6 = opts_.host.find(':') != std::string::npos;
+  // A wildcard listener is reached on this machine through loopback: a
+  // client given "0.0.0.0" would connect nowhere (or anywhere).
+  std::string host = opts_.host == "0.0.0.0" ? "127.0.0.1"
+                     : opts_.host == "::"    ? "::1"
+                                             : opts_.host;
+  bool v6 = host.find(':') != std::string::npos;
   return fmt::format("{}://{}{}{}:{}", opts_.tls.cert_file.empty() ? "http" : "https",
-                     v6 ? "[" : "", opts_.host, v6 ? "]" : "", port_);
+                     v6 ? "[" : "", host, v6 ? "]" : "", port_);
 }
 
 void ApiServer::Stop() {

@@ -64,8 +64,10 @@ class ApiServer {
 
   int port() const { return port_; }
   std::string tcp_endpoint() const;
-  std::string url() const;  // "https://HOST:PORT" with TLS, else "http://HOST:PORT"
-  void Stop();              // ends streams, drains requests
+  // "https://HOST:PORT" with TLS, else "http://HOST:PORT"; a wildcard host
+  // (0.0.0.0, ::) is given as loopback, where a local client reaches it.
+  std::string url() const;
+  void Stop();  // ends streams, drains requests
 
   // The browser sessions of this daemon (the run-origin proxy issues and
   // checks its own scopes with it). Thread-safe itself.

@@ -8,6 +8,9 @@
 namespace lathe::daemon {
 namespace {
 
+constexpr int64_t kMaxRetryBackoffMs = 24LL * 3600 * 1000;
+constexpr uint64_t kMinRunLogBytes = 1 << 20;
+
 Status BadKey(std::string_view file, const std::string& key, const std::string& allowed) {
   return Status::Msg(Code::kInvalidArgument, "config.bad_key",
                      {{"file", std::string(file)}, {"key", key}, {"allowed", allowed}});
@@ -109,8 +112,11 @@ Result<NotebookSettings> ParseNotebooks(const YAML::Node& node, std::string_view
 // deployments: {listen: HOST:PORT, gateway_user: NAME}
 Result<DeploymentSettings> ParseDeployments(const YAML::Node& node, std::string_view file) {
   DeploymentSettings d;
-  constexpr const char* kKeys = "deployments.listen, deployments.gateway_user";
-  if (!node.IsMap()) return BadKey(file, "deployments", "a mapping of listen, gateway_user");
+  constexpr const char* kKeys =
+      "deployments.listen, deployments.gateway_user, deployments.max_per_user";
+  if (!node.IsMap()) {
+    return BadKey(file, "deployments", "a mapping of listen, gateway_user, max_per_user");
+  }
   for (const auto& kv : node) {
     std::string key = "deployments." + kv.first.Scalar();
     if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
@@ -122,6 +128,10 @@ Result<DeploymentSettings> ParseDeployments(const YAML::Node& node, std::string_
       d.listen = v;
     } else if (key == "deployments.gateway_user") {
       d.gateway_user = v;
+    } else if (key == "deployments.max_per_user") {
+      auto n = ParseCount(v);
+      if (!n.ok() || *n > 100000) return BadKey(file, key, "a whole number, 0 for no limit");
+      d.max_per_user = static_cast<int>(*n);
     } else {
       return BadKey(file, key, kKeys);
     }
@@ -284,10 +294,22 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       } else if (key == "grace") {
         if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
         c.grace = v;
+      } else if (key == "retry_backoff" || key == "retry_backoff_max") {
+        auto d = ParseDuration(v);
+        if (!d.ok() || d->count() < 0 || d->count() > kMaxRetryBackoffMs) {
+          return bad(key, "a duration from 0s to 24h, such as 1s");
+        }
+        (key == "retry_backoff" ? c.retry_backoff_ms : c.retry_backoff_max_ms) = d->count();
+      } else if (key == "run_log_max") {
+        auto b = ParseBytes(v);
+        if (!b.ok() || *b < kMinRunLogBytes)
+          return bad(key, "a size of at least 1MiB, such as 10GiB");
+        c.run_log_max_bytes = *b;
       } else {
         return bad(key,
                    "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
-                   "notebooks, deployments, metrics, telemetry");
+                   "notebooks, deployments, metrics, telemetry, retry_backoff, retry_backoff_max, "
+                   "run_log_max");
       }
     }
   } catch (const YAML::Exception& e) {

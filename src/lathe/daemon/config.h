@@ -59,6 +59,7 @@ struct NotebookSettings {
 struct DeploymentSettings {
   std::optional<std::string> listen;
   std::optional<std::string> gateway_user;
+  std::optional<int> max_per_user;
 };
 
 // metrics: (docs/metrics.md)
@@ -96,6 +97,9 @@ struct DaemonConfig {
   std::optional<DeploymentSettings> deployments;
   std::optional<MetricsSettings> metrics;
   std::optional<TelemetrySettings> telemetry;
+  std::optional<int64_t> retry_backoff_ms;      // `retry_backoff`: the first wait before a retry
+  std::optional<int64_t> retry_backoff_max_ms;  // `retry_backoff_max`: the longest wait
+  std::optional<uint64_t> run_log_max_bytes;    // `run_log_max`: one run's log at most
 };
 
 // HOST:PORT with a port from 0 to 65535, else config.bad_key naming `key`

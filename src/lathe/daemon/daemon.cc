@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/ids.h"
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
@@ -22,6 +23,7 @@
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
+#include "lathe/run/event_text.h"
 #include "lathe/run/log_reader.h"
 #include "lathe/run/secret_mask.h"
 #include "lathe/sched/scheduler.h"
@@ -135,6 +137,7 @@ Status Daemon::Init() {
   deployments_ = std::make_unique<Deployments>(*this, opts_.deployments, clock_);
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
+  ReclaimLeftovers();
   PurgeExpiredKeys(/*now=*/true);
   return Status::OK();
 }
@@ -150,6 +153,17 @@ Result<std::vector<state::RunRecord>> Daemon::ReplicasOf(const std::string& name
                                                          int64_t ended_since_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   return store_->OfDeployment(name, ended_since_ms);
+}
+
+Result<std::vector<std::string>> Daemon::LiveReplicaSockets() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto live, store_->InStates({RunState::kQueued, RunState::kStarting,
+                                                RunState::kRunning, RunState::kStopping}));
+  std::vector<std::string> sockets;
+  for (const auto& r : live) {
+    if (!r.spec.deployment_socket.empty()) sockets.push_back(r.spec.deployment_socket);
+  }
+  return sockets;
 }
 
 void Daemon::Stop() {
@@ -420,10 +434,49 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
   if (!Transition(r, RunState::kLost, why).ok()) return;
   if (r.retries_used < r.spec.retry) {
     r.retries_used++;
-    (void)Transition(
-        r, RunState::kQueued,
-        fmt::format("retry {} of {} after the run was lost", r.retries_used, r.spec.retry));
+    if (Transition(
+            r, RunState::kQueued,
+            fmt::format("retry {} of {} after the run was lost", r.retries_used, r.spec.retry))
+            .ok()) {
+      HoldForRetry(r);
+    }
   }
+}
+
+int64_t Daemon::RetryBackoffMs(int retries_used) const {
+  int64_t wait = std::max<int64_t>(opts_.retry_backoff_ms, 0);
+  for (int i = 1; i < retries_used && wait < opts_.retry_backoff_max_ms; ++i) wait *= 2;
+  return std::min(wait, opts_.retry_backoff_max_ms);
+}
+
+void Daemon::HoldForRetry(const RunRecord& r) {
+  const int64_t wait_ms = RetryBackoffMs(r.retries_used);
+  if (wait_ms <= 0) return;
+  retry_at_ms_[r.id] = clock_.MonotonicMs() + wait_ms;
+}
+
+// Takes the queued runs that wait out a retry's backoff out of `queued`,
+// with the note of what they wait on.
+std::vector<std::pair<std::string, Daemon::WaitNote>> Daemon::HoldBackRetries(
+    std::vector<RunRecord>& queued) {
+  const int64_t now = clock_.MonotonicMs();
+  std::vector<std::pair<std::string, WaitNote>> held;
+  std::erase_if(queued, [&](const RunRecord& r) {
+    auto it = retry_at_ms_.find(r.id);
+    if (it == retry_at_ms_.end()) return false;
+    if (it->second <= now) {
+      retry_at_ms_.erase(it);
+      return false;
+    }
+    const int64_t left_s = (it->second - now + 999) / 1000;
+    held.emplace_back(r.id, WaitNote{Tr("event.retry_backoff", Lang::kEn,
+                                        {{"n", std::to_string(r.retries_used)},
+                                         {"max", std::to_string(r.spec.retry)},
+                                         {"seconds", std::to_string(left_s)}}),
+                                     "retry_backoff", ""});
+    return true;
+  });
+  return held;
 }
 
 // ---- supervision ----------------------------------------------------------------
@@ -522,6 +575,13 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
                                 {"msg_id", lost.msg_id()}},
                            clock_.NowMs());
   }
+  if (e.log_trimmed_bytes > 0) {  // the log passed its cap: its middle was given back
+    auto ev = run::MakeEventMessage("run.log_truncated",
+                                    {{"bytes", FormatBytes(e.log_trimmed_bytes)},
+                                     {"max", FormatBytes(opts_.run_log_max_bytes)}},
+                                    Json{{"trimmed_bytes", e.log_trimmed_bytes}});
+    (void)store_->AddEvent(r.id, "warning", ev.message, ev.data, clock_.NowMs());
+  }
   if (to == RunState::kFailed) AttachDiagnosis(r);
   if (to == RunState::kFailed && e.start_error.empty() && !no_workspace &&
       r.retries_used < r.spec.retry) {
@@ -531,10 +591,14 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   if (requeue) {
     if (to == RunState::kPreempted) r.preemptions++;
     r.stop_intent = run::StopIntent::kNone;
-    (void)Transition(r, RunState::kQueued,
-                     to == RunState::kPreempted
-                         ? std::string("requeued after preemption")
-                         : fmt::format("retry {} of {}", r.retries_used, r.spec.retry));
+    const bool retry = to != RunState::kPreempted;
+    if (Transition(r, RunState::kQueued,
+                   retry ? fmt::format("retry {} of {}", r.retries_used, r.spec.retry)
+                         : std::string("requeued after preemption"))
+            .ok() &&
+        retry) {
+      HoldForRetry(r);
+    }
   }
 }
 
@@ -564,12 +628,14 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   }
   if (backend_->Caps().places_runs) {  // a cluster queues and places them itself
     waiting_why_.clear();
+    for (auto& [id, note] : HoldBackRetries(*queued)) waiting_why_[id] = std::move(note);
     std::vector<PendingStart> starts;
     for (auto& r : *queued) {
       if (auto s = PrepareStart(r, {})) starts.push_back(std::move(*s));
     }
     return starts;
   }
+  auto backoff = HoldBackRetries(*queued);
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
   for (const auto& r : *queued) {
@@ -598,7 +664,8 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   }
   sched::Accounts accounts = AccountsFor(*queued, *active);
   sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs(), accounts);
-  NoteWaiting(d);
+  NoteWaiting(d);  // starts the notes afresh
+  for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);
   for (const auto& victim : d.preempt) {
     for (auto& r : *active) {
       if (r.id == victim)
@@ -644,6 +711,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.isolated_network = r.spec.network == run::Network::kIsolated;
   q.attempt_dir = AttemptDir(r);
   q.log_path = LogPath(r);
+  q.log_max_bytes = opts_.run_log_max_bytes;
   if (IsNotebook(r)) {
     // Made at submission; a run from before notebooks had tokens gets one now.
     auto token = NotebookToken(r.run_dir);

@@ -73,7 +73,15 @@ struct DaemonOptions {
   std::string gpus = "auto";  // "auto" | "none" | "sim:4x24GB"
   int kill_grace_ms = 10000;  // stopping: SIGTERM, then SIGKILL after this
   int poll_ms = 100;          // supervisor loop period
-  std::string self_exe;       // the lathe binary, for `lathe __monitor`
+  // A run that failed and is retried waits retry_backoff_ms before its next
+  // attempt, twice as long after each failure, at most retry_backoff_max_ms
+  // (config.yaml `retry_backoff`, `retry_backoff_max`).
+  int64_t retry_backoff_ms = 1000;
+  int64_t retry_backoff_max_ms = 300'000;
+  // One run's log at most (config.yaml `run_log_max`): past it the monitor
+  // keeps the head and a rolling tail (exec::LaunchRequest::log_max_bytes).
+  uint64_t run_log_max_bytes = 10ULL << 30;
+  std::string self_exe;  // the lathe binary, for `lathe __monitor`
   // How runs' files (exit.json, monitor.json) are read and monitors looked
   // for; null: os::RealEnv(). Not owned; tests inject faults through it.
   os::Env* env = nullptr;
@@ -141,6 +149,8 @@ class Daemon {
   Deployments& deployments() { return *deployments_; }
   // The replicas of deployment `name` (RunStore::OfDeployment).
   Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name, int64_t ended_since_ms);
+  // The sockets of every replica that has not ended, whatever its deployment.
+  Result<std::vector<std::string>> LiveReplicaSockets();
 
   // Validates and queues a run. `spec_json` is the spec object (spec.h).
   // With an `idempotency_key` (validated by the API), a request that repeats
@@ -245,6 +255,10 @@ class Daemon {
 
   Json StatusJson();
   Json GpusJson();
+  // Whether a run with `spec`'s resources could ever be placed on this node,
+  // whatever else runs: InvalidArgument naming the field (spec.too_much,
+  // spec.too_many_gpus, spec.no_gpus) otherwise. Constant after start.
+  Status CheckFitsNode(const run::RunSpec& spec) const;
   // What GET /metrics shows (metrics_daemon.cc): a fresh sample of the GPU
   // source (the start-up one when it fails), the runs holding GPUs, the queue
   // per priority, every run per state and the scheduling latency.
@@ -300,6 +314,7 @@ class Daemon {
   void Loop();
   std::vector<PendingStart> Tick();  // one pass, mu_ held
   void Recover();                    // at start, mu_ held
+  void ReclaimLeftovers();           // at start, mu_ held (leftovers.cc)
   void RecoverRun(state::RunRecord& r);
   void Readopt(state::RunRecord& r);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
@@ -336,6 +351,10 @@ class Daemon {
   // Records why each queued run waits, with an event the first time a run
   // waits on a given quota limit.
   void NoteWaiting(const sched::Decision& d);
+  // Retries' backoff (daemon.cc): the wait before retry `retries_used`, its
+  // start, and the queued runs still waiting theirs out.
+  int64_t RetryBackoffMs(int retries_used) const;
+  void HoldForRetry(const state::RunRecord& r);
   // Opens telemetry.db and makes the sampler (telemetry_daemon.cc), when enabled.
   Status InitTelemetry();
   // The sampler's hooks (telemetry_daemon.cc); each takes mu_.
@@ -343,7 +362,6 @@ class Daemon {
   // The notebook watch's hooks (notebooks_daemon.cc); each takes mu_.
   NotebookWatch::Hooks NotebookHooks();
   Result<std::string> CachedNotebookToken(const state::RunRecord& r);  // mu_ held
-  Status CheckFitsNode(const run::RunSpec& spec) const;
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
   // unless `now`; mu_ held.
   void PurgeExpiredKeys(bool now = false);
@@ -426,6 +444,11 @@ class Daemon {
     std::string user;  // "quota": whose quota
   };
   std::map<std::string, WaitNote> waiting_why_;  // run id -> why it waits
+  // run id -> when a retried run may start again (monotonic ms): its backoff.
+  // Kept in memory: after a daemon restart a retry starts without waiting.
+  std::map<std::string, int64_t> retry_at_ms_;
+  std::vector<std::pair<std::string, WaitNote>> HoldBackRetries(
+      std::vector<state::RunRecord>& queued);
   // run id -> when its current attempt was queued (wall ms), for the
   // scheduling latency; set on submission and requeue, dropped when it
   // leaves the queue. A run queued before this daemon started is absent.

@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <filesystem>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/daemon.h"
@@ -59,16 +61,29 @@ std::string_view AccessActionName(AccessAction a) {
   return "use";
 }
 
+namespace {
+
+// run.forbidden for `ref`, owned by `owner`: the action in each language
+// ({action} in English, {action_zh} in Chinese: a verb is not an argument
+// one text can carry for both).
+Status RunForbidden(const std::string& ref, const std::string& owner, AccessAction action) {
+  const std::string name(AccessActionName(action));
+  std::string id = "run.action." + name;
+  std::replace(id.begin(), id.end(), ' ', '_');
+  return Status::Msg(
+      Code::kPermissionDenied, "run.forbidden",
+      {{"run", ref}, {"owner", owner}, {"action", name}, {"action_zh", Tr(id, Lang::kZh)}});
+}
+
+}  // namespace
+
 // `resume_from` names a run the caller may read; stored as its id. A spec
 // without a checkpoint directory takes the resumed run's.
 Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
   if (spec.resume_from.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(RunRecord from, store_->Resolve(spec.resume_from));
+  ASSIGN_OR_RETURN(RunRecord from, store_->Resolve(spec.resume_from, caller.uid));
   if (!caller.admin && caller.uid != from.uid) {
-    return Status::Msg(Code::kPermissionDenied, "run.forbidden",
-                       {{"run", spec.resume_from},
-                        {"owner", from.user},
-                        {"action", std::string(AccessActionName(AccessAction::kResumeFrom))}});
+    return RunForbidden(spec.resume_from, from.user, AccessAction::kResumeFrom);
   }
   if (spec.checkpoint_dir.empty()) {
     spec.checkpoint_dir = from.spec.checkpoint_dir;
@@ -211,7 +226,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   r.id = NewId("r");
   r.name = spec.name.empty() ? r.id : spec.name;
   if (!spec.name.empty()) {
-    ASSIGN_OR_RETURN(bool used, store_->NameInUse(spec.name));
+    ASSIGN_OR_RETURN(bool used, store_->NameInUse(spec.name, caller.uid));  // unique per user
     if (used) return Status::Msg(Code::kInvalidArgument, "run.name_in_use", {{"name", spec.name}});
   }
   r.uid = caller.uid;
@@ -264,11 +279,9 @@ Result<int64_t> Daemon::CountRuns() {
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
                                  AccessAction action) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref));
+  ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref, caller.uid));
   if (!caller.admin && caller.uid != r.uid) {
-    return Status::Msg(
-        Code::kPermissionDenied, "run.forbidden",
-        {{"run", ref}, {"owner", r.user}, {"action", std::string(AccessActionName(action))}});
+    return RunForbidden(ref, r.user, action);
   }
   return r;
 }

@@ -95,8 +95,14 @@ TEST_F(DaemonRulesTest, AFailureUsesARetryAndTheLastFailureEndsTheRun) {
   Step();
   RunRecord r = Get(id);
   EXPECT_EQ(r.retries_used, 1);
-  EXPECT_TRUE(r.state == RunState::kQueued || r.state == RunState::kRunning)
-      << run::StateName(r.state);
+  EXPECT_EQ(r.state, RunState::kQueued);
+  // The retry waits out its backoff (1 s after the first failure) first.
+  Step();
+  EXPECT_EQ(backend_.Launches(id), 1);
+  EXPECT_EQ(daemon_->WaitingOn(id), "retry_backoff");
+  EXPECT_NE(daemon_->WaitingWhy(id).find("retry 1 of 1 in 1s"), std::string::npos)
+      << daemon_->WaitingWhy(id);
+  clock_.Advance(1'000);
   Step();
   EXPECT_EQ(backend_.Launches(id), 2);
   backend_.Exit(id, 3);
@@ -107,6 +113,24 @@ TEST_F(DaemonRulesTest, AFailureUsesARetryAndTheLastFailureEndsTheRun) {
   ASSERT_TRUE(r.exit_code);
   EXPECT_EQ(*r.exit_code, 3);
   EXPECT_EQ(backend_.Launches(id), 2);
+}
+
+TEST_F(DaemonRulesTest, EachRetryWaitsTwiceAsLongUpToTheCap) {
+  std::string id = Submit({{"retry", 20}});
+  Step();
+  int64_t expected_ms = 1'000;
+  for (int attempt = 1; attempt <= 12; ++attempt) {
+    ASSERT_EQ(backend_.Launches(id), attempt);
+    backend_.Exit(id, 1);
+    Step();
+    clock_.Advance(expected_ms - 1);
+    Step();
+    EXPECT_EQ(backend_.Launches(id), attempt) << "retry " << attempt << " started early";
+    clock_.Advance(1);
+    Step();
+    expected_ms = std::min<int64_t>(expected_ms * 2, 300'000);
+  }
+  EXPECT_EQ(backend_.Launches(id), 13);
 }
 
 TEST_F(DaemonRulesTest, APreemptionRequeuesWithoutUsingARetry) {

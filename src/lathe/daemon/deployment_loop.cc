@@ -8,10 +8,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 #include "lathe/common/ids.h"
+#include "lathe/common/units.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/daemon/run_checkpoints.h"
+#include "lathe/daemon/secret_files.h"
 #include "lathe/deploy/reconcile.h"
 #include "lathe/os/command.h"
 #include "lathe/os/files.h"
@@ -264,11 +267,17 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
                         obs, state.ok() ? *state : deploy::State(), now);
   for (const auto& [version, n] : dec.start) {
     for (int i = 0; i < n; ++i) {
-      if (Status s = StartReplica(d, *spec, version); !s.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        (void)AddEvent(d.name, "warning", "deploy.start_failed",
-                       {{"version", version}, {"detail", s.message()}});
-      }
+      Status s = StartReplica(d, *spec, version);
+      if (s.ok()) continue;
+      // Refused before any replica ran: the version waits the crash-loop
+      // backoff as after a crash, rather than being tried at every tick.
+      const int64_t delay_ms = deploy::NoteRefusedStart(dec.next, version, s.message(), now);
+      std::lock_guard<std::mutex> lock(mu_);
+      (void)AddEvent(d.name, "warning", "deploy.start_refused",
+                     {{"version", version},
+                      {"detail", s.message()},
+                      {"delay", FormatDuration(std::chrono::milliseconds(delay_ms))}});
+      break;
     }
   }
   Caller daemon_caller{daemon_.uid(), "deployment " + d.name, true};
@@ -496,10 +505,25 @@ std::string Deployments::SocketRoot() const {
   return daemon_.paths().home + "/deployments/sockets";
 }
 
+void Deployments::ReclaimSocketDirs() {
+  auto live = daemon_.LiveReplicaSockets();
+  auto names = os::ListDir(SocketRoot());
+  if (!live.ok() || !names.ok()) return;  // none yet, or unreadable: nothing to reclaim
+  std::set<std::string> kept;
+  for (const auto& sock : *live) kept.insert(sock.substr(0, sock.rfind('/')));
+  size_t removed = 0;
+  for (const auto& name : *names) {
+    const std::string dir = SocketRoot() + "/" + name;
+    if (kept.count(dir) || !RemoveDaemonTree(dir).ok()) continue;
+    ++removed;
+  }
+  if (removed > 0) spdlog::info("leftovers: removed {} replica socket directories", removed);
+}
+
 void Deployments::RemoveSocketDir(const state::RunRecord& r) {
   const std::string& sock = r.spec.deployment_socket;
-  if (sock.rfind(SocketRoot() + "/", 0) != 0) return;  // only ours
-  (void)os::RemoveAll(sock.substr(0, sock.rfind('/')));
+  if (sock.rfind(SocketRoot() + "/", 0) != 0) return;       // only ours
+  (void)RemoveDaemonTree(sock.substr(0, sock.rfind('/')));  // the owner's socket, as the owner
 }
 
 Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
@@ -739,8 +763,10 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   std::string auth =
       d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
   const std::string ready_path = d.spec.value("ready", "/");
-  j["curl"] = d.spec.contains("command") ? "curl " + auth + UrlOf(d.name) + ready_path.substr(1)
-                                         : "curl " + auth + UrlOf(d.name) + "v2/models/" + model;
+  const std::string url = UrlOf(d.name);
+  j["curl"] = url.empty()                  ? ""  // the front has no port yet
+              : d.spec.contains("command") ? "curl " + auth + url + ready_path.substr(1)
+                                           : "curl " + auth + url + "v2/models/" + model;
   return j;
 }
 

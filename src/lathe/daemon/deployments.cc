@@ -13,6 +13,9 @@
 
 namespace lathe::daemon {
 
+// Events kept per deployment: the newest; older ones are pruned as new ones come.
+constexpr int64_t kMaxEventsPerDeployment = 1000;
+
 Deployments::Deployments(Daemon& daemon, DeploymentOptions options, os::Clock& clock)
     : daemon_(daemon), opts_(std::move(options)), clock_(clock) {}
 
@@ -25,6 +28,7 @@ Status Deployments::Start() {
     ASSIGN_OR_RETURN(keys_, state::DeployKeyStore::Open(daemon_.paths().db));
     started_ms_ = clock_.NowMs();
   }
+  ReclaimSocketDirs();
   loop_ = std::thread([this] { Loop(); });
   return Status::OK();
 }
@@ -58,8 +62,9 @@ std::string Deployments::UrlOf(const std::string& name) {
     } catch (...) {
     }
   }
+  if (port == 0) return "";  // not known until the front has started (deploy show has it)
   std::string scheme = opts_.tls_cert.empty() ? "http" : "https";
-  return scheme + "://" + host + ":" + (port ? std::to_string(port) : "?") + "/d/" + name + "/";
+  return scheme + "://" + host + ":" + std::to_string(port) + "/d/" + name + "/";
 }
 
 Status Deployments::AddEvent(const std::string& name, const std::string& level,
@@ -76,7 +81,7 @@ Status Deployments::AddEvent(const std::string& name, const std::string& level,
   }
   e.message = Tr(msg_id, Lang::kEn, a);
   spdlog::info("deployment {}: {}", name, e.message);
-  return store_->AddEvent(e);
+  return store_->AddEvent(e, kMaxEventsPerDeployment);
 }
 
 Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
@@ -108,12 +113,9 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
 Result<state::DeploymentRecord> Deployments::Owned(const Caller& caller, const std::string& name) {
   ASSIGN_OR_RETURN(auto d, store_->Get(name));
   if (!d || (!caller.admin && d->uid != caller.uid)) {
-    // Another user's deployment is theirs to know of: not "not found" (the
-    // name is taken for everyone), but not shown either.
-    if (d) {
-      return Status::Msg(Code::kPermissionDenied, "deploy.forbidden",
-                         {{"name", name}, {"owner", d->user}});
-    }
+    // Another user's deployment is not shown, nor whose it is: it answers as
+    // an unknown name does (creating one with its name says the name is
+    // taken, and no more).
     return Status::Msg(Code::kNotFound, "deploy.not_found", {{"name", name}});
   }
   return *d;
@@ -173,7 +175,19 @@ Status Deployments::CheckFitsMachine(const DeploymentSpec& spec) {
                         {"gpus", std::to_string(spec.resources.gpus)},
                         {"total", std::to_string(total)}});
   }
-  return Status::OK();
+  // What `lathe run` refuses for a run is refused for each replica.
+  return daemon_.CheckFitsNode(spec.resources);
+}
+
+Status Deployments::CheckUserLimit(const Caller& caller) {
+  if (caller.admin || opts_.max_per_user <= 0) return Status::OK();
+  ASSIGN_OR_RETURN(auto all, store_->List());
+  const auto mine = std::count_if(all.begin(), all.end(), [&](const state::DeploymentRecord& d) {
+    return d.uid == caller.uid;
+  });
+  if (mine < opts_.max_per_user) return Status::OK();
+  return Status::Msg(Code::kResourceExhausted, "deploy.too_many",
+                     {{"max", std::to_string(opts_.max_per_user)}});
 }
 
 Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
@@ -187,6 +201,7 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   }
   RETURN_IF_ERROR(CheckFitsMachine(spec));
   std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckUserLimit(caller));
   state::DeploymentRecord d;
   d.name = spec.name;
   d.uid = caller.uid;
@@ -235,10 +250,21 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   bool promote = false;
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     if (it.key() == "promote") {
-      promote = it->is_boolean() && it->get<bool>();
+      if (!it->is_boolean()) {
+        return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
+                           {{"field", "promote"}, {"type", "true or false"}});
+      }
+      promote = it->get<bool>();
       continue;
     }
-    if (it.key() == "name") continue;
+    if (it.key() == "name") {
+      // The name is the deployment's identity: the same one is harmless,
+      // another is a rename, which a deployment does not do.
+      if (*it != Json(name)) {
+        return Status::Msg(Code::kInvalidArgument, "deploy.no_rename", {{"name", name}});
+      }
+      continue;
+    }
     // replicas and autoscale replace each other.
     if (it.key() == "replicas") merged.erase("autoscale");
     if (it.key() == "autoscale") merged.erase("replicas");

@@ -14,8 +14,8 @@
 // events), and the routes are written when they changed.
 //
 // Who may do what: a deployment is its owner's (and root's, and the daemon
-// user's); another user gets deploy.forbidden (403) for anything but a list
-// that leaves it out. Names are unique across users.
+// user's); to another user it is unknown (deploy.not_found, 404, as for a
+// name nobody holds), and lists leave it out. Names are unique across users.
 //
 // Replicas listen on unix sockets in directories of their own
 // (<home>/deployments/sockets/<replica>/, the owner's, group the front's,
@@ -68,6 +68,9 @@ struct DeploymentOptions {
   std::string tls_cert, tls_key;  // the front's TLS when both are set
   int tick_ms = 250;
   int64_t drain_timeout_ms = 30'000;
+  // Deployments one user may have (root and the daemon's user: no limit);
+  // config.yaml `deployments.max_per_user`.
+  int max_per_user = 20;
 };
 
 class Deployments {
@@ -142,8 +145,13 @@ class Deployments {
                                    const std::string& version, const std::string& cache);
   std::string SocketRoot() const;
   void RemoveSocketDir(const state::RunRecord& r);
+  // At start, before the loop: the socket directories of no live replica
+  // (a kill during a removal left them).
+  void ReclaimSocketDirs();
   Result<Json> ToJson(const state::DeploymentRecord& d, bool full);
   Result<state::DeploymentRecord> Owned(const Caller& caller, const std::string& name);
+  // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many. mu_ held.
+  Status CheckUserLimit(const Caller& caller);
   Status CheckFitsMachine(const DeploymentSpec& spec);
   Status CheckModel(const Caller& caller, const DeploymentSpec& spec, std::string* version);
   Status AddEvent(const std::string& name, const std::string& level, const std::string& msg_id,

@@ -250,13 +250,24 @@ bool Reads(const Caller& caller, const state::ModelRecord& m) {
   return Owns(caller, m) || m.is_public;
 }
 
-Status ModelForbidden(const state::ModelRecord& m) {
+Status ModelNotFound(const std::string& name) {
+  return Status::Msg(Code::kNotFound, "model.not_found", {{"model", name}});
+}
+
+// What a caller who may not change `m` is told: a model they cannot read is
+// one they do not know of (404, as an unknown name); a public one is theirs
+// to see, and whose it is too.
+Status ModelForbidden(const Caller& caller, const state::ModelRecord& m) {
+  if (!Reads(caller, m)) return ModelNotFound(m.name);
   return Status::Msg(Code::kPermissionDenied, "model.forbidden",
                      {{"model", m.name}, {"owner", m.user}});
 }
 
-Status ModelNotFound(const std::string& name) {
-  return Status::Msg(Code::kNotFound, "model.not_found", {{"model", name}});
+// A new version under a name another user holds: the name is taken (names
+// are unique across users), without saying whose a private model is.
+Status ModelNameTaken(const Caller& caller, const state::ModelRecord& m) {
+  if (Reads(caller, m)) return ModelForbidden(caller, m);
+  return Status::Msg(Code::kAlreadyExists, "model.name_taken", {{"model", m.name}});
 }
 
 bool SnapshotVisible(const Caller& caller, const std::map<std::string, std::string>& tags) {
@@ -342,7 +353,7 @@ Result<Json> Daemon::CreateModelVersion(const Caller& caller, const ModelVersion
     std::lock_guard<std::mutex> lock(models_mu_);
     ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
     ASSIGN_OR_RETURN(auto m, db->GetModel(req.name));
-    if (m && !Owns(caller, *m)) return ModelForbidden(*m);
+    if (m && !Owns(caller, *m)) return ModelNameTaken(caller, *m);
   }
   ASSIGN_OR_RETURN(ModelSource src, ModelSourceOf(caller, req));
   auto registered = RegisterModelVersion(caller, req, src);
@@ -408,7 +419,7 @@ Result<ModelSource> Daemon::ModelSourceOf(const Caller& caller, const ModelVersi
     // Read with the caller's identity: what they cannot read, the daemon
     // does not read for them (their EACCES, not root's files).
     const os::AccessAs as = ActingAs(caller.uid, caller.uid);
-    RETURN_IF_ERROR(reserved_->Check("from_dir", req.from_dir, PathUse::kCheckpointDir, as));
+    RETURN_IF_ERROR(reserved_->Check("from_dir", req.from_dir, PathUse::kReadSource, as));
     snap::SnapshotOptions o;
     o.tags = {{"uid", std::to_string(caller.uid)}, {"model", req.name}};
     o.read_as = as;
@@ -443,7 +454,7 @@ Result<Json> Daemon::RegisterModelVersion(const Caller& caller, const ModelVersi
   std::lock_guard<std::mutex> lock(models_mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto existing, db->GetModel(req.name));
-  if (existing && !Owns(caller, *existing)) return ModelForbidden(*existing);
+  if (existing && !Owns(caller, *existing)) return ModelNameTaken(caller, *existing);
   state::ModelRecord owner = existing.value_or(state::ModelRecord{});
   if (!existing) {
     owner.name = req.name;
@@ -498,7 +509,7 @@ Daemon::ResolveModel(const Caller& caller, const std::string& ref) {
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto m, db->GetModel(mr.name));
   if (!m) return ModelNotFound(mr.name);
-  if (!Reads(caller, *m)) return ModelForbidden(*m);
+  if (!Reads(caller, *m)) return ModelForbidden(caller, *m);
   std::optional<int64_t> version = mr.version;
   if (!mr.alias.empty()) {
     if (mr.alias == kLatestAlias) {
@@ -577,7 +588,7 @@ Result<Json> Daemon::SetModelAlias(const Caller& caller, const std::string& mode
   }
   std::lock_guard<std::mutex> lock(models_mu_);
   ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model));
-  if (!Owns(caller, found.first)) return ModelForbidden(found.first);
+  if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto before, db->SetAlias(model, alias, version));
   return Json{{"model", model},
@@ -591,7 +602,7 @@ Result<Json> Daemon::DeleteModelAlias(const Caller& caller, const std::string& m
   RETURN_IF_ERROR(CheckAliasName(alias));
   std::lock_guard<std::mutex> lock(models_mu_);
   ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model));
-  if (!Owns(caller, found.first)) return ModelForbidden(found.first);
+  if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(bool gone, db->DeleteAlias(model, alias));
   if (!gone) {
@@ -606,7 +617,7 @@ Result<Json> Daemon::DeleteModelVersion(const Caller& caller, const std::string&
   std::vector<std::string> users = deployments_->UsersOf(model, version);
   std::lock_guard<std::mutex> lock(models_mu_);
   ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model + "/" + std::to_string(version)));
-  if (!Owns(caller, found.first)) return ModelForbidden(found.first);
+  if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
   if (!users.empty()) {
     std::string list;
     for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;

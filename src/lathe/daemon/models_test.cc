@@ -197,8 +197,11 @@ TEST_F(DaemonModelsTest, AVersionPinsItsSnapshotUntilItGoes) {
 TEST_F(DaemonModelsTest, OthersReadAPublicModelAndChangeNothing) {
   ASSERT_TRUE(Create("private").ok());
   ASSERT_TRUE(Create("shared", /*is_public=*/true).ok());
-  EXPECT_EQ(d_->GetModel(other_, "private").status().msg_id(), "model.forbidden");
-  EXPECT_EQ(d_->GetModel(other_, "private/1").status().code(), Code::kPermissionDenied);
+  // A private model of another user is as unknown as a name nobody holds.
+  EXPECT_EQ(d_->GetModel(other_, "private").status().msg_id(), "model.not_found");
+  EXPECT_EQ(d_->GetModel(other_, "private/1").status().code(), Code::kNotFound);
+  EXPECT_EQ(d_->SetModelAlias(other_, "private", "prod", 1).status().msg_id(), "model.not_found");
+  EXPECT_EQ(d_->DeleteModelVersion(other_, "private", 1).status().msg_id(), "model.not_found");
   auto listed = d_->ListModels(other_);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ((*listed)["models"].size(), 1u);
@@ -213,6 +216,10 @@ TEST_F(DaemonModelsTest, OthersReadAPublicModelAndChangeNothing) {
   add.name = "shared";
   add.from_snapshot = (*shown)["snapshot"];
   EXPECT_EQ(d_->CreateModelVersion(other_, add).status().msg_id(), "model.forbidden");
+  add.name = "private";
+  auto taken = d_->CreateModelVersion(other_, add);
+  EXPECT_EQ(taken.status().msg_id(), "model.name_taken");
+  EXPECT_EQ(taken.status().message().find("owner"), std::string::npos);
   EXPECT_EQ(d_->GetModel(owner_, "nope").status().msg_id(), "model.not_found");
 }
 

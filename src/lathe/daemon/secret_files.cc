@@ -1,9 +1,13 @@
 #include "lathe/daemon/secret_files.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "lathe/os/file_owner.h"
 #include "lathe/os/files.h"
 #include "lathe/os/users.h"
 
@@ -35,6 +39,27 @@ Status RemoveSecretFiles(const std::string& dir, uid_t uid, gid_t gid) {
   });
   RETURN_IF_ERROR(contents);
   return os::RemoveDir(dir);
+}
+
+Status RemoveDaemonTree(const std::string& dir) {
+  auto users = [](const std::string& path) -> std::optional<os::FileOwner> {
+    auto stamp = os::LstatFile(path);
+    auto owner = os::LstatOwner(path);
+    if (!stamp.ok() || !owner.ok() || !S_ISDIR(stamp->mode)) return std::nullopt;
+    if (owner->uid == 0 || owner->uid == ::geteuid()) return std::nullopt;
+    return *owner;
+  };
+  auto top = os::LstatFile(dir);
+  if (!top.ok()) return top.status().IsNotFound() ? Status::OK() : top.status();
+  if (!S_ISDIR(top->mode)) return os::RemoveFile(dir);
+  if (auto o = users(dir)) return RemoveSecretFiles(dir, o->uid, o->gid);
+  ASSIGN_OR_RETURN(auto names, os::ListDir(dir));
+  for (const auto& name : names) {
+    if (auto o = users(dir + "/" + name)) {
+      RETURN_IF_ERROR(RemoveSecretFiles(dir + "/" + name, o->uid, o->gid));
+    }
+  }
+  return os::RemoveAll(dir);
 }
 
 }  // namespace lathe::daemon

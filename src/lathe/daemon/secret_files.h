@@ -39,4 +39,10 @@ Status WriteSecretFiles(const std::string& dir, const std::map<std::string, std:
 // could not go themselves); the emptied directory with the daemon's.
 Status RemoveSecretFiles(const std::string& dir, uid_t uid, gid_t gid);
 
+// Removes `dir`, a directory of the daemon's tree (its parent is the
+// daemon's) that may hold directories of users: each of those is emptied
+// with its owner's identity first (RemoveSecretFiles), then the rest goes
+// with the daemon's. For what a kill left behind, whose record is gone.
+Status RemoveDaemonTree(const std::string& dir);
+
 }  // namespace lathe::daemon

@@ -55,14 +55,22 @@ Status CheckAccess(const std::string& field, const std::string& path, PathUse us
       return Status::Msg(Code::kInvalidArgument, "path.not_dir",
                          {{"field", field}, {"path", path}});
     }
-    int mode = use == PathUse::kWorkdir ? X_OK : (R_OK | W_OK | X_OK);
+    const int mode = use == PathUse::kWorkdir      ? X_OK
+                     : use == PathUse::kReadSource ? (R_OK | X_OK)
+                                                   : (R_OK | W_OK | X_OK);
     if (::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) != 0) {
-      return Denied(use == PathUse::kWorkdir ? "path.cannot_enter" : "path.cannot_use", field, path,
-                    errno);
+      const char* id = use == PathUse::kWorkdir      ? "path.cannot_enter"
+                       : use == PathUse::kReadSource ? "path.cannot_read"
+                                                     : "path.cannot_use";
+      return Denied(id, field, path, errno);
     }
     return Status::OK();
   }
   if (errno != ENOENT) return Denied("path.cannot_reach", field, path, errno);
+  // A source is read, never made: a missing one is simply not there.
+  if (use == PathUse::kReadSource) {
+    return Status::Msg(Code::kNotFound, "path.not_found", {{"field", field}, {"path", path}});
+  }
   // A missing workdir may yet be made (by an earlier run); the start says so if not.
   if (use == PathUse::kWorkdir) return Status::OK();
   // Missing: it is created by the user, in the nearest directory that exists.

@@ -25,6 +25,7 @@ enum class PathUse {
   kCheckpointDir,  // created if missing, watched, read whole, restored into
   kWorkdir,        // entered by the run
   kRestoreTarget,  // written into (with force: its old contents replaced)
+  kReadSource,     // read whole, never written (a model's --from-dir): it must exist
 };
 
 class ReservedPaths {

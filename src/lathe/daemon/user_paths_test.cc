@@ -103,6 +103,21 @@ TEST_F(ReservedPathsTest, AccessIsJudgedWithTheUsersIdentity) {
   EXPECT_TRUE(r.Check("checkpoints.dir", theirs + "/a/b", PathUse::kCheckpointDir, as).ok());
   // Root itself may use root's directory.
   EXPECT_TRUE(r.Check("checkpoints.dir", root_only, PathUse::kCheckpointDir, {}).ok());
+
+  // A source to read only has to be readable: their own read-only directory
+  // is fine; a missing one is not there (not "may not create").
+  std::string readonly = theirs + "/ro";
+  ASSERT_EQ(::mkdir(readonly.c_str(), 0555), 0);
+  ASSERT_EQ(::chown(readonly.c_str(), nobody->uid, nobody->gid), 0);
+  EXPECT_EQ(r.Check("from_dir", readonly, PathUse::kCheckpointDir, as).msg_id(), "path.cannot_use");
+  EXPECT_TRUE(r.Check("from_dir", readonly, PathUse::kReadSource, as).ok());
+  Status missing = r.Check("from_dir", theirs + "/missing", PathUse::kReadSource, as);
+  EXPECT_EQ(missing.msg_id(), "path.not_found") << missing.ToString();
+  EXPECT_EQ(missing.code(), Code::kNotFound);
+  EXPECT_EQ(r.Check("from_dir", "/nonexistent-lathe-dir", PathUse::kReadSource, as).msg_id(),
+            "path.not_found");
+  EXPECT_EQ(r.Check("from_dir", root_only, PathUse::kReadSource, as).msg_id(), "path.cannot_read");
+  EXPECT_EQ(r.Check("from_dir", home_.home, PathUse::kReadSource, {}).msg_id(), "path.reserved");
 }
 
 }  // namespace

@@ -677,4 +677,14 @@ Result<State> StateFromJson(const Json& j) {
   return s;
 }
 
+int64_t NoteRefusedStart(State& state, const std::string& version, const std::string& reason,
+                         int64_t now_ms) {
+  Backoff& b = state.backoff[version];
+  b.failures++;
+  const int64_t delay = BackoffDelay(b.failures);
+  b.next_start_ms = now_ms + delay;
+  b.reason = reason;
+  return delay;
+}
+
 }  // namespace lathe::deploy

@@ -172,4 +172,11 @@ struct Decision {
 Decision Reconcile(const Goal& goal, const std::vector<ReplicaObs>& replicas, const State& state,
                    int64_t now_ms);
 
+// A start of `version` the daemon refused before any replica ran (a
+// workdir, resources or a submission refused): a failure of the version like
+// a crash, so that the next start waits the same backoff (1 s doubling to
+// 60 s) instead of being tried again at every tick. Returns that delay.
+int64_t NoteRefusedStart(State& state, const std::string& version, const std::string& reason,
+                         int64_t now_ms);
+
 }  // namespace lathe::deploy

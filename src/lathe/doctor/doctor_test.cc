@@ -584,6 +584,11 @@ TEST(LatheChecks, DaemonAndHome) {
   m.writable.clear();
   m.writable.insert("/tmp");
   EXPECT_EQ(Outcome(m, "lathe.home"), "lathe.home.not_writable");
+  // A user of the system daemon: its home is root's, and nothing proposes to hand it over.
+  m.home_is_others = true;
+  EXPECT_EQ(Outcome(m, "lathe.home"), "lathe.home.system");
+  Report u = RunOn(m);
+  EXPECT_EQ(Get(u, "lathe.home").severity, Severity::kOk);
 }
 
 TEST(LatheChecks, StoreFsckSummary) {

@@ -93,6 +93,7 @@ class RealSystemView : public SystemView {
   }
 
   std::string LatheHome() const override { return o_.lathe_home; }
+  bool LatheHomeIsOthers() const override { return o_.lathe_home_is_others; }
 
   Status ProbeWritable(const std::string& dir) const override { return os::ProbeWritable(dir); }
 

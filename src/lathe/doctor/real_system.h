@@ -12,6 +12,8 @@ namespace lathe::doctor {
 struct RealSystemOptions {
   // The Lathe home a daemon would use (daemon/home.h DaemonHome("").home).
   std::string lathe_home;
+  // The home is the system daemon's and this process is not root.
+  bool lathe_home_is_others = false;
   // Asks the daemon whether it is up (the CLI passes one built on
   // api::ApiClient, which the doctor module does not link). Null: the
   // daemon is reported Unavailable("not checked").

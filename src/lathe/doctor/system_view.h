@@ -68,6 +68,10 @@ class SystemView {
   virtual std::string Cwd() const = 0;
   // The Lathe home a daemon started now would use (it may not exist yet).
   virtual std::string LatheHome() const = 0;
+  // True when that home is a system daemon's (root's, /var/lib/lathe) and
+  // the doctor runs as another user, who uses it through the daemon's
+  // socket and is not meant to write it.
+  virtual bool LatheHomeIsOthers() const { return false; }
   // Creates and removes a file in `dir`: OK when `dir` is writable.
   virtual Status ProbeWritable(const std::string& dir) const = 0;
   // OK when a Lathe daemon answers; otherwise why not. `where` gets the

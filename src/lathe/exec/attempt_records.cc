@@ -21,6 +21,7 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"umask", c.umask},
               {"log_hold_bytes", c.log_hold_bytes},
               {"log_stall_ms", c.log_stall_ms},
+              {"log_max_bytes", c.log_max_bytes},
               {"setup_argv", c.setup_argv},
               {"readonly_paths", c.readonly_paths}};
 }
@@ -46,6 +47,7 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.umask = j.value("umask", 022u) & 0777u;
     c.log_hold_bytes = j.value("log_hold_bytes", c.log_hold_bytes);
     c.log_stall_ms = j.value("log_stall_ms", c.log_stall_ms);
+    c.log_max_bytes = j.value("log_max_bytes", c.log_max_bytes);
     c.setup_argv = j.value("setup_argv", std::vector<std::string>{});
     c.readonly_paths = j.value("readonly_paths", std::vector<std::string>{});
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
@@ -76,6 +78,7 @@ Json ExitToJson(const ExitRecord& e) {
     j["log_lost_bytes"] = e.log_lost_bytes;
     j["log_lost_reason"] = e.log_lost_reason;
   }
+  if (e.log_trimmed_bytes > 0) j["log_trimmed_bytes"] = e.log_trimmed_bytes;
   return j;
 }
 
@@ -91,6 +94,7 @@ Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
   e.finished_at_ms = j.value("finished_at_ms", int64_t{0});
   e.log_lost_bytes = j.value("log_lost_bytes", uint64_t{0});
   e.log_lost_reason = j.value("log_lost_reason", "");
+  e.log_trimmed_bytes = j.value("log_trimmed_bytes", uint64_t{0});
   return e;
 }
 

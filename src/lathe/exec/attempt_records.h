@@ -54,6 +54,7 @@ struct LaunchConfig {
   // marker); also how long the monitor waits at the end for held output.
   uint64_t log_hold_bytes = 4 << 20;
   int64_t log_stall_ms = 30000;
+  uint64_t log_max_bytes = 0;  // the log's cap on disk (LogWriterOptions::max_file_bytes)
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);
@@ -77,6 +78,8 @@ struct ExitRecord {
   // them when there was room for it) and why ("disk full").
   uint64_t log_lost_bytes = 0;
   std::string log_lost_reason;
+  // Bytes of the log's middle given back to keep it within its cap.
+  uint64_t log_trimmed_bytes = 0;
 };
 Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env = os::RealEnv());
 Json ExitToJson(const ExitRecord& e);

@@ -107,6 +107,8 @@ struct LaunchRequest {
   // Bind-mounted read-only in the run's mount namespace after the setup
   // step, before argv starts (needs Capabilities::private_shm: a root daemon).
   std::vector<std::string> readonly_paths;
+  // The most of the run's log kept on disk (run/log_writer.h); 0: no cap.
+  uint64_t log_max_bytes = 0;
 };
 
 // An attempt the daemon asks about after Prepare.

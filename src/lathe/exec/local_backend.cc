@@ -216,6 +216,7 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
   c.umask = req.umask;
   c.setup_argv = req.setup_argv;
   c.readonly_paths = req.readonly_paths;
+  c.log_max_bytes = req.log_max_bytes;
   const std::string launch = req.attempt_dir + "/launch.json";
   // Not fsynced: if the machine loses power before the monitor reads it, the
   // run never started and recovery requeues it.

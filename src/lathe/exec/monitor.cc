@@ -300,6 +300,7 @@ Status Monitor::Start() {
   LogWriterOptions lo;
   lo.max_held_bytes = c_.log_hold_bytes;
   lo.max_stall_ms = c_.log_stall_ms;
+  lo.max_file_bytes = c_.log_max_bytes;
   log_ = std::make_unique<LogWriter>(FdLogFile(log_fd_), log_size, os::RealClock(), lo);
   if (!c_.cgroup_dirs.empty()) {
     auto cg = os::RunCgroup::Open(c_.cgroup_dirs);
@@ -446,6 +447,7 @@ void Monitor::Finish() {
   }
   e.log_lost_bytes = log_->lost_bytes();
   e.log_lost_reason = log_->lost_reason();
+  e.log_trimmed_bytes = log_->trimmed_bytes();
   Status st = WriteExit(ExitToJson(e).dump() + "\n");
   if (!st.ok()) std::fprintf(stderr, "monitor: %s\n", st.ToString().c_str());
 }

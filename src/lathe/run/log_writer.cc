@@ -1,5 +1,6 @@
 #include "lathe/run/log_writer.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,10 +23,24 @@ class FdFile final : public LogFile {
   int Truncate(uint64_t size) override {
     return ::ftruncate(fd_, static_cast<off_t>(size)) == 0 ? 0 : -errno;
   }
+  int PunchHole(uint64_t offset, uint64_t len) override {
+    return ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                       static_cast<off_t>(len)) == 0
+               ? 0
+               : -errno;
+  }
 
  private:
   int fd_;
 };
+
+// Holes are punched in whole blocks of this size (a file system's usual).
+constexpr uint64_t kHoleAlignBytes = 4096;
+
+uint64_t AlignUp(uint64_t n) {
+  return (n + kHoleAlignBytes - 1) / kHoleAlignBytes * kHoleAlignBytes;
+}
+uint64_t AlignDown(uint64_t n) { return n / kHoleAlignBytes * kHoleAlignBytes; }
 
 }  // namespace
 
@@ -61,6 +76,10 @@ LogWriter::LogWriter(std::unique_ptr<LogFile> file, uint64_t size, os::Clock& cl
 
 void LogWriter::Append(std::string records) {
   if (records.empty()) return;
+  if (capped_hard_) {
+    lost_bytes_ += OutputBytesOf(records);
+    return;
+  }
   if (held_bytes_ >= options_.max_held_bytes && StallOver()) return Drop(records);
   held_bytes_ += records.size();
   if (!held_.empty() && held_.back().gap_bytes == 0) {
@@ -110,7 +129,38 @@ bool LogWriter::WriteFront() {
   size_ += static_cast<uint64_t>(n);
   held_bytes_ -= static_cast<size_t>(n);
   if (e.done == e.bytes.size()) held_.pop_front();
+  KeepWithinCap();
   return true;
+}
+
+// 1. Once the head is full, a marker says what happens past the cap.
+// 2. Past the cap, the middle down to the newest quarter is punched out.
+// 3. Where holes cannot be punched, what comes past the cap is dropped.
+void LogWriter::KeepWithinCap() {
+  const uint64_t max = options_.max_file_bytes;
+  if (max == 0 || capped_hard_) return;
+  if (!head_marked_ && size_ >= max / 2) {
+    head_marked_ = true;
+    std::string note = FormatLogRecord(
+        clock_.NowMs() * 1'000'000, "stderr", false,
+        fmt::format("[lathe: this log is capped at {} bytes (run_log_max): past that, what lies "
+                    "between here and its newest {} bytes is dropped]",
+                    max, max / 4));
+    held_bytes_ += note.size();
+    held_.push_back(Entry{std::move(note)});
+    head_end_ = AlignUp(size_ + held_bytes_);  // the marker is the head's last record
+  }
+  if (!head_marked_ || size_ - trimmed_bytes_ <= max) return;
+  const uint64_t from = std::max(trimmed_to_, head_end_);
+  const uint64_t to = AlignDown(size_ - max / 4);
+  if (to <= from) return;
+  if (file_->PunchHole(from, to - from) != 0) {
+    capped_hard_ = true;
+    lost_reason_ = "the log reached its cap (run_log_max)";
+    return;
+  }
+  trimmed_bytes_ += to - from;
+  trimmed_to_ = to;
 }
 
 void LogWriter::Drop(std::string_view records) {

@@ -19,6 +19,17 @@
 // last record boundary), counts everything held as lost and writes the marker
 // if it can.
 //
+// A cap (LogWriterOptions::max_file_bytes, config.yaml `run_log_max`) keeps
+// a run that prints without end from filling the daemon's disk: the first
+// half of the cap (the head) is kept; once the file passes the cap, its
+// middle is given back to the file system (a hole punched in the file, whose
+// length and offsets stay as they were, so that followers keep their place)
+// down to the newest quarter of the cap, again each time it passes the cap.
+// When the head is full a marker record says so; a reader sees the hole as a
+// stretch of zero bytes, i.e. a malformed record that is skipped. On a file
+// system that cannot punch holes, output past the cap is dropped instead and
+// counted as lost ("the log reached its cap").
+//
 // Single-threaded (the monitor's loop). Times come from the Clock.
 #pragma once
 
@@ -44,6 +55,9 @@ class LogFile {
   virtual ssize_t Append(std::string_view data) = 0;
   // Cuts the file to `size` bytes; 0 or -errno.
   virtual int Truncate(uint64_t size) = 0;
+  // Gives the bytes [offset, offset + len) back to the file system, keeping
+  // the file's length (they read as zeros); 0 or -errno.
+  virtual int PunchHole(uint64_t offset, uint64_t len) = 0;
 };
 
 // The real file: `fd` opened with O_APPEND; the LogFile does not own it.
@@ -55,6 +69,8 @@ struct LogWriterOptions {
   // How long the run may be held back (its pipes unread) with the hold buffer
   // full before new output is dropped instead. Default 30 s.
   int64_t max_stall_ms = 30000;
+  // The most of the file kept on disk (see above); 0: no cap.
+  uint64_t max_file_bytes = 0;
 };
 
 class LogWriter {
@@ -82,6 +98,8 @@ class LogWriter {
   uint64_t lost_bytes() const { return lost_bytes_; }
   // Why output was lost ("disk full", ...); empty while nothing was lost.
   const std::string& lost_reason() const { return lost_reason_; }
+  // Bytes of the file given back from its middle to keep it within the cap.
+  uint64_t trimmed_bytes() const { return trimmed_bytes_; }
 
  private:
   struct Entry {
@@ -91,6 +109,7 @@ class LogWriter {
     int64_t gap_ns = 0;      // time of the first lost record
   };
   bool WriteFront();
+  void KeepWithinCap();
   bool StallOver();
   void Drop(std::string_view records);
   std::string Marker(uint64_t bytes, int64_t ns) const;
@@ -105,6 +124,13 @@ class LogWriter {
   int err_ = 0;                 // the last write error
   uint64_t lost_bytes_ = 0;
   std::string lost_reason_;
+  // The cap: the head's end was marked; [head end, trimmed_to_) is a hole;
+  // the file system cannot punch holes (output past the cap is dropped).
+  bool head_marked_ = false;
+  uint64_t head_end_ = 0;
+  uint64_t trimmed_to_ = 0;
+  uint64_t trimmed_bytes_ = 0;
+  bool capped_hard_ = false;
 };
 
 // Bytes the program printed that `records` carry: content plus the newline

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@ struct Disk {
   std::string content;
   size_t capacity = SIZE_MAX;
   int appends = 0;
+  bool holes = true;     // the file system can punch holes
+  uint64_t punched = 0;  // bytes given back
 };
 
 class FakeFile final : public LogFile {
@@ -34,6 +37,13 @@ class FakeFile final : public LogFile {
   int Truncate(uint64_t size) override {
     if (size > d_.content.size()) return -EINVAL;
     d_.content.resize(size);
+    return 0;
+  }
+  int PunchHole(uint64_t offset, uint64_t len) override {
+    if (!d_.holes) return -EOPNOTSUPP;
+    if (offset + len > d_.content.size() || offset % 4096 != 0 || len % 4096 != 0) return -EINVAL;
+    std::fill_n(d_.content.begin() + static_cast<std::ptrdiff_t>(offset), len, '\0');
+    d_.punched += len;
     return 0;
   }
 
@@ -184,6 +194,56 @@ TEST(LogWriter, AbandonCutsThePartialRecordAndMarksTheLoss) {
   std::vector<std::string> want = Expected(0, 2);
   want.push_back("[lathe: " + std::to_string(lost) + " bytes of output lost: disk full]");
   EXPECT_EQ(Contents(g.disk.content), want);
+}
+
+// The records of `file` outside its holes (runs of zero bytes), and whether
+// the cap's marker is among them.
+std::vector<std::string> Kept(const std::string& file) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < file.size()) {
+    size_t nl = file.find('\n', pos);
+    if (nl == std::string::npos) break;
+    auto rec = ParseLogRecord(std::string_view(file).substr(pos, nl - pos));
+    if (rec) out.emplace_back(rec->content);
+    pos = nl + 1;
+  }
+  return out;
+}
+
+TEST(LogWriter, ACappedLogKeepsItsHeadAndItsNewestQuarter) {
+  LogWriterOptions o;
+  o.max_file_bytes = 64 * 1024;
+  Fixture f(o);
+  for (int i = 0; i < 20000; ++i) f.writer.Append(Line(i));
+  const std::string& file = f.disk.content;
+  // What the disk holds stays within the cap, whatever the run printed.
+  EXPECT_LE(file.size() - f.disk.punched, o.max_file_bytes);
+  EXPECT_GT(file.size(), 4 * o.max_file_bytes);  // offsets keep growing: followers keep their place
+  EXPECT_EQ(f.writer.trimmed_bytes(), f.disk.punched);
+  EXPECT_EQ(f.writer.lost_bytes(), 0u);
+  std::vector<std::string> kept = Kept(file);
+  ASSERT_FALSE(kept.empty());
+  // The head from the first line, then the marker, then a gap, then the newest lines to the last.
+  EXPECT_EQ(kept.front(), "line 0");
+  EXPECT_EQ(kept.back(), "line 19999");
+  size_t marker = 0;
+  while (marker < kept.size() && kept[marker].find("run_log_max") == std::string::npos) ++marker;
+  ASSERT_LT(marker, kept.size());
+  EXPECT_EQ(kept[marker - 1], "line " + std::to_string(marker - 1));  // the head is whole
+  EXPECT_GT(file.size() - file.rfind(std::string(4096, '\0')), o.max_file_bytes / 4);
+}
+
+TEST(LogWriter, WithoutHolesOutputPastTheCapIsDroppedAndCounted) {
+  LogWriterOptions o;
+  o.max_file_bytes = 64 * 1024;
+  Fixture f(o);
+  f.disk.holes = false;
+  for (int i = 0; i < 20000; ++i) f.writer.Append(Line(i));
+  EXPECT_LE(f.disk.content.size(), o.max_file_bytes + 4096);
+  EXPECT_GT(f.writer.lost_bytes(), 0u);
+  EXPECT_EQ(f.writer.lost_reason(), "the log reached its cap (run_log_max)");
+  EXPECT_EQ(Kept(f.disk.content).front(), "line 0");
 }
 
 TEST(LogWriter, OutputBytesCountContentAndNewlines) {

@@ -53,7 +53,7 @@ constexpr const char* kFields[] = {
     "resume_from",  "umask",        "secrets",  "ports",       "network",
     "secret_files", "kernels",      "idle",     "workspace",   "deployment"};
 constexpr int kMaxGpus = 1024;
-constexpr int kMaxRetry = 1000;
+constexpr int kMaxRetry = 100;  // retries of one run; each waits longer (daemon.h)
 
 std::string AllowedFields() {
   std::string s;

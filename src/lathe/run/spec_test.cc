@@ -102,6 +102,7 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"gpus":1})", "command", "spec.missing_command"},
       {R"({"command":[]})", "command", "spec.missing_command"},
       {R"({"command":["a"],"retry":-2})", "retry", "spec.bad_int"},
+      {R"({"command":["a"],"retry":101})", "retry", "spec.bad_int"},
       {R"({"command":["a"],"requeue":"yes"})", "requeue", "spec.wrong_type"},
       {R"({"command":["a"],"checkpoints":"ckpt"})", "checkpoints", "spec.wrong_type"},
       {R"({"command":["a"],"checkpoints":{"keep":2}})", "checkpoints", "spec.checkpoints_no_dir"},

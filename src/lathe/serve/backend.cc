@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -93,10 +94,53 @@ Status BackendError(const LatheError& err, const std::string& context) {
   return Status(CodeFor(err.code), context.empty() ? msg : context + ": " + msg);
 }
 
+Status WrongInput(const std::string& id, const std::string& tensor, const std::string& expected,
+                  const std::string& got, const std::string& note) {
+  return Status::Msg(Code::kInvalidArgument, id,
+                     {{"tensor", tensor},
+                      {"expected", expected},
+                      {"got", got},
+                      {"input", "input '" + tensor + "'"},
+                      {"input_zh", "输入 “" + tensor + "” "},
+                      {"why", expected + note + " expected, " + got + " given"},
+                      {"why_zh", "应为 " + expected + "，实际为 " + got}});
+}
+
+namespace {
+
+// Which of the two a backend's invalid-input error is, from its words
+// (LibTorch's: "expected scalar type Float but found Double", "mat1 and
+// mat2 shapes cannot be multiplied", "size mismatch", "Expected 2D input"):
+// without a model config only the model knows what it takes. "" when the
+// words say neither.
+std::string InputErrorKind(std::string_view line) {
+  std::string lower(line);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* w : {"scalar type", "dtype", "datatype"}) {
+    if (lower.find(w) != std::string::npos) return "serve.wrong_datatype";
+  }
+  for (const char* w :
+       {"shape", "size mismatch", "dimension", "sizes of tensors", "must match the size"}) {
+    if (lower.find(w) != std::string::npos) return "serve.wrong_shape";
+  }
+  return "";
+}
+
+}  // namespace
+
 Status ForClient(const Status& s) {
   if (s.ok() || !s.msg_id().empty()) return s;
   std::string line = s.message().substr(0, s.message().find('\n'));
   if (line.size() > kClientErrorMaxChars) line = line.substr(0, kClientErrorMaxChars) + "...";
+  if (s.code() == Code::kInvalidArgument) {
+    if (std::string id = InputErrorKind(line); !id.empty()) {
+      return Status::Msg(Code::kInvalidArgument, id,
+                         {{"input", "an input"},
+                          {"input_zh", "输入"},
+                          {"why", "the model refused it: " + line},
+                          {"why_zh", "模型拒绝了它：" + line}});
+    }
+  }
   return Status(s.code(), std::move(line));
 }
 

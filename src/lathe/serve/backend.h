@@ -63,6 +63,13 @@ inline constexpr size_t kClientErrorMaxChars = 500;
 // kClientErrorMaxChars. A catalog message passes unchanged.
 Status ForClient(const Status& s);
 
+// serve.wrong_datatype or serve.wrong_shape (`id`) for input `tensor`:
+// `expected` (with `note` after it in English) was declared, `got` came.
+// Args tensor, expected and got for clients; input/why (and their _zh) for
+// the texts, which also carry a backend's own words (ForClient).
+Status WrongInput(const std::string& id, const std::string& tensor, const std::string& expected,
+                  const std::string& got, const std::string& note);
+
 struct InstanceSpec {
   std::string model_name;
   int64_t model_version = 0;

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <thread>
 
+#include "lathe/common/i18n.h"
+
 namespace lathe::serve {
 namespace {
 
@@ -108,9 +110,20 @@ TEST(ModelInstance, TheClientGetsTheFirstLineOfABackendError) {
 }
 
 TEST(ForClient, KeepsTheFirstLineBoundedAndCatalogMessagesWhole) {
-  Status multi(Code::kInvalidArgument, "forward(): bad shape\nTraceback ...\n  File \"/src/m.py\"");
-  EXPECT_EQ(ForClient(multi).message(), "forward(): bad shape");
+  Status multi(Code::kInvalidArgument, "forward(): bad input\nTraceback ...\n  File \"/src/m.py\"");
+  EXPECT_EQ(ForClient(multi).message(), "forward(): bad input");
   EXPECT_EQ(ForClient(multi).code(), Code::kInvalidArgument);
+  // The model's words for a wrong shape or datatype get their catalog id, in both languages.
+  Status shape(Code::kInvalidArgument,
+               "forward(): mat1 and mat2 shapes cannot be multiplied (1x3 and 4x8)\nTraceback");
+  EXPECT_EQ(ForClient(shape).msg_id(), "serve.wrong_shape");
+  EXPECT_EQ(ForClient(shape).message(),
+            "an input has the wrong shape: the model refused it: forward(): mat1 and mat2 shapes "
+            "cannot be multiplied (1x3 and 4x8)");
+  Status dtype(Code::kInvalidArgument, "expected scalar type Float but found Double");
+  EXPECT_EQ(ForClient(dtype).msg_id(), "serve.wrong_datatype");
+  EXPECT_NE(Localize(ForClient(dtype), Lang::kZh).find("数据类型不对"), std::string::npos);
+  EXPECT_EQ(ForClient(Status(Code::kInternal, "shape of the moon")).msg_id(), "");
   Status long_line(Code::kInternal, std::string(2000, 'a'));
   EXPECT_EQ(ForClient(long_line).message().size(), kClientErrorMaxChars + 3);
   Status catalog = Status::Msg(Code::kUnavailable, "serve.stopping");

@@ -391,10 +391,8 @@ Status ModelVersion::Validate(ModelRequest& req, std::string& key, int64_t& rows
     const Tensor& t = req.inputs[i];
     const TensorSpec* spec = config_.inputs.empty() ? nullptr : &config_.inputs[i];
     if (spec != nullptr && spec->datatype != DataType::kInvalid && spec->datatype != t.datatype) {
-      return Status::Msg(Code::kInvalidArgument, "serve.wrong_datatype",
-                         {{"tensor", t.name},
-                          {"expected", std::string(DataTypeName(spec->datatype))},
-                          {"got", std::string(DataTypeName(t.datatype))}});
+      return WrongInput("serve.wrong_datatype", t.name, std::string(DataTypeName(spec->datatype)),
+                        std::string(DataTypeName(t.datatype)), "");
     }
     if (batching) {
       if (t.shape.empty() || t.shape[0] < 1 || t.shape[0] > config_.max_batch_size ||
@@ -409,9 +407,8 @@ Status ModelVersion::Validate(ModelRequest& req, std::string& key, int64_t& rows
     if (spec != nullptr && spec->dims && !DimsMatch(*spec->dims, t.shape, batching ? 1 : 0)) {
       Shape want = *spec->dims;
       if (batching) want.insert(want.begin(), -1);
-      return Status::Msg(
-          Code::kInvalidArgument, "serve.wrong_shape",
-          {{"tensor", t.name}, {"expected", ShapeString(want)}, {"got", ShapeString(t.shape)}});
+      return WrongInput("serve.wrong_shape", t.name, ShapeString(want), ShapeString(t.shape),
+                        " (-1: any size)");
     }
     RETURN_IF_ERROR(ValidateTensorData(t));
     key += t.name + ':' + std::string(DataTypeName(t.datatype));

@@ -97,12 +97,18 @@ Status DeploymentStore::Delete(const std::string& name) {
   });
 }
 
-Status DeploymentStore::AddEvent(const DeploymentEvent& e) {
+Status DeploymentStore::AddEvent(const DeploymentEvent& e, int64_t keep) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare("INSERT INTO deployment_events (deployment, ts, level, "
                                         "msg_id, args, message) VALUES (?,?,?,?,?,?)"));
   s.Bind(1, e.deployment).Bind(2, e.ts_ms).Bind(3, e.level).Bind(4, e.msg_id);
   s.Bind(5, e.args.dump()).Bind(6, e.message);
-  return s.Run();
+  RETURN_IF_ERROR(s.Run());
+  if (keep <= 0) return Status::OK();
+  ASSIGN_OR_RETURN(Stmt prune, db_->Prepare("DELETE FROM deployment_events WHERE deployment=? AND "
+                                            "id <= (SELECT id FROM deployment_events WHERE "
+                                            "deployment=? ORDER BY id DESC LIMIT 1 OFFSET ?)"));
+  prune.Bind(1, e.deployment).Bind(2, e.deployment).Bind(3, keep);
+  return prune.Run();
 }
 
 Result<std::vector<DeploymentEvent>> DeploymentStore::Events(const std::string& name,

@@ -66,7 +66,10 @@ class DeploymentStore {
   // Removes the deployment and its events.
   Status Delete(const std::string& name);
 
-  Status AddEvent(const DeploymentEvent& e);
+  // Adds `e`; with `keep` > 0, then removes the deployment's oldest events
+  // beyond the newest `keep` (a deployment that fails for days keeps a
+  // bounded history).
+  Status AddEvent(const DeploymentEvent& e, int64_t keep = 0);
   // Oldest first, after id `after_id`, at most `limit` (the newest `limit`
   // when there are more).
   Result<std::vector<DeploymentEvent>> Events(const std::string& name, int64_t after_id,

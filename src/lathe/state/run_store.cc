@@ -547,9 +547,11 @@ Result<RunRecord> RunStore::Get(const std::string& id) {
   return std::move(rows[0]);
 }
 
-Result<RunRecord> RunStore::Resolve(const std::string& ref) {
-  ASSIGN_OR_RETURN(auto rows, Query("WHERE id=? OR name=? ORDER BY (id=?) DESC, seq DESC LIMIT 1",
-                                    {ref, ref, ref}));
+Result<RunRecord> RunStore::Resolve(const std::string& ref, std::optional<uid_t> prefer) {
+  const std::string uid = prefer ? std::to_string(*prefer) : std::string("-1");
+  ASSIGN_OR_RETURN(auto rows, Query("WHERE id=? OR name=? ORDER BY (id=?) DESC, (uid=?) DESC, "
+                                    "seq DESC LIMIT 1",
+                                    {ref, ref, ref, uid}));
   if (rows.empty()) return Status::Msg(Code::kNotFound, "run.not_found", {{"run", ref}});
   return std::move(rows[0]);
 }
@@ -699,10 +701,12 @@ Result<std::vector<RunRecord>> RunStore::OfDeployment(const std::string& deploym
                {deployment});
 }
 
-Result<bool> RunStore::NameInUse(const std::string& name) {
-  ASSIGN_OR_RETURN(auto rows, Query("WHERE name=? AND state IN ('queued','starting','running',"
-                                    "'stopping') LIMIT 1",
-                                    {name}));
+Result<bool> RunStore::NameInUse(const std::string& name, std::optional<uid_t> uid) {
+  const char* active = "state IN ('queued','starting','running','stopping')";
+  ASSIGN_OR_RETURN(auto rows,
+                   uid ? Query(std::string("WHERE name=? AND uid=? AND ") + active + " LIMIT 1",
+                               {name, std::to_string(*uid)})
+                       : Query(std::string("WHERE name=? AND ") + active + " LIMIT 1", {name}));
   return !rows.empty();
 }
 

@@ -130,8 +130,10 @@ class RunStore {
   // Deletes the keys that are no longer live at now_ms; returns how many.
   Result<int64_t> PurgeExpiredKeys(int64_t now_ms);
   Result<RunRecord> Get(const std::string& id);
-  // `ref` is an id or a name; for a name, the most recent run with it.
-  Result<RunRecord> Resolve(const std::string& ref);
+  // `ref` is an id or a name; for a name, the most recent run with it —
+  // of `prefer`'s runs first when that uid has one (names are unique per
+  // user: two users may each have a run called "train").
+  Result<RunRecord> Resolve(const std::string& ref, std::optional<uid_t> prefer = std::nullopt);
   // Most recent first. Without `all`, only queued and active runs.
   // Without `all`, also the runs that ended at or after `ended_since_ms` (0: none),
   // the `ended_limit` newest of them when it is > 0.
@@ -157,8 +159,8 @@ class RunStore {
   Result<int64_t> CountFinished(std::optional<uid_t> uid);
   // How many runs there are in each state (states without runs are absent).
   Result<std::map<run::RunState, int64_t>> CountByState();
-  // Whether a queued or active run has this name.
-  Result<bool> NameInUse(const std::string& name);
+  // Whether a queued or active run has this name (of `uid`'s runs, when given).
+  Result<bool> NameInUse(const std::string& name, std::optional<uid_t> uid = std::nullopt);
 
   // Moves `r` to `to` (must be allowed by run::CanTransition) and saves all
   // its fields, in one transaction with a "state" event. Fails with

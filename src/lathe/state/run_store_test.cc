@@ -164,6 +164,20 @@ TEST_F(RunStoreTest, ResolveByIdOrLatestNameAndListFilters) {
   EXPECT_FALSE(*store_->NameInUse("gone"));
 }
 
+TEST_F(RunStoreTest, NamesAreEachUsersOwn) {
+  RunRecord mine = NewRun("r1", "train"), theirs = NewRun("r2", "train");
+  mine.uid = 1001;
+  theirs.uid = 1002;
+  ASSERT_TRUE(store_->Insert(mine, 1).ok());
+  ASSERT_TRUE(store_->Insert(theirs, 2).ok());
+  EXPECT_TRUE(*store_->NameInUse("train", 1001));
+  EXPECT_FALSE(*store_->NameInUse("train", 1003));
+  EXPECT_EQ(store_->Resolve("train", 1001)->id, "r1");  // the caller's own, though older
+  EXPECT_EQ(store_->Resolve("train", 1002)->id, "r2");
+  EXPECT_EQ(store_->Resolve("train", 1003)->id, "r2");  // none of theirs: the newest
+  EXPECT_EQ(store_->Resolve("r2", 1001)->id, "r2");     // an id is that run, whoever asks
+}
+
 TEST_F(RunStoreTest, FilterNarrowsOrdersAndPages) {
   RunRecord a = NewRun("r1", "b_x"), b = NewRun("r2", "abx"), c = NewRun("r3", "cab");
   b.user = "bob";

@@ -221,6 +221,18 @@ Result<RunTelemetry> TelemetryStore::Read(const std::string& run_id, int64_t sin
   return out;
 }
 
+Result<std::vector<std::string>> TelemetryStore::RunIds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(state::Stmt s, db_->Prepare("SELECT run_id FROM runs ORDER BY run_id"));
+  std::vector<std::string> ids;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ids.push_back(s.Text(0));
+  }
+  return ids;
+}
+
 Status TelemetryStore::RemoveLocked(const std::string& run_id) {
   live_.erase(live_.lower_bound({run_id, INT32_MIN}), live_.upper_bound({run_id, INT32_MAX}));
   return db_->Transaction([&]() -> Status {

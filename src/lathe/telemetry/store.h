@@ -102,6 +102,8 @@ class TelemetryStore {
   // NotFound when the run has no telemetry.
   Result<RunTelemetry> Read(const std::string& run_id, int64_t since_ms);
   Status Remove(const std::string& run_id);  // none is fine
+  // Every run that has telemetry here.
+  Result<std::vector<std::string>> RunIds();
   // See the bounds above. Returns the runs whose telemetry was dropped.
   Result<std::vector<std::string>> EnforceBound(const std::set<std::string>& sampled);
   Result<uint64_t> UsedBytes();

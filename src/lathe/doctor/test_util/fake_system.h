@@ -24,6 +24,7 @@ class FakeSystemView : public SystemView {
   std::optional<bool> clock_synced = true;
   std::string cwd = "/work";
   std::string home = "/home/ann/.local/state/lathe";
+  bool home_is_others = false;  // the system daemon's home, seen by a user
   std::set<std::string> writable = {"/tmp", "/home/ann/.local/state/lathe", "/home/ann"};
   Status daemon = Status::Unavailable("no socket at /home/ann/.local/state/lathe/lathe.sock");
   std::string daemon_where = "/home/ann/.local/state/lathe/lathe.sock";
@@ -46,6 +47,7 @@ class FakeSystemView : public SystemView {
   std::optional<bool> ClockSynchronized() const override { return clock_synced; }
   std::string Cwd() const override { return cwd; }
   std::string LatheHome() const override { return home; }
+  bool LatheHomeIsOthers() const override { return home_is_others; }
   Status ProbeWritable(const std::string& dir) const override;
   Status DaemonStatus(std::string* where) const override;
   std::optional<std::string> FindExecutable(const std::string& name) const override;

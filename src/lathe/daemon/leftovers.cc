@@ -1,0 +1,46 @@
+// What a kill -9 of the daemon leaves behind, reclaimed when it starts again
+// (docs/security.md, "Files and their modes"): a run's directory whose run
+// was never recorded (killed during submission) or whose record was removed
+// (killed during `lathe rm`), and telemetry series of runs that are gone.
+// Every removal of a run writes its record first, so a directory or a
+// series without one is nobody's any more.
+#include <spdlog/spdlog.h>
+
+#include "lathe/daemon/daemon.h"
+#include "lathe/daemon/secret_files.h"
+#include "lathe/os/files.h"
+
+namespace lathe::daemon {
+
+void Daemon::ReclaimLeftovers() {
+  auto known = [&](const std::string& id) {
+    auto r = store_->Get(id);
+    return r.ok() || !r.status().IsNotFound();  // an error keeps it: only "no record" reclaims
+  };
+  size_t dirs = 0, series = 0;
+  if (auto names = os::ListDir(paths_.runs); names.ok()) {
+    for (const auto& id : *names) {
+      if (known(id)) continue;
+      if (Status st = RemoveDaemonTree(paths_.runs + "/" + id); !st.ok()) {
+        spdlog::warn("leftovers: run directory {} not removed: {}", id, st.ToString());
+        continue;
+      }
+      ++dirs;
+    }
+  }
+  if (telemetry_) {
+    if (auto ids = telemetry_->RunIds(); ids.ok()) {
+      for (const auto& id : *ids) {
+        if (!known(id) && telemetry_->Remove(id).ok()) ++series;
+      }
+    }
+  }
+  if (dirs + series > 0) {
+    spdlog::info(
+        "leftovers: removed {} run directories and {} telemetry series of runs that "
+        "no longer exist (a kill before their removal ended)",
+        dirs, series);
+  }
+}
+
+}  // namespace lathe::daemon
