@@ -24,6 +24,8 @@ import websocket
 
 from harness import Daemon, PY, second_user
 
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_probe.py")
+
 USER_A = "lathe-it-nb-a"
 USER_B = "lathe-it-nb-b"
 
@@ -225,6 +227,38 @@ class Notebook(unittest.TestCase):
         self.assertTrue(os.path.isdir(os.path.join(self.d.home, "runs", run, "notebook",
                                                    "runtime")))
 
+    def test_another_user_reaches_no_kernel_and_hears_no_cell(self):
+        run, url = self.start("--kernel", "python", "--kernel", "r")
+        cookie = self.sign_in(url)
+        kernels = {self.kernel(run, cookie): "print", self.kernel(run, cookie, "ir"): "cat"}
+        sockets = {k: self.channels(run, cookie, k) for k in kernels}
+        found = kernel_sockets(self.a.pw_uid)
+        self.assertGreaterEqual(found["kernels"], 2, found)
+        found["unix"].append(os.path.join(self.d.home, "runs", run, "notebook", "jupyter.sock"))
+        probe = os.path.join(self.base, "kernel_probe.py")
+        shutil.copy(PROBE, probe)
+        os.chmod(probe, 0o644)
+        b = subprocess.Popen(["setpriv", "--reuid", USER_B, "--regid", USER_B, "--init-groups",
+                              PY, probe, str(self.a.pw_uid), json.dumps(found)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+        self.addCleanup(lambda: b.poll() is not None or (b.kill(), b.wait()))
+        self.assertEqual(b.stdout.readline().strip(), "ready")
+        secret = uuid.uuid4().hex
+        for k, say in kernels.items():
+            out = self.execute(sockets[k], f"{say}('{secret}')")
+            self.assertEqual(out.strip(), secret)
+            sockets[k].close()
+        report, _ = b.communicate("done\n", timeout=60)
+        report = json.loads(report)
+        self.assertEqual(report["connected"], [], found)
+        self.assertEqual(report["received"], [])
+        # The kernels' sockets are unix sockets in the notebook's own 0700 directory.
+        runtime = os.path.join(self.d.home, "runs", run, "notebook", "runtime")
+        self.assertEqual(found["tcp"], [])
+        self.assertTrue(found["unix"][:-1], found)
+        for path in found["unix"]:
+            self.assertTrue(path.startswith(runtime + "/") or path.endswith("jupyter.sock"), path)
+
     def test_idle_stop_spares_busy_cells_and_busy_gpus_but_not_a_silent_tab(self):
         with open(self.load, "w") as f:
             json.dump({"gpus": []}, f)
@@ -333,6 +367,39 @@ class Notebook(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0, flags)
             self.assertIn(says, r.stderr, flags)
         self.assertEqual(self.d.runs(all_runs=True), [])
+
+
+def kernel_sockets(uid):
+    """The listening sockets of `uid`'s kernel processes (ipykernel, IRkernel),
+    seen as root: {"kernels": how many, "tcp": [port], "unix": [path]}."""
+    found = {"kernels": 0, "tcp": [], "unix": []}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            if b"ipykernel" not in cmd and b"IRkernel::main" not in cmd:
+                continue
+            inodes = set()
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+            tables = {}
+            for name in ("tcp", "tcp6", "unix"):
+                with open(f"/proc/{pid}/net/{name}") as f:
+                    tables[name] = [row.split() for row in f.read().splitlines()[1:]]
+        except OSError:
+            continue
+        found["kernels"] += 1
+        for row in tables["tcp"] + tables["tcp6"]:
+            if row[3] == "0A" and row[9] in inodes:
+                found["tcp"].append(int(row[1].rsplit(":", 1)[1], 16))
+        for row in tables["unix"]:
+            if row[6] in inodes and len(row) > 7 and row[7].startswith("/"):
+                found["unix"].append(row[7])
+    return found
 
 
 def kernel_is_python(test, kernel):

@@ -17,6 +17,10 @@ namespace {
 
 // Both languages: nobody knows yet who reads the run's log.
 void Say(const Status& s) {
+  if (s.msg_id().empty()) {
+    std::fprintf(stderr, "lathe: %s\n", s.ToString().c_str());
+    return;
+  }
   std::fprintf(stderr, "lathe: %s\nlathe: %s\n", Localize(s, Lang::kEn).c_str(),
                Localize(s, Lang::kZh).c_str());
 }
@@ -70,6 +74,32 @@ Status WriteIrKernelSpec(const std::string& data_dir) {
   return os::WriteFileAtomic(dir + "/kernel.json", spec.dump(2), 0600);
 }
 
+// Step 2: DIR's directories, named in Jupyter's variables. The kernels'
+// sockets go into runtime/, whose path must leave them room.
+Status PrepareState(const std::string& state) {
+  const std::string runtime = state + "/runtime";
+  if (runtime.size() + kKernelSocketName > kMaxSocketPath) {
+    return Status::Msg(Code::kFailedPrecondition, "notebook.path_too_long",
+                       {{"dir", runtime}, {"max", std::to_string(kMaxSocketPath)}});
+  }
+  for (const std::string& d : {state + "/config", state + "/data", runtime, state + "/ipython"}) {
+    RETURN_IF_ERROR(os::MakeDirs(d, 0700));
+  }
+  os::SetEnvVar("JUPYTER_CONFIG_DIR", state + "/config");
+  os::SetEnvVar("JUPYTER_DATA_DIR", state + "/data");
+  os::SetEnvVar("JUPYTER_RUNTIME_DIR", runtime);
+  os::SetEnvVar("IPYTHONDIR", state + "/ipython");
+  return Status::OK();
+}
+
+// Jupyter's config: the JSON, and the Python half beside it.
+Status WriteConfig(const std::string& exe, const std::string& dir, const Json& cfg) {
+  const bool notebook6 = Basename(exe) == "jupyter-notebook";
+  const std::string name = notebook6 ? "jupyter_notebook_config" : "jupyter_server_config";
+  RETURN_IF_ERROR(os::WriteFileAtomic(dir + "/" + name + ".json", cfg.dump(2), 0600));
+  return os::WriteFileAtomic(dir + "/" + name + ".py", JupyterPyConfig(notebook6), 0600);
+}
+
 }  // namespace
 
 std::string FindOnPath(const std::string& name, const std::string& path) {
@@ -104,6 +134,10 @@ Json JupyterConfig(const std::string& exe, const std::string& socket, const std:
               {notebook6 ? "notebook_dir" : "root_dir", root},
               {"allow_root", as_root}};
   return {{notebook6 ? "NotebookApp" : "ServerApp", app},
+          // Unix sockets in the notebook's runtime directory: a TCP port on
+          // loopback is open to every local user, the HMAC key signs
+          // messages but lets anyone subscribe.
+          {"KernelManager", {{"transport", "ipc"}}},
           {"KernelSpecManager",
            {{"allowed_kernelspecs", kernelspecs},
             {"ensure_native_kernel",
@@ -124,16 +158,10 @@ int NotebookMain(const std::vector<std::string>& argv) {
     return 127;
   }
   const std::string config = a.state + "/config", data = a.state + "/data";
-  for (const std::string& d : {config, data, a.state + "/runtime", a.state + "/ipython"}) {
-    if (Status st = os::MakeDirs(d, 0700); !st.ok()) {
-      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
-      return 1;
-    }
+  if (Status st = PrepareState(a.state); !st.ok()) {
+    Say(st);
+    return 1;
   }
-  os::SetEnvVar("JUPYTER_CONFIG_DIR", config);
-  os::SetEnvVar("JUPYTER_DATA_DIR", data);
-  os::SetEnvVar("JUPYTER_RUNTIME_DIR", a.state + "/runtime");
-  os::SetEnvVar("IPYTHONDIR", a.state + "/ipython");
   // The token leaves the environment that kernels and terminals inherit.
   if (const char* token = std::getenv("JUPYTER_TOKEN")) {
     const std::string file = a.state + "/token";
@@ -160,10 +188,9 @@ int NotebookMain(const std::vector<std::string>& argv) {
   }
   char cwd[4096];
   const std::string root = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
-  Json cfg = JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0);
-  const std::string name = Basename(exe) == "jupyter-notebook" ? "jupyter_notebook_config.json"
-                                                               : "jupyter_server_config.json";
-  if (Status st = os::WriteFileAtomic(config + "/" + name, cfg.dump(2), 0600); !st.ok()) {
+  if (Status st =
+          WriteConfig(exe, config, JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0));
+      !st.ok()) {
     std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
     return 1;
   }

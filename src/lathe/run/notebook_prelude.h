@@ -15,10 +15,12 @@
 //   4. registers the kernels asked for (python: ipykernel's own; r: IRkernel,
 //      checked with R) and allows only those;
 //   5. writes Jupyter's config (the unix socket PATH with mode 0600, no
-//      browser, the working directory as its root) and execs it.
+//      browser, the working directory as its root; kernels on unix sockets
+//      in DIR/runtime, never on TCP ports) and execs it.
 // Every message goes to stderr: the run's log.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,16 @@ std::string FindJupyter(const std::string& path);
 // terms ("python3", "ir").
 Json JupyterConfig(const std::string& exe, const std::string& socket, const std::string& root,
                    const std::vector<std::string>& kernelspecs, bool as_root);
+
+// The Python half of that config (jupyter_notebook_config.py or
+// jupyter_server_config.py beside the JSON): an ipc kernel's sockets are
+// named <runtime>/k<N>-<port>, short whatever the kernel's id.
+std::string JupyterPyConfig(bool notebook6);
+
+// The longest name the kernels' sockets add to the runtime directory
+// ("/k9999-9"), and a socket's longest path.
+inline constexpr size_t kKernelSocketName = 8;
+inline constexpr size_t kMaxSocketPath = 107;
 
 // The body of `lathe __notebook ARGS...` (ARGS without the command word).
 // Returns an exit code only when it could not exec Jupyter.

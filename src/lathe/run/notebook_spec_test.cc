@@ -73,10 +73,26 @@ TEST(NotebookPrelude, ConfigListensOnTheSocketOnlyWithTheKernelsAsked) {
   EXPECT_EQ(nb["KernelSpecManager"]["allowed_kernelspecs"], Json::array({"ir"}));
   EXPECT_EQ(nb["KernelSpecManager"]["ensure_native_kernel"], false);
   EXPECT_FALSE(nb.contains("ServerApp"));
+  EXPECT_EQ(nb["KernelManager"]["transport"], "ipc");
   Json lab = JupyterConfig("/usr/bin/jupyter-lab", "/s", "/w", {"python3"}, true);
   EXPECT_EQ(lab["ServerApp"]["root_dir"], "/w");
   EXPECT_EQ(lab["ServerApp"]["allow_root"], true);
   EXPECT_EQ(lab["KernelSpecManager"]["ensure_native_kernel"], true);
+  EXPECT_EQ(lab["KernelManager"]["transport"], "ipc");
+}
+
+TEST(NotebookPrelude, PythonConfigNamesShortKernelSocketsForEachServer) {
+  for (bool notebook6 : {true, false}) {
+    std::string py = JupyterPyConfig(notebook6);
+    EXPECT_NE(py.find(notebook6 ? "_SERVER = False\n" : "_SERVER = True\n"), std::string::npos);
+    EXPECT_NE(py.find("c.MappingKernelManager.kernel_manager_class = "
+                      "\"lathe_notebook_kernels.KernelManager\""),
+              std::string::npos);
+    EXPECT_NE(py.find("c.AsyncMappingKernelManager.kernel_manager_class"), std::string::npos);
+    EXPECT_NE(py.find("\"k%d\""), std::string::npos);
+  }
+  // "/k9999-9": the runtime directory's budget leaves room for that name.
+  EXPECT_EQ(std::string("/k9999-9").size(), kKernelSocketName);
 }
 
 }  // namespace

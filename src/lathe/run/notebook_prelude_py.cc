@@ -1,0 +1,75 @@
+// The Python part of Jupyter's config that `lathe __notebook` writes
+// (notebook_prelude.h, step 5): what JSON cannot say.
+#include <string>
+
+#include "lathe/run/notebook_prelude.h"
+
+namespace lathe::run {
+namespace {
+
+// Kernels on unix sockets (ipc) named <runtime>/k<N>-<port>. Jupyter's own
+// ipc names carry the kernel's 36-character id and would pass the 107 bytes
+// of a socket's path under a long run directory; <N> is a number this
+// server has not used, and no file of a previous attempt starts with it.
+// The KernelManager classes Jupyter would use, with that name as the
+// default `ip` of an ipc kernel, are registered as a module of their own so
+// that `kernel_manager_class` can name them.
+constexpr char kKernelsPy[] = R"py(
+import glob
+import itertools
+import os
+import sys
+import types
+
+from jupyter_client.ioloop import AsyncIOLoopKernelManager, IOLoopKernelManager
+
+_RUNTIME = os.environ["JUPYTER_RUNTIME_DIR"]
+_MAX_SOCKET_PATH = 107  # a unix socket's path, less its NUL
+_numbers = itertools.count(1)
+
+
+def _ipc_prefix():
+    while True:
+        prefix = os.path.join(_RUNTIME, "k%d" % next(_numbers))
+        if len(prefix) + 2 > _MAX_SOCKET_PATH:
+            raise RuntimeError("a kernel's socket %s-1 would be longer than %d bytes"
+                               % (prefix, _MAX_SOCKET_PATH))
+        if not glob.glob(glob.escape(prefix) + "-*"):
+            return prefix
+
+
+def _short_ipc(base):
+    class KernelManager(base):
+        def _ip_default(self):
+            return _ipc_prefix() if self.transport == "ipc" else super()._ip_default()
+
+    KernelManager.__name__ = KernelManager.__qualname__ = base.__name__
+    return KernelManager
+
+
+_async_base = AsyncIOLoopKernelManager
+if _SERVER:
+    try:  # jupyter_server 2's own
+        from jupyter_server.services.kernels.kernelmanager import ServerKernelManager as _async_base
+    except ImportError:
+        pass
+_kernels = types.ModuleType("lathe_notebook_kernels")
+_kernels.KernelManager = _short_ipc(IOLoopKernelManager)
+_kernels.AsyncKernelManager = _short_ipc(_async_base)
+sys.modules[_kernels.__name__] = _kernels
+c.MappingKernelManager.kernel_manager_class = "lathe_notebook_kernels.KernelManager"
+c.AsyncMappingKernelManager.kernel_manager_class = "lathe_notebook_kernels.AsyncKernelManager"
+)py";
+
+}  // namespace
+
+std::string JupyterPyConfig(bool notebook6) {
+  std::string out =
+      "# Written by `lathe __notebook` for this notebook alone (docs/notebooks.md).\n"
+      "c = get_config()  # noqa: F821 (defined by Jupyter's config loader)\n";
+  out += notebook6 ? "_SERVER = False\n" : "_SERVER = True\n";
+  out += kKernelsPy;
+  return out;
+}
+
+}  // namespace lathe::run
