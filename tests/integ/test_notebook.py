@@ -4,7 +4,9 @@ An unprivileged user starts a notebook on a simulated GPU and opens its
 one-time link with a real HTTP client; a Python cell run over the kernel's
 websocket through the proxy prints the run's CUDA_VISIBLE_DEVICES, an R cell
 prints its answer; a second user gets 403 at every proxied path, guessing
-the token or not; the token is on no process's command line. Idle stop is
+the token or not; the token is on no process's command line, nor in any page
+the owner gets. The kernels listen on unix sockets in the notebook's own
+directory: a second user finds none it can connect to and hears no cell. Idle stop is
 asserted on events: a busy but silent cell and a GPU the scripted load shows
 busy keep a notebook; an open but silent websocket does not. A notebook
 survives kill -9 of the daemon with its kernel's state. Bad input is refused
@@ -258,6 +260,34 @@ class Notebook(unittest.TestCase):
         self.assertTrue(found["unix"][:-1], found)
         for path in found["unix"]:
             self.assertTrue(path.startswith(runtime + "/") or path.endswith("jupyter.sock"), path)
+
+    def test_the_pages_the_owner_gets_carry_no_token_and_cells_still_run(self):
+        run, url = self.start()
+        cookie = self.sign_in(url)
+        token = open(os.path.join(self.d.home, "runs", run, "notebook.token")).read()
+        for path, body in [("/api/contents/t.ipynb", {"type": "notebook"}),
+                           ("/api/contents/f.txt", {"type": "file", "format": "text",
+                                                    "content": "hello"})]:
+            st, out = self.request(run, "PUT", path, cookie=cookie, body=json.dumps(body))
+            self.assertEqual(st, 201, out)
+        st, out = self.request(run, "POST", "/api/terminals", cookie=cookie, body="{}")
+        self.assertEqual(st, 200, out)
+        term = json.loads(out)["name"]
+        for path in ["/tree", "/notebooks/t.ipynb", "/edit/f.txt", f"/terminals/{term}",
+                     "/view/f.txt", f"/tree?token={token}"]:
+            c = http.client.HTTPConnection("127.0.0.1", self.port(), timeout=60)
+            c.request("GET", path, headers={"Host": self.host(run), "Cookie": cookie})
+            r = c.getresponse()
+            page = r.read()
+            self.assertEqual(r.status, 200, path)
+            self.assertIn(b"<html", page, path)
+            self.assertNotIn(token.encode(), page, path)
+            self.assertNotIn(token, str(r.getheaders()), path)
+        # The notebook works without it: its API, and a cell over the kernel's websocket.
+        k = self.kernel(run, cookie)
+        ws = self.channels(run, cookie, k)
+        self.assertEqual(self.execute(ws, "print(6 * 7)").strip(), "42")
+        ws.close()
 
     def test_idle_stop_spares_busy_cells_and_busy_gpus_but_not_a_silent_tab(self):
         with open(self.load, "w") as f:

@@ -97,6 +97,10 @@ Status WriteConfig(const std::string& exe, const std::string& dir, const Json& c
   const bool notebook6 = Basename(exe) == "jupyter-notebook";
   const std::string name = notebook6 ? "jupyter_notebook_config" : "jupyter_server_config";
   RETURN_IF_ERROR(os::WriteFileAtomic(dir + "/" + name + ".json", cfg.dump(2), 0600));
+  if (notebook6) {
+    RETURN_IF_ERROR(os::MakeDirs(dir + "/templates", 0700));
+    RETURN_IF_ERROR(os::WriteFileAtomic(dir + "/templates/page.html", kTokenlessPage, 0600));
+  }
   return os::WriteFileAtomic(dir + "/" + name + ".py", JupyterPyConfig(notebook6), 0600);
 }
 

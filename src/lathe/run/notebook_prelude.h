@@ -16,7 +16,8 @@
 //      checked with R) and allows only those;
 //   5. writes Jupyter's config (the unix socket PATH with mode 0600, no
 //      browser, the working directory as its root; kernels on unix sockets
-//      in DIR/runtime, never on TCP ports) and execs it.
+//      in DIR/runtime, never on TCP ports; pages without the token) and
+//      execs it.
 // Every message goes to stderr: the run's log.
 #pragma once
 
@@ -41,8 +42,14 @@ Json JupyterConfig(const std::string& exe, const std::string& socket, const std:
 
 // The Python half of that config (jupyter_notebook_config.py or
 // jupyter_server_config.py beside the JSON): an ipc kernel's sockets are
-// named <runtime>/k<N>-<port>, short whatever the kernel's id.
+// named <runtime>/k<N>-<port>, short whatever the kernel's id; for
+// jupyter-notebook 6, its templates are looked for in DIR/config/templates
+// first.
 std::string JupyterPyConfig(bool notebook6);
+// DIR/config/templates/page.html for jupyter-notebook 6: its own page.html
+// with `token` empty, so that no page carries the token (the proxy adds it
+// to every request).
+extern const char kTokenlessPage[];
 
 // The longest name the kernels' sockets add to the runtime directory
 // ("/k9999-9"), and a socket's longest path.

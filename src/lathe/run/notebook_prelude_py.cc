@@ -1,5 +1,6 @@
 // The Python part of Jupyter's config that `lathe __notebook` writes
-// (notebook_prelude.h, step 5): what JSON cannot say.
+// (notebook_prelude.h, step 5): what JSON cannot say; and the page template
+// that keeps the token out of jupyter-notebook's pages.
 #include <string>
 
 #include "lathe/run/notebook_prelude.h"
@@ -61,7 +62,27 @@ c.MappingKernelManager.kernel_manager_class = "lathe_notebook_kernels.KernelMana
 c.AsyncMappingKernelManager.kernel_manager_class = "lathe_notebook_kernels.AsyncKernelManager"
 )py";
 
+// jupyter-notebook 6 renders its token into every page (page.html: the
+// body's data-jupyter-api-token, the logo's ?token= link), where any script
+// on the notebook's origin reads it. The proxy shows the token to Jupyter
+// itself, so the pages need none: Jupyter finds our page.html first, which
+// empties `token` and extends its own (found as templates/page.html under
+// the notebook package's directory).
+constexpr char kTemplatesPy[] = R"py(
+import notebook as _notebook
+
+c.NotebookApp.extra_template_paths = [
+    os.path.join(os.environ["JUPYTER_CONFIG_DIR"], "templates"),
+    os.path.dirname(_notebook.__file__),
+]
+)py";
+
 }  // namespace
+
+const char kTokenlessPage[] =
+    "{#- Written by `lathe __notebook`: Jupyter's own page, without its token. -#}\n"
+    "{%- set token = \"\" -%}\n"
+    "{%- extends \"templates/page.html\" -%}\n";
 
 std::string JupyterPyConfig(bool notebook6) {
   std::string out =
@@ -69,6 +90,7 @@ std::string JupyterPyConfig(bool notebook6) {
       "c = get_config()  # noqa: F821 (defined by Jupyter's config loader)\n";
   out += notebook6 ? "_SERVER = False\n" : "_SERVER = True\n";
   out += kKernelsPy;
+  if (notebook6) out += kTemplatesPy;
   return out;
 }
 

@@ -91,6 +91,10 @@ TEST(NotebookPrelude, PythonConfigNamesShortKernelSocketsForEachServer) {
     EXPECT_NE(py.find("c.AsyncMappingKernelManager.kernel_manager_class"), std::string::npos);
     EXPECT_NE(py.find("\"k%d\""), std::string::npos);
   }
+  // jupyter-notebook 6 finds the tokenless page first; jupyter_server has no such page.
+  EXPECT_NE(JupyterPyConfig(true).find("c.NotebookApp.extra_template_paths"), std::string::npos);
+  EXPECT_EQ(JupyterPyConfig(false).find("extra_template_paths"), std::string::npos);
+  EXPECT_NE(std::string(kTokenlessPage).find("{%- set token = \"\" -%}"), std::string::npos);
   // "/k9999-9": the runtime directory's budget leaves room for that name.
   EXPECT_EQ(std::string("/k9999-9").size(), kKernelSocketName);
 }
