@@ -74,6 +74,36 @@ Status WriteIrKernelSpec(const std::string& data_dir) {
   return os::WriteFileAtomic(dir + "/kernel.json", spec.dump(2), 0600);
 }
 
+// What IPython reads as a kernel starts, in the notebook's IPYTHONDIR.
+Status WriteIpythonKernelConfig(const std::string& ipython_dir) {
+  const std::string dir = ipython_dir + "/profile_default";
+  RETURN_IF_ERROR(os::MakeDirs(dir, 0700));
+  return os::WriteFileAtomic(dir + "/ipython_kernel_config.py", kIpythonKernelConfig, 0600);
+}
+
+// Step 4: the kernels' specs, in Jupyter's terms; an exit code on failure.
+int RegisterKernels(const Args& a, const std::string& path, std::vector<std::string>& specs) {
+  for (const auto& k : a.kernels) {
+    Status st;
+    if (k == "python") {
+      st = WriteIpythonKernelConfig(a.state + "/ipython");
+      specs.push_back("python3");
+    } else if (k == "r") {
+      if (!HaveIrkernel(path)) {
+        Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_irkernel"));
+        return 127;
+      }
+      st = WriteIrKernelSpec(a.state + "/data");
+      specs.push_back("ir");
+    }
+    if (!st.ok()) {
+      Say(st);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 // Step 2: DIR's directories, named in Jupyter's variables. The kernels'
 // sockets go into runtime/, whose path must leave them room.
 Status PrepareState(const std::string& state) {
@@ -161,7 +191,7 @@ int NotebookMain(const std::vector<std::string>& argv) {
     Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_jupyter", {{"path", path}}));
     return 127;
   }
-  const std::string config = a.state + "/config", data = a.state + "/data";
+  const std::string config = a.state + "/config";
   if (Status st = PrepareState(a.state); !st.ok()) {
     Say(st);
     return 1;
@@ -177,19 +207,7 @@ int NotebookMain(const std::vector<std::string>& argv) {
     os::SetEnvVar("JUPYTER_TOKEN_FILE", file);
   }
   std::vector<std::string> specs;
-  for (const auto& k : a.kernels) {
-    if (k == "python") specs.push_back("python3");
-    if (k != "r") continue;
-    if (!HaveIrkernel(path)) {
-      Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_irkernel"));
-      return 127;
-    }
-    if (Status st = WriteIrKernelSpec(data); !st.ok()) {
-      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
-      return 1;
-    }
-    specs.push_back("ir");
-  }
+  if (int rc = RegisterKernels(a, path, specs); rc != 0) return rc;
   char cwd[4096];
   const std::string root = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
   if (Status st =

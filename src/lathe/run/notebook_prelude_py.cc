@@ -79,6 +79,48 @@ c.NotebookApp.extra_template_paths = [
 
 }  // namespace
 
+// ipykernel's IOPub thread listens on a random 127.0.0.1 port for the output
+// of the kernel's forked children (a PULL socket: it reads nothing out, and
+// drops what lacks its random key, but any local user can connect). IPython
+// reads this file before the kernel makes its sockets: the pipe becomes a
+// unix socket <runtime>/p<pid> in the same directory as the kernel's own.
+const char kIpythonKernelConfig[] = R"py(# Written by `lathe __notebook` for this notebook alone.
+import os
+
+import zmq
+from ipykernel import iostream
+
+_RUNTIME = os.environ.get("JUPYTER_RUNTIME_DIR", "")
+
+
+def _pipe_in(self):
+    self._pipe_uuid = os.urandom(16)
+    pipe_in = self.socket.context.socket(zmq.PULL)
+    pipe_in.linger = 0
+    self._pipe_port = os.path.join(_RUNTIME, "p%d" % os.getpid())
+    try:
+        pipe_in.bind("ipc://" + self._pipe_port)
+    except zmq.ZMQError:
+        self._pipe_flag = False  # as ipykernel does: no output from forked children
+        pipe_in.close()
+        return
+    self._pipe_in = iostream.ZMQStream(pipe_in, self.io_loop)
+    self._pipe_in.on_recv(self._handle_pipe_msg)
+
+
+def _pipe_out(self):
+    ctx = zmq.Context()
+    pipe_out = ctx.socket(zmq.PUSH)
+    pipe_out.linger = 3000
+    pipe_out.connect("ipc://" + self._pipe_port)
+    return ctx, pipe_out
+
+
+if _RUNTIME and hasattr(iostream.IOPubThread, "_setup_pipe_in"):
+    iostream.IOPubThread._setup_pipe_in = _pipe_in
+    iostream.IOPubThread._setup_pipe_out = _pipe_out
+)py";
+
 const char kTokenlessPage[] =
     "{#- Written by `lathe __notebook`: Jupyter's own page, without its token. -#}\n"
     "{%- set token = \"\" -%}\n"

@@ -95,8 +95,11 @@ TEST(NotebookPrelude, PythonConfigNamesShortKernelSocketsForEachServer) {
   EXPECT_NE(JupyterPyConfig(true).find("c.NotebookApp.extra_template_paths"), std::string::npos);
   EXPECT_EQ(JupyterPyConfig(false).find("extra_template_paths"), std::string::npos);
   EXPECT_NE(std::string(kTokenlessPage).find("{%- set token = \"\" -%}"), std::string::npos);
-  // "/k9999-9": the runtime directory's budget leaves room for that name.
-  EXPECT_EQ(std::string("/k9999-9").size(), kKernelSocketName);
+  // ipykernel's pipe on a unix socket in the runtime directory.
+  EXPECT_NE(std::string(kIpythonKernelConfig).find("pipe_in.bind(\"ipc://\""), std::string::npos);
+  // "/k9999-9", "/p4194304" (the largest pid): the runtime directory's budget leaves room.
+  EXPECT_LE(std::string("/k9999-9").size(), kKernelSocketName);
+  EXPECT_EQ(std::string("/p4194304").size(), kKernelSocketName);
 }
 
 }  // namespace
