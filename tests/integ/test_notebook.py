@@ -4,7 +4,9 @@ An unprivileged user starts a notebook on a simulated GPU and opens its
 one-time link with a real HTTP client; a Python cell run over the kernel's
 websocket through the proxy prints the run's CUDA_VISIBLE_DEVICES, an R cell
 prints its answer; a second user gets 403 at every proxied path, guessing
-the token or not; the token is on no process's command line. Idle stop is
+the token or not; the token is on no process's command line, nor in any page
+the owner gets. The kernels listen on unix sockets in the notebook's own
+directory: a second user finds none it can connect to and hears no cell. Idle stop is
 asserted on events: a busy but silent cell and a GPU the scripted load shows
 busy keep a notebook; an open but silent websocket does not. A notebook
 survives kill -9 of the daemon with its kernel's state. Bad input is refused
@@ -23,6 +25,8 @@ import uuid
 import websocket
 
 from harness import Daemon, PY, second_user
+
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_probe.py")
 
 USER_A = "lathe-it-nb-a"
 USER_B = "lathe-it-nb-b"
@@ -225,6 +229,66 @@ class Notebook(unittest.TestCase):
         self.assertTrue(os.path.isdir(os.path.join(self.d.home, "runs", run, "notebook",
                                                    "runtime")))
 
+    def test_another_user_reaches_no_kernel_and_hears_no_cell(self):
+        run, url = self.start("--kernel", "python", "--kernel", "r")
+        cookie = self.sign_in(url)
+        kernels = {self.kernel(run, cookie): "print", self.kernel(run, cookie, "ir"): "cat"}
+        sockets = {k: self.channels(run, cookie, k) for k in kernels}
+        found = kernel_sockets(self.a.pw_uid)
+        self.assertGreaterEqual(found["kernels"], 2, found)
+        found["unix"].append(os.path.join(self.d.home, "runs", run, "notebook", "jupyter.sock"))
+        probe = os.path.join(self.base, "kernel_probe.py")
+        shutil.copy(PROBE, probe)
+        os.chmod(probe, 0o644)
+        b = subprocess.Popen(["setpriv", "--reuid", USER_B, "--regid", USER_B, "--init-groups",
+                              PY, probe, str(self.a.pw_uid), json.dumps(found)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+        self.addCleanup(lambda: b.poll() is not None or (b.kill(), b.wait()))
+        self.assertEqual(b.stdout.readline().strip(), "ready")
+        secret = uuid.uuid4().hex
+        for k, say in kernels.items():
+            out = self.execute(sockets[k], f"{say}('{secret}')")
+            self.assertEqual(out.strip(), secret)
+            sockets[k].close()
+        report, _ = b.communicate("done\n", timeout=60)
+        report = json.loads(report)
+        self.assertEqual(report["connected"], [], found)
+        self.assertEqual(report["received"], [])
+        # The kernels' sockets are unix sockets in the notebook's own 0700 directory.
+        runtime = os.path.join(self.d.home, "runs", run, "notebook", "runtime")
+        self.assertEqual(found["tcp"], [])
+        self.assertTrue(found["unix"][:-1], found)
+        for path in found["unix"]:
+            self.assertTrue(path.startswith(runtime + "/") or path.endswith("jupyter.sock"), path)
+
+    def test_the_pages_the_owner_gets_carry_no_token_and_cells_still_run(self):
+        run, url = self.start()
+        cookie = self.sign_in(url)
+        token = open(os.path.join(self.d.home, "runs", run, "notebook.token")).read()
+        for path, body in [("/api/contents/t.ipynb", {"type": "notebook"}),
+                           ("/api/contents/f.txt", {"type": "file", "format": "text",
+                                                    "content": "hello"})]:
+            st, out = self.request(run, "PUT", path, cookie=cookie, body=json.dumps(body))
+            self.assertEqual(st, 201, out)
+        st, out = self.request(run, "POST", "/api/terminals", cookie=cookie, body="{}")
+        self.assertEqual(st, 200, out)
+        term = json.loads(out)["name"]
+        for path in ["/tree", "/notebooks/t.ipynb", "/edit/f.txt", f"/terminals/{term}",
+                     "/view/f.txt", f"/tree?token={token}"]:
+            c = http.client.HTTPConnection("127.0.0.1", self.port(), timeout=60)
+            c.request("GET", path, headers={"Host": self.host(run), "Cookie": cookie})
+            r = c.getresponse()
+            page = r.read()
+            self.assertEqual(r.status, 200, path)
+            self.assertIn(b"<html", page, path)
+            self.assertNotIn(token.encode(), page, path)
+            self.assertNotIn(token, str(r.getheaders()), path)
+        # The notebook works without it: its API, and a cell over the kernel's websocket.
+        k = self.kernel(run, cookie)
+        ws = self.channels(run, cookie, k)
+        self.assertEqual(self.execute(ws, "print(6 * 7)").strip(), "42")
+        ws.close()
+
     def test_idle_stop_spares_busy_cells_and_busy_gpus_but_not_a_silent_tab(self):
         with open(self.load, "w") as f:
             json.dump({"gpus": []}, f)
@@ -333,6 +397,39 @@ class Notebook(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0, flags)
             self.assertIn(says, r.stderr, flags)
         self.assertEqual(self.d.runs(all_runs=True), [])
+
+
+def kernel_sockets(uid):
+    """The listening sockets of `uid`'s kernel processes (ipykernel, IRkernel),
+    seen as root: {"kernels": how many, "tcp": [port], "unix": [path]}."""
+    found = {"kernels": 0, "tcp": [], "unix": []}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            if b"ipykernel" not in cmd and b"IRkernel::main" not in cmd:
+                continue
+            inodes = set()
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+            tables = {}
+            for name in ("tcp", "tcp6", "unix"):
+                with open(f"/proc/{pid}/net/{name}") as f:
+                    tables[name] = [row.split() for row in f.read().splitlines()[1:]]
+        except OSError:
+            continue
+        found["kernels"] += 1
+        for row in tables["tcp"] + tables["tcp6"]:
+            if row[3] == "0A" and row[9] in inodes:
+                found["tcp"].append(int(row[1].rsplit(":", 1)[1], 16))
+        for row in tables["unix"]:
+            if row[6] in inodes and len(row) > 7 and row[7].startswith("/"):
+                found["unix"].append(row[7])
+    return found
 
 
 def kernel_is_python(test, kernel):

@@ -17,6 +17,10 @@ namespace {
 
 // Both languages: nobody knows yet who reads the run's log.
 void Say(const Status& s) {
+  if (s.msg_id().empty()) {
+    std::fprintf(stderr, "lathe: %s\n", s.ToString().c_str());
+    return;
+  }
   std::fprintf(stderr, "lathe: %s\nlathe: %s\n", Localize(s, Lang::kEn).c_str(),
                Localize(s, Lang::kZh).c_str());
 }
@@ -70,6 +74,66 @@ Status WriteIrKernelSpec(const std::string& data_dir) {
   return os::WriteFileAtomic(dir + "/kernel.json", spec.dump(2), 0600);
 }
 
+// What IPython reads as a kernel starts, in the notebook's IPYTHONDIR.
+Status WriteIpythonKernelConfig(const std::string& ipython_dir) {
+  const std::string dir = ipython_dir + "/profile_default";
+  RETURN_IF_ERROR(os::MakeDirs(dir, 0700));
+  return os::WriteFileAtomic(dir + "/ipython_kernel_config.py", kIpythonKernelConfig, 0600);
+}
+
+// Step 4: the kernels' specs, in Jupyter's terms; an exit code on failure.
+int RegisterKernels(const Args& a, const std::string& path, std::vector<std::string>& specs) {
+  for (const auto& k : a.kernels) {
+    Status st;
+    if (k == "python") {
+      st = WriteIpythonKernelConfig(a.state + "/ipython");
+      specs.push_back("python3");
+    } else if (k == "r") {
+      if (!HaveIrkernel(path)) {
+        Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_irkernel"));
+        return 127;
+      }
+      st = WriteIrKernelSpec(a.state + "/data");
+      specs.push_back("ir");
+    }
+    if (!st.ok()) {
+      Say(st);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Step 2: DIR's directories, named in Jupyter's variables. The kernels'
+// sockets go into runtime/, whose path must leave them room.
+Status PrepareState(const std::string& state) {
+  const std::string runtime = state + "/runtime";
+  if (runtime.size() + kKernelSocketName > kMaxSocketPath) {
+    return Status::Msg(Code::kFailedPrecondition, "notebook.path_too_long",
+                       {{"dir", runtime}, {"max", std::to_string(kMaxSocketPath)}});
+  }
+  for (const std::string& d : {state + "/config", state + "/data", runtime, state + "/ipython"}) {
+    RETURN_IF_ERROR(os::MakeDirs(d, 0700));
+  }
+  os::SetEnvVar("JUPYTER_CONFIG_DIR", state + "/config");
+  os::SetEnvVar("JUPYTER_DATA_DIR", state + "/data");
+  os::SetEnvVar("JUPYTER_RUNTIME_DIR", runtime);
+  os::SetEnvVar("IPYTHONDIR", state + "/ipython");
+  return Status::OK();
+}
+
+// Jupyter's config: the JSON, and the Python half beside it.
+Status WriteConfig(const std::string& exe, const std::string& dir, const Json& cfg) {
+  const bool notebook6 = Basename(exe) == "jupyter-notebook";
+  const std::string name = notebook6 ? "jupyter_notebook_config" : "jupyter_server_config";
+  RETURN_IF_ERROR(os::WriteFileAtomic(dir + "/" + name + ".json", cfg.dump(2), 0600));
+  if (notebook6) {
+    RETURN_IF_ERROR(os::MakeDirs(dir + "/templates", 0700));
+    RETURN_IF_ERROR(os::WriteFileAtomic(dir + "/templates/page.html", kTokenlessPage, 0600));
+  }
+  return os::WriteFileAtomic(dir + "/" + name + ".py", JupyterPyConfig(notebook6), 0600);
+}
+
 }  // namespace
 
 std::string FindOnPath(const std::string& name, const std::string& path) {
@@ -104,6 +168,10 @@ Json JupyterConfig(const std::string& exe, const std::string& socket, const std:
               {notebook6 ? "notebook_dir" : "root_dir", root},
               {"allow_root", as_root}};
   return {{notebook6 ? "NotebookApp" : "ServerApp", app},
+          // Unix sockets in the notebook's runtime directory: a TCP port on
+          // loopback is open to every local user, the HMAC key signs
+          // messages but lets anyone subscribe.
+          {"KernelManager", {{"transport", "ipc"}}},
           {"KernelSpecManager",
            {{"allowed_kernelspecs", kernelspecs},
             {"ensure_native_kernel",
@@ -123,17 +191,11 @@ int NotebookMain(const std::vector<std::string>& argv) {
     Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_jupyter", {{"path", path}}));
     return 127;
   }
-  const std::string config = a.state + "/config", data = a.state + "/data";
-  for (const std::string& d : {config, data, a.state + "/runtime", a.state + "/ipython"}) {
-    if (Status st = os::MakeDirs(d, 0700); !st.ok()) {
-      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
-      return 1;
-    }
+  const std::string config = a.state + "/config";
+  if (Status st = PrepareState(a.state); !st.ok()) {
+    Say(st);
+    return 1;
   }
-  os::SetEnvVar("JUPYTER_CONFIG_DIR", config);
-  os::SetEnvVar("JUPYTER_DATA_DIR", data);
-  os::SetEnvVar("JUPYTER_RUNTIME_DIR", a.state + "/runtime");
-  os::SetEnvVar("IPYTHONDIR", a.state + "/ipython");
   // The token leaves the environment that kernels and terminals inherit.
   if (const char* token = std::getenv("JUPYTER_TOKEN")) {
     const std::string file = a.state + "/token";
@@ -145,25 +207,12 @@ int NotebookMain(const std::vector<std::string>& argv) {
     os::SetEnvVar("JUPYTER_TOKEN_FILE", file);
   }
   std::vector<std::string> specs;
-  for (const auto& k : a.kernels) {
-    if (k == "python") specs.push_back("python3");
-    if (k != "r") continue;
-    if (!HaveIrkernel(path)) {
-      Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_irkernel"));
-      return 127;
-    }
-    if (Status st = WriteIrKernelSpec(data); !st.ok()) {
-      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
-      return 1;
-    }
-    specs.push_back("ir");
-  }
+  if (int rc = RegisterKernels(a, path, specs); rc != 0) return rc;
   char cwd[4096];
   const std::string root = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
-  Json cfg = JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0);
-  const std::string name = Basename(exe) == "jupyter-notebook" ? "jupyter_notebook_config.json"
-                                                               : "jupyter_server_config.json";
-  if (Status st = os::WriteFileAtomic(config + "/" + name, cfg.dump(2), 0600); !st.ok()) {
+  if (Status st =
+          WriteConfig(exe, config, JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0));
+      !st.ok()) {
     std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
     return 1;
   }

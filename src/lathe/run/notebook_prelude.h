@@ -12,13 +12,17 @@
 //      IPYTHONDIR there, so two notebooks of one user share no state;
 //   3. moves the token from $JUPYTER_TOKEN into DIR/token (0600) and names
 //      it in $JUPYTER_TOKEN_FILE, so that kernels do not inherit it;
-//   4. registers the kernels asked for (python: ipykernel's own; r: IRkernel,
-//      checked with R) and allows only those;
+//   4. registers the kernels asked for (python: ipykernel's own, its
+//      output pipe moved to a unix socket; r: IRkernel, checked with R) and
+//      allows only those;
 //   5. writes Jupyter's config (the unix socket PATH with mode 0600, no
-//      browser, the working directory as its root) and execs it.
+//      browser, the working directory as its root; kernels on unix sockets
+//      in DIR/runtime, never on TCP ports; pages without the token) and
+//      execs it.
 // Every message goes to stderr: the run's log.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -36,6 +40,26 @@ std::string FindJupyter(const std::string& path);
 // terms ("python3", "ir").
 Json JupyterConfig(const std::string& exe, const std::string& socket, const std::string& root,
                    const std::vector<std::string>& kernelspecs, bool as_root);
+
+// The Python half of that config (jupyter_notebook_config.py or
+// jupyter_server_config.py beside the JSON): an ipc kernel's sockets are
+// named <runtime>/k<N>-<port>, short whatever the kernel's id; for
+// jupyter-notebook 6, its templates are looked for in DIR/config/templates
+// first.
+std::string JupyterPyConfig(bool notebook6);
+// DIR/ipython/profile_default/ipython_kernel_config.py: ipykernel's pipe for
+// its forked children's output on a unix socket <runtime>/p<pid>, not on a
+// 127.0.0.1 port.
+extern const char kIpythonKernelConfig[];
+// DIR/config/templates/page.html for jupyter-notebook 6: its own page.html
+// with `token` empty, so that no page carries the token (the proxy adds it
+// to every request).
+extern const char kTokenlessPage[];
+
+// The longest name the kernels' sockets add to the runtime directory
+// ("/k9999-9", "/p4194304"), and a socket's longest path.
+inline constexpr size_t kKernelSocketName = 9;
+inline constexpr size_t kMaxSocketPath = 107;
 
 // The body of `lathe __notebook ARGS...` (ARGS without the command word).
 // Returns an exit code only when it could not exec Jupyter.

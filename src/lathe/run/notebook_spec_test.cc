@@ -73,10 +73,33 @@ TEST(NotebookPrelude, ConfigListensOnTheSocketOnlyWithTheKernelsAsked) {
   EXPECT_EQ(nb["KernelSpecManager"]["allowed_kernelspecs"], Json::array({"ir"}));
   EXPECT_EQ(nb["KernelSpecManager"]["ensure_native_kernel"], false);
   EXPECT_FALSE(nb.contains("ServerApp"));
+  EXPECT_EQ(nb["KernelManager"]["transport"], "ipc");
   Json lab = JupyterConfig("/usr/bin/jupyter-lab", "/s", "/w", {"python3"}, true);
   EXPECT_EQ(lab["ServerApp"]["root_dir"], "/w");
   EXPECT_EQ(lab["ServerApp"]["allow_root"], true);
   EXPECT_EQ(lab["KernelSpecManager"]["ensure_native_kernel"], true);
+  EXPECT_EQ(lab["KernelManager"]["transport"], "ipc");
+}
+
+TEST(NotebookPrelude, PythonConfigNamesShortKernelSocketsForEachServer) {
+  for (bool notebook6 : {true, false}) {
+    std::string py = JupyterPyConfig(notebook6);
+    EXPECT_NE(py.find(notebook6 ? "_SERVER = False\n" : "_SERVER = True\n"), std::string::npos);
+    EXPECT_NE(py.find("c.MappingKernelManager.kernel_manager_class = "
+                      "\"lathe_notebook_kernels.KernelManager\""),
+              std::string::npos);
+    EXPECT_NE(py.find("c.AsyncMappingKernelManager.kernel_manager_class"), std::string::npos);
+    EXPECT_NE(py.find("\"k%d\""), std::string::npos);
+  }
+  // jupyter-notebook 6 finds the tokenless page first; jupyter_server has no such page.
+  EXPECT_NE(JupyterPyConfig(true).find("c.NotebookApp.extra_template_paths"), std::string::npos);
+  EXPECT_EQ(JupyterPyConfig(false).find("extra_template_paths"), std::string::npos);
+  EXPECT_NE(std::string(kTokenlessPage).find("{%- set token = \"\" -%}"), std::string::npos);
+  // ipykernel's pipe on a unix socket in the runtime directory.
+  EXPECT_NE(std::string(kIpythonKernelConfig).find("pipe_in.bind(\"ipc://\""), std::string::npos);
+  // "/k9999-9", "/p4194304" (the largest pid): the runtime directory's budget leaves room.
+  EXPECT_LE(std::string("/k9999-9").size(), kKernelSocketName);
+  EXPECT_EQ(std::string("/p4194304").size(), kKernelSocketName);
 }
 
 }  // namespace
