@@ -1,8 +1,8 @@
 """A read-only workspace whose path a user flips between lookups.
 
 The attacker names `<base>/a/x/etc` as a read-only workspace while, as
-themselves, they swap `x` between a directory of their own (holding an `etc`
-with a marker file) and a symlink to `/`, as fast as they can. A root monitor
+themselves, they swap `x` between a symlink to a directory of their own
+(holding an `etc` with a marker file) and a symlink to `/`, as fast as they can. A root monitor
 that mounted by path would resolve the source through one and the target
 through the other, and bind the attacker's `etc` over the real `/etc` in the
 run's namespace (then a set-user-ID `su` reading that `/etc` gives root). The
@@ -20,16 +20,16 @@ ATTACKER = "lathe-attacker"
 MARKER = "lathe-race-marker"
 
 FLIPPER = r"""
-import os, sys
-base = sys.argv[1]
-x, tmp = os.path.join(base, "x"), os.path.join(base, "x.tmp")
+import ctypes, os, sys
+# renameat2(RENAME_EXCHANGE) swaps two names in one step, as fast as a loop can: `x` is the
+# attacker's directory one moment and a symlink to / the next, never missing.
+libc = ctypes.CDLL(None, use_errno=True)
+exchange = libc.renameat2
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+os.chdir(sys.argv[1])
+x, y = b"x", b"y"
 while True:
-    for target in ("fake", "/"):
-        try:
-            os.symlink(target, tmp)
-            os.replace(tmp, x)
-        except OSError:
-            pass
+    exchange(AT_FDCWD, x, AT_FDCWD, y, RENAME_EXCHANGE)
 """
 
 COMMAND = ("grep NoNewPrivs /proc/self/status; "
@@ -54,8 +54,9 @@ def mount_race(test, daemon, runs, batch=20):
     for root, dirs, files in os.walk(a):
         for n in [root] + [os.path.join(root, d) for d in dirs + files]:
             os.lchown(n, pw.pw_uid, pw.pw_gid)
-    os.symlink("fake", os.path.join(a, "x"))
-    os.lchown(os.path.join(a, "x"), pw.pw_uid, pw.pw_gid)
+    for name, target in (("x", "fake"), ("y", "/")):
+        os.symlink(target, os.path.join(a, name))
+        os.lchown(os.path.join(a, name), pw.pw_uid, pw.pw_gid)
     spec = os.path.join(base, "ro.yaml")
     with open(spec, "w") as f:
         f.write("command: [sh, -c, '%s']\nworkspace: {dir: '%s', readonly: true}\n"
@@ -85,4 +86,6 @@ def mount_race(test, daemon, runs, batch=20):
                 outcomes["failed"] += 1
         daemon.cli("rm", "--finished", "--older-than", "0s", user=ATTACKER, env=env, check=False)
     test.assertGreater(outcomes["clean"], 0, outcomes)
+    if os.environ.get("LATHE_RACE_VERBOSE"):
+        print("outcomes:", outcomes)
     return outcomes
