@@ -64,8 +64,11 @@ Status GatewayControl::Ensure() {
   }
   retry_any_port_ = listen != c_.listen;  // the old port may be taken: any next time
   auto log = os::ReadFileUpTo(c_.dir + "/gateway.log", 1 << 20);
+  // Its last line says why, whole: a cut at a byte count read "…3 is in use".
   std::string tail = log.ok() ? *log : "";
-  if (tail.size() > 600) tail = tail.substr(tail.size() - 600);
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+  if (size_t nl = tail.rfind('\n'); nl != std::string::npos) tail.erase(0, nl + 1);
+  if (tail.size() > 600) tail = tail.substr(0, 600) + "…";
   return Status::Msg(Code::kUnavailable, "deploy.gateway_failed",
                      {{"log", c_.dir + "/gateway.log"}, {"detail", tail}});
 }
