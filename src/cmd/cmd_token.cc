@@ -44,7 +44,7 @@ Status RunCreate(const CreateFlags& f, Lang lang) {
   if (!f.name.empty()) body["name"] = f.name;
   if (f.expires_given) body["expires"] = f.expires;
   if (!f.user.empty()) body["user"] = f.user;
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
   ASSIGN_OR_RETURN(Json t, c->Post("/api/v1/tokens", body));
   if (f.json) {
     PrintJson(t);
