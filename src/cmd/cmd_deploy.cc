@@ -225,7 +225,7 @@ Status RunCreate(const DeployFlags& f, Lang lang) {
   }
   if (!f.name.empty()) body["name"] = f.name;
   RETURN_IF_ERROR(AddFlags(f, body));
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
   ASSIGN_OR_RETURN(Json d, c->Post("/api/v1/deployments", body));
   if (f.wait) RETURN_IF_ERROR(WaitReady(*c, d.value("name", ""), f.timeout, lang, d));
   if (f.json) {

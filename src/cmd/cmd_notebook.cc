@@ -136,7 +136,7 @@ Status PrintOpen(api::ApiClient& c, const std::string& id, bool browser, bool js
 Status RunStart(const StartFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(Json spec, NotebookSpec(f));
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
   ASSIGN_OR_RETURN(Json r, c->SubmitRun(spec, [lang](const Status& why) {
     std::fprintf(stderr, "%s\n", Tr("cli.submit_retry", lang, {{"reason", why.message()}}).c_str());
   }));

@@ -237,7 +237,7 @@ Status RunRun(const RunFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(Json spec, BuildSpec(f));
   // Validate here too, so bad input fails fast even without a daemon.
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
   ASSIGN_OR_RETURN(Json r, c->SubmitRun(spec, [lang](const Status& why) {
     std::fprintf(stderr, "%s\n", Tr("cli.submit_retry", lang, {{"reason", why.message()}}).c_str());
   }));
@@ -569,6 +569,14 @@ std::string ShellCwd() {
 }
 
 Json PortFlagJson(const std::string& value) { return PortFlag(value); }
+
+Result<std::unique_ptr<api::ApiClient>> ConnectToSubmit(Lang lang) {
+  return api::ApiClient::ConnectWaiting([lang](const Status& why) {
+    MsgArgs args = why.args();  // cli.daemon_unreachable's: where, reason
+    args.push_back({"seconds", std::to_string(api::ApiClient::kRestartWaitMs / 1000)});
+    std::fprintf(stderr, "%s\n", Tr("cli.daemon_wait", lang, args).c_str());
+  });
+}
 
 Status AddShellDefaults(Json& spec, const std::vector<std::string>& env_flags) {
   if (!spec.contains("env") || !spec["env"].is_object()) {

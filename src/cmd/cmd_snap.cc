@@ -46,11 +46,17 @@ struct SnapFlags {
 std::string Short(const std::string& id) { return id.substr(0, 12); }
 
 // Without --store: the store of the daemon a client would talk to, when this
-// user can open it (the user's own daemon; root for the system one).
+// user can open it (the user's own daemon; root for the system one). A store
+// that is there but not this user's to read (the system daemon's, for an
+// ordinary user) is said as such, not as a missing one.
 Result<std::string> DaemonStoreDir() {
   std::string dir = daemon::ReadableStoreDir();
-  if (dir.empty()) return Status::Msg(Code::kNotFound, "snap.no_daemon_store");
-  return dir;
+  if (!dir.empty()) return dir;
+  std::string closed = daemon::UnreadableStoreDir();
+  if (!closed.empty()) {
+    return Status::Msg(Code::kPermissionDenied, "snap.store_unreadable", {{"path", closed}});
+  }
+  return Status::Msg(Code::kNotFound, "snap.no_daemon_store");
 }
 
 Result<std::unique_ptr<Store>> OpenStore(const SnapFlags& f, bool create) {

@@ -14,6 +14,7 @@ namespace {
 
 struct CreateFlags {
   std::string name, expires, user;
+  bool expires_given = false;  // --expires "" is sent, and refused, not taken as "never"
   bool json = false;
 };
 
@@ -41,9 +42,9 @@ std::string ExpiresText(const Json& t, Lang lang) {
 Status RunCreate(const CreateFlags& f, Lang lang) {
   Json body = Json::object();
   if (!f.name.empty()) body["name"] = f.name;
-  if (!f.expires.empty()) body["expires"] = f.expires;
+  if (f.expires_given) body["expires"] = f.expires;
   if (!f.user.empty()) body["user"] = f.user;
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
   ASSIGN_OR_RETURN(Json t, c->Post("/api/v1/tokens", body));
   if (f.json) {
     PrintJson(t);
@@ -138,10 +139,13 @@ void SetupToken(CLI::App& app, Globals& g, Status& status) {
   static CreateFlags cf;
   auto* create = token->add_subcommand("create");
   create->add_option("--name", cf.name);
-  create->add_option("--expires", cf.expires);
+  auto* expires = create->add_option("--expires", cf.expires);
   create->add_option("--user", cf.user);
   create->add_flag("--json", cf.json);
-  create->callback([&status, &g] { status = RunCreate(cf, g.Language()); });
+  create->callback([&status, &g, expires] {
+    cf.expires_given = expires->count() > 0;
+    status = RunCreate(cf, g.Language());
+  });
 
   static bool all = false, json = false;
   auto* ls = token->add_subcommand("ls");

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+
+namespace lathe::api {
+class ApiClient;
+}  // namespace lathe::api
 
 namespace lathe::cmd {
 
@@ -39,6 +44,10 @@ std::string ShellCwd();
 // --env NAME=VALUE flags (cli.bad_env for one without '='), the shell's
 // umask and PATH unless the spec sets them.
 Status AddShellDefaults(Json& spec, const std::vector<std::string>& env_flags);
+// The daemon's client for a command that submits work (cmd_run.cc):
+// api::ApiClient::ConnectWaiting, saying on stderr when it waits for a
+// daemon that restarts.
+Result<std::unique_ptr<api::ApiClient>> ConnectToSubmit(Lang lang);
 // One --port value as a spec ports entry ("8888", "tb=6006", "web=/abs.sock").
 Json PortFlagJson(const std::string& value);
 // A --workspace value as `lathe run` sends it (a local path looked at here).

@@ -1,7 +1,7 @@
 #include "cmd/output.h"
 
+#include "lathe/api/browser_page.h"
 #include "lathe/common/display_width.h"
-#include "lathe/os/command.h"
 
 #include <unistd.h>
 
@@ -56,11 +56,8 @@ std::string AgeAgo(int64_t ms, Lang lang) {
 bool IsTerminal() { return ::isatty(1) == 1; }
 
 std::string OpenInBrowser(const std::string& url) {
-  constexpr int64_t kBrowserTimeoutMs = 10'000;
-  auto opened = os::RunCommand({"xdg-open", url}, kBrowserTimeoutMs);
-  if (!opened.ok()) return opened.status().message();
-  if (opened->exit_code != 0) return "xdg-open: exit " + std::to_string(opened->exit_code);
-  return "";
+  Status opened = api::OpenInBrowser(url);
+  return opened.ok() ? "" : opened.message();
 }
 
 }  // namespace lathe::cmd

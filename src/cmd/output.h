@@ -23,8 +23,9 @@ size_t DisplayWidth(const std::string& s);
 // the fields of `lathe inspect` line up in every language.
 std::string Label(const std::string& label, size_t width);
 bool IsTerminal();  // stdout is a TTY
-// Opens `url` in the user's browser (xdg-open, at most 10 s): "" when it did,
-// else why not, for the caller's message.
+// Opens `url` in the user's browser through a private page, never with the
+// link on a command line (api/browser_page.h): "" when it did, else why not,
+// for the caller's message.
 std::string OpenInBrowser(const std::string& url);
 
 }  // namespace lathe::cmd

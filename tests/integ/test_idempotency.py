@@ -145,6 +145,59 @@ class Idempotency(DaemonTest):
         self.assertEqual([r["id"] for r in json.loads(ps.stdout)], [runs[0]["id"]])
 
 
+class RestartingDaemon(DaemonTest):
+    """A second user's `lathe run` and `lathe token create`, started while the
+    root daemon is down — stopped (its socket gone) or killed (its socket left,
+    refusing) — wait for it and happen exactly once when it is back."""
+    gpus = "none"
+
+    def setUp(self):
+        self.pw = second_user(self, USER)
+        super().setUp()
+
+    def start_waiting(self, *args):
+        """`lathe ARGS` as the second user, returned once it says it waits."""
+        p = subprocess.Popen(["setpriv", "--reuid", USER, "--regid", USER, "--init-groups",
+                              LATHE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=self.d.env(HOME="/tmp"))
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        first = p.stderr.readline()
+        self.assertIn("waiting up to 15 s", first, p.stderr.read() if p.poll() is not None else "")
+        return p
+
+    def finish(self, p):
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        return out
+
+    def test_submissions_wait_for_the_daemon_to_come_back_and_happen_once(self):
+        runs, tokens = [], []
+        for down in (self.d.stop, self.d.kill9):
+            down()
+            submit = self.start_waiting("run", "--workdir", "/tmp", "--", "true")
+            token = self.start_waiting("token", "create", "--json")
+            self.d.start()
+            runs.append(self.finish(submit).strip())
+            tokens.append(json.loads(self.finish(token))["id"])
+        self.assertEqual(sorted(r["id"] for r in self.d.runs(all_runs=True)), sorted(runs))
+        for r in runs:
+            self.assertEqual(self.d.inspect(r)["uid"], self.pw.pw_uid)
+        listed = json.loads(self.d.cli("token", "ls", "--all", "--json").stdout)
+        self.assertEqual(sorted(t["id"] for t in listed if t.get("kind", "token") == "token"),
+                         sorted(tokens))
+
+    def test_other_commands_and_a_home_no_daemon_ran_in_do_not_wait(self):
+        self.d.stop()
+        r = self.d.cli("ps", check=False)
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertNotIn("waiting", r.stderr)
+        empty = tempfile.mkdtemp(prefix="lathe-it-nodaemon-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", empty])
+        r = self.d.cli("run", "--", "true", env=self.d.env(LATHE_HOME=empty), check=False)
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertNotIn("waiting", r.stderr)
+
+
 class FakeDaemon:
     """Answers on <home>/lathe.sock like a daemon that is killed and restarted
     while it handles the first POST: that connection closes without an answer

@@ -209,6 +209,42 @@ class Tokens(DaemonTest):
         for t in (token, made2["token"], made_b["token"]):
             self.assert_secret_nowhere(t)
 
+    def post_token(self, body, token):
+        c = http.client.HTTPConnection("127.0.0.1", self.port(), timeout=30)
+        c.request("POST", "/api/v1/tokens", body=json.dumps(body),
+                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        r = c.getresponse()
+        out = r.status, json.loads(r.read())
+        c.close()
+        return out
+
+    def test_an_empty_expiry_is_refused_not_taken_as_never(self):
+        a = self.a
+        r = self.d.cli("token", "create", "--expires", "", user=USER_A, env=self.local(a),
+                       check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("'expires'", r.stderr)
+        self.assertEqual(json.loads(self.d.cli("token", "ls", "--json", user=USER_A,
+                                               env=self.local(a)).stdout), [])
+        # Over TCP, with a token of an hour: "" neither makes a token that
+        # never expires nor one of the hour; the field left out still does.
+        hour = self.create(a, "--expires", "1h")
+        code, body = self.post_token({"expires": ""}, hour["token"])
+        self.assertEqual((code, body["error"]["id"]), (400, "token.bad_expires"), body)
+        code, body = self.post_token({"name": "x", "expires": ""}, hour["token"])
+        self.assertEqual(code, 400, body)
+        code, body = self.post_token({}, hour["token"])
+        self.assertEqual(code, 201, body)
+        self.assertEqual(body["expires_at_ms"], hour["expires_at_ms"])
+        listed = json.loads(self.d.cli("token", "ls", "--json", user=USER_A,
+                                       env=self.local(a)).stdout)
+        self.assertEqual(sorted(t["id"] for t in listed if t.get("kind", "token") == "token"),
+                         sorted([hour["id"], body["id"]]))
+        self.assertTrue(all(t["expires_at_ms"] for t in listed))
+        # "never" and no --expires still mean never.
+        self.assertIsNone(self.create(a, "--expires", "never")["expires_at_ms"])
+        self.assertIsNone(self.create(a)["expires_at_ms"])
+
     def test_expired_and_revoked_tokens_are_refused_at_once(self):
         a = self.a
         short = self.create(a, "--expires", "1s")

@@ -386,6 +386,25 @@ class Users(DaemonTest):
             self.assertEqual(os.stat(f).st_mode & 0o777, 0o600, f)
         self.assertEqual(os.stat(run_dir).st_uid, 0)
 
+    def test_store_verbs_say_the_daemons_store_is_not_this_users_to_read(self):
+        """prune, gc and fsck without --store open the daemon's store; the
+        root daemon's is not a second user's to read, which is not "no store"."""
+        src = tempfile.mkdtemp(prefix="lathe-it-store-")
+        self.addCleanup(shutil.rmtree, src, True)
+        with open(os.path.join(src, "w.bin"), "wb") as f:
+            f.write(b"weights")
+        self.d.cli("snap", "create", src)  # root's: the store exists
+        env = self.d.env(HOME="/tmp", LANG="C.UTF-8")
+        store = os.path.join(self.d.home, "store")
+        for verb in (("fsck",), ("gc",), ("prune", "--keep-last", "1")):
+            r = self.d.cli("snap", *verb, user=USER, env=env, check=False)
+            self.assertEqual(r.returncode, 1, (verb, r.stderr))
+            self.assertIn("not readable by this user", r.stderr, verb)
+            self.assertIn(store, r.stderr, verb)
+            self.assertNotIn("start the daemon", r.stderr, verb)
+        # Root's own are unchanged.
+        self.assertEqual(self.d.cli("snap", "fsck").returncode, 0)
+
     def test_a_run_creates_files_with_its_submitters_umask(self):
         out = tempfile.mkdtemp(prefix="lathe-it-umask-")
         self.addCleanup(shutil.rmtree, out, True)

@@ -40,7 +40,7 @@ class AuthTest : public ::testing::Test {
     TokenRequest r;
     r.uid = uid;
     r.user = "u" + std::to_string(uid);
-    r.expires = expires;
+    if (!expires.empty()) r.expires = expires;
     auto t = tokens_->Issue(r);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? t->token : "";

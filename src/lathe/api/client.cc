@@ -75,6 +75,37 @@ std::unique_ptr<ApiClient> ApiClient::ForUrl(const std::string& url, const std::
 Result<std::unique_ptr<ApiClient>> ApiClient::Connect() { return ConnectTo(true); }
 Result<std::unique_ptr<ApiClient>> ApiClient::ConnectLocal() { return ConnectTo(false); }
 
+namespace {
+// Whether a daemon that does not answer has run here, so that it may be
+// restarting: `lathe login` names one, or a candidate home still has its
+// socket (a killed daemon's, refusing) or its endpoint.json (written at
+// every start).
+bool DaemonRanHere() {
+  const auto candidates = daemon::ClientCandidates();
+  for (const auto& c : candidates) {
+    if (os::Exists(c.paths.socket) || os::Exists(c.paths.endpoint)) return true;
+  }
+  if (!candidates.empty() && candidates[0].why == "LATHE_HOME") return false;
+  auto login = LoadCredentials();
+  return login.ok() && login->has_value();
+}
+}  // namespace
+
+Result<std::unique_ptr<ApiClient>> ApiClient::ConnectWaiting(
+    const std::function<void(const Status&)>& on_wait) {
+  auto c = ConnectTo(true);
+  if (c.ok() || c.status().code() != Code::kUnavailable || !DaemonRanHere()) return c;
+  if (on_wait) on_wait(c.status());
+  os::Clock& clock = os::RealClock();
+  const int64_t deadline = clock.MonotonicMs() + kRestartWaitMs;
+  while (clock.MonotonicMs() < deadline) {
+    clock.SleepMs(kRestartPollMs);
+    c = ConnectTo(true);
+    if (c.ok() || c.status().code() != Code::kUnavailable) return c;
+  }
+  return c;
+}
+
 Result<std::unique_ptr<ApiClient>> ApiClient::ConnectTo(bool use_login) {
   const auto candidates = daemon::ClientCandidates();
   const bool explicit_home = !candidates.empty() && candidates[0].why == "LATHE_HOME";

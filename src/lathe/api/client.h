@@ -24,6 +24,16 @@ class ApiClient {
   static Result<std::unique_ptr<ApiClient>> Connect();
   // The same without step 2: a daemon on this machine (`lathe up`).
   static Result<std::unique_ptr<ApiClient>> ConnectLocal();
+  // Connect() for a command that submits work (`run`, `notebook start`,
+  // `deploy create`, `token create`): when no daemon answers (its socket
+  // missing or refusing, the connection closed) but one has run here — a
+  // login's, or a home whose socket or endpoint.json is there — it is taken
+  // for a daemon that restarts: `on_wait` (may be empty) is told why, once,
+  // and the candidates are tried again every kRestartPollMs for up to
+  // kRestartWaitMs. Anything else (no daemon ever here, a certificate not
+  // trusted, a bad credentials file) is returned at once, as by Connect().
+  static Result<std::unique_ptr<ApiClient>> ConnectWaiting(
+      const std::function<void(const Status&)>& on_wait = {});
   // The daemon at `url` ("http[s]://HOST:PORT") with `token`, without trying a
   // request first (`lathe login` checks the token itself). https is verified
   // with the CA certificates in `ca_file`, or the system's when "". A

@@ -70,7 +70,7 @@ void ApiServer::PostToken(ApiCall& call) {
     req.user = u->name;
   }
   req.name = *name;
-  req.expires = *expires;
+  if (body->contains("expires")) req.expires = *expires;  // "" too: refused, not "never"
   if (call.auth.via == Via::kUserToken) req.not_after_ms = call.auth.token_expires_at_ms;
   // A browser session makes no token that outlives it.
   if (call.auth.via == Via::kSession && call.auth.session) {

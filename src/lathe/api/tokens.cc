@@ -47,6 +47,14 @@ Result<int64_t> CredentialTtlMs(const std::string& expires) {
   return ms;
 }
 
+Result<int64_t> RequestedTtlMs(const std::optional<std::string>& expires) {
+  if (!expires) return int64_t{0};
+  if (expires->empty()) {
+    return Status::Msg(Code::kInvalidArgument, "token.bad_expires", {{"value", ""}});
+  }
+  return CredentialTtlMs(*expires);
+}
+
 Status CheckCredentialName(std::string_view name) {
   if (name.size() > kMaxTokenNameBytes || !IsPrintableName(name)) {
     return Status::Msg(Code::kInvalidArgument, "token.bad_name",
@@ -94,7 +102,7 @@ Result<std::unique_ptr<TokenService>> TokenService::Open(const std::string& db_p
 
 Result<IssuedToken> TokenService::Issue(const TokenRequest& req) {
   RETURN_IF_ERROR(CheckCredentialName(req.name));
-  ASSIGN_OR_RETURN(int64_t ttl_ms, CredentialTtlMs(req.expires));
+  ASSIGN_OR_RETURN(int64_t ttl_ms, RequestedTtlMs(req.expires));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(int64_t held, store_->CountFor(req.uid));
   if (held >= opts_.max_tokens_per_user) {

@@ -53,16 +53,22 @@ inline constexpr int64_t kMaxTokensPerUser = 100;
 
 // The checks of a credential's name and expiry (tokens, deployment keys):
 // InvalidArgument token.bad_name / token.bad_expires naming the field.
-// CredentialTtlMs gives 0 for "" or "never".
+// CredentialTtlMs gives 0 for "never", and for "" where a caller stands for a
+// field left out with "".
 Status CheckCredentialName(std::string_view name);
 Result<int64_t> CredentialTtlMs(const std::string& expires);
+// The expiry a token request asked for, in ms: 0 (never) when it left the
+// field out (nullopt) or said "never"; a value given as "" is refused like
+// every other bad one (token.bad_expires): it is no way to say "never".
+Result<int64_t> RequestedTtlMs(const std::optional<std::string>& expires);
 
 struct TokenRequest {
   uid_t uid = 0;     // whom the token acts as
   std::string user;  // that user's name
   std::string name;  // at most kMaxTokenNameBytes printable characters; "" allowed
-  // "" (never expires) or a duration ("30d", "12h") from 1s to 3650d.
-  std::string expires;
+  // nullopt (left out: never expires), "never", or a duration ("30d",
+  // "12h") from 1s to 3650d; "" is refused (RequestedTtlMs).
+  std::optional<std::string> expires;
   // 0, or the latest expiry the token may have (epoch ms): a token issued to
   // the holder of another token expires no later than that one.
   int64_t not_after_ms = 0;

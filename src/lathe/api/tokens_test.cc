@@ -25,7 +25,7 @@ class TokensTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  TokenRequest For(uid_t uid, std::string expires = "") {
+  TokenRequest For(uid_t uid, std::optional<std::string> expires = std::nullopt) {
     TokenRequest r;
     r.uid = uid;
     r.user = "u" + std::to_string(uid);
@@ -143,12 +143,28 @@ TEST_F(TokensTest, RefusesBadRequestsNamingTheField) {
   EXPECT_EQ(tokens_->Issue(r).status().msg_id(), "token.bad_expires");
   r.expires = "9999d";
   EXPECT_EQ(tokens_->Issue(r).status().msg_id(), "token.bad_expires");
-  r.expires = "";
+  r.expires = "";  // given, and empty: not a way to say "never"
+  EXPECT_EQ(tokens_->Issue(r).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(tokens_->Issue(r).status().msg_id(), "token.bad_expires");
+  r.expires = std::nullopt;
   r.name = std::string(kMaxTokenNameBytes + 1, 'x');
   EXPECT_EQ(tokens_->Issue(r).status().msg_id(), "token.bad_name");
   r.name = "a\nb";
   EXPECT_EQ(tokens_->Issue(r).status().msg_id(), "token.bad_name");
   EXPECT_TRUE(tokens_->List(1000u)->empty());
+}
+
+TEST_F(TokensTest, NeverExpiresOnlyWhenLeftOutOrSaidSo) {
+  auto left_out = tokens_->Issue(For(1000));
+  ASSERT_TRUE(left_out.ok()) << left_out.status().ToString();
+  EXPECT_EQ(left_out->record.expires_at_ms, 0);
+  auto never = tokens_->Issue(For(1000, "never"));
+  ASSERT_TRUE(never.ok()) << never.status().ToString();
+  EXPECT_EQ(never->record.expires_at_ms, 0);
+  EXPECT_EQ(RequestedTtlMs(std::nullopt).value(), 0);
+  EXPECT_EQ(RequestedTtlMs("1h").value(), 3'600'000);
+  EXPECT_EQ(RequestedTtlMs("").status().msg_id(), "token.bad_expires");
+  EXPECT_EQ(tokens_->List(1000u)->size(), 2u);
 }
 
 TEST_F(TokensTest, CapsExpiryAtTheIssuingTokensAndLimitsCount) {
