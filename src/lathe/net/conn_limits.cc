@@ -43,6 +43,18 @@ void ConnectionLimits::Release(const ConnClient& c, bool served) {
   if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
 }
 
+std::optional<ConnectionLimits::RefusalReport> ConnectionLimits::NoteRefusal(const ConnClient& c,
+                                                                             Admission why,
+                                                                             int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++refused_unlogged_;
+  if (last_log_ms_ && now_ms - *last_log_ms_ < o_.refusal_log_interval_ms) return std::nullopt;
+  last_log_ms_ = now_ms;
+  RefusalReport r{refused_unlogged_, c.key, why, c.limit};
+  refused_unlogged_ = 0;
+  return r;
+}
+
 size_t ConnectionLimits::served() const {
   std::lock_guard<std::mutex> lock(mu_);
   return served_;

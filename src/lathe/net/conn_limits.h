@@ -1,6 +1,6 @@
 // ConnectionLimits: the connection accounting of the HTTP server
 // (http_server.h, ServerOptions): which new connection is served, which is
-// refused over a limit.
+// refused over a limit, and when a refusal is worth a log line.
 //
 // The pool of max_connections is shared so that no one client can lock the
 // others out (docs/api.md and docs/gateway.md, "Limits"):
@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -45,6 +46,7 @@ struct ConnLimitOptions {
   size_t newcomer_connections = 0;  // of each pool, kept for clients holding none
   size_t reserved_connections = 0;  // beyond max_connections, for reserved clients
   size_t max_refusing = 64;         // refusals in flight (awaiting their 503); beyond: drop
+  int64_t refusal_log_interval_ms = 10'000;  // at most one log line per interval
 };
 
 class ConnectionLimits {
@@ -64,6 +66,19 @@ class ConnectionLimits {
   // The connection admitted as `served` (kServe) or refusing has closed.
   void Release(const ConnClient& c, bool served);
 
+  // What a log line about refusals says: how many since the last line, and
+  // the latest of them.
+  struct RefusalReport {
+    size_t refused = 0;
+    std::string key;
+    Admission why = Admission::kReject;
+    size_t limit = 0;  // kRejectClient: the client's limit
+  };
+  // Counts a refusal (an Admit that did not serve) at `now_ms` (monotonic):
+  // a report when a line is due — the first refusal, then at most one per
+  // refusal_log_interval_ms, counting those left out in between.
+  std::optional<RefusalReport> NoteRefusal(const ConnClient& c, Admission why, int64_t now_ms);
+
   size_t served() const;
   size_t held_by(const std::string& key) const;  // for tests
 
@@ -77,6 +92,8 @@ class ConnectionLimits {
   size_t served_tcp_ = 0;                               // guarded by mu_
   size_t refusing_ = 0;                                 // guarded by mu_
   std::unordered_map<std::string, size_t> per_client_;  // served, by key; guarded by mu_
+  size_t refused_unlogged_ = 0;                         // guarded by mu_
+  std::optional<int64_t> last_log_ms_;                  // guarded by mu_
 };
 
 }  // namespace lathe::net

@@ -74,5 +74,22 @@ TEST(ConnectionLimits, RefusalsBeyondThoseInFlightAreDropped) {
   EXPECT_EQ(l.served(), 1u);
 }
 
+TEST(ConnectionLimits, RefusalsAreReportedAtMostOncePerIntervalWithTheirCount) {
+  ConnectionLimits l(ConnLimitOptions{.max_connections = 1, .refusal_log_interval_ms = 1000});
+  auto first = l.NoteRefusal(Loopback(1001, 3), Admission::kRejectClient, 5000);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->refused, 1u);
+  EXPECT_EQ(first->key, "loopback uid 1001");
+  EXPECT_EQ(first->limit, 3u);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_FALSE(l.NoteRefusal(Loopback(1001, 3), Admission::kRejectClient, 5100 + i));
+  }
+  auto next = l.NoteRefusal(Unix(1002), Admission::kReject, 6000);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->refused, 51u);  // the ones left out, and this one
+  EXPECT_EQ(next->key, "uid 1002");
+  EXPECT_EQ(next->why, Admission::kReject);
+}
+
 }  // namespace
 }  // namespace lathe::net

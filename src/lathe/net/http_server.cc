@@ -55,6 +55,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/format.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -262,6 +263,25 @@ class Core {
   // (over a pool's limit, or over its client's), or closed at once (too many
   // refusals in flight).
   Admission Admit(const ConnClient& c) { return limits_.Admit(c); }
+
+  // Logs refusals, a line at most every refusal_log_interval_ms
+  // (conn_limits.h) with how many there were: a client hammering the server
+  // cannot fill its log, and the operator still learns who is refused.
+  void NoteRefusal(const ConnClient& c, Admission why) {
+    const int64_t now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+            .count();
+    auto r = limits_.NoteRefusal(c, why, now_ms);
+    if (!r) return;
+    std::string reason = "every connection it may use is taken";
+    if (why == Admission::kRejectClient) {
+      reason = fmt::format("it holds its limit of {}", r->limit);
+    } else if (why == Admission::kDrop) {
+      reason = "over a limit, with too many refusals in flight: closed without an answer";
+    }
+    spdlog::warn("{}: refused {} connection(s) over the connection limits; the latest from {}: {}",
+                 options.server_name, r->refused, r->key, reason);
+  }
 
   void Register(std::shared_ptr<SessionBase> s) {
     std::lock_guard<std::mutex> l(mu_);
@@ -1430,6 +1450,7 @@ class Listener final : public ListenerBase,
     if (core_->draining) return;  // the socket closes as it goes out of scope
     Client client = ClientOf(socket, core_->options);
     Admission admission = core_->Admit(client.count);
+    if (admission != Admission::kServe) core_->NoteRefusal(client.count, admission);
     if (admission != Admission::kDrop) {
       StartSession(std::move(socket), std::move(executor), std::move(client), admission);
     }
