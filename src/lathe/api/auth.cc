@@ -112,9 +112,14 @@ Result<Authenticated> Authenticator::CheckTcp(const net::HttpRequest& req, std::
   const std::string address = LimitKey(req);
   RETURN_IF_ERROR(CheckLimit(address, retry_after_s));
   // A bearer token wins over a cookie: it cannot be sent by another site.
-  auto a = req.Header("Authorization").empty() ? CheckCookie(req, cookie, scope) : CheckBearer(req);
+  const bool bearer = !req.Header("Authorization").empty();
+  auto a = bearer ? CheckBearer(req) : CheckCookie(req, cookie, scope);
   if (a.ok() || a.status().code() != Code::kPermissionDenied) return a;  // a store error: 500
-  RecordFailure(address, a.status());
+  // Only a credential presented and refused is a failed login: any web page
+  // can make the browser send requests that carry none.
+  const bool presented =
+      bearer || (sessions_ != nullptr && CookieValue(req.Header("Cookie"), cookie).has_value());
+  if (presented) RecordFailure(address, a.status());
   return a.status();
 }
 

@@ -65,6 +65,8 @@ class Authenticator {
   // token.expired); ResourceExhausted (429, api.auth_rate_limited) while the
   // client's address is over the limit, with `*retry_after_s` set.
   // A session cookie that is no good answers session.invalid (401).
+  // Only a refused credential counts against the limit: a request that
+  // brings none (no Authorization header, no cookie of that name) does not.
   Result<Authenticated> Authenticate(const net::HttpRequest& req, int64_t* retry_after_s);
 
   // A request to a run's origin (run_origin.h): a bearer token as above, or

@@ -125,6 +125,29 @@ TEST_F(AuthTest, FailuresAreLimitedPerAddress) {
   EXPECT_TRUE(auth_->Authenticate(Tcp(good), &retry_after_s_).ok());
 }
 
+// Any web page can make a browser send requests without a credential:
+// those are no failed logins, or a page could lock its visitor out.
+TEST_F(AuthTest, RequestsWithoutACredentialDoNotCountAsFailures) {
+  const std::string good = Issue(1234);
+  net::HttpRequest other_cookie = Tcp("");
+  other_cookie.headers.emplace_back("Cookie", "theme=dark");
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(auth_->Authenticate(Tcp(""), &retry_after_s_).status().msg_id(),
+              "api.unauthenticated");
+    EXPECT_EQ(auth_->Authenticate(other_cookie, &retry_after_s_).status().msg_id(),
+              "api.unauthenticated");
+    EXPECT_EQ(auth_->AuthenticateRunOrigin(Tcp(""), "run:r1", &retry_after_s_).status().msg_id(),
+              "api.unauthenticated");
+  }
+  EXPECT_TRUE(auth_->Authenticate(Tcp(good), &retry_after_s_).ok());
+  // A credential that is there and refused counts, whatever its kind.
+  net::HttpRequest basic = Tcp("");
+  basic.headers.emplace_back("Authorization", "Basic dTpw");
+  for (int i = 0; i < 10; ++i) (void)auth_->Authenticate(basic, &retry_after_s_);
+  EXPECT_EQ(auth_->Authenticate(Tcp(good), &retry_after_s_).status().msg_id(),
+            "api.auth_rate_limited");
+}
+
 TEST_F(AuthTest, ACredentialStillHoldsUntilRevokedOrExpired) {
   const std::string token = Issue(1234, "1h");
   auto t = auth_->Authenticate(Tcp(token), &retry_after_s_);
