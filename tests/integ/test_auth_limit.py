@@ -1,6 +1,7 @@
 """The failed-authentication limit over TCP (docs/security.md, "Credentials"),
 with unprivileged users against a root daemon: a request that brings no
-credential is no failed login."""
+credential is no failed login, and on loopback the limit is the connecting
+user's whichever 127.x.y.z they come from."""
 import json
 import os
 import subprocess
@@ -53,6 +54,18 @@ class AuthLimit(DaemonTest):
         # A page A's browser visits makes it send requests that carry nothing.
         self.assertEqual(self.send(USER_A, *["127.0.0.1 -"] * 15), [401] * 15)
         self.assertEqual(self.send(USER_A, "127.0.0.1 " + self.tok_a), [200])
+
+    def test_another_loopback_address_does_not_escape_the_limit(self):
+        bad = "lathe_t0000000000_" + "0" * 64
+        # B guesses from ten loopback addresses, then from an eleventh.
+        guesses = [f"127.0.0.{n} {bad}" for n in range(2, 12)]
+        self.assertEqual(self.send(USER_B, *guesses), [401] * 10)
+        self.assertEqual(self.send(USER_B, f"127.0.0.50 {bad}", f"127.0.0.51 {self.tok_a}"),
+                         [429, 429])
+        # A, another user on the same addresses, is not B's guesses' victim.
+        self.assertEqual(self.send(USER_A, "127.0.0.2 " + self.tok_a), [200])
+        with open(os.path.join(self.d.home, "daemon.test.log"), errors="replace") as f:
+            self.assertIn(f"loopback (uid {self.b.pw_uid})", f.read())
 
 
 if __name__ == "__main__":

@@ -148,6 +148,38 @@ TEST_F(AuthTest, RequestsWithoutACredentialDoNotCountAsFailures) {
             "api.auth_rate_limited");
 }
 
+// Any local user may bind any 127.x.y.z: on loopback the limit is the
+// connecting user's (the uid the server read for the connection), whichever
+// address they come from.
+TEST_F(AuthTest, LoopbackFailuresAreLimitedPerUserWhicheverAddress) {
+  const std::string good = Issue(1234);
+  const std::string bad = "lathe_t0000000000_" + std::string(64, '0');
+  auto from = [](const std::string& token, const std::string& remote, std::optional<unsigned> uid) {
+    net::HttpRequest r = Tcp(token, remote);
+    r.loopback = true;
+    r.loopback_uid = uid;
+    return r;
+  };
+  for (int i = 0; i < 10; ++i) {
+    const std::string remote = "127.0.0." + std::to_string(2 + i) + ":4000";
+    EXPECT_EQ(auth_->Authenticate(from(bad, remote, 1001), &retry_after_s_).status().msg_id(),
+              "token.invalid");
+  }
+  EXPECT_EQ(
+      auth_->Authenticate(from(good, "127.9.9.9:4000", 1001), &retry_after_s_).status().msg_id(),
+      "api.auth_rate_limited");
+  EXPECT_TRUE(auth_->Authenticate(from(good, "127.0.0.2:4000", 1002), &retry_after_s_).ok());
+  // Loopback clients whose user is not known are one client, apart from the users.
+  for (int i = 0; i < 10; ++i) {
+    (void)auth_->Authenticate(from(bad, "127.0.0." + std::to_string(2 + i) + ":1", std::nullopt),
+                              &retry_after_s_);
+  }
+  EXPECT_EQ(
+      auth_->Authenticate(from(good, "[::1]:1", std::nullopt), &retry_after_s_).status().msg_id(),
+      "api.auth_rate_limited");
+  EXPECT_TRUE(auth_->Authenticate(from(good, "127.0.0.2:4000", 1002), &retry_after_s_).ok());
+}
+
 TEST_F(AuthTest, ACredentialStillHoldsUntilRevokedOrExpired) {
   const std::string token = Issue(1234, "1h");
   auto t = auth_->Authenticate(Tcp(token), &retry_after_s_);

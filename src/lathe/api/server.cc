@@ -184,7 +184,6 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   } else {
     ASSIGN_OR_RETURN(s->port_, s->server_->ListenTls(s->opts_.host, s->opts_.port, s->opts_.tls));
   }
-  s->auth_->set_tcp_port(s->port_);
   // Written before the first request is served: a client that got an answer
   // finds the endpoint file.
   Json endpoint = {{"socket", paths.socket},

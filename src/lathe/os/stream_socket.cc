@@ -226,17 +226,6 @@ Result<uid_t> LoopbackPeerUid(int fd) {
   return PeerUid6(me, peer);
 }
 
-Result<uid_t> LoopbackClientUid(int client_port, int server_port) {
-  sockaddr_in client{}, server{};
-  client.sin_addr.s_addr = server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  client.sin_port = htons(static_cast<uint16_t>(client_port));
-  server.sin_port = htons(static_cast<uint16_t>(server_port));
-  auto diag = DiagUid4(client, server);
-  if (diag.ok() || diag.status().IsNotFound()) return diag;
-  ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/net/tcp"));
-  return UidOfTcpRow(v4, ProcAddress(client), ProcAddress(server));
-}
-
 Result<std::vector<int>> PickFreeLoopbackPorts(size_t n) {
   std::vector<Fd> held;
   std::vector<int> ports;

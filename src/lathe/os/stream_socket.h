@@ -50,12 +50,6 @@ Result<uid_t> LoopbackPeerUid(int fd);
 Result<uid_t> UidOfTcpRow(std::string_view proc_net_tcp, std::string_view local,
                           std::string_view remote);
 
-// The uid owning the client end of a loopback TCP connection from
-// 127.0.0.1:`client_port` to 127.0.0.1:`server_port`, as a server sees it
-// (/proc/net/tcp): the user whose process connected — for an `ssh -L`
-// tunnel, the user's sshd. NotFound when the connection is gone.
-Result<uid_t> LoopbackClientUid(int client_port, int server_port);
-
 // `n` distinct free loopback TCP ports, as the kernel picks them for a bind
 // to 127.0.0.1:0 (all bound at once, then closed): where a run on the host
 // network is told to listen. Nothing holds them afterwards: a process that
