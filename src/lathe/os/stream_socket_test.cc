@@ -74,6 +74,7 @@ TEST(StreamSocket, TheServerSideOfALoopbackConnectionNamesTheClientsOwner) {
     const bool v6 = std::strchr(from, ':') != nullptr;
     int port = 0;
     int l = LoopbackListener(v6 ? AF_INET6 : AF_INET, &port);
+    if (l < 0 && v6) continue;  // a host without IPv6 loopback
     ASSERT_GE(l, 0) << from;
     int c = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     sockaddr_in6 src{}, dst{};
