@@ -145,11 +145,11 @@ class ConnectionLimits(DaemonTest):
         os.chown(config, pw.pw_uid, pw.pw_gid)
         e = self.d.env(HOME="/tmp", XDG_CONFIG_HOME=config)
         del e["LATHE_HOME"]
-        return e, base, pw
+        return e, config, pw
 
     def login(self, user, token):
-        env, base, pw = self.remote_env(user)
-        path = os.path.join(base, "token")
+        env, config, pw = self.remote_env(user)
+        path = os.path.join(config, "token")
         with open(path, "w") as f:
             f.write(token + "\n")
         os.chown(path, pw.pw_uid, pw.pw_gid)
