@@ -21,7 +21,7 @@ def hard_nofile():
     return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
 def request(s, target=b"/api/v1/status", headers=b""):
-    s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: lathe\r\n" + headers + b"\r\n")
+    s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: localhost\r\n" + headers + b"\r\n")
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = s.recv(65536)
@@ -65,10 +65,7 @@ sys.stdin.read()
 # idles) with a token over TCP, from 127.0.0.1 to 127.0.0.5 in turn, each
 # address until one is refused or `cap` are held; prints "held N BODY" (the
 # last refusal's body) and holds them until stdin closes.
-TCP_# Opens connections to the socket one by one, each answering one request and
-# then kept open (idle, keep-alive), until one is refused or `cap` are held;
-# prints "held N STATUS BODY" and holds them until stdin closes.
-HOLDER = COMMON + r"""
+TCP_HOLDER = COMMON + r"""
 port, token, cap = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard_nofile(), hard_nofile()))
 held, refusal = [], b""
