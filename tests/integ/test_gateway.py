@@ -26,6 +26,7 @@ SECRET = "c" * 64
 KEY = "lathe_dk_k0123456789_" + SECRET
 EXPIRED_KEY = "lathe_dk_k0000000000_" + "d" * 64
 OTHER_USER = "lathe-gw-test"
+PER_CLIENT = 512  # docs/gateway.md, "Limits"
 
 
 def sha(s):
@@ -458,6 +459,93 @@ class GatewayTest(unittest.TestCase):
         self.assertEqual(self.gw.request("GET", "/status")[0], 404)
 
 
+# An attacker without a key: opens `cap` TCP connections to the front from
+# 127.0.0.1-8 in turn and sends nothing on them, then reopens each one the
+# front closes (its header timeout, or a refusal), until a line comes on
+# stdin; prints "holding N" once the first `cap` are open. Then it closes
+# them and holds connections kept alive after one request each, until one
+# is not answered 200 (one not answered at all, while the front still
+# refuses too many, is tried again); prints "probe N STATUS BODY".
+IDLE_HOLDER = r"""
+import http.client, resource, select, socket, sys, threading, time
+port, cap = int(sys.argv[1]), int(sys.argv[2])
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+n = [0]
+def source():
+    n[0] += 1
+    return "127.0.0.%d" % (1 + n[0] % 8)
+def connect():
+    s = socket.socket()
+    s.bind((source(), 0))
+    try:
+        s.connect(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    return s
+held = {}
+poller = select.poll()
+def hold(s):
+    if s:
+        held[s.fileno()] = s
+        poller.register(s, select.POLLIN)
+for _ in range(cap):
+    hold(connect())
+print("holding", len(held), flush=True)
+done = threading.Event()
+def reopen():
+    while not done.is_set():
+        for fd, _ in poller.poll(200):
+            poller.unregister(fd)
+            held.pop(fd).close()
+            hold(connect())
+        time.sleep(0.01)
+t = threading.Thread(target=reopen)
+t.start()
+sys.stdin.readline()
+done.set()
+t.join()
+for s in held.values():
+    s.close()
+kept, tries = [], 0
+while tries < 5000:
+    tries += 1
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source(), 0))
+    try:
+        c.request("GET", "/d/echo/x")
+        r = c.getresponse()
+        body = r.read()
+    except (OSError, http.client.HTTPException):
+        c.close()
+        continue
+    if r.status != 200:
+        print("probe", len(kept), r.status, body.decode(errors="replace"), flush=True)
+        break
+    kept.append(c)
+"""
+
+# Another client: GETs /d/echo/x COUNT times, each on a new connection, and
+# prints each status (or the error that came instead).
+CLIENT = r"""
+import http.client, sys
+port, count, out = int(sys.argv[1]), int(sys.argv[2]), []
+for i in range(count):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/d/echo/x")
+        out.append(str(c.getresponse().status))
+        c.close()
+    except (OSError, http.client.HTTPException) as e:
+        out.append(type(e).__name__)
+print(" ".join(out))
+"""
+
+
+def as_user(user, *cmd):
+    return ["setpriv", "--reuid", user, "--regid", user, "--clear-groups", *cmd]
+
+
 class GatewayProcessTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="lathe-gw-p-")
@@ -552,6 +640,41 @@ class GatewayProcessTest(unittest.TestCase):
         finally:
             gw.stop()
         self.assertEqual(gw.proc.returncode, 0)
+
+    def test_one_client_holding_idle_connections_does_not_stop_another(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to act as two other users")
+        attacker = harness.ensure_user(OTHER_USER)
+        harness.ensure_user(OTHER_USER + "2")
+        self.routes(os.geteuid())
+        gw = Gateway(self.dir)
+        try:
+            gw.wait_healthy("echo", "r1")
+            # More idle connections than once took every client's place, from
+            # eight loopback addresses, kept up as the front closes them.
+            holder = subprocess.Popen(
+                as_user(OTHER_USER, harness.PY, "-c", IDLE_HOLDER, str(gw.port), "1200"),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            self.addCleanup(holder.wait)
+            self.addCleanup(holder.stdout.close)
+            self.addCleanup(holder.stdin.close)
+            self.assertEqual(holder.stdout.readline().split()[0], "holding")
+            # Another local user is served all the while.
+            r = subprocess.run(as_user(OTHER_USER + "2", harness.PY, "-c", CLIENT, str(gw.port),
+                                       "5"), capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.stdout.split(), ["200"] * 5, r.stderr + gw.log_text())
+            # The attacker's own connection over its limit is answered 503.
+            holder.stdin.write("probe\n")
+            holder.stdin.flush()
+            probe = holder.stdout.readline().split(" ", 3)
+            self.assertEqual(probe[0], "probe", probe)
+            self.assertLessEqual(int(probe[1]), PER_CLIENT)
+            self.assertEqual(probe[2], "503", probe)
+            self.assertIn("too many connections from this user", probe[3])
+            # The refusals are in the front's log, naming the client.
+            self.assertIn(f"the latest from loopback uid {attacker.pw_uid}", gw.log_text())
+        finally:
+            gw.stop()
 
 
 if __name__ == "__main__":

@@ -254,6 +254,24 @@ class Proxy(DaemonTest):
         self.assertEqual(p["error"]["args"]["uid"], str(self.b.pw_uid))
         self.assertIsNotNone(squatter)
 
+    def test_a_port_another_user_bound_first_serves_root_nothing_either(self):
+        # Root's run declares a port but never listens on the one chosen for it.
+        run = self.d.submit("--port", "8000", "--workdir", "/tmp", "--", "sleep", "300")
+        self.d.wait_state(run, "running")
+        port = self.served_at(run)
+        # B binds it first and would serve root's browser on root's run origin.
+        self.start_server(self.b, "tcp", port, "9000", label="squatter")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            self.assertIn(b"squatter", s.makefile("rb").read())
+        root_token = json.loads(self.d.cli("token", "create", "--json").stdout)["token"]
+        status, body, _ = self.request(run, token=root_token)
+        self.assertEqual((status, self.error_id(body)), (403, "proxy.wrong_owner"), body)
+        self.assertNotIn("squatter", json.dumps(body))
+        [p] = self.d.inspect(run)["ports"]
+        self.assertEqual(p["state"], "wrong_owner")
+        self.assertEqual(p["error"]["args"]["uid"], str(self.b.pw_uid))
+
     def test_a_websocket_echoes_through_the_proxy(self):
         run = self.start_server(self.a, "tcp", "env:PORT", "8000")
         s = socket.create_connection(("127.0.0.1", self.port()), timeout=30)

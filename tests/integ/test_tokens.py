@@ -321,11 +321,11 @@ class Tokens(DaemonTest):
         self.assertEqual(code, 429)
         self.assertEqual(self.d.cli("ps", user=USER_A, env=self.local(a)).returncode, 0)
         # On loopback the limit is per connecting user (every local and
-        # ssh-tunnelled user shares 127.0.0.1): A, who guessed nothing, logs in.
+        # ssh-tunnelled user shares loopback): A, who guessed nothing, logs in.
         self.assertEqual(self.login(a, good).returncode, 0)
         log = self.daemon_log()
-        self.assertIn("refused a TCP request from 127.0.0.1 (uid 0)", log)
-        self.assertIn("too many failed authentications from 127.0.0.1 (uid 0)", log)
+        self.assertIn("refused a TCP request from loopback (uid 0)", log)
+        self.assertIn("too many failed authentications from loopback (uid 0)", log)
         self.assertNotIn("ab" * 32, log)
         self.assertNotIn("cd" * 16, log)
         self.assert_secret_nowhere(good)

@@ -1,7 +1,6 @@
 #include "lathe/api/auth.h"
 
 #include "lathe/api/run_origin.h"
-#include "lathe/os/stream_socket.h"
 
 #include <fmt/format.h>
 
@@ -112,19 +111,23 @@ Result<Authenticated> Authenticator::CheckTcp(const net::HttpRequest& req, std::
   const std::string address = LimitKey(req);
   RETURN_IF_ERROR(CheckLimit(address, retry_after_s));
   // A bearer token wins over a cookie: it cannot be sent by another site.
-  auto a = req.Header("Authorization").empty() ? CheckCookie(req, cookie, scope) : CheckBearer(req);
+  const bool bearer = !req.Header("Authorization").empty();
+  auto a = bearer ? CheckBearer(req) : CheckCookie(req, cookie, scope);
   if (a.ok() || a.status().code() != Code::kPermissionDenied) return a;  // a store error: 500
-  RecordFailure(address, a.status());
+  // Only a credential presented and refused is a failed login: any web page
+  // can make the browser send requests that carry none.
+  const bool presented =
+      bearer || (sessions_ != nullptr && CookieValue(req.Header("Cookie"), cookie).has_value());
+  if (presented) RecordFailure(address, a.status());
   return a.status();
 }
 
+// Every loopback address is one client (any local user may bind any
+// 127.x.y.z), told apart by the user owning the client's socket.
 std::string Authenticator::LimitKey(const net::HttpRequest& req) const {
-  std::string address = AddressOf(req.remote);
-  const int server_port = tcp_port_.load();
-  if (address != "127.0.0.1" || server_port <= 0) return address;
-  int client_port = std::atoi(req.remote.substr(address.size() + 1).c_str());
-  auto uid = os::LoopbackClientUid(client_port, server_port);
-  return uid.ok() ? fmt::format("{} (uid {})", address, *uid) : address;
+  if (req.loopback_uid) return fmt::format("loopback (uid {})", *req.loopback_uid);
+  if (req.loopback) return "loopback";
+  return AddressOf(req.remote);
 }
 
 bool Authenticator::StillValid(const Authenticated& a) {

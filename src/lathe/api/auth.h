@@ -9,12 +9,12 @@
 // or, without an Authorization header, the browser session cookie
 // (`lathe_session`, sessions.h) of scope "ui" — the daemon's own origin only;
 // a state-changing request made with it must pass CheckSessionRequest.
-// Failed TCP authentication is limited per client address (auth_limiter.h).
+// Failed TCP authentication is limited per client address, per user on
+// loopback (auth_limiter.h).
 // No token, whole or in part beyond a per-user token's public id, is ever
 // logged or put in an answer.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 
@@ -65,6 +65,8 @@ class Authenticator {
   // token.expired); ResourceExhausted (429, api.auth_rate_limited) while the
   // client's address is over the limit, with `*retry_after_s` set.
   // A session cookie that is no good answers session.invalid (401).
+  // Only a refused credential counts against the limit: a request that
+  // brings none (no Authorization header, no cookie of that name) does not.
   Result<Authenticated> Authenticate(const net::HttpRequest& req, int64_t* retry_after_s);
 
   // A request to a run's origin (run_origin.h): a bearer token as above, or
@@ -88,12 +90,6 @@ class Authenticator {
   // that revoking a token ends what it opened.
   bool StillValid(const Authenticated& a);
 
-  // The daemon's TCP port, once it listens: failed authentications from
-  // 127.0.0.1 are then counted per connecting user (the uid owning the
-  // client's socket, an ssh tunnel's sshd) rather than for the address,
-  // which every local and tunnelled user shares. Call before serving.
-  void set_tcp_port(int port) { tcp_port_ = port; }
-
   // Redeems a login code (SessionService::Redeem) for a request from a
   // browser: a failure counts against the failed-authentication limit of the
   // request's address, like a bad token, and while the address is over the
@@ -112,7 +108,10 @@ class Authenticator {
   // The limiter's answer for the request's address; OK when it may try.
   Status CheckLimit(const std::string& address, int64_t* retry_after_s);
   void RecordFailure(const std::string& address, const Status& why);
-  // What failures of `req` count against: its address, or "127.0.0.1 (uid N)".
+  // What failures of `req` count against: its address, or for any loopback
+  // address the connecting user (HttpRequest::loopback_uid: the uid owning
+  // the client's socket, an ssh tunnel's sshd) as "loopback (uid N)" —
+  // "loopback" when the server could not tell.
   std::string LimitKey(const net::HttpRequest& req) const;
 
   const std::string daemon_token_;
@@ -121,7 +120,6 @@ class Authenticator {
   SessionService* const sessions_;  // may be null
   os::Clock& clock_;
   AuthLimiter limiter_;
-  std::atomic<int> tcp_port_{0};
 };
 
 // Compares in time independent of where the strings differ.

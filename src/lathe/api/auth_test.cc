@@ -125,6 +125,61 @@ TEST_F(AuthTest, FailuresAreLimitedPerAddress) {
   EXPECT_TRUE(auth_->Authenticate(Tcp(good), &retry_after_s_).ok());
 }
 
+// Any web page can make a browser send requests without a credential:
+// those are no failed logins, or a page could lock its visitor out.
+TEST_F(AuthTest, RequestsWithoutACredentialDoNotCountAsFailures) {
+  const std::string good = Issue(1234);
+  net::HttpRequest other_cookie = Tcp("");
+  other_cookie.headers.emplace_back("Cookie", "theme=dark");
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(auth_->Authenticate(Tcp(""), &retry_after_s_).status().msg_id(),
+              "api.unauthenticated");
+    EXPECT_EQ(auth_->Authenticate(other_cookie, &retry_after_s_).status().msg_id(),
+              "api.unauthenticated");
+    EXPECT_EQ(auth_->AuthenticateRunOrigin(Tcp(""), "run:r1", &retry_after_s_).status().msg_id(),
+              "api.unauthenticated");
+  }
+  EXPECT_TRUE(auth_->Authenticate(Tcp(good), &retry_after_s_).ok());
+  // A credential that is there and refused counts, whatever its kind.
+  net::HttpRequest basic = Tcp("");
+  basic.headers.emplace_back("Authorization", "Basic dTpw");
+  for (int i = 0; i < 10; ++i) (void)auth_->Authenticate(basic, &retry_after_s_);
+  EXPECT_EQ(auth_->Authenticate(Tcp(good), &retry_after_s_).status().msg_id(),
+            "api.auth_rate_limited");
+}
+
+// Any local user may bind any 127.x.y.z: on loopback the limit is the
+// connecting user's (the uid the server read for the connection), whichever
+// address they come from.
+TEST_F(AuthTest, LoopbackFailuresAreLimitedPerUserWhicheverAddress) {
+  const std::string good = Issue(1234);
+  const std::string bad = "lathe_t0000000000_" + std::string(64, '0');
+  auto from = [](const std::string& token, const std::string& remote, std::optional<unsigned> uid) {
+    net::HttpRequest r = Tcp(token, remote);
+    r.loopback = true;
+    r.loopback_uid = uid;
+    return r;
+  };
+  for (int i = 0; i < 10; ++i) {
+    const std::string remote = "127.0.0." + std::to_string(2 + i) + ":4000";
+    EXPECT_EQ(auth_->Authenticate(from(bad, remote, 1001), &retry_after_s_).status().msg_id(),
+              "token.invalid");
+  }
+  EXPECT_EQ(
+      auth_->Authenticate(from(good, "127.9.9.9:4000", 1001), &retry_after_s_).status().msg_id(),
+      "api.auth_rate_limited");
+  EXPECT_TRUE(auth_->Authenticate(from(good, "127.0.0.2:4000", 1002), &retry_after_s_).ok());
+  // Loopback clients whose user is not known are one client, apart from the users.
+  for (int i = 0; i < 10; ++i) {
+    (void)auth_->Authenticate(from(bad, "127.0.0." + std::to_string(2 + i) + ":1", std::nullopt),
+                              &retry_after_s_);
+  }
+  EXPECT_EQ(
+      auth_->Authenticate(from(good, "[::1]:1", std::nullopt), &retry_after_s_).status().msg_id(),
+      "api.auth_rate_limited");
+  EXPECT_TRUE(auth_->Authenticate(from(good, "127.0.0.2:4000", 1002), &retry_after_s_).ok());
+}
+
 TEST_F(AuthTest, ACredentialStillHoldsUntilRevokedOrExpired) {
   const std::string token = Issue(1234, "1h");
   auto t = auth_->Authenticate(Tcp(token), &retry_after_s_);

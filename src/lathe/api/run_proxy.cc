@@ -233,8 +233,10 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
     up.netns_pid = e->value("netns_pid", 0);  // an isolated run's: connect in its namespace
     up.netns_start = e->value("netns_start", uint64_t{0});
   }
+  // Whoever else binds the port first serves nobody; root's run may also be
+  // served by the daemon's own user.
   up.owner_uid = r->uid;
-  up.any_owner = r->uid == 0;  // root's own run may be served by anything root runs
+  if (r->uid == 0) up.also_owner_uid = static_cast<unsigned>(daemon_.uid());
   up.explain_unreachable = [this, id = r->id, port = e->value("name", "")](const Status& s) {
     return daemon_.ExplainPort(id, port, s);  // which layer failed (docs/ports.md)
   };

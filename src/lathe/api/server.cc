@@ -116,7 +116,10 @@ Result<int64_t> QueryNumber(const net::HttpRequest& req, std::string_view name, 
 }
 
 // Connection limits of the API (docs/api.md, "Limits").
-constexpr size_t kMaxConnectionsPerUid = 128;
+constexpr size_t kMaxConnections = 1024;
+constexpr size_t kMaxTcpConnections = 768;  // the rest is kept for the unix socket
+constexpr size_t kNewcomerConnections = 64;
+constexpr size_t kMaxConnectionsPerUid = 128;  // on the socket, and over loopback TCP
 constexpr size_t kMaxConnectionsPerAddress = 256;
 constexpr size_t kReservedConnections = 64;
 
@@ -158,10 +161,17 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   net::ServerOptions so;
   so.io_threads = 2;
   so.max_body_bytes = kMaxRequestBodyBytes;
-  // Every local user can reach the socket in system mode: no one user (or
-  // client address) may hold enough connections to lock the others out, and
-  // root and the daemon's own user can connect even when all are taken.
+  // Every local user can reach the socket and the loopback port in system
+  // mode: no one user (or client address) may hold enough connections to
+  // lock the others out — a local user counts as one however many 127.x.y.z
+  // they connect from; TCP clients leave part of the pool to the socket and
+  // everyone leaves some to clients holding none; root and the daemon's own
+  // user can connect on the socket even when all are taken.
+  so.max_connections = kMaxConnections;
+  so.max_tcp_connections = kMaxTcpConnections;
+  so.newcomer_connections = kNewcomerConnections;
   so.max_connections_per_uid = kMaxConnectionsPerUid;
+  so.max_connections_per_loopback_user = kMaxConnectionsPerUid;
   so.max_connections_per_address = kMaxConnectionsPerAddress;
   so.reserved_uids = {0, static_cast<unsigned>(d.uid())};
   so.reserved_connections = kReservedConnections;
@@ -182,7 +192,6 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   } else {
     ASSIGN_OR_RETURN(s->port_, s->server_->ListenTls(s->opts_.host, s->opts_.port, s->opts_.tls));
   }
-  s->auth_->set_tcp_port(s->port_);
   // Written before the first request is served: a client that got an answer
   // finds the endpoint file.
   Json endpoint = {{"socket", paths.socket},

@@ -39,7 +39,7 @@ std::vector<Daemon::PortStatus> Daemon::CheckPorts(const RunRecord& r) {
     }
     // Still being launched: its address is not recorded yet, nothing listens.
     if (s.address.empty()) continue;
-    s.check = run::CheckPort(s.kind, s.address, r.uid, r.uid == 0, mine, all);
+    s.check = run::CheckPort(s.kind, s.address, r.uid, r.uid == 0 ? uid_ : r.uid, mine, all);
   }
   return out;
 }

@@ -25,11 +25,14 @@
 #include "lathe/deploy/hold_queue.h"
 #include "lathe/deploy/replica_load.h"
 #include "lathe/os/files.h"
+#include "lathe/os/process.h"
 
 namespace lathe::deploy {
 namespace {
 
 constexpr size_t kMaxRoutesBytes = 64 << 20;
+// Connections of the pool kept for the admin socket (the daemon's /status).
+constexpr size_t kAdminConnections = 16;
 // A routes.json changed this recently is read again even when its stat looks
 // the same (timestamps are as coarse as the kernel's, os/files.h).
 constexpr int64_t kRecentMtimeNs = 2'000'000'000;
@@ -120,6 +123,19 @@ class FrontImpl final : public Front {
     so.io_threads = opts_.io_threads;
     so.loop_per_thread = true;  // its handlers never block (net/http_server.h)
     so.server_name = "lathe-gateway";
+    // One client must not be able to take every connection (or every
+    // descriptor): each holds at most its share, the rest stay for others.
+    const uint64_t open_files = os::RaiseOpenFileLimit(kFrontOpenFiles);
+    so.max_connections =
+        opts_.max_connections > 0 ? opts_.max_connections : ClientConnectionBudget(open_files);
+    so.max_connections_per_address = opts_.max_connections_per_client;
+    so.max_connections_per_loopback_user = opts_.max_connections_per_client;
+    so.max_tcp_connections = so.max_connections > 4 * kAdminConnections
+                                 ? so.max_connections - kAdminConnections
+                                 : so.max_connections;
+    so.newcomer_connections = std::min(opts_.newcomer_connections, so.max_connections / 4);
+    spdlog::info("gateway: up to {} client connections, {} per client ({} open files)",
+                 so.max_connections, opts_.max_connections_per_client, open_files);
     auto server = net::HttpServer::Create(
         so, [this](net::HttpRequest req, std::unique_ptr<net::Responder> res) {
           Handle(std::move(req), std::move(res));
@@ -834,6 +850,11 @@ Result<std::unique_ptr<Front>> Front::Create(FrontOptions options) {
   auto front = std::make_unique<FrontImpl>(std::move(options), clock);
   RETURN_IF_ERROR(front->Bind());
   return std::unique_ptr<Front>(std::move(front));
+}
+
+size_t ClientConnectionBudget(uint64_t open_files) {
+  constexpr size_t kMinConnections = 128;
+  return std::max<size_t>(kMinConnections, static_cast<size_t>(open_files / 2));
 }
 
 Status WriteGatewayJson(const std::string& dir, int port, const std::string& admin_socket,

@@ -53,6 +53,14 @@ struct FrontOptions {
   int routes_poll_ms = 100;          // how often routes.json's stat is looked at
   int drain_ms = 10000;              // Stop: in-flight requests get this long
   int io_threads = 2;
+  // Client connections (docs/gateway.md, "Limits"). In all: 0 = from the
+  // open-file limit, which Create first raises (ClientConnectionBudget). One
+  // client — a loopback user (the owner of its socket), else an address, an
+  // IPv6 one by its /64 — holds at most max_connections_per_client; the last
+  // newcomer_connections go only to a client holding none. Over a limit: 503.
+  size_t max_connections = 0;
+  size_t max_connections_per_client = 512;
+  size_t newcomer_connections = 64;
   net::ProxyOptions proxy = DefaultProxyOptions();
   // Wall time (keys' expiry, /status) and the monotonic clock (latencies,
   // held requests' deadlines). Null: the real clocks. Not owned.
@@ -77,6 +85,13 @@ class Front {
   // answers the held ones 503 and stops every thread. Idempotent.
   virtual void Stop() = 0;
 };
+
+// The open descriptors the front asks for (RLIMIT_NOFILE), as root may raise it.
+inline constexpr uint64_t kFrontOpenFiles = 65536;
+
+// How many client connections `open_files` descriptors carry: half of them
+// (each client may need a replica connection beside its own), at least 128.
+size_t ClientConnectionBudget(uint64_t open_files);
 
 // Writes DIR/gateway.json atomically: {"pid", "port", "admin_socket", "started_ms"}.
 Status WriteGatewayJson(const std::string& dir, int port, const std::string& admin_socket,

@@ -66,6 +66,11 @@ struct HttpRequest {
   std::string body;
   std::optional<PeerCred> peer;  // SO_PEERCRED of a unix-socket client; nullopt for TCP
   std::string remote;            // "127.0.0.1:53412" or "unix"
+  // A TCP client on this host's loopback (127.0.0.0/8, ::1): true, with the
+  // uid owning its socket when the server asks the kernel
+  // (ServerOptions::max_connections_per_loopback_user) and it could tell.
+  bool loopback = false;
+  std::optional<unsigned> loopback_uid;
 
   // Case-insensitive, "" if absent. The view points into `headers`.
   std::string_view Header(std::string_view name) const;

@@ -55,15 +55,18 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/format.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/net/conn_limits.h"
 #include "lathe/net/io_loop.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
+#include "lathe/os/stream_socket.h"
 #include "lathe/os/unix_socket.h"
 
 namespace lathe::net {
@@ -97,6 +100,7 @@ using TlsStreamOf = beast::ssl_stream<TcpSocketOf<Ex>>;
 template <typename Protocol>
 using AcceptorOf = asio::basic_socket_acceptor<Protocol, Strand>;
 using Timer = TimerOf<Strand>;  // the acceptors' retry timer
+using Admission = ConnectionLimits::Admission;
 
 // The socket under a connection's stream: for timeouts (cancel), peeking,
 // half-closing and closing.
@@ -121,13 +125,12 @@ Ex NewExecutor(asio::io_context& ioc) {
   }
 }
 
-constexpr size_t kReadChunkBytes = 16 << 10;     // one idle read into the buffer
-constexpr size_t kLingerMaxBytes = 1 << 20;      // discarded after an error response
-constexpr int kLingerMs = 2000;                  // ... for at most this long
-constexpr size_t kMaxRejectingConnections = 64;  // 503 answers in flight; beyond: plain close
-constexpr int kAcceptRetryMs = 100;              // after EMFILE and friends
-constexpr int kCloseSettleMs = 1000;             // Stop: wait for posted closes before ioc.stop()
-constexpr int kDefaultDrainMs = 5000;            // Stop from the destructor
+constexpr size_t kReadChunkBytes = 16 << 10;  // one idle read into the buffer
+constexpr size_t kLingerMaxBytes = 1 << 20;   // discarded after an error response
+constexpr int kLingerMs = 2000;               // ... for at most this long
+constexpr int kAcceptRetryMs = 100;           // after EMFILE and friends
+constexpr int kCloseSettleMs = 1000;          // Stop: wait for posted closes before ioc.stop()
+constexpr int kDefaultDrainMs = 5000;         // Stop from the destructor
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr size_t kTunnelChunkBytes = 64 << 10;  // one read of a tunnel, each way
 constexpr std::string_view kTooManyTunnels = R"({"error":"too many tunnels"})";
@@ -157,11 +160,13 @@ std::string_view ErrorBody(int status) {
   }
 }
 
-// Who a connection comes from, for the per-peer limits.
-struct PeerKey {
-  std::string key;        // "uid:1000", "addr:127.0.0.1"; "" for none
-  size_t limit = 0;       // connections allowed under this key; 0 = no limit
-  bool reserved = false;  // may use the reserve beyond max_connections
+// Who a connection comes from: what its requests say of it and what it is
+// counted under.
+struct Client {
+  std::optional<PeerCred> peer;          // a unix-socket client's SO_PEERCRED
+  bool loopback = false;                 // a TCP client on this host's loopback
+  std::optional<unsigned> loopback_uid;  // ... and the uid owning its socket
+  ConnClient count;
 };
 
 HttpResponse ErrorResponse(int status, std::string_view body) {
@@ -222,7 +227,11 @@ class SessionBase {
 class Core {
  public:
   Core(ServerOptions options, Handler handler)
-      : options(std::move(options)), handler(std::move(handler)) {}
+      : options(std::move(options)),
+        handler(std::move(handler)),
+        limits_(ConnLimitOptions{this->options.max_connections, this->options.max_tcp_connections,
+                                 this->options.newcomer_connections,
+                                 this->options.reserved_connections}) {}
 
   const ServerOptions options;
   const Handler handler;
@@ -251,23 +260,27 @@ class Core {
   }
 
   // Decides how a new connection is treated: served, refused with a 503
-  // (over the global limit, or over its peer's), or closed at once (too many
+  // (over a pool's limit, or over its client's), or closed at once (too many
   // refusals in flight).
-  enum class Admission { kServe, kReject, kRejectPeer, kDrop };
-  Admission Admit(const PeerKey& peer) {
-    std::lock_guard<std::mutex> l(mu_);
-    size_t cap = options.max_connections + (peer.reserved ? options.reserved_connections : 0);
-    auto it = peer.key.empty() ? per_peer_.end() : per_peer_.find(peer.key);
-    size_t mine = it == per_peer_.end() ? 0 : it->second;
-    bool over_peer = !peer.reserved && peer.limit > 0 && mine >= peer.limit;
-    if (served_ < cap && !over_peer) {
-      ++served_;
-      if (!peer.key.empty()) ++per_peer_[peer.key];
-      return Admission::kServe;
+  Admission Admit(const ConnClient& c) { return limits_.Admit(c); }
+
+  // Logs refusals, a line at most every refusal_log_interval_ms
+  // (conn_limits.h) with how many there were: a client hammering the server
+  // cannot fill its log, and the operator still learns who is refused.
+  void NoteRefusal(const ConnClient& c, Admission why) {
+    const int64_t now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+            .count();
+    auto r = limits_.NoteRefusal(c, why, now_ms);
+    if (!r) return;
+    std::string reason = "every connection it may use is taken";
+    if (why == Admission::kRejectClient) {
+      reason = fmt::format("it holds its limit of {}", r->limit);
+    } else if (why == Admission::kDrop) {
+      reason = "over a limit, with too many refusals in flight: closed without an answer";
     }
-    if (rejecting_ >= kMaxRejectingConnections) return Admission::kDrop;
-    ++rejecting_;
-    return over_peer ? Admission::kRejectPeer : Admission::kReject;
+    spdlog::warn("{}: refused {} connection(s) over the connection limits; the latest from {}: {}",
+                 options.server_name, r->refused, r->key, reason);
   }
 
   void Register(std::shared_ptr<SessionBase> s) {
@@ -277,7 +290,7 @@ class Core {
   }
 
   // Called by the session when it closes; may drop the last strong reference.
-  void Unregister(SessionBase* s, bool served, const std::string& peer_key) {
+  void Unregister(SessionBase* s, bool served, const ConnClient& client) {
     std::shared_ptr<SessionBase> keep;  // destroyed after the lock is released
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -285,12 +298,8 @@ class Core {
       if (it == sessions_.end()) return;
       keep = std::move(it->second);
       sessions_.erase(it);
-      --(served ? served_ : rejecting_);
-      if (served && !peer_key.empty()) {
-        auto p = per_peer_.find(peer_key);
-        if (p != per_peer_.end() && --p->second == 0) per_peer_.erase(p);
-      }
     }
+    limits_.Release(client, served);
     empty_cv_.notify_all();
   }
 
@@ -325,10 +334,7 @@ class Core {
     streams_.clear();
   }
 
-  size_t served() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return served_;
-  }
+  size_t served() const { return limits_.served(); }
 
   // A slot for one more tunnel, unless max_tunnels are open.
   bool AcquireTunnel() {
@@ -349,10 +355,8 @@ class Core {
   std::unordered_map<SessionBase*, std::shared_ptr<SessionBase>> sessions_;  // guarded by mu_
   std::vector<std::weak_ptr<StreamState>> streams_;                          // guarded by mu_
   size_t streams_cap_ = 16;                                                  // guarded by mu_
-  size_t served_ = 0;                                                        // guarded by mu_
-  size_t rejecting_ = 0;                                                     // guarded by mu_
   size_t tunnels_ = 0;                                                       // guarded by mu_
-  std::unordered_map<std::string, size_t> per_peer_;  // served, by PeerKey::key; guarded by mu_
+  ConnectionLimits limits_;  // thread-safe on its own
 };
 
 // ---------------------------------------------------------------------------
@@ -648,16 +652,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   using Timer = TimerOf<Ex>;
   using UpstreamSocket = UpstreamSocketOf<Ex>;
 
-  Session(std::shared_ptr<Core> core, Stream conn, Ex executor, std::string remote,
-          std::optional<PeerCred> peer, std::string peer_key, std::string_view reject)
+  Session(std::shared_ptr<Core> core, Stream conn, Ex executor, std::string remote, Client client,
+          std::string_view reject)
       : core_(std::move(core)),
         options_(core_->options),
         strand_(std::move(executor)),
         conn_(std::move(conn)),
         timer_(strand_),
         remote_(std::move(remote)),
-        peer_(peer),
-        peer_key_(std::move(peer_key)),
+        client_(std::move(client)),
         reject_(reject) {}
 
   void Start() {
@@ -899,8 +902,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     ++seq_;
     keep_alive_ = parser_->get().keep_alive();
     HttpRequest req = ToHttpRequest(parser_->release());
-    req.peer = peer_;
+    req.peer = client_.peer;
     req.remote = remote_;
+    req.loopback = client_.loopback;
+    req.loopback_uid = client_.loopback_uid;
     if (!reject_.empty()) return SendError(503, reject_);
     auto responder = std::make_unique<ResponderImpl>(core_, this->weak_from_this(), seq_);
     try {
@@ -1277,7 +1282,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       tunnel_slot_ = false;
       core_->ReleaseTunnel();
     }
-    core_->Unregister(this, reject_.empty(), peer_key_);
+    core_->Unregister(this, reject_.empty(), client_.count);
   }
 
   // Constant after construction.
@@ -1288,8 +1293,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   Stream conn_;
   Timer timer_;
   const std::string remote_;
-  const std::optional<PeerCred> peer_;
-  const std::string peer_key_;     // counted under this key while served (PeerKey)
+  const Client client_;            // counted under client_.count until closed
   const std::string_view reject_;  // non-empty: its one request gets this 503 body
 
   // Strand-only state.
@@ -1379,42 +1383,69 @@ std::string DescribePeer(const UnixSocketOf<Ex>&) {
   return "unix";
 }
 
-template <typename Ex>
-std::optional<PeerCred> PeerOf(TcpSocketOf<Ex>& s) {
-  error_code ignored;
-  s.set_option(asio::ip::tcp::no_delay(true), ignored);  // responses are small and latency-bound
-  return std::nullopt;
+// The key a TCP client address is counted under: an IPv4 address, an
+// IPv4-mapped one as IPv4, an IPv6 address by its /64 (one host may hold a
+// whole /64).
+std::string AddressKey(const asio::ip::address& a) {
+  if (a.is_v4()) return a.to_string();
+  asio::ip::address_v6::bytes_type b = a.to_v6().to_bytes();
+  std::fill(b.begin() + 8, b.end(), 0);
+  return asio::ip::address_v6(b).to_string() + "/64";
 }
 
+// TCP clients: from this host's loopback per the uid owning the client's
+// socket (sock_diag) where the options ask for it, otherwise per address —
+// every loopback address being one, since any local user may bind any
+// 127.x.y.z. The port changes with every connection.
 template <typename Ex>
-std::optional<PeerCred> PeerOf(UnixSocketOf<Ex>& s) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return std::nullopt;
-  }
-  return PeerCred{cred.pid, cred.uid, cred.gid};
-}
-
-// TCP peers are limited per client address (the port changes with every
-// connection).
-template <typename Ex>
-PeerKey KeyOf(const TcpSocketOf<Ex>& s, const std::optional<PeerCred>&, const ServerOptions& o) {
+Client ClientOf(TcpSocketOf<Ex>& s, const ServerOptions& o) {
   error_code ec;
+  s.set_option(asio::ip::tcp::no_delay(true), ec);  // responses are small and latency-bound
+  Client c;
+  c.count.tcp = true;
+  c.count.limit = o.max_connections_per_address;
   auto ep = s.remote_endpoint(ec);
-  return PeerKey{ec ? "addr:?" : "addr:" + ep.address().to_string(), o.max_connections_per_address,
-                 false};
+  if (ec) {
+    c.count.key = "?";
+    return c;
+  }
+  asio::ip::address a = ep.address();
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  }
+  c.loopback = a.is_loopback();
+  if (!c.loopback) {
+    c.count.key = AddressKey(a);
+    return c;
+  }
+  c.count.key = "loopback";
+  if (o.max_connections_per_loopback_user == 0) return c;
+  if (auto uid = os::LoopbackPeerUid(s.native_handle()); uid.ok()) {
+    c.loopback_uid = *uid;
+    c.count = ConnClient{"loopback uid " + std::to_string(*uid),
+                         o.max_connections_per_loopback_user, true, true, false};
+  }
+  return c;
 }
 
 // Unix-socket peers per uid; one whose credentials cannot be read shares a
 // key with the others like it.
 template <typename Ex>
-PeerKey KeyOf(const UnixSocketOf<Ex>&, const std::optional<PeerCred>& peer,
-              const ServerOptions& o) {
-  if (!peer) return PeerKey{"uid:?", o.max_connections_per_uid, false};
-  bool reserved =
-      std::find(o.reserved_uids.begin(), o.reserved_uids.end(), peer->uid) != o.reserved_uids.end();
-  return PeerKey{"uid:" + std::to_string(peer->uid), o.max_connections_per_uid, reserved};
+Client ClientOf(UnixSocketOf<Ex>& s, const ServerOptions& o) {
+  Client c;
+  c.count.limit = o.max_connections_per_uid;
+  c.count.per_user = true;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    c.count.key = "uid ?";
+    return c;
+  }
+  c.peer = PeerCred{cred.pid, cred.uid, cred.gid};
+  c.count.key = "uid " + std::to_string(cred.uid);
+  c.count.reserved =
+      std::find(o.reserved_uids.begin(), o.reserved_uids.end(), cred.uid) != o.reserved_uids.end();
+  return c;
 }
 
 constexpr std::string_view kTooManyFromUser = R"({"error":"too many connections from this user"})";
@@ -1466,32 +1497,31 @@ class Listener final : public ListenerBase,
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) return RetryLater(ec);
     if (core_->draining) return;  // the socket closes as it goes out of scope
-    std::optional<PeerCred> peer = PeerOf(socket);
-    PeerKey key = KeyOf(socket, peer, core_->options);
-    Core::Admission admission = core_->Admit(key);
-    if (admission != Core::Admission::kDrop) {
-      StartSession(std::move(socket), std::move(executor), peer, std::move(key.key), admission);
+    Client client = ClientOf(socket, core_->options);
+    Admission admission = core_->Admit(client.count);
+    if (admission != Admission::kServe) core_->NoteRefusal(client.count, admission);
+    if (admission != Admission::kDrop) {
+      StartSession(std::move(socket), std::move(executor), std::move(client), admission);
     }
     Accept();
   }
 
-  void StartSession(Socket socket, Ex executor, std::optional<PeerCred> peer, std::string key,
-                    Core::Admission admission) {
+  void StartSession(Socket socket, Ex executor, Client client, Admission admission) {
     std::string remote = DescribePeer(socket);
     std::string_view reject;
-    if (admission == Core::Admission::kReject) reject = ErrorBody(503);
-    if (admission == Core::Admission::kRejectPeer) {
-      reject = std::is_same_v<Protocol, asio::ip::tcp> ? kTooManyFromAddress : kTooManyFromUser;
+    if (admission == Admission::kReject) reject = ErrorBody(503);
+    if (admission == Admission::kRejectClient) {
+      reject = client.count.per_user ? kTooManyFromUser : kTooManyFromAddress;
     }
     if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
       if (tls_ != nullptr) {
         return Launch(std::make_shared<Session<TlsStreamOf<Ex>>>(
             core_, TlsStreamOf<Ex>(std::move(socket), *tls_), std::move(executor),
-            std::move(remote), peer, std::move(key), reject));
+            std::move(remote), std::move(client), reject));
       }
     }
     Launch(std::make_shared<Session<Socket>>(core_, std::move(socket), std::move(executor),
-                                             std::move(remote), peer, std::move(key), reject));
+                                             std::move(remote), std::move(client), reject));
   }
 
   template <typename S>
@@ -1768,6 +1798,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options, Ha
   }
   if (options.max_connections == 0)
     return Status::InvalidArgument("max_connections must be positive");
+  const size_t tcp =
+      options.max_tcp_connections == 0 ? options.max_connections : options.max_tcp_connections;
+  if (tcp > options.max_connections || options.newcomer_connections >= tcp) {
+    return Status::InvalidArgument(
+        "max_tcp_connections must not exceed max_connections, and newcomer_connections must be "
+        "below both");
+  }
   try {
     if (options.loop_per_thread) {
       return std::unique_ptr<HttpServer>(

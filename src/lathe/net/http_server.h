@@ -54,14 +54,24 @@ struct ServerOptions {
   int idle_timeout_ms = 60000;          // keep-alive connection with no request is closed after
                                         // this; a streamed response is never idle
   int write_timeout_ms = 60000;  // to hand one response (or one stream chunk) to a slow client
-  // Connection limits. A connection over one of them is answered 503
-  // ("too many connections", or "... from this user" / "... from this
-  // address" for the per-peer limits) and closed.
+  // Connection limits (conn_limits.h). A connection over one of them is
+  // answered 503 ("too many connections", or "... from this user" / "...
+  // from this address" for a client's own limit) and closed.
   size_t max_connections = 1024;           // open connections in all
+  size_t max_tcp_connections = 0;          // of them TCP and TLS; the rest is kept for
+                                           // unix-socket clients. 0 = max_connections
+  size_t newcomer_connections = 0;         // of each pool, kept for clients that hold none
   size_t max_connections_per_uid = 0;      // unix-socket connections of one peer uid
                                            // (SO_PEERCRED); 0 = no such limit
-  size_t max_connections_per_address = 0;  // TCP connections from one client IP address;
-                                           // 0 = no such limit
+  size_t max_connections_per_address = 0;  // TCP connections from one client address: every
+                                           // loopback address (127.0.0.0/8, ::1) counts as
+                                           // one, an IPv6 address by its /64; 0 = no limit
+  // TCP connections from this host's loopback owned by one uid (the owner of
+  // the client's socket, asked of the kernel through sock_diag; an ssh
+  // tunnel's is the user's sshd); a loopback client whose uid cannot be told
+  // counts as the address "loopback". 0: loopback clients are not told apart
+  // and HttpRequest::loopback_uid stays empty.
+  size_t max_connections_per_loopback_user = 0;
   // Unix-socket peers with these uids (root, the server's own user) have no
   // per-uid limit and may open `reserved_connections` beyond max_connections,
   // so that they can connect while others hold every ordinary slot.
@@ -79,7 +89,9 @@ struct TlsFiles {
 
 class HttpServer {
  public:
-  // Fails with InvalidArgument on a null handler or a non-positive io_threads/timeout.
+  // Fails with InvalidArgument on a null handler, a non-positive
+  // io_threads/timeout/max_connections, max_tcp_connections above
+  // max_connections, or newcomer_connections not below either pool.
   static Result<std::unique_ptr<HttpServer>> Create(ServerOptions options, Handler handler);
   virtual ~HttpServer() = default;
 

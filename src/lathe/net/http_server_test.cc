@@ -1,5 +1,6 @@
 #include "lathe/net/http_server.h"
 
+#include <arpa/inet.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -158,6 +159,12 @@ TEST(HttpServer, CreateRejectsBadOptions) {
   EXPECT_TRUE(HttpServer::Create({}, nullptr).status().IsInvalidArgument());
   ServerOptions o;
   o.io_threads = 0;
+  EXPECT_TRUE(HttpServer::Create(o, EchoHandler()).status().IsInvalidArgument());
+  o = ServerOptions();
+  o.max_tcp_connections = o.max_connections + 1;
+  EXPECT_TRUE(HttpServer::Create(o, EchoHandler()).status().IsInvalidArgument());
+  o = ServerOptions();
+  o.newcomer_connections = o.max_connections;
   EXPECT_TRUE(HttpServer::Create(o, EchoHandler()).status().IsInvalidArgument());
   auto s = HttpServer::Create({}, EchoHandler());
   ASSERT_TRUE(s.ok());
@@ -882,26 +889,53 @@ TEST(HttpServer, ConnectionsBeyondTheLimitOfOneAddressGet503) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 503);
   EXPECT_NE(r->body.find("too many connections from this address"), std::string::npos) << r->body;
-  RawConn other = RawConn::TcpFrom("127.0.0.2", port);  // another client address
+  // Any local user may bind any 127.x.y.z: every loopback address is one.
+  RawConn other = RawConn::TcpFrom("127.0.0.2", port);
   ASSERT_TRUE(other.connected());
-  EXPECT_EQ(Probe(other), 200);
+  EXPECT_EQ(Probe(other), 503);
 }
 
-// In a child that becomes `uid`: connects to `path`, sends a request and
+// Where a child connects: a unix socket, or 127.0.0.1:port from a source
+// address of its own.
+struct Target {
+  sockaddr_storage to{};
+  socklen_t to_len = 0;
+  sockaddr_in from{};  // AF_INET: bind here first
+};
+Target UnixTarget(const std::string& path) {
+  Target t;
+  auto* a = reinterpret_cast<sockaddr_un*>(&t.to);
+  a->sun_family = AF_UNIX;
+  std::strncpy(a->sun_path, path.c_str(), sizeof(a->sun_path) - 1);
+  t.to_len = sizeof(sockaddr_un);
+  return t;
+}
+Target TcpTarget(int port, const char* from) {
+  Target t;
+  auto* a = reinterpret_cast<sockaddr_in*>(&t.to);
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a->sin_port = htons(static_cast<uint16_t>(port));
+  t.to_len = sizeof(sockaddr_in);
+  t.from.sin_family = AF_INET;
+  EXPECT_EQ(::inet_pton(AF_INET, from, &t.from.sin_addr), 1);
+  return t;
+}
+
+// In a child that becomes `uid`: connects to `t`, sends a request and
 // writes the answer's status line to `report`, then holds the connection
 // until `hold` is closed. Only async-signal-safe calls after fork.
-pid_t ConnectAs(uid_t uid, const std::string& path, int report, int hold) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+pid_t ConnectAs(uid_t uid, const Target& t, int report, int hold) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   char buf[512];
   const char req[] = "GET /as-other HTTP/1.1\r\nHost: x\r\n\r\n";
+  const bool tcp = t.from.sin_family == AF_INET;
   int fd = -1;
   if (::setgroups(0, nullptr) == 0 && ::setgid(uid) == 0 && ::setuid(uid) == 0 &&
-      (fd = ::socket(AF_UNIX, SOCK_STREAM, 0)) >= 0 &&
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      (fd = ::socket(t.to.ss_family, SOCK_STREAM, 0)) >= 0 &&
+      (!tcp || ::bind(fd, reinterpret_cast<const sockaddr*>(&t.from), sizeof(t.from)) == 0) &&
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&t.to), t.to_len) == 0 &&
       ::write(fd, req, sizeof(req) - 1) == static_cast<ssize_t>(sizeof(req) - 1)) {
     ssize_t n = ::read(fd, buf, 12);  // "HTTP/1.1 200"
     if (n > 0) (void)!::write(report, buf, static_cast<size_t>(n));
@@ -924,11 +958,11 @@ struct Other {
     }
   }
 };
-void RunAs(uid_t uid, const std::string& path, Other* o) {
+void RunAs(uid_t uid, const Target& t, Other* o) {
   int report[2], hold[2];
   ASSERT_EQ(::pipe(report), 0);
   ASSERT_EQ(::pipe(hold), 0);
-  o->pid = ConnectAs(uid, path, report[1], hold[0]);
+  o->pid = ConnectAs(uid, t, report[1], hold[0]);
   ::close(report[1]);
   ::close(hold[0]);
   o->hold_w = hold[1];
@@ -952,20 +986,58 @@ TEST(HttpServer, OneUidAtItsLimitLeavesOthersServedAndRootHasAReserve) {
   auto server = StartUnix(o, dir, &path);
   // nobody takes its one slot; a second connection of nobody is refused.
   Other first, second;
-  RunAs(kNobody, path, &first);
+  RunAs(kNobody, UnixTarget(path), &first);
   EXPECT_EQ(first.status, 200);
-  RunAs(kNobody, path, &second);
+  RunAs(kNobody, UnixTarget(path), &second);
   EXPECT_EQ(second.status, 503);
   // Another uid is still served (the per-uid limit is nobody's alone) ...
   Other another;
-  RunAs(kNobody - 1, path, &another);
+  RunAs(kNobody - 1, UnixTarget(path), &another);
   EXPECT_EQ(another.status, 200);
   // ... now every ordinary slot is taken: others are refused, root is not.
   Other third;
-  RunAs(kNobody - 2, path, &third);
+  RunAs(kNobody - 2, UnixTarget(path), &third);
   EXPECT_EQ(third.status, 503);
   RawConn root = RawConn::Unix(path);
   EXPECT_EQ(Probe(root), 200);
+}
+
+// Over loopback TCP a client is its user, whichever 127.x.y.z it connects
+// from: one user at its limit leaves another user served, and the handler
+// learns who connected.
+TEST(HttpServer, LoopbackClientsAreCountedPerUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  ServerOptions o;
+  o.max_connections_per_loopback_user = 1;
+  o.max_connections_per_address = 100;
+  std::mutex mu;
+  std::set<std::pair<bool, unsigned>> seen;  // (loopback, uid)
+  int port = 0;
+  auto server = StartTcp(
+      o,
+      [&](HttpRequest req, std::unique_ptr<Responder> r) {
+        {
+          std::lock_guard<std::mutex> l(mu);
+          seen.emplace(req.loopback, req.loopback_uid.value_or(99999));
+        }
+        r->Send(Text(200, "ok"));
+      },
+      &port);
+  RawConn mine = RawConn::TcpFrom("127.0.0.2", port);
+  EXPECT_EQ(Probe(mine), 200);
+  for (const char* from : {"127.0.0.1", "127.0.0.3"}) {
+    RawConn again = RawConn::TcpFrom(from, port);
+    ASSERT_TRUE(again.Send(Get("/again")));
+    auto r = again.ReadResponse();
+    ASSERT_TRUE(r.has_value()) << from;
+    EXPECT_EQ(r->status, 503) << from;
+    EXPECT_NE(r->body.find("too many connections from this user"), std::string::npos) << r->body;
+  }
+  Other other;
+  RunAs(kNobody, TcpTarget(port, "127.0.0.4"), &other);
+  EXPECT_EQ(other.status, 200);
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(seen, (std::set<std::pair<bool, unsigned>>{{true, 0u}, {true, kNobody}}));
 }
 
 TEST(HttpServer, GracefulStopFinishesInFlightRequest) {

@@ -135,7 +135,8 @@ std::string UpstreamKey(const Upstream& up) {
     key += '|';
     key += std::to_string(n);
   }
-  key += up.any_owner ? "|1" : "|0";
+  key += '|';
+  if (up.also_owner_uid) key += std::to_string(*up.also_owner_uid);
   return key;
 }
 
@@ -383,12 +384,10 @@ Result<os::Fd> ConnectUpstream(const Upstream& up, int timeout_ms) {
     return Status::Msg(Code::kUnavailable, "proxy.unreachable",
                        {{"where", where}, {"reason", fd.status().message()}});
   }
-  if (!up.any_owner) {
-    if (!uid.ok() || *uid != up.owner_uid) {
-      spdlog::warn("proxy: refused {}: its listener belongs to uid {}, not the run's user {}",
-                   where, uid.ok() ? std::to_string(*uid) : uid.status().message(), up.owner_uid);
-      return Status::Msg(Code::kPermissionDenied, "proxy.wrong_owner", {{"where", where}});
-    }
+  if (!uid.ok() || (*uid != up.owner_uid && *uid != up.also_owner_uid)) {
+    spdlog::warn("proxy: refused {}: its listener belongs to uid {}, not the run's user {}", where,
+                 uid.ok() ? std::to_string(*uid) : uid.status().message(), up.owner_uid);
+    return Status::Msg(Code::kPermissionDenied, "proxy.wrong_owner", {{"where", where}});
   }
   return fd;
 }

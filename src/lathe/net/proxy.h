@@ -78,9 +78,10 @@ struct Upstream {
   int netns_pid = 0;
   uint64_t netns_start = 0;
   std::string socket;  // kUnix: the socket's path
-  // The listener must belong to this uid, unless any_owner (a root run's).
+  // The listener must belong to this uid, or to also_owner_uid when set (a
+  // root run's: the daemon's own user).
   unsigned owner_uid = 0;
-  bool any_owner = false;
+  std::optional<unsigned> also_owner_uid;
   std::string host = "localhost";  // the Host (and Origin's host) the upstream sees
   Headers add_headers;             // e.g. the upstream's own token
   // Added to the answer the client gets from this upstream (not to the

@@ -353,7 +353,7 @@ TEST(ReverseProxy, ConsecutiveRequestsReuseOneUpstreamConnection) {
   EXPECT_EQ(up.connections.load(), 2);
   // Another listener (here: another owner to check) gets a connection of its own.
   Upstream root = up.Target();
-  root.any_owner = true;
+  root.also_owner_uid = 0;
   EXPECT_EQ(Get(proxy, root), 200);
   EXPECT_EQ(up.connections.load(), 3);
 }

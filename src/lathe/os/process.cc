@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -121,6 +122,17 @@ std::vector<pid_t> Descendants(pid_t root) {
     }
   }
   return out;
+}
+
+uint64_t RaiseOpenFileLimit(uint64_t want) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
+  if (lim.rlim_cur >= want) return lim.rlim_cur;
+  rlimit more{want, std::max<rlim_t>(want, lim.rlim_max)};
+  if (::setrlimit(RLIMIT_NOFILE, &more) == 0) return want;
+  more = {std::min<rlim_t>(want, lim.rlim_max), lim.rlim_max};  // unprivileged: up to the hard one
+  if (::setrlimit(RLIMIT_NOFILE, &more) == 0) return more.rlim_cur;
+  return lim.rlim_cur;
 }
 
 Status SendSignal(pid_t pid, int signal) {

@@ -34,6 +34,12 @@ std::optional<pid_t> ParentPid(pid_t pid);
 // chain leads to `root` (a subreaper makes sure it does).
 std::vector<pid_t> Descendants(pid_t root);
 
+// Raises this process's limit on open descriptors (RLIMIT_NOFILE) to
+// `want` where it is lower: the soft and the hard limit when the process may
+// (root, CAP_SYS_RESOURCE; never above the kernel's fs.nr_open), else the
+// soft limit up to the hard one. Returns the soft limit now in force.
+uint64_t RaiseOpenFileLimit(uint64_t want);
+
 // kill(2) that treats "no such process" as success.
 Status SendSignal(pid_t pid, int signal);
 

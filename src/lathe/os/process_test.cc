@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,21 @@ TEST(Process, SelfIsAliveWithItsStartTime) {
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE(ProcessAlive(getpid(), st));
   EXPECT_FALSE(ProcessAlive(getpid(), *st + 1));  // a reused pid would differ
+}
+
+TEST(Process, TheOpenFileLimitIsRaisedNeverLowered) {
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  if (old.rlim_max < 512) GTEST_SKIP() << "hard open-file limit below 512";
+  rlimit low{256, old.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  EXPECT_EQ(RaiseOpenFileLimit(100), 256u);  // never lowered
+  EXPECT_EQ(RaiseOpenFileLimit(512), 512u);  // within the hard limit: anyone may
+  rlimit now{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &now), 0);
+  EXPECT_EQ(now.rlim_cur, 512u);
+  EXPECT_EQ(now.rlim_max, old.rlim_max);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
 TEST(Process, ZombieIsNotAlive) {

@@ -161,16 +161,28 @@ Result<uid_t> UidOfTcpRow(std::string_view text, std::string_view local, std::st
   return Status(Code::kNotFound, fmt::format("no socket {} -> {} in /proc/net/tcp", local, remote));
 }
 
-Result<uid_t> LoopbackPeerUid(int fd) {
-  sockaddr_in me{}, peer{};
-  socklen_t a = sizeof(me), b = sizeof(peer);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &a) != 0 ||
-      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) != 0 || me.sin_family != AF_INET) {
-    return Status(Code::kIoError, fmt::format("socket addresses: {}", std::strerror(errno)));
-  }
+namespace {
+
+// sockaddr_in of an IPv4-mapped IPv6 address (::ffff:a.b.c.d).
+sockaddr_in Unmapped(const sockaddr_in6& a) {
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_port = a.sin6_port;
+  std::memcpy(&v4.sin_addr, &a.sin6_addr.s6_addr[12], 4);
+  return v4;
+}
+
+// /proc/net/tcp6's form of an IPv6 address and port: four words in host order.
+std::string ProcAddress6(const sockaddr_in6& a) {
+  uint32_t w[4];
+  std::memcpy(w, &a.sin6_addr, sizeof(w));
+  return fmt::format("{:08X}{:08X}{:08X}{:08X}:{:04X}", w[0], w[1], w[2], w[3], ntohs(a.sin6_port));
+}
+
+// The owner of the socket at `peer` connected to `me` (IPv4).
+Result<uid_t> PeerUid4(const sockaddr_in& me, const sockaddr_in& peer) {
   // The accepted socket is the row seen from the other end: its local
   // address is our peer's, its remote address ours.
-  // The accepted socket is the one seen from the other end.
   auto diag = DiagUid4(peer, me);
   if (diag.ok() || diag.status().IsNotFound()) return diag;
   // thread-self, not /proc/net (the process's first thread): a thread that
@@ -183,15 +195,35 @@ Result<uid_t> LoopbackPeerUid(int fd) {
   return UidOfTcpRow(*v6, ProcAddress6(peer), ProcAddress6(me));
 }
 
-Result<uid_t> LoopbackClientUid(int client_port, int server_port) {
-  sockaddr_in client{}, server{};
-  client.sin_addr.s_addr = server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  client.sin_port = htons(static_cast<uint16_t>(client_port));
-  server.sin_port = htons(static_cast<uint16_t>(server_port));
-  auto diag = DiagUid4(client, server);
+// The same for IPv6 (::1).
+Result<uid_t> PeerUid6(const sockaddr_in6& me, const sockaddr_in6& peer) {
+  auto diag = DiagUid(AF_INET6, &peer.sin6_addr, &me.sin6_addr, peer.sin6_port, me.sin6_port);
   if (diag.ok() || diag.status().IsNotFound()) return diag;
-  ASSIGN_OR_RETURN(std::string v4, ReadFile("/proc/net/tcp"));
-  return UidOfTcpRow(v4, ProcAddress(client), ProcAddress(server));
+  ASSIGN_OR_RETURN(std::string v6, ReadFile("/proc/thread-self/net/tcp6"));
+  return UidOfTcpRow(v6, ProcAddress6(peer), ProcAddress6(me));
+}
+
+}  // namespace
+
+Result<uid_t> LoopbackPeerUid(int fd) {
+  sockaddr_in6 me{}, peer{};  // large enough for either family
+  socklen_t a = sizeof(me), b = sizeof(peer);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &a) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) != 0 ||
+      (me.sin6_family != AF_INET && me.sin6_family != AF_INET6)) {
+    return Status(Code::kIoError, fmt::format("socket addresses: {}", std::strerror(errno)));
+  }
+  if (me.sin6_family == AF_INET) {
+    sockaddr_in me4{}, peer4{};
+    std::memcpy(&me4, &me, sizeof(me4));
+    std::memcpy(&peer4, &peer, sizeof(peer4));
+    return PeerUid4(me4, peer4);
+  }
+  // An IPv6 listener bound to "::" sees an IPv4 client as ::ffff:a.b.c.d.
+  if (IN6_IS_ADDR_V4MAPPED(&me.sin6_addr) && IN6_IS_ADDR_V4MAPPED(&peer.sin6_addr)) {
+    return PeerUid4(Unmapped(me), Unmapped(peer));
+  }
+  return PeerUid6(me, peer);
 }
 
 Result<std::vector<int>> PickFreeLoopbackPorts(size_t n) {

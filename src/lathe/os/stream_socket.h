@@ -32,9 +32,13 @@ Result<Fd> ConnectLoopback(int port, int timeout_ms);
 // (SO_PEERCRED: the listener's credentials when it called listen(2)).
 Result<uid_t> UnixPeerUid(int fd);
 
-// The uid owning the listener that accepted a connected loopback TCP socket:
-// the accepted socket's row in the TCP table of the calling thread's network
-// namespace (/proc/thread-self/net/tcp; it inherits the listener's owner).
+// The uid owning the socket at the other end of a connected loopback TCP
+// socket (127.0.0.0/8 or ::1, IPv4-mapped included). For a client: the owner
+// of the listener that accepted it (the accepted socket inherits it). For a
+// server's accepted socket: the user whose process connected — for an
+// `ssh -L` tunnel, the user's sshd. Asked of the kernel through sock_diag,
+// with the TCP table of the calling thread's network namespace
+// (/proc/thread-self/net/tcp, tcp6) as the fallback.
 // A socket connected inside a run's own namespace (netns.h) is looked up from
 // a thread in that namespace. NotFound when no row matches (the peer already
 // closed, or the table is another namespace's).
@@ -45,12 +49,6 @@ Result<uid_t> LoopbackPeerUid(int fd);
 // ("0100007F:22B8"). Exposed for tests.
 Result<uid_t> UidOfTcpRow(std::string_view proc_net_tcp, std::string_view local,
                           std::string_view remote);
-
-// The uid owning the client end of a loopback TCP connection from
-// 127.0.0.1:`client_port` to 127.0.0.1:`server_port`, as a server sees it
-// (/proc/net/tcp): the user whose process connected — for an `ssh -L`
-// tunnel, the user's sshd. NotFound when the connection is gone.
-Result<uid_t> LoopbackClientUid(int client_port, int server_port);
 
 // `n` distinct free loopback TCP ports, as the kernel picks them for a bind
 // to 127.0.0.1:0 (all bound at once, then closed): where a run on the host

@@ -43,15 +43,65 @@ TEST(StreamSocket, ALoopbackConnectionNamesTheListenersOwner) {
   auto uid = LoopbackPeerUid(fd->get());
   ASSERT_TRUE(uid.ok()) << uid.status().ToString();
   EXPECT_EQ(*uid, ::geteuid());
-  // The server's view: who connected from the client's port.
-  sockaddr_in me{};
-  len = sizeof(me);
-  ASSERT_EQ(::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&me), &len), 0);
-  auto client = LoopbackClientUid(ntohs(me.sin_port), ntohs(a.sin_port));
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
-  EXPECT_EQ(*client, ::geteuid());
-  EXPECT_TRUE(LoopbackClientUid(ntohs(me.sin_port), 1).status().IsNotFound());
   ::close(l);
+}
+
+// A listener on `family`'s loopback (127.0.0.1 or ::1); its port in *port.
+int LoopbackListener(int family, int* port) {
+  int l = ::socket(family, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  socklen_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  if (family == AF_INET) {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
+    a4->sin_family = AF_INET;
+    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else {
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+  }
+  if (l < 0 || ::bind(l, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(l, 4) != 0 ||
+      ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return -1;
+  }
+  *port = ntohs(a.sin6_port);  // sin_port and sin6_port share their place
+  return l;
+}
+
+// A server asks who connected: the owner of the client's socket, whichever
+// loopback address it came from (any 127.x.y.z, ::1).
+TEST(StreamSocket, TheServerSideOfALoopbackConnectionNamesTheClientsOwner) {
+  for (const char* from : {"127.0.0.1", "127.0.0.3", "::1"}) {
+    const bool v6 = std::strchr(from, ':') != nullptr;
+    int port = 0;
+    int l = LoopbackListener(v6 ? AF_INET6 : AF_INET, &port);
+    if (l < 0 && v6) continue;  // a host without IPv6 loopback
+    ASSERT_GE(l, 0) << from;
+    int c = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    sockaddr_in6 src{}, dst{};
+    socklen_t len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (v6) {
+      src.sin6_family = dst.sin6_family = AF_INET6;
+      src.sin6_addr = dst.sin6_addr = in6addr_loopback;
+      dst.sin6_port = htons(static_cast<uint16_t>(port));
+    } else {
+      auto* s4 = reinterpret_cast<sockaddr_in*>(&src);
+      auto* d4 = reinterpret_cast<sockaddr_in*>(&dst);
+      s4->sin_family = d4->sin_family = AF_INET;
+      ASSERT_EQ(::inet_pton(AF_INET, from, &s4->sin_addr), 1);
+      d4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      d4->sin_port = htons(static_cast<uint16_t>(port));
+    }
+    ASSERT_EQ(::bind(c, reinterpret_cast<sockaddr*>(&src), len), 0) << from;
+    ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&dst), len), 0) << from;
+    int accepted = ::accept(l, nullptr, nullptr);
+    ASSERT_GE(accepted, 0) << from;
+    auto uid = LoopbackPeerUid(accepted);
+    ASSERT_TRUE(uid.ok()) << from << ": " << uid.status().ToString();
+    EXPECT_EQ(*uid, ::geteuid()) << from;
+    ::close(c);
+    ::close(accepted);
+    ::close(l);
+  }
 }
 
 TEST(StreamSocket, AUnixConnectionNamesTheListenersOwner) {

@@ -77,7 +77,7 @@ std::string_view PortStateName(PortState s) {
   return "unknown";
 }
 
-PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid, bool any_owner,
+PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid, uid_t also_uid,
                     const std::vector<os::Listener>& run_listeners,
                     const std::vector<os::Listener>& all_listeners) {
   PortCheck c;
@@ -95,7 +95,7 @@ PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_u
   // proxy checks the owner alone); another user's would be refused.
   for (const auto& l : all_listeners) {
     if (!Answers(l, kind, address, port)) continue;
-    if (any_owner || kind == "unix" || l.uid == run_uid) {
+    if (kind == "unix" || l.uid == run_uid || l.uid == also_uid) {
       c.state = PortState::kListening;
       return c;
     }

@@ -53,8 +53,9 @@ struct PortCheck {
 // processes hold (os::ListenersOf); `all_listeners`: every listener of the
 // run's network namespace (os::NamespaceListeners). A tcp listener answers
 // 127.0.0.1:P when bound to 127.0.0.1, 0.0.0.0, :: or ::ffff:127.0.0.1 on P.
-// `any_owner` (a root run): any process may serve it.
-PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid, bool any_owner,
+// A process of `run_uid` or of `also_uid` (for a root run the daemon's own
+// user; else run_uid again) may serve it.
+PortCheck CheckPort(std::string_view kind, std::string_view address, uid_t run_uid, uid_t also_uid,
                     const std::vector<os::Listener>& run_listeners,
                     const std::vector<os::Listener>& all_listeners);
 

@@ -37,34 +37,34 @@ TEST(Ports, EachLayerIsToldApart) {
   const uid_t me = 1001, other = 1002;
   const std::string at = "127.0.0.1:41234";
   // Nothing of the run listens, nothing else either.
-  auto c = CheckPort("tcp", at, me, false, {}, {});
+  auto c = CheckPort("tcp", at, me, me, {}, {});
   EXPECT_EQ(c.state, PortState::kNotListening);
   // The run listens on the declared port on every interface instead.
   std::vector<os::Listener> run = {Tcp("0.0.0.0", 6006, me), Tcp("::1", 41234, me, 2)};
-  c = CheckPort("tcp", at, me, false, run, run);
+  c = CheckPort("tcp", at, me, me, run, run);
   EXPECT_EQ(c.state, PortState::kElsewhere);
   EXPECT_EQ(c.run_listens, (std::vector<std::string>{"0.0.0.0:6006", "[::1]:41234"}));
   // On the right port: 127.0.0.1, 0.0.0.0 and :: all answer 127.0.0.1.
   for (const char* host : {"127.0.0.1", "0.0.0.0", "::"}) {
     std::vector<os::Listener> ok = {Tcp(host, 41234, me)};
-    EXPECT_EQ(CheckPort("tcp", at, me, false, ok, ok).state, PortState::kListening) << host;
+    EXPECT_EQ(CheckPort("tcp", at, me, me, ok, ok).state, PortState::kListening) << host;
   }
   // Another user's process holds the address.
   std::vector<os::Listener> all = {Tcp("127.0.0.1", 41234, other, 9)};
-  c = CheckPort("tcp", at, me, false, {}, all);
+  c = CheckPort("tcp", at, me, me, {}, all);
   EXPECT_EQ(c.state, PortState::kWrongOwner);
   EXPECT_EQ(c.other_uid, other);
-  // ...which a root run accepts; and the user's own other process serves it.
-  EXPECT_EQ(CheckPort("tcp", at, 0, true, {}, all).state, PortState::kListening);
-  EXPECT_EQ(CheckPort("tcp", at, other, false, {}, all).state, PortState::kListening);
+  // ...which a root run refuses too, unless it is the daemon's user's; the
+  // user's own other process serves it.
+  EXPECT_EQ(CheckPort("tcp", at, 0, 0, {}, all).state, PortState::kWrongOwner);
+  EXPECT_EQ(CheckPort("tcp", at, 0, other, {}, all).state, PortState::kListening);
+  EXPECT_EQ(CheckPort("tcp", at, other, other, {}, all).state, PortState::kListening);
   // A unix socket by its path.
   os::Listener u;
   u.kind = os::Listener::Kind::kUnix;
   u.path = "/home/u/web.sock";
-  EXPECT_EQ(CheckPort("unix", "/home/u/web.sock", me, false, {u}, {u}).state,
-            PortState::kListening);
-  EXPECT_EQ(CheckPort("unix", "/home/u/other.sock", me, false, {u}, {u}).state,
-            PortState::kElsewhere);
+  EXPECT_EQ(CheckPort("unix", "/home/u/web.sock", me, me, {u}, {u}).state, PortState::kListening);
+  EXPECT_EQ(CheckPort("unix", "/home/u/other.sock", me, me, {u}, {u}).state, PortState::kElsewhere);
 }
 
 TEST(Ports, TheExplanationNamesWhatTheRunListensOnAndTheVariable) {
