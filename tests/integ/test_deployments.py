@@ -352,6 +352,9 @@ class Deployments(DaemonTest):
         st, out = self.api("POST", "/api/v1/deployments/strict/keys", body={"x": 1})
         self.assertEqual(st, 400, out)
         self.assertEqual(json.loads(out)["error"]["id"], "deploy.key_unknown_field")
+        st, out = self.api("POST", "/api/v1/deployments/strict/keys", body={"expires": ""})
+        self.assertEqual(st, 400, out)
+        self.assertEqual(json.loads(out)["error"]["id"], "token.bad_expires")
         st, out = self.api("GET", "/api/v1/deployments/strict/keys")
         self.assertEqual(json.loads(out)["keys"], [])
 

@@ -28,6 +28,10 @@ Status CheckKeyRequest(const Json& body) {
       return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
                          {{"field", key}, {"type", "string"}});
     }
+    // Left out means "never"; an empty value is no way to say so (as for tokens).
+    if (key == "expires" && value.get<std::string>().empty()) {
+      return Status::Msg(Code::kInvalidArgument, "token.bad_expires", {{"value", ""}});
+    }
   }
   return Status::OK();
 }
