@@ -156,10 +156,18 @@ void Deployments::Tick() {
     gateway_ = std::move(gw);
   }
   Json status = Json::object();
+  Status front_up;
   if (!all.empty()) {
-    Status up = gateway_->Ensure();
-    if (!up.ok()) spdlog::warn("deployments: the front: {}", up.ToString());
-    auto s = up.ok() ? gateway_->FrontStatus() : Result<Json>(up);
+    front_up = gateway_->Ensure();
+    bool new_reason = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      new_reason = front_up.message() != front_error_.message();
+    }
+    if (!front_up.ok() && new_reason) {
+      spdlog::warn("deployments: the front: {}", front_up.ToString());  // once per new reason
+    }
+    auto s = front_up.ok() ? gateway_->FrontStatus() : Result<Json>(front_up);
     if (s.ok()) status = *s;
   }
   FrontView front = ViewOf(status);
@@ -178,6 +186,7 @@ void Deployments::Tick() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   last_status_ = std::move(status);
+  front_error_ = front_up;
 }
 
 Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
@@ -714,6 +723,13 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
             {"traffic", d.plan.value("traffic", Json::object())},
             {"created_at_ms", d.created_at_ms},
             {"updated_at_ms", d.updated_at_ms}};
+  if (!front_error_.ok() && !d.removing) {
+    // No front, no endpoint: that is the deployment's health, said at once
+    // (a `deploy create --wait` ends with it rather than after its timeout).
+    j["health"] = "failed";
+    j["reason"] = front_error_.message();
+    j["reason_id"] = front_error_.msg_id();
+  }
   const Json& st = d.plan.value("state", Json::object());
   int desired = st.value("desired", -1);
   if (desired < 0 && spec.ok()) desired = spec->min_replicas;

@@ -148,7 +148,7 @@ class Deployments {
   // At start, before the loop: the socket directories of no live replica
   // (a kill during a removal left them).
   void ReclaimSocketDirs();
-  Result<Json> ToJson(const state::DeploymentRecord& d, bool full);
+  Result<Json> ToJson(const state::DeploymentRecord& d, bool full);  // mu_ held
   Result<state::DeploymentRecord> Owned(const Caller& caller, const std::string& name);
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many. mu_ held.
   Status CheckUserLimit(const Caller& caller);
@@ -171,6 +171,7 @@ class Deployments {
   // uses it, API threads only its port() and Metrics()).
   std::unique_ptr<GatewayControl> gateway_;
   Json last_status_ = Json::object();  // the front's /status, mu_
+  Status front_error_;                 // why the front is not running (OK when it is), mu_
   // Replicas taken out of traffic (run id -> since, monotonic ms); mu_.
   std::map<std::string, int64_t> draining_;
   // Replicas the front has seen healthy at least once; mu_.

@@ -1,7 +1,10 @@
 #include "lathe/daemon/gateway_control.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include "lathe/net/http_client.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
+#include "lathe/os/users.h"
 
 namespace lathe::daemon {
 namespace {
@@ -26,6 +30,25 @@ bool IsOurGateway(pid_t pid, const std::string& dir) {
 
 }  // namespace
 
+// The front drops to its own user: that user must be able to enter its
+// directory (every parent included) to read routes.json. A home made with
+// mktemp -d (0700) under a root daemon is one it cannot: said now, naming
+// the path, instead of the front failing on each read.
+Status GatewayControl::CheckReachable() const {
+  if (!c_.uid || ::geteuid() != 0) return Status::OK();
+  int err = 0;
+  (void)os::AsUser(os::IdentityOf(*c_.uid, c_.gid), [&]() -> Status {
+    if (::faccessat(AT_FDCWD, c_.dir.c_str(), X_OK, AT_EACCESS) != 0) err = errno;
+    return Status::OK();
+  });
+  if (err == 0) return Status::OK();
+  auto user = os::LookupUser(*c_.uid);
+  return Status::Msg(Code::kFailedPrecondition, "deploy.gateway_cannot_reach",
+                     {{"user", user.ok() ? user->name : std::to_string(*c_.uid)},
+                      {"path", c_.dir},
+                      {"detail", std::strerror(err)}});
+}
+
 bool GatewayControl::ReadState() {
   auto text = os::ReadFileUpTo(c_.dir + "/gateway.json", 1 << 16);
   if (!text.ok()) return false;
@@ -41,6 +64,7 @@ bool GatewayControl::Running() { return ReadState(); }
 Status GatewayControl::Ensure() {
   if (ReadState()) return Status::OK();
   RETURN_IF_ERROR(os::MakeDirs(c_.dir, 0755));
+  RETURN_IF_ERROR(CheckReachable());
   (void)::unlink((c_.dir + "/gateway.json").c_str());
   // A front started again keeps the port the last one had when the
   // configuration lets it choose (port 0): clients keep their URL.

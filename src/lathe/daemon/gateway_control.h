@@ -46,6 +46,10 @@ class GatewayControl {
   Status Ensure();
   // True when the front recorded in gateway.json is alive.
   bool Running();
+  // FailedPrecondition (deploy.gateway_cannot_reach, naming the path) when
+  // the front's user could not enter DIR; OK otherwise (and when the front
+  // keeps the daemon's user).
+  Status CheckReachable() const;
   // The front's TCP port (0 before it first started).
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
