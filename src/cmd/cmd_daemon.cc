@@ -20,6 +20,7 @@
 #include "lathe/common/units.h"
 #include "lathe/daemon/config.h"
 #include "lathe/daemon/daemon.h"
+#include "lathe/daemon/gateway_control.h"
 #include "lathe/exec/monitor.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
@@ -273,14 +274,36 @@ Status RunUp(const DaemonFlags& f) {
   return Status::Msg(Code::kInternal, "daemon.start_failed", {{"log", paths.log}});
 }
 
-Status RunDown() {
+// With `all`, the deployments' front too, once the daemon is down (it
+// would otherwise go on serving: it outlives the daemon on purpose).
+Status StopFront(const std::string& home) {
+  daemon::GatewayConfig gc;
+  gc.dir = home + "/deployments/gateway";
+  daemon::GatewayControl front(gc);
+  bool stopped = false;
+  constexpr int kFrontStopMs = 15'000;  // its drain takes up to 10 s
+  Status st = front.Stop(kFrontStopMs, &stopped);
+  if (!st.ok()) {
+    return Status::Msg(Code::kPermissionDenied, "daemon.front_not_stopped",
+                       {{"dir", gc.dir}, {"detail", st.message()}});
+  }
+  if (stopped) std::printf("%s\n", Tr("daemon.front_stopped", DetectLang()).c_str());
+  return Status::OK();
+}
+
+Status RunDown(bool all) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  std::string home;
+  if (all) {
+    ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));
+    home = s.value("home", "");
+  }
   ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/shutdown", Json::object()));
   for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!api::ApiClient::Connect().ok()) {
       std::printf("%s\n", Tr("daemon.stopped", DetectLang()).c_str());
-      return Status::OK();
+      return all && !home.empty() ? StopFront(home) : Status::OK();
     }
   }
   return Status::Internal("the daemon did not stop within 10 s");
@@ -433,7 +456,10 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
     flags.app = up;
     status = RunUp(flags);
   });
-  app.add_subcommand("down")->callback([&status] { status = RunDown(); });
+  static bool down_all = false;
+  auto* down = app.add_subcommand("down");
+  down->add_flag("--all", down_all);
+  down->callback([&status] { status = RunDown(down_all); });
   static bool json = false;
   auto* st = app.add_subcommand("status");
   st->add_flag("--json", json);

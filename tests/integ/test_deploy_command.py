@@ -201,6 +201,19 @@ class CommandDeployments(DaemonTest):
             self.assertGreaterEqual(waited, self.delay_ms(before["args"]["delay"]) - 50, ev)
         self.assertIn(self.d.home, ev[0]["args"]["detail"])
 
+    def test_down_all_stops_the_front_too(self):
+        self.create("down", "v1")
+        port = self.port("down")
+        self.assertEqual(self.call(port, "/d/down/x")[0], 200)
+        with open(os.path.join(self.d.home, "deployments", "gateway", "gateway.json")) as f:
+            pid = json.load(f)["pid"]
+        r = self.d.cli("down", "--all")
+        self.assertIn("front stopped", r.stdout)
+        self.d.proc.wait(timeout=60)
+        self.d.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "the front to exit")
+        with self.assertRaises(OSError):
+            self.call(port, "/d/down/x")
+
     @staticmethod
     def delay_ms(text):
         return int(text.rstrip("s")) * 1000

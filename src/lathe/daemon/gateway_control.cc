@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 
 #include <chrono>
@@ -60,6 +61,23 @@ bool GatewayControl::ReadState() {
 }
 
 bool GatewayControl::Running() { return ReadState(); }
+
+Status GatewayControl::Stop(int timeout_ms, bool* stopped) {
+  *stopped = false;
+  if (!ReadState()) return Status::OK();
+  const pid_t pid = pid_;
+  RETURN_IF_ERROR(os::SendSignal(pid, SIGTERM));
+  for (int waited = 0; os::ProcessAlive(pid) && IsOurGateway(pid, c_.dir); waited += 50) {
+    if (waited >= timeout_ms) {
+      (void)os::SendSignal(pid, SIGKILL);
+      break;
+    }
+    (void)os::TryReap(pid);  // a front this process started
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  *stopped = true;
+  return Status::OK();
+}
 
 Status GatewayControl::Ensure() {
   if (ReadState()) return Status::OK();

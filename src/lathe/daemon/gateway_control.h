@@ -46,6 +46,11 @@ class GatewayControl {
   Status Ensure();
   // True when the front recorded in gateway.json is alive.
   bool Running();
+  // Stops the front recorded in gateway.json (SIGTERM: it drains, up to
+  // 10 s; SIGKILL after `timeout_ms`). OK when none runs; true in
+  // `*stopped` when one was stopped. The data plane is down afterwards:
+  // for `lathe down --all`.
+  Status Stop(int timeout_ms, bool* stopped);
   // FailedPrecondition (deploy.gateway_cannot_reach, naming the path) when
   // the front's user could not enter DIR; OK otherwise (and when the front
   // keeps the daemon's user).
