@@ -237,6 +237,12 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
         if (r.state == run::RunState::kQueued || r.state == run::RunState::kStarting) {
           o.phase = P::kPending;
           o.preempted = r.preemptions > 0;
+        } else if (r.state == run::RunState::kStopping &&
+                   r.stop_intent == run::StopIntent::kPreempt && !draining_.count(r.id)) {
+          // Being preempted: it is requeued the moment it has stopped, so it
+          // is a pending replica already, not one to replace.
+          o.phase = P::kPending;
+          o.preempted = true;
         } else if (r.state == run::RunState::kStopping || draining_.count(r.id)) {
           o.phase = P::kDraining;
         } else if (healthy) {
