@@ -98,6 +98,14 @@ class Models(DaemonTest):
     def model_json(self, *args):
         return json.loads(self.model(*args, "--json").stdout)
 
+    def model_dir(self, name, weights):
+        """A directory <work>/<name> holding model.pt with `weights`; its path."""
+        d = os.path.join(self.work, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "model.pt"), "w") as f:
+            f.write(weights)
+        return d
+
     def snapshot_ids(self):
         return {s["id"] for s in json.loads(self.d.cli("snap", "ls", "--json").stdout) if "id" in s}
 
@@ -308,10 +316,7 @@ class Models(DaemonTest):
 
     def test_a_source_directory_only_has_to_be_readable(self):
         pw = second_user(self, USER)
-        src = os.path.join(self.work, "ro")
-        os.makedirs(src)
-        with open(os.path.join(src, "model.pt"), "w") as f:
-            f.write("weights")
+        src = self.model_dir("ro", "weights")
         os.chown(src, pw.pw_uid, pw.pw_gid)
         os.chmod(src, 0o555)  # their own, read-only
         v = json.loads(self.model("create", "ro", "--from-dir", src, "--json", user=USER).stdout)
@@ -324,18 +329,12 @@ class Models(DaemonTest):
 
     def test_another_user(self):
         pw = second_user(self, USER)
-        src = os.path.join(self.work, "src")
-        os.makedirs(src)
-        with open(os.path.join(src, "model.pt"), "w") as f:
-            f.write("weights")
+        src = self.model_dir("src", "weights")
         self.model("create", "private", "--from-dir", src)
         self.model("create", "shared", "--from-dir", src, "--public")
 
         # Their --from-dir is read as them: /root is refused with their EACCES.
-        secret = os.path.join(self.work, "secret")
-        os.makedirs(secret)
-        with open(os.path.join(secret, "model.pt"), "w") as f:
-            f.write("root's")
+        secret = self.model_dir("secret", "root's")
         os.chmod(secret, 0o700)
         r = self.model("create", "theirs", "--from-dir", secret, user=USER, check=False)
         self.assertEqual(r.returncode, 1, r.stderr)
@@ -347,10 +346,7 @@ class Models(DaemonTest):
         self.assertEqual(r.returncode, 3, r.stderr)  # as unknown as a name nobody holds
         self.assertIn("model private not found", r.stderr)
         self.assertNotIn("root", r.stderr)
-        mine = os.path.join(self.work, "mine")
-        os.makedirs(mine)
-        with open(os.path.join(mine, "model.pt"), "w") as f:
-            f.write("theirs")
+        mine = self.model_dir("mine", "theirs")
         os.chown(mine, pw.pw_uid, pw.pw_gid)
         r = self.model("create", "private", "--from-dir", mine, user=USER, check=False)
         self.assertEqual(r.returncode, 1, r.stderr)

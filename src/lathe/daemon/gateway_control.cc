@@ -4,11 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <cstring>
-
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "lathe/net/http_client.h"

@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <optional>
-
 #include <fmt/format.h>
 
 #include "lathe/os/file_owner.h"
@@ -41,23 +39,25 @@ Status RemoveSecretFiles(const std::string& dir, uid_t uid, gid_t gid) {
   return os::RemoveDir(dir);
 }
 
+namespace {
+
+// A directory that belongs to a user, not to root or the daemon's user.
+bool UsersDir(const os::FileOwner& o) {
+  return S_ISDIR(o.mode) && o.uid != 0 && o.uid != ::geteuid();
+}
+
+}  // namespace
+
 Status RemoveDaemonTree(const std::string& dir) {
-  auto users = [](const std::string& path) -> std::optional<os::FileOwner> {
-    auto stamp = os::LstatFile(path);
-    auto owner = os::LstatOwner(path);
-    if (!stamp.ok() || !owner.ok() || !S_ISDIR(stamp->mode)) return std::nullopt;
-    if (owner->uid == 0 || owner->uid == ::geteuid()) return std::nullopt;
-    return *owner;
-  };
-  auto top = os::LstatFile(dir);
+  auto top = os::LstatOwner(dir);
   if (!top.ok()) return top.status().IsNotFound() ? Status::OK() : top.status();
   if (!S_ISDIR(top->mode)) return os::RemoveFile(dir);
-  if (auto o = users(dir)) return RemoveSecretFiles(dir, o->uid, o->gid);
+  if (UsersDir(*top)) return RemoveSecretFiles(dir, top->uid, top->gid);
   ASSIGN_OR_RETURN(auto names, os::ListDir(dir));
   for (const auto& name : names) {
-    if (auto o = users(dir + "/" + name)) {
-      RETURN_IF_ERROR(RemoveSecretFiles(dir + "/" + name, o->uid, o->gid));
-    }
+    const std::string path = dir + "/" + name;
+    auto o = os::LstatOwner(path);
+    if (o.ok() && UsersDir(*o)) RETURN_IF_ERROR(RemoveSecretFiles(path, o->uid, o->gid));
   }
   return os::RemoveAll(dir);
 }

@@ -9,7 +9,7 @@ namespace lathe::os {
 Result<FileOwner> LstatOwner(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
-  return FileOwner{st.st_uid, st.st_gid};
+  return FileOwner{st.st_uid, st.st_gid, st.st_mode};
 }
 
 }  // namespace lathe::os

@@ -13,10 +13,11 @@ namespace lathe::os {
 struct FileOwner {
   uid_t uid = 0;
   gid_t gid = 0;
+  mode_t mode = 0;  // st_mode: the type (S_ISDIR(mode) ...) and permission bits
 };
 
-// Who owns `path` itself (lstat(2): a symlink's own owner). NotFound when it
-// does not exist.
+// Who owns `path` itself, and what it is (lstat(2): a symlink's own owner).
+// NotFound when it does not exist.
 Result<FileOwner> LstatOwner(const std::string& path);
 
 }  // namespace lathe::os

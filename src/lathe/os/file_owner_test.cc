@@ -1,5 +1,6 @@
 #include "lathe/os/file_owner.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@ TEST(FileOwner, IsTheFilesOwnNotItsTargets) {
   auto o = LstatOwner(link);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->uid, ::geteuid());
+  EXPECT_TRUE(S_ISLNK(o->mode));
   EXPECT_TRUE(LstatOwner(dir + "/missing").status().IsNotFound());
   ::unlink(link.c_str());
   ::rmdir(dir.c_str());
