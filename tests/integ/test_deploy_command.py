@@ -36,6 +36,9 @@ class H(http.server.BaseHTTPRequestHandler):
                            "lathe_port": os.environ.get("LATHE_PORT")}).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        # A long head, written in one piece by end_headers(): more than a
+        # status line in the probe's first read (once seen as "not HTTP").
+        self.send_header("X-Pad", "p" * 300)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

@@ -74,7 +74,10 @@ Status ReadUntil(int fd, std::string& got, int64_t deadline, const std::string& 
                          {{"reason", std::strerror(errno)}});
     }
     got.append(buf, static_cast<size_t>(n));
-    if (got.size() > max_bytes) {
+    // `max_bytes` bounds what is read while waiting: one read that brings
+    // what was waited for and more (a whole answer in one write, as a
+    // kept-alive server sends it) is a good answer, not an oversized one.
+    if (got.size() > max_bytes && !enough()) {
       return Status::Msg(Code::kUnavailable, "gateway.probe_bad_answer", {{"path", path}});
     }
   }
