@@ -7,7 +7,7 @@
 // In order: binds HOST:PORT (port 0: any free one) and DIR/admin.sock and
 // reads the TLS files while it may still be root; writes DIR/gateway.json;
 // becomes UID:GID for good when root and --user is given; serves until
-// SIGTERM or SIGINT, then lets requests in flight finish (up to 10 s) and
+// SIGTERM or SIGINT (or until DIR is removed), then lets requests in flight finish (up to 10 s) and
 // exits 0. Parsed by hand, before CLI11 (main.cc), as the other internal
 // commands are.
 #include <signal.h>
@@ -25,6 +25,7 @@
 #include "lathe/common/units.h"
 #include "lathe/deploy/front.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/files.h"
 #include "lathe/os/users.h"
 
 namespace lathe::cmd {
@@ -66,6 +67,13 @@ Result<std::pair<uid_t, gid_t>> ParseUser(const std::string& v) {
   unsigned long u = 0, g = 0;
   if (!num(v.substr(0, colon), &u) || !num(v.substr(colon + 1), &g)) return BadFlag("--user", v);
   return std::make_pair(static_cast<uid_t>(u), static_cast<gid_t>(g));
+}
+
+// True when `dir` no longer exists or is another directory than `was`.
+bool DirectoryGone(const std::string& dir, const os::FileStamp& was) {
+  auto now = os::StatFile(dir);
+  if (!now.ok()) return now.status().IsNotFound();
+  return now->inode != was.inode || now->device != was.device;
 }
 
 Status RunGateway(const GatewayFlags& f) {
@@ -120,9 +128,18 @@ Status RunGateway(const GatewayFlags& f) {
   RETURN_IF_ERROR(front->Start());
   spdlog::info("gateway: serving on {}:{} (pid {}, uid {})", o.host, front->port(), ::getpid(),
                ::geteuid());
+  // The front lives in DIR; once DIR is gone or another directory took its
+  // place (the daemon's home removed, a new daemon's front started there),
+  // nothing of it can be configured or stopped through its files: it exits.
+  const auto dir_at_start = os::StatFile(f.dir);
   for (;;) {
-    int sig = sigwaitinfo(&set, nullptr);
+    const timespec second{1, 0};
+    int sig = sigtimedwait(&set, nullptr, &second);
     if (sig == SIGINT || sig == SIGTERM) break;
+    if (sig < 0 && dir_at_start.ok() && DirectoryGone(f.dir, *dir_at_start)) {
+      spdlog::error("gateway: its directory {} is gone; stopping", f.dir);
+      break;
+    }
   }
   spdlog::info("gateway: stopping");
   front->Stop();

@@ -576,6 +576,26 @@ class GatewayProcessTest(unittest.TestCase):
         self.assertEqual(answer[0][0], 200)
         gw.stop()
 
+    def test_exits_once_its_directory_is_gone(self):
+        self.routes(os.geteuid())
+        gw = Gateway(self.dir)
+        moved = self.dir + ".old"
+        try:
+            gw.wait_healthy("echo", "r1")
+            os.rename(self.dir, moved)  # its log stays readable there
+            os.mkdir(self.dir)          # another directory in its place is not its own
+            try:
+                self.assertEqual(gw.proc.wait(timeout=30), 0)
+            except subprocess.TimeoutExpired:
+                self.fail("the gateway kept running without its directory")
+            with open(os.path.join(moved, "gateway.log"), errors="replace") as f:
+                self.assertIn("is gone; stopping", f.read())
+        finally:
+            gw.stop()
+            if os.path.isdir(moved):
+                os.rmdir(self.dir)
+                os.rename(moved, self.dir)
+
     def test_io_threads(self):
         self.routes(os.geteuid())
         for bad in ("0", "65", "two"):
