@@ -337,7 +337,15 @@ void PrintQuotas(const Json& q, Lang lang) {
                   {"period",
                    FormatDuration(std::chrono::milliseconds(l.value("period_ms", int64_t{0})))}});
     }
-    std::printf("    %s\n",
+    std::string disk;  // only where a disk quota applies: the share is on its own line
+    if (l.contains("disk_bytes") && !l["disk_bytes"].is_null()) {
+      disk = (lang == Lang::kZh ? "，" : ", ") +
+             Tr("status.quota_disk", lang,
+                {{"disk", Tr("status.quota_of", lang,
+                             {{"used", FormatBytes(used.value("disk_bytes", uint64_t{0}))},
+                              {"limit", FormatBytes(l["disk_bytes"].get<uint64_t>())}})}});
+    }
+    std::printf("    %s%s\n",
                 Tr("status.quota_user", lang,
                    {{"user", u.value("user", "")},
                     {"gpus", UsageOf(used["gpus"], l["gpus"], lang)},
@@ -345,7 +353,30 @@ void PrintQuotas(const Json& q, Lang lang) {
                     {"notebooks", UsageOf(used["notebooks"], l["notebooks"], lang)},
                     {"gpu_hours", hours},
                     {"share", fmt::format("{:.1f}", used.value("fair_share_gpu_hours", 0.0))}})
-                    .c_str());
+                    .c_str(),
+                disk.c_str());
+  }
+}
+
+// The home's filesystem, and what the runs' directories take of it per user
+// (the caller's; everyone's for root).
+void PrintDisk(const Json& d, Lang lang) {
+  if (d.contains("size_bytes")) {
+    std::printf("  %s\n", Tr("status.disk", lang,
+                             {{"available", FormatBytes(d.value("available_bytes", uint64_t{0}))},
+                              {"size", FormatBytes(d.value("size_bytes", uint64_t{0}))},
+                              {"home", d.value("home", "")}})
+                              .c_str());
+  }
+  if (d.value("counted_at_ms", int64_t{0}) == 0) {
+    std::printf("    %s\n", Tr("status.disk_counting", lang).c_str());
+    return;
+  }
+  for (const Json& u : d.value("users", Json::array())) {
+    std::printf("    %s\n", Tr("status.disk_user", lang,
+                               {{"user", u.value("user", "")},
+                                {"bytes", FormatBytes(u.value("bytes", uint64_t{0}))}})
+                                .c_str());
   }
 }
 
@@ -425,6 +456,7 @@ Status RunStatus(bool json, Lang lang) {
   std::printf("  %s\n", Tr("status.runs", lang,
                            {{"runs", runs.empty() ? Tr("status.runs_none", lang) : runs}})
                             .c_str());
+  if (s.contains("disk")) PrintDisk(s["disk"], lang);
   if (s.contains("quotas")) PrintQuotas(s["quotas"], lang);
   return Status::OK();
 }

@@ -125,6 +125,46 @@ class FairShare(QuotaTest):
                          ["fair_share"]["half_life_ms"], 7 * 24 * 3600 * 1000)
 
 
+class DiskShare(QuotaTest):
+    gpus = "none"
+    config = f"quotas:\n  {A}: {{disk: 2MiB}}\n"
+
+    def disk_of(self, user, who):
+        d = json.loads(self.cli_as(user, "status", "--json").stdout)["disk"]
+        return {u["user"]: u["bytes"] for u in d["users"]}.get(who), d
+
+    def test_runs_files_count_against_their_user_and_a_full_share_refuses_new_runs(self):
+        # A's run writes 3 MiB of log; B's writes a little. Each is counted as its owner's.
+        a = self.run_as(A, "--", "sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' x")
+        b = self.run_as(B, "--", "echo", "hello")
+        for run in (a, b):
+            self.d.wait_state(run, "succeeded")
+        self.d.wait_for(lambda: (self.disk_of(A, A)[0] or 0) >= 3 << 20, "A's share counted")
+        used, d = self.disk_of(A, A)
+        self.assertEqual(set(u["user"] for u in d["users"]), {A})  # B's share is not A's business
+        self.assertGreater(d["size_bytes"], 0)
+        self.assertGreater(d["available_bytes"], 0)
+        every = {u["user"]: u["bytes"] for u in
+                 json.loads(self.d.cli("status", "--json").stdout)["disk"]["users"]}
+        self.assertGreater(every[B], 0)
+        self.assertLess(every[B], 1 << 20)
+        text = self.cli_as(A, "status").stdout
+        self.assertIn(A + ": runs' files 3", text)
+        self.assertIn("disk 3", text)  # the quota line: used of 2 MiB
+        # Over the share: a new run of A's is refused, naming the quota; B's is not.
+        r = self.run_as(A, "--", "true", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("the runs of " + A + " take 3", r.stderr)
+        self.assertIn("(config.yaml quotas." + A + ".disk)", r.stderr)
+        zh = self.cli_as(A, "run", "--workdir", "/tmp", "--", "true", check=False, lang="zh")
+        self.assertIn("已占用守护进程磁盘", zh.stderr)
+        self.d.wait_state(self.run_as(B, "--", "true"), "succeeded")
+        # Removing the finished run frees the share: A submits again.
+        self.cli_as(A, "rm", a)
+        self.d.wait_for(lambda: (self.disk_of(A, A)[0] or 0) < 1 << 20, "A's share freed")
+        self.d.wait_state(self.run_as(A, "--", "true"), "succeeded")
+
+
 class BadConfig(unittest.TestCase):
     def test_the_daemon_refuses_to_start_naming_the_field(self):
         d = Daemon(gpus="none")

@@ -12,6 +12,7 @@ void ApiServer::GetStatus(ApiCall& call) {
   s["url"] = url();
   s["caller"] = {{"uid", caller.uid}, {"user", caller.user}, {"admin", caller.admin}};
   s["quotas"] = daemon_.QuotaJson(caller);  // the caller's own; everyone's for an admin
+  s["disk"] = daemon_.DiskJson(caller);     // likewise
   call.Reply(s);
 }
 

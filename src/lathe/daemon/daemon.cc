@@ -14,6 +14,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
+#include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/notebooks.h"
 #include "lathe/daemon/secret_files.h"
 #include "lathe/daemon/workspaces.h"
@@ -135,6 +136,13 @@ Status Daemon::Init() {
   notebooks_ = std::make_unique<NotebookWatch>(opts_.notebooks, clock_, NotebookHooks());
   RETURN_IF_ERROR(InitTelemetry());
   deployments_ = std::make_unique<Deployments>(*this, opts_.deployments, clock_);
+  disk_ = std::make_unique<DiskShares>(
+      paths_.runs,
+      [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return store_->Owners();
+      },
+      clock_);
   std::lock_guard<std::mutex> lock(mu_);
   Recover();
   ReclaimLeftovers();
@@ -144,6 +152,7 @@ Status Daemon::Init() {
 
 Status Daemon::Start() {
   loop_ = std::thread([this] { Loop(); });
+  disk_->Start();
   notebooks_->Start();
   if (sampler_) sampler_->Start();
   return deployments_->Start();
@@ -177,6 +186,7 @@ void Daemon::Stop() {
   if (deployments_) deployments_->Stop();
   if (notebooks_) notebooks_->Stop();
   if (sampler_) sampler_->Stop();
+  if (disk_) disk_->Stop();
   if (loop_.joinable()) loop_.join();
 }
 
@@ -431,6 +441,7 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
   EndCheckpoints(r, /*capture_if_unwatched=*/true);
+  disk_->Kick();  // the attempt's files are final: count them soon
   if (!Transition(r, RunState::kLost, why).ok()) return;
   if (r.retries_used < r.spec.retry) {
     r.retries_used++;
@@ -564,6 +575,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
     to = RunState::kFailed;
   }
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
+  disk_->Kick();  // the attempt's files are final: count them soon
   if (!Transition(r, to, what).ok()) return;
   if (e.log_lost_bytes > 0) {  // the monitor could not write all of the run's output
     Status lost =
@@ -768,6 +780,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
 std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
   ReleaseAttempt(r);
   EndCheckpoints(r, /*capture_if_unwatched=*/false);
+  disk_->Kick();  // the attempt's files are final: count them soon
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();

@@ -33,6 +33,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/deployments.h"
+#include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/metrics_text.h"
@@ -200,6 +201,10 @@ class Daemon {
   // admin. {fair_share: {half_life_ms}, limited, users: [{user, limits,
   // sources, usage, queued, waiting_on_quota}]} (docs/api.md).
   Json QuotaJson(const Caller& caller);
+  // The home's filesystem and what runs' directories take of it
+  // (disk_shares.h): {home, size_bytes, available_bytes, counted_at_ms,
+  // users: [{user, uid, bytes}]} — the caller's own, every user's for an admin.
+  Json DiskJson(const Caller& caller);
 
   // Snapshots of runs in the daemon's store (snapshots.cc), filtered to what
   // `caller` may see; `run_ref` "" = every visible run.
@@ -422,6 +427,7 @@ class Daemon {
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
   std::unique_ptr<Deployments> deployments_;     // thread-safe itself; calls in under no lock
+  std::unique_ptr<DiskShares> disk_;             // thread-safe itself; its thread takes mu_
   SchedulingLatency scheduling_latency_;         // thread-safe itself
   int64_t started_at_ms_ = 0;                    // Init's wall time
   std::unique_ptr<telemetry::TelemetryStore> telemetry_;  // thread-safe itself; null when off

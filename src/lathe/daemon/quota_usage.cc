@@ -10,6 +10,8 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/daemon.h"
+#include "lathe/daemon/disk_shares.h"
+#include "lathe/os/disk_space.h"
 #include "lathe/os/users.h"
 #include "lathe/run/event_text.h"
 #include "lathe/sched/usage.h"
@@ -29,6 +31,11 @@ std::string Number(double v) { return fmt::format("{:g}", v); }
 std::string Hours(double h) { return fmt::format("{:.1f}", h); }
 
 Json LimitJson(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
+
+uint64_t DiskBytesOf(const DiskShare& d, uid_t uid) {
+  auto it = d.bytes.find(uid);
+  return it == d.bytes.end() ? 0 : it->second;
+}
 
 }  // namespace
 
@@ -165,10 +172,21 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
   if (l.gpu_hours && *l.gpu_hours <= 0 && spec.gpus > 0) {
     return too_big("gpu_hours", fmt::format("{} GPUs", spec.gpus), "0 GPU-hours");
   }
+  if (q.disk_bytes) {  // the last count's figure (disk_shares.h): never a walk here
+    const uint64_t used = DiskBytesOf(disk_->Get(), caller.uid);
+    if (used >= *q.disk_bytes) {
+      return Status::Msg(Code::kResourceExhausted, "quota.disk_full",
+                         {{"user", caller.user},
+                          {"used", FormatBytes(used)},
+                          {"limit", FormatBytes(*q.disk_bytes)},
+                          {"entry", q.source["disk"]}});
+    }
+  }
   return Status::OK();
 }
 
 Json Daemon::QuotaJson(const Caller& caller) {
+  const DiskShare disk = disk_->Get();
   std::lock_guard<std::mutex> lock(mu_);
   const QuotaConfig& c = opts_.quotas;
   struct Row {
@@ -229,20 +247,44 @@ Json Daemon::QuotaJson(const Caller& caller) {
                {"runs", LimitJson(q.limits.runs)},
                {"notebooks", LimitJson(q.limits.notebooks)},
                {"gpu_hours", q.limits.gpu_hours ? Json(*q.limits.gpu_hours) : Json(nullptr)},
-               {"period_ms", q.limits.gpu_hours ? q.limits.period_ms : kDefaultQuotaPeriodMs}}},
+               {"period_ms", q.limits.gpu_hours ? q.limits.period_ms : kDefaultQuotaPeriodMs},
+               {"disk_bytes", q.disk_bytes ? Json(*q.disk_bytes) : Json(nullptr)}}},
              {"sources", sources},
              {"usage",
               {{"gpus", row.gpus},
                {"runs", row.runs},
                {"notebooks", row.notebooks},
                {"gpu_hours", hours},
-               {"fair_share_gpu_hours", share}}},
+               {"fair_share_gpu_hours", share},
+               {"disk_bytes", DiskBytesOf(disk, row.uid)}}},
              {"queued", row.queued},
              {"waiting_on_quota", waiting}});
   }
   return Json{{"fair_share", {{"half_life_ms", c.half_life_ms}}},
               {"limited", c.HasLimits()},
               {"users", out}};
+}
+
+Json Daemon::DiskJson(const Caller& caller) {
+  Json out{{"home", paths_.home}};
+  if (auto fs = os::StatFilesystem(paths_.home); fs.ok()) {
+    out["size_bytes"] = fs->size_bytes;
+    out["available_bytes"] = fs->available_bytes;
+  }
+  const DiskShare d = disk_->Get();
+  out["counted_at_ms"] = d.at_ms;  // 0: the first count is not done yet
+  Json users = Json::array();
+  for (const auto& [uid, bytes] : d.bytes) {
+    if (!caller.admin && uid != caller.uid) continue;
+    auto info = os::LookupUser(uid);
+    users.push_back(Json{
+        {"uid", uid}, {"user", info.ok() ? info->name : std::to_string(uid)}, {"bytes", bytes}});
+  }
+  if (!caller.admin && users.empty() && d.at_ms > 0) {
+    users.push_back(Json{{"uid", caller.uid}, {"user", caller.user}, {"bytes", 0}});
+  }
+  out["users"] = std::move(users);
+  return out;
 }
 
 }  // namespace lathe::daemon

@@ -10,7 +10,7 @@
 namespace lathe::daemon {
 namespace {
 
-constexpr const char* kFields = "gpus, runs, notebooks, gpu_hours, period";
+constexpr const char* kFields = "gpus, runs, notebooks, gpu_hours, period, disk";
 
 Status Bad(std::string_view id, std::string_view file, const std::string& key,
            const std::string& value) {
@@ -62,6 +62,14 @@ Result<QuotaEntry> ParseEntry(const YAML::Node& node, std::string_view file,
         return Bad("quota.bad_hours", file, key, v);
       }
       e.gpu_hours = h;
+    } else if (field == "disk") {
+      if (v == "unlimited") {
+        e.disk_bytes = kUnlimited;
+        continue;
+      }
+      auto bytes = ParseBytes(v);
+      if (!bytes.ok() || *bytes > (uint64_t{1} << 60)) return Bad("quota.bad_size", file, key, v);
+      e.disk_bytes = static_cast<int64_t>(*bytes);
     } else if (field == "period") {
       auto d = ParseDuration(v);
       if (!d.ok() || d->count() <= 0) return Bad("quota.bad_period", file, key, v);
@@ -115,6 +123,9 @@ ResolvedQuota ResolveQuota(const QuotaConfig& c, const std::string& user,
   Pick<double>(
       c, user, groups, "gpu_hours", [](const QuotaEntry& e) { return e.gpu_hours; }, l.gpu_hours, r,
       &hours_from);
+  Pick<uint64_t>(
+      c, user, groups, "disk", [](const QuotaEntry& e) { return e.disk_bytes; }, r.disk_bytes, r,
+      nullptr);
   if (l.gpu_hours) {
     l.period_ms =
         hours_from && hours_from->period_ms ? *hours_from->period_ms : kDefaultQuotaPeriodMs;

@@ -7,12 +7,14 @@
 //       notebooks: 1        # runs of type notebook active at once
 //       gpu_hours: 100      # GPU-hours per period, a rolling window
 //       period: 7d          # of gpu_hours (default 7d)
+//       disk: 50GiB         # the daemon's disk its runs' directories take (disk_shares.h);
+//                           # a new run is refused once they take this much
 //     alice: {gpus: 4}      # a user
 //     "@students": {gpus: 1, gpu_hours: 20}   # each member of Unix group students
 //   fair_share:
 //     half_life: 7d         # how fast past usage is forgotten; 0: off (FIFO)
 //
-// Every field is a whole number 0 or more (gpu_hours: a number), or
+// Every field is a whole number 0 or more (gpu_hours: a number; disk: a size), or
 // `unlimited`. A field is taken, one by one, from the user's own entry, else
 // from the first "@group" entry in the file's order that sets it and whose
 // group the user is in, else from `default`, else it is unlimited; `period`
@@ -54,6 +56,7 @@ struct QuotaEntry {
   std::optional<int> notebooks;
   std::optional<double> gpu_hours;
   std::optional<int64_t> period_ms;
+  std::optional<int64_t> disk_bytes;  // kUnlimited: `unlimited`
 };
 
 struct QuotaConfig {
@@ -69,6 +72,7 @@ struct QuotaConfig {
 // "@students", "default"; absent: unlimited).
 struct ResolvedQuota {
   sched::QuotaLimits limits;
+  std::optional<uint64_t> disk_bytes;         // not the scheduler's: checked at submission
   std::map<std::string, std::string> source;  // "gpus" -> "default"
 };
 

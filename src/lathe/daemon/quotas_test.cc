@@ -10,8 +10,8 @@ namespace {
 
 constexpr const char* kConfig = R"(
 quotas:
-  default: {gpus: 2, runs: 4, gpu_hours: 100, period: 7d}
-  alice: {gpus: 4, runs: unlimited}
+  default: {gpus: 2, runs: 4, gpu_hours: 100, period: 7d, disk: 50GiB}
+  alice: {gpus: 4, runs: unlimited, disk: unlimited}
   "@students": {gpus: 1, notebooks: 1, gpu_hours: 20, period: 1d}
   "@staff": {gpus: 3, notebooks: 2}
 fair_share: {half_life: 3d}
@@ -34,6 +34,7 @@ TEST(Quotas, FieldsComeFromTheUserThenTheFirstGroupThenTheDefault) {
   EXPECT_EQ(alice.limits.period_ms, 24LL * 3600 * 1000);  // with the gpu_hours it came with
   EXPECT_EQ(alice.source["gpus"], "alice");
   EXPECT_EQ(alice.source["notebooks"], "@students");
+  EXPECT_FALSE(alice.disk_bytes);  // unlimited, not the default's
   ResolvedQuota bob = ResolveQuota(c, "bob", {"staff", "students"});  // file order decides
   EXPECT_EQ(bob.limits.gpus, 1);
   EXPECT_EQ(bob.limits.notebooks, 1);
@@ -43,9 +44,11 @@ TEST(Quotas, FieldsComeFromTheUserThenTheFirstGroupThenTheDefault) {
   EXPECT_EQ(carol.limits.gpu_hours, 100);
   EXPECT_EQ(carol.limits.period_ms, 7LL * 24 * 3600 * 1000);
   EXPECT_EQ(carol.source["runs"], "default");
+  EXPECT_EQ(carol.disk_bytes, 50ULL << 30);
+  EXPECT_EQ(carol.source["disk"], "default");
   ResolvedQuota none = ResolveQuota(QuotaConfig{}, "dave", {});
   EXPECT_FALSE(none.limits.gpus || none.limits.runs || none.limits.notebooks ||
-               none.limits.gpu_hours);
+               none.limits.gpu_hours || none.disk_bytes);
 }
 
 TEST(Quotas, DefaultsWithoutConfig) {
@@ -74,6 +77,8 @@ TEST(Quotas, BadValuesNameTheFieldInBothLanguages) {
            {"quotas: {alice: {gpu_hours: 3, period: soon}}", "quota.bad_period",
             "quotas.alice.period"},
            {"quotas: {alice: {period: 7d}}", "quota.period_alone", "quotas.alice.period"},
+           {"quotas: {alice: {disk: lots}}", "quota.bad_size", "quotas.alice.disk"},
+           {"quotas: {alice: {disk: -5GiB}}", "quota.bad_size", "quotas.alice.disk"},
            {"quotas: {alice: 4}", "quota.bad_entry", "quotas.alice"},
            {"quotas: [a]", "quota.bad_entry", "quotas"},
            {"fair_share: {half_life: soon}", "quota.bad_half_life", "fair_share.half_life"},

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/daemon/daemon.h"
+#include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/notebooks.h"
 #include "lathe/daemon/secret_files.h"
 #include "lathe/daemon/workspaces.h"
@@ -93,6 +94,7 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     spdlog::warn("run {}: workspace not removed: {}", r.id, st.ToString());
   }
   if (UnderRuns(r.run_dir, paths_.runs)) (void)os::RemoveAll(r.run_dir);  // logs only: best effort
+  disk_->Kick();  // its share of the disk is free again
   return forgotten;
 }
 

@@ -1,5 +1,7 @@
 #include "lathe/os/disk_space.h"
 
+#include <fts.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <cerrno>
@@ -25,6 +27,29 @@ Result<uint64_t> AvailableBytes(const std::string& path) {
 Result<uint64_t> FilesystemBytes(const std::string& path) {
   ASSIGN_OR_RETURN(FilesystemSpace f, StatFilesystem(path));
   return f.size_bytes;
+}
+
+Result<uint64_t> TreeDiskBytes(const std::string& path) {
+  struct stat top;
+  if (::lstat(path.c_str(), &top) != 0) return ErrnoStatus("lstat " + path, errno);
+  std::string copy = path;
+  char* roots[] = {copy.data(), nullptr};
+  FTS* fts = ::fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR | FTS_XDEV, nullptr);
+  if (fts == nullptr) return ErrnoStatus("fts_open " + path, errno);
+  uint64_t bytes = 0;
+  while (FTSENT* e = ::fts_read(fts)) {
+    switch (e->fts_info) {
+      case FTS_DP:  // a directory, on the way back up: counted on the way down
+      case FTS_DNR:
+      case FTS_ERR:
+      case FTS_NS:  // vanished or unreadable meanwhile: nothing to count
+        break;
+      default:
+        bytes += static_cast<uint64_t>(e->fts_statp->st_blocks) * 512;
+    }
+  }
+  ::fts_close(fts);
+  return bytes;
 }
 
 }  // namespace lathe::os

@@ -22,4 +22,11 @@ struct FilesystemSpace {
 };
 Result<FilesystemSpace> StatFilesystem(const std::string& path);
 
+// Bytes the tree at `path` takes on disk (allocated blocks, so a log with a
+// punched hole counts what it keeps): every entry under it, symlinks not
+// followed, other filesystems mounted below not entered. NotFound when
+// `path` does not exist; entries that vanish during the walk count nothing.
+// fts(3) walks it.
+Result<uint64_t> TreeDiskBytes(const std::string& path);
+
 }  // namespace lathe::os

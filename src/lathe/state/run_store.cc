@@ -691,6 +691,17 @@ Result<std::map<run::RunState, int64_t>> RunStore::CountByState() {
   return out;
 }
 
+Result<std::vector<std::pair<std::string, uid_t>>> RunStore::Owners() {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT id, uid FROM runs"));
+  std::vector<std::pair<std::string, uid_t>> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.emplace_back(s.Text(0), static_cast<uid_t>(s.Int(1)));
+  }
+  return out;
+}
+
 Result<std::vector<RunRecord>> RunStore::OfDeployment(const std::string& deployment,
                                                       int64_t ended_since_ms) {
   // The expression and the kind match the partial index runs_by_deployment.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lathe/common/json.h"
@@ -159,6 +160,9 @@ class RunStore {
   Result<int64_t> CountFinished(std::optional<uid_t> uid);
   // How many runs there are in each state (states without runs are absent).
   Result<std::map<run::RunState, int64_t>> CountByState();
+  // Every run's id and owner, whatever its state (what the daemon's disk
+  // accounting walks).
+  Result<std::vector<std::pair<std::string, uid_t>>> Owners();
   // Whether a queued or active run has this name (of `uid`'s runs, when given).
   Result<bool> NameInUse(const std::string& name, std::optional<uid_t> uid = std::nullopt);
 

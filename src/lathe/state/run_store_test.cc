@@ -117,6 +117,18 @@ TEST_F(RunStoreTest, CountByStateCountsEveryRunOnce) {
             (std::map<RunState, int64_t>{{RunState::kQueued, 2}, {RunState::kStarting, 1}}));
 }
 
+TEST_F(RunStoreTest, OwnersListsEveryRunWhateverItsState) {
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
+  b.uid = 1234;
+  for (RunRecord* r : {&a, &b}) ASSERT_TRUE(store_->Insert(*r, 1).ok());
+  ASSERT_TRUE(store_->Transition(a, RunState::kStarting, "placed", 2).ok());
+  ASSERT_TRUE(store_->Transition(a, RunState::kFailed, "gone", 3).ok());
+  auto owners = store_->Owners();
+  ASSERT_TRUE(owners.ok()) << owners.status().ToString();
+  std::map<std::string, uid_t> got(owners->begin(), owners->end());
+  EXPECT_EQ(got, (std::map<std::string, uid_t>{{"r1", a.uid}, {"r2", 1234}}));
+}
+
 TEST_F(RunStoreTest, TransitionsAreCheckedAndRecorded) {
   RunRecord r = NewRun("r1", "job");
   ASSERT_TRUE(store_->Insert(r, 1).ok());
