@@ -223,13 +223,16 @@ void Daemon::Loop() {
     }
     MaybeApplyRetention(lock);  // retention.cc
     loop_cv_.wait_for(lock, std::chrono::milliseconds(opts_.poll_ms),
-                      [&] { return kicked_ || stopping_; });
+                      [&] { return kicked_ || submitted_kick_ || stopping_; });
+    if (kicked_) pass_needed_ = true;
     kicked_ = false;
+    submitted_kick_ = false;
   }
 }
 
-void Daemon::StepForTest() {
+void Daemon::StepForTest(bool force_pass) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (force_pass) pass_needed_ = true;
   std::vector<PendingStart> starts = Tick();
   if (starts.empty()) return;
   lock.unlock();
@@ -269,6 +272,7 @@ Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
   const RunState from = r.state;
   const int64_t now_ms = clock_.NowMs();
   Status st = store_->Transition(r, to, msg, now_ms);
+  if (st.ok()) pass_needed_ = true;  // what runs or waits changed: the next pass looks again
   if (st.ok() && attempt_edge) gpu_attempts_stale_ = true;  // quotas re-read the ledger
   if (st.ok() && from == RunState::kQueued) queued_at_ms_.erase(r.id);
   if (st.ok() && to == RunState::kQueued) queued_at_ms_[r.id] = now_ms;
@@ -631,7 +635,36 @@ Status Daemon::BeginStop(RunRecord& r, run::StopIntent intent, const std::string
 
 // ---- scheduling -------------------------------------------------------------------
 
+uint64_t Daemon::SchedulingPasses() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return passes_;
+}
+
+bool Daemon::PassWorthRunning() {
+  const int64_t now = clock_.MonotonicMs();
+  if (pass_needed_ || !headroom_ || !retry_at_ms_.empty() || backend_->Caps().places_runs ||
+      now - last_pass_ms_ >= kFullPassEveryMs) {
+    return true;
+  }
+  for (const sched::QueuedJob& j : submitted_) {
+    if (sched::MightChange(*headroom_, j)) return true;
+  }
+  // None of them can start before something else changes: each waits, said
+  // as the pass would say it, until the next pass.
+  for (const sched::QueuedJob& j : submitted_) {
+    waiting_why_[j.id] = WaitNote{sched::ShortfallFor(*headroom_, j), "resources", ""};
+  }
+  submitted_.clear();
+  return false;
+}
+
 std::vector<Daemon::PendingStart> Daemon::Schedule() {
+  if (!PassWorthRunning()) return {};
+  pass_needed_ = false;
+  last_pass_ms_ = clock_.MonotonicMs();
+  ++passes_;
+  submitted_.clear();
+  headroom_.reset();
   auto queued = store_->InStates({RunState::kQueued});
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
   if (!queued.ok() || !active.ok() || queued->empty()) {
@@ -676,6 +709,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   }
   sched::Accounts accounts = AccountsFor(*queued, *active);
   sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs(), accounts);
+  headroom_ = d.headroom;
   NoteWaiting(d);  // starts the notes afresh
   for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);
   for (const auto& victim : d.preempt) {

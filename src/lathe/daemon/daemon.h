@@ -60,6 +60,10 @@
 
 namespace lathe::daemon {
 
+// The longest a queue goes without a scheduling pass while nothing asks for
+// one (Daemon::PassWorthRunning): quota windows and fair share move with time.
+inline constexpr int64_t kFullPassEveryMs = 1000;
+
 // GPU telemetry per run (config.yaml `telemetry:`, docs/telemetry.md).
 struct TelemetryOptions {
   bool enabled = true;                // false: no sampler, no telemetry.db
@@ -299,8 +303,11 @@ class Daemon {
                      const Status& fallback);
 
   // One pass of the supervisor loop, starts included, as its thread does;
-  // for tests that drive a daemon without Start().
-  void StepForTest();
+  // for tests that drive a daemon without Start(). `force_pass`: a
+  // scheduling pass whether or not one is worth running (PassWorthRunning).
+  void StepForTest(bool force_pass = true);
+  // How many scheduling passes have run (each reads every queued run).
+  uint64_t SchedulingPasses();
 
   // Blocks until something changes (an event is recorded) or `timeout_ms`.
   void WaitForChange(int timeout_ms);
@@ -442,6 +449,19 @@ class Daemon {
   bool stopping_ = false;
   bool kicked_ = false;
   uint64_t change_seq_ = 0;
+  // Scheduling passes (Schedule): a pass reads every queued run, so one runs
+  // only when it may start something — a state changed, a kick (a stop, a
+  // deployment), a retry's backoff, kFullPassEveryMs since the last, or a
+  // submission that sched::MightChange says could start, claim or preempt
+  // in the room the last pass left. A submission that cannot waits for the
+  // next pass with a provisional "resources" note. All guarded by mu_.
+  bool pass_needed_ = true;
+  int64_t last_pass_ms_ = 0;                 // monotonic
+  std::optional<sched::Headroom> headroom_;  // what the last pass left; none: unknown
+  std::vector<sched::QueuedJob> submitted_;  // queued since the last pass
+  bool submitted_kick_ = false;              // wakes the loop for submitted_
+  uint64_t passes_ = 0;
+  bool PassWorthRunning();
   std::unique_ptr<state::RunStore> store_;           // guarded by mu_
   std::map<std::string, int64_t> stop_deadline_ms_;  // run id -> SIGKILL time (monotonic)
   struct WaitNote {

@@ -345,5 +345,51 @@ TEST_F(DaemonRulesTest, AnActiveRunReportsItsBackendsEndpoints) {
   EXPECT_TRUE(daemon_->EndpointsJson(Get(id)).empty());  // ended: nothing to reach
 }
 
+// Submissions against a full node: a run that cannot start does not cost a
+// scheduling pass over the whole queue (each pass reads every queued run, so
+// one per submission made submitting cost grow with the queue). One that
+// could start, preempt, or a change of what runs, still gets its pass at once.
+TEST_F(DaemonRulesTest, ASubmissionThatCannotStartCostsNoPassOverTheQueue) {
+  std::string blocker = Submit({{"gpus", 1}});
+  Step();
+  ASSERT_EQ(Get(blocker).state, RunState::kRunning);
+  Step();  // its start was a change: one more pass, with an empty queue
+  const uint64_t passes = daemon_->SchedulingPasses();
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 30; ++i) {
+    waiting.push_back(Submit({{"gpus", 1}, {"priority", "low"}}));
+    daemon_->StepForTest(/*force_pass=*/false);
+  }
+  // The first found no room to judge by (no pass since the queue was
+  // empty); the other 29 were judged without a pass.
+  EXPECT_EQ(daemon_->SchedulingPasses(), passes + 1);
+  for (const std::string& id : waiting) {
+    EXPECT_EQ(Get(id).state, RunState::kQueued);
+    EXPECT_NE(daemon_->WaitingWhy(id).find("needs 1 GPU, 0 free"), std::string::npos)
+        << id << ": " << daemon_->WaitingWhy(id);
+  }
+  // A run that fits (no GPU) gets its pass and starts at once.
+  std::string cpu_only = Submit({{"gpus", 0}});
+  daemon_->StepForTest(false);
+  EXPECT_EQ(daemon_->SchedulingPasses(), passes + 2);
+  EXPECT_EQ(Get(cpu_only).state, RunState::kRunning);
+  daemon_->StepForTest(false);  // its start: a change, one pass
+  const uint64_t after_start = daemon_->SchedulingPasses();
+  // A higher priority than the (preemptible) blocker: a pass, which preempts it.
+  std::string urgent = Submit({{"gpus", 1}, {"priority", "high"}});
+  daemon_->StepForTest(false);
+  EXPECT_EQ(daemon_->SchedulingPasses(), after_start + 1);
+  EXPECT_EQ(daemon_->WaitingOn(urgent), "preempting");
+  // Nothing new: no pass until the period has passed.
+  daemon_->StepForTest(false);
+  daemon_->StepForTest(false);
+  const uint64_t quiet = daemon_->SchedulingPasses();
+  daemon_->StepForTest(false);
+  EXPECT_EQ(daemon_->SchedulingPasses(), quiet);
+  clock_.Advance(kFullPassEveryMs);
+  daemon_->StepForTest(false);
+  EXPECT_EQ(daemon_->SchedulingPasses(), quiet + 1);
+}
+
 }  // namespace
 }  // namespace lathe::daemon

@@ -134,6 +134,9 @@ void Start(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   d->start.push_back({j.id, b.free.Take(j.req)});
   b.holders.push_back(
       {j.id, j.priority, now_ms, false, ToAmount(j.req), EndTime(now_ms, j.max_duration_ms)});
+  // Not a victim in this Decision, but it may be one once it runs.
+  std::optional<int>& low = d->headroom.lowest_preemptible;
+  if (!low || j.priority < *low) low = j.priority;
 }
 
 // Takes `need` out of releasing first, the rest out of the free pool.
@@ -165,6 +168,12 @@ std::vector<std::string> Preempt(const QueuedJob& j, Book& b, Decision* d) {
   return ids;
 }
 
+// `priority` waits in a way a job sorted before it could take over.
+void Contest(int priority, Decision* d) {
+  std::optional<int>& c = d->headroom.contested_priority;
+  if (!c || priority < *c) c = priority;
+}
+
 // Step 3 for one job. False when it can neither start nor claim: the head.
 bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   if (b.free.Fits(j.req)) {
@@ -181,6 +190,7 @@ bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
          fmt::format("claimed {}; waiting for stopping runs to exit", Describe(need)),
          {},
          std::nullopt});
+    Contest(j.priority, d);
     return true;
   }
   std::vector<std::string> victims = Preempt(j, b, d);
@@ -190,6 +200,7 @@ bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   d->waiting.push_back({j.id, WaitReason::kPreempting,
                         fmt::format("preempting {}", fmt::join(victims, ", ")), victims,
                         std::nullopt});
+  Contest(j.priority, d);
   return true;
 }
 
@@ -241,6 +252,7 @@ void Backfill(const QueuedJob& j, const QueuedJob& head, Book& b, Shadow& s, int
                             fmt::format("behind the reservation for {}", head.id),
                             {},
                             std::nullopt});
+      Contest(head.priority, d);
       return;
   }
 }
@@ -311,12 +323,38 @@ Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
     if (HeldByQuota(q[i], b, &d)) continue;
     if (!StartOrClaim(q[i], b, now_ms, &d)) break;
   }
-  if (i == q.size()) return d;
-  const QueuedJob& head = q[i];
-  Shadow s = Reserve(head, b, now_ms, &d);                                           // 4
-  for (size_t k = i + 1; k < q.size(); ++k) Backfill(q[k], head, b, s, now_ms, &d);  // 5
-  d.reservation = Reservation{head.id, s.shadow_ms, ToResources(s.extra), s.waiting_on};
+  if (i < q.size()) {
+    const QueuedJob& head = q[i];
+    Shadow s = Reserve(head, b, now_ms, &d);                                           // 4
+    for (size_t k = i + 1; k < q.size(); ++k) Backfill(q[k], head, b, s, now_ms, &d);  // 5
+    d.reservation = Reservation{head.id, s.shadow_ms, ToResources(s.extra), s.waiting_on};
+  }
+  const Amount left = b.free.amount() + b.releasing;
+  d.headroom.free_gpus = left.gpus;
+  d.headroom.free_cpus = left.cpus;
+  d.headroom.free_memory_bytes = left.memory_bytes;
+  for (const Holder& h : b.holders) {
+    if (!h.preemptible) continue;
+    if (!d.headroom.lowest_preemptible || h.priority < *d.headroom.lowest_preemptible) {
+      d.headroom.lowest_preemptible = h.priority;
+    }
+  }
   return d;
+}
+
+bool MightChange(const Headroom& h, const QueuedJob& j) {
+  const Amount free{h.free_gpus, h.free_cpus, h.free_memory_bytes};
+  if (Covers(free, ToAmount(j.req))) return true;  // starts, or claims what is released
+  if (h.lowest_preemptible && j.priority > *h.lowest_preemptible) return true;  // preempts
+  // Sorted before a claim, a preemption or the head (fair share may put an
+  // equal priority first), it would take it over.
+  if (h.contested_priority && j.priority >= *h.contested_priority) return true;
+  return false;
+}
+
+std::string ShortfallFor(const Headroom& h, const QueuedJob& j) {
+  return DescribeShortfall(ToAmount(j.req),
+                           ClampNonNegative(Amount{h.free_gpus, h.free_cpus, h.free_memory_bytes}));
 }
 
 Status Validate(const NodeState& node, const Resources& req) {

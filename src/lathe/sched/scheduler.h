@@ -200,13 +200,42 @@ struct Reservation {
   std::vector<std::string> waiting_on;  // running runs whose end it needs
 };
 
+// What a Decision leaves: enough for the caller to tell, without another
+// Schedule call, that a job queued since cannot change anything until
+// something else changes (MightChange). Adding a job to the queue frees
+// nothing; it can only start itself (it fits what is free, or claims what
+// stopping runs release), preempt, or — placed before the head — change the
+// reservation that jobs behind it wait on.
+struct Headroom {
+  int64_t free_gpus = 0;  // free now plus what stopping runs release (negative: over-committed)
+  double free_cpus = 0;
+  int64_t free_memory_bytes = 0;
+  std::optional<int> lowest_preemptible;  // priority of the lowest preemptible run holding
+  // The lowest priority of a waiting job whose wait a job sorted before it
+  // could change: one that claims what stopping runs release, one preempting,
+  // and the head when a job waits on its reservation.
+  std::optional<int> contested_priority;
+};
+
 struct Decision {
   std::vector<Placement> start;            // queue order
   std::vector<std::string> preempt;        // victims, in the order chosen
   std::vector<Unschedulable> impossible;   // queue order
   std::vector<Waiting> waiting;            // queue order
   std::optional<Reservation> reservation;  // when some job can neither start nor claim
+  Headroom headroom;                       // after the starts, claims and preemptions above
 };
+
+// False only when, once the Decision that gave `h` is carried out (its starts
+// running, its victims stopping), a Schedule call with `j` added to the queue
+// would start, claim and preempt what it would without `j`: `j` fits nothing
+// free or released, outranks no preemptible run, and sorts after every job
+// whose claim, preemption or reservation it could take over. Conservative:
+// true whenever unsure.
+bool MightChange(const Headroom& h, const QueuedJob& j);
+// "needs 1 GPUs, 0 free": why `j` waits, as the pass would say for a job
+// after the head that does not fit.
+std::string ShortfallFor(const Headroom& h, const QueuedJob& j);
 
 // Computes one scheduling decision. `now_ms` is the caller's clock.
 // `accounts`: quotas and fair-share usage by user (empty: no quotas, FIFO

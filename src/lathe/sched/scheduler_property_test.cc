@@ -526,6 +526,74 @@ TEST(ScheduleProperty, InvariantsHoldOnRandomStates) {
   EXPECT_GT(quota, kStates / 20);
 }
 
+// What the daemon does with a Decision: its starts run, its victims stop,
+// its impossible jobs leave the queue.
+void CarryOut(const Decision& d, std::vector<QueuedJob>& queued, std::vector<RunningJob>& running,
+              Gen& gen) {
+  for (RunningJob& r : running) {
+    if (std::find(d.preempt.begin(), d.preempt.end(), r.id) != d.preempt.end()) r.stopping = true;
+  }
+  std::set<std::string> gone;
+  for (const Unschedulable& u : d.impossible) gone.insert(u.id);
+  for (const Placement& p : d.start) {
+    gone.insert(p.id);
+    for (const QueuedJob& j : queued) {
+      if (j.id != p.id) continue;
+      RunningJob r;
+      r.id = j.id;
+      r.priority = j.priority;
+      r.started_ms = kNow;
+      r.gpu_indices = p.gpu_indices;
+      r.req = j.req;
+      if (j.max_duration_ms) r.deadline_ms = kNow + *j.max_duration_ms;
+      r.preemptible = gen.Chance(0.7);
+      running.push_back(r);
+    }
+  }
+  std::erase_if(queued, [&](const QueuedJob& j) { return gone.count(j.id) > 0; });
+}
+
+// MightChange: a job it says cannot change anything, queued once the last
+// decision was carried out, leaves the next decision's starts, preemptions
+// and impossible jobs exactly as they would be without it (the daemon skips
+// the pass for it). And it is neither always true nor always false.
+TEST(ScheduleProperty, AJobMightChangeDeniesChangesNothing) {
+  constexpr int kStates = 6000;
+  Gen gen(20261206);
+  int skipped = 0, flagged = 0;
+  for (int n = 0; n < kStates; ++n) {
+    NodeState node = gen.Node();
+    std::vector<QueuedJob> queued = gen.Queued(node);
+    std::vector<RunningJob> running = gen.Running(node);
+    Accounts accounts = gen.MakeAccounts();
+    Decision first = Schedule(node, queued, running, kNow, accounts);
+    CarryOut(first, queued, running, gen);
+    std::vector<QueuedJob> extra = gen.Queued(node);
+    if (extra.empty()) continue;
+    QueuedJob j = extra.front();
+    j.id = "new";
+    j.seq = 100;                                // submitted after every job of the queue
+    if (!Validate(node, j.req).ok()) continue;  // refused at submission
+    if (MightChange(first.headroom, j)) {
+      ++flagged;
+      continue;
+    }
+    ++skipped;
+    Decision without = Schedule(node, queued, running, kNow, accounts);
+    queued.push_back(j);
+    Decision with = Schedule(node, queued, running, kNow, accounts);
+    SCOPED_TRACE(fmt::format("state {}\nfirst:\n{}\nwithout:\n{}\nwith:\n{}", n, Dump(first),
+                             Dump(without), Dump(with)));
+    EXPECT_EQ(Started(with), Started(without));
+    EXPECT_EQ(with.preempt, without.preempt);
+    EXPECT_EQ(ImpossibleIds(with), ImpossibleIds(without));
+    for (const Placement& p : without.start) EXPECT_EQ(GpusOf(with, p.id), p.gpu_indices);
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(skipped, kStates / 10);
+  EXPECT_GT(flagged, kStates / 10);
+}
+
 // Two users, one priority, whole-GPU jobs: while the user with less recent
 // usage has a job waiting (not over a quota), no job of the other user of
 // that priority starts; a higher priority still goes first whatever the
