@@ -265,6 +265,7 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100
 GresTypes=gpu
 SchedulerType=sched/backfill
+MaxJobCount=50000
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 SlurmdParameters=config_overrides
 ReturnToService=2

@@ -1,5 +1,8 @@
 #include "cmd/commands.h"
 
+#include <string_view>
+#include <utility>
+
 namespace lathe::cmd {
 
 void SetupVersion(CLI::App& app, Globals& g, Status& status);
@@ -20,6 +23,51 @@ void SetupUi(CLI::App& app, Globals& g, Status& status);        // cmd_ui.cc
 void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.cc
 void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
 void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
+
+namespace {
+
+using SetupFn = void (*)(CLI::App&, Globals&, Status&);
+
+// Which Setup function registers each top-level command. Every call of
+// `lathe` builds the command line of its own command only (a whole CLI11
+// tree is ~250 KB of heap and ~5 ms of start-up on a machine where a page
+// fault is dear); tests/integ/test_cli.py checks that every command that
+// `lathe --help` lists is found here.
+constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
+    {"version", SetupVersion}, {"daemon", SetupDaemon},     {"up", SetupDaemon},
+    {"down", SetupDaemon},     {"status", SetupDaemon},     {"run", SetupRun},
+    {"ps", SetupRun},          {"logs", SetupRun},          {"stop", SetupRun},
+    {"inspect", SetupRun},     {"gpus", SetupGpus},         {"top", SetupTop},
+    {"snap", SetupSnap},       {"doctor", SetupDoctor},     {"explain", SetupDoctor},
+    {"term", SetupDoctor},     {"plan", SetupDoctor},       {"serve", SetupServe},
+    {"token", SetupToken},     {"login", SetupLogin},       {"logout", SetupLogin},
+    {"rm", SetupRm},           {"secret", SetupSecret},     {"open", SetupOpen},
+    {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
+    {"deploy", SetupDeploy},
+};
+
+}  // namespace
+
+std::string_view CommandWord(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--lang") {
+      ++i;  // its value
+      continue;
+    }
+    if (a.starts_with("--lang=")) continue;
+    if (a.starts_with("-")) return "";  // --help, --version, or a mistake: every command
+    return a;
+  }
+  return "";
+}
+
+void SetupFor(CLI::App& app, Globals& g, Status& status, std::string_view command) {
+  for (const auto& [name, setup] : kCommands) {
+    if (name == command) return setup(app, g, status);
+  }
+  SetupAll(app, g, status);  // no command, or one to tell apart from the others
+}
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupVersion(app, g, status);

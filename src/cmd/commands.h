@@ -31,6 +31,14 @@ struct Globals {
 };
 
 void SetupAll(CLI::App& app, Globals& g, Status& status);
+// The command `args` (argv without the program) names: the first word that
+// is not a global option; "" when an option (--help, --version, a mistake)
+// comes first or there is none.
+std::string_view CommandWord(const std::vector<std::string>& args);
+// Only what `command` needs on the command line (its Setup function); every
+// command when it names none of them, so that help lists them all and a
+// mistake is told apart from the commands.
+void SetupFor(CLI::App& app, Globals& g, Status& status, std::string_view command);
 
 // Shared with lathe notebook (cmd_run.cc): lathe logs RUN [-f], lathe stop RUN.
 Status LogsOfRun(const std::string& ref, bool follow, Lang lang);

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN", "pseudo"}));
 
   lathe::Status status;
-  lathe::cmd::SetupAll(app, globals, status);
+  lathe::cmd::SetupFor(app, globals, status, lathe::cmd::CommandWord(args));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
