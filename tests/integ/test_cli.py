@@ -77,5 +77,35 @@ class UsageErrors(unittest.TestCase):
         self.assertNotIn("has no flag", r.stderr)
 
 
+class EachCommandBuildsItsOwnCommandLine(unittest.TestCase):
+    """A call builds only its own command's flags (cmd/commands.cc): every command
+    `lathe --help` lists must still be found, with its own help and usage errors."""
+
+    def test_every_listed_command_has_its_help_and_its_errors(self):
+        listed = lathe("--help")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        names = []
+        section = False
+        for line in listed.stdout.splitlines():
+            if line.startswith("Subcommands:"):
+                section = True
+            elif section and line.startswith("  ") and line.strip():
+                names.append(line.split()[0])
+        self.assertIn("run", names)
+        self.assertIn("deploy", names)
+        self.assertGreater(len(names), 20)
+        for name in names:
+            h = lathe(name, "--help")
+            self.assertEqual(h.returncode, 0, f"{name}: {h.stderr}")
+            self.assertIn(name, h.stdout.splitlines()[1] if len(h.stdout.splitlines()) > 1
+                          else h.stdout, f"{name}: {h.stdout[:200]}")
+            bad = lathe(name, "--no-such-flag-here")
+            self.assertEqual(bad.returncode, 2, f"{name}: {bad.stderr}")
+            self.assertIn(f"`lathe {name}` has no flag --no-such-flag-here", bad.stderr)
+        # A global option before the command still finds it.
+        self.assertIn("--gpus", lathe("--lang", "en", "run", "--help").stdout)
+        self.assertIn("--gpus", lathe("--lang=en", "run", "--help").stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
