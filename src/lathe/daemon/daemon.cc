@@ -473,10 +473,11 @@ void Daemon::HoldForRetry(const RunRecord& r) {
 // Takes the queued runs that wait out a retry's backoff out of `queued`,
 // with the note of what they wait on.
 std::vector<std::pair<std::string, Daemon::WaitNote>> Daemon::HoldBackRetries(
-    std::vector<RunRecord>& queued) {
+    std::vector<const RunRecord*>& queued) {
   const int64_t now = clock_.MonotonicMs();
   std::vector<std::pair<std::string, WaitNote>> held;
-  std::erase_if(queued, [&](const RunRecord& r) {
+  std::erase_if(queued, [&](const RunRecord* run) {
+    const RunRecord& r = *run;
     auto it = retry_at_ms_.find(r.id);
     if (it == retry_at_ms_.end()) return false;
     if (it->second <= now) {
@@ -665,33 +666,38 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   ++passes_;
   submitted_.clear();
   headroom_.reset();
-  auto queued = store_->InStates({RunState::kQueued});
+  // The queued runs from the store's memory (no SQLite, no spec decoding);
+  // valid until the first write below, so what is acted on is copied first.
+  std::vector<const RunRecord*> queued = store_->Queued();
   auto active = store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
-  if (!queued.ok() || !active.ok() || queued->empty()) {
+  if (!active.ok() || queued.empty()) {
     waiting_why_.clear();
     return {};
   }
   if (backend_->Caps().places_runs) {  // a cluster queues and places them itself
     waiting_why_.clear();
-    for (auto& [id, note] : HoldBackRetries(*queued)) waiting_why_[id] = std::move(note);
+    for (auto& [id, note] : HoldBackRetries(queued)) waiting_why_[id] = std::move(note);
+    std::vector<RunRecord> all;
+    for (const RunRecord* r : queued) all.push_back(*r);
     std::vector<PendingStart> starts;
-    for (auto& r : *queued) {
+    for (RunRecord& r : all) {
       if (auto s = PrepareStart(r, {})) starts.push_back(std::move(*s));
     }
     return starts;
   }
-  auto backoff = HoldBackRetries(*queued);
+  auto backoff = HoldBackRetries(queued);
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
-  for (const auto& r : *queued) {
-    sched::QueuedJob j{r.id,
-                       static_cast<int>(r.spec.priority),
-                       r.seq,
-                       {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes},
+  q.reserve(queued.size());
+  for (const RunRecord* r : queued) {
+    sched::QueuedJob j{r->id,
+                       static_cast<int>(r->spec.priority),
+                       r->seq,
+                       {r->spec.gpus, r->spec.cpus, r->spec.memory_bytes},
                        std::nullopt};
-    j.user = r.user;
-    j.notebook = IsNotebook(r);
-    if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;
+    j.user = r->user;
+    j.notebook = IsNotebook(*r);
+    if (r->spec.max_duration_ms > 0) j.max_duration_ms = r->spec.max_duration_ms;
     q.push_back(std::move(j));
   }
   std::vector<sched::RunningJob> running;
@@ -707,11 +713,18 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     j.stopping = r.state == RunState::kStopping;
     running.push_back(std::move(j));
   }
-  sched::Accounts accounts = AccountsFor(*queued, *active);
+  sched::Accounts accounts = AccountsFor(queued, *active);
   sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs(), accounts);
   headroom_ = d.headroom;
   NoteWaiting(d);  // starts the notes afresh
   for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);
+  // Copies of the runs the decision acts on, before any of them changes.
+  std::map<std::string, RunRecord> chosen;
+  for (const auto& imp : d.impossible) chosen[imp.id];
+  for (const auto& p : d.start) chosen[p.id];
+  for (const RunRecord* r : queued) {
+    if (auto it = chosen.find(r->id); it != chosen.end()) it->second = *r;
+  }
   for (const auto& victim : d.preempt) {
     for (auto& r : *active) {
       if (r.id == victim)
@@ -719,19 +732,14 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     }
   }
   for (const auto& imp : d.impossible) {
-    for (auto& r : *queued) {
-      if (r.id != imp.id) continue;
-      r.reason = imp.reason;
-      r.finished_at_ms = clock_.NowMs();
-      (void)Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
-    }
+    RunRecord& r = chosen[imp.id];
+    r.reason = imp.reason;
+    r.finished_at_ms = clock_.NowMs();
+    (void)Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
   }
   std::vector<PendingStart> starts;
   for (const auto& p : d.start) {
-    for (auto& r : *queued) {
-      if (r.id != p.id) continue;
-      if (auto s = PrepareStart(r, p.gpu_indices)) starts.push_back(std::move(*s));
-    }
+    if (auto s = PrepareStart(chosen[p.id], p.gpu_indices)) starts.push_back(std::move(*s));
   }
   return starts;
 }

@@ -352,7 +352,7 @@ class Daemon {
   Status CheckQuotaFits(const run::RunSpec& spec, const Caller& caller);
   // The quotas, usage and fair-share figures of the users of `queued` and
   // `active` for sched::Schedule.
-  sched::Accounts AccountsFor(const std::vector<state::RunRecord>& queued,
+  sched::Accounts AccountsFor(const std::vector<const state::RunRecord*>& queued,
                               const std::vector<state::RunRecord>& active);
   // `user`'s limits; the groups are looked up (and kept a minute).
   ResolvedQuota QuotaOf(uid_t uid, const std::string& user);
@@ -474,7 +474,7 @@ class Daemon {
   // Kept in memory: after a daemon restart a retry starts without waiting.
   std::map<std::string, int64_t> retry_at_ms_;
   std::vector<std::pair<std::string, WaitNote>> HoldBackRetries(
-      std::vector<state::RunRecord>& queued);
+      std::vector<const state::RunRecord*>& queued);
   // run id -> when its current attempt was queued (wall ms), for the
   // scheduling latency; set on submission and requeue, dropped when it
   // leaves the queue. A run queued before this daemon started is absent.

@@ -85,14 +85,14 @@ ResolvedQuota Daemon::QuotaOf(uid_t uid, const std::string& user) {
   return ResolveQuota(opts_.quotas, user, it->second.names);
 }
 
-sched::Accounts Daemon::AccountsFor(const std::vector<RunRecord>& queued,
+sched::Accounts Daemon::AccountsFor(const std::vector<const RunRecord*>& queued,
                                     const std::vector<RunRecord>& active) {
   const QuotaConfig& c = opts_.quotas;
   sched::Accounts accounts;
   if (!c.HasLimits() && c.half_life_ms <= 0) return accounts;  // FIFO, no limits
-  for (const RunRecord& r : queued) {
-    if (accounts.count(r.user)) continue;
-    accounts[r.user].limits = QuotaOf(r.uid, r.user).limits;
+  for (const RunRecord* r : queued) {
+    if (accounts.count(r->user)) continue;
+    accounts[r->user].limits = QuotaOf(r->uid, r->user).limits;
   }
   for (const RunRecord& r : active) {
     auto it = accounts.find(r.user);

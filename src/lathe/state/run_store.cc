@@ -320,10 +320,42 @@ Json EventToJson(const EventRecord& e) {
 
 Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& db_path) {
   ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
-  return std::unique_ptr<RunStore>(new RunStore(std::move(db)));
+  std::unique_ptr<RunStore> store(new RunStore(std::move(db)));
+  ASSIGN_OR_RETURN(auto queued, store->InStates({run::RunState::kQueued}));
+  for (const RunRecord& r : queued) store->NoteWritten(r);
+  return store;
+}
+
+void RunStore::NoteWritten(const RunRecord& r) {
+  if (r.state != run::RunState::kQueued) return NoteDeleted(r.id);
+  if (auto it = queued_seq_.find(r.id); it != queued_seq_.end() && it->second != r.seq) {
+    queued_.erase(it->second);  // a seq never changes; kept correct anyway
+  }
+  queued_seq_[r.id] = r.seq;
+  queued_[r.seq] = r;
+}
+
+void RunStore::NoteDeleted(const std::string& id) {
+  auto it = queued_seq_.find(id);
+  if (it == queued_seq_.end()) return;
+  queued_.erase(it->second);
+  queued_seq_.erase(it);
+}
+
+std::vector<const RunRecord*> RunStore::Queued() const {
+  std::vector<const RunRecord*> out;
+  out.reserve(queued_.size());
+  for (const auto& [seq, r] : queued_) out.push_back(&r);
+  return out;
 }
 
 Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key) {
+  RETURN_IF_ERROR(InsertRow(r, now_ms, key));
+  NoteWritten(r);
+  return Status::OK();
+}
+
+Status RunStore::InsertRow(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key) {
   return db_->Transaction([&]() -> Status {
     ASSIGN_OR_RETURN(Stmt q, db_->Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"));
     ASSIGN_OR_RETURN(bool row, q.Step());
@@ -384,7 +416,7 @@ Result<std::optional<RunRecord>> RunStore::FindByKey(const IdempotencyKey& k, in
 }
 
 Status RunStore::Delete(const std::string& id) {
-  return db_->Transaction([&]() -> Status {
+  RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     // events and idempotency_keys reference runs ON DELETE CASCADE.
     ASSIGN_OR_RETURN(Stmt s, db_->Prepare("DELETE FROM runs WHERE id=?"));
     s.Bind(1, id);
@@ -393,7 +425,9 @@ Status RunStore::Delete(const std::string& id) {
     ASSIGN_OR_RETURN(bool row, c.Step());
     if (!row || c.Int(0) == 0) return Status::Msg(Code::kNotFound, "run.not_found", {{"run", id}});
     return Status::OK();
-  });
+  }));
+  NoteDeleted(id);
+  return Status::OK();
 }
 
 Result<int64_t> RunStore::PurgeExpiredKeys(int64_t now_ms) {
@@ -448,6 +482,7 @@ Status RunStore::Transition(RunRecord& r, run::RunState to, const std::string& m
     return InsertEvent(r.id, "state", message, data, now_ms);
   }));
   r = std::move(next);
+  NoteWritten(r);
   return Status::OK();
 }
 
@@ -506,10 +541,12 @@ Result<int64_t> RunStore::PurgeGpuAttempts(int64_t ended_before_ms) {
 
 Status RunStore::Save(const RunRecord& r, const std::string& event_type, const std::string& message,
                       int64_t now_ms) {
-  return db_->Transaction([&]() -> Status {
+  RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     RETURN_IF_ERROR(WriteRow(r, r.state));
     return InsertEvent(r.id, event_type, message, Json::object(), now_ms);
-  });
+  }));
+  NoteWritten(r);
+  return Status::OK();
 }
 
 Status RunStore::AddEvent(const std::string& run_id, const std::string& type,

@@ -146,6 +146,12 @@ class RunStore {
   Result<int64_t> Count(bool all, int64_t ended_since_ms = 0, int ended_limit = 0,
                         const RunFilter& filter = {});
   Result<std::vector<RunRecord>> InStates(const std::vector<run::RunState>& states);
+  // The queued runs in submission order (seq), as InStates({kQueued}) reads
+  // them, but from memory: the store is their only writer, so it keeps them
+  // as it writes (Insert, Transition, Save, Delete; read once at Open). A
+  // scheduling pass reads them without SQLite or decoding a spec. The
+  // pointers are valid until the next write to the store.
+  std::vector<const RunRecord*> Queued() const;
   // Finished runs (of `uid`, or everyone's) that ended at or before
   // `cutoff_ms` (finished_at, or created_at for one that never started),
   // oldest first, at most `limit` (0: all) — selected in SQL, so that a
@@ -194,6 +200,10 @@ class RunStore {
 
  private:
   explicit RunStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  // After a committed write of `r`: kept while queued, forgotten otherwise.
+  void NoteWritten(const RunRecord& r);
+  void NoteDeleted(const std::string& id);
+  Status InsertRow(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key);
   Status WriteRow(const RunRecord& r, std::optional<run::RunState> expected);
   Status RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_t now_ms);
   Status InsertKey(const IdempotencyKey& k, const std::string& run_id, int64_t now_ms);
@@ -203,6 +213,8 @@ class RunStore {
                                        const std::vector<std::string>& args);
 
   std::unique_ptr<Db> db_;
+  std::map<int64_t, RunRecord> queued_;        // by seq: the queued runs (Queued())
+  std::map<std::string, int64_t> queued_seq_;  // their ids
 };
 
 }  // namespace lathe::state

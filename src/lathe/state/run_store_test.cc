@@ -117,6 +117,53 @@ TEST_F(RunStoreTest, CountByStateCountsEveryRunOnce) {
             (std::map<RunState, int64_t>{{RunState::kQueued, 2}, {RunState::kStarting, 1}}));
 }
 
+// The queued runs kept in memory are what the database holds as queued, after
+// every kind of write, in submission order, and after a reopen.
+TEST_F(RunStoreTest, QueuedFromMemoryMatchesTheDatabase) {
+  auto same = [&](const char* when) {
+    SCOPED_TRACE(when);
+    auto db = store_->InStates({RunState::kQueued});
+    ASSERT_TRUE(db.ok());
+    std::vector<const RunRecord*> mem = store_->Queued();
+    ASSERT_EQ(mem.size(), db->size());
+    for (size_t i = 0; i < mem.size(); ++i) {
+      EXPECT_EQ(mem[i]->id, (*db)[i].id);
+      EXPECT_EQ(mem[i]->seq, (*db)[i].seq);
+      EXPECT_EQ(mem[i]->retries_used, (*db)[i].retries_used);
+      EXPECT_EQ(mem[i]->spec.gpus, (*db)[i].spec.gpus);
+      EXPECT_EQ(mem[i]->reason, (*db)[i].reason);
+    }
+  };
+  RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b"), c = NewRun("r3", "c");
+  for (RunRecord* r : {&a, &b, &c}) ASSERT_TRUE(store_->Insert(*r, 1).ok());
+  same("inserted");
+  ASSERT_TRUE(store_->Transition(a, RunState::kStarting, "placed", 2).ok());
+  same("one placed");
+  b.reason = "noted";
+  ASSERT_TRUE(store_->Save(b, "info", "saved", 3).ok());
+  same("one saved while queued");
+  ASSERT_TRUE(store_->Transition(a, RunState::kRunning, "started", 4).ok());
+  ASSERT_TRUE(store_->Transition(a, RunState::kLost, "lost", 5).ok());
+  a.retries_used = 1;
+  ASSERT_TRUE(store_->Transition(a, RunState::kQueued, "retry", 6).ok());
+  same("requeued");
+  EXPECT_EQ(store_->Queued().front()->id, "r1");  // its place in the queue is its seq
+  ASSERT_TRUE(store_->Transition(c, RunState::kStopped, "stopped", 7).ok());
+  ASSERT_TRUE(store_->Delete("r3").ok());
+  same("deleted");
+  EXPECT_FALSE(store_->Transition(c, RunState::kRunning, "not allowed", 8).ok());
+  same("a refused transition");
+  // A failed insert (the id is taken) changes nothing.
+  RunRecord dup = NewRun("r2", "dup");
+  EXPECT_FALSE(store_->Insert(dup, 9).ok());
+  same("a failed insert");
+  auto reopened = RunStore::Open(dir_ + "/lathe.db");
+  ASSERT_TRUE(reopened.ok());
+  store_ = std::move(reopened).value();
+  same("reopened");
+  EXPECT_EQ(store_->Queued().size(), 2u);
+}
+
 TEST_F(RunStoreTest, OwnersListsEveryRunWhateverItsState) {
   RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
   b.uid = 1234;
