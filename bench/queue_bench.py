@@ -38,44 +38,35 @@ def curve(each):
             "tenths_p50_ms": blocks}
 
 
-def lathe_curve(exe, base, n):
-    lathe = Lathe(exe, base)
-    lathe.start()
+def measure(tool, jobdir, submit, n):
+    """The blocker (all GPUs), then n 1-GPU jobs one after another; `submit(cmd, gpus)`."""
+    tool.start()
     try:
-        jobdir = os.path.join(base, "jobs-lathe")
         os.makedirs(jobdir)
         stamp = os.path.join(jobdir, "block.start")
-        lathe.submit_api(f"date +%s%N > {stamp}; sleep 3600", NGPUS, jobdir)
+        submit(f"date +%s%N > {stamp}; sleep 3600", NGPUS)
         if wait_stamp(stamp, 60) is None:
-            raise RuntimeError("the lathe blocker did not start")
+            raise RuntimeError("the blocker did not start")
         each = []
-        for i in range(n):
+        for _ in range(n):
             t = time.perf_counter_ns()
-            lathe.submit_api("true", 1, jobdir, fresh=False)
+            submit("true", 1)
             each.append((time.perf_counter_ns() - t) / 1e6)
         return curve(each)
     finally:
-        lathe.stop()
+        tool.stop()
+
+
+def lathe_curve(exe, base, n):
+    lathe = Lathe(exe, base)
+    jobdir = os.path.join(base, "jobs-lathe")
+    return measure(lathe, jobdir, lambda cmd, g: lathe.submit_api(cmd, g, jobdir, fresh=False), n)
 
 
 def slurm_curve(base, n):
     slurm = Slurm(base)
-    slurm.start()
-    try:
-        jobdir = os.path.join(base, "jobs-slurm")
-        os.makedirs(jobdir)
-        stamp = os.path.join(jobdir, "block.start")
-        slurm.submit(f"date +%s%N > {stamp}; sleep 3600", NGPUS, jobdir)
-        if wait_stamp(stamp, 60) is None:
-            raise RuntimeError("the slurm blocker did not start")
-        each = []
-        for i in range(n):
-            t = time.perf_counter_ns()
-            slurm.submit("true", 1, jobdir)
-            each.append((time.perf_counter_ns() - t) / 1e6)
-        return curve(each)
-    finally:
-        slurm.stop()
+    jobdir = os.path.join(base, "jobs-slurm")
+    return measure(slurm, jobdir, lambda cmd, g: slurm.submit(cmd, g, jobdir), n)
 
 
 def main():
