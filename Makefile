@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: run test build deps install format format-check
+.PHONY: run test build deps install format format-check os-seam-check
 
 deps:
 	@bash scripts/deps.sh
@@ -39,3 +39,7 @@ format-check: deps
 
 format: deps
 	@clang-format -i $(FORMAT_FILES)
+
+# Raw OS calls stay in src/lathe/os or on scripts/os_seam_allowed.txt; .ci/run checks it.
+os-seam-check:
+	@/usr/bin/python3 scripts/check_os_seam.py
