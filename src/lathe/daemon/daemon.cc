@@ -650,17 +650,19 @@ bool Daemon::PassWorthRunning() {
   for (const sched::QueuedJob& j : submitted_) {
     if (sched::MightChange(*headroom_, j)) return true;
   }
-  // None of them can start before something else changes: each waits, said
-  // as the pass would say it, until the next pass.
-  for (const sched::QueuedJob& j : submitted_) {
-    waiting_why_[j.id] = WaitNote{sched::ShortfallFor(*headroom_, j), "resources", ""};
-  }
-  submitted_.clear();
   return false;
 }
 
 std::vector<Daemon::PendingStart> Daemon::Schedule() {
-  if (!PassWorthRunning()) return {};
+  if (!PassWorthRunning()) {
+    // None of the runs submitted since can start before something else
+    // changes: each waits, said as the pass would say it, until the next pass.
+    for (const sched::QueuedJob& j : submitted_) {
+      waiting_why_[j.id] = WaitNote{sched::ShortfallFor(*headroom_, j), "resources", ""};
+    }
+    submitted_.clear();
+    return {};
+  }
   pass_needed_ = false;
   last_pass_ms_ = clock_.MonotonicMs();
   ++passes_;
@@ -681,7 +683,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     for (const RunRecord* r : queued) all.push_back(*r);
     std::vector<PendingStart> starts;
     for (RunRecord& r : all) {
-      if (auto s = PrepareStart(r, {})) starts.push_back(std::move(*s));
+      if (auto s = PrepareStart(std::move(r), {})) starts.push_back(std::move(*s));
     }
     return starts;
   }
@@ -689,17 +691,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
   q.reserve(queued.size());
-  for (const RunRecord* r : queued) {
-    sched::QueuedJob j{r->id,
-                       static_cast<int>(r->spec.priority),
-                       r->seq,
-                       {r->spec.gpus, r->spec.cpus, r->spec.memory_bytes},
-                       std::nullopt};
-    j.user = r->user;
-    j.notebook = IsNotebook(*r);
-    if (r->spec.max_duration_ms > 0) j.max_duration_ms = r->spec.max_duration_ms;
-    q.push_back(std::move(j));
-  }
+  for (const RunRecord* r : queued) q.push_back(QueuedJobOf(*r));
   std::vector<sched::RunningJob> running;
   for (const auto& r : *active) {
     sched::RunningJob j;
@@ -739,7 +731,9 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   }
   std::vector<PendingStart> starts;
   for (const auto& p : d.start) {
-    if (auto s = PrepareStart(chosen[p.id], p.gpu_indices)) starts.push_back(std::move(*s));
+    if (auto s = PrepareStart(std::move(chosen[p.id]), p.gpu_indices)) {
+      starts.push_back(std::move(*s));
+    }
   }
   return starts;
 }

@@ -121,6 +121,8 @@ std::string_view AccessActionName(AccessAction a);
 
 // A run of type notebook (counts against the notebooks quota).
 bool IsNotebook(const state::RunRecord& r);
+// What the scheduler knows of a queued run (sched::Schedule, sched::MightChange).
+sched::QueuedJob QueuedJobOf(const state::RunRecord& r);
 
 // What Submit did: queued a new run, or found the one that an earlier request
 // with the same idempotency key created.

@@ -250,14 +250,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   queued_at_ms_[r.id] = r.created_at_ms;
   Notify();
   // The loop decides whether it is worth a pass (PassWorthRunning).
-  sched::QueuedJob j{r.id,
-                     static_cast<int>(r.spec.priority),
-                     r.seq,
-                     {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes},
-                     std::nullopt};
-  j.user = r.user;
-  j.notebook = IsNotebook(r);
-  submitted_.push_back(std::move(j));
+  submitted_.push_back(QueuedJobOf(r));
   submitted_kick_ = true;
   loop_cv_.notify_all();
   return Submission{std::move(r), false};

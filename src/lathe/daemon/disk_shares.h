@@ -35,6 +35,11 @@ inline constexpr int64_t kDiskSharesMinGapMs = 2'000;
 struct DiskShare {
   std::map<uid_t, uint64_t> bytes;  // per owner; a user without run directories is absent
   int64_t at_ms = 0;                // when the walk ended; 0: none yet
+
+  uint64_t BytesOf(uid_t uid) const {
+    auto it = bytes.find(uid);
+    return it == bytes.end() ? 0 : it->second;
+  }
 };
 
 // Thread-safe.

@@ -32,15 +32,22 @@ std::string Hours(double h) { return fmt::format("{:.1f}", h); }
 
 Json LimitJson(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
 
-uint64_t DiskBytesOf(const DiskShare& d, uid_t uid) {
-  auto it = d.bytes.find(uid);
-  return it == d.bytes.end() ? 0 : it->second;
-}
-
 }  // namespace
 
 bool IsNotebook(const RunRecord& r) {
   return r.spec.type == "notebook" || r.kind == run::RunKind::kNotebook;
+}
+
+sched::QueuedJob QueuedJobOf(const RunRecord& r) {
+  sched::QueuedJob j;
+  j.id = r.id;
+  j.priority = static_cast<int>(r.spec.priority);
+  j.seq = r.seq;
+  j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes};
+  j.user = r.user;
+  j.notebook = IsNotebook(r);
+  if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;
+  return j;
 }
 
 int64_t Daemon::UsageLookbackMs() const {
@@ -173,7 +180,7 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
     return too_big("gpu_hours", fmt::format("{} GPUs", spec.gpus), "0 GPU-hours");
   }
   if (q.disk_bytes) {  // the last count's figure (disk_shares.h): never a walk here
-    const uint64_t used = DiskBytesOf(disk_->Get(), caller.uid);
+    const uint64_t used = disk_->Get().BytesOf(caller.uid);
     if (used >= *q.disk_bytes) {
       return Status::Msg(Code::kResourceExhausted, "quota.disk_full",
                          {{"user", caller.user},
@@ -256,7 +263,7 @@ Json Daemon::QuotaJson(const Caller& caller) {
                {"notebooks", row.notebooks},
                {"gpu_hours", hours},
                {"fair_share_gpu_hours", share},
-               {"disk_bytes", DiskBytesOf(disk, row.uid)}}},
+               {"disk_bytes", disk.BytesOf(row.uid)}}},
              {"queued", row.queued},
              {"waiting_on_quota", waiting}});
   }

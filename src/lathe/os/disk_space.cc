@@ -1,10 +1,12 @@
 #include "lathe/os/disk_space.h"
 
 #include <fts.h>
-#include <sys/stat.h>
+#include <sys/stat.h>  // FTSENT's st_blocks
 #include <sys/statvfs.h>
 
 #include <cerrno>
+
+#include "lathe/os/files.h"
 
 namespace lathe::os {
 
@@ -30,8 +32,7 @@ Result<uint64_t> FilesystemBytes(const std::string& path) {
 }
 
 Result<uint64_t> TreeDiskBytes(const std::string& path) {
-  struct stat top;
-  if (::lstat(path.c_str(), &top) != 0) return ErrnoStatus("lstat " + path, errno);
+  RETURN_IF_ERROR(LstatFile(path).status());  // NotFound when it does not exist
   std::string copy = path;
   char* roots[] = {copy.data(), nullptr};
   FTS* fts = ::fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR | FTS_XDEV, nullptr);

@@ -129,14 +129,18 @@ bool HeldByQuota(const QueuedJob& j, const Book& b, Decision* d) {
   return true;
 }
 
+// `low` becomes `priority` when that is lower (Headroom's lowest priorities).
+void KeepLowest(std::optional<int>& low, int priority) {
+  if (!low || priority < *low) low = priority;
+}
+
 void Start(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   Charge(j, b);
   d->start.push_back({j.id, b.free.Take(j.req)});
   b.holders.push_back(
       {j.id, j.priority, now_ms, false, ToAmount(j.req), EndTime(now_ms, j.max_duration_ms)});
   // Not a victim in this Decision, but it may be one once it runs.
-  std::optional<int>& low = d->headroom.lowest_preemptible;
-  if (!low || j.priority < *low) low = j.priority;
+  KeepLowest(d->headroom.lowest_preemptible, j.priority);
 }
 
 // Takes `need` out of releasing first, the rest out of the free pool.
@@ -168,12 +172,6 @@ std::vector<std::string> Preempt(const QueuedJob& j, Book& b, Decision* d) {
   return ids;
 }
 
-// `priority` waits in a way a job sorted before it could take over.
-void Contest(int priority, Decision* d) {
-  std::optional<int>& c = d->headroom.contested_priority;
-  if (!c || priority < *c) c = priority;
-}
-
 // Step 3 for one job. False when it can neither start nor claim: the head.
 bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   if (b.free.Fits(j.req)) {
@@ -190,7 +188,7 @@ bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
          fmt::format("claimed {}; waiting for stopping runs to exit", Describe(need)),
          {},
          std::nullopt});
-    Contest(j.priority, d);
+    KeepLowest(d->headroom.contested_priority, j.priority);  // a job sorted before it takes it
     return true;
   }
   std::vector<std::string> victims = Preempt(j, b, d);
@@ -200,7 +198,7 @@ bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
   d->waiting.push_back({j.id, WaitReason::kPreempting,
                         fmt::format("preempting {}", fmt::join(victims, ", ")), victims,
                         std::nullopt});
-  Contest(j.priority, d);
+  KeepLowest(d->headroom.contested_priority, j.priority);
   return true;
 }
 
@@ -252,7 +250,7 @@ void Backfill(const QueuedJob& j, const QueuedJob& head, Book& b, Shadow& s, int
                             fmt::format("behind the reservation for {}", head.id),
                             {},
                             std::nullopt});
-      Contest(head.priority, d);
+      KeepLowest(d->headroom.contested_priority, head.priority);
       return;
   }
 }
@@ -334,10 +332,7 @@ Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
   d.headroom.free_cpus = left.cpus;
   d.headroom.free_memory_bytes = left.memory_bytes;
   for (const Holder& h : b.holders) {
-    if (!h.preemptible) continue;
-    if (!d.headroom.lowest_preemptible || h.priority < *d.headroom.lowest_preemptible) {
-      d.headroom.lowest_preemptible = h.priority;
-    }
+    if (h.preemptible) KeepLowest(d.headroom.lowest_preemptible, h.priority);
   }
   return d;
 }

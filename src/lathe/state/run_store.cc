@@ -328,10 +328,7 @@ Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& db_path) {
 
 void RunStore::NoteWritten(const RunRecord& r) {
   if (r.state != run::RunState::kQueued) return NoteDeleted(r.id);
-  if (auto it = queued_seq_.find(r.id); it != queued_seq_.end() && it->second != r.seq) {
-    queued_.erase(it->second);  // a seq never changes; kept correct anyway
-  }
-  queued_seq_[r.id] = r.seq;
+  queued_seq_[r.id] = r.seq;  // a run's seq never changes
   queued_[r.seq] = r;
 }
 
@@ -350,13 +347,7 @@ std::vector<const RunRecord*> RunStore::Queued() const {
 }
 
 Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key) {
-  RETURN_IF_ERROR(InsertRow(r, now_ms, key));
-  NoteWritten(r);
-  return Status::OK();
-}
-
-Status RunStore::InsertRow(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key) {
-  return db_->Transaction([&]() -> Status {
+  RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     ASSIGN_OR_RETURN(Stmt q, db_->Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"));
     ASSIGN_OR_RETURN(bool row, q.Step());
     r.seq = row ? q.Int(0) : 1;
@@ -382,7 +373,9 @@ Status RunStore::InsertRow(RunRecord& r, int64_t now_ms, const std::optional<Ide
     RETURN_IF_ERROR(s.Run());
     if (key) RETURN_IF_ERROR(InsertKey(*key, r.id, now_ms));  // after the run: it references it
     return InsertEvent(r.id, "state", "submitted", Json{{"to", "queued"}}, now_ms);
-  });
+  }));
+  NoteWritten(r);
+  return Status::OK();
 }
 
 // An expired row of the same uid and key gives way; a live one makes the

@@ -203,7 +203,6 @@ class RunStore {
   // After a committed write of `r`: kept while queued, forgotten otherwise.
   void NoteWritten(const RunRecord& r);
   void NoteDeleted(const std::string& id);
-  Status InsertRow(RunRecord& r, int64_t now_ms, const std::optional<IdempotencyKey>& key);
   Status WriteRow(const RunRecord& r, std::optional<run::RunState> expected);
   Status RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_t now_ms);
   Status InsertKey(const IdempotencyKey& k, const std::string& run_id, int64_t now_ms);
