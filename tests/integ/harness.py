@@ -52,6 +52,14 @@ def second_user(test, name):
     return ensure_user(name)
 
 
+def shared_scratch(test, prefix):
+    """A scratch directory other users may enter (0755), removed after `test`."""
+    base = tempfile.mkdtemp(prefix=prefix)
+    test.addCleanup(shutil.rmtree, base, True)
+    os.chmod(base, 0o755)
+    return base
+
+
 class Daemon:
     def __init__(self, gpus="sim:4x24GB", grace="2s", home=None):
         self.home = home or tempfile.mkdtemp(prefix="lathe-integ-")

@@ -17,10 +17,9 @@ import pty
 import shutil
 import stat
 import subprocess
-import tempfile
 import unittest
 
-from harness import LATHE, PY, DaemonTest, second_user
+from harness import DaemonTest, LATHE, PY, second_user, shared_scratch
 
 USER_A = "lathe-it-br-a"
 USER_B = "lathe-it-br-b"
@@ -34,9 +33,7 @@ class BrowserOpen(DaemonTest):
         self.a = second_user(self, USER_A)
         self.b = second_user(self, USER_B)
         super().setUp()
-        self.base = tempfile.mkdtemp(prefix="lathe-it-br-")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        os.chmod(self.base, 0o755)
+        self.base = shared_scratch(self, "lathe-it-br-")
         self.bin = os.path.join(self.base, "bin")
         os.makedirs(self.bin)
         shutil.copy(os.path.join(HERE, "fake_browser.py"), os.path.join(self.bin, "xdg-open"))

@@ -17,14 +17,13 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import unittest
 import uuid
 
 import websocket
 
-from harness import Daemon, PY, second_user
+from harness import Daemon, PY, second_user, shared_scratch
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_probe.py")
 
@@ -44,9 +43,7 @@ class Notebook(unittest.TestCase):
         self.kernel_names = {}
         self.a = second_user(self, USER_A)
         self.b = second_user(self, USER_B)
-        self.base = tempfile.mkdtemp(prefix="lathe-it-nb-")
-        os.chmod(self.base, 0o755)
-        self.addCleanup(shutil.rmtree, self.base, True)
+        self.base = shared_scratch(self, "lathe-it-nb-")
         self.load = os.path.join(self.base, "load.json")
         self.d = Daemon(gpus="sim:2x24GB@" + self.load)
         with open(os.path.join(self.d.home, "config.yaml"), "w") as f:

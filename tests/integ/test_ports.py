@@ -14,10 +14,9 @@ import http.client
 import json
 import os
 import shutil
-import tempfile
 import unittest
 
-from harness import DaemonTest, PY, free_port, second_user
+from harness import DaemonTest, PY, free_port, second_user, shared_scratch
 
 USER = "lathe-it-ports"
 UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy_upstream.py")
@@ -29,9 +28,7 @@ class Ports(DaemonTest):
     def setUp(self):
         self.pw = second_user(self, USER)
         super().setUp()
-        self.base = tempfile.mkdtemp(prefix="lathe-it-ports-")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        os.chmod(self.base, 0o755)
+        self.base = shared_scratch(self, "lathe-it-ports-")
         self.script = os.path.join(self.base, "upstream.py")
         shutil.copy(UPSTREAM, self.script)
         os.chmod(self.script, 0o644)

@@ -15,11 +15,10 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 import time
 import unittest
 
-from harness import DaemonTest, PY, second_user
+from harness import DaemonTest, PY, second_user, shared_scratch
 
 USER_A = "lathe-it-px-a"
 USER_B = "lathe-it-px-b"
@@ -34,9 +33,7 @@ class Proxy(DaemonTest):
         self.a = second_user(self, USER_A)
         self.b = second_user(self, USER_B)
         super().setUp()
-        self.base = tempfile.mkdtemp(prefix="lathe-it-px-")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        os.chmod(self.base, 0o755)
+        self.base = shared_scratch(self, "lathe-it-px-")
         self.script = os.path.join(self.base, "upstream.py")
         shutil.copy(UPSTREAM, self.script)
         os.chmod(self.script, 0o644)

@@ -15,11 +15,10 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 import unittest
 
-from harness import LATHE, Daemon, DaemonTest, PY, free_port, second_user
+from harness import Daemon, DaemonTest, LATHE, PY, free_port, second_user, shared_scratch
 
 USER_A = "lathe-it-pxn-a"
 USER_B = "lathe-it-pxn-b"
@@ -34,9 +33,7 @@ class ProxyNetns(DaemonTest):
         self.a = second_user(self, USER_A)
         self.b = second_user(self, USER_B)
         super().setUp()
-        self.base = tempfile.mkdtemp(prefix="lathe-it-pxn-")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        os.chmod(self.base, 0o755)
+        self.base = shared_scratch(self, "lathe-it-pxn-")
         self.script = os.path.join(self.base, "upstream.py")
         shutil.copy(UPSTREAM, self.script)
         os.chmod(self.script, 0o644)

@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from harness import LATHE, Daemon, second_user
+from harness import Daemon, LATHE, second_user, shared_scratch
 
 USER = "lathe-it-tls"
 
@@ -43,9 +43,7 @@ chmod 600 server.key
 @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
 class Tls(unittest.TestCase):
     def setUp(self):
-        self.base = tempfile.mkdtemp(prefix="lathe-it-tls-")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        os.chmod(self.base, 0o755)
+        self.base = shared_scratch(self, "lathe-it-tls-")
         self.certs = os.path.join(self.base, "certs")
         os.mkdir(self.certs, 0o755)
         make_certs(self.certs)

@@ -9,13 +9,11 @@ import glob
 import http.client
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 import unittest
 
-from harness import LATHE, DaemonTest, second_user
+from harness import DaemonTest, LATHE, second_user, shared_scratch
 
 USER_A = "lathe-it-tok-a"
 USER_B = "lathe-it-tok-b"
@@ -28,9 +26,7 @@ class Tokens(DaemonTest):
         self.a = second_user(self, USER_A)
         self.b = second_user(self, USER_B)
         super().setUp()
-        self.base = tempfile.mkdtemp(prefix="lathe-it-tok-")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        os.chmod(self.base, 0o755)
+        self.base = shared_scratch(self, "lathe-it-tok-")
 
     # --- helpers ---
 
