@@ -1,6 +1,7 @@
 #include "lathe/state/deploy_key_store.h"
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -31,7 +32,7 @@ std::string Select(const char* where_sql) {
 }  // namespace
 
 Result<std::unique_ptr<DeployKeyStore>> DeployKeyStore::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, OpenLatheDb(db_path));
   return std::unique_ptr<DeployKeyStore>(new DeployKeyStore(std::move(db)));
 }
 

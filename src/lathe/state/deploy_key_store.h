@@ -1,5 +1,5 @@
 // Durable records of deployment keys, in the daemon's SQLite database (table
-// deploy_keys, schema v8 of RunStoreMigrations()).
+// deploy_keys, schema v8 of state/schema.h).
 //
 // As with API tokens (token_store.h), only the SHA-256 of a key's secret is
 // stored, never the key: whoever reads the database cannot call a

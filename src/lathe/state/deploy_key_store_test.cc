@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -84,7 +85,7 @@ TEST_F(DeployKeyStoreTest, ExpiredKeysAreNotLive) {
 TEST_F(DeployKeyStoreTest, MigratesAVersion7Home) {
   const std::string path = dir_ + "/old.db";
   {
-    const auto& all = RunStoreMigrations();
+    const auto& all = SchemaMigrations();
     ASSERT_GE(all.size(), 8u);
     auto db = Db::Open(path, std::vector<std::string>(all.begin(), all.begin() + 7));
     ASSERT_TRUE(db.ok()) << db.status().ToString();
@@ -100,7 +101,7 @@ TEST_F(DeployKeyStoreTest, MigratesAVersion7Home) {
   ASSERT_TRUE((*keys)->Insert(Key("k1", "digits", 1000, 1)).ok());
   auto runs = RunStore::Open(path);
   ASSERT_TRUE(runs.ok());
-  EXPECT_EQ((*runs)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
+  EXPECT_EQ((*runs)->db().schema_version(), static_cast<int>(SchemaMigrations().size()));
   EXPECT_TRUE((*runs)->Get("r-q").ok());
 }
 

@@ -1,6 +1,7 @@
 #include "lathe/state/deployment_store.h"
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -39,7 +40,7 @@ DeploymentEvent RowToEvent(const Stmt& s) {
 }  // namespace
 
 Result<std::unique_ptr<DeploymentStore>> DeploymentStore::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, OpenLatheDb(db_path));
   return std::unique_ptr<DeploymentStore>(new DeploymentStore(std::move(db)));
 }
 

@@ -1,5 +1,5 @@
 // Durable records of deployments, in the daemon's SQLite database (tables
-// deployments and deployment_events; schema v11 of RunStoreMigrations()).
+// deployments and deployment_events; schema v11 of state/schema.h).
 //
 // A deployment is a name (unique across users) with an owner, the spec the
 // user gave (what to serve and how many: daemon/deployment_spec.h), the

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -122,7 +123,7 @@ TEST_F(DeploymentStoreTest, ReplicasAreRunsOfKindServiceFoundByTheirSpec) {
   ASSERT_EQ(of->size(), 1u);
   EXPECT_EQ((*of)[0].id, "r1");
   EXPECT_EQ((*of)[0].spec.deployment, "digits");
-  auto db = Db::Open(dir_ + "/lathe.db", RunStoreMigrations());
+  auto db = Db::Open(dir_ + "/lathe.db", SchemaMigrations());
   ASSERT_TRUE(db.ok());
   auto plan = (*db)->Prepare(
       "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE kind = 'service' AND "

@@ -1,6 +1,7 @@
 #include "lathe/state/model_store.h"
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -48,7 +49,7 @@ constexpr const char* kSelectModels =
 }  // namespace
 
 Result<std::unique_ptr<ModelStore>> ModelStore::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, OpenLatheDb(db_path));
   return std::unique_ptr<ModelStore>(new ModelStore(std::move(db)));
 }
 

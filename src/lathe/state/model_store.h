@@ -1,6 +1,6 @@
 // Durable records of the model registry, in the daemon's SQLite database
 // (tables models, model_versions, model_aliases; schema v10 of
-// RunStoreMigrations()).
+// state/schema.h).
 //
 // A model is a name (unique across users) with an owner and a public flag;
 // its versions are numbered 1, 2, … in the order they were registered and

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -150,7 +151,7 @@ TEST_F(ModelStoreTest, VersionsOfASnapshot) {
 TEST_F(ModelStoreTest, MigratesAVersion9Home) {
   const std::string path = dir_ + "/old.db";
   {
-    const auto& all = RunStoreMigrations();
+    const auto& all = SchemaMigrations();
     ASSERT_GE(all.size(), 10u);
     auto db = Db::Open(path, std::vector<std::string>(all.begin(), all.begin() + 9));
     ASSERT_TRUE(db.ok()) << db.status().ToString();
@@ -169,7 +170,7 @@ TEST_F(ModelStoreTest, MigratesAVersion9Home) {
   ASSERT_TRUE((*models)->AddVersion(Owner("m", 0), v).ok());
   auto runs = RunStore::Open(path);
   ASSERT_TRUE(runs.ok());
-  EXPECT_EQ((*runs)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
+  EXPECT_EQ((*runs)->db().schema_version(), static_cast<int>(SchemaMigrations().size()));
   EXPECT_TRUE((*runs)->Get("r-q").ok());
 }
 

@@ -89,10 +89,6 @@ struct IdempotencyKey {
 };
 inline constexpr int64_t kIdempotencyKeyTtlMs = 24LL * 3600 * 1000;
 
-// The schema, one SQL migration per version (Db::Open applies the missing
-// ones). Exposed for the tests that build a home as an older Lathe left it.
-const std::vector<std::string>& RunStoreMigrations();
-
 Json RunToJson(const RunRecord& r);
 // What every local user may see of another user's run (`lathe ps`): who,
 // state, GPUs, resources asked for, times — no spec, command, environment,

@@ -1,4 +1,5 @@
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -288,7 +289,7 @@ TEST_F(RunStoreTest, SurvivesReopenAndKeepsSchemaVersion) {
   store_.reset();
   auto s = RunStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
+  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(SchemaMigrations().size()));
   EXPECT_TRUE((*s)->Get("r1").ok());
 }
 
@@ -298,7 +299,7 @@ TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
   store_.reset();
   const std::string path = dir_ + "/old.db";
   {
-    const auto& all = RunStoreMigrations();
+    const auto& all = SchemaMigrations();
     auto db = Db::Open(path, {all[0], all[1]});
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     ASSERT_TRUE((*db)
@@ -316,7 +317,7 @@ TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
   }
   auto s = RunStore::Open(path);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
+  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(SchemaMigrations().size()));
   auto live = (*s)->Get("r-live");
   ASSERT_TRUE(live.ok()) << live.status().ToString();
   EXPECT_EQ(live->backend, "local");
@@ -393,7 +394,7 @@ TEST_F(RunStoreTest, MigrationRecordsTheLatestAttemptOfEachRun) {
   store_.reset();
   const std::string path = dir_ + "/v5.db";
   {
-    const auto& all = RunStoreMigrations();
+    const auto& all = SchemaMigrations();
     auto db = Db::Open(path, {all.begin(), all.begin() + 5});
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     for (const char* row :
@@ -587,7 +588,7 @@ TEST(Db, ResetStatementsAreReused) {
 TEST_F(RunStoreTest, WorkspaceIsSavedAndAVersion8HomeGainsIt) {
   const std::string path = dir_ + "/old.db";
   {
-    const auto& all = RunStoreMigrations();
+    const auto& all = SchemaMigrations();
     ASSERT_GE(all.size(), 9u);
     auto db = Db::Open(path, std::vector<std::string>(all.begin(), all.begin() + 8));
     ASSERT_TRUE(db.ok()) << db.status().ToString();

@@ -1,6 +1,7 @@
 #include "lathe/state/secret_store.h"
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -40,7 +41,7 @@ std::optional<std::string> Unhex(std::string_view hex) {
 }  // namespace
 
 Result<std::unique_ptr<SecretStore>> SecretStore::Open(const std::string& db_path, SecretBox box) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, OpenLatheDb(db_path));
   return std::unique_ptr<SecretStore>(new SecretStore(std::move(db), std::move(box)));
 }
 

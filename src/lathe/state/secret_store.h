@@ -1,5 +1,5 @@
 // Durable per-user secrets, in the daemon's SQLite database (table secrets,
-// schema v5 of RunStoreMigrations()).
+// schema v5 of state/schema.h).
 //
 // A value is stored only sealed (common/secret_box.h: AES-256-GCM, bound to
 // its owner's uid and its name), hex-encoded; the database never holds the

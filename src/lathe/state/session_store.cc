@@ -1,6 +1,7 @@
 #include "lathe/state/session_store.h"
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -25,7 +26,7 @@ SessionRow RowToSession(const Stmt& s) {
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> SessionStore::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, OpenLatheDb(db_path));
   return std::unique_ptr<SessionStore>(new SessionStore(std::move(db)));
 }
 

@@ -1,5 +1,5 @@
 // Durable records of browser sessions, in the daemon's SQLite database
-// (tables browser_sessions and session_keys, schema v6 of RunStoreMigrations()).
+// (tables browser_sessions and session_keys, schema v6 of state/schema.h).
 //
 // As with API tokens (token_store.h), only the SHA-256 of a session's secret
 // is stored, never the cookie value: whoever reads the database cannot sign

@@ -1,6 +1,7 @@
 #include "lathe/state/token_store.h"
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -25,7 +26,7 @@ TokenRecord RowToToken(const Stmt& s) {
 }  // namespace
 
 Result<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(db_path, RunStoreMigrations()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Db> db, OpenLatheDb(db_path));
   return std::unique_ptr<TokenStore>(new TokenStore(std::move(db)));
 }
 

@@ -1,5 +1,5 @@
 // Durable records of per-user API tokens, in the daemon's SQLite database
-// (table api_tokens, schema v4 of RunStoreMigrations()).
+// (table api_tokens, schema v4 of state/schema.h).
 //
 // Only a token's SHA-256 is stored, never the token itself: the database
 // cannot give a token back, and whoever reads it cannot use what they read.

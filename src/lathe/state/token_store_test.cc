@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "lathe/state/run_store.h"
+#include "lathe/state/schema.h"
 
 namespace lathe::state {
 namespace {
@@ -82,7 +83,7 @@ TEST_F(TokenStoreTest, TouchAndExpiry) {
 TEST_F(TokenStoreTest, MigratesAVersion3Home) {
   const std::string path = dir_ + "/old.db";
   {
-    const auto& all = RunStoreMigrations();
+    const auto& all = SchemaMigrations();
     auto db = Db::Open(path, {all[0], all[1], all[2]});
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     ASSERT_TRUE((*db)
@@ -96,7 +97,7 @@ TEST_F(TokenStoreTest, MigratesAVersion3Home) {
   ASSERT_TRUE((*tokens)->Insert(Token("t1", 1000, 1)).ok());
   auto runs = RunStore::Open(path);
   ASSERT_TRUE(runs.ok());
-  EXPECT_EQ((*runs)->db().schema_version(), static_cast<int>(RunStoreMigrations().size()));
+  EXPECT_EQ((*runs)->db().schema_version(), static_cast<int>(SchemaMigrations().size()));
   EXPECT_TRUE((*runs)->Get("r-q").ok());
 }
 

@@ -1,0 +1,24 @@
+// lathe.db's schema: one SQL migration per version, for every store that
+// keeps its tables there (runs and events, idempotency keys, tokens, secrets,
+// browser sessions, GPU attempts, deployment keys, models, deployments).
+// Db::Open applies the missing ones in a transaction each; a home made by an
+// older Lathe moves forward in place, whichever store opens it first.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lathe/common/status.h"
+#include "lathe/state/db.h"
+
+namespace lathe::state {
+
+// Version N is the Nth entry. Exposed for the tests that build a home as an
+// older Lathe left it (the first N entries).
+const std::vector<std::string>& SchemaMigrations();
+
+// Opens (creating or migrating) lathe.db at `db_path` with the whole schema.
+Result<std::unique_ptr<Db>> OpenLatheDb(const std::string& db_path);
+
+}  // namespace lathe::state
