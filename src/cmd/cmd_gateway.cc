@@ -1,4 +1,4 @@
-// lathe __gateway (internal): the deployments' front (deploy/front.h,
+// lathe __gateway (internal): the deployments' front (gateway/front.h,
 // docs/gateway.md), a process of its own that the daemon starts detached
 // and configures through files only:
 //   lathe __gateway --dir DIR --listen HOST:PORT [--user UID:GID]
@@ -23,7 +23,7 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
 #include "lathe/common/units.h"
-#include "lathe/deploy/front.h"
+#include "lathe/gateway/front.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/users.h"
@@ -82,7 +82,7 @@ Status RunGateway(const GatewayFlags& f) {
   if (f.tls_cert.empty() != f.tls_key.empty()) {
     return Status::Msg(Code::kInvalidArgument, "gateway.tls_incomplete");
   }
-  deploy::FrontOptions o;
+  gateway::FrontOptions o;
   o.dir = f.dir;
   ASSIGN_OR_RETURN(auto listen, ParseListen(f.listen));
   o.host = listen.first;
@@ -114,8 +114,8 @@ Status RunGateway(const GatewayFlags& f) {
   ::signal(SIGPIPE, SIG_IGN);
 
   // 1. The listeners, while still privileged; 2. gateway.json; 3. the drop.
-  ASSIGN_OR_RETURN(auto front, deploy::Front::Create(o));
-  RETURN_IF_ERROR(deploy::WriteGatewayJson(f.dir, front->port(), front->admin_socket(),
+  ASSIGN_OR_RETURN(auto front, gateway::Front::Create(o));
+  RETURN_IF_ERROR(gateway::WriteGatewayJson(f.dir, front->port(), front->admin_socket(),
                                            os::RealClock().NowMs()));
   if (user && ::geteuid() == 0) {
     if (Status s = os::DropPrivileges(user->first, user->second); !s.ok()) {

@@ -1,4 +1,4 @@
-// lathe __relay (internal): a command deployment's replica (deploy/relay.h,
+// lathe __relay (internal): a command deployment's replica (gateway/relay.h,
 // docs/deployments.md "Command deployments"), the run's first process:
 //   lathe __relay --socket SOCK [--port P] -- CMD ARGS...
 // Creates the unix listener SOCK, starts CMD with PORT=P (and LATHE_PORT),
@@ -14,7 +14,7 @@
 #include "cmd/commands.h"
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
-#include "lathe/deploy/relay.h"
+#include "lathe/gateway/relay.h"
 
 namespace lathe::cmd {
 namespace {
@@ -31,7 +31,7 @@ Result<int> PortOf(const std::string& v, const std::string& flag) {
 }
 
 Result<int> Relay(int argc, char** argv) {
-  deploy::RelayOptions o;
+  gateway::RelayOptions o;
   std::string port;
   int i = 2;  // argv[1] is "__relay"
   for (; i < argc; ++i) {
@@ -50,7 +50,7 @@ Result<int> Relay(int argc, char** argv) {
     ASSIGN_OR_RETURN(o.port, PortOf(port, "--port"));
   }
   ASSIGN_OR_RETURN(os::ExitStatus es,
-                   deploy::RunRelayed(o, std::vector<std::string>(argv + i + 1, argv + argc)));
+                   gateway::RunRelayed(o, std::vector<std::string>(argv + i + 1, argv + argc)));
   return es.exited ? es.code : 128 + es.signal;
 }
 

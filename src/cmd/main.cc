@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "__gateway") == 0) {
     return lathe::cmd::GatewayMain(argc, argv);
   }
-  // A command deployment's replica (deploy/relay.h), the run's first process.
+  // A command deployment's replica (gateway/relay.h), the run's first process.
   if (argc >= 2 && std::strcmp(argv[1], "__relay") == 0) {
     return lathe::cmd::RelayMain(argc, argv);
   }

@@ -1,6 +1,6 @@
 // The form of a deployment key, shared by the daemon, which issues and lists
 // keys (api/deploy_keys.h), and the deployments' front, which checks them
-// against the hashes the daemon hands it (deploy/front_routes.h).
+// against the hashes the daemon hands it (gateway/front_routes.h).
 //
 // A key is "lathe_dk_<id>_<secret>": <id> is "k" and 10 base32 characters,
 // its public name; <secret> is 64 lower-case hex characters (256 random

@@ -124,7 +124,7 @@ class Deployments {
                        const std::string& version, const std::string& dir,
                        const std::string& socket, Json run);
   // A command deployment's replica of revision `version` ("rev-N"): the
-  // program behind `lathe __relay` (deploy/relay.h), on the run's own network
+  // program behind `lathe __relay` (gateway/relay.h), on the run's own network
   // when the daemon can isolate one.
   Status StartCommandReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                              const std::string& version);

@@ -1,5 +1,5 @@
 // The Prometheus registry of `lathe serve`: common/prometheus.h, shared with
-// the deployments' front (deploy/front_metrics.h).
+// the deployments' front (gateway/front_metrics.h).
 #pragma once
 
 #include "lathe/common/prometheus.h"

@@ -1,4 +1,4 @@
-#include "lathe/deploy/relay.h"
+#include "lathe/gateway/relay.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 #include "lathe/os/files.h"
 #include "lathe/os/stream_socket.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 // A client here may write to a connection the relay has closed already (that
@@ -235,4 +235,4 @@ TEST(Relay, RunRelayedEndsWithTheChildsExitAndTellsItThePort) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -28,7 +28,7 @@
 #include "lathe/common/status.h"
 #include "lathe/os/process.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 struct RelayOptions {
   std::string socket_path;  // the unix listener to create (mode 0660); a stale one is replaced
@@ -79,4 +79,4 @@ class Relay {
 Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
                                   const std::vector<std::string>& argv);
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

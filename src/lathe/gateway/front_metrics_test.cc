@@ -1,8 +1,8 @@
-#include "lathe/deploy/front_metrics.h"
+#include "lathe/gateway/front_metrics.h"
 
 #include <gtest/gtest.h>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 TEST(RequestWindow, RateAndPercentilesOfTheLastTenSeconds) {
@@ -79,4 +79,4 @@ TEST(FrontMetrics, SeriesPerDeploymentAndCode) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,4 +1,4 @@
-#include "lathe/deploy/front_routes.h"
+#include "lathe/gateway/front_routes.h"
 
 #include <optional>
 #include <set>
@@ -6,7 +6,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/common/json.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 constexpr size_t kMaxSocketPath = 107;  // sockaddr_un::sun_path less its NUL
@@ -249,4 +249,4 @@ Result<Routes> ParseRoutes(std::string_view text) {
   return routes;
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

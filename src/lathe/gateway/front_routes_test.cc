@@ -1,10 +1,10 @@
-#include "lathe/deploy/front_routes.h"
+#include "lathe/gateway/front_routes.h"
 
 #include <gtest/gtest.h>
 
 #include "lathe/common/json.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 Json Good() {
@@ -122,4 +122,4 @@ TEST(FrontRoutes, BadFieldsAreNamed) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

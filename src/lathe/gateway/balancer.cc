@@ -1,8 +1,8 @@
-#include "lathe/deploy/balancer.h"
+#include "lathe/gateway/balancer.h"
 
 #include <algorithm>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 std::vector<std::string> Balancer::Update(const std::vector<RouteReplica>& replicas,
                                           const std::map<std::string, int64_t>& traffic) {
@@ -122,4 +122,4 @@ ReplicaState* Balancer::Find(std::string_view id) {
   return nullptr;
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

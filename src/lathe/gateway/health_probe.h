@@ -11,7 +11,7 @@
 
 #include "lathe/common/status.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 // The HTTP status the replica answered, read from its status line (the rest
 // of the answer is not read; the connection is closed). Unavailable
@@ -33,4 +33,4 @@ struct ReplicaAnswer {
 Result<ReplicaAnswer> FetchFromReplica(const std::string& socket, uid_t owner,
                                        const std::string& path, int timeout_ms, size_t max_bytes);
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

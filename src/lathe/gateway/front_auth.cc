@@ -1,4 +1,4 @@
-#include "lathe/deploy/front_auth.h"
+#include "lathe/gateway/front_auth.h"
 #include "lathe/common/units.h"
 
 #include <ctime>
@@ -6,7 +6,7 @@
 
 #include "lathe/common/deploy_key_format.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {}  // namespace
 
 Status CheckDeployKey(const Route& route, std::string_view authorization, int64_t now_ms) {
@@ -30,4 +30,4 @@ Status CheckDeployKey(const Route& route, std::string_view authorization, int64_
                      {{"id", parts->id}, {"deployment", route.name}});
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

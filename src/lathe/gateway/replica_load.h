@@ -11,7 +11,7 @@
 #include <optional>
 #include <string_view>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 inline constexpr std::string_view kQueueMetric = "lathe_serve_queue_length";
 inline constexpr std::string_view kInFlightMetric = "lathe_serve_inflight_requests";
@@ -28,4 +28,4 @@ struct ReplicaLoad {
 // finite numbers are skipped.
 std::optional<ReplicaLoad> ParseReplicaLoad(std::string_view text);
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

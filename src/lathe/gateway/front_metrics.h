@@ -15,7 +15,7 @@
 #include "lathe/common/prometheus.h"
 #include "lathe/common/spin_lock.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 // The requests of the last `window_ms` (at most `max_samples` of them):
 // their rate and latency percentiles. Pure (times are passed in); not
@@ -76,4 +76,4 @@ class FrontMetrics {
   std::unordered_map<std::string, Handles> handles_;
 };
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

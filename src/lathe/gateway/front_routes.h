@@ -26,7 +26,7 @@
 
 #include "lathe/common/status.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 inline constexpr int64_t kRoutesVersion = 1;
 
@@ -80,4 +80,4 @@ struct Routes {
 // gateway.routes_*.
 Result<Routes> ParseRoutes(std::string_view text);
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,4 +1,4 @@
-#include "lathe/deploy/front.h"
+#include "lathe/gateway/front.h"
 
 #include <unistd.h>
 
@@ -17,17 +17,17 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
 #include "lathe/common/spin_lock.h"
-#include "lathe/deploy/balancer.h"
-#include "lathe/deploy/front_auth.h"
-#include "lathe/deploy/front_metrics.h"
-#include "lathe/deploy/front_routes.h"
-#include "lathe/deploy/health_probe.h"
-#include "lathe/deploy/hold_queue.h"
-#include "lathe/deploy/replica_load.h"
+#include "lathe/gateway/balancer.h"
+#include "lathe/gateway/front_auth.h"
+#include "lathe/gateway/front_metrics.h"
+#include "lathe/gateway/front_routes.h"
+#include "lathe/gateway/health_probe.h"
+#include "lathe/gateway/hold_queue.h"
+#include "lathe/gateway/replica_load.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 constexpr size_t kMaxRoutesBytes = 64 << 20;
@@ -866,4 +866,4 @@ Status WriteGatewayJson(const std::string& dir, int port, const std::string& adm
   return os::WriteFileAtomic(dir + "/gateway.json", j.dump() + "\n", 0644);
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

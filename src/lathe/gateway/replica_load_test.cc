@@ -1,8 +1,8 @@
-#include "lathe/deploy/replica_load.h"
+#include "lathe/gateway/replica_load.h"
 
 #include <gtest/gtest.h>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 // As `lathe serve` renders them: one series per model, version and priority.
@@ -49,4 +49,4 @@ TEST(ReplicaLoad, NoQueueMetricIsNoFigure) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

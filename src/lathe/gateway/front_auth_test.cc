@@ -1,10 +1,10 @@
-#include "lathe/deploy/front_auth.h"
+#include "lathe/gateway/front_auth.h"
 
 #include <gtest/gtest.h>
 
 #include "lathe/common/deploy_key_format.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 const std::string kSecret(64, 'c');
@@ -47,4 +47,4 @@ TEST(FrontAuth, OnlyALiveKeyOfTheDeploymentOpensIt) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,10 +1,10 @@
-#include "lathe/deploy/hold_queue.h"
+#include "lathe/gateway/hold_queue.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 TEST(HoldQueue, BoundedInNumberAndInTime) {
@@ -32,4 +32,4 @@ TEST(HoldQueue, BoundedInNumberAndInTime) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -41,7 +41,7 @@
 #include "lathe/net/proxy.h"
 #include "lathe/os/clock.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 struct FrontOptions {
   std::string dir;                   // routes.json, gateway.json, admin.sock
@@ -97,4 +97,4 @@ size_t ClientConnectionBudget(uint64_t open_files);
 Status WriteGatewayJson(const std::string& dir, int port, const std::string& admin_socket,
                         int64_t started_ms);
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

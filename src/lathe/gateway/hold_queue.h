@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 template <typename T>
 class HoldQueue {
@@ -45,4 +45,4 @@ class HoldQueue {
   std::deque<std::pair<int64_t, T>> items_;  // oldest first; deadlines may differ (hold_ms changed)
 };
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,4 +1,4 @@
-#include "lathe/deploy/relay.h"
+#include "lathe/gateway/relay.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include "lathe/os/fd.h"
 #include "lathe/os/unix_socket.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 // One direction of a connection: bytes read from one side, not yet written to
 // the other. Read only when empty, so each direction holds one buffer at most.
@@ -222,4 +222,4 @@ Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
   }
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

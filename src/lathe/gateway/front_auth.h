@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "lathe/common/status.h"
-#include "lathe/deploy/front_routes.h"
+#include "lathe/gateway/front_routes.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 // OK when `authorization` (the request's header, "" when absent) opens
 // `route` at wall time `now_ms`. PermissionDenied otherwise, answered 401:
@@ -21,4 +21,4 @@ namespace lathe::deploy {
 // for both), deploy_key.expired (past its expires_ms).
 Status CheckDeployKey(const Route& route, std::string_view authorization, int64_t now_ms);
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

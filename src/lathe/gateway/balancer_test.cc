@@ -1,10 +1,10 @@
-#include "lathe/deploy/balancer.h"
+#include "lathe/gateway/balancer.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 RouteReplica R(std::string id, std::string version = "m/1") {
@@ -141,4 +141,4 @@ TEST(Balancer, VersionsByWeightAndAVersionWithoutHealthyReplicasGetsNoShare) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,11 +1,11 @@
-#include "lathe/deploy/front_metrics.h"
+#include "lathe/gateway/front_metrics.h"
 
 #include <set>
 
 #include <algorithm>
 #include <cmath>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 void RequestWindow::Add(int64_t now_ms, double latency_ms) {
   samples_.emplace_back(now_ms, latency_ms);
@@ -102,4 +102,4 @@ std::string FrontMetrics::Render(const std::vector<DeploymentGauges>& gauges) {
   return m_.Render();
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

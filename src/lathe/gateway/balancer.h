@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "lathe/deploy/front_routes.h"
+#include "lathe/gateway/front_routes.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 
 struct ReplicaState {
   RouteReplica route;
@@ -83,4 +83,4 @@ class Balancer {
   size_t last_pick_ = SIZE_MAX;  // index of the replica picked last (ties: the next one)
 };
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

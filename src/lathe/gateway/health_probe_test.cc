@@ -1,4 +1,4 @@
-#include "lathe/deploy/health_probe.h"
+#include "lathe/gateway/health_probe.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 // A replica that answers one connection with `answer`, sent in one write
@@ -103,4 +103,4 @@ TEST(FetchFromReplica, WholeBodyOfOneWrite) {
 }
 
 }  // namespace
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,11 +1,11 @@
-#include "lathe/deploy/replica_load.h"
+#include "lathe/gateway/replica_load.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 // One sample line "name{labels} value [timestamp]": its name and value;
@@ -65,4 +65,4 @@ std::optional<ReplicaLoad> ParseReplicaLoad(std::string_view text) {
   return load;
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway

@@ -1,4 +1,4 @@
-#include "lathe/deploy/health_probe.h"
+#include "lathe/gateway/health_probe.h"
 
 #include <sys/socket.h>
 
@@ -12,7 +12,7 @@
 #include "lathe/os/fd.h"
 #include "lathe/os/stream_socket.h"
 
-namespace lathe::deploy {
+namespace lathe::gateway {
 namespace {
 
 int64_t SteadyMs() {
@@ -161,4 +161,4 @@ Result<ReplicaAnswer> FetchFromReplica(const std::string& socket, uid_t owner,
   return a;
 }
 
-}  // namespace lathe::deploy
+}  // namespace lathe::gateway
