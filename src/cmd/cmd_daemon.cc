@@ -20,8 +20,9 @@
 #include "lathe/common/units.h"
 #include "lathe/daemon/config.h"
 #include "lathe/daemon/daemon.h"
-#include "lathe/daemon/gateway_control.h"
+#include "lathe/deploy/gateway_control.h"
 #include "lathe/exec/monitor.h"
+#include "lathe/node/node.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
@@ -120,7 +121,9 @@ Status RunDaemon(DaemonFlags& f) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  daemon::DaemonOptions o;
+  node::NodeOptions no;
+  daemon::DaemonOptions& o = no.daemon;
+  deploy::DeploymentOptions& deployments = no.deployments;
   o.home = f.home;
   o.gpus = f.gpus;
   o.kill_grace_ms = static_cast<int>(grace->count());
@@ -133,9 +136,9 @@ Status RunDaemon(DaemonFlags& f) {
   if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
   if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;
-  if (!f.deployments_listen.empty()) o.deployments.listen = f.deployments_listen;
-  if (!f.gateway_user.empty()) o.deployments.gateway_user = f.gateway_user;
-  if (f.deployments_max_per_user) o.deployments.max_per_user = *f.deployments_max_per_user;
+  if (!f.deployments_listen.empty()) deployments.listen = f.deployments_listen;
+  if (!f.gateway_user.empty()) deployments.gateway_user = f.gateway_user;
+  if (f.deployments_max_per_user) deployments.max_per_user = *f.deployments_max_per_user;
   if (f.telemetry.enabled) o.telemetry.enabled = *f.telemetry.enabled;
   if (f.telemetry.interval_ms) o.telemetry.sampler.interval_ms = *f.telemetry.interval_ms;
   if (f.telemetry.max_bytes) o.telemetry.max_bytes = *f.telemetry.max_bytes;
@@ -148,18 +151,19 @@ Status RunDaemon(DaemonFlags& f) {
     o.telemetry.sampler.warnings.throttle_min_ms = *f.telemetry.throttle_ms;
   {
     // The front speaks TLS where the API would have to: off loopback.
-    std::string host = o.deployments.listen.substr(0, o.deployments.listen.rfind(':'));
+    std::string host = deployments.listen.substr(0, deployments.listen.rfind(':'));
     bool loopback = host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";
     if (!loopback) {
       if (f.tls_cert.empty() || f.tls_key.empty()) {
         return Status::Msg(Code::kInvalidArgument, "deploy.listen_needs_tls",
-                           {{"listen", o.deployments.listen}});
+                           {{"listen", deployments.listen}});
       }
-      o.deployments.tls_cert = f.tls_cert;
-      o.deployments.tls_key = f.tls_key;
+      deployments.tls_cert = f.tls_cert;
+      deployments.tls_key = f.tls_key;
     }
   }
-  ASSIGN_OR_RETURN(auto d, daemon::Daemon::Create(o, os::RealClock()));
+  ASSIGN_OR_RETURN(auto node, node::Node::Create(std::move(no), os::RealClock()));
+  daemon::Daemon* d = &node->daemon();
   api::ApiOptions ao;
   ao.host = f.host;
   ao.port = f.port;
@@ -167,8 +171,8 @@ Status RunDaemon(DaemonFlags& f) {
   ao.on_shutdown = [] { g_shutdown = true; };
   ao.allowed_hosts = f.allowed_hosts;
   ao.metrics_open_on_loopback = f.metrics_open_on_loopback;
-  ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(*d, ao));
-  RETURN_IF_ERROR(d->Start());
+  ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(node->services(), ao));
+  RETURN_IF_ERROR(node->Start());
   Lang lang = DetectLang();
   std::printf("%s\n",
               Tr("daemon.ready", lang,
@@ -187,7 +191,7 @@ Status RunDaemon(DaemonFlags& f) {
   }
   spdlog::info("shutting down; runs keep running and are re-adopted at the next start");
   server->Stop();
-  d->Stop();
+  node->Stop();
   return Status::OK();
 }
 
@@ -277,9 +281,9 @@ Status RunUp(const DaemonFlags& f) {
 // With `all`, the deployments' front too, once the daemon is down (it
 // would otherwise go on serving: it outlives the daemon on purpose).
 Status StopFront(const std::string& home) {
-  daemon::GatewayConfig gc;
+  deploy::GatewayConfig gc;
   gc.dir = home + "/deployments/gateway";
-  daemon::GatewayControl front(gc);
+  deploy::GatewayControl front(gc);
   bool stopped = false;
   constexpr int kFrontStopMs = 15'000;  // its drain takes up to 10 s
   Status st = front.Stop(kFrontStopMs, &stopped);

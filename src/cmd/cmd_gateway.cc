@@ -116,7 +116,7 @@ Status RunGateway(const GatewayFlags& f) {
   // 1. The listeners, while still privileged; 2. gateway.json; 3. the drop.
   ASSIGN_OR_RETURN(auto front, gateway::Front::Create(o));
   RETURN_IF_ERROR(gateway::WriteGatewayJson(f.dir, front->port(), front->admin_socket(),
-                                           os::RealClock().NowMs()));
+                                            os::RealClock().NowMs()));
   if (user && ::geteuid() == 0) {
     if (Status s = os::DropPrivileges(user->first, user->second); !s.ok()) {
       return Status::Msg(Code::kFailedPrecondition, "gateway.drop_failed",

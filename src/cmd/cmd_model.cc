@@ -9,7 +9,7 @@
 #include "cmd/output.h"
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
-#include "lathe/daemon/models.h"
+#include "lathe/deploy/models.h"
 #include "lathe/net/http.h"
 
 namespace lathe::cmd {
@@ -160,7 +160,7 @@ void PrintVersion(const Json& v, Lang lang) {
 }
 
 Status RunShow(const ModelFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(daemon::ModelRef ref, daemon::ParseModelRef(f.ref));
+  ASSIGN_OR_RETURN(deploy::ModelRef ref, deploy::ParseModelRef(f.ref));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   std::string path = ref.version ? Path(ref.name) + "/versions/" + std::to_string(*ref.version)
                                  : "/api/v1/models/" + net::PercentEncode(f.ref);
@@ -224,8 +224,8 @@ Status RunAlias(const ModelFlags& f, Lang lang) {
   return Status::OK();
 }
 
-Result<daemon::ModelRef> VersionRef(const std::string& text) {
-  ASSIGN_OR_RETURN(daemon::ModelRef ref, daemon::ParseModelRef(text));
+Result<deploy::ModelRef> VersionRef(const std::string& text) {
+  ASSIGN_OR_RETURN(deploy::ModelRef ref, deploy::ParseModelRef(text));
   if (!ref.version) {
     return Status::Msg(Code::kInvalidArgument, "model.needs_version", {{"value", text}});
   }
@@ -233,7 +233,7 @@ Result<daemon::ModelRef> VersionRef(const std::string& text) {
 }
 
 Status RunRemove(const ModelFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(daemon::ModelRef ref, VersionRef(f.ref));
+  ASSIGN_OR_RETURN(deploy::ModelRef ref, VersionRef(f.ref));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Delete(Path(ref.name) + "/versions/" + std::to_string(*ref.version)));
   std::printf("%s\n", Tr("model.removed", lang,
@@ -243,7 +243,7 @@ Status RunRemove(const ModelFlags& f, Lang lang) {
 }
 
 Status RunExport(const ModelFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(daemon::ModelRef ref, daemon::ParseModelRef(f.ref));
+  ASSIGN_OR_RETURN(deploy::ModelRef ref, deploy::ParseModelRef(f.ref));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   if (!ref.alias.empty()) {  // the version the alias points at now
     ASSIGN_OR_RETURN(Json v, c->Get("/api/v1/models/" + net::PercentEncode(f.ref)));

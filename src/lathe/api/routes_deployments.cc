@@ -41,32 +41,30 @@ Status CheckKeyRequest(const Json& body) {
 void ApiServer::PostDeployment(ApiCall& call) {
   auto body = ObjectBody(call.req);
   if (!body.ok()) return call.Reply(body.status());
-  call.Reply(daemon_.deployments().Create(call.caller, *body), 201);
+  call.Reply(deployments_.Create(call.caller, *body), 201);
 }
 
-void ApiServer::ListDeployments(ApiCall& call) {
-  call.Reply(daemon_.deployments().List(call.caller));
-}
+void ApiServer::ListDeployments(ApiCall& call) { call.Reply(deployments_.List(call.caller)); }
 
 void ApiServer::GetDeployment(ApiCall& call) {
-  call.Reply(daemon_.deployments().Get(call.caller, call.Param("name")));
+  call.Reply(deployments_.Get(call.caller, call.Param("name")));
 }
 
 void ApiServer::PatchDeployment(ApiCall& call) {
   auto body = ObjectBody(call.req);
   if (!body.ok()) return call.Reply(body.status());
-  call.Reply(daemon_.deployments().Update(call.caller, call.Param("name"), *body));
+  call.Reply(deployments_.Update(call.caller, call.Param("name"), *body));
 }
 
 void ApiServer::DeleteDeployment(ApiCall& call) {
-  auto r = daemon_.deployments().Delete(call.caller, call.Param("name"));
+  auto r = deployments_.Delete(call.caller, call.Param("name"));
   call.Reply(r, 202);
 }
 
 void ApiServer::GetDeploymentEvents(ApiCall& call) {
   auto after = QueryNumber(call.req, "after", 0, INT64_MAX);
   if (!after.ok()) return call.Reply(after.status());
-  call.Reply(daemon_.deployments().Events(call.caller, call.Param("name"), *after));
+  call.Reply(deployments_.Events(call.caller, call.Param("name"), *after));
 }
 
 // The front's Prometheus metrics of every deployment (they name them all):
@@ -77,7 +75,7 @@ void ApiServer::GetDeploymentMetrics(ApiCall& call) {
   }
   net::HttpResponse r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  r.body = daemon_.deployments().Metrics();
+  r.body = deployments_.Metrics();
   call.Send(std::move(r));
 }
 
@@ -85,7 +83,7 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
   auto body = ObjectBody(call.req);
   if (!body.ok()) return call.Reply(body.status());
   const std::string name = call.Param("name");
-  auto owner = daemon_.deployments().OwnerFor(call.caller, name);
+  auto owner = deployments_.OwnerFor(call.caller, name);
   if (!owner.ok()) return call.Reply(owner.status());
   if (Status s = CheckKeyRequest(*body); !s.ok()) return call.Reply(s);
   DeployKeyRequest req;
@@ -98,7 +96,7 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
   req.created_by = CreatedBy(call.auth);
   auto issued = deploy_keys_->Issue(req);
   if (!issued.ok()) return call.Reply(issued.status());
-  daemon_.deployments().Kick();
+  deployments_.Kick();
   Json j =
       DeployKeyToJson(issued->record, opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs());
   j["key"] = issued->key;
@@ -107,7 +105,7 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
 
 void ApiServer::ListDeploymentKeys(ApiCall& call) {
   const std::string name = call.Param("name");
-  auto owner = daemon_.deployments().OwnerFor(call.caller, name);
+  auto owner = deployments_.OwnerFor(call.caller, name);
   if (!owner.ok()) return call.Reply(owner.status());
   auto keys = deploy_keys_->List(name, std::nullopt);
   if (!keys.ok()) return call.Reply(keys.status());
@@ -119,7 +117,7 @@ void ApiServer::ListDeploymentKeys(ApiCall& call) {
 
 void ApiServer::DeleteDeploymentKey(ApiCall& call) {
   const std::string name = call.Param("name");
-  auto owner = daemon_.deployments().OwnerFor(call.caller, name);
+  auto owner = deployments_.OwnerFor(call.caller, name);
   if (!owner.ok()) return call.Reply(owner.status());
   auto keys = deploy_keys_->List(name, std::nullopt);
   if (!keys.ok()) return call.Reply(keys.status());
@@ -131,7 +129,7 @@ void ApiServer::DeleteDeploymentKey(ApiCall& call) {
   }
   auto gone = deploy_keys_->Revoke(id, std::nullopt);
   if (!gone.ok()) return call.Reply(gone.status());
-  daemon_.deployments().Kick();
+  deployments_.Kick();
   call.Reply(Json{{"id", id}, {"deployment", name}, {"revoked", true}});
 }
 

@@ -32,7 +32,7 @@ Result<std::string> OptString(const Json& body, const char* field) {
   return body[field].get<std::string>();
 }
 
-Result<daemon::ModelVersionRequest> CreateRequest(const Json& body) {
+Result<deploy::ModelVersionRequest> CreateRequest(const Json& body) {
   for (const auto& [key, value] : body.items()) {
     if (std::find(kCreateFields.begin(), kCreateFields.end(), key) == kCreateFields.end()) {
       return Status::Msg(Code::kInvalidArgument, "model.unknown_field",
@@ -42,7 +42,7 @@ Result<daemon::ModelVersionRequest> CreateRequest(const Json& body) {
                            "backend, note, public"}});
     }
   }
-  daemon::ModelVersionRequest r;
+  deploy::ModelVersionRequest r;
   ASSIGN_OR_RETURN(r.name, OptString(body, "name"));
   ASSIGN_OR_RETURN(r.from_run, OptString(body, "from_run"));
   ASSIGN_OR_RETURN(r.from_snapshot, OptString(body, "from_snapshot"));
@@ -62,9 +62,9 @@ Result<daemon::ModelVersionRequest> CreateRequest(const Json& body) {
 }
 
 // {model}/versions/{version} as a checked NAME/N.
-Result<daemon::ModelRef> VersionRef(const ApiCall& call) {
+Result<deploy::ModelRef> VersionRef(const ApiCall& call) {
   ASSIGN_OR_RETURN(auto ref,
-                   daemon::ParseModelRef(call.Param("model") + "/" + call.Param("version")));
+                   deploy::ParseModelRef(call.Param("model") + "/" + call.Param("version")));
   return ref;
 }
 
@@ -75,25 +75,25 @@ void ApiServer::PostModel(ApiCall& call) {
   if (!body.ok()) return call.Reply(body.status());
   auto req = CreateRequest(*body);
   if (!req.ok()) return call.Reply(req.status());
-  call.Reply(daemon_.CreateModelVersion(call.caller, *req), 201);
+  call.Reply(models_.CreateVersion(call.caller, *req), 201);
 }
 
-void ApiServer::ListModels(ApiCall& call) { call.Reply(daemon_.ListModels(call.caller)); }
+void ApiServer::ListModels(ApiCall& call) { call.Reply(models_.List(call.caller)); }
 
 void ApiServer::GetModel(ApiCall& call) {
-  call.Reply(daemon_.GetModel(call.caller, call.Param("model")));
+  call.Reply(models_.Get(call.caller, call.Param("model")));
 }
 
 void ApiServer::GetModelVersion(ApiCall& call) {
   auto ref = VersionRef(call);
   if (!ref.ok()) return call.Reply(ref.status());
-  call.Reply(daemon_.GetModel(call.caller, ref->name + "/" + std::to_string(*ref->version)));
+  call.Reply(models_.Get(call.caller, ref->name + "/" + std::to_string(*ref->version)));
 }
 
 void ApiServer::DeleteModelVersion(ApiCall& call) {
   auto ref = VersionRef(call);
   if (!ref.ok()) return call.Reply(ref.status());
-  call.Reply(daemon_.DeleteModelVersion(call.caller, ref->name, *ref->version));
+  call.Reply(models_.DeleteVersion(call.caller, ref->name, *ref->version));
 }
 
 void ApiServer::PutModelAlias(ApiCall& call) {
@@ -104,12 +104,12 @@ void ApiServer::PutModelAlias(ApiCall& call) {
     return call.Reply(Status::Msg(Code::kInvalidArgument, "model.field_type",
                                   {{"field", "version"}, {"type", "integer ≥ 1"}}));
   }
-  call.Reply(daemon_.SetModelAlias(call.caller, call.Param("model"), call.Param("alias"),
-                                   v.get<int64_t>()));
+  call.Reply(
+      models_.SetAlias(call.caller, call.Param("model"), call.Param("alias"), v.get<int64_t>()));
 }
 
 void ApiServer::DeleteModelAlias(ApiCall& call) {
-  call.Reply(daemon_.DeleteModelAlias(call.caller, call.Param("model"), call.Param("alias")));
+  call.Reply(models_.DeleteAlias(call.caller, call.Param("model"), call.Param("alias")));
 }
 
 void ApiServer::PostModelExport(ApiCall& call) {
@@ -124,8 +124,8 @@ void ApiServer::PostModelExport(ApiCall& call) {
                                   {{"path", to->substr(0, 200)}}));
   }
   const bool force = body->value("force", false);
-  call.Reply(daemon_.ExportModelVersion(
-      call.caller, ref->name + "/" + std::to_string(*ref->version), *to, force));
+  call.Reply(
+      models_.Export(call.caller, ref->name + "/" + std::to_string(*ref->version), *to, force));
 }
 
 }  // namespace lathe::api

@@ -145,10 +145,10 @@ Status CheckTls(const ApiOptions& o, const std::string& config) {
 
 }  // namespace
 
-Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptions options) {
-  RETURN_IF_ERROR(CheckTls(options, d.paths().home + "/config.yaml"));
-  std::unique_ptr<ApiServer> s(new ApiServer(d, std::move(options)));
-  const auto& paths = d.paths();
+Result<std::unique_ptr<ApiServer>> ApiServer::Create(node::Services& services, ApiOptions options) {
+  RETURN_IF_ERROR(CheckTls(options, services.runs.paths().home + "/config.yaml"));
+  std::unique_ptr<ApiServer> s(new ApiServer(services, std::move(options)));
+  const auto& paths = services.runs.paths();
   ASSIGN_OR_RETURN(s->token_, LoadOrCreateToken(paths.token));
   os::Clock& clock = s->opts_.clock ? *s->opts_.clock : os::RealClock();
   ASSIGN_OR_RETURN(s->tokens_, TokenService::Open(paths.db, clock));
@@ -156,7 +156,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   ASSIGN_OR_RETURN(s->sessions_, SessionService::Open(paths.db, clock, s->opts_.sessions));
   s->sessions_->SetTokenCheck(
       [tokens = s->tokens_.get()](const std::string& id) { return tokens->IsLive(id); });
-  s->auth_ = std::make_unique<Authenticator>(s->token_, d.uid(), *s->tokens_, clock,
+  s->auth_ = std::make_unique<Authenticator>(s->token_, services.runs.uid(), *s->tokens_, clock,
                                              AuthLimiter::Options(), s->sessions_.get());
   net::ServerOptions so;
   so.io_threads = 2;
@@ -173,7 +173,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(daemon::Daemon& d, ApiOptio
   so.max_connections_per_uid = kMaxConnectionsPerUid;
   so.max_connections_per_loopback_user = kMaxConnectionsPerUid;
   so.max_connections_per_address = kMaxConnectionsPerAddress;
-  so.reserved_uids = {0, static_cast<unsigned>(d.uid())};
+  so.reserved_uids = {0, static_cast<unsigned>(services.runs.uid())};
   so.reserved_connections = kReservedConnections;
   RETURN_IF_ERROR(s->AddRoutes());
   s->origin_bases_ = s->RunOriginBases();

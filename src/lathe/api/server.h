@@ -21,6 +21,7 @@
 #include "lathe/net/http_server.h"
 #include "lathe/net/proxy.h"
 #include "lathe/net/router.h"
+#include "lathe/node/services.h"
 #include "lathe/run/log_reader.h"
 #include "lathe/run/secret_mask.h"
 
@@ -59,7 +60,7 @@ class ApiServer {
   // FailedPrecondition tls.required for a host that is not loopback without
   // options.tls, InvalidArgument tls.incomplete for half of it, and the
   // listener's tls.* errors for files it cannot use.
-  static Result<std::unique_ptr<ApiServer>> Create(daemon::Daemon& d, ApiOptions options);
+  static Result<std::unique_ptr<ApiServer>> Create(node::Services& services, ApiOptions options);
   ~ApiServer();
 
   int port() const { return port_; }
@@ -74,8 +75,10 @@ class ApiServer {
   SessionService& sessions() { return *sessions_; }
 
  private:
-  ApiServer(daemon::Daemon& d, ApiOptions o)
-      : daemon_(d),
+  ApiServer(node::Services& services, ApiOptions o)
+      : daemon_(services.runs),
+        models_(services.models),
+        deployments_(services.deployments),
         opts_(std::move(o)),
         origin_cache_(opts_.clock ? *opts_.clock : os::RealClock()) {}
   // Authenticates, then dispatches through router_: 404 for an unknown path,
@@ -224,7 +227,9 @@ class ApiServer {
   int64_t doctor_at_ms_ = 0;
   Json doctor_;
 
-  daemon::Daemon& daemon_;
+  daemon::Daemon& daemon_;            // the run supervisor
+  deploy::Registry& models_;          // the model registry
+  deploy::Deployments& deployments_;  // the deployment manager
   const ApiOptions opts_;
   std::string token_;
   std::unique_ptr<TokenService> tokens_;           // thread-safe itself

@@ -135,7 +135,6 @@ Status Daemon::Init() {
                cgroups_.note.empty() ? "ok" : cgroups_.note);
   notebooks_ = std::make_unique<NotebookWatch>(opts_.notebooks, clock_, NotebookHooks());
   RETURN_IF_ERROR(InitTelemetry());
-  deployments_ = std::make_unique<Deployments>(*this, opts_.deployments, clock_);
   disk_ = std::make_unique<DiskShares>(
       paths_.runs,
       [this] {
@@ -155,7 +154,7 @@ Status Daemon::Start() {
   disk_->Start();
   notebooks_->Start();
   if (sampler_) sampler_->Start();
-  return deployments_->Start();
+  return Status::OK();
 }
 
 Result<std::vector<state::RunRecord>> Daemon::ReplicasOf(const std::string& name,
@@ -183,7 +182,6 @@ void Daemon::Stop() {
   }
   loop_cv_.notify_all();
   change_cv_.notify_all();
-  if (deployments_) deployments_->Stop();
   if (notebooks_) notebooks_->Stop();
   if (sampler_) sampler_->Stop();
   if (disk_) disk_->Stop();

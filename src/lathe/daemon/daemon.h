@@ -32,16 +32,15 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
-#include "lathe/daemon/deployments.h"
 #include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/metrics_text.h"
-#include "lathe/daemon/models.h"
 #include "lathe/daemon/notebook_watch.h"
 #include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 #include "lathe/daemon/run_checkpoints.h"
+#include "lathe/daemon/runs.h"
 #include "lathe/daemon/scheduling_latency.h"
 #include "lathe/daemon/secrets.h"
 #include "lathe/daemon/user_paths.h"
@@ -53,7 +52,6 @@
 #include "lathe/os/file_lock.h"
 #include "lathe/run/ports.h"
 #include "lathe/snap/store.h"
-#include "lathe/state/model_store.h"
 #include "lathe/state/run_store.h"
 #include "lathe/telemetry/sampler.h"
 #include "lathe/telemetry/store.h"
@@ -102,74 +100,66 @@ struct DaemonOptions {
   QuotaConfig quotas;
   // Notebooks' readiness and idle stop (config.yaml `notebooks:`).
   NotebookWatchOptions notebooks;
-  // The deployments' front and loop (config.yaml `deployments:`).
-  DeploymentOptions deployments;
   TelemetryOptions telemetry;
 };
-
-// Who is calling, as established by the API's authentication.
-struct Caller {
-  uid_t uid = 0;
-  std::string user;
-  bool admin = false;  // root or the daemon's own user
-};
-
-// What a caller wants to do with a run, for Access's rule and its message.
-enum class AccessAction { kRead, kStop, kDelete, kResumeFrom, kOpen };
-// "read", "stop", "delete", "resume from", "open"
-std::string_view AccessActionName(AccessAction a);
 
 // A run of type notebook (counts against the notebooks quota).
 bool IsNotebook(const state::RunRecord& r);
 // What the scheduler knows of a queued run (sched::Schedule, sched::MightChange).
 sched::QueuedJob QueuedJobOf(const state::RunRecord& r);
 
-// What Submit did: queued a new run, or found the one that an earlier request
-// with the same idempotency key created.
-struct Submission {
-  state::RunRecord run;
-  bool replayed = false;  // true: `run` is the earlier request's
-};
-
-class Daemon {
+class Daemon final : public Runs {
  public:
   static Result<std::unique_ptr<Daemon>> Create(DaemonOptions options, os::Clock& clock);
-  ~Daemon();
+  ~Daemon() override;
 
   Status Start();  // starts the supervisor thread
   void Stop();     // stops it; runs keep running (re-adopted at next start)
 
-  const HomePaths& paths() const { return paths_; }
+  // --- Runs (runs.h) ---
+  const HomePaths& paths() const override { return paths_; }
+  uid_t uid() const override { return uid_; }
+  const std::string& self_exe() const override { return opts_.self_exe; }
   // The deployments' model cache of a user without a usable home directory:
   // <home>/deployments/users/<uid>, owned by that user, 0700
-  // (deployment_loop.cc). Restores into it and a replica's workdir in it are
-  // the user's own, though it lies in the daemon's home.
-  std::string UserCacheDir(uid_t uid) const;
-  // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
-  const std::string& gpu_spec() const { return opts_.gpus; }
-  RunCheckpoints& checkpoints() { return *checkpoints_; }
-  Secrets& secrets() { return *secrets_; }
-  uid_t uid() const { return uid_; }
-  const std::string& self_exe() const { return opts_.self_exe; }
-  // Whether runs may have a network of their own (spec network: isolated).
-  bool CanIsolateNetwork() const;
-  Deployments& deployments() { return *deployments_; }
-  // The replicas of deployment `name` (RunStore::OfDeployment).
-  Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name, int64_t ended_since_ms);
-  // The sockets of every replica that has not ended, whatever its deployment.
-  Result<std::vector<std::string>> LiveReplicaSockets();
-
-  // Validates and queues a run. `spec_json` is the spec object (spec.h).
-  // With an `idempotency_key` (validated by the API), a request that repeats
-  // an earlier one of the caller's uid (same key, same canonical spec) gets
-  // that request's run, replayed, instead of a second one; the same key with
+  // (deploy/deployment_loop.cc). Restores into it and a replica's workdir in
+  // it are the user's own, though it lies in the daemon's home.
+  std::string UserCacheDir(uid_t uid) const override;
+  bool CanIsolateNetwork() const override;
+  // Whether a run with `spec`'s resources could ever be placed on this node,
+  // whatever else runs: InvalidArgument naming the field (spec.too_much,
+  // spec.too_many_gpus, spec.no_gpus) otherwise. Constant after start.
+  Status CheckFitsNode(const run::RunSpec& spec) const override;
+  GpuSlots FreeGpuSlots() override;
+  // Validates and queues a run. With an idempotency key, the same key with
   // another spec is InvalidArgument (run.idempotency_key_reused); while a
   // request with the key is still being handled, FailedPrecondition
   // (run.idempotency_in_flight). Keys live state::kIdempotencyKeyTtlMs.
-  // `replica`: a deployment's replica (type service), which only the
-  // deployments (deployments.h) submit; a caller's service spec is refused.
+  Result<Submission> Submit(const Caller& caller, run::RunSpec spec,
+                            const SubmitOptions& options) override;
+  Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref) override;
+  // The owner and admins may do anything; nobody else anything (see
+  // docs/security.md).
+  Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
+                                  AccessAction action) override;
+  Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name,
+                                                   int64_t ended_since_ms) override;
+  Result<std::vector<std::string>> LiveReplicaSockets() override;
+  RunCheckpoints& checkpoints() override { return *checkpoints_; }
+  Result<os::AccessAs> CheckReadSource(const Caller& caller, const std::string& field,
+                                       const std::string& path) override;
+  Result<Restored> RestoreSnapshotTo(const Caller& caller, const snap::SnapshotId& id,
+                                     const std::string& to, bool force) override;
+  Status CheckRestorePlace(const Caller& caller, const std::string& to) override;
+
+  // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
+  const std::string& gpu_spec() const { return opts_.gpus; }
+  Secrets& secrets() { return *secrets_; }
+
+  // The JSON edge of Submit: `spec_json` is the spec object (spec.h), parsed
+  // and checked field by field; never a replica.
   Result<Submission> Submit(const Caller& caller, const Json& spec_json,
-                            const std::string& idempotency_key = "", bool replica = false);
+                            const std::string& idempotency_key = "");
   // Newest first, at most `limit`; `total` gets the count without the limit.
   // Without `all`, also the runs that ended in the last `recent_ms` (the
   // `recent_limit` newest of them when > 0);
@@ -183,11 +173,6 @@ class Daemon {
   Result<int64_t> LatestEventId();
   // How many runs the daemon keeps, in every state.
   Result<int64_t> CountRuns();
-  // Resolves `ref` and checks that `caller` may `action` it: the owner and
-  // admins may do anything; nobody else anything (see docs/security.md).
-  Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
-                                  AccessAction action);
-  Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref);
   // Queues an ended notebook again (notebooks_daemon.cc): same id, workspace
   // and notebook directory; the next attempt. FailedPrecondition
   // (notebook.not_notebook, notebook.not_finished) otherwise.
@@ -240,36 +225,8 @@ class Daemon {
   // what it removed; the supervisor loop calls it every kRetentionEveryMs.
   Result<Json> ApplyRetention();
 
-  // The model registry (models.cc, docs/deployments.md). A caller creates,
-  // aliases and removes versions of their own models (admins: of any);
-  // every user may read (list, show, export) a public one. Versions pin
-  // their snapshot in the store. Refs: models.h.
-  Result<Json> CreateModelVersion(const Caller& caller, const ModelVersionRequest& req);
-  Result<Json> ListModels(const Caller& caller);                        // {models: [...]}
-  Result<Json> GetModel(const Caller& caller, const std::string& ref);  // NAME, NAME/N, NAME@A
-  Result<Json> SetModelAlias(const Caller& caller, const std::string& model,
-                             const std::string& alias, int64_t version);
-  Result<Json> DeleteModelAlias(const Caller& caller, const std::string& model,
-                                const std::string& alias);
-  // FailedPrecondition (model.version_aliased) while an alias points at it.
-  Result<Json> DeleteModelVersion(const Caller& caller, const std::string& model, int64_t version);
-  // Writes `to`/<model>/<N>/ (the snapshot) and `to`/<model>/config.yaml, a
-  // `lathe serve --repository` layout; `to` as for RestoreSnapshot.
-  Result<Json> ExportModelVersion(const Caller& caller, const std::string& ref,
-                                  const std::string& to, bool force);
-  // The deployments' loop: the signature of version `ref` ("NAME/N") as a
-  // ready replica's KServe v2 metadata gives it ({name, datatype, shape}
-  // lists), recorded when the version has none yet and the lists are not
-  // both empty. True when it was recorded now.
-  Result<bool> RecordModelSignature(const std::string& ref, const Json& inputs,
-                                    const Json& outputs);
-
   Json StatusJson();
   Json GpusJson();
-  // Whether a run with `spec`'s resources could ever be placed on this node,
-  // whatever else runs: InvalidArgument naming the field (spec.too_much,
-  // spec.too_many_gpus, spec.no_gpus) otherwise. Constant after start.
-  Status CheckFitsNode(const run::RunSpec& spec) const;
   // What GET /metrics shows (metrics_daemon.cc): a fresh sample of the GPU
   // source (the start-up one when it fails), the runs holding GPUs, the queue
   // per priority, every run per state and the scheduling latency.
@@ -398,21 +355,10 @@ class Daemon {
   // null, in a fresh list. The number of snapshots removed (run_removal.cc).
   Result<size_t> RemoveFinished(const std::string& id, const std::string& ref, bool snapshots,
                                 const std::vector<snap::SnapshotInfo>* snaps);
-  // snapshots.cc: `to` is absolute, not the daemon's, and (for a caller who
-  // is not an admin) lies in a directory the caller owns; then the restore,
-  // written with the caller's identity.
-  Status CheckRestorePlace(const Caller& caller, const std::string& to);
+  // snapshots.cc: the restore, written with the caller's identity, after
+  // CheckRestorePlace.
   Result<Json> RestoreInto(const Caller& caller, const snap::SnapshotId& id, const std::string& to,
                            bool force, snap::ProgressFn progress);
-  // models.cc: the snapshot a new version takes (made first for from_dir),
-  // then its record and pin.
-  Result<ModelSource> ModelSourceOf(const Caller& caller, const ModelVersionRequest& req);
-  Result<Json> RegisterModelVersion(const Caller& caller, const ModelVersionRequest& req,
-                                    ModelSource& src);
-  // models.cc, models_mu_ held.
-  Result<state::ModelStore*> ModelsDb();
-  Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> ResolveModel(
-      const Caller& caller, const std::string& ref);
   // The loop's retention pass when one is due; releases `lock` (mu_) while
   // it removes (retention.cc).
   void MaybeApplyRetention(std::unique_lock<std::mutex>& lock);
@@ -435,7 +381,6 @@ class Daemon {
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
-  std::unique_ptr<Deployments> deployments_;     // thread-safe itself; calls in under no lock
   std::unique_ptr<DiskShares> disk_;             // thread-safe itself; its thread takes mu_
   SchedulingLatency scheduling_latency_;         // thread-safe itself
   int64_t started_at_ms_ = 0;                    // Init's wall time
@@ -493,8 +438,6 @@ class Daemon {
   int64_t keys_purged_at_ms_ = 0;           // monotonic
   std::optional<int64_t> retention_at_ms_;  // last pass, monotonic; supervisor only
 
-  std::mutex models_mu_;                       // the registry's, taken without mu_
-  std::unique_ptr<state::ModelStore> models_;  // guarded by models_mu_; opened on first use
   std::thread loop_;
 };
 

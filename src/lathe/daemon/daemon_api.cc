@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "lathe/common/i18n.h"
 #include "lathe/common/ids.h"
@@ -200,7 +201,14 @@ void Daemon::PurgeExpiredKeys(bool now) {
 }
 
 Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
-                                  const std::string& idempotency_key, bool replica) {
+                                  const std::string& idempotency_key) {
+  ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
+  return Submit(caller, std::move(spec), SubmitOptions{idempotency_key, /*replica=*/false});
+}
+
+Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
+                                  const SubmitOptions& options) {
+  const std::string& idempotency_key = options.idempotency_key;
   std::optional<InFlightKeys::Lease> lease =
       idempotency_key.empty() ? std::nullopt
                               : in_flight_keys_.TryAcquire(caller.uid, idempotency_key);
@@ -208,8 +216,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
     return Status::Msg(Code::kFailedPrecondition, "run.idempotency_in_flight",
                        {{"key", idempotency_key}});
   }
-  ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
-  if (run::IsServiceSpec(spec) && !replica) {  // only deployments make replicas
+  if (run::IsServiceSpec(spec) && !options.replica) {  // only deployments make replicas
     return Status::Msg(Code::kInvalidArgument, "spec.service_deployment");
   }
   std::optional<state::IdempotencyKey> key;
@@ -385,6 +392,20 @@ Json Daemon::GpusJson() {
     }
   }
   return j;
+}
+
+GpuSlots Daemon::FreeGpuSlots() {
+  GpuSlots slots;
+  slots.total = static_cast<int>(inventory_.gpus.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<int> held;
+  if (auto active =
+          store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+      active.ok()) {
+    for (const auto& r : *active) held.insert(r.gpus.begin(), r.gpus.end());
+  }
+  for (const auto& g : inventory_.gpus) slots.free += held.count(g.index) ? 0 : 1;
+  return slots;
 }
 
 bool Daemon::CanIsolateNetwork() const { return backend_->Caps().isolated_network; }

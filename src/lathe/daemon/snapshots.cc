@@ -153,4 +153,19 @@ Result<Json> Daemon::RestoreInto(const Caller& caller, const snap::SnapshotId& i
   return Json{{"id", id}, {"path", to}, {"files", r.files}, {"bytes", r.bytes}};
 }
 
+Result<Restored> Daemon::RestoreSnapshotTo(const Caller& caller, const snap::SnapshotId& id,
+                                           const std::string& to, bool force) {
+  ASSIGN_OR_RETURN(Json r, RestoreInto(caller, id, to, force, {}));
+  return Restored{r.value("files", int64_t{0}), r.value("bytes", int64_t{0})};
+}
+
+Result<os::AccessAs> Daemon::CheckReadSource(const Caller& caller, const std::string& field,
+                                             const std::string& path) {
+  // Read with the caller's identity: what they cannot read, the daemon
+  // does not read for them (their EACCES, not root's files).
+  const os::AccessAs as = ActingAs(caller.uid, caller.uid);
+  RETURN_IF_ERROR(reserved_->Check(field, path, PathUse::kReadSource, as));
+  return as;
+}
+
 }  // namespace lathe::daemon

@@ -72,6 +72,25 @@ Result<std::vector<DeploymentRecord>> DeploymentStore::List() {
   return CollectRows<DeploymentRecord>(s, RowToRecord);
 }
 
+Result<std::vector<DeploymentRecord>> DeploymentStore::UsingModel(const std::string& model,
+                                                                  int64_t version) {
+  const std::string exact = model + "/" + std::to_string(version);
+  // With a version: exact matches of the four places a version is named;
+  // without: any reference that starts with the model's name.
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kColumns +
+                                        " FROM deployments WHERE "
+                                        "(?1 = 0 AND substr(json_extract(spec, '$.model'), 1, "
+                                        "length(?2)) = ?2) OR "
+                                        "(?1 != 0 AND (version = ?3 OR "
+                                        "json_extract(spec, '$.model') = ?3 OR "
+                                        "json_extract(plan, '$.stable_version') = ?3 OR "
+                                        "(json_type(plan, '$.stable_version') IS NOT NULL AND "
+                                        "json_extract(plan, '$.rolling_to') = ?3))) "
+                                        "ORDER BY name"));
+  s.Bind(1, version).Bind(2, model).Bind(3, exact);
+  return CollectRows<DeploymentRecord>(s, RowToRecord);
+}
+
 Status DeploymentStore::Update(const DeploymentRecord& d) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare("UPDATE deployments SET spec=?, version=?, plan=?, "
                                         "health=?, reason=?, removing=?, updated_at=? "

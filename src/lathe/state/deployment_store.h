@@ -60,6 +60,11 @@ class DeploymentStore {
   Status Insert(const DeploymentRecord& d);
   Result<std::optional<DeploymentRecord>> Get(const std::string& name);
   Result<std::vector<DeploymentRecord>> List();  // by name
+  // The deployments (by name) that serve or want version `version` of
+  // `model` — as their current version, their model reference, the stable
+  // version or the one rolled out to — or, with `version` 0, any version of
+  // it: the registry's "who still uses this version".
+  Result<std::vector<DeploymentRecord>> UsingModel(const std::string& model, int64_t version);
   // Writes every field but name, uid, user and created_at. NotFound
   // (deploy.not_found) when it is gone.
   Status Update(const DeploymentRecord& d);

@@ -47,6 +47,40 @@ TEST_F(DeploymentStoreTest, NamesAreUniqueAcrossUsers) {
   EXPECT_EQ((*got)->spec["replicas"], 2);
 }
 
+TEST_F(DeploymentStoreTest, UsingModelFindsEveryPlaceAVersionIsNamed) {
+  auto names = [&](const std::string& model, int64_t version) {
+    std::vector<std::string> out;
+    auto got = store_->UsingModel(model, version);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (got.ok())
+      for (const auto& d : *got) out.push_back(d.name);
+    return out;
+  };
+  DeploymentRecord current = Make("current", 1);  // serving digits/2 through an alias
+  ASSERT_TRUE(store_->Insert(current).ok());
+  current.version = "digits/2";
+  ASSERT_TRUE(store_->Update(current).ok());
+  DeploymentRecord pinned = Make("pinned", 1);  // its reference names digits/3
+  pinned.spec["model"] = "digits/3";
+  ASSERT_TRUE(store_->Insert(pinned).ok());
+  DeploymentRecord rolling = Make("rolling", 1);  // rolling from digits/1 to digits/4
+  ASSERT_TRUE(store_->Insert(rolling).ok());
+  rolling.version = "digits/4";
+  rolling.plan = {{"stable_version", "digits/1"}, {"rolling_to", "digits/4"}};
+  ASSERT_TRUE(store_->Update(rolling).ok());
+  DeploymentRecord other = Make("other", 1);
+  other.spec["model"] = "mnist/2";
+  ASSERT_TRUE(store_->Insert(other).ok());
+
+  EXPECT_EQ(names("digits", 2), (std::vector<std::string>{"current"}));
+  EXPECT_EQ(names("digits", 3), (std::vector<std::string>{"pinned"}));
+  EXPECT_EQ(names("digits", 1), (std::vector<std::string>{"rolling"}));
+  EXPECT_EQ(names("digits", 4), (std::vector<std::string>{"rolling"}));
+  EXPECT_TRUE(names("digits", 5).empty());
+  EXPECT_EQ(names("digits", 0), (std::vector<std::string>{"current", "pinned", "rolling"}));
+  EXPECT_EQ(names("mnist", 2), (std::vector<std::string>{"other"}));
+}
+
 TEST_F(DeploymentStoreTest, UpdateKeepsOwnerAndReportsAMissingOne) {
   ASSERT_TRUE(store_->Insert(Make("a", 1001)).ok());
   DeploymentRecord d = Make("a", 0);  // uid is not written by Update

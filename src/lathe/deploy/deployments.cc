@@ -1,31 +1,33 @@
 // The API side of the deployments' manager: create, list, show, update,
 // remove (deployment_loop.cc has the loop that carries them out).
-#include "lathe/daemon/deployments.h"
+#include "lathe/deploy/deployments.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "lathe/common/i18n.h"
-#include "lathe/daemon/daemon.h"
-#include "lathe/daemon/models.h"
+#include "lathe/deploy/models.h"
 #include "lathe/serve/backend.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
+
+using daemon::Caller;
 
 // Events kept per deployment: the newest; older ones are pruned as new ones come.
 constexpr int64_t kMaxEventsPerDeployment = 1000;
 
-Deployments::Deployments(Daemon& daemon, DeploymentOptions options, os::Clock& clock)
-    : daemon_(daemon), opts_(std::move(options)), clock_(clock) {}
+Deployments::Deployments(daemon::Runs& runs, Registry& registry, DeploymentOptions options,
+                         os::Clock& clock)
+    : runs_(runs), registry_(registry), opts_(std::move(options)), clock_(clock) {}
 
 Deployments::~Deployments() { Stop(); }
 
 Status Deployments::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(store_, state::DeploymentStore::Open(daemon_.paths().db));
-    ASSIGN_OR_RETURN(keys_, state::DeployKeyStore::Open(daemon_.paths().db));
+    ASSIGN_OR_RETURN(store_, state::DeploymentStore::Open(runs_.paths().db));
+    ASSIGN_OR_RETURN(keys_, state::DeployKeyStore::Open(runs_.paths().db));
     started_ms_ = clock_.NowMs();
   }
   ReclaimSocketDirs();
@@ -86,7 +88,7 @@ Status Deployments::AddEvent(const std::string& name, const std::string& level,
 
 Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
                                std::string* version) {
-  auto v = daemon_.GetModel(caller, spec.model);
+  auto v = registry_.ResolveVersion(caller, spec.model);
   if (!v.ok()) {
     if (v.status().code() == Code::kNotFound || v.status().code() == Code::kInvalidArgument) {
       return Status::Msg(Code::kInvalidArgument, "deploy.unknown_model",
@@ -94,10 +96,10 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
     }
     return v.status();
   }
-  *version = (*v)["ref"].get<std::string>();
+  *version = v->model + "/" + std::to_string(v->version);
   // A backend that is not here (a build without LibTorch has no torchscript
   // backend) would fail every replica: refused now, naming what is here.
-  const std::string backend = v->value("backend", "");
+  const std::string backend = v->backend;
   serve::BackendRegistry backends(serve::BackendRegistry::DefaultSearchDirs());
   std::vector<std::string> have = backends.Available();
   if (!backend.empty() && std::find(have.begin(), have.end(), backend) == have.end()) {
@@ -166,8 +168,7 @@ void Deployments::KeepRevision(state::DeploymentRecord& d, const DeploymentSpec&
 // A device no replica could ever have; more replicas than this machine
 // could ever hold (at create, and for an update or a scale).
 Status Deployments::CheckFitsMachine(const DeploymentSpec& spec) {
-  Json gpus = daemon_.GpusJson();
-  const int total = gpus.contains("gpus") ? static_cast<int>(gpus["gpus"].size()) : 0;
+  const int total = runs_.FreeGpuSlots().total;
   RETURN_IF_ERROR(CheckDevice(spec, total));
   if (spec.resources.gpus > 0 && spec.resources.gpus * std::max(1, spec.min_replicas) > total) {
     return Status::Msg(Code::kInvalidArgument, "deploy.too_big",
@@ -176,7 +177,7 @@ Status Deployments::CheckFitsMachine(const DeploymentSpec& spec) {
                         {"total", std::to_string(total)}});
   }
   // What `lathe run` refuses for a run is refused for each replica.
-  return daemon_.CheckFitsNode(spec.resources);
+  return runs_.CheckFitsNode(spec.resources);
 }
 
 Status Deployments::CheckUserLimit(const Caller& caller) {
@@ -341,24 +342,6 @@ Result<Json> Deployments::Events(const Caller& caller, const std::string& name, 
   return Json{{"events", out}};
 }
 
-std::vector<std::string> Deployments::UsersOf(const std::string& model, int64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  if (!store_) return out;
-  auto all = store_->List();
-  if (!all.ok()) return out;
-  const std::string exact = model + "/" + std::to_string(version);
-  for (const auto& d : *all) {
-    std::string ref = d.spec.value("model", "");
-    bool uses = d.version == exact || ref == exact || (version == 0 && ref.rfind(model, 0) == 0);
-    if (version != 0 && d.plan.contains("stable_version")) {
-      uses = uses || d.plan["stable_version"] == exact || d.plan.value("rolling_to", "") == exact;
-    }
-    if (uses) out.push_back(d.name + " (" + (d.version.empty() ? ref : d.version) + ")");
-  }
-  return out;
-}
-
 std::string Deployments::Metrics() {
   GatewayControl* gw = nullptr;
   {
@@ -370,4 +353,4 @@ std::string Deployments::Metrics() {
   return m.ok() ? *m : "";
 }
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

@@ -1,5 +1,5 @@
-// The model registry's rules that need no daemon (models.cc has the
-// daemon's side): names and references, which file of a snapshot a version
+// The model registry's rules that need no daemon (registry.h has the
+// registry itself): names and references, which file of a snapshot a version
 // serves, and the `lathe serve --repository` config an export writes.
 //
 //   NAME        a model: 1-64 of [A-Za-z0-9._-], starting with a letter or digit
@@ -17,7 +17,7 @@
 #include "lathe/snap/manifest.h"
 #include "lathe/state/model_store.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 
 // The alias every model has: its newest version. It cannot be set.
 inline constexpr std::string_view kLatestAlias = "latest";
@@ -57,6 +57,8 @@ struct ModelRef {
 Status CheckModelName(const std::string& name);
 Status CheckAliasName(const std::string& alias);
 Result<ModelRef> ParseModelRef(std::string_view ref);
+// A version number or step: digits without a leading zero, 1 or more.
+std::optional<int64_t> PositiveNumber(std::string_view s);
 
 struct RunSource {
   std::string run;
@@ -92,4 +94,4 @@ Result<ServedFiles> ChooseServedFiles(const snap::Manifest& m, const std::string
 // <repo>/<model>/config.yaml for a `lathe serve --repository` export of `v`.
 std::string ExportConfigYaml(const state::ModelVersionRecord& v);
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

@@ -22,9 +22,12 @@
 // 02750), so no other local user can reach a replica without the front and
 // its keys; the front checks each listener's owner (SO_PEERCRED).
 //
+// Built on the run supervisor's face (daemon::Runs) and the model registry;
+// neither calls it back.
+//
 // Thread-safe: API threads call the public methods; mu_ guards the store
-// and the in-memory bookkeeping; the daemon's own methods are called
-// without mu_.
+// and the in-memory bookkeeping; the supervisor's and the registry's methods
+// are called without mu_.
 #pragma once
 
 #include <sys/types.h>
@@ -41,18 +44,17 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
-#include "lathe/daemon/deployment_spec.h"
-#include "lathe/daemon/gateway_control.h"
+#include "lathe/daemon/runs.h"
+#include "lathe/deploy/deployment_spec.h"
+#include "lathe/deploy/gateway_control.h"
+#include "lathe/deploy/registry.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/users.h"
 #include "lathe/state/deploy_key_store.h"
 #include "lathe/state/deployment_store.h"
 #include "lathe/state/run_store.h"
 
-namespace lathe::daemon {
-
-class Daemon;
-struct Caller;
+namespace lathe::deploy {
 
 // What a deployment serves, for people: its model reference, or its command
 // line (shortened).
@@ -75,7 +77,8 @@ struct DeploymentOptions {
 
 class Deployments {
  public:
-  Deployments(Daemon& daemon, DeploymentOptions options, os::Clock& clock);
+  // `runs` and `registry` must outlive it.
+  Deployments(daemon::Runs& runs, Registry& registry, DeploymentOptions options, os::Clock& clock);
   ~Deployments();  // Stop()
 
   Status Start();  // opens the stores, starts the loop
@@ -84,26 +87,23 @@ class Deployments {
   // POST /api/v1/deployments: validates (the model ref resolves for the
   // caller, the replicas could fit this machine), records it and starts
   // reconciling. The deployment's JSON.
-  Result<Json> Create(const Caller& caller, const Json& spec_json);
-  Result<Json> List(const Caller& caller);  // {deployments: [...]}
-  Result<Json> Get(const Caller& caller, const std::string& name);
+  Result<Json> Create(const daemon::Caller& caller, const Json& spec_json);
+  Result<Json> List(const daemon::Caller& caller);  // {deployments: [...]}
+  Result<Json> Get(const daemon::Caller& caller, const std::string& name);
   // PATCH: any of model (command, port, ready, env, workdir for a command
   // deployment: a change of the program is a new revision, rolled out),
   // replicas, autoscale, canary, public, ready_timeout; {"promote": true}
   // ends a canary. The new JSON.
-  Result<Json> Update(const Caller& caller, const std::string& name, const Json& patch);
+  Result<Json> Update(const daemon::Caller& caller, const std::string& name, const Json& patch);
   // Drains and removes it (its replicas stop, its keys go). {name, removing}.
-  Result<Json> Delete(const Caller& caller, const std::string& name);
-  Result<Json> Events(const Caller& caller, const std::string& name, int64_t after_id);
+  Result<Json> Delete(const daemon::Caller& caller, const std::string& name);
+  Result<Json> Events(const daemon::Caller& caller, const std::string& name, int64_t after_id);
   // The front's Prometheus text (every deployment's), "" when it is not running.
   std::string Metrics();
   // The owner check for the key routes: the deployment's owner uid.
-  Result<uid_t> OwnerFor(const Caller& caller, const std::string& name);
+  Result<uid_t> OwnerFor(const daemon::Caller& caller, const std::string& name);
   // Keys were issued or revoked: the routes are written again.
   void Kick();
-  // "NAME (digits/3)" of each deployment serving or wanting `model`/`version`
-  // (0: any version), for the registry's refusals and `model show`.
-  std::vector<std::string> UsersOf(const std::string& model, int64_t version);
   // The endpoint's base URL: http://127.0.0.1:7733/d/NAME/
   std::string UrlOf(const std::string& name);
 
@@ -113,7 +113,7 @@ class Deployments {
   void Tick();
   // One deployment's tick; its route for the front (null: none).
   Json ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
-                    const Json& front_deployment, const Json& gpus);
+                    const Json& front_deployment, const daemon::GpuSlots& gpus);
   Json RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                const std::vector<const state::RunRecord*>& live, const Json& traffic, int desired);
   Json Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
@@ -122,7 +122,7 @@ class Deployments {
                       const std::string& version);
   Status SubmitReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                        const std::string& version, const std::string& dir,
-                       const std::string& socket, Json run);
+                       const std::string& socket, run::RunSpec run);
   // A command deployment's replica of revision `version` ("rev-N"): the
   // program behind `lathe __relay` (gateway/relay.h), on the run's own network
   // when the daemon can isolate one.
@@ -149,16 +149,17 @@ class Deployments {
   // (a kill during a removal left them).
   void ReclaimSocketDirs();
   Result<Json> ToJson(const state::DeploymentRecord& d, bool full);  // mu_ held
-  Result<state::DeploymentRecord> Owned(const Caller& caller, const std::string& name);
+  Result<state::DeploymentRecord> Owned(const daemon::Caller& caller, const std::string& name);
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many. mu_ held.
-  Status CheckUserLimit(const Caller& caller);
+  Status CheckUserLimit(const daemon::Caller& caller);
   Status CheckFitsMachine(const DeploymentSpec& spec);
-  Status CheckModel(const Caller& caller, const DeploymentSpec& spec, std::string* version);
+  Status CheckModel(const daemon::Caller& caller, const DeploymentSpec& spec, std::string* version);
   Status AddEvent(const std::string& name, const std::string& level, const std::string& msg_id,
                   const Json& args);
   GatewayConfig GatewayConfigFor();
 
-  Daemon& daemon_;
+  daemon::Runs& runs_;
+  Registry& registry_;
   const DeploymentOptions opts_;
   os::Clock& clock_;
   std::mutex mu_;
@@ -185,4 +186,4 @@ class Deployments {
   std::thread loop_;
 };
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

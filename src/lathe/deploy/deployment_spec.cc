@@ -1,13 +1,13 @@
-#include "lathe/daemon/deployment_spec.h"
+#include "lathe/deploy/deployment_spec.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
-#include "lathe/daemon/models.h"
+#include "lathe/deploy/models.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 namespace {
 
 constexpr const char* kFields[] = {"name",   "model",   "command",       "port",     "ready",
@@ -335,4 +335,4 @@ Json DeploymentSpecToJson(const DeploymentSpec& s) {
   return j;
 }
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

@@ -45,7 +45,7 @@
 #include "lathe/common/status.h"
 #include "lathe/run/spec.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 
 inline constexpr int kMaxReplicas = 64;
 
@@ -107,4 +107,4 @@ Json RevisionToJson(const DeploymentSpec& s);
 // a malformed record.
 Status RevisionFromJson(const Json& j, DeploymentSpec& s);
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

@@ -1,4 +1,4 @@
-#include "lathe/daemon/gateway_control.h"
+#include "lathe/deploy/gateway_control.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 namespace {
 
 // The process's command line names our directory: not some other program
@@ -154,4 +154,4 @@ Status GatewayControl::WriteRoutes(Json routes) {
   return Status::OK();
 }
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

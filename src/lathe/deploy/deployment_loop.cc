@@ -1,5 +1,5 @@
 // The deployments' loop: observe each deployment's replicas and what the
-// front says of them, let deploy::Reconcile decide, carry the decision out,
+// front says of them, let Reconcile decide, carry the decision out,
 // and write the front's routes (deployments.h).
 #include <grp.h>
 #include <spdlog/spdlog.h>
@@ -11,8 +11,8 @@
 #include <set>
 
 #include "lathe/common/ids.h"
+#include "lathe/deploy/deployments.h"
 #include "lathe/common/units.h"
-#include "lathe/daemon/daemon.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/secret_files.h"
 #include "lathe/deploy/reconcile.h"
@@ -20,7 +20,7 @@
 #include "lathe/os/files.h"
 #include "lathe/os/users.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 namespace {
 
 // Ended replicas are looked at for this long after their end (a rollout's
@@ -31,7 +31,7 @@ constexpr const char* kMetricsPath = "/metrics";
 constexpr int64_t kHoldMs = 60'000;  // scale from zero: how long the front holds a request
 constexpr int kMaxHeld = 100;
 
-Caller OwnerOf(const state::DeploymentRecord& d) { return Caller{d.uid, d.user, false}; }
+daemon::Caller OwnerOf(const state::DeploymentRecord& d) { return daemon::Caller{d.uid, d.user, false}; }
 
 // "digits/3" -> "digits" (and "digits@prod" -> "digits").
 std::string ModelOfVersion(const std::string& version) {
@@ -55,9 +55,9 @@ FrontView ViewOf(const Json& status) {
   return v;
 }
 
-deploy::Goal GoalOf(const DeploymentSpec& spec, const std::string& version, const Json& plan,
-                    int free_slots, int64_t held, int64_t drain_timeout_ms) {
-  deploy::Goal g;
+Goal GoalOf(const DeploymentSpec& spec, const std::string& version, const Json& plan,
+            int free_slots, int64_t held, int64_t drain_timeout_ms) {
+  Goal g;
   g.version = version;
   g.min_replicas = spec.min_replicas;
   g.max_replicas = spec.max_replicas;
@@ -78,8 +78,8 @@ deploy::Goal GoalOf(const DeploymentSpec& spec, const std::string& version, cons
 
 GatewayConfig Deployments::GatewayConfigFor() {
   GatewayConfig c;
-  c.dir = daemon_.paths().home + "/deployments/gateway";
-  c.self_exe = daemon_.self_exe();
+  c.dir = runs_.paths().home + "/deployments/gateway";
+  c.self_exe = runs_.self_exe();
   c.listen = opts_.listen;
   c.tls_cert = opts_.tls_cert;
   c.tls_key = opts_.tls_key;
@@ -126,13 +126,9 @@ void Deployments::Loop() {
 namespace {
 
 // How many more replicas of `spec` this machine could place now.
-int FreeSlots(const DeploymentSpec& spec, const Json& gpus) {
+int FreeSlots(const DeploymentSpec& spec, const daemon::GpuSlots& gpus) {
   if (spec.resources.gpus <= 0) return kMaxReplicas;
-  int free = 0;
-  if (gpus.contains("gpus")) {
-    for (const auto& g : gpus["gpus"]) free += g.value("allocated_to", Json()).is_null() ? 1 : 0;
-  }
-  return free / spec.resources.gpus;
+  return gpus.free / spec.resources.gpus;
 }
 
 }  // namespace
@@ -172,7 +168,7 @@ void Deployments::Tick() {
   }
   FrontView front = ViewOf(status);
   Json routes = {{"version", 1}, {"deployments", Json::array()}};
-  const Json gpus = daemon_.GpusJson();
+  const daemon::GpuSlots gpus = runs_.FreeGpuSlots();
   for (auto& d : all) {
     auto f = front.deployments.find(d.name);
     Json route = ReconcileOne(d, front.replicas,
@@ -190,29 +186,29 @@ void Deployments::Tick() {
 }
 
 Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
-                               const Json& front_deployment, const Json& gpus) {
+                               const Json& front_deployment, const daemon::GpuSlots& gpus) {
   const int64_t now = clock_.NowMs();
   auto spec = DeploymentSpecFromJson(d.spec);
   if (!spec.ok()) {
     spdlog::warn("deployment {}: stored spec: {}", d.name, spec.status().ToString());
     return nullptr;
   }
-  auto runs = daemon_.ReplicasOf(d.name, now - kEndedLookbackMs);
+  auto runs = runs_.ReplicasOf(d.name, now - kEndedLookbackMs);
   if (!runs.ok()) return nullptr;
   // The version wanted: the alias followed now.
   std::string want = d.version;
   if (spec->is_command()) {
     want = spec->revision_version();
-  } else if (auto v = daemon_.GetModel(OwnerOf(d), spec->model); v.ok()) {
-    want = (*v)["ref"].get<std::string>();
+  } else if (auto v = registry_.ResolveVersion(OwnerOf(d), spec->model); v.ok()) {
+    want = v->model + "/" + std::to_string(v->version);
   }
-  std::vector<deploy::ReplicaObs> obs;
+  std::vector<ReplicaObs> obs;
   std::vector<const state::RunRecord*> live;
   std::map<std::string, Json> signatures;  // version -> a ready replica's metadata
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& r : *runs) {
-      deploy::ReplicaObs o;
+      ReplicaObs o;
       o.run = r.id;
       o.version = r.spec.deployment_version;
       auto f = front.find(r.id);
@@ -223,7 +219,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
         o.queued = f->second.value("queued", 0);
         o.running = f->second.value("running", 0);
       }
-      using P = deploy::ReplicaObs::Phase;
+      using P = ReplicaObs::Phase;
       if (run::IsTerminal(r.state)) {
         if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
         o.phase = P::kEnded;
@@ -267,26 +263,25 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
   RecordSignatures(signatures);
   if (d.removing) return Remove(d, live, front);
   Json plan = d.plan;
-  auto state = deploy::StateFromJson(plan.value("state", Json::object()));
+  auto state = StateFromJson(plan.value("state", Json::object()));
   if (state.ok()) {
     // What the reconciler drained stays draining, across daemon restarts too.
     for (auto& o : obs) {
-      if (o.phase != deploy::ReplicaObs::Phase::kEnded && state->drained.count(o.run)) {
-        o.phase = deploy::ReplicaObs::Phase::kDraining;
+      if (o.phase != ReplicaObs::Phase::kEnded && state->drained.count(o.run)) {
+        o.phase = ReplicaObs::Phase::kDraining;
       }
     }
   }
-  deploy::Decision dec =
-      deploy::Reconcile(GoalOf(*spec, want, plan, FreeSlots(*spec, gpus),
-                               front_deployment.value("held", 0), opts_.drain_timeout_ms),
-                        obs, state.ok() ? *state : deploy::State(), now);
+  Decision dec = Reconcile(GoalOf(*spec, want, plan, FreeSlots(*spec, gpus),
+                                  front_deployment.value("held", 0), opts_.drain_timeout_ms),
+                           obs, state.ok() ? *state : State(), now);
   for (const auto& [version, n] : dec.start) {
     for (int i = 0; i < n; ++i) {
       Status s = StartReplica(d, *spec, version);
       if (s.ok()) continue;
       // Refused before any replica ran: the version waits the crash-loop
       // backoff as after a crash, rather than being tried at every tick.
-      const int64_t delay_ms = deploy::NoteRefusedStart(dec.next, version, s.message(), now);
+      const int64_t delay_ms = NoteRefusedStart(dec.next, version, s.message(), now);
       std::lock_guard<std::mutex> lock(mu_);
       (void)AddEvent(d.name, "warning", "deploy.start_refused",
                      {{"version", version},
@@ -295,7 +290,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       break;
     }
   }
-  Caller daemon_caller{daemon_.uid(), "deployment " + d.name, true};
+  daemon::Caller daemon_caller{runs_.uid(), "deployment " + d.name, true};
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& id : dec.drain) draining_.emplace(id, now);
@@ -306,7 +301,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       (void)AddEvent(d.name, e.level, e.msg_id, args);
     }
   }
-  for (const auto& id : dec.stop) (void)daemon_.StopRun(daemon_caller, id);
+  for (const auto& id : dec.stop) (void)runs_.StopRun(daemon_caller, id);
   // What is kept: the reconciler's state, the traffic split, promotion.
   Json reason_args = Json::object();
   for (const auto& a : dec.reason_args) reason_args[a.key] = a.value;
@@ -347,8 +342,8 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
 // ready replica of it says (its KServe v2 model metadata, read by the front).
 void Deployments::RecordSignatures(const std::map<std::string, Json>& signatures) {
   for (const auto& [version, meta] : signatures) {
-    auto set = daemon_.RecordModelSignature(version, meta.value("inputs", Json()),
-                                            meta.value("outputs", Json()));
+    auto set = registry_.RecordSignature(version, meta.value("inputs", Json()),
+                                         meta.value("outputs", Json()));
     if (!set.ok()) {
       spdlog::warn("model {}: signature: {}", version, set.status().ToString());
       continue;
@@ -406,7 +401,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
                          const std::vector<const state::RunRecord*>& live,
                          const std::map<std::string, Json>& front) {
   const int64_t mono = clock_.MonotonicMs();
-  Caller daemon_caller{daemon_.uid(), "deployment " + d.name, true};
+  daemon::Caller daemon_caller{runs_.uid(), "deployment " + d.name, true};
   std::vector<std::string> to_stop;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -419,7 +414,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
       if (stop && r->state != run::RunState::kStopping) to_stop.push_back(r->id);
     }
   }
-  for (const auto& id : to_stop) (void)daemon_.StopRun(daemon_caller, id);
+  for (const auto& id : to_stop) (void)runs_.StopRun(daemon_caller, id);
   if (live.empty()) {
     PruneCache(d);
     std::lock_guard<std::mutex> lock(mu_);
@@ -441,7 +436,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
 Result<std::string> Deployments::CacheBase(const os::UserInfo& u, bool make) {
   bool home_is_theirs = false;
   if (!u.home.empty() && u.home != "/") {
-    (void)os::WithAccess(ActingAs(u.uid, u.gid), [&] {
+    (void)os::WithAccess(daemon::ActingAs(u.uid, u.gid), [&] {
       struct stat st;
       home_is_theirs =
           ::stat(u.home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == u.uid;
@@ -449,11 +444,11 @@ Result<std::string> Deployments::CacheBase(const os::UserInfo& u, bool make) {
     });
   }
   if (home_is_theirs) return u.home + "/.lathe/deployments";
-  const std::string dir = daemon_.UserCacheDir(u.uid);
+  const std::string dir = runs_.UserCacheDir(u.uid);
   if (!make) return dir;
   const std::string users = dir.substr(0, dir.rfind('/'));
   RETURN_IF_ERROR(os::MakeDirs(users, 0711));
-  RETURN_IF_ERROR(os::Chmod(daemon_.paths().home + "/deployments", 0711));
+  RETURN_IF_ERROR(os::Chmod(runs_.paths().home + "/deployments", 0711));
   RETURN_IF_ERROR(os::Chmod(users, 0711));
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
   struct stat st;
@@ -495,7 +490,7 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
   auto base = CacheBase(*u, false);
   if (!base.ok()) return;
   const std::string root = *base + "/models";
-  (void)os::WithAccess(ActingAs(d.uid, u->gid), [&] {
+  (void)os::WithAccess(daemon::ActingAs(d.uid, u->gid), [&] {
     auto names = os::ListDir(root);
     if (!names.ok()) return Status::OK();
     // The deployment's own batching repositories (BatchingRepo).
@@ -516,12 +511,10 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
   });
 }
 
-std::string Deployments::SocketRoot() const {
-  return daemon_.paths().home + "/deployments/sockets";
-}
+std::string Deployments::SocketRoot() const { return runs_.paths().home + "/deployments/sockets"; }
 
 void Deployments::ReclaimSocketDirs() {
-  auto live = daemon_.LiveReplicaSockets();
+  auto live = runs_.LiveReplicaSockets();
   auto names = os::ListDir(SocketRoot());
   if (!live.ok() || !names.ok()) return;  // none yet, or unreadable: nothing to reclaim
   std::set<std::string> kept;
@@ -529,7 +522,7 @@ void Deployments::ReclaimSocketDirs() {
   size_t removed = 0;
   for (const auto& name : *names) {
     const std::string dir = SocketRoot() + "/" + name;
-    if (kept.count(dir) || !RemoveDaemonTree(dir).ok()) continue;
+    if (kept.count(dir) || !daemon::RemoveDaemonTree(dir).ok()) continue;
     ++removed;
   }
   if (removed > 0) spdlog::info("leftovers: removed {} replica socket directories", removed);
@@ -538,7 +531,7 @@ void Deployments::ReclaimSocketDirs() {
 void Deployments::RemoveSocketDir(const state::RunRecord& r) {
   const std::string& sock = r.spec.deployment_socket;
   if (sock.rfind(SocketRoot() + "/", 0) != 0) return;       // only ours
-  (void)RemoveDaemonTree(sock.substr(0, sock.rfind('/')));  // the owner's socket, as the owner
+  (void)daemon::RemoveDaemonTree(sock.substr(0, sock.rfind('/')));  // the owner's socket, as the owner
 }
 
 Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
@@ -548,23 +541,22 @@ Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,
   const std::string n = version.substr(version.rfind('/') + 1);
   // Named by the version's snapshot too: the bytes, whatever daemon (or
   // home) gave the version its number.
-  ASSIGN_OR_RETURN(Json v, daemon_.GetModel(OwnerOf(d), version));
-  const std::string snapshot = v.value("snapshot", "").substr(0, 12);
+  ASSIGN_OR_RETURN(state::ModelVersionRecord v, registry_.ResolveVersion(OwnerOf(d), version));
+  const std::string snapshot = v.snapshot.substr(0, 12);
   // In the owner's home (or, without one, their directory in the daemon's):
   // restored with their identity, into a directory of theirs.
   ASSIGN_OR_RETURN(std::string base, CacheBase(u, true));
   const std::string root = base + "/models";
   const std::string repo = root + "/" + model + "-" + n + "-" + snapshot;
   const std::string done = repo + "/.complete";
-  const os::AccessAs as = ActingAs(d.uid, u.gid);
+  const os::AccessAs as = daemon::ActingAs(d.uid, u.gid);
   bool have = false;
   RETURN_IF_ERROR(os::WithAccess(as, [&] {
     have = os::Exists(done);
     return have ? Status::OK() : os::MakeDirs(repo, 0755);
   }));
   if (have) return repo;
-  ASSIGN_OR_RETURN(Json exported, daemon_.ExportModelVersion(OwnerOf(d), version, repo, true));
-  (void)exported;
+  RETURN_IF_ERROR(registry_.Export(OwnerOf(d), version, repo, /*force=*/true).status());
   RETURN_IF_ERROR(
       os::WithAccess(as, [&] { return os::WriteFileAtomic(done, version + "\n", 0444); }));
   return repo;
@@ -575,7 +567,7 @@ Result<std::string> Deployments::MakeSocketDir(const state::DeploymentRecord& d,
   const std::string dir = SocketRoot() + "/" + base;
   const GatewayConfig& gw = gateway_->config();
   RETURN_IF_ERROR(os::MakeDirs(SocketRoot(), 0711));
-  RETURN_IF_ERROR(os::Chmod(daemon_.paths().home + "/deployments", 0711));
+  RETURN_IF_ERROR(os::Chmod(runs_.paths().home + "/deployments", 0711));
   RETURN_IF_ERROR(os::Chmod(SocketRoot(), 0711));
   RETURN_IF_ERROR(os::MakeDir(dir, 0700));
   if (gw.uid) {
@@ -605,7 +597,7 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
   const std::string repo = cache.substr(0, cache.rfind('/')) + "/../repos/" + d.name + "-" +
                            cache.substr(cache.rfind('/') + 1);
   const std::string model_dir = repo + "/" + model;
-  RETURN_IF_ERROR(os::WithAccess(ActingAs(d.uid, u.gid), [&]() -> Status {
+  RETURN_IF_ERROR(os::WithAccess(daemon::ActingAs(d.uid, u.gid), [&]() -> Status {
     ASSIGN_OR_RETURN(std::string config,
                      os::ReadFileUpTo(cache + "/" + model + "/config.yaml", 1 << 20));
     if (spec.max_batch_size > 0) {
@@ -640,16 +632,18 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
 // rest (name, command, env, ...). Its socket directory goes if it is refused.
 Status Deployments::SubmitReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                   const std::string& version, const std::string& dir,
-                                  const std::string& socket, Json run) {
-  run["type"] = "service";
-  run["gpus"] = spec.resources.gpus;
-  run["priority"] = std::string(run::PriorityName(spec.resources.priority));
-  run["preemptible"] = spec.resources.preemptible;
-  run["requeue"] = true;
-  run["deployment"] = {{"name", d.name}, {"version", version}, {"socket", socket}};
-  if (spec.resources.cpus > 0) run["cpus"] = spec.resources.cpus;
-  if (spec.resources.memory_bytes > 0) run["memory"] = spec.resources.memory_bytes;
-  auto sub = daemon_.Submit(OwnerOf(d), run, "", /*replica=*/true);
+                                  const std::string& socket, run::RunSpec run) {
+  run.type = "service";
+  run.gpus = spec.resources.gpus;
+  run.priority = spec.resources.priority;
+  run.preemptible = spec.resources.preemptible;
+  run.requeue = true;
+  run.deployment = d.name;
+  run.deployment_version = version;
+  run.deployment_socket = socket;
+  run.cpus = std::max(0.0, spec.resources.cpus);
+  run.memory_bytes = spec.resources.memory_bytes;
+  auto sub = runs_.Submit(OwnerOf(d), std::move(run), daemon::SubmitOptions{"", /*replica=*/true});
   if (!sub.ok()) {
     (void)os::RemoveAll(dir);
     return sub.status();
@@ -668,10 +662,11 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
   const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
   ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";
-  Json run = {{"name", base},
-              {"command", {daemon_.self_exe(), "serve", "--repository", repo, "--socket", socket}},
-              {"workdir", repo},
-              {"env", {{"LATHE_DEPLOYMENT", d.name}, {"LATHE_MODEL_VERSION_REF", version}}}};
+  run::RunSpec run;
+  run.name = base;
+  run.command = {runs_.self_exe(), "serve", "--repository", repo, "--socket", socket};
+  run.workdir = repo;
+  run.env = {{"LATHE_DEPLOYMENT", d.name}, {"LATHE_MODEL_VERSION_REF", version}};
   return SubmitReplica(d, spec, version, dir, socket, std::move(run));
 }
 
@@ -691,22 +686,20 @@ Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
   const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
   ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";
-  Json command = {daemon_.self_exe(), "__relay", "--socket", socket, "--"};
-  for (const auto& a : rev.command) command.push_back(a);
-  Json env = rev.env;
-  env["LATHE_DEPLOYMENT"] = d.name;
-  env["LATHE_DEPLOYMENT_REVISION"] = version;
+  run::RunSpec run;
+  run.name = base;
+  run.command = {runs_.self_exe(), "__relay", "--socket", socket, "--"};
+  run.command.insert(run.command.end(), rev.command.begin(), rev.command.end());
+  run.env = rev.env;
+  run.env["LATHE_DEPLOYMENT"] = d.name;
+  run.env["LATHE_DEPLOYMENT_REVISION"] = version;
   // Isolated, the program's port exists only in the run's own network
   // namespace: nobody reaches it but through the relay's socket (a file,
   // shared across namespaces) and the front. A user-mode daemon cannot make
   // one: the port is then a free loopback port, reachable locally.
-  const bool isolated = daemon_.CanIsolateNetwork();
-  Json run = {{"name", base},
-              {"command", command},
-              {"env", env},
-              {"ports", {{{"name", "app"}, {"port", rev.port}}}},
-              {"network", isolated ? "isolated" : "host"}};
-  if (!rev.workdir.empty()) run["workdir"] = rev.workdir;
+  run.ports = {run::PortSpec{"app", rev.port, ""}};
+  run.network = runs_.CanIsolateNetwork() ? run::Network::kIsolated : run::Network::kHost;
+  run.workdir = rev.workdir;
   return SubmitReplica(d, spec, version, dir, socket, std::move(run));
 }
 
@@ -754,7 +747,7 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   if (front.contains("replicas")) {
     for (const auto& r : front["replicas"]) seen[r.value("id", "")] = r;
   }
-  auto runs = daemon_.ReplicasOf(d.name, full ? clock_.NowMs() - kEndedLookbackMs : clock_.NowMs());
+  auto runs = runs_.ReplicasOf(d.name, full ? clock_.NowMs() - kEndedLookbackMs : clock_.NowMs());
   Json replicas = Json::array();
   int ready = 0;
   if (runs.ok()) {
@@ -792,4 +785,4 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   return j;
 }
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

@@ -6,238 +6,25 @@
 // retention) takes it away and gc keeps its chunks. Access follows the snapshots' rule: the
 // owner and admins do anything; other users may read a public model (list,
 // show, export) and nothing else.
-#include "lathe/daemon/models.h"
+#include "lathe/deploy/registry.h"
 
-#include <fnmatch.h>
-
-#include <algorithm>
-#include <charconv>
-#include <filesystem>
-
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
 #include "lathe/common/path_check.h"
-#include "lathe/daemon/daemon.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/store.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
+
+using daemon::AccessAction;
+using daemon::Caller;
+
 namespace {
 
-constexpr size_t kMaxModelName = 64;
-constexpr size_t kMaxAlias = 32;
 constexpr size_t kMaxFilesShown = 1000;
-
-bool NameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-';
-}
-bool AlnumChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-std::string Shown(std::string_view s) {
-  std::string out(s.substr(0, 100));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  return out;
-}
-
-std::optional<int64_t> PositiveNumber(std::string_view s) {
-  int64_t n = 0;
-  if (s.empty() || s.size() > 15 || s[0] == '0') return std::nullopt;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 1) return std::nullopt;
-  return n;
-}
-
-bool TopLevel(const std::string& path) { return path.find('/') == std::string::npos; }
-
-std::string BackendOfFile(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".pt" || ext == ".pth" || ext == ".ts" || ext == ".torchscript" || ext == ".jit")
-    return "torchscript";
-  if (ext == ".py") return "process";
-  return "";
-}
-
-// A pattern without '/' also matches a file in a subdirectory by its name.
-bool MatchesName(const std::string& pattern, const std::string& path) {
-  if (pattern.find('/') != std::string::npos) return false;
-  std::string base = std::filesystem::path(path).filename().string();
-  return ::fnmatch(pattern.c_str(), base.c_str(), 0) == 0;
-}
-
-std::string FirstFew(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > 5) s += fmt::format(", … (+{})", v.size() - 5);
-  return s.empty() ? "-" : s;
-}
-
-}  // namespace
-
-Status CheckModelName(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= kMaxModelName && AlnumChar(name[0]) &&
-            std::all_of(name.begin(), name.end(), NameChar);
-  if (ok) return Status::OK();
-  return Status::Msg(Code::kInvalidArgument, "model.bad_name", {{"value", Shown(name)}});
-}
-
-Status CheckAliasName(const std::string& alias) {
-  bool ok = !alias.empty() && alias.size() <= kMaxAlias && alias[0] >= 'a' && alias[0] <= 'z' &&
-            std::all_of(alias.begin(), alias.end(), [](char c) {
-              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-            });
-  if (ok) return Status::OK();
-  return Status::Msg(Code::kInvalidArgument, "model.bad_alias", {{"value", Shown(alias)}});
-}
-
-Result<ModelRef> ParseModelRef(std::string_view ref) {
-  ModelRef r;
-  auto bad = [&] {
-    return Status::Msg(Code::kInvalidArgument, "model.bad_ref", {{"value", Shown(ref)}});
-  };
-  size_t slash = ref.find('/'), at = ref.find('@');
-  if (slash != std::string_view::npos && at != std::string_view::npos) return bad();
-  if (slash != std::string_view::npos) {
-    r.version = PositiveNumber(ref.substr(slash + 1));
-    if (!r.version) return bad();
-    r.name = std::string(ref.substr(0, slash));
-  } else if (at != std::string_view::npos) {
-    r.alias = std::string(ref.substr(at + 1));
-    r.name = std::string(ref.substr(0, at));
-    if (CheckAliasName(r.alias).ok() == false) return bad();
-  } else {
-    r.name = std::string(ref);
-  }
-  if (!CheckModelName(r.name).ok()) return bad();
-  return r;
-}
-
-Result<RunSource> ParseRunSource(std::string_view s) {
-  RunSource r;
-  size_t at = s.find('@');
-  r.run = std::string(s.substr(0, at));
-  if (r.run.empty()) {
-    return Status::Msg(Code::kInvalidArgument, "model.bad_run_source", {{"value", Shown(s)}});
-  }
-  if (at == std::string_view::npos) return r;
-  std::string_view rest = s.substr(at + 1);
-  if (rest == "latest") return r;
-  int64_t step = 0;
-  auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), step);
-  if (rest.empty() || ec != std::errc() || end != rest.data() + rest.size() || step < 0) {
-    return Status::Msg(Code::kInvalidArgument, "model.bad_run_source", {{"value", Shown(s)}});
-  }
-  r.step = step;
-  return r;
-}
-
-Result<ServedFiles> ChooseServedFiles(const snap::Manifest& m, const std::string& pattern,
-                                      const std::string& handler, const std::string& backend,
-                                      const std::string& checkpoint) {
-  std::vector<std::string> files;
-  for (const auto& e : m.files)
-    if (e.type == snap::EntryType::kFile) files.push_back(e.path);
-  auto is_file = [&](const std::string& p) {
-    return std::find(files.begin(), files.end(), p) != files.end();
-  };
-  if (!backend.empty() && backend != "torchscript" && backend != "process") {
-    return Status::Msg(Code::kInvalidArgument, "model.bad_backend", {{"value", Shown(backend)}});
-  }
-  ServedFiles out;
-  // 1. The handler.
-  if (!handler.empty()) {
-    if (!is_file(handler)) {
-      return Status::Msg(
-          Code::kInvalidArgument, "model.no_such_file",
-          {{"field", "handler"}, {"value", Shown(handler)}, {"files", FirstFew(files)}});
-    }
-    if (backend == "torchscript") {
-      return Status::Msg(Code::kInvalidArgument, "model.handler_needs_process");
-    }
-    out.handler = handler;
-    out.backend = "process";
-  }
-  // 2. The primary file.
-  if (!pattern.empty()) {
-    // Paths the pattern matches whole come first; base names only without.
-    std::vector<std::string> hits, by_name;
-    for (const auto& f : files) {
-      if (::fnmatch(pattern.c_str(), f.c_str(), 0) == 0) {
-        hits.push_back(f);
-      } else if (MatchesName(pattern, f)) {
-        by_name.push_back(f);
-      }
-    }
-    if (hits.empty()) hits = std::move(by_name);
-    if (hits.empty()) {
-      return Status::Msg(
-          Code::kInvalidArgument, "model.no_such_file",
-          {{"field", "file"}, {"value", Shown(pattern)}, {"files", FirstFew(files)}});
-    }
-    if (hits.size() == 1) {
-      out.file = hits[0];
-    } else if (is_file(checkpoint) &&
-               std::find(hits.begin(), hits.end(), checkpoint) != hits.end()) {
-      out.file = checkpoint;
-    } else {
-      return Status::Msg(Code::kInvalidArgument, "model.file_ambiguous",
-                         {{"value", Shown(pattern)}, {"files", FirstFew(hits)}});
-    }
-  } else if (is_file(checkpoint)) {
-    out.file = checkpoint;
-  } else if (out.handler.empty()) {
-    if (files.size() != 1) {
-      return Status::Msg(Code::kInvalidArgument, "model.needs_file", {{"files", FirstFew(files)}});
-    }
-    out.file = files[0];
-  }
-  // 3. The backend.
-  if (out.backend.empty()) out.backend = backend.empty() ? BackendOfFile(out.file) : backend;
-  if (out.backend.empty()) {
-    return Status::Msg(Code::kInvalidArgument, "model.backend_unknown",
-                       {{"file", Shown(out.file)}});
-  }
-  if (out.backend == "process" && out.handler.empty()) {
-    if (BackendOfFile(out.file) != "process") {
-      return Status::Msg(Code::kInvalidArgument, "model.process_needs_handler");
-    }
-    out.handler = out.file;
-    out.file.clear();
-  }
-  // 4. What the server loads by name sits at the top.
-  const std::string& loaded = out.backend == "process" ? out.handler : out.file;
-  if (!TopLevel(loaded)) {
-    return Status::Msg(
-        Code::kInvalidArgument, "model.file_not_top_level",
-        {{"field", out.backend == "process" ? "handler" : "file"}, {"value", Shown(loaded)}});
-  }
-  return out;
-}
-
-std::string ExportConfigYaml(const state::ModelVersionRecord& v) {
-  const std::string& loaded = v.backend == "process" ? v.handler : v.file;
-  std::string y = fmt::format(
-      "# Written by `lathe model export {}/{}` (snapshot {}).\n"
-      "backend: {}\n"
-      "default_model_filename: {}\n",
-      v.model, v.version, v.snapshot.substr(0, 12), v.backend, Json(loaded).dump());
-  // A handler learns which file is the version's from its environment.
-  if (v.backend == "process" && !v.file.empty()) {
-    y += "parameters: {env: {LATHE_MODEL_FILE: " + Json(v.file).dump() + "}}\n";
-  }
-  // The signature (inputs, outputs) is not written: it is what `lathe serve`
-  // itself described of this model (KServe metadata, not config.yaml's form).
-  return y;
-}
-
-// --- the daemon's side ---
-
-namespace {
 
 std::string Holder(const std::string& model, int64_t version) {
   return fmt::format("model {}/{}", model, version);
@@ -331,14 +118,14 @@ void NoteTags(ModelSource& s) {
 
 }  // namespace
 
-Result<state::ModelStore*> Daemon::ModelsDb() {
+Result<state::ModelStore*> Registry::ModelsDb() {
   if (!models_) {
-    ASSIGN_OR_RETURN(models_, state::ModelStore::Open(paths_.db));
+    ASSIGN_OR_RETURN(models_, state::ModelStore::Open(db_path_));
   }
   return models_.get();
 }
 
-Result<Json> Daemon::CreateModelVersion(const Caller& caller, const ModelVersionRequest& req) {
+Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionRequest& req) {
   RETURN_IF_ERROR(CheckModelName(req.name));
   const int sources = !req.from_run.empty() + !req.from_snapshot.empty() + !req.from_dir.empty();
   if (sources != 1) return Status::Msg(Code::kInvalidArgument, "model.one_source");
@@ -350,28 +137,28 @@ Result<Json> Daemon::CreateModelVersion(const Caller& caller, const ModelVersion
   RETURN_IF_ERROR(CheckNoNul(req.handler, "handler"));
   // Another user's model takes no version of this caller's, before any work.
   {
-    std::lock_guard<std::mutex> lock(models_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
     ASSIGN_OR_RETURN(auto m, db->GetModel(req.name));
     if (m && !Owns(caller, *m)) return ModelNameTaken(caller, *m);
   }
-  ASSIGN_OR_RETURN(ModelSource src, ModelSourceOf(caller, req));
-  auto registered = RegisterModelVersion(caller, req, src);
+  ASSIGN_OR_RETURN(ModelSource src, SourceOf(caller, req));
+  auto registered = Register(caller, req, src);
   if (!registered.ok() && !req.from_dir.empty()) {
     // The snapshot made for this version alone goes with it.
-    ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+    ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
     (void)store->Forget(src.id);
   }
   return registered;
 }
 
-Result<ModelSource> Daemon::ModelSourceOf(const Caller& caller, const ModelVersionRequest& req) {
-  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+Result<ModelSource> Registry::SourceOf(const Caller& caller, const ModelVersionRequest& req) {
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
   ModelSource src;
   if (!req.from_run.empty()) {
     ASSIGN_OR_RETURN(RunSource rs, ParseRunSource(req.from_run));
-    ASSIGN_OR_RETURN(state::RunRecord r, Access(caller, rs.run, AccessAction::kRead));
-    if (run::IsTerminal(r.state)) checkpoints_->Settle(r.id);
+    ASSIGN_OR_RETURN(state::RunRecord r, runs_.Access(caller, rs.run, AccessAction::kRead));
+    if (run::IsTerminal(r.state)) runs_.checkpoints().Settle(r.id);
     ASSIGN_OR_RETURN(auto snaps, store->List());  // newest first
     bool found = false;
     for (const auto& info : snaps) {
@@ -418,8 +205,8 @@ Result<ModelSource> Daemon::ModelSourceOf(const Caller& caller, const ModelVersi
   } else {
     // Read with the caller's identity: what they cannot read, the daemon
     // does not read for them (their EACCES, not root's files).
-    const os::AccessAs as = ActingAs(caller.uid, caller.uid);
-    RETURN_IF_ERROR(reserved_->Check("from_dir", req.from_dir, PathUse::kReadSource, as));
+    ASSIGN_OR_RETURN(const os::AccessAs as,
+                     runs_.CheckReadSource(caller, "from_dir", req.from_dir));
     snap::SnapshotOptions o;
     o.tags = {{"uid", std::to_string(caller.uid)}, {"model", req.name}};
     o.read_as = as;
@@ -433,9 +220,9 @@ Result<ModelSource> Daemon::ModelSourceOf(const Caller& caller, const ModelVersi
   return src;
 }
 
-Result<Json> Daemon::RegisterModelVersion(const Caller& caller, const ModelVersionRequest& req,
-                                          ModelSource& src) {
-  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+Result<Json> Registry::Register(const Caller& caller, const ModelVersionRequest& req,
+                                ModelSource& src) {
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
   ASSIGN_OR_RETURN(ServedFiles served, ChooseServedFiles(src.manifest, req.file, req.handler,
                                                          req.backend, src.checkpoint));
   state::ModelVersionRecord v;
@@ -451,7 +238,7 @@ Result<Json> Daemon::RegisterModelVersion(const Caller& caller, const ModelVersi
   v.created_by = caller.user;
   v.created_at_ms = clock_.NowMs();
 
-  std::lock_guard<std::mutex> lock(models_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto existing, db->GetModel(req.name));
   if (existing && !Owns(caller, *existing)) return ModelNameTaken(caller, *existing);
@@ -479,8 +266,8 @@ Result<Json> Daemon::RegisterModelVersion(const Caller& caller, const ModelVersi
   return j;
 }
 
-Result<Json> Daemon::ListModels(const Caller& caller) {
-  std::lock_guard<std::mutex> lock(models_mu_);
+Result<Json> Registry::List(const Caller& caller) {
+  std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto models, db->ListModels());
   Json rows = Json::array();
@@ -503,8 +290,8 @@ Result<Json> Daemon::ListModels(const Caller& caller) {
 
 // The model `ref` names, which `caller` may read; with a version or alias,
 // that version too (nullopt for a bare NAME).
-Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>>
-Daemon::ResolveModel(const Caller& caller, const std::string& ref) {
+Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> Registry::Resolve(
+    const Caller& caller, const std::string& ref) {
   ASSIGN_OR_RETURN(ModelRef mr, ParseModelRef(ref));
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto m, db->GetModel(mr.name));
@@ -536,9 +323,9 @@ Daemon::ResolveModel(const Caller& caller, const std::string& ref) {
   return std::make_pair(*m, v);
 }
 
-Result<Json> Daemon::GetModel(const Caller& caller, const std::string& ref) {
-  std::lock_guard<std::mutex> lock(models_mu_);
-  ASSIGN_OR_RETURN(auto found, ResolveModel(caller, ref));
+Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref));
   auto& [m, v] = found;
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto aliases, db->Aliases(m.name));
@@ -559,8 +346,8 @@ Result<Json> Daemon::GetModel(const Caller& caller, const std::string& ref) {
   Json j = VersionJson(*v, aliases, owner);
   j["owner"] = m.user;
   j["public"] = m.is_public;
-  j["deployments"] = deployments_->UsersOf(v->model, v->version);
-  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+  j["deployments"] = DeployedBy(v->model, v->version);
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
   auto manifest = store->Load(v->snapshot);
   if (!manifest.ok()) {
     j["files_error"] = manifest.status().message();
@@ -579,15 +366,15 @@ Result<Json> Daemon::GetModel(const Caller& caller, const std::string& ref) {
   return j;
 }
 
-Result<Json> Daemon::SetModelAlias(const Caller& caller, const std::string& model,
-                                   const std::string& alias, int64_t version) {
+Result<Json> Registry::SetAlias(const Caller& caller, const std::string& model,
+                                const std::string& alias, int64_t version) {
   RETURN_IF_ERROR(CheckModelName(model));
   RETURN_IF_ERROR(CheckAliasName(alias));
   if (alias == kLatestAlias) {
     return Status::Msg(Code::kInvalidArgument, "model.alias_reserved", {{"alias", alias}});
   }
-  std::lock_guard<std::mutex> lock(models_mu_);
-  ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, model));
   if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto before, db->SetAlias(model, alias, version));
@@ -597,11 +384,11 @@ Result<Json> Daemon::SetModelAlias(const Caller& caller, const std::string& mode
               {"previous", before ? Json(*before) : Json(nullptr)}};
 }
 
-Result<Json> Daemon::DeleteModelAlias(const Caller& caller, const std::string& model,
-                                      const std::string& alias) {
+Result<Json> Registry::DeleteAlias(const Caller& caller, const std::string& model,
+                                   const std::string& alias) {
   RETURN_IF_ERROR(CheckAliasName(alias));
-  std::lock_guard<std::mutex> lock(models_mu_);
-  ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, model));
   if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(bool gone, db->DeleteAlias(model, alias));
@@ -611,12 +398,11 @@ Result<Json> Daemon::DeleteModelAlias(const Caller& caller, const std::string& m
   return Json{{"model", model}, {"alias", alias}};
 }
 
-Result<Json> Daemon::DeleteModelVersion(const Caller& caller, const std::string& model,
-                                        int64_t version) {
-  // Before the registry's lock: the deployments' lock is never taken under it.
-  std::vector<std::string> users = deployments_->UsersOf(model, version);
-  std::lock_guard<std::mutex> lock(models_mu_);
-  ASSIGN_OR_RETURN(auto found, ResolveModel(caller, model + "/" + std::to_string(version)));
+Result<Json> Registry::DeleteVersion(const Caller& caller, const std::string& model,
+                                     int64_t version) {
+  std::vector<std::string> users = DeployedBy(model, version);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, model + "/" + std::to_string(version)));
   if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
   if (!users.empty()) {
     std::string list;
@@ -631,7 +417,7 @@ Result<Json> Daemon::DeleteModelVersion(const Caller& caller, const std::string&
                        {{"version", model + "/" + std::to_string(version)}});
   }
   // After the record: a crash in between leaves a pin (the snapshot stays).
-  ASSIGN_OR_RETURN(snap::Store * store, checkpoints_->store());
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
   if (Status st = store->Unpin(found.second->snapshot, Holder(model, version)); !st.ok()) {
     spdlog::warn("model {}/{}: snapshot {} not unpinned: {}", model, version,
                  found.second->snapshot.substr(0, 12), st.ToString());
@@ -639,44 +425,71 @@ Result<Json> Daemon::DeleteModelVersion(const Caller& caller, const std::string&
   return Json{{"model", model}, {"version", version}, {"snapshot", found.second->snapshot}};
 }
 
-Result<bool> Daemon::RecordModelSignature(const std::string& ref, const Json& inputs,
-                                          const Json& outputs) {
+Result<bool> Registry::RecordSignature(const std::string& ref, const Json& inputs,
+                                       const Json& outputs) {
   ASSIGN_OR_RETURN(ModelRef r, ParseModelRef(ref));
   if (!r.version) return false;
   const bool known =
       inputs.is_array() && outputs.is_array() && (!inputs.empty() || !outputs.empty());
   if (!known) return false;  // a handler that declares no tensor: still unknown
-  std::lock_guard<std::mutex> lock(models_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(bool set, db->SetSignature(r.name, *r.version, inputs, outputs));
   if (set) spdlog::info("model {}: its signature recorded from a replica's metadata", ref);
   return set;
 }
 
-Result<Json> Daemon::ExportModelVersion(const Caller& caller, const std::string& ref,
-                                        const std::string& to, bool force) {
+Result<Json> Registry::Export(const Caller& caller, const std::string& ref, const std::string& to,
+                              bool force) {
   state::ModelVersionRecord v;
   {
-    std::lock_guard<std::mutex> lock(models_mu_);
-    ASSIGN_OR_RETURN(auto found, ResolveModel(caller, ref));
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(auto found, Resolve(caller, ref));
     if (!found.second)
       return Status::Msg(Code::kInvalidArgument, "model.export_needs_version", {{"model", ref}});
     v = *found.second;
   }
   // <to>/<model>/<N>/ holds the snapshot, <to>/<model>/config.yaml says how
   // to serve it: the layout of `lathe serve --repository <to>`.
-  RETURN_IF_ERROR(CheckRestorePlace(caller, to));
-  const os::AccessAs as = ActingAs(caller.uid, caller.uid);
+  RETURN_IF_ERROR(runs_.CheckRestorePlace(caller, to));
+  const os::AccessAs as = daemon::ActingAs(caller.uid, caller.uid);
   const std::string model_dir = to + "/" + v.model;
   RETURN_IF_ERROR(os::WithAccess(as, [&] { return os::MakeDirs(model_dir, 0755); }));
   const std::string version_dir = model_dir + "/" + std::to_string(v.version);
-  ASSIGN_OR_RETURN(Json restored, RestoreInto(caller, v.snapshot, version_dir, force, {}));
+  ASSIGN_OR_RETURN(daemon::Restored restored,
+                   runs_.RestoreSnapshotTo(caller, v.snapshot, version_dir, force));
   const std::string config = model_dir + "/config.yaml";
   RETURN_IF_ERROR(
       os::WithAccess(as, [&] { return os::WriteFileAtomic(config, ExportConfigYaml(v), 0644); }));
-  return Json{{"model", v.model},           {"version", v.version},      {"snapshot", v.snapshot},
-              {"repository", to},           {"path", version_dir},       {"config", config},
-              {"files", restored["files"]}, {"bytes", restored["bytes"]}};
+  return Json{{"model", v.model},        {"version", v.version},   {"snapshot", v.snapshot},
+              {"repository", to},        {"path", version_dir},    {"config", config},
+              {"files", restored.files}, {"bytes", restored.bytes}};
 }
 
-}  // namespace lathe::daemon
+Result<state::ModelVersionRecord> Registry::ResolveVersion(const Caller& caller,
+                                                           const std::string& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref));
+  if (!found.second)
+    return Status::Msg(Code::kInvalidArgument, "model.export_needs_version", {{"model", ref}});
+  return std::move(*found.second);
+}
+
+std::vector<std::string> Registry::DeployedBy(const std::string& model, int64_t version) {
+  std::lock_guard<std::mutex> lock(deployments_mu_);
+  std::vector<std::string> out;
+  if (!deployments_) {
+    auto opened = state::DeploymentStore::Open(db_path_);
+    if (!opened.ok()) return out;
+    deployments_ = std::move(*opened);
+  }
+  auto using_it = deployments_->UsingModel(model, version);
+  if (!using_it.ok()) return out;
+  for (const auto& d : *using_it) {
+    const std::string ref = d.spec.value("model", "");
+    out.push_back(d.name + " (" + (d.version.empty() ? ref : d.version) + ")");
+  }
+  return out;
+}
+
+}  // namespace lathe::deploy

@@ -1,4 +1,4 @@
-#include "lathe/daemon/models.h"
+#include "lathe/deploy/models.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -6,10 +6,11 @@
 #include <filesystem>
 
 #include "lathe/daemon/daemon.h"
+#include "lathe/deploy/registry.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/store.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 namespace {
 
 snap::Manifest WithFiles(std::vector<std::string> paths) {
@@ -130,18 +131,19 @@ TEST(ExportConfigTest, NamesTheBackendAndTheFileServeLoads) {
   EXPECT_EQ(y.find("parameters"), std::string::npos) << y;
 }
 
-// The daemon's rules, on a daemon that is not started (no runs needed).
+// The registry's rules, on a daemon that is not started (no runs needed).
 class DaemonModelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/lathe-models-test-XXXXXX";
     home_ = ::mkdtemp(tmpl);
-    DaemonOptions o;
+    daemon::DaemonOptions o;
     o.home = home_ + "/home";
     o.gpus = "none";
-    auto d = Daemon::Create(o, os::RealClock());
+    auto d = daemon::Daemon::Create(o, os::RealClock());
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     d_ = std::move(*d);
+    registry_ = std::make_unique<Registry>(*d_, d_->paths().db, os::RealClock());
     src_ = home_ + "/src";
     ASSERT_TRUE(os::MakeDirs(src_, 0755).ok());
     ASSERT_TRUE(os::WriteFileAtomic(src_ + "/model.pt", std::string(100, 'w')).ok());
@@ -149,6 +151,7 @@ class DaemonModelsTest : public ::testing::Test {
     other_ = {4242, "other", false};
   }
   void TearDown() override {
+    registry_.reset();
     d_.reset();
     std::filesystem::remove_all(home_);
   }
@@ -157,12 +160,13 @@ class DaemonModelsTest : public ::testing::Test {
     r.name = name;
     r.from_dir = src_;
     r.is_public = is_public;
-    return d_->CreateModelVersion(owner_, r);
+    return registry_->CreateVersion(owner_, r);
   }
 
   std::string home_, src_;
-  std::unique_ptr<Daemon> d_;
-  Caller owner_, other_;
+  std::unique_ptr<daemon::Daemon> d_;
+  std::unique_ptr<Registry> registry_;
+  daemon::Caller owner_, other_;
 };
 
 TEST_F(DaemonModelsTest, AVersionPinsItsSnapshotUntilItGoes) {
@@ -185,12 +189,12 @@ TEST_F(DaemonModelsTest, AVersionPinsItsSnapshotUntilItGoes) {
   ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
   EXPECT_EQ(pruned->pinned, (std::vector<std::string>{snap}));
   EXPECT_TRUE((*store)->Resolve(snap).ok());
-  ASSERT_TRUE(d_->SetModelAlias(owner_, "m", "prod", 1).ok());
-  auto aliased = d_->DeleteModelVersion(owner_, "m", 1);
+  ASSERT_TRUE(registry_->SetAlias(owner_, "m", "prod", 1).ok());
+  auto aliased = registry_->DeleteVersion(owner_, "m", 1);
   EXPECT_EQ(aliased.status().msg_id(), "model.version_aliased");
   EXPECT_TRUE(d_->DeleteSnapshot(owner_, snap).status().msg_id() == "snap.pinned");
-  ASSERT_TRUE(d_->DeleteModelAlias(owner_, "m", "prod").ok());
-  ASSERT_TRUE(d_->DeleteModelVersion(owner_, "m", 1).ok());
+  ASSERT_TRUE(registry_->DeleteAlias(owner_, "m", "prod").ok());
+  ASSERT_TRUE(registry_->DeleteVersion(owner_, "m", 1).ok());
   EXPECT_TRUE(d_->DeleteSnapshot(owner_, snap).ok());
 }
 
@@ -198,30 +202,30 @@ TEST_F(DaemonModelsTest, OthersReadAPublicModelAndChangeNothing) {
   ASSERT_TRUE(Create("private").ok());
   ASSERT_TRUE(Create("shared", /*is_public=*/true).ok());
   // A private model of another user is as unknown as a name nobody holds.
-  EXPECT_EQ(d_->GetModel(other_, "private").status().msg_id(), "model.not_found");
-  EXPECT_EQ(d_->GetModel(other_, "private/1").status().code(), Code::kNotFound);
-  EXPECT_EQ(d_->SetModelAlias(other_, "private", "prod", 1).status().msg_id(), "model.not_found");
-  EXPECT_EQ(d_->DeleteModelVersion(other_, "private", 1).status().msg_id(), "model.not_found");
-  auto listed = d_->ListModels(other_);
+  EXPECT_EQ(registry_->Get(other_, "private").status().msg_id(), "model.not_found");
+  EXPECT_EQ(registry_->Get(other_, "private/1").status().code(), Code::kNotFound);
+  EXPECT_EQ(registry_->SetAlias(other_, "private", "prod", 1).status().msg_id(), "model.not_found");
+  EXPECT_EQ(registry_->DeleteVersion(other_, "private", 1).status().msg_id(), "model.not_found");
+  auto listed = registry_->List(other_);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ((*listed)["models"].size(), 1u);
   EXPECT_EQ((*listed)["models"][0]["name"], "shared");
-  auto shown = d_->GetModel(other_, "shared@latest");
+  auto shown = registry_->Get(other_, "shared@latest");
   ASSERT_TRUE(shown.ok()) << shown.status().ToString();
   EXPECT_EQ((*shown)["file"], "model.pt");
   EXPECT_EQ((*shown)["size"], 100);
-  EXPECT_EQ(d_->SetModelAlias(other_, "shared", "prod", 1).status().msg_id(), "model.forbidden");
-  EXPECT_EQ(d_->DeleteModelVersion(other_, "shared", 1).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(registry_->SetAlias(other_, "shared", "prod", 1).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(registry_->DeleteVersion(other_, "shared", 1).status().msg_id(), "model.forbidden");
   ModelVersionRequest add;
   add.name = "shared";
   add.from_snapshot = (*shown)["snapshot"];
-  EXPECT_EQ(d_->CreateModelVersion(other_, add).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(registry_->CreateVersion(other_, add).status().msg_id(), "model.forbidden");
   add.name = "private";
-  auto taken = d_->CreateModelVersion(other_, add);
+  auto taken = registry_->CreateVersion(other_, add);
   EXPECT_EQ(taken.status().msg_id(), "model.name_taken");
   EXPECT_EQ(taken.status().message().find("owner"), std::string::npos);
-  EXPECT_EQ(d_->GetModel(owner_, "nope").status().msg_id(), "model.not_found");
+  EXPECT_EQ(registry_->Get(owner_, "nope").status().msg_id(), "model.not_found");
 }
 
 }  // namespace
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

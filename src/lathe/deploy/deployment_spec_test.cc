@@ -1,10 +1,10 @@
-#include "lathe/daemon/deployment_spec.h"
+#include "lathe/deploy/deployment_spec.h"
 
 #include <gtest/gtest.h>
 
 #include "lathe/common/i18n.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 namespace {
 
 Json Command() {
@@ -206,4 +206,4 @@ TEST(DeploymentSpec, ACudaDeviceTheMachineCannotGiveIsRefused) {
 }
 
 }  // namespace
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy

@@ -26,7 +26,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 
-namespace lathe::daemon {
+namespace lathe::deploy {
 
 struct GatewayConfig {
   std::string dir;       // DIR above (the daemon's, created here)
@@ -80,4 +80,4 @@ class GatewayControl {
   bool retry_any_port_ = false;  // the last start on the old port failed
 };
 
-}  // namespace lathe::daemon
+}  // namespace lathe::deploy
