@@ -1,6 +1,8 @@
 // The run origins (api/run_origin.h): who may open a run's ports, and the
 // hand-over to the reverse proxy (net/proxy.h). docs/security.md, "Run
 // origins", states the rules.
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "lathe/api/host_check.h"
@@ -33,11 +35,20 @@ bool SameOrigin(const net::HttpRequest& req) {
 
 // The endpoint a run origin names: the run's first one, or the one with
 // the origin's port name.
-const Json* FindEndpoint(const Json& endpoints, const std::string& name) {
+const exec::Endpoint* FindEndpoint(const std::vector<exec::Endpoint>& endpoints,
+                                   const std::string& name) {
   for (const auto& e : endpoints) {
-    if (name.empty() || e.value("name", "") == name) return &e;
+    if (name.empty() || e.name == name) return &e;
   }
   return nullptr;
+}
+
+// The port of a tcp endpoint's "HOST:PORT" (0 when there is none).
+int PortOf(std::string_view address) {
+  int port = 0;
+  const std::string_view digits = address.substr(address.rfind(':') + 1);
+  std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  return port;
 }
 
 std::string PortNames(const state::RunRecord& r) {
@@ -203,8 +214,8 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
     return refuse(Status::Msg(Code::kUnavailable, "proxy.not_running",
                               {{"run", r->id}, {"state", std::string(run::StateName(r->state))}}));
   }
-  Json endpoints = daemon_.EndpointsJson(*r);
-  const Json* e = FindEndpoint(endpoints, o.port_name);
+  const std::vector<exec::Endpoint> endpoints = daemon_.Endpoints(*r);
+  const exec::Endpoint* e = FindEndpoint(endpoints, o.port_name);
   if (!e) {
     if (r->state == run::RunState::kStarting && !daemon::ServedPorts(*r).empty()) {
       // Being launched: its ports' addresses are recorded once it runs.
@@ -221,27 +232,27 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
                                {"ports", PortNames(*r)}}));
   }
   net::Upstream up;
-  const std::string address = e->value("address", "");
-  if (e->value("kind", "") == "unix") {
+  const std::string& address = e->address;
+  if (e->kind == "unix") {
     up.kind = net::Upstream::Kind::kUnix;
     up.socket = address;
     up.host = "localhost";
   } else {
     up.kind = net::Upstream::Kind::kTcp;
-    up.port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+    up.port = PortOf(address);
     up.host = address;
-    up.netns_pid = e->value("netns_pid", 0);  // an isolated run's: connect in its namespace
-    up.netns_start = e->value("netns_start", uint64_t{0});
+    up.netns_pid = e->netns_pid;  // an isolated run's: connect in its namespace
+    up.netns_start = e->netns_start;
   }
   // Whoever else binds the port first serves nobody; root's run may also be
   // served by the daemon's own user.
   up.owner_uid = r->uid;
   if (r->uid == 0) up.also_owner_uid = static_cast<unsigned>(daemon_.uid());
-  up.explain_unreachable = [this, id = r->id, port = e->value("name", "")](const Status& s) {
+  up.explain_unreachable = [this, id = r->id, port = e->name](const Status& s) {
     return daemon_.ExplainPort(id, port, s);  // which layer failed (docs/ports.md)
   };
   std::string notebook;
-  if (r->kind == run::RunKind::kNotebook && e->value("name", "") == daemon::kNotebookPort) {
+  if (r->kind == run::RunKind::kNotebook && e->name == daemon::kNotebookPort) {
     // The user never needs Jupyter's token: the proxy shows it to Jupyter.
     up.add_headers.emplace_back("Authorization", "token " + daemon_.NotebookTokenOf(*r));
     notebook = r->id;

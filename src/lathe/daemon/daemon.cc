@@ -332,11 +332,15 @@ exec::AttemptRef Daemon::RefOf(const RunRecord& r) const {
 
 std::string Daemon::LogPath(const RunRecord& r) const { return backend_->LogPath(r.run_dir); }
 
+std::vector<exec::Endpoint> Daemon::Endpoints(const RunRecord& r) {
+  if (!run::IsActive(r.state) || r.backend != backend_->Name()) return {};
+  std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
+  return backend_->Endpoints(RefOf(r));
+}
+
 Json Daemon::EndpointsJson(const RunRecord& r) {
   Json out = Json::array();
-  if (!run::IsActive(r.state) || r.backend != backend_->Name()) return out;
-  std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
-  for (const auto& e : backend_->Endpoints(RefOf(r))) {
+  for (const auto& e : Endpoints(r)) {
     Json j = {{"name", e.name}, {"kind", e.kind}, {"address", e.address}};
     if (e.netns_pid > 0) {  // an isolated run's port, inside its own namespace
       j["netns_pid"] = e.netns_pid;

@@ -145,7 +145,8 @@ class Daemon final : public Runs {
   Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name,
                                                    int64_t ended_since_ms) override;
   Result<std::vector<std::string>> LiveReplicaSockets() override;
-  RunCheckpoints& checkpoints() override { return *checkpoints_; }
+  Result<snap::Store*> SnapshotStore() override { return checkpoints_->store(); }
+  void SettleCheckpoints(const std::string& run_id) override { checkpoints_->Settle(run_id); }
   Result<os::AccessAs> CheckReadSource(const Caller& caller, const std::string& field,
                                        const std::string& path) override;
   Result<Restored> RestoreSnapshotTo(const Caller& caller, const snap::SnapshotId& id,
@@ -155,6 +156,7 @@ class Daemon final : public Runs {
   // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
   const std::string& gpu_spec() const { return opts_.gpus; }
   Secrets& secrets() { return *secrets_; }
+  RunCheckpoints& checkpoints() { return *checkpoints_; }
 
   // The JSON edge of Submit: `spec_json` is the spec object (spec.h), parsed
   // and checked field by field; never a replica.
@@ -243,6 +245,7 @@ class Daemon final : public Runs {
   // Where an active run can be reached, as its backend reports it:
   // [{"kind": "tcp", "address": "127.0.0.1:8888"}, ...]; [] when it ended.
   Json EndpointsJson(const state::RunRecord& r);
+  std::vector<exec::Endpoint> Endpoints(const state::RunRecord& r);  // the same, typed
   // Each of the run's ports, in its spec's order: where it is served and
   // which layer keeps it from answering (run/ports.h), read from what the
   // run's processes listen on (run_ports.cc). A run that is not active has

@@ -17,8 +17,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
-#include "lathe/daemon/run_checkpoints.h"
-#include "lathe/daemon/user_paths.h"
+#include "lathe/os/users.h"
 #include "lathe/run/spec.h"
 #include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
@@ -99,7 +98,11 @@ class Runs {
   virtual Result<std::vector<std::string>> LiveReplicaSockets() = 0;
 
   // --- snapshots and paths, for the registry ---
-  virtual RunCheckpoints& checkpoints() = 0;
+  // The daemon's snapshot store, opened on first use.
+  virtual Result<snap::Store*> SnapshotStore() = 0;
+  // Waits for the captures of ended run `run_id` still running in the
+  // background: after it, the run gets no more snapshots.
+  virtual void SettleCheckpoints(const std::string& run_id) = 0;
   // `path` (absolute, what request field `field` named) may be read by
   // `caller` as a source; the identity to read it with.
   virtual Result<os::AccessAs> CheckReadSource(const Caller& caller, const std::string& field,

@@ -11,10 +11,10 @@
 #include <set>
 
 #include "lathe/common/ids.h"
-#include "lathe/deploy/deployments.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/secret_files.h"
+#include "lathe/deploy/deployments.h"
 #include "lathe/deploy/reconcile.h"
 #include "lathe/os/command.h"
 #include "lathe/os/files.h"
@@ -31,7 +31,9 @@ constexpr const char* kMetricsPath = "/metrics";
 constexpr int64_t kHoldMs = 60'000;  // scale from zero: how long the front holds a request
 constexpr int kMaxHeld = 100;
 
-daemon::Caller OwnerOf(const state::DeploymentRecord& d) { return daemon::Caller{d.uid, d.user, false}; }
+daemon::Caller OwnerOf(const state::DeploymentRecord& d) {
+  return daemon::Caller{d.uid, d.user, false};
+}
 
 // "digits/3" -> "digits" (and "digits@prod" -> "digits").
 std::string ModelOfVersion(const std::string& version) {
@@ -147,7 +149,9 @@ void Deployments::Tick() {
   if (all.empty() && !gateway_) return;  // no deployment yet: no front, no user for it
   if (!gateway_) {
     // The first deployment: the front's user is looked up (made) now.
-    auto gw = std::make_unique<GatewayControl>(GatewayConfigFor());
+    std::unique_ptr<FrontControl> gw = opts_.make_front
+                                           ? opts_.make_front()
+                                           : std::make_unique<GatewayControl>(GatewayConfigFor());
     std::lock_guard<std::mutex> lock(mu_);
     gateway_ = std::move(gw);
   }
@@ -193,91 +197,106 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
     spdlog::warn("deployment {}: stored spec: {}", d.name, spec.status().ToString());
     return nullptr;
   }
-  auto runs = runs_.ReplicasOf(d.name, now - kEndedLookbackMs);
-  if (!runs.ok()) return nullptr;
-  // The version wanted: the alias followed now.
-  std::string want = d.version;
-  if (spec->is_command()) {
-    want = spec->revision_version();
-  } else if (auto v = registry_.ResolveVersion(OwnerOf(d), spec->model); v.ok()) {
-    want = v->model + "/" + std::to_string(v->version);
-  }
-  std::vector<ReplicaObs> obs;
+  // 1. Observe: the replicas, what the front says of them, the version wanted.
+  auto seen = Observe(d, *spec, front, now);
+  if (!seen.ok()) return nullptr;
+  RecordSignatures(seen->signatures);
   std::vector<const state::RunRecord*> live;
-  std::map<std::string, Json> signatures;  // version -> a ready replica's metadata
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& r : *runs) {
-      ReplicaObs o;
-      o.run = r.id;
-      o.version = r.spec.deployment_version;
-      auto f = front.find(r.id);
-      const bool healthy = f != front.end() && f->second.value("healthy", false);
-      if (f != front.end()) {
-        o.in_flight = f->second.value("in_flight", 0);
-        // The replica's own figures (lathe serve's /metrics), when it has them.
-        o.queued = f->second.value("queued", 0);
-        o.running = f->second.value("running", 0);
-      }
-      using P = ReplicaObs::Phase;
-      if (run::IsTerminal(r.state)) {
-        if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
-        o.phase = P::kEnded;
-        o.end_reason = r.reason.empty() ? std::string(run::StateName(r.state)) : r.reason;
-        o.preempted = r.state == run::RunState::kPreempted;
-        draining_.erase(r.id);
-        seen_ready_.erase(r.id);
-        RemoveSocketDir(r);
-      } else {
-        live.push_back(&r);
-        if (r.state == run::RunState::kQueued || r.state == run::RunState::kStarting) {
-          o.phase = P::kPending;
-          o.preempted = r.preemptions > 0;
-        } else if (r.state == run::RunState::kStopping &&
-                   r.stop_intent == run::StopIntent::kPreempt && !draining_.count(r.id)) {
-          // Being preempted: it is requeued the moment it has stopped, so it
-          // is a pending replica already, not one to replace.
-          o.phase = P::kPending;
-          o.preempted = true;
-        } else if (r.state == run::RunState::kStopping || draining_.count(r.id)) {
-          o.phase = P::kDraining;
-        } else if (healthy) {
-          o.phase = P::kReady;
-          seen_ready_.insert(r.id);
-          const Json meta = f->second.value("metadata", Json());
-          if (!spec->is_command() && meta.is_object() && !signature_seen_.count(o.version)) {
-            signatures.emplace(o.version, meta);
-          }
-        } else {
-          o.phase = seen_ready_.count(r.id) ? P::kUnready : P::kStarting;
-        }
-      }
-      auto& since = phase_since_[r.id];
-      if (since.first != static_cast<int>(o.phase) || since.second == 0) {
-        since = {static_cast<int>(o.phase), now};
-      }
-      o.phase_since_ms = since.second;
-      obs.push_back(std::move(o));
-    }
-  }
-  RecordSignatures(signatures);
+  for (const auto& r : seen->runs)
+    if (!run::IsTerminal(r.state)) live.push_back(&r);
   if (d.removing) return Remove(d, live, front);
-  Json plan = d.plan;
-  auto state = StateFromJson(plan.value("state", Json::object()));
+  // 2. Decide (the pure reconciler) and apply: start, drain, stop, events.
+  auto state = StateFromJson(d.plan.value("state", Json::object()));
   if (state.ok()) {
     // What the reconciler drained stays draining, across daemon restarts too.
-    for (auto& o : obs) {
+    for (auto& o : seen->obs) {
       if (o.phase != ReplicaObs::Phase::kEnded && state->drained.count(o.run)) {
         o.phase = ReplicaObs::Phase::kDraining;
       }
     }
   }
-  Decision dec = Reconcile(GoalOf(*spec, want, plan, FreeSlots(*spec, gpus),
+  Decision dec = Reconcile(GoalOf(*spec, seen->want, d.plan, FreeSlots(*spec, gpus),
                                   front_deployment.value("held", 0), opts_.drain_timeout_ms),
-                           obs, state.ok() ? *state : State(), now);
+                           seen->obs, state.ok() ? *state : State(), now);
+  Apply(d, *spec, dec, now);
+  // 3. Persist what the reconciler keeps; then the route.
+  const std::string serving = Persist(d, dec, now);
+  Json traffic = dec.traffic;
+  if (traffic.empty() && !serving.empty()) traffic[serving] = 100;
+  return RouteOf(d, *spec, live, traffic, dec.next.desired);
+}
+
+Result<Deployments::Observed> Deployments::Observe(const state::DeploymentRecord& d,
+                                                   const DeploymentSpec& spec,
+                                                   const std::map<std::string, Json>& front,
+                                                   int64_t now) {
+  Observed seen;
+  ASSIGN_OR_RETURN(seen.runs, runs_.ReplicasOf(d.name, now - kEndedLookbackMs));
+  // The version wanted: the alias followed now.
+  seen.want = d.version;
+  if (spec.is_command()) {
+    seen.want = spec.revision_version();
+  } else if (auto v = registry_.ResolveVersion(OwnerOf(d), spec.model); v.ok()) {
+    seen.want = v->model + "/" + std::to_string(v->version);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& r : seen.runs) {
+    ReplicaObs o;
+    o.run = r.id;
+    o.version = r.spec.deployment_version;
+    auto f = front.find(r.id);
+    const bool healthy = f != front.end() && f->second.value("healthy", false);
+    if (f != front.end()) {
+      o.in_flight = f->second.value("in_flight", 0);
+      // The replica's own figures (lathe serve's /metrics), when it has them.
+      o.queued = f->second.value("queued", 0);
+      o.running = f->second.value("running", 0);
+    }
+    using P = ReplicaObs::Phase;
+    if (run::IsTerminal(r.state)) {
+      if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
+      o.phase = P::kEnded;
+      o.end_reason = r.reason.empty() ? std::string(run::StateName(r.state)) : r.reason;
+      o.preempted = r.state == run::RunState::kPreempted;
+      draining_.erase(r.id);
+      seen_ready_.erase(r.id);
+      RemoveSocketDir(r);
+    } else if (r.state == run::RunState::kQueued || r.state == run::RunState::kStarting) {
+      o.phase = P::kPending;
+      o.preempted = r.preemptions > 0;
+    } else if (r.state == run::RunState::kStopping && r.stop_intent == run::StopIntent::kPreempt &&
+               !draining_.count(r.id)) {
+      // Being preempted: it is requeued the moment it has stopped, so it
+      // is a pending replica already, not one to replace.
+      o.phase = P::kPending;
+      o.preempted = true;
+    } else if (r.state == run::RunState::kStopping || draining_.count(r.id)) {
+      o.phase = P::kDraining;
+    } else if (healthy) {
+      o.phase = P::kReady;
+      seen_ready_.insert(r.id);
+      const Json meta = f->second.value("metadata", Json());
+      if (!spec.is_command() && meta.is_object() && !signature_seen_.count(o.version)) {
+        seen.signatures.emplace(o.version, meta);
+      }
+    } else {
+      o.phase = seen_ready_.count(r.id) ? P::kUnready : P::kStarting;
+    }
+    auto& since = phase_since_[r.id];
+    if (since.first != static_cast<int>(o.phase) || since.second == 0) {
+      since = {static_cast<int>(o.phase), now};
+    }
+    o.phase_since_ms = since.second;
+    seen.obs.push_back(std::move(o));
+  }
+  return seen;
+}
+
+void Deployments::Apply(const state::DeploymentRecord& d, const DeploymentSpec& spec, Decision& dec,
+                        int64_t now) {
   for (const auto& [version, n] : dec.start) {
     for (int i = 0; i < n; ++i) {
-      Status s = StartReplica(d, *spec, version);
+      Status s = StartReplica(d, spec, version);
       if (s.ok()) continue;
       // Refused before any replica ran: the version waits the crash-loop
       // backoff as after a crash, rather than being tried at every tick.
@@ -290,7 +309,6 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       break;
     }
   }
-  daemon::Caller daemon_caller{runs_.uid(), "deployment " + d.name, true};
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& id : dec.drain) draining_.emplace(id, now);
@@ -301,41 +319,44 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
       (void)AddEvent(d.name, e.level, e.msg_id, args);
     }
   }
+  daemon::Caller daemon_caller{runs_.uid(), "deployment " + d.name, true};
   for (const auto& id : dec.stop) (void)runs_.StopRun(daemon_caller, id);
+}
+
+std::string Deployments::Persist(state::DeploymentRecord& d, const Decision& dec, int64_t now) {
   // What is kept: the reconciler's state, the traffic split, promotion.
   Json reason_args = Json::object();
   for (const auto& a : dec.reason_args) reason_args[a.key] = a.value;
   Json next = {{"state", deploy::ToJson(dec.next)},
-               {"promoted", plan.value("promoted", false)},
+               {"promoted", d.plan.value("promoted", false)},
                {"traffic", dec.traffic},
                {"reason_id", dec.reason_id},
                {"reason_args", reason_args}};
   if (d.plan.contains("revisions")) next["revisions"] = d.plan["revisions"];
   std::string serving = dec.next.stable_version.empty() ? d.version : dec.next.stable_version;
-  if (next != d.plan || dec.health != d.health || dec.reason != d.reason || serving != d.version) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // The API may have changed the record since this tick read it (a PATCH):
-    // its spec and what it keeps in the plan are kept; the next tick acts
-    // on them.
-    if (auto fresh = store_->Get(d.name); fresh.ok() && fresh->has_value()) {
-      for (const char* k : {"promoted", "revisions"}) {
-        if ((*fresh)->plan.contains(k)) next[k] = (*fresh)->plan[k];
-      }
-      d.spec = (*fresh)->spec;
-      d.removing = (*fresh)->removing;
-    }
-    d.plan = next;
-    d.health = dec.health;
-    d.reason = dec.reason;
-    d.version = serving;
-    d.updated_at_ms = now;
-    if (Status u = store_->Update(d); !u.ok() && u.code() != Code::kNotFound) {
-      spdlog::warn("deployment {}: {}", d.name, u.ToString());
-    }
+  if (next == d.plan && dec.health == d.health && dec.reason == d.reason && serving == d.version) {
+    return serving;
   }
-  Json traffic = dec.traffic;
-  if (traffic.empty() && !serving.empty()) traffic[serving] = 100;
-  return RouteOf(d, *spec, live, traffic, dec.next.desired);
+  std::lock_guard<std::mutex> lock(mu_);
+  // The API may have changed the record since this tick read it (a PATCH):
+  // its spec and what it keeps in the plan are kept; the next tick acts on
+  // them.
+  if (auto fresh = store_->Get(d.name); fresh.ok() && fresh->has_value()) {
+    for (const char* k : {"promoted", "revisions"}) {
+      if ((*fresh)->plan.contains(k)) next[k] = (*fresh)->plan[k];
+    }
+    d.spec = (*fresh)->spec;
+    d.removing = (*fresh)->removing;
+  }
+  d.plan = next;
+  d.health = dec.health;
+  d.reason = dec.reason;
+  d.version = serving;
+  d.updated_at_ms = now;
+  if (Status u = store_->Update(d); !u.ok() && u.code() != Code::kNotFound) {
+    spdlog::warn("deployment {}: {}", d.name, u.ToString());
+  }
+  return serving;
 }
 
 // A version's inputs and outputs, while the registry has none, from what a
@@ -530,8 +551,9 @@ void Deployments::ReclaimSocketDirs() {
 
 void Deployments::RemoveSocketDir(const state::RunRecord& r) {
   const std::string& sock = r.spec.deployment_socket;
-  if (sock.rfind(SocketRoot() + "/", 0) != 0) return;       // only ours
-  (void)daemon::RemoveDaemonTree(sock.substr(0, sock.rfind('/')));  // the owner's socket, as the owner
+  if (sock.rfind(SocketRoot() + "/", 0) != 0) return;  // only ours
+  (void)daemon::RemoveDaemonTree(
+      sock.substr(0, sock.rfind('/')));  // the owner's socket, as the owner
 }
 
 Result<std::string> Deployments::EnsureCache(const state::DeploymentRecord& d,

@@ -23,7 +23,7 @@ Deployments::Deployments(daemon::Runs& runs, Registry& registry, DeploymentOptio
 
 Deployments::~Deployments() { Stop(); }
 
-Status Deployments::Start() {
+Status Deployments::Open() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(store_, state::DeploymentStore::Open(runs_.paths().db));
@@ -31,6 +31,11 @@ Status Deployments::Start() {
     started_ms_ = clock_.NowMs();
   }
   ReclaimSocketDirs();
+  return Status::OK();
+}
+
+Status Deployments::Start() {
+  RETURN_IF_ERROR(Open());
   loop_ = std::thread([this] { Loop(); });
   return Status::OK();
 }
@@ -343,7 +348,7 @@ Result<Json> Deployments::Events(const Caller& caller, const std::string& name, 
 }
 
 std::string Deployments::Metrics() {
-  GatewayControl* gw = nullptr;
+  FrontControl* gw = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     gw = gateway_.get();

@@ -34,6 +34,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,7 @@
 #include "lathe/daemon/runs.h"
 #include "lathe/deploy/deployment_spec.h"
 #include "lathe/deploy/gateway_control.h"
+#include "lathe/deploy/reconcile.h"
 #include "lathe/deploy/registry.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/users.h"
@@ -73,6 +75,9 @@ struct DeploymentOptions {
   // Deployments one user may have (root and the daemon's user: no limit);
   // config.yaml `deployments.max_per_user`.
   int max_per_user = 20;
+  // Makes the front, with the config the manager would start
+  // `lathe __gateway` with; null: a GatewayControl. Tests give a fake.
+  std::function<std::unique_ptr<FrontControl>()> make_front;
 };
 
 class Deployments {
@@ -81,8 +86,13 @@ class Deployments {
   Deployments(daemon::Runs& runs, Registry& registry, DeploymentOptions options, os::Clock& clock);
   ~Deployments();  // Stop()
 
-  Status Start();  // opens the stores, starts the loop
+  Status Start();  // Open(), then the loop
   void Stop();
+  // Opens the stores and reclaims leftover socket directories, without the
+  // loop; Start() does it. For tests that drive ticks by StepForTest().
+  Status Open();
+  // One tick of the loop, as its thread does.
+  void StepForTest() { Tick(); }
 
   // POST /api/v1/deployments: validates (the model ref resolves for the
   // caller, the replicas could fit this machine), records it and starts
@@ -111,9 +121,26 @@ class Deployments {
   // deployment_loop.cc
   void Loop();
   void Tick();
-  // One deployment's tick; its route for the front (null: none).
+  // One deployment's tick; its route for the front (null: none). Three
+  // steps: Observe, then Reconcile (reconcile.h) and Apply, then Persist.
   Json ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
                     const Json& front_deployment, const daemon::GpuSlots& gpus);
+  // What one tick sees of a deployment.
+  struct Observed {
+    std::vector<state::RunRecord> runs;      // its replicas (ended ones: recent)
+    std::vector<ReplicaObs> obs;             // as the reconciler sees them
+    std::string want;                        // the version wanted (the alias followed now)
+    std::map<std::string, Json> signatures;  // version -> a ready replica's metadata
+  };
+  Result<Observed> Observe(const state::DeploymentRecord& d, const DeploymentSpec& spec,
+                           const std::map<std::string, Json>& front, int64_t now);
+  // Carries `dec` out: replicas started (a refused start noted in
+  // dec.next), drained and stopped, its events recorded.
+  void Apply(const state::DeploymentRecord& d, const DeploymentSpec& spec, Decision& dec,
+             int64_t now);
+  // Stores what changed (plan, health, reason, the version served); the
+  // version served.
+  std::string Persist(state::DeploymentRecord& d, const Decision& dec, int64_t now);
   Json RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                const std::vector<const state::RunRecord*>& live, const Json& traffic, int desired);
   Json Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
@@ -170,7 +197,7 @@ class Deployments {
   std::unique_ptr<state::DeployKeyStore> keys_;    // mu_
   // Made by the loop at the first deployment (assigned under mu_; the loop
   // uses it, API threads only its port() and Metrics()).
-  std::unique_ptr<GatewayControl> gateway_;
+  std::unique_ptr<FrontControl> gateway_;
   Json last_status_ = Json::object();  // the front's /status, mu_
   Status front_error_;                 // why the front is not running (OK when it is), mu_
   // Replicas taken out of traffic (run id -> since, monotonic ms); mu_.

@@ -20,6 +20,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -37,15 +39,36 @@ struct GatewayConfig {
   std::string tls_cert, tls_key;  // a TLS listener when both are set
 };
 
-class GatewayControl {
+// What the deployment manager needs of its front: GatewayControl for the
+// real `lathe __gateway`; the manager's tests give a fake
+// (DeploymentOptions::make_front).
+class FrontControl {
+ public:
+  virtual ~FrontControl() = default;
+  // Starts the front unless it is running; OK when it runs.
+  virtual Status Ensure() = 0;
+  // True when the front is alive.
+  virtual bool Running() = 0;
+  // GET /status of the admin socket (docs/gateway.md).
+  virtual Result<Json> FrontStatus() = 0;
+  // GET /metrics of the admin socket, Prometheus text.
+  virtual Result<std::string> Metrics() = 0;
+  // Hands the front `routes` (routes.json) when they changed.
+  virtual Status WriteRoutes(Json routes) = 0;
+  // The front's TCP port (0 before it first started).
+  virtual int port() const = 0;
+  virtual const GatewayConfig& config() const = 0;
+};
+
+class GatewayControl final : public FrontControl {
  public:
   explicit GatewayControl(GatewayConfig c) : c_(std::move(c)) {}
 
   // Starts the front unless it is running; then waits (up to a few
   // seconds) for its gateway.json. OK when it runs.
-  Status Ensure();
+  Status Ensure() override;
   // True when the front recorded in gateway.json is alive.
-  bool Running();
+  bool Running() override;
   // Stops the front recorded in gateway.json (SIGTERM: it drains, up to
   // 10 s; SIGKILL after `timeout_ms`). OK when none runs; true in
   // `*stopped` when one was stopped. The data plane is down afterwards:
@@ -56,17 +79,17 @@ class GatewayControl {
   // keeps the daemon's user).
   Status CheckReachable() const;
   // The front's TCP port (0 before it first started).
-  int port() const { return port_; }
+  int port() const override { return port_; }
   pid_t pid() const { return pid_; }
   // GET /status of the admin socket (docs/gateway.md).
-  Result<Json> FrontStatus();
+  Result<Json> FrontStatus() override;
   // GET /metrics of the admin socket, Prometheus text.
-  Result<std::string> Metrics();
+  Result<std::string> Metrics() override;
   // Writes routes.json when `routes` differs from what was written last
   // (compared without its generation); readable by the front's group.
-  Status WriteRoutes(Json routes);
+  Status WriteRoutes(Json routes) override;
 
-  const GatewayConfig& config() const { return c_; }
+  const GatewayConfig& config() const override { return c_; }
 
  private:
   bool ReadState();  // gateway.json → pid_, start_, port_; true when its process lives

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "lathe/common/path_check.h"
+#include "lathe/daemon/run_checkpoints.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/store.h"
@@ -146,19 +147,19 @@ Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionReq
   auto registered = Register(caller, req, src);
   if (!registered.ok() && !req.from_dir.empty()) {
     // The snapshot made for this version alone goes with it.
-    ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
+    ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
     (void)store->Forget(src.id);
   }
   return registered;
 }
 
 Result<ModelSource> Registry::SourceOf(const Caller& caller, const ModelVersionRequest& req) {
-  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
   ModelSource src;
   if (!req.from_run.empty()) {
     ASSIGN_OR_RETURN(RunSource rs, ParseRunSource(req.from_run));
     ASSIGN_OR_RETURN(state::RunRecord r, runs_.Access(caller, rs.run, AccessAction::kRead));
-    if (run::IsTerminal(r.state)) runs_.checkpoints().Settle(r.id);
+    if (run::IsTerminal(r.state)) runs_.SettleCheckpoints(r.id);
     ASSIGN_OR_RETURN(auto snaps, store->List());  // newest first
     bool found = false;
     for (const auto& info : snaps) {
@@ -222,7 +223,7 @@ Result<ModelSource> Registry::SourceOf(const Caller& caller, const ModelVersionR
 
 Result<Json> Registry::Register(const Caller& caller, const ModelVersionRequest& req,
                                 ModelSource& src) {
-  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
   ASSIGN_OR_RETURN(ServedFiles served, ChooseServedFiles(src.manifest, req.file, req.handler,
                                                          req.backend, src.checkpoint));
   state::ModelVersionRecord v;
@@ -347,7 +348,7 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
   j["owner"] = m.user;
   j["public"] = m.is_public;
   j["deployments"] = DeployedBy(v->model, v->version);
-  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
   auto manifest = store->Load(v->snapshot);
   if (!manifest.ok()) {
     j["files_error"] = manifest.status().message();
@@ -417,7 +418,7 @@ Result<Json> Registry::DeleteVersion(const Caller& caller, const std::string& mo
                        {{"version", model + "/" + std::to_string(version)}});
   }
   // After the record: a crash in between leaves a pin (the snapshot stays).
-  ASSIGN_OR_RETURN(snap::Store * store, runs_.checkpoints().store());
+  ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
   if (Status st = store->Unpin(found.second->snapshot, Holder(model, version)); !st.ok()) {
     spdlog::warn("model {}/{}: snapshot {} not unpinned: {}", model, version,
                  found.second->snapshot.substr(0, 12), st.ToString());

@@ -1,0 +1,274 @@
+// The deployment manager against a run supervisor in memory (FakeRuns) and
+// a front that says what the test tells it: rollout, rollback on a failed
+// replica, scaling up, down, to zero and back, a lost replica, and a daemon
+// restart in the middle of a rollout. The reconciler's own rules are tested
+// in reconcile_test.cc; these tests check that the manager carries its
+// decisions out on runs and keeps what it must across a restart.
+#include "lathe/deploy/deployments.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "lathe/deploy/test_util/fake_runs.h"
+#include "lathe/os/test_util/fake_clock.h"
+
+namespace lathe::deploy {
+namespace {
+
+using run::RunState;
+
+// The front as the test wants it: which replicas are healthy, how many
+// requests it holds; what the manager wrote as routes.
+class FakeFront final : public FrontControl {
+ public:
+  struct Seen {
+    std::set<std::string> healthy;
+    std::map<std::string, int> held;  // deployment -> held requests
+    std::vector<Json> routes;
+  };
+  explicit FakeFront(std::shared_ptr<Seen> seen) : seen_(std::move(seen)) {}
+  Status Ensure() override { return Status::OK(); }
+  bool Running() override { return true; }
+  Result<Json> FrontStatus() override {
+    Json deployments = Json::array();
+    for (const Json& d :
+         seen_->routes.empty() ? Json::array() : seen_->routes.back()["deployments"]) {
+      Json replicas = Json::array();
+      for (const Json& r : d["replicas"]) {
+        const std::string id = r["id"];
+        replicas.push_back(
+            {{"id", id}, {"healthy", seen_->healthy.count(id) > 0}, {"in_flight", 0}});
+      }
+      const std::string name = d["name"];
+      deployments.push_back({{"name", name}, {"held", seen_->held[name]}, {"replicas", replicas}});
+    }
+    return Json{{"deployments", deployments}};
+  }
+  Result<std::string> Metrics() override { return std::string(); }
+  Status WriteRoutes(Json routes) override {
+    seen_->routes.push_back(std::move(routes));
+    return Status::OK();
+  }
+  int port() const override { return 7733; }
+  const GatewayConfig& config() const override { return config_; }
+
+ private:
+  std::shared_ptr<Seen> seen_;
+  GatewayConfig config_;
+};
+
+class DeploymentsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-deployments-test-XXXXXX";
+    home_ = ::mkdtemp(tmpl);
+    runs_ = std::make_unique<FakeRuns>(home_);
+    registry_ = std::make_unique<Registry>(*runs_, runs_->paths().db, clock_);
+    StartManager();
+  }
+  void TearDown() override {
+    manager_.reset();
+    std::filesystem::remove_all(home_);
+  }
+  // A manager as a daemon (re)start makes one: on the same database and runs.
+  void StartManager() {
+    manager_.reset();
+    DeploymentOptions o;
+    o.make_front = [seen = front_] { return std::make_unique<FakeFront>(seen); };
+    manager_ = std::make_unique<Deployments>(*runs_, *registry_, o, clock_);
+    ASSERT_TRUE(manager_->Open().ok());
+  }
+  void Step(int ticks = 1) {
+    for (int i = 0; i < ticks; ++i) {
+      manager_->StepForTest();
+      clock_.Advance(250);
+    }
+  }
+  Json Create(Json spec) {
+    auto d = manager_->Create(owner_, spec);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? *d : Json();
+  }
+  Json Update(const Json& patch) {
+    auto d = manager_->Update(owner_, "web", patch);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? *d : Json();
+  }
+  Json Get() {
+    auto d = manager_->Get(owner_, "web");
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? *d : Json();
+  }
+  // Every queued replica of "web" runs and answers healthy.
+  void RunQueued() {
+    for (const auto& r : runs_->In("web", RunState::kQueued)) {
+      runs_->SetState(r.id, RunState::kRunning);
+      front_->healthy.insert(r.id);
+    }
+  }
+  size_t Count(RunState s) { return runs_->In("web", s).size(); }
+  std::vector<std::string> EventIds() {
+    std::vector<std::string> ids;
+    auto e = manager_->Events(owner_, "web", 0);
+    if (e.ok())
+      for (const auto& x : (*e)["events"]) ids.push_back(x.value("msg_id", ""));
+    return ids;
+  }
+  bool HasEvent(const std::string& id) {
+    auto ids = EventIds();
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  }
+
+  static Json Web(int replicas) {
+    return {{"name", "web"}, {"command", {"srv", "--v1"}}, {"port", 8000}, {"replicas", replicas}};
+  }
+
+  std::string home_;
+  os::FakeClock clock_;
+  std::shared_ptr<FakeFront::Seen> front_ = std::make_shared<FakeFront::Seen>();
+  std::unique_ptr<FakeRuns> runs_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<Deployments> manager_;
+  daemon::Caller owner_{::geteuid(), "me", false};
+};
+
+TEST_F(DeploymentsTest, ReplicasAreTypedServiceRunsOfTheRevisionBehindTheRelay) {
+  Create(Web(2));
+  Step();
+  auto queued = runs_->In("web", RunState::kQueued);
+  ASSERT_EQ(queued.size(), 2u);
+  const run::RunSpec& s = queued[0].spec;
+  EXPECT_EQ(s.type, "service");
+  EXPECT_EQ(s.deployment, "web");
+  EXPECT_EQ(s.deployment_version, "rev-1");
+  ASSERT_GE(s.command.size(), 6u);
+  EXPECT_EQ(s.command[0], runs_->self_exe());
+  EXPECT_EQ(s.command[1], "__relay");
+  EXPECT_EQ(s.command.back(), "--v1");
+  EXPECT_EQ(s.env.at("LATHE_DEPLOYMENT"), "web");
+  EXPECT_EQ(s.env.at("LATHE_DEPLOYMENT_REVISION"), "rev-1");
+  ASSERT_EQ(s.ports.size(), 1u);
+  EXPECT_EQ(s.ports[0].port, 8000);
+  EXPECT_EQ(s.deployment_socket.rfind(home_ + "/deployments/sockets/web-", 0), 0u);
+  EXPECT_TRUE(
+      std::filesystem::is_directory(s.deployment_socket.substr(0, s.deployment_socket.rfind('/'))));
+  // A spec the JSON edge would take as it is.
+  auto again = run::SpecFromJson(run::SpecToJson(s));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, s);
+  for (const auto& o : runs_->SubmittedOptions()) EXPECT_TRUE(o.replica);
+  // Running and healthy: the deployment is, and the front routes to both
+  // (the front learns of a replica from the routes, then answers for it).
+  RunQueued();
+  Step(2);
+  EXPECT_EQ(Get()["health"], "healthy");
+  ASSERT_FALSE(front_->routes.empty());
+  EXPECT_EQ(front_->routes.back()["deployments"][0]["replicas"].size(), 2u);
+}
+
+TEST_F(DeploymentsTest, ScalesUpDownToZeroAndBack) {
+  Create(Web(1));
+  Step();
+  RunQueued();
+  Step();
+  Update({{"replicas", 3}});
+  Step();
+  EXPECT_EQ(Count(RunState::kQueued), 2u);
+  RunQueued();
+  Step();
+  EXPECT_EQ(Count(RunState::kRunning), 3u);
+  Update({{"replicas", 1}});
+  Step(3);
+  EXPECT_EQ(Count(RunState::kRunning), 1u);
+  EXPECT_EQ(runs_->Stopped().size(), 2u);
+  // To zero once idle past the grace; back with a request held at the front.
+  Update({{"autoscale", {{"min", 0}, {"max", 2}, {"zero_grace", "1s"}}}});
+  for (int i = 0; i < 40 && Count(RunState::kRunning) > 0; ++i) Step();
+  EXPECT_EQ(Count(RunState::kRunning), 0u);
+  EXPECT_EQ(Count(RunState::kQueued), 0u);
+  front_->held["web"] = 1;
+  Step(2);
+  EXPECT_EQ(Count(RunState::kQueued), 1u);
+}
+
+TEST_F(DeploymentsTest, ARolloutReplacesTheOldRevisionOnceTheNewIsReady) {
+  Create(Web(1));
+  Step();
+  RunQueued();
+  Step();
+  const std::string old_id = runs_->In("web", RunState::kRunning)[0].id;
+  Update({{"command", {"srv", "--v2"}}});
+  Step();
+  auto queued = runs_->In("web", RunState::kQueued);
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].spec.deployment_version, "rev-2");
+  EXPECT_EQ(queued[0].spec.command.back(), "--v2");
+  RunQueued();
+  Step(4);
+  auto stopped = runs_->Stopped();
+  EXPECT_NE(std::find(stopped.begin(), stopped.end(), old_id), stopped.end());
+  EXPECT_EQ(Get()["version"], "rev-2");
+}
+
+TEST_F(DeploymentsTest, ANewReplicaThatFailsRollsBackAndTheOldKeepsServing) {
+  Create(Web(1));
+  Step();
+  RunQueued();
+  Step();
+  const std::string old_id = runs_->In("web", RunState::kRunning)[0].id;
+  Update({{"command", {"srv", "--broken"}}});
+  Step();
+  auto queued = runs_->In("web", RunState::kQueued);
+  ASSERT_EQ(queued.size(), 1u);
+  runs_->SetState(queued[0].id, RunState::kFailed, clock_.NowMs(), "exit code 1");
+  Step(3);
+  EXPECT_TRUE(HasEvent("deploy.rolled_back"));
+  EXPECT_EQ(Get()["version"], "rev-1");
+  EXPECT_EQ(Count(RunState::kQueued), 0u);  // the failed revision is not retried
+  auto stopped = runs_->Stopped();
+  EXPECT_EQ(std::find(stopped.begin(), stopped.end(), old_id), stopped.end());
+  EXPECT_EQ(Count(RunState::kRunning), 1u);
+}
+
+TEST_F(DeploymentsTest, ALostReplicaIsReplaced) {
+  Create(Web(2));
+  Step();
+  RunQueued();
+  Step();
+  const std::string lost = runs_->In("web", RunState::kRunning)[0].id;
+  front_->healthy.erase(lost);
+  runs_->SetState(lost, RunState::kLost, clock_.NowMs(), "its monitor vanished");
+  // Replaced after the crash-loop backoff an ended replica earns (1 s at first).
+  for (int i = 0; i < 20 && Count(RunState::kQueued) == 0; ++i) Step();
+  EXPECT_EQ(Count(RunState::kQueued), 1u);
+  EXPECT_EQ(Count(RunState::kRunning), 1u);
+}
+
+TEST_F(DeploymentsTest, ADaemonRestartMidRolloutFinishesItWithoutASecondNewReplica) {
+  Create(Web(1));
+  Step();
+  RunQueued();
+  Step();
+  const std::string old_id = runs_->In("web", RunState::kRunning)[0].id;
+  Update({{"command", {"srv", "--v2"}}});
+  Step();
+  ASSERT_EQ(Count(RunState::kQueued), 1u);
+  StartManager();  // the daemon restarts; the runs and the database stay
+  Step(2);
+  EXPECT_EQ(Count(RunState::kQueued), 1u);  // the rollout's replica, not another
+  RunQueued();
+  Step(4);
+  auto stopped = runs_->Stopped();
+  EXPECT_NE(std::find(stopped.begin(), stopped.end(), old_id), stopped.end());
+  EXPECT_EQ(Get()["version"], "rev-2");
+}
+
+}  // namespace
+}  // namespace lathe::deploy
