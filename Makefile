@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: run test build deps install format format-check os-seam-check
+.PHONY: run test build deps install format format-check os-seam-check modules-check
 
 deps:
 	@bash scripts/deps.sh
@@ -43,3 +43,7 @@ format: deps
 # Raw OS calls stay in src/lathe/os or on scripts/os_seam_allowed.txt; .ci/run checks it.
 os-seam-check:
 	@/usr/bin/python3 scripts/check_os_seam.py
+
+# CONTRIBUTING.md's module table equals the CMake DEPS; no module includes one it may not use.
+modules-check:
+	@/usr/bin/python3 scripts/check_modules.py
