@@ -34,11 +34,19 @@ install: build
 # under src/ and bench/; .ci/run checks it.
 FORMAT_FILES = $(shell git ls-files 'src/*.cc' 'src/*.h' 'bench/*.cc' 'bench/*.h')
 
-format-check: deps
-	@clang-format --dry-run -Werror $(FORMAT_FILES)
+# Neither target installs anything: clang-format is used if it is there, and
+# its absence is an error that says how to get it.
+CLANG_FORMAT ?= clang-format
+NEED_CLANG_FORMAT = command -v $(CLANG_FORMAT) >/dev/null 2>&1 || { \
+	echo "$(CLANG_FORMAT) is missing: 'bash scripts/deps.sh' installs it" >&2; exit 1; }
 
-format: deps
-	@clang-format -i $(FORMAT_FILES)
+format-check:
+	@$(NEED_CLANG_FORMAT)
+	@$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
+
+format:
+	@$(NEED_CLANG_FORMAT)
+	@$(CLANG_FORMAT) -i $(FORMAT_FILES)
 
 # Raw OS calls stay in src/lathe/os or on scripts/os_seam_allowed.txt; .ci/run checks it.
 os-seam-check:

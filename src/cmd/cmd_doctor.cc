@@ -1,6 +1,6 @@
 // lathe doctor | explain | term | plan
-#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -25,7 +25,9 @@
 #include "lathe/net/http_client.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/process.h"
+#include "lathe/os/terminal.h"
 
 #include <fmt/format.h>
 
@@ -45,7 +47,7 @@ void PrintJsonSafe(const Json& j) {
   Print(j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
-bool UseColor() { return ::isatty(1) == 1 && std::getenv("NO_COLOR") == nullptr; }
+bool UseColor() { return os::StdoutIsTerminal() && std::getenv("NO_COLOR") == nullptr; }
 
 void AddLang(CLI::App* sub, Globals& g) {
   sub->add_option("--lang", g.lang)->check(CLI::IsMember({"zh", "en", "zh-CN", "zh_CN", "pseudo"}));
@@ -167,7 +169,7 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   doctor::RealSystemOptions ro;
   const daemon::HomePaths home = daemon::DaemonHome("");
   ro.lathe_home = home.home;
-  ro.lathe_home_is_others = home.system && ::geteuid() != 0;
+  ro.lathe_home_is_others = home.system && !os::IsRoot();
   ro.daemon_status = PingDaemon;
   ro.store_dir = daemon::ReadableStoreDir();
   if (ro.store_dir.empty()) ro.unreadable_store_dir = daemon::UnreadableStoreDir();
@@ -240,7 +242,7 @@ Result<std::string> ExplainInput(const ExplainFlags& f) {
     if (log.ok()) return log;
   }
   if (!f.text.empty()) return Joined(f.text);
-  if (::isatty(0) != 1) return ReadStdin();
+  if (!os::StdinIsTerminal()) return ReadStdin();
   return Status::Msg(Code::kInvalidArgument, "explain.no_input");
 }
 

@@ -11,7 +11,6 @@
 // exits 0. Parsed by hand, before CLI11 (main.cc), as the other internal
 // commands are.
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -26,6 +25,8 @@
 #include "lathe/gateway/front.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
+#include "lathe/os/process.h"
 #include "lathe/os/users.h"
 
 namespace lathe::cmd {
@@ -117,17 +118,18 @@ Status RunGateway(const GatewayFlags& f) {
   ASSIGN_OR_RETURN(auto front, gateway::Front::Create(o));
   RETURN_IF_ERROR(gateway::WriteGatewayJson(f.dir, front->port(), front->admin_socket(),
                                             os::RealClock().NowMs()));
-  if (user && ::geteuid() == 0) {
+  if (user && os::IsRoot()) {
     if (Status s = os::DropPrivileges(user->first, user->second); !s.ok()) {
       return Status::Msg(Code::kFailedPrecondition, "gateway.drop_failed",
                          {{"user", f.user}, {"error", s.message()}});
     }
-  } else if (user && (::geteuid() != user->first || ::getegid() != user->second)) {
-    spdlog::warn("gateway: not root: --user {} ignored, serving as uid {}", f.user, ::geteuid());
+  } else if (user && (os::EffectiveUid() != user->first || os::EffectiveGid() != user->second)) {
+    spdlog::warn("gateway: not root: --user {} ignored, serving as uid {}", f.user,
+                 os::EffectiveUid());
   }
   RETURN_IF_ERROR(front->Start());
-  spdlog::info("gateway: serving on {}:{} (pid {}, uid {})", o.host, front->port(), ::getpid(),
-               ::geteuid());
+  spdlog::info("gateway: serving on {}:{} (pid {}, uid {})", o.host, front->port(), os::SelfPid(),
+               os::EffectiveUid());
   // The front lives in DIR; once DIR is gone or another directory took its
   // place (the daemon's home removed, a new daemon's front started there),
   // nothing of it can be configured or stopped through its files: it exits.

@@ -1,6 +1,5 @@
 // lathe run | ps | logs | stop | inspect
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -20,6 +19,7 @@
 #include "lathe/doctor/real_system.h"
 #include "lathe/net/http.h"
 #include "lathe/os/files.h"
+#include "lathe/os/process.h"
 #include "lathe/run/event_text.h"
 #include "lathe/run/ports.h"
 #include "lathe/run/spec.h"
@@ -563,10 +563,7 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
 
 }  // namespace
 
-std::string ShellCwd() {
-  char buf[PATH_MAX];
-  return ::getcwd(buf, sizeof buf) ? buf : "/";
-}
+std::string ShellCwd() { return os::CurrentDir().value_or("/"); }
 
 Json PortFlagJson(const std::string& value) { return PortFlag(value); }
 
@@ -591,9 +588,7 @@ Status AddShellDefaults(Json& spec, const std::vector<std::string>& env_flags) {
   }
   // Like a command started from this shell, the run creates files with its umask.
   if (!spec.contains("umask")) {
-    mode_t mask = ::umask(022);
-    ::umask(mask);
-    spec["umask"] = static_cast<unsigned>(mask);
+    spec["umask"] = os::CurrentUmask();
   }
   // Like sbatch, the run sees the submitting shell's PATH unless told otherwise.
   if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH")) {

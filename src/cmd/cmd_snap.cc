@@ -5,7 +5,6 @@
 // access rules to the runs' snapshots) and the other verbs open the daemon's
 // store directly when this user can. The logic lives in src/lathe/snap/;
 // this file parses, calls and prints.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include "lathe/daemon/home.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/terminal.h"
 #include "lathe/run/event_text.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/diff.h"
@@ -108,7 +108,7 @@ void NoteRepair(const Store& store, Lang lang) {
 
 // A one-line progress bar on stderr, only when stderr is a terminal.
 snap::ProgressFn ProgressBar(std::string label) {
-  if (::isatty(2) != 1) return {};
+  if (!os::StderrIsTerminal()) return {};
   return [label](const snap::Progress& p) {
     constexpr int kWidth = 30;
     double frac = p.total_bytes

@@ -2,8 +2,7 @@
 
 #include "lathe/api/browser_page.h"
 #include "lathe/common/display_width.h"
-
-#include <unistd.h>
+#include "lathe/os/terminal.h"
 
 #include <chrono>
 #include <cstdio>
@@ -53,7 +52,7 @@ std::string AgeAgo(int64_t ms, Lang lang) {
   return Tr("time.ago", lang, {{"age", Age(ms, lang)}});
 }
 
-bool IsTerminal() { return ::isatty(1) == 1; }
+bool IsTerminal() { return os::StdoutIsTerminal(); }
 
 std::string OpenInBrowser(const std::string& url) {
   Status opened = api::OpenInBrowser(url);

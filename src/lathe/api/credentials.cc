@@ -1,8 +1,5 @@
 #include "lathe/api/credentials.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +8,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/users.h"
 
 namespace lathe::api {
@@ -23,7 +21,7 @@ std::string ConfigDir() {
   if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/lathe";  // XDG: relative ignored
   const char* home = std::getenv("HOME");
   if (home != nullptr && *home != '\0') return std::string(home) + "/.config/lathe";
-  auto u = os::LookupUser(::getuid());
+  auto u = os::LookupUser(os::RealUid());
   return (u.ok() ? u->home : std::string("/")) + "/.config/lathe";
 }
 
@@ -73,12 +71,7 @@ Status SaveCredentials(const Credentials& c) {
   return os::WriteFileAtomic(dir + "/credentials", j.dump(2) + "\n", 0600);
 }
 
-Result<bool> RemoveCredentials() {
-  const std::string path = CredentialsPath();
-  if (::unlink(path.c_str()) == 0) return true;
-  if (errno == ENOENT) return false;
-  return ErrnoStatus(path, errno);
-}
+Result<bool> RemoveCredentials() { return os::RemoveFileIfPresent(CredentialsPath()); }
 
 std::string DaemonUrl::Url() const {
   bool v6 = host.find(':') != std::string::npos;

@@ -1,12 +1,8 @@
 #include "lathe/doctor/real_system.h"
 
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/timex.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 
@@ -14,6 +10,8 @@
 #include "lathe/os/command.h"
 #include "lathe/os/disk_space.h"
 #include "lathe/os/files.h"
+#include "lathe/os/machine.h"
+#include "lathe/os/process.h"
 
 extern char** environ;
 
@@ -64,20 +62,19 @@ class RealSystemView : public SystemView {
   }
 
   Result<Rlimit> GetRlimit(RlimitKind kind) const override {
-    rlimit r{};
-    if (::getrlimit(kind == RlimitKind::kOpenFiles ? RLIMIT_NOFILE : RLIMIT_NPROC, &r) != 0) {
-      return ErrnoStatus("getrlimit", errno);
-    }
-    auto conv = [](rlim_t v) { return v == RLIM_INFINITY ? kUnlimited : uint64_t(v); };
-    return Rlimit{conv(r.rlim_cur), conv(r.rlim_max)};
+    ASSIGN_OR_RETURN(
+        os::ResourceLimit r,
+        os::GetResourceLimit(kind == RlimitKind::kOpenFiles ? os::LimitedResource::kOpenFiles
+                                                            : os::LimitedResource::kProcesses));
+    auto conv = [](uint64_t v) { return v == os::kNoLimit ? kUnlimited : v; };
+    return Rlimit{conv(r.soft), conv(r.hard)};
   }
 
   int CpuCount() const override {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-    long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<int>(n) : 1;
+    return os::OnlineCpus();
   }
 
   std::optional<bool> ClockSynchronized() const override {
@@ -87,10 +84,7 @@ class RealSystemView : public SystemView {
     return state != TIME_ERROR && (t.status & STA_UNSYNC) == 0;
   }
 
-  std::string Cwd() const override {
-    char buf[PATH_MAX];
-    return ::getcwd(buf, sizeof buf) != nullptr ? buf : "/";
-  }
+  std::string Cwd() const override { return os::CurrentDir().value_or("/"); }
 
   std::string LatheHome() const override { return o_.lathe_home; }
   bool LatheHomeIsOthers() const override { return o_.lathe_home_is_others; }

@@ -23,6 +23,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "lathe/os/stream_socket.h"
+
 namespace lathe::net {
 
 namespace asio = boost::asio;
@@ -80,11 +82,7 @@ std::string HostHeader(const ClientOptions& o) {
 }
 
 // Blocking reads and writes give up after timeout_ms (0: never).
-void SetTimeouts(int fd, int timeout_ms) {
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
+void SetTimeouts(int fd, int timeout_ms) { (void)os::SetSocketTimeouts(fd, timeout_ms); }
 
 Status ErrorStatus(const error_code& ec, std::string_view what) {
   std::string msg = std::string(what) + ": " + ec.message();

@@ -124,6 +124,11 @@ Status Fsync(int fd, const std::string& what) {
   return Status::OK();
 }
 
+Status SyncFilesystem(int fd, const std::string& what) {
+  if (::syncfs(fd) != 0) return ErrnoStatus("syncfs " + what, errno);
+  return Status::OK();
+}
+
 Status Truncate(int fd, uint64_t size, const std::string& what) {
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return ErrnoStatus("truncate " + what, errno);
   return Status::OK();

@@ -66,6 +66,9 @@ Status PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std:
 Status SendFull(int fd, std::string_view data, const std::string& what);
 
 Status Fsync(int fd, const std::string& what);
+// syncfs(2): writes back everything of the filesystem `fd` is on (one call
+// for the many files a restore wrote, instead of an fsync each).
+Status SyncFilesystem(int fd, const std::string& what);
 // ftruncate(2): the file is `size` bytes long afterwards.
 Status Truncate(int fd, uint64_t size, const std::string& what);
 // Turns O_DIRECT on or off; false when the filesystem refuses it (then

@@ -80,6 +80,21 @@ TEST(Fd, TruncateAndDirectIoSwitch) {
 
 // A pipe takes 64 KiB at a time: the rest of 4 MiB goes out in many short
 // writes, all of which WriteFull must finish.
+TEST(Fd, SyncFilesystemOnAFileOrDirectoryAndNotOnABadDescriptor) {
+  std::string dir = TempDir();
+  auto d = Fd::Open(dir, O_RDONLY | O_DIRECTORY);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(SyncFilesystem(d->get(), dir).ok());
+  auto f = Fd::Open(dir + "/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WriteFull(f->get(), std::string_view("x"), "f").ok());
+  EXPECT_TRUE(SyncFilesystem(f->get(), "f").ok());
+  Status bad = SyncFilesystem(-1, "nothing");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("syncfs nothing"), std::string::npos) << bad.ToString();
+  (void)RemoveAll(dir);
+}
+
 TEST(Fd, WriteFullFinishesShortWritesToAPipe) {
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);

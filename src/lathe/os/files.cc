@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 
 #include "lathe/common/ids.h"
@@ -181,6 +182,37 @@ Status Chmod(const std::string& path, unsigned mode) {
 
 Status RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path, errno);
+  return Status::OK();
+}
+
+Result<bool> RemoveFileIfPresent(const std::string& path) {
+  if (::unlink(path.c_str()) == 0) return true;
+  if (errno == ENOENT) return false;
+  return ErrnoStatus(path, errno);
+}
+
+Status ExchangePaths(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
+    return ErrnoStatus("exchange " + a + " and " + b, errno);
+  }
+  return Status::OK();
+}
+
+Status MakeSymlink(const std::string& target, const std::string& path) {
+  if (::symlink(target.c_str(), path.c_str()) != 0) return ErrnoStatus("symlink " + path, errno);
+  return Status::OK();
+}
+
+Status SetMtime(const std::string& path, int64_t mtime_ns) {
+  constexpr int64_t kNsPerSec = 1'000'000'000;
+  struct timespec ts[2];
+  ts[0].tv_sec = 0;
+  ts[0].tv_nsec = UTIME_OMIT;
+  ts[1].tv_sec = mtime_ns / kNsPerSec;
+  ts[1].tv_nsec = mtime_ns % kNsPerSec;
+  if (::utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoStatus("utimes " + path, errno);
+  }
   return Status::OK();
 }
 

@@ -65,8 +65,25 @@ Status Chmod(const std::string& path, unsigned mode);
 // unlink(2); a missing file is fine (OK).
 Status RemoveFile(const std::string& path);
 
+// unlink(2) that says whether there was a file: true when one was removed,
+// false when `path` did not exist.
+Result<bool> RemoveFileIfPresent(const std::string& path);
+
 // rename(2), replacing `to` atomically. NotFound when `from` is missing.
 Status Rename(const std::string& from, const std::string& to);
+
+// renameat2(2) with RENAME_EXCHANGE: `a` and `b` (both must exist; either may
+// be a directory, even a non-empty one) swap names atomically. An error where
+// the filesystem cannot (EINVAL) as where either is missing.
+Status ExchangePaths(const std::string& a, const std::string& b);
+
+// symlink(2): creates `path` as a symlink holding `target`. AlreadyExists when
+// anything is at `path`.
+Status MakeSymlink(const std::string& target, const std::string& path);
+
+// Sets the modification time of `path` itself (a symlink's own, not its
+// target's), leaving the access time as it is.
+Status SetMtime(const std::string& path, int64_t mtime_ns);
 
 // Creates and removes a file in `dir`: OK when this process may create files
 // there, else why not.

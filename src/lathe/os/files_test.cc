@@ -234,5 +234,66 @@ TEST(Files, WritePrivateDirGivesAFreshDirectoryAndItsFilesToTheUser) {
   std::filesystem::remove_all(root);
 }
 
+TEST(Files, RemoveFileIfPresentSaysWhetherThereWasOne) {
+  std::string dir = TempDir();
+  std::string p = dir + "/f";
+  ASSERT_TRUE(WriteFileAtomic(p, "x").ok());
+  auto first = RemoveFileIfPresent(p);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(*first);
+  EXPECT_FALSE(Exists(p));
+  auto again = RemoveFileIfPresent(p);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  // A directory is not a file: the error is unlink's, and the directory stays.
+  ASSERT_TRUE(MakeDir(dir + "/d", 0700).ok());
+  EXPECT_FALSE(RemoveFileIfPresent(dir + "/d").ok());
+  EXPECT_TRUE(Exists(dir + "/d"));
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, ExchangePathsSwapsTwoDirectoriesWithTheirContents) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDir(dir + "/a", 0700).ok());
+  ASSERT_TRUE(MakeDir(dir + "/b", 0700).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/a/from-a", "A").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/b/from-b", "B").ok());
+  Status st = ExchangePaths(dir + "/a", dir + "/b");
+  if (st.code() == Code::kIoError) GTEST_SKIP() << "no RENAME_EXCHANGE here: " << st.ToString();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(*ReadFile(dir + "/a/from-b"), "B");
+  EXPECT_EQ(*ReadFile(dir + "/b/from-a"), "A");
+  // Both must exist: nothing moves when one is missing.
+  EXPECT_EQ(ExchangePaths(dir + "/a", dir + "/missing").code(), Code::kNotFound);
+  EXPECT_TRUE(Exists(dir + "/a/from-b"));
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, MakeSymlinkHoldsItsTargetAndNeverReplaces) {
+  std::string dir = TempDir();
+  std::string link = dir + "/link";
+  ASSERT_TRUE(MakeSymlink("target/that/need/not/exist", link).ok());
+  EXPECT_EQ(*ReadLink(link), "target/that/need/not/exist");
+  Status again = MakeSymlink("other", link);
+  EXPECT_EQ(again.code(), Code::kAlreadyExists) << again.ToString();
+  EXPECT_EQ(*ReadLink(link), "target/that/need/not/exist");
+  (void)RemoveAll(dir);
+}
+
+TEST(Files, SetMtimeSetsTheLinksOwnTimeNotItsTargets) {
+  std::string dir = TempDir();
+  std::string file = dir + "/f", link = dir + "/link";
+  ASSERT_TRUE(WriteFileAtomic(file, "x").ok());
+  ASSERT_TRUE(MakeSymlink("f", link).ok());
+  const int64_t file_ns = 1'600'000'000'123'456'789, link_ns = 1'500'000'000'000'000'001;
+  ASSERT_TRUE(SetMtime(file, file_ns).ok());
+  ASSERT_TRUE(SetMtime(link, link_ns).ok());
+  EXPECT_EQ(LstatFile(file)->mtime_ns, file_ns);
+  EXPECT_EQ(LstatFile(link)->mtime_ns, link_ns);
+  EXPECT_EQ(StatFile(link)->mtime_ns, file_ns);  // through the link: the file's, unchanged
+  EXPECT_EQ(SetMtime(dir + "/missing", file_ns).code(), Code::kNotFound);
+  (void)RemoveAll(dir);
+}
+
 }  // namespace
 }  // namespace lathe::os

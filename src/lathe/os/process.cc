@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +123,30 @@ std::vector<pid_t> Descendants(pid_t root) {
     }
   }
   return out;
+}
+
+pid_t SelfPid() { return ::getpid(); }
+
+Result<std::string> CurrentDir() {
+  char buf[PATH_MAX];
+  if (::getcwd(buf, sizeof buf) == nullptr) return ErrnoStatus("getcwd", errno);
+  return std::string(buf);
+}
+
+unsigned CurrentUmask() {
+  mode_t mask = ::umask(022);
+  ::umask(mask);
+  return static_cast<unsigned>(mask);
+}
+
+Result<ResourceLimit> GetResourceLimit(LimitedResource resource) {
+  rlimit r{};
+  if (::getrlimit(resource == LimitedResource::kOpenFiles ? RLIMIT_NOFILE : RLIMIT_NPROC, &r) !=
+      0) {
+    return ErrnoStatus("getrlimit", errno);
+  }
+  auto conv = [](rlim_t v) { return v == RLIM_INFINITY ? kNoLimit : static_cast<uint64_t>(v); };
+  return ResourceLimit{conv(r.rlim_cur), conv(r.rlim_max)};
 }
 
 uint64_t RaiseOpenFileLimit(uint64_t want) {

@@ -34,6 +34,29 @@ std::optional<pid_t> ParentPid(pid_t pid);
 // chain leads to `root` (a subreaper makes sure it does).
 std::vector<pid_t> Descendants(pid_t root);
 
+// This process's pid (getpid(2)).
+pid_t SelfPid();
+
+// This process's working directory (getcwd(2)); an error when it cannot be
+// named (removed, or longer than PATH_MAX).
+Result<std::string> CurrentDir();
+
+// This process's umask (umask(2) has no read-only form: it is set and set
+// back, so a thread that changes the umask at the same time may be undone).
+unsigned CurrentUmask();
+
+// A limit of getrlimit(2); kNoLimit where the limit is RLIM_INFINITY.
+inline constexpr uint64_t kNoLimit = UINT64_MAX;
+struct ResourceLimit {
+  uint64_t soft = kNoLimit;
+  uint64_t hard = kNoLimit;
+};
+enum class LimitedResource {
+  kOpenFiles,  // RLIMIT_NOFILE
+  kProcesses,  // RLIMIT_NPROC: processes (threads) of the real user
+};
+Result<ResourceLimit> GetResourceLimit(LimitedResource resource);
+
 // Raises this process's limit on open descriptors (RLIMIT_NOFILE) to
 // `want` where it is lower: the soft and the hard limit when the process may
 // (root, CAP_SYS_RESOURCE; never above the kernel's fs.nr_open), else the

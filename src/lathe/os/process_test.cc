@@ -39,6 +39,68 @@ TEST(Process, TheOpenFileLimitIsRaisedNeverLowered) {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
+TEST(Process, SelfPidIsTheOneProcSelfNames) {
+  auto self = ReadLink("/proc/self");
+  ASSERT_TRUE(self.ok()) << self.status().ToString();
+  EXPECT_EQ(std::to_string(SelfPid()), *self);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(SelfPid() == ::getpid() && SelfPid() != ::getppid() ? 0 : 1);
+  int ws = 0;
+  ASSERT_EQ(::waitpid(child, &ws, 0), child);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);  // a child's is its own
+}
+
+TEST(Process, CurrentDirFollowsChdirAndFailsOnceTheDirectoryIsGone) {
+  auto before = CurrentDir();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  char tmpl[] = "/tmp/lathe-cwd-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  ASSERT_EQ(::chdir(tmpl), 0);
+  auto inside = CurrentDir();
+  ASSERT_EQ(::rmdir(tmpl), 0);
+  auto removed = CurrentDir();
+  ASSERT_EQ(::chdir(before->c_str()), 0);
+  ASSERT_TRUE(inside.ok());
+  EXPECT_EQ(*inside, tmpl);
+  EXPECT_FALSE(removed.ok());  // getcwd's ENOENT, not a made-up path
+  EXPECT_EQ(CurrentDir().value_or(""), *before);
+}
+
+TEST(Process, CurrentUmaskReadsWithoutChanging) {
+  const mode_t old = ::umask(027);
+  EXPECT_EQ(CurrentUmask(), 027u);
+  EXPECT_EQ(CurrentUmask(), 027u);  // the first read left it as it was
+  ::umask(0);
+  EXPECT_EQ(CurrentUmask(), 0u);
+  EXPECT_EQ(::umask(old), 0u);
+}
+
+TEST(Process, ResourceLimitsAreTheKernels) {
+  rlimit files{}, procs{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  ASSERT_EQ(::getrlimit(RLIMIT_NPROC, &procs), 0);
+  auto conv = [](rlim_t v) { return v == RLIM_INFINITY ? kNoLimit : static_cast<uint64_t>(v); };
+  auto f = GetResourceLimit(LimitedResource::kOpenFiles);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->soft, conv(files.rlim_cur));
+  EXPECT_EQ(f->hard, conv(files.rlim_max));
+  auto p = GetResourceLimit(LimitedResource::kProcesses);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->soft, conv(procs.rlim_cur));
+  EXPECT_EQ(p->hard, conv(procs.rlim_max));
+
+  // A lowered soft limit is seen as it is; unlimited reads as kNoLimit.
+  if (files.rlim_cur > 64) {
+    rlimit low{64, files.rlim_max};
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto lowered = GetResourceLimit(LimitedResource::kOpenFiles);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+    ASSERT_TRUE(lowered.ok());
+    EXPECT_EQ(lowered->soft, 64u);
+  }
+}
+
 TEST(Process, ZombieIsNotAlive) {
   pid_t pid = fork();
   if (pid == 0) _exit(3);

@@ -9,6 +9,8 @@
 namespace lathe::os {
 
 bool StdinIsTerminal() { return ::isatty(STDIN_FILENO) == 1; }
+bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 std::optional<int> StdoutColumns() {
   winsize ws{};

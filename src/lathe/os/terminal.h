@@ -8,8 +8,10 @@
 
 namespace lathe::os {
 
-// True when standard input is a terminal.
+// True when standard input, output or error is a terminal (isatty(3)).
 bool StdinIsTerminal();
+bool StdoutIsTerminal();
+bool StderrIsTerminal();
 
 // The columns of the terminal on standard output; nullopt when it is not one
 // (or does not say).

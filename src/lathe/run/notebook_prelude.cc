@@ -1,7 +1,5 @@
 #include "lathe/run/notebook_prelude.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include "lathe/common/status.h"
 #include "lathe/os/command.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/process.h"
 
 namespace lathe::run {
@@ -208,10 +207,8 @@ int NotebookMain(const std::vector<std::string>& argv) {
   }
   std::vector<std::string> specs;
   if (int rc = RegisterKernels(a, path, specs); rc != 0) return rc;
-  char cwd[4096];
-  const std::string root = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
-  if (Status st =
-          WriteConfig(exe, config, JupyterConfig(exe, a.socket, root, specs, ::geteuid() == 0));
+  const std::string root = os::CurrentDir().value_or("/");
+  if (Status st = WriteConfig(exe, config, JupyterConfig(exe, a.socket, root, specs, os::IsRoot()));
       !st.ok()) {
     std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
     return 1;

@@ -2,10 +2,8 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -84,7 +82,7 @@ Status Restorer::Layout(const std::string& tmp) {
     if (e.type == EntryType::kDir) {
       RETURN_IF_ERROR(os::MakeDir(p, 0700));
     } else if (e.type == EntryType::kSymlink) {
-      if (::symlink(e.target.c_str(), p.c_str()) != 0) return ErrnoStatus("symlink " + p, errno);
+      RETURN_IF_ERROR(os::MakeSymlink(e.target, p));
     } else {
       ASSIGN_OR_RETURN(os::Fd fd, os::Fd::Open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
       RETURN_IF_ERROR(os::Truncate(fd.get(), e.size, p));
@@ -166,29 +164,17 @@ Status Restorer::WriteAll(const std::string& tmp) {
       jobs.size(), ctx_.threads, [&](size_t i) { return RunJob(tmp, jobs[i]); }, tick);
 }
 
-Status SetTimes(const std::string& p, int64_t mtime_ns) {
-  struct timespec ts[2];
-  ts[0].tv_sec = 0;
-  ts[0].tv_nsec = UTIME_OMIT;
-  ts[1].tv_sec = mtime_ns / 1'000'000'000;
-  ts[1].tv_nsec = mtime_ns % 1'000'000'000;
-  if (::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0)
-    return ErrnoStatus("utimes " + p, errno);
-  return Status::OK();
-}
-
 // Modes and mtimes, deepest first so that setting them on a directory comes
 // after everything inside it changed; then one syncfs for all the data.
 Status Restorer::Finish(const std::string& tmp) {
   for (auto it = m_.files.rbegin(); it != m_.files.rend(); ++it) {
     std::string p = tmp + "/" + it->path;
     if (it->type != EntryType::kSymlink) RETURN_IF_ERROR(os::Chmod(p, it->mode));
-    RETURN_IF_ERROR(SetTimes(p, it->mtime_ns));
+    RETURN_IF_ERROR(os::SetMtime(p, it->mtime_ns));
   }
   RETURN_IF_ERROR(os::Chmod(tmp, 0755));
   ASSIGN_OR_RETURN(os::Fd dir, os::Fd::Open(tmp, O_RDONLY | O_DIRECTORY));
-  if (::syncfs(dir.get()) != 0) return ErrnoStatus("syncfs " + tmp, errno);
-  return Status::OK();
+  return os::SyncFilesystem(dir.get(), tmp);
 }
 
 // Puts `tmp` at `target`. With an old target, exchanges the two atomically
@@ -198,7 +184,7 @@ Status SwapIntoPlace(const std::string& tmp, const std::string& target, TargetSt
                      const std::string& parent) {
   if (state != TargetState::kNonEmpty) {
     RETURN_IF_ERROR(os::Rename(tmp, target));
-  } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+  } else if (os::ExchangePaths(tmp, target).ok()) {
     RETURN_IF_ERROR(os::RemoveAll(tmp));  // now holds the old contents
   } else {
     std::string old = parent + "/." + std::filesystem::path(target).filename().string() +
