@@ -214,7 +214,7 @@ Status WaitReady(api::ApiClient& c, const std::string& name, const std::string& 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  (void)lang;
+  (void)lang;  // the wait prints nothing of its own; the caller says the outcome
 }
 
 Status RunCreate(const DeployFlags& f, Lang lang) {

@@ -147,6 +147,7 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
   std::string dir = tmpl;
   struct Cleanup {
     std::string dir;
+    // Best effort: clean-up: what stays is removed again at the next start or sweep.
     ~Cleanup() { (void)os::RemoveAll(dir); }
   } cleanup{dir};
   Json spec = {

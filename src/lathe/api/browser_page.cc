@@ -71,6 +71,7 @@ std::vector<std::string> SignInPageDirs() {
 Result<std::string> WriteSignInPage(const std::string& dir, std::string_view url, int64_t now_ms) {
   ASSIGN_OR_RETURN(std::string html, SignInPageHtml(url));
   ASSIGN_OR_RETURN(os::Fd fd, os::OpenPrivateDir(dir));
+  // Best effort: stale sign-in pages are swept again at the next open.
   (void)os::RemoveOldFilesAt(fd.get(), dir, kSignInPagePrefix, now_ms - kStaleSignInPageMs);
   const std::string name = fmt::format("{}{}.html", kSignInPagePrefix, NewId(""));
   RETURN_IF_ERROR(os::WriteNewFileAt(fd.get(), dir, name, html));

@@ -168,7 +168,7 @@ Result<std::string> BodyText(const Json& body) {
     if (body.is_object()) {
       for (const auto& [k, v] : body.items()) {
         try {
-          (void)v.dump();
+          (void)v.dump();  // throws on what JSON cannot carry (invalid UTF-8): checked here
         } catch (const Json::exception&) {
           field = k;
           break;

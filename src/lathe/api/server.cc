@@ -19,6 +19,7 @@
 #include "lathe/net/status_http.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/process.h"
 #include "lathe/run/event_text.h"
 #include "lathe/run/log_format.h"
 #include "lathe/run/spec.h"
@@ -198,7 +199,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(node::Services& services, A
                    {"tcp", s->tcp_endpoint()},
                    {"tls", !s->opts_.tls.cert_file.empty()},
                    {"url", s->url()},
-                   {"pid", ::getpid()},
+                   {"pid", os::SelfPid()},
                    {"mode", paths.system ? "system" : "user"}};
   RETURN_IF_ERROR(os::WriteFileAtomic(paths.endpoint, endpoint.dump() + "\n", 0644));
   RETURN_IF_ERROR(s->server_->Start());

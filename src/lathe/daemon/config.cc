@@ -1,5 +1,7 @@
 #include "lathe/daemon/config.h"
 
+#include <algorithm>
+
 #include <yaml-cpp/yaml.h>
 
 #include "lathe/common/units.h"
@@ -227,90 +229,121 @@ Status CheckListen(const std::string& v, std::string_view file, const std::strin
   return Status::OK();
 }
 
+namespace {
+
+// The sections of config.yaml, each parsed by its own function.
+struct Section {
+  const char* key;
+  Status (*parse)(const YAML::Node& node, std::string_view file, DaemonConfig& c);
+};
+constexpr Section kSections[] = {
+    {"retention",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.retention, ParseRetention(n, f));
+       return Status::OK();
+     }},
+    {"allowed_hosts",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.allowed_hosts, ParseAllowedHosts(n, f));
+       return Status::OK();
+     }},
+    {"quotas",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       if (!c.quotas) c.quotas = QuotaConfig{};
+       return ParseQuotas(n, f, *c.quotas);
+     }},
+    {"fair_share",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       if (!c.quotas) c.quotas = QuotaConfig{};
+       return ParseFairShare(n, f, *c.quotas);
+     }},
+    {"tls",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.tls, ParseTls(n, f));
+       return Status::OK();
+     }},
+    {"notebooks",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.notebooks, ParseNotebooks(n, f));
+       return Status::OK();
+     }},
+    {"deployments",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.deployments, ParseDeployments(n, f));
+       return Status::OK();
+     }},
+    {"metrics",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.metrics, ParseMetrics(n, f));
+       return Status::OK();
+     }},
+    {"telemetry",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.telemetry, ParseTelemetry(n, f));
+       return Status::OK();
+     }},
+};
+
+// A key of a single value (gpus, host, port, grace, retry_backoff*, run_log_max).
+Status ParseScalarKey(const std::string& key, const std::string& v, std::string_view file,
+                      DaemonConfig& c) {
+  if (key == "gpus") {
+    c.gpus = v;
+  } else if (key == "host") {
+    c.host = v;
+  } else if (key == "port") {
+    int port = -1;
+    try {
+      port = std::stoi(v);
+    } catch (...) {
+    }
+    if (port < 0 || port > 65535) return BadKey(file, key, "a port number 0-65535");
+    c.port = port;
+  } else if (key == "grace") {
+    if (!ParseDuration(v).ok()) return BadKey(file, key, "a duration such as 10s");
+    c.grace = v;
+  } else if (key == "retry_backoff" || key == "retry_backoff_max") {
+    auto d = ParseDuration(v);
+    if (!d.ok() || d->count() < 0 || d->count() > kMaxRetryBackoffMs) {
+      return BadKey(file, key, "a duration from 0s to 24h, such as 1s");
+    }
+    (key == "retry_backoff" ? c.retry_backoff_ms : c.retry_backoff_max_ms) = d->count();
+  } else if (key == "run_log_max") {
+    auto b = ParseBytes(v);
+    if (!b.ok() || *b < kMinRunLogBytes)
+      return BadKey(file, key, "a size of at least 1MiB, such as 10GiB");
+    c.run_log_max_bytes = *b;
+  } else {
+    return BadKey(file, key,
+                  "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
+                  "notebooks, deployments, metrics, telemetry, retry_backoff, retry_backoff_max, "
+                  "run_log_max");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view file) {
   DaemonConfig c;
-  auto bad = [&](const std::string& key, const std::string& allowed) {
-    return Status::Msg(Code::kInvalidArgument, "config.bad_key",
-                       {{"file", std::string(file)}, {"key", key}, {"allowed", allowed}});
-  };
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
     if (!root.IsMap()) {
-      return bad("(top level)",
-                 "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
-                 "fair_share, notebooks, deployments, metrics, telemetry");
+      return BadKey(file, "(top level)",
+                    "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
+                    "fair_share, notebooks, deployments, metrics, telemetry");
     }
     for (const auto& kv : root) {
-      std::string key = kv.first.Scalar();
-      if (key == "retention") {
-        ASSIGN_OR_RETURN(c.retention, ParseRetention(kv.second, file));
+      const std::string key = kv.first.Scalar();
+      const Section* section = std::find_if(std::begin(kSections), std::end(kSections),
+                                            [&](const Section& s) { return key == s.key; });
+      if (section != std::end(kSections)) {
+        RETURN_IF_ERROR(section->parse(kv.second, file, c));
         continue;
       }
-      if (key == "allowed_hosts") {
-        ASSIGN_OR_RETURN(c.allowed_hosts, ParseAllowedHosts(kv.second, file));
-        continue;
-      }
-      if (key == "quotas" || key == "fair_share") {
-        if (!c.quotas) c.quotas = QuotaConfig{};
-        RETURN_IF_ERROR(key == "quotas" ? ParseQuotas(kv.second, file, *c.quotas)
-                                        : ParseFairShare(kv.second, file, *c.quotas));
-        continue;
-      }
-      if (key == "tls") {
-        ASSIGN_OR_RETURN(c.tls, ParseTls(kv.second, file));
-        continue;
-      }
-      if (key == "notebooks") {
-        ASSIGN_OR_RETURN(c.notebooks, ParseNotebooks(kv.second, file));
-        continue;
-      }
-      if (key == "deployments") {
-        ASSIGN_OR_RETURN(c.deployments, ParseDeployments(kv.second, file));
-        continue;
-      }
-      if (key == "metrics") {
-        ASSIGN_OR_RETURN(c.metrics, ParseMetrics(kv.second, file));
-        continue;
-      }
-      if (key == "telemetry") {
-        ASSIGN_OR_RETURN(c.telemetry, ParseTelemetry(kv.second, file));
-        continue;
-      }
-      if (!kv.second.IsScalar()) return bad(key, "a single value");
-      std::string v = kv.second.Scalar();
-      if (key == "gpus") {
-        c.gpus = v;
-      } else if (key == "host") {
-        c.host = v;
-      } else if (key == "port") {
-        int port = -1;
-        try {
-          port = std::stoi(v);
-        } catch (...) {
-        }
-        if (port < 0 || port > 65535) return bad(key, "a port number 0-65535");
-        c.port = port;
-      } else if (key == "grace") {
-        if (!ParseDuration(v).ok()) return bad(key, "a duration such as 10s");
-        c.grace = v;
-      } else if (key == "retry_backoff" || key == "retry_backoff_max") {
-        auto d = ParseDuration(v);
-        if (!d.ok() || d->count() < 0 || d->count() > kMaxRetryBackoffMs) {
-          return bad(key, "a duration from 0s to 24h, such as 1s");
-        }
-        (key == "retry_backoff" ? c.retry_backoff_ms : c.retry_backoff_max_ms) = d->count();
-      } else if (key == "run_log_max") {
-        auto b = ParseBytes(v);
-        if (!b.ok() || *b < kMinRunLogBytes)
-          return bad(key, "a size of at least 1MiB, such as 10GiB");
-        c.run_log_max_bytes = *b;
-      } else {
-        return bad(key,
-                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
-                   "notebooks, deployments, metrics, telemetry, retry_backoff, retry_backoff_max, "
-                   "run_log_max");
-      }
+      if (!kv.second.IsScalar()) return BadKey(file, key, "a single value");
+      RETURN_IF_ERROR(ParseScalarKey(key, kv.second.Scalar(), file, c));
     }
   } catch (const YAML::Exception& e) {
     return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",

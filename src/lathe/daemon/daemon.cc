@@ -22,6 +22,8 @@
 #include "lathe/exec/local_backend.h"
 #include "lathe/os/file_lock.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
+#include "lathe/os/machine.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
 #include "lathe/run/event_text.h"
@@ -35,11 +37,6 @@ using run::RunState;
 using state::RunRecord;
 
 namespace {
-
-uint64_t TotalMemoryBytes() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
-}
 
 // Errors the loop meets on every pass (a full disk: every 100 ms) are
 // logged once a minute with a count.
@@ -77,7 +74,7 @@ Daemon::~Daemon() { Stop(); }
 Status Daemon::Init() {
   started_at_ms_ = clock_.NowMs();
   paths_ = DaemonHome(opts_.home);
-  uid_ = ::geteuid();
+  uid_ = os::EffectiveUid();
   auto me = os::LookupUser(uid_);
   user_ = me.ok() ? me->name : std::to_string(uid_);
   env_ = opts_.env ? opts_.env : &os::RealEnv();
@@ -120,7 +117,7 @@ Status Daemon::Init() {
     exec::LocalBackendOptions lo;
     lo.self_exe = opts_.self_exe;
     lo.cgroups = cgroups_;
-    lo.can_mount = ::geteuid() == 0;
+    lo.can_mount = os::IsRoot();
     lo.daemon_user = user_;
     lo.leftover_grace_ms = std::min(opts_.kill_grace_ms, 2000);
     lo.env = env_;
@@ -128,8 +125,8 @@ Status Daemon::Init() {
     own_backend_ = std::make_unique<exec::LocalBackend>(std::move(lo));
     backend_ = own_backend_.get();
   }
-  node_cpus_ = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  node_memory_ = TotalMemoryBytes();
+  node_cpus_ = std::max(1, os::OnlineCpus());
+  node_memory_ = os::PhysicalMemoryBytes();
   spdlog::info("home {} ({} mode); {} GPU(s) from {}; cgroups: {}", paths_.home,
                paths_.system ? "system" : "user", inventory_.gpus.size(), inventory_.source,
                cgroups_.note.empty() ? "ok" : cgroups_.note);
@@ -373,6 +370,7 @@ void Daemon::RecoverRun(RunRecord& r) {
   exec::Readoption found = backend_->Readopt(RefOf(r));
   switch (found.what) {
     case exec::Found::kExited:
+      // Best effort: an event only tells; what it tells of is stored already.
       (void)store_->AddEvent(r.id, "info", "the run ended while the daemon was down",
                              Json::object(), clock_.NowMs());
       return Finish(r, found.exit);
@@ -390,9 +388,11 @@ void Daemon::RecoverRun(RunRecord& r) {
       if (r.state == RunState::kStopping) {
         r.reason = "stopped before it was started";
         r.finished_at_ms = clock_.NowMs();
+        // Best effort: Transition logs a failure; the next pass re-reads the stored state.
         (void)Transition(r, RunState::kStopped, r.reason);
         return;
       }
+      // Best effort: Transition logs a failure; the next pass re-reads the stored state.
       (void)Transition(r, RunState::kQueued,
                        "requeued: the daemon stopped before the run was started");
       return;
@@ -405,8 +405,10 @@ void Daemon::RecoverRun(RunRecord& r) {
 
 void Daemon::Readopt(RunRecord& r) {
   if (r.state == RunState::kStarting) {
+    // Best effort: Transition logs a failure; the next pass re-reads the stored state.
     (void)Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
   } else {
+    // Best effort: a failed save leaves the stored state, which the next pass re-reads.
     (void)store_->Save(r, "info", "re-adopted after a daemon restart", clock_.NowMs());
   }
   if (r.state == RunState::kStopping) {
@@ -423,6 +425,7 @@ void Daemon::Readopt(RunRecord& r) {
                              /*capture_now=*/true);
   }
   if (!st.ok()) {
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r.id, "warning", "checkpoint directory not watched: " + st.message(),
                            Json::object(), clock_.NowMs());
   }
@@ -436,6 +439,7 @@ void Daemon::AttachDiagnosis(const RunRecord& r) {
   Json matches = doctor::DiagnoseLog(mask.Apply(LogTail(LogPath(r))));
   if (!matches.is_array() || matches.empty()) return;
   std::string first = matches[0].value("id", "");
+  // Best effort: an event only tells; what it tells of is stored already.
   (void)store_->AddEvent(r.id, "diagnosis", "known failure: " + first, Json{{"matches", matches}},
                          clock_.NowMs());
 }
@@ -513,6 +517,7 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
   if (WorkspacePending(r)) {  // the run's first process reports what it checked out
     const DirOwner owner = OwnerOf(r);
     if (TakeWorkspaceRecord(r, owner.uid, owner.gid) && !WorkspaceFailure(r)) {
+      // Best effort: a failed save leaves the stored state, which the next pass re-reads.
       (void)store_->Save(r, "info", WorkspaceEvent(r), clock_.NowMs());
     }
   }
@@ -522,12 +527,14 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
     if (it == stop_deadline_ms_.end()) {
       stop_deadline_ms_[r.id] = mono + opts_.kill_grace_ms;
     } else if (mono >= it->second) {
+      // Best effort: an attempt that is gone needs no signal; the next poll sees its exit.
       (void)backend_->Signal(RefOf(r), exec::StopSignal::kKill);
       it->second = mono + opts_.kill_grace_ms;
     }
     return;
   }
   if (r.spec.max_duration_ms > 0 && clock_.NowMs() - r.started_at_ms > r.spec.max_duration_ms) {
+    // Best effort: BeginStop logs a failure; the run stays active and the next pass looks again.
     (void)BeginStop(r, run::StopIntent::kTimeout,
                     "max_duration " +
                         FormatDuration(std::chrono::milliseconds(r.spec.max_duration_ms)) +
@@ -554,6 +561,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   std::string what = DescribeExit(e, r.spec);
   if (no_workspace && e.start_error.empty()) what = *no_workspace;
   if (workspace_noted) {
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r.id, "info", WorkspaceEvent(r), Json::object(), clock_.NowMs());
   }
   RunState to;
@@ -588,6 +596,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
     Status lost =
         Status::Msg(Code::kIoError, "run.log_lost",
                     {{"bytes", std::to_string(e.log_lost_bytes)}, {"reason", e.log_lost_reason}});
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r.id, "warning", lost.message(),
                            Json{{"lost_bytes", e.log_lost_bytes},
                                 {"reason", e.log_lost_reason},
@@ -599,6 +608,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
                                     {{"bytes", FormatBytes(e.log_trimmed_bytes)},
                                      {"max", FormatBytes(opts_.run_log_max_bytes)}},
                                     Json{{"trimmed_bytes", e.log_trimmed_bytes}});
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r.id, "warning", ev.message, ev.data, clock_.NowMs());
   }
   if (to == RunState::kFailed) AttachDiagnosis(r);
@@ -722,6 +732,8 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   for (const auto& victim : d.preempt) {
     for (auto& r : *active) {
       if (r.id == victim)
+        // Best effort: BeginStop logs a failure; the run stays active and the next pass looks
+        // again.
         (void)BeginStop(r, run::StopIntent::kPreempt, "preempted by a higher-priority run");
     }
   }
@@ -729,6 +741,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     RunRecord& r = chosen[imp.id];
     r.reason = imp.reason;
     r.finished_at_ms = clock_.NowMs();
+    // Best effort: Transition logs a failure; the next pass re-reads the stored state.
     (void)Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
   }
   std::vector<PendingStart> starts;
@@ -822,6 +835,7 @@ std::nullopt_t Daemon::FailStart(RunRecord& r, const std::string& why) {
   r.reason = why;
   r.finished_at_ms = clock_.NowMs();
   r.gpus.clear();
+  // Best effort: Transition logs a failure; the next pass re-reads the stored state.
   (void)Transition(r, RunState::kFailed, why);
   return std::nullopt;
 }
@@ -835,6 +849,7 @@ void Daemon::CompleteStart(PendingStart& p, const Result<exec::Launched>& launch
   RunRecord r = std::move(current).value();
   r.handle = launched.ok() ? launched->handle : p.prepared;
   if (!launched.ok()) {
+    // Best effort: FailStart records the failure; its nullopt is for PrepareStart.
     (void)FailStart(r, launched.status().message());
     return;
   }
@@ -844,15 +859,19 @@ void Daemon::CompleteStart(PendingStart& p, const Result<exec::Launched>& launch
     if (polled.size() == 1 && polled[0].phase == exec::AttemptPhase::kExited) {
       return Finish(r, polled[0].exit);
     }
+    // Best effort: FailStart records the failure; its nullopt is for PrepareStart.
     (void)FailStart(r, launched->start_error);
     return;
   }
   if (r.state == RunState::kStopping) {
+    // Best effort: a failed save leaves the stored state, which the next pass re-reads.
     (void)store_->Save(r, "info", fmt::format("started, {}; stopping it", launched->what),
                        clock_.NowMs());
+    // Best effort: an attempt that is gone needs no signal; the next poll sees its exit.
     (void)backend_->Signal(RefOf(r), exec::StopSignal::kGraceful);
     return;
   }
+  // Best effort: Transition logs a failure; the next pass re-reads the stored state.
   (void)Transition(r, RunState::kRunning, "started, " + launched->what);
 }
 
@@ -920,6 +939,7 @@ void Daemon::EndCheckpoints(const RunRecord& r, bool capture_if_unwatched) {
 void Daemon::DrainCheckpointEvents() {
   auto events = checkpoints_->TakeEvents();
   for (const auto& e : events) {
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(e.run_id, e.type, e.message, e.data, clock_.NowMs());
   }
   if (!events.empty()) Notify();

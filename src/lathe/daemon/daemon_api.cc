@@ -18,6 +18,7 @@
 #include "lathe/daemon/daemon.h"
 #include "lathe/daemon/notebooks.h"
 #include "lathe/os/files.h"
+#include "lathe/os/process.h"
 #include "lathe/sched/scheduler.h"
 #include "lathe/snap/sha256.h"
 
@@ -342,7 +343,7 @@ Json Daemon::StatusJson() {
           counts.value(std::string(run::StateName(r.state)), 0) + 1;
   }
   return Json{{"version", LATHE_VERSION},
-              {"pid", ::getpid()},
+              {"pid", os::SelfPid()},
               {"mode", paths_.system ? "system" : "user"},
               {"home", paths_.home},
               {"socket", paths_.socket},

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "lathe/os/fd.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/users.h"
 
 namespace lathe::daemon {
@@ -26,7 +28,7 @@ std::string UserHome() {
   if (!xdg.empty()) return xdg + "/lathe";
   std::string home = Env("HOME");
   if (home.empty()) {
-    auto u = os::LookupUser(::getuid());
+    auto u = os::LookupUser(os::RealUid());
     home = u.ok() ? u->home : "/tmp";
   }
   return home + "/.local/state/lathe";
@@ -52,14 +54,13 @@ HomePaths PathsFor(const std::string& home, bool system) {
 namespace {
 // chmod, where the file exists.
 Status ModeIfPresent(const std::string& path, mode_t mode) {
-  if (::chmod(path.c_str(), mode) == 0 || errno == ENOENT) return Status::OK();
-  return ErrnoStatus("chmod " + path, errno);
+  Status s = os::Chmod(path, mode);
+  return s.IsNotFound() ? Status::OK() : s;
 }
 
 Status Dir(const std::string& path, mode_t mode) {
   RETURN_IF_ERROR(os::MakeDirs(path, mode));
-  if (::chmod(path.c_str(), mode) != 0) return ErrnoStatus("chmod " + path, errno);
-  return Status::OK();
+  return os::Chmod(path, mode);
 }
 }  // namespace
 
@@ -71,13 +72,12 @@ Status SecureRunDirs(const HomePaths& paths) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(paths.runs, ec)) {
     std::string dir = entry.path().string();
-    struct stat st;
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    if (st.st_uid != ::geteuid() && ::lchown(dir.c_str(), ::geteuid(), ::getegid()) != 0) {
-      return ErrnoStatus("chown " + dir, errno);
+    auto st = os::LstatFile(dir);
+    if (!st.ok() || !S_ISDIR(st->mode)) continue;
+    if (st->uid != os::EffectiveUid()) {
+      RETURN_IF_ERROR(os::ChownNoFollow(dir, os::EffectiveUid(), os::EffectiveGid()));
     }
-    if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0)
-      return ErrnoStatus("chmod " + dir, errno);
+    if ((st->mode & 07777) != mode) RETURN_IF_ERROR(os::Chmod(dir, mode));
   }
   return Status::OK();
 }
@@ -86,12 +86,11 @@ Status SecureHome(const HomePaths& paths) {
   RETURN_IF_ERROR(Dir(paths.home, paths.system ? 0755 : 0700));
   RETURN_IF_ERROR(Dir(paths.runs, paths.system ? 0711 : 0700));
   RETURN_IF_ERROR(Dir(paths.store, 0700));
-  int fd = ::open(paths.db.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return ErrnoStatus(paths.db, errno);
-  int rc = ::fchmod(fd, 0600);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("chmod " + paths.db, err);
+  {
+    // Created empty with its mode before SQLite opens it; never through a symlink.
+    ASSIGN_OR_RETURN(os::Fd db, os::Fd::Open(paths.db, O_RDWR | O_CREAT | O_NOFOLLOW, 0600));
+    RETURN_IF_ERROR(os::ChmodOpenFile(db.get(), 0600, paths.db));
+  }
   for (const char* side : {"-wal", "-shm", "-journal"}) {
     RETURN_IF_ERROR(ModeIfPresent(paths.db + side, 0600));
   }
@@ -101,7 +100,7 @@ Status SecureHome(const HomePaths& paths) {
 }
 
 HomePaths DaemonHome(const std::string& home_flag) {
-  bool root = ::geteuid() == 0;
+  bool root = os::IsRoot();
   if (!home_flag.empty()) return PathsFor(home_flag, root);
   std::string env = Env("LATHE_HOME");
   if (!env.empty()) return PathsFor(env, root);
@@ -116,7 +115,7 @@ std::vector<Candidate> ClientCandidates() {
     out.push_back({PathsFor(env, false), "LATHE_HOME"});
     return out;  // an explicit home is never second-guessed
   }
-  if (::geteuid() != 0) out.push_back({PathsFor(UserHome(), false), "user daemon"});
+  if (!os::IsRoot()) out.push_back({PathsFor(UserHome(), false), "user daemon"});
   out.push_back({PathsFor(kSystemHome, true), "system daemon"});
   return out;
 }
@@ -124,7 +123,7 @@ std::vector<Candidate> ClientCandidates() {
 std::string ReadableStoreDir() {
   for (const auto& c : ClientCandidates()) {
     std::string config = c.paths.store + "/config.json";
-    if (::access(config.c_str(), R_OK) == 0) return c.paths.store;
+    if (os::AccessError(config, R_OK) == 0) return c.paths.store;
   }
   return "";
 }
@@ -132,7 +131,7 @@ std::string ReadableStoreDir() {
 std::string UnreadableStoreDir() {
   for (const auto& c : ClientCandidates()) {
     std::string config = c.paths.store + "/config.json";
-    if (::access(config.c_str(), R_OK) != 0 && errno == EACCES) return c.paths.store;
+    if (os::AccessError(config, R_OK) == EACCES) return c.paths.store;
   }
   return "";
 }

@@ -48,6 +48,7 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
   };
   h.on_ready = [this](const NotebookTarget& t) {
     std::lock_guard<std::mutex> lock(mu_);
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(t.run_id, "info", Tr("notebook.ready", Lang::kEn),
                            Json{{"msg_id", "notebook.ready"}, {"attempt", t.attempt}},
                            clock_.NowMs());
@@ -69,7 +70,9 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
     Json data = why;
     data["msg_id"] = "notebook.idle_stop";
     data["msg_args"] = {{"idle", idle}, {"gpu", gpu}, {"run", r->id}};
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r->id, "warning", said, data, clock_.NowMs());
+    // Best effort: BeginStop logs a failure; the run stays active and the next pass looks again.
     (void)BeginStop(*r, run::StopIntent::kIdle, "stopped: idle for " + idle);
     kicked_ = true;
     loop_cv_.notify_all();

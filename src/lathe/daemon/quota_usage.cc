@@ -149,6 +149,7 @@ void Daemon::NoteWaiting(const sched::Decision& d) {
     m.data["msg_args"]["reason"] =
         Json{{"msg_id", "quota.wait." + kind}, {"msg_args", Json::object()}};
     for (const auto& a : args) m.data["msg_args"]["reason"]["msg_args"][a.key] = a.value;
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(w.id, "info", m.message, m.data, clock_.NowMs());
     Notify();
   }

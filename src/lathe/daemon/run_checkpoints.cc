@@ -11,6 +11,7 @@
 
 #include "lathe/common/units.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/users.h"
 #include "lathe/snap/checkpoints.h"
 #include "lathe/snap/store.h"
@@ -26,22 +27,19 @@ std::string Short(const std::string& id) { return id.substr(0, 12); }
 bool DirMatches(const snap::Manifest& m, const std::string& dir) {
   for (const auto& e : m.files) {
     std::string p = dir + "/" + e.path;
-    struct stat st;
-    if (::lstat(p.c_str(), &st) != 0) return false;
+    auto st = os::LstatFile(p);
+    if (!st.ok()) return false;
     switch (e.type) {
       case snap::EntryType::kDir:
-        if (!S_ISDIR(st.st_mode)) return false;
+        if (!S_ISDIR(st->mode)) return false;
         break;
       case snap::EntryType::kSymlink: {
-        char buf[4096];
-        ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
-        if (!S_ISLNK(st.st_mode) || n < 0 || std::string(buf, n) != e.target) return false;
+        auto target = os::ReadLink(p);
+        if (!S_ISLNK(st->mode) || !target.ok() || *target != e.target) return false;
         break;
       }
       case snap::EntryType::kFile: {
-        int64_t mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
-        if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.size ||
-            mtime_ns != e.mtime_ns) {
+        if (!S_ISREG(st->mode) || st->size_bytes != e.size || st->mtime_ns != e.mtime_ns) {
           return false;
         }
         break;
@@ -192,9 +190,7 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
 Status MakeCheckpointDir(const std::string& dir, const os::AccessAs& as) {
   return os::WithAccess(as, [&] {
     RETURN_IF_ERROR(os::MakeDirs(dir, 0755));
-    if (::faccessat(AT_FDCWD, dir.c_str(), R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
-      return ErrnoStatus(dir, errno);
-    }
+    if (int err = os::AccessError(dir, R_OK | W_OK | X_OK); err != 0) return ErrnoStatus(dir, err);
     return Status::OK();
   });
 }
@@ -262,7 +258,7 @@ void RunCheckpoints::WaitCaptures(const std::string& run_id) {
 }
 
 os::AccessAs ActingAs(uid_t uid, gid_t gid) {
-  if (::geteuid() != 0 || uid == 0) return {};
+  if (!os::IsRoot() || uid == 0) return {};
   return os::AccessAsUser(os::IdentityOf(uid, gid));
 }
 
@@ -283,6 +279,7 @@ Result<ResumePoint> RunCheckpoints::Prepare(const std::string& run_id,
   p.snapshot = found->id;
   p.resume_from = dir + "/" + found->checkpoint.path;
   bool matches = false;
+  // Best effort: the body only looks: what it finds is in the variables it sets.
   (void)os::WithAccess(as, [&] {
     matches = DirMatches(found->manifest, dir);
     return Status::OK();

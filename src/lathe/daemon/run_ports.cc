@@ -4,6 +4,7 @@
 
 #include "lathe/daemon/daemon.h"
 #include "lathe/os/listening.h"
+#include "lathe/os/process.h"
 
 namespace lathe::daemon {
 
@@ -30,7 +31,7 @@ std::vector<Daemon::PortStatus> Daemon::CheckPorts(const RunRecord& r) {
     if (netns == 0 && e.netns_pid > 0) netns = e.netns_pid;  // an isolated run's
   }
   std::vector<os::Listener> all;
-  if (auto got = os::NamespaceListeners(netns > 0 ? netns : ::getpid()); got.ok()) {
+  if (auto got = os::NamespaceListeners(netns > 0 ? netns : os::SelfPid()); got.ok()) {
     all = std::move(*got);
   }
   for (auto& s : out) {

@@ -7,6 +7,7 @@
 
 #include "lathe/os/file_owner.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/users.h"
 
 namespace lathe::daemon {
@@ -43,7 +44,7 @@ namespace {
 
 // A directory that belongs to a user, not to root or the daemon's user.
 bool UsersDir(const os::FileOwner& o) {
-  return S_ISDIR(o.mode) && o.uid != 0 && o.uid != ::geteuid();
+  return S_ISDIR(o.mode) && o.uid != 0 && o.uid != os::EffectiveUid();
 }
 
 }  // namespace

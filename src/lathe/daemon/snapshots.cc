@@ -132,8 +132,8 @@ Status Daemon::CheckRestorePlace(const Caller& caller, const std::string& to) {
   if (caller.admin && !own_cache) return Status::OK();
   return os::WithAccess(as, [&] {
     std::string anchor = ExistingAncestor(std::filesystem::path(to).lexically_normal().string());
-    struct stat st;
-    if (::stat(anchor.c_str(), &st) != 0 || st.st_uid != caller.uid) {
+    auto st = os::StatFile(anchor);
+    if (!st.ok() || st->uid != caller.uid) {
       return Status::Msg(Code::kPermissionDenied, "snap.restore_not_yours",
                          {{"path", to}, {"dir", anchor}});
     }

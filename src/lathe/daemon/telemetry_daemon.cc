@@ -7,6 +7,7 @@
 
 #include "lathe/common/i18n.h"
 #include "lathe/daemon/daemon.h"
+#include "lathe/os/files.h"
 #include "lathe/telemetry/metrics_json.h"
 
 namespace lathe::daemon {
@@ -28,7 +29,8 @@ Status Daemon::InitTelemetry() {
   }
   telemetry_ = std::move(store).value();
   // Run ids and pids are for the API's access rules alone, as the state database is.
-  for (const char* side : {"", "-wal", "-shm"}) (void)::chmod((path + side).c_str(), 0600);
+  for (const char* side : {"", "-wal", "-shm"})
+    (void)os::Chmod(path + side, 0600);  // a side file SQLite has not made yet is fine
   os::ProcessTable& table = t.processes ? *t.processes : os::RealProcessTable();
   sampler_ = std::make_unique<telemetry::Sampler>(t.sampler, *gpu_source_, *telemetry_, table,
                                                   clock_, TelemetryHooks());
@@ -59,6 +61,7 @@ telemetry::Sampler::Hooks Daemon::TelemetryHooks() {
     MsgArgs args;
     for (const auto& [k, v] : w.args) args.push_back({k, v});
     std::lock_guard<std::mutex> lock(mu_);
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(run_id, "warning", Tr(w.msg_id, Lang::kEn, args), data, clock_.NowMs());
     Notify();
   };

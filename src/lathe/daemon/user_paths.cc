@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "lathe/common/path_check.h"
+#include "lathe/os/files.h"
 
 namespace lathe::daemon {
 namespace {
@@ -29,8 +30,7 @@ std::string SocketDir(const std::string& socket) {
 
 std::string ExistingAncestor(std::string p) {
   while (p != "/") {
-    struct stat st;
-    if (::lstat(p.c_str(), &st) == 0) return p;
+    if (os::LstatFile(p).ok()) return p;
     p = std::filesystem::path(p).parent_path().string();
   }
   return p;
@@ -58,11 +58,11 @@ Status CheckAccess(const std::string& field, const std::string& path, PathUse us
     const int mode = use == PathUse::kWorkdir      ? X_OK
                      : use == PathUse::kReadSource ? (R_OK | X_OK)
                                                    : (R_OK | W_OK | X_OK);
-    if (::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) != 0) {
+    if (int err = os::AccessError(path, mode); err != 0) {
       const char* id = use == PathUse::kWorkdir      ? "path.cannot_enter"
                        : use == PathUse::kReadSource ? "path.cannot_read"
                                                      : "path.cannot_use";
-      return Denied(id, field, path, errno);
+      return Denied(id, field, path, err);
     }
     return Status::OK();
   }
@@ -79,8 +79,8 @@ Status CheckAccess(const std::string& field, const std::string& path, PathUse us
     return Status::Msg(Code::kInvalidArgument, "path.not_dir",
                        {{"field", field}, {"path", parent}});
   }
-  if (::faccessat(AT_FDCWD, parent.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
-    return Denied("path.cannot_create", field, path, errno, parent);
+  if (int err = os::AccessError(parent, W_OK | X_OK); err != 0) {
+    return Denied("path.cannot_create", field, path, err, parent);
   }
   return Status::OK();
 }

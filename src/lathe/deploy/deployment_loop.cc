@@ -18,6 +18,7 @@
 #include "lathe/deploy/reconcile.h"
 #include "lathe/os/command.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/users.h"
 
 namespace lathe::deploy {
@@ -85,7 +86,7 @@ GatewayConfig Deployments::GatewayConfigFor() {
   c.listen = opts_.listen;
   c.tls_cert = opts_.tls_cert;
   c.tls_key = opts_.tls_key;
-  if (::geteuid() == 0) {
+  if (os::IsRoot()) {
     // The front runs unprivileged, as a system user of its own: the
     // replicas' socket directories let its group in and nobody else.
     auto u = os::LookupUserByName(opts_.gateway_user);
@@ -302,6 +303,7 @@ void Deployments::Apply(const state::DeploymentRecord& d, const DeploymentSpec& 
       // backoff as after a crash, rather than being tried at every tick.
       const int64_t delay_ms = NoteRefusedStart(dec.next, version, s.message(), now);
       std::lock_guard<std::mutex> lock(mu_);
+      // Best effort: an event only tells; what it tells of is stored already.
       (void)AddEvent(d.name, "warning", "deploy.start_refused",
                      {{"version", version},
                       {"detail", s.message()},
@@ -316,10 +318,12 @@ void Deployments::Apply(const state::DeploymentRecord& d, const DeploymentSpec& 
     for (const auto& e : dec.events) {
       Json args = Json::object();
       for (const auto& a : e.args) args[a.key] = a.value;
+      // Best effort: an event only tells; what it tells of is stored already.
       (void)AddEvent(d.name, e.level, e.msg_id, args);
     }
   }
   daemon::Caller daemon_caller{runs_.uid(), "deployment " + d.name, true};
+  // Best effort: a replica that ended meanwhile needs no stop; the next tick looks again.
   for (const auto& id : dec.stop) (void)runs_.StopRun(daemon_caller, id);
 }
 
@@ -435,11 +439,17 @@ Json Deployments::Remove(state::DeploymentRecord& d,
       if (stop && r->state != run::RunState::kStopping) to_stop.push_back(r->id);
     }
   }
+  // Best effort: a replica that ended meanwhile needs no stop; the next tick looks again.
   for (const auto& id : to_stop) (void)runs_.StopRun(daemon_caller, id);
   if (live.empty()) {
     PruneCache(d);
     std::lock_guard<std::mutex> lock(mu_);
-    (void)keys_->DeleteAll(d.name);
+    // Its keys before its record: keys left without their deployment would
+    // pass for a later one of the same name. A failure keeps both for the next tick.
+    if (Status k = keys_->DeleteAll(d.name); !k.ok()) {
+      spdlog::warn("deployment {}: its keys: {}", d.name, k.ToString());
+      return nullptr;
+    }
     if (Status s = store_->Delete(d.name); !s.ok())
       spdlog::warn("deployment {}: {}", d.name, s.ToString());
     spdlog::info("deployment {} removed", d.name);
@@ -457,10 +467,10 @@ Json Deployments::Remove(state::DeploymentRecord& d,
 Result<std::string> Deployments::CacheBase(const os::UserInfo& u, bool make) {
   bool home_is_theirs = false;
   if (!u.home.empty() && u.home != "/") {
+    // Best effort: the body only looks: what it finds is in the variables it sets.
     (void)os::WithAccess(daemon::ActingAs(u.uid, u.gid), [&] {
-      struct stat st;
-      home_is_theirs =
-          ::stat(u.home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == u.uid;
+      auto st = os::StatFile(u.home);
+      home_is_theirs = st.ok() && S_ISDIR(st->mode) && st->uid == u.uid;
       return Status::OK();
     });
   }
@@ -471,14 +481,15 @@ Result<std::string> Deployments::CacheBase(const os::UserInfo& u, bool make) {
   RETURN_IF_ERROR(os::MakeDirs(users, 0711));
   RETURN_IF_ERROR(os::Chmod(runs_.paths().home + "/deployments", 0711));
   RETURN_IF_ERROR(os::Chmod(users, 0711));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return ErrnoStatus("lstat " + dir, errno);
-  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(dir, ENOTDIR);
-  if (st.st_uid != u.uid) {
+  if (Status made = os::MakeDir(dir, 0700); !made.ok() && made.code() != Code::kAlreadyExists) {
+    return made;
+  }
+  ASSIGN_OR_RETURN(os::FileStamp st, os::LstatFile(dir));
+  if (!S_ISDIR(st.mode)) return ErrnoStatus(dir, ENOTDIR);
+  if (st.uid != u.uid) {
     // Made just now by root (or left by a user since removed): the user's.
-    if (::geteuid() != 0 || st.st_uid != 0) return ErrnoStatus(dir, EPERM);
-    if (::chown(dir.c_str(), u.uid, u.gid) != 0) return ErrnoStatus("chown " + dir, errno);
+    if (!os::IsRoot() || st.uid != 0) return ErrnoStatus(dir, EPERM);
+    RETURN_IF_ERROR(os::Chown(dir, u.uid, u.gid));
   }
   RETURN_IF_ERROR(os::Chmod(dir, 0700));
   return dir;
@@ -511,6 +522,7 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
   auto base = CacheBase(*u, false);
   if (!base.ok()) return;
   const std::string root = *base + "/models";
+  // Best effort: the body only looks: what it finds is in the variables it sets.
   (void)os::WithAccess(daemon::ActingAs(d.uid, u->gid), [&] {
     auto names = os::ListDir(root);
     if (!names.ok()) return Status::OK();
@@ -518,6 +530,7 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
     const std::string repos = root.substr(0, root.rfind('/')) + "/repos";
     if (auto own = os::ListDir(repos); own.ok()) {
       for (const auto& n : *own) {
+        // Best effort: clean-up: what stays is removed again at the next start or sweep.
         if (n.rfind(d.name + "-", 0) == 0) (void)os::RemoveAll(repos + "/" + n);
       }
     }
@@ -525,6 +538,7 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
       // <model>-<N>-<snapshot>: the version's entries whatever the snapshot.
       std::string prefix = ModelOfVersion(v) + "-" + v.substr(v.rfind('/') + 1) + "-";
       for (const auto& n : *names) {
+        // Best effort: clean-up: what stays is removed again at the next start or sweep.
         if (n.rfind(prefix, 0) == 0) (void)os::RemoveAll(root + "/" + n);
       }
     }
@@ -552,6 +566,7 @@ void Deployments::ReclaimSocketDirs() {
 void Deployments::RemoveSocketDir(const state::RunRecord& r) {
   const std::string& sock = r.spec.deployment_socket;
   if (sock.rfind(SocketRoot() + "/", 0) != 0) return;  // only ours
+  // Best effort: clean-up: what stays is removed again at the next start or sweep.
   (void)daemon::RemoveDaemonTree(
       sock.substr(0, sock.rfind('/')));  // the owner's socket, as the owner
 }
@@ -595,12 +610,10 @@ Result<std::string> Deployments::MakeSocketDir(const state::DeploymentRecord& d,
   if (gw.uid) {
     // The owner creates the socket in it; the front's group may enter it
     // (setgid: the socket gets that group); nobody else can.
-    if (::chown(dir.c_str(), d.uid, gw.gid) != 0) return ErrnoStatus("chown " + dir, errno);
+    RETURN_IF_ERROR(os::Chown(dir, d.uid, gw.gid));
     RETURN_IF_ERROR(os::Chmod(dir, 02750));
-  } else if (::geteuid() == 0 && d.uid != 0) {
-    if (::chown(dir.c_str(), d.uid, static_cast<gid_t>(-1)) != 0) {
-      return ErrnoStatus("chown " + dir, errno);
-    }
+  } else if (os::IsRoot() && d.uid != 0) {
+    RETURN_IF_ERROR(os::Chown(dir, d.uid, static_cast<gid_t>(-1)));
   }
   return dir;
 }
@@ -639,11 +652,8 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
     const std::string target = cache + "/" + model + "/" + n;
     std::error_code ec;
     if (std::filesystem::read_symlink(link, ec).string() == target) return Status::OK();
-    (void)::unlink(link.c_str());
-    if (::symlink(target.c_str(), link.c_str()) != 0) {
-      return ErrnoStatus("symlink " + link, errno);
-    }
-    return Status::OK();
+    (void)os::RemoveFileIfPresent(link);  // an older link; MakeSymlink says if one stays
+    return os::MakeSymlink(target, link);
   }));
   return std::filesystem::path(repo).lexically_normal().string();
 }
@@ -667,6 +677,7 @@ Status Deployments::SubmitReplica(const state::DeploymentRecord& d, const Deploy
   run.memory_bytes = spec.resources.memory_bytes;
   auto sub = runs_.Submit(OwnerOf(d), std::move(run), daemon::SubmitOptions{"", /*replica=*/true});
   if (!sub.ok()) {
+    // Best effort: clean-up: what stays is removed again at the next start or sweep.
     (void)os::RemoveAll(dir);
     return sub.status();
   }

@@ -155,73 +155,106 @@ Status ParseAutoscale(const Json& v, DeploymentSpec& s) {
   return Status::OK();
 }
 
-}  // namespace
-
-Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
-  if (!j.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
-  DeploymentSpec s;
-  Json run = {{"type", "job"}, {"command", {"lathe"}}};
+// What the fields parsed so far leave for the checks across fields.
+struct Parsing {
+  DeploymentSpec& s;
+  Json run = {{"type", "job"}, {"command", {"lathe"}}};  // the replicas' run fields
   bool has_replicas = false, has_autoscale = false;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();
-    const Json& v = *it;
-    if (v.is_null()) continue;
-    if (!OneOf(key, kFields)) {
-      return Status::Msg(Code::kInvalidArgument, "deploy.unknown_field",
-                         {{"field", key}, {"allowed", Joined(kFields)}});
-    }
-    if (key == "name") {
-      if (!v.is_string() || !IsValidName(v.get<std::string>())) {
-        return Status::Msg(Code::kInvalidArgument, "deploy_key.bad_deployment",
-                           {{"value", Shown(v)}});
-      }
-      s.name = v.get<std::string>();
-    } else if (key == "model") {
-      if (!v.is_string()) return WrongType("model", "model reference NAME/N or NAME@ALIAS");
-      ASSIGN_OR_RETURN(ModelRef ref, ParseModelRef(v.get<std::string>()));
-      if (!ref.version && ref.alias.empty()) {
-        return Status::Msg(Code::kInvalidArgument, "deploy.model_needs_version",
-                           {{"value", v.get<std::string>()}});
-      }
-      s.model = v.get<std::string>();
-    } else if (key == "command") {
-      if (!v.is_array() || v.empty()) return WrongType("command", "list of strings");
-      run["command"] = v;  // checked by run::SpecFromJson below
-    } else if (key == "env" || key == "workdir") {
-      run[key] = v;
-    } else if (key == "port") {
-      ASSIGN_OR_RETURN(s.port, Count(v, "port", 1, 65535));
-    } else if (key == "ready") {
-      const bool ok = v.is_string() && v.get<std::string>().size() <= 1024 &&
-                      v.get<std::string>().rfind("/", 0) == 0 &&
-                      v.get<std::string>().find_first_of(" \t\r\n") == std::string::npos;
-      if (!ok)
-        return Status::Msg(Code::kInvalidArgument, "deploy.bad_ready", {{"value", Shown(v)}});
-      s.ready = v.get<std::string>();
-    } else if (key == "revision") {
-      ASSIGN_OR_RETURN(s.revision, Count(v, "revision", 0, 1'000'000'000));
-    } else if (key == "replicas") {
-      ASSIGN_OR_RETURN(s.min_replicas, Count(v, "replicas", 1, kMaxReplicas));
-      s.max_replicas = s.min_replicas;
-      has_replicas = true;
-    } else if (key == "autoscale") {
-      RETURN_IF_ERROR(ParseAutoscale(v, s));
-      has_autoscale = true;
-    } else if (key == "public") {
-      if (!v.is_boolean()) return WrongType("public", "true or false");
-      s.is_public = v.get<bool>();
-    } else if (key == "canary") {
-      ASSIGN_OR_RETURN(s.canary_percent, Percent(v, "canary"));
-    } else if (key == "ready_timeout") {
-      ASSIGN_OR_RETURN(s.ready_timeout_ms, Duration(v, "ready_timeout"));
-    } else if (key == "batching") {
-      RETURN_IF_ERROR(ParseBatching(v, s));
-    } else if (key == "device") {
-      RETURN_IF_ERROR(ParseDevice(v, s));
-    } else if (OneOf(key, kRunFields)) {
-      run[key] = v;
-    }
+};
+
+Status ParseName(const Json& v, Parsing& p) {
+  if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+    return Status::Msg(Code::kInvalidArgument, "deploy_key.bad_deployment", {{"value", Shown(v)}});
   }
+  p.s.name = v.get<std::string>();
+  return Status::OK();
+}
+
+Status ParseModel(const Json& v, Parsing& p) {
+  if (!v.is_string()) return WrongType("model", "model reference NAME/N or NAME@ALIAS");
+  ASSIGN_OR_RETURN(ModelRef ref, ParseModelRef(v.get<std::string>()));
+  if (!ref.version && ref.alias.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.model_needs_version",
+                       {{"value", v.get<std::string>()}});
+  }
+  p.s.model = v.get<std::string>();
+  return Status::OK();
+}
+
+Status ParseCommand(const Json& v, Parsing& p) {
+  if (!v.is_array() || v.empty()) return WrongType("command", "list of strings");
+  p.run["command"] = v;  // checked by run::SpecFromJson with the other run fields
+  return Status::OK();
+}
+
+Status ParseReady(const Json& v, Parsing& p) {
+  const bool ok = v.is_string() && v.get<std::string>().size() <= 1024 &&
+                  v.get<std::string>().rfind("/", 0) == 0 &&
+                  v.get<std::string>().find_first_of(" \t\r\n") == std::string::npos;
+  if (!ok) return Status::Msg(Code::kInvalidArgument, "deploy.bad_ready", {{"value", Shown(v)}});
+  p.s.ready = v.get<std::string>();
+  return Status::OK();
+}
+
+Status ParseReplicas(const Json& v, Parsing& p) {
+  ASSIGN_OR_RETURN(p.s.min_replicas, Count(v, "replicas", 1, kMaxReplicas));
+  p.s.max_replicas = p.s.min_replicas;
+  p.has_replicas = true;
+  return Status::OK();
+}
+
+Status ParsePublic(const Json& v, Parsing& p) {
+  if (!v.is_boolean()) return WrongType("public", "true or false");
+  p.s.is_public = v.get<bool>();
+  return Status::OK();
+}
+
+// One entry per field of the deployment's own; the run fields (env, workdir,
+// gpus, cpus, ...) go to the replicas' run spec as they are.
+struct Field {
+  const char* key;
+  Status (*parse)(const Json& v, Parsing& p);
+};
+constexpr Field kFieldParsers[] = {
+    {"name", ParseName},
+    {"model", ParseModel},
+    {"command", ParseCommand},
+    {"port",
+     [](const Json& v, Parsing& p) {
+       ASSIGN_OR_RETURN(p.s.port, Count(v, "port", 1, 65535));
+       return Status::OK();
+     }},
+    {"ready", ParseReady},
+    {"revision",
+     [](const Json& v, Parsing& p) {
+       ASSIGN_OR_RETURN(p.s.revision, Count(v, "revision", 0, 1'000'000'000));
+       return Status::OK();
+     }},
+    {"replicas", ParseReplicas},
+    {"autoscale",
+     [](const Json& v, Parsing& p) {
+       p.has_autoscale = true;
+       return ParseAutoscale(v, p.s);
+     }},
+    {"public", ParsePublic},
+    {"canary",
+     [](const Json& v, Parsing& p) {
+       ASSIGN_OR_RETURN(p.s.canary_percent, Percent(v, "canary"));
+       return Status::OK();
+     }},
+    {"ready_timeout",
+     [](const Json& v, Parsing& p) {
+       ASSIGN_OR_RETURN(p.s.ready_timeout_ms, Duration(v, "ready_timeout"));
+       return Status::OK();
+     }},
+    {"batching", [](const Json& v, Parsing& p) { return ParseBatching(v, p.s); }},
+    {"device", [](const Json& v, Parsing& p) { return ParseDevice(v, p.s); }},
+};
+
+// The rules across fields: a model or a command, what only one of them may
+// have, replicas or autoscale.
+Status CheckCombination(const Json& j, const Parsing& p) {
+  const DeploymentSpec& s = p.s;
   if (s.name.empty()) return WrongType("name", "deployment name");
   const bool command = j.contains("command") && !j["command"].is_null();
   if (command && !s.model.empty()) {
@@ -242,18 +275,43 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
   if (command && !s.device.empty()) {
     return Status::Msg(Code::kInvalidArgument, "deploy.model_only", {{"field", "device"}});
   }
-  if (has_replicas && has_autoscale) {
+  if (p.has_replicas && p.has_autoscale) {
     return Status::Msg(Code::kInvalidArgument, "deploy.replicas_and_autoscale");
   }
-  ASSIGN_OR_RETURN(s.resources, run::SpecFromJson(run));
-  if (command) {
-    s.command = s.resources.command;
-    s.env = s.resources.env;
-    s.workdir = s.resources.workdir;
-    if (!s.workdir.empty() && s.workdir[0] != '/') {
-      return WrongType("workdir", "absolute path");
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
+  if (!j.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  DeploymentSpec s;
+  Parsing p{s};
+  // 1. Each field, by the table (a null is as if left out).
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (it->is_null()) continue;
+    if (!OneOf(key, kFields)) {
+      return Status::Msg(Code::kInvalidArgument, "deploy.unknown_field",
+                         {{"field", key}, {"allowed", Joined(kFields)}});
+    }
+    const Field* f = std::find_if(std::begin(kFieldParsers), std::end(kFieldParsers),
+                                  [&](const Field& x) { return key == x.key; });
+    if (f != std::end(kFieldParsers)) {
+      RETURN_IF_ERROR(f->parse(*it, p));
+    } else if (key == "env" || key == "workdir" || OneOf(key, kRunFields)) {
+      p.run[key] = *it;
     }
   }
+  // 2. The rules across fields.
+  RETURN_IF_ERROR(CheckCombination(j, p));
+  // 3. The replicas' run fields, checked as a run's.
+  ASSIGN_OR_RETURN(s.resources, run::SpecFromJson(p.run));
+  if (!s.model.empty()) return s;
+  s.command = s.resources.command;
+  s.env = s.resources.env;
+  s.workdir = s.resources.workdir;
+  if (!s.workdir.empty() && s.workdir[0] != '/') return WrongType("workdir", "absolute path");
   return s;
 }
 

@@ -218,6 +218,7 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   d.health = "progressing";
   d.created_at_ms = d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Insert(d));
+  // Best effort: an event only tells; what it tells of is stored already.
   (void)AddEvent(d.name, "info", "deploy.created",
                  {{"name", d.name},
                   {"model", WhatItServes(spec)},
@@ -305,12 +306,14 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   d.updated_at_ms = clock_.NowMs();
   RETURN_IF_ERROR(store_->Update(d));
   if (before != d.spec) {
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)AddEvent(name, "info", "deploy.updated",
                    {{"name", name},
                     {"model", WhatItServes(spec)},
                     {"version", version},
                     {"user", caller.user}});
   }
+  // Best effort: an event only tells; what it tells of is stored already.
   if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;
   cv_.notify_all();
@@ -324,6 +327,7 @@ Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) 
     d.removing = true;
     d.updated_at_ms = clock_.NowMs();
     RETURN_IF_ERROR(store_->Update(d));
+    // Best effort: an event only tells; what it tells of is stored already.
     (void)AddEvent(name, "info", "deploy.removing_now", {{"name", name}, {"user", caller.user}});
   }
   kicked_ = true;

@@ -12,6 +12,7 @@
 
 #include "lathe/net/http_client.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/process.h"
 #include "lathe/os/users.h"
 
@@ -35,10 +36,11 @@ bool IsOurGateway(pid_t pid, const std::string& dir) {
 // mktemp -d (0700) under a root daemon is one it cannot: said now, naming
 // the path, instead of the front failing on each read.
 Status GatewayControl::CheckReachable() const {
-  if (!c_.uid || ::geteuid() != 0) return Status::OK();
+  if (!c_.uid || !os::IsRoot()) return Status::OK();
   int err = 0;
+  // Best effort: the body only looks: what it finds is in the variables it sets.
   (void)os::AsUser(os::IdentityOf(*c_.uid, c_.gid), [&]() -> Status {
-    if (::faccessat(AT_FDCWD, c_.dir.c_str(), X_OK, AT_EACCESS) != 0) err = errno;
+    err = os::AccessError(c_.dir, X_OK);
     return Status::OK();
   });
   if (err == 0) return Status::OK();
@@ -68,6 +70,7 @@ Status GatewayControl::Stop(int timeout_ms, bool* stopped) {
   RETURN_IF_ERROR(os::SendSignal(pid, SIGTERM));
   for (int waited = 0; os::ProcessAlive(pid) && IsOurGateway(pid, c_.dir); waited += 50) {
     if (waited >= timeout_ms) {
+      // Best effort: the process may have ended already.
       (void)os::SendSignal(pid, SIGKILL);
       break;
     }
@@ -82,7 +85,7 @@ Status GatewayControl::Ensure() {
   if (ReadState()) return Status::OK();
   RETURN_IF_ERROR(os::MakeDirs(c_.dir, 0755));
   RETURN_IF_ERROR(CheckReachable());
-  (void)::unlink((c_.dir + "/gateway.json").c_str());
+  (void)os::RemoveFileIfPresent(c_.dir + "/gateway.json");  // the next front writes its own
   // A front started again keeps the port the last one had when the
   // configuration lets it choose (port 0): clients keep their URL.
   std::string listen = c_.listen;
@@ -146,10 +149,8 @@ Status GatewayControl::WriteRoutes(Json routes) {
   // before it is renamed into place, so the front never sees it unreadable.
   const std::string next = path + ".next";
   RETURN_IF_ERROR(os::WriteFileAtomic(next, routes.dump(2), 0640, os::Durability::kNoSync));
-  if (c_.uid && ::geteuid() == 0 && ::chown(next.c_str(), 0, c_.gid) != 0) {
-    return ErrnoStatus("chown " + next, errno);
-  }
-  if (::rename(next.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + next, errno);
+  if (c_.uid && os::IsRoot()) RETURN_IF_ERROR(os::Chown(next, 0, c_.gid));
+  RETURN_IF_ERROR(os::Rename(next, path));
   routes_written_ = std::move(body);
   return Status::OK();
 }

@@ -148,6 +148,8 @@ Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionReq
   if (!registered.ok() && !req.from_dir.empty()) {
     // The snapshot made for this version alone goes with it.
     ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
+    // Best effort: the registry's own error is what the caller gets; a pin or snapshot left behind
+    // is only space.
     (void)store->Forget(src.id);
   }
   return registered;
@@ -255,6 +257,8 @@ Result<Json> Registry::Register(const Caller& caller, const ModelVersionRequest&
   ASSIGN_OR_RETURN(int64_t next, db->NextVersion(req.name));
   RETURN_IF_ERROR(store->Pin(v.snapshot, Holder(req.name, next)));
   if (Status added = db->AddVersion(owner, v); !added.ok()) {
+    // Best effort: the registry's own error is what the caller gets; a pin or snapshot left behind
+    // is only space.
     (void)store->Unpin(v.snapshot, Holder(req.name, next));
     return added;
   }

@@ -209,15 +209,11 @@ class ExecutionBackend {
   // The attempt's live processes on this machine, to tell what they listen
   // on when a port does not answer (run/ports.h); empty when the backend
   // cannot see them (a cluster's nodes).
-  virtual std::vector<pid_t> Pids(const AttemptRef& attempt) {
-    (void)attempt;
-    return {};
-  }
+  virtual std::vector<pid_t> Pids([[maybe_unused]] const AttemptRef& attempt) { return {}; }
   // The attempt's cgroup directories on this machine (absolute), for its
   // CPU and memory figures (telemetry); empty when it has none or the
   // backend cannot see them.
-  virtual std::vector<std::string> CgroupDirs(const AttemptRef& attempt) const {
-    (void)attempt;
+  virtual std::vector<std::string> CgroupDirs([[maybe_unused]] const AttemptRef& attempt) const {
     return {};
   }
   // The run's log, a file in the CRI format (run/log_format.h) that the

@@ -294,6 +294,7 @@ Status Monitor::Start() {
   log_fd_ =
       ::open(c_.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd_ < 0) return ErrnoStatus("open log " + c_.log_path, errno);
+  // Best effort: a log left root's is still readable through the daemon.
   if (::getuid() == 0) (void)::fchown(log_fd_, c_.uid, c_.gid);
   struct stat st {};
   uint64_t log_size = ::fstat(log_fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -356,7 +357,9 @@ bool Monitor::ReadStream(int& fd, StreamLog& log) {
 }
 
 void Monitor::KillTree(int sig) {
+  // Best effort: the processes may be gone already; the backend checks the cgroup again.
   if (cgroup_) (void)cgroup_->KillAll(sig);
+  // Best effort: the process may have ended already.
   for (pid_t p : os::Descendants(::getpid())) (void)os::SendSignal(p, sig);
 }
 
@@ -439,6 +442,7 @@ void Monitor::Finish() {
   }
   if (cgroup_) {
     e.oom_killed = cgroup_->OomKilled();
+    // Best effort: the processes may be gone already; the backend checks the cgroup again.
     (void)cgroup_->Destroy();
   }
   if (!start_error_.empty()) {

@@ -25,6 +25,7 @@
 #include "lathe/gateway/hold_queue.h"
 #include "lathe/gateway/replica_load.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/process.h"
 
 namespace lathe::gateway {
@@ -448,7 +449,7 @@ class FrontImpl final : public Front {
   // ---- the admin socket ----
 
   void Admin(const net::HttpRequest& req, std::unique_ptr<net::Responder> res) {
-    if (req.peer->uid != 0 && req.peer->uid != ::geteuid()) {
+    if (req.peer->uid != 0 && req.peer->uid != os::EffectiveUid()) {
       return res->Send(ErrorResponse(
           403, Status::Msg(Code::kPermissionDenied, "gateway.admin_forbidden"), LangOf(req)));
     }
@@ -515,7 +516,7 @@ class FrontImpl final : public Front {
     std::shared_lock lock(table_mu_);
     return Json{{"generation", generation_},
                 {"started_ms", started_ms_},
-                {"pid", ::getpid()},
+                {"pid", os::SelfPid()},
                 {"port", port_},
                 {"deployments", deployments}};
   }
@@ -859,7 +860,7 @@ size_t ClientConnectionBudget(uint64_t open_files) {
 
 Status WriteGatewayJson(const std::string& dir, int port, const std::string& admin_socket,
                         int64_t started_ms) {
-  Json j = {{"pid", ::getpid()},
+  Json j = {{"pid", os::SelfPid()},
             {"port", port},
             {"admin_socket", admin_socket},
             {"started_ms", started_ms}};

@@ -44,6 +44,7 @@ Result<os::Fd> SendGet(const std::string& socket, uid_t owner, const std::string
   if (!uid.ok() || *uid != owner) {
     return Status::Msg(Code::kPermissionDenied, "proxy.wrong_owner", {{"where", socket}});
   }
+  // Best effort: without a timeout the socket still works; a stuck peer only takes longer.
   (void)os::SetSocketTimeouts(fd->get(), timeout_ms);
   const std::string req = "GET " + path +
                           " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: lathe-gateway\r\n"

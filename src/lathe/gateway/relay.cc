@@ -64,6 +64,7 @@ bool Pump(int from, int to, Direction& d) {
     d.len -= static_cast<size_t>(n);
   }
   if (d.eof && d.len == 0 && !d.shut) {
+    // Best effort: the peer may have closed already.
     (void)::shutdown(to, SHUT_WR);
     d.shut = true;
   }
@@ -215,6 +216,7 @@ Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
     while (::read(sig.get(), &si, sizeof si) == sizeof si) {
       const bool from_parent = static_cast<pid_t>(si.ssi_pid) == parent;
       if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && !from_parent) {
+        // Best effort: the process may have ended already.
         (void)os::SendSignal(child, static_cast<int>(si.ssi_signo));
       }
     }

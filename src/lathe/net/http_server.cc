@@ -451,6 +451,7 @@ class ServerImpl final : public HttpServer {
   void RemoveUnixPaths() {
     for (const auto& p : unix_paths_) {
       auto st = os::LstatFile(p.path);
+      // Best effort: clean-up: what stays is removed again at the next start or sweep.
       if (st.ok() && st->device == p.dev && st->inode == p.ino) (void)os::RemoveFile(p.path);
     }
     unix_paths_.clear();

@@ -365,6 +365,8 @@ void Plan(std::vector<RunCgroup::Dir>& dirs, const std::string& base, const std:
 // Writes `value` when `file` exists; its absence or refusal is fine.
 void WriteIfPresent(const std::string& dir, const char* file, std::string_view value) {
   std::string path = Join(dir, file);
+  // Best effort: a controller that refuses a setting leaves the default; the limit check reports
+  // it.
   if (std::filesystem::exists(path)) (void)WriteCgroupFile(path, value);
 }
 

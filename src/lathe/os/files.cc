@@ -74,6 +74,25 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   return sync ? FsyncDir(dir) : Status::OK();
 }
 
+Status ChmodOpenFile(int fd, unsigned mode, const std::string& what) {
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) return ErrnoStatus("chmod " + what, errno);
+  return Status::OK();
+}
+
+Status Chown(const std::string& path, uid_t uid, gid_t gid) {
+  if (::chown(path.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + path, errno);
+  return Status::OK();
+}
+
+Status ChownNoFollow(const std::string& path, uid_t uid, gid_t gid) {
+  if (::lchown(path.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + path, errno);
+  return Status::OK();
+}
+
+int AccessError(const std::string& path, int mode) {
+  return ::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) == 0 ? 0 : errno;
+}
+
 Status MakeDir(const std::string& path, unsigned mode) {
   if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0) {
     if (errno == EEXIST) return Status::AlreadyExists("mkdir " + path + ": it exists");
@@ -141,6 +160,8 @@ FileStamp StampOf(const struct stat& st) {
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec;
   s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * kNsPerSec + st.st_ctim.tv_nsec;
   s.mode = static_cast<uint32_t>(st.st_mode);
+  s.uid = st.st_uid;
+  s.gid = st.st_gid;
   return s;
 }
 

@@ -61,6 +61,16 @@ bool IsExecutable(const std::string& path);
 
 // chmod(2), following symlinks.
 Status Chmod(const std::string& path, unsigned mode);
+// fchmod(2) of an open descriptor; `what` names it in errors.
+Status ChmodOpenFile(int fd, unsigned mode, const std::string& what);
+// chown(2), following symlinks; a uid or gid of -1 keeps that one.
+Status Chown(const std::string& path, uid_t uid, gid_t gid);
+// lchown(2): a symlink itself, never what it points at.
+Status ChownNoFollow(const std::string& path, uid_t uid, gid_t gid);
+// Whether this process's effective identity (its file-system identity) may
+// `mode` (R_OK, W_OK, X_OK, F_OK) `path` (faccessat with AT_EACCESS): 0, or
+// the errno that says why not.
+int AccessError(const std::string& path, int mode);
 
 // unlink(2); a missing file is fine (OK).
 Status RemoveFile(const std::string& path);
@@ -104,6 +114,8 @@ struct FileStamp {
   int64_t mtime_ns = 0;  // since the Unix epoch
   int64_t ctime_ns = 0;
   uint32_t mode = 0;  // st_mode: the file type and permission bits (S_ISDIR(mode) ...)
+  uint32_t uid = 0;   // the owner
+  uint32_t gid = 0;
   bool operator==(const FileStamp&) const = default;
 };
 

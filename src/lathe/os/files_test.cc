@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "lathe/os/fd.h"
+
 namespace lathe::os {
 namespace {
 
@@ -54,6 +56,49 @@ TEST(Files, FileModeIsThePermissionBits) {
   EXPECT_EQ(*FileMode(p), 0644u);
   EXPECT_TRUE(FileMode(dir + "/missing").status().IsNotFound());
   (void)RemoveAll(dir);
+}
+
+TEST(Files, StampsNameTheOwnerAndChownChangesIt) {
+  char tmpl[] = "/tmp/lathe-files-owner-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  const std::string f = dir + "/f";
+  ASSERT_TRUE(WriteFileAtomic(f, "x", 0644).ok());
+  auto st = StatFile(f);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->uid, ::geteuid());
+  EXPECT_EQ(st->gid, ::getegid());
+  if (::geteuid() == 0) {
+    ASSERT_TRUE(Chown(f, 4242, static_cast<gid_t>(-1)).ok());
+    EXPECT_EQ(StatFile(f)->uid, 4242u);
+    EXPECT_EQ(StatFile(f)->gid, ::getegid());  // -1 kept it
+  }
+  EXPECT_EQ(Chown(dir + "/missing", 0, 0).code(), Code::kNotFound);
+  // The no-follow form changes a link, never what it points at.
+  const std::string link = dir + "/link";
+  ASSERT_EQ(::symlink(f.c_str(), link.c_str()), 0);
+  const uint32_t before = StatFile(f)->uid;
+  if (::geteuid() == 0) {
+    ASSERT_TRUE(ChownNoFollow(link, 4343, static_cast<gid_t>(-1)).ok());
+    EXPECT_EQ(LstatFile(link)->uid, 4343u);
+    EXPECT_EQ(StatFile(f)->uid, before);
+  }
+  // fchmod through a descriptor.
+  auto fd = Fd::Open(f, O_RDONLY);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(ChmodOpenFile(fd->get(), 0600, f).ok());
+  EXPECT_EQ(*FileMode(f), 0600u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Files, AccessErrorSaysWhyTheEffectiveIdentityMayNot) {
+  char tmpl[] = "/tmp/lathe-files-access-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  EXPECT_EQ(AccessError(dir, R_OK | W_OK | X_OK), 0);
+  EXPECT_EQ(AccessError(dir + "/missing", F_OK), ENOENT);
+  const std::string f = dir + "/f";
+  ASSERT_TRUE(WriteFileAtomic(f, "x", 0644).ok());
+  EXPECT_EQ(AccessError(f, X_OK), EACCES);  // no execute bit for anyone, root included
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Files, ReadUpToStopsOneBytePastTheLimit) {

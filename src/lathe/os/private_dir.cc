@@ -49,6 +49,7 @@ Status WriteNewFileAt(int dir_fd, const std::string& dir, const std::string& nam
   if (::fchmod(fd.get(), 0600) != 0) return ErrnoStatus("chmod " + path, errno);
   Status st = WriteFull(fd.get(), data, path);
   if (st.ok()) st = fd.Close(path);
+  // Best effort: clean-up of a file that could not be made right.
   if (!st.ok()) (void)::unlinkat(dir_fd, name.c_str(), 0);
   return st;
 }

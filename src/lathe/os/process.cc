@@ -72,6 +72,7 @@ void MarkCloseOnExecFrom3() {
     ::execve(argv[0], argv, environ);
     err = errno;
   }
+  // Best effort: after fork, nothing is left to tell a failed report to.
   (void)WriteFullErrno(report, &err, sizeof err);
   ::_exit(127);
 }
@@ -213,6 +214,7 @@ Result<pid_t> ForkReported(const std::vector<std::string>& argv, Child child) {
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) child(args.data(), report_w.get());
+  // Best effort: the parent reads the report pipe to its end either way.
   (void)report_w.Close("pipe");
   int err = 0;
   auto got = ReadUpTo(report_r.get(), &err, sizeof err, "pipe");
@@ -231,6 +233,7 @@ Result<pid_t> ForkReported(const std::vector<std::string>& argv, Child child) {
   for (int s : {SIGPIPE, SIGTERM, SIGINT, SIGCHLD}) ::signal(s, SIG_DFL);
   ::execvp(args[0], args);
   int err = errno;
+  // Best effort: after fork, nothing is left to tell a failed report to.
   (void)WriteFullErrno(report_fd, &err, sizeof err);
   ::_exit(127);
 }

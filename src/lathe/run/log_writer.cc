@@ -207,6 +207,8 @@ void LogWriter::Abandon() {
   std::string marker = Marker(marker_bytes, clock_.NowMs() * 1'000'000);
   ssize_t n = file_->Append(marker);
   if (n > 0 && static_cast<size_t>(n) < marker.size()) {
+    // Best effort: the log keeps growing if it cannot shrink; the cap is checked again at the next
+    // write.
     (void)file_->Truncate(size_);
   } else if (n > 0) {
     size_ += marker.size();

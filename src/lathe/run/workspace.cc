@@ -40,7 +40,7 @@ bool Contains(std::string_view text, std::string_view what) {
 
 void Say(int fd, const std::string& line) {
   std::string s = line + "\n";
-  (void)!::write(fd, s.data(), s.size());
+  (void)!::write(fd, s.data(), s.size());  // a progress line: a closed log loses only it
 }
 
 std::string RefLabel(const std::string& ref, Lang lang) {
@@ -123,6 +123,7 @@ WorkspaceOutcome CloneByName(const WorkspaceJob& job, int log_fd) {
   if (s.exit_code == 0) return {};
   WorkspaceOutcome failed = Failed(s);
   if (!MayBeCommitId(job.ref) || failed.failure != GitFailure::kUnknownRef) return failed;
+  // Best effort: clean-up: what stays is removed again at the next start or sweep.
   (void)os::RemoveAll(job.dir);
   s = Git({"clone", "--progress", "--no-local", "--no-checkout", "--", job.git, job.dir}, log_fd);
   if (s.exit_code != 0) return Failed(s);

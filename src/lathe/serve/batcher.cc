@@ -118,7 +118,7 @@ int64_t RequestQueues::CutRows(int64_t rows, bool delay_expired) const {
   for (auto it = pref.rbegin(); it != pref.rend(); ++it) {
     if (*it <= rows) return *it;
   }
-  (void)delay_expired;
+  (void)delay_expired;  // a full batch or an expired delay: either way the rows on hand
   return rows;
 }
 

@@ -591,7 +591,7 @@ Result<Json> ParseJsonBody(std::string_view body) {
   std::string offset = "?";
   try {  // parse again only to learn where it failed
     Json unused = Json::parse(body.begin(), body.end());
-    (void)unused;
+    (void)unused;  // parsed only for the exception that says where it fails
   } catch (const Json::parse_error& e) {
     offset = std::to_string(e.byte);
   } catch (const Json::exception&) {  // e.g. out_of_range: a number too large

@@ -130,9 +130,11 @@ Result<std::vector<PackFile>> PackWriter::Finish() {
 
 void PackWriter::Abort() {
   if (out_.file_open()) (void)out_.CloseAsync();  // aborting: the pack is thrown away
+  // Best effort: aborting: the pack is thrown away whatever its write did.
   (void)out_.Wait();
   // Aborting: a temporary pack left behind is swept by the next gc.
   if (!cur_.tmp_path.empty()) (void)os::RemoveFile(cur_.tmp_path);
+  // Best effort: clean-up: what stays is removed again at the next start or sweep.
   for (const auto& p : done_) (void)os::RemoveFile(p.tmp_path);
   cur_ = PackFile{};
   done_.clear();

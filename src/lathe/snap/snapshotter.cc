@@ -150,6 +150,7 @@ Result<bool> Snapshotter::Capture(const std::string& root, FileEntry* e) {
   }
   std::string path = root + "/" + e->path;
   Result<os::Fd> fd = Status::Internal("not opened");
+  // Best effort: the body only looks: what it finds is in the variables it sets.
   (void)os::WithAccess(opts_.read_as, [&] {
     fd = os::Fd::Open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NOATIME);
     if (!fd.ok() && fd.status().IsPermissionDenied())

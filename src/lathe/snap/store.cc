@@ -257,6 +257,7 @@ Result<SnapshotResult> Store::SnapshotOnce(const std::string& dir, const Snapsho
   SnapshotId parent_id;
   if (opts.parent == "auto") {
     Result<std::string> source = Status::NotFound(dir);
+    // Best effort: the body only looks: what it finds is in the variables it sets.
     (void)os::WithAccess(opts.read_as, [&] {
       source = RealPath(dir);
       return Status::OK();

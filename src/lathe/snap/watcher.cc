@@ -210,6 +210,7 @@ void Watcher::HandleEvent(int wd, uint32_t mask, const std::string& name) {
 }
 
 void Watcher::DrainEventsAs() {
+  // Best effort: the body only looks: what it finds is in the variables it sets.
   (void)os::WithAccess(opts_.access_as, [this] {
     DrainEvents();
     return Status::OK();
@@ -217,6 +218,7 @@ void Watcher::DrainEventsAs() {
 }
 
 void Watcher::ScanAs(bool report) {
+  // Best effort: the body only looks: what it finds is in the variables it sets.
   (void)os::WithAccess(opts_.access_as, [&] {
     Scan(report);
     return Status::OK();

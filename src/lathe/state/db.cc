@@ -185,10 +185,12 @@ Status Db::Transaction(const std::function<Status()>& body) {
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Status st = body();
   if (!st.ok()) {
+    // Best effort: the transaction failed already; its error is what the caller gets.
     (void)Exec("ROLLBACK");
     return st;
   }
   st = Exec("COMMIT");
+  // Best effort: the transaction failed already; its error is what the caller gets.
   if (!st.ok()) (void)Exec("ROLLBACK");
   return st;
 }
