@@ -11,9 +11,10 @@ from harness import Daemon, DaemonTest
 # The database back to schema v2, as the Lathe before execution backends
 # wrote it: the local handle's fields in their own columns, and no API tokens
 # (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7),
-# deployment keys (v8), workspaces (v9) or the model registry (v10).
+# deployment keys (v8), workspaces (v9), the model registry (v10),
+# deployments (v11) or credentials (v12, the tokens, sessions and keys).
 DOWNGRADE_TO_V2 = """
-DROP TABLE api_tokens;
+DROP TABLE credentials;
 DROP TABLE IF EXISTS secrets;
 DROP TABLE IF EXISTS gpu_attempts;
 DROP TABLE IF EXISTS browser_sessions;
@@ -112,7 +113,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 11)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 12)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

@@ -37,7 +37,7 @@ Result<Authenticated> Authenticator::CheckBearer(const net::HttpRequest& req) {
   std::string token(auth.substr(kBearer.size()));
   Authenticated a;
   if (token.substr(0, kTokenPrefix.size()) == kTokenPrefix) {
-    ASSIGN_OR_RETURN(state::TokenRecord r, tokens_.Verify(token));
+    ASSIGN_OR_RETURN(state::CredentialRecord r, tokens_.Verify(token));
     a.caller = CallerFor(r.uid, daemon_uid_);
     a.via = Via::kUserToken;
     a.token_id = r.id;

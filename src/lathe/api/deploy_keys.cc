@@ -1,26 +1,20 @@
 #include "lathe/api/deploy_keys.h"
 
-#include "lathe/api/auth.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/ids.h"
 
 namespace lathe::api {
 namespace {
 
-std::string Shown(std::string_view s) {
-  constexpr size_t kShown = 64;
-  std::string out;
-  for (char c : s.substr(0, kShown)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > kShown) out += "...";
-  return out;
-}
+using state::CredentialKind;
+using Verdict = state::Verified::Verdict;
 
 }  // namespace
 
-Json DeployKeyToJson(const state::DeployKeyRecord& r, int64_t now_ms) {
+Json DeployKeyToJson(const state::CredentialRecord& r, int64_t now_ms) {
   auto opt = [](int64_t v) { return v == 0 ? Json(nullptr) : Json(v); };
   return Json{{"id", r.id},
-              {"deployment", r.deployment},
+              {"deployment", r.scope},
               {"name", r.name},
               {"uid", r.uid},
               {"user", r.user},
@@ -34,7 +28,7 @@ Json DeployKeyToJson(const state::DeployKeyRecord& r, int64_t now_ms) {
 Result<std::unique_ptr<DeployKeyService>> DeployKeyService::Open(const std::string& db_path,
                                                                  os::Clock& clock,
                                                                  Options options) {
-  ASSIGN_OR_RETURN(auto store, state::DeployKeyStore::Open(db_path));
+  ASSIGN_OR_RETURN(auto store, state::CredentialStore::Open(db_path));
   return std::unique_ptr<DeployKeyService>(new DeployKeyService(std::move(store), clock, options));
 }
 
@@ -47,15 +41,17 @@ Result<IssuedDeployKey> DeployKeyService::Issue(const DeployKeyRequest& req) {
   ASSIGN_OR_RETURN(int64_t ttl_ms, CredentialTtlMs(req.expires));
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
-  ASSIGN_OR_RETURN(int64_t live, store_->CountLive(req.deployment, now));
+  ASSIGN_OR_RETURN(int64_t live,
+                   store_->Count({CredentialKind::kDeployKey, std::nullopt, req.deployment, now}));
   if (live >= opts_.max_live_per_deployment) {
     return Status::Msg(Code::kResourceExhausted, "deploy_key.too_many",
                        {{"deployment", req.deployment},
                         {"count", std::to_string(live)},
                         {"max", std::to_string(opts_.max_live_per_deployment)}});
   }
-  state::DeployKeyRecord r;
-  r.deployment = req.deployment;
+  state::CredentialRecord r;
+  r.kind = CredentialKind::kDeployKey;
+  r.scope = req.deployment;
   r.uid = req.uid;
   r.user = req.user;
   r.name = req.name;
@@ -69,53 +65,48 @@ Result<IssuedDeployKey> DeployKeyService::Issue(const DeployKeyRequest& req) {
   return IssuedDeployKey{r, FormatDeployKey(parts)};
 }
 
-Result<state::DeployKeyRecord> DeployKeyService::Verify(std::string_view key,
-                                                        std::string_view deployment) {
+Result<state::CredentialRecord> DeployKeyService::Verify(std::string_view key,
+                                                         std::string_view deployment) {
   std::optional<DeployKeyParts> parts = ParseDeployKey(key);
   if (!parts) return Status::Msg(Code::kPermissionDenied, "deploy_key.malformed");
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<state::DeployKeyRecord> r, store_->Get(parts->id));
+  state::VerifyRules rules{.scope = std::string(deployment),
+                           .touch_every_ms = opts_.touch_every_ms};
+  ASSIGN_OR_RETURN(state::Verified v, store_->Verify(CredentialKind::kDeployKey, parts->id,
+                                                     parts->secret, rules, clock_.NowMs()));
+  switch (v.verdict) {
+    case Verdict::kOk:
+      return std::move(v.record);
+    case Verdict::kExpired:
+      return Status::Msg(Code::kPermissionDenied, "deploy_key.expired",
+                         {{"id", v.record.id}, {"when", FormatUtc(v.record.expires_at_ms)}});
+    case Verdict::kInvalid:
+      break;
+  }
   // One answer for an unknown id, a wrong secret and another deployment's
   // key: the caller learns nothing about which keys exist elsewhere.
-  if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash) ||
-      r->deployment != deployment) {
-    return Status::Msg(Code::kPermissionDenied, "deploy_key.invalid",
-                       {{"id", parts->id}, {"deployment", Shown(deployment)}});
-  }
-  const int64_t now = clock_.NowMs();
-  if (!r->LiveAt(now)) {
-    return Status::Msg(Code::kPermissionDenied, "deploy_key.expired",
-                       {{"id", r->id}, {"when", FormatUtc(r->expires_at_ms)}});
-  }
-  if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
-    // Best effort: a busy database must not refuse a valid key.
-    if (store_->Touch(r->id, now).ok()) r->last_used_at_ms = now;
-  }
-  return std::move(*r);
+  return Status::Msg(Code::kPermissionDenied, "deploy_key.invalid",
+                     {{"id", parts->id}, {"deployment", Shown(deployment)}});
 }
 
-Result<std::vector<state::DeployKeyRecord>> DeployKeyService::List(const std::string& deployment,
-                                                                   std::optional<uid_t> owner) {
+Result<std::vector<state::CredentialRecord>> DeployKeyService::List(const std::string& deployment,
+                                                                    std::optional<uid_t> owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  return store_->List(deployment, owner);
+  return store_->List({CredentialKind::kDeployKey, owner, deployment});
 }
 
-Result<state::DeployKeyRecord> DeployKeyService::Revoke(const std::string& id,
-                                                        std::optional<uid_t> owner) {
+Result<state::CredentialRecord> DeployKeyService::Revoke(const std::string& id,
+                                                         std::optional<uid_t> owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<state::DeployKeyRecord> r, store_->Get(id));
-  auto not_found = [&] {
-    return Status::Msg(Code::kNotFound, "deploy_key.not_found", {{"id", Shown(id)}});
-  };
-  if (!r || (owner && r->uid != *owner)) return not_found();
-  ASSIGN_OR_RETURN(bool deleted, store_->Delete(id));
-  if (!deleted) return not_found();
+  ASSIGN_OR_RETURN(std::optional<state::CredentialRecord> r,
+                   store_->Revoke(CredentialKind::kDeployKey, id, owner));
+  if (!r) return Status::Msg(Code::kNotFound, "deploy_key.not_found", {{"id", Shown(id)}});
   return std::move(*r);
 }
 
 Result<int64_t> DeployKeyService::RevokeAll(const std::string& deployment) {
   std::lock_guard<std::mutex> lock(mu_);
-  return store_->DeleteAll(deployment);
+  return store_->DeleteScope(CredentialKind::kDeployKey, deployment);
 }
 
 }  // namespace lathe::api

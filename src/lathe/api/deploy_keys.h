@@ -2,10 +2,12 @@
 // that is not public (docs/security.md, "Credentials"). Issuing, checking,
 // listing and revoking them; the deployments that use them come later.
 //
-// A key is "lathe_dk_<id>_<secret>": <id> ("k" and 10 base32 characters) is
-// its public name and the key of its row, so that checking a key is one
-// primary-key read; <secret> is 64 hex characters (256 random bits), of
-// which only the SHA-256 is stored, as for API tokens (tokens.h). The
+// A key is "lathe_dk_<id>_<secret>" (common/credential_format.h): <id> ("k"
+// and 10 base32 characters) is its public name and the key of its row in the
+// credential store (state/credential_store.h, its deployment the row's
+// scope), so that checking a key is one primary-key read; <secret> is 64 hex
+// characters (256 random bits), of which only the SHA-256 is stored, as for
+// API tokens (tokens.h). The
 // "lathe_dk_" prefix keeps a key apart from a user's token: neither is ever
 // taken for the other (ParseToken refuses a key, ParseDeployKey a token).
 //
@@ -38,7 +40,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
-#include "lathe/state/deploy_key_store.h"
+#include "lathe/state/credential_store.h"
 
 namespace lathe::api {
 
@@ -62,12 +64,12 @@ struct DeployKeyRequest {
 };
 
 struct IssuedDeployKey {
-  state::DeployKeyRecord record;
-  std::string key;  // the whole key; shown once
+  state::CredentialRecord record;  // its deployment is record.scope
+  std::string key;                 // the whole key; shown once
 };
 
 // What the API shows of a key: never its secret or its hash.
-Json DeployKeyToJson(const state::DeployKeyRecord& r, int64_t now_ms);
+Json DeployKeyToJson(const state::CredentialRecord& r, int64_t now_ms);
 
 class DeployKeyService {
  public:
@@ -98,24 +100,24 @@ class DeployKeyService {
   // its secret differs (revoked, mistyped) or it belongs to another
   // deployment — one answer for all three; deploy_key.expired when it is
   // past its expiry.
-  Result<state::DeployKeyRecord> Verify(std::string_view key, std::string_view deployment);
+  Result<state::CredentialRecord> Verify(std::string_view key, std::string_view deployment);
   // Newest first: `deployment`'s keys, only `owner`'s unless nullopt (an
   // admin). Expired ones included.
-  Result<std::vector<state::DeployKeyRecord>> List(const std::string& deployment,
-                                                   std::optional<uid_t> owner);
+  Result<std::vector<state::CredentialRecord>> List(const std::string& deployment,
+                                                    std::optional<uid_t> owner);
   // Deletes key `id` when `owner` is nullopt (an admin) or issued it; the
   // deleted record. NotFound (deploy_key.not_found) otherwise: another
   // user's key is "not found" to a user.
-  Result<state::DeployKeyRecord> Revoke(const std::string& id, std::optional<uid_t> owner);
+  Result<state::CredentialRecord> Revoke(const std::string& id, std::optional<uid_t> owner);
   // Deletes every key of `deployment` (it is being removed); how many.
   Result<int64_t> RevokeAll(const std::string& deployment);
 
  private:
-  DeployKeyService(std::unique_ptr<state::DeployKeyStore> store, os::Clock& clock, Options o)
+  DeployKeyService(std::unique_ptr<state::CredentialStore> store, os::Clock& clock, Options o)
       : store_(std::move(store)), clock_(clock), opts_(o) {}
 
   std::mutex mu_;
-  std::unique_ptr<state::DeployKeyStore> store_;  // guarded by mu_
+  std::unique_ptr<state::CredentialStore> store_;  // guarded by mu_
   os::Clock& clock_;
   const Options opts_;
 };

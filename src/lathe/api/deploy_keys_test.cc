@@ -74,12 +74,12 @@ TEST_F(DeployKeysTest, IssuedKeyVerifiesForItsDeploymentAndIsStoredOnlyHashed) {
   ASSERT_TRUE(parts.has_value()) << issued->key;
   EXPECT_EQ(parts->id, issued->record.id);
   EXPECT_EQ(issued->record.secret_hash, HashSecret(parts->secret));
-  EXPECT_EQ(issued->record.deployment, "digits");
+  EXPECT_EQ(issued->record.scope, "digits");  // its deployment
 
   auto v = keys_->Verify(issued->key, "digits");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->uid, 1000u);
-  EXPECT_EQ(v->deployment, "digits");
+  EXPECT_EQ(v->scope, "digits");
   EXPECT_EQ(v->last_used_at_ms, clock_.NowMs());
 
   // What the API would show holds neither the secret nor its hash; the

@@ -7,31 +7,16 @@
 
 #include "lathe/api/auth.h"
 #include "lathe/api/tokens.h"
+#include "lathe/common/credential_format.h"
 #include "lathe/common/ids.h"
-#include "lathe/snap/sha256.h"
 
 namespace lathe::api {
 namespace {
 
-constexpr size_t kIdChars = 11;      // "s" + 10 base32
-constexpr size_t kSecretChars = 64;  // 32 bytes as hex
-constexpr std::string_view kIdAlphabet = "0123456789abcdefghjkmnpqrstvwxyz";
+using state::CredentialKind;
+
 constexpr std::string_view kHex = "0123456789abcdef";
 constexpr const char* kCsrfKeyName = "csrf";
-
-struct CookieParts {
-  std::string id, secret;
-};
-
-std::optional<CookieParts> ParseCookieValue(std::string_view v) {
-  if (v.size() != kIdChars + 1 + kSecretChars || v[kIdChars] != '_') return std::nullopt;
-  std::string_view id = v.substr(0, kIdChars), secret = v.substr(kIdChars + 1);
-  if (id[0] != 's' || id.substr(1).find_first_not_of(kIdAlphabet) != std::string_view::npos ||
-      secret.find_first_not_of(kHex) != std::string_view::npos) {
-    return std::nullopt;
-  }
-  return CookieParts{std::string(id), std::string(secret)};
-}
 
 Status CodeInvalid() { return Status::Msg(Code::kPermissionDenied, "session.code_invalid"); }
 
@@ -50,13 +35,13 @@ Json SessionToJson(const SessionRecord& r) {
 
 Result<std::unique_ptr<SessionService>> SessionService::Open(const std::string& db_path,
                                                              os::Clock& clock, Options o) {
-  ASSIGN_OR_RETURN(auto store, state::SessionStore::Open(db_path));
+  ASSIGN_OR_RETURN(auto store, state::CredentialStore::Open(db_path));
   ASSIGN_OR_RETURN(std::string key, store->KeyOrInsert(kCsrfKeyName, NewSecret()));
   return std::unique_ptr<SessionService>(
       new SessionService(std::move(store), clock, o, std::move(key)));
 }
 
-SessionRecord SessionService::ToRecord(const state::SessionRow& r) const {
+SessionRecord SessionService::ToRecord(const state::CredentialRecord& r) const {
   SessionRecord s;
   s.id = r.id;
   s.uid = r.uid;
@@ -70,10 +55,6 @@ SessionRecord SessionService::ToRecord(const state::SessionRow& r) const {
   return s;
 }
 
-bool SessionService::LiveAt(const state::SessionRow& r, int64_t now_ms) const {
-  return now_ms < r.expires_at_ms && now_ms < r.last_used_at_ms + opts_.idle_ttl_ms;
-}
-
 bool SessionService::CreatorLive(const std::string& created_by, int64_t now_ms, int depth) {
   constexpr int kMaxChain = 8;  // sessions made by sessions; a longer chain is not live
   constexpr std::string_view kToken = "token ", kSession = "session ";
@@ -82,8 +63,8 @@ bool SessionService::CreatorLive(const std::string& created_by, int64_t now_ms, 
   }
   if (created_by.starts_with(kSession)) {
     if (depth >= kMaxChain) return false;
-    auto parent = store_->Get(created_by.substr(kSession.size()));
-    return parent.ok() && parent->has_value() && LiveAt(**parent, now_ms) &&
+    auto parent = store_->Get(CredentialKind::kSession, created_by.substr(kSession.size()));
+    return parent.ok() && parent->has_value() && (*parent)->LiveAt(now_ms, opts_.idle_ttl_ms) &&
            CreatorLive((*parent)->created_by, now_ms, depth + 1);
   }
   return true;  // the socket (the kernel vouched) or the daemon's own token
@@ -115,14 +96,17 @@ Result<std::string> SessionService::IssueCode(uid_t uid, const std::string& user
 }
 
 Status SessionService::MakeRoom(uid_t uid, const std::string& scope, int64_t now_ms) {
-  RETURN_IF_ERROR(store_->DeleteExpired(now_ms, opts_.idle_ttl_ms).status());
-  ASSIGN_OR_RETURN(std::vector<state::SessionRow> mine, store_->List(uid));
-  std::erase_if(mine, [&](const state::SessionRow& r) { return r.scope != scope; });
+  RETURN_IF_ERROR(
+      store_->DeleteExpired(CredentialKind::kSession, now_ms, opts_.idle_ttl_ms).status());
+  ASSIGN_OR_RETURN(std::vector<state::CredentialRecord> mine,
+                   store_->List({CredentialKind::kSession, uid, scope}));
   if (static_cast<int64_t>(mine.size()) < opts_.max_sessions_per_user) return Status::OK();
   std::sort(mine.begin(), mine.end(),
             [](const auto& a, const auto& b) { return a.last_used_at_ms < b.last_used_at_ms; });
   const size_t extra = mine.size() - static_cast<size_t>(opts_.max_sessions_per_user) + 1;
-  for (size_t i = 0; i < extra; ++i) RETURN_IF_ERROR(store_->Delete(mine[i].id).status());
+  for (size_t i = 0; i < extra; ++i) {
+    RETURN_IF_ERROR(store_->Delete(CredentialKind::kSession, mine[i].id).status());
+  }
   return Status::OK();
 }
 
@@ -140,7 +124,8 @@ Result<IssuedSession> SessionService::Redeem(std::string_view code, std::string_
   }
 
   RETURN_IF_ERROR(MakeRoom(c.uid, c.scope, now));
-  state::SessionRow r;
+  state::CredentialRecord r;
+  r.kind = CredentialKind::kSession;
   r.id = NewId("s");
   r.uid = c.uid;
   r.user = c.user;
@@ -158,29 +143,32 @@ Result<IssuedSession> SessionService::Redeem(std::string_view code, std::string_
 
 Result<SessionRecord> SessionService::Verify(std::string_view cookie_value,
                                              std::string_view scope) {
-  std::optional<CookieParts> parts = ParseCookieValue(cookie_value);
+  std::optional<CredentialParts> parts = ParseCredential(cookie_value, "", 's');
   if (!parts) return Status::Msg(Code::kPermissionDenied, "session.invalid", {{"id", "-"}});
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<state::SessionRow> r, store_->Get(parts->id));
   const int64_t now = clock_.NowMs();
-  // One answer for every failure: an id (which listings show) says nothing
-  // about whether a guess of the secret came close.
-  if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash) || r->scope != scope ||
-      !LiveAt(*r, now) || !CreatorLive(r->created_by, now, 0)) {
+  state::VerifyRules rules{.scope = std::string(scope),
+                           .idle_ms = opts_.idle_ttl_ms,
+                           .touch_every_ms = opts_.touch_every_ms,
+                           .also_live = [&](const state::CredentialRecord& r) {
+                             return CreatorLive(r.created_by, now, 0);
+                           }};
+  ASSIGN_OR_RETURN(state::Verified v,
+                   store_->Verify(CredentialKind::kSession, parts->id, parts->secret, rules, now));
+  // One answer for every failure, an expired session's too: an id (which
+  // listings show) says nothing about whether a guess of the secret came close.
+  if (v.verdict != state::Verified::Verdict::kOk) {
     return Status::Msg(Code::kPermissionDenied, "session.invalid", {{"id", parts->id}});
   }
-  if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
-    // Best effort: a busy database must not refuse a valid session.
-    if (store_->Touch(r->id, now).ok()) r->last_used_at_ms = now;
-  }
-  return ToRecord(*r);
+  return ToRecord(v.record);
 }
 
 bool SessionService::IsLive(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto r = store_->Get(id);
+  auto r = store_->Get(CredentialKind::kSession, id);
   const int64_t now = clock_.NowMs();
-  return r.ok() && r->has_value() && LiveAt(**r, now) && CreatorLive((*r)->created_by, now, 0);
+  return r.ok() && r->has_value() && (*r)->LiveAt(now, opts_.idle_ttl_ms) &&
+         CreatorLive((*r)->created_by, now, 0);
 }
 
 std::string SessionService::CsrfToken(const SessionRecord& s) const {
@@ -204,26 +192,21 @@ bool SessionService::CheckCsrf(const SessionRecord& s, std::string_view header_v
 
 Result<std::vector<SessionRecord>> SessionService::List(std::optional<uid_t> uid) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::vector<state::SessionRow> rows, store_->List(uid));
+  ASSIGN_OR_RETURN(std::vector<state::CredentialRecord> rows,
+                   store_->List({CredentialKind::kSession, uid}));
   const int64_t now = clock_.NowMs();
   std::vector<SessionRecord> out;
   for (const auto& r : rows)
-    if (LiveAt(r, now)) out.push_back(ToRecord(r));
+    if (r.LiveAt(now, opts_.idle_ttl_ms)) out.push_back(ToRecord(r));
   return out;
 }
 
 Result<SessionRecord> SessionService::Revoke(const std::string& id, std::optional<uid_t> owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto not_found = [&] {
-    std::string shown = id.substr(0, 64);
-    for (char& ch : shown)
-      if (ch < 0x20 || ch >= 0x7f) ch = '?';
-    return Status::Msg(Code::kNotFound, "session.not_found", {{"id", shown}});
-  };
-  ASSIGN_OR_RETURN(std::optional<state::SessionRow> r, store_->Get(id));
-  if (!r || (owner && r->uid != *owner)) return not_found();
-  ASSIGN_OR_RETURN(bool deleted, store_->Delete(id));
-  if (!deleted) return not_found();
+  ASSIGN_OR_RETURN(std::optional<state::CredentialRecord> r,
+                   store_->Revoke(CredentialKind::kSession, id, owner));
+  if (!r)
+    return Status::Msg(Code::kNotFound, "session.not_found", {{"id", Shown(id.substr(0, 64))}});
   return ToRecord(*r);
 }
 

@@ -3,10 +3,11 @@
 //
 // A person asks for a code (`lathe ui`, POST /api/v1/sessions/code) and opens
 // the URL that carries it; the daemon redeems the code for a session and sets
-// the session's cookie. The cookie value is "<id>_<secret>": <id> ("s" and 10
-// base32 characters) is its public name (listings show it; the row's key),
-// <secret> 64 hex characters (256 random bits) of which only the SHA-256 is
-// stored, as for API tokens (tokens.h).
+// the session's cookie. The cookie value is "<id>_<secret>"
+// (common/credential_format.h): <id> ("s" and 10 base32 characters) is its
+// public name (listings show it; the key of its row in the credential store,
+// state/credential_store.h), <secret> 64 hex characters (256 random bits) of
+// which only the SHA-256 is stored, as for API tokens (tokens.h).
 //
 // Scopes: a session belongs to one origin. kUiScope is the daemon's own (the
 // API and the web UI under /ui/); a run's origin (the proxy) uses
@@ -38,7 +39,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/os/clock.h"
-#include "lathe/state/session_store.h"
+#include "lathe/state/credential_store.h"
 
 namespace lathe::api {
 
@@ -147,11 +148,10 @@ class SessionService {
     int64_t expires_mono_ms = 0;
     int64_t not_after_ms = 0;  // the session's end at the latest (0: its own)
   };
-  SessionService(std::unique_ptr<state::SessionStore> store, os::Clock& clock, Options o,
+  SessionService(std::unique_ptr<state::CredentialStore> store, os::Clock& clock, Options o,
                  std::string key)
       : store_(std::move(store)), clock_(clock), opts_(o), csrf_key_(std::move(key)) {}
-  SessionRecord ToRecord(const state::SessionRow& r) const;
-  bool LiveAt(const state::SessionRow& r, int64_t now_ms) const;
+  SessionRecord ToRecord(const state::CredentialRecord& r) const;
   // Whether the credential `created_by` names is live at `now_ms`; `depth`
   // counts sessions made by sessions, of which a chain may hold kMaxChain.
   bool CreatorLive(const std::string& created_by, int64_t now_ms, int depth);  // mu_ held
@@ -159,7 +159,7 @@ class SessionService {
   Status MakeRoom(uid_t uid, const std::string& scope, int64_t now_ms);        // mu_ held
 
   std::mutex mu_;
-  std::unique_ptr<state::SessionStore> store_;  // guarded by mu_
+  std::unique_ptr<state::CredentialStore> store_;  // guarded by mu_
   // Outstanding codes by the SHA-256 of the code.
   std::map<std::string, PendingCode> codes_;  // guarded by mu_
   os::Clock& clock_;

@@ -4,18 +4,14 @@
 
 #include <fmt/format.h>
 
-#include "lathe/api/auth.h"
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
-#include "lathe/snap/sha256.h"
 
 namespace lathe::api {
 namespace {
 
-constexpr size_t kIdChars = 11;      // "t" + 10 base32
-constexpr size_t kSecretChars = 64;  // 32 bytes as hex
-constexpr std::string_view kIdAlphabet = "0123456789abcdefghjkmnpqrstvwxyz";
-constexpr std::string_view kHex = "0123456789abcdef";
+using state::CredentialKind;
+using Verdict = state::Verified::Verdict;
 
 // What a name may be: printable ASCII or any UTF-8 beyond it, no control
 // characters (they would garble `lathe token ls`).
@@ -25,6 +21,8 @@ bool IsPrintableName(std::string_view name) {
   return true;
 }
 
+}  // namespace
+
 std::string Shown(std::string_view s) {
   constexpr size_t kShown = 64;
   std::string out;
@@ -32,8 +30,6 @@ std::string Shown(std::string_view s) {
   if (s.size() > kShown) out += "...";
   return out;
 }
-
-}  // namespace
 
 Result<int64_t> CredentialTtlMs(const std::string& expires) {
   if (expires.empty() || expires == "never") return int64_t{0};
@@ -64,24 +60,12 @@ Status CheckCredentialName(std::string_view name) {
 }
 
 std::optional<TokenParts> ParseToken(std::string_view token) {
-  if (token.substr(0, kTokenPrefix.size()) != kTokenPrefix) return std::nullopt;
-  token.remove_prefix(kTokenPrefix.size());
-  if (token.size() != kIdChars + 1 + kSecretChars || token[kIdChars] != '_') return std::nullopt;
-  std::string_view id = token.substr(0, kIdChars), secret = token.substr(kIdChars + 1);
-  if (id[0] != 't' || id.substr(1).find_first_not_of(kIdAlphabet) != std::string_view::npos ||
-      secret.find_first_not_of(kHex) != std::string_view::npos) {
-    return std::nullopt;
-  }
-  return TokenParts{std::string(id), std::string(secret)};
+  return ParseCredential(token, kTokenPrefix, 't');
 }
 
-std::string FormatToken(const TokenParts& parts) {
-  return std::string(kTokenPrefix) + parts.id + "_" + parts.secret;
-}
+std::string FormatToken(const TokenParts& parts) { return FormatCredential(kTokenPrefix, parts); }
 
-std::string HashSecret(std::string_view secret) { return snap::ToHex(snap::Sha256(secret)); }
-
-Json TokenToJson(const state::TokenRecord& r, int64_t now_ms) {
+Json TokenToJson(const state::CredentialRecord& r, int64_t now_ms) {
   auto opt = [](int64_t v) { return v == 0 ? Json(nullptr) : Json(v); };
   return Json{{"id", r.id},
               {"name", r.name},
@@ -96,7 +80,7 @@ Json TokenToJson(const state::TokenRecord& r, int64_t now_ms) {
 
 Result<std::unique_ptr<TokenService>> TokenService::Open(const std::string& db_path,
                                                          os::Clock& clock, Options options) {
-  ASSIGN_OR_RETURN(auto store, state::TokenStore::Open(db_path));
+  ASSIGN_OR_RETURN(auto store, state::CredentialStore::Open(db_path));
   return std::unique_ptr<TokenService>(new TokenService(std::move(store), clock, options));
 }
 
@@ -104,7 +88,7 @@ Result<IssuedToken> TokenService::Issue(const TokenRequest& req) {
   RETURN_IF_ERROR(CheckCredentialName(req.name));
   ASSIGN_OR_RETURN(int64_t ttl_ms, RequestedTtlMs(req.expires));
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(int64_t held, store_->CountFor(req.uid));
+  ASSIGN_OR_RETURN(int64_t held, store_->Count({CredentialKind::kToken, req.uid}));
   if (held >= opts_.max_tokens_per_user) {
     return Status::Msg(Code::kResourceExhausted, "token.too_many",
                        {{"user", req.user},
@@ -112,7 +96,8 @@ Result<IssuedToken> TokenService::Issue(const TokenRequest& req) {
                         {"max", std::to_string(opts_.max_tokens_per_user)}});
   }
   const int64_t now = clock_.NowMs();
-  state::TokenRecord r;
+  state::CredentialRecord r;
+  r.kind = CredentialKind::kToken;
   r.uid = req.uid;
   r.user = req.user;
   r.name = req.name;
@@ -129,47 +114,44 @@ Result<IssuedToken> TokenService::Issue(const TokenRequest& req) {
   return IssuedToken{r, FormatToken(parts)};
 }
 
-Result<state::TokenRecord> TokenService::Verify(std::string_view token) {
+Result<state::CredentialRecord> TokenService::Verify(std::string_view token) {
   std::optional<TokenParts> parts = ParseToken(token);
   if (!parts) return Status::Msg(Code::kPermissionDenied, "api.unauthenticated");
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<state::TokenRecord> r, store_->Get(parts->id));
+  ASSIGN_OR_RETURN(state::Verified v,
+                   store_->Verify(CredentialKind::kToken, parts->id, parts->secret,
+                                  {.touch_every_ms = opts_.touch_every_ms}, clock_.NowMs()));
+  switch (v.verdict) {
+    case Verdict::kOk:
+      return std::move(v.record);
+    case Verdict::kExpired:
+      return Status::Msg(Code::kPermissionDenied, "token.expired",
+                         {{"id", v.record.id}, {"when", FormatUtc(v.record.expires_at_ms)}});
+    case Verdict::kInvalid:
+      break;
+  }
   // The same answer for an unknown id and a wrong secret: an id alone (shown
   // by `lathe token ls`) says nothing about whether a guess came close.
-  if (!r || !ConstantTimeEquals(HashSecret(parts->secret), r->secret_hash)) {
-    return Status::Msg(Code::kPermissionDenied, "token.invalid", {{"id", parts->id}});
-  }
-  const int64_t now = clock_.NowMs();
-  if (!r->LiveAt(now)) {
-    return Status::Msg(Code::kPermissionDenied, "token.expired",
-                       {{"id", r->id}, {"when", FormatUtc(r->expires_at_ms)}});
-  }
-  if (now - r->last_used_at_ms >= opts_.touch_every_ms) {
-    // Best effort: a busy database must not refuse a valid token.
-    if (store_->Touch(r->id, now).ok()) r->last_used_at_ms = now;
-  }
-  return std::move(*r);
+  return Status::Msg(Code::kPermissionDenied, "token.invalid", {{"id", parts->id}});
 }
 
 bool TokenService::IsLive(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto r = store_->Get(id);
+  auto r = store_->Get(CredentialKind::kToken, id);
   return r.ok() && r->has_value() && (*r)->LiveAt(clock_.NowMs());
 }
 
-Result<std::vector<state::TokenRecord>> TokenService::List(std::optional<uid_t> uid) {
+Result<std::vector<state::CredentialRecord>> TokenService::List(std::optional<uid_t> uid) {
   std::lock_guard<std::mutex> lock(mu_);
-  return store_->List(uid);
+  return store_->List({CredentialKind::kToken, uid});
 }
 
-Result<state::TokenRecord> TokenService::Revoke(const std::string& id, std::optional<uid_t> owner) {
+Result<state::CredentialRecord> TokenService::Revoke(const std::string& id,
+                                                     std::optional<uid_t> owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<state::TokenRecord> r, store_->Get(id));
-  if (!r || (owner && r->uid != *owner)) {
-    return Status::Msg(Code::kNotFound, "token.not_found", {{"id", Shown(id)}});
-  }
-  ASSIGN_OR_RETURN(bool deleted, store_->Delete(id));
-  if (!deleted) return Status::Msg(Code::kNotFound, "token.not_found", {{"id", Shown(id)}});
+  ASSIGN_OR_RETURN(std::optional<state::CredentialRecord> r,
+                   store_->Revoke(CredentialKind::kToken, id, owner));
+  if (!r) return Status::Msg(Code::kNotFound, "token.not_found", {{"id", Shown(id)}});
   return std::move(*r);
 }
 

@@ -1,15 +1,19 @@
 // Per-user API tokens: their form, and issuing, checking, listing and
 // revoking them (docs/security.md, "Credentials").
 //
-// A token is "lathe_<id>_<secret>". <id> ("t" and 10 base32 characters) is
-// its public name, shown by `lathe token ls` and the key of its row, so that
-// checking a token is one primary-key read, never a scan; <secret> is 64 hex
-// characters (256 random bits). Only the secret's SHA-256 is stored: a
+// A token is "lathe_<id>_<secret>" (common/credential_format.h). <id> ("t"
+// and 10 base32 characters) is its public name, shown by `lathe token ls` and
+// the key of its row in the credential store (state/credential_store.h), so
+// that checking a token is one primary-key read, never a scan; <secret> is 64
+// hex characters (256 random bits). Only the secret's SHA-256 is stored: a
 // 256-bit random secret needs no salt or slow hash, since nobody can guess
 // one to match a stolen hash. The whole token is shown once, when issued.
 //
 // Expiry and revocation take effect at the next request: every check reads
 // the row and the clock.
+//
+// This header also holds what every kind of credential shares at the API:
+// the checks of a name and an expiry, and how a message quotes a value.
 //
 // Thread-safe: calls are serialised on one mutex (one SQLite connection).
 #pragma once
@@ -24,26 +28,27 @@
 #include <string_view>
 #include <vector>
 
+#include "lathe/common/credential_format.h"
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/common/units.h"
 #include "lathe/os/clock.h"
-#include "lathe/state/token_store.h"
+#include "lathe/state/credential_store.h"
 
 namespace lathe::api {
 
 inline constexpr std::string_view kTokenPrefix = "lathe_";
 
-struct TokenParts {
-  std::string id;      // "t" + 10 base32 characters
-  std::string secret;  // 64 lower-case hex characters
-};
+using TokenParts = CredentialParts;  // id: "t" + 10 base32 characters
 
 // The parts of a token of the form above; nullopt for anything else.
 std::optional<TokenParts> ParseToken(std::string_view token);
 std::string FormatToken(const TokenParts& parts);
 // SHA-256 of the secret, 64 lower-case hex characters.
-std::string HashSecret(std::string_view secret);
+inline std::string HashSecret(std::string_view secret) { return HashCredentialSecret(secret); }
+// What a message quotes of a value a caller sent: its first 64 characters,
+// each unprintable one as '?', and "..." when there was more.
+std::string Shown(std::string_view value);
 
 // Bounds of what a token request may ask for.
 inline constexpr size_t kMaxTokenNameBytes = 64;
@@ -76,12 +81,12 @@ struct TokenRequest {
 };
 
 struct IssuedToken {
-  state::TokenRecord record;
+  state::CredentialRecord record;
   std::string token;  // the whole token; shown once
 };
 
 // What the API shows of a token: never its secret or its hash.
-Json TokenToJson(const state::TokenRecord& r, int64_t now_ms);
+Json TokenToJson(const state::CredentialRecord& r, int64_t now_ms);
 
 class TokenService {
  public:
@@ -107,23 +112,23 @@ class TokenService {
   // when `token` is not of the form "lathe_<id>_<secret>", token.invalid when
   // no token has that id or its secret differs (revoked, mistyped, another
   // daemon's), token.expired when it is past its expiry.
-  Result<state::TokenRecord> Verify(std::string_view token);
+  Result<state::CredentialRecord> Verify(std::string_view token);
   // True while token `id` exists and has not expired (a stream checks that
   // the credential it was opened with still holds). False on a store error.
   bool IsLive(const std::string& id);
   // Newest first: `uid`'s tokens, or everyone's when nullopt.
-  Result<std::vector<state::TokenRecord>> List(std::optional<uid_t> uid);
+  Result<std::vector<state::CredentialRecord>> List(std::optional<uid_t> uid);
   // Deletes token `id` when `owner` is nullopt (an admin) or holds it; the
   // deleted record. NotFound (token.not_found) otherwise: another user's
   // token is "not found" to a user, as if it did not exist.
-  Result<state::TokenRecord> Revoke(const std::string& id, std::optional<uid_t> owner);
+  Result<state::CredentialRecord> Revoke(const std::string& id, std::optional<uid_t> owner);
 
  private:
-  TokenService(std::unique_ptr<state::TokenStore> store, os::Clock& clock, Options o)
+  TokenService(std::unique_ptr<state::CredentialStore> store, os::Clock& clock, Options o)
       : store_(std::move(store)), clock_(clock), opts_(o) {}
 
   std::mutex mu_;
-  std::unique_ptr<state::TokenStore> store_;  // guarded by mu_
+  std::unique_ptr<state::CredentialStore> store_;  // guarded by mu_
   os::Clock& clock_;
   const Options opts_;
 };

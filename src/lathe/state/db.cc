@@ -125,6 +125,7 @@ Status Db::Migrate(const std::vector<std::string>& migrations) {
   ASSIGN_OR_RETURN(Stmt s, Prepare("PRAGMA user_version"));
   ASSIGN_OR_RETURN(bool row, s.Step());
   schema_version_ = row ? static_cast<int>(s.Int(0)) : 0;
+  s.Reset();  // no statement may be running while a migration drops a table
   if (schema_version_ > static_cast<int>(migrations.size())) {
     return Status::FailedPrecondition("the state database has schema version " +
                                       std::to_string(schema_version_) +

@@ -1,5 +1,5 @@
 // The SQL of every version of lathe.db, in order: tables are added by the
-// store that owns them (run_store.h, token_store.h, ...), but the schema is
+// store that owns them (run_store.h, credential_store.h, ...), but the schema is
 // one, versioned as one (PRAGMA user_version), so that a home moves forward
 // in a single step whichever store opens it first.
 #include "lathe/state/schema.h"
@@ -76,7 +76,8 @@ ALTER TABLE runs DROP COLUMN monitor_start;
 ALTER TABLE runs DROP COLUMN child_pid;
 ALTER TABLE runs DROP COLUMN cgroup_dirs;
 )sql",
-      // v4: per-user API tokens (token_store.h): only the secret's SHA-256.
+      // v4: per-user API tokens: only the secret's SHA-256 (into credentials
+      // in v12).
       R"sql(
 CREATE TABLE api_tokens (
   id TEXT PRIMARY KEY,
@@ -102,8 +103,8 @@ CREATE TABLE secrets (
   PRIMARY KEY (uid, name)
 );
 )sql",
-      // v6: browser sessions (session_store.h): only the secret's SHA-256;
-      // the daemon's key for their CSRF tokens.
+      // v6: browser sessions: only the secret's SHA-256 (into credentials in
+      // v12); the daemon's key for their CSRF tokens (credential_store.h).
       R"sql(
 CREATE TABLE browser_sessions (
   id TEXT PRIMARY KEY,
@@ -143,8 +144,8 @@ INSERT INTO gpu_attempts (run_id, attempt, uid, user, gpus, started_at, ended_at
               ELSE max(finished_at, started_at) END
   FROM runs WHERE attempt > 0 AND started_at > 0 AND json_extract(spec, '$.gpus') > 0;
 )sql",
-      // v8: deployment keys (deploy_key_store.h): only the secret's SHA-256,
-      // bound to a deployment's name and its owner.
+      // v8: deployment keys: only the secret's SHA-256, bound to a
+      // deployment's name and its owner (into credentials in v12).
       R"sql(
 CREATE TABLE deploy_keys (
   id TEXT PRIMARY KEY,
@@ -228,6 +229,42 @@ CREATE TABLE deployment_events (
 CREATE INDEX deployment_events_by_name ON deployment_events(deployment, id);
 CREATE INDEX runs_by_deployment ON runs(json_extract(spec, '$.deployment.name'))
   WHERE kind = 'service';
+)sql",
+      // v12: every hashed credential in one table (credential_store.h), told
+      // apart by kind: the API tokens of v4, the browser sessions of v6 (their
+      // scope in scope) and the deployment keys of v8 (their deployment in
+      // scope) move into it, row for row, and their tables go.
+      R"sql(
+CREATE TABLE credentials (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('token', 'session', 'deploy_key')),
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  scope TEXT NOT NULL DEFAULT '',
+  secret_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL DEFAULT 0,
+  last_used_at INTEGER NOT NULL DEFAULT 0,
+  created_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX credentials_uid ON credentials(kind, uid, created_at);
+CREATE INDEX credentials_scope ON credentials(kind, scope, created_at);
+INSERT INTO credentials (id, kind, uid, user, name, scope, secret_hash, created_at, expires_at,
+                         last_used_at, created_by)
+  SELECT id, 'token', uid, user, name, '', secret_hash, created_at, expires_at, last_used_at,
+         created_by FROM api_tokens;
+INSERT INTO credentials (id, kind, uid, user, name, scope, secret_hash, created_at, expires_at,
+                         last_used_at, created_by)
+  SELECT id, 'session', uid, user, '', scope, secret_hash, created_at, expires_at, last_used_at,
+         created_by FROM browser_sessions;
+INSERT INTO credentials (id, kind, uid, user, name, scope, secret_hash, created_at, expires_at,
+                         last_used_at, created_by)
+  SELECT id, 'deploy_key', uid, user, name, deployment, secret_hash, created_at, expires_at,
+         last_used_at, created_by FROM deploy_keys;
+DROP TABLE api_tokens;
+DROP TABLE browser_sessions;
+DROP TABLE deploy_keys;
 )sql",
   };
   return m;

@@ -1,6 +1,7 @@
 // lathe.db's schema: one SQL migration per version, for every store that
-// keeps its tables there (runs and events, idempotency keys, tokens, secrets,
-// browser sessions, GPU attempts, deployment keys, models, deployments).
+// keeps its tables there (runs and events, idempotency keys, secrets, GPU
+// attempts, models, deployments, and the credentials: tokens, browser sessions
+// and deployment keys).
 // Db::Open applies the missing ones in a transaction each; a home made by an
 // older Lathe moves forward in place, whichever store opens it first.
 #pragma once
