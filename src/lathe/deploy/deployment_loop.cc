@@ -446,8 +446,8 @@ Json Deployments::Remove(state::DeploymentRecord& d,
     std::lock_guard<std::mutex> lock(mu_);
     // Its keys before its record: keys left without their deployment would
     // pass for a later one of the same name. A failure keeps both for the next tick.
-    if (Status k = keys_->DeleteAll(d.name); !k.ok()) {
-      spdlog::warn("deployment {}: its keys: {}", d.name, k.ToString());
+    if (auto k = keys_->DeleteAll(d.name); !k.ok()) {
+      spdlog::warn("deployment {}: its keys: {}", d.name, k.status().ToString());
       return nullptr;
     }
     if (Status s = store_->Delete(d.name); !s.ok())
