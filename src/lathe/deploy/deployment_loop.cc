@@ -383,7 +383,8 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
                           int desired) {
   Json keys = Json::array();
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto ks = keys_->List(d.name, std::nullopt); ks.ok()) {
+  if (auto ks = keys_->List({state::CredentialKind::kDeployKey, std::nullopt, d.name, 0});
+      ks.ok()) {
     for (const auto& k : *ks) {
       if (!k.LiveAt(clock_.NowMs())) continue;
       keys.push_back({{"id", k.id}, {"sha256", k.secret_hash}, {"expires_ms", k.expires_at_ms}});
@@ -446,7 +447,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
     std::lock_guard<std::mutex> lock(mu_);
     // Its keys before its record: keys left without their deployment would
     // pass for a later one of the same name. A failure keeps both for the next tick.
-    if (auto k = keys_->DeleteAll(d.name); !k.ok()) {
+    if (auto k = keys_->DeleteScope(state::CredentialKind::kDeployKey, d.name); !k.ok()) {
       spdlog::warn("deployment {}: its keys: {}", d.name, k.status().ToString());
       return nullptr;
     }

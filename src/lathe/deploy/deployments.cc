@@ -27,7 +27,7 @@ Status Deployments::Open() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(store_, state::DeploymentStore::Open(runs_.paths().db));
-    ASSIGN_OR_RETURN(keys_, state::DeployKeyStore::Open(runs_.paths().db));
+    ASSIGN_OR_RETURN(keys_, state::CredentialStore::Open(runs_.paths().db));
     started_ms_ = clock_.NowMs();
   }
   ReclaimSocketDirs();

@@ -52,7 +52,7 @@
 #include "lathe/deploy/registry.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/users.h"
-#include "lathe/state/deploy_key_store.h"
+#include "lathe/state/credential_store.h"
 #include "lathe/state/deployment_store.h"
 #include "lathe/state/run_store.h"
 
@@ -194,7 +194,7 @@ class Deployments {
   bool stopping_ = false;
   bool kicked_ = false;
   std::unique_ptr<state::DeploymentStore> store_;  // mu_
-  std::unique_ptr<state::DeployKeyStore> keys_;    // mu_
+  std::unique_ptr<state::CredentialStore> keys_;   // its deployment keys; mu_
   // Made by the loop at the first deployment (assigned under mu_; the loop
   // uses it, API threads only its port() and Metrics()).
   std::unique_ptr<FrontControl> gateway_;

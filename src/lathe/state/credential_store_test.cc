@@ -7,7 +7,6 @@
 #include <fstream>
 
 #include "lathe/common/credential_format.h"
-#include "lathe/state/deploy_key_store.h"
 #include "lathe/state/run_store.h"
 #include "lathe/state/schema.h"
 
@@ -161,21 +160,21 @@ TEST_F(CredentialStoreTest, ExpiredKeysAreNotLive) {
   EXPECT_EQ((*store_->Get(kKey, "k1"))->last_used_at_ms, 55);
 }
 
-// The deployments' loop reads keys and removes them with their deployment
-// through DeployKeyStore, a view of the same rows.
-TEST_F(CredentialStoreTest, TheDeploymentsViewSeesTheSameKeys) {
+// The deployments' loop reads a deployment's keys (their hashes, for the
+// front) and removes them with it, through a second connection to the file.
+TEST_F(CredentialStoreTest, TheDeploymentsLoopSeesAndRemovesADeploymentsKeys) {
   ASSERT_TRUE(store_->Insert(Key("k1", "digits", 1000, 10)).ok());
   ASSERT_TRUE(store_->Insert(Key("k2", "llm", 1001, 20)).ok());
   ASSERT_TRUE(store_->Insert(Token("t1", 1000, 30)).ok());
-  auto keys = DeployKeyStore::Open(dir_ + "/lathe.db");
+  auto keys = CredentialStore::Open(dir_ + "/lathe.db");
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
-  auto digits = (*keys)->List("digits", std::nullopt);
+  auto digits = (*keys)->List({kKey, std::nullopt, "digits", 0});
   ASSERT_TRUE(digits.ok());
   ASSERT_EQ(digits->size(), 1u);
   EXPECT_EQ((*digits)[0].id, "k1");
   EXPECT_EQ((*digits)[0].secret_hash, std::string(64, 'b'));
-  EXPECT_TRUE((*keys)->List("digits", 1001u)->empty());
-  EXPECT_EQ(*(*keys)->DeleteAll("digits"), 1);
+  EXPECT_TRUE((*keys)->List({kKey, 1001u, "digits", 0})->empty());
+  EXPECT_EQ(*(*keys)->DeleteScope(kKey, "digits"), 1);
   EXPECT_FALSE(store_->Get(kKey, "k1")->has_value());
   EXPECT_TRUE(store_->Get(kKey, "k2")->has_value());
   EXPECT_TRUE(store_->Get(kToken, "t1")->has_value());
