@@ -38,6 +38,25 @@ using state::RunRecord;
 
 namespace {
 
+// What the scheduler knows of the active runs.
+std::vector<sched::RunningJob> RunningJobsOf(const std::vector<RunRecord>& active) {
+  std::vector<sched::RunningJob> running;
+  running.reserve(active.size());
+  for (const auto& r : active) {
+    sched::RunningJob j;
+    j.id = r.id;
+    j.priority = static_cast<int>(r.spec.priority);
+    j.started_ms = r.started_at_ms;
+    j.gpu_indices = r.gpus;
+    j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes};
+    if (r.spec.max_duration_ms > 0) j.deadline_ms = r.started_at_ms + r.spec.max_duration_ms;
+    j.preemptible = r.spec.preemptible;
+    j.stopping = r.state == RunState::kStopping;
+    running.push_back(std::move(j));
+  }
+  return running;
+}
+
 // Errors the loop meets on every pass (a full disk: every 100 ms) are
 // logged once a minute with a count.
 RepeatFilter& LoopErrors() {
@@ -704,21 +723,9 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   std::vector<sched::QueuedJob> q;
   q.reserve(queued.size());
   for (const RunRecord* r : queued) q.push_back(QueuedJobOf(*r));
-  std::vector<sched::RunningJob> running;
-  for (const auto& r : *active) {
-    sched::RunningJob j;
-    j.id = r.id;
-    j.priority = static_cast<int>(r.spec.priority);
-    j.started_ms = r.started_at_ms;
-    j.gpu_indices = r.gpus;
-    j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes};
-    if (r.spec.max_duration_ms > 0) j.deadline_ms = r.started_at_ms + r.spec.max_duration_ms;
-    j.preemptible = r.spec.preemptible;
-    j.stopping = r.state == RunState::kStopping;
-    running.push_back(std::move(j));
-  }
   sched::Accounts accounts = AccountsFor(queued, *active);
-  sched::Decision d = sched::Schedule(node, std::move(q), running, clock_.NowMs(), accounts);
+  sched::Decision d =
+      sched::Schedule(node, std::move(q), RunningJobsOf(*active), clock_.NowMs(), accounts);
   headroom_ = d.headroom;
   NoteWaiting(d);  // starts the notes afresh
   for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);
@@ -731,10 +738,9 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   }
   for (const auto& victim : d.preempt) {
     for (auto& r : *active) {
-      if (r.id == victim)
-        // Best effort: BeginStop logs a failure; the run stays active and the next pass looks
-        // again.
-        (void)BeginStop(r, run::StopIntent::kPreempt, "preempted by a higher-priority run");
+      if (r.id != victim) continue;
+      // Best effort: BeginStop logs a failure; the run stays active and the next pass looks again.
+      (void)BeginStop(r, run::StopIntent::kPreempt, "preempted by a higher-priority run");
     }
   }
   for (const auto& imp : d.impossible) {
