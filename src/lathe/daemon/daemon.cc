@@ -38,6 +38,52 @@ using state::RunRecord;
 
 namespace {
 
+// The state an ended attempt leaves its run in, from why it stopped and how
+// it exited; `what` (the exit, described) may be reworded, `*requeue` set for
+// a preemption the spec requeues.
+RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string& what,
+                    bool* requeue) {
+  if (!e.start_error.empty()) return RunState::kFailed;
+  switch (r.stop_intent) {
+    case run::StopIntent::kPreempt:
+      *requeue = r.spec.requeue;
+      return RunState::kPreempted;
+    case run::StopIntent::kUser:
+    case run::StopIntent::kIdle:
+      return RunState::kStopped;
+    case run::StopIntent::kTimeout:
+      what = "stopped after exceeding max_duration (" + what + ")";
+      return RunState::kFailed;
+    default:
+      return e.exit_code && *e.exit_code == 0 ? RunState::kSucceeded : RunState::kFailed;
+  }
+}
+
+// The events of an attempt whose log lost output (the monitor could not write
+// it) or was trimmed (past run_log_max its middle was given back).
+void NoteLogEvents(state::RunStore& store, int64_t now_ms, const RunRecord& r,
+                   const exec::ExitRecord& e, uint64_t run_log_max_bytes) {
+  if (e.log_lost_bytes > 0) {
+    Status lost =
+        Status::Msg(Code::kIoError, "run.log_lost",
+                    {{"bytes", std::to_string(e.log_lost_bytes)}, {"reason", e.log_lost_reason}});
+    // Best effort: an event only tells; what it tells of is stored already.
+    (void)store.AddEvent(r.id, "warning", lost.message(),
+                         Json{{"lost_bytes", e.log_lost_bytes},
+                              {"reason", e.log_lost_reason},
+                              {"msg_id", lost.msg_id()}},
+                         now_ms);
+  }
+  if (e.log_trimmed_bytes > 0) {
+    auto ev = run::MakeEventMessage(
+        "run.log_truncated",
+        {{"bytes", FormatBytes(e.log_trimmed_bytes)}, {"max", FormatBytes(run_log_max_bytes)}},
+        Json{{"trimmed_bytes", e.log_trimmed_bytes}});
+    // Best effort: an event only tells; what it tells of is stored already.
+    (void)store.AddEvent(r.id, "warning", ev.message, ev.data, now_ms);
+  }
+}
+
 // What the scheduler knows of the active runs.
 std::vector<sched::RunningJob> RunningJobsOf(const std::vector<RunRecord>& active) {
   std::vector<sched::RunningJob> running;
@@ -583,23 +629,8 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
     // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r.id, "info", WorkspaceEvent(r), Json::object(), clock_.NowMs());
   }
-  RunState to;
   bool requeue = false;
-  if (!e.start_error.empty()) {
-    to = RunState::kFailed;
-  } else if (r.stop_intent == run::StopIntent::kPreempt) {
-    to = RunState::kPreempted;
-    requeue = r.spec.requeue;
-  } else if (r.stop_intent == run::StopIntent::kUser || r.stop_intent == run::StopIntent::kIdle) {
-    to = RunState::kStopped;
-  } else if (r.stop_intent == run::StopIntent::kTimeout) {
-    to = RunState::kFailed;
-    what = "stopped after exceeding max_duration (" + what + ")";
-  } else if (e.exit_code && *e.exit_code == 0) {
-    to = RunState::kSucceeded;
-  } else {
-    to = RunState::kFailed;
-  }
+  RunState to = EndStateOf(r, e, what, &requeue);
   r.reason = to == RunState::kSucceeded ? "" : what;
   if (r.state == RunState::kStarting && to == RunState::kSucceeded) {
     // It ran and exited 0 before its start was recorded (a daemon killed in
@@ -611,25 +642,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   disk_->Kick();  // the attempt's files are final: count them soon
   if (!Transition(r, to, what).ok()) return;
-  if (e.log_lost_bytes > 0) {  // the monitor could not write all of the run's output
-    Status lost =
-        Status::Msg(Code::kIoError, "run.log_lost",
-                    {{"bytes", std::to_string(e.log_lost_bytes)}, {"reason", e.log_lost_reason}});
-    // Best effort: an event only tells; what it tells of is stored already.
-    (void)store_->AddEvent(r.id, "warning", lost.message(),
-                           Json{{"lost_bytes", e.log_lost_bytes},
-                                {"reason", e.log_lost_reason},
-                                {"msg_id", lost.msg_id()}},
-                           clock_.NowMs());
-  }
-  if (e.log_trimmed_bytes > 0) {  // the log passed its cap: its middle was given back
-    auto ev = run::MakeEventMessage("run.log_truncated",
-                                    {{"bytes", FormatBytes(e.log_trimmed_bytes)},
-                                     {"max", FormatBytes(opts_.run_log_max_bytes)}},
-                                    Json{{"trimmed_bytes", e.log_trimmed_bytes}});
-    // Best effort: an event only tells; what it tells of is stored already.
-    (void)store_->AddEvent(r.id, "warning", ev.message, ev.data, clock_.NowMs());
-  }
+  NoteLogEvents(*store_, clock_.NowMs(), r, e, opts_.run_log_max_bytes);
   if (to == RunState::kFailed) AttachDiagnosis(r);
   if (to == RunState::kFailed && e.start_error.empty() && !no_workspace &&
       r.retries_used < r.spec.retry) {
