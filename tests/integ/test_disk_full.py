@@ -19,7 +19,7 @@ class DiskFull(unittest.TestCase):
         if os.geteuid() != 0:
             self.skipTest("needs root to mount a small tmpfs (CI runs as root)")
         self.mnt = tempfile.mkdtemp(prefix="lathe-full-")
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M,mode=755", "tmpfs", self.mnt], check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M,mode=755", "tmpfs", self.mnt], check=True)
         self.d = Daemon(gpus="none", home=self.mnt).start()
 
     def tearDown(self):
@@ -44,9 +44,12 @@ class DiskFull(unittest.TestCase):
     def test_full_disk_then_recovery(self):
         first = self.d.submit("--", "true")
         self.d.wait_state(first, "succeeded")
+        # The filler leaves less room than the run's 1.2 MB of output, and frees
+        # more than it: the rest of the 3 MB holds the home (database, WAL, runs)
+        # with room to spare once it is gone.
         filler = os.path.join(self.mnt, "filler")
         with open(filler, "wb") as f:
-            f.write(b"\0" * (1200 * 1024))
+            f.write(b"\0" * (2200 * 1024))
         # The run's own output fills what is left, then it exits 0; what did
         # not fit is held until space is freed (it fits then).
         big = self.d.submit("--", PY, "-c", "import sys\nfor i in range(300): print('y' * 4096)\n")
