@@ -114,6 +114,15 @@ class DeploymentsTest : public ::testing::Test {
     }
   }
   size_t Count(RunState s) { return runs_->In("web", s).size(); }
+  // "web" created with `replicas`, placed, running and healthy; the id of its
+  // oldest running replica.
+  std::string Serving(int replicas) {
+    Create(Web(replicas));
+    Step();
+    RunQueued();
+    Step();
+    return runs_->In("web", RunState::kRunning).at(0).id;
+  }
   std::vector<std::string> EventIds() {
     std::vector<std::string> ids;
     auto e = manager_->Events(owner_, "web", 0);
@@ -174,10 +183,7 @@ TEST_F(DeploymentsTest, ReplicasAreTypedServiceRunsOfTheRevisionBehindTheRelay) 
 }
 
 TEST_F(DeploymentsTest, ScalesUpDownToZeroAndBack) {
-  Create(Web(1));
-  Step();
-  RunQueued();
-  Step();
+  Serving(1);
   Update({{"replicas", 3}});
   Step();
   EXPECT_EQ(Count(RunState::kQueued), 2u);
@@ -199,11 +205,7 @@ TEST_F(DeploymentsTest, ScalesUpDownToZeroAndBack) {
 }
 
 TEST_F(DeploymentsTest, ARolloutReplacesTheOldRevisionOnceTheNewIsReady) {
-  Create(Web(1));
-  Step();
-  RunQueued();
-  Step();
-  const std::string old_id = runs_->In("web", RunState::kRunning)[0].id;
+  const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--v2"}}});
   Step();
   auto queued = runs_->In("web", RunState::kQueued);
@@ -218,11 +220,7 @@ TEST_F(DeploymentsTest, ARolloutReplacesTheOldRevisionOnceTheNewIsReady) {
 }
 
 TEST_F(DeploymentsTest, ANewReplicaThatFailsRollsBackAndTheOldKeepsServing) {
-  Create(Web(1));
-  Step();
-  RunQueued();
-  Step();
-  const std::string old_id = runs_->In("web", RunState::kRunning)[0].id;
+  const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--broken"}}});
   Step();
   auto queued = runs_->In("web", RunState::kQueued);
@@ -238,11 +236,7 @@ TEST_F(DeploymentsTest, ANewReplicaThatFailsRollsBackAndTheOldKeepsServing) {
 }
 
 TEST_F(DeploymentsTest, ALostReplicaIsReplaced) {
-  Create(Web(2));
-  Step();
-  RunQueued();
-  Step();
-  const std::string lost = runs_->In("web", RunState::kRunning)[0].id;
+  const std::string lost = Serving(2);
   front_->healthy.erase(lost);
   runs_->SetState(lost, RunState::kLost, clock_.NowMs(), "its monitor vanished");
   // Replaced after the crash-loop backoff an ended replica earns (1 s at first).
@@ -252,11 +246,7 @@ TEST_F(DeploymentsTest, ALostReplicaIsReplaced) {
 }
 
 TEST_F(DeploymentsTest, ADaemonRestartMidRolloutFinishesItWithoutASecondNewReplica) {
-  Create(Web(1));
-  Step();
-  RunQueued();
-  Step();
-  const std::string old_id = runs_->In("web", RunState::kRunning)[0].id;
+  const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--v2"}}});
   Step();
   ASSERT_EQ(Count(RunState::kQueued), 1u);
