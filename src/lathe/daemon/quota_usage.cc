@@ -35,7 +35,7 @@ Json LimitJson(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr
 }  // namespace
 
 bool IsNotebook(const RunRecord& r) {
-  return r.spec.type == "notebook" || r.kind == run::RunKind::kNotebook;
+  return r.spec.type == run::RunKind::kNotebook || r.kind == run::RunKind::kNotebook;
 }
 
 sched::QueuedJob QueuedJobOf(const RunRecord& r) {
@@ -174,7 +174,7 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
     return too_big("gpus", fmt::format("{} GPUs", spec.gpus), fmt::format("{} at once", *l.gpus));
   }
   if (l.runs && *l.runs == 0) return too_big("runs", "1 run", "0 runs");
-  if (l.notebooks && *l.notebooks == 0 && spec.type == "notebook") {
+  if (l.notebooks && *l.notebooks == 0 && spec.type == run::RunKind::kNotebook) {
     return too_big("notebooks", "1 notebook", "0 notebooks");
   }
   if (l.gpu_hours && *l.gpu_hours <= 0 && spec.gpus > 0) {

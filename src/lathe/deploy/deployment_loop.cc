@@ -666,7 +666,7 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
 Status Deployments::SubmitReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                   const std::string& version, const std::string& dir,
                                   const std::string& socket, run::RunSpec run) {
-  run.type = "service";
+  run.type = run::RunKind::kService;
   run.gpus = spec.resources.gpus;
   run.priority = spec.resources.priority;
   run.preemptible = spec.resources.preemptible;

@@ -154,7 +154,7 @@ TEST_F(DeploymentsTest, ReplicasAreTypedServiceRunsOfTheRevisionBehindTheRelay) 
   auto queued = runs_->In("web", RunState::kQueued);
   ASSERT_EQ(queued.size(), 2u);
   const run::RunSpec& s = queued[0].spec;
-  EXPECT_EQ(s.type, "service");
+  EXPECT_EQ(s.type, run::RunKind::kService);
   EXPECT_EQ(s.deployment, "web");
   EXPECT_EQ(s.deployment_version, "rev-1");
   ASSERT_GE(s.command.size(), 6u);

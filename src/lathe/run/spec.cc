@@ -46,20 +46,8 @@ std::string_view NetworkName(Network n) { return n == Network::kIsolated ? "isol
 
 namespace {
 
-constexpr const char* kFields[] = {
-    "type",         "name",         "command",  "gpus",        "cpus",
-    "memory",       "shm",          "priority", "env",         "workdir",
-    "retry",        "max_duration", "requeue",  "preemptible", "checkpoints",
-    "resume_from",  "umask",        "secrets",  "ports",       "network",
-    "secret_files", "kernels",      "idle",     "workspace",   "deployment"};
 constexpr int kMaxGpus = 1024;
 constexpr int kMaxRetry = 100;  // retries of one run; each waits longer (daemon.h)
-
-std::string AllowedFields() {
-  std::string s;
-  for (const char* f : kFields) s += (s.empty() ? "" : ", ") + std::string(f);
-  return s;
-}
 
 Status WrongType(std::string_view field, std::string_view type) {
   return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
@@ -361,85 +349,119 @@ Status ParseDeployment(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+Status ParseType(const Json& v, RunSpec& s) {
+  std::optional<RunKind> kind;
+  if (v.is_string()) kind = RunKindFromName(v.get<std::string>());
+  if (!kind) return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});
+  s.type = *kind;
+  return Status::OK();
+}
+
+Status ParseName(const Json& v, RunSpec& s) {
+  if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_name", {{"value", Shown(v)}});
+  }
+  s.name = v.get<std::string>();
+  return Status::OK();
+}
+
+Status ParseCpus(const Json& v, RunSpec& s) {
+  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 4096) {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_cpus", {{"value", Shown(v)}});
+  }
+  s.cpus = v.get<double>();
+  return Status::OK();
+}
+
+// A relative workdir only with a workspace (SpecFromJson).
+Status ParseWorkdir(const Json& v, RunSpec& s) {
+  if (!v.is_string() || v.get<std::string>().empty()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", Shown(v)}});
+  }
+  RETURN_IF_ERROR(CheckPathName(Str(v), "workdir"));
+  s.workdir = v.get<std::string>();
+  return Status::OK();
+}
+
+Status ParseResumeFrom(const Json& v, RunSpec& s) {
+  if (!v.is_string() || v.get<std::string>().empty()) {
+    return WrongType("resume_from", "run id or name");
+  }
+  s.resume_from = v.get<std::string>();
+  return Status::OK();
+}
+
+// Assigns what a field parser returned, or passes its error on.
+template <typename T>
+Status Assign(Result<T> r, T& out) {
+  if (!r.ok()) return r.status();
+  out = std::move(*r);
+  return Status::OK();
+}
+
+using FieldParser = Status (*)(const Json& v, RunSpec& s);
+struct Field {
+  const char* key;
+  FieldParser parse;
+};
+
+// Every field a spec may hold, in the order AllowedFields names them.
+constexpr Field kFieldTable[] = {
+    {"type", ParseType},
+    {"name", ParseName},
+    {"command", ParseCommand},
+    {"gpus",
+     [](const Json& v, RunSpec& s) { return Assign(IntField(v, "gpus", 0, kMaxGpus), s.gpus); }},
+    {"cpus", ParseCpus},
+    {"memory",
+     [](const Json& v, RunSpec& s) { return Assign(SizeField(v, "memory"), s.memory_bytes); }},
+    {"shm", [](const Json& v, RunSpec& s) { return Assign(SizeField(v, "shm"), s.shm_bytes); }},
+    {"priority", [](const Json& v, RunSpec& s) { return Assign(PriorityField(v), s.priority); }},
+    {"env", ParseEnv},
+    {"workdir", ParseWorkdir},
+    {"retry",
+     [](const Json& v, RunSpec& s) { return Assign(IntField(v, "retry", 0, kMaxRetry), s.retry); }},
+    {"max_duration",
+     [](const Json& v, RunSpec& s) {
+       return Assign(DurationField(v, "max_duration"), s.max_duration_ms);
+     }},
+    {"requeue", [](const Json& v, RunSpec& s) { return ParseBool(v, "requeue", s.requeue); }},
+    {"preemptible",
+     [](const Json& v, RunSpec& s) { return ParseBool(v, "preemptible", s.preemptible); }},
+    {"checkpoints", ParseCheckpoints},
+    {"resume_from", ParseResumeFrom},
+    {"umask", ParseUmask},
+    {"secrets", [](const Json& v, RunSpec& s) { return ParseSecretList(v, "secrets", s.secrets); }},
+    {"ports", ParsePorts},
+    {"network", [](const Json& v, RunSpec& s) { return Assign(NetworkField(v), s.network); }},
+    {"secret_files",
+     [](const Json& v, RunSpec& s) { return ParseSecretList(v, "secret_files", s.secret_files); }},
+    {"kernels", ParseKernels},
+    {"idle", [](const Json& v, RunSpec& s) { return Assign(DurationField(v, "idle"), s.idle_ms); }},
+    {"workspace",
+     [](const Json& v, RunSpec& s) { return Assign(WorkspaceFromJson(v), s.workspace); }},
+    {"deployment", ParseDeployment},
+};
+
+std::string AllowedFields() {
+  std::string s;
+  for (const Field& f : kFieldTable) s += (s.empty() ? "" : ", ") + std::string(f.key);
+  return s;
+}
+
 Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
   if (v.is_string()) RETURN_IF_ERROR(CheckString(Str(v), key));  // type, name, workdir, resume_from
-  if (key == "type") {
-    if (!v.is_string() || (v.get<std::string>() != "job" && v.get<std::string>() != "notebook" &&
-                           v.get<std::string>() != "service")) {
-      return Status::Msg(Code::kInvalidArgument, "spec.bad_type", {{"value", Shown(v)}});
-    }
-    s.type = v.get<std::string>();
-  } else if (key == "name") {
-    if (!v.is_string() || !IsValidName(v.get<std::string>())) {
-      return Status::Msg(Code::kInvalidArgument, "spec.bad_name", {{"value", Shown(v)}});
-    }
-    s.name = v.get<std::string>();
-  } else if (key == "command") {
-    return ParseCommand(v, s);
-  } else if (key == "gpus") {
-    ASSIGN_OR_RETURN(s.gpus, IntField(v, "gpus", 0, kMaxGpus));
-  } else if (key == "cpus") {
-    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 4096) {
-      return Status::Msg(Code::kInvalidArgument, "spec.bad_cpus", {{"value", Shown(v)}});
-    }
-    s.cpus = v.get<double>();
-  } else if (key == "memory") {
-    ASSIGN_OR_RETURN(s.memory_bytes, SizeField(v, "memory"));
-  } else if (key == "shm") {
-    ASSIGN_OR_RETURN(s.shm_bytes, SizeField(v, "shm"));
-  } else if (key == "priority") {
-    ASSIGN_OR_RETURN(s.priority, PriorityField(v));
-  } else if (key == "env") {
-    return ParseEnv(v, s);
-  } else if (key == "workdir") {  // a relative one only with a workspace (SpecFromJson)
-    if (!v.is_string() || v.get<std::string>().empty()) {
-      return Status::Msg(Code::kInvalidArgument, "spec.bad_workdir", {{"value", Shown(v)}});
-    }
-    RETURN_IF_ERROR(CheckPathName(Str(v), "workdir"));
-    s.workdir = v.get<std::string>();
-  } else if (key == "retry") {
-    ASSIGN_OR_RETURN(s.retry, IntField(v, "retry", 0, kMaxRetry));
-  } else if (key == "max_duration") {
-    ASSIGN_OR_RETURN(s.max_duration_ms, DurationField(v, "max_duration"));
-  } else if (key == "requeue") {
-    return ParseBool(v, "requeue", s.requeue);
-  } else if (key == "preemptible") {
-    return ParseBool(v, "preemptible", s.preemptible);
-  } else if (key == "checkpoints") {
-    return ParseCheckpoints(v, s);
-  } else if (key == "umask") {
-    return ParseUmask(v, s);
-  } else if (key == "secrets") {
-    return ParseSecretList(v, key, s.secrets);
-  } else if (key == "secret_files") {
-    return ParseSecretList(v, key, s.secret_files);
-  } else if (key == "ports") {
-    return ParsePorts(v, s);
-  } else if (key == "network") {
-    ASSIGN_OR_RETURN(s.network, NetworkField(v));
-  } else if (key == "kernels") {
-    return ParseKernels(v, s);
-  } else if (key == "idle") {
-    ASSIGN_OR_RETURN(s.idle_ms, DurationField(v, "idle"));
-  } else if (key == "workspace") {
-    ASSIGN_OR_RETURN(s.workspace, WorkspaceFromJson(v));
-  } else if (key == "deployment") {
-    return ParseDeployment(v, s);
-  } else if (key == "resume_from") {
-    if (!v.is_string() || v.get<std::string>().empty())
-      return WrongType("resume_from", "run id or name");
-    s.resume_from = v.get<std::string>();
-  } else {
-    return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
-                       {{"field", key}, {"allowed", AllowedFields()}});
+  for (const Field& f : kFieldTable) {
+    if (key == f.key) return f.parse(v, s);
   }
-  return Status::OK();
+  return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
+                     {{"field", key}, {"allowed", AllowedFields()}});
 }
 
 }  // namespace
 
-bool IsNotebookSpec(const RunSpec& s) { return s.type == "notebook"; }
-bool IsServiceSpec(const RunSpec& s) { return s.type == "service"; }
+bool IsNotebookSpec(const RunSpec& s) { return s.type == RunKind::kNotebook; }
+bool IsServiceSpec(const RunSpec& s) { return s.type == RunKind::kService; }
 
 std::vector<std::string> SecretNames(const RunSpec& spec) {
   std::vector<std::string> out = spec.secrets;
@@ -500,10 +522,14 @@ Result<RunSpec> SpecFromJson(const Json& j) {
 }
 
 Json SpecToJson(const RunSpec& s) {
-  Json j = {{"type", s.type},       {"command", s.command},
-            {"gpus", s.gpus},       {"priority", std::string(PriorityName(s.priority))},
-            {"env", s.env},         {"retry", s.retry},
-            {"requeue", s.requeue}, {"preemptible", s.preemptible}};
+  Json j = {{"type", std::string(RunKindName(s.type))},
+            {"command", s.command},
+            {"gpus", s.gpus},
+            {"priority", std::string(PriorityName(s.priority))},
+            {"env", s.env},
+            {"retry", s.retry},
+            {"requeue", s.requeue},
+            {"preemptible", s.preemptible}};
   if (!s.name.empty()) j["name"] = s.name;
   if (s.cpus > 0) j["cpus"] = s.cpus;
   if (s.memory_bytes > 0) j["memory"] = s.memory_bytes;

@@ -61,6 +61,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/run/state.h"
 #include "lathe/run/workspace_spec.h"
 
 namespace lathe::run {
@@ -86,7 +87,7 @@ inline constexpr size_t kMaxPortsPerRun = 8;
 bool ValidPortName(std::string_view name);
 
 struct RunSpec {
-  std::string type = "job";
+  RunKind type = RunKind::kJob;      // "type:" in JSON/YAML, checked at parse time
   std::string name;                  // empty: the daemon uses the id
   std::vector<std::string> command;  // argv; argv[0] is looked up in PATH
   int gpus = 0;

@@ -141,7 +141,7 @@ TEST_F(DeploymentStoreTest, ReplicasAreRunsOfKindServiceFoundByTheirSpec) {
     r.id = id;
     r.name = id;
     r.kind = kind;
-    r.spec.type = kind == run::RunKind::kService ? "service" : "job";
+    r.spec.type = kind == run::RunKind::kService ? run::RunKind::kService : run::RunKind::kJob;
     r.spec.command = {"true"};
     r.spec.deployment = dep;
     r.state = st;
