@@ -76,11 +76,13 @@ Result<std::vector<DeploymentRecord>> DeploymentStore::UsingModel(const std::str
                                                                   int64_t version) {
   const std::string exact = model + "/" + std::to_string(version);
   // With a version: exact matches of the four places a version is named;
-  // without: any reference that starts with the model's name.
+  // without: any reference to the model — its bare name, NAME/N or
+  // NAME@ALIAS (never another model whose name only starts with it).
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kColumns +
                                         " FROM deployments WHERE "
-                                        "(?1 = 0 AND substr(json_extract(spec, '$.model'), 1, "
-                                        "length(?2)) = ?2) OR "
+                                        "(?1 = 0 AND (json_extract(spec, '$.model') = ?2 OR "
+                                        "substr(json_extract(spec, '$.model'), 1, length(?2) + 1) "
+                                        "IN (?2 || '/', ?2 || '@'))) OR "
                                         "(?1 != 0 AND (version = ?3 OR "
                                         "json_extract(spec, '$.model') = ?3 OR "
                                         "json_extract(plan, '$.stable_version') = ?3 OR "

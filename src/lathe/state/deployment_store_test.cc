@@ -71,6 +71,12 @@ TEST_F(DeploymentStoreTest, UsingModelFindsEveryPlaceAVersionIsNamed) {
   DeploymentRecord other = Make("other", 1);
   other.spec["model"] = "mnist/2";
   ASSERT_TRUE(store_->Insert(other).ok());
+  DeploymentRecord longer = Make("longer", 1);  // a model whose name starts with "digits"
+  longer.spec["model"] = "digits2@prod";
+  ASSERT_TRUE(store_->Insert(longer).ok());
+  DeploymentRecord bare = Make("bare", 1);  // the model's bare name (its newest version)
+  bare.spec["model"] = "mnist";
+  ASSERT_TRUE(store_->Insert(bare).ok());
 
   EXPECT_EQ(names("digits", 2), (std::vector<std::string>{"current"}));
   EXPECT_EQ(names("digits", 3), (std::vector<std::string>{"pinned"}));
@@ -79,6 +85,8 @@ TEST_F(DeploymentStoreTest, UsingModelFindsEveryPlaceAVersionIsNamed) {
   EXPECT_TRUE(names("digits", 5).empty());
   EXPECT_EQ(names("digits", 0), (std::vector<std::string>{"current", "pinned", "rolling"}));
   EXPECT_EQ(names("mnist", 2), (std::vector<std::string>{"other"}));
+  EXPECT_EQ(names("mnist", 0), (std::vector<std::string>{"bare", "other"}));
+  EXPECT_EQ(names("digits2", 0), (std::vector<std::string>{"longer"}));
 }
 
 TEST_F(DeploymentStoreTest, UpdateKeepsOwnerAndReportsAMissingOne) {
