@@ -106,13 +106,10 @@ Status ApplyConfig(DaemonFlags& f) {
   return Status::OK();
 }
 
-Status RunDaemon(DaemonFlags& f) {
-  InitLogging("info");
-  RETURN_IF_ERROR(ApplyConfig(f));
-  auto grace = ParseDuration(f.grace);
-  if (!grace.ok()) return grace.status();
-  // Block the stop signals and SIGCHLD in every thread; the main thread waits
-  // for them. (Monitors are started with an empty signal mask.)
+// Blocks the stop signals and SIGCHLD in every thread (threads inherit the
+// mask, so call this before any starts); the main thread waits for them.
+// (Monitors are started with an empty signal mask.)
+sigset_t BlockStopSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -120,14 +117,10 @@ Status RunDaemon(DaemonFlags& f) {
   sigaddset(&set, SIGCHLD);  // a monitor ended: look at its run now, not at the next poll
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return set;
+}
 
-  node::NodeOptions no;
-  daemon::DaemonOptions& o = no.daemon;
-  deploy::DeploymentOptions& deployments = no.deployments;
-  o.home = f.home;
-  o.gpus = f.gpus;
-  o.kill_grace_ms = static_cast<int>(grace->count());
-  o.self_exe = os::SelfExe();
+void ApplyRunAndNotebookFlags(const DaemonFlags& f, daemon::DaemonOptions& o) {
   o.retention = f.retention;
   o.quotas = f.quotas;
   if (f.runs.retry_backoff_ms) o.retry_backoff_ms = *f.runs.retry_backoff_ms;
@@ -136,34 +129,80 @@ Status RunDaemon(DaemonFlags& f) {
   if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
   if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;
-  if (!f.deployments_listen.empty()) deployments.listen = f.deployments_listen;
-  if (!f.gateway_user.empty()) deployments.gateway_user = f.gateway_user;
-  if (f.deployments_max_per_user) deployments.max_per_user = *f.deployments_max_per_user;
+}
+
+void ApplyTelemetryFlags(const DaemonFlags& f, daemon::DaemonOptions& o) {
+  telemetry::SamplerOptions& s = o.telemetry.sampler;
   if (f.telemetry.enabled) o.telemetry.enabled = *f.telemetry.enabled;
-  if (f.telemetry.interval_ms) o.telemetry.sampler.interval_ms = *f.telemetry.interval_ms;
+  if (f.telemetry.interval_ms) s.interval_ms = *f.telemetry.interval_ms;
   if (f.telemetry.max_bytes) o.telemetry.max_bytes = *f.telemetry.max_bytes;
-  if (f.telemetry.idle_pct) o.telemetry.sampler.warnings.idle_pct = *f.telemetry.idle_pct;
-  if (f.telemetry.idle_ms) o.telemetry.sampler.warnings.idle_ms = *f.telemetry.idle_ms;
-  if (f.telemetry.throttle_pct) {
-    o.telemetry.sampler.warnings.throttle_share_pct = *f.telemetry.throttle_pct;
+  if (f.telemetry.idle_pct) s.warnings.idle_pct = *f.telemetry.idle_pct;
+  if (f.telemetry.idle_ms) s.warnings.idle_ms = *f.telemetry.idle_ms;
+  if (f.telemetry.throttle_pct) s.warnings.throttle_share_pct = *f.telemetry.throttle_pct;
+  if (f.telemetry.throttle_ms) s.warnings.throttle_min_ms = *f.telemetry.throttle_ms;
+}
+
+// The deployments' front; it speaks TLS where the API would have to: off loopback.
+Status ApplyDeploymentFlags(const DaemonFlags& f, deploy::DeploymentOptions& d) {
+  if (!f.deployments_listen.empty()) d.listen = f.deployments_listen;
+  if (!f.gateway_user.empty()) d.gateway_user = f.gateway_user;
+  if (f.deployments_max_per_user) d.max_per_user = *f.deployments_max_per_user;
+  std::string host = d.listen.substr(0, d.listen.rfind(':'));
+  bool loopback = host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";
+  if (loopback) return Status::OK();
+  if (f.tls_cert.empty() || f.tls_key.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.listen_needs_tls", {{"listen", d.listen}});
   }
-  if (f.telemetry.throttle_ms)
-    o.telemetry.sampler.warnings.throttle_min_ms = *f.telemetry.throttle_ms;
-  {
-    // The front speaks TLS where the API would have to: off loopback.
-    std::string host = deployments.listen.substr(0, deployments.listen.rfind(':'));
-    bool loopback = host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";
-    if (!loopback) {
-      if (f.tls_cert.empty() || f.tls_key.empty()) {
-        return Status::Msg(Code::kInvalidArgument, "deploy.listen_needs_tls",
-                           {{"listen", deployments.listen}});
-      }
-      deployments.tls_cert = f.tls_cert;
-      deployments.tls_key = f.tls_key;
-    }
+  d.tls_cert = f.tls_cert;
+  d.tls_key = f.tls_key;
+  return Status::OK();
+}
+
+// What the node is built from: the flags after ApplyConfig.
+Result<node::NodeOptions> NodeOptionsFrom(const DaemonFlags& f) {
+  auto grace = ParseDuration(f.grace);
+  if (!grace.ok()) return grace.status();
+  node::NodeOptions no;
+  daemon::DaemonOptions& o = no.daemon;
+  o.home = f.home;
+  o.gpus = f.gpus;
+  o.kill_grace_ms = static_cast<int>(grace->count());
+  o.self_exe = os::SelfExe();
+  ApplyRunAndNotebookFlags(f, o);
+  ApplyTelemetryFlags(f, o);
+  RETURN_IF_ERROR(ApplyDeploymentFlags(f, no.deployments));
+  return no;
+}
+
+void PrintReady(const daemon::Daemon& d, const api::ApiServer& server) {
+  Lang lang = DetectLang();
+  std::printf("%s\n",
+              Tr("daemon.ready", lang,
+                 {{"version", LATHE_VERSION},
+                  {"mode", Tr(d.paths().system ? "status.mode.system" : "status.mode.user", lang)},
+                  {"socket", d.paths().socket},
+                  {"url", server.url()},
+                  {"token", d.paths().token}})
+                  .c_str());
+  std::fflush(stdout);
+}
+
+// Until SIGINT, SIGTERM or `POST /shutdown`; a SIGCHLD wakes the supervisor.
+void WaitForStop(const sigset_t& set, daemon::Daemon& d) {
+  timespec ts{0, 200'000'000};
+  while (!g_shutdown) {
+    int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) break;
+    if (sig == SIGCHLD) d.Kick();
   }
+}
+
+Status RunDaemon(DaemonFlags& f) {
+  InitLogging("info");
+  RETURN_IF_ERROR(ApplyConfig(f));
+  ASSIGN_OR_RETURN(node::NodeOptions no, NodeOptionsFrom(f));
+  sigset_t set = BlockStopSignals();
   ASSIGN_OR_RETURN(auto node, node::Node::Create(std::move(no), os::RealClock()));
-  daemon::Daemon* d = &node->daemon();
   api::ApiOptions ao;
   ao.host = f.host;
   ao.port = f.port;
@@ -173,22 +212,8 @@ Status RunDaemon(DaemonFlags& f) {
   ao.metrics_open_on_loopback = f.metrics_open_on_loopback;
   ASSIGN_OR_RETURN(auto server, api::ApiServer::Create(node->services(), ao));
   RETURN_IF_ERROR(node->Start());
-  Lang lang = DetectLang();
-  std::printf("%s\n",
-              Tr("daemon.ready", lang,
-                 {{"version", LATHE_VERSION},
-                  {"mode", Tr(d->paths().system ? "status.mode.system" : "status.mode.user", lang)},
-                  {"socket", d->paths().socket},
-                  {"url", server->url()},
-                  {"token", d->paths().token}})
-                  .c_str());
-  std::fflush(stdout);
-  timespec ts{0, 200'000'000};
-  while (!g_shutdown) {
-    int sig = sigtimedwait(&set, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM) break;
-    if (sig == SIGCHLD) d->Kick();
-  }
+  PrintReady(node->daemon(), *server);
+  WaitForStop(set, node->daemon());
   spdlog::info("shutting down; runs keep running and are re-adopted at the next start");
   server->Stop();
   node->Stop();

@@ -439,56 +439,51 @@ Status RunKeyRemove(const DeployFlags& f, Lang lang) {
   return Status::OK();
 }
 
-}  // namespace
+// Sets a subcommand's callback: fn with the parsed flags, its Status kept for main.
+struct Binder {
+  Globals& g;
+  Status& status;
+  DeployFlags& f;
+  void operator()(CLI::App* sub, Status (*fn)(const DeployFlags&, Lang)) const {
+    sub->callback([&s = status, &g = g, &f = f, fn] { s = fn(f, g.Language()); });
+  }
+};
 
-void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
-  static DeployFlags f;
-  auto* deploy = app.add_subcommand("deploy");
-  deploy->require_subcommand(1);
-  auto bind = [&](CLI::App* sub, Status (*fn)(const DeployFlags&, Lang)) {
-    sub->callback([&status, &g, fn] { status = fn(f, g.Language()); });
-  };
-  auto resources = [&](CLI::App* sub) {
-    sub->add_option("--model", f.model);
-    sub->add_option("--replicas", f.replicas);
-    sub->add_option("--autoscale", f.autoscale);
-    sub->add_option("--gpus", f.gpus);
-    sub->add_option("--cpus", f.cpus);
-    sub->add_option("--memory", f.memory);
-    sub->add_option("--priority", f.priority);
-    sub->add_option("--canary", f.canary);
-    sub->add_option("--batching", f.batching);
-    sub->add_option("--device", f.device);
-    sub->add_option("--port", f.port);
-    sub->add_option("--ready", f.ready);
-    // One value per --env (see lathe run's).
-    sub->add_option("--env", f.env)->allow_extra_args(false);
-    sub->add_option("--workdir", f.workdir);
-    sub->add_flag("--public", f.is_public);
-    sub->add_flag("--json", f.json);
-  };
+// The flags `create` and `update` share: what runs and with what.
+void AddResourceFlags(CLI::App* sub, DeployFlags& f) {
+  sub->add_option("--model", f.model);
+  sub->add_option("--replicas", f.replicas);
+  sub->add_option("--autoscale", f.autoscale);
+  sub->add_option("--gpus", f.gpus);
+  sub->add_option("--cpus", f.cpus);
+  sub->add_option("--memory", f.memory);
+  sub->add_option("--priority", f.priority);
+  sub->add_option("--canary", f.canary);
+  sub->add_option("--batching", f.batching);
+  sub->add_option("--device", f.device);
+  sub->add_option("--port", f.port);
+  sub->add_option("--ready", f.ready);
+  // One value per --env (see lathe run's).
+  sub->add_option("--env", f.env)->allow_extra_args(false);
+  sub->add_option("--workdir", f.workdir);
+  sub->add_flag("--public", f.is_public);
+  sub->add_flag("--json", f.json);
+}
 
+// create, update, promote, scale, rm.
+void AddChangeCommands(CLI::App* deploy, DeployFlags& f, const Binder& bind) {
   auto* create = deploy->add_subcommand("create");
   create->add_option("name", f.name);
   create->add_option("-f,--file", f.file);
-  resources(create);
+  AddResourceFlags(create, f);
   create->add_flag("--wait", f.wait);
   create->add_option("--timeout", f.timeout);
   create->add_option("command", f.command);  // after --: a command deployment's program
   bind(create, RunCreate);
 
-  auto* ls = deploy->add_subcommand("ls");
-  ls->add_flag("--json", f.json);
-  bind(ls, RunList);
-
-  auto* show = deploy->add_subcommand("show");
-  show->add_option("name", f.name)->required();
-  show->add_flag("--json", f.json);
-  bind(show, RunShow);
-
   auto* update = deploy->add_subcommand("update");
   update->add_option("name", f.name)->required();
-  resources(update);
+  AddResourceFlags(update, f);
   update->add_option("command", f.command);
   bind(update, RunUpdate);
 
@@ -503,16 +498,31 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
   scale->add_flag("--json", f.json);
   bind(scale, RunScale);
 
+  auto* rm = deploy->add_subcommand("rm");
+  rm->add_option("name", f.name)->required();
+  bind(rm, RunRemove);
+}
+
+// ls, show, logs.
+void AddViewCommands(CLI::App* deploy, DeployFlags& f, const Binder& bind) {
+  auto* ls = deploy->add_subcommand("ls");
+  ls->add_flag("--json", f.json);
+  bind(ls, RunList);
+
+  auto* show = deploy->add_subcommand("show");
+  show->add_option("name", f.name)->required();
+  show->add_flag("--json", f.json);
+  bind(show, RunShow);
+
   auto* logs = deploy->add_subcommand("logs");
   logs->add_option("name", f.name)->required();
   logs->add_option("--replica", f.replica);
   logs->add_flag("-f,--follow", f.follow);
   bind(logs, RunLogs);
+}
 
-  auto* rm = deploy->add_subcommand("rm");
-  rm->add_option("name", f.name)->required();
-  bind(rm, RunRemove);
-
+// key create|ls|rm.
+void AddKeyCommands(CLI::App* deploy, DeployFlags& f, const Binder& bind) {
   auto* key = deploy->add_subcommand("key");
   key->require_subcommand(1);
   auto* kc = key->add_subcommand("create");
@@ -529,6 +539,18 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
   kr->add_option("name", f.name)->required();
   kr->add_option("id", f.key_id)->required();
   bind(kr, RunKeyRemove);
+}
+
+}  // namespace
+
+void SetupDeploy(CLI::App& app, Globals& g, Status& status) {
+  static DeployFlags f;
+  auto* deploy = app.add_subcommand("deploy");
+  deploy->require_subcommand(1);
+  Binder bind{g, status, f};
+  AddChangeCommands(deploy, f, bind);
+  AddViewCommands(deploy, f, bind);
+  AddKeyCommands(deploy, f, bind);
 }
 
 }  // namespace lathe::cmd

@@ -634,19 +634,80 @@ Result<Tensor> TensorFromJsonData(const std::string& name, DataType datatype, co
   return t;
 }
 
+namespace {
+
+// The request's "parameters": binary_data_output, priority, timeout.
+Status ParseRequestParameters(const Json& p, InferRequestMsg& m) {
+  if (!p.is_object()) return Bad("serve.bad_request_field", {{"field", "parameters"}});
+  if (p.contains("binary_data_output")) {
+    if (!p["binary_data_output"].is_boolean())
+      return Bad("serve.bad_request_field", {{"field", "parameters.binary_data_output"}});
+    m.binary_data_output = p["binary_data_output"].get<bool>();
+  }
+  if (p.contains("priority")) {
+    if (p["priority"].is_number_unsigned()) {
+      m.priority = std::to_string(p["priority"].get<uint64_t>());
+    } else if (p["priority"].is_string()) {
+      m.priority = p["priority"].get<std::string>();
+    } else {
+      return Bad("serve.bad_request_field", {{"field", "parameters.priority"}});
+    }
+  }
+  if (p.contains("timeout")) {
+    if (!p["timeout"].is_number_unsigned())
+      return Bad("serve.bad_request_field", {{"field", "parameters.timeout"}});
+    m.timeout_us =
+        static_cast<int64_t>(std::min<uint64_t>(p["timeout"].get<uint64_t>(), uint64_t{1} << 50));
+  }
+  return Status::OK();
+}
+
+// The request's "outputs": names, each with its own binary_data choice
+// (binary_data_output by default), so parameters must be parsed first.
+Status ParseRequestedOutputs(const Json& outs, InferRequestMsg& m) {
+  if (!outs.is_array()) return Bad("serve.bad_request_field", {{"field", "outputs"}});
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Json& o = outs[i];
+    if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
+      return Bad("serve.bad_request_field", {{"field", "outputs[" + std::to_string(i) + "].name"}});
+    }
+    RequestedOutput r{o["name"].get<std::string>(), m.binary_data_output};
+    if (o.contains("parameters") && o["parameters"].is_object() &&
+        o["parameters"].contains("binary_data")) {
+      if (!o["parameters"]["binary_data"].is_boolean()) {
+        return Bad("serve.bad_request_field",
+                   {{"field", "outputs[" + std::to_string(i) + "].parameters.binary_data"}});
+      }
+      r.binary = o["parameters"]["binary_data"].get<bool>();
+    }
+    m.outputs.push_back(std::move(r));
+  }
+  return Status::OK();
+}
+
+// Splits a binary-extension body at Inference-Header-Content-Length.
+Status SplitBinaryBody(std::string_view body, std::string_view header_length,
+                       std::string_view& json_part, std::string_view& binary) {
+  uint64_t n = 0;
+  auto [p, ec] =
+      std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
+  if (ec != std::errc() || p != header_length.data() + header_length.size() || n > body.size()) {
+    return Bad("serve.bad_header_length",
+               {{"value", std::string(header_length)}, {"body", std::to_string(body.size())}});
+  }
+  json_part = body.substr(0, n);
+  binary = body.substr(n);
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_view header_length) {
+  // 1. The JSON part and the binary tail (the fast path when there is no tail).
   std::string_view json_part = body, binary;
   bool has_binary = !header_length.empty();
   if (has_binary) {
-    uint64_t n = 0;
-    auto [p, ec] =
-        std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
-    if (ec != std::errc() || p != header_length.data() + header_length.size() || n > body.size()) {
-      return Bad("serve.bad_header_length",
-                 {{"value", std::string(header_length)}, {"body", std::to_string(body.size())}});
-    }
-    json_part = body.substr(0, n);
-    binary = body.substr(n);
+    RETURN_IF_ERROR(SplitBinaryBody(body, header_length, json_part, binary));
   } else if (auto quick = quick::Parse(body)) {
     return std::move(*quick);
   }
@@ -654,35 +715,14 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
   if (!parsed.ok()) return parsed.status();
   const Json& j = *parsed;
   if (!j.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  // 2. id and parameters.
   InferRequestMsg m;
   if (j.contains("id")) {
     if (!j["id"].is_string()) return Bad("serve.bad_request_field", {{"field", "id"}});
     m.id = j["id"].get<std::string>();
   }
-  if (j.contains("parameters")) {
-    const Json& p = j["parameters"];
-    if (!p.is_object()) return Bad("serve.bad_request_field", {{"field", "parameters"}});
-    if (p.contains("binary_data_output")) {
-      if (!p["binary_data_output"].is_boolean())
-        return Bad("serve.bad_request_field", {{"field", "parameters.binary_data_output"}});
-      m.binary_data_output = p["binary_data_output"].get<bool>();
-    }
-    if (p.contains("priority")) {
-      if (p["priority"].is_number_unsigned()) {
-        m.priority = std::to_string(p["priority"].get<uint64_t>());
-      } else if (p["priority"].is_string()) {
-        m.priority = p["priority"].get<std::string>();
-      } else {
-        return Bad("serve.bad_request_field", {{"field", "parameters.priority"}});
-      }
-    }
-    if (p.contains("timeout")) {
-      if (!p["timeout"].is_number_unsigned())
-        return Bad("serve.bad_request_field", {{"field", "parameters.timeout"}});
-      m.timeout_us =
-          static_cast<int64_t>(std::min<uint64_t>(p["timeout"].get<uint64_t>(), uint64_t{1} << 50));
-    }
-  }
+  if (j.contains("parameters")) RETURN_IF_ERROR(ParseRequestParameters(j["parameters"], m));
+  // 3. Inputs, which consume the binary tail in order; none may be left over.
   if (!j.contains("inputs") || !j["inputs"].is_array() || j["inputs"].empty()) {
     return Bad("serve.bad_request_field", {{"field", "inputs"}});
   }
@@ -695,27 +735,8 @@ Result<InferRequestMsg> ParseInferRequest(std::string_view body, std::string_vie
   }
   if (!binary.empty())
     return Bad("serve.binary_left_over", {{"bytes", std::to_string(binary.size())}});
-  if (j.contains("outputs")) {
-    const Json& outs = j["outputs"];
-    if (!outs.is_array()) return Bad("serve.bad_request_field", {{"field", "outputs"}});
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const Json& o = outs[i];
-      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
-        return Bad("serve.bad_request_field",
-                   {{"field", "outputs[" + std::to_string(i) + "].name"}});
-      }
-      RequestedOutput r{o["name"].get<std::string>(), m.binary_data_output};
-      if (o.contains("parameters") && o["parameters"].is_object() &&
-          o["parameters"].contains("binary_data")) {
-        if (!o["parameters"]["binary_data"].is_boolean()) {
-          return Bad("serve.bad_request_field",
-                     {{"field", "outputs[" + std::to_string(i) + "].parameters.binary_data"}});
-        }
-        r.binary = o["parameters"]["binary_data"].get<bool>();
-      }
-      m.outputs.push_back(std::move(r));
-    }
-  }
+  // 4. The outputs asked for.
+  if (j.contains("outputs")) RETURN_IF_ERROR(ParseRequestedOutputs(j["outputs"], m));
   return m;
 }
 
