@@ -32,7 +32,7 @@ struct RunFlags {
   std::string file;
   std::optional<int> gpus;
   std::optional<double> cpus;
-  std::string memory, shm, priority, name, workdir, max_duration, network;
+  std::string memory, shm, priority, name, workdir, max_duration, network, pool;
   std::string workspace;  // a git URL or repository path (#ref), or a directory
   std::vector<std::string> env;
   std::vector<std::string> secrets;       // names; the daemon puts in the values
@@ -130,6 +130,7 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (!f.memory.empty()) spec["memory"] = f.memory;
   if (!f.shm.empty()) spec["shm"] = f.shm;
   if (!f.network.empty()) spec["network"] = f.network;
+  if (!f.pool.empty()) spec["pool"] = f.pool;
   if (!f.priority.empty()) spec["priority"] = f.priority;
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.max_duration.empty()) spec["max_duration"] = f.max_duration;
@@ -628,6 +629,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--secret-file", f.secret_files)->allow_extra_args(false);
   run->add_option("--port", f.ports)->allow_extra_args(false);
   run->add_option("--network", f.network);  // host | isolated; the daemon checks it
+  run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
   run->add_option("--workdir", f.workdir);
   run->add_option("--workspace", f.workspace);
   run->add_option("--retry", f.retry);

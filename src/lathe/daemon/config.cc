@@ -6,6 +6,7 @@
 
 #include "lathe/common/units.h"
 #include "lathe/os/files.h"
+#include "lathe/run/spec.h"
 
 namespace lathe::daemon {
 namespace {
@@ -282,7 +283,23 @@ constexpr Section kSections[] = {
        ASSIGN_OR_RETURN(c.telemetry, ParseTelemetry(n, f));
        return Status::OK();
      }},
+    {"pools",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.pools, ParsePools(n, f));
+       return Status::OK();
+     }},
 };
+
+// default_pool names `local` or a pool of the same file.
+Status CheckDefaultPool(const DaemonConfig& c, std::string_view file) {
+  if (!c.default_pool || *c.default_pool == run::kLocalPool) return Status::OK();
+  if (c.pools && c.pools->count(*c.default_pool)) return Status::OK();
+  std::string allowed(run::kLocalPool);
+  if (c.pools) {
+    for (const auto& [name, p] : *c.pools) allowed += ", " + name;
+  }
+  return BadKey(file, "default_pool", allowed);
+}
 
 // A key of a single value (gpus, host, port, grace, retry_backoff*, run_log_max).
 Status ParseScalarKey(const std::string& key, const std::string& v, std::string_view file,
@@ -308,6 +325,8 @@ Status ParseScalarKey(const std::string& key, const std::string& v, std::string_
       return BadKey(file, key, "a duration from 0s to 24h, such as 1s");
     }
     (key == "retry_backoff" ? c.retry_backoff_ms : c.retry_backoff_max_ms) = d->count();
+  } else if (key == "default_pool") {
+    c.default_pool = v;
   } else if (key == "run_log_max") {
     auto b = ParseBytes(v);
     if (!b.ok() || *b < kMinRunLogBytes)
@@ -317,7 +336,7 @@ Status ParseScalarKey(const std::string& key, const std::string& v, std::string_
     return BadKey(file, key,
                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
                   "notebooks, deployments, metrics, telemetry, retry_backoff, retry_backoff_max, "
-                  "run_log_max");
+                  "run_log_max, pools, default_pool");
   }
   return Status::OK();
 }
@@ -332,7 +351,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     if (!root.IsMap()) {
       return BadKey(file, "(top level)",
                     "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
-                    "fair_share, notebooks, deployments, metrics, telemetry");
+                    "fair_share, notebooks, deployments, metrics, telemetry, pools, "
+                    "default_pool");
     }
     for (const auto& kv : root) {
       const std::string key = kv.first.Scalar();
@@ -345,6 +365,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       if (!kv.second.IsScalar()) return BadKey(file, key, "a single value");
       RETURN_IF_ERROR(ParseScalarKey(key, kv.second.Scalar(), file, c));
     }
+    RETURN_IF_ERROR(CheckDefaultPool(c, file));
   } catch (const YAML::Exception& e) {
     return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",
                        {{"file", std::string(file)}, {"detail", e.what()}});

@@ -29,6 +29,9 @@
 //     idle_for: 10m       # … for this long
 //     throttle_pct: 20    # the "throttled" warning: at least this share of the time …
 //     throttle_after: 5m  # … once this much has been observed
+//   pools:                # cluster pools (pool_config.h, docs/slurm.md)
+//     cluster: {type: slurm, partition: gpu, shared_dir: /shared/lathe}
+//   default_pool: cluster # where a job without `pool:` goes (default: local)
 //   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
 //     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
 //     key: /etc/lathe/server.key   # its PEM private key (absolute path)
@@ -43,6 +46,7 @@
 
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
+#include "lathe/daemon/pool_config.h"
 #include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 
@@ -100,6 +104,8 @@ struct DaemonConfig {
   std::optional<int64_t> retry_backoff_ms;      // `retry_backoff`: the first wait before a retry
   std::optional<int64_t> retry_backoff_max_ms;  // `retry_backoff_max`: the longest wait
   std::optional<uint64_t> run_log_max_bytes;    // `run_log_max`: one run's log at most
+  std::optional<std::map<std::string, PoolSettings>> pools;
+  std::optional<std::string> default_pool;  // a name in pools, or "local"
 };
 
 // HOST:PORT with a port from 0 to 65535, else config.bad_key naming `key`

@@ -188,5 +188,53 @@ TEST(DaemonConfig, RejectsBadTelemetryNamingTheKey) {
   }
 }
 
+TEST(DaemonConfig, ParsesPoolsAndTheDefaultPool) {
+  auto c = ParseDaemonConfig(
+      "pools:\n"
+      "  cluster:\n"
+      "    type: slurm\n"
+      "    partition: gpu\n"
+      "    account: lab-1\n"
+      "    shared_dir: /shared/lathe\n"
+      "    signal_grace: 2m\n"
+      "    slurm_conf: /etc/slurm/slurm.conf\n"
+      "default_pool: cluster\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->pools);
+  const PoolSettings& p = c->pools->at("cluster");
+  EXPECT_EQ(p.type, "slurm");
+  EXPECT_EQ(p.partition, "gpu");
+  EXPECT_EQ(p.account, "lab-1");
+  EXPECT_EQ(p.shared_dir, "/shared/lathe");
+  EXPECT_EQ(p.signal_grace_ms, 120000);
+  EXPECT_EQ(p.slurm_conf, "/etc/slurm/slurm.conf");
+  EXPECT_EQ(*c->default_pool, "cluster");
+}
+
+TEST(DaemonConfig, RejectsBadPoolsNamingTheKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"pools: {local: {type: slurm, shared_dir: /s}}\n", "pools.local"},
+      {"pools: {Big: {type: slurm, shared_dir: /s}}\n", "pools.Big"},
+      {"pools: {c: {type: k8s, shared_dir: /s}}\n", "pools.c.type"},
+      {"pools: {c: {shared_dir: /s}}\n", "pools.c.type"},
+      {"pools: {c: {type: slurm}}\n", "pools.c.shared_dir"},
+      {"pools: {c: {type: slurm, shared_dir: rel/dir}}\n", "pools.c.shared_dir"},
+      {"pools: {c: {type: slurm, shared_dir: /s, partition: 'a b'}}\n", "pools.c.partition"},
+      {"pools: {c: {type: slurm, shared_dir: /s, qos: '$(x)'}}\n", "pools.c.qos"},
+      {"pools: {c: {type: slurm, shared_dir: /s, signal_grace: 2h}}\n", "pools.c.signal_grace"},
+      {"pools: {c: {type: slurm, shared_dir: /s, nodes: 3}}\n", "pools.c.nodes"},
+      {"default_pool: c\n", "default_pool"},
+  };
+  for (const auto& [bad, key] : cases) {
+    auto c = ParseDaemonConfig(bad, "c.yaml");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().msg_id(), "config.bad_key") << bad;
+    EXPECT_NE(c.status().message().find(std::string("'") + key + "'"), std::string::npos)
+        << bad << " -> " << c.status().message();
+  }
+  EXPECT_TRUE(ParseDaemonConfig("default_pool: local\n", "c.yaml").ok());
+}
+
 }  // namespace
 }  // namespace lathe::daemon

@@ -309,21 +309,52 @@ std::vector<Daemon::PendingStart> Daemon::Tick() {
     LogFiltered(LoopErrors(), spdlog::level::err, "state store: " + active.status().ToString());
     return {};
   }
-  std::vector<exec::AttemptRef> refs;
-  refs.reserve(active->size());
-  for (const auto& r : *active) refs.push_back(RefOf(r));
-  std::vector<exec::AttemptStatus> statuses = backend_->Poll(refs);
-  if (statuses.size() == active->size()) {
-    for (size_t i = 0; i < statuses.size(); ++i) CheckActive((*active)[i], statuses[i]);
-  } else {
-    LogFiltered(LoopErrors(), spdlog::level::err,
-                fmt::format("backend {} answered {} of {} attempts", backend_->Name(),
-                            statuses.size(), active->size()));
-  }
+  PollBackends(*active);
   DrainCheckpointEvents();
   PurgeExpiredKeys();
   // 2. Place queued runs; the caller launches them.
   return Schedule();
+}
+
+// One Poll per backend (this node's and each pool's, every pass: it is also
+// their housekeeping) with that backend's attempts; runs whose pool is gone
+// are left to recovery's rule (lost) at the next start.
+void Daemon::PollBackends(std::vector<RunRecord>& active) {
+  std::map<exec::ExecutionBackend*, std::vector<RunRecord*>> by_backend;
+  by_backend[backend_];
+  for (const auto& [name, b] : opts_.pools) by_backend[b];
+  for (auto& r : active) {
+    if (exec::ExecutionBackend* b = BackendOf(r)) by_backend[b].push_back(&r);
+  }
+  for (auto& [backend, runs] : by_backend) {
+    std::vector<exec::AttemptRef> refs;
+    refs.reserve(runs.size());
+    for (const RunRecord* r : runs) refs.push_back(RefOf(*r));
+    std::vector<exec::AttemptStatus> statuses = backend->Poll(refs);
+    if (statuses.size() != runs.size()) {
+      LogFiltered(LoopErrors(), spdlog::level::err,
+                  fmt::format("backend {} answered {} of {} attempts", backend->Name(),
+                              statuses.size(), runs.size()));
+      continue;
+    }
+    for (size_t i = 0; i < statuses.size(); ++i) CheckActive(*runs[i], statuses[i]);
+  }
+}
+
+exec::ExecutionBackend* Daemon::BackendOf(const RunRecord& r) const {
+  if (r.backend == backend_->Name()) return backend_;
+  auto it = opts_.pools.find(r.backend);
+  return it == opts_.pools.end() ? nullptr : it->second;
+}
+
+exec::ExecutionBackend* Daemon::BackendFor(const run::RunSpec& spec) const {
+  if (spec.pool.empty()) return backend_;
+  auto it = opts_.pools.find(spec.pool);
+  return it == opts_.pools.end() ? nullptr : it->second;
+}
+
+std::string Daemon::BackendKeyFor(const run::RunSpec& spec) const {
+  return spec.pool.empty() ? std::string(backend_->Name()) : spec.pool;
 }
 
 Status Daemon::Transition(RunRecord& r, RunState to, const std::string& msg) {
@@ -358,7 +389,7 @@ std::string Daemon::AttemptDir(const RunRecord& r) const {
 // The attempt is over, however it ended: what is left of it goes, its
 // secret files with it.
 void Daemon::ReleaseAttempt(const RunRecord& r) {
-  backend_->Release(RefOf(r));
+  if (exec::ExecutionBackend* b = BackendOf(r)) b->Release(RefOf(r));
   if (r.spec.secret_files.empty() || r.attempt == 0) return;
   const DirOwner owner = OwnerOf(r);
   if (Status st = RemoveSecretFiles(SecretFilesDir(r.run_dir, r.attempt), owner.uid, owner.gid);
@@ -392,12 +423,16 @@ exec::AttemptRef Daemon::RefOf(const RunRecord& r) const {
   return a;
 }
 
-std::string Daemon::LogPath(const RunRecord& r) const { return backend_->LogPath(r.run_dir); }
+std::string Daemon::LogPath(const RunRecord& r) const {
+  const exec::ExecutionBackend* b = BackendOf(r);
+  return (b ? b : backend_)->LogPath(r.run_dir);
+}
 
 std::vector<exec::Endpoint> Daemon::Endpoints(const RunRecord& r) {
-  if (!run::IsActive(r.state) || r.backend != backend_->Name()) return {};
+  exec::ExecutionBackend* b = BackendOf(r);
+  if (!run::IsActive(r.state) || b == nullptr) return {};
   std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
-  return backend_->Endpoints(RefOf(r));
+  return b->Endpoints(RefOf(r));
 }
 
 Json Daemon::EndpointsJson(const RunRecord& r) {
@@ -428,11 +463,12 @@ void Daemon::Recover() {
 // still there. A run that ended meanwhile is never taken for lost (the local
 // backend reads exit.json again after finding the monitor gone).
 void Daemon::RecoverRun(RunRecord& r) {
-  if (r.backend != backend_->Name()) {
+  exec::ExecutionBackend* backend = BackendOf(r);
+  if (backend == nullptr) {
     return MarkLost(
         r, fmt::format("it ran on the '{}' backend, which this daemon does not have", r.backend));
   }
-  exec::Readoption found = backend_->Readopt(RefOf(r));
+  exec::Readoption found = backend->Readopt(RefOf(r));
   switch (found.what) {
     case exec::Found::kExited:
       // Best effort: an event only tells; what it tells of is stored already.
@@ -593,7 +629,8 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
       stop_deadline_ms_[r.id] = mono + opts_.kill_grace_ms;
     } else if (mono >= it->second) {
       // Best effort: an attempt that is gone needs no signal; the next poll sees its exit.
-      (void)backend_->Signal(RefOf(r), exec::StopSignal::kKill);
+      if (exec::ExecutionBackend* b = BackendOf(r))
+        (void)b->Signal(RefOf(r), exec::StopSignal::kKill);
       it->second = mono + opts_.kill_grace_ms;
     }
     return;
@@ -674,7 +711,9 @@ Status Daemon::BeginStop(RunRecord& r, run::StopIntent intent, const std::string
   r.stop_intent = intent;
   RETURN_IF_ERROR(Transition(r, RunState::kStopping, why));  // committed before acting
   stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
-  (void)backend_->Signal(RefOf(r), exec::StopSignal::kGraceful);  // none yet while starting
+  // Best effort: none yet while starting; a run whose pool is gone has nothing to signal.
+  if (exec::ExecutionBackend* b = BackendOf(r))
+    (void)b->Signal(RefOf(r), exec::StopSignal::kGraceful);
   return Status::OK();
 }
 
@@ -688,7 +727,7 @@ uint64_t Daemon::SchedulingPasses() {
 bool Daemon::PassWorthRunning() {
   const int64_t now = clock_.MonotonicMs();
   if (pass_needed_ || !headroom_ || !retry_at_ms_.empty() || backend_->Caps().places_runs ||
-      now - last_pass_ms_ >= kFullPassEveryMs) {
+      !opts_.pools.empty() || now - last_pass_ms_ >= kFullPassEveryMs) {
     return true;
   }
   for (const sched::QueuedJob& j : submitted_) {
@@ -720,18 +759,16 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     waiting_why_.clear();
     return {};
   }
-  if (backend_->Caps().places_runs) {  // a cluster queues and places them itself
+  auto backoff = HoldBackRetries(queued);
+  // Runs for a backend that places runs itself (a cluster's pool) are handed
+  // over as they come; sched/ places the rest on this node's GPUs.
+  std::vector<PendingStart> starts = HandOver(queued);
+  std::erase_if(*active, [&](const RunRecord& r) { return BackendOf(r) != backend_; });
+  if (queued.empty()) {
     waiting_why_.clear();
-    for (auto& [id, note] : HoldBackRetries(queued)) waiting_why_[id] = std::move(note);
-    std::vector<RunRecord> all;
-    for (const RunRecord* r : queued) all.push_back(*r);
-    std::vector<PendingStart> starts;
-    for (RunRecord& r : all) {
-      if (auto s = PrepareStart(std::move(r), {})) starts.push_back(std::move(*s));
-    }
+    for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);
     return starts;
   }
-  auto backoff = HoldBackRetries(queued);
   sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
   std::vector<sched::QueuedJob> q;
   q.reserve(queued.size());
@@ -763,11 +800,34 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     // Best effort: Transition logs a failure; the next pass re-reads the stored state.
     (void)Transition(r, RunState::kStopped, "cannot ever be placed: " + imp.reason);
   }
-  std::vector<PendingStart> starts;
   for (const auto& p : d.start) {
     if (auto s = PrepareStart(std::move(chosen[p.id]), p.gpu_indices)) {
       starts.push_back(std::move(*s));
     }
+  }
+  return starts;
+}
+
+// Takes the queued runs whose backend places runs itself out of `queued`
+// and starts them (a run whose pool is no longer configured fails, saying so).
+std::vector<Daemon::PendingStart> Daemon::HandOver(std::vector<const RunRecord*>& queued) {
+  std::vector<RunRecord> mine;
+  std::erase_if(queued, [&](const RunRecord* r) {
+    const exec::ExecutionBackend* b = BackendFor(r->spec);
+    if (b != nullptr && !b->Caps().places_runs) return false;
+    mine.push_back(*r);
+    return true;
+  });
+  std::vector<PendingStart> starts;
+  for (RunRecord& r : mine) {
+    if (BackendFor(r.spec) == nullptr) {
+      r.reason = fmt::format("its pool '{}' is not configured on this daemon", r.spec.pool);
+      r.finished_at_ms = clock_.NowMs();
+      // Best effort: Transition logs a failure; the next pass re-reads the stored state.
+      (void)Transition(r, RunState::kFailed, r.reason);
+      continue;
+    }
+    if (auto s = PrepareStart(std::move(r), {})) starts.push_back(std::move(*s));
   }
   return starts;
 }
@@ -818,13 +878,14 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
   r.oom_killed = false;
   r.reason.clear();
   r.stop_intent = run::StopIntent::kNone;
-  r.backend = std::string(backend_->Name());
+  r.backend = BackendKeyFor(r.spec);
   r.handle = Json::object();
+  exec::ExecutionBackend* backend = BackendFor(r.spec);  // Schedule checked it is there
   if (!r.spec.workspace.empty()) r.workspace = InitialWorkspace(r, UserOf(r.uid).home);
   const std::string placed =
-      backend_->Caps().places_runs ? fmt::format("handed to the {} backend", backend_->Name())
-      : gpus.empty()               ? std::string("placed, without GPUs")
-                                   : fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","));
+      backend->Caps().places_runs ? fmt::format("handed to the {} backend", r.backend)
+      : gpus.empty()              ? std::string("placed, without GPUs")
+                                  : fmt::format("placed on GPUs [{}]", fmt::join(gpus, ","));
   if (!Transition(r, RunState::kStarting, placed).ok()) {
     return std::nullopt;
   }
@@ -840,7 +901,7 @@ std::optional<Daemon::PendingStart> Daemon::PrepareStart(RunRecord r,
       return FailStart(r, st.message());
     }
   }
-  auto prepared = backend_->Prepare(p.request);
+  auto prepared = backend->Prepare(p.request);
   if (!prepared.ok()) return FailStart(r, prepared.status().message());
   p.prepared = std::move(prepared).value();
   p.run = std::move(r);
@@ -874,7 +935,7 @@ void Daemon::CompleteStart(PendingStart& p, const Result<exec::Launched>& launch
   }
   if (!launched->start_error.empty()) {
     // The attempt has ended; its exit, when the backend recorded one, says how.
-    auto polled = backend_->Poll({RefOf(r)});
+    auto polled = BackendOf(r)->Poll({RefOf(r)});  // PrepareStart found it
     if (polled.size() == 1 && polled[0].phase == exec::AttemptPhase::kExited) {
       return Finish(r, polled[0].exit);
     }
@@ -887,7 +948,7 @@ void Daemon::CompleteStart(PendingStart& p, const Result<exec::Launched>& launch
     (void)store_->Save(r, "info", fmt::format("started, {}; stopping it", launched->what),
                        clock_.NowMs());
     // Best effort: an attempt that is gone needs no signal; the next poll sees its exit.
-    (void)backend_->Signal(RefOf(r), exec::StopSignal::kGraceful);
+    (void)BackendOf(r)->Signal(RefOf(r), exec::StopSignal::kGraceful);
     return;
   }
   // Best effort: Transition logs a failure; the next pass re-reads the stored state.
@@ -941,7 +1002,7 @@ Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
     RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, owner, r.spec.keep_checkpoints));
   }
   RETURN_IF_ERROR(PrepareWorkspaceRecord(r, p.request.user.uid, p.request.user.gid));
-  return backend_->Launch(p.request, p.prepared);
+  return BackendOf(r)->Launch(p.request, p.prepared);  // PrepareStart found it
 }
 
 DirOwner Daemon::OwnerOf(const RunRecord& r) const {

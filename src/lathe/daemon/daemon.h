@@ -92,6 +92,13 @@ struct DaemonOptions {
   // owned; must outlive the daemon (tests keep one across two daemons, as
   // processes outlive a daemon that is restarted).
   exec::ExecutionBackend* backend = nullptr;
+  // The cluster pools (config.yaml `pools:`), by name, each with its own
+  // backend (a run's spec.pool names one; "" or "local" is this node). Not
+  // owned; they outlive the daemon (node/ makes them). A run records its
+  // pool's name as its backend, so a restarted daemon finds it again.
+  std::map<std::string, exec::ExecutionBackend*> pools;
+  // Where a spec without `pool:` runs ("" or "local": this node).
+  std::string default_pool;
   // Which finished runs the daemon removes by itself (config.yaml
   // `retention:`); the default keeps them all.
   RetentionPolicy retention;
@@ -292,11 +299,15 @@ class Daemon final : public Runs {
   void RecoverRun(state::RunRecord& r);
   void Readopt(state::RunRecord& r);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
+  Status ResolvePool(run::RunSpec& spec) const;  // spec.pool: a configured pool or ""
+  Json PoolsJson() const;
   void CheckActive(state::RunRecord& r, const exec::AttemptStatus& s);  // exits, lost, deadlines
   void Finish(state::RunRecord& r, const exec::ExitRecord& e);
   void MarkLost(state::RunRecord& r, const std::string& why);
   void AttachDiagnosis(const state::RunRecord& r);
   std::vector<PendingStart> Schedule();
+  std::vector<PendingStart> HandOver(std::vector<const state::RunRecord*>& queued);
+  void PollBackends(std::vector<state::RunRecord>& active);
   std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus);
   std::vector<Result<exec::Launched>> LaunchAll(std::vector<PendingStart>& starts);
   Result<exec::Launched> StartAttempt(PendingStart& p);  // without mu_
@@ -379,7 +390,14 @@ class Daemon final : public Runs {
   gpu::Inventory inventory_;   // sampled at start; GPU count and names
   os::CgroupSupport cgroups_;  // detected for the local backend only
   std::unique_ptr<exec::ExecutionBackend> own_backend_;
-  exec::ExecutionBackend* backend_ = nullptr;    // own_backend_ or the injected one
+  exec::ExecutionBackend* backend_ = nullptr;  // own_backend_ or the injected one
+  // The backend that executes `r`'s attempts: this node's, or its pool's;
+  // null when its pool is not configured (any more).
+  exec::ExecutionBackend* BackendOf(const state::RunRecord& r) const;
+  // Where a run of `spec` would go: spec.pool's backend, or this node's.
+  exec::ExecutionBackend* BackendFor(const run::RunSpec& spec) const;
+  // What a run of `spec` records as its backend: its pool, or this node's backend's name.
+  std::string BackendKeyFor(const run::RunSpec& spec) const;
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself

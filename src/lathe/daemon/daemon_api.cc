@@ -101,10 +101,24 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 
 // ---- API-facing -------------------------------------------------------------------
 
+// Where the run goes, stored in spec.pool: a configured pool's name, or ""
+// for this machine. A job without `pool:` goes to the default pool; a
+// notebook or a service without one stays here (their ports are proxied here).
+Status Daemon::ResolvePool(run::RunSpec& spec) const {
+  if (spec.pool.empty() && spec.type == run::RunKind::kJob) spec.pool = opts_.default_pool;
+  if (spec.pool == run::kLocalPool) spec.pool.clear();
+  if (spec.pool.empty() || opts_.pools.count(spec.pool)) return Status::OK();
+  std::string allowed(run::kLocalPool);
+  for (const auto& [name, b] : opts_.pools) allowed += ", " + name;
+  return Status::Msg(Code::kInvalidArgument, "spec.unknown_pool",
+                     {{"pool", spec.pool}, {"allowed", allowed}});
+}
+
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
+  exec::ExecutionBackend* backend = BackendFor(spec);  // ResolvePool found it
   // A backend that places runs itself (a cluster) judges the fit itself.
-  if (!backend_->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
-  if (run::IsNotebookSpec(spec) && !backend_->Caps().places_runs) {
+  if (!backend->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
+  if (run::IsNotebookSpec(spec) && !backend->Caps().places_runs) {
     RETURN_IF_ERROR(CheckNotebookSubmittable(spec));
   }
   RETURN_IF_ERROR(CheckQuotaFits(spec, caller));
@@ -112,7 +126,7 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
   exec::RunUser user;  // Check needs who, not their passwd entry
   user.uid = caller.uid;
   user.name = caller.user;
-  return backend_->Check(spec, user);
+  return backend->Check(spec, user);
 }
 
 // Whether `spec` could ever be placed on this node, whatever else runs.
@@ -227,6 +241,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
     ASSIGN_OR_RETURN(std::optional<RunRecord> earlier, store_->FindByKey(*key, clock_.NowMs()));
     if (earlier) return Submission{std::move(*earlier), true};
   }
+  RETURN_IF_ERROR(ResolvePool(spec));
   RETURN_IF_ERROR(CheckSubmittable(spec, caller));
   RETURN_IF_ERROR(ResolveResumeFrom(caller, spec));
   RETURN_IF_ERROR(CheckPaths(spec, caller));
@@ -369,6 +384,9 @@ Json Daemon::StatusJson() {
               {"backend",
                {{"name", std::string(backend_->Name())},
                 {"capabilities", exec::CapabilitiesToJson(backend_->Caps())}}},
+              {"pools", PoolsJson()},
+              {"default_pool",
+               opts_.default_pool.empty() ? std::string(run::kLocalPool) : opts_.default_pool},
               {"state", {{"wal", store_->db().wal()}, {"note", store_->db().journal_note()}}},
               {"runs", counts}};
 }
@@ -410,5 +428,19 @@ GpuSlots Daemon::FreeGpuSlots() {
 }
 
 bool Daemon::CanIsolateNetwork() const { return backend_->Caps().isolated_network; }
+
+// The pools for GET /status: this machine's first, then each configured one.
+Json Daemon::PoolsJson() const {
+  Json out = Json::array();
+  out.push_back({{"name", std::string(run::kLocalPool)},
+                 {"backend", std::string(backend_->Name())},
+                 {"capabilities", exec::CapabilitiesToJson(backend_->Caps())}});
+  for (const auto& [name, b] : opts_.pools) {
+    out.push_back({{"name", name},
+                   {"backend", std::string(b->Name())},
+                   {"capabilities", exec::CapabilitiesToJson(b->Caps())}});
+  }
+  return out;
+}
 
 }  // namespace lathe::daemon

@@ -383,6 +383,14 @@ Status ParseWorkdir(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+Status ParsePool(const Json& v, RunSpec& s) {
+  if (!v.is_string() || !ValidPoolName(v.get<std::string>())) {
+    return WrongType("pool", "a pool's name: 1-32 of a-z, 0-9 and -, starting with a letter");
+  }
+  s.pool = v.get<std::string>();
+  return Status::OK();
+}
+
 Status ParseResumeFrom(const Json& v, RunSpec& s) {
   if (!v.is_string() || v.get<std::string>().empty()) {
     return WrongType("resume_from", "run id or name");
@@ -441,6 +449,7 @@ constexpr Field kFieldTable[] = {
     {"workspace",
      [](const Json& v, RunSpec& s) { return Assign(WorkspaceFromJson(v), s.workspace); }},
     {"deployment", ParseDeployment},
+    {"pool", ParsePool},
 };
 
 std::string AllowedFields() {
@@ -459,6 +468,13 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
 }
 
 }  // namespace
+
+bool ValidPoolName(std::string_view name) {
+  if (name.empty() || name.size() > 32 || name[0] < 'a' || name[0] > 'z') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
 
 bool IsNotebookSpec(const RunSpec& s) { return s.type == RunKind::kNotebook; }
 bool IsServiceSpec(const RunSpec& s) { return s.type == RunKind::kService; }
@@ -539,6 +555,7 @@ Json SpecToJson(const RunSpec& s) {
     j["checkpoints"] = {{"dir", s.checkpoint_dir}, {"keep", s.keep_checkpoints}};
   }
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
+  if (!s.pool.empty()) j["pool"] = s.pool;
   j["umask"] = s.umask;
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));

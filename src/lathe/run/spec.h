@@ -45,6 +45,11 @@
 //       {dir: /abs/path, readonly: bool}  where the code comes from
 //       (workspace_spec.h, docs/workspaces.md); with one, a relative workdir
 //       is taken inside the workspace
+//   pool: name  where the run executes: a cluster pool of the daemon's
+//       config (config.yaml `pools:`, docs/slurm.md), or `local` for this
+//       machine; absent = the daemon's default pool (this machine unless
+//       config.yaml sets `default_pool`). A pool name is 1-32 of [a-z0-9-],
+//       starting with a letter
 //   deployment: {name, version, socket}  (service only, and only the
 //       daemon's deployments make one: a replica of deployment `name`
 //       serving `version` on the unix socket `socket`; docs/deployments.md)
@@ -116,6 +121,9 @@ struct RunSpec {
   std::vector<std::string> kernels;
   int64_t idle_ms = -1;
   WorkspaceSpec workspace;  // empty: none (workdir as it is)
+  // A pool of the daemon's config; "" as given: the default pool. The daemon
+  // stores where the run goes: the pool's name, or "" for this machine.
+  std::string pool;
   // type service: the deployment this run is a replica of (see above).
   std::string deployment;
   std::string deployment_version;
@@ -125,6 +133,10 @@ struct RunSpec {
 };
 
 inline constexpr size_t kMaxSecretsPerRun = 64;
+// This machine's pool, as a spec or `lathe run --pool` may name it.
+inline constexpr std::string_view kLocalPool = "local";
+// A pool's name: 1-32 of [a-z0-9-], starting with a letter.
+bool ValidPoolName(std::string_view name);
 // The kernels a notebook may offer (spec kernels).
 inline constexpr std::string_view kNotebookKernels[] = {"python", "r"};
 bool IsNotebookSpec(const RunSpec& s);  // type notebook

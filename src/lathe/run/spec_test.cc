@@ -427,5 +427,32 @@ TEST(Spec, ServiceReplicaRoundTrips) {
   EXPECT_EQ(*back, *s);
 }
 
+TEST(RunSpec, APoolIsANameKeptThroughJson) {
+  auto s = Parse(R"({"command": ["x"], "pool": "gpu-a100"})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->pool, "gpu-a100");
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *s);
+  EXPECT_FALSE(SpecToJson(*Parse(R"({"command": ["x"]})")).contains("pool"));
+  for (const char* bad :
+       {R"({"command": ["x"], "pool": "A"})", R"({"command": ["x"], "pool": ""})",
+        R"({"command": ["x"], "pool": "1st"})", R"({"command": ["x"], "pool": 3})",
+        R"({"command": ["x"], "pool": "a b"})"}) {
+    auto r = Parse(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().msg_id(), "spec.wrong_type") << bad;
+  }
+}
+
+TEST(RunSpec, TheTypeIsAKindCheckedAtParseTime) {
+  EXPECT_EQ(Parse(R"({"type": "notebook"})")->type, RunKind::kNotebook);
+  EXPECT_EQ(Parse(R"({"command": ["x"]})")->type, RunKind::kJob);
+  auto bad = Parse(R"({"command": ["x"], "type": "cron"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().msg_id(), "spec.bad_type");
+  EXPECT_EQ(SpecToJson(*Parse(R"({"type": "notebook"})"))["type"], "notebook");
+}
+
 }  // namespace
 }  // namespace lathe::run

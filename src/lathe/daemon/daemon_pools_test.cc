@@ -1,0 +1,179 @@
+// The daemon with more than one backend: this node's, and a cluster pool's
+// that places runs itself (config.yaml `pools:`). Both are fakes; time moves
+// only when a test says.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "lathe/daemon/daemon.h"
+#include "lathe/exec/test_util/fake_backend.h"
+#include "lathe/os/test_util/fake_clock.h"
+
+namespace lathe::daemon {
+namespace {
+
+using exec::FakeBackend;
+using run::RunState;
+using state::RunRecord;
+
+class DaemonPoolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-pools-test-XXXXXX";
+    home_ = ::mkdtemp(tmpl);
+    cluster_.caps.places_runs = true;
+    Open();
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::filesystem::remove_all(home_);
+  }
+
+  // A daemon on the same home and the same fakes: a second call is a restart.
+  void Open(std::string default_pool = "") {
+    daemon_.reset();
+    DaemonOptions o;
+    o.home = home_;
+    o.gpus = "sim:1x24GB";
+    o.backend = &local_;
+    o.pools = {{"cluster", &cluster_}};
+    o.default_pool = std::move(default_pool);
+    auto d = Daemon::Create(o, clock_);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+  }
+
+  Result<daemon::Submission> TrySubmit(Json spec) {
+    if (!spec.contains("command")) spec["command"] = {"train"};
+    spec["workdir"] = "/tmp";
+    return daemon_->Submit(me_, spec);
+  }
+  std::string Submit(Json spec) {
+    auto s = TrySubmit(std::move(spec));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? s->run.id : "";
+  }
+  RunRecord Get(const std::string& id) {
+    auto r = daemon_->Access(me_, id, AccessAction::kRead);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : RunRecord{};
+  }
+  void Step(int n = 1) {
+    for (int i = 0; i < n; ++i) daemon_->StepForTest();
+  }
+
+  std::string home_;
+  os::FakeClock clock_;
+  FakeBackend local_;
+  FakeBackend cluster_;
+  std::unique_ptr<Daemon> daemon_;
+  Caller me_{::geteuid(), "me", true};
+};
+
+// A pool run never reaches this node's placement: a size the node does not
+// have is the cluster's to judge, and the node's GPU stays free for a local run.
+TEST_F(DaemonPoolsTest, APoolRunIsHandedToItsPoolNotPlacedOnThisNode) {
+  std::string big = Submit({{"gpus", 8}, {"pool", "cluster"}});
+  std::string here = Submit({{"gpus", 1}});
+  Step();
+  RunRecord r = Get(big);
+  EXPECT_EQ(r.state, RunState::kRunning);
+  EXPECT_EQ(r.backend, "cluster");
+  EXPECT_EQ(r.spec.pool, "cluster");
+  EXPECT_TRUE(r.gpus.empty());
+  EXPECT_EQ(cluster_.Launches(big), 1);
+  EXPECT_EQ(local_.Launches(big), 0);
+  EXPECT_EQ(Get(here).state, RunState::kRunning);
+  EXPECT_EQ(local_.Launches(here), 1);
+  EXPECT_EQ(cluster_.Launches(here), 0);
+  EXPECT_EQ(Get(here).gpus, std::vector<int>{0});
+}
+
+// Exits, stops and ends go through the run's own backend.
+TEST_F(DaemonPoolsTest, APoolRunIsWatchedAndStoppedThroughItsPool) {
+  std::string a = Submit({{"pool", "cluster"}});
+  std::string b = Submit({{"pool", "cluster"}});
+  Step();
+  cluster_.Exit(a, 3);
+  ASSERT_TRUE(daemon_->StopRun(me_, b).ok());
+  Step(2);
+  EXPECT_EQ(Get(a).state, RunState::kFailed);
+  EXPECT_EQ(Get(a).exit_code, 3);
+  EXPECT_TRUE(cluster_.Get(a, 1)->released);
+  EXPECT_EQ(Get(b).state, RunState::kStopped);
+  EXPECT_EQ(cluster_.Get(b, 1)->signals,
+            std::vector<exec::StopSignal>{exec::StopSignal::kGraceful});
+}
+
+TEST_F(DaemonPoolsTest, AnUnknownPoolIsRefusedAtSubmissionNamingTheField) {
+  auto s = TrySubmit({{"pool", "nowhere"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().msg_id(), "spec.unknown_pool");
+  EXPECT_NE(s.status().message().find("local, cluster"), std::string::npos) << s.status().message();
+  int64_t total = 0;
+  ASSERT_TRUE(daemon_->List(true, 10, &total).ok());
+  EXPECT_EQ(total, 0);
+}
+
+TEST_F(DaemonPoolsTest, WhatThePoolsBackendCannotHonourIsRefusedAtSubmission) {
+  cluster_.check = Status::Msg(Code::kInvalidArgument, "spec.limit_unavailable",
+                               {{"field", "shm"}, {"controller", "-"}, {"note", "a cluster"}});
+  auto s = TrySubmit({{"pool", "cluster"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().msg_id(), "spec.limit_unavailable");
+  EXPECT_TRUE(TrySubmit({}).ok());  // this node's backend has no such objection
+}
+
+// default_pool sends jobs that name no pool to it; `local` keeps one here,
+// and a notebook stays here unless it names a pool.
+TEST_F(DaemonPoolsTest, TheDefaultPoolTakesJobsThatNameNone) {
+  Open("cluster");
+  std::string job = Submit({});
+  std::string here = Submit({{"pool", "local"}});
+  Step();
+  EXPECT_EQ(Get(job).backend, "cluster");
+  EXPECT_EQ(cluster_.Launches(job), 1);
+  EXPECT_EQ(Get(here).backend, "fake");
+  EXPECT_EQ(Get(here).spec.pool, "");
+  EXPECT_EQ(local_.Launches(here), 1);
+}
+
+// After a restart each active run is re-adopted by the backend that runs it.
+TEST_F(DaemonPoolsTest, ARestartReadoptsEachRunThroughItsOwnBackend) {
+  std::string there = Submit({{"pool", "cluster"}});
+  std::string here = Submit({});
+  Step();
+  Open();
+  Step();
+  EXPECT_EQ(Get(there).state, RunState::kRunning);
+  EXPECT_EQ(Get(here).state, RunState::kRunning);
+  cluster_.Exit(there, 0);
+  local_.Exit(here, 0);
+  Step(2);
+  EXPECT_EQ(Get(there).state, RunState::kSucceeded);
+  EXPECT_EQ(Get(here).state, RunState::kSucceeded);
+}
+
+// A pool taken out of the config: its queued runs fail saying so, its
+// active ones are lost at the next start (nothing can watch them).
+TEST_F(DaemonPoolsTest, RunsOfAPoolNoLongerConfiguredEndSayingWhy) {
+  std::string active = Submit({{"pool", "cluster"}});
+  Step();
+  daemon_.reset();
+  DaemonOptions o;
+  o.home = home_;
+  o.gpus = "sim:1x24GB";
+  o.backend = &local_;
+  auto d = Daemon::Create(o, clock_);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  daemon_ = std::move(d).value();
+  Step();
+  RunRecord r = Get(active);
+  EXPECT_EQ(r.state, RunState::kLost);
+  EXPECT_NE(r.reason.find("cluster"), std::string::npos) << r.reason;
+  EXPECT_FALSE(TrySubmit({{"pool", "cluster"}}).ok());
+}
+
+}  // namespace
+}  // namespace lathe::daemon
