@@ -12,7 +12,8 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: run test build deps install format format-check os-seam-check modules-check
+.PHONY: run test build deps install format format-check os-seam-check modules-check \
+	thread-safety-check
 
 deps:
 	@bash scripts/deps.sh
@@ -55,3 +56,9 @@ os-seam-check:
 # CONTRIBUTING.md's module table equals the CMake DEPS; no module includes one it may not use.
 modules-check:
 	@/usr/bin/python3 scripts/check_modules.py
+
+# The lock annotations (GUARDED_BY, REQUIRES: src/lathe/common/thread_annotations.h) hold:
+# clang++ -Wthread-safety on the units of the annotated classes, with the build's flags
+# (configured first if need be, hence deps); skipped without clang++. .ci/run checks it.
+thread-safety-check: deps
+	@BUILD_DIR="$(BUILD_DIR)" JOBS="$(JOBS)" bash scripts/check_thread_safety.sh

@@ -200,11 +200,11 @@ Status Daemon::Init() {
   disk_ = std::make_unique<DiskShares>(
       paths_.runs,
       [this] {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         return store_->Owners();
       },
       clock_);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Recover();
   ReclaimLeftovers();
   PurgeExpiredKeys(/*now=*/true);
@@ -221,12 +221,12 @@ Status Daemon::Start() {
 
 Result<std::vector<state::RunRecord>> Daemon::ReplicasOf(const std::string& name,
                                                          int64_t ended_since_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return store_->OfDeployment(name, ended_since_ms);
 }
 
 Result<std::vector<std::string>> Daemon::LiveReplicaSockets() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto live, store_->InStates({RunState::kQueued, RunState::kStarting,
                                                 RunState::kRunning, RunState::kStopping}));
   std::vector<std::string> sockets;
@@ -238,12 +238,12 @@ Result<std::vector<std::string>> Daemon::LiveReplicaSockets() {
 
 void Daemon::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  loop_cv_.notify_all();
-  change_cv_.notify_all();
+  loop_cv_.SignalAll();
+  change_cv_.SignalAll();
   if (notebooks_) notebooks_->Stop();
   if (sampler_) sampler_->Stop();
   if (disk_) disk_->Stop();
@@ -252,38 +252,47 @@ void Daemon::Stop() {
 
 void Daemon::Kick() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     kicked_ = true;
   }
-  loop_cv_.notify_all();
+  loop_cv_.SignalAll();
 }
 
 void Daemon::Notify() {
   ++change_seq_;
-  change_cv_.notify_all();
+  change_cv_.SignalAll();
 }
 
 void Daemon::WaitForChange(int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t seen = change_seq_;
-  change_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                      [&] { return change_seq_ != seen || stopping_; });
+  // What wait_for with a predicate does, spelled out (the analysis does not
+  // see mu_ held in a lambda).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (change_seq_ == seen && !stopping_) {
+    if (!change_cv_.WaitUntil(&mu_, deadline)) break;
+  }
 }
 
 void Daemon::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     std::vector<PendingStart> starts = Tick();
     if (!starts.empty()) {
-      lock.unlock();
+      lock.Unlock();
       auto results = LaunchAll(starts);
-      lock.lock();
+      lock.Lock();
       for (size_t i = 0; i < starts.size(); ++i) CompleteStart(starts[i], results[i]);
       continue;  // a run may have ended meanwhile: look again at once
     }
-    MaybeApplyRetention(lock);  // retention.cc
-    loop_cv_.wait_for(lock, std::chrono::milliseconds(opts_.poll_ms),
-                      [&] { return kicked_ || submitted_kick_ || stopping_; });
+    MaybeApplyRetention();  // retention.cc
+    // Until kicked, a submission or a stop, at most poll_ms (wait_for with a
+    // predicate, spelled out as in WaitForChange).
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.poll_ms);
+    while (!kicked_ && !submitted_kick_ && !stopping_) {
+      if (!loop_cv_.WaitUntil(&mu_, deadline)) break;
+    }
     if (kicked_) pass_needed_ = true;
     kicked_ = false;
     submitted_kick_ = false;
@@ -291,13 +300,13 @@ void Daemon::Loop() {
 }
 
 void Daemon::StepForTest(bool force_pass) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (force_pass) pass_needed_ = true;
   std::vector<PendingStart> starts = Tick();
   if (starts.empty()) return;
-  lock.unlock();
+  lock.Unlock();
   auto results = LaunchAll(starts);
-  lock.lock();
+  lock.Lock();
   for (size_t i = 0; i < starts.size(); ++i) CompleteStart(starts[i], results[i]);
 }
 
@@ -431,7 +440,7 @@ std::string Daemon::LogPath(const RunRecord& r) const {
 std::vector<exec::Endpoint> Daemon::Endpoints(const RunRecord& r) {
   exec::ExecutionBackend* b = BackendOf(r);
   if (!run::IsActive(r.state) || b == nullptr) return {};
-  std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
+  MutexLock lock(&mu_);  // backend calls other than Launch hold it
   return b->Endpoints(RefOf(r));
 }
 
@@ -583,7 +592,7 @@ std::vector<std::pair<std::string, Daemon::WaitNote>> Daemon::HoldBackRetries(
     std::vector<const RunRecord*>& queued) {
   const int64_t now = clock_.MonotonicMs();
   std::vector<std::pair<std::string, WaitNote>> held;
-  std::erase_if(queued, [&](const RunRecord* run) {
+  std::erase_if(queued, [&](const RunRecord* run) REQUIRES(mu_) {
     const RunRecord& r = *run;
     auto it = retry_at_ms_.find(r.id);
     if (it == retry_at_ms_.end()) return false;
@@ -720,7 +729,7 @@ Status Daemon::BeginStop(RunRecord& r, run::StopIntent intent, const std::string
 // ---- scheduling -------------------------------------------------------------------
 
 uint64_t Daemon::SchedulingPasses() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return passes_;
 }
 

@@ -10,8 +10,10 @@
 //
 // Threads: one supervisor thread runs the loop (poll the backend, finish,
 // schedule, start, enforce deadlines) every poll interval or when Kick()ed.
-// API threads call the public methods. All state is guarded by mu_; the
-// backend is called under it, except Launch (see StartAttempt).
+// API threads call the public methods. All state is guarded by mu_ (the
+// GUARDED_BY and REQUIRES below, checked by clang:
+// scripts/check_thread_safety.sh); the backend is called under it, except
+// Launch (see StartAttempt).
 //
 // Crash safety: a run's process is held by its backend (the local one: a
 // monitor process, exec/monitor.h), not by the daemon. On start the daemon
@@ -21,17 +23,17 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "lathe/common/json.h"
+#include "lathe/common/mutex.h"
 #include "lathe/common/status.h"
+#include "lathe/common/thread_annotations.h"
 #include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/home.h"
 #include "lathe/daemon/in_flight_keys.h"
@@ -120,8 +122,8 @@ class Daemon final : public Runs {
   static Result<std::unique_ptr<Daemon>> Create(DaemonOptions options, os::Clock& clock);
   ~Daemon() override;
 
-  Status Start();  // starts the supervisor thread
-  void Stop();     // stops it; runs keep running (re-adopted at next start)
+  Status Start();             // starts the supervisor thread
+  void Stop() EXCLUDES(mu_);  // stops it; runs keep running (re-adopted at next start)
 
   // --- Runs (runs.h) ---
   const HomePaths& paths() const override { return paths_; }
@@ -137,21 +139,22 @@ class Daemon final : public Runs {
   // whatever else runs: InvalidArgument naming the field (spec.too_much,
   // spec.too_many_gpus, spec.no_gpus) otherwise. Constant after start.
   Status CheckFitsNode(const run::RunSpec& spec) const override;
-  GpuSlots FreeGpuSlots() override;
+  GpuSlots FreeGpuSlots() override EXCLUDES(mu_);
   // Validates and queues a run. With an idempotency key, the same key with
   // another spec is InvalidArgument (run.idempotency_key_reused); while a
   // request with the key is still being handled, FailedPrecondition
   // (run.idempotency_in_flight). Keys live state::kIdempotencyKeyTtlMs.
   Result<Submission> Submit(const Caller& caller, run::RunSpec spec,
-                            const SubmitOptions& options) override;
-  Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref) override;
+                            const SubmitOptions& options) override EXCLUDES(mu_);
+  Result<state::RunRecord> StopRun(const Caller& caller, const std::string& ref) override
+      EXCLUDES(mu_);
   // The owner and admins may do anything; nobody else anything (see
   // docs/security.md).
   Result<state::RunRecord> Access(const Caller& caller, const std::string& ref,
-                                  AccessAction action) override;
+                                  AccessAction action) override EXCLUDES(mu_);
   Result<std::vector<state::RunRecord>> ReplicasOf(const std::string& name,
-                                                   int64_t ended_since_ms) override;
-  Result<std::vector<std::string>> LiveReplicaSockets() override;
+                                                   int64_t ended_since_ms) override EXCLUDES(mu_);
+  Result<std::vector<std::string>> LiveReplicaSockets() override EXCLUDES(mu_);
   Result<snap::Store*> SnapshotStore() override { return checkpoints_->store(); }
   void SettleCheckpoints(const std::string& run_id) override { checkpoints_->Settle(run_id); }
   Result<os::AccessAs> CheckReadSource(const Caller& caller, const std::string& field,
@@ -177,30 +180,31 @@ class Daemon final : public Runs {
   Result<std::vector<state::RunRecord>> List(bool all, int limit, int64_t* total,
                                              int64_t recent_ms = 0, int64_t* total_all = nullptr,
                                              int recent_limit = 0,
-                                             const state::RunFilter& filter = {});
+                                             const state::RunFilter& filter = {}) EXCLUDES(mu_);
   // The id of the newest event of any run (0: none yet).
-  Result<int64_t> LatestEventId();
+  Result<int64_t> LatestEventId() EXCLUDES(mu_);
   // How many runs the daemon keeps, in every state.
-  Result<int64_t> CountRuns();
+  Result<int64_t> CountRuns() EXCLUDES(mu_);
   // Queues an ended notebook again (notebooks_daemon.cc): same id, workspace
   // and notebook directory; the next attempt. FailedPrecondition
   // (notebook.not_notebook, notebook.not_finished) otherwise.
-  Result<state::RunRecord> RestartRun(const Caller& caller, const std::string& ref);
+  Result<state::RunRecord> RestartRun(const Caller& caller, const std::string& ref) EXCLUDES(mu_);
   // The token the proxy adds for a notebook's Jupyter ("" for other runs).
-  std::string NotebookTokenOf(const state::RunRecord& r);
+  std::string NotebookTokenOf(const state::RunRecord& r) EXCLUDES(mu_);
   // What the watch knows of a running notebook, as JSON (null when nothing).
   Json NotebookJson(const state::RunRecord& r);
   NotebookWatch& notebooks() { return *notebooks_; }
-  Result<std::vector<state::EventRecord>> Events(const std::string& run_id, int64_t after_id);
-  bool IsFinished(const std::string& run_id);
+  Result<std::vector<state::EventRecord>> Events(const std::string& run_id, int64_t after_id)
+      EXCLUDES(mu_);
+  bool IsFinished(const std::string& run_id) EXCLUDES(mu_);
   // Why a queued run waits, from the last scheduling pass ("" if unknown).
-  std::string WaitingWhy(const std::string& run_id);
+  std::string WaitingWhy(const std::string& run_id) EXCLUDES(mu_);
   // What it waits on (sched::WaitReasonName: "quota", "resources", ...; "").
-  std::string WaitingOn(const std::string& run_id);
+  std::string WaitingOn(const std::string& run_id) EXCLUDES(mu_);
   // Quotas and usage (quota_usage.cc): the caller's own, every user's for an
   // admin. {fair_share: {half_life_ms}, limited, users: [{user, limits,
   // sources, usage, queued, waiting_on_quota}]} (docs/api.md).
-  Json QuotaJson(const Caller& caller);
+  Json QuotaJson(const Caller& caller) EXCLUDES(mu_);
   // The home's filesystem and what runs' directories take of it
   // (disk_shares.h): {home, size_bytes, available_bytes, counted_at_ms,
   // users: [{user, uid, bytes}]} — the caller's own, every user's for an admin.
@@ -222,24 +226,25 @@ class Daemon final : public Runs {
   // directory, and with `snapshots` its snapshots too, taken after its last
   // capture has ended. Owner or admin, as for StopRun; FailedPrecondition
   // (run.not_finished) while it is queued or active. {id, snapshots_deleted}.
-  Result<Json> DeleteRun(const Caller& caller, const std::string& ref, bool snapshots);
+  Result<Json> DeleteRun(const Caller& caller, const std::string& ref, bool snapshots)
+      EXCLUDES(mu_);
   // Removes the finished runs that `req` selects (retention.h), each as
   // DeleteRun does; never a queued or active one. A caller who is not an
   // admin may only ask for their own runs (req.uid = caller.uid), else
   // PermissionDenied (run.prune_others). {removed: [{id, name, user, state,
   // ended_at_ms, snapshots_deleted}], kept: N (the finished runs of those
   // users that stay), snapshots_deleted, dry_run}.
-  Result<Json> PruneRuns(const Caller& caller, const PruneRequest& req);
+  Result<Json> PruneRuns(const Caller& caller, const PruneRequest& req) EXCLUDES(mu_);
   // Applies options.retention now, at most kRetentionBatch runs, and logs
   // what it removed; the supervisor loop calls it every kRetentionEveryMs.
-  Result<Json> ApplyRetention();
+  Result<Json> ApplyRetention() EXCLUDES(mu_);
 
-  Json StatusJson();
-  Json GpusJson();
+  Json StatusJson() EXCLUDES(mu_);
+  Json GpusJson() EXCLUDES(mu_);
   // What GET /metrics shows (metrics_daemon.cc): a fresh sample of the GPU
   // source (the start-up one when it fails), the runs holding GPUs, the queue
   // per priority, every run per state and the scheduling latency.
-  MetricsSnapshot CollectMetrics();
+  MetricsSnapshot CollectMetrics() EXCLUDES(mu_);
   // A run's telemetry from `since_ms` on (telemetry_daemon.cc; the JSON of
   // telemetry/metrics_json.h), for those who may read the run. A run not
   // sampled yet has empty series. FailedPrecondition (telemetry.disabled)
@@ -251,8 +256,9 @@ class Daemon final : public Runs {
   std::string LogPath(const state::RunRecord& r) const;
   // Where an active run can be reached, as its backend reports it:
   // [{"kind": "tcp", "address": "127.0.0.1:8888"}, ...]; [] when it ended.
-  Json EndpointsJson(const state::RunRecord& r);
-  std::vector<exec::Endpoint> Endpoints(const state::RunRecord& r);  // the same, typed
+  Json EndpointsJson(const state::RunRecord& r) EXCLUDES(mu_);
+  // The same, typed.
+  std::vector<exec::Endpoint> Endpoints(const state::RunRecord& r) EXCLUDES(mu_);
   // Each of the run's ports, in its spec's order: where it is served and
   // which layer keeps it from answering (run/ports.h), read from what the
   // run's processes listen on (run_ports.cc). A run that is not active has
@@ -263,28 +269,30 @@ class Daemon final : public Runs {
     std::string address;  // "127.0.0.1:41234", a path; "" when not known
     run::PortCheck check;
   };
-  std::vector<PortStatus> CheckPorts(const state::RunRecord& r);
+  std::vector<PortStatus> CheckPorts(const state::RunRecord& r) EXCLUDES(mu_);
   // The explanation of the port named `port_name` ("" = the main one) of
   // run `run_id`, as the proxy's error page gives it when the port did not
   // answer: the layer that failed (run/ports.h ExplainPort), or `fallback`
   // when no layer is at fault (it answered meanwhile).
   Status ExplainPort(const std::string& run_id, const std::string& port_name,
-                     const Status& fallback);
+                     const Status& fallback) EXCLUDES(mu_);
 
   // One pass of the supervisor loop, starts included, as its thread does;
   // for tests that drive a daemon without Start(). `force_pass`: a
   // scheduling pass whether or not one is worth running (PassWorthRunning).
-  void StepForTest(bool force_pass = true);
+  void StepForTest(bool force_pass = true) EXCLUDES(mu_);
   // How many scheduling passes have run (each reads every queued run).
-  uint64_t SchedulingPasses();
+  uint64_t SchedulingPasses() EXCLUDES(mu_);
 
   // Blocks until something changes (an event is recorded) or `timeout_ms`.
-  void WaitForChange(int timeout_ms);
-  void Kick();  // wakes the supervisor loop
+  void WaitForChange(int timeout_ms) EXCLUDES(mu_);
+  void Kick() EXCLUDES(mu_);  // wakes the supervisor loop
 
  private:
   Daemon(DaemonOptions o, os::Clock& clock) : opts_(std::move(o)), clock_(clock) {}
-  Status Init();
+  // Not analysed: it opens store_ without mu_, as no other thread can see the
+  // Daemon before Create returns it (mu_ is taken for Recover and what follows).
+  Status Init() NO_THREAD_SAFETY_ANALYSIS;
   // A run committed as `starting` whose monitor is yet to be spawned.
   struct PendingStart {
     state::RunRecord run;
@@ -292,90 +300,93 @@ class Daemon final : public Runs {
     Json prepared;  // the backend's preliminary handle
   };
 
-  void Loop();
-  std::vector<PendingStart> Tick();  // one pass, mu_ held
-  void Recover();                    // at start, mu_ held
-  void ReclaimLeftovers();           // at start, mu_ held (leftovers.cc)
-  void RecoverRun(state::RunRecord& r);
-  void Readopt(state::RunRecord& r);
+  void Loop() EXCLUDES(mu_);
+  std::vector<PendingStart> Tick() REQUIRES(mu_);  // one pass
+  void Recover() REQUIRES(mu_);                    // at start
+  void ReclaimLeftovers() REQUIRES(mu_);           // at start (leftovers.cc)
+  void RecoverRun(state::RunRecord& r) REQUIRES(mu_);
+  void Readopt(state::RunRecord& r) REQUIRES(mu_);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
   Status ResolvePool(run::RunSpec& spec) const;  // spec.pool: a configured pool or ""
   Json PoolsJson() const;
-  void CheckActive(state::RunRecord& r, const exec::AttemptStatus& s);  // exits, lost, deadlines
-  void Finish(state::RunRecord& r, const exec::ExitRecord& e);
-  void MarkLost(state::RunRecord& r, const std::string& why);
-  void AttachDiagnosis(const state::RunRecord& r);
-  std::vector<PendingStart> Schedule();
-  std::vector<PendingStart> HandOver(std::vector<const state::RunRecord*>& queued);
-  void PollBackends(std::vector<state::RunRecord>& active);
-  std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus);
-  std::vector<Result<exec::Launched>> LaunchAll(std::vector<PendingStart>& starts);
-  Result<exec::Launched> StartAttempt(PendingStart& p);  // without mu_
+  // Exits, lost, deadlines.
+  void CheckActive(state::RunRecord& r, const exec::AttemptStatus& s) REQUIRES(mu_);
+  void Finish(state::RunRecord& r, const exec::ExitRecord& e) REQUIRES(mu_);
+  void MarkLost(state::RunRecord& r, const std::string& why) REQUIRES(mu_);
+  void AttachDiagnosis(const state::RunRecord& r) REQUIRES(mu_);
+  std::vector<PendingStart> Schedule() REQUIRES(mu_);
+  std::vector<PendingStart> HandOver(std::vector<const state::RunRecord*>& queued) REQUIRES(mu_);
+  void PollBackends(std::vector<state::RunRecord>& active) REQUIRES(mu_);
+  std::optional<PendingStart> PrepareStart(state::RunRecord r, const std::vector<int>& gpus)
+      REQUIRES(mu_);
+  std::vector<Result<exec::Launched>> LaunchAll(std::vector<PendingStart>& starts) EXCLUDES(mu_);
+  Result<exec::Launched> StartAttempt(PendingStart& p) EXCLUDES(mu_);
   // Checkpoint capture ends with the attempt (see run_checkpoints.h).
   void EndCheckpoints(const state::RunRecord& r, bool capture_if_unwatched);
-  void DrainCheckpointEvents();
+  void DrainCheckpointEvents() REQUIRES(mu_);
   DirOwner OwnerOf(const state::RunRecord& r) const;
-  Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec);
-  void CompleteStart(PendingStart& p, const Result<exec::Launched>& launched);
-  std::nullopt_t FailStart(state::RunRecord& r, const std::string& why);
-  Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why);
-  Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller);
-  // quota_usage.cc, mu_ held. A request no usage could ever let start
+  Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) REQUIRES(mu_);
+  void CompleteStart(PendingStart& p, const Result<exec::Launched>& launched) REQUIRES(mu_);
+  std::nullopt_t FailStart(state::RunRecord& r, const std::string& why) REQUIRES(mu_);
+  Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why)
+      REQUIRES(mu_);
+  Status CheckSubmittable(const run::RunSpec& spec, const Caller& caller) REQUIRES(mu_);
+  // quota_usage.cc. A request no usage could ever let start
   // (more GPUs than the limit; a limit of 0) is InvalidArgument (quota.too_big).
-  Status CheckQuotaFits(const run::RunSpec& spec, const Caller& caller);
+  Status CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) REQUIRES(mu_);
   // The quotas, usage and fair-share figures of the users of `queued` and
   // `active` for sched::Schedule.
   sched::Accounts AccountsFor(const std::vector<const state::RunRecord*>& queued,
-                              const std::vector<state::RunRecord>& active);
+                              const std::vector<state::RunRecord>& active) REQUIRES(mu_);
   // `user`'s limits; the groups are looked up (and kept a minute).
-  ResolvedQuota QuotaOf(uid_t uid, const std::string& user);
+  ResolvedQuota QuotaOf(uid_t uid, const std::string& user) REQUIRES(mu_);
   // The gpu_attempts rows the quotas and fair share need, re-read after an
   // attempt started or ended.
-  const std::vector<state::GpuAttempt>& GpuAttempts();
+  const std::vector<state::GpuAttempt>& GpuAttempts() REQUIRES(mu_);
   int64_t UsageLookbackMs() const;
   // Records why each queued run waits, with an event the first time a run
   // waits on a given quota limit.
-  void NoteWaiting(const sched::Decision& d);
+  void NoteWaiting(const sched::Decision& d) REQUIRES(mu_);
   // Retries' backoff (daemon.cc): the wait before retry `retries_used`, its
   // start, and the queued runs still waiting theirs out.
   int64_t RetryBackoffMs(int retries_used) const;
-  void HoldForRetry(const state::RunRecord& r);
+  void HoldForRetry(const state::RunRecord& r) REQUIRES(mu_);
   // Opens telemetry.db and makes the sampler (telemetry_daemon.cc), when enabled.
   Status InitTelemetry();
   // The sampler's hooks (telemetry_daemon.cc); each takes mu_.
   telemetry::Sampler::Hooks TelemetryHooks();
   // The notebook watch's hooks (notebooks_daemon.cc); each takes mu_.
   NotebookWatch::Hooks NotebookHooks();
-  Result<std::string> CachedNotebookToken(const state::RunRecord& r);  // mu_ held
+  Result<std::string> CachedNotebookToken(const state::RunRecord& r) REQUIRES(mu_);
   // Forgets idempotency keys past their TTL, at most every kKeyPurgeEveryMs
-  // unless `now`; mu_ held.
-  void PurgeExpiredKeys(bool now = false);
+  // unless `now`.
+  void PurgeExpiredKeys(bool now = false) REQUIRES(mu_);
   // Commits a state change and its event. A failure is logged here; callers
   // that go on regardless discard it with (void): the next pass re-reads the
   // stored state.
-  Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg);
+  Status Transition(state::RunRecord& r, run::RunState to, const std::string& msg) REQUIRES(mu_);
   // When `r`'s attempt about to start was queued; nullopt when not known (a
-  // requeue seen by an earlier daemon). mu_ held.
-  std::optional<int64_t> QueuedAtMs(const state::RunRecord& r) const;
+  // requeue seen by an earlier daemon).
+  std::optional<int64_t> QueuedAtMs(const state::RunRecord& r) const REQUIRES(mu_);
   std::string AttemptDir(const state::RunRecord& r) const;
   // backend_->Release, then the attempt's secret files go (secret_files.h).
   void ReleaseAttempt(const state::RunRecord& r);
   exec::RunUser UserOf(uid_t uid) const;
   exec::AttemptRef RefOf(const state::RunRecord& r) const;
   exec::LaunchRequest RequestFor(const state::RunRecord& r) const;
-  void Notify();
+  void Notify() REQUIRES(mu_);
   // Removes finished run `id` (`ref` names it in errors); with `snapshots`
   // its snapshots too, looked up in `snaps` (the store's list) or, when
   // null, in a fresh list. The number of snapshots removed (run_removal.cc).
   Result<size_t> RemoveFinished(const std::string& id, const std::string& ref, bool snapshots,
-                                const std::vector<snap::SnapshotInfo>* snaps);
+                                const std::vector<snap::SnapshotInfo>* snaps) EXCLUDES(mu_);
   // snapshots.cc: the restore, written with the caller's identity, after
   // CheckRestorePlace.
   Result<Json> RestoreInto(const Caller& caller, const snap::SnapshotId& id, const std::string& to,
                            bool force, snap::ProgressFn progress);
-  // The loop's retention pass when one is due; releases `lock` (mu_) while
-  // it removes (retention.cc).
-  void MaybeApplyRetention(std::unique_lock<std::mutex>& lock);
+  // The loop's retention pass when one is due; releases mu_ while it
+  // removes, and holds it again on return (retention.cc).
+  void MaybeApplyRetention() REQUIRES(mu_);
 
   // Constant after Init.
   const DaemonOptions opts_;
@@ -407,57 +418,62 @@ class Daemon final : public Runs {
   int64_t started_at_ms_ = 0;                    // Init's wall time
   std::unique_ptr<telemetry::TelemetryStore> telemetry_;  // thread-safe itself; null when off
   std::unique_ptr<telemetry::Sampler> sampler_;           // its own thread; calls in under no lock
-  std::map<std::string, std::string> notebook_tokens_;    // run id -> Jupyter token; mu_
+  // run id -> Jupyter token.
+  std::map<std::string, std::string> notebook_tokens_ GUARDED_BY(mu_);
   double node_cpus_ = 1;
   uint64_t node_memory_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable loop_cv_;
-  std::condition_variable change_cv_;
-  bool stopping_ = false;
-  bool kicked_ = false;
-  uint64_t change_seq_ = 0;
+  Mutex mu_;
+  CondVar loop_cv_;    // waited on with mu_
+  CondVar change_cv_;  // waited on with mu_
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool kicked_ GUARDED_BY(mu_) = false;
+  uint64_t change_seq_ GUARDED_BY(mu_) = 0;
   // Scheduling passes (Schedule): a pass reads every queued run, so one runs
   // only when it may start something — a state changed, a kick (a stop, a
   // deployment), a retry's backoff, kFullPassEveryMs since the last, or a
   // submission that sched::MightChange says could start, claim or preempt
   // in the room the last pass left. A submission that cannot waits for the
   // next pass with a provisional "resources" note. All guarded by mu_.
-  bool pass_needed_ = true;
-  int64_t last_pass_ms_ = 0;                 // monotonic
-  std::optional<sched::Headroom> headroom_;  // what the last pass left; none: unknown
-  std::vector<sched::QueuedJob> submitted_;  // queued since the last pass
-  bool submitted_kick_ = false;              // wakes the loop for submitted_
-  uint64_t passes_ = 0;
-  bool PassWorthRunning();
-  std::unique_ptr<state::RunStore> store_;           // guarded by mu_
-  std::map<std::string, int64_t> stop_deadline_ms_;  // run id -> SIGKILL time (monotonic)
+  bool pass_needed_ GUARDED_BY(mu_) = true;
+  int64_t last_pass_ms_ GUARDED_BY(mu_) = 0;  // monotonic
+  // What the last pass left; none: unknown.
+  std::optional<sched::Headroom> headroom_ GUARDED_BY(mu_);
+  std::vector<sched::QueuedJob> submitted_ GUARDED_BY(mu_);  // queued since the last pass
+  bool submitted_kick_ GUARDED_BY(mu_) = false;              // wakes the loop for submitted_
+  uint64_t passes_ GUARDED_BY(mu_) = 0;
+  bool PassWorthRunning() REQUIRES(mu_);
+  std::unique_ptr<state::RunStore> store_ GUARDED_BY(mu_);
+  // run id -> SIGKILL time (monotonic).
+  std::map<std::string, int64_t> stop_deadline_ms_ GUARDED_BY(mu_);
   struct WaitNote {
     std::string why;   // English, as the catalog has it (run::ReasonText renders it)
     std::string on;    // sched::WaitReasonName
     std::string user;  // "quota": whose quota
   };
-  std::map<std::string, WaitNote> waiting_why_;  // run id -> why it waits
+  std::map<std::string, WaitNote> waiting_why_ GUARDED_BY(mu_);  // run id -> why it waits
   // run id -> when a retried run may start again (monotonic ms): its backoff.
   // Kept in memory: after a daemon restart a retry starts without waiting.
-  std::map<std::string, int64_t> retry_at_ms_;
+  std::map<std::string, int64_t> retry_at_ms_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, WaitNote>> HoldBackRetries(
-      std::vector<const state::RunRecord*>& queued);
+      std::vector<const state::RunRecord*>& queued) REQUIRES(mu_);
   // run id -> when its current attempt was queued (wall ms), for the
   // scheduling latency; set on submission and requeue, dropped when it
   // leaves the queue. A run queued before this daemon started is absent.
-  std::map<std::string, int64_t> queued_at_ms_;
-  std::map<std::string, std::string> quota_noted_;  // run id -> quota kind told in an event
+  std::map<std::string, int64_t> queued_at_ms_ GUARDED_BY(mu_);
+  // run id -> quota kind told in an event.
+  std::map<std::string, std::string> quota_noted_ GUARDED_BY(mu_);
   struct GroupsSeen {
     std::vector<std::string> names;
     int64_t at_ms = 0;  // monotonic
   };
-  std::map<uid_t, GroupsSeen> groups_;           // uid -> its groups, for quotas
-  std::vector<state::GpuAttempt> gpu_attempts_;  // GpuAttempts()
-  bool gpu_attempts_stale_ = true;
-  int64_t gpu_attempts_at_ms_ = 0;          // monotonic
-  int64_t keys_purged_at_ms_ = 0;           // monotonic
-  std::optional<int64_t> retention_at_ms_;  // last pass, monotonic; supervisor only
+  std::map<uid_t, GroupsSeen> groups_ GUARDED_BY(mu_);           // uid -> its groups, for quotas
+  std::vector<state::GpuAttempt> gpu_attempts_ GUARDED_BY(mu_);  // GpuAttempts()
+  bool gpu_attempts_stale_ GUARDED_BY(mu_) = true;
+  int64_t gpu_attempts_at_ms_ GUARDED_BY(mu_) = 0;  // monotonic
+  int64_t keys_purged_at_ms_ GUARDED_BY(mu_) = 0;   // monotonic
+  // Last pass, monotonic; supervisor only.
+  std::optional<int64_t> retention_at_ms_ GUARDED_BY(mu_);
 
   std::thread loop_;
 };

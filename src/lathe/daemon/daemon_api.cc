@@ -236,7 +236,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
   }
   std::optional<state::IdempotencyKey> key;
   if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (key) {  // before any check: the original run may hold the name, the GPUs...
     ASSIGN_OR_RETURN(std::optional<RunRecord> earlier, store_->FindByKey(*key, clock_.NowMs()));
     if (earlier) return Submission{std::move(*earlier), true};
@@ -275,14 +275,14 @@ Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
   // The loop decides whether it is worth a pass (PassWorthRunning).
   submitted_.push_back(QueuedJobOf(r));
   submitted_kick_ = true;
-  loop_cv_.notify_all();
+  loop_cv_.SignalAll();
   return Submission{std::move(r), false};
 }
 
 Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total, int64_t recent_ms,
                                             int64_t* total_all, int recent_limit,
                                             const state::RunFilter& filter) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int64_t since = recent_ms > 0 ? clock_.NowMs() - recent_ms : 0;
   ASSIGN_OR_RETURN(*total, store_->Count(all, since, recent_limit, filter));
   if (total_all) {
@@ -292,18 +292,18 @@ Result<std::vector<RunRecord>> Daemon::List(bool all, int limit, int64_t* total,
 }
 
 Result<int64_t> Daemon::LatestEventId() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return store_->LatestEventId();
 }
 
 Result<int64_t> Daemon::CountRuns() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return store_->Count(true);
 }
 
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
                                  AccessAction action) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref, caller.uid));
   if (!caller.admin && caller.uid != r.uid) {
     return RunForbidden(ref, r.user, action);
@@ -313,7 +313,7 @@ Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
 
 Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) {
   ASSIGN_OR_RETURN(RunRecord r, Access(caller, ref, AccessAction::kStop));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(r, store_->Get(r.id));
   if (run::IsTerminal(r.state)) {
     return Status::Msg(Code::kFailedPrecondition, "run.already_finished",
@@ -321,36 +321,36 @@ Result<RunRecord> Daemon::StopRun(const Caller& caller, const std::string& ref) 
   }
   RETURN_IF_ERROR(BeginStop(r, run::StopIntent::kUser, "stopped by " + caller.user));
   kicked_ = true;
-  loop_cv_.notify_all();
+  loop_cv_.SignalAll();
   return r;
 }
 
 Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id,
                                                        int64_t after_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return store_->Events(run_id, after_id, kMaxEventsPerCall);
 }
 
 std::string Daemon::WaitingWhy(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = waiting_why_.find(run_id);
   return it == waiting_why_.end() ? "" : it->second.why;
 }
 
 std::string Daemon::WaitingOn(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = waiting_why_.find(run_id);
   return it == waiting_why_.end() ? "" : it->second.on;
 }
 
 bool Daemon::IsFinished(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto r = store_->Get(run_id);
   return !r.ok() || run::IsTerminal(r->state);
 }
 
 Json Daemon::StatusJson() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Json counts = Json::object();
   if (auto runs = store_->List(false); runs.ok()) {
     for (const auto& r : *runs)
@@ -395,7 +395,7 @@ Json Daemon::GpusJson() {
   auto sample = gpu_source_->Sample();
   gpu::Inventory inv = sample.ok() ? *sample : inventory_;
   Json j = gpu::ToJson(inv);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<int, std::string> owner;
   if (auto active =
           store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
@@ -416,7 +416,7 @@ Json Daemon::GpusJson() {
 GpuSlots Daemon::FreeGpuSlots() {
   GpuSlots slots;
   slots.total = static_cast<int>(inventory_.gpus.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::set<int> held;
   if (auto active =
           store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});

@@ -13,7 +13,7 @@
 namespace lathe::daemon {
 
 void Daemon::ReclaimLeftovers() {
-  auto known = [&](const std::string& id) {
+  auto known = [&](const std::string& id) REQUIRES(mu_) {
     auto r = store_->Get(id);
     return r.ok() || !r.status().IsNotFound();  // an error keeps it: only "no record" reclaims
   };

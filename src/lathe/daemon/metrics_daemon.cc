@@ -12,7 +12,7 @@ MetricsSnapshot Daemon::CollectMetrics() {
   m.latency = scheduling_latency_.Get();
   m.version = LATHE_VERSION;
   m.start_time_ms = started_at_ms_;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (auto active =
           store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
       active.ok()) {

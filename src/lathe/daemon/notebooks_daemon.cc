@@ -17,7 +17,7 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
   NotebookWatch::Hooks h;
   h.targets = [this] {
     std::vector<NotebookTarget> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto running = store_->InStates({RunState::kRunning});
     if (!running.ok()) return out;
     for (const auto& r : *running) {
@@ -47,7 +47,7 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
     return util;
   };
   h.on_ready = [this](const NotebookTarget& t) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(t.run_id, "info", Tr("notebook.ready", Lang::kEn),
                            Json{{"msg_id", "notebook.ready"}, {"attempt", t.attempt}},
@@ -55,7 +55,7 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
     Notify();
   };
   h.on_idle = [this](const NotebookTarget& t, const Json& why) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto r = store_->Get(t.run_id);
     if (!r.ok() || r->state != RunState::kRunning || r->attempt != t.attempt) return;
     const std::string idle =
@@ -75,14 +75,14 @@ NotebookWatch::Hooks Daemon::NotebookHooks() {
     // Best effort: BeginStop logs a failure; the run stays active and the next pass looks again.
     (void)BeginStop(*r, run::StopIntent::kIdle, "stopped: idle for " + idle);
     kicked_ = true;
-    loop_cv_.notify_all();
+    loop_cv_.SignalAll();
   };
   return h;
 }
 
 Result<RunRecord> Daemon::RestartRun(const Caller& caller, const std::string& ref) {
   ASSIGN_OR_RETURN(RunRecord r, Access(caller, ref, AccessAction::kStop));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(r, store_->Get(r.id));
   if (!IsNotebook(r)) {
     return Status::Msg(Code::kFailedPrecondition, "notebook.not_notebook",
@@ -101,7 +101,7 @@ Result<RunRecord> Daemon::RestartRun(const Caller& caller, const std::string& re
   r.oom_killed = false;
   RETURN_IF_ERROR(Transition(r, RunState::kQueued, "restarted by " + caller.user));
   kicked_ = true;
-  loop_cv_.notify_all();
+  loop_cv_.SignalAll();
   return r;
 }
 
@@ -118,7 +118,7 @@ Result<std::string> Daemon::CachedNotebookToken(const RunRecord& r) {
 
 std::string Daemon::NotebookTokenOf(const RunRecord& r) {
   if (!IsNotebook(r)) return "";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto token = CachedNotebookToken(r);
   return token.ok() ? *token : "";
 }

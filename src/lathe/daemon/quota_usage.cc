@@ -195,7 +195,7 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
 
 Json Daemon::QuotaJson(const Caller& caller) {
   const DiskShare disk = disk_->Get();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const QuotaConfig& c = opts_.quotas;
   struct Row {
     uid_t uid = 0;

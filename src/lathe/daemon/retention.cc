@@ -55,7 +55,7 @@ Result<Json> Daemon::PruneRuns(const Caller& caller, const PruneRequest& req) {
   std::vector<state::RunRecord> selected;
   size_t finished_of_theirs = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = clock_.NowMs();
     ASSIGN_OR_RETURN(auto candidates,
                      store_->FinishedBefore(now - req.older_than_ms, req.uid, req.limit));
@@ -121,13 +121,14 @@ Result<Json> Daemon::ApplyRetention() {
   return out;
 }
 
-void Daemon::MaybeApplyRetention(std::unique_lock<std::mutex>& lock) {
+void Daemon::MaybeApplyRetention() {
   if (opts_.retention.finished_runs_ms <= 0 || stopping_) return;
   const int64_t now = clock_.MonotonicMs();
   if (retention_at_ms_ && now - *retention_at_ms_ < kRetentionEveryMs) return;
-  lock.unlock();
+  // The caller's MutexLock holds mu_: dropped while removing, held again on return.
+  mu_.Unlock();
   auto out = ApplyRetention();
-  lock.lock();
+  mu_.Lock();
   if (!out.ok()) spdlog::warn("retention: {}", out.status().ToString());
   // A full batch leaves more behind: the next pass comes at the next loop period.
   bool more = out.ok() && (*out)["removed"].size() >= kRetentionBatch;

@@ -20,7 +20,7 @@ std::vector<Daemon::PortStatus> Daemon::CheckPorts(const RunRecord& r) {
   std::vector<exec::Endpoint> endpoints;
   std::vector<pid_t> pids;
   {
-    std::lock_guard<std::mutex> lock(mu_);  // backend calls other than Launch hold it
+    MutexLock lock(&mu_);  // backend calls other than Launch hold it
     endpoints = backend_->Endpoints(RefOf(r));
     pids = backend_->Pids(RefOf(r));
   }
@@ -49,7 +49,7 @@ Status Daemon::ExplainPort(const std::string& run_id, const std::string& port_na
                            const Status& fallback) {
   Result<RunRecord> r = Status::NotFound(run_id);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     r = store_->Get(run_id);
   }
   if (!r.ok()) return fallback;

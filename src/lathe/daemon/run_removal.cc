@@ -49,7 +49,7 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
                                       const std::vector<snap::SnapshotInfo>* snaps) {
   state::RunRecord r;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(r, store_->Get(id));
     // A finished run stays finished: a retry or a requeue is decided in the
     // same pass that ends the attempt, under mu_.
@@ -70,7 +70,7 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     RETURN_IF_ERROR(store_->Delete(r.id));
     stop_deadline_ms_.erase(r.id);
     waiting_why_.erase(r.id);

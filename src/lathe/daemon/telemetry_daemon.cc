@@ -41,7 +41,7 @@ telemetry::Sampler::Hooks Daemon::TelemetryHooks() {
   telemetry::Sampler::Hooks h;
   h.targets = [this] {
     std::vector<telemetry::SampleTarget> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto running = store_->InStates({RunState::kRunning});
     if (!running.ok()) return out;
     for (const RunRecord& r : *running) {
@@ -60,7 +60,7 @@ telemetry::Sampler::Hooks Daemon::TelemetryHooks() {
     Json data = {{"msg_id", w.msg_id}, {"msg_args", w.args}};
     MsgArgs args;
     for (const auto& [k, v] : w.args) args.push_back({k, v});
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(run_id, "warning", Tr(w.msg_id, Lang::kEn, args), data, clock_.NowMs());
     Notify();

@@ -25,7 +25,7 @@ Deployments::~Deployments() { Stop(); }
 
 Status Deployments::Open() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(store_, state::DeploymentStore::Open(runs_.paths().db));
     ASSIGN_OR_RETURN(keys_, state::CredentialStore::Open(runs_.paths().db));
     started_ms_ = clock_.NowMs();
@@ -42,20 +42,20 @@ Status Deployments::Start() {
 
 void Deployments::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (loop_.joinable()) loop_.join();
 }
 
 void Deployments::Kick() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     kicked_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::string Deployments::UrlOf(const std::string& name) {
@@ -84,7 +84,7 @@ Status Deployments::AddEvent(const std::string& name, const std::string& level,
   e.args = args;
   MsgArgs a;
   for (auto it = args.begin(); it != args.end(); ++it) {
-    a.emplace_back(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+    a.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
   }
   e.message = Tr(msg_id, Lang::kEn, a);
   spdlog::info("deployment {}: {}", name, e.message);
@@ -129,7 +129,7 @@ Result<state::DeploymentRecord> Deployments::Owned(const Caller& caller, const s
 }
 
 Result<uid_t> Deployments::OwnerFor(const Caller& caller, const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
   return d.uid;
 }
@@ -206,7 +206,7 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
     RETURN_IF_ERROR(CheckModel(caller, spec, &version));
   }
   RETURN_IF_ERROR(CheckFitsMachine(spec));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckUserLimit(caller));
   state::DeploymentRecord d;
   d.name = spec.name;
@@ -225,12 +225,12 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
                   {"version", version},
                   {"user", caller.user}});
   kicked_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return ToJson(d, true);
 }
 
 Result<Json> Deployments::List(const Caller& caller) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto all, store_->List());
   Json out = Json::array();
   for (const auto& d : all) {
@@ -242,14 +242,14 @@ Result<Json> Deployments::List(const Caller& caller) {
 }
 
 Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
   return ToJson(d, true);
 }
 
 Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& patch) {
   if (!patch.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
   if (d.removing)
     return Status::Msg(Code::kFailedPrecondition, "deploy.removing", {{"name", name}});
@@ -281,9 +281,9 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   RETURN_IF_ERROR(CheckFitsMachine(spec));
   std::string version;
   if (!spec.is_command()) {
-    lock.unlock();  // GetModel takes the registry's lock
+    lock.Unlock();  // GetModel takes the registry's lock
     RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
-    lock.lock();
+    lock.Lock();
   }
   ASSIGN_OR_RETURN(d, Owned(caller, name));
   Json before = d.spec;
@@ -316,12 +316,12 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   // Best effort: an event only tells; what it tells of is stored already.
   if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return ToJson(d, true);
 }
 
 Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
   if (!d.removing) {
     d.removing = true;
@@ -331,12 +331,12 @@ Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) 
     (void)AddEvent(name, "info", "deploy.removing_now", {{"name", name}, {"user", caller.user}});
   }
   kicked_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return Json{{"name", name}, {"removing", true}};
 }
 
 Result<Json> Deployments::Events(const Caller& caller, const std::string& name, int64_t after_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
   ASSIGN_OR_RETURN(auto events, store_->Events(d.name, after_id, 500));
   Json out = Json::array();
@@ -354,7 +354,7 @@ Result<Json> Deployments::Events(const Caller& caller, const std::string& name, 
 std::string Deployments::Metrics() {
   FrontControl* gw = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     gw = gateway_.get();
   }
   if (gw == nullptr) return "";

@@ -26,25 +26,26 @@
 // neither calls it back.
 //
 // Thread-safe: API threads call the public methods; mu_ guards the store
-// and the in-memory bookkeeping; the supervisor's and the registry's methods
-// are called without mu_.
+// and the in-memory bookkeeping (GUARDED_BY, checked by clang:
+// scripts/check_thread_safety.sh); the supervisor's and the registry's
+// methods are called without mu_.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "lathe/common/json.h"
+#include "lathe/common/mutex.h"
 #include "lathe/common/status.h"
+#include "lathe/common/thread_annotations.h"
 #include "lathe/daemon/runs.h"
 #include "lathe/deploy/deployment_spec.h"
 #include "lathe/deploy/gateway_control.h"
@@ -86,45 +87,47 @@ class Deployments {
   Deployments(daemon::Runs& runs, Registry& registry, DeploymentOptions options, os::Clock& clock);
   ~Deployments();  // Stop()
 
-  Status Start();  // Open(), then the loop
-  void Stop();
+  Status Start() EXCLUDES(mu_);  // Open(), then the loop
+  void Stop() EXCLUDES(mu_);
   // Opens the stores and reclaims leftover socket directories, without the
   // loop; Start() does it. For tests that drive ticks by StepForTest().
-  Status Open();
+  Status Open() EXCLUDES(mu_);
   // One tick of the loop, as its thread does.
-  void StepForTest() { Tick(); }
+  void StepForTest() EXCLUDES(mu_) { Tick(); }
 
   // POST /api/v1/deployments: validates (the model ref resolves for the
   // caller, the replicas could fit this machine), records it and starts
   // reconciling. The deployment's JSON.
-  Result<Json> Create(const daemon::Caller& caller, const Json& spec_json);
-  Result<Json> List(const daemon::Caller& caller);  // {deployments: [...]}
-  Result<Json> Get(const daemon::Caller& caller, const std::string& name);
+  Result<Json> Create(const daemon::Caller& caller, const Json& spec_json) EXCLUDES(mu_);
+  Result<Json> List(const daemon::Caller& caller) EXCLUDES(mu_);  // {deployments: [...]}
+  Result<Json> Get(const daemon::Caller& caller, const std::string& name) EXCLUDES(mu_);
   // PATCH: any of model (command, port, ready, env, workdir for a command
   // deployment: a change of the program is a new revision, rolled out),
   // replicas, autoscale, canary, public, ready_timeout; {"promote": true}
   // ends a canary. The new JSON.
-  Result<Json> Update(const daemon::Caller& caller, const std::string& name, const Json& patch);
+  Result<Json> Update(const daemon::Caller& caller, const std::string& name, const Json& patch)
+      EXCLUDES(mu_);
   // Drains and removes it (its replicas stop, its keys go). {name, removing}.
-  Result<Json> Delete(const daemon::Caller& caller, const std::string& name);
-  Result<Json> Events(const daemon::Caller& caller, const std::string& name, int64_t after_id);
+  Result<Json> Delete(const daemon::Caller& caller, const std::string& name) EXCLUDES(mu_);
+  Result<Json> Events(const daemon::Caller& caller, const std::string& name, int64_t after_id)
+      EXCLUDES(mu_);
   // The front's Prometheus text (every deployment's), "" when it is not running.
-  std::string Metrics();
+  std::string Metrics() EXCLUDES(mu_);
   // The owner check for the key routes: the deployment's owner uid.
-  Result<uid_t> OwnerFor(const daemon::Caller& caller, const std::string& name);
+  Result<uid_t> OwnerFor(const daemon::Caller& caller, const std::string& name) EXCLUDES(mu_);
   // Keys were issued or revoked: the routes are written again.
-  void Kick();
+  void Kick() EXCLUDES(mu_);
   // The endpoint's base URL: http://127.0.0.1:7733/d/NAME/
   std::string UrlOf(const std::string& name);
 
  private:
   // deployment_loop.cc
-  void Loop();
-  void Tick();
+  void Loop() EXCLUDES(mu_);
+  void Tick() EXCLUDES(mu_);
   // One deployment's tick; its route for the front (null: none). Three
   // steps: Observe, then Reconcile (reconcile.h) and Apply, then Persist.
   Json ReconcileOne(state::DeploymentRecord& d, const std::map<std::string, Json>& front,
-                    const Json& front_deployment, const daemon::GpuSlots& gpus);
+                    const Json& front_deployment, const daemon::GpuSlots& gpus) EXCLUDES(mu_);
   // What one tick sees of a deployment.
   struct Observed {
     std::vector<state::RunRecord> runs;      // its replicas (ended ones: recent)
@@ -133,18 +136,19 @@ class Deployments {
     std::map<std::string, Json> signatures;  // version -> a ready replica's metadata
   };
   Result<Observed> Observe(const state::DeploymentRecord& d, const DeploymentSpec& spec,
-                           const std::map<std::string, Json>& front, int64_t now);
+                           const std::map<std::string, Json>& front, int64_t now) EXCLUDES(mu_);
   // Carries `dec` out: replicas started (a refused start noted in
   // dec.next), drained and stopped, its events recorded.
   void Apply(const state::DeploymentRecord& d, const DeploymentSpec& spec, Decision& dec,
-             int64_t now);
+             int64_t now) EXCLUDES(mu_);
   // Stores what changed (plan, health, reason, the version served); the
   // version served.
-  std::string Persist(state::DeploymentRecord& d, const Decision& dec, int64_t now);
+  std::string Persist(state::DeploymentRecord& d, const Decision& dec, int64_t now) EXCLUDES(mu_);
   Json RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
-               const std::vector<const state::RunRecord*>& live, const Json& traffic, int desired);
+               const std::vector<const state::RunRecord*>& live, const Json& traffic, int desired)
+      EXCLUDES(mu_);
   Json Remove(state::DeploymentRecord& d, const std::vector<const state::RunRecord*>& live,
-              const std::map<std::string, Json>& front);
+              const std::map<std::string, Json>& front) EXCLUDES(mu_);
   Status StartReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                       const std::string& version);
   Status SubmitReplica(const state::DeploymentRecord& d, const DeploymentSpec& spec,
@@ -163,11 +167,11 @@ class Deployments {
   // once
   // and shared by the replicas.
   Result<std::string> EnsureCache(const state::DeploymentRecord& d, const std::string& version);
-  void PruneCache(const state::DeploymentRecord& d);
+  void PruneCache(const state::DeploymentRecord& d) EXCLUDES(mu_);
   Result<std::string> CacheBase(const os::UserInfo& u, bool make);
   // Records, through the registry, the signature of each version (key) from
   // a ready replica's metadata (value), once per version.
-  void RecordSignatures(const std::map<std::string, Json>& signatures);
+  void RecordSignatures(const std::map<std::string, Json>& signatures) EXCLUDES(mu_);
   Result<std::string> BatchingRepo(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                                    const std::string& version, const std::string& cache);
   std::string SocketRoot() const;
@@ -175,41 +179,47 @@ class Deployments {
   // At start, before the loop: the socket directories of no live replica
   // (a kill during a removal left them).
   void ReclaimSocketDirs();
-  Result<Json> ToJson(const state::DeploymentRecord& d, bool full);  // mu_ held
-  Result<state::DeploymentRecord> Owned(const daemon::Caller& caller, const std::string& name);
-  // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many. mu_ held.
-  Status CheckUserLimit(const daemon::Caller& caller);
+  Result<Json> ToJson(const state::DeploymentRecord& d, bool full) REQUIRES(mu_);
+  Result<state::DeploymentRecord> Owned(const daemon::Caller& caller, const std::string& name)
+      REQUIRES(mu_);
+  // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many.
+  Status CheckUserLimit(const daemon::Caller& caller) REQUIRES(mu_);
   Status CheckFitsMachine(const DeploymentSpec& spec);
-  Status CheckModel(const daemon::Caller& caller, const DeploymentSpec& spec, std::string* version);
+  // Asks the registry, which takes its own lock: never under mu_.
+  Status CheckModel(const daemon::Caller& caller, const DeploymentSpec& spec, std::string* version)
+      EXCLUDES(mu_);
   Status AddEvent(const std::string& name, const std::string& level, const std::string& msg_id,
-                  const Json& args);
+                  const Json& args) REQUIRES(mu_);
   GatewayConfig GatewayConfigFor();
 
   daemon::Runs& runs_;
   Registry& registry_;
   const DeploymentOptions opts_;
   os::Clock& clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  bool kicked_ = false;
-  std::unique_ptr<state::DeploymentStore> store_;  // mu_
-  std::unique_ptr<state::CredentialStore> keys_;   // its deployment keys; mu_
+  Mutex mu_;
+  CondVar cv_;  // waited on with mu_
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool kicked_ GUARDED_BY(mu_) = false;
+  std::unique_ptr<state::DeploymentStore> store_ GUARDED_BY(mu_);
+  std::unique_ptr<state::CredentialStore> keys_ GUARDED_BY(mu_);  // its deployment keys
   // Made by the loop at the first deployment (assigned under mu_; the loop
-  // uses it, API threads only its port() and Metrics()).
+  // uses it, API threads only its port() and Metrics()). Not GUARDED_BY: the
+  // loop, its only writer, reads it without mu_.
   std::unique_ptr<FrontControl> gateway_;
-  Json last_status_ = Json::object();  // the front's /status, mu_
-  Status front_error_;                 // why the front is not running (OK when it is), mu_
-  // Replicas taken out of traffic (run id -> since, monotonic ms); mu_.
-  std::map<std::string, int64_t> draining_;
-  // Replicas the front has seen healthy at least once; mu_.
-  std::set<std::string> seen_ready_;
-  std::map<std::string, std::pair<int, int64_t>> phase_since_;  // run id -> (phase, since)
-  std::set<std::string> ended_seen_;  // ended replicas already shown to Reconcile; mu_
+  Json last_status_ GUARDED_BY(mu_) = Json::object();  // the front's /status
+  Status front_error_ GUARDED_BY(mu_);  // why the front is not running (OK when it is)
+  // Replicas taken out of traffic (run id -> since, monotonic ms).
+  std::map<std::string, int64_t> draining_ GUARDED_BY(mu_);
+  // Replicas the front has seen healthy at least once.
+  std::set<std::string> seen_ready_ GUARDED_BY(mu_);
+  // run id -> (phase, since)
+  std::map<std::string, std::pair<int, int64_t>> phase_since_ GUARDED_BY(mu_);
+  // Ended replicas already shown to Reconcile.
+  std::set<std::string> ended_seen_ GUARDED_BY(mu_);
   // Model versions whose signature a ready replica's metadata was offered
-  // for (recorded, or known already); mu_.
-  std::set<std::string> signature_seen_;
-  int64_t started_ms_ = 0;
+  // for (recorded, or known already).
+  std::set<std::string> signature_seen_ GUARDED_BY(mu_);
+  int64_t started_ms_ GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 

@@ -203,12 +203,12 @@ Status Batcher::Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeo
   bool notify = false;
   std::vector<ClaimedBatch> claimed;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) return Status::Msg(Code::kUnavailable, "serve.stopping");
     RETURN_IF_ERROR(queues_.Enqueue(r, options_.now_us(), request_timeout_us));
     notify = StepLocked(claimed);
   }
-  if (notify) cv_.notify_one();
+  if (notify) cv_.Signal();
   RunClaimed(claimed);
   return Status::OK();
 }
@@ -217,10 +217,10 @@ void Batcher::Wake() {
   bool notify = true;
   std::vector<ClaimedBatch> claimed;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!stopping_) notify = StepLocked(claimed);  // while stopping, the loop alone decides
   }
-  if (notify) cv_.notify_one();
+  if (notify) cv_.Signal();
   RunClaimed(claimed);
 }
 
@@ -251,43 +251,43 @@ void Batcher::RunClaimed(std::vector<ClaimedBatch>& claimed) {
     claimed.clear();
     bool notify = true;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (!stopping_) notify = StepLocked(claimed);  // a draining loop waits for this instance
     }
-    if (notify) cv_.notify_one();
+    if (notify) cv_.Signal();
   }
 }
 
 void Batcher::Stop(bool drain) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!stopping_) drain_ = drain;
     stopping_ = true;
   }
-  cv_.notify_one();
+  cv_.Signal();
   if (thread_.joinable()) thread_.join();
 }
 
 size_t Batcher::queue_size_at(int level) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return queues_.size_at(level);
 }
 
 size_t Batcher::delayed_size() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return queues_.delayed_size();
 }
 
 void Batcher::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     wake_at_us_ = 0;  // looking now: StepLocked need not wake this thread
     if (!expired_.empty()) {
       Batch expired = std::move(expired_);
       expired_.clear();
-      lock.unlock();
+      lock.Unlock();
       Answer(expired, Status::Msg(Code::kUnavailable, "serve.queue_timeout"));
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (stopping_ && (!drain_ || queues_.size() == 0)) break;
@@ -297,25 +297,25 @@ void Batcher::Loop() {
     if (!d.batch.empty()) {
       ClaimedBatch c = sink_.Dispatch(std::move(d.batch));
       if (!c.batch.empty()) {
-        lock.unlock();
+        lock.Unlock();
         sink_.RunClaimed(std::move(c));
-        lock.lock();
+        lock.Lock();
       }
       continue;
     }
     if (!expired_.empty()) continue;
     if (d.wait_us < 0) {
       wake_at_us_ = kNever;
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
     } else {
       wake_at_us_ = now + d.wait_us;
-      cv_.wait_for(lock, std::chrono::microseconds(d.wait_us));
+      cv_.WaitFor(&mu_, std::chrono::microseconds(d.wait_us));
     }
   }
   Batch rest = queues_.TakeAll();
   for (auto& r : expired_) rest.push_back(std::move(r));
   expired_.clear();
-  lock.unlock();
+  lock.Unlock();
   Answer(rest, Status::Msg(Code::kUnavailable, "serve.stopping"));
 }
 

@@ -10,17 +10,17 @@
 // timed waits (max_queue_delay_us, queue timeouts) and answers expired requests.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "lathe/common/mutex.h"
 #include "lathe/common/status.h"
+#include "lathe/common/thread_annotations.h"
 #include "lathe/serve/config.h"
 #include "lathe/serve/request.h"
 
@@ -110,41 +110,41 @@ class Batcher {
   // Admits a request (see RequestQueues::Enqueue). Unavailable once stopping.
   // On failure `r` stays the caller's. A batch that can go at once is handed to
   // the sink before Submit returns, on the caller's thread.
-  Status Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeout_us);
+  Status Submit(std::unique_ptr<PendingRequest>& r, int64_t request_timeout_us) EXCLUDES(mu_);
 
   // An instance finished a batch (or anything else changed): look again (on
   // the caller's thread for a batch that can go at once).
-  void Wake();
+  void Wake() EXCLUDES(mu_);
 
   // Stops admitting; with `drain` the queued requests still run, else they are
   // answered Unavailable. Joins the thread. Idempotent.
-  void Stop(bool drain);
+  void Stop(bool drain) EXCLUDES(mu_);
 
-  size_t queue_size_at(int level) const;
-  size_t delayed_size() const;
+  size_t queue_size_at(int level) const EXCLUDES(mu_);
+  size_t delayed_size() const EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
   // Requires mu_. Dispatches every batch that can go now, adding those the
   // caller must run to `claimed`; true when the batcher thread must look
   // (expired requests, or a timed look due earlier than the one it waits for).
-  bool StepLocked(std::vector<ClaimedBatch>& claimed);
+  bool StepLocked(std::vector<ClaimedBatch>& claimed) REQUIRES(mu_);
   // Without mu_. Runs the claimed batches, then whatever they let go next,
   // until nothing is left for this thread.
-  void RunClaimed(std::vector<ClaimedBatch>& claimed);
+  void RunClaimed(std::vector<ClaimedBatch>& claimed) EXCLUDES(mu_);
 
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
   const Options options_;
   BatchSink& sink_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  RequestQueues queues_;  // guarded by mu_
-  Batch expired_;         // guarded by mu_; answered by the batcher thread
-  int64_t wake_at_us_ =
-      0;  // guarded by mu_; when the thread looks next by itself (0: it is looking)
-  bool stopping_ = false;  // guarded by mu_
-  bool drain_ = true;      // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;  // waited on with mu_
+  RequestQueues queues_ GUARDED_BY(mu_);
+  Batch expired_ GUARDED_BY(mu_);  // answered by the batcher thread
+  // When the thread looks next by itself (0: it is looking).
+  int64_t wake_at_us_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool drain_ GUARDED_BY(mu_) = true;
   std::thread thread_;
 };
 
