@@ -12,7 +12,7 @@ BUILD=(
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libzstd-dev libssl-dev
   libre2-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libsimdjson-dev
-  libtorch-dev libopenblas0-pthread clang-format nodejs
+  libtorch-dev libopenblas0-pthread clang-format clang nodejs
 )
 # Debian's nodejs comes without npm (the package npm); a nodejs of another origin
 # (e.g. NodeSource's) has npm in it and conflicts with Debian's npm package.

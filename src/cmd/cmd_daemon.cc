@@ -27,6 +27,7 @@
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/run/event_text.h"
+#include "lathe/run/spec.h"
 
 namespace lathe::cmd {
 namespace {
@@ -409,6 +410,20 @@ void PrintDisk(const Json& d, Lang lang) {
   }
 }
 
+// What a backend can honour, as `lathe status` lists it.
+std::string CapabilityList(const Json& caps, Lang lang) {
+  std::string can;
+  for (const char* k : {"memory_limit", "cpu_limit", "private_shm", "isolated_network", "images",
+                        "ports", "multi_node"}) {
+    if (!caps.value(k, false)) continue;
+    can += (can.empty()         ? ""
+            : lang == Lang::kZh ? "、"
+                                : ", ") +
+           Tr(std::string("status.cap.") + k, lang);
+  }
+  return can.empty() ? Tr("status.cap.none", lang) : can;
+}
+
 Status RunStatus(bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));
@@ -459,20 +474,22 @@ Status RunStatus(bool json, Lang lang) {
               cgnote.empty() ? "" : " — ", run::ReasonText(cgnote, lang).c_str());
   if (cg.value("mode", "") == "none") std::printf("  %s\n", Tr("status.no_limits", lang).c_str());
   if (s.contains("backend")) {  // what executes runs, and what it can honour
-    const Json& caps = s["backend"]["capabilities"];
-    std::string can;
-    for (const char* k : {"memory_limit", "cpu_limit", "private_shm", "isolated_network", "images",
-                          "ports", "multi_node"}) {
-      if (!caps.value(k, false)) continue;
-      can += (can.empty()         ? ""
-              : lang == Lang::kZh ? "、"
-                                  : ", ") +
-             Tr(std::string("status.cap.") + k, lang);
-    }
     std::printf("  %s\n", Tr("status.backend", lang,
                              {{"name", s["backend"].value("name", "")},
-                              {"caps", can.empty() ? Tr("status.cap.none", lang) : can}})
+                              {"caps", CapabilityList(s["backend"]["capabilities"], lang)}})
                               .c_str());
+  }
+  if (s.contains("pools") && s["pools"].size() > 1) {  // this node, then the configured pools
+    const std::string def = s.value("default_pool", "local");
+    for (const Json& p : s["pools"]) {
+      const std::string name = p.value("name", "");
+      if (name == run::kLocalPool) continue;
+      std::printf("  %s\n", Tr(name == def ? "status.pool_default" : "status.pool", lang,
+                               {{"name", name},
+                                {"backend", p.value("backend", "")},
+                                {"caps", CapabilityList(p["capabilities"], lang)}})
+                                .c_str());
+    }
   }
   std::string runs;
   for (const auto& [state, n] : s["runs"].items()) {
