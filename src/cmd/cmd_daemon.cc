@@ -424,6 +424,21 @@ std::string CapabilityList(const Json& caps, Lang lang) {
   return can.empty() ? Tr("status.cap.none", lang) : can;
 }
 
+// The configured pools (GET /status lists this node first), the default one marked.
+void PrintPools(const Json& s, Lang lang) {
+  if (!s.contains("pools")) return;
+  const std::string def = s.value("default_pool", "local");
+  for (const Json& p : s["pools"]) {
+    const std::string name = p.value("name", "");
+    if (name == run::kLocalPool) continue;
+    std::printf("  %s\n", Tr(name == def ? "status.pool_default" : "status.pool", lang,
+                             {{"name", name},
+                              {"backend", p.value("backend", "")},
+                              {"caps", CapabilityList(p["capabilities"], lang)}})
+                              .c_str());
+  }
+}
+
 Status RunStatus(bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json s, c->Get("/api/v1/status"));
@@ -479,18 +494,7 @@ Status RunStatus(bool json, Lang lang) {
                               {"caps", CapabilityList(s["backend"]["capabilities"], lang)}})
                               .c_str());
   }
-  if (s.contains("pools") && s["pools"].size() > 1) {  // this node, then the configured pools
-    const std::string def = s.value("default_pool", "local");
-    for (const Json& p : s["pools"]) {
-      const std::string name = p.value("name", "");
-      if (name == run::kLocalPool) continue;
-      std::printf("  %s\n", Tr(name == def ? "status.pool_default" : "status.pool", lang,
-                               {{"name", name},
-                                {"backend", p.value("backend", "")},
-                                {"caps", CapabilityList(p["capabilities"], lang)}})
-                                .c_str());
-    }
-  }
+  PrintPools(s, lang);
   std::string runs;
   for (const auto& [state, n] : s["runs"].items()) {
     runs += (runs.empty()        ? ""

@@ -742,6 +742,62 @@ Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
   return SubmitReplica(d, spec, version, dir, socket, std::move(run));
 }
 
+// The front's last word on deployment `name` ({} when it has no route for it).
+Json Deployments::FrontStatusOf(const std::string& name) const {
+  if (!last_status_.contains("deployments")) return Json::object();
+  for (const auto& x : last_status_["deployments"]) {
+    if (x.value("name", "") == name) return x;
+  }
+  return Json::object();
+}
+
+// The replicas' list, each with what the front says of it; `ready` counts
+// the healthy ones not being drained.
+Json Deployments::ReplicasJson(const state::DeploymentRecord& d, const Json& front, bool full,
+                               int& ready) {
+  std::map<std::string, Json> seen;
+  if (front.contains("replicas")) {
+    for (const auto& r : front["replicas"]) seen[r.value("id", "")] = r;
+  }
+  auto runs = runs_.ReplicasOf(d.name, full ? clock_.NowMs() - kEndedLookbackMs : clock_.NowMs());
+  Json replicas = Json::array();
+  ready = 0;
+  if (!runs.ok()) return replicas;
+  for (const auto& r : *runs) {
+    auto f = seen.find(r.id);
+    bool healthy =
+        f != seen.end() && f->second.value("healthy", false) && r.state == run::RunState::kRunning;
+    ready += healthy && !draining_.count(r.id) ? 1 : 0;
+    Json x = {{"run", r.id},
+              {"name", r.name},
+              {"version", r.spec.deployment_version},
+              {"state", std::string(run::StateName(r.state))},
+              {"healthy", healthy},
+              {"draining", draining_.count(r.id) > 0},
+              {"gpus", r.gpus},
+              {"reason", r.reason}};
+    if (f != seen.end()) {
+      for (const char* k : {"in_flight", "queued", "running", "requests", "errors", "last_error"}) {
+        if (f->second.contains(k)) x[k] = f->second[k];
+      }
+    }
+    if (full || !run::IsTerminal(r.state)) replicas.push_back(std::move(x));
+  }
+  return replicas;
+}
+
+// A curl line that calls the deployment ("" while the front has no port).
+std::string Deployments::CurlOf(const state::DeploymentRecord& d) {
+  std::string model = ModelOfVersion(d.version.empty() ? d.spec.value("model", "") : d.version);
+  std::string auth =
+      d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
+  const std::string ready_path = d.spec.value("ready", "/");
+  const std::string url = UrlOf(d.name);
+  return url.empty()                  ? ""
+         : d.spec.contains("command") ? "curl " + auth + url + ready_path.substr(1)
+                                      : "curl " + auth + url + "v2/models/" + model;
+}
+
 Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   auto spec = DeploymentSpecFromJson(d.spec);
   Json j = {{"name", d.name},
@@ -771,56 +827,16 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   const Json& st = d.plan.value("state", Json::object());
   int desired = st.value("desired", -1);
   if (desired < 0 && spec.ok()) desired = spec->min_replicas;
-  Json front = Json::object();
-  if (last_status_.contains("deployments")) {
-    for (const auto& x : last_status_["deployments"]) {
-      if (x.value("name", "") == d.name) front = x;
-    }
-  }
+  const Json front = FrontStatusOf(d.name);
   // The front has its route: the endpoint answers (before, it says 404).
   j["routed"] = !front.empty();
   for (const char* k : {"requests", "errors", "in_flight", "held", "rps", "p50_ms", "p99_ms"}) {
     if (front.contains(k)) j[k] = front[k];
   }
-  std::map<std::string, Json> seen;
-  if (front.contains("replicas")) {
-    for (const auto& r : front["replicas"]) seen[r.value("id", "")] = r;
-  }
-  auto runs = runs_.ReplicasOf(d.name, full ? clock_.NowMs() - kEndedLookbackMs : clock_.NowMs());
-  Json replicas = Json::array();
   int ready = 0;
-  if (runs.ok()) {
-    for (const auto& r : *runs) {
-      auto f = seen.find(r.id);
-      bool healthy = f != seen.end() && f->second.value("healthy", false) &&
-                     r.state == run::RunState::kRunning;
-      ready += healthy && !draining_.count(r.id) ? 1 : 0;
-      Json x = {{"run", r.id},
-                {"name", r.name},
-                {"version", r.spec.deployment_version},
-                {"state", std::string(run::StateName(r.state))},
-                {"healthy", healthy},
-                {"draining", draining_.count(r.id) > 0},
-                {"gpus", r.gpus},
-                {"reason", r.reason}};
-      if (f != seen.end()) {
-        for (const char* k :
-             {"in_flight", "queued", "running", "requests", "errors", "last_error"}) {
-          if (f->second.contains(k)) x[k] = f->second[k];
-        }
-      }
-      if (full || !run::IsTerminal(r.state)) replicas.push_back(std::move(x));
-    }
-  }
+  Json replicas = ReplicasJson(d, front, full, ready);
   j["replicas"] = {{"wanted", std::max(0, desired)}, {"ready", ready}, {"list", replicas}};
-  std::string model = ModelOfVersion(d.version.empty() ? d.spec.value("model", "") : d.version);
-  std::string auth =
-      d.spec.value("public", false) ? "" : "-H \"Authorization: Bearer $LATHE_DEPLOY_KEY\" ";
-  const std::string ready_path = d.spec.value("ready", "/");
-  const std::string url = UrlOf(d.name);
-  j["curl"] = url.empty()                  ? ""  // the front has no port yet
-              : d.spec.contains("command") ? "curl " + auth + url + ready_path.substr(1)
-                                           : "curl " + auth + url + "v2/models/" + model;
+  j["curl"] = CurlOf(d);
   return j;
 }
 

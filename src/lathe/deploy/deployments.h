@@ -180,6 +180,10 @@ class Deployments {
   // (a kill during a removal left them).
   void ReclaimSocketDirs();
   Result<Json> ToJson(const state::DeploymentRecord& d, bool full) REQUIRES(mu_);
+  Json FrontStatusOf(const std::string& name) const REQUIRES(mu_);
+  Json ReplicasJson(const state::DeploymentRecord& d, const Json& front, bool full, int& ready)
+      REQUIRES(mu_);
+  std::string CurlOf(const state::DeploymentRecord& d) REQUIRES(mu_);
   Result<state::DeploymentRecord> Owned(const daemon::Caller& caller, const std::string& name)
       REQUIRES(mu_);
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many.
