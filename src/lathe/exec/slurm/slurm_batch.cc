@@ -96,7 +96,9 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
       "--nodes=1",
   };
   if (pool.signal_grace_ms > 0) {
-    const int64_t s = std::min(kMaxSignalSeconds, CeilDiv(pool.signal_grace_ms, 1000));
+    int64_t s = std::min(kMaxSignalSeconds, CeilDiv(pool.signal_grace_ms, 1000));
+    // A warning as long as the limit itself would stop the run as it starts.
+    if (req.time_limit_ms > 0) s = std::min(s, SlurmTimeLimitMinutes(req.time_limit_ms) * 30);
     argv.push_back(fmt::format("--signal=B:USR1@{}", s));
   }
   if (!pool.partition.empty()) argv.push_back("--partition=" + pool.partition);

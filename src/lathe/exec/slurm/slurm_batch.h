@@ -56,7 +56,8 @@ std::string SlurmBatchScript(const std::string& lathe_path, const std::string& l
 // sbatch's arguments, each its own argv element (no shell): `sbatch` is the
 // command's path. --parsable, --job-name=lathe-<run_id>,
 // --comment=lathe:<run_id>:<attempt>, --chdir, --output/--error,
-// --no-requeue, --signal=B:USR1@<grace s>, --export=NONE, the pool's
+// --no-requeue, --signal=B:USR1@<grace s> (at most half the time limit),
+// --export=NONE, the pool's
 // partition/account/qos, --nodes=1, --gres=gpu:N, --cpus-per-task,
 // --mem=<MiB>M and --time=<minutes> when asked for, then the script.
 std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOptions& pool,

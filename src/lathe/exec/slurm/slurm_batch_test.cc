@@ -187,6 +187,24 @@ TEST(SlurmBatch, TheLaunchConfigLeavesTheGpusToSlurm) {
   EXPECT_EQ(c.umask, 027u);
 }
 
+TEST(SlurmBatch, TheWarningBeforeTheTimeLimitIsAtMostHalfOfIt) {
+  SlurmPoolOptions pool = Pool();  // 90 s
+  LaunchRequest r = Request();
+  const SlurmAttemptPaths p = SlurmPaths(pool.shared_dir, "alice", r.run_id, r.attempt);
+  auto signal_of = [&](int64_t limit_ms) {
+    r.time_limit_ms = limit_ms;
+    for (const auto& a : SbatchArgv("sbatch", pool, r, p)) {
+      if (a.rfind("--signal=", 0) == 0) return a;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(signal_of(0), "--signal=B:USR1@90");
+  EXPECT_EQ(signal_of(3 * 60'000), "--signal=B:USR1@90");
+  EXPECT_EQ(signal_of(60'000), "--signal=B:USR1@30");
+  pool.signal_grace_ms = 100'000'000;  // beyond Slurm's 65535 s
+  EXPECT_EQ(signal_of(0), "--signal=B:USR1@65535");
+}
+
 TEST(SlurmBatch, TimeLimitsRoundUpToWholeMinutes) {
   EXPECT_EQ(SlurmTimeLimitMinutes(1), 1);
   EXPECT_EQ(SlurmTimeLimitMinutes(60'000), 1);
