@@ -419,11 +419,16 @@ Status SlurmBackend::Signal(const AttemptRef& a, StopSignal signal) {
     job = tracked;
     planner_.Reset();  // see what it did soon
   }
+  const bool queued =
+      job.last && !job.absent && ClassifySlurmState(job.last->state) == SlurmJobClass::kQueued;
   if (signal == StopSignal::kGraceful) {
-    // A job still queued has no batch step to signal: it is cancelled.
+    // A job still queued has no batch step to signal (Slurm refuses, or fails
+    // the job as a launch failure): it is cancelled.
+    if (queued) return Scancel(job, {h.job_id});
     if (Scancel(job, {"--batch", "--signal=TERM", h.job_id}).ok()) return Status::OK();
     return Scancel(job, {h.job_id});
   }
+  if (queued) return Scancel(job, {h.job_id});
   // Best effort: the cancel below ends the job whether or not the monitor answered.
   (void)Scancel(job, {"--batch", "--signal=USR2", h.job_id});
   return Scancel(job, {h.job_id});

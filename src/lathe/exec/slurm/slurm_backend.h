@@ -97,11 +97,11 @@ class SlurmBackend final : public ExecutionBackend {
   // Each attempt's phase, and in AttemptStatus::note Slurm's last word on
   // it ("PENDING (Resources)", "RUNNING", "left the queue").
   std::vector<AttemptStatus> Poll(const std::vector<AttemptRef>& attempts) override;
-  // kGraceful: `scancel --batch --signal=TERM` (the monitor forwards it to
-  // the run and waits for it), or a plain cancel for a job still queued.
-  // kKill: `scancel --batch --signal=USR2` (the monitor SIGKILLs the run and
-  // records it) and then a cancel, which ends the job even if its monitor
-  // does not answer.
+  // A job still queued (as last heard) is cancelled. Otherwise kGraceful:
+  // `scancel --batch --signal=TERM` (the monitor forwards it to the run and
+  // waits for it), a cancel if that fails; kKill: `scancel --batch
+  // --signal=USR2` (the monitor SIGKILLs the run and records it), then a
+  // cancel, which ends the job even if its monitor does not answer.
   Status Signal(const AttemptRef& attempt, StopSignal signal) override;
   // Cancels a job not known to have ended (or, with no job id, one that the
   // attempt's sbatch may have submitted before it failed); forgets it.

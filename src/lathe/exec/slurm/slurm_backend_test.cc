@@ -565,7 +565,19 @@ TEST_F(SlurmBackendTest, SignalsGoThroughScancelAsTheUser) {
   EXPECT_EQ(calls[2].args, (std::vector<std::string>{"4242"}));
 }
 
-TEST_F(SlurmBackendTest, AQueuedJobIsCancelledOnAGracefulStop) {
+TEST_F(SlurmBackendTest, AJobLastSeenQueuedIsCancelledOutright) {
+  Json h = Launch();
+  slurm_->Queue({{"4242", "PENDING|Priority"}});
+  PollOne(Ref(h));
+  ASSERT_TRUE(backend_->Signal(Ref(h), StopSignal::kGraceful).ok());
+  ASSERT_TRUE(backend_->Signal(Ref(h), StopSignal::kKill).ok());
+  for (const auto& c : slurm_->Of("scancel")) {
+    EXPECT_EQ(c.args, (std::vector<std::string>{"4242"}));
+  }
+  EXPECT_EQ(slurm_->Of("scancel").size(), 2u);
+}
+
+TEST_F(SlurmBackendTest, AJobThatCannotTakeTheBatchSignalIsCancelled) {
   Json h = Launch();
   slurm_->answers["scancel"] = [](const FakeSlurm::Call& c) -> Result<os::CommandOutput> {
     if (c.args[0] == "--batch") {

@@ -106,12 +106,13 @@ std::optional<ExitRecord> SlurmExitRecord(const SlurmJobEnd& end, bool run_start
   if (ClassifySlurmState(end.state) != SlurmJobClass::kEnded) return std::nullopt;
   ExitRecord e;
   e.finished_at_ms = now_ms;
-  if (!run_started) {
+  const std::string_view s = end.state;
+  // Cancelled while queued (a stop, an administrator) ends it like a signal.
+  if (!run_started && s != "CANCELLED") {
     e.start_error = fmt::format("the Slurm job ended {} before the run started", end.state);
     if (!detail.empty()) e.start_error += fmt::format(": {}", detail);
     return e;
   }
-  const std::string_view s = end.state;
   if (s == "OUT_OF_MEMORY") {
     e.oom_killed = true;
     e.signal = SIGKILL;

@@ -51,7 +51,9 @@ std::map<std::string, SlurmJobEnd> ParseSacct(std::string_view out);
 // without an exit.json; nullopt for a state that has not ended.
 // `run_started`: the monitor had started the run (monitor.json exists);
 // when it had not, the record is a start error naming the state and
-// `detail` (the end of Slurm's output file: "exec: lathe: not found").
+// `detail` (the end of Slurm's output file: "exec: lathe: not found"),
+// except for CANCELLED (a job stopped while it was queued), which is a
+// signal as below.
 // COMPLETED and FAILED keep the exit code (FAILED without one: 1), a signal
 // wins when there is one, OUT_OF_MEMORY is an OOM kill, the other ends are
 // SIGTERM (what Slurm sends first) or SIGKILL (NODE_FAIL).

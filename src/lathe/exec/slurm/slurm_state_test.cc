@@ -101,8 +101,12 @@ TEST(SlurmState, AJobThatEndedBeforeTheRunStartedIsAStartError) {
   EXPECT_EQ(e->start_error,
             "the Slurm job ended FAILED before the run started: "
             "/var/spool/slurmd/job00012/slurm_script: 3: exec: lathe: not found");
-  EXPECT_EQ(SlurmExitRecord({"CANCELLED", 0, 0}, false, "", 5)->start_error,
-            "the Slurm job ended CANCELLED before the run started");
+  EXPECT_EQ(SlurmExitRecord({"BOOT_FAIL", 0, 0}, false, "", 5)->start_error,
+            "the Slurm job ended BOOT_FAIL before the run started");
+  // Cancelled while queued: stopped, not a failure to start.
+  auto cancelled = SlurmExitRecord({"CANCELLED", 0, 0}, false, "", 5);
+  EXPECT_EQ(cancelled->start_error, "");
+  EXPECT_EQ(cancelled->signal, SIGTERM);
 }
 
 }  // namespace
