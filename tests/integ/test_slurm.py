@@ -287,7 +287,8 @@ class SlurmBackend(unittest.TestCase):
         req, got = self.launch("r-readopt", ["sleep", "300"], d=first)
         ref = self.ref(req, got["handle"])
         self.wait(ref, ["running"], d=first)
-        first.stop()  # the daemon dies; the job goes on
+        first.proc.kill()  # the daemon dies (kill -9); the job goes on
+        first.proc.wait()
         second = self.driver()
         r = second.ask(op="readopt", attempt=ref)
         self.assertEqual(r["found"], "alive", r)
