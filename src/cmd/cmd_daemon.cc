@@ -548,11 +548,11 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
   st->callback([&status, &g] { status = RunStatus(json, g.Language()); });
   // Internal: the per-run monitor process (exec/monitor.h).
   static std::string launch;
-  static int fd = 3;
+  static std::string fd = "3";
   auto* mon = app.add_subcommand("__monitor")->group("");
   mon->add_option("launch", launch)->required();
-  mon->add_option("fd", fd)->required();
-  mon->callback([] { std::exit(exec::MonitorMain(launch, fd)); });
+  mon->add_option("fd", fd)->required();  // a descriptor number, or "-" for none
+  mon->callback([] { std::exit(exec::MonitorMain(launch, exec::ParseHandshakeFd(fd.c_str()))); });
 }
 
 }  // namespace lathe::cmd

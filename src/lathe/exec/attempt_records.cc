@@ -7,6 +7,7 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"attempt", c.attempt},
               {"argv", c.argv},
               {"env", c.env},
+              {"inherit_env", c.inherit_env},
               {"workdir", c.workdir},
               {"uid", c.uid},
               {"gid", c.gid},
@@ -33,6 +34,7 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.attempt = j.at("attempt").get<int>();
     c.argv = j.at("argv").get<std::vector<std::string>>();
     c.env = j.at("env").get<std::map<std::string, std::string>>();
+    c.inherit_env = j.value("inherit_env", std::vector<std::string>{});
     c.workdir = j.at("workdir").get<std::string>();
     c.uid = j.at("uid").get<uid_t>();
     c.gid = j.at("gid").get<gid_t>();
@@ -55,6 +57,36 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
   } catch (const Json::exception& e) {
     return Status::InvalidArgument(std::string("bad launch config: ") + e.what());
   }
+}
+
+Status CheckUnprivilegedLaunch(const LaunchConfig& c) {
+  auto refuse = [](const char* field, const char* what) {
+    return Status::FailedPrecondition(std::string("launch config field '") + field + "': " + what +
+                                      " needs a monitor running as root");
+  };
+  if (c.shm_bytes > 0) return refuse("shm_bytes", "a private /dev/shm");
+  if (c.isolated_network) return refuse("isolated_network", "a network namespace");
+  if (!c.readonly_paths.empty()) return refuse("readonly_paths", "a read-only mount");
+  return Status::OK();
+}
+
+std::map<std::string, std::string> InheritEnvironment(std::map<std::string, std::string> env,
+                                                      const std::vector<std::string>& inherit,
+                                                      const std::vector<std::string>& from) {
+  for (const std::string& entry : from) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    const std::string_view name(entry.data(), eq);
+    for (const std::string& want : inherit) {
+      const bool prefix = !want.empty() && want.back() == '*';
+      const std::string_view stem(want.data(), want.size() - (prefix ? 1 : 0));
+      if (prefix ? name.substr(0, stem.size()) == stem : name == stem) {
+        env[std::string(name)] = entry.substr(eq + 1);
+        break;
+      }
+    }
+  }
+  return env;
 }
 
 Result<MonitorRecord> ReadMonitorRecord(const std::string& path, os::Env& env) {

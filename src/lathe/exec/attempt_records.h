@@ -30,6 +30,11 @@ struct LaunchConfig {
   int attempt = 0;
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // the complete environment
+  // Variables the monitor copies from its own environment over `env` when it
+  // has them: a name, or a prefix ending in '*' ("SLURM_*"). How a run in a
+  // Slurm job sees what Slurm chose for it (CUDA_VISIBLE_DEVICES). Empty for
+  // a local run.
+  std::vector<std::string> inherit_env;
   std::string workdir;
   // Drop to this user before exec when the monitor runs as root and uid != 0.
   uid_t uid = 0;
@@ -58,6 +63,18 @@ struct LaunchConfig {
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);
+
+// What only a root monitor can do: a private /dev/shm (shm_bytes), a network
+// namespace (isolated_network) and read-only mounts (readonly_paths). OK when
+// `c` asks for none of them; otherwise FailedPrecondition naming the field,
+// for a monitor that is not root (one started by Slurm as the run's user).
+Status CheckUnprivilegedLaunch(const LaunchConfig& c);
+
+// `env` with each of `inherit` (LaunchConfig::inherit_env) that `from` has
+// ("NAME=value" entries, as environ holds them) set over it.
+std::map<std::string, std::string> InheritEnvironment(std::map<std::string, std::string> env,
+                                                      const std::vector<std::string>& inherit,
+                                                      const std::vector<std::string>& from);
 
 struct MonitorRecord {
   pid_t monitor_pid = 0;

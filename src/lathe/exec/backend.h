@@ -3,8 +3,10 @@
 // placement, retries, requeue after preemption, `lost`, deadlines, the
 // checkpoints — and talks to an ExecutionBackend for everything that touches
 // the attempt's processes. The local backend (local_backend.h: a monitor
-// process per attempt, cgroups) is the first; a cluster backend (Slurm) and
-// a container wrapper inside the local backend come later.
+// process per attempt, cgroups) runs on this machine; the Slurm backend
+// (slurm/slurm_backend.h: the same monitor inside a batch job, one backend
+// per pool) on a cluster; a container wrapper inside the local backend
+// comes later.
 //
 // An attempt's life, as the daemon drives it:
 //
@@ -37,6 +39,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -92,7 +95,15 @@ struct LaunchRequest {
   std::map<std::string, std::string> env;
   std::string workdir;    // "" = the user's home
   std::vector<int> gpus;  // placed by sched/; empty when the backend places runs
-  double cpus = 0;        // 0 = no limit
+  // How many GPUs the run asks for (spec.gpus), for a backend that places
+  // runs itself (Capabilities::places_runs: a cluster's --gres=gpu:N); the
+  // daemon fills it for every backend, and one that is given `gpus` ignores it.
+  int gpu_count = 0;
+  // What is left of the run's max_duration when the attempt starts, for a
+  // backend that can end it itself (Slurm's --time); 0 = no limit. The
+  // daemon's own deadline still applies.
+  int64_t time_limit_ms = 0;
+  double cpus = 0;  // 0 = no limit
   uint64_t memory_bytes = 0;
   uint64_t shm_bytes = 0;
   unsigned umask = 022;
@@ -140,6 +151,10 @@ struct AttemptStatus {
   AttemptPhase phase = AttemptPhase::kStarting;
   ExitRecord exit;  // when kExited
   std::string why;  // when kGone: for the run's reason, in the backend's terms
+  // What the backend last heard about the attempt, for people ("why it
+  // waits"): a cluster's state and reason, "PENDING (Resources)"; "" when
+  // the backend has nothing to add (the local one).
+  std::string note;
 };
 
 enum class StopSignal {

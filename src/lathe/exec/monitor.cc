@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -20,6 +21,7 @@
 #include "lathe/os/clock.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/mounts.h"
 #include "lathe/os/netns.h"
 #include "lathe/os/process.h"
@@ -250,6 +252,18 @@ class StreamLog {
   std::string buf_;
 };
 
+// A monitor without a handshake (a Slurm job) that cannot start the run
+// says why where the backend looks: exit.json, and its own stderr.
+void RecordStartFailure(const LaunchConfig& c, const std::string& why) {
+  std::fprintf(stderr, "monitor: %s\n", why.c_str());
+  if (c.exit_path.empty()) return;
+  ExitRecord e;
+  e.start_error = why;
+  e.finished_at_ms = NowMs();
+  Status st = os::WriteFileAtomic(c.exit_path, ExitToJson(e).dump() + "\n", 0644);
+  if (!st.ok()) std::fprintf(stderr, "monitor: %s\n", st.ToString().c_str());
+}
+
 class Monitor {
  public:
   explicit Monitor(LaunchConfig c) : c_(std::move(c)) {}
@@ -265,6 +279,7 @@ class Monitor {
   void Finish();
   void ReserveExitRecord();
   Status WriteExit(const std::string& text);
+  int DetachedExitCode() const;
 
   LaunchConfig c_;
   int exit_fd_ = -1;  // exit.json.pending with its blocks reserved
@@ -366,7 +381,8 @@ void Monitor::KillTree(int sig) {
 void Monitor::OnSignal() {
   signalfd_siginfo si;
   while (::read(sig_fd_, &si, sizeof si) == sizeof si) {
-    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+    // SIGUSR1: Slurm's warning ahead of a job's time limit (--signal=B:USR1@...).
+    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGUSR1) {
       KillTree(SIGTERM);
     } else if (si.ssi_signo == SIGUSR2) {
       killed_ = true;
@@ -477,18 +493,20 @@ int Monitor::Run(int handshake_fd) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGUSR2}) sigaddset(&set, s);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
   sig_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   Status st = Start();
   if (!st.ok()) {
     WriteAllFd(handshake_fd, "err " + st.message() + "\n");
+    if (handshake_fd < 0) RecordStartFailure(c_, st.message());
     return 1;
   }
   if (!start_error_.empty()) {
     Finish();
     WriteAllFd(handshake_fd, "err " + start_error_ + "\n");
-    return 0;
+    if (handshake_fd < 0) std::fprintf(stderr, "monitor: %s\n", start_error_.c_str());
+    return handshake_fd < 0 ? 1 : 0;
   }
   MonitorRecord r;
   Json rec = {{"monitor_pid", ::getpid()},
@@ -499,14 +517,43 @@ int Monitor::Run(int handshake_fd) {
   // Not fsynced: it only matters while this process lives, and a power loss
   // ends the process too.
   (void)os::WriteFileAtomic(c_.monitor_path, rec.dump() + "\n", 0644, os::Durability::kNoSync);
-  WriteAllFd(handshake_fd, "ok " + std::to_string(child_) + "\n");
-  ::close(handshake_fd);
+  if (handshake_fd >= 0) {
+    WriteAllFd(handshake_fd, "ok " + std::to_string(child_) + "\n");
+    ::close(handshake_fd);
+  }
   Loop();
   Finish();
-  return 0;
+  return handshake_fd >= 0 ? 0 : DetachedExitCode();
+}
+
+// Without a handshake (a Slurm job), the monitor's own exit status is the
+// run's, so that Slurm's record of the job (sacct) says how the run ended.
+int Monitor::DetachedExitCode() const {
+  if (!wstatus_) return 1;
+  os::ExitStatus es = os::DecodeWaitStatus(*wstatus_);
+  return es.exited ? es.code : 128 + es.signal;
+}
+
+// A monitor that is not root runs the run as itself: it cannot give the run
+// what needs root, and without a handshake (started by Slurm as the user) it
+// must be the user the launch config names.
+Status CheckStartedAs(const LaunchConfig& c, int handshake_fd) {
+  if (os::IsRoot()) return Status::OK();
+  RETURN_IF_ERROR(CheckUnprivilegedLaunch(c));
+  if (handshake_fd < 0 && c.uid != os::RealUid()) {
+    return Status::FailedPrecondition("the launch config is for uid " + std::to_string(c.uid) +
+                                      " and the monitor runs as uid " +
+                                      std::to_string(os::RealUid()));
+  }
+  return Status::OK();
 }
 
 }  // namespace
+
+int ParseHandshakeFd(const char* arg) {
+  if (arg == nullptr || std::strcmp(arg, "-") == 0) return -1;
+  return std::atoi(arg);
+}
 
 int MonitorMain(const std::string& launch_path, int handshake_fd) {
   ::signal(SIGHUP, SIG_IGN);
@@ -520,7 +567,18 @@ int MonitorMain(const std::string& launch_path, int handshake_fd) {
       : Result<LaunchConfig>(text.status());
   if (!cfg.ok()) {
     WriteAllFd(handshake_fd, "err " + cfg.status().message() + "\n");
+    if (handshake_fd < 0) std::fprintf(stderr, "monitor: %s\n", cfg.status().message().c_str());
     return 1;
+  }
+  if (Status st = CheckStartedAs(*cfg, handshake_fd); !st.ok()) {
+    WriteAllFd(handshake_fd, "err " + st.message() + "\n");
+    if (handshake_fd < 0) RecordStartFailure(*cfg, st.message());
+    return 1;
+  }
+  if (!cfg->inherit_env.empty()) {
+    std::vector<std::string> own;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) own.emplace_back(*e);
+    cfg->env = InheritEnvironment(std::move(cfg->env), cfg->inherit_env, own);
   }
   Monitor m(std::move(cfg).value());
   return m.Run(handshake_fd);

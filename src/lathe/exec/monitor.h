@@ -17,19 +17,34 @@
 //      through a LogWriter (log_writer.h): when the file takes nothing, the
 //      output is held and the pipes are not read, for a bounded time; what is
 //      lost after that is counted, marked in the log and in exit.json;
-//   5. forwards SIGTERM to the whole tree; SIGUSR2 means SIGKILL the tree;
+//   5. forwards SIGTERM (and SIGUSR1, Slurm's warning before a job's time
+//      limit) to the whole tree as SIGTERM; SIGUSR2 means SIGKILL the tree;
 //   6. when the main process exits, ends what is left of the tree, and
 //      writes exit.json atomically: exit code or signal, OOM kill.
 // The monitor is single-threaded, which makes fork-then-configure safe.
 // This file is the monitor's side; monitor_spawn.h is the spawning side.
+//
+// Without a handshake (handshake fd "-": the Slurm backend's batch script
+// execs `lathe __monitor <launch.json> -` on a compute node, as the run's
+// user) the monitor does the same, except that: it is not root, so it
+// switches to no user and refuses what needs root (CheckUnprivilegedLaunch)
+// and a launch config for another uid; it first copies the variables named
+// in launch.json's inherit_env from its own environment (what Slurm set:
+// CUDA_VISIBLE_DEVICES, SLURM_*); a failure to start the run is written to
+// exit.json (start_error) and stderr; and its exit status is the run's (the
+// code, or 128 + the signal), so that Slurm's record of the job agrees.
 #pragma once
 
 #include <string>
 
 namespace lathe::exec {
 
-// The body of `lathe __monitor <launch_path> <handshake_fd>`. Returns the
-// process exit code.
+// The body of `lathe __monitor <launch_path> <handshake_fd>`; a negative
+// handshake_fd (given as "-") means none. Returns the process exit code.
 int MonitorMain(const std::string& launch_path, int handshake_fd);
+
+// The handshake argument of `lathe __monitor`: a descriptor number, or "-"
+// for none (-1).
+int ParseHandshakeFd(const char* arg);
 
 }  // namespace lathe::exec

@@ -23,14 +23,19 @@ int64_t NowMs() {
 }
 
 // In the child: new process group, stdin from /dev/null, stdout/stderr to the
-// pipes. Only async-signal-safe calls here: other threads may hold malloc's lock.
-[[noreturn]] void ExecChild(char* const* args, int out_fd, int err_fd) {
+// pipes, `envp` as the environment when given. Only async-signal-safe calls
+// here: other threads may hold malloc's lock.
+[[noreturn]] void ExecChild(char* const* args, char* const* envp, int out_fd, int err_fd) {
   ::setpgid(0, 0);
   int null_fd = ::open("/dev/null", O_RDONLY);
   if (null_fd >= 0) ::dup2(null_fd, 0);
   ::dup2(out_fd, 1);
   ::dup2(err_fd, 2);
-  ::execvp(args[0], args);
+  if (envp != nullptr) {
+    ::execvpe(args[0], args, envp);
+  } else {
+    ::execvp(args[0], args);
+  }
   ::_exit(kExecFailed);
 }
 
@@ -78,9 +83,9 @@ void KillGroup(pid_t pid) {
   }
 }
 
-}  // namespace
-
-Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms) {
+// RunCommand's body; `envp` null: this process's environment.
+Result<CommandOutput> RunWithDeadline(const std::vector<std::string>& argv, char* const* envp,
+                                      int64_t timeout_ms) {
   if (argv.empty()) return Status::InvalidArgument("empty command");
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
@@ -94,7 +99,7 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t t
   args.push_back(nullptr);
   int64_t deadline = NowMs() + timeout_ms;
   pid_t pid = ::fork();
-  if (pid == 0) ExecChild(args.data(), out_pipe[1], err_pipe[1]);
+  if (pid == 0) ExecChild(args.data(), envp, out_pipe[1], err_pipe[1]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   if (pid < 0) {
@@ -122,6 +127,24 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t t
     o.exit_code = 128 + WTERMSIG(wstatus);
   }
   return o;
+}
+
+}  // namespace
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms) {
+  return RunWithDeadline(argv, nullptr, timeout_ms);
+}
+
+Result<CommandOutput> RunCommandWithEnv(const std::vector<std::string>& argv,
+                                        const std::map<std::string, std::string>& env,
+                                        int64_t timeout_ms) {
+  std::vector<std::string> entries;
+  entries.reserve(env.size());
+  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  return RunWithDeadline(argv, envp.data(), timeout_ms);
 }
 
 namespace {

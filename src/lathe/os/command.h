@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ inline constexpr size_t kMaxCommandOutputBytes = 1 << 20;
 // command ran past `timeout_ms` (it has been killed and reaped); otherwise
 // the exit status and output. Thread-safe.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms);
+
+// RunCommand with exactly `env` as the command's environment instead of this
+// process's (a command run on a user's behalf gets nothing of the caller's).
+// argv[0] is looked up in this process's PATH when it has no '/': give an
+// absolute path to be sure which program runs. Thread-safe.
+Result<CommandOutput> RunCommandWithEnv(const std::vector<std::string>& argv,
+                                        const std::map<std::string, std::string>& env,
+                                        int64_t timeout_ms);
 
 // Runs a command whose output a person follows as it comes (a clone's
 // progress in a run's log): its stdout and stderr go to `out_fd` as they

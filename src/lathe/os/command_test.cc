@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 namespace lathe::os {
 namespace {
 
@@ -17,6 +19,21 @@ TEST(Command, RunsCollectsAndTimesOut) {
   ASSERT_FALSE(slow.ok());
   EXPECT_EQ(slow.status().code(), Code::kDeadlineExceeded);
   auto missing = RunCommand({"/nonexistent/lathe-test-binary"}, 1000);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(missing.status().IsNotFound());
+}
+
+TEST(Command, WithEnvGivesTheCommandExactlyThatEnvironment) {
+  ::setenv("LATHE_COMMAND_TEST_LEAK", "leaked", 1);
+  auto r = RunCommandWithEnv({"/usr/bin/env"}, {{"A", "1"}, {"B", "two words"}}, 10000);
+  ::unsetenv("LATHE_COMMAND_TEST_LEAK");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->out, "A=1\nB=two words\n");
+  auto empty = RunCommandWithEnv({"/usr/bin/env"}, {}, 10000);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->out, "");
+  auto missing = RunCommandWithEnv({"/nonexistent/lathe-test-binary"}, {}, 1000);
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(missing.status().IsNotFound());
 }

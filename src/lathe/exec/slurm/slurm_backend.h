@@ -1,0 +1,189 @@
+// The Slurm backend: each attempt of a run in a Slurm pool is one batch job,
+// submitted with sbatch as the run's user, whose script execs Lathe's
+// monitor (`lathe __monitor <launch.json> -`, monitor.h) on the node that
+// Slurm picked. Slurm places the run (places_runs: GPUs as GRES, CPUs,
+// memory, the time limit); the monitor writes the run's log, monitor.json
+// and exit.json on the shared file system exactly as for a local run
+// (slurm_batch.h has the layout). One backend per pool; the daemon routes
+// attempts by the run's pool.
+//
+// Supervision: one batched squeue per Poll that needs one, for all of the
+// pool's attempts, paced by SqueuePlanner (2 s after a change, doubling to
+// 60 s while nothing changes); between two, Poll answers from the last
+// answer. A job that is no longer in the queue (or is there in an ended
+// state) ended as its exit.json says; without one, as Slurm's accounting
+// (sacct) or its last state says. A job is declared gone only after two
+// squeue answers in a row without it (a failed squeue counts for nothing)
+// and neither exit.json nor Slurm knows how it ended: NFS may show a file
+// late, and slurmctld forgets a job some time after it ended.
+//
+// The handle:
+//   {"job_id": "123", "dir": "<shared attempt dir>", "pool": "cluster",
+//    "uid": 1001, "gid": 1001, "log": "<shared run dir>/log"}
+// (prepared: the same without job_id). Launched::what is "job 123".
+//
+// Identity. Files on the shared file system are made and read with the
+// user's file-system identity (os::AsUser: NFS with root_squash is the
+// norm); sbatch and scancel run as the user (SlurmCommands); squeue and
+// sacct, which only read, as the daemon. scancel falls back to the daemon
+// only when the user's is refused.
+//
+// Threads: as backend.h says. Launch runs on several threads at once and
+// blocks on sbatch; the other calls are serialised by the daemon and run a
+// Slurm command at most (squeue, sacct, scancel), each bounded by the pool's
+// command_timeout_ms. What the backend remembers of its jobs (the last
+// squeue answer, the planner) is guarded by mu_ and rebuilt from handles
+// after a restart.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lathe/exec/backend.h"
+#include "lathe/exec/slurm/slurm_batch.h"
+#include "lathe/exec/slurm/slurm_commands.h"
+#include "lathe/exec/slurm/slurm_options.h"
+#include "lathe/exec/slurm/slurm_state.h"
+#include "lathe/exec/slurm/squeue_planner.h"
+#include "lathe/os/clock.h"
+#include "lathe/os/users.h"
+
+namespace lathe::exec {
+
+// The handle's fields, parsed.
+struct SlurmHandle {
+  std::string job_id;  // "" until sbatch answered
+  std::string dir;     // the attempt's directory on the shared file system
+  std::string pool;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string log;  // the run's log on the shared file system
+};
+Json SlurmHandleToJson(const SlurmHandle& h);
+SlurmHandle SlurmHandleFromJson(const Json& j);  // missing fields stay empty
+
+class SlurmBackend final : public ExecutionBackend {
+ public:
+  // self_exe: the daemon's own binary (the monitor's path on the nodes when
+  // options.lathe_path is ""). clock: for the squeue pacing; not owned, must
+  // outlive the backend. InvalidArgument (slurm.bad_pool_path) when
+  // shared_dir, lathe_path, bin_dir or slurm_conf is not an absolute path
+  // without a line break.
+  static Result<std::unique_ptr<SlurmBackend>> Create(SlurmPoolOptions options,
+                                                      std::string self_exe, os::Clock& clock);
+  // The same with the commands given (tests answer for Slurm with a fake).
+  static Result<std::unique_ptr<SlurmBackend>> Create(SlurmPoolOptions options,
+                                                      std::string self_exe, os::Clock& clock,
+                                                      std::unique_ptr<SlurmCommands> commands);
+
+  static constexpr std::string_view kName = "slurm";
+  std::string_view Name() const override { return kName; }
+  Capabilities Caps() const override;
+  // Refuses (slurm.field_unsupported, naming the field and the pool): a
+  // notebook or service, ports, an isolated network, shm, a workspace,
+  // secret files; (slurm.path_not_shared) a workdir or checkpoint dir not
+  // under shared_dir.
+  Status Check(const run::RunSpec& spec, const RunUser& user) const override;
+  // The preliminary handle (no I/O).
+  Result<Json> Prepare(const LaunchRequest& request) override;
+  // Makes the attempt's files as the user, then sbatch as the user. sbatch's
+  // refusal is a start_error (slurm.submit_failed with its stderr); so is a
+  // user directory that is not the user's (slurm.user_dir_not_owned).
+  Result<Launched> Launch(const LaunchRequest& request, const Json& prepared) override;
+  // Each attempt's phase, and in AttemptStatus::note Slurm's last word on
+  // it ("PENDING (Resources)", "RUNNING", "left the queue").
+  std::vector<AttemptStatus> Poll(const std::vector<AttemptRef>& attempts) override;
+  // A job still queued (as last heard) is cancelled. Otherwise kGraceful:
+  // `scancel --batch --signal=TERM` (the monitor forwards it to the run and
+  // waits for it), a cancel if that fails; kKill: `scancel --batch
+  // --signal=USR2` (the monitor SIGKILLs the run and records it), then a
+  // cancel, which ends the job even if its monitor does not answer.
+  Status Signal(const AttemptRef& attempt, StopSignal signal) override;
+  // Cancels a job not known to have ended (or, with no job id, one that the
+  // attempt's sbatch may have submitted before it failed); forgets it.
+  void Release(const AttemptRef& attempt) override;
+  // From the handle: exit.json, squeue, sacct. kAlive while Slurm has the
+  // job (queued or running) and while it cannot tell (squeue failed, or
+  // the job was absent once: Poll applies the absent-twice rule); kExited;
+  // kNeverStarted only when there is no job id and Slurm has no job of the
+  // attempt's (found by its name and comment).
+  Readoption Readopt(const AttemptRef& attempt) override;
+  std::vector<Endpoint> Endpoints(const AttemptRef& attempt) override { return {}; }
+  // The run's log on the shared file system. The run id is run_dir's last
+  // component; its user's directory is remembered from Prepare, Launch, Poll
+  // and Readopt, and across restarts from a note Launch leaves in run_dir
+  // (slurm_log, 0600); unknown: run_dir/log (which does not exist).
+  std::string LogPath(const std::string& run_dir) const override;
+
+  const SlurmPoolOptions& options() const { return opts_; }
+
+ private:
+  // What the backend remembers of one job, by job id.
+  struct Job {
+    SlurmHandle handle;
+    os::FsIdentity user;                            // whose files it reads and as whom it cancels
+    std::string user_name;                          // "" when the uid has no passwd entry
+    std::optional<SlurmQueueEntry> last;            // squeue's last answer about it
+    AttemptPhase before = AttemptPhase::kStarting;  // its phase while it was queued or running
+    bool absent = false;                            // not in squeue's last answer
+    int settled_looks = 0;               // squeue answers in a row with it ended or absent
+    std::optional<AttemptStatus> final;  // how it ended, once known
+  };
+
+  SlurmBackend(SlurmPoolOptions options, std::string lathe_path, os::Clock& clock,
+               std::unique_ptr<SlurmCommands> commands);
+
+  // One Slurm command: <bin_dir>/<name> args..., the clean environment, as
+  // `user` (nullptr: as the daemon).
+  Result<os::CommandOutput> Command(std::string_view name, std::vector<std::string> args,
+                                    const RunUser* user);
+  // squeue about `ids`; nullopt when it failed (slurmctld down...). Jobs
+  // that Slurm no longer knows are simply absent.
+  std::optional<std::map<std::string, SlurmQueueEntry>> Squeue(const std::vector<std::string>& ids);
+  // sacct's end of each of `ids` it knows; empty when accounting is absent.
+  std::map<std::string, SlurmJobEnd> Sacct(const std::vector<std::string>& ids);
+  // scancel `args` as the job's user, then as the daemon if the user's was
+  // refused. OK also when the job has ended or is unknown to Slurm.
+  Status Scancel(const Job& job, const std::vector<std::string>& args);
+  // The job id of the attempt's job, looked up by its name and comment
+  // (sbatch may have submitted it before the daemon stored the handle);
+  // nullopt when none; an error when squeue failed.
+  Result<std::optional<std::string>> FindJob(const AttemptRef& attempt, uid_t uid);
+
+  // The user's files, read with their identity.
+  std::optional<ExitRecord> ReadExit(const Job& job);
+  bool RunStarted(const Job& job);
+  std::string OutputTail(const Job& job);
+  Status MakeAttemptFiles(const LaunchRequest& request, const SlurmAttemptPaths& paths,
+                          const os::FsIdentity& id);
+
+  // The handle of `attempt`, its dir and log filled in when it has none.
+  SlurmHandle HandleOf(const AttemptRef& attempt) const;
+  // Adds the attempt's job to jobs_ when it is new. Under mu_.
+  Job& Track(const SlurmHandle& h, const std::string& user_name);
+  // Records squeue's answer about `ids` (nullopt: it failed) asked at
+  // `now_ms`, then settles the jobs that left. Takes mu_.
+  void Observe(const std::vector<std::string>& ids,
+               const std::optional<std::map<std::string, SlurmQueueEntry>>& queue, int64_t now_ms);
+  // For each of `ids` (ended or absent in the last answer): exit.json, then
+  // after a second such answer sacct or the last state, else gone.
+  void Settle(const std::vector<std::string>& ids);
+  AttemptStatus StatusOf(const SlurmHandle& h) const;  // under mu_
+  void RememberLog(const std::string& run_id, const std::string& log) const;
+
+  const SlurmPoolOptions opts_;
+  const std::string lathe_path_;
+  os::Clock& clock_;
+  const std::unique_ptr<SlurmCommands> commands_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, Job> jobs_;                  // guarded by mu_
+  SqueuePlanner planner_;                            // guarded by mu_
+  mutable std::map<std::string, std::string> logs_;  // run id -> its log; guarded by mu_
+};
+
+}  // namespace lathe::exec

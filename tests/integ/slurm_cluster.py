@@ -1,0 +1,189 @@
+"""A private Slurm 22.05 on loopback for a test: munged on its own socket, slurmctld and one
+slurmd with a generated slurm.conf in a temporary directory, random ports, and fake GPUs (GRES
+backed by character devices made with mknod). Nothing system-wide is touched; every process it
+starts is stopped by its pid in stop(), which is safe to call after a failed start.
+
+Needs root (munged runs as the munge user, slurmd as root, mknod) and Debian's munge, slurmctld,
+slurmd and slurm-client (`scripts/deps.sh --bench`). Stdlib only.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+SBIN = "/usr/sbin"
+NEEDED = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch",
+          "/usr/bin/squeue", "/usr/bin/scancel", "/usr/bin/sinfo", "/usr/bin/setpriv",
+          "/etc/munge/munge.key")
+
+
+def missing():
+    """What this machine lacks to start a private Slurm ("" when nothing)."""
+    if os.geteuid() != 0:
+        return "needs root (munged as the munge user, slurmd as root, mknod)"
+    absent = [p for p in NEEDED if not os.path.exists(p)]
+    if absent:
+        return "missing " + ", ".join(absent) + " (scripts/deps.sh --bench installs Slurm)"
+    try:
+        import pwd
+        pwd.getpwnam("munge")
+    except KeyError:
+        return "no munge user"
+    return ""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+class Cluster:
+    """One node named after this host, `gpus` fake GPUs, `cpus` CPUs, partition `debug`."""
+
+    def __init__(self, base, gpus=2, cpus=2):
+        self.base = base
+        self.dir = os.path.join(base, "slurm")
+        self.mdir = os.path.join(base, "munge")
+        self.gpus = gpus
+        self.cpus = cpus
+        self.procs = {}
+        self.host = socket.gethostname().split(".")[0]
+        self.conf = os.path.join(self.dir, "slurm.conf")
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": self.conf,
+                    "HOME": "/root", "LANG": "C.UTF-8"}
+
+    def _write_config(self):
+        d = self.dir
+        for sub in ("ctld", "spool", "dev"):
+            os.makedirs(os.path.join(d, sub))
+        for i in range(self.gpus):  # GRES needs character devices; nvidia's major is 195
+            os.mknod(os.path.join(d, "dev", f"fakegpu{i}"), 0o600 | 0o020000, os.makedev(195, i))
+        conf = f"""ClusterName=lathetest
+SlurmctldHost={self.host}(127.0.0.1)
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.mdir}/munge.sock
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+GresTypes=gpu
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+SlurmdParameters=config_overrides
+ReturnToService=2
+KillWait=5
+StateSaveLocation={d}/ctld
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} Sockets=1 CoresPerSocket={self.cpus} ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:{self.gpus} State=UNKNOWN
+PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
+"""
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        with open(os.path.join(d, "gres.conf"), "w") as f:
+            f.write(f"NodeName={self.host} Name=gpu Type=fake File={d}/dev/fakegpu[0-{self.gpus - 1}]\n")
+
+    def _spawn(self, name, argv, user=None):
+        out = open(os.path.join(self.base, f"{name}.out"), "w")
+        if user:
+            argv = ["/usr/bin/setpriv", "--reuid", user, "--regid", user, "--init-groups", "--"] + argv
+        self.procs[name] = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                            cwd=self.base)
+        out.close()
+
+    def run(self, *argv, timeout=30):
+        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def start(self, timeout_s=30):
+        os.makedirs(self.dir)
+        os.makedirs(self.mdir)
+        os.chmod(self.mdir, 0o755)
+        shutil.chown(self.mdir, "munge", "munge")
+        m = self.mdir
+        self._spawn("munged", [f"{SBIN}/munged", "-F", f"--socket={m}/munge.sock",
+                               "--key-file=/etc/munge/munge.key", f"--pid-file={m}/munged.pid",
+                               f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"],
+                    user="munge")
+        deadline = time.monotonic() + timeout_s
+        while not os.path.exists(f"{m}/munge.sock"):
+            if time.monotonic() > deadline or self.procs["munged"].poll() is not None:
+                raise RuntimeError(f"munged did not start: {self.tail('munged.out')}")
+            time.sleep(0.05)
+        self._write_config()
+        self._spawn("slurmctld", [f"{SBIN}/slurmctld", "-D", "-i"])
+        self._spawn("slurmd", [f"{SBIN}/slurmd", "-D"])
+        while time.monotonic() < deadline:
+            for n, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f"{n} exited with {p.returncode}: {self.tail(n + '.out')}")
+            p = self.run("sinfo", "-h", "-o", "%t")
+            if p.returncode == 0 and p.stdout.strip() == "idle":
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("the Slurm node did not become idle: " + self.tail("slurm/slurmd.log"))
+
+    def tail(self, name, n=2000):
+        try:
+            with open(os.path.join(self.base, name), errors="replace") as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def stop(self):
+        """Cancels every job, then stops slurmd, slurmctld and munged, each by its pid."""
+        ctld = self.procs.get("slurmctld")
+        if ctld and ctld.poll() is None:
+            try:
+                self.run("/usr/bin/scancel", "--user=root", timeout=10)
+                for u in self.job_users():
+                    self.run("/usr/bin/scancel", f"--user={u}", timeout=10)
+            except (OSError, subprocess.SubprocessError):
+                pass
+        for name in ("slurmd", "slurmctld", "munged"):
+            p = self.procs.get(name)
+            if not p or p.poll() is not None:
+                continue
+            # munged runs under setpriv, which execs it: the same pid.
+            for pid in [p.pid] + _children(p.pid):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def job_users(self):
+        try:
+            p = self.run("/usr/bin/squeue", "-h", "-o", "%u", timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return sorted(set(p.stdout.split())) if p.returncode == 0 else []
