@@ -50,7 +50,8 @@ struct DaemonFlags {
   bool metrics_open_on_loopback = false;        // config.yaml only
   std::string telemetry_interval;               // --telemetry-interval, else config.yaml's
   daemon::TelemetrySettings telemetry;          // config.yaml
-  daemon::DaemonConfig runs;                    // config.yaml: retry_backoff*, run_log_max
+  // config.yaml: retry_backoff*, run_log_max, pools, default_pool
+  daemon::DaemonConfig runs;
 };
 
 std::atomic<bool> g_shutdown{false};
@@ -82,6 +83,8 @@ Status ApplyConfig(DaemonFlags& f) {
   f.runs.retry_backoff_ms = c.retry_backoff_ms;
   f.runs.retry_backoff_max_ms = c.retry_backoff_max_ms;
   f.runs.run_log_max_bytes = c.run_log_max_bytes;
+  f.runs.pools = c.pools;
+  f.runs.default_pool = c.default_pool;
   if (given("--telemetry-interval")) {
     auto d = ParseDuration(f.telemetry_interval);
     if (!d.ok() || d->count() < telemetry::kMinIntervalMs) {
@@ -159,6 +162,25 @@ Status ApplyDeploymentFlags(const DaemonFlags& f, deploy::DeploymentOptions& d) 
   return Status::OK();
 }
 
+// config.yaml `pools:` as the node builds them (every type is slurm today).
+void ApplyPools(const DaemonFlags& f, node::NodeOptions& no) {
+  if (f.runs.default_pool) no.daemon.default_pool = *f.runs.default_pool;
+  if (!f.runs.pools) return;
+  for (const auto& [name, p] : *f.runs.pools) {
+    exec::SlurmPoolOptions s;
+    s.name = name;
+    s.partition = p.partition;
+    s.account = p.account;
+    s.qos = p.qos;
+    s.shared_dir = p.shared_dir;
+    s.signal_grace_ms = p.signal_grace_ms;
+    s.slurm_conf = p.slurm_conf;
+    s.lathe_path = p.lathe_path;
+    s.bin_dir = p.bin_dir;
+    no.slurm_pools.push_back(std::move(s));
+  }
+}
+
 // What the node is built from: the flags after ApplyConfig.
 Result<node::NodeOptions> NodeOptionsFrom(const DaemonFlags& f) {
   auto grace = ParseDuration(f.grace);
@@ -172,6 +194,7 @@ Result<node::NodeOptions> NodeOptionsFrom(const DaemonFlags& f) {
   ApplyRunAndNotebookFlags(f, o);
   ApplyTelemetryFlags(f, o);
   RETURN_IF_ERROR(ApplyDeploymentFlags(f, no.deployments));
+  ApplyPools(f, no);
   return no;
 }
 

@@ -203,7 +203,9 @@ void ApiServer::ListRuns(ApiCall& call) {
     bool whole = caller.admin || caller.uid == r.uid;
     Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
     if (whole && run::IsActive(r.state) && !r.spec.ports.empty()) j["url"] = MainPortUrl(r);
-    if (whole && r.state == run::RunState::kQueued) {
+    // Queued here, or handed to a pool whose cluster has not started it yet.
+    const bool held = r.state == run::RunState::kStarting && !daemon_.WaitingWhy(r.id).empty();
+    if (whole && (r.state == run::RunState::kQueued || held)) {
       j["waiting"] = daemon_.WaitingWhy(r.id);
       j["waiting_text"] = BothLanguages(j["waiting"].get<std::string>());
       j["waiting_on"] = daemon_.WaitingOn(r.id);

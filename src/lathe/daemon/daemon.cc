@@ -398,6 +398,7 @@ std::string Daemon::AttemptDir(const RunRecord& r) const {
 // The attempt is over, however it ended: what is left of it goes, its
 // secret files with it.
 void Daemon::ReleaseAttempt(const RunRecord& r) {
+  pool_notes_.erase(r.id);
   if (exec::ExecutionBackend* b = BackendOf(r)) b->Release(RefOf(r));
   if (r.spec.secret_files.empty() || r.attempt == 0) return;
   const DirOwner owner = OwnerOf(r);
@@ -618,11 +619,19 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
     case exec::AttemptPhase::kExited:
       return Finish(r, s.exit);
     case exec::AttemptPhase::kStarting:
-      return;  // CompleteStart has not run yet
+      // Not running yet: CompleteStart has not run, or a cluster holds the
+      // job in its queue (and says why).
+      if (!s.note.empty()) pool_notes_[r.id] = s.note;
+      return;
     case exec::AttemptPhase::kGone:
       return MarkLost(r, s.why.empty() ? "it vanished without recording an exit status" : s.why);
     case exec::AttemptPhase::kRunning:
       break;
+  }
+  pool_notes_.erase(r.id);
+  if (r.state == RunState::kStarting && !r.handle.empty()) {  // a cluster's job began
+    // Best effort: Transition logs a failure; the next pass looks again.
+    (void)Transition(r, RunState::kRunning, s.note.empty() ? "running" : "running: " + s.note);
   }
   if (WorkspacePending(r)) {  // the run's first process reports what it checked out
     const DirOwner owner = OwnerOf(r);
@@ -854,6 +863,8 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.env["LATHE_ATTEMPT"] = std::to_string(r.attempt);
   q.workdir = r.spec.workdir;
   q.gpus = r.gpus;
+  q.gpu_count = r.spec.gpus;                 // for a backend that places runs itself
+  q.time_limit_ms = r.spec.max_duration_ms;  // each attempt's, as the deadline here
   q.cpus = r.spec.cpus;
   q.memory_bytes = r.spec.memory_bytes;
   q.shm_bytes = r.spec.shm_bytes;
@@ -958,6 +969,12 @@ void Daemon::CompleteStart(PendingStart& p, const Result<exec::Launched>& launch
                        clock_.NowMs());
     // Best effort: an attempt that is gone needs no signal; the next poll sees its exit.
     (void)BackendOf(r)->Signal(RefOf(r), exec::StopSignal::kGraceful);
+    return;
+  }
+  if (BackendOf(r)->Caps().places_runs) {
+    // Handed over: it runs when the cluster starts it (CheckActive).
+    // Best effort: a failed save leaves the stored state, which the next pass re-reads.
+    (void)store_->Save(r, "info", "submitted, " + launched->what, clock_.NowMs());
     return;
   }
   // Best effort: Transition logs a failure; the next pass re-reads the stored state.

@@ -452,6 +452,9 @@ class Daemon final : public Runs {
     std::string user;  // "quota": whose quota
   };
   std::map<std::string, WaitNote> waiting_why_ GUARDED_BY(mu_);  // run id -> why it waits
+  // What a pool's backend says of a run it holds but has not started
+  // (AttemptStatus::note: "PENDING (Resources)"); run id -> note.
+  std::map<std::string, std::string> pool_notes_ GUARDED_BY(mu_);
   // run id -> when a retried run may start again (monotonic ms): its backoff.
   // Kept in memory: after a daemon restart a retry starts without waiting.
   std::map<std::string, int64_t> retry_at_ms_ GUARDED_BY(mu_);

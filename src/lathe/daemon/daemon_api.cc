@@ -333,12 +333,16 @@ Result<std::vector<state::EventRecord>> Daemon::Events(const std::string& run_id
 
 std::string Daemon::WaitingWhy(const std::string& run_id) {
   MutexLock lock(&mu_);
+  if (auto p = pool_notes_.find(run_id); p != pool_notes_.end()) {
+    return Tr("run.pool_waiting", Lang::kEn, {{"note", p->second}});
+  }
   auto it = waiting_why_.find(run_id);
   return it == waiting_why_.end() ? "" : it->second.why;
 }
 
 std::string Daemon::WaitingOn(const std::string& run_id) {
   MutexLock lock(&mu_);
+  if (pool_notes_.count(run_id)) return "pool";
   auto it = waiting_why_.find(run_id);
   return it == waiting_why_.end() ? "" : it->second.on;
 }

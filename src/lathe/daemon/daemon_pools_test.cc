@@ -76,7 +76,7 @@ class DaemonPoolsTest : public ::testing::Test {
 TEST_F(DaemonPoolsTest, APoolRunIsHandedToItsPoolNotPlacedOnThisNode) {
   std::string big = Submit({{"gpus", 8}, {"pool", "cluster"}});
   std::string here = Submit({{"gpus", 1}});
-  Step();
+  Step(2);  // submitted, then seen running
   RunRecord r = Get(big);
   EXPECT_EQ(r.state, RunState::kRunning);
   EXPECT_EQ(r.backend, "cluster");
@@ -173,6 +173,22 @@ TEST_F(DaemonPoolsTest, RunsOfAPoolNoLongerConfiguredEndSayingWhy) {
   EXPECT_EQ(r.state, RunState::kLost);
   EXPECT_NE(r.reason.find("cluster"), std::string::npos) << r.reason;
   EXPECT_FALSE(TrySubmit({{"pool", "cluster"}}).ok());
+}
+
+// A run the cluster holds in its queue stays `starting`, showing the
+// cluster's reason as why it waits, and runs when the cluster starts it.
+TEST_F(DaemonPoolsTest, ARunHeldInThePoolsQueueSaysWhyAndRunsWhenStarted) {
+  cluster_.hold_note = "PENDING (Resources)";
+  std::string id = Submit({{"pool", "cluster"}, {"gpus", 2}});
+  Step(3);
+  EXPECT_EQ(Get(id).state, RunState::kStarting);
+  EXPECT_EQ(daemon_->WaitingWhy(id), "in its pool's queue: PENDING (Resources)");
+  EXPECT_EQ(daemon_->WaitingOn(id), "pool");
+  EXPECT_EQ(cluster_.Get(id, 1)->request.gpu_count, 2);
+  cluster_.Begin(id);
+  Step();
+  EXPECT_EQ(Get(id).state, RunState::kRunning);
+  EXPECT_EQ(daemon_->WaitingWhy(id), "");
 }
 
 }  // namespace

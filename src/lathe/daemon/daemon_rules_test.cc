@@ -325,6 +325,8 @@ TEST_F(DaemonRulesTest, ABackendThatPlacesRunsGetsThemAllWithoutANodePlacement) 
   std::string b = Submit({{"gpus", 1}});
   std::string big = Submit({{"gpus", 8}});  // more than this node has
   Step();
+  for (const auto& id : {a, b, big}) EXPECT_EQ(Get(id).state, RunState::kStarting) << id;
+  Step();  // the cluster says they run
   for (const auto& id : {a, b, big}) {
     EXPECT_EQ(Get(id).state, RunState::kRunning) << id;
     auto at = backend_.Get(id, 1);

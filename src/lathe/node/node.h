@@ -8,11 +8,13 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "lathe/common/status.h"
 #include "lathe/daemon/daemon.h"
 #include "lathe/deploy/deployments.h"
 #include "lathe/deploy/registry.h"
+#include "lathe/exec/slurm/slurm_options.h"
 #include "lathe/node/services.h"
 #include "lathe/os/clock.h"
 
@@ -22,6 +24,9 @@ struct NodeOptions {
   daemon::DaemonOptions daemon;
   // The deployments' front and loop (config.yaml `deployments:`).
   deploy::DeploymentOptions deployments;
+  // The Slurm pools (config.yaml `pools:`): the node makes one backend per
+  // pool and hands them to the supervisor (DaemonOptions::pools) by name.
+  std::vector<exec::SlurmPoolOptions> slurm_pools;
 };
 
 class Node {
@@ -40,9 +45,12 @@ class Node {
   daemon::Daemon& daemon() { return *daemon_; }
 
  private:
-  Node(std::unique_ptr<daemon::Daemon> d, const deploy::DeploymentOptions& deployments,
+  Node(std::vector<std::unique_ptr<exec::ExecutionBackend>> pools,
+       std::unique_ptr<daemon::Daemon> d, const deploy::DeploymentOptions& deployments,
        os::Clock& clock);
 
+  // Before the supervisor: its runs' attempts are theirs, so they go last.
+  std::vector<std::unique_ptr<exec::ExecutionBackend>> pools_;
   std::unique_ptr<daemon::Daemon> daemon_;
   std::unique_ptr<deploy::Registry> registry_;
   std::unique_ptr<deploy::Deployments> deployments_;

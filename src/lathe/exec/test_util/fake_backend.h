@@ -26,6 +26,7 @@ class FakeBackend final : public ExecutionBackend {
     ExitRecord exit;
     std::vector<StopSignal> signals;
     bool released = false;
+    std::string note;  // what Poll says while the attempt is held (kStarting)
   };
 
   // What the test may change before or between calls.
@@ -39,6 +40,9 @@ class FakeBackend final : public ExecutionBackend {
   bool exit_on_signal = true;       // a signal ends the attempt (as most programs do)
   std::optional<Found> readopt_as;  // overrides what Readopt derives
   std::vector<Endpoint> endpoints;  // what every attempt reports
+  // Non-empty: a launched attempt is held (a cluster's queue: kStarting,
+  // with this note) until Begin.
+  std::string hold_note;
 
   // ---- driving attempts (the latest attempt of `run_id`) ----
   void Exit(const std::string& run_id, int code) {
@@ -51,6 +55,12 @@ class FakeBackend final : public ExecutionBackend {
     Drive(run_id, [&](Attempt& a) {
       a.phase = AttemptPhase::kExited;
       a.exit.signal = signal;
+    });
+  }
+  void Begin(const std::string& run_id) {
+    Drive(run_id, [](Attempt& a) {
+      a.phase = AttemptPhase::kRunning;
+      a.note.clear();
     });
   }
   void Vanish(const std::string& run_id) {
@@ -84,6 +94,10 @@ class FakeBackend final : public ExecutionBackend {
     Launched out;
     out.handle = Json{{"run", request.run_id}, {"attempt", request.attempt}};
     out.what = "fake " + request.run_id;
+    if (!hold_note.empty()) {
+      a.phase = AttemptPhase::kStarting;
+      a.note = hold_note;
+    }
     if (!start_error.empty()) {
       a.phase = AttemptPhase::kExited;
       a.exit.start_error = start_error;
@@ -103,6 +117,7 @@ class FakeBackend final : public ExecutionBackend {
       }
       s.phase = it->second.phase;
       s.exit = it->second.exit;
+      s.note = it->second.note;
       if (s.phase == AttemptPhase::kGone) s.why = "the fake attempt vanished";
       out.push_back(s);
     }
