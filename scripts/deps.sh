@@ -4,7 +4,7 @@
 # when everything is present it only asks dpkg and hashes the lockfile, and returns
 # in well under a second.
 #   scripts/deps.sh          build + test dependencies
-#   scripts/deps.sh --bench  also what only the benchmarks need (Slurm, wrk, hyperfine, ...)
+#   scripts/deps.sh --bench  also what only the benchmarks need (wrk, hyperfine, nginx, ...)
 set -euo pipefail
 
 BUILD=(
@@ -21,9 +21,10 @@ TEST=(
   python3 util-linux procps passwd curl openssl
   python3-torch python3-numpy python3-sklearn prometheus
   jupyter-notebook python3-websocket r-base-core r-cran-irkernel chromium fonts-noto-cjk
+  munge slurm-wlm slurmctld slurmd slurm-client  # the Slurm pools' tests start a private one
 )
 BENCH=(
-  munge slurm-wlm slurmctld slurmd slurm-client wrk hyperfine
+  wrk hyperfine
   restic borgbackup python3-fastapi python3-uvicorn python3-uvloop python3-httptools valgrind nginx
 )
 

@@ -4,7 +4,7 @@ backed by character devices made with mknod). Nothing system-wide is touched; ev
 starts is stopped by its pid in stop(), which is safe to call after a failed start.
 
 Needs root (munged runs as the munge user, slurmd as root, mknod) and Debian's munge, slurmctld,
-slurmd and slurm-client (`scripts/deps.sh --bench`). Stdlib only.
+slurmd and slurm-client (`scripts/deps.sh`). Stdlib only.
 """
 import os
 import shutil
@@ -25,7 +25,7 @@ def missing():
         return "needs root (munged as the munge user, slurmd as root, mknod)"
     absent = [p for p in NEEDED if not os.path.exists(p)]
     if absent:
-        return "missing " + ", ".join(absent) + " (scripts/deps.sh --bench installs Slurm)"
+        return "missing " + ", ".join(absent) + " (scripts/deps.sh installs Slurm)"
     try:
         import pwd
         pwd.getpwnam("munge")

@@ -4,7 +4,7 @@ stops through scancel, survives a restart of what drives it, and a job Slurm ref
 error. The backend is driven directly by slurm_driver (src/lathe/exec/slurm/slurm_driver.cc), the
 way the daemon will drive it; the test plays the daemon's part.
 
-Skipped without root or without Slurm and munge (`scripts/deps.sh --bench`). Every process it
+Skipped without root or without Slurm and munge (`scripts/deps.sh`). Every process it
 starts is stopped by its pid at the end, failed or not: the test process becomes a child subreaper,
 so that what slurmd and the jobs leave behind is re-parented to it and can be found.
 """
