@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -107,6 +108,27 @@ class SlurmPool(unittest.TestCase):
         self.assertNotEqual(other.returncode, 0)
         self.assertNotIn("uid=", other.stdout)
         self.assertNotEqual(self.run_as(OTHER, "inspect", rid, check=False).returncode, 0)
+
+    def test_a_log_swapped_for_a_symlink_is_read_as_the_user(self):
+        # The log lives in a directory the user controls: the daemon reads it as them, so a
+        # symlink to a file they cannot read shows nothing of it.
+        secret = os.path.join(self.base, "root-only.txt")
+        with open(secret, "w") as f:  # a log line as the monitor writes them (CRI)
+            f.write("2026-12-06T10:00:00.000000000Z stdout F TOPSECRET\n")
+        os.chmod(secret, 0o644)
+        rid = self.submit("--", "sh", "-c", "echo mine")
+        self.d.wait_state(rid, ["succeeded"], timeout=90)
+        log = os.path.join(self.shared, USER, rid, "log")
+        self.assertTrue(os.path.exists(log), log)
+        subprocess.run(["setpriv", "--reuid", USER, "--regid", USER, "--init-groups",
+                        "ln", "-sf", secret, log], check=True)
+        # Readable by the user: the symlink is followed, as the user could read it anyway.
+        self.assertIn("TOPSECRET", self.run_as(USER, "logs", rid).stdout)
+        os.chmod(secret, 0o600)  # root's alone now: the daemon, reading as the user, cannot
+        r = self.run_as(USER, "logs", rid, check=False)
+        self.assertNotIn("TOPSECRET", r.stdout + r.stderr)
+        stats = self.run_as(USER, "logs", rid, "--json", check=False)
+        self.assertNotIn("TOPSECRET", stats.stdout)
 
     def test_a_stop_ends_the_job(self):
         rid = self.submit("--", "sh", "-c", "echo started; exec sleep 300")

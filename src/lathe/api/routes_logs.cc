@@ -31,7 +31,12 @@ void ApiServer::GetRunLogs(ApiCall& call) {
 void ApiServer::GetRunLogStats(ApiCall& call) {
   auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
-  auto st = run::CountLogLines(daemon_.LogPath(*r));
+  Result<run::LogStats> st = Status::Internal("not read");
+  Status read = os::WithAccess(daemon_.LogAccess(*r), [&] {
+    st = run::CountLogLines(daemon_.LogPath(*r));
+    return Status::OK();
+  });
+  if (!read.ok()) return call.Reply(read);
   if (!st.ok()) return call.Reply(st.status());
   call.Reply(Json{{"run", r->id},
                   {"lines", st->lines},
@@ -59,8 +64,14 @@ Status ApiServer::RouteLogs(const net::HttpRequest& req, const state::RunRecord&
       daemon_.secrets().Values(run.uid, run::SecretNames(run.spec)));
   std::shared_ptr<net::Responder> responder(res.release());
   StartStreamThread([this, responder, query, mask, path = daemon_.LogPath(run), id = run.id, follow,
-                     uid = caller.uid, auth] {
-    ServeLogs(id, path, query, follow, *mask, auth, *responder);
+                     uid = caller.uid, auth, as = daemon_.LogAccess(run)] {
+    // The whole stream as the log's reader (a pool run's: its user); the
+    // thread is this stream's alone.
+    Status st = os::WithAccess(as, [&] {
+      ServeLogs(id, path, query, follow, *mask, auth, *responder);
+      return Status::OK();
+    });
+    if (!st.ok()) responder->Send(ErrorResponse(st));
     std::lock_guard<std::mutex> lock(log_mu_);
     if (--log_readers_[uid] == 0) log_readers_.erase(uid);
   });

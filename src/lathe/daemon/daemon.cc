@@ -438,6 +438,11 @@ std::string Daemon::LogPath(const RunRecord& r) const {
   return (b ? b : backend_)->LogPath(r.run_dir);
 }
 
+os::AccessAs Daemon::LogAccess(const RunRecord& r) const {
+  if (BackendOf(r) == backend_) return {};  // in the run's directory, the daemon's
+  return os::AccessAsUser(os::IdentityOf(r.uid, OwnerOf(r).gid));
+}
+
 std::vector<exec::Endpoint> Daemon::Endpoints(const RunRecord& r) {
   exec::ExecutionBackend* b = BackendOf(r);
   if (!run::IsActive(r.state) || b == nullptr) return {};
@@ -547,7 +552,13 @@ void Daemon::Readopt(RunRecord& r) {
 void Daemon::AttachDiagnosis(const RunRecord& r) {
   // A diagnosis quotes the log: never a secret's value.
   run::SecretMask mask(secrets_->Values(r.uid, run::SecretNames(r.spec)));
-  Json matches = doctor::DiagnoseLog(mask.Apply(LogTail(LogPath(r))));
+  std::string tail;
+  // Best effort: a log that cannot be read has nothing to diagnose.
+  (void)os::WithAccess(LogAccess(r), [&] {
+    tail = LogTail(LogPath(r));
+    return Status::OK();
+  });
+  Json matches = doctor::DiagnoseLog(mask.Apply(tail));
   if (!matches.is_array() || matches.empty()) return;
   std::string first = matches[0].value("id", "");
   // Best effort: an event only tells; what it tells of is stored already.

@@ -52,6 +52,7 @@
 #include "lathe/os/clock.h"
 #include "lathe/os/env.h"
 #include "lathe/os/file_lock.h"
+#include "lathe/os/users.h"
 #include "lathe/run/ports.h"
 #include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
@@ -254,6 +255,11 @@ class Daemon final : public Runs {
   Result<Json> GpuHistory(int64_t since_ms);
   // The run's log file, wherever its backend keeps it.
   std::string LogPath(const state::RunRecord& r) const;
+  // How the log is to be read: as the daemon for a log in the daemon's own
+  // run directory (empty), as the run's user for one in a directory the user
+  // controls (a pool's shared directory, where a symlink of theirs must not
+  // make the daemon read what they could not).
+  os::AccessAs LogAccess(const state::RunRecord& r) const;
   // Where an active run can be reached, as its backend reports it:
   // [{"kind": "tcp", "address": "127.0.0.1:8888"}, ...]; [] when it ended.
   Json EndpointsJson(const state::RunRecord& r) EXCLUDES(mu_);
