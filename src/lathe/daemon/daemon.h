@@ -376,7 +376,7 @@ class Daemon final : public Runs {
   std::optional<int64_t> QueuedAtMs(const state::RunRecord& r) const REQUIRES(mu_);
   std::string AttemptDir(const state::RunRecord& r) const;
   // backend_->Release, then the attempt's secret files go (secret_files.h).
-  void ReleaseAttempt(const state::RunRecord& r);
+  void ReleaseAttempt(const state::RunRecord& r) REQUIRES(mu_);
   exec::RunUser UserOf(uid_t uid) const;
   exec::AttemptRef RefOf(const state::RunRecord& r) const;
   exec::LaunchRequest RequestFor(const state::RunRecord& r) const;
