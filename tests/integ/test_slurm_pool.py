@@ -100,6 +100,11 @@ class SlurmPool(unittest.TestCase):
         self.assertEqual(r["spec"]["pool"], "cluster", r)
         out = self.d.wait_for(lambda: self.run_as(USER, "logs", rid).stdout, "the run's log")
         self.assertIn(f"uid={self.pw.pw_uid} gpus=0 job=yes", out)
+        # Its events say where it went, in the reader's language.
+        zh = self.d.cli("inspect", rid, user=USER, env=self.d.env(HOME="/tmp", LATHE_LANG="zh")).stdout
+        self.assertIn("已交给执行后端 cluster", zh)
+        self.assertIn("已提交，作业", zh)
+        self.assertIn("资源池：", zh)
         # The run's files on the shared directory are the user's.
         user_dir = os.path.join(self.shared, USER)
         self.assertEqual(os.stat(user_dir).st_uid, self.pw.pw_uid)
@@ -133,10 +138,14 @@ class SlurmPool(unittest.TestCase):
     def test_a_stop_ends_the_job(self):
         rid = self.submit("--", "sh", "-c", "echo started; exec sleep 300")
         self.d.wait_state(rid, ["running"], timeout=90)
+        zh = self.d.cli("inspect", rid, user=USER, env=self.d.env(HOME="/tmp", LATHE_LANG="zh")).stdout
+        self.assertIn("已在资源池上运行", zh)
         self.run_as(USER, "stop", rid)
         self.d.wait_state(rid, ["stopped"], timeout=60)
-        q = self.cluster.run("/usr/bin/squeue", "--noheader", "--name", f"lathe-{rid}")
-        self.assertEqual(q.stdout.strip(), "", q)
+        # Slurm lets the job go once its step has ended (COMPLETING can outlast the run's end).
+        self.d.wait_for(lambda: self.cluster.run("/usr/bin/squeue", "--noheader", "--name",
+                                                 f"lathe-{rid}").stdout.strip() == "",
+                        "the job to leave squeue", timeout=60)
 
     def test_status_lists_the_pool(self):
         s = json.loads(self.d.cli("status", "--json").stdout)

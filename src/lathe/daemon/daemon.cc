@@ -642,7 +642,7 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
   pool_notes_.erase(r.id);
   if (r.state == RunState::kStarting && !r.handle.empty()) {  // a cluster's job began
     // Best effort: Transition logs a failure; the next pass looks again.
-    (void)Transition(r, RunState::kRunning, s.note.empty() ? "running" : "running: " + s.note);
+    (void)Transition(r, RunState::kRunning, "running on its pool");
   }
   if (WorkspacePending(r)) {  // the run's first process reports what it checked out
     const DirOwner owner = OwnerOf(r);
