@@ -41,9 +41,23 @@ namespace {
 // The state an ended attempt leaves its run in, from why it stopped and how
 // it exited; `what` (the exit, described) may be reworded, `*requeue` set for
 // a preemption the spec requeues.
-RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string& what,
-                    bool* requeue) {
+RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string_view cluster_end,
+                    std::string& what, bool* requeue) {
   if (!e.start_error.empty()) return RunState::kFailed;
+  if (r.stop_intent == run::StopIntent::kNone && !cluster_end.empty()) {
+    // Ended by its pool's cluster, not by the program: preempted or a node
+    // lost is a preemption here (requeued when the spec allows, not a
+    // retry); the job's time limit is the run's max_duration.
+    if (cluster_end == "TIMEOUT") {
+      what = fmt::format("stopped after exceeding max_duration ({}; Slurm: TIMEOUT)", what);
+      return RunState::kFailed;
+    }
+    what = fmt::format("{} by its pool ({}: {})",
+                       cluster_end == "NODE_FAIL" ? "its node failed; ended" : "preempted",
+                       cluster_end, what);
+    *requeue = r.spec.requeue;
+    return RunState::kPreempted;
+  }
   switch (r.stop_intent) {
     case run::StopIntent::kPreempt:
       *requeue = r.spec.requeue;
@@ -628,7 +642,7 @@ std::vector<std::pair<std::string, Daemon::WaitNote>> Daemon::HoldBackRetries(
 void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
   switch (s.phase) {
     case exec::AttemptPhase::kExited:
-      return Finish(r, s.exit);
+      return Finish(r, s.exit, s.cluster_end);
     case exec::AttemptPhase::kStarting:
       // Not running yet: CompleteStart has not run, or a cluster holds the
       // job in its queue (and says why).
@@ -673,7 +687,7 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
   }
 }
 
-void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
+void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cluster_end) {
   stop_deadline_ms_.erase(r.id);
   ReleaseAttempt(r);
   bool workspace_noted = false;
@@ -696,7 +710,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e) {
     (void)store_->AddEvent(r.id, "info", WorkspaceEvent(r), Json::object(), clock_.NowMs());
   }
   bool requeue = false;
-  RunState to = EndStateOf(r, e, what, &requeue);
+  RunState to = EndStateOf(r, e, cluster_end, what, &requeue);
   r.reason = to == RunState::kSucceeded ? "" : what;
   if (r.state == RunState::kStarting && to == RunState::kSucceeded) {
     // It ran and exited 0 before its start was recorded (a daemon killed in

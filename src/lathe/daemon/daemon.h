@@ -317,7 +317,9 @@ class Daemon final : public Runs {
   Json PoolsJson() const;
   // Exits, lost, deadlines.
   void CheckActive(state::RunRecord& r, const exec::AttemptStatus& s) REQUIRES(mu_);
-  void Finish(state::RunRecord& r, const exec::ExitRecord& e) REQUIRES(mu_);
+  // cluster_end: AttemptStatus::cluster_end (a pool's cluster ended it).
+  void Finish(state::RunRecord& r, const exec::ExitRecord& e, std::string_view cluster_end = {})
+      REQUIRES(mu_);
   void MarkLost(state::RunRecord& r, const std::string& why) REQUIRES(mu_);
   void AttachDiagnosis(const state::RunRecord& r) REQUIRES(mu_);
   std::vector<PendingStart> Schedule() REQUIRES(mu_);

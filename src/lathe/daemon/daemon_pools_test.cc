@@ -191,5 +191,37 @@ TEST_F(DaemonPoolsTest, ARunHeldInThePoolsQueueSaysWhyAndRunsWhenStarted) {
   EXPECT_EQ(daemon_->WaitingWhy(id), "");
 }
 
+// What the cluster did to a run is not the program's failure: preempted or
+// a node lost, it is requeued (as a preemption here: no retry used) and
+// starts again as a new job; the job's time limit is the run's max_duration.
+TEST_F(DaemonPoolsTest, APreemptionOrALostNodeRequeuesTheRunATimeLimitEndsIt) {
+  std::string pre = Submit({{"pool", "cluster"}});
+  std::string node = Submit({{"pool", "cluster"}, {"retry", 0}});
+  std::string late = Submit({{"pool", "cluster"}, {"max_duration", "1h"}});
+  std::string fixed = Submit({{"pool", "cluster"}, {"requeue", false}});
+  Step(2);
+  cluster_.EndByCluster(pre, "PREEMPTED");
+  cluster_.EndByCluster(node, "NODE_FAIL");
+  cluster_.EndByCluster(late, "TIMEOUT");
+  cluster_.EndByCluster(fixed, "PREEMPTED");
+  Step(3);
+  for (const auto& id : {pre, node}) {
+    RunRecord r = Get(id);
+    EXPECT_EQ(cluster_.Launches(id), 2) << id;
+    EXPECT_EQ(r.attempt, 2) << id;
+    EXPECT_EQ(r.preemptions, 1) << id;
+    EXPECT_EQ(r.retries_used, 0) << id;
+    EXPECT_TRUE(run::IsActive(r.state)) << id;
+  }
+  RunRecord l = Get(late);
+  EXPECT_EQ(l.state, RunState::kFailed);
+  EXPECT_NE(l.reason.find("max_duration"), std::string::npos) << l.reason;
+  EXPECT_EQ(cluster_.Launches(late), 1);
+  RunRecord f = Get(fixed);
+  EXPECT_EQ(f.state, RunState::kPreempted);
+  EXPECT_NE(f.reason.find("PREEMPTED"), std::string::npos) << f.reason;
+  EXPECT_EQ(cluster_.Launches(fixed), 1);
+}
+
 }  // namespace
 }  // namespace lathe::daemon

@@ -155,6 +155,10 @@ struct AttemptStatus {
   // waits"): a cluster's state and reason, "PENDING (Resources)"; "" when
   // the backend has nothing to add (the local one).
   std::string note;
+  // When kExited: the cluster's word for an end that was not the program's
+  // doing — "PREEMPTED", "NODE_FAIL", "TIMEOUT" — so the daemon can treat it
+  // as it treats a preemption or a deadline here; "" otherwise.
+  std::string cluster_end;
 };
 
 enum class StopSignal {

@@ -46,7 +46,9 @@ bool CanTransition(RunState from, RunState to) {
       return to == S::kRunning || to == S::kFailed || to == S::kStopping || to == S::kLost ||
              to == S::kQueued;
     case S::kRunning:
-      return to == S::kStopping || to == S::kSucceeded || to == S::kFailed || to == S::kLost;
+      // -> preempted: a pool's cluster preempted it (or lost its node) without a stop of ours.
+      return to == S::kStopping || to == S::kSucceeded || to == S::kFailed || to == S::kLost ||
+             to == S::kPreempted;
     case S::kStopping:
       return to == S::kStopped || to == S::kPreempted || to == S::kFailed || to == S::kSucceeded ||
              to == S::kLost;

@@ -7,6 +7,7 @@
 //                └──▶ failed (could not start)                   go back to queued)
 //   queued ─▶ stopped (cancelled before it started)
 //   starting ─▶ queued (the daemon died before the process was started)
+//   running ─▶ preempted (a pool's cluster preempted it or lost its node)
 #pragma once
 
 #include <optional>

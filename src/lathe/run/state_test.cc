@@ -20,13 +20,14 @@ TEST(RunState, NamesRoundTrip) {
 TEST(RunState, ExactlyTheDocumentedTransitions) {
   using S = RunState;
   const std::set<std::pair<S, S>> allowed = {
-      {S::kQueued, S::kStarting},    {S::kQueued, S::kStopped},    {S::kStarting, S::kRunning},
-      {S::kStarting, S::kFailed},    {S::kStarting, S::kStopping}, {S::kStarting, S::kLost},
-      {S::kStarting, S::kQueued},    {S::kRunning, S::kStopping},  {S::kRunning, S::kSucceeded},
-      {S::kRunning, S::kFailed},     {S::kRunning, S::kLost},      {S::kStopping, S::kStopped},
-      {S::kStopping, S::kPreempted}, {S::kStopping, S::kFailed},   {S::kStopping, S::kSucceeded},
-      {S::kStopping, S::kLost},      {S::kPreempted, S::kQueued},  {S::kFailed, S::kQueued},
-      {S::kLost, S::kQueued},        {S::kSucceeded, S::kQueued},  {S::kStopped, S::kQueued},
+      {S::kQueued, S::kStarting},    {S::kQueued, S::kStopped},     {S::kStarting, S::kRunning},
+      {S::kStarting, S::kFailed},    {S::kStarting, S::kStopping},  {S::kStarting, S::kLost},
+      {S::kStarting, S::kQueued},    {S::kRunning, S::kStopping},   {S::kRunning, S::kSucceeded},
+      {S::kRunning, S::kFailed},     {S::kRunning, S::kLost},       {S::kRunning, S::kPreempted},
+      {S::kStopping, S::kStopped},   {S::kStopping, S::kPreempted}, {S::kStopping, S::kFailed},
+      {S::kStopping, S::kSucceeded}, {S::kStopping, S::kLost},      {S::kPreempted, S::kQueued},
+      {S::kFailed, S::kQueued},      {S::kLost, S::kQueued},        {S::kSucceeded, S::kQueued},
+      {S::kStopped, S::kQueued},
   };
   for (S from : kAll) {
     for (S to : kAll) {

@@ -90,6 +90,15 @@ AttemptStatus Exited(ExitRecord e) {
   return s;
 }
 
+// The ends Slurm imposed on a job that its program did not choose, as
+// AttemptStatus::cluster_end names them; "" for any other state.
+std::string ClusterEnd(std::string_view state) {
+  for (const char* s : {"PREEMPTED", "NODE_FAIL", "TIMEOUT"}) {
+    if (state == s) return s;
+  }
+  return "";
+}
+
 }  // namespace
 
 Json SlurmHandleToJson(const SlurmHandle& h) {
@@ -360,6 +369,8 @@ void SlurmBackend::Settle(const std::vector<std::string>& ids) {
   for (const auto& [id, job] : jobs) {
     if (auto exit = ReadExit(job)) {
       ended[id] = Exited(*exit);
+      // Slurm's last word, when squeue still showed the job ended.
+      if (job.last && !job.absent) ended[id].cluster_end = ClusterEnd(job.last->state);
     } else if (job.settled_looks >= 2) {  // never on one answer: NFS may show the file late
       unexplained.push_back(id);
     }
@@ -377,6 +388,7 @@ void SlurmBackend::Settle(const std::vector<std::string>& ids) {
     }
     if (end) {
       ended[id] = Exited(*SlurmExitRecord(*end, RunStarted(job), OutputTail(job), clock_.NowMs()));
+      ended[id].cluster_end = ClusterEnd(end->state);
       continue;
     }
     AttemptStatus gone;

@@ -462,6 +462,33 @@ TEST_F(SlurmBackendTest, AnExitRecordEndsTheAttemptAtTheFirstAbsence) {
   EXPECT_EQ(s.note, "COMPLETED");
 }
 
+// An end Slurm imposed (preemption, a node lost, the time limit) is said
+// beside the monitor's exit record, so the daemon does not take it for the
+// program's; the program's own end says nothing of the kind.
+TEST_F(SlurmBackendTest, AnEndSlurmImposedIsNamedBesideTheExitRecord) {
+  Json h = Launch();
+  slurm_->Queue({{"4242", "RUNNING|None"}});
+  PollOne(Ref(h));
+  WriteExit(AttemptDir(), 143);
+  slurm_->Queue({{"4242", "PREEMPTED|None"}});
+  Later();
+  AttemptStatus s = PollOne(Ref(h));
+  ASSERT_EQ(s.phase, AttemptPhase::kExited);
+  EXPECT_EQ(s.cluster_end, "PREEMPTED");
+}
+
+TEST_F(SlurmBackendTest, TheProgramsOwnEndNamesNoClusterEnd) {
+  Json h = Launch();
+  slurm_->Queue({{"4242", "RUNNING|None"}});
+  PollOne(Ref(h));
+  WriteExit(AttemptDir(), 1);
+  slurm_->Queue({{"4242", "FAILED|NonZeroExitCode"}});
+  Later();
+  AttemptStatus s = PollOne(Ref(h));
+  ASSERT_EQ(s.phase, AttemptPhase::kExited);
+  EXPECT_EQ(s.cluster_end, "");
+}
+
 TEST_F(SlurmBackendTest, AFailedSqueueKeepsTheLastStatesAndCountsForNothing) {
   Json h = Launch();
   slurm_->Queue({{"4242", "RUNNING|None"}});

@@ -26,7 +26,8 @@ class FakeBackend final : public ExecutionBackend {
     ExitRecord exit;
     std::vector<StopSignal> signals;
     bool released = false;
-    std::string note;  // what Poll says while the attempt is held (kStarting)
+    std::string note;         // what Poll says while the attempt is held (kStarting)
+    std::string cluster_end;  // AttemptStatus::cluster_end once it ended
   };
 
   // What the test may change before or between calls.
@@ -61,6 +62,14 @@ class FakeBackend final : public ExecutionBackend {
     Drive(run_id, [](Attempt& a) {
       a.phase = AttemptPhase::kRunning;
       a.note.clear();
+    });
+  }
+  // Ended by the cluster (PREEMPTED, NODE_FAIL, TIMEOUT): the program got SIGTERM.
+  void EndByCluster(const std::string& run_id, const std::string& state) {
+    Drive(run_id, [&](Attempt& a) {
+      a.phase = AttemptPhase::kExited;
+      a.exit.signal = 15;
+      a.cluster_end = state;
     });
   }
   void Vanish(const std::string& run_id) {
@@ -118,6 +127,7 @@ class FakeBackend final : public ExecutionBackend {
       s.phase = it->second.phase;
       s.exit = it->second.exit;
       s.note = it->second.note;
+      s.cluster_end = it->second.cluster_end;
       if (s.phase == AttemptPhase::kGone) s.why = "the fake attempt vanished";
       out.push_back(s);
     }
