@@ -9,6 +9,7 @@ SIGTERM drain without failed requests, 429 on a full queue, 413, `promtool
 check metrics` on a live scrape.
 No test asserts a wall-clock bound; the server binds port 0.
 """
+import atexit
 import json
 import os
 import select
@@ -30,6 +31,8 @@ class Server:
     def __init__(self, *args, env=None):
         self.args = list(args)
         self.dir = tempfile.mkdtemp(prefix="lathe-serve-integ-")
+        # Removed when the test process ends: a test may read the log after stop().
+        atexit.register(shutil.rmtree, self.dir, True)
         self.log_path = os.path.join(self.dir, "serve.log")
         self.env = english_env(env)
         self.proc = None
