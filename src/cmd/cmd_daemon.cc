@@ -166,19 +166,7 @@ Status ApplyDeploymentFlags(const DaemonFlags& f, deploy::DeploymentOptions& d) 
 void ApplyPools(const DaemonFlags& f, node::NodeOptions& no) {
   if (f.runs.default_pool) no.daemon.default_pool = *f.runs.default_pool;
   if (!f.runs.pools) return;
-  for (const auto& [name, p] : *f.runs.pools) {
-    exec::SlurmPoolOptions s;
-    s.name = name;
-    s.partition = p.partition;
-    s.account = p.account;
-    s.qos = p.qos;
-    s.shared_dir = p.shared_dir;
-    s.signal_grace_ms = p.signal_grace_ms;
-    s.slurm_conf = p.slurm_conf;
-    s.lathe_path = p.lathe_path;
-    s.bin_dir = p.bin_dir;
-    no.slurm_pools.push_back(std::move(s));
-  }
+  for (const auto& [name, p] : *f.runs.pools) no.slurm_pools.push_back(p.slurm);
 }
 
 // What the node is built from: the flags after ApplyConfig.

@@ -202,8 +202,9 @@ TEST(DaemonConfig, ParsesPoolsAndTheDefaultPool) {
       "c.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_TRUE(c->pools);
-  const PoolSettings& p = c->pools->at("cluster");
-  EXPECT_EQ(p.type, "slurm");
+  EXPECT_EQ(c->pools->at("cluster").type, "slurm");
+  const exec::SlurmPoolOptions& p = c->pools->at("cluster").slurm;
+  EXPECT_EQ(p.name, "cluster");
   EXPECT_EQ(p.partition, "gpu");
   EXPECT_EQ(p.account, "lab-1");
   EXPECT_EQ(p.shared_dir, "/shared/lathe");

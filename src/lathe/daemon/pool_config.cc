@@ -30,10 +30,11 @@ bool AbsolutePath(std::string_view v) {
 }
 
 Status ParseKey(const std::string& key, const std::string& field, const std::string& v,
-                std::string_view file, PoolSettings& p) {
+                std::string_view file, PoolSettings& pool) {
+  exec::SlurmPoolOptions& p = pool.slurm;
   if (field == "type") {
     if (v != "slurm") return BadKey(file, key, "slurm");
-    p.type = v;
+    pool.type = v;
   } else if (field == "partition" || field == "account" || field == "qos") {
     if (!SlurmName(v)) return BadKey(file, key, "a Slurm name: letters, digits, _ - .");
     (field == "partition" ? p.partition : field == "account" ? p.account : p.qos) = v;
@@ -68,7 +69,7 @@ Result<PoolSettings> ParsePool(const std::string& name, const YAML::Node& node,
   }
   if (!node.IsMap()) return BadKey(file, prefix, "a mapping of type, shared_dir, ...");
   PoolSettings p;
-  p.name = name;
+  p.slurm.name = name;
   for (const auto& kv : node) {
     const std::string field = kv.first.Scalar();
     const std::string key = prefix + "." + field;
@@ -78,7 +79,7 @@ Result<PoolSettings> ParsePool(const std::string& name, const YAML::Node& node,
     RETURN_IF_ERROR(ParseKey(key, field, kv.second.Scalar(), file, p));
   }
   if (p.type.empty()) return BadKey(file, prefix + ".type", "slurm");
-  if (p.shared_dir.empty()) return BadKey(file, prefix + ".shared_dir", "an absolute path");
+  if (p.slurm.shared_dir.empty()) return BadKey(file, prefix + ".shared_dir", "an absolute path");
   return p;
 }
 

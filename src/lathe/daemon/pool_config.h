@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "lathe/common/status.h"
+#include "lathe/exec/slurm/slurm_options.h"
 
 namespace YAML {
 class Node;
@@ -32,14 +33,8 @@ class Node;
 namespace lathe::daemon {
 
 struct PoolSettings {
-  std::string name;
-  std::string type;  // "slurm"
-  std::string partition, account, qos;
-  std::string shared_dir;
-  int64_t signal_grace_ms = 90'000;
-  std::string slurm_conf;
-  std::string lathe_path;
-  std::string bin_dir;
+  std::string type;              // "slurm"
+  exec::SlurmPoolOptions slurm;  // what the pool's backend is made with (its name included)
 };
 
 // `node` is the value of `pools:`; errors are config.bad_key naming the key.
