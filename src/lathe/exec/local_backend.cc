@@ -225,6 +225,10 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
   ASSIGN_OR_RETURN(SpawnResult spawned,
                    SpawnMonitor(opts_.self_exe, launch, req.attempt_dir + "/monitor.log"));
   h.monitor_pid = spawned.monitor_pid;
+  if (spawned.monitor_pid > 0) {
+    std::lock_guard lock(mu_);
+    monitors_.insert(spawned.monitor_pid);
+  }
   h.child_pid = spawned.child_pid;
   if (spawned.start_error.empty()) {
     auto mon = ReadMonitorRecord(c.monitor_path);
@@ -244,7 +248,10 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
 
 std::vector<AttemptStatus> LocalBackend::Poll(const std::vector<AttemptRef>& attempts) {
   // Reap monitors that were our children (re-adopted ones are not).
-  (void)os::ReapExitedChildren();
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(monitors_, [](pid_t pid) { return os::TryReap(pid).has_value(); });
+  }
   std::vector<AttemptStatus> out;
   out.reserve(attempts.size());
   for (const auto& a : attempts) out.push_back(PollOne(a));

@@ -21,6 +21,8 @@
 // Thread-safe as backend.h asks: it keeps no state besides its options.
 #pragma once
 
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "lathe/exec/backend.h"
@@ -100,6 +102,12 @@ class LocalBackend final : public ExecutionBackend {
   const LocalBackendOptions opts_;
   os::Env& env_;
   os::Clock& clock_;
+
+  // The monitors this process spawned and has not reaped yet. Only these
+  // are reaped: waitpid(-1) would also take the exit status of a command
+  // another thread runs (sbatch, sinfo) and waits for.
+  std::mutex mu_;
+  std::set<pid_t> monitors_;  // guarded by mu_
 };
 
 }  // namespace lathe::exec

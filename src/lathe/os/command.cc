@@ -64,13 +64,20 @@ bool Collect(int out_fd, int err_fd, int64_t deadline, CommandOutput& o) {
   return true;
 }
 
-// Waits for the child until the deadline; false on timeout.
-bool Reap(pid_t pid, int64_t deadline, int& wstatus) {
+enum class Reaped { kExited, kTimedOut, kLost };
+
+// Waits for the child until the deadline. kLost: waitpid failed (ECHILD:
+// something else in this process reaped it), so its exit status is unknown
+// and must not be taken for a success.
+Reaped Reap(pid_t pid, int64_t deadline, int& wstatus, int& err) {
   while (true) {
     pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
-    if (r == pid) return true;
-    if (r < 0 && errno != EINTR) return true;
-    if (NowMs() >= deadline) return false;
+    if (r == pid) return Reaped::kExited;
+    if (r < 0 && errno != EINTR) {
+      err = errno;
+      return Reaped::kLost;
+    }
+    if (NowMs() >= deadline) return Reaped::kTimedOut;
     ::usleep(2000);
   }
 }
@@ -112,11 +119,16 @@ Result<CommandOutput> RunWithDeadline(const std::vector<std::string>& argv, char
   bool done = Collect(out_pipe[0], err_pipe[0], deadline, o);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
-  int wstatus = 0;
-  if (!done || !Reap(pid, deadline, wstatus)) {
+  int wstatus = 0, err = 0;
+  const Reaped reaped = done ? Reap(pid, deadline, wstatus, err) : Reaped::kTimedOut;
+  if (reaped == Reaped::kTimedOut) {
     KillGroup(pid);
     return Status::DeadlineExceeded(argv[0] + " did not finish within " +
                                     std::to_string(timeout_ms) + " ms");
+  }
+  if (reaped == Reaped::kLost) {
+    return Status::Internal(argv[0] + ": its exit status was lost (waitpid: " + std::strerror(err) +
+                            ")");
   }
   if (WIFEXITED(wstatus)) {
     o.exit_code = WEXITSTATUS(wstatus);

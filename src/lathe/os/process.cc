@@ -181,12 +181,6 @@ ExitStatus DecodeWaitStatus(int wstatus) {
   return s;
 }
 
-int ReapExitedChildren() {
-  int n = 0;
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) ++n;
-  return n;
-}
-
 std::optional<ExitStatus> TryReap(pid_t pid) {
   int ws = 0;
   pid_t r;

@@ -79,9 +79,6 @@ ExitStatus DecodeWaitStatus(int wstatus);
 // (it is reaped then), nullopt while it runs or when `pid` is not a child of
 // this process.
 std::optional<ExitStatus> TryReap(pid_t pid);
-// Reaps every child of this process that has exited, without waiting (the
-// local backend's monitors, once they end); returns how many.
-int ReapExitedChildren();
 
 // Starts `argv` (argv[0] is the program's path; PATH is not searched) detached
 // from the caller, as `lathe up` starts the daemon:

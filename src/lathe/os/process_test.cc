@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
+#include "lathe/os/command.h"
 #include "lathe/os/files.h"
 
 namespace lathe::os {
@@ -234,25 +236,29 @@ TEST(Process, TryReapSeesTheExitOnlyOnce) {
   EXPECT_FALSE(TryReap(pid).has_value());  // reaped: no longer a child
 }
 
-TEST(Process, ReapExitedChildrenLeavesNoZombieAndKeepsTheLiving) {
-  pid_t done = ::fork();
-  if (done == 0) ::_exit(0);
-  pid_t alive = ::fork();
-  if (alive == 0) {
-    ::pause();
-    ::_exit(0);
+// A command whose exit status someone else took (waitpid by another thread)
+// is an error, never a success.
+TEST(Process, ACommandWhoseExitStatusWasTakenIsAnError) {
+  std::atomic<bool> stop{false};
+  std::thread thief([&] {
+    while (!stop) {
+      if (::waitpid(-1, nullptr, WNOHANG) <= 0) ::usleep(100);
+    }
+  });
+  int errors = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = RunCommand({"/bin/sh", "-c", "sleep 0.01; exit 3"}, 10000);
+    if (!r.ok()) {
+      ++errors;
+      EXPECT_NE(r.status().message().find("exit status was lost"), std::string::npos)
+          << r.status().ToString();
+    } else {
+      EXPECT_EQ(r->exit_code, 3);  // never 0
+    }
   }
-  while (ProcessStartTime(done) && ProcessAlive(done)) ::usleep(1000);  // a zombie is not alive
-  int reaped = 0;
-  for (int i = 0; i < 1000 && reaped == 0; ++i) {
-    reaped = ReapExitedChildren();
-    if (reaped == 0) ::usleep(1000);
-  }
-  EXPECT_EQ(reaped, 1);
-  EXPECT_FALSE(ProcessStartTime(done).has_value());  // gone from /proc: reaped
-  EXPECT_TRUE(ProcessAlive(alive));
-  ::kill(alive, SIGKILL);
-  ::waitpid(alive, nullptr, 0);
+  stop = true;
+  thief.join();
+  EXPECT_GT(errors, 0);  // the thief won at least once in 20 tries
 }
 
 }  // namespace
