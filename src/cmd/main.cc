@@ -15,13 +15,15 @@
 #include "lathe/common/log.h"
 #include "lathe/exec/monitor.h"
 #include "lathe/run/notebook_prelude.h"
+#include "lathe/snap/watcher.h"
 
 int main(int argc, char** argv) {
   // The per-run monitor (`lathe __monitor LAUNCH FD`, started by the daemon
   // for every run; FD "-" in a Slurm job) skips building the whole command
   // line: it is on the path from submit to the job's first instruction.
   if (argc == 4 && std::strcmp(argv[1], "__monitor") == 0) {
-    return lathe::exec::MonitorMain(argv[2], lathe::exec::ParseHandshakeFd(argv[3]));
+    return lathe::exec::MonitorMain(argv[2], lathe::exec::ParseHandshakeFd(argv[3]),
+                                    lathe::snap::WatchUntilStopped);
   }
   // A notebook run's first program (run/notebook_prelude.h): it execs Jupyter.
   if (argc >= 2 && std::strcmp(argv[1], "__notebook") == 0) {

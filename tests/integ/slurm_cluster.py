@@ -49,14 +49,21 @@ def _children(pid):
 
 
 class Cluster:
-    """One node named after this host, `gpus` fake GPUs, `cpus` CPUs, partition `debug`."""
+    """One node named after this host, `gpus` fake GPUs, `cpus` CPUs, partition `debug`.
 
-    def __init__(self, base, gpus=2, cpus=2):
+    With `preempt`, a second partition `urgent` on the same node has the higher priority tier:
+    a job there preempts (cancels, after `grace_s` of SIGTERM) the jobs of `debug` it needs room
+    from (PreemptType=preempt/partition_prio, PreemptMode=CANCEL), and such a job ends PREEMPTED.
+    """
+
+    def __init__(self, base, gpus=2, cpus=2, preempt=False, grace_s=10):
         self.base = base
         self.dir = os.path.join(base, "slurm")
         self.mdir = os.path.join(base, "munge")
         self.gpus = gpus
         self.cpus = cpus
+        self.preempt = preempt
+        self.grace_s = grace_s
         self.procs = {}
         self.host = socket.gethostname().split(".")[0]
         self.conf = os.path.join(self.dir, "slurm.conf")
@@ -101,7 +108,17 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} Sockets=1 CoresPerSocket={self.cpus} ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:{self.gpus} State=UNKNOWN
-PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
+"""
+        if self.preempt:
+            # The backfill pass is where a pending job preempts: every second, not every 30.
+            conf = conf.replace("sched_min_interval=0", "sched_min_interval=0,bf_interval=1")
+            conf += f"""PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime={self.grace_s}
+PartitionName=urgent Nodes={self.host} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+"""
+        else:
+            conf += f"""PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
 """
         with open(self.conf, "w") as f:
             f.write(conf)
@@ -143,7 +160,7 @@ PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
                 if p.poll() is not None:
                     raise RuntimeError(f"{n} exited with {p.returncode}: {self.tail(n + '.out')}")
             p = self.run("sinfo", "-h", "-o", "%t")
-            if p.returncode == 0 and p.stdout.strip() == "idle":
+            if p.returncode == 0 and set(p.stdout.split()) == {"idle"}:
                 return self
             time.sleep(0.1)
         raise RuntimeError("the Slurm node did not become idle: " + self.tail("slurm/slurmd.log"))

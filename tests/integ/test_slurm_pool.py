@@ -28,7 +28,11 @@ OTHER = "lathe-it-slurm2"
 PR_SET_CHILD_SUBREAPER = 36
 
 
-class SlurmPool(unittest.TestCase):
+class PoolCase(unittest.TestCase):
+    """A private Slurm (`CLUSTER`: slurm_cluster.Cluster's options) and a root daemon whose
+    config names it as pool `cluster`, shared directory <base>/shared (mode 1777); no tests."""
+    CLUSTER = {}
+
     @classmethod
     def setUpClass(cls):
         why = slurm_cluster.missing()
@@ -41,7 +45,7 @@ class SlurmPool(unittest.TestCase):
         ensure_user(OTHER)
         cls.base = tempfile.mkdtemp(prefix="lathe-slurm-pool-")
         os.chmod(cls.base, 0o755)
-        cls.cluster = slurm_cluster.Cluster(cls.base, gpus=2, cpus=2)
+        cls.cluster = slurm_cluster.Cluster(cls.base, **{"gpus": 2, "cpus": 2, **cls.CLUSTER})
         try:
             cls.cluster.start()
             cls.shared = os.path.join(cls.base, "shared")
@@ -89,6 +93,8 @@ class SlurmPool(unittest.TestCase):
         return self.run_as(USER, "run", "--pool", "cluster", "--workdir", self.shared,
                            *args).stdout.strip()
 
+
+class SlurmPool(PoolCase):
     def test_a_users_gpu_job_runs_on_the_cluster_as_them(self):
         rid = self.submit("--gpus", "1", "--", "sh", "-c",
                           'echo "uid=$(id -u) gpus=$CUDA_VISIBLE_DEVICES job=${SLURM_JOB_ID:+yes}";'

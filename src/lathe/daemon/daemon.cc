@@ -44,7 +44,10 @@ namespace {
 RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string_view cluster_end,
                     std::string& what, bool* requeue) {
   if (!e.start_error.empty()) return RunState::kFailed;
-  if (r.stop_intent == run::StopIntent::kNone && !cluster_end.empty()) {
+  // Exited 0 without being asked to stop: the program finished, whatever
+  // the cluster says of the job afterwards (a preemption decided as it ended).
+  const bool finished = e.exit_code && *e.exit_code == 0 && e.stop_signal == 0;
+  if (r.stop_intent == run::StopIntent::kNone && !cluster_end.empty() && !finished) {
     // Ended by its pool's cluster, not by the program: preempted or a node
     // lost is a preemption here (requeued when the spec allows, not a
     // retry); the job's time limit is the run's max_duration.
@@ -545,6 +548,8 @@ void Daemon::Readopt(RunRecord& r) {
     stop_deadline_ms_[r.id] = clock_.MonotonicMs() + opts_.kill_grace_ms;
   }
   if (r.spec.checkpoint_dir.empty()) return;
+  // A pool run's node recorded what it wrote: the first poll captures it.
+  if (exec::ExecutionBackend* b = BackendOf(r); b != nullptr && b->Caps().places_runs) return;
   // Checkpoints written while no daemon watched are captured now, with the
   // run's user's identity, and only from a directory the rules still allow.
   const DirOwner owner = OwnerOf(r);
@@ -654,6 +659,7 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
       break;
   }
   pool_notes_.erase(r.id);
+  CapturePoolCheckpoints(r, s.checkpoints_recorded);
   if (r.state == RunState::kStarting && !r.handle.empty()) {  // a cluster's job began
     // Best effort: Transition logs a failure; the next pass looks again.
     (void)Transition(r, RunState::kRunning, "running on its pool");
@@ -712,9 +718,11 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cl
   bool requeue = false;
   RunState to = EndStateOf(r, e, cluster_end, what, &requeue);
   r.reason = to == RunState::kSucceeded ? "" : what;
-  if (r.state == RunState::kStarting && to == RunState::kSucceeded) {
-    // It ran and exited 0 before its start was recorded (a daemon killed in
-    // between): record the start, then the success.
+  if (r.state == RunState::kStarting &&
+      (to == RunState::kSucceeded || (to == RunState::kPreempted && !cluster_end.empty()))) {
+    // It ran and exited 0 (or its cluster preempted it) before its start was
+    // recorded (a daemon killed in between; a job that ran between two
+    // polls): record the start, then the end.
     if (!Transition(r, RunState::kRunning, "started (recorded after it had finished)").ok()) return;
   } else if (r.state == RunState::kStarting && to != RunState::kFailed) {
     to = RunState::kFailed;
@@ -899,6 +907,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.attempt_dir = AttemptDir(r);
   q.log_path = LogPath(r);
   q.log_max_bytes = opts_.run_log_max_bytes;
+  q.checkpoint_dir = r.spec.checkpoint_dir;
   if (IsNotebook(r)) {
     // Made at submission; a run from before notebooks had tokens gets one now.
     auto token = NotebookToken(r.run_dir);
@@ -1050,7 +1059,11 @@ Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
     }
     p.request.env["LATHE_CHECKPOINT_DIR"] = dir;
     if (!point->resume_from.empty()) p.request.env["LATHE_RESUME_FROM"] = point->resume_from;
-    RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, owner, r.spec.keep_checkpoints));
+    // A pool's runs write on their nodes, which the daemon's inotify does not
+    // see: the node records each checkpoint (CapturePoolCheckpoints).
+    if (!BackendOf(r)->Caps().places_runs) {
+      RETURN_IF_ERROR(checkpoints_->Watch(r.id, r.attempt, dir, owner, r.spec.keep_checkpoints));
+    }
   }
   RETURN_IF_ERROR(PrepareWorkspaceRecord(r, p.request.user.uid, p.request.user.gid));
   return BackendOf(r)->Launch(p.request, p.prepared);  // PrepareStart found it
@@ -1061,7 +1074,23 @@ DirOwner Daemon::OwnerOf(const RunRecord& r) const {
   return DirOwner{r.uid, u.ok() ? u->gid : static_cast<gid_t>(r.uid)};
 }
 
+// A running pool attempt whose node recorded more finished checkpoints than
+// were captured: one snapshot of the directory, as the user, in the
+// background. While the previous capture still runs the count is kept, so
+// the next pass asks again.
+void Daemon::CapturePoolCheckpoints(const RunRecord& r, int64_t recorded) {
+  if (r.spec.checkpoint_dir.empty() || recorded <= 0) return;
+  PoolCheckpoints& seen = pool_checkpoints_[r.id];
+  if (seen.attempt != r.attempt) seen = PoolCheckpoints{r.attempt, 0};
+  if (recorded <= seen.captured) return;
+  if (checkpoints_->CaptureRecorded(r.id, r.attempt, r.spec.checkpoint_dir, OwnerOf(r),
+                                    r.spec.keep_checkpoints, recorded)) {
+    seen.captured = recorded;
+  }
+}
+
 void Daemon::EndCheckpoints(const RunRecord& r, bool capture_if_unwatched) {
+  pool_checkpoints_.erase(r.id);
   if (r.spec.checkpoint_dir.empty()) return;
   checkpoints_->Unwatch(r.id, r.attempt, r.spec.checkpoint_dir, OwnerOf(r), r.spec.keep_checkpoints,
                         capture_if_unwatched);

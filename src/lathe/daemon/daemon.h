@@ -330,7 +330,9 @@ class Daemon final : public Runs {
   std::vector<Result<exec::Launched>> LaunchAll(std::vector<PendingStart>& starts) EXCLUDES(mu_);
   Result<exec::Launched> StartAttempt(PendingStart& p) EXCLUDES(mu_);
   // Checkpoint capture ends with the attempt (see run_checkpoints.h).
-  void EndCheckpoints(const state::RunRecord& r, bool capture_if_unwatched);
+  void EndCheckpoints(const state::RunRecord& r, bool capture_if_unwatched) REQUIRES(mu_);
+  // A pool run's node recorded `recorded` finished checkpoints so far.
+  void CapturePoolCheckpoints(const state::RunRecord& r, int64_t recorded) REQUIRES(mu_);
   void DrainCheckpointEvents() REQUIRES(mu_);
   DirOwner OwnerOf(const state::RunRecord& r) const;
   Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) REQUIRES(mu_);
@@ -463,6 +465,13 @@ class Daemon final : public Runs {
   // What a pool's backend says of a run it holds but has not started
   // (AttemptStatus::note: "PENDING (Resources)"); run id -> note.
   std::map<std::string, std::string> pool_notes_ GUARDED_BY(mu_);
+  // How many of a pool run's node-recorded checkpoints were captured, for
+  // its current attempt; run id -> count.
+  struct PoolCheckpoints {
+    int attempt = 0;
+    int64_t captured = 0;
+  };
+  std::map<std::string, PoolCheckpoints> pool_checkpoints_ GUARDED_BY(mu_);
   // run id -> when a retried run may start again (monotonic ms): its backoff.
   // Kept in memory: after a daemon restart a retry starts without waiting.
   std::map<std::string, int64_t> retry_at_ms_ GUARDED_BY(mu_);

@@ -8,6 +8,7 @@
 
 #include "lathe/daemon/daemon.h"
 #include "lathe/exec/test_util/fake_backend.h"
+#include "lathe/os/files.h"
 #include "lathe/os/test_util/fake_clock.h"
 
 namespace lathe::daemon {
@@ -22,12 +23,15 @@ class DaemonPoolsTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/lathe-pools-test-XXXXXX";
     home_ = ::mkdtemp(tmpl);
+    char work[] = "/tmp/lathe-pools-work-XXXXXX";  // where runs write: outside the home
+    work_ = ::mkdtemp(work);
     cluster_.caps.places_runs = true;
     Open();
   }
   void TearDown() override {
     daemon_.reset();
     std::filesystem::remove_all(home_);
+    std::filesystem::remove_all(work_);
   }
 
   // A daemon on the same home and the same fakes: a second call is a restart.
@@ -62,8 +66,27 @@ class DaemonPoolsTest : public ::testing::Test {
   void Step(int n = 1) {
     for (int i = 0; i < n; ++i) daemon_->StepForTest();
   }
+  // The run's events of `type`, after stepping until there are `n` of them
+  // (captures run in the background) or a generous number of passes.
+  std::vector<state::EventRecord> EventsOf(const std::string& id, const std::string& type,
+                                           size_t n) {
+    std::vector<state::EventRecord> out;
+    for (int i = 0; i < 500; ++i) {
+      Step();
+      out.clear();
+      auto all = daemon_->Events(id, 0);
+      EXPECT_TRUE(all.ok());
+      if (!all.ok()) return out;
+      for (auto& e : *all) {
+        if (e.type == type) out.push_back(e);
+      }
+      if (out.size() >= n) return out;
+      ::usleep(10000);
+    }
+    return out;
+  }
 
-  std::string home_;
+  std::string home_, work_;
   os::FakeClock clock_;
   FakeBackend local_;
   FakeBackend cluster_;
@@ -221,6 +244,78 @@ TEST_F(DaemonPoolsTest, APreemptionOrALostNodeRequeuesTheRunATimeLimitEndsIt) {
   EXPECT_EQ(f.state, RunState::kPreempted);
   EXPECT_NE(f.reason.find("PREEMPTED"), std::string::npos) << f.reason;
   EXPECT_EQ(cluster_.Launches(fixed), 1);
+}
+
+// A program that exits 0 on its own has finished, even when its cluster
+// calls the job preempted or timed out as it ended; one that exits 0 after
+// being asked to stop has not.
+TEST_F(DaemonPoolsTest, AProgramThatFinishedOnItsOwnSucceedsWhateverTheClusterSays) {
+  std::string done = Submit({{"pool", "cluster"}});
+  std::string cut = Submit({{"pool", "cluster"}});
+  Step();
+  cluster_.EndByCluster(done, "TIMEOUT", 0);
+  cluster_.EndByCluster(cut, "PREEMPTED");
+  Step(2);
+  EXPECT_EQ(Get(done).state, RunState::kSucceeded) << Get(done).reason;
+  EXPECT_EQ(cluster_.Launches(done), 1);
+  EXPECT_GE(cluster_.Launches(cut), 2);  // preempted, then requeued
+}
+
+// A pool run's checkpoints are written on its node, where the daemon's
+// inotify sees nothing: the daemon does not watch the directory, and takes a
+// snapshot when the node's records grow, one per new record count.
+TEST_F(DaemonPoolsTest, APoolRunsCheckpointsAreCapturedFromItsNodesRecords) {
+  const std::string dir = work_ + "/ckpt";
+  std::string id = Submit({{"pool", "cluster"}, {"checkpoints", {{"dir", dir}}}});
+  Step(2);
+  ASSERT_EQ(Get(id).state, RunState::kRunning);
+  EXPECT_EQ(cluster_.Get(id, 1)->request.checkpoint_dir, dir);
+  // Written "on the node" without a record: nothing is captured while it runs.
+  ASSERT_TRUE(os::MakeDirs(dir + "/step_50").ok());
+  ASSERT_TRUE(os::WriteFileAtomic(dir + "/step_50/model.txt", "weights-50").ok());
+  Step(3);
+  ::usleep(300000);  // longer than a watcher's quiet period: a watch would have fired
+  EXPECT_TRUE(EventsOf(id, "checkpoint", 0).empty());
+  cluster_.RecordCheckpoint(id);
+  auto events = EventsOf(id, "checkpoint", 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].data.value("trigger", ""), "checkpoint 1 recorded on its node");
+  EXPECT_EQ(events[0].data.value("resume_point", ""), "step_50");
+  // The same count again captures nothing more; the next record does.
+  Step(3);
+  EXPECT_EQ(EventsOf(id, "checkpoint", 1).size(), 1u);
+  ASSERT_TRUE(os::MakeDirs(dir + "/step_100").ok());
+  ASSERT_TRUE(os::WriteFileAtomic(dir + "/step_100/model.txt", "weights-100").ok());
+  cluster_.RecordCheckpoint(id);
+  events = EventsOf(id, "checkpoint", 2);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].data.value("trigger", ""), "checkpoint 2 recorded on its node");
+}
+
+// Preempted by its cluster, the run comes back with the newest checkpoint
+// put back into its directory and LATHE_RESUME_FROM naming it.
+TEST_F(DaemonPoolsTest, APreemptedPoolRunResumesFromItsLastCapturedCheckpoint) {
+  const std::string dir = work_ + "/ckpt";
+  std::string id = Submit({{"pool", "cluster"}, {"checkpoints", {{"dir", dir}}}});
+  Step(2);
+  ASSERT_TRUE(os::MakeDirs(dir + "/step_50").ok());
+  ASSERT_TRUE(os::WriteFileAtomic(dir + "/step_50/model.txt", "weights-50").ok());
+  cluster_.RecordCheckpoint(id);
+  ASSERT_EQ(EventsOf(id, "checkpoint", 1).size(), 1u);
+  ASSERT_TRUE(os::RemoveAll(dir + "/step_50").ok());  // the node's copy is lost
+  cluster_.EndByCluster(id, "PREEMPTED");
+  for (int i = 0; i < 500 && cluster_.Launches(id) < 2; ++i) {
+    Step();
+    ::usleep(10000);
+  }
+  ASSERT_EQ(cluster_.Launches(id), 2);
+  const auto second = cluster_.Get(id, 2);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->request.env.at("LATHE_RESUME_FROM"), dir + "/step_50");
+  auto back = os::ReadFile(dir + "/step_50/model.txt");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, "weights-50");
+  EXPECT_EQ(Get(id).retries_used, 0);  // a preemption is not a retry
 }
 
 }  // namespace

@@ -161,6 +161,7 @@ void RunCheckpoints::Snapshot(const std::string& run_id, int attempt, const std:
   std::string msg = fmt::format("snapshot {} ({}): {} files, {} new", Short(r->id), why,
                                 m.stats.files, FormatBytes(m.stats.new_bytes));
   Json data = {{"snapshot", r->id},
+               {"trigger", why},
                {"files", m.stats.files},
                {"new_bytes", m.stats.new_bytes},
                {"complete", m.complete()}};
@@ -244,6 +245,20 @@ void RunCheckpoints::Unwatch(const std::string& run_id, int attempt, const std::
       Snapshot(run_id, attempt, dir, owner, keep, "after the run ended unwatched");
     }
   });
+}
+
+bool RunCheckpoints::CaptureRecorded(const std::string& run_id, int attempt, const std::string& dir,
+                                     DirOwner owner, int keep, int64_t recorded) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto [b, e] = captures_.equal_range(run_id);
+  for (auto it = b; it != e; ++it) {
+    if (!it->second.done->load()) return false;
+  }
+  StartCapture(run_id, [=, this] {
+    Snapshot(run_id, attempt, dir, owner, keep,
+             fmt::format("checkpoint {} recorded on its node", recorded));
+  });
+  return true;
 }
 
 void RunCheckpoints::WaitCaptures(const std::string& run_id) {

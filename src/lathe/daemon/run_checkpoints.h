@@ -96,6 +96,13 @@ class RunCheckpoints {
   void Unwatch(const std::string& run_id, int attempt, const std::string& dir, DirOwner owner,
                int keep, bool capture_if_unwatched);
 
+  // A pool attempt's node recorded its `recorded`-th finished checkpoint
+  // (exec/checkpoint_records.h): one snapshot of `dir`, in the background.
+  // False (nothing started) while the previous capture of `run_id` still
+  // runs: the caller asks again later.
+  bool CaptureRecorded(const std::string& run_id, int attempt, const std::string& dir,
+                       DirOwner owner, int keep, int64_t recorded);
+
   bool Watching(const std::string& run_id);
   // Waits for the captures of `run_id` still running in the background (the
   // last one of an attempt that ended). After it, a finished run gets no

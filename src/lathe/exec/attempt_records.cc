@@ -24,7 +24,9 @@ Json LaunchToJson(const LaunchConfig& c) {
               {"log_stall_ms", c.log_stall_ms},
               {"log_max_bytes", c.log_max_bytes},
               {"setup_argv", c.setup_argv},
-              {"readonly_paths", c.readonly_paths}};
+              {"readonly_paths", c.readonly_paths},
+              {"checkpoint_dir", c.checkpoint_dir},
+              {"checkpoint_records", c.checkpoint_records}};
 }
 
 Result<LaunchConfig> LaunchFromJson(const Json& j) {
@@ -52,6 +54,8 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.log_max_bytes = j.value("log_max_bytes", c.log_max_bytes);
     c.setup_argv = j.value("setup_argv", std::vector<std::string>{});
     c.readonly_paths = j.value("readonly_paths", std::vector<std::string>{});
+    c.checkpoint_dir = j.value("checkpoint_dir", std::string());
+    c.checkpoint_records = j.value("checkpoint_records", std::string());
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
     return c;
   } catch (const Json::exception& e) {
@@ -111,6 +115,7 @@ Json ExitToJson(const ExitRecord& e) {
     j["log_lost_reason"] = e.log_lost_reason;
   }
   if (e.log_trimmed_bytes > 0) j["log_trimmed_bytes"] = e.log_trimmed_bytes;
+  if (e.stop_signal > 0) j["stop_signal"] = e.stop_signal;
   return j;
 }
 
@@ -127,6 +132,7 @@ Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env) {
   e.log_lost_bytes = j.value("log_lost_bytes", uint64_t{0});
   e.log_lost_reason = j.value("log_lost_reason", "");
   e.log_trimmed_bytes = j.value("log_trimmed_bytes", uint64_t{0});
+  e.stop_signal = j.value("stop_signal", 0);
   return e;
 }
 

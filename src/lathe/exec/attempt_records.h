@@ -60,6 +60,13 @@ struct LaunchConfig {
   uint64_t log_hold_bytes = 4 << 20;
   int64_t log_stall_ms = 30000;
   uint64_t log_max_bytes = 0;  // the log's cap on disk (LogWriterOptions::max_file_bytes)
+  // A run whose checkpoints are captured from records made on its node (a
+  // Slurm job: the daemon's inotify does not see another NFS client's
+  // writes): the monitor watches `checkpoint_dir` where the run writes and
+  // appends one line to `checkpoint_records` per finished checkpoint
+  // (snap/checkpoint_records.h). Both empty: nothing recorded.
+  std::string checkpoint_dir;
+  std::string checkpoint_records;
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);
@@ -97,6 +104,11 @@ struct ExitRecord {
   std::string log_lost_reason;
   // Bytes of the log's middle given back to keep it within its cap.
   uint64_t log_trimmed_bytes = 0;
+  // The signal that asked the monitor to stop the run before it ended
+  // (SIGTERM, SIGINT, or SIGUSR1: Slurm's warning ahead of a time limit), 0
+  // when the run ended on its own. A program that exits 0 on its own has
+  // finished, whatever its cluster says of the job afterwards.
+  int stop_signal = 0;
 };
 Result<ExitRecord> ReadExitRecord(const std::string& path, os::Env& env = os::RealEnv());
 Json ExitToJson(const ExitRecord& e);

@@ -120,6 +120,10 @@ struct LaunchRequest {
   std::vector<std::string> readonly_paths;
   // The most of the run's log kept on disk (run/log_writer.h); 0: no cap.
   uint64_t log_max_bytes = 0;
+  // spec.checkpoints.dir, resolved ("" = none): a backend whose runs write
+  // where the daemon cannot watch (a cluster's nodes) records each finished
+  // checkpoint there and counts them in AttemptStatus::checkpoints_recorded.
+  std::string checkpoint_dir;
 };
 
 // An attempt the daemon asks about after Prepare.
@@ -159,6 +163,11 @@ struct AttemptStatus {
   // doing — "PREEMPTED", "NODE_FAIL", "TIMEOUT" — so the daemon can treat it
   // as it treats a preemption or a deadline here; "" otherwise.
   std::string cluster_end;
+  // How many finished checkpoints the attempt's node has recorded so far
+  // (LaunchRequest::checkpoint_dir); the daemon captures one snapshot when
+  // the count grows. Always 0 for a backend whose runs the daemon watches
+  // itself (the local one).
+  int64_t checkpoints_recorded = 0;
 };
 
 enum class StopSignal {

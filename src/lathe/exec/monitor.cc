@@ -15,8 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
+#include <memory>
 
 #include "lathe/exec/attempt_records.h"
+#include "lathe/exec/checkpoint_records.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/fd.h"
@@ -266,11 +269,13 @@ void RecordStartFailure(const LaunchConfig& c, const std::string& why) {
 
 class Monitor {
  public:
-  explicit Monitor(LaunchConfig c) : c_(std::move(c)) {}
+  Monitor(LaunchConfig c, DirWatchStart watch) : c_(std::move(c)), watch_(std::move(watch)) {}
   int Run(int handshake_fd);
 
  private:
   Status Start();
+  void StartRecordingCheckpoints();
+  void StopRecordingCheckpoints();
   void Loop();
   void OnSignal();
   void KillTree(int sig);
@@ -291,7 +296,37 @@ class Monitor {
   std::optional<int> wstatus_;
   std::string start_error_;
   bool killed_ = false;
+  int stop_signal_ = 0;  // the first signal asking to stop the run (ExitRecord::stop_signal)
+  DirWatchStart watch_;
+  std::function<void()> stop_watch_;  // set while the checkpoint directory is watched
 };
+
+// On the watch's thread: one record per settled burst. The records file is
+// the watch's alone; a record that cannot be written is said on stderr
+// (Slurm's output file), and the daemon still captures when the run ends.
+void Monitor::StartRecordingCheckpoints() {
+  if (c_.checkpoint_dir.empty() || c_.checkpoint_records.empty() || !watch_) return;
+  auto seq = std::make_shared<int64_t>(0);
+  const std::string records = c_.checkpoint_records;
+  auto stop = watch_(c_.checkpoint_dir, [records, seq](const std::vector<std::string>& paths) {
+    CheckpointRecord r{++*seq, NowMs(), paths};
+    if (Status st = AppendCheckpointRecord(records, r); !st.ok()) {
+      std::fprintf(stderr, "monitor: checkpoint not recorded: %s\n", st.ToString().c_str());
+    }
+  });
+  if (!stop.ok()) {
+    std::fprintf(stderr, "monitor: checkpoint directory %s not watched: %s\n",
+                 c_.checkpoint_dir.c_str(), stop.status().ToString().c_str());
+    return;
+  }
+  stop_watch_ = std::move(stop).value();
+}
+
+void Monitor::StopRecordingCheckpoints() {
+  if (!stop_watch_) return;
+  stop_watch_();  // the last checkpoint, written as the run ended, is recorded
+  stop_watch_ = nullptr;
+}
 
 void Monitor::ReserveExitRecord() {
   constexpr off_t kReserveBytes = 4096;
@@ -383,6 +418,7 @@ void Monitor::OnSignal() {
   while (::read(sig_fd_, &si, sizeof si) == sizeof si) {
     // SIGUSR1: Slurm's warning ahead of a job's time limit (--signal=B:USR1@...).
     if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGUSR1) {
+      if (stop_signal_ == 0 && !wstatus_) stop_signal_ = static_cast<int>(si.ssi_signo);
       KillTree(SIGTERM);
     } else if (si.ssi_signo == SIGUSR2) {
       killed_ = true;
@@ -468,6 +504,7 @@ void Monitor::Finish() {
   e.log_lost_bytes = log_->lost_bytes();
   e.log_lost_reason = log_->lost_reason();
   e.log_trimmed_bytes = log_->trimmed_bytes();
+  e.stop_signal = stop_signal_;
   Status st = WriteExit(ExitToJson(e).dump() + "\n");
   if (!st.ok()) std::fprintf(stderr, "monitor: %s\n", st.ToString().c_str());
 }
@@ -521,7 +558,9 @@ int Monitor::Run(int handshake_fd) {
     WriteAllFd(handshake_fd, "ok " + std::to_string(child_) + "\n");
     ::close(handshake_fd);
   }
+  StartRecordingCheckpoints();
   Loop();
+  StopRecordingCheckpoints();
   Finish();
   return handshake_fd >= 0 ? 0 : DetachedExitCode();
 }
@@ -555,7 +594,7 @@ int ParseHandshakeFd(const char* arg) {
   return std::atoi(arg);
 }
 
-int MonitorMain(const std::string& launch_path, int handshake_fd) {
+int MonitorMain(const std::string& launch_path, int handshake_fd, const DirWatchStart& watch) {
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
   auto text = os::ReadFile(launch_path);
@@ -580,7 +619,7 @@ int MonitorMain(const std::string& launch_path, int handshake_fd) {
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) own.emplace_back(*e);
     cfg->env = InheritEnvironment(std::move(cfg->env), cfg->inherit_env, own);
   }
-  Monitor m(std::move(cfg).value());
+  Monitor m(std::move(cfg).value(), watch);
   return m.Run(handshake_fd);
 }
 

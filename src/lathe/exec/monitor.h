@@ -21,7 +21,8 @@
 //      limit) to the whole tree as SIGTERM; SIGUSR2 means SIGKILL the tree;
 //   6. when the main process exits, ends what is left of the tree, and
 //      writes exit.json atomically: exit code or signal, OOM kill.
-// The monitor is single-threaded, which makes fork-then-configure safe.
+// The monitor forks before any thread is started (the checkpoint watch below
+// is the only one), which makes fork-then-configure safe.
 // This file is the monitor's side; monitor_spawn.h is the spawning side.
 //
 // Without a handshake (handshake fd "-": the Slurm backend's batch script
@@ -33,15 +34,34 @@
 // CUDA_VISIBLE_DEVICES, SLURM_*); a failure to start the run is written to
 // exit.json (start_error) and stderr; and its exit status is the run's (the
 // code, or 128 + the signal), so that Slurm's record of the job agrees.
+//
+// A launch config with a checkpoint_dir (Slurm jobs) also makes the monitor
+// watch that directory on the node, once the run's process is started, and
+// record each finished checkpoint (checkpoint_records.h); the watch is
+// stopped, flushing what is pending, when the run has ended and before
+// exit.json is written.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
+
+#include "lathe/common/status.h"
 
 namespace lathe::exec {
 
+// Watches a directory and calls back, on a thread of its own, once per
+// settled burst of finished files with their paths relative to it. The
+// returned function stops the watch, first calling back with what is
+// pending. The binary wires in snap::Watcher (exec does not link snap/).
+using DirWatchCallback = std::function<void(const std::vector<std::string>& paths)>;
+using DirWatchStart =
+    std::function<Result<std::function<void()>>(const std::string& dir, DirWatchCallback)>;
+
 // The body of `lathe __monitor <launch_path> <handshake_fd>`; a negative
-// handshake_fd (given as "-") means none. Returns the process exit code.
-int MonitorMain(const std::string& launch_path, int handshake_fd);
+// handshake_fd (given as "-") means none. `watch` (may be empty: nothing is
+// recorded) watches a checkpoint directory. Returns the process exit code.
+int MonitorMain(const std::string& launch_path, int handshake_fd, const DirWatchStart& watch = {});
 
 // The handshake argument of `lathe __monitor`: a descriptor number, or "-"
 // for none (-1).

@@ -294,4 +294,13 @@ void Watcher::MaybeFire() {
   cb_(b);
 }
 
+Result<std::function<void()>> WatchUntilStopped(
+    const std::string& dir, std::function<void(const std::vector<std::string>& paths)> cb) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Watcher> w,
+                   Watcher::Start(dir, WatcherOptions{},
+                                  [cb = std::move(cb)](const WatchBatch& b) { cb(b.paths); }));
+  std::shared_ptr<Watcher> shared(std::move(w));
+  return std::function<void()>([shared] { shared->Stop(/*flush=*/true); });
+}
+
 }  // namespace lathe::snap

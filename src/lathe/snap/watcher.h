@@ -136,4 +136,10 @@ class Watcher {
   std::atomic<bool> flush_on_stop_{false};
 };
 
+// A Watcher on `dir` with the default options, as a function that stops it
+// with a flush: the shape `lathe __monitor` takes on a cluster's node to
+// record finished checkpoints (exec::DirWatchStart).
+Result<std::function<void()>> WatchUntilStopped(
+    const std::string& dir, std::function<void(const std::vector<std::string>& paths)> cb);
+
 }  // namespace lathe::snap

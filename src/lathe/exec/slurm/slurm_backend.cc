@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/exec/checkpoint_records.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 
@@ -104,6 +105,7 @@ std::string ClusterEnd(std::string_view state) {
 Json SlurmHandleToJson(const SlurmHandle& h) {
   Json j = {{"dir", h.dir}, {"pool", h.pool}, {"uid", h.uid}, {"gid", h.gid}, {"log", h.log}};
   if (!h.job_id.empty()) j["job_id"] = h.job_id;
+  if (h.records_checkpoints) j["records_checkpoints"] = true;
   return j;
 }
 
@@ -120,6 +122,8 @@ SlurmHandle SlurmHandleFromJson(const Json& j) {
   h.log = str("log");
   if (auto it = j.find("uid"); it != j.end() && it->is_number_unsigned()) h.uid = it->get<uid_t>();
   if (auto it = j.find("gid"); it != j.end() && it->is_number_unsigned()) h.gid = it->get<gid_t>();
+  if (auto it = j.find("records_checkpoints"); it != j.end() && it->is_boolean())
+    h.records_checkpoints = it->get<bool>();
   return h;
 }
 
@@ -198,7 +202,8 @@ Result<Json> SlurmBackend::Prepare(const LaunchRequest& req) {
   const SlurmAttemptPaths p = SlurmPaths(
       opts_.shared_dir, SlurmUserDirName(req.user.uid, req.user.name), req.run_id, req.attempt);
   RememberLog(req.run_id, p.log);
-  return SlurmHandleToJson(SlurmHandle{"", p.dir, opts_.name, req.user.uid, req.user.gid, p.log});
+  return SlurmHandleToJson(SlurmHandle{"", p.dir, opts_.name, req.user.uid, req.user.gid, p.log,
+                                       !req.checkpoint_dir.empty()});
 }
 
 Status SlurmBackend::MakeAttemptFiles(const LaunchRequest& req, const SlurmAttemptPaths& p,
@@ -238,7 +243,8 @@ Status SlurmBackend::MakeAttemptFiles(const LaunchRequest& req, const SlurmAttem
 Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prepared) {
   const std::string user_dir = SlurmUserDirName(req.user.uid, req.user.name);
   const SlurmAttemptPaths p = SlurmPaths(opts_.shared_dir, user_dir, req.run_id, req.attempt);
-  SlurmHandle h{"", p.dir, opts_.name, req.user.uid, req.user.gid, p.log};
+  SlurmHandle h{
+      "", p.dir, opts_.name, req.user.uid, req.user.gid, p.log, !req.checkpoint_dir.empty()};
   RememberLog(req.run_id, p.log);
   if (!req.attempt_dir.empty()) {
     const std::string run_dir = std::filesystem::path(req.attempt_dir).parent_path().string();
@@ -308,11 +314,42 @@ std::vector<AttemptStatus> SlurmBackend::Poll(const std::vector<AttemptRef>& att
     due = !ids.empty() && planner_.Due(now);
   }
   if (due) Observe(ids, Squeue(ids), now);
+  CountCheckpoints(handles);
   std::vector<AttemptStatus> out;
   out.reserve(handles.size());
   std::lock_guard lock(mu_);
   for (const SlurmHandle& h : handles) out.push_back(StatusOf(h));
   return out;
+}
+
+// The records of running jobs' nodes, counted without mu_ (a file on the
+// shared file system each, read as the job's user).
+void SlurmBackend::CountCheckpoints(const std::vector<SlurmHandle>& handles) {
+  struct Running {
+    std::string job_id, records;
+    os::FsIdentity user;
+  };
+  std::vector<Running> running;
+  {
+    std::lock_guard lock(mu_);
+    for (const SlurmHandle& h : handles) {
+      if (!h.records_checkpoints || h.job_id.empty()) continue;
+      auto it = jobs_.find(h.job_id);
+      if (it == jobs_.end() || it->second.before != AttemptPhase::kRunning) continue;
+      running.push_back({h.job_id, h.dir + "/checkpoints.jsonl", it->second.user});
+    }
+  }
+  for (const Running& r : running) {
+    int64_t n = -1;
+    // Best effort: an identity that cannot be taken counts nothing new this time.
+    (void)os::AsUser(r.user, [&] {
+      if (auto c = CountCheckpointRecords(r.records); c.ok()) n = *c;
+      return Status::OK();
+    });
+    std::lock_guard lock(mu_);
+    if (auto it = jobs_.find(r.job_id); it != jobs_.end() && n > it->second.checkpoints)
+      it->second.checkpoints = n;
+  }
 }
 
 void SlurmBackend::Observe(const std::vector<std::string>& ids,
@@ -416,6 +453,7 @@ AttemptStatus SlurmBackend::StatusOf(const SlurmHandle& h) const {
   } else {
     s.phase = job.before;
   }
+  s.checkpoints_recorded = job.checkpoints;
   s.note = job.absent ? "left the queue" : job.last ? SlurmNote(*job.last) : "submitted";
   return s;
 }

@@ -62,6 +62,9 @@ struct SlurmHandle {
   uid_t uid = 0;
   gid_t gid = 0;
   std::string log;  // the run's log on the shared file system
+  // The node records finished checkpoints in <dir>/checkpoints.jsonl
+  // (LaunchRequest::checkpoint_dir was set).
+  bool records_checkpoints = false;
 };
 Json SlurmHandleToJson(const SlurmHandle& h);
 SlurmHandle SlurmHandleFromJson(const Json& j);  // missing fields stay empty
@@ -132,6 +135,7 @@ class SlurmBackend final : public ExecutionBackend {
     bool absent = false;                            // not in squeue's last answer
     int settled_looks = 0;               // squeue answers in a row with it ended or absent
     std::optional<AttemptStatus> final;  // how it ended, once known
+    int64_t checkpoints = 0;             // records counted in checkpoints.jsonl
   };
 
   SlurmBackend(SlurmPoolOptions options, std::string lathe_path, os::Clock& clock,
@@ -165,6 +169,9 @@ class SlurmBackend final : public ExecutionBackend {
   SlurmHandle HandleOf(const AttemptRef& attempt) const;
   // Adds the attempt's job to jobs_ when it is new. Under mu_.
   Job& Track(const SlurmHandle& h, const std::string& user_name);
+  // Counts the checkpoint records of the running jobs among `handles`
+  // (Job::checkpoints). Takes mu_ only around the bookkeeping.
+  void CountCheckpoints(const std::vector<SlurmHandle>& handles);
   // Records squeue's answer about `ids` (nullopt: it failed) asked at
   // `now_ms`, then settles the jobs that left. Takes mu_.
   void Observe(const std::vector<std::string>& ids,

@@ -31,6 +31,7 @@ SlurmAttemptPaths SlurmPaths(const std::string& shared_dir, const std::string& u
   p.slurm_out = p.dir + "/slurm.out";
   p.monitor = p.dir + "/monitor.json";
   p.exit = p.dir + "/exit.json";
+  p.checkpoints = p.dir + "/checkpoints.jsonl";
   return p;
 }
 
@@ -139,6 +140,10 @@ LaunchConfig SlurmLaunchConfig(const LaunchRequest& req, const SlurmAttemptPaths
   c.exit_path = paths.exit;
   c.umask = req.umask;
   c.log_max_bytes = req.log_max_bytes;
+  if (!req.checkpoint_dir.empty()) {
+    c.checkpoint_dir = req.checkpoint_dir;
+    c.checkpoint_records = paths.checkpoints;
+  }
   return c;
 }
 

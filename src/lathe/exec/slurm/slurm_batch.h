@@ -6,7 +6,8 @@
 //   <shared_dir>/<user>/                 0700, the user's (made if missing)
 //   <shared_dir>/<user>/<run_id>/log     the run's log (CRI format), every attempt appends
 //   <shared_dir>/<user>/<run_id>/<N>/    the attempt: launch.json, job.sh, slurm.out
-//                                        (Slurm's own messages), monitor.json, exit.json
+//                                        (Slurm's own messages), monitor.json, exit.json,
+//                                        checkpoints.jsonl (when the run has a checkpoint dir)
 // <user> is the user's name, or the uid in digits without a passwd entry.
 // The batch script only execs the monitor: everything about the run (argv,
 // environment, identity, log) is in launch.json, never in shell text.
@@ -33,6 +34,9 @@ struct SlurmAttemptPaths {
   std::string slurm_out;  // <dir>/slurm.out: sbatch's --output and --error
   std::string monitor;    // <dir>/monitor.json
   std::string exit;       // <dir>/exit.json
+  // <dir>/checkpoints.jsonl: one line per finished checkpoint, appended by
+  // the monitor on the node (snap/checkpoint_records.h)
+  std::string checkpoints;
 };
 // `user` is the user's directory name (SlurmUserDirName).
 SlurmAttemptPaths SlurmPaths(const std::string& shared_dir, const std::string& user,

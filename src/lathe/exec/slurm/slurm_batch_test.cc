@@ -68,6 +68,7 @@ LaunchRequest Request() {
   r.time_limit_ms = 90 * 60 * 1000 + 1;  // 91 minutes
   r.attempt_dir = "/var/lib/lathe/runs/r-7f3a/attempt-2";
   r.umask = 027;
+  r.checkpoint_dir = "/shared/lathe/alice/ckpt";
   return r;
 }
 

@@ -26,8 +26,9 @@ class FakeBackend final : public ExecutionBackend {
     ExitRecord exit;
     std::vector<StopSignal> signals;
     bool released = false;
-    std::string note;         // what Poll says while the attempt is held (kStarting)
-    std::string cluster_end;  // AttemptStatus::cluster_end once it ended
+    std::string note;                  // what Poll says while the attempt is held (kStarting)
+    std::string cluster_end;           // AttemptStatus::cluster_end once it ended
+    int64_t checkpoints_recorded = 0;  // AttemptStatus::checkpoints_recorded
   };
 
   // What the test may change before or between calls.
@@ -64,13 +65,25 @@ class FakeBackend final : public ExecutionBackend {
       a.note.clear();
     });
   }
-  // Ended by the cluster (PREEMPTED, NODE_FAIL, TIMEOUT): the program got SIGTERM.
-  void EndByCluster(const std::string& run_id, const std::string& state) {
+  // Ended by the cluster (PREEMPTED, NODE_FAIL, TIMEOUT): the program got
+  // SIGTERM; or, with `exit_code`, it exited with that code on its own as
+  // the cluster was deciding.
+  void EndByCluster(const std::string& run_id, const std::string& state,
+                    std::optional<int> exit_code = std::nullopt) {
     Drive(run_id, [&](Attempt& a) {
       a.phase = AttemptPhase::kExited;
-      a.exit.signal = 15;
+      if (exit_code) {
+        a.exit.exit_code = exit_code;
+      } else {
+        a.exit.signal = 15;
+        a.exit.stop_signal = 15;
+      }
       a.cluster_end = state;
     });
+  }
+  // Its node recorded one more finished checkpoint (a cluster's pool).
+  void RecordCheckpoint(const std::string& run_id) {
+    Drive(run_id, [](Attempt& a) { ++a.checkpoints_recorded; });
   }
   void Vanish(const std::string& run_id) {
     Drive(run_id, [](Attempt& a) { a.phase = AttemptPhase::kGone; });
@@ -128,6 +141,7 @@ class FakeBackend final : public ExecutionBackend {
       s.exit = it->second.exit;
       s.note = it->second.note;
       s.cluster_end = it->second.cluster_end;
+      s.checkpoints_recorded = it->second.checkpoints_recorded;
       if (s.phase == AttemptPhase::kGone) s.why = "the fake attempt vanished";
       out.push_back(s);
     }
