@@ -113,6 +113,12 @@ class SlurmBackend final : public ExecutionBackend {
   // attempt's (found by its name and comment).
   Readoption Readopt(const AttemptRef& attempt) override;
   std::vector<Endpoint> Endpoints(const AttemptRef& attempt) override { return {}; }
+  // The pool's partition, account and QOS from its options, and every
+  // partition of the cluster from one sinfo run as the daemon
+  // (slurm_sinfo.h), bounded by command_timeout_ms. A failed sinfo is the
+  // description's error (slurm.sinfo_failed, naming the pool and why).
+  // Touches nothing that mu_ guards.
+  PoolDescription Describe() override;
   // The run's log on the shared file system. The run id is run_dir's last
   // component; its user's directory is remembered from Prepare, Launch, Poll
   // and Readopt, and across restarts from a note Launch leaves in run_dir
