@@ -609,6 +609,16 @@ std::optional<std::map<std::string, SlurmQueueEntry>> SlurmBackend::Squeue(
 }
 
 PoolDescription SlurmBackend::Describe() {
+  std::lock_guard lock(describe_mu_);  // one sinfo at a time: those waiting get its answer
+  if (described_ && clock_.MonotonicMs() - described_at_ms_ < kDescribeReuseMs) {
+    return *described_;
+  }
+  described_ = DescribeNow();
+  described_at_ms_ = clock_.MonotonicMs();
+  return *described_;
+}
+
+PoolDescription SlurmBackend::DescribeNow() {
   PoolDescription d;
   d.partition = opts_.partition;
   d.account = opts_.account;

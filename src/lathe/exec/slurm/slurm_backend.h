@@ -117,7 +117,9 @@ class SlurmBackend final : public ExecutionBackend {
   // partition of the cluster from one sinfo run as the daemon
   // (slurm_sinfo.h), bounded by command_timeout_ms. A failed sinfo is the
   // description's error (slurm.sinfo_failed, naming the pool and why).
-  // Touches nothing that mu_ guards.
+  // Callers at the same time share one sinfo, and an answer is reused for
+  // kDescribeReuseMs (many people running `lathe pools` cost slurmctld one
+  // RPC a few seconds). Touches nothing that mu_ guards.
   PoolDescription Describe() override;
   // The run's log on the shared file system. The run id is run_dir's last
   // component; its user's directory is remembered from Prepare, Launch, Poll
@@ -126,6 +128,8 @@ class SlurmBackend final : public ExecutionBackend {
   std::string LogPath(const std::string& run_dir) const override;
 
   const SlurmPoolOptions& options() const { return opts_; }
+
+  static constexpr int64_t kDescribeReuseMs = 2000;
 
  private:
   // What the backend remembers of one job, by job id.
@@ -150,6 +154,8 @@ class SlurmBackend final : public ExecutionBackend {
   // squeue about `ids`; nullopt when it failed (slurmctld down...). Jobs
   // that Slurm no longer knows are simply absent.
   std::optional<std::map<std::string, SlurmQueueEntry>> Squeue(const std::vector<std::string>& ids);
+  // One sinfo, read (Describe without the reuse).
+  PoolDescription DescribeNow();
   // sacct's end of each of `ids` it knows; empty when accounting is absent.
   std::map<std::string, SlurmJobEnd> Sacct(const std::vector<std::string>& ids);
   // scancel `args` as the job's user, then as the daemon if the user's was
@@ -190,6 +196,12 @@ class SlurmBackend final : public ExecutionBackend {
   std::map<std::string, Job> jobs_;                  // guarded by mu_
   SqueuePlanner planner_;                            // guarded by mu_
   mutable std::map<std::string, std::string> logs_;  // run id -> its log; guarded by mu_
+
+  // Describe's last answer and when it came (monotonic ms). A lock of its
+  // own, held while sinfo runs, so that Poll and the others never wait on it.
+  std::mutex describe_mu_;
+  std::optional<PoolDescription> described_;  // guarded by describe_mu_
+  int64_t described_at_ms_ = 0;               // guarded by describe_mu_
 };
 
 }  // namespace lathe::exec

@@ -810,6 +810,7 @@ TEST_F(SlurmBackendTest, DescribeNamesThePoolWhenSinfoFails) {
   slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
     return Status::DeadlineExceeded("/usr/bin/sinfo did not finish within 30000 ms");
   };
+  clock_.Advance(SlurmBackend::kDescribeReuseMs);  // past the reuse of the last answer
   d = backend_->Describe();
   EXPECT_EQ(d.error.msg_id(), "slurm.sinfo_failed");
   EXPECT_NE(Arg(d.error, "error").find("30000 ms"), std::string::npos);
@@ -817,9 +818,24 @@ TEST_F(SlurmBackendTest, DescribeNamesThePoolWhenSinfoFails) {
   slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
     return Out(0, "PARTITION AVAIL TIMELIMIT\n");  // another format than asked for
   };
+  clock_.Advance(SlurmBackend::kDescribeReuseMs);
   d = backend_->Describe();
   EXPECT_EQ(d.error.msg_id(), "slurm.sinfo_failed");
   EXPECT_TRUE(d.partitions.empty());
+}
+
+TEST_F(SlurmBackendTest, DescribeReusesAnAnswerForAMoment) {
+  int n = 0;
+  slurm_->answers["sinfo"] = [&n](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    ++n;
+    return Out(0, "debug|debug*|n1|idle|0/2/0/2|gpu:fake:2|gpu:fake:0(IDX:N/A)|4000|infinite|up\n");
+  };
+  EXPECT_EQ(backend_->Describe().partitions.size(), 1u);
+  EXPECT_EQ(backend_->Describe().partitions.size(), 1u);
+  EXPECT_EQ(n, 1);
+  clock_.Advance(SlurmBackend::kDescribeReuseMs);
+  EXPECT_EQ(backend_->Describe().partitions.size(), 1u);
+  EXPECT_EQ(n, 2);
 }
 
 TEST_F(SlurmBackendTest, DescribeGivesTheConfiguredPartitionAccountAndQos) {

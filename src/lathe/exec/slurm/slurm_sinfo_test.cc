@@ -29,12 +29,12 @@ TEST(SlurmDuration, EveryFormatSbatchReads) {
   EXPECT_EQ(ParseSlurmDuration("infinite"), -1);
   EXPECT_EQ(ParseSlurmDuration("UNLIMITED"), -1);
   EXPECT_EQ(ParseSlurmDuration("Infinite"), -1);
-  EXPECT_EQ(ParseSlurmDuration("30"), 30 * kMinute);                         // MM
-  EXPECT_EQ(ParseSlurmDuration("90"), 90 * kMinute);                         // past an hour
-  EXPECT_EQ(ParseSlurmDuration("30:15"), 30 * kMinute + 15'000);             // MM:SS
-  EXPECT_EQ(ParseSlurmDuration("1:00:00"), kHour);                           // HH:MM:SS
+  EXPECT_EQ(ParseSlurmDuration("30"), 30 * kMinute);              // MM
+  EXPECT_EQ(ParseSlurmDuration("90"), 90 * kMinute);              // past an hour
+  EXPECT_EQ(ParseSlurmDuration("30:15"), 30 * kMinute + 15'000);  // MM:SS
+  EXPECT_EQ(ParseSlurmDuration("1:00:00"), kHour);                // HH:MM:SS
   EXPECT_EQ(ParseSlurmDuration("12:34:56"), 12 * kHour + 34 * kMinute + 56'000);
-  EXPECT_EQ(ParseSlurmDuration("2-00"), 2 * kDay);                           // D-HH
+  EXPECT_EQ(ParseSlurmDuration("2-00"), 2 * kDay);  // D-HH
   EXPECT_EQ(ParseSlurmDuration("1-02"), kDay + 2 * kHour);
   EXPECT_EQ(ParseSlurmDuration("1-02:03"), kDay + 2 * kHour + 3 * kMinute);  // D-HH:MM
   EXPECT_EQ(ParseSlurmDuration("1-02:03:04"),                                // D-HH:MM:SS
@@ -44,10 +44,29 @@ TEST(SlurmDuration, EveryFormatSbatchReads) {
 }
 
 TEST(SlurmDuration, AnythingElseIsNotADuration) {
-  for (const char* bad :
-       {"", "n/a", "NONE", "1:2:3:4", "-1", "1-", "-", "1--2", "1-2-3", ":", "1:", ":30", "1.5",
-        " 30", "30 ", "+5", "1-2:3:4:5", "abc", "1e3", "9999999999", "1-9999999999",
-        "00000000000000000001", "１２"}) {
+  for (const char* bad : {"",
+                          "n/a",
+                          "NONE",
+                          "1:2:3:4",
+                          "-1",
+                          "1-",
+                          "-",
+                          "1--2",
+                          "1-2-3",
+                          ":",
+                          "1:",
+                          ":30",
+                          "1.5",
+                          " 30",
+                          "30 ",
+                          "+5",
+                          "1-2:3:4:5",
+                          "abc",
+                          "1e3",
+                          "9999999999",
+                          "1-9999999999",
+                          "00000000000000000001",
+                          "１２"}) {
     EXPECT_EQ(ParseSlurmDuration(bad), std::nullopt) << '"' << bad << '"';
   }
   // The largest parts stay inside int64 milliseconds.
@@ -148,7 +167,8 @@ TEST(Sinfo, SumsNodesPerPartitionInFirstSeenOrder) {
       "gpu|gpu|n1|idle|0/64/0/64|gpu:a100:8(S:0-1)|gpu:a100:0(IDX:N/A)|512000|2-00:00:00|up\n"
       "cpu|cpu*|c1|allocated|32/0/0/32|(null)|gpu:0|128000|1:00:00|up\r\n"
       "\n"
-      "gpu|gpu|n2|mixed|8/56/0/64|gpu:a100:4(S:0),gpu:h100:4(S:1)|gpu:a100:3(IDX:0-2),gpu:h100:0(IDX:N/A)|"
+      "gpu|gpu|n2|mixed|8/56/0/"
+      "64|gpu:a100:4(S:0),gpu:h100:4(S:1)|gpu:a100:3(IDX:0-2),gpu:h100:0(IDX:N/A)|"
       "512000|2-00:00:00|up\n"
       "gpu|gpu|n3|down*|0/0/64/64|gpu:h100:8|gpu:h100:0(IDX:N/A)|512000|2-00:00:00|up\n"
       "gpu|gpu|n4|reserved|0/64/0/64|gpu:8|gpu:0|512000|2-00:00:00|up\n");
