@@ -173,6 +173,7 @@ class SlurmPoolsCommand(unittest.TestCase):
         pools, out = self.pools(USER)
         broken = pools["broken"]
         self.assertEqual(broken["partitions"], [])
+        self.assertIsNotNone(broken["error"], out)
         self.assertEqual(broken["error"]["id"], "slurm.sinfo_failed", broken)
         self.assertIn("pool broken: sinfo failed: ", broken["error"]["message"])
         self.assertIn("Unable to contact slurm controller", broken["error"]["message"])
