@@ -23,6 +23,7 @@ void SetupUi(CLI::App& app, Globals& g, Status& status);        // cmd_ui.cc
 void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.cc
 void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
 void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
+void SetupPools(CLI::App& app, Globals& g, Status& status);     // cmd_pools.cc
 
 namespace {
 
@@ -43,7 +44,7 @@ constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
     {"token", SetupToken},     {"login", SetupLogin},       {"logout", SetupLogin},
     {"rm", SetupRm},           {"secret", SetupSecret},     {"open", SetupOpen},
     {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
-    {"deploy", SetupDeploy},
+    {"deploy", SetupDeploy},   {"pools", SetupPools},
 };
 
 }  // namespace
@@ -87,6 +88,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupNotebook(app, g, status);
   SetupModel(app, g, status);
   SetupDeploy(app, g, status);
+  SetupPools(app, g, status);
 }
 
 }  // namespace lathe::cmd

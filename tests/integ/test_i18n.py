@@ -24,7 +24,7 @@ OPEN, CLOSE = "⟦", "⟧"
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
     "gpus", "top", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
-    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "true", "false", "null",
+    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "pools", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
                   r"Ki|Mi|Gi|Ti|C|W|MHz|x[0-9]+[A-Za-z]*|%)?$")
@@ -129,8 +129,8 @@ class PseudoLocaleTest(unittest.TestCase):
         self.assertEqual(untranslated, [], f"{what}: Latin text outside ⟦⟧:\n{output}")
 
     def test_run_commands(self):
-        for args in (("ps",), ("ps", "--all"), ("status",), ("gpus",), ("top",), ("inspect", self.ok),
-                     ("inspect", self.bad), ("inspect", self.ok, "--metrics")):
+        for args in (("ps",), ("ps", "--all"), ("status",), ("gpus",), ("pools",), ("top",),
+                     ("inspect", self.ok), ("inspect", self.bad), ("inspect", self.ok, "--metrics")):
             self.assertAllTranslated(" ".join(args), self.pseudo(*args))
 
     def test_logs(self):

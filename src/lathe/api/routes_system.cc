@@ -18,6 +18,68 @@ void ApiServer::GetStatus(ApiCall& call) {
 
 void ApiServer::GetGpus(ApiCall& call) { call.Reply(daemon_.GpusJson()); }
 
+namespace {
+
+Json PartitionJson(const exec::Partition& p) {
+  return Json{{"name", p.name},
+              {"default", p.is_default},
+              {"state", p.state},
+              {"max_time_ms", p.max_time_ms},
+              {"nodes",
+               {{"total", p.nodes_total},
+                {"idle", p.nodes_idle},
+                {"allocated", p.nodes_allocated},
+                {"down", p.nodes_down}}},
+              {"cpus", {{"total", p.cpus_total}, {"allocated", p.cpus_allocated}}},
+              {"gpus", {{"total", p.gpus_total}, {"used", p.gpus_used}, {"types", p.gpu_types}}},
+              {"memory_mb", p.memory_mb}};
+}
+
+Json PoolJson(const daemon::PoolView& v) {
+  Json parts = Json::array();
+  for (const auto& p : v.description.partitions) parts.push_back(PartitionJson(p));
+  auto runs = [](const std::vector<std::string>& ids) {
+    return Json{{"count", ids.size()}, {"ids", ids}};
+  };
+  return Json{
+      {"name", v.name},
+      {"type", v.type},
+      {"default", v.is_default},
+      {"capabilities", exec::CapabilitiesToJson(v.caps)},
+      {"partition", v.description.partition},
+      {"account", v.description.account},
+      {"qos", v.description.qos},
+      {"partitions", parts},
+      {"error",
+       v.description.error.ok() ? Json(nullptr) : StatusToJson(v.description.error)["error"]},
+      {"runs",
+       {{"queued", runs(v.queued)}, {"starting", runs(v.starting)}, {"running", runs(v.running)}}}};
+}
+
+}  // namespace
+
+// Every pool with its partitions (a cluster's sinfo, which may take a while:
+// answered from a thread of its own, at most kMaxPoolsCalls at once) and the
+// caller's own runs there.
+void ApiServer::GetPools(ApiCall& call) {
+  if (pools_calls_.fetch_add(1) >= kMaxPoolsCalls) {
+    pools_calls_--;
+    return call.Reply(Status::Msg(Code::kResourceExhausted, "api.pools_busy",
+                                  {{"max", std::to_string(kMaxPoolsCalls)}}));
+  }
+  std::shared_ptr<net::Responder> responder(call.res.release());
+  StartStreamThread([this, responder, caller = call.caller] {
+    Json pools = Json::array();
+    std::string default_pool;
+    for (const daemon::PoolView& v : daemon_.Pools(caller)) {
+      if (v.is_default) default_pool = v.name;
+      pools.push_back(PoolJson(v));
+    }
+    responder->Send(JsonResponse(200, Json{{"pools", pools}, {"default_pool", default_pool}}));
+    pools_calls_--;
+  });
+}
+
 // Every run's events as server-sent events, for root and the daemon's user.
 void ApiServer::GetEvents(ApiCall& call) {
   if (!call.caller.admin) return call.Reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));

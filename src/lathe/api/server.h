@@ -109,6 +109,7 @@ class ApiServer {
   // routes_system.cc
   void GetStatus(ApiCall& call);
   void GetGpus(ApiCall& call);
+  void GetPools(ApiCall& call);
   void GetEvents(ApiCall& call);
   void PostShutdown(ApiCall& call);
   // routes_runs.cc
@@ -245,6 +246,10 @@ class ApiServer {
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};
+  // GET /pools being answered (each on a thread of its own, for as long as a
+  // cluster's sinfo takes).
+  static constexpr int kMaxPoolsCalls = 8;
+  std::atomic<int> pools_calls_{0};
 
   // Logs being read per uid, plain or followed; each holds a thread and up to
   // a few MiB (run/log_reader.h).

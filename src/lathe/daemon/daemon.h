@@ -118,6 +118,18 @@ bool IsNotebook(const state::RunRecord& r);
 // What the scheduler knows of a queued run (sched::Schedule, sched::MightChange).
 sched::QueuedJob QueuedJobOf(const state::RunRecord& r);
 
+// One pool as `lathe pools` and GET /pools show it (Daemon::Pools).
+struct PoolView {
+  std::string name;  // "local" (this machine) or a pool of config.yaml
+  std::string type;  // its backend's name: "local", "slurm"
+  bool is_default = false;
+  exec::Capabilities caps;
+  exec::PoolDescription description;  // its partitions, or why they are unknown
+  // The caller's own runs there, in submission order. `running` includes
+  // runs being stopped.
+  std::vector<std::string> queued, starting, running;
+};
+
 class Daemon final : public Runs {
  public:
   static Result<std::unique_ptr<Daemon>> Create(DaemonOptions options, os::Clock& clock);
@@ -240,6 +252,12 @@ class Daemon final : public Runs {
   // what it removed; the supervisor loop calls it every kRetentionEveryMs.
   Result<Json> ApplyRetention() EXCLUDES(mu_);
 
+  // Every pool, this machine's first, each described by its backend
+  // (exec::ExecutionBackend::Describe: a cluster's sinfo, which may take up
+  // to its command timeout), with the caller's own runs there — only their
+  // own, admin or not. The backends are asked without mu_, so a slow
+  // cluster holds up no other call.
+  std::vector<PoolView> Pools(const Caller& caller) EXCLUDES(mu_);
   Json StatusJson() EXCLUDES(mu_);
   Json GpusJson() EXCLUDES(mu_);
   // What GET /metrics shows (metrics_daemon.cc): a fresh sample of the GPU

@@ -433,6 +433,48 @@ GpuSlots Daemon::FreeGpuSlots() {
 
 bool Daemon::CanIsolateNetwork() const { return backend_->Caps().isolated_network; }
 
+std::vector<PoolView> Daemon::Pools(const Caller& caller) {
+  // opts_ and the backends are constant after construction: no lock to
+  // describe them, which may block on a cluster.
+  std::string default_pool =
+      opts_.default_pool.empty() ? std::string(run::kLocalPool) : opts_.default_pool;
+  std::vector<PoolView> pools;
+  auto add = [&](const std::string& name, exec::ExecutionBackend* b) {
+    PoolView v;
+    v.name = name;
+    v.type = std::string(b->Name());
+    v.is_default = name == default_pool;
+    v.caps = b->Caps();
+    v.description = b->Describe();
+    pools.push_back(std::move(v));
+  };
+  add(std::string(run::kLocalPool), backend_);
+  for (const auto& [name, b] : opts_.pools) add(name, b);
+
+  MutexLock lock(&mu_);
+  auto runs = store_->InStates(
+      {RunState::kQueued, RunState::kStarting, RunState::kRunning, RunState::kStopping});
+  if (!runs.ok()) {
+    spdlog::warn("pools: reading the runs: {}", runs.status().ToString());
+    return pools;
+  }
+  std::sort(runs->begin(), runs->end(),
+            [](const RunRecord& a, const RunRecord& b) { return a.seq < b.seq; });
+  for (const RunRecord& r : *runs) {
+    if (r.uid != caller.uid) continue;
+    std::string pool = r.spec.pool.empty() ? std::string(run::kLocalPool) : r.spec.pool;
+    for (PoolView& v : pools) {
+      if (v.name != pool) continue;
+      if (r.state == RunState::kQueued) v.queued.push_back(r.id);
+      if (r.state == RunState::kStarting) v.starting.push_back(r.id);
+      if (r.state == RunState::kRunning || r.state == RunState::kStopping) {
+        v.running.push_back(r.id);
+      }
+    }
+  }
+  return pools;
+}
+
 // The pools for GET /status: this machine's first, then each configured one.
 Json Daemon::PoolsJson() const {
   Json out = Json::array();

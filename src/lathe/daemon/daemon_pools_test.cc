@@ -318,5 +318,54 @@ TEST_F(DaemonPoolsTest, APreemptedPoolRunResumesFromItsLastCapturedCheckpoint) {
   EXPECT_EQ(Get(id).retries_used, 0);  // a preemption is not a retry
 }
 
+// `lathe pools`: each pool as its backend describes it, with the caller's
+// own runs there by state, and nobody else's.
+TEST_F(DaemonPoolsTest, PoolsListTheCallersOwnRunsBesideWhatEachBackendSays) {
+  exec::Partition debug;
+  debug.name = "debug";
+  debug.gpus_total = 2;
+  cluster_.description.partition = "debug";
+  cluster_.description.partitions = {debug};
+  std::string running = Submit({{"pool", "cluster"}});
+  Step(2);
+  cluster_.hold_note = "PENDING (Resources)";
+  std::string held = Submit({{"pool", "cluster"}});
+  Step(2);
+  std::string here = Submit({{"gpus", 1}});
+  std::string queued_here = Submit({{"gpus", 1}});  // the node's one GPU is taken
+  Step(2);
+  ASSERT_EQ(Get(held).state, RunState::kStarting);
+  ASSERT_EQ(Get(queued_here).state, RunState::kQueued);
+
+  std::vector<PoolView> pools = daemon_->Pools(me_);
+  ASSERT_EQ(pools.size(), 2u);
+  EXPECT_EQ(pools[0].name, "local");
+  EXPECT_TRUE(pools[0].is_default);
+  EXPECT_EQ(pools[0].running, std::vector<std::string>{here});
+  EXPECT_EQ(pools[0].queued, std::vector<std::string>{queued_here});
+  EXPECT_EQ(pools[1].name, "cluster");
+  EXPECT_FALSE(pools[1].is_default);
+  EXPECT_TRUE(pools[1].caps.places_runs);
+  EXPECT_EQ(pools[1].running, std::vector<std::string>{running});
+  EXPECT_EQ(pools[1].starting, std::vector<std::string>{held});
+  EXPECT_TRUE(pools[1].queued.empty());
+  EXPECT_EQ(pools[1].description.partition, "debug");
+  ASSERT_EQ(pools[1].description.partitions.size(), 1u);
+  EXPECT_EQ(pools[1].description.partitions[0].gpus_total, 2);
+  EXPECT_EQ(cluster_.describes.load(), 1);
+
+  // Another user sees the pools and none of these runs, admin or not.
+  for (bool admin : {false, true}) {
+    Caller other{::geteuid() + 1, "other", admin};
+    for (const PoolView& v : daemon_->Pools(other)) {
+      EXPECT_TRUE(v.queued.empty() && v.starting.empty() && v.running.empty()) << v.name;
+    }
+  }
+  // A run that ended is no longer listed.
+  cluster_.Exit(running, 0);
+  Step(2);
+  EXPECT_TRUE(daemon_->Pools(me_)[1].running.empty());
+}
+
 }  // namespace
 }  // namespace lathe::daemon

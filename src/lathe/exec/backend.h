@@ -201,6 +201,36 @@ struct Endpoint {
   uint64_t netns_start = 0;
 };
 
+// A partition of a cluster pool as its scheduler reports it (a Slurm pool:
+// one sinfo, exec/slurm/slurm_sinfo.h). Counts are over the partition's
+// nodes; a node in two partitions counts in both.
+struct Partition {
+  std::string name;
+  bool is_default = false;   // where a job that names no partition goes
+  std::string state;         // the partition's own: "up", "down", "drain", "inact"
+  int64_t max_time_ms = -1;  // the longest a job may ask for (MaxTime); -1 = no limit
+  int nodes_total = 0;
+  int nodes_idle = 0;
+  int nodes_allocated = 0;  // running jobs, wholly or partly (allocated, mixed, completing)
+  int nodes_down = 0;       // down, drained, draining, failing, not responding
+  int cpus_total = 0;
+  int cpus_allocated = 0;
+  int gpus_total = 0;                  // GRES "gpu" of the nodes
+  int gpus_used = 0;                   // allocated to jobs
+  std::vector<std::string> gpu_types;  // sorted, once each ("a100", "fake"); untyped GPUs: none
+  int64_t memory_mb = 0;               // the nodes' memory together
+};
+
+// What a pool says about itself for `lathe pools` (ExecutionBackend::Describe).
+struct PoolDescription {
+  // Where the pool's config sends jobs ("" = the cluster's default / none).
+  std::string partition, account, qos;
+  std::vector<Partition> partitions;  // none for this machine
+  // Why `partitions` is empty though the pool has some: the cluster could not
+  // be asked (a catalog message naming the pool: slurm.sinfo_failed). OK else.
+  Status error;
+};
+
 class ExecutionBackend {
  public:
   virtual ~ExecutionBackend() = default;
@@ -244,6 +274,12 @@ class ExecutionBackend {
   virtual std::vector<std::string> CgroupDirs([[maybe_unused]] const AttemptRef& attempt) const {
     return {};
   }
+  // The pool's partitions and their load, for people (`lathe pools`). Unlike
+  // the calls above it is made WITHOUT the daemon's mutex, from an API
+  // thread, concurrently with any other call, and may block on the cluster
+  // (bounded by the backend's own command timeout); a failure is the
+  // description's `error`, never a hang. This machine's: nothing.
+  virtual PoolDescription Describe() { return {}; }
   // The run's log, a file in the CRI format (run/log_format.h) that the
   // daemon's log reader reads and follows; `run_dir` is the daemon's
   // directory for the run.

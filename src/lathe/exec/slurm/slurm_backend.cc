@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/exec/checkpoint_records.h"
+#include "lathe/exec/slurm/slurm_sinfo.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 
@@ -643,6 +644,41 @@ std::optional<std::map<std::string, SlurmQueueEntry>> SlurmBackend::Squeue(
     return std::nullopt;
   }
   return ParseSqueue(r->out);
+}
+
+PoolDescription SlurmBackend::Describe() {
+  std::lock_guard lock(describe_mu_);  // one sinfo at a time: those waiting get its answer
+  if (described_ && clock_.MonotonicMs() - described_at_ms_ < kDescribeReuseMs) {
+    return *described_;
+  }
+  described_ = DescribeNow();
+  described_at_ms_ = clock_.MonotonicMs();
+  return *described_;
+}
+
+PoolDescription SlurmBackend::DescribeNow() {
+  PoolDescription d;
+  d.partition = opts_.partition;
+  d.account = opts_.account;
+  d.qos = opts_.qos;
+  auto fail = [&](std::string why) {
+    std::string first = Trimmed(why.substr(0, why.find('\n')));
+    if (first.size() > 300) first = first.substr(0, 300) + "...";
+    spdlog::warn("Slurm pool {}: sinfo: {}", opts_.name, first);
+    d.error = Status::Msg(Code::kUnavailable, "slurm.sinfo_failed",
+                          {{"pool", opts_.name}, {"error", first}});
+    return d;
+  };
+  auto r = Command("sinfo", SinfoArgs(), nullptr);
+  if (!r.ok()) return fail(r.status().message());
+  if (r->exit_code != 0) {
+    std::string err = Trimmed(r->err);
+    return fail(err.empty() ? fmt::format("exit status {}", r->exit_code) : err);
+  }
+  auto parts = ParseSinfo(r->out);
+  if (!parts.ok()) return fail(parts.status().message());
+  d.partitions = std::move(*parts);
+  return d;
 }
 
 std::map<std::string, SlurmJobEnd> SlurmBackend::Sacct(const std::vector<std::string>& ids) {

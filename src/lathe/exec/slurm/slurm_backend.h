@@ -116,6 +116,14 @@ class SlurmBackend final : public ExecutionBackend {
   // attempt's (found by its name and comment).
   Readoption Readopt(const AttemptRef& attempt) override;
   std::vector<Endpoint> Endpoints(const AttemptRef& attempt) override { return {}; }
+  // The pool's partition, account and QOS from its options, and every
+  // partition of the cluster from one sinfo run as the daemon
+  // (slurm_sinfo.h), bounded by command_timeout_ms. A failed sinfo is the
+  // description's error (slurm.sinfo_failed, naming the pool and why).
+  // Callers at the same time share one sinfo, and an answer is reused for
+  // kDescribeReuseMs (many people running `lathe pools` cost slurmctld one
+  // RPC a few seconds). Touches nothing that mu_ guards.
+  PoolDescription Describe() override;
   // The run's log on the shared file system. The run id is run_dir's last
   // component; its user's directory is remembered from Prepare, Launch, Poll
   // and Readopt, and across restarts from a note Launch leaves in run_dir
@@ -123,6 +131,8 @@ class SlurmBackend final : public ExecutionBackend {
   std::string LogPath(const std::string& run_dir) const override;
 
   const SlurmPoolOptions& options() const { return opts_; }
+
+  static constexpr int64_t kDescribeReuseMs = 2000;
 
  private:
   // What the backend remembers of one job, by job id.
@@ -148,6 +158,8 @@ class SlurmBackend final : public ExecutionBackend {
   // squeue about `ids`; nullopt when it failed (slurmctld down...). Jobs
   // that Slurm no longer knows are simply absent.
   std::optional<std::map<std::string, SlurmQueueEntry>> Squeue(const std::vector<std::string>& ids);
+  // One sinfo, read (Describe without the reuse).
+  PoolDescription DescribeNow();
   // sacct's end of each of `ids` it knows; empty when accounting is absent.
   std::map<std::string, SlurmJobEnd> Sacct(const std::vector<std::string>& ids);
   // scancel `args` as the job's user, then as the daemon if the user's was
@@ -191,6 +203,12 @@ class SlurmBackend final : public ExecutionBackend {
   std::map<std::string, Job> jobs_;                  // guarded by mu_
   SqueuePlanner planner_;                            // guarded by mu_
   mutable std::map<std::string, std::string> logs_;  // run id -> its log; guarded by mu_
+
+  // Describe's last answer and when it came (monotonic ms). A lock of its
+  // own, held while sinfo runs, so that Poll and the others never wait on it.
+  std::mutex describe_mu_;
+  std::optional<PoolDescription> described_;  // guarded by describe_mu_
+  int64_t described_at_ms_ = 0;               // guarded by describe_mu_
 };
 
 }  // namespace lathe::exec

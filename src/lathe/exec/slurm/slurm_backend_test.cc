@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 
+#include "lathe/exec/slurm/slurm_sinfo.h"
 #include "lathe/os/files.h"
 #include "lathe/os/identity.h"
 #include "lathe/os/test_util/fake_clock.h"
@@ -774,6 +775,85 @@ TEST_F(SlurmBackendTest, TheHandleRoundTrips) {
   EXPECT_EQ(back.log, h.log);
   EXPECT_EQ(SlurmHandleFromJson(Json("junk")).job_id, "");
   EXPECT_EQ(SlurmHandleFromJson(Json::object()).dir, "");
+}
+
+TEST_F(SlurmBackendTest, DescribeRunsOneSinfoAsTheDaemon) {
+  slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(0,
+               "debug|debug*|n1|mixed|1/1/0/2|gpu:fake:2|gpu:fake:1(IDX:0)|4000|infinite|up\n"
+               "long|long|n1|mixed|1/1/0/2|gpu:fake:2|gpu:fake:1(IDX:0)|4000|2-00:00:00|down\n");
+  };
+  PoolDescription d = backend_->Describe();
+  ASSERT_TRUE(d.error.ok()) << d.error.ToString();
+  ASSERT_EQ(d.partitions.size(), 2u);
+  EXPECT_EQ(d.partitions[0].gpus_used, 1);
+  EXPECT_EQ(d.partitions[1].max_time_ms, 2 * 24 * 3600 * 1000LL);
+  auto calls = slurm_->Of("sinfo");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_FALSE(calls[0].as.has_value());
+  EXPECT_EQ(calls[0].args, SinfoArgs());
+  EXPECT_EQ(calls[0].env.at("SLURM_CONF"), "/etc/slurm/test.conf");
+}
+
+TEST_F(SlurmBackendTest, DescribeNamesThePoolWhenSinfoFails) {
+  slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(1, "", "sinfo: error: Unable to contact slurm controller (connect failure)\nmore\n");
+  };
+  PoolDescription d = backend_->Describe();
+  EXPECT_EQ(d.error.msg_id(), "slurm.sinfo_failed");
+  EXPECT_EQ(Arg(d.error, "pool"), "cluster");
+  EXPECT_EQ(Arg(d.error, "error"),
+            "sinfo: error: Unable to contact slurm controller (connect failure)");
+  EXPECT_NE(d.error.message().find("pool cluster: sinfo failed: "), std::string::npos);
+  EXPECT_TRUE(d.partitions.empty());
+
+  slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Status::DeadlineExceeded("/usr/bin/sinfo did not finish within 30000 ms");
+  };
+  clock_.Advance(SlurmBackend::kDescribeReuseMs);  // past the reuse of the last answer
+  d = backend_->Describe();
+  EXPECT_EQ(d.error.msg_id(), "slurm.sinfo_failed");
+  EXPECT_NE(Arg(d.error, "error").find("30000 ms"), std::string::npos);
+
+  slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(0, "PARTITION AVAIL TIMELIMIT\n");  // another format than asked for
+  };
+  clock_.Advance(SlurmBackend::kDescribeReuseMs);
+  d = backend_->Describe();
+  EXPECT_EQ(d.error.msg_id(), "slurm.sinfo_failed");
+  EXPECT_TRUE(d.partitions.empty());
+}
+
+TEST_F(SlurmBackendTest, DescribeReusesAnAnswerForAMoment) {
+  int n = 0;
+  slurm_->answers["sinfo"] = [&n](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    ++n;
+    return Out(0, "debug|debug*|n1|idle|0/2/0/2|gpu:fake:2|gpu:fake:0(IDX:N/A)|4000|infinite|up\n");
+  };
+  EXPECT_EQ(backend_->Describe().partitions.size(), 1u);
+  EXPECT_EQ(backend_->Describe().partitions.size(), 1u);
+  EXPECT_EQ(n, 1);
+  clock_.Advance(SlurmBackend::kDescribeReuseMs);
+  EXPECT_EQ(backend_->Describe().partitions.size(), 1u);
+  EXPECT_EQ(n, 2);
+}
+
+TEST_F(SlurmBackendTest, DescribeGivesTheConfiguredPartitionAccountAndQos) {
+  auto fake = std::make_unique<FakeSlurm>();
+  fake->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(0, "");
+  };
+  SlurmPoolOptions o = Options();
+  o.partition = "gpu";
+  o.account = "lab";
+  o.qos = "normal";
+  auto b = SlurmBackend::Create(o, "/usr/local/bin/lathe", clock_, std::move(fake));
+  ASSERT_TRUE(b.ok());
+  PoolDescription d = (*b)->Describe();
+  EXPECT_TRUE(d.error.ok());
+  EXPECT_EQ(d.partition, "gpu");
+  EXPECT_EQ(d.account, "lab");
+  EXPECT_EQ(d.qos, "normal");
 }
 
 }  // namespace

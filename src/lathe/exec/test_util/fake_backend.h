@@ -7,6 +7,7 @@
 // Thread-safe (Launch runs on the daemon's start threads).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,8 @@ class FakeBackend final : public ExecutionBackend {
   // Non-empty: a launched attempt is held (a cluster's queue: kStarting,
   // with this note) until Begin.
   std::string hold_note;
+  PoolDescription description;    // what Describe answers
+  std::atomic<int> describes{0};  // how many times it was asked
 
   // ---- driving attempts (the latest attempt of `run_id`) ----
   void Exit(const std::string& run_id, int code) {
@@ -188,6 +191,10 @@ class FakeBackend final : public ExecutionBackend {
     return endpoints;
   }
   std::string LogPath(const std::string& run_dir) const override { return run_dir + "/log"; }
+  PoolDescription Describe() override {
+    describes++;
+    return description;
+  }
 
  private:
   // Applies `change` to the latest attempt of `run_id`; a run never launched
