@@ -56,7 +56,7 @@ class Cluster:
     from (PreemptType=preempt/partition_prio, PreemptMode=CANCEL), and such a job ends PREEMPTED.
     """
 
-    def __init__(self, base, gpus=2, cpus=2, preempt=False, grace_s=10):
+    def __init__(self, base, gpus=2, cpus=2, preempt=False, grace_s=10, short_minutes=None):
         self.base = base
         self.dir = os.path.join(base, "slurm")
         self.mdir = os.path.join(base, "munge")
@@ -64,6 +64,7 @@ class Cluster:
         self.cpus = cpus
         self.preempt = preempt
         self.grace_s = grace_s
+        self.short_minutes = short_minutes
         self.procs = {}
         self.host = socket.gethostname().split(".")[0]
         self.conf = os.path.join(self.dir, "slurm.conf")
@@ -120,6 +121,8 @@ PartitionName=urgent Nodes={self.host} MaxTime=INFINITE State=UP PriorityTier=10
         else:
             conf += f"""PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
 """
+        if self.short_minutes:
+            conf += f"PartitionName=short Nodes={self.host} MaxTime={self.short_minutes} State=UP\n"
         with open(self.conf, "w") as f:
             f.write(conf)
         with open(os.path.join(d, "gres.conf"), "w") as f:

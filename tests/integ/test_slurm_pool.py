@@ -32,6 +32,7 @@ class PoolCase(unittest.TestCase):
     """A private Slurm (`CLUSTER`: slurm_cluster.Cluster's options) and a root daemon whose
     config names it as pool `cluster`, shared directory <base>/shared (mode 1777); no tests."""
     CLUSTER = {}
+    POOL = ""  # more lines of the pool's config, each "    key: value\n"
 
     @classmethod
     def setUpClass(cls):
@@ -61,7 +62,7 @@ class PoolCase(unittest.TestCase):
             with open(os.path.join(cls.d.home, "config.yaml"), "w") as f:
                 f.write("pools:\n  cluster:\n    type: slurm\n"
                         f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
-                        f"    lathe_path: {lathe}\n    signal_grace: 10s\n")
+                        f"    lathe_path: {lathe}\n    signal_grace: 10s\n" + cls.POOL)
             cls.d.start()
         except BaseException:
             cls.tearDownClass()

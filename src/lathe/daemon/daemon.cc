@@ -42,7 +42,7 @@ namespace {
 // it exited; `what` (the exit, described) may be reworded, `*requeue` set for
 // a preemption the spec requeues.
 RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string_view cluster_end,
-                    std::string& what, bool* requeue) {
+                    std::string& what, bool* requeue, bool* chained) {
   if (!e.start_error.empty()) return RunState::kFailed;
   // Exited 0 without being asked to stop: the program finished, whatever
   // the cluster says of the job afterwards (a preemption decided as it ended).
@@ -51,6 +51,15 @@ RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string_v
     // Ended by its pool's cluster, not by the program: preempted or a node
     // lost is a preemption here (requeued when the spec allows, not a
     // retry); the job's time limit is the run's max_duration.
+    if (cluster_end == exec::kPartitionTimeLimit) {
+      // Not the run's own deadline: it goes on in its pool's next job.
+      what = fmt::format(
+          "reached its partition's time limit ({}); continues in a new job from its last "
+          "checkpoint",
+          what);
+      *requeue = *chained = true;
+      return RunState::kPreempted;
+    }
     if (cluster_end == "TIMEOUT") {
       what = fmt::format("stopped after exceeding max_duration ({}; Slurm: TIMEOUT)", what);
       return RunState::kFailed;
@@ -684,7 +693,8 @@ void Daemon::CheckActive(RunRecord& r, const exec::AttemptStatus& s) {
     }
     return;
   }
-  if (r.spec.max_duration_ms > 0 && clock_.NowMs() - r.started_at_ms > r.spec.max_duration_ms) {
+  const int64_t since = r.chain_started_at_ms > 0 ? r.chain_started_at_ms : r.started_at_ms;
+  if (r.spec.max_duration_ms > 0 && clock_.NowMs() - since > r.spec.max_duration_ms) {
     // Best effort: BeginStop logs a failure; the run stays active and the next pass looks again.
     (void)BeginStop(r, run::StopIntent::kTimeout,
                     "max_duration " +
@@ -715,8 +725,11 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cl
     // Best effort: an event only tells; what it tells of is stored already.
     (void)store_->AddEvent(r.id, "info", WorkspaceEvent(r), Json::object(), clock_.NowMs());
   }
-  bool requeue = false;
-  RunState to = EndStateOf(r, e, cluster_end, what, &requeue);
+  bool requeue = false, chained = false;
+  RunState to = EndStateOf(r, e, cluster_end, what, &requeue, &chained);
+  // max_duration counts from the chain's first job while it goes on.
+  r.chain_started_at_ms =
+      !chained ? 0 : (r.chain_started_at_ms > 0 ? r.chain_started_at_ms : r.started_at_ms);
   r.reason = to == RunState::kSucceeded ? "" : what;
   if (r.state == RunState::kStarting &&
       (to == RunState::kSucceeded || (to == RunState::kPreempted && !cluster_end.empty()))) {
@@ -738,12 +751,13 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cl
     requeue = true;
   }
   if (requeue) {
-    if (to == RunState::kPreempted) r.preemptions++;
+    if (to == RunState::kPreempted && !chained) r.preemptions++;
     r.stop_intent = run::StopIntent::kNone;
     const bool retry = to != RunState::kPreempted;
     if (Transition(r, RunState::kQueued,
-                   retry ? fmt::format("retry {} of {}", r.retries_used, r.spec.retry)
-                         : std::string("requeued after preemption"))
+                   retry     ? fmt::format("retry {} of {}", r.retries_used, r.spec.retry)
+                   : chained ? std::string("requeued to continue in its pool's next job")
+                             : std::string("requeued after preemption"))
             .ok() &&
         retry) {
       HoldForRetry(r);
@@ -896,8 +910,8 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.env["LATHE_ATTEMPT"] = std::to_string(r.attempt);
   q.workdir = r.spec.workdir;
   q.gpus = r.gpus;
-  q.gpu_count = r.spec.gpus;                 // for a backend that places runs itself
-  q.time_limit_ms = r.spec.max_duration_ms;  // each attempt's, as the deadline here
+  q.gpu_count = r.spec.gpus;  // for a backend that places runs itself
+  q.time_limit_ms = TimeLeftMs(r);
   q.cpus = r.spec.cpus;
   q.memory_bytes = r.spec.memory_bytes;
   q.shm_bytes = r.spec.shm_bytes;
@@ -917,6 +931,16 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   ApplyWorkspace(r, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                  q);  // last: it wraps whatever q.argv holds
   return q;
+}
+
+// What is left of the run's max_duration for the attempt starting now (0:
+// no limit): all of it, or what the chain it continues has not used yet —
+// at least a minute, Slurm's smallest --time.
+int64_t Daemon::TimeLeftMs(const RunRecord& r) const {
+  if (r.spec.max_duration_ms <= 0) return 0;
+  if (r.chain_started_at_ms <= 0) return r.spec.max_duration_ms;
+  const int64_t used = clock_.NowMs() - r.chain_started_at_ms;
+  return std::max<int64_t>(r.spec.max_duration_ms - used, 60000);
 }
 
 // Step 1 of a start, under mu_: commit `starting`, prepare the attempt

@@ -349,6 +349,7 @@ class Daemon final : public Runs {
   Result<exec::Launched> StartAttempt(PendingStart& p) EXCLUDES(mu_);
   // Checkpoint capture ends with the attempt (see run_checkpoints.h).
   void EndCheckpoints(const state::RunRecord& r, bool capture_if_unwatched) REQUIRES(mu_);
+  int64_t TimeLeftMs(const state::RunRecord& r) const;
   // A pool run's node recorded `recorded` finished checkpoints so far.
   void CapturePoolCheckpoints(const state::RunRecord& r, int64_t recorded) REQUIRES(mu_);
   void DrainCheckpointEvents() REQUIRES(mu_);

@@ -261,6 +261,34 @@ TEST_F(DaemonPoolsTest, AProgramThatFinishedOnItsOwnSucceedsWhateverTheClusterSa
   EXPECT_GE(cluster_.Launches(cut), 2);  // preempted, then requeued
 }
 
+// A partition's time limit is not the run's: the run goes on in a new job
+// (neither a preemption nor a retry), and its max_duration counts from the
+// chain's first job, so the chain ends when that is used up.
+TEST_F(DaemonPoolsTest, ARunLongerThanItsPartitionAllowsGoesOnAsAChainUntilItsOwnMaxDuration) {
+  constexpr int64_t kHour = 3600 * 1000;
+  std::string id = Submit({{"pool", "cluster"}, {"max_duration", "3h"}});
+  Step(2);
+  ASSERT_EQ(Get(id).state, RunState::kRunning);
+  EXPECT_EQ(cluster_.Get(id, 1)->request.time_limit_ms, 3 * kHour);
+  clock_.Advance(kHour);
+  cluster_.EndByCluster(id, std::string(exec::kPartitionTimeLimit));
+  for (int i = 0; i < 50 && cluster_.Launches(id) < 2; ++i) Step();
+  ASSERT_EQ(cluster_.Launches(id), 2);
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.preemptions, 0);
+  EXPECT_EQ(r.retries_used, 0);
+  EXPECT_GT(r.chain_started_at_ms, 0);
+  EXPECT_EQ(cluster_.Get(id, 2)->request.time_limit_ms, 2 * kHour);  // what the chain has left
+  Step();
+  clock_.Advance(2 * kHour + 1000);  // the chain's three hours are up
+  Step(3);
+  r = Get(id);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_NE(r.reason.find("max_duration"), std::string::npos) << r.reason;
+  EXPECT_EQ(cluster_.Launches(id), 2);
+  EXPECT_EQ(r.chain_started_at_ms, 0);
+}
+
 // A pool run's checkpoints are written on its node, where the daemon's
 // inotify sees nothing: the daemon does not watch the directory, and takes a
 // snapshot when the node's records grow, one per new record count.

@@ -162,6 +162,9 @@ struct AttemptStatus {
   // When kExited: the cluster's word for an end that was not the program's
   // doing — "PREEMPTED", "NODE_FAIL", "TIMEOUT" — so the daemon can treat it
   // as it treats a preemption or a deadline here; "" otherwise.
+  // kPartitionTimeLimit: the job reached the time limit of its cluster's
+  // partition, which is shorter than the run's own (or the run has none):
+  // the run goes on in a new attempt, from its last checkpoint.
   std::string cluster_end;
   // How many finished checkpoints the attempt's node has recorded so far
   // (LaunchRequest::checkpoint_dir); the daemon captures one snapshot when
@@ -169,6 +172,8 @@ struct AttemptStatus {
   // itself (the local one).
   int64_t checkpoints_recorded = 0;
 };
+
+inline constexpr std::string_view kPartitionTimeLimit = "PARTITION_TIME_LIMIT";
 
 enum class StopSignal {
   kGraceful,  // SIGTERM to the whole tree; the program may save and exit

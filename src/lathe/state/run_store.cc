@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kColumns =
     "id, name, seq, uid, user, kind, spec, state, gpus, attempt, retries_used, preemptions, "
     "created_at, started_at, finished_at, exit_code, signal, oom_killed, reason, stop_intent, "
-    "run_dir, backend, handle, workspace";
+    "run_dir, backend, handle, workspace, chain_started_at";
 
 Result<RunRecord> RowToRecord(const Stmt& s) {
   RunRecord r;
@@ -42,6 +42,7 @@ Result<RunRecord> RowToRecord(const Stmt& s) {
   r.backend = s.Text(21);
   ASSIGN_OR_RETURN(r.handle, ParseJson(s.Text(22)));
   ASSIGN_OR_RETURN(r.workspace, ParseJson(s.Text(23)));
+  r.chain_started_at_ms = s.Int(24);
   return r;
 }
 
@@ -64,6 +65,7 @@ Json CommonRunJson(const RunRecord& r) {
               {"preemptions", r.preemptions},
               {"created_at_ms", r.created_at_ms},
               {"started_at_ms", r.started_at_ms},
+              {"chain_started_at_ms", r.chain_started_at_ms},
               {"finished_at_ms", r.finished_at_ms}};
 }
 }  // namespace
@@ -129,7 +131,7 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
     r.created_at_ms = now_ms;
     ASSIGN_OR_RETURN(Stmt s, db_->Prepare(fmt::format(
                                  "INSERT INTO runs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                                 "?,?,?,?,?,?,?)",
+                                 "?,?,?,?,?,?,?,?)",
                                  kColumns)));
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.seq).Bind(4, int64_t{r.uid}).Bind(5, r.user);
     s.Bind(6, std::string(run::RunKindName(r.kind)))
@@ -144,7 +146,7 @@ Status RunStore::Insert(RunRecord& r, int64_t now_ms, const std::optional<Idempo
         .Bind(19, r.reason)
         .Bind(20, std::string(run::StopIntentName(r.stop_intent)));
     s.Bind(21, r.run_dir).Bind(22, r.backend).Bind(23, r.handle.dump());
-    s.Bind(24, r.workspace.dump());
+    s.Bind(24, r.workspace.dump()).Bind(25, r.chain_started_at_ms);
     RETURN_IF_ERROR(s.Run());
     if (key) RETURN_IF_ERROR(InsertKey(*key, r.id, now_ms));  // after the run: it references it
     return InsertEvent(r.id, "state", "submitted", Json{{"to", "queued"}}, now_ms);
@@ -211,7 +213,7 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   std::string sql =
       "UPDATE runs SET name=?, state=?, gpus=?, attempt=?, retries_used=?, preemptions=?, "
       "started_at=?, finished_at=?, exit_code=?, signal=?, oom_killed=?, reason=?, stop_intent=?, "
-      "backend=?, handle=?, workspace=? WHERE id=?";
+      "backend=?, handle=?, workspace=?, chain_started_at=? WHERE id=?";
   if (expected) sql += " AND state=?";
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
   s.Bind(1, r.name).Bind(2, run::StateName(r.state)).Bind(3, Json(r.gpus).dump());
@@ -222,8 +224,9 @@ Status RunStore::WriteRow(const RunRecord& r, std::optional<run::RunState> expec
   s.Bind(11, int64_t{r.oom_killed})
       .Bind(12, r.reason)
       .Bind(13, std::string(run::StopIntentName(r.stop_intent)));
-  s.Bind(14, r.backend).Bind(15, r.handle.dump()).Bind(16, r.workspace.dump()).Bind(17, r.id);
-  if (expected) s.Bind(18, run::StateName(*expected));
+  s.Bind(14, r.backend).Bind(15, r.handle.dump()).Bind(16, r.workspace.dump());
+  s.Bind(17, r.chain_started_at_ms).Bind(18, r.id);
+  if (expected) s.Bind(19, run::StateName(*expected));
   RETURN_IF_ERROR(s.Run());
   ASSIGN_OR_RETURN(Stmt c, db_->Prepare("SELECT changes()"));
   ASSIGN_OR_RETURN(bool row, c.Step());

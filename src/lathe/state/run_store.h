@@ -38,6 +38,10 @@ struct RunRecord {
   int preemptions = 0;
   int64_t created_at_ms = 0;
   int64_t started_at_ms = 0;  // of the current/last attempt
+  // When the first job of the chain this attempt continues began: a pool run
+  // that reached its partition's time limit goes on in a new job, and its
+  // max_duration counts from here. 0 when the attempt is no continuation.
+  int64_t chain_started_at_ms = 0;
   int64_t finished_at_ms = 0;
   std::optional<int> exit_code;
   std::optional<int> signal;

@@ -55,6 +55,20 @@ TEST_F(RunStoreTest, InsertAssignsSequenceAndRecordsSubmitEvent) {
   EXPECT_TRUE(store_->db().wal());
 }
 
+// A pool run's chain start survives a save and a reopen (a daemon restart).
+TEST_F(RunStoreTest, TheChainStartIsKept) {
+  RunRecord r = NewRun("r1", "a");
+  ASSERT_TRUE(store_->Insert(r, 1000).ok());
+  r.chain_started_at_ms = 123456;
+  ASSERT_TRUE(store_->Save(r, "info", "chained", 2000).ok());
+  store_.reset();
+  auto s = RunStore::Open(dir_ + "/lathe.db");
+  ASSERT_TRUE(s.ok());
+  auto got = (*s)->Get("r1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->chain_started_at_ms, 123456);
+}
+
 TEST_F(RunStoreTest, DeleteRemovesTheRunItsEventsAndItsKeys) {
   RunRecord a = NewRun("r1", "a"), b = NewRun("r2", "b");
   IdempotencyKey k{1000, "key-1", "hash-1"};

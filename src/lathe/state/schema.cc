@@ -266,6 +266,11 @@ DROP TABLE api_tokens;
 DROP TABLE browser_sessions;
 DROP TABLE deploy_keys;
 )sql",
+      // v13: a pool run continued as a chain of jobs across its partition's
+      // time limit (RunRecord::chain_started_at_ms).
+      R"sql(
+ALTER TABLE runs ADD COLUMN chain_started_at INTEGER NOT NULL DEFAULT 0;
+)sql",
   };
   return m;
 }

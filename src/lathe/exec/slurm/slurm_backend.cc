@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -94,7 +95,8 @@ AttemptStatus Exited(ExitRecord e) {
 
 // The ends Slurm imposed on a job that its program did not choose, as
 // AttemptStatus::cluster_end names them; "" for any other state.
-std::string ClusterEnd(std::string_view state) {
+std::string ClusterEnd(std::string_view state, bool time_capped) {
+  if (state == "TIMEOUT" && time_capped) return std::string(kPartitionTimeLimit);
   for (const char* s : {"PREEMPTED", "NODE_FAIL", "TIMEOUT"}) {
     if (state == s) return s;
   }
@@ -107,6 +109,7 @@ Json SlurmHandleToJson(const SlurmHandle& h) {
   Json j = {{"dir", h.dir}, {"pool", h.pool}, {"uid", h.uid}, {"gid", h.gid}, {"log", h.log}};
   if (!h.job_id.empty()) j["job_id"] = h.job_id;
   if (h.records_checkpoints) j["records_checkpoints"] = true;
+  if (h.time_capped) j["time_capped"] = true;
   return j;
 }
 
@@ -125,6 +128,8 @@ SlurmHandle SlurmHandleFromJson(const Json& j) {
   if (auto it = j.find("gid"); it != j.end() && it->is_number_unsigned()) h.gid = it->get<gid_t>();
   if (auto it = j.find("records_checkpoints"); it != j.end() && it->is_boolean())
     h.records_checkpoints = it->get<bool>();
+  if (auto it = j.find("time_capped"); it != j.end() && it->is_boolean())
+    h.time_capped = it->get<bool>();
   return h;
 }
 
@@ -264,7 +269,10 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
     return Status(made.code(), "cannot prepare the attempt in the Slurm pool's shared directory: " +
                                    made.message());
   }
-  auto submitted = commands_->Run(SbatchArgv(SlurmCommandPath(opts_, "sbatch"), opts_, req, p),
+  LaunchRequest limited = req;
+  h.time_capped = CapToPartition(limited);
+  out.handle = SlurmHandleToJson(h);
+  auto submitted = commands_->Run(SbatchArgv(SlurmCommandPath(opts_, "sbatch"), opts_, limited, p),
                                   &req.user, SlurmCommandEnv(opts_, &req.user));
   auto refused = [&](const std::string& error) {
     out.start_error = Status::Msg(Code::kUnavailable, "slurm.submit_failed",
@@ -291,6 +299,23 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
   out.handle = SlurmHandleToJson(h);
   out.what = "job " + job_id;
   return out;
+}
+
+// A run longer than its partition allows, or without a limit of its own,
+// is submitted with the partition's MaxTime: at that limit it goes on as a
+// new job (kPartitionTimeLimit). Asked of sinfo through Describe (shared,
+// reused for a moment), without mu_.
+bool SlurmBackend::CapToPartition(LaunchRequest& req) {
+  const PoolDescription d = Describe();
+  if (!d.error.ok()) return false;  // Describe logged why; Slurm applies its limit anyway
+  for (const Partition& part : d.partitions) {
+    if (opts_.partition.empty() ? !part.is_default : part.name != opts_.partition) continue;
+    if (part.max_time_ms <= 0) return false;  // no limit
+    if (req.time_limit_ms > 0 && req.time_limit_ms <= part.max_time_ms) return false;
+    req.time_limit_ms = part.max_time_ms;
+    return true;
+  }
+  return false;
 }
 
 // ---- supervising ----------------------------------------------------------------
@@ -408,7 +433,13 @@ void SlurmBackend::Settle(const std::vector<std::string>& ids) {
     if (auto exit = ReadExit(job)) {
       ended[id] = Exited(*exit);
       // Slurm's last word, when squeue still showed the job ended.
-      if (job.last && !job.absent) ended[id].cluster_end = ClusterEnd(job.last->state);
+      if (job.last && !job.absent)
+        ended[id].cluster_end = ClusterEnd(job.last->state, job.handle.time_capped);
+      // The monitor ended the program on --signal's USR1, ahead of the time
+      // limit: the job ended before Slurm's TIMEOUT, which says it as well.
+      if (ended[id].cluster_end.empty() && exit->stop_signal == SIGUSR1) {
+        ended[id].cluster_end = ClusterEnd("TIMEOUT", job.handle.time_capped);
+      }
     } else if (job.settled_looks >= 2) {  // never on one answer: NFS may show the file late
       unexplained.push_back(id);
     }
@@ -426,7 +457,7 @@ void SlurmBackend::Settle(const std::vector<std::string>& ids) {
     }
     if (end) {
       ended[id] = Exited(*SlurmExitRecord(*end, RunStarted(job), OutputTail(job), clock_.NowMs()));
-      ended[id].cluster_end = ClusterEnd(end->state);
+      ended[id].cluster_end = ClusterEnd(end->state, job.handle.time_capped);
       continue;
     }
     AttemptStatus gone;

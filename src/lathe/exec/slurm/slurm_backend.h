@@ -65,6 +65,9 @@ struct SlurmHandle {
   // The node records finished checkpoints in <dir>/checkpoints.jsonl
   // (LaunchRequest::checkpoint_dir was set).
   bool records_checkpoints = false;
+  // Submitted with its partition's MaxTime as --time (shorter than the run's
+  // max_duration, or the run has none): a TIMEOUT is the partition's limit.
+  bool time_capped = false;
 };
 Json SlurmHandleToJson(const SlurmHandle& h);
 SlurmHandle SlurmHandleFromJson(const Json& j);  // missing fields stay empty
@@ -181,6 +184,9 @@ class SlurmBackend final : public ExecutionBackend {
   SlurmHandle HandleOf(const AttemptRef& attempt) const;
   // Adds the attempt's job to jobs_ when it is new. Under mu_.
   Job& Track(const SlurmHandle& h, const std::string& user_name);
+  // Lowers `req`'s time limit to its partition's MaxTime when the run asks
+  // for more or for none; true when it did. Without sinfo's answer, nothing.
+  bool CapToPartition(LaunchRequest& req);
   // Counts the checkpoint records of the running jobs among `handles`
   // (Job::checkpoints). Takes mu_ only around the bookkeeping.
   void CountCheckpoints(const std::vector<SlurmHandle>& handles);

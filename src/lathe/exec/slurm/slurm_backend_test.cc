@@ -490,6 +490,49 @@ TEST_F(SlurmBackendTest, TheProgramsOwnEndNamesNoClusterEnd) {
   EXPECT_EQ(s.cluster_end, "");
 }
 
+// A run longer than its partition's MaxTime (or without a limit) is
+// submitted with MaxTime; ending at it, or on the USR1 that comes ahead of
+// it, is the partition's limit, not the run's.
+TEST_F(SlurmBackendTest, APartitionsMaxTimeCapsTheJobAndItsEndIsThePartitionsLimit) {
+  slurm_->answers["sinfo"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(0, "debug|debug*|vm|idle|0/2/0/2|gpu:fake:2|gpu:fake:0(IDX:N/A)|4000|1:00:00|up\n");
+  };
+  LaunchRequest r = Request();
+  r.time_limit_ms = 3 * 3600 * 1000;  // three hours; the partition allows one
+  auto prepared = backend_->Prepare(r);
+  ASSERT_TRUE(prepared.ok());
+  auto l = backend_->Launch(r, *prepared);
+  ASSERT_TRUE(l.ok());
+  auto sbatch = slurm_->Of("sbatch");
+  ASSERT_EQ(sbatch.size(), 1u);
+  EXPECT_NE(std::find(sbatch[0].args.begin(), sbatch[0].args.end(), "--time=60"),
+            sbatch[0].args.end());
+  EXPECT_TRUE(l->handle.value("time_capped", false));
+  slurm_->Queue({{"4242", "RUNNING|None"}});
+  PollOne(Ref(l->handle));
+  ExitRecord e;
+  e.signal = SIGTERM;
+  e.stop_signal = SIGUSR1;
+  ASSERT_TRUE(os::WriteFileAtomic(AttemptDir() + "/exit.json", ExitToJson(e).dump()).ok());
+  slurm_->Queue({{"4242", "FAILED|NonZeroExitCode"}});
+  Later();
+  AttemptStatus s = PollOne(Ref(l->handle));
+  ASSERT_EQ(s.phase, AttemptPhase::kExited);
+  EXPECT_EQ(s.cluster_end, kPartitionTimeLimit);
+
+  // A run whose own limit fits is submitted with it, and its TIMEOUT is its own.
+  r = Request("r-2");
+  ASSERT_TRUE(os::MakeDirs(r.attempt_dir, 0700).ok());
+  r.time_limit_ms = 30 * 60 * 1000;
+  prepared = backend_->Prepare(r);
+  l = backend_->Launch(r, *prepared);
+  ASSERT_TRUE(l.ok());
+  sbatch = slurm_->Of("sbatch");
+  EXPECT_NE(std::find(sbatch[1].args.begin(), sbatch[1].args.end(), "--time=30"),
+            sbatch[1].args.end());
+  EXPECT_FALSE(l->handle.value("time_capped", false));
+}
+
 TEST_F(SlurmBackendTest, AFailedSqueueKeepsTheLastStatesAndCountsForNothing) {
   Json h = Launch();
   slurm_->Queue({{"4242", "RUNNING|None"}});

@@ -93,7 +93,11 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
       "--output=" + out,
       "--error=" + out,
       "--no-requeue",
-      "--export=NONE",
+      // sbatch runs with SlurmCommandEnv's few variables, which are all the
+      // job inherits; the monitor builds the run's environment from
+      // launch.json. Not --export=NONE: it makes slurmd load the user's login
+      // environment first (--get-user-env), seconds per job.
+      "--export=ALL",
       "--nodes=1",
   };
   if (pool.signal_grace_ms > 0) {
