@@ -23,6 +23,7 @@ void SetupUi(CLI::App& app, Globals& g, Status& status);        // cmd_ui.cc
 void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.cc
 void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
 void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
+void SetupProfiles(CLI::App& app, Globals& g, Status& status);  // cmd_profiles.cc
 
 namespace {
 
@@ -43,7 +44,7 @@ constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
     {"token", SetupToken},     {"login", SetupLogin},       {"logout", SetupLogin},
     {"rm", SetupRm},           {"secret", SetupSecret},     {"open", SetupOpen},
     {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
-    {"deploy", SetupDeploy},
+    {"deploy", SetupDeploy},   {"profiles", SetupProfiles},
 };
 
 }  // namespace
@@ -74,6 +75,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupDaemon(app, g, status);
   SetupRun(app, g, status);
   SetupGpus(app, g, status);
+  SetupProfiles(app, g, status);
   SetupTop(app, g, status);
   SetupSnap(app, g, status);
   SetupDoctor(app, g, status);

@@ -18,6 +18,8 @@ void ApiServer::GetStatus(ApiCall& call) {
 
 void ApiServer::GetGpus(ApiCall& call) { call.Reply(daemon_.GpusJson()); }
 
+void ApiServer::GetProfiles(ApiCall& call) { call.Reply(daemon_.ProfilesJson()); }
+
 // Every run's events as server-sent events, for root and the daemon's user.
 void ApiServer::GetEvents(ApiCall& call) {
   if (!call.caller.admin) return call.Reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));

@@ -243,6 +243,7 @@ Status ApiServer::AddRoutes() {
   return router_.AddAll({
       {"GET", "/api/v1/status", &A::GetStatus},
       {"GET", "/api/v1/gpus", &A::GetGpus},
+      {"GET", "/api/v1/profiles", &A::GetProfiles},
       {"GET", "/api/v1/gpus/history", &A::GetGpuHistory},
       {"GET", "/api/v1/runs", &A::ListRuns},
       {"POST", "/api/v1/runs", &A::PostRun},

@@ -109,6 +109,7 @@ class ApiServer {
   // routes_system.cc
   void GetStatus(ApiCall& call);
   void GetGpus(ApiCall& call);
+  void GetProfiles(ApiCall& call);  // the same for every caller: nothing in it is private
   void GetEvents(ApiCall& call);
   void PostShutdown(ApiCall& call);
   // routes_runs.cc
