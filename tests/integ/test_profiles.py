@@ -134,7 +134,10 @@ class Profiles(unittest.TestCase):
         self.assertEqual(p["huge"]["fits"], "never")
         table = self.d.cli("profiles").stdout
         self.assertIn("1 × A100", table)
-        self.assertIn("never", table)
+        self.assertIn("never: profile 'h100' can never run on this machine", table)
+        zh = self.d.cli("profiles", env=self.d.env(LANG=ZH)).stdout
+        self.assertIn("当前可放下", zh)
+        self.assertIn("永远不能：资源配置 “h100” 在本机永远无法运行", zh)
 
     def test_a_second_user_sees_the_same_profiles(self):
         second_user(self, OTHER)
