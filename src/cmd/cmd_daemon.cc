@@ -50,7 +50,7 @@ struct DaemonFlags {
   bool metrics_open_on_loopback = false;        // config.yaml only
   std::string telemetry_interval;               // --telemetry-interval, else config.yaml's
   daemon::TelemetrySettings telemetry;          // config.yaml
-  // config.yaml: retry_backoff*, run_log_max, pools, default_pool
+  // config.yaml: retry_backoff*, run_log_max, pools, default_pool, profiles
   daemon::DaemonConfig runs;
 };
 
@@ -85,6 +85,7 @@ Status ApplyConfig(DaemonFlags& f) {
   f.runs.run_log_max_bytes = c.run_log_max_bytes;
   f.runs.pools = c.pools;
   f.runs.default_pool = c.default_pool;
+  f.runs.profiles = c.profiles;
   if (given("--telemetry-interval")) {
     auto d = ParseDuration(f.telemetry_interval);
     if (!d.ok() || d->count() < telemetry::kMinIntervalMs) {
@@ -165,6 +166,7 @@ Status ApplyDeploymentFlags(const DaemonFlags& f, deploy::DeploymentOptions& d) 
 // config.yaml `pools:` as the node builds them (every type is slurm today).
 void ApplyPools(const DaemonFlags& f, node::NodeOptions& no) {
   if (f.runs.default_pool) no.daemon.default_pool = *f.runs.default_pool;
+  if (f.runs.profiles) no.daemon.profiles = *f.runs.profiles;
   if (!f.runs.pools) return;
   for (const auto& [name, p] : *f.runs.pools) no.slurm_pools.push_back(p.slurm);
 }

@@ -28,6 +28,7 @@ struct StartFlags {
   std::optional<int> gpus;
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workspace, idle, max_duration, checkpoint_dir, network;
+  std::string profile;  // a profile of the daemon's config; flags win over it
   std::vector<std::string> kernels, ports, env;
   bool wait = false, browser = false, json = false;
 };
@@ -48,10 +49,10 @@ Result<Json> NotebookSpec(const StartFlags& f) {
   }
   if (f.gpus) spec["gpus"] = *f.gpus;
   if (f.cpus) spec["cpus"] = *f.cpus;
-  for (auto [key, value] :
-       {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
-        std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
-        std::pair{"max_duration", &f.max_duration}, std::pair{"network", &f.network}}) {
+  for (auto [key, value] : {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
+                            std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
+                            std::pair{"max_duration", &f.max_duration},
+                            std::pair{"network", &f.network}, std::pair{"profile", &f.profile}}) {
     if (!value->empty()) spec[key] = *value;
   }
   if (!f.idle.empty()) spec["idle"] = f.idle == "0" ? Json(0) : Json(f.idle);
@@ -232,6 +233,7 @@ void SetupNotebook(CLI::App& app, Globals& g, Status& status) {
   start->add_option("--cpus", f.cpus);
   start->add_option("--memory", f.memory);
   start->add_option("--shm", f.shm);
+  start->add_option("--profile", f.profile);
   start->add_option("--priority", f.priority);
   start->add_option("--name", f.name);
   start->add_option("--workspace", f.workspace);

@@ -33,7 +33,8 @@ struct RunFlags {
   std::optional<int> gpus;
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workdir, max_duration, network, pool;
-  std::string workspace;  // a git URL or repository path (#ref), or a directory
+  std::string profile, gpu_type;  // a profile of the daemon's config; flags win over it
+  std::string workspace;          // a git URL or repository path (#ref), or a directory
   std::vector<std::string> env;
   std::vector<std::string> secrets;       // names; the daemon puts in the values
   std::vector<std::string> secret_files;  // names given as files
@@ -131,6 +132,8 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (!f.shm.empty()) spec["shm"] = f.shm;
   if (!f.network.empty()) spec["network"] = f.network;
   if (!f.pool.empty()) spec["pool"] = f.pool;
+  if (!f.profile.empty()) spec["profile"] = f.profile;
+  if (!f.gpu_type.empty()) spec["gpu_type"] = f.gpu_type;
   if (!f.priority.empty()) spec["priority"] = f.priority;
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.max_duration.empty()) spec["max_duration"] = f.max_duration;
@@ -630,6 +633,8 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--port", f.ports)->allow_extra_args(false);
   run->add_option("--network", f.network);  // host | isolated; the daemon checks it
   run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
+  run->add_option("--profile", f.profile);  // a profile of the daemon's config
+  run->add_option("--gpu-type", f.gpu_type);
   run->add_option("--workdir", f.workdir);
   run->add_option("--workspace", f.workspace);
   run->add_option("--retry", f.retry);

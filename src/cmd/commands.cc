@@ -24,6 +24,7 @@ void SetupNotebook(CLI::App& app, Globals& g, Status& status);  // cmd_notebook.
 void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
 void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
 void SetupPools(CLI::App& app, Globals& g, Status& status);     // cmd_pools.cc
+void SetupProfiles(CLI::App& app, Globals& g, Status& status);  // cmd_profiles.cc
 
 namespace {
 
@@ -44,7 +45,7 @@ constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
     {"token", SetupToken},     {"login", SetupLogin},       {"logout", SetupLogin},
     {"rm", SetupRm},           {"secret", SetupSecret},     {"open", SetupOpen},
     {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
-    {"deploy", SetupDeploy},   {"pools", SetupPools},
+    {"deploy", SetupDeploy},   {"pools", SetupPools},       {"profiles", SetupProfiles},
 };
 
 }  // namespace
@@ -75,6 +76,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupDaemon(app, g, status);
   SetupRun(app, g, status);
   SetupGpus(app, g, status);
+  SetupProfiles(app, g, status);
   SetupTop(app, g, status);
   SetupSnap(app, g, status);
   SetupDoctor(app, g, status);

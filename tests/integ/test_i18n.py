@@ -23,7 +23,7 @@ OPEN, CLOSE = "⟦", "⟧"
 # Words a person types: the commands and the JSON literals a spec value shows.
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
-    "gpus", "top", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
+    "gpus", "profiles", "top", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
     "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "pools", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"

@@ -79,6 +79,7 @@ void ApiServer::GetPools(ApiCall& call) {
     pools_calls_--;
   });
 }
+void ApiServer::GetProfiles(ApiCall& call) { call.Reply(daemon_.ProfilesJson()); }
 
 // Every run's events as server-sent events, for root and the daemon's user.
 void ApiServer::GetEvents(ApiCall& call) {

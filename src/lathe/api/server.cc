@@ -244,6 +244,7 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/status", &A::GetStatus},
       {"GET", "/api/v1/gpus", &A::GetGpus},
       {"GET", "/api/v1/pools", &A::GetPools},
+      {"GET", "/api/v1/profiles", &A::GetProfiles},
       {"GET", "/api/v1/gpus/history", &A::GetGpuHistory},
       {"GET", "/api/v1/runs", &A::ListRuns},
       {"POST", "/api/v1/runs", &A::PostRun},

@@ -110,6 +110,7 @@ class ApiServer {
   void GetStatus(ApiCall& call);
   void GetGpus(ApiCall& call);
   void GetPools(ApiCall& call);
+  void GetProfiles(ApiCall& call);  // the same for every caller: nothing in it is private
   void GetEvents(ApiCall& call);
   void PostShutdown(ApiCall& call);
   // routes_runs.cc

@@ -288,6 +288,11 @@ constexpr Section kSections[] = {
        ASSIGN_OR_RETURN(c.pools, ParsePools(n, f));
        return Status::OK();
      }},
+    {"profiles",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       ASSIGN_OR_RETURN(c.profiles, ParseProfiles(n, f));
+       return Status::OK();
+     }},
 };
 
 // default_pool names `local` or a pool of the same file.
@@ -299,6 +304,22 @@ Status CheckDefaultPool(const DaemonConfig& c, std::string_view file) {
     for (const auto& [name, p] : *c.pools) allowed += ", " + name;
   }
   return BadKey(file, "default_pool", allowed);
+}
+
+// Each profile's pool is `local` or a pool of the same file.
+Status CheckProfilePools(const DaemonConfig& c, std::string_view file) {
+  if (!c.profiles) return Status::OK();
+  for (const auto& [name, p] : *c.profiles) {
+    if (p.pool.empty() || p.pool == run::kLocalPool || (c.pools && c.pools->count(p.pool))) {
+      continue;
+    }
+    std::string allowed(run::kLocalPool);
+    if (c.pools) {
+      for (const auto& [pool, s] : *c.pools) allowed += ", " + pool;
+    }
+    return BadKey(file, "profiles." + name + ".pool", allowed);
+  }
+  return Status::OK();
 }
 
 // A key of a single value (gpus, host, port, grace, retry_backoff*, run_log_max).
@@ -336,7 +357,7 @@ Status ParseScalarKey(const std::string& key, const std::string& v, std::string_
     return BadKey(file, key,
                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
                   "notebooks, deployments, metrics, telemetry, retry_backoff, retry_backoff_max, "
-                  "run_log_max, pools, default_pool");
+                  "run_log_max, pools, default_pool, profiles");
   }
   return Status::OK();
 }
@@ -352,7 +373,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       return BadKey(file, "(top level)",
                     "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
                     "fair_share, notebooks, deployments, metrics, telemetry, pools, "
-                    "default_pool");
+                    "default_pool, profiles");
     }
     for (const auto& kv : root) {
       const std::string key = kv.first.Scalar();
@@ -366,6 +387,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
       RETURN_IF_ERROR(ParseScalarKey(key, kv.second.Scalar(), file, c));
     }
     RETURN_IF_ERROR(CheckDefaultPool(c, file));
+    RETURN_IF_ERROR(CheckProfilePools(c, file));
   } catch (const YAML::Exception& e) {
     return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",
                        {{"file", std::string(file)}, {"detail", e.what()}});

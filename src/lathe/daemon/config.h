@@ -32,6 +32,8 @@
 //   pools:                # cluster pools (pool_config.h, docs/slurm.md)
 //     cluster: {type: slurm, partition: gpu, shared_dir: /shared/lathe}
 //   default_pool: cluster # where a job without `pool:` goes (default: local)
+//   profiles:             # named resource profiles (profile_config.h, docs/cli.md)
+//     small: {gpus: 1, gpu_type: L4, memory: 24GB}
 //   tls:                  # the API's TCP listener speaks TLS (required when host is not loopback)
 //     cert: /etc/lathe/server.pem  # PEM certificate, then any intermediates (absolute path)
 //     key: /etc/lathe/server.key   # its PEM private key (absolute path)
@@ -47,6 +49,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/pool_config.h"
+#include "lathe/daemon/profile_config.h"
 #include "lathe/daemon/quotas.h"
 #include "lathe/daemon/retention.h"
 
@@ -106,6 +109,7 @@ struct DaemonConfig {
   std::optional<uint64_t> run_log_max_bytes;    // `run_log_max`: one run's log at most
   std::optional<std::map<std::string, PoolSettings>> pools;
   std::optional<std::string> default_pool;  // a name in pools, or "local"
+  std::optional<std::map<std::string, run::Profile>> profiles;
 };
 
 // HOST:PORT with a port from 0 to 65535, else config.bad_key naming `key`

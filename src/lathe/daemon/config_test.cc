@@ -237,5 +237,51 @@ TEST(DaemonConfig, RejectsBadPoolsNamingTheKey) {
   EXPECT_TRUE(ParseDaemonConfig("default_pool: local\n", "c.yaml").ok());
 }
 
+TEST(DaemonConfig, ParsesProfiles) {
+  auto c = ParseDaemonConfig(
+      "pools: {cluster: {type: slurm, shared_dir: /shared/lathe}}\n"
+      "profiles:\n"
+      "  a100x2: {gpus: 2, gpu_type: A100, cpus: 16, memory: 128GB, shm: 16GB,\n"
+      "           pool: cluster, partition: gpu-a100}\n"
+      "  small: {gpus: 1, memory: 24GB}\n"
+      "  here: {gpus: 1, pool: local}\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->profiles);
+  ASSERT_EQ(c->profiles->size(), 3u);
+  const run::Profile& p = c->profiles->at("a100x2");
+  EXPECT_EQ(p.name, "a100x2");
+  EXPECT_EQ(p.gpus, 2);
+  EXPECT_EQ(p.gpu_type, "A100");
+  EXPECT_EQ(p.cpus, 16.0);
+  EXPECT_EQ(p.memory_bytes, 128'000'000'000ull);
+  EXPECT_EQ(p.shm_bytes, 16'000'000'000ull);
+  EXPECT_EQ(p.pool, "cluster");
+  EXPECT_EQ(p.partition, "gpu-a100");
+  EXPECT_EQ(c->profiles->at("small").memory_bytes, 24'000'000'000ull);
+  EXPECT_FALSE(c->profiles->at("small").cpus);
+}
+
+TEST(DaemonConfig, RejectsBadProfilesNamingTheKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"profiles: [a, b]\n", "profiles"},
+      {"profiles: {Big: {gpus: 1}}\n", "profiles.Big"},
+      {"profiles: {p: 3}\n", "profiles.p"},
+      {"profiles: {p: {gpus: many}}\n", "profiles.p.gpus"},
+      {"profiles: {p: {memory: lots}}\n", "profiles.p.memory"},
+      {"profiles: {p: {gpu_type: 'A100 x'}}\n", "profiles.p.gpu_type"},
+      {"profiles: {p: {partition: '$(x)'}}\n", "profiles.p.partition"},
+      {"profiles: {p: {command: [x]}}\n", "profiles.p"},
+      {"profiles: {p: {pool: cluster}}\n", "profiles.p.pool"},  // no such pool
+  };
+  for (const auto& [bad, key] : cases) {
+    auto c = ParseDaemonConfig(bad, "c.yaml");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().msg_id(), "config.bad_key") << bad;
+    EXPECT_NE(c.status().message().find(std::string("'") + key + "'"), std::string::npos)
+        << bad << " -> " << c.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace lathe::daemon

@@ -834,7 +834,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);
     return starts;
   }
-  sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_};
+  const sched::NodeState node = NodeOf();
   std::vector<sched::QueuedJob> q;
   q.reserve(queued.size());
   for (const RunRecord* r : queued) q.push_back(QueuedJobOf(*r));
@@ -911,6 +911,8 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.workdir = r.spec.workdir;
   q.gpus = r.gpus;
   q.gpu_count = r.spec.gpus;  // for a backend that places runs itself
+  q.gpu_type = r.spec.gpu_type;
+  q.partition = r.spec.partition;
   q.time_limit_ms = TimeLeftMs(r);
   q.cpus = r.spec.cpus;
   q.memory_bytes = r.spec.memory_bytes;

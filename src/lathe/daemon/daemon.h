@@ -54,6 +54,7 @@
 #include "lathe/os/file_lock.h"
 #include "lathe/os/users.h"
 #include "lathe/run/ports.h"
+#include "lathe/run/profile.h"
 #include "lathe/snap/store.h"
 #include "lathe/state/run_store.h"
 #include "lathe/telemetry/sampler.h"
@@ -102,6 +103,8 @@ struct DaemonOptions {
   std::map<std::string, exec::ExecutionBackend*> pools;
   // Where a spec without `pool:` runs ("" or "local": this node).
   std::string default_pool;
+  // The resource profiles (config.yaml `profiles:`) a spec may name, by name.
+  std::map<std::string, run::Profile> profiles;
   // Which finished runs the daemon removes by itself (config.yaml
   // `retention:`); the default keeps them all.
   RetentionPolicy retention;
@@ -260,6 +263,11 @@ class Daemon final : public Runs {
   std::vector<PoolView> Pools(const Caller& caller) EXCLUDES(mu_);
   Json StatusJson() EXCLUDES(mu_);
   Json GpusJson() EXCLUDES(mu_);
+  // GET /profiles (profiles_daemon.cc): {"profiles": [{name, fields: {the
+  // spec fields it sets}, pool (where it runs: "local" or a pool's name),
+  // fits: "yes" | "no" | "never" | "unknown", why}]}. Nothing in it is
+  // private: every caller sees the same.
+  Json ProfilesJson() EXCLUDES(mu_);
   // What GET /metrics shows (metrics_daemon.cc): a fresh sample of the GPU
   // source (the start-up one when it fails), the runs holding GPUs, the queue
   // per priority, every run per state and the scheduling latency.
@@ -332,6 +340,14 @@ class Daemon final : public Runs {
   void Readopt(state::RunRecord& r) REQUIRES(mu_);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
   Status ResolvePool(run::RunSpec& spec) const;  // spec.pool: a configured pool or ""
+  // A submitted spec with `profile:`: the profile's fields filled in where the
+  // spec leaves them out (profile.unknown for a name not configured); the
+  // fields it filled go to `filled`.
+  Result<Json> ResolveProfile(const Json& spec_json, std::vector<std::string>& filled) const;
+  // This node as sched/ sees it: its GPUs (with their names), cpus, memory.
+  sched::NodeState NodeOf() const;
+  // CheckFitsNode's refusal said as the profile's (profile.unsatisfiable).
+  Status AsProfileRefusal(const run::RunSpec& spec, const Status& why) const;
   Json PoolsJson() const;
   // Exits, lost, deadlines.
   void CheckActive(state::RunRecord& r, const exec::AttemptStatus& s) REQUIRES(mu_);

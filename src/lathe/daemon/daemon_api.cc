@@ -117,7 +117,11 @@ Status Daemon::ResolvePool(run::RunSpec& spec) const {
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
   exec::ExecutionBackend* backend = BackendFor(spec);  // ResolvePool found it
   // A backend that places runs itself (a cluster) judges the fit itself.
-  if (!backend->Caps().places_runs) RETURN_IF_ERROR(CheckFitsNode(spec));
+  if (!backend->Caps().places_runs) {
+    if (Status fit = CheckFitsNode(spec); !fit.ok()) {
+      return spec.profile.empty() ? fit : AsProfileRefusal(spec, fit);
+    }
+  }
   if (run::IsNotebookSpec(spec) && !backend->Caps().places_runs) {
     RETURN_IF_ERROR(CheckNotebookSubmittable(spec));
   }
@@ -161,11 +165,86 @@ Status Daemon::CheckFitsNode(const run::RunSpec& spec) const {
                         {"requested", FormatBytes(spec.shm_bytes)},
                         {"available", FormatBytes(node_memory_)}});
   }
-  sched::NodeState node{gpus, {}, node_cpus_, node_memory_};
-  if (Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes}); !v.ok()) {
+  const sched::NodeState node = NodeOf();
+  if (spec.gpus > 0 && !spec.gpu_type.empty()) {
+    size_t matching = sched::MatchingGpus(node, spec.gpu_type).size();
+    if (matching < static_cast<size_t>(spec.gpus)) {
+      std::string names;
+      for (const auto& g : inventory_.gpus) names += (names.empty() ? "" : ", ") + g.name;
+      return Status::Msg(Code::kInvalidArgument, "spec.gpu_type_unmatched",
+                         {{"gpus", std::to_string(spec.gpus)},
+                          {"gpu_type", spec.gpu_type},
+                          {"matching", std::to_string(matching)},
+                          {"names", names}});
+    }
+  }
+  if (Status v = sched::Validate(node, {spec.gpus, spec.cpus, spec.memory_bytes, spec.gpu_type});
+      !v.ok()) {
     return Status(Code::kInvalidArgument, v.message());  // GPUs marked unavailable
   }
   return Status::OK();
+}
+
+sched::NodeState Daemon::NodeOf() const {
+  sched::NodeState node{static_cast<int>(inventory_.gpus.size()), {}, node_cpus_, node_memory_, {}};
+  node.gpu_names.resize(inventory_.gpus.size());
+  for (const auto& g : inventory_.gpus) {
+    if (g.index >= 0 && static_cast<size_t>(g.index) < node.gpu_names.size()) {
+      node.gpu_names[static_cast<size_t>(g.index)] = g.name;
+    }
+  }
+  return node;
+}
+
+// The profile's name goes with the field: the person named the profile, not
+// the field, and may not know what it holds.
+Status Daemon::AsProfileRefusal(const run::RunSpec& spec, const Status& why) const {
+  auto arg = [&](std::string_view key) {
+    for (const auto& a : why.args()) {
+      if (a.key == key) return a.value;
+    }
+    return std::string();
+  };
+  const std::string& id = why.msg_id();
+  if (id == "spec.gpu_type_unmatched") {
+    return Status::Msg(Code::kInvalidArgument, "profile.gpu_type_unmatched",
+                       {{"profile", spec.profile},
+                        {"gpus", arg("gpus")},
+                        {"gpu_type", arg("gpu_type")},
+                        {"matching", arg("matching")},
+                        {"names", arg("names")}});
+  }
+  if (id == "spec.too_many_gpus" || id == "spec.no_gpus" || id == "spec.too_much") {
+    return Status::Msg(Code::kInvalidArgument, "profile.unsatisfiable",
+                       {{"profile", spec.profile},
+                        {"field", id == "spec.too_much" ? arg("field") : "gpus"},
+                        {"requested", arg("requested")},
+                        {"available", id == "spec.no_gpus" ? "0" : arg("available")}});
+  }
+  return why;
+}
+
+Result<Json> Daemon::ResolveProfile(const Json& spec_json, std::vector<std::string>& filled) const {
+  if (!spec_json.is_object() || !spec_json.contains("profile") ||
+      !spec_json["profile"].is_string()) {
+    return spec_json;  // none, or SpecFromJson says what is wrong with it
+  }
+  const std::string name = spec_json["profile"].get<std::string>();
+  auto it = opts_.profiles.find(name);
+  if (it == opts_.profiles.end()) {
+    if (!run::ValidProfileName(name)) return spec_json;
+    std::string allowed;
+    for (const auto& [n, p] : opts_.profiles) allowed += (allowed.empty() ? "" : ", ") + n;
+    return Status::Msg(Code::kInvalidArgument, "profile.unknown",
+                       {{"profile", name}, {"allowed", allowed.empty() ? "-" : allowed}});
+  }
+  Json out = spec_json;
+  const Json fields = run::ProfileFieldsJson(it->second);
+  for (auto f = fields.begin(); f != fields.end(); ++f) {
+    if (!out.contains(f.key()) || out[f.key()].is_null()) filled.push_back(f.key());
+  }
+  run::ApplyProfile(it->second, out);
+  return out;
 }
 
 std::string Daemon::UserCacheDir(uid_t uid) const {
@@ -217,7 +296,19 @@ void Daemon::PurgeExpiredKeys(bool now) {
 
 Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
                                   const std::string& idempotency_key) {
-  ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(spec_json));
+  std::vector<std::string> filled;  // by the spec's profile
+  ASSIGN_OR_RETURN(Json resolved, ResolveProfile(spec_json, filled));
+  ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(resolved));
+  // A profile's shm where the run goes cannot have a private /dev/shm (a
+  // Slurm pool, a daemon not running as root) is left out rather than
+  // refusing the profile there; an shm the spec gives itself is refused.
+  if (std::find(filled.begin(), filled.end(), "shm") != filled.end()) {
+    run::RunSpec where = spec;
+    if (ResolvePool(where).ok()) {
+      const exec::ExecutionBackend* b = BackendFor(where);
+      if (b != nullptr && !b->Caps().private_shm) spec.shm_bytes = 0;
+    }
+  }
   return Submit(caller, std::move(spec), SubmitOptions{idempotency_key, /*replica=*/false});
 }
 

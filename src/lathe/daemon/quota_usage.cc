@@ -43,7 +43,7 @@ sched::QueuedJob QueuedJobOf(const RunRecord& r) {
   j.id = r.id;
   j.priority = static_cast<int>(r.spec.priority);
   j.seq = r.seq;
-  j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes};
+  j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes, r.spec.gpu_type};
   j.user = r.user;
   j.notebook = IsNotebook(r);
   if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;

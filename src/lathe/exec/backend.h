@@ -99,6 +99,12 @@ struct LaunchRequest {
   // runs itself (Capabilities::places_runs: a cluster's --gres=gpu:N); the
   // daemon fills it for every backend, and one that is given `gpus` ignores it.
   int gpu_count = 0;
+  // For a backend that places runs itself: the GPUs' type (spec.gpu_type; a
+  // cluster's --gres=gpu:TYPE:N) and the partition to use instead of the
+  // pool's (spec.partition); "" = none. The local backend is given `gpus`
+  // already placed on matching GPUs and ignores both.
+  std::string gpu_type;
+  std::string partition;
   // What is left of the run's max_duration when the attempt starts, for a
   // backend that can end it itself (Slurm's --time); 0 = no limit. The
   // daemon's own deadline still applies.

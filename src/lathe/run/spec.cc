@@ -391,6 +391,26 @@ Status ParsePool(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+Status ParseProfile(const Json& v, RunSpec& s) {
+  if (!v.is_string() || !ValidProfileName(v.get<std::string>())) {
+    return WrongType("profile", "a profile's name: 1-32 of a-z, 0-9 and -, starting with a letter");
+  }
+  s.profile = v.get<std::string>();
+  return Status::OK();
+}
+
+// gpu_type and partition.
+// A YAML `gpu_type: 4090` is a number: taken as the name it spells.
+Status ParseSlurmName(const Json& v, const char* field, std::string& out) {
+  std::string text = v.is_number_integer() && v.get<int64_t>() >= 0
+                         ? std::to_string(v.get<int64_t>())
+                     : v.is_string() ? v.get<std::string>()
+                                     : std::string();
+  if (!ValidSlurmName(text)) return WrongType(field, "1-64 of letters, digits, _ - .");
+  out = text;
+  return Status::OK();
+}
+
 Status ParseResumeFrom(const Json& v, RunSpec& s) {
   if (!v.is_string() || v.get<std::string>().empty()) {
     return WrongType("resume_from", "run id or name");
@@ -450,6 +470,11 @@ constexpr Field kFieldTable[] = {
      [](const Json& v, RunSpec& s) { return Assign(WorkspaceFromJson(v), s.workspace); }},
     {"deployment", ParseDeployment},
     {"pool", ParsePool},
+    {"profile", ParseProfile},
+    {"gpu_type",
+     [](const Json& v, RunSpec& s) { return ParseSlurmName(v, "gpu_type", s.gpu_type); }},
+    {"partition",
+     [](const Json& v, RunSpec& s) { return ParseSlurmName(v, "partition", s.partition); }},
 };
 
 std::string AllowedFields() {
@@ -473,6 +498,14 @@ bool ValidPoolName(std::string_view name) {
   if (name.empty() || name.size() > 32 || name[0] < 'a' || name[0] > 'z') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool ValidProfileName(std::string_view name) { return ValidPoolName(name); }
+
+bool ValidSlurmName(std::string_view v) {
+  return !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   });
 }
 
@@ -556,6 +589,9 @@ Json SpecToJson(const RunSpec& s) {
   }
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   if (!s.pool.empty()) j["pool"] = s.pool;
+  if (!s.profile.empty()) j["profile"] = s.profile;
+  if (!s.gpu_type.empty()) j["gpu_type"] = s.gpu_type;
+  if (!s.partition.empty()) j["partition"] = s.partition;
   j["umask"] = s.umask;
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));

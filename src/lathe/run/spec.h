@@ -50,6 +50,16 @@
 //       machine; absent = the daemon's default pool (this machine unless
 //       config.yaml sets `default_pool`). A pool name is 1-32 of [a-z0-9-],
 //       starting with a letter
+//   profile: name  a resource profile of the daemon's config (config.yaml
+//       `profiles:`, docs/cli.md "Resource profiles"): the daemon fills
+//       every field the profile sets (gpus, gpu_type, cpus, memory, shm,
+//       pool, partition) that the spec leaves out; what the spec sets wins.
+//       A profile's name is 1-32 of [a-z0-9-], starting with a letter
+//   gpu_type: string  only GPUs whose name holds it (case-insensitive: A100
+//       matches "NVIDIA A100-SXM4-80GB") on this machine; on a Slurm pool,
+//       the GRES type (--gres=gpu:TYPE:N). 1-64 of letters, digits, _ - .
+//   partition: name  (Slurm pools) the partition for this run instead of the
+//       pool's; a Slurm name (1-64 of letters, digits, _ - .); ignored here
 //   deployment: {name, version, socket}  (service only, and only the
 //       daemon's deployments make one: a replica of deployment `name`
 //       serving `version` on the unix socket `socket`; docs/deployments.md)
@@ -124,6 +134,11 @@ struct RunSpec {
   // A pool of the daemon's config; "" as given: the default pool. The daemon
   // stores where the run goes: the pool's name, or "" for this machine.
   std::string pool;
+  // The resource profile the spec named ("" = none); the daemon has applied
+  // it, so the fields below hold what it resolved to.
+  std::string profile;
+  std::string gpu_type;   // "" = any GPU
+  std::string partition;  // "" = the pool's partition
   // type service: the deployment this run is a replica of (see above).
   std::string deployment;
   std::string deployment_version;
@@ -137,6 +152,11 @@ inline constexpr size_t kMaxSecretsPerRun = 64;
 inline constexpr std::string_view kLocalPool = "local";
 // A pool's name: 1-32 of [a-z0-9-], starting with a letter.
 bool ValidPoolName(std::string_view name);
+// A profile's name (spec `profile`, config.yaml `profiles:`): as a pool's.
+bool ValidProfileName(std::string_view name);
+// A GPU type or a Slurm partition: 1-64 of letters, digits, '_', '-', '.'
+// (what Slurm's own names use; nothing a command line could misread).
+bool ValidSlurmName(std::string_view v);
 // The kernels a notebook may offer (spec kernels).
 inline constexpr std::string_view kNotebookKernels[] = {"python", "r"};
 bool IsNotebookSpec(const RunSpec& s);  // type notebook

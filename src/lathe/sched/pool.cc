@@ -107,10 +107,25 @@ std::string DescribeShortfall(const Amount& need, const Amount& have) {
 
 Amount FreePool::amount() const { return {static_cast<int64_t>(gpus.size()), cpus, memory_bytes}; }
 
-bool FreePool::Fits(const Resources& r) const { return Covers(amount(), ToAmount(r)); }
+std::set<int> FreePool::GpusFor(const Resources& r) const {
+  if (r.gpu_type.empty()) return gpus;
+  std::set<int> out;
+  for (int g : gpus) {
+    if (g >= 0 && static_cast<size_t>(g) < gpu_names.size() &&
+        GpuTypeMatches(gpu_names[static_cast<size_t>(g)], r.gpu_type)) {
+      out.insert(g);
+    }
+  }
+  return out;
+}
+
+bool FreePool::Fits(const Resources& r) const {
+  if (!Covers(amount(), ToAmount(r))) return false;
+  return r.gpus <= 0 || r.gpu_type.empty() || GpusFor(r).size() >= static_cast<size_t>(r.gpus);
+}
 
 std::vector<int> FreePool::Take(const Resources& r) {
-  std::vector<int> picked = PickGpus(gpus, r.gpus);
+  std::vector<int> picked = PickGpus(GpusFor(r), r.gpus);
   for (int g : picked) gpus.erase(g);
   Amount a = ToAmount(r);
   cpus -= a.cpus;

@@ -55,11 +55,14 @@ struct FreePool {
   std::set<int> gpus;  // usable, unheld, unassigned indices
   double cpus = 0;     // may be negative when over-committed
   int64_t memory_bytes = 0;
+  std::vector<std::string> gpu_names;  // NodeState::gpu_names, for typed requests
 
   Amount amount() const;
+  // The free GPUs a request may have: all of them, or those of r.gpu_type.
+  std::set<int> GpusFor(const Resources& r) const;
   bool Fits(const Resources& r) const;
-  // Takes `r` out: its cpus and memory, and PickGpus(gpus, r.gpus), which it
-  // returns. Requires Fits(r).
+  // Takes `r` out: its cpus and memory, and PickGpus(GpusFor(r), r.gpus),
+  // which it returns. Requires Fits(r).
   std::vector<int> Take(const Resources& r);
 };
 

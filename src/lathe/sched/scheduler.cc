@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <tuple>
 
 #include "lathe/common/units.h"
@@ -50,6 +52,7 @@ Book MakeBook(const NodeState& node, const std::vector<RunningJob>& running) {
 
   Book b;
   b.free.gpus = UsableGpus(node);
+  b.free.gpu_names = node.gpu_names;
   Amount total = ToAmount(Resources{0, node.cpus, node.memory_bytes});
   b.free.cpus = total.cpus;
   b.free.memory_bytes = total.memory_bytes;
@@ -179,6 +182,17 @@ bool StartOrClaim(const QueuedJob& j, Book& b, int64_t now_ms, Decision* d) {
     return true;
   }
   Amount need = ToAmount(j.req);
+  if (!j.req.gpu_type.empty() && j.req.gpus > 0) {  // typed: waits for its own GPUs only
+    std::string detail = fmt::format("needs {} {} GPU{}, {} free", j.req.gpus, j.req.gpu_type,
+                                     j.req.gpus == 1 ? "" : "s", b.free.GpusFor(j.req).size());
+    Amount rest = need;
+    rest.gpus = 0;
+    if (std::string more = DescribeShortfall(rest, b.free.amount()); !more.empty()) {
+      detail += "; " + more;
+    }
+    d->waiting.push_back({j.id, WaitReason::kResources, detail, {}, std::nullopt});
+    return true;
+  }
   if (Covers(b.free.amount() + b.releasing, need)) {
     Claim(need, b);
     Charge(j, b);
@@ -352,9 +366,35 @@ std::string ShortfallFor(const Headroom& h, const QueuedJob& j) {
                            ClampNonNegative(Amount{h.free_gpus, h.free_cpus, h.free_memory_bytes}));
 }
 
+bool GpuTypeMatches(std::string_view gpu_name, std::string_view type) {
+  auto lower = [](unsigned char c) { return static_cast<char>(std::tolower(c)); };
+  std::string name, want;
+  std::transform(gpu_name.begin(), gpu_name.end(), std::back_inserter(name), lower);
+  std::transform(type.begin(), type.end(), std::back_inserter(want), lower);
+  return name.find(want) != std::string::npos;
+}
+
+std::vector<int> MatchingGpus(const NodeState& node, std::string_view type) {
+  std::vector<int> out;
+  for (int g : UsableGpus(node)) {
+    if (static_cast<size_t>(g) < node.gpu_names.size() &&
+        GpuTypeMatches(node.gpu_names[static_cast<size_t>(g)], type)) {
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
 Status Validate(const NodeState& node, const Resources& req) {
   std::vector<std::string> errs;
   int usable = static_cast<int>(UsableGpus(node).size());
+  if (req.gpus > 0 && !req.gpu_type.empty() && req.gpus <= usable) {
+    size_t matching = MatchingGpus(node, req.gpu_type).size();
+    if (matching < static_cast<size_t>(req.gpus)) {
+      errs.push_back(fmt::format("gpu_type: requested {} {} GPU{}, this machine has {}", req.gpus,
+                                 req.gpu_type, req.gpus == 1 ? "" : "s", matching));
+    }
+  }
   if (req.gpus < 0) {
     errs.push_back(fmt::format("gpus: must be 0 or more, got {}", req.gpus));
   } else if (req.gpus > node.gpu_count) {

@@ -84,6 +84,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lathe/common/status.h"
@@ -99,6 +100,10 @@ struct Resources {
   int gpus = 0;               // count of whole GPUs
   double cpus = 0;            // cores; 0 = no reservation
   uint64_t memory_bytes = 0;  // 0 = no reservation
+  // "" = any GPU; else only GPUs whose name GpuTypeMatches it. A typed job
+  // starts when enough matching GPUs are free; it never claims, preempts or
+  // becomes the head (its wait is kResources), so it holds no one back.
+  std::string gpu_type;
 };
 
 struct NodeState {
@@ -106,7 +111,17 @@ struct NodeState {
   std::vector<int> unavailable_gpus;  // never assigned; out-of-range ignored
   double cpus = 0;                    // total cores
   uint64_t memory_bytes = 0;          // total memory
+  // The GPUs' names by index ("NVIDIA A100-SXM4-80GB"); an index without
+  // one matches no gpu_type.
+  std::vector<std::string> gpu_names;
 };
+
+// Whether a GPU named `gpu_name` is of `type`: `type` is a case-insensitive
+// substring of the name ("A100" matches "NVIDIA A100-SXM4-80GB"); an empty
+// type matches every GPU.
+bool GpuTypeMatches(std::string_view gpu_name, std::string_view type);
+// The usable GPUs of `node` whose names match `type`, ascending.
+std::vector<int> MatchingGpus(const NodeState& node, std::string_view type);
 
 struct QueuedJob {
   std::string id;

@@ -1,7 +1,7 @@
 // The form that submits a run (POST /api/v1/runs) with the spec's main fields.
 // The API checks everything; its error is shown at the field it names
 // (error.args.field), or above the form for one that names none.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
 import { t } from "../i18n";
 import type { Run } from "../types";
@@ -10,13 +10,14 @@ interface FieldDef {
   name: string;            // the spec field
   label: string;           // catalog id
   hint?: string;           // catalog id
-  kind?: "text" | "number" | "textarea" | "priority";
+  kind?: "text" | "number" | "textarea" | "priority" | "profile";
   required?: boolean;
 }
 
 const FIELDS: FieldDef[] = [
   { name: "command", label: "web.form.command", hint: "web.form.command_hint", required: true },
   { name: "name", label: "web.form.name" },
+  { name: "profile", label: "web.form.profile", hint: "web.form.profile_hint", kind: "profile" },
   { name: "gpus", label: "web.form.gpus", kind: "number" },
   { name: "cpus", label: "web.form.cpus", hint: "web.form.cpus_hint" },
   { name: "memory", label: "web.form.memory", hint: "web.form.memory_hint" },
@@ -31,7 +32,7 @@ const FIELDS: FieldDef[] = [
 export function specOf(v: Record<string, string>): Record<string, unknown> {
   const spec: Record<string, unknown> = {};
   if (v.command?.trim()) spec.command = ["sh", "-c", v.command];
-  for (const k of ["name", "memory", "max_duration", "workdir", "priority"]) {
+  for (const k of ["name", "profile", "memory", "max_duration", "workdir", "priority"]) {
     if (v[k]?.trim()) spec[k] = v[k].trim();
   }
   for (const k of ["gpus", "cpus"]) {
@@ -59,6 +60,13 @@ export function RunForm({ onDone }: { onDone: (run: Run) => void }) {
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
   const at = error ? fieldOf(error) : "";
+  // The daemon's resource profiles (GET /profiles), offered in a list.
+  const [profiles, setProfiles] = useState<{ name: string; fits: string }[]>([]);
+  useEffect(() => {
+    api<{ profiles: { name: string; fits: string }[] }>("/profiles")
+      .then((r) => setProfiles(r.profiles ?? []))
+      .catch(() => setProfiles([]));
+  }, []);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -101,6 +109,13 @@ export function RunForm({ onDone }: { onDone: (run: Run) => void }) {
               <label for={id}>{t(f.label)}</label>
               {f.kind === "textarea" ? (
                 <textarea rows={3} {...common} />
+              ) : f.kind === "profile" ? (
+                <select {...common}>
+                  <option value="">{t("web.form.profile_none")}</option>
+                  {profiles.map((p) => (
+                    <option value={p.name} key={p.name}>{p.name}</option>
+                  ))}
+                </select>
               ) : f.kind === "priority" ? (
                 <select {...common}>
                   {["low", "normal", "high"].map((p) => (

@@ -308,8 +308,9 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
 bool SlurmBackend::CapToPartition(LaunchRequest& req) {
   const PoolDescription d = Describe();
   if (!d.error.ok()) return false;  // Describe logged why; Slurm applies its limit anyway
+  const std::string& wanted = req.partition.empty() ? opts_.partition : req.partition;
   for (const Partition& part : d.partitions) {
-    if (opts_.partition.empty() ? !part.is_default : part.name != opts_.partition) continue;
+    if (wanted.empty() ? !part.is_default : part.name != wanted) continue;
     if (part.max_time_ms <= 0) return false;  // no limit
     if (req.time_limit_ms > 0 && req.time_limit_ms <= part.max_time_ms) return false;
     req.time_limit_ms = part.max_time_ms;

@@ -106,10 +106,15 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
     if (req.time_limit_ms > 0) s = std::min(s, SlurmTimeLimitMinutes(req.time_limit_ms) * 30);
     argv.push_back(fmt::format("--signal=B:USR1@{}", s));
   }
-  if (!pool.partition.empty()) argv.push_back("--partition=" + pool.partition);
+  const std::string& partition = req.partition.empty() ? pool.partition : req.partition;
+  if (!partition.empty()) argv.push_back("--partition=" + partition);
   if (!pool.account.empty()) argv.push_back("--account=" + pool.account);
   if (!pool.qos.empty()) argv.push_back("--qos=" + pool.qos);
-  if (req.gpu_count > 0) argv.push_back(fmt::format("--gres=gpu:{}", req.gpu_count));
+  if (req.gpu_count > 0) {
+    argv.push_back(req.gpu_type.empty()
+                       ? fmt::format("--gres=gpu:{}", req.gpu_count)
+                       : fmt::format("--gres=gpu:{}:{}", req.gpu_type, req.gpu_count));
+  }
   if (req.cpus > 0) {
     argv.push_back(fmt::format("--cpus-per-task={}", static_cast<int64_t>(std::ceil(req.cpus))));
   }

@@ -125,6 +125,33 @@ TEST(SlurmBatch, SbatchArgvOfAFullRequest) {
   ExpectGolden("launch_full.json", LaunchJson(r, p));
 }
 
+// A run's profile: its GPU type becomes the GRES type, its partition
+// replaces the pool's; everything else is as for the full request.
+TEST(SlurmBatch, SbatchArgvOfATypedRequestInItsOwnPartition) {
+  const SlurmPoolOptions pool = Pool();
+  LaunchRequest r = Request();
+  r.gpu_type = "A100";
+  r.partition = "gpu-a100";
+  const SlurmAttemptPaths p = SlurmPaths(pool.shared_dir, "alice", r.run_id, r.attempt);
+  std::vector<std::string> typed = SbatchArgv("/opt/slurm/bin/sbatch", pool, r, p);
+  std::vector<std::string> plain = SbatchArgv("/opt/slurm/bin/sbatch", pool, Request(), p);
+  ASSERT_EQ(typed.size(), plain.size());
+  for (size_t i = 0; i < typed.size(); ++i) {
+    if (plain[i] == "--gres=gpu:2") {
+      EXPECT_EQ(typed[i], "--gres=gpu:A100:2");
+    } else if (plain[i] == "--partition=gpu") {
+      EXPECT_EQ(typed[i], "--partition=gpu-a100");
+    } else {
+      EXPECT_EQ(typed[i], plain[i]);
+    }
+  }
+  // A type without GPUs asks Slurm for none.
+  r.gpu_count = 0;
+  for (const auto& a : SbatchArgv("/opt/slurm/bin/sbatch", pool, r, p)) {
+    EXPECT_FALSE(a.starts_with("--gres")) << a;
+  }
+}
+
 TEST(SlurmBatch, SbatchArgvOfAMinimalRequestLeavesOutWhatWasNotAskedFor) {
   SlurmPoolOptions pool;
   pool.name = "cluster";

@@ -42,6 +42,8 @@ LaunchRequest RequestFromJson(const Json& j) {
   q.env = j.value("env", std::map<std::string, std::string>{});
   q.workdir = j.value("workdir", "");
   q.gpu_count = j.value("gpu_count", 0);
+  q.gpu_type = j.value("gpu_type", "");
+  q.partition = j.value("partition", "");
   q.time_limit_ms = j.value("time_limit_ms", int64_t{0});
   q.cpus = j.value("cpus", 0.0);
   q.memory_bytes = j.value("memory_bytes", uint64_t{0});
