@@ -79,7 +79,21 @@ void ApiServer::GetPools(ApiCall& call) {
     pools_calls_--;
   });
 }
-void ApiServer::GetProfiles(ApiCall& call) { call.Reply(daemon_.ProfilesJson()); }
+
+// A profile on a cluster is checked against its sinfo, which may take a
+// while: answered from a thread of its own, counted with the pools' calls.
+void ApiServer::GetProfiles(ApiCall& call) {
+  if (pools_calls_.fetch_add(1) >= kMaxPoolsCalls) {
+    pools_calls_--;
+    return call.Reply(Status::Msg(Code::kResourceExhausted, "api.pools_busy",
+                                  {{"max", std::to_string(kMaxPoolsCalls)}}));
+  }
+  std::shared_ptr<net::Responder> responder(call.res.release());
+  StartStreamThread([this, responder] {
+    responder->Send(JsonResponse(200, daemon_.ProfilesJson()));
+    pools_calls_--;
+  });
+}
 
 // Every run's events as server-sent events, for root and the daemon's user.
 void ApiServer::GetEvents(ApiCall& call) {

@@ -147,7 +147,9 @@ TEST_F(DaemonProfilesTest, ProfilesSayWhereEachRunsAndWhetherItFitsNow) {
   EXPECT_EQ(by_name["a100x1"]["fits"], "yes");
   EXPECT_EQ(by_name["a100x1"]["free_gpus"], 2);
   EXPECT_EQ(by_name["a100x1"]["pool"], "local");
-  EXPECT_EQ(by_name["big"]["fits"], "unknown");
+  // The cluster answered without the partition the profile names.
+  EXPECT_EQ(by_name["big"]["fits"], "never");
+  EXPECT_EQ(by_name["big"]["reason"]["msg_id"], "profiles.why.no_partition");
   EXPECT_EQ(by_name["big"]["pool"], "cluster");
   EXPECT_EQ(by_name["big"]["fields"]["partition"], "gpu-a100");
   EXPECT_EQ(by_name["h100"]["fits"], "never");
@@ -163,6 +165,36 @@ TEST_F(DaemonProfilesTest, ProfilesSayWhereEachRunsAndWhetherItFitsNow) {
       EXPECT_EQ(p["free_gpus"], 0);
     }
   }
+}
+
+// A cluster profile is judged by the pool's sinfo: its partition, its GPU
+// type, how many GPUs the partition has and has free.
+TEST_F(DaemonProfilesTest, AClusterProfileFitsAsItsPartitionSays) {
+  auto big = [&] {
+    for (const auto& p : daemon_->ProfilesJson()["profiles"]) {
+      if (p["name"] == "big") return p;
+    }
+    return Json();
+  };
+  exec::Partition part;
+  part.name = "gpu-a100";
+  part.gpu_types = {"a100-sxm4"};
+  part.gpus_total = 8;
+  part.gpus_used = 7;
+  part.nodes_idle = 0;
+  cluster_.description.partitions = {part};
+  EXPECT_EQ(big()["fits"], "no");
+  EXPECT_EQ(big()["free_gpus"], 1);
+  cluster_.description.partitions[0].gpus_used = 2;
+  EXPECT_EQ(big()["fits"], "yes");
+  cluster_.description.partitions[0].gpu_types = {"v100"};
+  EXPECT_EQ(big()["fits"], "never");
+  EXPECT_EQ(big()["reason"]["msg_id"], "profiles.why.no_gpu_type");
+  cluster_.description.partitions[0].gpu_types = {"a100"};
+  cluster_.description.partitions[0].gpus_total = 1;
+  EXPECT_EQ(big()["reason"]["msg_id"], "profiles.why.partition_gpus");
+  cluster_.description.error = Status::Unavailable("sinfo failed");
+  EXPECT_EQ(big()["fits"], "unknown");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // GET /profiles: the configured resource profiles, what each maps to, and
 // whether it fits now.
+#include <cctype>
 #include <set>
 
 #include "lathe/daemon/daemon.h"
@@ -12,6 +13,65 @@ Json Reason(const Status& s) {
   Json args = Json::object();
   for (const auto& a : s.args()) args[a.key] = a.value;
   return {{"msg_id", s.msg_id()}, {"args", std::move(args)}, {"message", s.message()}};
+}
+
+bool TypeMatches(const std::vector<std::string>& types, const std::string& wanted) {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (const std::string& t : types) {
+    if (lower(t).find(lower(wanted)) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Whether `p` fits the cluster `pool` describes (one sinfo, shared and
+// reused by the backend): never without its partition or GPU type, or with
+// more GPUs than the partition has; yes when that many are free now.
+// A partition's GPUs are summed over its nodes: a profile needs them on one.
+void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
+                const exec::PoolDescription& d, Json& e) {
+  if (!d.error.ok()) {
+    e["fits"] = "unknown";
+    e["reason"] = Reason(d.error);
+    return;
+  }
+  const std::string& wanted = p.partition.empty() ? d.partition : p.partition;
+  const exec::Partition* part = nullptr;
+  for (const auto& x : d.partitions) {
+    if (wanted.empty() ? x.is_default : x.name == wanted) part = &x;
+  }
+  if (part == nullptr) {
+    e["fits"] = "never";
+    e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.no_partition",
+                                     {{"partition", wanted.empty() ? "(default)" : wanted},
+                                      {"pool", pool}}));
+    return;
+  }
+  e["partition"] = part->name;
+  if (!p.gpu_type.empty() && !TypeMatches(part->gpu_types, p.gpu_type)) {
+    e["fits"] = "never";
+    e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.no_gpu_type",
+                                     {{"gpu_type", p.gpu_type}, {"partition", part->name}}));
+    return;
+  }
+  if (gpus > part->gpus_total) {
+    e["fits"] = "never";
+    e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.partition_gpus",
+                                     {{"gpus", std::to_string(gpus)},
+                                      {"total", std::to_string(part->gpus_total)},
+                                      {"partition", part->name}}));
+    return;
+  }
+  const int free = part->gpus_total - part->gpus_used;
+  e["free_gpus"] = free;
+  e["idle_nodes"] = part->nodes_idle;
+  e["fits"] = free >= gpus ? "yes" : "no";
+  if (free < gpus) {
+    e["reason"] = Reason(Status::Msg(Code::kUnavailable, "profiles.why.free_gpus",
+                                     {{"free", std::to_string(free)}, {"gpus", std::to_string(gpus)}}));
+  }
 }
 
 }  // namespace
@@ -45,8 +105,11 @@ Json Daemon::ProfilesJson() {
     }
     e["pool"] = spec.pool.empty() ? std::string(run::kLocalPool) : spec.pool;
     const exec::ExecutionBackend* b = BackendFor(spec);
-    if (b == nullptr || b->Caps().places_runs) {
-      e["fits"] = "unknown";  // the cluster decides; its idle nodes are not asked yet
+    if (b == nullptr) {
+      e["fits"] = "unknown";
+    } else if (b->Caps().places_runs) {
+      // Asked without mu_: sinfo may take a while.
+      ClusterFit(spec.pool, p, spec.gpus, opts_.pools.at(spec.pool)->Describe(), e);
     } else if (Status fit = CheckFitsNode(spec); !fit.ok()) {
       e["fits"] = "never";
       e["reason"] = Reason(AsProfileRefusal(spec, fit));
