@@ -95,6 +95,8 @@ std::optional<Finding> CommandProblem(const ClusterProbe& p, const CommandProbe&
 
 Finding CheckClusterPools(const SystemView&, const Facts& f) {
   const ClusterOptions& c = f.cluster;
+  // The daemon's own report (GET /api/v1/doctor) is --fast and names no config.
+  if (c.config_file.empty() && f.cluster_skipped_fast) return {"cluster.skipped.fast", {}};
   if (c.config_unreadable) {
     return {"cluster.skipped.no_config", {{"file", c.config_file}, {"error", c.config_error}}};
   }
