@@ -10,6 +10,7 @@
 #include "cmd/commands.h"
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
+#include "lathe/daemon/config.h"
 #include "lathe/daemon/home.h"
 #include "lathe/doctor/doctor.h"
 #include "lathe/doctor/explain_format.h"
@@ -57,8 +58,30 @@ void AddLang(CLI::App* sub, Globals& g) {
 
 struct DoctorFlags {
   bool json = false, fix_script = false, strict = false, fast = false;
+  bool cluster = false;  // --cluster: also submit a test job to each Slurm pool
   std::string only;
 };
+
+// The Slurm pools of the daemon's config.yaml, as the doctor takes them.
+doctor::ClusterOptions ClusterPools(const daemon::HomePaths& home, bool run_job) {
+  doctor::ClusterOptions c;
+  c.config_file = home.home + "/config.yaml";
+  c.run_job = run_job;
+  auto config = daemon::LoadDaemonConfig(c.config_file);
+  if (!config.ok()) {
+    c.config_error = config.status().message();
+    c.config_unreadable = config.status().code() == Code::kPermissionDenied;
+    return c;
+  }
+  if (!config->pools) return c;
+  for (const auto& [name, p] : *config->pools) {
+    if (p.type != "slurm") continue;
+    const exec::SlurmPoolOptions& s = p.slurm;
+    c.pools.push_back({name, s.partition, s.account, s.qos, s.shared_dir, s.slurm_conf,
+                       s.lathe_path.empty() ? os::SelfExe() : s.lathe_path, s.bin_dir});
+  }
+  return c;
+}
 
 // Is a daemon answering? Short timeouts, unlike ApiClient's: the doctor must
 // not hang on a stuck daemon.
@@ -180,6 +203,7 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   doctor::DoctorOptions o;
   o.fast = f.fast;
   o.only = f.only;
+  o.probes.cluster_options = ClusterPools(home, f.cluster);
   ASSIGN_OR_RETURN(doctor::Report report, doctor::RunDoctor(*view, o));
   if (f.fix_script) {
     // stdout is only the script; the exit code is the checks', as without it.
@@ -355,6 +379,7 @@ void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   doc->add_flag("--fix-script", df.fix_script);
   doc->add_flag("--strict", df.strict);
   doc->add_flag("--fast", df.fast);
+  doc->add_flag("--cluster", df.cluster);
   AddLang(doc, g);
   doc->callback([&status, &g] { status = RunDoctorCmd(df, g.Language()); });
 

@@ -18,7 +18,7 @@ from harness import LATHE, Daemon  # noqa: E402
 
 SRC = os.environ.get("LATHE_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
 EXCERPTS = os.path.join(SRC, "tests", "data", "explain")
-GROUPS = {"gpu", "system", "network", "lathe"}
+GROUPS = {"gpu", "system", "network", "lathe", "cluster"}
 SEVERITIES = {"ok", "warn", "fail", "skipped"}
 
 

@@ -1,5 +1,6 @@
 #include "lathe/doctor/check.h"
 
+#include "lathe/doctor/checks_cluster.h"
 #include "lathe/doctor/checks_gpu.h"
 #include "lathe/doctor/checks_lathe.h"
 #include "lathe/doctor/checks_network.h"
@@ -29,7 +30,8 @@ std::optional<Severity> ParseSeverity(std::string_view name) {
 }
 
 const std::vector<std::string_view>& CheckGroups() {
-  static const std::vector<std::string_view> groups = {"gpu", "system", "network", "lathe"};
+  static const std::vector<std::string_view> groups = {"gpu", "system", "network", "lathe",
+                                                       "cluster"};
   return groups;
 }
 
@@ -66,6 +68,14 @@ const std::vector<CheckDef>& AllChecks() {
       {"lathe.home", "lathe", CheckHome},
       {"lathe.store", "lathe", CheckStore},
       {"lathe.capture", "lathe", CheckCapture},
+      {"cluster.pools", "cluster", CheckClusterPools},
+      {"cluster.ping", "cluster", nullptr, CheckClusterPing},
+      {"cluster.munge", "cluster", nullptr, CheckClusterMunge},
+      {"cluster.clock", "cluster", nullptr, CheckClusterClock},
+      {"cluster.partition", "cluster", nullptr, CheckClusterPartition},
+      {"cluster.shared_dir", "cluster", nullptr, CheckClusterSharedDir},
+      {"cluster.shared_job", "cluster", nullptr, CheckClusterSharedJob},
+      {"cluster.lathe_path", "cluster", nullptr, CheckClusterLathePath},
   };
   return checks;
 }

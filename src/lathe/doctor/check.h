@@ -34,11 +34,15 @@ struct Facts;
 // A check never fails: what it cannot measure is an outcome too (usually a
 // skipped one that says why).
 using CheckFn = Finding (*)(const SystemView& view, const Facts& facts);
+// A check that reports one finding per thing it looks at (per Slurm pool);
+// never an empty list.
+using MultiCheckFn = std::vector<Finding> (*)(const SystemView& view, const Facts& facts);
 
 struct CheckDef {
   std::string_view id;     // "sys.shm"; also the id of its title in doctor_checks.yaml
-  std::string_view group;  // "gpu" | "system" | "network" | "lathe"
-  CheckFn fn;
+  std::string_view group;  // "gpu" | "system" | "network" | "lathe" | "cluster"
+  CheckFn fn;              // null for a multi check
+  MultiCheckFn multi = nullptr;
 };
 
 // The check groups in display order.

@@ -34,27 +34,36 @@ Result<Report> RunDoctor(const SystemView& view, const DoctorOptions& o, const C
   const auto& groups = CheckGroups();
   if (!o.only.empty() && std::find(groups.begin(), groups.end(), o.only) == groups.end()) {
     return Status::Msg(Code::kInvalidArgument, "doctor.bad_group",
-                       {{"group", o.only}, {"groups", "gpu, system, network, lathe"}});
+                       {{"group", o.only}, {"groups", "gpu, system, network, lathe, cluster"}});
   }
   ProbeOptions p = o.probes;
   p.fast = o.fast;
   p.gpu = o.only.empty() || o.only == "gpu";
   p.network = o.only.empty() || o.only == "network";
   p.lathe = o.only.empty() || o.only == "lathe";
+  p.cluster = o.only.empty() || o.only == "cluster";
   Facts facts = GatherFacts(view, p);
   Report r;
   for (const auto& c : AllChecks()) {
     if (!Selected(c, o.only)) continue;
-    CheckOutcome out{&c, c.fn(view, facts), nullptr, Severity::kFail};
-    out.text = texts.Outcome(out.finding.outcome);
-    if (out.text != nullptr) {
-      out.severity = out.text->severity;
+    std::vector<Finding> findings;
+    if (c.multi != nullptr) {
+      findings = c.multi(view, facts);
     } else {
-      out.finding.args.push_back({"outcome", out.finding.outcome});
-      out.finding.outcome = "doctor.missing_text";
+      findings.push_back(c.fn(view, facts));
     }
-    Count(r, out.severity);
-    r.checks.push_back(std::move(out));
+    for (auto& f : findings) {
+      CheckOutcome out{&c, std::move(f), nullptr, Severity::kFail};
+      out.text = texts.Outcome(out.finding.outcome);
+      if (out.text != nullptr) {
+        out.severity = out.text->severity;
+      } else {
+        out.finding.args.push_back({"outcome", out.finding.outcome});
+        out.finding.outcome = "doctor.missing_text";
+      }
+      Count(r, out.severity);
+      r.checks.push_back(std::move(out));
+    }
   }
   return r;
 }

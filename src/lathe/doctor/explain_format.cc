@@ -29,6 +29,7 @@ std::string FormatMatches(const std::vector<KbMatch>& matches, Lang lang, bool c
     out += fmt::format("   {}\n      {}\n",
                        Tr("explain.matched_line", lang, {{"line", std::to_string(m.line_no)}}),
                        m.line);
+    if (std::string d = MatchDetail(m, lang); !d.empty()) out += "   " + d + "\n";
     out += fmt::format("   {} {}\n", Tr("doctor.label.scenario", lang), e.scenario.Get(lang));
     out += fmt::format("   {} {}\n", Tr("doctor.label.cause", lang), e.cause.Get(lang));
     out += fmt::format("   {} {}\n", Tr("doctor.label.verify", lang), e.verify);
@@ -44,16 +45,18 @@ Json MatchesToJson(const std::vector<KbMatch>& matches, Lang lang) {
   Json out = Json::array();
   for (const auto& m : matches) {
     const KbEntry& e = *m.entry;
-    out.push_back({{"id", e.id},
-                   {"score", m.score},
-                   {"line_no", m.line_no},
-                   {"line", m.line},
-                   {"title", e.title.Get(lang)},
-                   {"scenario", e.scenario.Get(lang)},
-                   {"cause", e.cause.Get(lang)},
-                   {"verify", e.verify},
-                   {"fix", e.fix.Get(lang)},
-                   {"terms", e.terms}});
+    out.push_back(
+        {{"id", e.id},
+         {"score", m.score},
+         {"line_no", m.line_no},
+         {"line", m.line},
+         {"title", e.title.Get(lang)},
+         {"scenario", e.scenario.Get(lang)},
+         {"cause", e.cause.Get(lang)},
+         {"verify", e.verify},
+         {"fix", e.fix.Get(lang)},
+         {"terms", e.terms},
+         {"detail", MatchDetail(m, lang).empty() ? Json(nullptr) : Json(MatchDetail(m, lang))}});
   }
   return out;
 }

@@ -124,7 +124,84 @@ std::vector<KbMatch> Explainer::Explain(std::string_view log_text, size_t max_ma
       }
     }
   });
-  return Rank(tallies, max_matches);
+  std::vector<KbMatch> out = Rank(tallies, max_matches);
+  for (auto& m : out) {
+    if (m.entry->extract == "torchelastic_root_cause") {
+      m.values = ExtractTorchelasticRootCause(log_text);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string_view TrimView(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+MsgArgs ExtractTorchelasticRootCause(std::string_view log) {
+  std::vector<std::string_view> lines;
+  ForEachLine(log, [&](size_t, std::string_view l) { lines.push_back(l); });
+  size_t at = lines.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find("Root Cause (first observed failure)") != std::string_view::npos) at = i;
+  }
+  if (at == lines.size()) return {};
+  std::string rank, local_rank, host, exitcode, error;
+  std::vector<std::string> traceback;
+  bool in_traceback = false;
+  for (size_t i = at + 1; i < lines.size(); ++i) {
+    std::string_view l = TrimView(lines[i]);
+    if (l.starts_with("====") || l.starts_with("----")) break;
+    std::string key, value;
+    if (RE2::FullMatch(re2::StringPiece(l.data(), l.size()), R"((\w+)\s*: ?(.*))", &key, &value) &&
+        (key == "time" || key == "host" || key == "rank" || key == "exitcode" ||
+         key == "error_file" || key == "traceback")) {
+      in_traceback = key == "traceback";
+      if (key == "host") host = value;
+      if (key == "rank") {
+        RE2::PartialMatch(value, R"(^(\d+))", &rank);
+        RE2::PartialMatch(value, R"(local_rank: (\d+))", &local_rank);
+      }
+      if (key == "exitcode") RE2::PartialMatch(value, R"(^(-?\d+))", &exitcode);
+      if (in_traceback) traceback.emplace_back(TrimView(value));
+      continue;
+    }
+    if (in_traceback && !l.empty()) traceback.emplace_back(l);
+  }
+  if (!traceback.empty() && !traceback.back().starts_with("To enable traceback")) {
+    error = traceback.back();
+  }
+  if (error.empty() && !rank.empty()) {
+    // What the rank printed itself, as torchrun prefixes it ("[rank2]: ValueError: …").
+    const std::string prefix = "[rank" + rank + "]:";
+    for (size_t i = 0; i < at; ++i) {
+      std::string_view l = TrimView(lines[i]);
+      if (!l.starts_with(prefix)) continue;
+      std::string_view rest = TrimView(l.substr(prefix.size()));
+      if (RE2::PartialMatch(re2::StringPiece(rest.data(), rest.size()),
+                            R"(^[\w.]*(Error|Exception|Interrupt)\b)")) {
+        error = std::string(rest);
+      }
+    }
+  }
+  if (error.size() > kMaxShownLineBytes) error = error.substr(0, kMaxShownLineBytes) + "…";
+  auto dash = [](const std::string& v) { return v.empty() ? std::string("-") : SanitizeUtf8(v); };
+  return {{"rank", dash(rank)},
+          {"local_rank", dash(local_rank)},
+          {"host", dash(host)},
+          {"exitcode", dash(exitcode)},
+          {"error", dash(error)}};
+}
+
+std::string MatchDetail(const KbMatch& m, Lang lang) {
+  if (!m.entry->detail || m.values.empty()) return "";
+  return FillPlaceholders(m.entry->detail->Get(lang), m.values);
 }
 
 std::vector<KbMatch> Explainer::Rank(std::vector<Tally>& tallies, size_t max_matches) const {
@@ -152,20 +229,30 @@ std::vector<KbMatch> Explainer::Rank(std::vector<Tally>& tallies, size_t max_mat
 
 namespace {
 Json Bi(const BiText& t) { return Json{{"en", t.en}, {"zh", t.zh}}; }
+Json Values(const MsgArgs& args) {
+  Json out = Json::object();
+  for (const auto& a : args) out[a.key] = a.value;
+  return out;
+}
 }  // namespace
 
 Json DiagnoseLog(std::string_view log_text, size_t max_matches) {
   Json out = Json::array();
   for (const auto& m : Explainer::Default().Explain(log_text, max_matches)) {
-    out.push_back(Json{{"id", m.entry->id},
-                       {"score", m.score},
-                       {"line_no", m.line_no},
-                       {"line", m.line},
-                       {"title", Bi(m.entry->title)},
-                       {"scenario", Bi(m.entry->scenario)},
-                       {"cause", Bi(m.entry->cause)},
-                       {"verify", m.entry->verify},
-                       {"fix", Bi(m.entry->fix)}});
+    out.push_back(Json{
+        {"id", m.entry->id},
+        {"score", m.score},
+        {"line_no", m.line_no},
+        {"line", m.line},
+        {"title", Bi(m.entry->title)},
+        {"scenario", Bi(m.entry->scenario)},
+        {"cause", Bi(m.entry->cause)},
+        {"verify", m.entry->verify},
+        {"fix", Bi(m.entry->fix)},
+        {"detail", m.values.empty() || !m.entry->detail ? Json(nullptr)
+                                                        : Json{{"en", MatchDetail(m, Lang::kEn)},
+                                                               {"zh", MatchDetail(m, Lang::kZh)}}},
+        {"values", Values(m.values)}});
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include <re2/re2.h>
 #include <re2/set.h>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/doctor/kb.h"
@@ -34,7 +35,19 @@ struct KbMatch {
   size_t line_no = 0;                   // 1-based line of the first signature match
   std::string line;                     // that line, cut to kMaxShownLineBytes around the match
   std::vector<std::string> signatures;  // the distinct signatures that matched
+  MsgArgs values;  // what the entry's `extract` read from the log (fills its detail)
 };
+
+// The entry's detail line filled with the match's values in `lang`; "" when
+// the entry has none or nothing was read.
+std::string MatchDetail(const KbMatch& m, Lang lang);
+
+// torchrun's ChildFailedError report: from its "Root Cause (first observed
+// failure)" block, the first failing rank (rank, local_rank, host,
+// exitcode) and its error — the last line of the block's traceback, else
+// the last "[rankN]: …Error: …" line the rank printed, else "-". Empty when
+// the log has no such block.
+MsgArgs ExtractTorchelasticRootCause(std::string_view log_text);
 
 class Explainer {
  public:
@@ -73,7 +86,7 @@ class Explainer {
 // What the daemon attaches to a failed run: the best `max_matches` entries
 // for the run's log tail, as
 //   [{"id", "score", "line_no", "line" (valid UTF-8), "title": {"en","zh"}, "scenario": {…},
-//     "cause": {…}, "verify", "fix": {…}}]
+//     "cause": {…}, "verify", "fix": {…}, "detail": {"en","zh"} | null, "values": {…}}]
 // ([] when nothing matched). Uses the embedded knowledge base; thread-safe.
 Json DiagnoseLog(std::string_view log_text, size_t max_matches = 3);
 

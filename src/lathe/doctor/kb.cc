@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <re2/re2.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -71,10 +72,26 @@ Result<KbEntry> EntryFrom(const DataEntry& e, std::string_view file) {
   k.checks = ListOf(e, "checks");
   ASSIGN_OR_RETURN(k.priority, ParsePriority(e, file));
   RETURN_IF_ERROR(CheckPatterns(k, file));
+  if (auto x = e.plain.find("extract"); x != e.plain.end()) k.extract = x->second;
+  if (auto d = e.text.find("detail"); d != e.text.end()) k.detail = d->second;
+  const auto& known = KnownExtractors();
+  if (!k.extract.empty() && std::find(known.begin(), known.end(), k.extract) == known.end()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: entry '{}': unknown extract '{}'", file, k.id, k.extract));
+  }
+  if (k.extract.empty() != !k.detail.has_value()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: entry '{}': 'extract' and 'detail' go together (en and zh)", file, k.id));
+  }
   return k;
 }
 
 }  // namespace
+
+const std::vector<std::string_view>& KnownExtractors() {
+  static const std::vector<std::string_view> known = {"torchelastic_root_cause"};
+  return known;
+}
 
 Status CheckPattern(std::string_view pattern) {
   RE2 re(re2::StringPiece(pattern.data(), pattern.size()), ExplainRegexOptions());

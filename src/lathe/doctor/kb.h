@@ -18,12 +18,16 @@
 //     fix:      {en, zh}       # what to do
 //     terms: [compute_capability]   # optional glossary ids
 //     checks: [gpu.arch]            # optional doctor check ids
+//     extract: torchelastic_root_cause   # optional: a built-in reader of the log
+//     detail: {en: "rank {rank} …", zh: "…"}  # with extract: one line filled
+//                                            # with what it read
 //
 // Loading validates everything a test must catch: a missing translation, a
 // duplicate id, an entry without a signature or a verify command, and a
 // pattern RE2 cannot compile (the error names the entry and the pattern).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,7 +49,16 @@ struct KbEntry {
   int priority = 0;
   std::vector<std::string> terms;   // glossary ids
   std::vector<std::string> checks;  // doctor check ids
+  // A built-in reader of the log (KnownExtractors()) whose values fill
+  // `detail`; both empty, or both set.
+  std::string extract;
+  std::optional<BiText> detail;
 };
+
+// The readers an entry's `extract` may name: "torchelastic_root_cause"
+// (the "Root Cause (first observed failure)" block of torchrun's
+// ChildFailedError: rank, local_rank, host, exitcode, error).
+const std::vector<std::string_view>& KnownExtractors();
 
 class KnowledgeBase {
  public:

@@ -189,5 +189,95 @@ TEST(Explain, DaemonDiagnosisJsonHasBothLanguages) {
   EXPECT_TRUE(DiagnoseLog("all good\n").empty());
 }
 
+// ---- multi-node failures -------------------------------------------------------------
+
+std::string Excerpt(const std::string& id, const std::string& file) {
+  return Slurp(kExcerpts / id / file);
+}
+
+TEST(Explain, ChildFailedErrorQuotesTheFirstFailingRankAndItsError) {
+  Json j = DiagnoseLog(Excerpt("dist.child_failed", "1.log"));
+  ASSERT_FALSE(j.empty());
+  EXPECT_EQ(j[0]["id"], "dist.child_failed");
+  EXPECT_EQ(j[0]["values"]["rank"], "6");
+  EXPECT_EQ(j[0]["values"]["local_rank"], "2");
+  EXPECT_EQ(j[0]["values"]["host"], "gpu-a02");  // the root cause's, not rank 5's SIGTERM
+  EXPECT_EQ(j[0]["values"]["exitcode"], "1");
+  EXPECT_EQ(j[0]["values"]["error"], "ValueError: sample 81234: expected 3 channels, got 1");
+  EXPECT_EQ(j[0]["detail"]["en"],
+            "first failure: rank 6 (local_rank 2) on gpu-a02, exit code 1: ValueError: sample "
+            "81234: expected 3 channels, got 1");
+  EXPECT_NE(j[0]["detail"]["zh"].get<std::string>().find("最先失败：gpu-a02 上的 rank 6"),
+            std::string::npos);
+}
+
+TEST(Explain, ChildFailedErrorWithoutErrorFileTakesTheRanksOwnLines) {
+  auto m = Explainer::Default().Explain(Excerpt("dist.child_failed", "2.log"));
+  ASSERT_FALSE(m.empty());
+  EXPECT_EQ(m[0].entry->id, "dist.child_failed");
+  EXPECT_EQ(MatchDetail(m[0], Lang::kEn),
+            "first failure: rank 3 (local_rank 3) on node07, exit code 1: KeyError: "
+            "'tokenizer_path'");
+  std::string text = FormatMatches(m, Lang::kEn, false);
+  EXPECT_NE(text.find("first failure: rank 3"), std::string::npos) << text;
+}
+
+TEST(Explain, TheRootCausesOwnErrorOutranksTheWrapper) {
+  // The first failing rank ran out of GPU memory: that is the explanation, and the
+  // ChildFailedError entry still says which rank it was.
+  std::string log =
+      "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+      "Root Cause (first observed failure):\n[0]:\n  host      : n2\n"
+      "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 7)\n"
+      "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+      "=====\n";
+  Json j = DiagnoseLog(log);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["id"], "cuda.out_of_memory");
+  EXPECT_TRUE(j[0]["detail"].is_null());
+  EXPECT_EQ(j[1]["id"], "dist.child_failed");
+  EXPECT_EQ(j[1]["values"]["error"],
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+  EXPECT_TRUE(ExtractTorchelasticRootCause("no block here\n").empty());
+}
+
+TEST(Explain, MultiNodeFailuresAreRecognised) {
+  struct Case {
+    const char* log;
+    const char* id;
+  } cases[] = {
+      {"torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n",
+       "dist.rendezvous_timeout"},
+      {"RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+       "unhandled system error, NCCL version 2.14.3\n",
+       "nccl.unhandled_system_error"},
+      {"n1:51:90 [0] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_modify_qp failed with error "
+       "Invalid argument\n",
+       "nccl.mtu_mismatch"},
+      {"[rank3]: RuntimeError: CUDA error: invalid device ordinal\n", "dist.nproc_exceeds_gpus"},
+      // Without torchrun around it, a wrong index stays the single-process entry.
+      {"RuntimeError: CUDA error: invalid device ordinal\n", "cuda.invalid_device_ordinal"},
+  };
+  for (const auto& c : cases) {
+    Json j = DiagnoseLog(c.log);
+    ASSERT_FALSE(j.empty()) << c.log;
+    EXPECT_EQ(j[0]["id"], c.id) << c.log;
+    EXPECT_FALSE(j[0]["fix"]["zh"].get<std::string>().empty());
+  }
+}
+
+TEST(KnowledgeBase, ExtractAndDetailGoTogether) {
+  std::string e = kEntry;
+  EXPECT_FALSE(KnowledgeBase::FromYaml(e + "  extract: torchelastic_root_cause\n", "t").ok());
+  EXPECT_FALSE(
+      KnowledgeBase::FromYaml(e + "  extract: nope\n  detail: {en: \"d\", zh: \"细\"}\n", "t")
+          .ok());
+  EXPECT_TRUE(
+      KnowledgeBase::FromYaml(
+          e + "  extract: torchelastic_root_cause\n  detail: {en: \"d\", zh: \"细\"}\n", "t")
+          .ok());
+}
+
 }  // namespace
 }  // namespace lathe::doctor

@@ -267,6 +267,12 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
     });
     if (!o.fast) threads.emplace_back([&] { f.store = ProbeStore(view, o.store_timeout_ms); });
   }
+  f.cluster = o.cluster_options;
+  if (o.cluster && o.fast) f.cluster_skipped_fast = true;
+  if (o.cluster && !o.fast && !o.cluster_options.pools.empty()) {
+    f.cluster_probed = true;
+    threads.emplace_back([&] { f.clusters = ProbeClusters(view, o.cluster_options); });
+  }
   if (o.network && !o.fast) {
     threads.emplace_back([&] { f.dns = ProbeDns(view, o.dns_name, o.dns_timeout_ms); });
   }

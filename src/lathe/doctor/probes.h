@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lathe/common/status.h"
+#include "lathe/doctor/cluster_probes.h"
 #include "lathe/doctor/system_view.h"
 #include "lathe/gpu/inventory.h"
 
@@ -82,15 +83,22 @@ struct Facts {
   DaemonProbe daemon;
   StoreProbe store;
   CaptureProbe capture;
+  // The cluster group: the pools it was asked about and what was found.
+  bool cluster_probed = false;
+  bool cluster_skipped_fast = false;
+  ClusterOptions cluster;
+  std::vector<ClusterProbe> clusters;  // one per cluster.pools entry
   int64_t torch_timeout_ms = 0;
   int64_t store_timeout_ms = 0;
 };
 
 struct ProbeOptions {
-  bool fast = false;    // skip the slow probes: torch import and DNS
-  bool gpu = true;      // gather the GPU group's facts
-  bool network = true;  // gather the network group's facts
-  bool lathe = true;    // gather the lathe group's facts (is the daemon up?)
+  bool fast = false;               // skip the slow probes: torch import and DNS
+  bool gpu = true;                 // gather the GPU group's facts
+  bool network = true;             // gather the network group's facts
+  bool lathe = true;               // gather the lathe group's facts (is the daemon up?)
+  bool cluster = true;             // gather the cluster group's facts (each Slurm pool)
+  ClusterOptions cluster_options;  // the pools, from the daemon's config
   int64_t torch_timeout_ms = 20000;
   int64_t nvcc_timeout_ms = 5000;
   int64_t dns_timeout_ms = 3000;

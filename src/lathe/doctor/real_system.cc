@@ -7,11 +7,14 @@
 #include <filesystem>
 
 #include "lathe/gpu/source.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/command.h"
 #include "lathe/os/disk_space.h"
 #include "lathe/os/files.h"
+#include "lathe/os/identity.h"
 #include "lathe/os/machine.h"
 #include "lathe/os/process.h"
+#include "lathe/os/users.h"
 
 extern char** environ;
 
@@ -94,6 +97,25 @@ class RealSystemView : public SystemView {
   std::string StoreDir() const override { return o_.store_dir; }
   std::string UnreadableStoreDir() const override { return o_.unreadable_store_dir; }
   std::string SelfExe() const override { return o_.self_exe; }
+  int64_t WallClockMs() const override { return os::RealClock().NowMs(); }
+
+  std::string UserName() const override {
+    auto u = os::LookupUser(os::RealUid());
+    return u.ok() ? u->name : std::to_string(os::RealUid());
+  }
+
+  Status ProbeWritableAsUser(const std::string& dir, std::string* as_user) const override {
+    if (!os::IsRoot()) {
+      *as_user = UserName();
+      return os::ProbeWritable(dir);
+    }
+    ASSIGN_OR_RETURN(os::UserInfo nobody, os::LookupUserByName("nobody"));
+    *as_user = nobody.name;
+    return os::AsUser(os::IdentityOf(nobody.uid, nobody.gid),
+                      [&] { return os::ProbeWritable(dir); });
+  }
+
+  Status RemoveFile(const std::string& path) const override { return os::RemoveFile(path); }
   Result<CaptureResult> CaptureRoundTrip(int64_t timeout_ms) const override {
     if (!o_.capture) return Status::Unavailable("not checked");
     return o_.capture(timeout_ms);
@@ -135,6 +157,15 @@ class RealSystemView : public SystemView {
   Result<CommandOutput> Run(const std::vector<std::string>& argv,
                             int64_t timeout_ms) const override {
     return os::RunCommand(argv, timeout_ms);
+  }
+
+  Result<CommandOutput> RunWithEnv(const std::vector<std::string>& argv,
+                                   const std::map<std::string, std::string>& env,
+                                   int64_t timeout_ms) const override {
+    std::map<std::string, std::string> all;
+    for (auto& [k, v] : Environment()) all[k] = v;
+    for (const auto& [k, v] : env) all[k] = v;
+    return os::RunCommandWithEnv(argv, all, timeout_ms);
   }
 
  private:

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -88,6 +89,18 @@ class SystemView {
   virtual std::string UnreadableStoreDir() const = 0;
   // The lathe binary (for `lathe snap fsck` under a timeout).
   virtual std::string SelfExe() const = 0;
+  // The wall clock, ms since the Unix epoch (the cluster checks compare it
+  // with the Slurm controller's).
+  virtual int64_t WallClockMs() const = 0;
+  // The name of the user running the doctor.
+  virtual std::string UserName() const = 0;
+  // ProbeWritable with an ordinary user's file-system identity: this
+  // process's when it is not root, else `nobody`'s (a root doctor must not
+  // call a directory writable that only root can write). `as_user` gets
+  // the user tried.
+  virtual Status ProbeWritableAsUser(const std::string& dir, std::string* as_user) const = 0;
+  // Removes a file the doctor's cluster test job wrote.
+  virtual Status RemoveFile(const std::string& path) const = 0;
 
   // ---- slow: the doctor calls these from its parallel probes ------------
   // A sample of the GPUs (gpu/source.h "auto": no driver is an empty
@@ -97,6 +110,11 @@ class SystemView {
   // `timeout_ms`: DeadlineExceeded then; NotFound when it cannot be started.
   virtual Result<CommandOutput> Run(const std::vector<std::string>& argv,
                                     int64_t timeout_ms) const = 0;
+  // Run with this process's environment plus `env` (which wins): SLURM_CONF
+  // for the cluster checks' Slurm commands.
+  virtual Result<CommandOutput> RunWithEnv(const std::vector<std::string>& argv,
+                                           const std::map<std::string, std::string>& env,
+                                           int64_t timeout_ms) const = 0;
   // Through the daemon: a run writes one file into a fresh checkpoint
   // directory; the answer is the snapshot that captured it and how long after
   // the run started it was committed. Gives up after `timeout_ms`. The run

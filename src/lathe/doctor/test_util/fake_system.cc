@@ -1,10 +1,13 @@
 #include "lathe/doctor/test_util/fake_system.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 
 namespace lathe::doctor::testing {
 
 Result<std::string> FakeSystemView::ReadFile(const std::string& path) const {
+  if (auto j = job_files.find(path); j != job_files.end()) return j->second;
   auto it = files.find(path);
   if (it == files.end()) return Status::NotFound(path + ": No such file or directory");
   return it->second;
@@ -60,8 +63,43 @@ Result<CommandOutput> FakeSystemView::Run(const std::vector<std::string>& argv, 
   ++run_count;
   std::string key = argv[0] + (argv.size() > 1 ? " " + argv[1] : "");
   auto it = commands.find(key);
+  if (it == commands.end()) {
+    // A key that ends where a random part begins ("srun --job-name" for
+    // "srun --job-name=lathe-doctor-3f…"): the longest that is a prefix.
+    for (auto c = commands.begin(); c != commands.end(); ++c) {
+      if (key.starts_with(c->first) && c->first.find(' ') != std::string::npos &&
+          (it == commands.end() || c->first.size() > it->first.size())) {
+        it = c;
+      }
+    }
+  }
   if (it == commands.end()) return Status::NotFound("cannot execute " + argv[0]);
   return it->second;
+}
+
+Result<CommandOutput> FakeSystemView::RunWithEnv(const std::vector<std::string>& argv,
+                                                 const std::map<std::string, std::string>& env,
+                                                 int64_t timeout_ms) const {
+  std::string line = argv[0];
+  for (const auto& [k, v] : env) line += " " + k + "=" + v;
+  env_log.push_back(line);
+  std::string token, path;
+  if (jobs_share_files &&
+      RE2::PartialMatch(argv.back(), R"(printf %s '([^']*)' 2>&1 >'([^']+)')", &token, &path)) {
+    job_files[path] = token;
+  }
+  return Run(argv, timeout_ms);
+}
+
+Status FakeSystemView::ProbeWritableAsUser(const std::string& dir, std::string* as_user) const {
+  *as_user = user;
+  if (user_writable.count(dir)) return Status::OK();
+  return Status::PermissionDenied(dir + ": Permission denied");
+}
+
+Status FakeSystemView::RemoveFile(const std::string& path) const {
+  removed.push_back(path);
+  return Status::OK();
 }
 
 void FakeSystemView::AddFile(const std::string& path, const std::string& content) {

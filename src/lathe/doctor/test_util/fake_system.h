@@ -29,13 +29,27 @@ class FakeSystemView : public SystemView {
   Status daemon = Status::Unavailable("no socket at /home/ann/.local/state/lathe/lathe.sock");
   std::string daemon_where = "/home/ann/.local/state/lathe/lathe.sock";
   std::set<std::string> executables = {"/usr/bin/python3", "/usr/bin/getent"};
-  // Command answers keyed by "argv[0] argv[1]"; a missing key is NotFound.
+  // Command answers keyed by "argv[0] argv[1]" (or the longest key with a
+  // space that is a prefix of it); a missing key is NotFound.
   std::map<std::string, Result<CommandOutput>> commands;
   Result<gpu::Inventory> gpus = gpu::Inventory{};
   mutable int run_count = 0;  // commands run (probes)
   std::string store_dir;      // "" = no store; fsck answers come from commands["lathe snap"]
   std::string unreadable_store_dir;
   Result<CaptureResult> capture = CaptureResult{"5e1f0c2a9b7d3e4f", 380, "", ""};
+  int64_t now_ms = 1796585593000;  // the wall clock
+  std::string user = "ann";
+  // Directories an ordinary user may write (ProbeWritableAsUser).
+  std::set<std::string> user_writable;
+  // What RunWithEnv was given, one "argv[0] NAME=VALUE …" line per call.
+  // Not thread-safe: tests of RunWithEnv run one group (--only cluster) with one pool.
+  mutable std::vector<std::string> env_log;
+  mutable std::vector<std::string> removed;  // RemoveFile's paths
+  // A really shared directory: what the cluster test job's script (run
+  // through RunWithEnv) writes with `printf %s 'X' … >'PATH'` is then read
+  // back by ReadFile.
+  bool jobs_share_files = false;
+  mutable std::map<std::string, std::string> job_files;
 
   Result<std::string> ReadFile(const std::string& path) const override;
   Result<std::vector<std::string>> ListDir(const std::string& path) const override;
@@ -56,9 +70,17 @@ class FakeSystemView : public SystemView {
   std::string UnreadableStoreDir() const override { return unreadable_store_dir; }
   std::string SelfExe() const override { return "lathe"; }
   Result<CaptureResult> CaptureRoundTrip(int64_t) const override { return capture; }
+  int64_t WallClockMs() const override { return now_ms; }
+  std::string UserName() const override { return user; }
+  Status ProbeWritableAsUser(const std::string& dir, std::string* as_user) const override;
+  Status RemoveFile(const std::string& path) const override;
   Result<gpu::Inventory> SampleGpus() const override { return gpus; }
   Result<CommandOutput> Run(const std::vector<std::string>& argv,
                             int64_t timeout_ms) const override;
+  // As Run (the same answers), and logs the environment given.
+  Result<CommandOutput> RunWithEnv(const std::vector<std::string>& argv,
+                                   const std::map<std::string, std::string>& env,
+                                   int64_t timeout_ms) const override;
 
   // Convenience: a file, listed in its directory and every ancestor's.
   void AddFile(const std::string& path, const std::string& content);
