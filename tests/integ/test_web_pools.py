@@ -4,7 +4,8 @@
   format (a `debug` partition, up, with one mixed node and one of its 2 GPUs used, no MaxTime;
   a `long` one, down, MaxTime 2 days), sbatch accepts every job as job 4242 and squeue says it
   is PENDING (Resources), so a run there stays starting, held in its cluster's queue;
-- `broken`, whose slurm_conf names a file that does not exist, so its sinfo fails.
+- `broken`, whose slurm_conf names a file that does not exist, so its sinfo fails (a fake one that
+  says so at once: a real sinfo without its config may wait for the command timeout, 30 s).
 
 Always: the API has a local run's pool (`backend` "local") and the pool run's pool, Slurm job id
 (`handle.job_id`) and what its cluster last said (`waiting`), in GET /runs/{run} and in the list.
@@ -56,6 +57,12 @@ class WebPools(unittest.TestCase):
         write_script(os.path.join(fake, "squeue"), f"echo '{JOB_ID}|PENDING|Resources'\n")
         write_script(os.path.join(fake, "scancel"), "exit 0\n")
         write_script(os.path.join(fake, "sacct"), "exit 1\n")
+        broken = os.path.join(base, "broken-bin")
+        os.makedirs(broken)
+        os.chmod(broken, 0o755)
+        write_script(os.path.join(broken, "sinfo"),
+                     'echo "sinfo: error: s_p_parse_file: unable to read \"$SLURM_CONF\": '
+                     'No such file or directory" >&2\nexit 1\n')
         self.d = harness.Daemon(gpus="sim:1x24GB")
         with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
             f.write("pools:\n"
@@ -63,7 +70,8 @@ class WebPools(unittest.TestCase):
                     f"    shared_dir: {self.shared}\n    bin_dir: {fake}\n"
                     "  broken:\n    type: slurm\n"
                     f"    shared_dir: {self.shared}\n"
-                    f"    slurm_conf: {os.path.join(base, 'no-such-slurm.conf')}\n")
+                    f"    slurm_conf: {os.path.join(base, 'no-such-slurm.conf')}\n"
+                    f"    bin_dir: {broken}\n")
         self.d.start()
         self.addCleanup(self.d.cleanup)
         self.env = self.d.env(HOME="/tmp")
@@ -101,6 +109,7 @@ class WebPools(unittest.TestCase):
         by_name = {p["name"]: p for p in pools["pools"]}
         self.assertEqual(list(by_name), ["local", "broken", "cluster"])
         self.assertEqual(by_name["broken"]["error"]["id"], "slurm.sinfo_failed", by_name["broken"])
+        self.assertIn("no-such-slurm.conf", by_name["broken"]["error"]["en"])  # the pool's SLURM_CONF
         self.assertEqual([p["name"] for p in by_name["cluster"]["partitions"]], ["debug", "long"])
         self.assertEqual(by_name["cluster"]["runs"]["starting"]["ids"], [pooled])
 
