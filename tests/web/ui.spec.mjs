@@ -310,6 +310,31 @@ async function doctor(page) {
   log(`${step}: ${JSON.stringify(api.summary)}, problems ${listed.join(", ") || "none"}`);
 }
 
+// A daemon without pools: the Overview lists `local` alone (the default, your
+// runs there counted), with no partition; a run's page says it ran here.
+async function localPool(page) {
+  step = "the overview's pools: local alone";
+  await go(page, "/ui/");
+  await page.waitForSelector('.pools[data-loaded="1"]', WAIT);
+  const api = await page.evaluate(async () => (await fetch("/api/v1/pools")).json());
+  check(JSON.stringify(api.pools.map((p) => p.name)) === '["local"]', `the API's pools: ${JSON.stringify(api)}`);
+  const rows = await page.$$eval('.pools [data-pools="list"] tbody tr', (trs) => trs.map((r) => r.dataset.key));
+  check(JSON.stringify(rows) === '["local"]', `pools listed: ${rows}`);
+  const runs = await page.getAttribute('.pools tr[data-key="local"] [data-runs]', "data-runs");
+  const want = ["queued", "starting", "running"].map((s) => api.pools[0].runs[s].count).join("/");
+  check(runs === want, `your runs here: ${runs}, the API ${want}`);
+  check((await page.locator('.pools [data-pools="partitions"], .pools p.error').count()) === 0,
+    "partitions or an error for local");
+
+  step = "a run's page: its pool, local";
+  await go(page, `/ui/runs/${cfg.ckpt_run}`);
+  const pool = page.locator(`dl[data-run="${cfg.ckpt_run}"] [data-pool="local"]`);
+  await pool.waitFor(WAIT);
+  check((await pool.textContent()) === cfg.catalog["web.run.pool_local"].en, `shown: ${await pool.textContent()}`);
+  check((await page.locator("[data-job-id]").count()) === 0, "a job id for a local run");
+  log(`the overview lists local alone (your runs ${runs}); a run's page says local`);
+}
+
 // The charts of a run on a simulated GPU whose load the test scripted (87 %,
 // then 55 %, 12 GB), read from the real daemon's telemetry; a run that held
 // no GPU says it has no GPU series.
@@ -502,6 +527,7 @@ async function main() {
     await restoreCheckpoint(page);
     await diagnosis(page);
     await doctor(page);
+    await localPool(page);
     await charts(page);
     await models(page);
     await openPort(page);

@@ -33,3 +33,13 @@ export function word(group: "state" | "kind" | "priority", value: string): strin
   if (!value) return "—";
   return has(`web.${group}.${value}`) ? t(`web.${group}.${value}`) : value;
 }
+
+// A duration as the CLI writes it: "2d", "1h30m", "45s" (days, hours, minutes, seconds).
+export function duration(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
+  const s = Math.floor(ms / 1000);
+  const parts: [number, string][] = [[Math.floor(s / 86400), "d"], [Math.floor((s % 86400) / 3600), "h"],
+    [Math.floor((s % 3600) / 60), "m"], [s % 60, "s"]];
+  const out = parts.filter(([n]) => n > 0).map(([n, u]) => `${n}${u}`).join("");
+  return out || "0s";
+}

@@ -43,6 +43,41 @@ export function useApi<T>(path: string | null, pollMs = 0): Fetched<T> {
   return { data, error, loading, reload };
 }
 
+// Like useApi, for an answer that may be slow (GET /pools asks each cluster):
+// the next request starts `pollMs` after the last one settled, never while one
+// is under way, so a slow answer is not dropped for a newer request.
+export function useApiSlow<T>(path: string, pollMs: number): Fetched<T> {
+  const [data, setData] = useState<T | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [loading, setLoading] = useState(true);
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    setLoading(true);
+    api<T>(path)
+      .then((d) => {
+        if (!live) return;
+        setData(d);
+        setError(null);
+      })
+      .catch((e) => {
+        if (live) setError(e instanceof ApiError ? e : null);
+      })
+      .finally(() => {
+        if (!live) return;
+        setLoading(false);
+        timer = setTimeout(() => setTick((n) => n + 1), pollMs);
+      });
+    return () => {
+      live = false;
+      if (timer) clearTimeout(timer);
+    };
+  }, [path, pollMs, tick]);
+  const reload = useCallback(() => setTick((n) => n + 1), []);
+  return { data, error, loading, reload };
+}
+
 // fn, called at most once per `ms` after the last call (trailing edge).
 export function useDebounced(fn: () => void, ms: number): () => void {
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);

@@ -14,10 +14,12 @@ export interface Run {
   finished_at_ms: number;
   redacted?: boolean;           // another user's run: no spec, no reason, no waiting
   resources?: { gpus: number; cpus: number; memory: number };
-  spec?: { gpus?: number; command?: string[]; [k: string]: unknown };
+  spec?: { gpus?: number; command?: string[]; pool?: string; [k: string]: unknown };
   waiting?: string;             // a queued run's reason (English)
   waiting_text?: { en?: string; zh?: string };  // … as a person reads it
-  waiting_on?: string;
+  waiting_on?: string;          // quota, gpus, pool (held in its cluster's queue), …
+  backend?: string;             // where it executes: a pool's name, or "local" (your own runs)
+  handle?: { job_id?: string }; // a pool run its cluster accepted: the cluster's job id
   reason?: string;
   reason_text?: { en?: string; zh?: string };
   exit_code?: number | null;
@@ -46,6 +48,48 @@ export interface GpuInventory {
   simulated?: boolean;
   note?: string;
   gpus: Gpu[];
+}
+
+// GET /api/v1/pools: every pool, local first (docs/api.md, docs/slurm.md).
+export interface PoolPartition {
+  name: string;
+  default: boolean;
+  state: string;                // up | down | drain | inact
+  max_time_ms: number;          // -1: no limit
+  nodes: { total: number; idle: number; allocated: number; down: number };
+  cpus: { total: number; allocated: number };
+  gpus: { total: number; used: number; types: string[] };
+  memory_mb: number;
+}
+
+export interface PoolRunCount {
+  count: number;
+  ids: string[];
+}
+
+export interface Pool {
+  name: string;
+  type: string;                 // local | slurm
+  default: boolean;
+  partition: string;            // the pool's config ("" when unset)
+  account: string;
+  qos: string;
+  partitions: PoolPartition[];
+  error: { code?: string; id?: string; args?: Record<string, string>; message?: string; en?: string; zh?: string } | null;
+  runs: { queued: PoolRunCount; starting: PoolRunCount; running: PoolRunCount };
+}
+
+export interface PoolList {
+  default_pool: string;
+  pools: Pool[];
+}
+
+// Where a run executes: its pool's name, "local" for this machine (a run not
+// yet started has only its spec's pool, "" there for local); "" for another
+// user's run, whose pool is not shown.
+export function poolOf(r: Run): string {
+  if (r.redacted || (!r.spec && !r.backend)) return "";
+  return r.backend || (typeof r.spec?.pool === "string" ? r.spec.pool : "") || "local";
 }
 
 export const ACTIVE_STATES = ["starting", "running", "stopping"];

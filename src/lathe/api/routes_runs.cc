@@ -39,6 +39,18 @@ Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
   return std::string(key);
 }
 
+// Where a run executes, as its owner sees it: `backend` (the pool's name, or
+// "local") and, for a pool run its cluster accepted, `handle.job_id` (the
+// cluster's job id); nothing else of the handle (its paths and ids are the
+// daemon's).
+void AddWhereItRuns(const state::RunRecord& r, Json& j) {
+  j["backend"] = r.backend;
+  if (!r.handle.is_object()) return;
+  auto it = r.handle.find("job_id");
+  if (it != r.handle.end() && it->is_string() && !it->get<std::string>().empty())
+    j["handle"] = Json{{"job_id", *it}};
+}
+
 constexpr std::array<std::string_view, 5> kPruneFields = {"older_than", "user", "all_users",
                                                           "dry_run", "snapshots"};
 
@@ -202,6 +214,7 @@ void ApiServer::ListRuns(ApiCall& call) {
     // Another user's run shows who, what state and which GPUs, never its spec.
     bool whole = caller.admin || caller.uid == r.uid;
     Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
+    if (whole) AddWhereItRuns(r, j);
     if (whole && run::IsActive(r.state) && !r.spec.ports.empty()) j["url"] = MainPortUrl(r);
     // Queued here, or handed to a pool whose cluster has not started it yet.
     const bool held = r.state == run::RunState::kStarting && !daemon_.WaitingWhy(r.id).empty();
@@ -235,13 +248,15 @@ void ApiServer::GetRun(ApiCall& call) {
   auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
   Json j = state::RunToJson(*r);
-  if (r->state == run::RunState::kQueued) {
+  // Queued here, or handed to a pool whose cluster has not started it yet.
+  const bool held = r->state == run::RunState::kStarting && !daemon_.WaitingWhy(r->id).empty();
+  if (r->state == run::RunState::kQueued || held) {
     j["waiting"] = daemon_.WaitingWhy(r->id);
     j["waiting_text"] = BothLanguages(j["waiting"].get<std::string>());
     j["waiting_on"] = daemon_.WaitingOn(r->id);
   }
   if (!r->reason.empty()) j["reason_text"] = BothLanguages(r->reason);
-  j["backend"] = r->backend;
+  AddWhereItRuns(*r, j);
   j["endpoints"] = daemon_.EndpointsJson(*r);
   if (r->kind == run::RunKind::kNotebook) j["notebook"] = daemon_.NotebookJson(*r);
   if (!r->spec.ports.empty()) j["ports"] = PortsJson(*r);

@@ -1,7 +1,9 @@
 // Overview: the machine's GPUs (GET /api/v1/gpus: utilization, memory, the run
-// holding each), the queue with each waiting run's reason, polled, and the
+// holding each), the queue with each waiting run's reason, polled, the pools
+// (GET /api/v1/pools: each cluster's partitions, your runs there) and the
 // doctor's latest findings (GET /api/v1/doctor).
 import { DoctorFindings } from "../components/doctor";
+import { Pools } from "../components/pools";
 import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -9,7 +11,7 @@ import { langStore, t } from "../i18n";
 import { bytes, percent, time, word } from "../format";
 import type { Page } from "../page";
 import { Link } from "../router";
-import type { Gpu, GpuInventory, Run, RunList } from "../types";
+import { poolOf, type Gpu, type GpuInventory, type Run, type RunList } from "../types";
 
 const POLL_MS = 3000;
 const QUEUE_LIMIT = 100;
@@ -80,6 +82,7 @@ function Queue() {
       cell: (r) => (r.redacted ? <code>{r.id}</code> : <Link href={`/runs/${r.id}`}><code>{r.id}</code></Link>) },
     { id: "name", label: "web.col.name", cell: (r) => r.name || "—" },
     { id: "user", label: "web.col.user", cell: (r) => r.user },
+    { id: "pool", label: "web.col.pool", cell: (r) => poolOf(r) || "—" },
     { id: "priority", label: "web.col.priority", cell: (r) => word("priority", r.priority) },
     { id: "gpus", label: "web.col.gpus", numeric: true, cell: (r) => String(r.spec?.gpus ?? r.resources?.gpus ?? 0) },
     { id: "created", label: "web.col.created", cell: (r) => time(r.created_at_ms) },
@@ -103,6 +106,9 @@ function Overview() {
     <>
       <Gpus />
       <Queue />
+      <Section title="web.overview.pools">
+        <Pools />
+      </Section>
       <Section title="web.overview.doctor">
         <DoctorFindings />
       </Section>

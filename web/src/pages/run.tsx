@@ -18,7 +18,7 @@ import { bytes, time, word } from "../format";
 import type { Page, PageProps } from "../page";
 import { Link } from "../router";
 import { currentUser } from "../session";
-import { isActive, isStoppable, type Run } from "../types";
+import { isActive, isStoppable, poolOf, type Run } from "../types";
 
 type RunDetail = Run & {
   events?: RunEvent[];
@@ -108,7 +108,15 @@ function RunDetails({ id }: { id: string }) {
               <dt>{t("web.col.kind")}</dt><dd>{word("kind", run.kind)}</dd>
               <dt>{t("web.col.state")}</dt><dd><StateBadge state={run.state} /></dd>
               {run.reason ? (<><dt>{t("web.run.reason")}</dt><dd>{run.reason_text?.[langStore.get()] || run.reason}</dd></>) : null}
-              {run.waiting ? (<><dt>{t("web.queue.waiting")}</dt><dd lang="en">{run.waiting}</dd></>) : null}
+              <dt>{t("web.col.pool")}</dt>
+              <dd data-pool={poolOf(run)}>{poolOf(run) === "local" ? t("web.run.pool_local") : poolOf(run) || "—"}</dd>
+              {run.handle?.job_id ? (
+                <><dt>{t("web.run.job_id")}</dt><dd data-job-id={run.handle.job_id}><code>{run.handle.job_id}</code></dd></>
+              ) : null}
+              {run.waiting ? (
+                <><dt>{t("web.queue.waiting")}</dt>
+                  <dd data-waiting-on={run.waiting_on ?? ""}>{run.waiting_text?.[langStore.get()] || run.waiting}</dd></>
+              ) : null}
               {run.exit_code !== null && run.exit_code !== undefined ? (
                 <><dt>{t("web.run.exit_code")}</dt><dd>{run.exit_code}</dd></>
               ) : null}

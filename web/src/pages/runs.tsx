@@ -13,7 +13,7 @@ import { time, word } from "../format";
 import type { Page } from "../page";
 import { Link, setQuery, useLocation } from "../router";
 import { currentUser } from "../session";
-import { isStoppable, type Run, type RunList } from "../types";
+import { isStoppable, poolOf, type Run, type RunList } from "../types";
 
 const PAGE_SIZE = 50;
 const REFETCH_DEBOUNCE_MS = 250;
@@ -37,6 +37,19 @@ const KINDS = ["", "job", "notebook", "service"];
 function gpuCell(r: Run): string {
   const n = r.spec?.gpus ?? r.resources?.gpus ?? r.gpus.length;
   return r.gpus.length ? `${n} (${r.gpus.join(",")})` : String(n);
+}
+
+// Where it runs, compact: "local", or a pool's name and its cluster's job id.
+function PoolCell({ run }: { run: Run }) {
+  const pool = poolOf(run);
+  if (!pool) return <>—</>;
+  const job = run.handle?.job_id;
+  return (
+    <span data-pool={pool}>
+      {pool}
+      {job ? <> <span class="muted" data-job-id={job}>{t("web.runs.job", { id: job })}</span></> : null}
+    </span>
+  );
 }
 
 function StopButton({ run, onStopped }: { run: Run; onStopped: (e: ApiError | null) => void }) {
@@ -99,6 +112,7 @@ function RunsPage() {
       id: "gpus", label: "web.col.gpus", numeric: true,
       cell: (r) => gpuCell(r),
     },
+    { id: "pool", label: "web.col.pool", cell: (r) => <PoolCell run={r} /> },
     { id: "priority", label: "web.col.priority", sortable: true, cell: (r) => word("priority", r.priority) },
     { id: "created", label: "web.col.created", sortable: true, cell: (r) => time(r.created_at_ms) },
     { id: "ended", label: "web.col.ended", cell: (r) => time(r.finished_at_ms) },
