@@ -159,7 +159,8 @@ TEST_F(DaemonProfilesTest, ProfilesSayWhereEachRunsAndWhetherItFitsNow) {
   Submit({{"gpus", 2}, {"gpu_type", "A100"}});
   daemon_->StepForTest();
   daemon_->StepForTest();
-  for (const auto& p : daemon_->ProfilesJson()["profiles"]) {
+  const Json after = daemon_->ProfilesJson();  // held: the loop reads into it
+  for (const auto& p : after["profiles"]) {
     if (p["name"] == "a100x1") {
       EXPECT_EQ(p["fits"], "no");
       EXPECT_EQ(p["free_gpus"], 0);
@@ -171,7 +172,8 @@ TEST_F(DaemonProfilesTest, ProfilesSayWhereEachRunsAndWhetherItFitsNow) {
 // type, how many GPUs the partition has and has free.
 TEST_F(DaemonProfilesTest, AClusterProfileFitsAsItsPartitionSays) {
   auto big = [&] {
-    for (const auto& p : daemon_->ProfilesJson()["profiles"]) {
+    const Json all = daemon_->ProfilesJson();  // held: the loop reads into it
+    for (const auto& p : all["profiles"]) {
       if (p["name"] == "big") return p;
     }
     return Json();

@@ -44,9 +44,9 @@ void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
   }
   if (part == nullptr) {
     e["fits"] = "never";
-    e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.no_partition",
-                                     {{"partition", wanted.empty() ? "(default)" : wanted},
-                                      {"pool", pool}}));
+    e["reason"] =
+        Reason(Status::Msg(Code::kNotFound, "profiles.why.no_partition",
+                           {{"partition", wanted.empty() ? "(default)" : wanted}, {"pool", pool}}));
     return;
   }
   e["partition"] = part->name;
@@ -69,8 +69,9 @@ void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
   e["idle_nodes"] = part->nodes_idle;
   e["fits"] = free >= gpus ? "yes" : "no";
   if (free < gpus) {
-    e["reason"] = Reason(Status::Msg(Code::kUnavailable, "profiles.why.free_gpus",
-                                     {{"free", std::to_string(free)}, {"gpus", std::to_string(gpus)}}));
+    e["reason"] =
+        Reason(Status::Msg(Code::kUnavailable, "profiles.why.free_gpus",
+                           {{"free", std::to_string(free)}, {"gpus", std::to_string(gpus)}}));
   }
 }
 
