@@ -538,6 +538,11 @@ Status RunInspect(const std::string& ref, bool json, Lang lang) {
   if (!r.value("waiting", "").empty())
     field("inspect.waiting", run::ReasonText(r.value("waiting", ""), lang));
   field("inspect.gpus", GpuList(r, lang));
+  if (const std::string pool = r.value("backend", ""); !pool.empty() && pool != "local") {
+    const std::string job = r.contains("handle") ? r["handle"].value("job_id", "") : "";
+    field("inspect.pool",
+          job.empty() ? pool : Tr("inspect.pool_job", lang, {{"pool", pool}, {"job", job}}));
+  }
   if (r["exit_code"].is_number())
     field("inspect.exit_code", std::to_string(r["exit_code"].get<int>()));
   if (r["signal"].is_number()) field("inspect.signal", std::to_string(r["signal"].get<int>()));

@@ -38,6 +38,7 @@ UPDATE runs SET
 ALTER TABLE runs DROP COLUMN backend;
 ALTER TABLE runs DROP COLUMN handle;
 ALTER TABLE runs DROP COLUMN workspace;
+ALTER TABLE runs DROP COLUMN chain_started_at;
 PRAGMA user_version = 2;
 """
 
@@ -113,7 +114,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 12)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 13)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

@@ -105,6 +105,10 @@ class SlurmPool(PoolCase):
         self.assertEqual(r["exit_code"], 3, r)
         self.assertEqual(r["backend"], "cluster", r)
         self.assertEqual(r["spec"]["pool"], "cluster", r)
+        job = r["handle"]["job_id"]
+        self.assertTrue(job.isdigit(), r["handle"])
+        self.assertEqual(set(r["handle"]), {"job_id"}, "only the job id of the handle is shown")
+        self.assertIn(f"cluster, Slurm job {job}", self.run_as(USER, "inspect", rid).stdout)
         out = self.d.wait_for(lambda: self.run_as(USER, "logs", rid).stdout, "the run's log")
         self.assertIn(f"uid={self.pw.pw_uid} gpus=0 job=yes", out)
         # Its events say where it went, in the reader's language.
@@ -112,6 +116,7 @@ class SlurmPool(PoolCase):
         self.assertIn("已交给执行后端 cluster", zh)
         self.assertIn("已提交，作业", zh)
         self.assertIn("资源池：", zh)
+        self.assertIn(f"cluster，Slurm 作业 {job}", zh)
         # The run's files on the shared directory are the user's.
         user_dir = os.path.join(self.shared, USER)
         self.assertEqual(os.stat(user_dir).st_uid, self.pw.pw_uid)
