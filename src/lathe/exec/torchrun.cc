@@ -34,6 +34,24 @@ std::string Get(const std::map<std::string, std::string>& env, const std::string
   return it == env.end() ? "" : it->second;
 }
 
+// torchrun runs its script with Python; a command that names the
+// interpreter itself (`python3 train.py`) is run as it is (--no_python).
+bool NamesPython(const std::vector<std::string>& script) {
+  if (script.empty()) return false;
+  std::string_view name = script[0];
+  if (size_t slash = name.rfind('/'); slash != std::string_view::npos)
+    name.remove_prefix(slash + 1);
+  if (!name.starts_with("python")) return false;
+  name.remove_prefix(6);
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
+void AddScript(const TorchrunArgs& a, std::vector<std::string>& argv) {
+  if (NamesPython(a.script)) argv.push_back("--no_python");
+  argv.insert(argv.end(), a.script.begin(), a.script.end());
+}
+
 }  // namespace
 
 Result<TorchrunArgs> ParseTorchrunArgs(const std::vector<std::string>& args) {
@@ -86,7 +104,7 @@ Result<TorchrunPlan> PlanTorchrun(const TorchrunArgs& a, const std::string& self
   p.env["LATHE_GPUS_PER_NODE"] = nproc;
   if (a.nnodes == 1) {
     p.argv = {"torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=" + nproc};
-    p.argv.insert(p.argv.end(), a.script.begin(), a.script.end());
+    AddScript(a, p.argv);
     p.env["LATHE_NODE_RANK"] = "0";
     std::string node = Get(env, "SLURMD_NODENAME");
     p.hosts = {node.empty() ? "localhost" : node};
@@ -134,7 +152,7 @@ Result<TorchrunPlan> PlanTorchrun(const TorchrunArgs& a, const std::string& self
             "--rdzv_backend=c10d",
             "--rdzv_endpoint=" + master + ":" + port,
             "--rdzv_id=" + a.run_id};
-  p.argv.insert(p.argv.end(), a.script.begin(), a.script.end());
+  AddScript(a, p.argv);
   return p;
 }
 

@@ -13,12 +13,18 @@
 //     torchrun --nnodes=M --nproc_per_node=N --rdzv_backend=c10d
 //              --rdzv_endpoint=FIRST_NODE:PORT --rdzv_id=RUN SCRIPT ARGS...
 //
+// A command whose first word is a Python interpreter (python, python3,
+// /usr/bin/python3.11) is given to torchrun with --no_python, as it is;
+// otherwise torchrun runs it with its own Python.
+//
 // The program gets, besides torchrun's RANK/LOCAL_RANK/WORLD_SIZE:
 // LATHE_NNODES, LATHE_GPUS_PER_NODE, LATHE_NODE_RANK (SLURM_NODEID on a node
-// of the allocation, 0 on one node), MASTER_ADDR (the allocation's first
-// node as `scontrol show hostnames` lists it), MASTER_PORT (29500 plus the
-// job id modulo 1000: a job's nodes agree on it without talking), and
-// LATHE_HOSTFILE: a file with one node per line (for other launchers).
+// of the allocation, 0 on one node) and LATHE_HOSTFILE: a file with one node
+// per line. On several nodes torchrun is started with MASTER_ADDR (the
+// allocation's first node as `scontrol show hostnames` lists it) and
+// MASTER_PORT (29500 plus the job id modulo 1000: a job's nodes agree on it
+// without talking), for launchers other than torchrun; torchrun's workers
+// see the values torchrun sets itself.
 // A node lost mid-run ends the step (--kill-on-bad-exit) and so the attempt;
 // the daemon's next attempt resumes from the last checkpoint.
 #pragma once

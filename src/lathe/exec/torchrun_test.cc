@@ -141,6 +141,24 @@ TEST(Torchrun, SeveralNodesNeedAnAllocationOfExactlyThatMany) {
   EXPECT_EQ(short_list.status().msg_id(), "torchrun.nodes_mismatch");
 }
 
+TEST(Torchrun, ACommandThatNamesPythonRunsAsItIs) {
+  for (const char* py : {"python", "python3", "/usr/bin/python3", "/opt/py/bin/python3.11"}) {
+    auto p = PlanTorchrun(Args(1, 1, false, {py, "t.py", "x"}), "/l", {}, {});
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(std::vector<std::string>(p->argv.begin() + 4, p->argv.end()),
+              (std::vector<std::string>{"--no_python", py, "t.py", "x"}));
+    auto n = PlanTorchrun(Args(1, 2, true, {py, "t.py"}), "/l", TwoNodeJob(), {"n1", "n2"});
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(n->argv[6], "--no_python");
+    EXPECT_EQ(n->argv[7], py);
+  }
+  for (const char* script : {"train.py", "pythonic.py", "/srv/python3/train.py", "python3-x"}) {
+    auto p = PlanTorchrun(Args(1, 1, false, {script}), "/l", {}, {});
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->argv[4], script);  // run by torchrun's Python
+  }
+}
+
 TEST(Torchrun, ThePortComesFromTheJobIdInAFixedRange) {
   EXPECT_EQ(TorchrunPort("1234"), 29734);
   EXPECT_EQ(TorchrunPort("7"), 29507);
