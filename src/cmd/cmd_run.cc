@@ -42,6 +42,10 @@ struct RunFlags {
   std::optional<int> retry;
   std::string checkpoint_dir, resume_from;
   std::optional<int> keep_checkpoints;
+  std::optional<int> nodes;
+  bool torchrun = false;
+  std::optional<bool> nccl_ib;
+  std::string nccl_socket_ifname;
   bool follow = false;
   std::vector<std::string> command;
 };
@@ -134,6 +138,13 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (!f.pool.empty()) spec["pool"] = f.pool;
   if (!f.profile.empty()) spec["profile"] = f.profile;
   if (!f.gpu_type.empty()) spec["gpu_type"] = f.gpu_type;
+  if (f.nodes) spec["nodes"] = *f.nodes;
+  if (f.torchrun) spec["torchrun"] = true;
+  if (f.nccl_ib || !f.nccl_socket_ifname.empty()) {
+    if (!spec.contains("nccl") || !spec["nccl"].is_object()) spec["nccl"] = Json::object();
+    if (f.nccl_ib) spec["nccl"]["ib"] = *f.nccl_ib;
+    if (!f.nccl_socket_ifname.empty()) spec["nccl"]["socket_ifname"] = f.nccl_socket_ifname;
+  }
   if (!f.priority.empty()) spec["priority"] = f.priority;
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.max_duration.empty()) spec["max_duration"] = f.max_duration;
@@ -640,6 +651,10 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
   run->add_option("--profile", f.profile);  // a profile of the daemon's config
   run->add_option("--gpu-type", f.gpu_type);
+  run->add_option("--nodes", f.nodes);  // nodes per attempt; --gpus is per node
+  run->add_flag("--torchrun", f.torchrun);
+  run->add_option("--nccl-ib", f.nccl_ib);  // true | false
+  run->add_option("--nccl-socket-ifname", f.nccl_socket_ifname);
   run->add_option("--workdir", f.workdir);
   run->add_option("--workspace", f.workspace);
   run->add_option("--retry", f.retry);

@@ -14,6 +14,7 @@
 #include "lathe/common/i18n.h"
 #include "lathe/common/log.h"
 #include "lathe/exec/monitor.h"
+#include "lathe/exec/torchrun.h"
 #include "lathe/run/notebook_prelude.h"
 #include "lathe/snap/watcher.h"
 
@@ -33,6 +34,11 @@ int main(int argc, char** argv) {
   // line follows, never parsed as lathe's options.
   if (argc >= 2 && std::strcmp(argv[1], "__workspace") == 0) {
     return lathe::cmd::WorkspaceMain(argc, argv);
+  }
+  // A torchrun run's first process (exec/torchrun.h): it execs torchrun, or
+  // srun of one torchrun per node.
+  if (argc >= 2 && std::strcmp(argv[1], "__torchrun") == 0) {
+    return lathe::exec::TorchrunMain(argc, argv);
   }
   // The deployments' front (docs/gateway.md), started by the daemon.
   if (argc >= 2 && std::strcmp(argv[1], "__gateway") == 0) {

@@ -54,9 +54,14 @@ class Cluster:
     With `preempt`, a second partition `urgent` on the same node has the higher priority tier:
     a job there preempts (cancels, after `grace_s` of SIGTERM) the jobs of `debug` it needs room
     from (PreemptType=preempt/partition_prio, PreemptMode=CANCEL), and such a job ends PREEMPTED.
+
+    With `nodes=2`, two slurmd on this host (RECIPES.md): node one named after this host, node
+    two `localhost` (both names resolve here, as a cluster's node names do), each with `gpus`
+    fake GPUs and `cpus` CPUs, on ports of their own, in partition `debug`.
     """
 
-    def __init__(self, base, gpus=2, cpus=2, preempt=False, grace_s=10, short_minutes=None):
+    def __init__(self, base, gpus=2, cpus=2, preempt=False, grace_s=10, short_minutes=None,
+                 nodes=1):
         self.base = base
         self.dir = os.path.join(base, "slurm")
         self.mdir = os.path.join(base, "munge")
@@ -67,14 +72,21 @@ class Cluster:
         self.short_minutes = short_minutes
         self.procs = {}
         self.host = socket.gethostname().split(".")[0]
+        if nodes not in (1, 2):
+            raise ValueError("nodes: 1 or 2")
+        self.node_names = [self.host] if nodes == 1 else [self.host, "localhost"]
         self.conf = os.path.join(self.dir, "slurm.conf")
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": self.conf,
                     "HOME": "/root", "LANG": "C.UTF-8"}
 
     def _write_config(self):
         d = self.dir
+        multi = len(self.node_names) > 1
         for sub in ("ctld", "spool", "dev"):
             os.makedirs(os.path.join(d, sub))
+        if multi:
+            for n in self.node_names:
+                os.makedirs(os.path.join(d, "spool", n))
         for i in range(self.gpus):  # GRES needs character devices; nvidia's major is 195
             os.mknod(os.path.join(d, "dev", f"fakegpu{i}"), 0o600 | 0o020000, os.makedev(195, i))
         conf = f"""ClusterName=lathetest
@@ -98,35 +110,43 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=5
 StateSaveLocation={d}/ctld
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool{"/%n" if multi else ""}
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd{"-%n" if multi else ""}.pid
 SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
+SlurmdLogFile={d}/slurmd{"-%n" if multi else ""}.log
 SlurmctldDebug=info
 SlurmdDebug=info
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} Sockets=1 CoresPerSocket={self.cpus} ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:{self.gpus} State=UNKNOWN
 """
+        node_line = (f"NodeAddr=127.0.0.1 CPUs={self.cpus} Sockets=1 CoresPerSocket={self.cpus} "
+                     f"ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:{self.gpus} State=UNKNOWN")
+        if multi:
+            for n in self.node_names:
+                conf += f"NodeName={n} NodeHostname={self.host} Port={free_port()} {node_line}\n"
+        else:
+            conf += f"NodeName={self.host} {node_line}\n"
+        nodes = ",".join(self.node_names)
         if self.preempt:
             # The backfill pass is where a pending job preempts: every second, not every 30.
             conf = conf.replace("sched_min_interval=0", "sched_min_interval=0,bf_interval=1")
             conf += f"""PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
-PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime={self.grace_s}
-PartitionName=urgent Nodes={self.host} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime={self.grace_s}
+PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 """
         else:
-            conf += f"""PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
+            conf += f"""PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP
 """
         if self.short_minutes:
-            conf += f"PartitionName=short Nodes={self.host} MaxTime={self.short_minutes} State=UP\n"
+            conf += f"PartitionName=short Nodes={nodes} MaxTime={self.short_minutes} State=UP\n"
         with open(self.conf, "w") as f:
             f.write(conf)
         with open(os.path.join(d, "gres.conf"), "w") as f:
-            f.write(f"NodeName={self.host} Name=gpu Type=fake File={d}/dev/fakegpu[0-{self.gpus - 1}]\n")
+            for n in self.node_names:
+                f.write(f"NodeName={n} Name=gpu Type=fake File={d}/dev/fakegpu[0-{self.gpus - 1}]\n")
 
     def _spawn(self, name, argv, user=None):
         out = open(os.path.join(self.base, f"{name}.out"), "w")
@@ -157,13 +177,18 @@ PartitionName=urgent Nodes={self.host} MaxTime=INFINITE State=UP PriorityTier=10
             time.sleep(0.05)
         self._write_config()
         self._spawn("slurmctld", [f"{SBIN}/slurmctld", "-D", "-i"])
-        self._spawn("slurmd", [f"{SBIN}/slurmd", "-D"])
+        if len(self.node_names) == 1:
+            self._spawn("slurmd", [f"{SBIN}/slurmd", "-D"])
+        else:
+            for n in self.node_names:
+                self._spawn(f"slurmd-{n}", [f"{SBIN}/slurmd", "-D", "-N", n])
         while time.monotonic() < deadline:
             for n, p in self.procs.items():
                 if p.poll() is not None:
                     raise RuntimeError(f"{n} exited with {p.returncode}: {self.tail(n + '.out')}")
-            p = self.run("sinfo", "-h", "-o", "%t")
-            if p.returncode == 0 and set(p.stdout.split()) == {"idle"}:
+            p = self.run("sinfo", "-h", "-N", "-o", "%t")  # one line per node and partition
+            if (p.returncode == 0 and set(p.stdout.split()) == {"idle"}
+                    and len(p.stdout.split()) >= len(self.node_names)):
                 return self
             time.sleep(0.1)
         raise RuntimeError("the Slurm node did not become idle: " + self.tail("slurm/slurmd.log"))
@@ -185,7 +210,8 @@ PartitionName=urgent Nodes={self.host} MaxTime=INFINITE State=UP PriorityTier=10
                     self.run("/usr/bin/scancel", f"--user={u}", timeout=10)
             except (OSError, subprocess.SubprocessError):
                 pass
-        for name in ("slurmd", "slurmctld", "munged"):
+        slurmds = [n for n in self.procs if n.startswith("slurmd")]
+        for name in slurmds + ["slurmctld", "munged"]:
             p = self.procs.get(name)
             if not p or p.poll() is not None:
                 continue

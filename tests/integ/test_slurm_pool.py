@@ -166,6 +166,9 @@ class SlurmPool(PoolCase):
         cluster = s["pools"][1]
         self.assertEqual(cluster["backend"], "slurm")
         self.assertTrue(cluster["capabilities"]["places_runs"])
+        self.assertTrue(cluster["capabilities"]["multi_node"])
+        local = s["pools"][0]
+        self.assertFalse(local["capabilities"]["multi_node"])
         self.assertIn("pool cluster: slurm", self.d.cli("status").stdout)
 
     def test_what_a_pool_cannot_do_is_refused_at_submission(self):

@@ -20,6 +20,7 @@
 #include "lathe/daemon/workspaces.h"
 #include "lathe/doctor/explainer.h"
 #include "lathe/exec/local_backend.h"
+#include "lathe/exec/torchrun.h"
 #include "lathe/os/file_lock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/identity.h"
@@ -905,6 +906,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.user = UserOf(r.uid);
   q.argv = r.spec.command;
   q.env = r.spec.env;
+  for (auto& [k, v] : run::NcclEnv(r.spec)) q.env.emplace(k, v);  // spec.env wins
   q.env["LATHE_RUN_ID"] = r.id;
   q.env["LATHE_RUN_NAME"] = r.name;
   q.env["LATHE_ATTEMPT"] = std::to_string(r.attempt);
@@ -913,6 +915,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.gpu_count = r.spec.gpus;  // for a backend that places runs itself
   q.gpu_type = r.spec.gpu_type;
   q.partition = r.spec.partition;
+  q.nodes = r.spec.nodes;
   q.time_limit_ms = TimeLeftMs(r);
   q.cpus = r.spec.cpus;
   q.memory_bytes = r.spec.memory_bytes;
@@ -929,6 +932,10 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
     auto token = NotebookToken(r.run_dir);
     ApplyNotebook(r.run_dir, r.spec, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                   token.ok() ? *token : "", q);
+  }
+  if (r.spec.torchrun) {
+    q.argv = exec::TorchrunWrapArgv(opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
+                                    r.spec.gpus, r.spec.nodes, r.id, q.argv);
   }
   ApplyWorkspace(r, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                  q);  // last: it wraps whatever q.argv holds

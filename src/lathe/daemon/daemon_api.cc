@@ -116,6 +116,11 @@ Status Daemon::ResolvePool(run::RunSpec& spec) const {
 
 Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) {
   exec::ExecutionBackend* backend = BackendFor(spec);  // ResolvePool found it
+  if (spec.nodes > 1 && !backend->Caps().multi_node) {
+    return Status::Msg(Code::kInvalidArgument, "spec.nodes_not_supported",
+                       {{"nodes", std::to_string(spec.nodes)},
+                        {"pool", spec.pool.empty() ? std::string(run::kLocalPool) : spec.pool}});
+  }
   // A backend that places runs itself (a cluster) judges the fit itself.
   if (!backend->Caps().places_runs) {
     if (Status fit = CheckFitsNode(spec); !fit.ok()) {

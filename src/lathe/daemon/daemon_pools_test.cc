@@ -113,6 +113,47 @@ TEST_F(DaemonPoolsTest, APoolRunIsHandedToItsPoolNotPlacedOnThisNode) {
   EXPECT_EQ(Get(here).gpus, std::vector<int>{0});
 }
 
+// Several nodes only where the backend runs one attempt on several (a Slurm
+// pool), refused at submission elsewhere; a torchrun run's first process is
+// `lathe __torchrun` with the GPUs per node and the nodes; spec.nccl becomes
+// NCCL_* in the run's environment, where spec.env wins.
+TEST_F(DaemonPoolsTest, SeveralNodesGoOnlyToAMultiNodePoolAsOneTorchrunPerNode) {
+  auto here = TrySubmit({{"nodes", 2}});
+  ASSERT_FALSE(here.ok());
+  EXPECT_EQ(here.status().msg_id(), "spec.nodes_not_supported");
+  EXPECT_NE(here.status().message().find("'nodes'"), std::string::npos);
+  auto single = TrySubmit({{"nodes", 2}, {"pool", "cluster"}});  // not multi_node yet
+  ASSERT_FALSE(single.ok());
+  EXPECT_EQ(single.status().msg_id(), "spec.nodes_not_supported");
+  EXPECT_NE(single.status().message().find("cluster"), std::string::npos);
+
+  cluster_.caps.multi_node = true;
+  std::string id = Submit({{"nodes", 2},
+                           {"gpus", 4},
+                           {"pool", "cluster"},
+                           {"torchrun", true},
+                           {"command", {"train.py", "--lr", "1"}},
+                           {"nccl", {{"ib", false}, {"socket_ifname", "eth0"}}},
+                           {"env", {{"NCCL_SOCKET_IFNAME", "ib0"}}}});
+  std::string plain = Submit({{"nodes", 2}, {"pool", "cluster"}});
+  Step(2);
+  auto a = cluster_.Get(id, 1);
+  ASSERT_TRUE(a.has_value());
+  const exec::LaunchRequest& q = a->request;
+  EXPECT_EQ(q.nodes, 2);
+  EXPECT_EQ(q.gpu_count, 4);  // per node
+  ASSERT_FALSE(q.argv.empty());
+  EXPECT_EQ(std::vector<std::string>(q.argv.begin() + 1, q.argv.end()),
+            (std::vector<std::string>{"__torchrun", "4", "2", id, "--", "train.py", "--lr", "1"}));
+  EXPECT_EQ(q.env.at("NCCL_IB_DISABLE"), "1");
+  EXPECT_EQ(q.env.at("NCCL_SOCKET_IFNAME"), "ib0");
+  auto p = cluster_.Get(plain, 1);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->request.argv, std::vector<std::string>{"train"});  // as it is, on the first node
+  EXPECT_EQ(p->request.nodes, 2);
+  EXPECT_EQ(p->request.env.count("NCCL_IB_DISABLE"), 0u);
+}
+
 // Exits, stops and ends go through the run's own backend.
 TEST_F(DaemonPoolsTest, APoolRunIsWatchedAndStoppedThroughItsPool) {
   std::string a = Submit({{"pool", "cluster"}});

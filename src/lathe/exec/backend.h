@@ -105,6 +105,9 @@ struct LaunchRequest {
   // already placed on matching GPUs and ignores both.
   std::string gpu_type;
   std::string partition;
+  // spec.nodes: how many nodes the attempt spans (Capabilities::multi_node);
+  // gpu_count is per node.
+  int nodes = 1;
   // What is left of the run's max_duration when the attempt starts, for a
   // backend that can end it itself (Slurm's --time); 0 = no limit. The
   // daemon's own deadline still applies.

@@ -411,6 +411,29 @@ Status ParseSlurmName(const Json& v, const char* field, std::string& out) {
   return Status::OK();
 }
 
+// nccl: {ib: bool, socket_ifname: name}.
+Status ParseNccl(const Json& v, RunSpec& s) {
+  if (!v.is_object()) return WrongType("nccl", "mapping {ib: bool, socket_ifname: name}");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->is_null()) continue;
+    if (it.key() == "ib") {
+      bool ib = true;
+      RETURN_IF_ERROR(ParseBool(*it, "nccl.ib", ib));
+      s.nccl_ib = ib;
+    } else if (it.key() == "socket_ifname") {
+      if (!it->is_string() || !ValidIfname(Str(*it))) {
+        return Status::Msg(Code::kInvalidArgument, "spec.bad_ifname",
+                           {{"field", "nccl.socket_ifname"}, {"value", Shown(*it)}});
+      }
+      s.nccl_socket_ifname = Str(*it);
+    } else {
+      return Status::Msg(Code::kInvalidArgument, "spec.unknown_field",
+                         {{"field", "nccl." + it.key()}, {"allowed", "ib, socket_ifname"}});
+    }
+  }
+  return Status::OK();
+}
+
 Status ParseResumeFrom(const Json& v, RunSpec& s) {
   if (!v.is_string() || v.get<std::string>().empty()) {
     return WrongType("resume_from", "run id or name");
@@ -475,6 +498,10 @@ constexpr Field kFieldTable[] = {
      [](const Json& v, RunSpec& s) { return ParseSlurmName(v, "gpu_type", s.gpu_type); }},
     {"partition",
      [](const Json& v, RunSpec& s) { return ParseSlurmName(v, "partition", s.partition); }},
+    {"nodes",
+     [](const Json& v, RunSpec& s) { return Assign(IntField(v, "nodes", 1, kMaxNodes), s.nodes); }},
+    {"torchrun", [](const Json& v, RunSpec& s) { return ParseBool(v, "torchrun", s.torchrun); }},
+    {"nccl", ParseNccl},
 };
 
 std::string AllowedFields() {
@@ -509,6 +536,15 @@ bool ValidSlurmName(std::string_view v) {
   });
 }
 
+bool ValidIfname(std::string_view v) { return ValidSlurmName(v); }
+
+std::map<std::string, std::string> NcclEnv(const RunSpec& s) {
+  std::map<std::string, std::string> env;
+  if (s.nccl_ib.has_value()) env["NCCL_IB_DISABLE"] = *s.nccl_ib ? "0" : "1";
+  if (!s.nccl_socket_ifname.empty()) env["NCCL_SOCKET_IFNAME"] = s.nccl_socket_ifname;
+  return env;
+}
+
 bool IsNotebookSpec(const RunSpec& s) { return s.type == RunKind::kNotebook; }
 bool IsServiceSpec(const RunSpec& s) { return s.type == RunKind::kService; }
 
@@ -537,6 +573,9 @@ Result<RunSpec> SpecFromJson(const Json& j) {
     if (s.command.empty() || s.command[0].empty()) {
       return Status::Msg(Code::kInvalidArgument, "spec.missing_command");
     }
+  }
+  if (s.torchrun && s.type != RunKind::kJob) {
+    return Status::Msg(Code::kInvalidArgument, "spec.torchrun_job_only");
   }
   if (IsServiceSpec(s) != !s.deployment.empty()) {
     return Status::Msg(Code::kInvalidArgument, "spec.service_deployment");
@@ -592,6 +631,14 @@ Json SpecToJson(const RunSpec& s) {
   if (!s.profile.empty()) j["profile"] = s.profile;
   if (!s.gpu_type.empty()) j["gpu_type"] = s.gpu_type;
   if (!s.partition.empty()) j["partition"] = s.partition;
+  if (s.nodes != 1) j["nodes"] = s.nodes;
+  if (s.torchrun) j["torchrun"] = true;
+  if (s.nccl_ib.has_value() || !s.nccl_socket_ifname.empty()) {
+    Json n = Json::object();
+    if (s.nccl_ib.has_value()) n["ib"] = *s.nccl_ib;
+    if (!s.nccl_socket_ifname.empty()) n["socket_ifname"] = s.nccl_socket_ifname;
+    j["nccl"] = std::move(n);
+  }
   j["umask"] = s.umask;
   if (!s.secrets.empty()) j["secrets"] = s.secrets;
   if (s.network != Network::kHost) j["network"] = std::string(NetworkName(s.network));

@@ -60,6 +60,16 @@
 //       the GRES type (--gres=gpu:TYPE:N). 1-64 of letters, digits, _ - .
 //   partition: name  (Slurm pools) the partition for this run instead of the
 //       pool's; a Slurm name (1-64 of letters, digits, _ - .); ignored here
+//   nodes: int >= 1  how many nodes one attempt spans (default 1); more than
+//       one only on a pool whose backend runs one attempt on several nodes
+//       (a Slurm pool); `gpus` is per node, so the run has gpus * nodes
+//   torchrun: bool  the command is torchrun's script and its arguments:
+//       Lathe starts one `torchrun` per node (`lathe __torchrun`,
+//       exec/torchrun.h) with --nproc_per_node = gpus (1 without GPUs),
+//       --nnodes = nodes and a c10d rendezvous on the first node
+//   nccl: {ib: bool, socket_ifname: name}  NCCL's network: ib false sets
+//       NCCL_IB_DISABLE=1 (true: 0); socket_ifname (1-64 of letters, digits,
+//       . _ -) sets NCCL_SOCKET_IFNAME; absent: NCCL's own choice
 //   deployment: {name, version, socket}  (service only, and only the
 //       daemon's deployments make one: a replica of deployment `name`
 //       serving `version` on the unix socket `socket`; docs/deployments.md)
@@ -70,6 +80,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,8 +148,12 @@ struct RunSpec {
   // The resource profile the spec named ("" = none); the daemon has applied
   // it, so the fields below hold what it resolved to.
   std::string profile;
-  std::string gpu_type;   // "" = any GPU
-  std::string partition;  // "" = the pool's partition
+  std::string gpu_type;            // "" = any GPU
+  std::string partition;           // "" = the pool's partition
+  int nodes = 1;                   // nodes per attempt; gpus is per node
+  bool torchrun = false;           // command is torchrun's script and arguments
+  std::optional<bool> nccl_ib;     // unset: NCCL decides
+  std::string nccl_socket_ifname;  // "" = NCCL decides
   // type service: the deployment this run is a replica of (see above).
   std::string deployment;
   std::string deployment_version;
@@ -157,6 +172,13 @@ bool ValidProfileName(std::string_view name);
 // A GPU type or a Slurm partition: 1-64 of letters, digits, '_', '-', '.'
 // (what Slurm's own names use; nothing a command line could misread).
 bool ValidSlurmName(std::string_view v);
+// A network interface's name (spec nccl.socket_ifname): 1-64 of letters,
+// digits, '.', '_', '-'.
+bool ValidIfname(std::string_view v);
+// The largest spec nodes.
+inline constexpr int kMaxNodes = 1024;
+// NCCL_IB_DISABLE / NCCL_SOCKET_IFNAME from spec.nccl (none when unset).
+std::map<std::string, std::string> NcclEnv(const RunSpec& s);
 // The kernels a notebook may offer (spec kernels).
 inline constexpr std::string_view kNotebookKernels[] = {"python", "r"};
 bool IsNotebookSpec(const RunSpec& s);  // type notebook

@@ -62,6 +62,38 @@ TEST(Spec, NetworkIsHostUnlessIsolatedAndRoundTrips) {
   EXPECT_EQ(Parse(R"({"command":["a"],"network":"host"})")->network, Network::kHost);
 }
 
+TEST(Spec, NodesTorchrunAndNcclParseAndRoundTrip) {
+  auto plain = Parse(R"({"command":["a"]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->nodes, 1);
+  EXPECT_FALSE(plain->torchrun);
+  EXPECT_FALSE(plain->nccl_ib.has_value());
+  EXPECT_TRUE(NcclEnv(*plain).empty());  // NCCL's own choice
+  EXPECT_FALSE(SpecToJson(*plain).contains("nodes"));
+  EXPECT_FALSE(SpecToJson(*plain).contains("nccl"));
+
+  auto s = Parse(R"({"command":["train.py"],"gpus":4,"nodes":2,"torchrun":true,)"
+                 R"("nccl":{"ib":false,"socket_ifname":"enp1s0f0.100"}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->nodes, 2);
+  EXPECT_TRUE(s->torchrun);
+  ASSERT_TRUE(s->nccl_ib.has_value());
+  EXPECT_FALSE(*s->nccl_ib);
+  EXPECT_EQ(s->nccl_socket_ifname, "enp1s0f0.100");
+  EXPECT_EQ(NcclEnv(*s), (std::map<std::string, std::string>{
+                             {"NCCL_IB_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "enp1s0f0.100"}}));
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *s);
+
+  auto ib = Parse(R"({"command":["a"],"nccl":{"ib":true}})");
+  ASSERT_TRUE(ib.ok());
+  EXPECT_EQ(NcclEnv(*ib), (std::map<std::string, std::string>{{"NCCL_IB_DISABLE", "0"}}));
+  auto again = SpecFromJson(SpecToJson(*ib));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *ib);
+}
+
 TEST(Spec, PortNamesAreDnsLabelParts) {
   EXPECT_TRUE(ValidPortName("tb"));
   EXPECT_TRUE(ValidPortName("p8888"));
@@ -129,6 +161,20 @@ TEST(Spec, BadInputNamesTheField) {
       {R"({"command":["a"],"ports":[1,2,3,4,5,6,7,8,9]})", "8", "spec.too_many_ports"},
       {R"({"command":["a"],"network":"none"})", "network", "spec.bad_network"},
       {R"({"command":["a"],"network":true})", "network", "spec.bad_network"},
+      {R"({"command":["a"],"nodes":0})", "nodes", "spec.bad_int"},
+      {R"({"command":["a"],"nodes":"two"})", "nodes", "spec.bad_int"},
+      {R"({"command":["a"],"nodes":1025})", "nodes", "spec.bad_int"},
+      {R"({"command":["a"],"torchrun":"yes"})", "torchrun", "spec.wrong_type"},
+      {R"({"type":"notebook","torchrun":true})", "torchrun", "spec.torchrun_job_only"},
+      {R"({"command":["a"],"nccl":"eth0"})", "nccl", "spec.wrong_type"},
+      {R"({"command":["a"],"nccl":{"ib":"no"}})", "nccl.ib", "spec.wrong_type"},
+      {R"({"command":["a"],"nccl":{"socket_ifname":"eth0;reboot"}})", "nccl.socket_ifname",
+       "spec.bad_ifname"},
+      {R"({"command":["a"],"nccl":{"socket_ifname":"eth 0"}})", "nccl.socket_ifname",
+       "spec.bad_ifname"},
+      {R"({"command":["a"],"nccl":{"socket_ifname":""}})", "nccl.socket_ifname", "spec.bad_ifname"},
+      {R"({"command":["a"],"nccl":{"socket_ifname":3}})", "nccl.socket_ifname", "spec.bad_ifname"},
+      {R"({"command":["a"],"nccl":{"mtu":9000}})", "nccl.mtu", "spec.unknown_field"},
   };
   for (const auto& c : cases) {
     auto s = Parse(c.json);

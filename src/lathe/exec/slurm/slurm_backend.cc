@@ -165,9 +165,11 @@ Capabilities SlurmBackend::Caps() const {
   c.places_runs = true;
   c.memory_limit = true;  // --mem
   c.cpu_limit = true;     // --cpus-per-task
+  c.multi_node = true;    // --nodes; spec.torchrun starts one torchrun per node
   c.note = fmt::format(
-      "Slurm pool '{}': each attempt is a batch job on one node, placed by Slurm (GPUs as GRES, "
-      "--cpus-per-task, --mem, --time); no ports, notebooks, workspaces, secret files, private "
+      "Slurm pool '{}': each attempt is a batch job on one node or several (spec nodes), placed "
+      "by Slurm (GPUs per node as GRES, --cpus-per-task, --mem, --time); no ports, notebooks, "
+      "workspaces, secret files, private "
       "/dev/shm, isolated network or images, and paths must be under {}",
       opts_.name, opts_.shared_dir);
   return c;
@@ -214,7 +216,9 @@ Result<Json> SlurmBackend::Prepare(const LaunchRequest& req) {
 
 Status SlurmBackend::MakeAttemptFiles(const LaunchRequest& req, const SlurmAttemptPaths& p,
                                       const os::FsIdentity& id) {
-  const LaunchConfig config = SlurmLaunchConfig(req, p);
+  LaunchConfig config = SlurmLaunchConfig(req, p);
+  // `lathe __torchrun` runs on the nodes: the pool's lathe, as the monitor's.
+  if (config.argv.size() > 1 && config.argv[1] == "__torchrun") config.argv[0] = lathe_path_;
   return os::AsUser(id, [&]() -> Status {
     // 1. The user's own directory, made now or checked to be theirs.
     Status made = os::MakeDir(p.user_dir, 0700);

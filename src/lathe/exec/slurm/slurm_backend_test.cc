@@ -193,7 +193,7 @@ TEST_F(SlurmBackendTest, CapabilitiesSayWhatSlurmHonours) {
   EXPECT_FALSE(c.isolated_network);
   EXPECT_FALSE(c.private_shm);
   EXPECT_FALSE(c.images);
-  EXPECT_FALSE(c.multi_node);
+  EXPECT_TRUE(c.multi_node);
   EXPECT_NE(c.note.find("cluster"), std::string::npos);
   EXPECT_EQ(backend_->Name(), "slurm");
 }

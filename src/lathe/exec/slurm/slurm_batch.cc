@@ -98,8 +98,11 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
       // launch.json. Not --export=NONE: it makes slurmd load the user's login
       // environment first (--get-user-env), seconds per job.
       "--export=ALL",
-      "--nodes=1",
+      fmt::format("--nodes={}", std::max(1, req.nodes)),
   };
+  // One task per node: the monitor on the first; a torchrun run's srun
+  // starts one torchrun on each (exec/torchrun.h).
+  if (req.nodes > 1) argv.push_back("--ntasks-per-node=1");
   if (pool.signal_grace_ms > 0) {
     int64_t s = std::min(kMaxSignalSeconds, CeilDiv(pool.signal_grace_ms, 1000));
     // A warning as long as the limit itself would stop the run as it starts.

@@ -62,7 +62,8 @@ std::string SlurmBatchScript(const std::string& lathe_path, const std::string& l
 // --comment=lathe:<run_id>:<attempt>, --chdir, --output/--error,
 // --no-requeue, --signal=B:USR1@<grace s> (at most half the time limit),
 // --export=ALL (of the clean environment sbatch runs with), the pool's
-// partition/account/qos, --nodes=1, --gres=gpu:N, --cpus-per-task,
+// partition/account/qos, --nodes=M (request.nodes; with more than one,
+// --ntasks-per-node=1), --gres=gpu:N (per node), --cpus-per-task,
 // --mem=<MiB>M and --time=<minutes> when asked for, then the script.
 std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOptions& pool,
                                     const LaunchRequest& request, const SlurmAttemptPaths& paths);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -149,6 +150,24 @@ TEST(SlurmBatch, SbatchArgvOfATypedRequestInItsOwnPartition) {
   r.gpu_count = 0;
   for (const auto& a : SbatchArgv("/opt/slurm/bin/sbatch", pool, r, p)) {
     EXPECT_FALSE(a.starts_with("--gres")) << a;
+  }
+}
+
+// Two nodes: --nodes=2 and one task per node; --gres stays per node.
+TEST(SlurmBatch, SbatchArgvOfATwoNodeRequest) {
+  const SlurmPoolOptions pool = Pool();
+  LaunchRequest r = Request();
+  r.nodes = 2;
+  const SlurmAttemptPaths p = SlurmPaths(pool.shared_dir, "alice", r.run_id, r.attempt);
+  const std::vector<std::string> argv = SbatchArgv("/opt/slurm/bin/sbatch", pool, r, p);
+  ExpectGolden("sbatch_two_nodes.json", ArgvJson(argv));
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--nodes=2"), 1);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--ntasks-per-node=1"), 1);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--gres=gpu:2"), 1);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--nodes=1"), 0);
+  // One node asks for no task layout.
+  for (const auto& a : SbatchArgv("/opt/slurm/bin/sbatch", pool, Request(), p)) {
+    EXPECT_FALSE(a.starts_with("--ntasks")) << a;
   }
 }
 
