@@ -7,7 +7,10 @@
 namespace lathe::doctor::testing {
 
 Result<std::string> FakeSystemView::ReadFile(const std::string& path) const {
-  if (auto j = job_files.find(path); j != job_files.end()) return j->second;
+  {
+    std::lock_guard lock(*log_mu);
+    if (auto j = job_files.find(path); j != job_files.end()) return j->second;
+  }
   auto it = files.find(path);
   if (it == files.end()) return Status::NotFound(path + ": No such file or directory");
   return it->second;
@@ -60,7 +63,10 @@ std::optional<std::string> FakeSystemView::FindExecutable(const std::string& nam
 }
 
 Result<CommandOutput> FakeSystemView::Run(const std::vector<std::string>& argv, int64_t) const {
-  ++run_count;
+  {
+    std::lock_guard lock(*log_mu);
+    ++run_count;
+  }
   std::string key = argv[0] + (argv.size() > 1 ? " " + argv[1] : "");
   auto it = commands.find(key);
   if (it == commands.end()) {
@@ -82,11 +88,14 @@ Result<CommandOutput> FakeSystemView::RunWithEnv(const std::vector<std::string>&
                                                  int64_t timeout_ms) const {
   std::string line = argv[0];
   for (const auto& [k, v] : env) line += " " + k + "=" + v;
-  env_log.push_back(line);
   std::string token, path;
-  if (jobs_share_files &&
-      RE2::PartialMatch(argv.back(), R"(printf %s '([^']*)' 2>&1 >'([^']+)')", &token, &path)) {
-    job_files[path] = token;
+  const bool wrote =
+      jobs_share_files &&
+      RE2::PartialMatch(argv.back(), R"(printf %s '([^']*)' 2>&1 >'([^']+)')", &token, &path);
+  {
+    std::lock_guard lock(*log_mu);
+    env_log.push_back(line);
+    if (wrote) job_files[path] = token;
   }
   return Run(argv, timeout_ms);
 }
@@ -98,7 +107,10 @@ Status FakeSystemView::ProbeWritableAsUser(const std::string& dir, std::string* 
 }
 
 Status FakeSystemView::RemoveFile(const std::string& path) const {
-  removed.push_back(path);
+  {
+    std::lock_guard lock(*log_mu);
+    removed.push_back(path);
+  }
   return Status::OK();
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,7 +44,9 @@ class FakeSystemView : public SystemView {
   // Directories an ordinary user may write (ProbeWritableAsUser).
   std::set<std::string> user_writable;
   // What RunWithEnv was given, one "argv[0] NAME=VALUE …" line per call.
-  // Not thread-safe: tests of RunWithEnv run one group (--only cluster) with one pool.
+  // Checks run in parallel (a line per pool): the members written by the
+  // const calls below are written under log_mu; tests read them after the run.
+  std::shared_ptr<std::mutex> log_mu = std::make_shared<std::mutex>();  // shared by copies
   mutable std::vector<std::string> env_log;
   mutable std::vector<std::string> removed;  // RemoveFile's paths
   // A really shared directory: what the cluster test job's script (run
