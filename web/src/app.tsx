@@ -147,7 +147,9 @@ export function App() {
         <main id="main">
           <h1 tabIndex={-1} ref={heading}>{title}</h1>
           {found ? (
-            <found.page.component params={found.params} />
+            // Keyed by the path: another run's page is a fresh page, not the
+            // last one's state (its charts, its log) under a new id.
+            <found.page.component key={path} params={found.params} />
           ) : (
             <p>{t("web.notfound.text")}</p>
           )}
