@@ -1,6 +1,6 @@
 // GET /profiles: the configured resource profiles, what each maps to, and
 // whether it fits now.
-#include <cctype>
+#include <algorithm>
 #include <set>
 
 #include "lathe/daemon/daemon.h"
@@ -13,17 +13,6 @@ Json Reason(const Status& s) {
   Json args = Json::object();
   for (const auto& a : s.args()) args[a.key] = a.value;
   return {{"msg_id", s.msg_id()}, {"args", std::move(args)}, {"message", s.message()}};
-}
-
-bool TypeMatches(const std::vector<std::string>& types, const std::string& wanted) {
-  auto lower = [](std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  };
-  for (const std::string& t : types) {
-    if (lower(t).find(lower(wanted)) != std::string::npos) return true;
-  }
-  return false;
 }
 
 // Whether `p` fits the cluster `pool` describes (one sinfo, shared and
@@ -50,7 +39,10 @@ void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
     return;
   }
   e["partition"] = part->name;
-  if (!p.gpu_type.empty() && !TypeMatches(part->gpu_types, p.gpu_type)) {
+  const auto& types = part->gpu_types;
+  if (!p.gpu_type.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) {
+        return sched::GpuTypeMatches(t, p.gpu_type);
+      })) {
     e["fits"] = "never";
     e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.no_gpu_type",
                                      {{"gpu_type", p.gpu_type}, {"partition", part->name}}));
