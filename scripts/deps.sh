@@ -21,7 +21,7 @@ TEST=(
   python3 util-linux procps passwd curl openssl
   python3-torch python3-numpy python3-sklearn prometheus
   jupyter-notebook python3-websocket r-base-core r-cran-irkernel chromium fonts-noto-cjk
-  munge slurm-wlm slurmctld slurmd slurm-client  # the Slurm pools' tests start a private one
+  munge slurm-wlm slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin  # the Slurm pools' tests start a private one
 )
 BENCH=(
   wrk hyperfine

@@ -55,13 +55,17 @@ class Cluster:
     a job there preempts (cancels, after `grace_s` of SIGTERM) the jobs of `debug` it needs room
     from (PreemptType=preempt/partition_prio, PreemptMode=CANCEL), and such a job ends PREEMPTED.
 
+    With `rest`, slurmctld also accepts JWTs (AuthAltTypes=auth/jwt, a key in the state directory)
+    and slurmrestd serves openapi/v0.0.38 on `rest_url` (127.0.0.1, a free port) as the user
+    `nobody` (it refuses to run as root or SlurmUser), authenticating each request by its JWT.
+
     With `nodes=2`, two slurmd on this host (RECIPES.md): node one named after this host, node
     two `localhost` (both names resolve here, as a cluster's node names do), each with `gpus`
     fake GPUs and `cpus` CPUs, on ports of their own, in partition `debug`.
     """
 
     def __init__(self, base, gpus=2, cpus=2, preempt=False, grace_s=10, short_minutes=None,
-                 nodes=1):
+                 nodes=1, rest=False):
         self.base = base
         self.dir = os.path.join(base, "slurm")
         self.mdir = os.path.join(base, "munge")
@@ -70,6 +74,8 @@ class Cluster:
         self.preempt = preempt
         self.grace_s = grace_s
         self.short_minutes = short_minutes
+        self.rest = rest
+        self.rest_url = ""
         self.procs = {}
         self.host = socket.gethostname().split(".")[0]
         if nodes not in (1, 2):
@@ -121,6 +127,12 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 """
+        if self.rest:
+            key = os.path.join(d, "ctld", "jwt.key")
+            with open(key, "wb") as f:
+                f.write(os.urandom(32))
+            os.chmod(key, 0o600)
+            conf += f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={key}\n"
         node_line = (f"NodeAddr=127.0.0.1 CPUs={self.cpus} Sockets=1 CoresPerSocket={self.cpus} "
                      f"ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:{self.gpus} State=UNKNOWN")
         if multi:
@@ -189,9 +201,57 @@ PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=10 Pre
             p = self.run("sinfo", "-h", "-N", "-o", "%t")  # one line per node and partition
             if (p.returncode == 0 and set(p.stdout.split()) == {"idle"}
                     and len(p.stdout.split()) >= len(self.node_names)):
+                if self.rest:
+                    self._start_rest()
                 return self
             time.sleep(0.1)
         raise RuntimeError("the Slurm node did not become idle: " + self.tail("slurm/slurmd.log"))
+
+    def _start_rest(self):
+        # slurmrestd reads slurm.conf as `nobody`: the directories on the way must let it in.
+        for path in (self.base, self.dir):
+            os.chmod(path, os.stat(path).st_mode | 0o055)
+        os.chmod(self.conf, 0o644)
+        os.chmod(os.path.join(self.dir, "gres.conf"), 0o644)
+        port = free_port()
+        self.rest_url = f"http://127.0.0.1:{port}"
+        # slurmrestd needs a token in its own environment to start with rest_auth/jwt; requests
+        # carry their own. Any user's token does: root's, short-lived.
+        tok = self.token("root", 600)
+        env = dict(self.env, SLURM_JWT=tok)
+        out = open(os.path.join(self.base, "slurmrestd.out"), "w")
+        self.procs["slurmrestd"] = subprocess.Popen(
+            ["/usr/bin/setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--",
+             f"{SBIN}/slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/v0.0.38",
+             f"127.0.0.1:{port}"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd="/")
+        out.close()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.procs["slurmrestd"].poll() is not None:
+                raise RuntimeError("slurmrestd exited: " + self.tail("slurmrestd.out"))
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("slurmrestd did not listen: " + self.tail("slurmrestd.out"))
+
+    def token(self, user, lifespan_s):
+        """A JWT for `user` minted by root (`scontrol token`)."""
+        p = self.run("/usr/bin/scontrol", "token", f"username={user}", f"lifespan={lifespan_s}")
+        if p.returncode != 0 or "SLURM_JWT=" not in p.stdout:
+            raise RuntimeError("scontrol token failed: " + p.stdout + p.stderr)
+        return p.stdout.strip().split("SLURM_JWT=", 1)[1]
+
+    def stop_rest(self):
+        p = self.procs.get("slurmrestd")
+        if p and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
     def tail(self, name, n=2000):
         try:
@@ -210,7 +270,8 @@ PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=10 Pre
                     self.run("/usr/bin/scancel", f"--user={u}", timeout=10)
             except (OSError, subprocess.SubprocessError):
                 pass
-        slurmds = [n for n in self.procs if n.startswith("slurmd")]
+        self.stop_rest()
+        slurmds = [n for n in self.procs if n.startswith("slurmd") and n != "slurmrestd"]
         for name in slurmds + ["slurmctld", "munged"]:
             p = self.procs.get(name)
             if not p or p.poll() is not None:

@@ -62,11 +62,16 @@ class PoolCase(unittest.TestCase):
             with open(os.path.join(cls.d.home, "config.yaml"), "w") as f:
                 f.write("pools:\n  cluster:\n    type: slurm\n"
                         f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
-                        f"    lathe_path: {lathe}\n    signal_grace: 10s\n" + cls.POOL)
+                        f"    lathe_path: {lathe}\n    signal_grace: 10s\n" + cls.pool_config())
             cls.d.start()
         except BaseException:
             cls.tearDownClass()
             raise
+
+    @classmethod
+    def pool_config(cls):
+        """The pool's config lines beyond the common ones (POOL), once the cluster runs."""
+        return cls.POOL
 
     @classmethod
     def tearDownClass(cls):
@@ -107,7 +112,8 @@ class SlurmPool(PoolCase):
         self.assertEqual(r["spec"]["pool"], "cluster", r)
         job = r["handle"]["job_id"]
         self.assertTrue(job.isdigit(), r["handle"])
-        self.assertEqual(set(r["handle"]), {"job_id"}, "only the job id of the handle is shown")
+        self.assertEqual(r["handle"], {"job_id": job, "submitted_with": "sbatch"},
+                         "only the job id of the handle and how it went are shown")
         self.assertIn(f"cluster, Slurm job {job}", self.run_as(USER, "inspect", rid).stdout)
         out = self.d.wait_for(lambda: self.run_as(USER, "logs", rid).stdout, "the run's log")
         self.assertIn(f"uid={self.pw.pw_uid} gpus=0 job=yes", out)

@@ -41,14 +41,16 @@ Result<std::string> IdempotencyKeyOf(const net::HttpRequest& req) {
 
 // Where a run executes, as its owner sees it: `backend` (the pool's name, or
 // "local") and, for a pool run its cluster accepted, `handle.job_id` (the
-// cluster's job id); nothing else of the handle (its paths and ids are the
-// daemon's).
+// cluster's job id) and `handle.submitted_with` ("sbatch" or "slurmrestd");
+// nothing else of the handle (its paths and ids are the daemon's).
 void AddWhereItRuns(const state::RunRecord& r, Json& j) {
   j["backend"] = r.backend;
   if (!r.handle.is_object()) return;
   auto it = r.handle.find("job_id");
-  if (it != r.handle.end() && it->is_string() && !it->get<std::string>().empty())
-    j["handle"] = Json{{"job_id", *it}};
+  if (it == r.handle.end() || !it->is_string() || it->get<std::string>().empty()) return;
+  j["handle"] = Json{{"job_id", *it}};
+  auto with = r.handle.find("submitted_with");
+  if (with != r.handle.end() && with->is_string()) j["handle"]["submitted_with"] = *with;
 }
 
 constexpr std::array<std::string_view, 5> kPruneFields = {"older_than", "user", "all_users",

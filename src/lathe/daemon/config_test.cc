@@ -211,6 +211,29 @@ TEST(DaemonConfig, ParsesPoolsAndTheDefaultPool) {
   EXPECT_EQ(p.signal_grace_ms, 120000);
   EXPECT_EQ(p.slurm_conf, "/etc/slurm/slurm.conf");
   EXPECT_EQ(*c->default_pool, "cluster");
+  EXPECT_TRUE(p.rest.url.empty());  // sbatch only unless configured
+}
+
+TEST(DaemonConfig, ParsesAPoolsSlurmrestd) {
+  auto c = ParseDaemonConfig(
+      "pools:\n"
+      "  cluster:\n"
+      "    type: slurm\n"
+      "    shared_dir: /shared/lathe\n"
+      "    rest: {url: 'http://127.0.0.1:6820', version: v0.0.38, token_lifespan: 10m}\n"
+      "  other:\n"
+      "    type: slurm\n"
+      "    shared_dir: /shared/lathe\n"
+      "    rest: {url: 'unix:/run/slurmrestd.sock'}\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const exec::SlurmRestOptions& r = c->pools->at("cluster").slurm.rest;
+  EXPECT_EQ(r.url, "http://127.0.0.1:6820");
+  EXPECT_EQ(r.version, "v0.0.38");
+  EXPECT_EQ(r.token_lifespan_ms, 600000);
+  const exec::SlurmRestOptions& o = c->pools->at("other").slurm.rest;
+  EXPECT_EQ(o.url, "unix:/run/slurmrestd.sock");
+  EXPECT_EQ(o.token_lifespan_ms, 1800000);  // slurm's default lifespan
 }
 
 TEST(DaemonConfig, RejectsBadPoolsNamingTheKey) {
@@ -225,6 +248,17 @@ TEST(DaemonConfig, RejectsBadPoolsNamingTheKey) {
       {"pools: {c: {type: slurm, shared_dir: /s, qos: '$(x)'}}\n", "pools.c.qos"},
       {"pools: {c: {type: slurm, shared_dir: /s, signal_grace: 2h}}\n", "pools.c.signal_grace"},
       {"pools: {c: {type: slurm, shared_dir: /s, nodes: 3}}\n", "pools.c.nodes"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: http://x:1}}\n", "pools.c.rest"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: {version: v0.0.38}}}\n", "pools.c.rest.url"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: {url: 'ftp://x'}}}\n", "pools.c.rest.url"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: {url: 'http://x/a b'}}}\n",
+       "pools.c.rest.url"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: {url: 'http://x', version: 38}}}\n",
+       "pools.c.rest.version"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: {url: 'http://x', token_lifespan: 5s}}}\n",
+       "pools.c.rest.token_lifespan"},
+      {"pools: {c: {type: slurm, shared_dir: /s, rest: {url: 'http://x', user: root}}}\n",
+       "pools.c.rest.user"},
       {"default_pool: c\n", "default_pool"},
   };
   for (const auto& [bad, key] : cases) {

@@ -11,6 +11,8 @@ namespace lathe::daemon {
 namespace {
 
 constexpr int64_t kMaxSignalGraceMs = 3600 * 1000;
+constexpr int64_t kMinTokenLifespanMs = 60 * 1000;
+constexpr int64_t kMaxTokenLifespanMs = 24 * 3600 * 1000;
 
 Status BadKey(std::string_view file, const std::string& key, const std::string& allowed) {
   return Status::Msg(Code::kInvalidArgument, "config.bad_key",
@@ -55,8 +57,56 @@ Status ParseKey(const std::string& key, const std::string& field, const std::str
   } else {
     return BadKey(file, key,
                   "type, partition, account, qos, shared_dir, signal_grace, slurm_conf, "
-                  "lathe_path, bin_dir");
+                  "lathe_path, bin_dir, rest");
   }
+  return Status::OK();
+}
+
+// A URL slurmrestd listens on: http(s)://host[:port] or unix:/path.
+bool RestUrl(std::string_view v) {
+  if (v.find_first_of(" \t\r\n") != std::string_view::npos) return false;
+  if (v.rfind("unix:/", 0) == 0) return v.size() > 6;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (v.rfind(scheme, 0) == 0) {
+      std::string_view host = v.substr(scheme.size());
+      return !host.empty() && host.find('/') == std::string_view::npos;
+    }
+  }
+  return false;
+}
+
+// pools.<name>.rest: {url, version, token_lifespan}.
+Status ParseRest(const std::string& prefix, const YAML::Node& node, std::string_view file,
+                 exec::SlurmRestOptions& rest) {
+  if (!node.IsMap()) return BadKey(file, prefix, "a mapping of url, version, token_lifespan");
+  for (const auto& kv : node) {
+    const std::string field = kv.first.Scalar();
+    const std::string key = prefix + "." + field;
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+      return BadKey(file, key, "a single value");
+    }
+    const std::string v = kv.second.Scalar();
+    if (field == "url") {
+      if (!RestUrl(v))
+        return BadKey(file, key, "http://host:port, https://host:port or unix:/path");
+      rest.url = v;
+    } else if (field == "version") {
+      const bool ok = v.size() > 1 && v.size() <= 16 && v[0] == 'v' &&
+                      std::all_of(v.begin() + 1, v.end(),
+                                  [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+      if (!ok) return BadKey(file, key, "an OpenAPI plugin version such as v0.0.38");
+      rest.version = v;
+    } else if (field == "token_lifespan") {
+      auto d = ParseDuration(v);
+      if (!d.ok() || d->count() < kMinTokenLifespanMs || d->count() > kMaxTokenLifespanMs) {
+        return BadKey(file, key, "a duration from 1m to 24h, such as 30m");
+      }
+      rest.token_lifespan_ms = d->count();
+    } else {
+      return BadKey(file, key, "url, version, token_lifespan");
+    }
+  }
+  if (rest.url.empty()) return BadKey(file, prefix + ".url", "http://host:port or unix:/path");
   return Status::OK();
 }
 
@@ -73,6 +123,10 @@ Result<PoolSettings> ParsePool(const std::string& name, const YAML::Node& node,
   for (const auto& kv : node) {
     const std::string field = kv.first.Scalar();
     const std::string key = prefix + "." + field;
+    if (field == "rest") {
+      RETURN_IF_ERROR(ParseRest(key, kv.second, file, p.slurm.rest));
+      continue;
+    }
     if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
       return BadKey(file, key, "a single value");
     }

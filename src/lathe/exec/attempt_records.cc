@@ -3,30 +3,32 @@
 namespace lathe::exec {
 
 Json LaunchToJson(const LaunchConfig& c) {
-  return Json{{"run_id", c.run_id},
-              {"attempt", c.attempt},
-              {"argv", c.argv},
-              {"env", c.env},
-              {"inherit_env", c.inherit_env},
-              {"workdir", c.workdir},
-              {"uid", c.uid},
-              {"gid", c.gid},
-              {"groups", c.groups},
-              {"log_path", c.log_path},
-              {"shm_bytes", c.shm_bytes},
-              {"isolated_network", c.isolated_network},
-              {"cgroup_dirs", c.cgroup_dirs},
-              {"monitor_path", c.monitor_path},
-              {"exit_path", c.exit_path},
-              {"kill_grace_ms", c.kill_grace_ms},
-              {"umask", c.umask},
-              {"log_hold_bytes", c.log_hold_bytes},
-              {"log_stall_ms", c.log_stall_ms},
-              {"log_max_bytes", c.log_max_bytes},
-              {"setup_argv", c.setup_argv},
-              {"readonly_paths", c.readonly_paths},
-              {"checkpoint_dir", c.checkpoint_dir},
-              {"checkpoint_records", c.checkpoint_records}};
+  Json j{{"run_id", c.run_id},
+         {"attempt", c.attempt},
+         {"argv", c.argv},
+         {"env", c.env},
+         {"inherit_env", c.inherit_env},
+         {"workdir", c.workdir},
+         {"uid", c.uid},
+         {"gid", c.gid},
+         {"groups", c.groups},
+         {"log_path", c.log_path},
+         {"shm_bytes", c.shm_bytes},
+         {"isolated_network", c.isolated_network},
+         {"cgroup_dirs", c.cgroup_dirs},
+         {"monitor_path", c.monitor_path},
+         {"exit_path", c.exit_path},
+         {"kill_grace_ms", c.kill_grace_ms},
+         {"umask", c.umask},
+         {"log_hold_bytes", c.log_hold_bytes},
+         {"log_stall_ms", c.log_stall_ms},
+         {"log_max_bytes", c.log_max_bytes},
+         {"setup_argv", c.setup_argv},
+         {"readonly_paths", c.readonly_paths},
+         {"checkpoint_dir", c.checkpoint_dir},
+         {"checkpoint_records", c.checkpoint_records}};
+  if (c.warn_after_ms > 0) j["warn_after_ms"] = c.warn_after_ms;
+  return j;
 }
 
 Result<LaunchConfig> LaunchFromJson(const Json& j) {
@@ -56,6 +58,7 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.readonly_paths = j.value("readonly_paths", std::vector<std::string>{});
     c.checkpoint_dir = j.value("checkpoint_dir", std::string());
     c.checkpoint_records = j.value("checkpoint_records", std::string());
+    c.warn_after_ms = j.value("warn_after_ms", int64_t{0});
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
     return c;
   } catch (const Json::exception& e) {

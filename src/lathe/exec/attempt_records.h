@@ -67,6 +67,12 @@ struct LaunchConfig {
   // (snap/checkpoint_records.h). Both empty: nothing recorded.
   std::string checkpoint_dir;
   std::string checkpoint_records;
+  // > 0: this long after the run started, the monitor acts as on Slurm's
+  // SIGUSR1 (the warning ahead of the job's time limit) unless a stop came
+  // first. A Slurm job's own clock: slurmrestd 22.05 cannot ask Slurm for
+  // the batch shell's warning (--signal=B:...), and Slurm's comes late by up
+  // to its scheduler's period. 0: none (local runs).
+  int64_t warn_after_ms = 0;
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);

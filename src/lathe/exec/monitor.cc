@@ -278,6 +278,7 @@ class Monitor {
   void StopRecordingCheckpoints();
   void Loop();
   void OnSignal();
+  void Warn();
   void KillTree(int sig);
   bool ReadStream(int& fd, StreamLog& log);
   void FlushLogAtEnd(int64_t wait_ms);
@@ -296,7 +297,8 @@ class Monitor {
   std::optional<int> wstatus_;
   std::string start_error_;
   bool killed_ = false;
-  int stop_signal_ = 0;  // the first signal asking to stop the run (ExitRecord::stop_signal)
+  int stop_signal_ = 0;     // the first signal asking to stop the run (ExitRecord::stop_signal)
+  int64_t warn_at_ms_ = 0;  // MonoMs() of LaunchConfig::warn_after_ms; 0: none (or done)
   DirWatchStart watch_;
   std::function<void()> stop_watch_;  // set while the checkpoint directory is watched
 };
@@ -416,7 +418,9 @@ void Monitor::KillTree(int sig) {
 void Monitor::OnSignal() {
   signalfd_siginfo si;
   while (::read(sig_fd_, &si, sizeof si) == sizeof si) {
-    // SIGUSR1: Slurm's warning ahead of a job's time limit (--signal=B:USR1@...).
+    // SIGUSR1: Slurm's warning ahead of a job's time limit (--signal=B:USR1@...),
+    // passed on once: the monitor's own warning (Warn) may have come first.
+    if (si.ssi_signo == SIGUSR1 && stop_signal_ == SIGUSR1) continue;
     if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGUSR1) {
       if (stop_signal_ == 0 && !wstatus_) stop_signal_ = static_cast<int>(si.ssi_signo);
       KillTree(SIGTERM);
@@ -431,6 +435,16 @@ void Monitor::OnSignal() {
   while ((p = ::waitpid(-1, &ws, WNOHANG)) > 0) {
     if (p == child_) wstatus_ = ws;
   }
+}
+
+// LaunchConfig::warn_after_ms: the job's time limit is near, as if Slurm's
+// SIGUSR1 had come; nothing when a stop was asked for already.
+void Monitor::Warn() {
+  if (warn_at_ms_ <= 0 || MonoMs() < warn_at_ms_) return;
+  warn_at_ms_ = 0;
+  if (stop_signal_ != 0) return;
+  stop_signal_ = SIGUSR1;
+  KillTree(SIGTERM);
 }
 
 void Monitor::Loop() {
@@ -449,7 +463,10 @@ void Monitor::Loop() {
       if (fds[2].revents & POLLIN) OnSignal();
     }
     if (log_->holding()) log_->Flush();
-    if (!wstatus_) continue;
+    if (!wstatus_) {
+      Warn();
+      continue;
+    }
     // The main process has ended: what is left of its tree is ended too,
     // politely first, then by force after the grace period.
     bool tree_left = !os::Descendants(::getpid()).empty();
@@ -558,6 +575,7 @@ int Monitor::Run(int handshake_fd) {
     WriteAllFd(handshake_fd, "ok " + std::to_string(child_) + "\n");
     ::close(handshake_fd);
   }
+  if (c_.warn_after_ms > 0) warn_at_ms_ = MonoMs() + c_.warn_after_ms;
   StartRecordingCheckpoints();
   Loop();
   StopRecordingCheckpoints();

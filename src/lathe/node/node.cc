@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "lathe/exec/slurm/slurm_backend.h"
+#include "lathe/exec/slurm/slurm_commands.h"
+#include "lathe/node/slurm_rest_http.h"
 
 namespace lathe::node {
 
@@ -10,8 +12,14 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options, os::Clock& clock
   std::vector<std::unique_ptr<exec::ExecutionBackend>> pools;
   for (exec::SlurmPoolOptions& p : options.slurm_pools) {
     const std::string name = p.name;
+    std::unique_ptr<exec::SlurmRestTransport> rest;
+    if (!p.rest.url.empty()) {
+      ASSIGN_OR_RETURN(rest, MakeSlurmRestTransport(p.rest.url, p.command_timeout_ms));
+    }
+    auto commands = exec::MakeRealSlurmCommands(p.command_timeout_ms);
     ASSIGN_OR_RETURN(auto backend,
-                     exec::SlurmBackend::Create(std::move(p), options.daemon.self_exe, clock));
+                     exec::SlurmBackend::Create(std::move(p), options.daemon.self_exe, clock,
+                                                std::move(commands), std::move(rest)));
     options.daemon.pools[name] = backend.get();
     pools.push_back(std::move(backend));
   }

@@ -110,6 +110,8 @@ Json SlurmHandleToJson(const SlurmHandle& h) {
   if (!h.job_id.empty()) j["job_id"] = h.job_id;
   if (h.records_checkpoints) j["records_checkpoints"] = true;
   if (h.time_capped) j["time_capped"] = true;
+  if (!h.submitted_with.empty()) j["submitted_with"] = h.submitted_with;
+  if (!h.rest_error.empty()) j["rest_error"] = h.rest_error;
   return j;
 }
 
@@ -124,6 +126,8 @@ SlurmHandle SlurmHandleFromJson(const Json& j) {
   h.dir = str("dir");
   h.pool = str("pool");
   h.log = str("log");
+  h.submitted_with = str("submitted_with");
+  h.rest_error = str("rest_error");
   if (auto it = j.find("uid"); it != j.end() && it->is_number_unsigned()) h.uid = it->get<uid_t>();
   if (auto it = j.find("gid"); it != j.end() && it->is_number_unsigned()) h.gid = it->get<gid_t>();
   if (auto it = j.find("records_checkpoints"); it != j.end() && it->is_boolean())
@@ -143,22 +147,37 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmPoolOptions opti
 
 Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(
     SlurmPoolOptions options, std::string self_exe, os::Clock& clock,
-    std::unique_ptr<SlurmCommands> commands) {
+    std::unique_ptr<SlurmCommands> commands, std::unique_ptr<SlurmRestTransport> rest) {
   std::string lathe = options.lathe_path.empty() ? self_exe : options.lathe_path;
   RETURN_IF_ERROR(CheckPathOption(options.name, "shared_dir", options.shared_dir, true));
   RETURN_IF_ERROR(CheckPathOption(options.name, "lathe_path", lathe, true));
   RETURN_IF_ERROR(CheckPathOption(options.name, "bin_dir", options.bin_dir, false));
   RETURN_IF_ERROR(CheckPathOption(options.name, "slurm_conf", options.slurm_conf, false));
-  return std::unique_ptr<SlurmBackend>(
-      new SlurmBackend(std::move(options), std::move(lathe), clock, std::move(commands)));
+  if (!options.rest.url.empty() && rest == nullptr) {
+    return Status::Msg(
+        Code::kInvalidArgument, "slurm.bad_pool_path",
+        {{"pool", options.name}, {"field", "rest.url"}, {"value", options.rest.url}});
+  }
+  if (options.rest.url.empty()) rest.reset();
+  return std::unique_ptr<SlurmBackend>(new SlurmBackend(std::move(options), std::move(lathe), clock,
+                                                        std::move(commands), std::move(rest)));
 }
 
 SlurmBackend::SlurmBackend(SlurmPoolOptions options, std::string lathe_path, os::Clock& clock,
-                           std::unique_ptr<SlurmCommands> commands)
+                           std::unique_ptr<SlurmCommands> commands,
+                           std::unique_ptr<SlurmRestTransport> rest)
     : opts_(std::move(options)),
       lathe_path_(std::move(lathe_path)),
       clock_(clock),
-      commands_(std::move(commands)) {}
+      commands_(std::move(commands)),
+      rest_(std::move(rest)) {
+  if (rest_ != nullptr) {
+    tokens_ = std::make_unique<SlurmTokens>(
+        opts_.rest.token_lifespan_ms,
+        [this](const std::string& user, int64_t lifespan_s) { return MintToken(user, lifespan_s); },
+        clock_);
+  }
+}
 
 Capabilities SlurmBackend::Caps() const {
   Capabilities c;
@@ -216,7 +235,7 @@ Result<Json> SlurmBackend::Prepare(const LaunchRequest& req) {
 
 Status SlurmBackend::MakeAttemptFiles(const LaunchRequest& req, const SlurmAttemptPaths& p,
                                       const os::FsIdentity& id) {
-  LaunchConfig config = SlurmLaunchConfig(req, p);
+  LaunchConfig config = SlurmLaunchConfig(opts_, req, p);
   // `lathe __torchrun` runs on the nodes: the pool's lathe, as the monitor's.
   if (config.argv.size() > 1 && config.argv[1] == "__torchrun") config.argv[0] = lathe_path_;
   return os::AsUser(id, [&]() -> Status {
@@ -265,7 +284,11 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
   Launched out;
   out.handle = SlurmHandleToJson(h);
   const os::FsIdentity id{req.user.uid, req.user.gid, req.user.groups, user_dir};
-  if (Status made = MakeAttemptFiles(req, p, id); !made.ok()) {
+  // The time limit first: launch.json holds the monitor's warning for it.
+  LaunchRequest limited = req;
+  h.time_capped = CapToPartition(limited);
+  out.handle = SlurmHandleToJson(h);
+  if (Status made = MakeAttemptFiles(limited, p, id); !made.ok()) {
     if (!made.msg_id().empty()) {  // the user's directory is not theirs
       out.start_error = made.message();
       return out;
@@ -273,27 +296,29 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
     return Status(made.code(), "cannot prepare the attempt in the Slurm pool's shared directory: " +
                                    made.message());
   }
-  LaunchRequest limited = req;
-  h.time_capped = CapToPartition(limited);
-  out.handle = SlurmHandleToJson(h);
-  auto submitted = commands_->Run(SbatchArgv(SlurmCommandPath(opts_, "sbatch"), opts_, limited, p),
-                                  &req.user, SlurmCommandEnv(opts_, &req.user));
-  auto refused = [&](const std::string& error) {
-    out.start_error = Status::Msg(Code::kUnavailable, "slurm.submit_failed",
-                                  {{"pool", opts_.name}, {"error", error}})
-                          .message();
-    return out;
-  };
-  if (!submitted.ok()) return refused(submitted.status().message());
-  if (submitted->exit_code != 0) {
-    std::string err = Trimmed(submitted->err);
-    return refused(err.empty() ? fmt::format("exit status {}", submitted->exit_code) : err);
+  if (rest_ != nullptr) {
+    auto by_rest = SubmitRest(limited, p);
+    if (by_rest.ok()) {
+      h.job_id = *by_rest;
+      h.submitted_with = "slurmrestd";
+    } else {
+      h.rest_error = by_rest.status().message();
+      spdlog::warn("pool {}: run {} attempt {}: slurmrestd did not submit it ({}); sbatch does",
+                   opts_.name, req.run_id, req.attempt, h.rest_error);
+    }
   }
-  // --parsable: "<job id>" or "<job id>;<cluster>".
-  const std::string line = Trimmed(submitted->out);
-  const std::string job_id = Trimmed(line.substr(0, line.find(';')));
-  if (!AllDigits(job_id)) return refused("no job id in sbatch's answer: " + line);
-  h.job_id = job_id;
+  if (h.job_id.empty()) {
+    auto by_sbatch = SubmitSbatch(limited, p);
+    if (!by_sbatch.ok()) {
+      out.handle = SlurmHandleToJson(h);
+      out.start_error = Status::Msg(Code::kUnavailable, "slurm.submit_failed",
+                                    {{"pool", opts_.name}, {"error", by_sbatch.status().message()}})
+                            .message();
+      return out;
+    }
+    h.job_id = *by_sbatch;
+    h.submitted_with = "sbatch";
+  }
   {
     std::lock_guard lock(mu_);
     Job& job = Track(h, req.user.name);
@@ -301,8 +326,80 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
     planner_.Reset();
   }
   out.handle = SlurmHandleToJson(h);
-  out.what = "job " + job_id;
+  out.what = "job " + h.job_id;
   return out;
+}
+
+Result<std::string> SlurmBackend::SubmitSbatch(const LaunchRequest& req,
+                                               const SlurmAttemptPaths& p) {
+  auto submitted = commands_->Run(SbatchArgv(SlurmCommandPath(opts_, "sbatch"), opts_, req, p),
+                                  &req.user, SlurmCommandEnv(opts_, &req.user));
+  if (!submitted.ok()) return Status::Unavailable(submitted.status().message());
+  if (submitted->exit_code != 0) {
+    std::string err = Trimmed(submitted->err);
+    return Status::Unavailable(err.empty() ? fmt::format("exit status {}", submitted->exit_code)
+                                           : err);
+  }
+  // --parsable: "<job id>" or "<job id>;<cluster>".
+  const std::string line = Trimmed(submitted->out);
+  const std::string job_id = Trimmed(line.substr(0, line.find(';')));
+  if (!AllDigits(job_id)) return Status::Unavailable("no job id in sbatch's answer: " + line);
+  return job_id;
+}
+
+Result<std::string> SlurmBackend::MintToken(const std::string& user, int64_t lifespan_s) {
+  auto r = Command("scontrol",
+                   {"token", "username=" + user, fmt::format("lifespan={}", lifespan_s)}, nullptr);
+  if (!r.ok()) return Status::Unavailable("scontrol token: " + r.status().message());
+  if (r->exit_code != 0) {
+    return Status::Unavailable("scontrol token: " + LastWords(r->err + "\n" + r->out));
+  }
+  return ParseScontrolToken(r->out);
+}
+
+Result<std::string> SlurmBackend::SubmitRest(const LaunchRequest& req, const SlurmAttemptPaths& p) {
+  const std::string& name = req.user.name;
+  if (name.empty()) {
+    return Status::FailedPrecondition(
+        fmt::format("uid {} has no user name, which slurmrestd needs", req.user.uid));
+  }
+  const std::string body =
+      SlurmRestJob(opts_, lathe_path_, req, p, SlurmCommandEnv(opts_, &req.user)).dump();
+  SlurmRestAnswer answer;
+  for (int tries = 0; tries < 2; ++tries) {
+    auto token = tokens_->Get(name);
+    if (!token.ok())
+      return Status::Unavailable("no token for " + name + ": " + token.status().message());
+    auto reply = rest_->Post(SlurmRestSubmitPath(opts_.rest), body,
+                             {{"X-SLURM-USER-NAME", name}, {"X-SLURM-USER-TOKEN", *token}});
+    if (!reply.ok()) {
+      // No answer: slurmctld may have taken the job all the same.
+      auto found =
+          FindJob(AttemptRef{req.run_id, req.attempt, req.attempt_dir, req.user, {}}, req.user.uid);
+      if (found.ok() && found->has_value()) return **found;
+      return Status::Unavailable(reply.status().message());
+    }
+    answer = ParseSlurmRestSubmit(*reply);
+    if (!answer.job_id.empty() || !answer.auth_failed) break;
+    tokens_->Forget(name);  // refused (expired, or the key changed): one new token
+  }
+  if (answer.job_id.empty()) return Status::Unavailable(answer.error);
+  // openapi/v0.0.38 ignores requeue: false. A job Slurm requeued itself after
+  // a node failure would run this attempt a second time, beside the one the
+  // daemon submits: off, as the user, or the job goes and sbatch submits.
+  auto off = Command("scontrol", {"update", "JobId=" + answer.job_id, "Requeue=0"}, &req.user);
+  if (!off.ok() || off->exit_code != 0) {
+    const std::string why =
+        off.ok() ? LastWords(off->err + "\n" + off->out) : off.status().message();
+    Job job;
+    job.handle.job_id = answer.job_id;
+    job.user = os::FsIdentity{req.user.uid, req.user.gid, req.user.groups, name};
+    job.user_name = name;
+    (void)Scancel(job, {answer.job_id});  // best effort: sbatch submits the attempt next
+    return Status::Unavailable(fmt::format(
+        "job {} could not be made not to requeue (scontrol update): {}", answer.job_id, why));
+  }
+  return answer.job_id;
 }
 
 // A run longer than its partition allows, or without a limit of its own,

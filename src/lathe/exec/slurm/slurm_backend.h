@@ -47,6 +47,7 @@
 #include "lathe/exec/slurm/slurm_batch.h"
 #include "lathe/exec/slurm/slurm_commands.h"
 #include "lathe/exec/slurm/slurm_options.h"
+#include "lathe/exec/slurm/slurm_rest.h"
 #include "lathe/exec/slurm/slurm_state.h"
 #include "lathe/exec/slurm/squeue_planner.h"
 #include "lathe/os/clock.h"
@@ -68,6 +69,10 @@ struct SlurmHandle {
   // Submitted with its partition's MaxTime as --time (shorter than the run's
   // max_duration, or the run has none): a TIMEOUT is the partition's limit.
   bool time_capped = false;
+  // How it was submitted: "sbatch" or "slurmrestd"; "" before.
+  std::string submitted_with{};
+  // Why slurmrestd did not submit it when the pool has one ("" otherwise).
+  std::string rest_error{};
 };
 Json SlurmHandleToJson(const SlurmHandle& h);
 SlurmHandle SlurmHandleFromJson(const Json& j);  // missing fields stay empty
@@ -81,10 +86,12 @@ class SlurmBackend final : public ExecutionBackend {
   // without a line break.
   static Result<std::unique_ptr<SlurmBackend>> Create(SlurmPoolOptions options,
                                                       std::string self_exe, os::Clock& clock);
-  // The same with the commands given (tests answer for Slurm with a fake).
-  static Result<std::unique_ptr<SlurmBackend>> Create(SlurmPoolOptions options,
-                                                      std::string self_exe, os::Clock& clock,
-                                                      std::unique_ptr<SlurmCommands> commands);
+  // The same with the commands given (tests answer for Slurm with a fake),
+  // and slurmrestd's transport for a pool with options.rest.url
+  // (InvalidArgument, slurm.bad_pool_path, when one is needed and missing).
+  static Result<std::unique_ptr<SlurmBackend>> Create(
+      SlurmPoolOptions options, std::string self_exe, os::Clock& clock,
+      std::unique_ptr<SlurmCommands> commands, std::unique_ptr<SlurmRestTransport> rest = nullptr);
 
   static constexpr std::string_view kName = "slurm";
   std::string_view Name() const override { return kName; }
@@ -96,9 +103,12 @@ class SlurmBackend final : public ExecutionBackend {
   Status Check(const run::RunSpec& spec, const RunUser& user) const override;
   // The preliminary handle (no I/O).
   Result<Json> Prepare(const LaunchRequest& request) override;
-  // Makes the attempt's files as the user, then sbatch as the user. sbatch's
-  // refusal is a start_error (slurm.submit_failed with its stderr); so is a
-  // user directory that is not the user's (slurm.user_dir_not_owned).
+  // Makes the attempt's files as the user, then submits as the user: through
+  // slurmrestd with the user's token where the pool has one (slurm_rest.h),
+  // else — or when that fails, logged with the reason and kept in the
+  // handle's rest_error — with sbatch. sbatch's refusal is a start_error
+  // (slurm.submit_failed with its stderr); so is a user directory that is
+  // not the user's (slurm.user_dir_not_owned).
   Result<Launched> Launch(const LaunchRequest& request, const Json& prepared) override;
   // Each attempt's phase, and in AttemptStatus::note Slurm's last word on
   // it ("PENDING (Resources)", "RUNNING", "left the queue").
@@ -152,7 +162,7 @@ class SlurmBackend final : public ExecutionBackend {
   };
 
   SlurmBackend(SlurmPoolOptions options, std::string lathe_path, os::Clock& clock,
-               std::unique_ptr<SlurmCommands> commands);
+               std::unique_ptr<SlurmCommands> commands, std::unique_ptr<SlurmRestTransport> rest);
 
   // One Slurm command: <bin_dir>/<name> args..., the clean environment, as
   // `user` (nullptr: as the daemon).
@@ -163,6 +173,15 @@ class SlurmBackend final : public ExecutionBackend {
   std::optional<std::map<std::string, SlurmQueueEntry>> Squeue(const std::vector<std::string>& ids);
   // One sinfo, read (Describe without the reuse).
   PoolDescription DescribeNow();
+  // Submits the attempt through slurmrestd as its user: a token (minted once
+  // more if refused), the job, then Requeue=0 (slurm_rest.h says why). The
+  // job id, or why not; a job that slurmrestd may have taken without
+  // answering is looked for (FindJob) before this says it did not.
+  Result<std::string> SubmitRest(const LaunchRequest& req, const SlurmAttemptPaths& paths);
+  // sbatch as the user: the job id, or the start error's text.
+  Result<std::string> SubmitSbatch(const LaunchRequest& req, const SlurmAttemptPaths& paths);
+  // A token for `user` from `scontrol token`, run as the daemon.
+  Result<std::string> MintToken(const std::string& user, int64_t lifespan_s);
   // sacct's end of each of `ids` it knows; empty when accounting is absent.
   std::map<std::string, SlurmJobEnd> Sacct(const std::vector<std::string>& ids);
   // scancel `args` as the job's user, then as the daemon if the user's was
@@ -204,6 +223,8 @@ class SlurmBackend final : public ExecutionBackend {
   const std::string lathe_path_;
   os::Clock& clock_;
   const std::unique_ptr<SlurmCommands> commands_;
+  const std::unique_ptr<SlurmRestTransport> rest_;  // null: sbatch only
+  std::unique_ptr<SlurmTokens> tokens_;             // with rest_; thread-safe itself
 
   mutable std::mutex mu_;
   std::map<std::string, Job> jobs_;                  // guarded by mu_

@@ -899,5 +899,203 @@ TEST_F(SlurmBackendTest, DescribeGivesTheConfiguredPartitionAccountAndQos) {
   EXPECT_EQ(d.qos, "normal");
 }
 
+// ---- slurmrestd -----------------------------------------------------------------------
+
+// Answers for slurmrestd: each request is recorded; `answer` says what came back.
+class FakeRest final : public SlurmRestTransport {
+ public:
+  struct Request {
+    std::string path;
+    Json body;
+    std::map<std::string, std::string> headers;
+  };
+  using Answer = std::function<Result<SlurmRestReply>(const Request&)>;
+
+  Result<SlurmRestReply> Post(const std::string& path, const std::string& body,
+                              const std::map<std::string, std::string>& headers) override {
+    Request r{path, ParseJson(body).value_or(Json()), headers};
+    std::lock_guard lock(mu);
+    requests.push_back(r);
+    return answer(r);
+  }
+
+  std::mutex mu;
+  std::vector<Request> requests;
+  Answer answer = [](const Request&) -> Result<SlurmRestReply> {
+    return SlurmRestReply{200, R"({"job_id": 5151, "errors": []})"};
+  };
+};
+
+class SlurmRestBackendTest : public SlurmBackendTest {
+ protected:
+  void SetUp() override {
+    SlurmBackendTest::SetUp();
+    auto fake = std::make_unique<FakeSlurm>();
+    slurm_ = fake.get();
+    slurm_->answers["sbatch"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+      return Out(0, "4242\n");
+    };
+    for (const char* name : {"scancel", "scontrol"}) {
+      slurm_->answers[name] = [](const FakeSlurm::Call& c) -> Result<os::CommandOutput> {
+        if (c.name == "scontrol" && c.args[0] == "token") {
+          return Out(0, "SLURM_JWT=jwt-" + std::to_string(++minted) + "\n");
+        }
+        return Out(0, "");
+      };
+    }
+    slurm_->Queue({});
+    auto rest = std::make_unique<FakeRest>();
+    rest_ = rest.get();
+    SlurmPoolOptions o = Options();
+    o.rest.url = "http://127.0.0.1:6820";
+    o.rest.token_lifespan_ms = 600'000;
+    auto b =
+        SlurmBackend::Create(o, "/usr/local/bin/lathe", clock_, std::move(fake), std::move(rest));
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backend_ = std::move(b).value();
+    minted = 0;
+  }
+  Launched LaunchIt(const std::string& run = "r-1") {
+    LaunchRequest r = Request(run);
+    auto l = backend_->Launch(r, backend_->Prepare(r).value());
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() ? *l : Launched{};
+  }
+  static inline int minted = 0;
+  FakeRest* rest_ = nullptr;
+};
+
+TEST_F(SlurmRestBackendTest, APoolWithARestUrlNeedsATransport) {
+  SlurmPoolOptions o = Options();
+  o.rest.url = "http://127.0.0.1:6820";
+  auto b = SlurmBackend::Create(o, "/usr/local/bin/lathe", clock_, std::make_unique<FakeSlurm>());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(Arg(b.status(), "field"), "rest.url");
+}
+
+TEST_F(SlurmRestBackendTest, SubmitsThroughSlurmrestdWithTheUsersTokenThenTurnsRequeueOff) {
+  Launched l = LaunchIt();
+  EXPECT_EQ(l.start_error, "");
+  EXPECT_EQ(l.what, "job 5151");
+  EXPECT_EQ(l.handle["job_id"], "5151");
+  EXPECT_EQ(l.handle["submitted_with"], "slurmrestd");
+  EXPECT_FALSE(l.handle.contains("rest_error"));
+  EXPECT_TRUE(slurm_->Of("sbatch").empty());
+  // The token: minted by the daemon (root) for the user, for the lifespan.
+  auto tokens = slurm_->Of("scontrol");
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_EQ(tokens[0].args, (std::vector<std::string>{"token", "username=me", "lifespan=600"}));
+  EXPECT_FALSE(tokens[0].as.has_value());
+  // The request: the user's name and token, the job as sbatch would have it.
+  ASSERT_EQ(rest_->requests.size(), 1u);
+  const FakeRest::Request& q = rest_->requests[0];
+  EXPECT_EQ(q.path, "/slurm/v0.0.38/job/submit");
+  EXPECT_EQ(q.headers.at("X-SLURM-USER-NAME"), "me");
+  EXPECT_EQ(q.headers.at("X-SLURM-USER-TOKEN"), "jwt-1");
+  const std::string dir = AttemptDir();
+  EXPECT_EQ(q.body["script"], SlurmBatchScript("/usr/local/bin/lathe", dir + "/launch.json"));
+  EXPECT_EQ(q.body["job"]["name"], "lathe-r-1");
+  EXPECT_EQ(q.body["job"]["comment"], "lathe:r-1:1");
+  EXPECT_EQ(q.body["job"]["gres"], "gpu:1");
+  EXPECT_EQ(q.body["job"]["requeue"], false);
+  EXPECT_EQ(q.body["job"]["environment"]["SLURM_CONF"], "/etc/slurm/test.conf");
+  EXPECT_EQ(q.body["job"]["standard_output"], dir + "/slurm.out");
+  // Then Requeue=0, as the user (v0.0.38 ignores requeue: false).
+  EXPECT_EQ(tokens[1].args, (std::vector<std::string>{"update", "JobId=5151", "Requeue=0"}));
+  EXPECT_EQ(tokens[1].as, os::RealUid());
+  // The backend follows the job as one sbatch submitted.
+  slurm_->Queue({{"5151", "RUNNING|None|0:0"}});
+  Later();
+  EXPECT_EQ(PollOne(Ref(l.handle)).phase, AttemptPhase::kRunning);
+}
+
+TEST_F(SlurmRestBackendTest, ATokenIsReusedAndRenewedWithAThirdOfItsLifeLeft) {
+  LaunchIt("r-1");
+  LaunchIt("r-2");
+  EXPECT_EQ(minted, 1);  // one token for both
+  clock_.Advance(600'000 * 2 / 3 - 1000);
+  LaunchIt("r-3");
+  EXPECT_EQ(minted, 1);  // more than a third left
+  clock_.Advance(2000);
+  LaunchIt("r-4");
+  EXPECT_EQ(minted, 2);  // less: renewed before it expires
+  EXPECT_EQ(rest_->requests.back().headers.at("X-SLURM-USER-TOKEN"), "jwt-2");
+}
+
+TEST_F(SlurmRestBackendTest, ARefusedTokenIsMintedOnceMore) {
+  rest_->answer = [](const FakeRest::Request& q) -> Result<SlurmRestReply> {
+    if (q.headers.at("X-SLURM-USER-TOKEN") == "jwt-1") {
+      return SlurmRestReply{
+          500,
+          R"({"errors": [{"error_code": 5005, "error": "Zero Bytes were transmitted or received"}]})"};
+    }
+    return SlurmRestReply{200, R"({"job_id": 77, "errors": []})"};
+  };
+  Launched l = LaunchIt();
+  EXPECT_EQ(l.handle["job_id"], "77");
+  EXPECT_EQ(l.handle["submitted_with"], "slurmrestd");
+  EXPECT_EQ(minted, 2);
+  EXPECT_EQ(rest_->requests.size(), 2u);
+}
+
+TEST_F(SlurmRestBackendTest, WhenSlurmrestdFailsSbatchSubmitsAndTheReasonIsKept) {
+  rest_->answer = [](const FakeRest::Request&) -> Result<SlurmRestReply> {
+    return SlurmRestReply{
+        500, R"({"errors": [{"error_code": 2000, "error": "Invalid partition name specified"}]})"};
+  };
+  Launched l = LaunchIt();
+  EXPECT_EQ(l.start_error, "");
+  EXPECT_EQ(l.handle["job_id"], "4242");
+  EXPECT_EQ(l.handle["submitted_with"], "sbatch");
+  EXPECT_EQ(l.handle["rest_error"], "HTTP 500: Invalid partition name specified");
+  EXPECT_EQ(slurm_->Of("sbatch").size(), 1u);
+}
+
+TEST_F(SlurmRestBackendTest, ATokenThatCannotBeMintedMeansSbatchSayingWhy) {
+  slurm_->answers["scontrol"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(1, "", "scontrol: error: slurm_fetch_token: Unable to contact slurm controller");
+  };
+  Launched l = LaunchIt();
+  EXPECT_EQ(l.handle["job_id"], "4242");
+  EXPECT_EQ(l.handle["submitted_with"], "sbatch");
+  EXPECT_NE(l.handle["rest_error"].get<std::string>().find("Unable to contact slurm controller"),
+            std::string::npos);
+  EXPECT_TRUE(rest_->requests.empty());
+}
+
+TEST_F(SlurmRestBackendTest, NoAnswerLooksForTheJobBeforeSubmittingAgain) {
+  rest_->answer = [](const FakeRest::Request&) -> Result<SlurmRestReply> {
+    return Status::DeadlineExceeded("no answer within 30000 ms");
+  };
+  // slurmctld took it all the same: found by its name and comment, not submitted twice.
+  slurm_->answers["squeue"] = [](const FakeSlurm::Call&) -> Result<os::CommandOutput> {
+    return Out(0, "9090|lathe:r-1:1|" + std::to_string(os::RealUid()) + "\n");
+  };
+  Launched l = LaunchIt();
+  EXPECT_EQ(l.handle["job_id"], "9090");
+  EXPECT_EQ(l.handle["submitted_with"], "slurmrestd");
+  EXPECT_TRUE(slurm_->Of("sbatch").empty());
+  // Not there: sbatch.
+  slurm_->Queue({});
+  l = LaunchIt("r-2");
+  EXPECT_EQ(l.handle["job_id"], "4242");
+  EXPECT_EQ(l.handle["rest_error"], "no answer within 30000 ms");
+}
+
+TEST_F(SlurmRestBackendTest, AJobWhoseRequeueCannotBeTurnedOffIsCancelledAndSbatchSubmits) {
+  slurm_->answers["scontrol"] = [](const FakeSlurm::Call& c) -> Result<os::CommandOutput> {
+    if (c.args[0] == "token") return Out(0, "SLURM_JWT=t\n");
+    return Out(1, "", "slurm_update error: Access/permission denied");
+  };
+  Launched l = LaunchIt();
+  EXPECT_EQ(l.handle["job_id"], "4242");
+  EXPECT_EQ(l.handle["submitted_with"], "sbatch");
+  EXPECT_NE(l.handle["rest_error"].get<std::string>().find("Access/permission denied"),
+            std::string::npos);
+  auto cancels = slurm_->Of("scancel");
+  ASSERT_FALSE(cancels.empty());
+  EXPECT_EQ(cancels[0].args, std::vector<std::string>{"5151"});
+}
+
 }  // namespace
 }  // namespace lathe::exec

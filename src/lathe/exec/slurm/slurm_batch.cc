@@ -103,10 +103,7 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
   // One task per node: the monitor on the first; a torchrun run's srun
   // starts one torchrun on each (exec/torchrun.h).
   if (req.nodes > 1) argv.push_back("--ntasks-per-node=1");
-  if (pool.signal_grace_ms > 0) {
-    int64_t s = std::min(kMaxSignalSeconds, CeilDiv(pool.signal_grace_ms, 1000));
-    // A warning as long as the limit itself would stop the run as it starts.
-    if (req.time_limit_ms > 0) s = std::min(s, SlurmTimeLimitMinutes(req.time_limit_ms) * 30);
+  if (const int64_t s = SlurmWarnSeconds(pool, req); s > 0) {
     argv.push_back(fmt::format("--signal=B:USR1@{}", s));
   }
   const std::string& partition = req.partition.empty() ? pool.partition : req.partition;
@@ -132,7 +129,16 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
   return argv;
 }
 
-LaunchConfig SlurmLaunchConfig(const LaunchRequest& req, const SlurmAttemptPaths& paths) {
+int64_t SlurmWarnSeconds(const SlurmPoolOptions& pool, const LaunchRequest& req) {
+  if (pool.signal_grace_ms <= 0) return 0;
+  int64_t s = std::min(kMaxSignalSeconds, CeilDiv(pool.signal_grace_ms, 1000));
+  // A warning as long as the limit itself would stop the run as it starts.
+  if (req.time_limit_ms > 0) s = std::min(s, SlurmTimeLimitMinutes(req.time_limit_ms) * 30);
+  return s;
+}
+
+LaunchConfig SlurmLaunchConfig(const SlurmPoolOptions& pool, const LaunchRequest& req,
+                               const SlurmAttemptPaths& paths) {
   LaunchConfig c;
   c.run_id = req.run_id;
   c.attempt = req.attempt;
@@ -155,6 +161,11 @@ LaunchConfig SlurmLaunchConfig(const LaunchRequest& req, const SlurmAttemptPaths
   if (!req.checkpoint_dir.empty()) {
     c.checkpoint_dir = req.checkpoint_dir;
     c.checkpoint_records = paths.checkpoints;
+  }
+  // The job's time limit as --time gives it, less the warning.
+  if (req.time_limit_ms > 0) {
+    const int64_t warn = SlurmWarnSeconds(pool, req);
+    if (warn > 0) c.warn_after_ms = (SlurmTimeLimitMinutes(req.time_limit_ms) * 60 - warn) * 1000;
   }
   return c;
 }

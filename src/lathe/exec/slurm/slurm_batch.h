@@ -75,8 +75,14 @@ std::string SlurmWorkdir(const LaunchRequest& request);
 // What the monitor on the node reads: the run's complete environment (as for
 // a local run: LocalBackend::Environment, no GPU placed), Slurm's GPU choice
 // and SLURM_* inherited on the node (inherit_env), the user's identity, the
-// log and records in the shared attempt directory, no cgroups.
-LaunchConfig SlurmLaunchConfig(const LaunchRequest& request, const SlurmAttemptPaths& paths);
+// log and records in the shared attempt directory, no cgroups; with a time
+// limit, the warning's time (warn_after_ms: --time less SlurmWarnSeconds).
+LaunchConfig SlurmLaunchConfig(const SlurmPoolOptions& pool, const LaunchRequest& request,
+                               const SlurmAttemptPaths& paths);
+
+// How many seconds ahead of the time limit the job is warned (--signal's
+// @time): the pool's signal_grace, at most half the time limit; 0: none.
+int64_t SlurmWarnSeconds(const SlurmPoolOptions& pool, const LaunchRequest& request);
 // The variables a run in a Slurm job takes from the job's environment.
 inline const std::vector<std::string> kSlurmInheritedEnv = {
     "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "SLURM_*",

@@ -76,7 +76,7 @@ LaunchRequest Request() {
 // The launch config as the node reads it, without what comes from this
 // process's own environment (LANG, LC_ALL, TZ).
 std::string LaunchJson(const LaunchRequest& r, const SlurmAttemptPaths& p) {
-  LaunchConfig c = SlurmLaunchConfig(r, p);
+  LaunchConfig c = SlurmLaunchConfig(Pool(), r, p);
   for (const char* k : {"LANG", "LC_ALL", "TZ"}) c.env.erase(k);
   return LaunchToJson(c).dump(2) + "\n";
 }
@@ -212,7 +212,7 @@ TEST(SlurmBatch, HostileStringsStaySeparateArgumentsAndQuotedWords) {
   EXPECT_EQ(out->out, "<" + pool.lathe_path + "><__monitor><" + p.launch + "><->");
   EXPECT_FALSE(os::Exists("/tmp/lathe-pwned"));
   // launch.json gives the values back byte for byte.
-  auto back = LaunchFromJson(LaunchToJson(SlurmLaunchConfig(r, p)));
+  auto back = LaunchFromJson(LaunchToJson(SlurmLaunchConfig(pool, r, p)));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->argv, r.argv);
   EXPECT_EQ(back->env.at("HOSTILE"), kHostile);
@@ -223,7 +223,7 @@ TEST(SlurmBatch, TheLaunchConfigLeavesTheGpusToSlurm) {
   LaunchRequest r = Request();
   r.gpus = {3};  // never placed by the daemon for this backend; ignored if it were
   const SlurmAttemptPaths p = SlurmPaths("/shared/lathe", "alice", r.run_id, r.attempt);
-  LaunchConfig c = SlurmLaunchConfig(r, p);
+  LaunchConfig c = SlurmLaunchConfig(Pool(), r, p);
   EXPECT_EQ(c.env.at("CUDA_VISIBLE_DEVICES"), "");  // none unless Slurm sets it on the node
   EXPECT_EQ(c.inherit_env, kSlurmInheritedEnv);
   EXPECT_TRUE(c.cgroup_dirs.empty());
@@ -250,6 +250,24 @@ TEST(SlurmBatch, TheWarningBeforeTheTimeLimitIsAtMostHalfOfIt) {
   EXPECT_EQ(signal_of(60'000), "--signal=B:USR1@30");
   pool.signal_grace_ms = 100'000'000;  // beyond Slurm's 65535 s
   EXPECT_EQ(signal_of(0), "--signal=B:USR1@65535");
+}
+
+// The monitor's own warning (LaunchConfig::warn_after_ms) comes when Slurm's
+// would: --time in whole minutes, less the same warning.
+TEST(SlurmBatch, TheMonitorKeepsTheJobsTimeAsSlurmWould) {
+  SlurmPoolOptions pool = Pool();  // 90 s
+  LaunchRequest r = Request();
+  const SlurmAttemptPaths p = SlurmPaths(pool.shared_dir, "alice", r.run_id, r.attempt);
+  auto warn_after = [&](int64_t limit_ms) {
+    r.time_limit_ms = limit_ms;
+    return SlurmLaunchConfig(pool, r, p).warn_after_ms;
+  };
+  EXPECT_EQ(warn_after(0), 0);  // no limit: none
+  EXPECT_EQ(warn_after(3 * 60'000), (180 - 90) * 1000);
+  EXPECT_EQ(warn_after(60'000), 30'000);                          // at most half of it
+  EXPECT_EQ(warn_after(90 * 60'000 + 1), (91 * 60 - 90) * 1000);  // whole minutes
+  pool.signal_grace_ms = 0;
+  EXPECT_EQ(warn_after(3 * 60'000), 0);
 }
 
 TEST(SlurmBatch, TimeLimitsRoundUpToWholeMinutes) {

@@ -7,6 +7,16 @@
 
 namespace lathe::exec {
 
+// slurmrestd, where the pool submits through it (slurm_rest.h).
+struct SlurmRestOptions {
+  // "" = none (sbatch only); "http://host:port" or "unix:/path/to/socket".
+  std::string url;
+  std::string version = "v0.0.38";  // the OpenAPI plugin: /slurm/<version>/job/submit
+  // Each user's token (`scontrol token lifespan=`), renewed once less than a
+  // third of it is left.
+  int64_t token_lifespan_ms = 1800 * 1000;
+};
+
 struct SlurmPoolOptions {
   std::string name;          // the pool's name in the daemon's config ("cluster")
   std::string partition;     // "" = the cluster's default
@@ -21,6 +31,7 @@ struct SlurmPoolOptions {
   std::string lathe_path;  // the lathe binary on the nodes ("" = the daemon's own path, self_exe)
   std::string bin_dir;     // where sbatch/squeue/scancel/sacct/sinfo are ("" = /usr/bin)
   int64_t command_timeout_ms = 30000;  // each Slurm command, killed after this
+  SlurmRestOptions rest;
 };
 
 }  // namespace lathe::exec
