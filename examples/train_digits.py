@@ -12,6 +12,14 @@ A real, deterministic workload for Lathe's checkpoint capture and resume:
   after putting the checkpoint back), it continues from there. The run is
   bitwise reproducible: an interrupted and resumed run ends with exactly the
   loss of an uninterrupted one.
+- Under torchrun (WORLD_SIZE above 1, e.g. `lathe run --nodes 2 --torchrun`)
+  it trains data-parallel: gloo process group, DistributedDataParallel, and
+  each rank takes its own slice of --batch/WORLD_SIZE samples of the same
+  global batch of --batch that one process would draw. The gradient is the
+  same mean over the same samples, so the losses match a one-process run up
+  to float summation order (not bitwise). The printed loss is the global
+  batch's; only rank 0 writes checkpoints and --out; every rank resumes from
+  LATHE_RESUME_FROM. Each rank prints its rank, node and slice at the start.
 
 Needs only Debian packages: python3-torch, python3-sklearn. No downloads.
 """
@@ -19,10 +27,12 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 
 import torch
+import torch.distributed as dist
 from sklearn.datasets import load_digits
 
 
@@ -80,53 +90,85 @@ def prune(ckpt_dir, keep):
         os.remove(os.path.join(ckpt_dir, f))
 
 
+def global_loss(loss, world):
+    """The loss over the whole global batch: the mean of the ranks' means (equal slices)."""
+    if world == 1:
+        return loss
+    total = loss.detach().clone()
+    dist.all_reduce(total)
+    return total / world
+
+
 def main():
     a = parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if a.batch % world:
+        sys.exit(f"--batch {a.batch} is not a multiple of WORLD_SIZE {world}")
+    share = a.batch // world  # this rank's samples of each global batch
+    rank = 0
+    if world > 1:
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        print(f"rank {rank} of {world} on node {node}: samples {rank * share} to "
+              f"{(rank + 1) * share - 1} of each batch of {a.batch}", flush=True)
     torch.set_num_threads(1)  # one thread: the same sums in the same order every time
     torch.use_deterministic_algorithms(True)
-    torch.manual_seed(a.seed)
+    torch.manual_seed(a.seed)  # the same seed on every rank: the same start and batches
     (xtr, ytr), (xte, yte) = data(a.seed)
-    model = Net()
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=0.9)
     batches = torch.Generator().manual_seed(a.seed + 1)
     step = 0
 
     resume = os.environ.get("LATHE_RESUME_FROM")
     if resume:
         state = torch.load(resume)
-        model.load_state_dict(state["model"])
+        net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         batches.set_state(state["batch_rng"])
         torch.set_rng_state(state["torch_rng"])
         step = state["step"]
         print(f"resumed from {resume} at step {step}", flush=True)
     start_step = step
+    # After a resume: DDP starts every rank from rank 0's parameters (all loaded the same).
+    model = torch.nn.parallel.DistributedDataParallel(net) if world > 1 else net
 
-    os.makedirs(a.ckpt_dir, exist_ok=True)
-    if a.handler:
+    if rank == 0:
+        os.makedirs(a.ckpt_dir, exist_ok=True)
+    if a.handler and rank == 0:
         target = os.path.join(a.ckpt_dir, os.path.basename(a.handler))
         shutil.copyfile(a.handler, target + ".tmp")
         os.replace(target + ".tmp", target)
     loss = torch.tensor(float("nan"))
     while step < a.steps:
         idx = torch.randint(0, len(ytr), (a.batch,), generator=batches)
+        if world > 1:
+            idx = idx[rank * share:(rank + 1) * share]
         loss = torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         step += 1
         if step % 10 == 0:
-            print(f"step {step} loss {loss.item():.6f}", flush=True)
-        if step % a.ckpt_every == 0 or step == a.steps:
+            shown = global_loss(loss, world)
+            if rank == 0:
+                print(f"step {step} loss {shown.item():.6f}", flush=True)
+        if rank == 0 and (step % a.ckpt_every == 0 or step == a.steps):
             save(os.path.join(a.ckpt_dir, f"ckpt_{step:06d}.pt"),
-                 {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                 {"model": net.state_dict(), "optimizer": opt.state_dict(), "step": step,
                   "batch_rng": batches.get_state(), "torch_rng": torch.get_rng_state()})
             prune(a.ckpt_dir, a.keep)
         if a.step_sleep:
             time.sleep(a.step_sleep)
 
+    loss = global_loss(loss, world)
+    if world > 1:
+        dist.destroy_process_group()
+    if rank != 0:
+        return 0
     with torch.no_grad():
-        acc = (model(xte).argmax(1) == yte).float().mean().item()
+        acc = (net(xte).argmax(1) == yte).float().mean().item()
     result = {"step": step, "start_step": start_step, "loss": loss.item(),
               "loss_hex": float(loss.item()).hex(), "accuracy": acc}
     print(f"final step {step} loss {loss.item():.6f} ({result['loss_hex']}) "
