@@ -90,12 +90,20 @@ def prune(ckpt_dir, keep):
         os.remove(os.path.join(ckpt_dir, f))
 
 
+# Every tensor handed to gloo, kept alive to the end of the process. In torch 1.13 a gloo worker
+# thread drops its reference to a collective's tensor only after the collective has returned; if
+# Python had let go of the tensor first, that last drop takes the GIL, and destroying the process
+# group (which joins those threads, on the main thread, holding the GIL) then deadlocks at exit.
+IN_GLOO = []
+
+
 def global_loss(loss, world):
     """The loss over the whole global batch: the mean of the ranks' means (equal slices)."""
     if world == 1:
         return loss
     total = loss.detach().clone()
     dist.all_reduce(total)
+    IN_GLOO.append(total)
     return total / world
 
 
@@ -164,6 +172,7 @@ def main():
 
     loss = global_loss(loss, world)
     if world > 1:
+        del model  # DDP's reducer holds the process group: both go here, while IN_GLOO lives
         dist.destroy_process_group()
     if rank != 0:
         return 0
