@@ -189,7 +189,7 @@ TEST(Profile, EveryMessageIsInTheCatalogInBothLanguages) {
   for (const char* id :
        {"profile.bad_field", "profile.bad_name", "profile.unknown", "profile.unsatisfiable",
         "profile.gpu_type_unmatched", "spec.gpu_type_unmatched", "profile.nodes_not_supported",
-        "profiles.col.nodes", "profiles.why.partition_nodes"}) {
+        "profile.not_for_deployment", "profiles.col.nodes", "profiles.why.partition_nodes"}) {
     EXPECT_TRUE(Catalog::Default().Has(id)) << id;
     EXPECT_NE(Tr(id, Lang::kZh), Tr(id, Lang::kEn)) << id;
   }
