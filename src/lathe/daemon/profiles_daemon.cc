@@ -50,7 +50,7 @@ void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
     return;
   }
   const int nodes = p.nodes.value_or(1);
-  if (nodes > part->nodes_total) {
+  if (nodes > 1 && nodes > part->nodes_total) {
     e["fits"] = "never";
     e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.partition_nodes",
                                      {{"nodes", std::to_string(nodes)},
