@@ -22,6 +22,7 @@ namespace {
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
   std::string key_name, expires, key_id, replica, ready, workdir, batching, device;
+  std::string profile;                    // a profile of the daemon's config; flags win over it
   std::vector<std::string> command, env;  // a command deployment's
   int replicas = -1;                      // -1: not given
   int port = -1;                          // -1: not given
@@ -133,6 +134,7 @@ Status AddFlags(const DeployFlags& f, Json& body) {
     body["cpus"] = c;
   }
   if (!f.memory.empty()) body["memory"] = f.memory;
+  if (!f.profile.empty()) body["profile"] = f.profile;
   if (!f.priority.empty()) body["priority"] = f.priority;
   if (!f.canary.empty()) body["canary"] = f.canary;
   if (!f.batching.empty()) {
@@ -457,6 +459,7 @@ void AddResourceFlags(CLI::App* sub, DeployFlags& f) {
   sub->add_option("--gpus", f.gpus);
   sub->add_option("--cpus", f.cpus);
   sub->add_option("--memory", f.memory);
+  sub->add_option("--profile", f.profile);
   sub->add_option("--priority", f.priority);
   sub->add_option("--canary", f.canary);
   sub->add_option("--batching", f.batching);

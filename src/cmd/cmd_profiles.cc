@@ -55,15 +55,16 @@ Status RunProfiles(bool json, Lang lang) {
     return Status::OK();
   }
   std::vector<std::vector<std::string>> rows(1);
-  for (const char* col : {"name", "gpus", "cpus", "memory", "shm", "pool", "fits"}) {
+  for (const char* col : {"name", "gpus", "nodes", "cpus", "memory", "shm", "pool", "fits"}) {
     rows[0].push_back(Tr(std::string("profiles.col.") + col, lang));
   }
   for (const auto& p : r["profiles"]) {
     const Json fields = p.value("fields", Json::object());
     std::string pool = p.value("pool", "-");
     if (fields.contains("partition")) pool += "/" + fields["partition"].get<std::string>();
-    rows.push_back({p.value("name", ""), Gpus(fields), Field(fields, "cpus"),
-                    Field(fields, "memory"), Field(fields, "shm"), pool, Fits(p, lang)});
+    rows.push_back({p.value("name", ""), Gpus(fields), Field(fields, "nodes"),
+                    Field(fields, "cpus"), Field(fields, "memory"), Field(fields, "shm"), pool,
+                    Fits(p, lang)});
   }
   PrintTable(rows);
   return Status::OK();

@@ -28,6 +28,8 @@ out["sum"] = t.item()
 out["argv"] = sys.argv[1:]
 hf = os.environ.get("LATHE_HOSTFILE")
 out["hosts"] = open(hf).read().splitlines() if hf else None
+out["hostfile"] = hf
+out["hostfile_mode"] = oct(os.stat(hf).st_mode & 0o777) if hf else None
 print("RANKINFO " + json.dumps(out), flush=True)
 dist.destroy_process_group()
 """
@@ -73,6 +75,11 @@ class SlurmTorchrun(PoolCase):
             self.assertEqual(o["NCCL_IB_DISABLE"], "1")
             self.assertEqual(o["NCCL_SOCKET_IFNAME"], "lo")
             self.assertEqual(o["argv"], args)
+            # Each node's hostfile is the user's alone, and goes with its torchrun (the
+            # nodes here share this host's /tmp).
+            self.assertEqual(o["hostfile_mode"], "0o600")
+            self.assertFalse(os.path.exists(o["hostfile"]), o["hostfile"])
+        self.assertNotEqual(ranks[0]["hostfile"], ranks[1]["hostfile"])
         # One rank on each node, and each node knows its rank.
         self.assertEqual(sorted(o["SLURMD_NODENAME"] for o in ranks),
                          sorted(self.cluster.node_names))

@@ -20,6 +20,8 @@ out = {k: os.environ.get(k) for k in keys}
 out["argv"] = sys.argv[1:]
 hf = os.environ.get("LATHE_HOSTFILE")
 out["hosts"] = open(hf).read().splitlines() if hf else None
+out["hostfile"] = hf
+out["hostfile_mode"] = oct(os.stat(hf).st_mode & 0o777) if hf else None
 print("RANKINFO " + json.dumps(out), flush=True)
 """
 
@@ -60,6 +62,9 @@ class Torchrun(unittest.TestCase):
         self.assertEqual(out[0]["LATHE_GPUS_PER_NODE"], "1")
         self.assertEqual(out[0]["LATHE_NODE_RANK"], "0")
         self.assertEqual(out[0]["hosts"], ["localhost"])
+        # The hostfile is the user's alone, and goes with torchrun.
+        self.assertEqual(out[0]["hostfile_mode"], "0o600")
+        self.assertFalse(os.path.exists(out[0]["hostfile"]), out[0]["hostfile"])
         # No NCCL settings asked for: none set.
         self.assertIsNone(out[0]["NCCL_IB_DISABLE"])
         self.assertIsNone(out[0]["NCCL_SOCKET_IFNAME"])

@@ -156,6 +156,8 @@ class Daemon final : public Runs {
   // spec.too_many_gpus, spec.no_gpus) otherwise. Constant after start.
   Status CheckFitsNode(const run::RunSpec& spec) const override;
   GpuSlots FreeGpuSlots() override EXCLUDES(mu_);
+  Result<Json> ResolveProfile(const Json& spec_json,
+                              std::vector<std::string>& filled) const override;
   // Validates and queues a run. With an idempotency key, the same key with
   // another spec is InvalidArgument (run.idempotency_key_reused); while a
   // request with the key is still being handled, FailedPrecondition
@@ -340,10 +342,6 @@ class Daemon final : public Runs {
   void Readopt(state::RunRecord& r) REQUIRES(mu_);
   Status CheckPaths(const run::RunSpec& spec, const Caller& caller) const;
   Status ResolvePool(run::RunSpec& spec) const;  // spec.pool: a configured pool or ""
-  // A submitted spec with `profile:`: the profile's fields filled in where the
-  // spec leaves them out (profile.unknown for a name not configured); the
-  // fields it filled go to `filled`.
-  Result<Json> ResolveProfile(const Json& spec_json, std::vector<std::string>& filled) const;
   // This node as sched/ sees it: its GPUs (with their names), cpus, memory.
   sched::NodeState NodeOf() const;
   // CheckFitsNode's refusal said as the profile's (profile.unsatisfiable).

@@ -230,26 +230,7 @@ Status Daemon::AsProfileRefusal(const run::RunSpec& spec, const Status& why) con
 }
 
 Result<Json> Daemon::ResolveProfile(const Json& spec_json, std::vector<std::string>& filled) const {
-  if (!spec_json.is_object() || !spec_json.contains("profile") ||
-      !spec_json["profile"].is_string()) {
-    return spec_json;  // none, or SpecFromJson says what is wrong with it
-  }
-  const std::string name = spec_json["profile"].get<std::string>();
-  auto it = opts_.profiles.find(name);
-  if (it == opts_.profiles.end()) {
-    if (!run::ValidProfileName(name)) return spec_json;
-    std::string allowed;
-    for (const auto& [n, p] : opts_.profiles) allowed += (allowed.empty() ? "" : ", ") + n;
-    return Status::Msg(Code::kInvalidArgument, "profile.unknown",
-                       {{"profile", name}, {"allowed", allowed.empty() ? "-" : allowed}});
-  }
-  Json out = spec_json;
-  const Json fields = run::ProfileFieldsJson(it->second);
-  for (auto f = fields.begin(); f != fields.end(); ++f) {
-    if (!out.contains(f.key()) || out[f.key()].is_null()) filled.push_back(f.key());
-  }
-  run::ApplyProfile(it->second, out);
-  return out;
+  return run::ResolveProfile(opts_.profiles, spec_json, filled);
 }
 
 std::string Daemon::UserCacheDir(uid_t uid) const {
@@ -304,14 +285,24 @@ Result<Submission> Daemon::Submit(const Caller& caller, const Json& spec_json,
   std::vector<std::string> filled;  // by the spec's profile
   ASSIGN_OR_RETURN(Json resolved, ResolveProfile(spec_json, filled));
   ASSIGN_OR_RETURN(run::RunSpec spec, run::SpecFromJson(resolved));
-  // A profile's shm where the run goes cannot have a private /dev/shm (a
-  // Slurm pool, a daemon not running as root) is left out rather than
-  // refusing the profile there; an shm the spec gives itself is refused.
-  if (std::find(filled.begin(), filled.end(), "shm") != filled.end()) {
+  auto was_filled = [&](std::string_view f) {
+    return std::find(filled.begin(), filled.end(), f) != filled.end();
+  };
+  if (was_filled("shm") || was_filled("nodes")) {
     run::RunSpec where = spec;
-    if (ResolvePool(where).ok()) {
-      const exec::ExecutionBackend* b = BackendFor(where);
-      if (b != nullptr && !b->Caps().private_shm) spec.shm_bytes = 0;
+    const exec::ExecutionBackend* b = ResolvePool(where).ok() ? BackendFor(where) : nullptr;
+    // A profile's shm where the run goes cannot have a private /dev/shm (a
+    // Slurm pool, a daemon not running as root) is left out rather than
+    // refusing the profile there; an shm the spec gives itself is refused.
+    if (b != nullptr && was_filled("shm") && !b->Caps().private_shm) spec.shm_bytes = 0;
+    // A profile's nodes are refused where they cannot be, as the spec's own
+    // are (CheckSubmittable), naming the profile that asked for them.
+    if (b != nullptr && was_filled("nodes") && spec.nodes > 1 && !b->Caps().multi_node) {
+      return Status::Msg(
+          Code::kInvalidArgument, "profile.nodes_not_supported",
+          {{"profile", spec.profile},
+           {"nodes", std::to_string(spec.nodes)},
+           {"pool", where.pool.empty() ? std::string(run::kLocalPool) : where.pool}});
     }
   }
   return Submit(caller, std::move(spec), SubmitOptions{idempotency_key, /*replica=*/false});

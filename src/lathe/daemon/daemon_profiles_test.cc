@@ -30,6 +30,7 @@ class DaemonProfilesTest : public ::testing::Test {
     home_ = ::mkdtemp(tmpl);
     cluster_.caps.places_runs = true;
     cluster_.caps.private_shm = false;
+    cluster_.caps.multi_node = true;
     DaemonOptions o;
     o.home = home_;
     o.gpus = "sim:2x24GB:L4,2x80GB:A100";  // the A100s are 2 and 3
@@ -43,7 +44,8 @@ class DaemonProfilesTest : public ::testing::Test {
                               {"pool", "cluster"},
                               {"partition", "gpu-a100"}}),
           MakeProfile("h100", {{"gpus", 1}, {"gpu_type", "H100"}}),
-          MakeProfile("huge", {{"gpus", 9}})}) {
+          MakeProfile("huge", {{"gpus", 9}}), MakeProfile("pair", {{"cpus", 1}, {"nodes", 2}}),
+          MakeProfile("wide", {{"gpus", 1}, {"nodes", 4}, {"pool", "cluster"}})}) {
       o.profiles[p.name] = p;
     }
     auto d = Daemon::Create(o, clock_);
@@ -122,7 +124,7 @@ TEST_F(DaemonProfilesTest, UnknownAndImpossibleProfilesAreRefusedNamingTheField)
   auto unknown = TrySubmit({{"profile", "nope"}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().msg_id(), "profile.unknown");
-  EXPECT_EQ(Arg(unknown.status(), "allowed"), "a100x1, big, h100, huge");
+  EXPECT_EQ(Arg(unknown.status(), "allowed"), "a100x1, big, h100, huge, pair, wide");
   auto h100 = TrySubmit({{"profile", "h100"}});
   ASSERT_FALSE(h100.ok());
   EXPECT_EQ(h100.status().msg_id(), "profile.gpu_type_unmatched");
@@ -143,7 +145,7 @@ TEST_F(DaemonProfilesTest, ProfilesSayWhereEachRunsAndWhetherItFitsNow) {
   Json j = daemon_->ProfilesJson();
   std::map<std::string, Json> by_name;
   for (const auto& p : j["profiles"]) by_name[p["name"].get<std::string>()] = p;
-  ASSERT_EQ(by_name.size(), 4u);
+  ASSERT_EQ(by_name.size(), 6u);
   EXPECT_EQ(by_name["a100x1"]["fits"], "yes");
   EXPECT_EQ(by_name["a100x1"]["free_gpus"], 2);
   EXPECT_EQ(by_name["a100x1"]["pool"], "local");
@@ -197,6 +199,51 @@ TEST_F(DaemonProfilesTest, AClusterProfileFitsAsItsPartitionSays) {
   EXPECT_EQ(big()["reason"]["msg_id"], "profiles.why.partition_gpus");
   cluster_.description.error = Status::Unavailable("sinfo failed");
   EXPECT_EQ(big()["fits"], "unknown");
+}
+
+// A profile's nodes: refused, naming the profile, where an attempt runs on
+// one node, as the spec's own --nodes is; taken by a pool that spans nodes;
+// listed with the fit they allow.
+TEST_F(DaemonProfilesTest, AProfilesNodesAreRefusedWhereAnAttemptRunsOnOneNode) {
+  auto s = TrySubmit({{"profile", "pair"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().msg_id(), "profile.nodes_not_supported");
+  EXPECT_EQ(Arg(s.status(), "profile"), "pair");
+  EXPECT_EQ(Arg(s.status(), "nodes"), "2");
+  EXPECT_EQ(Arg(s.status(), "pool"), "local");
+  EXPECT_EQ(TrySubmit({{"nodes", 2}}).status().msg_id(), "spec.nodes_not_supported");
+  // The spec's own nodes win over the profile's.
+  RunRecord one = Submit({{"profile", "pair"}, {"nodes", 1}});
+  EXPECT_EQ(one.spec.nodes, 1);
+  EXPECT_EQ(one.spec.cpus, 1.0);
+  EXPECT_EQ(one.spec.profile, "pair");
+  // A pool that runs an attempt on several nodes takes them; gpus stay per node.
+  RunRecord wide = Submit({{"profile", "wide"}});
+  EXPECT_EQ(wide.spec.nodes, 4);
+  EXPECT_EQ(wide.spec.gpus, 1);
+  EXPECT_EQ(wide.spec.pool, "cluster");
+  auto listed = [&](const std::string& name) {
+    const Json all = daemon_->ProfilesJson();
+    for (const auto& p : all["profiles"]) {
+      if (p["name"] == name) return p;
+    }
+    return Json();
+  };
+  EXPECT_EQ(listed("pair")["fields"], (Json{{"cpus", 1.0}, {"nodes", 2}}));
+  EXPECT_EQ(listed("pair")["fits"], "never");
+  EXPECT_EQ(listed("pair")["reason"]["msg_id"], "profile.nodes_not_supported");
+  exec::Partition part;
+  part.name = "gpu";
+  part.is_default = true;
+  part.gpus_total = 8;
+  part.nodes_total = 2;
+  cluster_.description.partitions = {part};
+  EXPECT_EQ(listed("wide")["fits"], "never");
+  EXPECT_EQ(listed("wide")["reason"]["msg_id"], "profiles.why.partition_nodes");
+  cluster_.description.partitions[0].nodes_total = 4;
+  EXPECT_EQ(listed("wide")["fits"], "yes");
+  cluster_.description.partitions[0].gpus_used = 5;  // 3 free, 4 asked for (1 on each of 4)
+  EXPECT_EQ(listed("wide")["fits"], "no");
 }
 
 }  // namespace

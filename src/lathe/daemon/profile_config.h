@@ -5,6 +5,7 @@
 //     a100x2: {gpus: 2, gpu_type: A100, cpus: 16, memory: 128GB, shm: 16GB,
 //              pool: cluster, partition: gpu-a100}
 //     small: {gpus: 1, memory: 24GB}
+//     a100x2x4: {gpus: 2, gpu_type: A100, nodes: 4, pool: cluster}
 //
 // Each field is checked as the spec's own; a profile's pool must be `local`
 // or a pool of the same file (checked by ParseDaemonConfig).

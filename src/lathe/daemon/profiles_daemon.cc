@@ -19,6 +19,7 @@ Json Reason(const Status& s) {
 // reused by the backend): never without its partition or GPU type, or with
 // more GPUs than the partition has; yes when that many are free now.
 // A partition's GPUs are summed over its nodes: a profile needs them on one.
+// `gpus` is the profile's in all (per node times its nodes).
 void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
                 const exec::PoolDescription& d, Json& e) {
   if (!d.error.ok()) {
@@ -46,6 +47,15 @@ void ClusterFit(const std::string& pool, const run::Profile& p, int gpus,
     e["fits"] = "never";
     e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.no_gpu_type",
                                      {{"gpu_type", p.gpu_type}, {"partition", part->name}}));
+    return;
+  }
+  const int nodes = p.nodes.value_or(1);
+  if (nodes > 1 && nodes > part->nodes_total) {
+    e["fits"] = "never";
+    e["reason"] = Reason(Status::Msg(Code::kNotFound, "profiles.why.partition_nodes",
+                                     {{"nodes", std::to_string(nodes)},
+                                      {"total", std::to_string(part->nodes_total)},
+                                      {"partition", part->name}}));
     return;
   }
   if (gpus > part->gpus_total) {
@@ -89,6 +99,7 @@ Json Daemon::ProfilesJson() {
     spec.cpus = p.cpus.value_or(0);
     spec.memory_bytes = p.memory_bytes.value_or(0);
     spec.pool = p.pool;
+    spec.nodes = p.nodes.value_or(1);
     Json e = {{"name", name}, {"fields", run::ProfileFieldsJson(p)}};
     if (!ResolvePool(spec).ok()) {
       e["pool"] = p.pool;
@@ -100,9 +111,15 @@ Json Daemon::ProfilesJson() {
     const exec::ExecutionBackend* b = BackendFor(spec);
     if (b == nullptr) {
       e["fits"] = "unknown";
+    } else if (spec.nodes > 1 && !b->Caps().multi_node) {
+      e["fits"] = "never";  // as Submit refuses it
+      e["reason"] = Reason(Status::Msg(Code::kInvalidArgument, "profile.nodes_not_supported",
+                                       {{"profile", name},
+                                        {"nodes", std::to_string(spec.nodes)},
+                                        {"pool", e["pool"].get<std::string>()}}));
     } else if (b->Caps().places_runs) {
       // Asked without mu_: sinfo may take a while.
-      ClusterFit(spec.pool, p, spec.gpus, opts_.pools.at(spec.pool)->Describe(), e);
+      ClusterFit(spec.pool, p, spec.gpus * spec.nodes, opts_.pools.at(spec.pool)->Describe(), e);
     } else if (Status fit = CheckFitsNode(spec); !fit.ok()) {
       e["fits"] = "never";
       e["reason"] = Reason(AsProfileRefusal(spec, fit));

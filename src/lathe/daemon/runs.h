@@ -81,6 +81,11 @@ class Runs {
   // (Daemon::CheckFitsNode).
   virtual Status CheckFitsNode(const run::RunSpec& spec) const = 0;
   virtual GpuSlots FreeGpuSlots() = 0;
+  // `spec_json` (a run's or a deployment's) with its `profile:` resolved
+  // against config.yaml `profiles:` (run::ResolveProfile): the fields the
+  // profile filled go to `filled`; profile.unknown for a name not configured.
+  virtual Result<Json> ResolveProfile(const Json& spec_json,
+                                      std::vector<std::string>& filled) const = 0;
 
   // --- runs ---
   // Validates what the JSON edge cannot (quotas, paths, names) and queues.

@@ -672,7 +672,9 @@ Status Deployments::SubmitReplica(const state::DeploymentRecord& d, const Deploy
                                   const std::string& version, const std::string& dir,
                                   const std::string& socket, run::RunSpec run) {
   run.type = run::RunKind::kService;
+  run.profile = spec.resources.profile;
   run.gpus = spec.resources.gpus;
+  run.gpu_type = spec.resources.gpu_type;
   run.priority = spec.resources.priority;
   run.preemptible = spec.resources.preemptible;
   run.requeue = true;

@@ -10,16 +10,18 @@
 namespace lathe::deploy {
 namespace {
 
-constexpr const char* kFields[] = {"name",   "model",   "command",       "port",     "ready",
-                                   "env",    "workdir", "revision",      "replicas", "autoscale",
-                                   "gpus",   "cpus",    "memory",        "priority", "preemptible",
-                                   "public", "canary",  "ready_timeout", "batching", "device"};
+constexpr const char* kFields[] = {
+    "name",     "model",         "command",  "port",      "ready",       "env",
+    "workdir",  "revision",      "replicas", "autoscale", "profile",     "gpus",
+    "gpu_type", "cpus",          "memory",   "priority",  "preemptible", "public",
+    "canary",   "ready_timeout", "batching", "device"};
 // Only a command deployment's.
 constexpr const char* kCommandFields[] = {"port", "ready", "env", "workdir", "revision"};
 constexpr const char* kAutoscaleFields[] = {
     "min", "max", "target", "upscale_delay", "downscale_delay", "zero_grace"};
 // Fields handed to run::SpecFromJson as a replica's own.
-constexpr const char* kRunFields[] = {"gpus", "cpus", "memory", "priority", "preemptible"};
+constexpr const char* kRunFields[] = {"profile", "gpus",     "gpu_type",   "cpus",
+                                      "memory",  "priority", "preemptible"};
 
 template <size_t N>
 std::string Joined(const char* const (&names)[N]) {
@@ -315,6 +317,22 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
   return s;
 }
 
+Result<Json> TakeProfileFields(Json resolved, const std::vector<std::string>& filled) {
+  const std::string profile = resolved.value("profile", "");
+  for (const std::string& f : filled) {
+    const Json v = resolved[f];
+    const bool fits = (f == "pool" && v == std::string(run::kLocalPool)) ||
+                      (f == "nodes" && v == 1) || f == "shm" || f == "partition" ||
+                      OneOf(f, kRunFields);
+    if (!fits) {
+      return Status::Msg(Code::kInvalidArgument, "profile.not_for_deployment",
+                         {{"profile", profile}, {"field", f}, {"value", Shown(v)}});
+    }
+    if (!OneOf(f, kRunFields)) resolved.erase(f);
+  }
+  return resolved;
+}
+
 int DeploymentSpec::device_index() const {
   return device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : -1;
 }
@@ -375,6 +393,8 @@ Json DeploymentSpecToJson(const DeploymentSpec& s) {
   } else {
     j["replicas"] = s.min_replicas;
   }
+  if (!s.resources.profile.empty()) j["profile"] = s.resources.profile;
+  if (!s.resources.gpu_type.empty()) j["gpu_type"] = s.resources.gpu_type;
   if (s.resources.cpus > 0) j["cpus"] = s.resources.cpus;
   if (s.resources.memory_bytes > 0) j["memory"] = s.resources.memory_bytes;
   if (s.canary_percent > 0) j["canary"] = s.canary_percent;

@@ -7,7 +7,13 @@
 //   replicas: 2                  fixed count, 1-64 (default 1), or
 //   autoscale: {min: 0, max: 4, target: 2, upscale_delay: 30s,
 //               downscale_delay: 10m, zero_grace: 30s}
-//   gpus, cpus, memory, priority, preemptible   each replica's, as a run's (spec.h)
+//   gpus, gpu_type, cpus, memory, priority, preemptible   each replica's, as
+//                                a run's (spec.h)
+//   profile: small               a resource profile of the daemon's config
+//                                (run/profile.h): its gpus, gpu_type, cpus
+//                                and memory where the deployment leaves them
+//                                out (TakeProfileFields); stored with the
+//                                fields as resolved
 //   public: false                callable without a deployment key
 //   canary: 10                   percent of traffic a rollout keeps on the
 //                                new version until `lathe deploy promote`
@@ -91,6 +97,15 @@ struct DeploymentSpec {
 Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j);
 // The canonical form; DeploymentSpecFromJson(DeploymentSpecToJson(s)) == s.
 Json DeploymentSpecToJson(const DeploymentSpec& s);
+// A deployment's JSON resolved against its profile (run::ResolveProfile,
+// which filled the fields `filled`), keeping what a replica takes of it:
+// gpus, gpu_type, cpus and memory. Its shm and partition are left out (a
+// replica has no /dev/shm of its own; a partition is a Slurm pool's), as are
+// `pool: local` and `nodes: 1`; another pool, or more nodes, is
+// profile.not_for_deployment naming the profile and the field: replicas run
+// on this machine, one node each.
+Result<Json> TakeProfileFields(Json resolved, const std::vector<std::string>& filled);
+
 // Whether this machine, with `machine_gpus` GPUs, can ever give each replica
 // the cuda device it names: cuda:N needs gpus ≥ N+1 per replica (the
 // replica sees only its own) and a machine with N+1 GPUs. InvalidArgument

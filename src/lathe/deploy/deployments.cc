@@ -196,8 +196,21 @@ Status Deployments::CheckUserLimit(const Caller& caller) {
                      {{"max", std::to_string(opts_.max_per_user)}});
 }
 
+namespace {
+
+// `j` (a deployment's JSON, or an update's) with its `profile:` resolved as
+// a run's is (Runs::ResolveProfile), keeping what a replica takes of it.
+Result<Json> WithProfile(const daemon::Runs& runs, const Json& j) {
+  std::vector<std::string> filled;
+  ASSIGN_OR_RETURN(Json resolved, runs.ResolveProfile(j, filled));
+  return TakeProfileFields(std::move(resolved), filled);
+}
+
+}  // namespace
+
 Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
-  ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(spec_json));
+  ASSIGN_OR_RETURN(Json resolved, WithProfile(runs_, spec_json));
+  ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(resolved));
   std::string version;
   if (spec.is_command()) {
     spec.revision = 1;  // whatever the caller said: the daemon counts
@@ -247,8 +260,11 @@ Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
   return ToJson(d, true);
 }
 
-Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& patch) {
-  if (!patch.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& given) {
+  if (!given.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  // A profile named now fills what the update leaves out, over what the
+  // deployment had: its fields are asked for anew.
+  ASSIGN_OR_RETURN(const Json patch, WithProfile(runs_, given));
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Owned(caller, name));
   if (d.removing)

@@ -182,6 +182,63 @@ TEST_F(DeploymentsTest, ReplicasAreTypedServiceRunsOfTheRevisionBehindTheRelay) 
   EXPECT_EQ(front_->routes.back()["deployments"][0]["replicas"].size(), 2u);
 }
 
+// A deployment's `profile:` fills what each replica asks for, as a run's
+// does; what the deployment gives wins, and the stored spec keeps both.
+TEST_F(DeploymentsTest, AProfileGivesTheReplicasItsResources) {
+  std::map<std::string, run::Profile> profiles;
+  profiles["small"] = *run::ProfileFromJson(
+      "small", {{"gpus", 1}, {"gpu_type", "A100"}, {"memory", "24GB"}, {"shm", "1GB"}});
+  profiles["wide"] = *run::ProfileFromJson("wide", {{"gpus", 1}, {"nodes", 4}});
+  profiles["away"] = *run::ProfileFromJson("away", {{"cpus", 2}, {"pool", "cluster"}});
+  profiles["here"] = *run::ProfileFromJson(
+      "here", {{"cpus", 2}, {"pool", "local"}, {"nodes", 1}, {"partition", "gpu"}});
+  runs_->SetProfiles(profiles);
+  runs_->SetGpus(4, 4);
+  Json spec = Web(2);
+  spec["profile"] = "small";
+  spec["memory"] = "8GB";  // given: wins
+  Json d = Create(spec);
+  Step();
+  auto queued = runs_->In("web", RunState::kQueued);
+  ASSERT_EQ(queued.size(), 2u);
+  EXPECT_EQ(queued[0].spec.gpus, 1);
+  EXPECT_EQ(queued[0].spec.gpu_type, "A100");
+  EXPECT_EQ(queued[0].spec.memory_bytes, 8'000'000'000ull);
+  EXPECT_EQ(queued[0].spec.shm_bytes, 0u);  // a replica has no /dev/shm of its own
+  EXPECT_EQ(queued[0].spec.profile, "small");
+  const Json stored = Get()["spec"];
+  EXPECT_EQ(stored["profile"], "small");
+  EXPECT_EQ(stored["gpus"], 1);
+  EXPECT_EQ(stored["gpu_type"], "A100");
+  EXPECT_EQ(stored["memory"], 8'000'000'000ull);
+  // An update that names a profile asks for its fields anew.
+  Update({{"profile", "here"}});
+  EXPECT_EQ(Get()["spec"]["profile"], "here");
+  EXPECT_EQ(Get()["spec"]["cpus"], 2.0);
+  EXPECT_EQ(Get()["spec"]["gpus"], 1);  // "here" leaves gpus as they were
+  // What a replica cannot take is refused, naming the profile and the field.
+  for (const auto& [name, field] :
+       std::vector<std::pair<std::string, std::string>>{{"wide", "nodes"}, {"away", "pool"}}) {
+    Json other = Web(1);
+    other["name"] = "web-" + name;
+    other["profile"] = name;
+    auto refused = manager_->Create(owner_, other);
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_EQ(refused.status().msg_id(), "profile.not_for_deployment") << name;
+    EXPECT_NE(refused.status().message().find(field), std::string::npos)
+        << refused.status().message();
+  }
+  Json unknown = Web(1);
+  unknown["name"] = "web-huge";
+  unknown["profile"] = "huge";
+  auto refused = manager_->Create(owner_, unknown);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().msg_id(), "profile.unknown");
+  EXPECT_NE(refused.status().message().find("away, here, small, wide"), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(manager_->Update(owner_, "web", {{"profile", "huge"}}).ok());
+}
+
 TEST_F(DeploymentsTest, ScalesUpDownToZeroAndBack) {
   Serving(1);
   Update({{"replicas", 3}});

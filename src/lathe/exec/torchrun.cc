@@ -10,6 +10,9 @@
 #include "lathe/common/i18n.h"
 #include "lathe/os/command.h"
 #include "lathe/os/files.h"
+#include "lathe/os/foreground_child.h"
+#include "lathe/os/identity.h"
+#include "lathe/os/private_dir.h"
 #include "lathe/os/process.h"
 
 namespace lathe::exec {
@@ -52,6 +55,17 @@ void AddScript(const TorchrunArgs& a, std::vector<std::string>& argv) {
   argv.insert(argv.end(), a.script.begin(), a.script.end());
 }
 
+// A name made only of what a file name may hold.
+std::string FileSafe(const std::string& s) {
+  std::string out = s;
+  for (char& c : out) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<TorchrunArgs> ParseTorchrunArgs(const std::vector<std::string>& args) {
@@ -92,6 +106,28 @@ int TorchrunPort(const std::string& job_id) {
     return kTorchrunBasePort;
   }
   return kTorchrunBasePort + static_cast<int>(id % kTorchrunPortRange);
+}
+
+std::string HostfileDir(const std::string& tmp) {
+  return fmt::format("{}/lathe-hosts-{}", tmp, os::EffectiveUid());
+}
+
+Result<std::string> WriteHostfile(const std::string& tmp, const std::string& run_id,
+                                  const std::string& job, const std::vector<std::string>& hosts) {
+  const std::string dir = HostfileDir(tmp);
+  ASSIGN_OR_RETURN(os::Fd fd, os::OpenPrivateDir(dir));
+  const std::string name = FileSafe(run_id) + "-" + FileSafe(job) + ".hosts";
+  std::string text;
+  for (const auto& h : hosts) text += h + "\n";
+  Status st = os::WriteNewFileAt(fd.get(), dir, name, text);
+  if (st.code() == Code::kAlreadyExists) {
+    // One an attempt killed outright left, in a directory only this user
+    // can write to.
+    RETURN_IF_ERROR(os::RemoveFileIfPresent(dir + "/" + name).status());
+    st = os::WriteNewFileAt(fd.get(), dir, name, text);
+  }
+  RETURN_IF_ERROR(st);
+  return dir + "/" + name;
 }
 
 Result<TorchrunPlan> PlanTorchrun(const TorchrunArgs& a, const std::string& self_exe,
@@ -209,26 +245,43 @@ int TorchrunMain(int argc, char** argv) {
   const std::string self = os::SelfExe(argv[0]);
   auto plan = PlanTorchrun(*args, self, env, hosts);
   if (!plan.ok()) return Fail(plan.status(), 2);
-  if (!plan->hosts.empty()) {
-    const std::string tmp = env.count("TMPDIR") ? env.at("TMPDIR") : "/tmp";
-    const std::string job =
-        env.count("SLURM_JOB_ID") ? env.at("SLURM_JOB_ID") : std::to_string(os::SelfPid());
-    const std::string file = fmt::format("{}/lathe-{}-{}.hosts", tmp, args->run_id, job);
-    std::string text;
-    for (const auto& h : plan->hosts) text += h + "\n";
-    if (Status st = os::WriteFileAtomic(file, text, 0644); st.ok()) {
-      plan->env["LATHE_HOSTFILE"] = file;
-    } else {
-      std::fprintf(stderr, "lathe: cannot write the hostfile %s: %s\n", file.c_str(),
-                   st.ToString().c_str());
-    }
-  }
   for (const auto& [k, v] : plan->env) os::SetEnvVar(k, v);
+  if (plan->hosts.empty()) {  // srun's side: nothing to clean after it
+    std::fflush(stderr);
+    Status st = os::ExecReplace(plan->argv);
+    return Fail(Status::Msg(Code::kNotFound, "torchrun.exec_failed",
+                            {{"program", plan->argv[0]}, {"detail", st.message()}}),
+                127);
+  }
+  const std::string tmp = env.count("TMPDIR") ? env.at("TMPDIR") : "/tmp";
+  // The node's name too: nodes that share a /tmp (a test cluster on one
+  // host) each keep their own.
+  std::string job =
+      env.count("SLURM_JOB_ID") ? env.at("SLURM_JOB_ID") : std::to_string(os::SelfPid());
+  if (env.count("SLURMD_NODENAME")) job += "-" + env.at("SLURMD_NODENAME");
+  std::string file;
+  if (auto written = WriteHostfile(tmp, args->run_id, job, plan->hosts); written.ok()) {
+    file = *written;
+    os::SetEnvVar("LATHE_HOSTFILE", file);
+  } else {
+    std::fprintf(stderr, "lathe: cannot write the hostfile: %s\n",
+                 written.status().ToString().c_str());
+  }
+  // torchrun runs as a child, not in this process's place: the hostfile goes
+  // when it ends, however it ends (a signal included).
   std::fflush(stderr);
-  Status st = os::ExecReplace(plan->argv);
-  return Fail(Status::Msg(Code::kNotFound, "torchrun.exec_failed",
-                          {{"program", plan->argv[0]}, {"detail", st.message()}}),
-              127);
+  auto ended = os::RunForegroundChild(plan->argv, [&] {
+    // Best effort: a file left behind is only a few host names.
+    if (!file.empty()) (void)os::RemoveFileIfPresent(file);
+  });
+  if (!ended.ok()) {
+    if (!file.empty()) (void)os::RemoveFileIfPresent(file);  // Best effort, as above.
+    return Fail(Status::Msg(Code::kNotFound, "torchrun.exec_failed",
+                            {{"program", plan->argv[0]}, {"detail", ended.status().message()}}),
+                127);
+  }
+  if (!ended->exited) os::ExitLike(*ended);
+  return ended->code;
 }
 
 }  // namespace lathe::exec

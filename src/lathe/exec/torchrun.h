@@ -20,13 +20,14 @@
 // The program gets, besides torchrun's RANK/LOCAL_RANK/WORLD_SIZE:
 // LATHE_NNODES, LATHE_GPUS_PER_NODE, LATHE_NODE_RANK (SLURM_NODEID on a node
 // of the allocation, 0 on one node) and LATHE_HOSTFILE: a file with one node
-// per line. On several nodes torchrun is started with MASTER_ADDR (the
-// allocation's first node as `scontrol show hostnames` lists it) and
-// MASTER_PORT (29500 plus the job id modulo 1000: a job's nodes agree on it
-// without talking), for launchers other than torchrun; torchrun's workers
-// see the values torchrun sets itself.
-// A node lost mid-run ends the step (--kill-on-bad-exit) and so the attempt;
-// the daemon's next attempt resumes from the last checkpoint.
+// per line (WriteHostfile), removed when torchrun ends: `lathe __torchrun`
+// runs torchrun as its child and waits for it (os::RunForegroundChild)
+// instead of exec'ing it, and ends as torchrun ended. On several nodes torchrun is started with
+// MASTER_ADDR (the allocation's first node as `scontrol show hostnames` lists it) and MASTER_PORT
+// (29500 plus the job id modulo 1000: a job's nodes agree on it without talking), for launchers
+// other than torchrun; torchrun's workers see the values torchrun sets itself. A node lost mid-run
+// ends the step (--kill-on-bad-exit) and so the attempt; the daemon's next attempt resumes from the
+// last checkpoint.
 #pragma once
 
 #include <map>
@@ -77,9 +78,24 @@ Result<TorchrunPlan> PlanTorchrun(const TorchrunArgs& args, const std::string& s
 // kTorchrunPortRange (kTorchrunBasePort when the id is not a number).
 int TorchrunPort(const std::string& job_id);
 
+// This user's hostfile directory under `tmp` ($TMPDIR, else /tmp):
+// TMP/lathe-hosts-UID.
+std::string HostfileDir(const std::string& tmp);
+
+// Writes `hosts`, one a line, as a new file (O_EXCL|O_NOFOLLOW, mode 0600)
+// named after the run and the job in HostfileDir(tmp), which is made (0700)
+// when missing and refused (PermissionDenied) when it is a symlink or
+// another user's; a file of the same name (an attempt killed outright left
+// it) is replaced. Returns the file's path.
+Result<std::string> WriteHostfile(const std::string& tmp, const std::string& run_id,
+                                  const std::string& job, const std::vector<std::string>& hosts);
+
 // `lathe __torchrun ARGS...` (argv[0] is lathe, argv[1] "__torchrun"): plans,
-// writes the hostfile, sets the variables and execs; returns only on failure
-// (2 for bad arguments, 127 when nothing could be started).
+// writes the hostfile, sets the variables and runs torchrun (on one node, or
+// one node of several: as its child, removing the hostfile after it; srun's
+// side: exec'd). Returns torchrun's exit code (a signal that killed it
+// kills this process too), 2 for bad arguments, 127 when nothing could be
+// started.
 int TorchrunMain(int argc, char** argv);
 
 }  // namespace lathe::exec

@@ -1,6 +1,17 @@
 #include "lathe/exec/torchrun.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lathe/os/foreground_child.h"
 
 namespace lathe::exec {
 namespace {
@@ -171,6 +182,143 @@ TEST(Torchrun, ThePortComesFromTheJobIdInAFixedRange) {
     EXPECT_GE(port, kTorchrunBasePort);
     EXPECT_LT(port, kTorchrunBasePort + kTorchrunPortRange);
   }
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A directory of the test's own, TMPDIR pointing into it, and a fake
+// `torchrun` first on PATH that reports what it was given into $T and ends
+// as $TORCHRUN_END says ("exit 7", "kill -TERM $$").
+class TorchrunMainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe-torchrun-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    std::filesystem::create_directories(dir_ + "/bin");
+    std::filesystem::create_directories(dir_ + "/tmp");
+    std::ofstream(dir_ + "/bin/torchrun") << "#!/bin/sh\n"
+                                             "echo \"$LATHE_HOSTFILE\" > \"$T/path\"\n"
+                                             "cat \"$LATHE_HOSTFILE\" > \"$T/hosts\"\n"
+                                             "stat -c %a \"$LATHE_HOSTFILE\" > \"$T/mode\"\n"
+                                             "echo \"$@\" > \"$T/args\"\n"
+                                             "eval \"$TORCHRUN_END\"\n";
+    std::filesystem::permissions(dir_ + "/bin/torchrun", std::filesystem::perms::owner_all);
+    const char* path = std::getenv("PATH");
+    saved_path_ = path ? path : "/usr/bin:/bin";
+    ::setenv("PATH", (dir_ + "/bin:" + saved_path_).c_str(), 1);
+    ::setenv("TMPDIR", (dir_ + "/tmp").c_str(), 1);
+    ::setenv("T", dir_.c_str(), 1);
+    for (const char* k : {"SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_JOB_ID",
+                          "SLURM_NODEID", "SLURMD_NODENAME", "LATHE_HOSTFILE"}) {
+      ::unsetenv(k);
+    }
+  }
+  void TearDown() override {
+    ::setenv("PATH", saved_path_.c_str(), 1);
+    for (const char* k : {"TMPDIR", "T", "TORCHRUN_END", "LATHE_HOSTFILE", "LATHE_NNODES",
+                          "LATHE_GPUS_PER_NODE", "LATHE_NODE_RANK"}) {
+      ::unsetenv(k);
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  int Main(std::vector<std::string> args) {
+    args.insert(args.begin(), {"lathe", "__torchrun"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return TorchrunMain(static_cast<int>(args.size()), argv.data());
+  }
+  std::string HostfileSeen() {
+    std::string p = Slurp(dir_ + "/path");
+    if (!p.empty() && p.back() == '\n') p.pop_back();
+    return p;
+  }
+
+  std::string dir_, saved_path_;
+};
+
+TEST_F(TorchrunMainTest, TheHostfileIsPrivateAndGoneWhenTorchrunEnds) {
+  ::setenv("TORCHRUN_END", "exit 7", 1);
+  EXPECT_EQ(Main({"2", "1", "r-t1", "--", "train.py", "--lr", "0.1"}), 7);  // torchrun's code
+  const std::string file = HostfileSeen();
+  EXPECT_EQ(file, HostfileDir(dir_ + "/tmp") + "/r-t1-" + std::to_string(::getpid()) + ".hosts");
+  EXPECT_EQ(Slurp(dir_ + "/hosts"), "localhost\n");
+  EXPECT_EQ(Slurp(dir_ + "/mode"), "600\n");
+  EXPECT_NE(Slurp(dir_ + "/args").find("--standalone --nnodes=1 --nproc_per_node=2 train.py"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(file));  // removed once torchrun ended
+  struct stat st {};
+  ASSERT_EQ(::stat(HostfileDir(dir_ + "/tmp").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST_F(TorchrunMainTest, ATorchrunKilledByASignalStillTakesItsHostfile) {
+  ::setenv("TORCHRUN_END", "kill -TERM $$", 1);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(Main({"1", "1", "r-t2", "--", "train.py"}) == 0 ? 90 : 91);
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(ws)) << ws;  // ended as torchrun did
+  EXPECT_EQ(WTERMSIG(ws), SIGTERM);
+  const std::string file = HostfileSeen();
+  EXPECT_NE(file, "");
+  EXPECT_EQ(Slurp(dir_ + "/hosts"), "localhost\n");
+  EXPECT_FALSE(std::filesystem::exists(file));
+}
+
+TEST_F(TorchrunMainTest, ASignalFromElsewhereIsPassedOnToTorchrun) {
+  // torchrun's own child signals lathe __torchrun (not its parent): torchrun
+  // gets it, and its trap ends it with 5. In a child process of one thread,
+  // so that no other thread of the test's takes the signal.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto ended = os::RunForegroundChild(
+        {"/bin/sh", "-c",
+         "trap 'exit 5' TERM; kill -TERM $PPID; sleep 3 >/dev/null 2>&1 & wait $!"},
+        nullptr);
+    _exit(!ended.ok() ? 90 : ended->exited ? ended->code : 91);
+  }
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  ASSERT_TRUE(WIFEXITED(ws)) << ws;
+  EXPECT_EQ(WEXITSTATUS(ws), 5);
+}
+
+TEST_F(TorchrunMainTest, AHostfileDirThatIsASymlinkIsNotFollowed) {
+  const std::string tmp = dir_ + "/tmp";
+  std::filesystem::create_directories(dir_ + "/elsewhere");
+  std::filesystem::create_directory_symlink(dir_ + "/elsewhere", HostfileDir(tmp));
+  auto w = WriteHostfile(tmp, "r-t3", "12", {"n1", "n2"});
+  EXPECT_FALSE(w.ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/elsewhere"));
+  // torchrun still runs, without a hostfile.
+  ::setenv("TORCHRUN_END", "exit 0", 1);
+  EXPECT_EQ(Main({"1", "1", "r-t3", "--", "train.py"}), 0);
+  EXPECT_EQ(HostfileSeen(), "");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/elsewhere"));
+}
+
+TEST_F(TorchrunMainTest, ALeftoverHostfileIsReplacedNotFollowed) {
+  const std::string tmp = dir_ + "/tmp";
+  auto first = WriteHostfile(tmp, "r/../t4", "12", {"old"});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, HostfileDir(tmp) + "/r_.._t4-12.hosts");  // no '/' from the run id
+  // An earlier attempt's file, now a symlink to somewhere else: replaced.
+  std::filesystem::remove(*first);
+  std::ofstream(dir_ + "/target") << "keep\n";
+  std::filesystem::create_symlink(dir_ + "/target", *first);
+  auto again = WriteHostfile(tmp, "r/../t4", "12", {"n1", "n2"});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(std::filesystem::is_symlink(*again));
+  EXPECT_EQ(Slurp(*again), "n1\nn2\n");
+  EXPECT_EQ(Slurp(dir_ + "/target"), "keep\n");
 }
 
 }  // namespace

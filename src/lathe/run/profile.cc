@@ -15,6 +15,7 @@ std::string Allowed(std::string_view field) {
   if (field == "pool") return "a pool's name (config.yaml pools:) or local";
   if (field == "gpu_type") return "a GPU type such as A100: 1-64 of letters, digits, _ - .";
   if (field == "partition") return "a Slurm partition: 1-64 of letters, digits, _ - .";
+  if (field == "nodes") return "a whole number of nodes from 1 to " + std::to_string(kMaxNodes);
   std::string all;
   for (std::string_view f : kProfileFields) all += (all.empty() ? "" : ", ") + std::string(f);
   return all;
@@ -52,6 +53,7 @@ Result<Profile> ProfileFromJson(const std::string& name, const Json& j) {
     if (key == "pool") p.pool = s->pool;
     if (key == "gpu_type") p.gpu_type = s->gpu_type;
     if (key == "partition") p.partition = s->partition;
+    if (key == "nodes") p.nodes = s->nodes;
   }
   return p;
 }
@@ -65,6 +67,7 @@ Json ProfileFieldsJson(const Profile& p) {
   if (p.shm_bytes) j["shm"] = *p.shm_bytes;
   if (!p.pool.empty()) j["pool"] = p.pool;
   if (!p.partition.empty()) j["partition"] = p.partition;
+  if (p.nodes) j["nodes"] = *p.nodes;
   return j;
 }
 
@@ -74,6 +77,27 @@ void ApplyProfile(const Profile& p, Json& spec) {
     if (!spec.contains(it.key()) || spec[it.key()].is_null()) spec[it.key()] = *it;
   }
   spec["profile"] = p.name;
+}
+
+Result<Json> ResolveProfile(const std::map<std::string, Profile>& profiles, const Json& spec,
+                            std::vector<std::string>& filled) {
+  if (!spec.is_object() || !spec.contains("profile") || !spec["profile"].is_string()) return spec;
+  const std::string name = spec["profile"].get<std::string>();
+  auto it = profiles.find(name);
+  if (it == profiles.end()) {
+    if (!ValidProfileName(name)) return spec;
+    std::string allowed;
+    for (const auto& [n, p] : profiles) allowed += (allowed.empty() ? "" : ", ") + n;
+    return Status::Msg(Code::kInvalidArgument, "profile.unknown",
+                       {{"profile", name}, {"allowed", allowed.empty() ? "-" : allowed}});
+  }
+  Json out = spec;
+  const Json fields = ProfileFieldsJson(it->second);
+  for (auto f = fields.begin(); f != fields.end(); ++f) {
+    if (!out.contains(f.key()) || out[f.key()].is_null()) filled.push_back(f.key());
+  }
+  ApplyProfile(it->second, out);
+  return out;
 }
 
 }  // namespace lathe::run

@@ -66,6 +66,12 @@ TEST(Profile, BadFieldsAreNamedWithWhatIsAllowed) {
            {{{"gpu_type", "A100,H100"}}, "gpu_type"},
            {{{"gpu_type", "a b"}}, "gpu_type"},
            {{{"partition", "gpu;rm"}}, "partition"},
+           {{{"nodes", 0}}, "nodes"},
+           {{{"nodes", -2}}, "nodes"},
+           {{{"nodes", 1.5}}, "nodes"},
+           {{{"nodes", "two"}}, "nodes"},
+           {{{"nodes", 1025}}, "nodes"},
+           {{{"nodes", true}}, "nodes"},
            {{{"command", "x"}}, "(fields)"},
            {{{"gpuz", 1}}, "(fields)"},
        }) {
@@ -77,6 +83,60 @@ TEST(Profile, BadFieldsAreNamedWithWhatIsAllowed) {
     EXPECT_FALSE(Arg(p.status(), "allowed").empty());
   }
   EXPECT_EQ(ProfileFromJson("p", Json::array()).status().msg_id(), "profile.bad_field");
+}
+
+TEST(Profile, NodesIsAFieldAProfileSets) {
+  Json fields = kA100x2;
+  fields["nodes"] = 4;
+  auto p = ProfileFromJson("a100x2x4", fields);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->nodes, 4);
+  EXPECT_EQ(ProfileFieldsJson(*p)["nodes"], 4);
+  EXPECT_FALSE(ProfileFromJson("small", {{"gpus", 1}})->nodes);
+  EXPECT_FALSE(ProfileFieldsJson(*ProfileFromJson("small", {{"gpus", 1}})).contains("nodes"));
+  EXPECT_EQ(ProfileFromJson("one", {{"nodes", 1}})->nodes, 1);
+  EXPECT_EQ(ProfileFromJson("most", {{"nodes", kMaxNodes}})->nodes, kMaxNodes);
+  // Applied: gpus stays per node; the spec's own nodes win.
+  Json spec = {{"command", {"true"}}};
+  ApplyProfile(*p, spec);
+  auto s = SpecFromJson(spec);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->nodes, 4);
+  EXPECT_EQ(s->gpus, 2);
+  Json own = {{"command", {"true"}}, {"nodes", 2}};
+  ApplyProfile(*p, own);
+  EXPECT_EQ(SpecFromJson(own)->nodes, 2);
+  Json one = {{"command", {"true"}}, {"nodes", 1}};
+  ApplyProfile(*p, one);
+  EXPECT_EQ(SpecFromJson(one)->nodes, 1);
+}
+
+TEST(Profile, ResolveFillsWhatTheSpecLeavesOutAndSaysWhich) {
+  std::map<std::string, Profile> profiles;
+  profiles["small"] = *ProfileFromJson("small", {{"gpus", 1}, {"memory", "24GB"}, {"nodes", 2}});
+  profiles["big"] = *ProfileFromJson("big", {{"gpus", 8}});
+  std::vector<std::string> filled;
+  auto r =
+      ResolveProfile(profiles, {{"command", {"true"}}, {"profile", "small"}, {"gpus", 0}}, filled);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)["gpus"], 0);
+  EXPECT_EQ((*r)["memory"], 24'000'000'000ull);
+  EXPECT_EQ((*r)["nodes"], 2);
+  EXPECT_EQ(filled, (std::vector<std::string>{"memory", "nodes"}));
+  // No profile, or a name no profile could have: as it is.
+  filled.clear();
+  const Json plain = {{"command", {"true"}}};
+  EXPECT_EQ(*ResolveProfile(profiles, plain, filled), plain);
+  const Json odd = {{"command", {"true"}}, {"profile", "Not One"}};
+  EXPECT_EQ(*ResolveProfile(profiles, odd, filled), odd);
+  EXPECT_TRUE(filled.empty());
+  // A name not configured: refused, naming the ones there are.
+  auto unknown = ResolveProfile(profiles, {{"profile", "huge"}}, filled);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().msg_id(), "profile.unknown");
+  EXPECT_EQ(Arg(unknown.status(), "profile"), "huge");
+  EXPECT_EQ(Arg(unknown.status(), "allowed"), "big, small");
+  EXPECT_EQ(Arg(ResolveProfile({}, {{"profile", "huge"}}, filled).status(), "allowed"), "-");
 }
 
 TEST(Profile, BadNamesAreRefused) {
@@ -128,7 +188,8 @@ TEST(Profile, SpecFieldsRoundTrip) {
 TEST(Profile, EveryMessageIsInTheCatalogInBothLanguages) {
   for (const char* id :
        {"profile.bad_field", "profile.bad_name", "profile.unknown", "profile.unsatisfiable",
-        "profile.gpu_type_unmatched", "spec.gpu_type_unmatched"}) {
+        "profile.gpu_type_unmatched", "spec.gpu_type_unmatched", "profile.nodes_not_supported",
+        "profile.not_for_deployment", "profiles.col.nodes", "profiles.why.partition_nodes"}) {
     EXPECT_TRUE(Catalog::Default().Has(id)) << id;
     EXPECT_NE(Tr(id, Lang::kZh), Tr(id, Lang::kEn)) << id;
   }

@@ -52,8 +52,8 @@
 //       starting with a letter
 //   profile: name  a resource profile of the daemon's config (config.yaml
 //       `profiles:`, docs/cli.md "Resource profiles"): the daemon fills
-//       every field the profile sets (gpus, gpu_type, cpus, memory, shm,
-//       pool, partition) that the spec leaves out; what the spec sets wins.
+//       every field the profile sets (gpus, gpu_type, cpus, memory, shm, pool,
+//       partition, nodes) that the spec leaves out; what the spec sets wins.
 //       A profile's name is 1-32 of [a-z0-9-], starting with a letter
 //   gpu_type: string  only GPUs whose name holds it (case-insensitive: A100
 //       matches "NVIDIA A100-SXM4-80GB") on this machine; on a Slurm pool,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lathe/daemon/runs.h"
+#include "lathe/run/profile.h"
 
 namespace lathe::deploy {
 
@@ -35,6 +36,14 @@ class FakeRuns final : public daemon::Runs {
   daemon::GpuSlots FreeGpuSlots() override {
     std::lock_guard<std::mutex> lock(mu_);
     return gpus_;
+  }
+  Result<Json> ResolveProfile(const Json& spec_json,
+                              std::vector<std::string>& filled) const override {
+    return run::ResolveProfile(profiles_, spec_json, filled);
+  }
+  // Set before the manager runs.
+  void SetProfiles(std::map<std::string, run::Profile> profiles) {
+    profiles_ = std::move(profiles);
   }
 
   Result<daemon::Submission> Submit(const daemon::Caller& caller, run::RunSpec spec,
@@ -145,6 +154,7 @@ class FakeRuns final : public daemon::Runs {
   std::vector<std::string> stopped_;
   std::vector<daemon::SubmitOptions> submitted_options_;
   daemon::GpuSlots gpus_{0, 0};
+  std::map<std::string, run::Profile> profiles_;
   Status refuse_;
   int64_t seq_ = 0;
 };
