@@ -243,6 +243,21 @@ PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=10 Pre
             raise RuntimeError("scontrol token failed: " + p.stdout + p.stderr)
         return p.stdout.strip().split("SLURM_JWT=", 1)[1]
 
+    def restart_controller(self, down_s=1.0):
+        """Stops slurmctld (SIGTERM: it saves its state), waits `down_s`, starts it again on the
+        same state, and waits until it answers."""
+        p = self.procs["slurmctld"]
+        p.terminate()
+        p.wait(30)
+        time.sleep(down_s)
+        self._spawn("slurmctld", [f"{SBIN}/slurmctld", "-D"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.run("/usr/bin/scontrol", "ping").returncode == 0:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("slurmctld did not come back: " + self.tail("slurm/slurmctld.log"))
+
     def stop_rest(self):
         p = self.procs.get("slurmrestd")
         if p and p.poll() is None:

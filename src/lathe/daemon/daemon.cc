@@ -44,10 +44,16 @@ namespace {
 // a preemption the spec requeues.
 RunState EndStateOf(const RunRecord& r, const exec::ExitRecord& e, std::string_view cluster_end,
                     std::string& what, bool* requeue, bool* chained) {
-  if (!e.start_error.empty()) return RunState::kFailed;
   // Exited 0 without being asked to stop: the program finished, whatever
   // the cluster says of the job afterwards (a preemption decided as it ended).
   const bool finished = e.exit_code && *e.exit_code == 0 && e.stop_signal == 0;
+  // Cancelled in the cluster (an admin's or the user's own scancel), not by
+  // Lathe: stopped, whether or not the program had started.
+  if (r.stop_intent == run::StopIntent::kNone && cluster_end == "CANCELLED" && !finished) {
+    what = fmt::format("cancelled in its pool, not by Lathe ({}: {})", cluster_end, what);
+    return RunState::kStopped;
+  }
+  if (!e.start_error.empty()) return RunState::kFailed;
   if (r.stop_intent == run::StopIntent::kNone && !cluster_end.empty() && !finished) {
     // Ended by its pool's cluster, not by the program: preempted or a node
     // lost is a preemption here (requeued when the spec allows, not a
@@ -547,7 +553,11 @@ void Daemon::RecoverRun(RunRecord& r) {
 }
 
 void Daemon::Readopt(RunRecord& r) {
-  if (r.state == RunState::kStarting) {
+  exec::ExecutionBackend* backend = BackendOf(r);
+  const bool pool_run = backend != nullptr && backend->Caps().places_runs;
+  // A pool run stays starting until its cluster says it runs (CheckActive):
+  // its job may still be queued there.
+  if (r.state == RunState::kStarting && !pool_run) {
     // Best effort: Transition logs a failure; the next pass re-reads the stored state.
     (void)Transition(r, RunState::kRunning, "re-adopted after a daemon restart");
   } else {
@@ -559,7 +569,7 @@ void Daemon::Readopt(RunRecord& r) {
   }
   if (r.spec.checkpoint_dir.empty()) return;
   // A pool run's node recorded what it wrote: the first poll captures it.
-  if (exec::ExecutionBackend* b = BackendOf(r); b != nullptr && b->Caps().places_runs) return;
+  if (pool_run) return;
   // Checkpoints written while no daemon watched are captured now, with the
   // run's user's identity, and only from a directory the rules still allow.
   const DirOwner owner = OwnerOf(r);
@@ -728,6 +738,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cl
   }
   bool requeue = false, chained = false;
   RunState to = EndStateOf(r, e, cluster_end, what, &requeue, &chained);
+  const bool cancelled = to == RunState::kStopped && cluster_end == "CANCELLED";
   // max_duration counts from the chain's first job while it goes on.
   r.chain_started_at_ms =
       !chained ? 0 : (r.chain_started_at_ms > 0 ? r.chain_started_at_ms : r.started_at_ms);
@@ -738,8 +749,13 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cl
     // recorded (a daemon killed in between; a job that ran between two
     // polls): record the start, then the end.
     if (!Transition(r, RunState::kRunning, "started (recorded after it had finished)").ok()) return;
-  } else if (r.state == RunState::kStarting && to != RunState::kFailed) {
+  } else if (r.state == RunState::kStarting && to != RunState::kFailed && !cancelled) {
     to = RunState::kFailed;
+  }
+  // Cancelled in its cluster: stopped, by way of stopping as any stop.
+  if (cancelled && r.state != RunState::kStopping &&
+      !Transition(r, RunState::kStopping, "cancelled in its pool").ok()) {
+    return;
   }
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   disk_->Kick();  // the attempt's files are final: count them soon

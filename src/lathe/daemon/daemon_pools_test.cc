@@ -287,6 +287,21 @@ TEST_F(DaemonPoolsTest, APreemptionOrALostNodeRequeuesTheRunATimeLimitEndsIt) {
   EXPECT_EQ(cluster_.Launches(fixed), 1);
 }
 
+// A job cancelled in the cluster, not by Lathe (an admin's scancel), stops
+// its run: not a failure, not a preemption, not requeued.
+TEST_F(DaemonPoolsTest, AJobCancelledInTheClusterStopsItsRun) {
+  std::string id = Submit({{"pool", "cluster"}});
+  Step(2);
+  cluster_.EndByCluster(id, "CANCELLED");
+  Step(2);
+  RunRecord r = Get(id);
+  EXPECT_EQ(r.state, RunState::kStopped) << r.reason;
+  EXPECT_NE(r.reason.find("cancelled in its pool, not by Lathe (CANCELLED"), std::string::npos)
+      << r.reason;
+  EXPECT_EQ(r.preemptions, 0);
+  EXPECT_EQ(cluster_.Launches(id), 1);
+}
+
 // A program that exits 0 on its own has finished, even when its cluster
 // calls the job preempted or timed out as it ended; one that exits 0 after
 // being asked to stop has not.

@@ -156,7 +156,9 @@ Result<TorchrunPlan> PlanTorchrun(const TorchrunArgs& a, const std::string& self
   }
   if (!a.on_node) {
     // One torchrun per node; a node that fails ends the step, and so the attempt.
-    p.argv = {"srun",
+    // The pool's Slurm commands where its config puts them (bin_dir).
+    const std::string bin = Get(env, "LATHE_SLURM_BIN_DIR");
+    p.argv = {bin.empty() ? "srun" : bin + "/srun",
               "--nodes=" + nnodes,
               "--ntasks=" + nnodes,
               "--ntasks-per-node=1",
@@ -197,15 +199,17 @@ namespace {
 std::map<std::string, std::string> OwnEnv() {
   std::map<std::string, std::string> env;
   for (const char* k : {"SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_JOB_ID", "SLURM_NODEID",
-                        "SLURMD_NODENAME", "TMPDIR"}) {
+                        "SLURMD_NODENAME", "TMPDIR", "LATHE_SLURM_BIN_DIR"}) {
     if (const char* v = std::getenv(k)) env[k] = v;
   }
   return env;
 }
 
 // The allocation's nodes, in Slurm's order (the first is the rendezvous').
-Result<std::vector<std::string>> AllocationHosts(const std::string& nodelist) {
-  std::vector<std::string> argv = {"scontrol", "show", "hostnames", nodelist};
+Result<std::vector<std::string>> AllocationHosts(const std::string& nodelist,
+                                                 const std::string& bin_dir) {
+  std::vector<std::string> argv = {bin_dir.empty() ? "scontrol" : bin_dir + "/scontrol", "show",
+                                   "hostnames", nodelist};
   auto out = os::RunCommand(argv, kScontrolTimeoutMs);
   if (!out.ok() || out->exit_code != 0) {
     return Status::Msg(Code::kUnavailable, "torchrun.no_hosts",
@@ -238,7 +242,8 @@ int TorchrunMain(int argc, char** argv) {
   const std::map<std::string, std::string> env = OwnEnv();
   std::vector<std::string> hosts;
   if (args->nnodes > 1 && args->on_node) {
-    auto h = AllocationHosts(env.count("SLURM_JOB_NODELIST") ? env.at("SLURM_JOB_NODELIST") : "");
+    auto h = AllocationHosts(env.count("SLURM_JOB_NODELIST") ? env.at("SLURM_JOB_NODELIST") : "",
+                             env.count("LATHE_SLURM_BIN_DIR") ? env.at("LATHE_SLURM_BIN_DIR") : "");
     if (!h.ok()) return Fail(h.status(), 127);
     hosts = std::move(*h);
   }

@@ -66,7 +66,8 @@ struct TorchrunPlan {
 };
 
 // A pure function of the arguments, this process's variables `env` (SLURM_*,
-// MASTER_*) and the allocation's nodes `hosts` (ignored on one node).
+// MASTER_*; LATHE_SLURM_BIN_DIR, the pool's bin_dir, where srun is) and the
+// allocation's nodes `hosts` (ignored on one node).
 // `self_exe` is the lathe binary that srun starts on every node.
 // InvalidArgument when several nodes are asked for outside an allocation
 // of exactly that many nodes.

@@ -117,6 +117,12 @@ TEST(Torchrun, SeveralNodesStartOneTorchrunPerNodeThroughSrun) {
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->on_node);
   EXPECT_EQ(again->script, kHostile);
+  // The pool's bin_dir, when its config names one: that srun, not PATH's.
+  auto env = TwoNodeJob();
+  env["LATHE_SLURM_BIN_DIR"] = "/opt/slurm/bin";
+  auto b = PlanTorchrun(Args(2, 2, false, kHostile), "/opt/lathe/bin/lathe", env, {});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->argv[0], "/opt/slurm/bin/srun");
 }
 
 TEST(Torchrun, OnANodeTheRendezvousIsTheFirstNodeOnAPortOfTheJob) {

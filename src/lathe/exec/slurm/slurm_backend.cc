@@ -94,10 +94,11 @@ AttemptStatus Exited(ExitRecord e) {
 }
 
 // The ends Slurm imposed on a job that its program did not choose, as
-// AttemptStatus::cluster_end names them; "" for any other state.
+// AttemptStatus::cluster_end names them (and CANCELLED: a scancel that the
+// daemon did not ask for; the run is stopped); "" for any other state.
 std::string ClusterEnd(std::string_view state, bool time_capped) {
   if (state == "TIMEOUT" && time_capped) return std::string(kPartitionTimeLimit);
-  for (const char* s : {"PREEMPTED", "NODE_FAIL", "TIMEOUT"}) {
+  for (const char* s : {"PREEMPTED", "NODE_FAIL", "TIMEOUT", "CANCELLED"}) {
     if (state == s) return s;
   }
   return "";

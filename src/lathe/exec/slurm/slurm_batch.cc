@@ -146,6 +146,8 @@ LaunchConfig SlurmLaunchConfig(const SlurmPoolOptions& pool, const LaunchRequest
   LaunchRequest unplaced = req;
   unplaced.gpus.clear();  // Slurm places them: CUDA_VISIBLE_DEVICES comes from the job
   c.env = LocalBackend::Environment(unplaced);
+  // `lathe __torchrun` runs the pool's srun and scontrol (exec/torchrun.h).
+  if (!pool.bin_dir.empty()) c.env["LATHE_SLURM_BIN_DIR"] = pool.bin_dir;
   c.inherit_env = kSlurmInheritedEnv;
   c.workdir = SlurmWorkdir(req);
   c.uid = req.user.uid;

@@ -226,6 +226,7 @@ TEST(SlurmBatch, TheLaunchConfigLeavesTheGpusToSlurm) {
   LaunchConfig c = SlurmLaunchConfig(Pool(), r, p);
   EXPECT_EQ(c.env.at("CUDA_VISIBLE_DEVICES"), "");  // none unless Slurm sets it on the node
   EXPECT_EQ(c.inherit_env, kSlurmInheritedEnv);
+  EXPECT_EQ(c.env.at("LATHE_SLURM_BIN_DIR"), "/opt/slurm/bin");  // __torchrun's srun
   EXPECT_TRUE(c.cgroup_dirs.empty());
   EXPECT_EQ(c.uid, 1001u);
   EXPECT_EQ(c.log_path, p.log);
