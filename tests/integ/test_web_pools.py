@@ -94,7 +94,8 @@ class WebPools(unittest.TestCase):
         run = d.wait_for(held, "the pool run held in its cluster's queue")
         self.assertEqual(run["backend"], "cluster")
         self.assertEqual(run["spec"]["pool"], "cluster")
-        self.assertEqual(run["handle"], {"job_id": JOB_ID})  # nothing else of the handle
+        # Nothing else of the handle than the job and how it was submitted.
+        self.assertEqual(run["handle"], {"job_id": JOB_ID, "submitted_with": "sbatch"})
         self.assertEqual(run["waiting_on"], "pool")
         self.assertIn("PENDING (Resources)", run["waiting_text"]["zh"])
         here = d.inspect(local)
