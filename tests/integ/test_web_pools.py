@@ -103,7 +103,7 @@ class WebPools(unittest.TestCase):
         self.assertNotIn("handle", here)
         listed = self.api_runs()
         self.assertEqual(listed[pooled]["backend"], "cluster")
-        self.assertEqual(listed[pooled]["handle"], {"job_id": JOB_ID})
+        self.assertEqual(listed[pooled]["handle"], {"job_id": JOB_ID, "submitted_with": "sbatch"})
         self.assertEqual(listed[local]["backend"], "local")
 
         pools = json.loads(d.cli("pools", "--json", user=USER, env=self.env).stdout)
