@@ -75,6 +75,9 @@ class SlurmRest(PoolCase):
         got = self.d.wait_state(rid, ["succeeded", "failed"], timeout=90)
         self.assertEqual(got["state"], "succeeded", self.d.daemon_log())
         self.assertEqual(self.job_of(USER, rid)["submitted_with"], "sbatch")
+        # The run's events say so, where its owner looks.
+        self.assertIn("with sbatch: slurmrestd did not submit it",
+                      self.run_as(USER, "inspect", rid).stdout)
         self.assertIn(f"uid={self.pw.pw_uid}", self.run_as(USER, "logs", rid).stdout)
         with open(os.path.join(self.d.home, "daemon.test.log"), errors="replace") as f:
             log = f.read()

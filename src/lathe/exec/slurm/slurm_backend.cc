@@ -328,6 +328,10 @@ Result<Launched> SlurmBackend::Launch(const LaunchRequest& req, const Json& prep
   }
   out.handle = SlurmHandleToJson(h);
   out.what = "job " + h.job_id;
+  // The run's events say it too, where its owner looks (`lathe inspect`).
+  if (!h.rest_error.empty()) {
+    out.what += " with sbatch: slurmrestd did not submit it (" + h.rest_error + ")";
+  }
   return out;
 }
 

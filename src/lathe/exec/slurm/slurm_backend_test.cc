@@ -1048,6 +1048,9 @@ TEST_F(SlurmRestBackendTest, WhenSlurmrestdFailsSbatchSubmitsAndTheReasonIsKept)
   EXPECT_EQ(l.handle["job_id"], "4242");
   EXPECT_EQ(l.handle["submitted_with"], "sbatch");
   EXPECT_EQ(l.handle["rest_error"], "HTTP 500: Invalid partition name specified");
+  EXPECT_EQ(l.what,
+            "job 4242 with sbatch: slurmrestd did not submit it (HTTP 500: Invalid partition name "
+            "specified)");
   EXPECT_EQ(slurm_->Of("sbatch").size(), 1u);
 }
 
