@@ -81,9 +81,26 @@ int64_t SlurmTimeLimitMinutes(int64_t time_limit_ms) {
   return std::max<int64_t>(1, CeilDiv(time_limit_ms, 60'000));
 }
 
+SlurmJobShape SlurmJobShapeOf(const SlurmPoolOptions& pool, const LaunchRequest& req) {
+  SlurmJobShape s;
+  s.nodes = std::max(1, req.nodes);
+  s.partition = req.partition.empty() ? pool.partition : req.partition;
+  s.account = pool.account;
+  s.qos = pool.qos;
+  if (req.gpu_count > 0) {
+    s.gres = req.gpu_type.empty() ? fmt::format("gpu:{}", req.gpu_count)
+                                  : fmt::format("gpu:{}:{}", req.gpu_type, req.gpu_count);
+  }
+  if (req.cpus > 0) s.cpus_per_task = static_cast<int64_t>(std::ceil(req.cpus));
+  if (req.memory_bytes > 0) s.memory_mib = CeilDiv(static_cast<int64_t>(req.memory_bytes), 1 << 20);
+  if (req.time_limit_ms > 0) s.time_minutes = SlurmTimeLimitMinutes(req.time_limit_ms);
+  return s;
+}
+
 std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOptions& pool,
                                     const LaunchRequest& req, const SlurmAttemptPaths& paths) {
   const std::string out = SlurmFilenameLiteral(paths.slurm_out);
+  const SlurmJobShape shape = SlurmJobShapeOf(pool, req);
   std::vector<std::string> argv = {
       sbatch,
       "--parsable",
@@ -98,33 +115,22 @@ std::vector<std::string> SbatchArgv(const std::string& sbatch, const SlurmPoolOp
       // launch.json. Not --export=NONE: it makes slurmd load the user's login
       // environment first (--get-user-env), seconds per job.
       "--export=ALL",
-      fmt::format("--nodes={}", std::max(1, req.nodes)),
+      fmt::format("--nodes={}", shape.nodes),
   };
   // One task per node: the monitor on the first; a torchrun run's srun
   // starts one torchrun on each (exec/torchrun.h).
-  if (req.nodes > 1) argv.push_back("--ntasks-per-node=1");
+  if (shape.nodes > 1) argv.push_back("--ntasks-per-node=1");
   if (const int64_t s = SlurmWarnSeconds(pool, req); s > 0) {
     argv.push_back(fmt::format("--signal=B:USR1@{}", s));
   }
-  const std::string& partition = req.partition.empty() ? pool.partition : req.partition;
-  if (!partition.empty()) argv.push_back("--partition=" + partition);
-  if (!pool.account.empty()) argv.push_back("--account=" + pool.account);
-  if (!pool.qos.empty()) argv.push_back("--qos=" + pool.qos);
-  if (req.gpu_count > 0) {
-    argv.push_back(req.gpu_type.empty()
-                       ? fmt::format("--gres=gpu:{}", req.gpu_count)
-                       : fmt::format("--gres=gpu:{}:{}", req.gpu_type, req.gpu_count));
-  }
-  if (req.cpus > 0) {
-    argv.push_back(fmt::format("--cpus-per-task={}", static_cast<int64_t>(std::ceil(req.cpus))));
-  }
-  if (req.memory_bytes > 0) {
-    argv.push_back(
-        fmt::format("--mem={}M", CeilDiv(static_cast<int64_t>(req.memory_bytes), 1 << 20)));
-  }
-  if (req.time_limit_ms > 0) {
-    argv.push_back(fmt::format("--time={}", SlurmTimeLimitMinutes(req.time_limit_ms)));
-  }
+  if (!shape.partition.empty()) argv.push_back("--partition=" + shape.partition);
+  if (!shape.account.empty()) argv.push_back("--account=" + shape.account);
+  if (!shape.qos.empty()) argv.push_back("--qos=" + shape.qos);
+  if (!shape.gres.empty()) argv.push_back("--gres=" + shape.gres);
+  if (shape.cpus_per_task > 0)
+    argv.push_back(fmt::format("--cpus-per-task={}", shape.cpus_per_task));
+  if (shape.memory_mib > 0) argv.push_back(fmt::format("--mem={}M", shape.memory_mib));
+  if (shape.time_minutes > 0) argv.push_back(fmt::format("--time={}", shape.time_minutes));
   argv.push_back(paths.script);
   return argv;
 }

@@ -57,6 +57,20 @@ std::string SlurmFilenameLiteral(std::string_view path);
 // an srun inside the run passes the run's environment on, not --export=NONE's).
 std::string SlurmBatchScript(const std::string& lathe_path, const std::string& launch_path);
 
+// What a job asks of Slurm beyond its files, derived once from the pool and
+// the request: sbatch's options (SbatchArgv) and slurmrestd's job properties
+// (slurm_rest.h) are two spellings of it.
+struct SlurmJobShape {
+  int nodes = 1;              // request.nodes, at least 1
+  std::string partition;      // the request's, else the pool's; "" = the default
+  std::string account, qos;   // the pool's; "" = none
+  std::string gres;           // per node: "gpu:N" or "gpu:TYPE:N"; "" = none
+  int64_t cpus_per_task = 0;  // whole CPUs, rounded up; 0 = not asked
+  int64_t memory_mib = 0;     // rounded up; 0 = not asked
+  int64_t time_minutes = 0;   // SlurmTimeLimitMinutes; 0 = no limit asked
+};
+SlurmJobShape SlurmJobShapeOf(const SlurmPoolOptions& pool, const LaunchRequest& request);
+
 // sbatch's arguments, each its own argv element (no shell): `sbatch` is the
 // command's path. --parsable, --job-name=lathe-<run_id>,
 // --comment=lathe:<run_id>:<attempt>, --chdir, --output/--error,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,13 +9,13 @@
 namespace lathe::exec {
 namespace {
 
+int64_t CeilDiv(int64_t n, int64_t d) { return (n + d - 1) / d; }
+
 std::string Trimmed(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return std::string(s);
 }
-
-int64_t CeilDiv(int64_t n, int64_t d) { return (n + d - 1) / d; }
 
 // An error of slurmrestd's that says the token was refused. 22.05 passes a
 // bad or expired JWT on to slurmctld, which hangs up: error 5005, "Zero Bytes
@@ -82,7 +81,7 @@ Json SlurmRestJob(const SlurmPoolOptions& pool, const std::string& lathe_path,
                   const LaunchRequest& req, const SlurmAttemptPaths& paths,
                   const std::map<std::string, std::string>& env) {
   const std::string out = SlurmFilenameLiteral(paths.slurm_out);
-  const int nodes = std::max(1, req.nodes);
+  const SlurmJobShape shape = SlurmJobShapeOf(pool, req);
   Json job = {
       {"name", "lathe-" + req.run_id},
       {"comment", fmt::format("lathe:{}:{}", req.run_id, req.attempt)},
@@ -91,26 +90,20 @@ Json SlurmRestJob(const SlurmPoolOptions& pool, const std::string& lathe_path,
       {"standard_error", out},
       {"requeue", false},  // ignored by 22.05's v0.0.38: the backend turns it off after
       {"environment", env},
-      {"nodes", Json::array({nodes, nodes})},
+      {"nodes", Json::array({shape.nodes, shape.nodes})},
   };
   // One task per node, as sbatch --ntasks-per-node=1 (slurm_batch.h).
-  if (nodes > 1) {
+  if (shape.nodes > 1) {
     job["tasks_per_node"] = 1;
-    job["tasks"] = nodes;
+    job["tasks"] = shape.nodes;
   }
-  const std::string& partition = req.partition.empty() ? pool.partition : req.partition;
-  if (!partition.empty()) job["partition"] = partition;
-  if (!pool.account.empty()) job["account"] = pool.account;
-  if (!pool.qos.empty()) job["qos"] = pool.qos;
-  if (req.gpu_count > 0) {
-    job["gres"] = req.gpu_type.empty() ? fmt::format("gpu:{}", req.gpu_count)
-                                       : fmt::format("gpu:{}:{}", req.gpu_type, req.gpu_count);
-  }
-  if (req.cpus > 0) job["cpus_per_task"] = static_cast<int64_t>(std::ceil(req.cpus));
-  if (req.memory_bytes > 0) {
-    job["memory_per_node"] = CeilDiv(static_cast<int64_t>(req.memory_bytes), 1 << 20);
-  }
-  if (req.time_limit_ms > 0) job["time_limit"] = SlurmTimeLimitMinutes(req.time_limit_ms);
+  if (!shape.partition.empty()) job["partition"] = shape.partition;
+  if (!shape.account.empty()) job["account"] = shape.account;
+  if (!shape.qos.empty()) job["qos"] = shape.qos;
+  if (!shape.gres.empty()) job["gres"] = shape.gres;
+  if (shape.cpus_per_task > 0) job["cpus_per_task"] = shape.cpus_per_task;
+  if (shape.memory_mib > 0) job["memory_per_node"] = shape.memory_mib;
+  if (shape.time_minutes > 0) job["time_limit"] = shape.time_minutes;
   return Json{{"script", SlurmBatchScript(lathe_path, paths.launch)}, {"job", std::move(job)}};
 }
 
