@@ -9,72 +9,30 @@ Chinese; with slurmctld stopped the ping check fails with its fix and the doctor
 Skipped without root or without Slurm and munge (`scripts/deps.sh` installs them). Every process
 started is stopped by pid at the end (the test becomes a child subreaper for what slurmd leaves).
 """
-import ctypes
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import slurm_cluster  # noqa: E402
 from harness import LATHE  # noqa: E402
-from test_slurm import descendants, runnable_by_all  # noqa: E402
+from test_slurm_pool import ClusterCase  # noqa: E402
 
-PR_SET_CHILD_SUBREAPER = 36
 # Far above what the doctor needs (each Slurm command is killed after 15 s, the test job after
 # 60 s): reaching it means the doctor hung.
 DOCTOR_TIMEOUT_S = 240
 
 
-class SlurmDoctorTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        why = slurm_cluster.missing()
-        if why:
-            raise unittest.SkipTest(why)
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise unittest.SkipTest("cannot become a child subreaper")
-        cls.base = tempfile.mkdtemp(prefix="lathe-slurm-doctor-")
-        os.chmod(cls.base, 0o755)
-        cls.cluster = slurm_cluster.Cluster(cls.base, gpus=2, cpus=2)
-        try:
-            cls.cluster.start()
-            cls.shared = os.path.join(cls.base, "shared")
-            os.makedirs(cls.shared)
-            os.chmod(cls.shared, 0o1777)
-            cls.lathe = os.path.abspath(LATHE)
-            if not runnable_by_all(cls.lathe):
-                os.makedirs(os.path.join(cls.base, "bin"))
-                cls.lathe = os.path.join(cls.base, "bin", "lathe")
-                shutil.copy(LATHE, cls.lathe)
-                os.chmod(cls.lathe, 0o755)
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if hasattr(cls, "cluster"):
-            cls.cluster.stop()
-        for pid in descendants(os.getpid()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(cls.base, ignore_errors=True)
-
+class SlurmDoctorTest(ClusterCase):
     def doctor(self, *args, partition="debug", lang="en"):
         """`lathe doctor --only cluster --json ARGS` with a home whose config.yaml names the pool."""
         home = tempfile.mkdtemp(prefix="home-", dir=self.base)
         with open(os.path.join(home, "config.yaml"), "w") as f:
             f.write("pools:\n  cluster:\n    type: slurm\n"
                     f"    shared_dir: {self.shared}\n    slurm_conf: {self.cluster.conf}\n"
-                    f"    lathe_path: {self.lathe}\n    partition: {partition}\n")
+                    f"    lathe_path: {self.lathe_path}\n    partition: {partition}\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env.update({"LATHE_HOME": home, "LANG": "C.UTF-8"})
         env.pop("LATHE_LANG", None)
@@ -113,7 +71,7 @@ class SlurmDoctorTest(unittest.TestCase):
         self.assertEqual(job["node"], self.cluster.host)
         self.assertFalse(os.path.exists(job["marker"]), "the marker was not removed")
         lathe = self.one(checks, "cluster.lathe_path")["values"]
-        self.assertEqual(lathe["path"], self.lathe)
+        self.assertEqual(lathe["path"], self.lathe_path)
         self.assertIn(lathe["version"], subprocess.run([LATHE, "--version"], capture_output=True,
                                                        text=True).stdout)
 

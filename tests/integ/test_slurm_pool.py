@@ -28,11 +28,11 @@ OTHER = "lathe-it-slurm2"
 PR_SET_CHILD_SUBREAPER = 36
 
 
-class PoolCase(unittest.TestCase):
-    """A private Slurm (`CLUSTER`: slurm_cluster.Cluster's options) and a root daemon whose
-    config names it as pool `cluster`, shared directory <base>/shared (mode 1777); no tests."""
+class ClusterCase(unittest.TestCase):
+    """A private Slurm (`CLUSTER`: slurm_cluster.Cluster's options), a shared directory
+    <base>/shared (mode 1777) and `lathe_path`, a lathe binary every user can run; the test
+    process becomes a child subreaper, and everything left is stopped at the end; no tests."""
     CLUSTER = {}
-    POOL = ""  # more lines of the pool's config, each "    key: value\n"
 
     @classmethod
     def setUpClass(cls):
@@ -44,7 +44,7 @@ class PoolCase(unittest.TestCase):
             raise unittest.SkipTest("cannot become a child subreaper")
         cls.pw = ensure_user(USER)
         ensure_user(OTHER)
-        cls.base = tempfile.mkdtemp(prefix="lathe-slurm-pool-")
+        cls.base = tempfile.mkdtemp(prefix="lathe-slurm-")
         os.chmod(cls.base, 0o755)
         cls.cluster = slurm_cluster.Cluster(cls.base, **{"gpus": 2, "cpus": 2, **cls.CLUSTER})
         try:
@@ -52,31 +52,23 @@ class PoolCase(unittest.TestCase):
             cls.shared = os.path.join(cls.base, "shared")
             os.makedirs(cls.shared)
             os.chmod(cls.shared, 0o1777)
-            lathe = os.path.abspath(LATHE)
-            if not runnable_by_all(lathe):  # the monitor's binary where the user can run it
+            cls.lathe_path = os.path.abspath(LATHE)
+            if not runnable_by_all(cls.lathe_path):  # the monitor's binary where users can run it
                 os.makedirs(os.path.join(cls.base, "bin"))
-                lathe = os.path.join(cls.base, "bin", "lathe")
-                shutil.copy(LATHE, lathe)
-                os.chmod(lathe, 0o755)
-            cls.d = Daemon(gpus="sim:1x24GB")
-            with open(os.path.join(cls.d.home, "config.yaml"), "w") as f:
-                f.write("pools:\n  cluster:\n    type: slurm\n"
-                        f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
-                        f"    lathe_path: {lathe}\n    signal_grace: 10s\n" + cls.pool_config())
-            cls.d.start()
+                cls.lathe_path = os.path.join(cls.base, "bin", "lathe")
+                shutil.copy(LATHE, cls.lathe_path)
+                os.chmod(cls.lathe_path, 0o755)
+            cls.set_up_more()
         except BaseException:
             cls.tearDownClass()
             raise
 
     @classmethod
-    def pool_config(cls):
-        """The pool's config lines beyond the common ones (POOL), once the cluster runs."""
-        return cls.POOL
+    def set_up_more(cls):
+        """What a subclass starts once the cluster runs (stopped by tearDownClass on failure)."""
 
     @classmethod
     def tearDownClass(cls):
-        if hasattr(cls, "d"):
-            cls.d.cleanup()
         if hasattr(cls, "cluster"):
             cls.cluster.stop()
         for pid in descendants(os.getpid()):
@@ -91,6 +83,33 @@ class PoolCase(unittest.TestCase):
                 pass
         if hasattr(cls, "base"):
             shutil.rmtree(cls.base, ignore_errors=True)
+
+
+class PoolCase(ClusterCase):
+    """ClusterCase, and a root daemon whose config names the cluster as pool `cluster`; no
+    tests."""
+    POOL = ""  # more lines of the pool's config, each "    key: value\n"
+
+    @classmethod
+    def set_up_more(cls):
+        cls.d = Daemon(gpus="sim:1x24GB")
+        with open(os.path.join(cls.d.home, "config.yaml"), "w") as f:
+            f.write("pools:\n  cluster:\n    type: slurm\n"
+                    f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
+                    f"    lathe_path: {cls.lathe_path}\n    signal_grace: 10s\n"
+                    + cls.pool_config())
+        cls.d.start()
+
+    @classmethod
+    def pool_config(cls):
+        """The pool's config lines beyond the common ones (POOL), once the cluster runs."""
+        return cls.POOL
+
+    @classmethod
+    def tearDownClass(cls):
+        if hasattr(cls, "d"):
+            cls.d.cleanup()
+        super().tearDownClass()
 
     def run_as(self, user, *args, check=True):
         return self.d.cli(*args, user=user, env=self.d.env(HOME="/tmp"), check=check)

@@ -8,91 +8,32 @@ Skipped without root or without Slurm and munge (`scripts/deps.sh` installs them
 started is stopped by pid at the end: the test process becomes a child subreaper, so that what
 slurmd and the jobs leave behind is re-parented to it.
 """
-import ctypes
 import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import unittest
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import slurm_cluster  # noqa: E402
-from harness import LATHE, Daemon, ensure_user  # noqa: E402
-from test_slurm import children_of, descendants, runnable_by_all  # noqa: E402
-
-USER = "lathe-it-slurm"
-OTHER = "lathe-it-slurm2"
-PR_SET_CHILD_SUBREAPER = 36
+from test_slurm_pool import OTHER, USER, PoolCase  # noqa: E402
 
 
-class SlurmPoolsCommand(unittest.TestCase):
+class SlurmPoolsCommand(PoolCase):
     @classmethod
-    def setUpClass(cls):
-        why = slurm_cluster.missing()
-        if why:
-            raise unittest.SkipTest(why)
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise unittest.SkipTest("cannot become a child subreaper")
-        cls.pw = ensure_user(USER)
-        ensure_user(OTHER)
-        cls.base = tempfile.mkdtemp(prefix="lathe-slurm-pools-")
-        os.chmod(cls.base, 0o755)
-        cls.cluster = slurm_cluster.Cluster(cls.base, gpus=2, cpus=2)
-        try:
-            cls.cluster.start()
-            cls.shared = os.path.join(cls.base, "shared")
-            os.makedirs(cls.shared)
-            os.chmod(cls.shared, 0o1777)
-            lathe = os.path.abspath(LATHE)
-            if not runnable_by_all(lathe):  # the monitor's binary where the user can run it
-                os.makedirs(os.path.join(cls.base, "bin"))
-                lathe = os.path.join(cls.base, "bin", "lathe")
-                shutil.copy(LATHE, lathe)
-                os.chmod(lathe, 0o755)
-            # A pool whose cluster does not answer: its sinfo says why and fails.
-            broken_bin = os.path.join(cls.base, "broken-bin")
-            os.makedirs(broken_bin)
-            with open(os.path.join(broken_bin, "sinfo"), "w") as f:
-                f.write("#!/bin/sh\necho 'sinfo: error: Unable to contact slurm controller"
-                        " (connect failure)' >&2\nexit 1\n")
-            os.chmod(os.path.join(broken_bin, "sinfo"), 0o755)
-            cls.d = Daemon(gpus="sim:1x24GB")
-            with open(os.path.join(cls.d.home, "config.yaml"), "w") as f:
-                f.write("pools:\n"
-                        "  cluster:\n    type: slurm\n    partition: debug\n"
-                        f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
-                        f"    lathe_path: {lathe}\n    signal_grace: 10s\n"
-                        "  broken:\n    type: slurm\n"
-                        f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
-                        f"    bin_dir: {broken_bin}\n")
-            cls.d.start()
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if hasattr(cls, "d"):
-            cls.d.cleanup()
-        if hasattr(cls, "cluster"):
-            cls.cluster.stop()
-        for pid in descendants(os.getpid()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in children_of(os.getpid()):
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        if hasattr(cls, "base"):
-            shutil.rmtree(cls.base, ignore_errors=True)
+    def pool_config(cls):
+        # The cluster pool on partition debug, and a pool whose cluster does not answer: its
+        # sinfo says why and fails.
+        broken_bin = os.path.join(cls.base, "broken-bin")
+        os.makedirs(broken_bin)
+        with open(os.path.join(broken_bin, "sinfo"), "w") as f:
+            f.write("#!/bin/sh\necho 'sinfo: error: Unable to contact slurm controller"
+                    " (connect failure)' >&2\nexit 1\n")
+        os.chmod(os.path.join(broken_bin, "sinfo"), 0o755)
+        return ("    partition: debug\n"
+                "  broken:\n    type: slurm\n"
+                f"    shared_dir: {cls.shared}\n    slurm_conf: {cls.cluster.conf}\n"
+                f"    bin_dir: {broken_bin}\n")
 
     def run_as(self, user, *args, check=True, lang=None):
         extra = {"HOME": "/tmp"}
@@ -164,7 +105,7 @@ class SlurmPoolsCommand(unittest.TestCase):
             zh = self.run_as(USER, "pools", lang="zh").stdout
             self.assertIn("资源池", zh)
             self.assertIn("分区", zh)
-            self.assertIn(f"你在 cluster 中的运行", zh)
+            self.assertIn("你在 cluster 中的运行", zh)
         finally:
             self.run_as(USER, "stop", rid, check=False)
         self.d.wait_state(rid, ["stopped"], timeout=60)
