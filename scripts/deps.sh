@@ -22,6 +22,11 @@ TEST=(
   python3-torch python3-numpy python3-sklearn prometheus
   jupyter-notebook python3-websocket r-base-core r-cran-irkernel chromium fonts-noto-cjk
   munge slurm-wlm slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin  # the Slurm pools' tests start a private one
+  # runs in images (docs/environments.md): podman with runc (crun fails on hybrid
+  # cgroups), its init, a busybox and a gcc-built setuid probe for test images,
+  # a registry on loopback, and mmdebstrap for a Debian image with python3
+  podman runc catatonit conmon netavark buildah busybox-static skopeo docker-registry
+  apache2-utils mmdebstrap
 )
 BENCH=(
   wrk hyperfine

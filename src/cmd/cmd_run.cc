@@ -34,6 +34,7 @@ struct RunFlags {
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workdir, max_duration, network, pool;
   std::string profile, gpu_type;  // a profile of the daemon's config; flags win over it
+  std::string image;              // one of the user's images (lathe image ls)
   std::string workspace;          // a git URL or repository path (#ref), or a directory
   std::vector<std::string> env;
   std::vector<std::string> secrets;       // names; the daemon puts in the values
@@ -137,6 +138,10 @@ Result<Json> BuildSpec(const RunFlags& f) {
   if (!f.network.empty()) spec["network"] = f.network;
   if (!f.pool.empty()) spec["pool"] = f.pool;
   if (!f.profile.empty()) spec["profile"] = f.profile;
+  if (!f.image.empty()) {
+    spec["image"] = f.image;
+    spec.erase("image_id");  // a spec file's recorded id was for its own image
+  }
   if (!f.gpu_type.empty()) spec["gpu_type"] = f.gpu_type;
   if (f.nodes) spec["nodes"] = *f.nodes;
   if (f.torchrun) spec["torchrun"] = true;
@@ -610,8 +615,12 @@ Status AddShellDefaults(Json& spec, const std::vector<std::string>& env_flags) {
   if (!spec.contains("umask")) {
     spec["umask"] = os::CurrentUmask();
   }
-  // Like sbatch, the run sees the submitting shell's PATH unless told otherwise.
-  if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH")) {
+  // Like sbatch, the run sees the submitting shell's PATH unless told
+  // otherwise; a run in an image gets the image's (this shell's names paths
+  // of the host).
+  const bool in_image = spec.contains("image") && spec["image"].is_string();
+  if (spec["env"].is_object() && !spec["env"].contains("PATH") && std::getenv("PATH") &&
+      !in_image) {
     spec["env"]["PATH"] = std::getenv("PATH");
   }
   return Status::OK();
@@ -650,6 +659,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--network", f.network);  // host | isolated; the daemon checks it
   run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
   run->add_option("--profile", f.profile);  // a profile of the daemon's config
+  run->add_option("--image", f.image);
   run->add_option("--gpu-type", f.gpu_type);
   run->add_option("--nodes", f.nodes);  // nodes per attempt; --gpus is per node
   run->add_flag("--torchrun", f.torchrun);

@@ -25,6 +25,7 @@ void SetupModel(CLI::App& app, Globals& g, Status& status);     // cmd_model.cc
 void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
 void SetupPools(CLI::App& app, Globals& g, Status& status);     // cmd_pools.cc
 void SetupProfiles(CLI::App& app, Globals& g, Status& status);  // cmd_profiles.cc
+void SetupImage(CLI::App& app, Globals& g, Status& status);     // cmd_image.cc
 
 namespace {
 
@@ -46,6 +47,7 @@ constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
     {"rm", SetupRm},           {"secret", SetupSecret},     {"open", SetupOpen},
     {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
     {"deploy", SetupDeploy},   {"pools", SetupPools},       {"profiles", SetupProfiles},
+    {"image", SetupImage},
 };
 
 }  // namespace
@@ -91,6 +93,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupModel(app, g, status);
   SetupDeploy(app, g, status);
   SetupPools(app, g, status);
+  SetupImage(app, g, status);
 }
 
 }  // namespace lathe::cmd

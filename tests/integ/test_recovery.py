@@ -26,6 +26,8 @@ DROP TABLE IF EXISTS models;
 DROP INDEX IF EXISTS runs_by_deployment;
 DROP TABLE IF EXISTS deployment_events;
 DROP TABLE IF EXISTS deployments;
+DROP TABLE IF EXISTS images;
+DROP TABLE IF EXISTS image_grants;
 ALTER TABLE runs ADD COLUMN monitor_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN monitor_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN child_pid INTEGER NOT NULL DEFAULT 0;
@@ -114,7 +116,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 13)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 14)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

@@ -148,6 +148,12 @@ class ApiServer {
   void PostSecret(ApiCall& call);
   void ListSecrets(ApiCall& call);
   void DeleteSecret(ApiCall& call);
+  // routes_images.cc
+  void PostImageImport(ApiCall& call);
+  void PostImagePull(ApiCall& call);
+  void ListImages(ApiCall& call);
+  void GetImage(ApiCall& call);
+  void DeleteImage(ApiCall& call);
   // routes_models.cc
   void PostModel(ApiCall& call);
   void ListModels(ApiCall& call);

@@ -198,6 +198,7 @@ Status Daemon::Init() {
   ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
   checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
   secrets_ = std::make_unique<Secrets>(paths_, clock_);
+  images_ = std::make_unique<Images>(paths_, clock_);
   // Initialised now, not by the first checkpointing run: `lathe snap create`
   // right after `lathe up` finds a store.
   if (auto st = checkpoints_->store(); !st.ok()) {
@@ -220,6 +221,8 @@ Status Daemon::Init() {
     lo.leftover_grace_ms = std::min(opts_.kill_grace_ms, 2000);
     lo.env = env_;
     lo.clock = &clock_;
+    lo.podman = Images::Detect(paths_, lo.images_note);
+    images_->SetPodman(lo.podman, lo.images_note);
     own_backend_ = std::make_unique<exec::LocalBackend>(std::move(lo));
     backend_ = own_backend_.get();
   }
@@ -943,6 +946,8 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.log_path = LogPath(r);
   q.log_max_bytes = opts_.run_log_max_bytes;
   q.checkpoint_dir = r.spec.checkpoint_dir;
+  q.image_id = r.spec.image_id;
+  q.image = r.spec.image;
   if (IsNotebook(r)) {
     // Made at submission; a run from before notebooks had tokens gets one now.
     auto token = NotebookToken(r.run_dir);
@@ -1095,6 +1100,7 @@ Result<exec::Launched> Daemon::StartAttempt(PendingStart& p) {
     RETURN_IF_ERROR(WriteSecretFiles(dir, values, p.request.user.uid, p.request.user.gid));
     p.request.env["LATHE_SECRETS_DIR"] = dir;
   }
+  if (!r.spec.image_id.empty()) images_->NoteUse(r.uid, r.spec.image_id);
   if (!r.spec.checkpoint_dir.empty()) {
     const std::string& dir = r.spec.checkpoint_dir;
     const DirOwner owner = OwnerOf(r);

@@ -36,6 +36,7 @@
 #include "lathe/common/thread_annotations.h"
 #include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/home.h"
+#include "lathe/daemon/images.h"
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/metrics_text.h"
 #include "lathe/daemon/notebook_watch.h"
@@ -184,6 +185,7 @@ class Daemon final : public Runs {
   // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
   const std::string& gpu_spec() const { return opts_.gpus; }
   Secrets& secrets() { return *secrets_; }
+  Images& images() { return *images_; }
   RunCheckpoints& checkpoints() { return *checkpoints_; }
 
   // The JSON edge of Submit: `spec_json` is the spec object (spec.h), parsed
@@ -369,6 +371,8 @@ class Daemon final : public Runs {
   void DrainCheckpointEvents() REQUIRES(mu_);
   DirOwner OwnerOf(const state::RunRecord& r) const;
   Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) REQUIRES(mu_);
+  // spec.image -> spec.image_id, among the caller's images (images.h).
+  Status ResolveImage(const Caller& caller, run::RunSpec& spec) EXCLUDES(mu_);
   void CompleteStart(PendingStart& p, const Result<exec::Launched>& launched) REQUIRES(mu_);
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why) REQUIRES(mu_);
   Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why)
@@ -454,6 +458,7 @@ class Daemon final : public Runs {
   std::string BackendKeyFor(const run::RunSpec& spec) const;
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
+  std::unique_ptr<Images> images_;               // thread-safe itself
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
   std::unique_ptr<DiskShares> disk_;             // thread-safe itself; its thread takes mu_

@@ -99,6 +99,26 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
   return Status::OK();
 }
 
+// `image` names one of the caller's images (or the spec brings the id a
+// run of theirs recorded: --like, a resubmission): the id is recorded on
+// the run. Only jobs for now: a notebook's and a replica's programs are
+// Lathe's own, which an image does not hold.
+Status Daemon::ResolveImage(const Caller& caller, run::RunSpec& spec) {
+  if (spec.image.empty() && spec.image_id.empty()) return Status::OK();
+  if (spec.type != run::RunKind::kJob || spec.torchrun) {
+    return Status::Msg(
+        Code::kInvalidArgument, "spec.image_kind",
+        {{"type", spec.torchrun ? "torchrun" : std::string(run::RunKindName(spec.type))}});
+  }
+  if (!images_->available()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.images_unavailable",
+                       {{"note", images_->note()}});
+  }
+  ASSIGN_OR_RETURN(spec.image_id, images_->Resolve(caller.uid, spec.image, spec.image_id));
+  if (spec.image.empty()) spec.image = "sha256:" + spec.image_id.substr(0, 12);
+  return Status::OK();
+}
+
 // ---- API-facing -------------------------------------------------------------------
 
 // Where the run goes, stored in spec.pool: a configured pool's name, or ""
@@ -120,6 +140,11 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
     return Status::Msg(Code::kInvalidArgument, "spec.nodes_not_supported",
                        {{"nodes", std::to_string(spec.nodes)},
                         {"pool", spec.pool.empty() ? std::string(run::kLocalPool) : spec.pool}});
+  }
+  if (!spec.image_id.empty() && !backend->Caps().images) {
+    return Status::Msg(Code::kInvalidArgument, "spec.image_pool",
+                       {{"pool", spec.pool.empty() ? std::string(run::kLocalPool) : spec.pool},
+                        {"note", backend->Caps().note}});
   }
   // A backend that places runs itself (a cluster) judges the fit itself.
   if (!backend->Caps().places_runs) {
@@ -321,6 +346,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
   if (run::IsServiceSpec(spec) && !options.replica) {  // only deployments make replicas
     return Status::Msg(Code::kInvalidArgument, "spec.service_deployment");
   }
+  RETURN_IF_ERROR(ResolveImage(caller, spec));
   std::optional<state::IdempotencyKey> key;
   if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
   MutexLock lock(&mu_);

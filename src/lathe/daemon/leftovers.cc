@@ -35,6 +35,28 @@ void Daemon::ReclaimLeftovers() {
       }
     }
   }
+  // Containers of attempts that are not active any more (their monitor was
+  // killed with the daemon down, or a lost attempt): lathe-<run>-<attempt>.
+  size_t containers = 0;
+  for (const std::string& name : images_->ContainerNames()) {
+    const std::string rest = name.substr(6);
+    const size_t dash = rest.rfind('-');
+    auto r = dash == std::string::npos ? Result<state::RunRecord>(Status::NotFound(name))
+                                       : store_->Get(rest.substr(0, dash));
+    if (!r.ok() && !r.status().IsNotFound()) continue;  // an error keeps it
+    const bool active =
+        r.ok() && std::to_string(r->attempt) == rest.substr(dash + 1) &&
+        (r->state == run::RunState::kStarting || r->state == run::RunState::kRunning ||
+         r->state == run::RunState::kStopping);
+    if (active) continue;
+    if (Status st = images_->RemoveContainer(name); !st.ok()) {
+      spdlog::warn("leftovers: container {} not removed: {}", name, st.ToString());
+      continue;
+    }
+    ++containers;
+  }
+  if (containers > 0)
+    spdlog::info("leftovers: removed {} containers of ended attempts", containers);
   if (dirs + series > 0) {
     spdlog::info(
         "leftovers: removed {} run directories and {} telemetry series of runs that "

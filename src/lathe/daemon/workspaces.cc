@@ -104,11 +104,13 @@ void ApplyWorkspace(const state::RunRecord& r, const std::string& self_exe,
   const std::string& workdir = r.spec.workdir;  // relative: inside the workspace
   if (!workdir.empty()) wrap.insert(wrap.end(), {"--workdir", workdir});
   q.env["LATHE_WORKSPACE"] = dir;
-  if (w.readonly) {
+  // A run in an image cannot execute Lathe's wrapper inside the image: the
+  // workspace is made on the host first, as for a read-only one.
+  if (w.readonly || !r.spec.image_id.empty()) {
     // The clone first, writable; then the mount; then the command, as it is.
     wrap.push_back("--setup-only");
     q.setup_argv = std::move(wrap);
-    q.readonly_paths = {dir};
+    if (w.readonly) q.readonly_paths = {dir};
     q.workdir = workdir.empty() ? dir
                 : workdir[0] == '/'
                     ? workdir

@@ -28,6 +28,16 @@ Json LaunchToJson(const LaunchConfig& c) {
          {"checkpoint_dir", c.checkpoint_dir},
          {"checkpoint_records", c.checkpoint_records}};
   if (c.warn_after_ms > 0) j["warn_after_ms"] = c.warn_after_ms;
+  if (!c.container.empty()) {
+    Json mounts = Json::array();
+    for (const auto& m : c.container.mounts) {
+      mounts.push_back({{"source", m.source}, {"stage", m.stage}, {"readonly", m.readonly}});
+    }
+    j["container"] = {{"argv", c.container.argv},
+                      {"env", c.container.env},
+                      {"mounts", std::move(mounts)},
+                      {"cleanup_argv", c.container.cleanup_argv}};
+  }
   return j;
 }
 
@@ -59,6 +69,16 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
     c.checkpoint_dir = j.value("checkpoint_dir", std::string());
     c.checkpoint_records = j.value("checkpoint_records", std::string());
     c.warn_after_ms = j.value("warn_after_ms", int64_t{0});
+    if (auto it = j.find("container"); it != j.end() && it->is_object()) {
+      c.container.argv = it->at("argv").get<std::vector<std::string>>();
+      c.container.env = it->at("env").get<std::map<std::string, std::string>>();
+      c.container.cleanup_argv = it->value("cleanup_argv", std::vector<std::string>{});
+      for (const auto& m : it->value("mounts", Json::array())) {
+        c.container.mounts.push_back({m.at("source").get<std::string>(),
+                                      m.at("stage").get<std::string>(),
+                                      m.value("readonly", false)});
+      }
+    }
     if (c.argv.empty()) return Status::InvalidArgument("launch config has an empty argv");
     return c;
   } catch (const Json::exception& e) {
@@ -74,6 +94,7 @@ Status CheckUnprivilegedLaunch(const LaunchConfig& c) {
   if (c.shm_bytes > 0) return refuse("shm_bytes", "a private /dev/shm");
   if (c.isolated_network) return refuse("isolated_network", "a network namespace");
   if (!c.readonly_paths.empty()) return refuse("readonly_paths", "a read-only mount");
+  if (!c.container.empty()) return refuse("container", "a run in an image");
   return Status::OK();
 }
 

@@ -25,6 +25,28 @@
 
 namespace lathe::exec {
 
+// A run in a container image (exec/container/podman.h): the monitor runs
+// `argv` (podman run ...) instead of the run's own argv, as root with `env`
+// as podman's complete environment, and podman runs the program as the
+// run's user. Each of `mounts` is opened as the run's user and bound onto
+// `stage` (a directory of root's in the attempt's directory) in the
+// monitor's own mount namespace before podman starts, so podman mounts what
+// the user could reach and nothing a path swapped meanwhile points at.
+// `cleanup_argv` (podman rm -f) runs when the attempt has ended.
+struct ContainerMount {
+  std::string source;  // the user's path, also where the run sees it
+  std::string stage;   // where it is bound for podman
+  bool readonly = false;
+  friend bool operator==(const ContainerMount&, const ContainerMount&) = default;
+};
+struct ContainerLaunch {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::vector<ContainerMount> mounts;
+  std::vector<std::string> cleanup_argv;
+  bool empty() const { return argv.empty(); }
+};
+
 struct LaunchConfig {
   std::string run_id;
   int attempt = 0;
@@ -73,6 +95,8 @@ struct LaunchConfig {
   // the batch shell's warning (--signal=B:...), and Slurm's comes late by up
   // to its scheduler's period. 0: none (local runs).
   int64_t warn_after_ms = 0;
+  // Not empty: the run executes in a container image (ContainerLaunch).
+  ContainerLaunch container;
 };
 Json LaunchToJson(const LaunchConfig& c);
 Result<LaunchConfig> LaunchFromJson(const Json& j);

@@ -133,6 +133,11 @@ struct LaunchRequest {
   // where the daemon cannot watch (a cluster's nodes) records each finished
   // checkpoint there and counts them in AttemptStatus::checkpoints_recorded.
   std::string checkpoint_dir;
+  // The container image the program runs in (Capabilities::images): its id
+  // (64 hex digits: what the daemon resolved spec.image to at submission)
+  // and the name the user gave, for messages. Both "": on the host.
+  std::string image_id;
+  std::string image;
 };
 
 // An attempt the daemon asks about after Prepare.

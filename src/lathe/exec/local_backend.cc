@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/exec/monitor_spawn.h"
+#include "lathe/os/command.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 #include "lathe/os/stream_socket.h"
@@ -91,12 +92,20 @@ Capabilities LocalBackend::Caps() const {
   c.cpu_limit = opts_.cgroups.cpu;
   c.private_shm = opts_.can_mount;
   c.isolated_network = opts_.can_mount;
+  c.images = opts_.podman.has_value();
   c.note = opts_.cgroups.note;
+  if (!c.images && !opts_.images_note.empty()) {
+    c.note += (c.note.empty() ? "" : "\n") + ("images: " + opts_.images_note);
+  }
   return c;
 }
 
 Status LocalBackend::Check(const run::RunSpec& spec, const RunUser& user) const {
   (void)user;  // any local user may run; the path checks are the daemon's
+  if (!spec.image.empty() && !opts_.podman) {
+    return Status::Msg(Code::kInvalidArgument, "spec.images_unavailable",
+                       {{"note", opts_.images_note}});
+  }
   if (spec.shm_bytes > 0 && !opts_.can_mount) {
     return Status::Msg(Code::kInvalidArgument, "spec.shm_needs_root",
                        {{"user", opts_.daemon_user}});
@@ -217,6 +226,7 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
   c.setup_argv = req.setup_argv;
   c.readonly_paths = req.readonly_paths;
   c.log_max_bytes = req.log_max_bytes;
+  if (!req.image_id.empty()) RETURN_IF_ERROR(MakeContainerLaunch(req, h, c));
   const std::string launch = req.attempt_dir + "/launch.json";
   // Not fsynced: if the machine loses power before the monitor reads it, the
   // run never started and recovery requeues it.
@@ -244,6 +254,92 @@ Result<Launched> LocalBackend::Launch(const LaunchRequest& req, const Json& prep
   out.start_error = spawned.start_error;
   out.what = fmt::format("pid {}", h.child_pid);
   return out;
+}
+
+std::vector<ContainerMount> LocalBackend::ContainerMounts(const LaunchRequest& req,
+                                                          const LaunchConfig& c) {
+  std::vector<std::pair<std::string, bool>> paths;  // path, read-only
+  auto add = [&](const std::string& p, bool readonly) {
+    if (p.empty() || p == "/" || p[0] != '/') return;
+    for (auto& [q, ro] : paths) {
+      if (q == p) {
+        ro = ro || readonly;
+        return;
+      }
+    }
+    paths.emplace_back(p, readonly);
+  };
+  add(c.workdir, false);
+  for (const char* name : {"LATHE_WORKSPACE", "LATHE_CHECKPOINT_DIR", "LATHE_SECRETS_DIR"}) {
+    if (auto it = c.env.find(name); it != c.env.end()) add(it->second, false);
+  }
+  for (const auto& p : req.readonly_paths) add(p, true);
+  std::vector<ContainerMount> out;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    out.push_back({paths[i].first, fmt::format("{}/mnt/{}", req.attempt_dir, i), paths[i].second});
+  }
+  return out;
+}
+
+Status LocalBackend::MakeContainerLaunch(const LaunchRequest& req, const LocalHandle& h,
+                                         LaunchConfig& c) {
+  if (!opts_.podman) {
+    return Status::Msg(Code::kFailedPrecondition, "spec.images_unavailable",
+                       {{"note", opts_.images_note}});
+  }
+  ContainerRun r;
+  r.run_id = req.run_id;
+  r.attempt = req.attempt;
+  r.image_id = req.image_id;
+  r.uid = req.user.uid;
+  r.gid = req.user.gid;
+  r.groups = req.user.groups;
+  r.umask = req.umask;
+  r.workdir = c.workdir;
+  r.mounts = ContainerMounts(req, c);
+  r.shm_bytes = req.shm_bytes;
+  r.argv = c.argv;
+  for (int g : req.gpus) {
+    // The run's GPUs' device nodes where this machine has them (a simulated
+    // GPU has none: the program sees CUDA_VISIBLE_DEVICES alone).
+    const std::string node = fmt::format("/dev/nvidia{}", g);
+    if (os::Exists(node)) r.devices.push_back(node);
+  }
+  if (!r.devices.empty()) {
+    for (const char* n : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}) {
+      if (os::Exists(n)) r.devices.emplace_back(n);
+    }
+  }
+  const std::string* memory_dir = nullptr;
+  for (const auto& d : h.cgroup_dirs) {
+    if (d.find("/memory/") != std::string::npos || memory_dir == nullptr) memory_dir = &d;
+  }
+  if (memory_dir != nullptr) {
+    auto parent = os::CgroupPathInHierarchy(*memory_dir);
+    if (parent.ok()) r.cgroup_parent = *parent;
+  }
+  ASSIGN_OR_RETURN(std::string env_text, ContainerEnvFile(c.env, req.env.count("PATH") > 0));
+  r.env_file = req.attempt_dir + "/container.env";
+  RETURN_IF_ERROR(os::WriteFileAtomic(r.env_file, env_text, 0600, os::Durability::kNoSync));
+  c.container = PodmanRun(*opts_.podman, r);
+  // podman gives the image's run these itself.
+  c.shm_bytes = 0;
+  c.readonly_paths.clear();
+  return Status::OK();
+}
+
+void LocalBackend::RemoveContainer(const AttemptRef& a) {
+  auto text = os::ReadFile(a.attempt_dir + "/launch.json");
+  if (!text.ok()) return;
+  auto j = ParseJson(*text);
+  if (!j.ok()) return;
+  auto c = LaunchFromJson(*j);
+  if (!c.ok() || c->container.cleanup_argv.empty()) return;
+  auto rm = os::RunCommandWithEnv(c->container.cleanup_argv, c->container.env, 60000);
+  if (!rm.ok() || rm->exit_code != 0) {
+    spdlog::warn("run {}: cannot remove the container of attempt {}: {}", a.run_id, a.attempt,
+                 rm.ok() ? rm->err : rm.status().ToString());
+  }
 }
 
 std::vector<AttemptStatus> LocalBackend::Poll(const std::vector<AttemptRef>& attempts) {
@@ -313,6 +409,7 @@ void LocalBackend::Release(const AttemptRef& a) {
   // to an attempt that was lost or never started, and must not keep GPUs busy.
   std::vector<std::string> dirs = CgroupDirs(a);
   if (dirs.empty()) return;
+  RemoveContainer(a);  // its monitor did not: the container may be left
   auto cg = os::RunCgroup::Open(dirs);
   Status st = cg.ok() ? (*cg)->KillAll(SIGKILL) : cg.status();
   if (cg.ok()) {

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "lathe/exec/backend.h"
+#include "lathe/exec/container/podman.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/env.h"
@@ -42,6 +43,10 @@ struct LocalBackendOptions {
   // inject faults through it. Not owned.
   os::Env* env = nullptr;      // null: os::RealEnv()
   os::Clock* clock = nullptr;  // null: os::RealClock(); waits in Readopt
+  // Where podman works (a root daemon with podman and runc): runs in images
+  // (Capabilities::images). Null: none, and `images_note` says why.
+  std::optional<PodmanSetup> podman;
+  std::string images_note;
 };
 
 // The PATH a run's program gets unless its spec sets one.
@@ -95,9 +100,19 @@ class LocalBackend final : public ExecutionBackend {
   // the host network at a free loopback port picked now, an isolated run's
   // at its declared port, a socket at its path.
   static Result<std::vector<Endpoint>> AllocateEndpoints(const LaunchRequest& request);
+  // The directories a run in an image sees at their own paths: its working
+  // directory, workspace, checkpoint and secrets directories (from `c`'s
+  // env), read-only ones as the request says; each staged in the attempt's
+  // directory (ContainerMount).
+  static std::vector<ContainerMount> ContainerMounts(const LaunchRequest& request,
+                                                     const LaunchConfig& c);
 
  private:
   AttemptStatus PollOne(const AttemptRef& attempt);
+  // Turns `c` into a run in the request's image.
+  Status MakeContainerLaunch(const LaunchRequest& request, const LocalHandle& h, LaunchConfig& c);
+  // podman rm -f of an attempt's container, when its launch.json has one.
+  void RemoveContainer(const AttemptRef& attempt);
 
   const LocalBackendOptions opts_;
   os::Env& env_;

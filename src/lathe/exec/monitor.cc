@@ -20,8 +20,10 @@
 
 #include "lathe/exec/attempt_records.h"
 #include "lathe/exec/checkpoint_records.h"
+#include "lathe/exec/container/podman.h"
 #include "lathe/os/cgroup.h"
 #include "lathe/os/clock.h"
+#include "lathe/os/command.h"
 #include "lathe/os/fd.h"
 #include "lathe/os/files.h"
 #include "lathe/os/identity.h"
@@ -122,8 +124,8 @@ void DropPrivileges(const LaunchConfig& c, int errpipe) {
 
 // execvp with the run's environment, in a process whose stdin, stdout and
 // stderr are /dev/null and the log's pipes, with signals as a program expects.
-void ExecWithRunEnvironment(const LaunchConfig& c, const std::vector<std::string>& args, int out_fd,
-                            int err_fd) {
+void ExecWithEnvironment(const std::map<std::string, std::string>& env,
+                         const std::vector<std::string>& args, int out_fd, int err_fd) {
   int devnull = ::open("/dev/null", O_RDONLY);
   ::dup2(devnull, 0);
   ::dup2(out_fd, 1);
@@ -135,7 +137,7 @@ void ExecWithRunEnvironment(const LaunchConfig& c, const std::vector<std::string
   // execvp looks PATH up in environ, so install the run's environment first.
   static std::vector<std::string> env_store;
   static std::vector<char*> envp;
-  for (const auto& [k, v] : c.env) env_store.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) env_store.push_back(k + "=" + v);
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   environ = envp.data();
@@ -143,6 +145,11 @@ void ExecWithRunEnvironment(const LaunchConfig& c, const std::vector<std::string
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
+}
+
+void ExecWithRunEnvironment(const LaunchConfig& c, const std::vector<std::string>& args, int out_fd,
+                            int err_fd) {
+  ExecWithEnvironment(c.env, args, out_fd, err_fd);
 }
 
 // The setup step, as the run's user, in a child this process waits for.
@@ -195,15 +202,42 @@ void SetupThenMountReadOnly(const LaunchConfig& c, int out_fd, int err_fd, int e
   for (const auto& path : c.readonly_paths) MountReadOnly(c, path, errpipe);
 }
 
+// A run in an image: each directory the run sees is opened as its user and
+// bound onto root's staging directory, in this process's own mount
+// namespace, which podman (a child) inherits; podman is handed the stages.
+void StageContainerMounts(const LaunchConfig& c, int errpipe) {
+  if (c.container.mounts.empty()) return;
+  OwnMountNamespace(errpipe, "a run in an image");
+  os::FsIdentity id{c.uid, c.gid, c.groups, std::to_string(c.uid)};
+  for (const auto& m : c.container.mounts) {
+    Status st = os::MakeDirs(m.stage, 0700);
+    if (st.ok()) {
+      auto dir = os::OpenDirAs(m.source, id);
+      st = dir.ok() ? os::BindDirOnto(dir->get(), m.stage, m.readonly, m.source) : dir.status();
+    }
+    if (!st.ok()) FailChild(errpipe, "cannot mount " + m.source + " in the image: " + st.message());
+  }
+}
+
+// podman runs as root (it sets up the container) and runs the program as
+// the run's user; no-new-privileges is already set and passes to it.
+[[noreturn]] void ExecContainer(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
+  StageContainerMounts(c, errpipe);
+  if (::chdir("/") != 0) FailChild(errpipe, std::string("chdir /: ") + std::strerror(errno));
+  ExecWithEnvironment(c.container.env, c.container.argv, out_fd, err_fd);
+  FailChild(errpipe, "cannot execute " + c.container.argv[0] + ": " + std::strerror(errno));
+}
+
 [[noreturn]] void ExecChild(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
   ::setpgid(0, 0);
   // No set-user-ID program gives the run (or its setup step) more than its
   // user has: a run never becomes root again (docs/security.md).
   if (Status st = os::ForbidNewPrivileges(); !st.ok()) FailChild(errpipe, st.message());
   JoinCgroups(c, errpipe);
-  PrivateShm(c, errpipe);
+  if (c.container.empty()) PrivateShm(c, errpipe);  // an image's is podman's --shm-size
   IsolateNetwork(c, errpipe);
   SetupThenMountReadOnly(c, out_fd, err_fd, errpipe);
+  if (!c.container.empty()) ExecContainer(c, out_fd, err_fd, errpipe);
   DropPrivileges(c, errpipe);
   ::umask(static_cast<mode_t>(c.umask));  // the submitter's, not the monitor's
   if (!c.workdir.empty() && ::chdir(c.workdir.c_str()) != 0) {
@@ -232,6 +266,7 @@ class StreamLog {
       size_t nl = buf_.find('\n', pos);
       if (nl != std::string::npos && nl - pos <= kMaxLineBytes) {
         out += FormatLogRecord(ns, name_, false, std::string_view(buf_).substr(pos, nl - pos));
+        last_line_.assign(buf_, pos, nl - pos);
         pos = nl + 1;
       } else if (buf_.size() - pos > kMaxLineBytes) {
         out += FormatLogRecord(ns, name_, true, std::string_view(buf_).substr(pos, kMaxLineBytes));
@@ -243,8 +278,12 @@ class StreamLog {
     buf_.erase(0, pos);
     writer_.Append(std::move(out));
   }
+  // The last whole line written (podman's "Error: ..." when it could not
+  // start a container).
+  const std::string& last_line() const { return last_line_; }
   void Flush() {
     if (buf_.empty()) return;
+    last_line_ = buf_;
     writer_.Append(FormatLogRecord(NowNs(), name_, false, buf_));
     buf_.clear();
   }
@@ -253,6 +292,7 @@ class StreamLog {
   std::string name_;
   LogWriter& writer_;
   std::string buf_;
+  std::string last_line_;
 };
 
 // A monitor without a handshake (a Slurm job) that cannot start the run
@@ -283,6 +323,7 @@ class Monitor {
   bool ReadStream(int& fd, StreamLog& log);
   void FlushLogAtEnd(int64_t wait_ms);
   void Finish();
+  void FinishContainer(ExitRecord& e);
   void ReserveExitRecord();
   Status WriteExit(const std::string& text);
   int DetachedExitCode() const;
@@ -297,8 +338,9 @@ class Monitor {
   std::optional<int> wstatus_;
   std::string start_error_;
   bool killed_ = false;
-  int stop_signal_ = 0;     // the first signal asking to stop the run (ExitRecord::stop_signal)
-  int64_t warn_at_ms_ = 0;  // MonoMs() of LaunchConfig::warn_after_ms; 0: none (or done)
+  int stop_signal_ = 0;  // the first signal asking to stop the run (ExitRecord::stop_signal)
+  std::string last_stderr_line_;  // of a run in an image: podman's reason it did not start
+  int64_t warn_at_ms_ = 0;        // MonoMs() of LaunchConfig::warn_after_ms; 0: none (or done)
   DirWatchStart watch_;
   std::function<void()> stop_watch_;  // set while the checkpoint directory is watched
 };
@@ -409,6 +451,13 @@ bool Monitor::ReadStream(int& fd, StreamLog& log) {
 }
 
 void Monitor::KillTree(int sig) {
+  // A run in an image is asked to stop through podman alone, which passes the
+  // signal to the container (its init hands it to the program): conmon, in
+  // the tree too, must live to record the program's exit status.
+  if (!c_.container.empty() && sig == SIGTERM && !wstatus_) {
+    (void)os::SendSignal(child_, sig);  // best effort: it may have ended already
+    return;
+  }
   // Best effort: the processes may be gone already; the backend checks the cgroup again.
   if (cgroup_) (void)cgroup_->KillAll(sig);
   // Best effort: the process may have ended already.
@@ -472,7 +521,8 @@ void Monitor::Loop() {
     bool tree_left = !os::Descendants(::getpid()).empty();
     if (cleanup_deadline < 0) {
       cleanup_deadline = MonoMs() + c_.kill_grace_ms;
-      if (tree_left) KillTree(SIGTERM);
+      // podman's conmon removes the container once it has ended: not asked to stop.
+      if (tree_left && c_.container.empty()) KillTree(SIGTERM);
     } else if (tree_left && MonoMs() > cleanup_deadline) {
       KillTree(SIGKILL);
     }
@@ -483,6 +533,7 @@ void Monitor::Loop() {
   }
   out_log.Flush();
   err_log.Flush();
+  last_stderr_line_ = err_log.last_line();
   FlushLogAtEnd(c_.log_stall_ms);
 }
 
@@ -500,6 +551,44 @@ void Monitor::FlushLogAtEnd(int64_t wait_ms) {
   }
 }
 
+// Why podman did not start the program, from its exit status and the last
+// line of its output: podman's own error (125-127, "Error: ..."), or its
+// init's (catatonit, exit 1: "failed to exec pid1: No such file or
+// directory"). "" when the program ran.
+std::string ContainerStartFailure(std::optional<int> code, const std::string& line) {
+  if (!code) return "";
+  if (*code >= 125 && *code <= 127 && line.starts_with("Error: ")) return line.substr(7);
+  constexpr std::string_view kInit = "failed to exec pid1: ";
+  if (size_t at = line.find(kInit);
+      *code == 1 && line.find("(catatonit:") != std::string::npos && at != std::string::npos) {
+    return "no such command, or it cannot be executed (" + line.substr(at + kInit.size()) + ")";
+  }
+  return "";
+}
+
+// A run in an image: podman's exit status is the program's (128+N for a
+// signal); 125-127 with podman's "Error: ..." mean it never started. The
+// container is removed whatever happened (podman --rm does it unless podman
+// was killed).
+void Monitor::FinishContainer(ExitRecord& e) {
+  if (e.exit_code) {
+    PodmanExit pe = DecodePodmanExit(*e.exit_code);
+    e.exit_code = pe.code;
+    e.signal = pe.signal;
+    if (std::string why = ContainerStartFailure(e.exit_code, last_stderr_line_);
+        !why.empty() && start_error_.empty()) {
+      start_error_ = "the image could not start the command: " + why;
+      e.start_error = start_error_;
+    }
+  }
+  if (c_.container.cleanup_argv.empty()) return;
+  auto rm = os::RunCommandWithEnv(c_.container.cleanup_argv, c_.container.env, 60000);
+  if (!rm.ok() || rm->exit_code != 0) {
+    std::fprintf(stderr, "monitor: cannot remove the container: %s\n",
+                 rm.ok() ? rm->err.c_str() : rm.status().ToString().c_str());
+  }
+}
+
 void Monitor::Finish() {
   ExitRecord e;
   e.finished_at_ms = NowMs();
@@ -509,8 +598,13 @@ void Monitor::Finish() {
     if (es.exited) e.exit_code = es.code;
     if (es.signal) e.signal = es.signal;
   }
+  if (!c_.container.empty()) FinishContainer(e);
   if (cgroup_) {
-    e.oom_killed = cgroup_->OomKilled();
+    // A container's own cgroup, below the run's, is gone by now, and v1 does
+    // not count its OOM kills in the run's: a SIGKILL that was not Lathe's and
+    // a peak at the limit are the evidence left.
+    e.oom_killed = cgroup_->OomKilled() || (!c_.container.empty() && !killed_ &&
+                                            e.signal == SIGKILL && cgroup_->MemoryLimitReached());
     // Best effort: the processes may be gone already; the backend checks the cgroup again.
     (void)cgroup_->Destroy();
   }

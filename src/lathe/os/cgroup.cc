@@ -574,6 +574,22 @@ const RunCgroup::Dir* RunCgroup::MemoryDir() const {
   return nullptr;
 }
 
+Result<std::string> CgroupPathInHierarchy(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return ErrnoStatus("stat " + dir, errno);
+  std::string root = dir;
+  while (true) {
+    size_t slash = root.rfind('/');
+    if (slash == std::string::npos || slash == 0) break;
+    std::string parent = root.substr(0, slash);
+    struct stat pst {};
+    if (::stat(parent.c_str(), &pst) != 0 || pst.st_dev != st.st_dev) break;
+    root = std::move(parent);
+  }
+  std::string rel = dir.substr(root.size());
+  return rel.empty() ? std::string("/") : rel;
+}
+
 bool RunCgroup::OomKilled() const {
   const Dir* m = MemoryDir();
   if (m == nullptr) return false;
@@ -582,10 +598,16 @@ bool RunCgroup::OomKilled() const {
   // Kernels before 4.13 do not count kills; a limit that was hit and a peak at
   // the limit is the best evidence left.
   auto failcnt = ReadU64(Join(m->path, "memory.failcnt"));
+  return failcnt.value_or(0) > 0 && MemoryLimitReached();
+}
+
+bool RunCgroup::MemoryLimitReached() const {
+  const Dir* m = MemoryDir();
+  if (m == nullptr || m->v2) return false;
   auto peak = ReadU64(Join(m->path, "memory.max_usage_in_bytes"));
   auto limit = ReadU64(Join(m->path, "memory.limit_in_bytes"));
-  if (!failcnt || !peak || !limit || *limit >= kV1Unlimited) return false;
-  return *failcnt > 0 && *peak + kV1OomSlackBytes >= *limit;
+  if (!peak || !limit || *limit >= kV1Unlimited) return false;
+  return *peak + kV1OomSlackBytes >= *limit;
 }
 
 Result<uint64_t> RunCgroup::MemoryPeakBytes() const {

@@ -79,6 +79,11 @@ struct CgroupSupport {
 // Never fails: what does not work is reported in the result.
 CgroupSupport DetectCgroups(const CgroupPaths& paths = {});
 
+// A cgroup directory's path inside its hierarchy, as /proc/<pid>/cgroup
+// and podman's --cgroup-parent say it: /sys/fs/cgroup/memory/a/b -> /a/b
+// (the hierarchy's root is the topmost directory on the same file system).
+Result<std::string> CgroupPathInHierarchy(const std::string& dir);
+
 // Limits of one run; nullopt = no limit.
 struct CgroupLimits {
   std::optional<uint64_t> memory_bytes;  // RAM (+swap: swap is disabled for the run when possible)
@@ -141,6 +146,12 @@ class RunCgroup {
   // memory.failcnt > 0 and the peak reached the limit. False without a
   // memory cgroup.
   bool OomKilled() const;
+  // v1: the run's peak memory use reached its limit (within 1 MiB). With a
+  // SIGKILL, the evidence of an OOM kill left for a run whose processes sat
+  // in a sub-cgroup that is gone when it is asked (a container's, removed by
+  // podman): v1 counts neither their kills nor, with swap limited too, a
+  // failed charge here. Always false on v2 (its oom_kill counts sub-cgroups).
+  bool MemoryLimitReached() const;
 
   // Highest memory use of the run. v1: memory.max_usage_in_bytes; v2:
   // memory.peak (kernel ≥ 5.19, NotFound before). FailedPrecondition without

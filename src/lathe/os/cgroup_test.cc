@@ -287,6 +287,14 @@ TEST(RunCgroupFake, V1LimitsInOneDirPerController) {
   t.File("/memory/lathe/r2/memory.max_usage_in_bytes", "999999488\n");
   EXPECT_TRUE((*cg)->OomKilled());
   EXPECT_EQ((*cg)->MemoryPeakBytes().value_or(0), 999999488u);
+  // A container's kill, in a sub-cgroup gone by now: no counter says it, the
+  // peak at the limit does.
+  t.File("/memory/lathe/r2/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+  t.File("/memory/lathe/r2/memory.failcnt", "0\n");
+  EXPECT_TRUE((*cg)->MemoryLimitReached());
+  EXPECT_FALSE((*cg)->OomKilled());  // the kernel counted no kill here
+  t.File("/memory/lathe/r2/memory.max_usage_in_bytes", "500000000\n");
+  EXPECT_FALSE((*cg)->MemoryLimitReached());  // far from the limit
 }
 
 TEST(RunCgroupFake, NoLimitsStillCreatesMemoryAndPidsButNotCpu) {

@@ -9,7 +9,7 @@
 
 namespace lathe::os {
 
-Result<Fd> OpenOwnedDirAs(const std::string& path, const FsIdentity& id) {
+Result<Fd> OpenDirAs(const std::string& path, const FsIdentity& id) {
   if (path.empty() || path[0] != '/') {
     return Status::InvalidArgument("not an absolute path: " + path);
   }
@@ -20,6 +20,11 @@ Result<Fd> OpenOwnedDirAs(const std::string& path, const FsIdentity& id) {
     fd = Fd(raw);
     return Status::OK();
   }));
+  return fd;
+}
+
+Result<Fd> OpenOwnedDirAs(const std::string& path, const FsIdentity& id) {
+  ASSIGN_OR_RETURN(Fd fd, OpenDirAs(path, id));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path, errno);
   if (st.st_uid != id.uid) {
@@ -41,6 +46,21 @@ Status BindReadOnlyOnItself(int dir_fd, const std::string& what) {
   if (::move_mount(tree.get(), "", dir_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) !=
       0) {
     return ErrnoStatus("move_mount " + what, errno);
+  }
+  return Status::OK();
+}
+
+Status BindDirOnto(int dir_fd, const std::string& target, bool readonly, const std::string& what) {
+  Fd tree(
+      ::open_tree(dir_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+  if (!tree.valid()) return ErrnoStatus("open_tree " + what, errno);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
+  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    return ErrnoStatus("mount_setattr " + what, errno);
+  }
+  if (::move_mount(tree.get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    return ErrnoStatus("move_mount " + what + " onto " + target, errno);
   }
   return Status::OK();
 }

@@ -29,6 +29,18 @@ namespace lathe::os {
 // the errno's Status when it cannot be opened.
 Result<Fd> OpenOwnedDirAs(const std::string& path, const FsIdentity& id);
 
+// OpenOwnedDirAs without the owner check: a directory the user may enter
+// but need not own (a group's project directory, a run's secrets).
+Result<Fd> OpenDirAs(const std::string& path, const FsIdentity& id);
+
+// Binds the directory open at `dir_fd` (with its submounts) onto the
+// directory `target`, without set-user-ID programs or device files, and
+// read-only when `readonly`. `target` is a path no user can change (a
+// directory of root's): only the source comes from a user, and it is the
+// descriptor, not a path. For a run in a container image, whose podman is
+// handed `target` (exec/monitor.cc).
+Status BindDirOnto(int dir_fd, const std::string& target, bool readonly, const std::string& what);
+
 // Binds the directory open at `dir_fd` onto itself, read-only, without
 // set-user-ID, recursively (open_tree, mount_setattr, move_mount on the
 // descriptor: no path is looked up). The mount lands in the calling

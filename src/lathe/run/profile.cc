@@ -15,6 +15,7 @@ std::string Allowed(std::string_view field) {
   if (field == "pool") return "a pool's name (config.yaml pools:) or local";
   if (field == "gpu_type") return "a GPU type such as A100: 1-64 of letters, digits, _ - .";
   if (field == "partition") return "a Slurm partition: 1-64 of letters, digits, _ - .";
+  if (field == "image") return "an image's name, such as pytorch:2.1";
   if (field == "nodes") return "a whole number of nodes from 1 to " + std::to_string(kMaxNodes);
   std::string all;
   for (std::string_view f : kProfileFields) all += (all.empty() ? "" : ", ") + std::string(f);
@@ -54,6 +55,7 @@ Result<Profile> ProfileFromJson(const std::string& name, const Json& j) {
     if (key == "gpu_type") p.gpu_type = s->gpu_type;
     if (key == "partition") p.partition = s->partition;
     if (key == "nodes") p.nodes = s->nodes;
+    if (key == "image") p.image = s->image;
   }
   return p;
 }
@@ -68,6 +70,7 @@ Json ProfileFieldsJson(const Profile& p) {
   if (!p.pool.empty()) j["pool"] = p.pool;
   if (!p.partition.empty()) j["partition"] = p.partition;
   if (p.nodes) j["nodes"] = *p.nodes;
+  if (!p.image.empty()) j["image"] = p.image;
   return j;
 }
 

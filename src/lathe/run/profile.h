@@ -7,10 +7,10 @@
 //     small: {gpus: 1, memory: 24GB}
 //     a100x2x4: {gpus: 2, gpu_type: A100, nodes: 4, pool: cluster}
 //
-// A profile may set gpus, gpu_type, cpus, memory, shm, pool, partition and
-// nodes, each checked as the spec's own field is (spec.h; nodes: a whole
-// number from 1 to kMaxNodes, gpus stays per node). What the spec sets itself
-// wins over the profile: the daemon fills only the fields the submitted spec
+// A profile may set gpus, gpu_type, cpus, memory, shm, pool, partition,
+// nodes and image (an image name, resolved among the submitting user's), each checked as the spec's
+// own field is (spec.h; nodes: a whole number from 1 to kMaxNodes, gpus stays per node). What the
+// spec sets itself wins over the profile: the daemon fills only the fields the submitted spec
 // leaves out, and stores the spec with the profile's name and the fields as
 // resolved.
 #pragma once
@@ -37,13 +37,14 @@ struct Profile {
   std::string pool;          // "" = not set ("local" as written)
   std::string partition;     // "" = not set
   std::optional<int> nodes;  // per attempt; gpus is per node
+  std::string image;         // "" = not set (spec.image: resolved per user)
 
   friend bool operator==(const Profile&, const Profile&) = default;
 };
 
 // The spec fields a profile may set, in the order errors name them.
-inline constexpr std::string_view kProfileFields[] = {"gpus", "gpu_type", "cpus",      "memory",
-                                                      "shm",  "pool",     "partition", "nodes"};
+inline constexpr std::string_view kProfileFields[] = {"gpus", "gpu_type",  "cpus",  "memory", "shm",
+                                                      "pool", "partition", "nodes", "image"};
 
 // Parses the fields of profile `name` (a JSON object, e.g. from YAML).
 // Errors: profile.bad_name (the name), profile.bad_field naming the field and

@@ -197,3 +197,22 @@ TEST(Profile, EveryMessageIsInTheCatalogInBothLanguages) {
 
 }  // namespace
 }  // namespace lathe::run
+
+namespace lathe::run {
+namespace {
+
+TEST(Profile, AnImageFillsASpecWithoutOne) {
+  auto p = ProfileFromJson("torch", {{"gpus", 1}, {"image", "pytorch:2.1"}});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->image, "pytorch:2.1");
+  Json spec = {{"command", {"python3"}}};
+  ApplyProfile(*p, spec);
+  EXPECT_EQ(spec["image"], "pytorch:2.1");
+  Json own = {{"command", {"python3"}}, {"image", "mine"}};
+  ApplyProfile(*p, own);
+  EXPECT_EQ(own["image"], "mine");
+  EXPECT_FALSE(ProfileFromJson("bad", {{"image", "-x"}}).ok());
+}
+
+}  // namespace
+}  // namespace lathe::run

@@ -399,6 +399,23 @@ Status ParseProfile(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+Status ParseImage(const Json& v, RunSpec& s) {
+  if (!v.is_string() || !ValidImageRef(v.get<std::string>())) {
+    return Status::Msg(Code::kInvalidArgument, "spec.bad_image", {{"value", Shown(v)}});
+  }
+  s.image = v.get<std::string>();
+  return Status::OK();
+}
+
+Status ParseImageId(const Json& v, RunSpec& s) {
+  if (!v.is_string() || !ValidImageId(v.get<std::string>())) {
+    return WrongType("image_id", "an image's id: 64 hex digits, optionally after sha256:");
+  }
+  std::string id = v.get<std::string>();
+  s.image_id = id.size() > 64 ? id.substr(id.size() - 64) : id;
+  return Status::OK();
+}
+
 // gpu_type and partition.
 // A YAML `gpu_type: 4090` is a number: taken as the name it spells.
 Status ParseSlurmName(const Json& v, const char* field, std::string& out) {
@@ -502,6 +519,8 @@ constexpr Field kFieldTable[] = {
      [](const Json& v, RunSpec& s) { return Assign(IntField(v, "nodes", 1, kMaxNodes), s.nodes); }},
     {"torchrun", [](const Json& v, RunSpec& s) { return ParseBool(v, "torchrun", s.torchrun); }},
     {"nccl", ParseNccl},
+    {"image", ParseImage},
+    {"image_id", ParseImageId},
 };
 
 std::string AllowedFields() {
@@ -520,6 +539,23 @@ Status ParseField(const std::string& key, const Json& v, RunSpec& s) {
 }
 
 }  // namespace
+
+bool ValidImageRef(std::string_view ref) {
+  if (ref.empty() || ref.size() > 255 || !std::isalnum(static_cast<unsigned char>(ref[0]))) {
+    return false;
+  }
+  return std::all_of(ref.begin(), ref.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '/' || c == ':' || c == '@';
+  });
+}
+
+bool ValidImageId(std::string_view id) {
+  if (id.starts_with("sha256:")) id.remove_prefix(7);
+  return id.size() == 64 && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
 
 bool ValidPoolName(std::string_view name) {
   if (name.empty() || name.size() > 32 || name[0] < 'a' || name[0] > 'z') return false;
@@ -633,6 +669,8 @@ Json SpecToJson(const RunSpec& s) {
   if (!s.partition.empty()) j["partition"] = s.partition;
   if (s.nodes != 1) j["nodes"] = s.nodes;
   if (s.torchrun) j["torchrun"] = true;
+  if (!s.image.empty()) j["image"] = s.image;
+  if (!s.image_id.empty()) j["image_id"] = s.image_id;
   if (s.nccl_ib.has_value() || !s.nccl_socket_ifname.empty()) {
     Json n = Json::object();
     if (s.nccl_ib.has_value()) n["ib"] = *s.nccl_ib;

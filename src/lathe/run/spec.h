@@ -158,6 +158,13 @@ struct RunSpec {
   std::string deployment;
   std::string deployment_version;
   std::string deployment_socket;
+  // The container image the command runs in ("" = the host): a name of the
+  // user's images (`lathe image ls`), or NAME@sha256:HEX. The daemon
+  // resolves it at submission and records the image's id (64 hex digits)
+  // in image_id, so every attempt, a resume and `lathe run --like` run the
+  // same bytes whatever the name points at later.
+  std::string image;
+  std::string image_id;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };
@@ -167,6 +174,11 @@ inline constexpr size_t kMaxSecretsPerRun = 64;
 inline constexpr std::string_view kLocalPool = "local";
 // A pool's name: 1-32 of [a-z0-9-], starting with a letter.
 bool ValidPoolName(std::string_view name);
+// An image reference (spec `image`): 1-255 of letters, digits and . _ - / : @,
+// starting with a letter or digit.
+bool ValidImageRef(std::string_view ref);
+// An image's id: 64 lowercase hex digits (a sha256), optionally after "sha256:".
+bool ValidImageId(std::string_view id);
 // A profile's name (spec `profile`, config.yaml `profiles:`): as a pool's.
 bool ValidProfileName(std::string_view name);
 // A GPU type or a Slurm partition: 1-64 of letters, digits, '_', '-', '.'

@@ -502,3 +502,35 @@ TEST(RunSpec, TheTypeIsAKindCheckedAtParseTime) {
 
 }  // namespace
 }  // namespace lathe::run
+
+namespace lathe::run {
+namespace {
+
+TEST(Spec, ImageAndItsIdParseAndRoundTrip) {
+  const std::string id(64, 'c');
+  auto s = SpecFromJson(Json{{"command", {"python3"}}, {"image", "team/pytorch:2.1"},
+                             {"image_id", "sha256:" + id}});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->image, "team/pytorch:2.1");
+  EXPECT_EQ(s->image_id, id);  // stored without its "sha256:"
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *s);
+}
+
+TEST(Spec, BadImagesNameTheField) {
+  for (const Json& bad : {Json("-rf"), Json(""), Json(7), Json("a b"), Json(std::string(300, 'a'))}) {
+    auto s = SpecFromJson(Json{{"command", {"true"}}, {"image", bad}});
+    ASSERT_FALSE(s.ok()) << bad.dump();
+    EXPECT_NE(s.status().ToString().find("image"), std::string::npos) << s.status().ToString();
+  }
+  auto s = SpecFromJson(Json{{"command", {"true"}}, {"image_id", "sha256:xyz"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().ToString().find("image_id"), std::string::npos);
+  EXPECT_TRUE(ValidImageId(std::string(64, 'f')));
+  EXPECT_FALSE(ValidImageId(std::string(64, 'F')));
+  EXPECT_FALSE(ValidImageId(std::string(63, 'f')));
+}
+
+}  // namespace
+}  // namespace lathe::run

@@ -271,6 +271,26 @@ DROP TABLE deploy_keys;
       R"sql(
 ALTER TABLE runs ADD COLUMN chain_started_at INTEGER NOT NULL DEFAULT 0;
 )sql",
+      // v14: container images (image_store.h): each user's names for images
+      // in the shared store, and the ids each user may run.
+      R"sql(
+CREATE TABLE images (
+  uid INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  id TEXT NOT NULL,
+  source TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (uid, name)
+);
+CREATE INDEX images_id ON images(id);
+CREATE TABLE image_grants (
+  uid INTEGER NOT NULL,
+  id TEXT NOT NULL,
+  granted_at INTEGER NOT NULL,
+  last_used_at INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (uid, id)
+);
+)sql",
   };
   return m;
 }

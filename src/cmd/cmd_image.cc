@@ -1,0 +1,159 @@
+// lathe image pull | import | ls | inspect | rm: container images for runs
+// (docs/environments.md). The daemon reads an imported file as the caller,
+// so a path is sent as an absolute path, never the file's bytes.
+#include <cstdio>
+#include <filesystem>
+
+#include "cmd/commands.h"
+#include "cmd/output.h"
+#include "lathe/api/client.h"
+#include "lathe/common/units.h"
+#include "lathe/net/http.h"
+
+namespace lathe::cmd {
+namespace {
+
+std::string ShortId(const std::string& id) { return id.substr(0, 12); }
+
+std::string Size(const Json& v) {
+  const uint64_t b = v.value("size_bytes", uint64_t{0});
+  return b == 0 ? "-" : FormatBytes(b);
+}
+
+Status RunImport(const std::string& name, const std::string& file, bool json, Lang lang) {
+  const std::string path = std::filesystem::absolute(file).lexically_normal().string();
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/images/import", Json{{"name", name}, {"path", path}}));
+  if (json) {
+    PrintJson(r);
+    return Status::OK();
+  }
+  std::printf(
+      "%s\n",
+      Tr("image.imported", lang,
+         {{"name", r.value("name", name)}, {"id", ShortId(r.value("id", ""))}, {"size", Size(r)}})
+          .c_str());
+  return Status::OK();
+}
+
+Status RunPull(const std::string& ref, const std::string& name, const std::string& secret,
+               bool insecure, bool json, Lang lang) {
+  Json body = {{"ref", ref}};
+  if (!name.empty()) body["name"] = name;
+  if (!secret.empty()) body["secret"] = secret;
+  if (insecure) body["insecure"] = true;
+  std::fprintf(stderr, "%s\n", Tr("image.pulling", lang, {{"ref", ref}}).c_str());
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/images/pull", body));
+  if (json) {
+    PrintJson(r);
+    return Status::OK();
+  }
+  std::printf(
+      "%s\n",
+      Tr("image.pulled", lang,
+         {{"name", r.value("name", ref)}, {"id", ShortId(r.value("id", ""))}, {"size", Size(r)}})
+          .c_str());
+  return Status::OK();
+}
+
+Status RunList(bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/images"));
+  if (json) {
+    PrintJson(r["images"]);
+    return Status::OK();
+  }
+  if (r["images"].empty()) {
+    std::printf("%s\n", Tr("image.none", lang).c_str());
+    if (!r.value("available", true)) {
+      std::printf("%s\n", Tr("image.unavailable", lang, {{"note", r.value("note", "")}}).c_str());
+    }
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("image.col_name", lang), Tr("image.col_id", lang), Tr("image.col_size", lang),
+       Tr("image.col_created", lang), Tr("image.col_used", lang)}};
+  for (const auto& v : r["images"]) {
+    const int64_t used = v.value("last_used_at_ms", int64_t{0});
+    rows.push_back({v.value("name", ""), ShortId(v.value("id", "")), Size(v),
+                    AgeAgo(v.value("created_at_ms", int64_t{0}), lang),
+                    used > 0 ? AgeAgo(used, lang) : "-"});
+  }
+  PrintTable(rows);
+  return Status::OK();
+}
+
+Status RunInspect(const std::string& name, bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/images/" + net::PercentEncode(name)));
+  if (json) {
+    PrintJson(r);
+    return Status::OK();
+  }
+  const int64_t used = r.value("last_used_at_ms", int64_t{0});
+  std::vector<std::vector<std::string>> rows = {
+      {Tr("image.col_name", lang), r.value("name", "")},
+      {Tr("image.col_id", lang), "sha256:" + r.value("id", "")},
+      {Tr("image.col_size", lang), Size(r)},
+      {Tr("image.col_source", lang), r.value("source", "")},
+      {Tr("image.col_created", lang), AgeAgo(r.value("created_at_ms", int64_t{0}), lang)},
+      {Tr("image.col_used", lang), used > 0 ? AgeAgo(used, lang) : "-"}};
+  PrintTable(rows);
+  return Status::OK();
+}
+
+Status RunRemove(const std::string& name, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Delete("/api/v1/images/" + net::PercentEncode(name)));
+  std::printf("%s\n", Tr("image.removed", lang, {{"name", r.value("name", name)}}).c_str());
+  return Status::OK();
+}
+
+}  // namespace
+
+void SetupImage(CLI::App& app, Globals& g, Status& status) {
+  auto* image = app.add_subcommand("image");
+  image->require_subcommand(1);
+
+  static std::string import_name, import_file;
+  static bool import_json = false;
+  auto* import = image->add_subcommand("import");
+  import->add_option("name", import_name)->required();
+  import->add_option("file", import_file)->required();
+  import->add_flag("--json", import_json);
+  import->callback([&status, &g] {
+    status = RunImport(import_name, import_file, import_json, g.Language());
+});
+
+static std::string pull_ref, pull_name, pull_secret;
+static bool pull_insecure = false, pull_json = false;
+auto* pull = image->add_subcommand("pull");
+pull->add_option("ref", pull_ref)->required();
+pull->add_option("--name", pull_name);
+pull->add_option("--secret", pull_secret);
+pull->add_flag("--insecure", pull_insecure);
+pull->add_flag("--json", pull_json);
+pull->callback([&status, &g] {
+  status = RunPull(pull_ref, pull_name, pull_secret, pull_insecure, pull_json, g.Language());
+});
+
+static bool ls_json = false;
+auto* ls = image->add_subcommand("ls");
+ls->add_flag("--json", ls_json);
+ls->callback([&status, &g] { status = RunList(ls_json, g.Language()); });
+
+static std::string inspect_name;
+static bool inspect_json = false;
+auto* inspect = image->add_subcommand("inspect");
+inspect->add_option("name", inspect_name)->required();
+inspect->add_flag("--json", inspect_json);
+inspect->callback([&status, &g] { status = RunInspect(inspect_name, inspect_json, g.Language()); });
+
+static std::string rm_name;
+auto* rm = image->add_subcommand("rm");
+rm->add_option("name", rm_name)->required();
+rm->callback([&status, &g] { status = RunRemove(rm_name, g.Language()); });
+}  // namespace lathe::cmd
+
+}  // namespace lathe::cmd

@@ -1,0 +1,102 @@
+// Container images: GET /images, POST /images/import {name, path},
+// GET /images/{name}, DELETE /images/{name} (docs/api.md, "Images"; the
+// name percent-encoded: it may hold '/' and ':').
+//
+// Every caller, root included, sees and removes only their own names
+// (daemon/images.h); an import reads its file as the caller.
+#include <algorithm>
+#include <array>
+
+#include "lathe/api/routes.h"
+#include "lathe/api/server.h"
+#include "lathe/os/users.h"
+
+namespace lathe::api {
+namespace {
+
+Json ImageToJson(const daemon::ImageView& v) {
+  return Json{{"name", v.name},
+              {"id", v.id},
+              {"source", v.source},
+              {"created_at_ms", v.created_at_ms},
+              {"last_used_at_ms", v.last_used_at_ms},
+              {"size_bytes", v.size_bytes}};
+}
+
+std::string NameParam(const ApiCall& call) {
+  return net::PercentDecode(call.Param("name"), /*plus_is_space=*/false);
+}
+
+}  // namespace
+
+void ApiServer::PostImageImport(ApiCall& call) {
+  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  if (!body.ok()) return call.Reply(body.status());
+  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
+  for (const auto& [key, value] : body->items()) {
+    if (key != "name" && key != "path") {
+      return call.Reply(Status::Msg(Code::kInvalidArgument, "image.unknown_field",
+                                    {{"field", key}, {"allowed", "name, path"}}));
+    }
+  }
+  auto name = GetString(*body, "name");
+  if (!name.ok()) return call.Reply(name.status());
+  auto path = GetString(*body, "path");
+  if (!path.ok()) return call.Reply(path.status());
+  const os::FsIdentity who = os::IdentityOf(call.caller.uid, call.caller.uid);
+  auto v = daemon_.images().Import(who, *name, *path);
+  if (!v.ok()) return call.Reply(v.status());
+  call.Reply(ImageToJson(*v), 201);
+}
+
+void ApiServer::PostImagePull(ApiCall& call) {
+  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  if (!body.ok()) return call.Reply(body.status());
+  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
+  for (const auto& [key, value] : body->items()) {
+    if (key != "ref" && key != "name" && key != "secret" && key != "insecure") {
+      return call.Reply(Status::Msg(Code::kInvalidArgument, "image.unknown_field",
+                                    {{"field", key}, {"allowed", "ref, name, secret, insecure"}}));
+    }
+  }
+  auto ref = GetString(*body, "ref");
+  if (!ref.ok()) return call.Reply(ref.status());
+  const std::string name = body->value("name", "");
+  const std::string secret = body->value("secret", "");
+  std::optional<std::string> credentials;
+  if (!secret.empty()) {
+    // The user's own secret, "user:password"; never echoed.
+    auto values = daemon_.secrets().SecretEnv(call.caller.uid, call.caller.user, {secret});
+    if (!values.ok()) return call.Reply(values.status());
+    credentials = values->at(secret);
+  }
+  auto v = daemon_.images().Pull(call.caller.uid, *ref, name, credentials,
+                                 body->value("insecure", false));
+  if (!v.ok()) return call.Reply(v.status());
+  call.Reply(ImageToJson(*v), 201);
+}
+
+void ApiServer::ListImages(ApiCall& call) {
+  auto images = daemon_.images().List(call.caller.uid);
+  if (!images.ok()) return call.Reply(images.status());
+  Json arr = Json::array();
+  for (const auto& v : *images) arr.push_back(ImageToJson(v));
+  call.Reply(Json{{"images", arr},
+                  {"available", daemon_.images().available()},
+                  {"note", daemon_.images().note()}});
+}
+
+void ApiServer::GetImage(ApiCall& call) {
+  auto v = daemon_.images().Inspect(call.caller.uid, NameParam(call));
+  if (!v.ok()) return call.Reply(v.status());
+  call.Reply(ImageToJson(*v));
+}
+
+void ApiServer::DeleteImage(ApiCall& call) {
+  const std::string name = NameParam(call);
+  Status s = daemon_.images().Remove(call.caller.uid, name);
+  if (!s.ok()) return call.Reply(s);
+  call.Reply(Json{{"name", name}, {"removed", true}});
+}
+
+}  // namespace lathe::api

@@ -1,0 +1,345 @@
+#include "lathe/daemon/images.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "lathe/common/json.h"
+#include "lathe/os/command.h"
+#include "lathe/os/fd.h"
+#include "lathe/os/files.h"
+#include "lathe/os/identity.h"
+#include "lathe/os/process.h"
+#include "lathe/os/users.h"
+#include "lathe/run/spec.h"
+
+namespace lathe::daemon {
+namespace {
+
+constexpr int64_t kPodmanTimeoutMs = 10 * 60 * 1000;  // an import of a big tar
+
+Status NotFound(const std::string& name) {
+  return Status::Msg(Code::kNotFound, "image.not_found", {{"name", name}});
+}
+
+// The last "sha256:HEX" or bare 64-hex word of podman's output.
+std::optional<std::string> IdIn(const std::string& out) {
+  std::optional<std::string> id;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t end = out.find_first_of(" \n\t", pos);
+    std::string word = out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (run::ValidImageId(word)) id = word.substr(word.size() - 64);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return id;
+}
+
+// A name as `lathe image` takes it: a reference without '@' (a digest is
+// what an image is, not a name for it).
+Status CheckName(const std::string& name) {
+  if (!run::ValidImageRef(name) || name.find('@') != std::string::npos) {
+    return Status::Msg(Code::kInvalidArgument, "image.bad_name", {{"name", name}});
+  }
+  return Status::OK();
+}
+
+// podman's last line on stderr: its reason.
+std::string PodmanReason(const os::CommandOutput& out) {
+  std::string err = out.err;
+  while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+  size_t nl = err.rfind('\n');
+  std::string last = nl == std::string::npos ? err : err.substr(nl + 1);
+  if (last.starts_with("Error: ")) last = last.substr(7);
+  return last.empty() ? fmt::format("podman exited with status {}", out.exit_code) : last;
+}
+
+// The registry a reference names: its first component when that is a host
+// ("127.0.0.1:5000/bb:1", "registry.example.com/x"); docker.io otherwise.
+std::string RegistryOf(const std::string& ref) {
+  size_t slash = ref.find('/');
+  if (slash == std::string::npos) return "docker.io";
+  std::string first = ref.substr(0, slash);
+  if (first.find_first_of(".:") != std::string::npos || first == "localhost") return first;
+  return "docker.io";
+}
+
+// podman's auth file for one registry: {"auths": {HOST: {"auth": base64(user:password)}}}.
+std::string AuthFile(const std::string& registry, const std::string& credentials) {
+  std::string b64(4 * ((credentials.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
+                          reinterpret_cast<const unsigned char*>(credentials.data()),
+                          static_cast<int>(credentials.size()));
+  b64.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return Json{{"auths", {{registry, {{"auth", b64}}}}}}.dump();
+}
+
+}  // namespace
+
+std::string NormalizeImageName(const std::string& name) {
+  if (name.find('@') != std::string::npos) return name;
+  size_t slash = name.rfind('/');
+  size_t colon = name.rfind(':');
+  if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) {
+    return name + ":latest";
+  }
+  return name;
+}
+
+Images::Images(HomePaths paths, os::Clock& clock) : paths_(std::move(paths)), clock_(clock) {}
+
+std::optional<exec::PodmanSetup> Images::Detect(const HomePaths& paths, std::string& note) {
+  if (!os::IsRoot()) {
+    note = "runs in images need a daemon running as root (podman sets the run's cgroups)";
+    return std::nullopt;
+  }
+  exec::PodmanSetup s;
+  s.dir = paths.home + "/images";
+  for (const char* bin : {"/usr/bin/podman", "/usr/sbin/runc"}) {
+    if (!os::Exists(bin)) {
+      note = fmt::format("{} is missing (scripts/deps.sh installs podman and runc)", bin);
+      return std::nullopt;
+    }
+  }
+  if (Status st = exec::PreparePodmanSetup(s); !st.ok()) {
+    note = "cannot prepare the image store: " + st.ToString();
+    return std::nullopt;
+  }
+  return s;
+}
+
+void Images::SetPodman(std::optional<exec::PodmanSetup> podman, std::string note) {
+  podman_ = std::move(podman);
+  note_ = std::move(note);
+}
+
+Status Images::OpenStore() {
+  if (store_) return Status::OK();
+  ASSIGN_OR_RETURN(store_, state::ImageStore::Open(paths_.db));
+  return Status::OK();
+}
+
+std::vector<std::string> Images::Podman(std::initializer_list<std::string> args) const {
+  std::vector<std::string> argv = exec::PodmanBase(*podman_);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+uint64_t Images::SizeOf(const std::string& id) const {
+  auto out = os::RunCommandWithEnv(Podman({"image", "inspect", "--format", "{{.Size}}", id}),
+                                   exec::PodmanEnvironment(*podman_), 30000);
+  if (!out.ok() || out->exit_code != 0) return 0;
+  return std::strtoull(out->out.c_str(), nullptr, 10);
+}
+
+Result<ImageView> Images::Import(const os::FsIdentity& user, const std::string& name_in,
+                                 const std::string& path) {
+  RETURN_IF_ERROR(CheckName(name_in));
+  if (!podman_)
+    return Status::Msg(Code::kFailedPrecondition, "image.unavailable", {{"note", note_}});
+  const std::string name = NormalizeImageName(name_in);
+  if (path.empty() || path[0] != '/') {
+    return Status::Msg(Code::kInvalidArgument, "image.bad_path", {{"path", path}});
+  }
+  // Opened as the user; podman (root) reads the open file, never the path.
+  os::Fd file;
+  RETURN_IF_ERROR(os::AsUser(user, [&]() -> Status {
+    ASSIGN_OR_RETURN(file, os::Fd::Open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    return Status::OK();
+  }));
+  const std::string via = fmt::format("/proc/{}/fd/{}", os::SelfPid(), file.get());
+  auto out = os::RunCommandWithEnv(Podman({"import", "--quiet", via}),
+                                   exec::PodmanEnvironment(*podman_), kPodmanTimeoutMs);
+  if (!out.ok()) return out.status();
+  std::optional<std::string> id = out->exit_code == 0 ? IdIn(out->out) : std::nullopt;
+  if (!id) {
+    return Status::Msg(Code::kInvalidArgument, "image.import_failed",
+                       {{"path", path}, {"why", PodmanReason(*out)}});
+  }
+  state::ImageName n{user.uid, name, *id, "import " + path, clock_.NowMs()};
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
+  }
+  return ImageView{n.name, n.id, n.source, n.created_at_ms, 0, SizeOf(n.id)};
+}
+
+Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::string& name_in,
+                               const std::optional<std::string>& credentials, bool insecure) {
+  RETURN_IF_ERROR(CheckName(name_in.empty() ? ref.substr(0, ref.find('@')) : name_in));
+  if (!run::ValidImageRef(ref)) {
+    return Status::Msg(Code::kInvalidArgument, "image.bad_name", {{"name", ref}});
+  }
+  if (!podman_)
+    return Status::Msg(Code::kFailedPrecondition, "image.unavailable", {{"note", note_}});
+  const std::string name =
+      NormalizeImageName(name_in.empty() ? ref.substr(0, ref.find('@')) : name_in);
+  std::vector<std::string> argv = Podman({"pull", "--quiet"});
+  if (insecure) argv.push_back("--tls-verify=false");
+  std::string auth;
+  if (credentials) {
+    auth = fmt::format("{}/auth-{}-{}.json", podman_->TmpDir(), uid, clock_.NowMs());
+    RETURN_IF_ERROR(os::WriteFileAtomic(auth, AuthFile(RegistryOf(ref), *credentials), 0600,
+                                        os::Durability::kNoSync));
+    argv.insert(argv.end(), {"--authfile", auth});
+  }
+  argv.push_back(ref);
+  auto out = os::RunCommandWithEnv(argv, exec::PodmanEnvironment(*podman_), kPodmanTimeoutMs);
+  if (!auth.empty()) (void)os::RemoveFile(auth);  // best effort: the store's tmp is root's
+  if (!out.ok()) return out.status();
+  std::optional<std::string> id = out->exit_code == 0 ? IdIn(out->out) : std::nullopt;
+  if (!id) {
+    return Status::Msg(Code::kInvalidArgument, "image.pull_failed",
+                       {{"ref", ref}, {"why", PodmanReason(*out)}});
+  }
+  state::ImageName n{uid, name, *id, "pull " + ref, clock_.NowMs()};
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
+  }
+  return ImageView{n.name, n.id, n.source, n.created_at_ms, 0, SizeOf(n.id)};
+}
+
+Result<std::vector<ImageView>> Images::List(uid_t uid) {
+  std::vector<state::ImageName> names;
+  std::vector<state::ImageGrant> grants;
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    ASSIGN_OR_RETURN(names, store_->List(uid));
+    ASSIGN_OR_RETURN(grants, store_->Grants(uid));
+  }
+  std::vector<ImageView> out;
+  for (const auto& n : names) {
+    ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
+    for (const auto& g : grants) {
+      if (g.id == n.id) v.last_used_at_ms = g.last_used_at_ms;
+    }
+    if (podman_) v.size_bytes = SizeOf(n.id);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Result<ImageView> Images::Inspect(uid_t uid, const std::string& name_in) {
+  const std::string name = NormalizeImageName(name_in);
+  std::optional<state::ImageName> n;
+  std::vector<state::ImageGrant> grants;
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    ASSIGN_OR_RETURN(n, store_->Find(uid, name));
+    ASSIGN_OR_RETURN(grants, store_->Grants(uid));
+  }
+  if (!n) return NotFound(name_in);
+  ImageView v{n->name, n->id, n->source, n->created_at_ms, 0, 0};
+  for (const auto& g : grants) {
+    if (g.id == n->id) v.last_used_at_ms = g.last_used_at_ms;
+  }
+  if (podman_) v.size_bytes = SizeOf(n->id);
+  return v;
+}
+
+Status Images::Remove(uid_t uid, const std::string& name_in) {
+  const std::string name = NormalizeImageName(name_in);
+  std::string id;
+  bool unused = false;
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    ASSIGN_OR_RETURN(std::optional<state::ImageName> n, store_->Find(uid, name));
+    if (!n) return NotFound(name_in);
+    id = n->id;
+    RETURN_IF_ERROR(store_->RemoveName(uid, name).status());
+    ASSIGN_OR_RETURN(std::vector<std::string> others, store_->NamesOf(uid, id));
+    if (others.empty()) RETURN_IF_ERROR(store_->RevokeGrant(uid, id));
+    ASSIGN_OR_RETURN(std::vector<state::ImageGrant> all, store_->AllIds());
+    unused = std::none_of(all.begin(), all.end(), [&](const auto& g) { return g.id == id; });
+  }
+  if (unused && podman_) {
+    // Best effort: a container still using it keeps it (podman refuses);
+    // `lathe image prune` takes it later.
+    auto out = os::RunCommandWithEnv(Podman({"rmi", id}), exec::PodmanEnvironment(*podman_), 60000);
+    if (!out.ok() || out->exit_code != 0) {
+      spdlog::info("image {}: kept in the store for now: {}", id.substr(0, 12),
+                   out.ok() ? PodmanReason(*out) : out.status().ToString());
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::string> Images::Resolve(uid_t uid, const std::string& image,
+                                    const std::string& image_id) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(OpenStore());
+  std::string id = image_id;
+  if (size_t at = image.find('@'); id.empty() && at != std::string::npos) {
+    std::string digest = image.substr(at + 1);
+    if (!run::ValidImageId(digest)) {
+      return Status::Msg(Code::kInvalidArgument, "spec.bad_image", {{"value", image}});
+    }
+    id = digest.substr(digest.size() - 64);
+  }
+  if (id.empty()) {
+    ASSIGN_OR_RETURN(std::optional<state::ImageName> n,
+                     store_->Find(uid, NormalizeImageName(image)));
+    if (!n) return NotFound(image);
+    return n->id;
+  }
+  ASSIGN_OR_RETURN(bool granted, store_->HasGrant(uid, id));
+  if (!granted) {
+    return Status::Msg(Code::kPermissionDenied, "image.not_granted",
+                       {{"image", image.empty() ? id.substr(0, 12) : image}});
+  }
+  return id;
+}
+
+void Images::NoteUse(uid_t uid, const std::string& id) {
+  std::lock_guard lock(mu_);
+  Status st = OpenStore();
+  if (st.ok()) st = store_->TouchGrant(uid, id, clock_.NowMs());
+  if (!st.ok())
+    spdlog::warn("image {}: last use not recorded: {}", id.substr(0, 12), st.ToString());
+}
+
+std::vector<std::string> Images::ContainerNames() const {
+  if (!podman_) return {};
+  // containers.json lists every container podman's storage holds; "[]" or
+  // no file: nothing to ask podman about.
+  auto listed = os::ReadFile(podman_->GraphRoot() + "/overlay-containers/containers.json");
+  if (!listed.ok() || listed->find("lathe-") == std::string::npos) return {};
+  auto out = os::RunCommandWithEnv(
+      Podman({"ps", "--all", "--filter", "label=lathe.run", "--format", "{{.Names}}"}),
+      exec::PodmanEnvironment(*podman_), 60000);
+  if (!out.ok() || out->exit_code != 0) {
+    spdlog::warn("images: cannot list the runs' containers: {}",
+                 out.ok() ? PodmanReason(*out) : out.status().ToString());
+    return {};
+  }
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos < out->out.size()) {
+    size_t nl = out->out.find('\n', pos);
+    std::string name = out->out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    if (name.starts_with("lathe-")) names.push_back(name);
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return names;
+}
+
+Status Images::RemoveContainer(const std::string& name) const {
+  if (!podman_) return Status::OK();
+  auto out = os::RunCommandWithEnv(Podman({"rm", "--force", "--ignore", "--time", "0", name}),
+                                   exec::PodmanEnvironment(*podman_), 60000);
+  if (!out.ok()) return out.status();
+  if (out->exit_code != 0) return Status::Internal(PodmanReason(*out));
+  return Status::OK();
+}
+
+}  // namespace lathe::daemon

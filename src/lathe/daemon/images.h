@@ -1,0 +1,115 @@
+// Container images for runs (docs/environments.md): `lathe image
+// import|ls|inspect|rm`, and what a spec's `image:` resolves to.
+//
+// The images are podman's, in one store under the daemon's home
+// (<home>/images: exec/container/podman.h), shared by every user, so that an
+// image two users hold is stored once. Names and the right to run an image
+// are per user (state/image_store.h): a user's `pytorch` never shadows
+// another's, and a user runs only ids they imported, pulled or built.
+//
+// A spec's image is resolved at submission to the image's id, recorded on
+// the run (RunSpec::image_id): every attempt, a resume and `lathe run --like`
+// run those bytes, wherever the name points later.
+//
+// What a user names on the machine (the file of `import`) is read with that
+// user's identity: `import x /root/secret.tar` by a user is EACCES.
+//
+// Thread-safe: one mutex around the store; podman's commands run outside it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lathe/common/status.h"
+#include "lathe/daemon/home.h"
+#include "lathe/exec/container/podman.h"
+#include "lathe/os/clock.h"
+#include "lathe/os/users.h"
+#include "lathe/state/image_store.h"
+
+namespace lathe::daemon {
+
+// One image as its user sees it.
+struct ImageView {
+  std::string name;  // the user's name, with its tag ("" for an id without a name)
+  std::string id;    // 64 hex digits
+  std::string source;
+  int64_t created_at_ms = 0;
+  int64_t last_used_at_ms = 0;  // the user's last run in it; 0 = never
+  uint64_t size_bytes = 0;      // 0 when podman could not say
+};
+
+// "pytorch" -> "pytorch:latest"; a name with a tag or a digest stays.
+std::string NormalizeImageName(const std::string& name);
+
+class Images {
+ public:
+  Images(HomePaths paths, os::Clock& clock);
+
+  // Where podman can run images: a root daemon, podman and runc installed.
+  // Makes <home>/images and its containers.conf. Nullopt with `note` saying
+  // why not.
+  static std::optional<exec::PodmanSetup> Detect(const HomePaths& paths, std::string& note);
+  // Set once at daemon start (Detect's answer).
+  void SetPodman(std::optional<exec::PodmanSetup> podman, std::string note);
+  bool available() const { return podman_.has_value(); }
+  const std::string& note() const { return note_; }
+
+  // Imports a root file system's tar (podman import) as `uid`'s `name`,
+  // reading `path` as the user. InvalidArgument image.bad_name; the
+  // errno's status naming the path (EACCES) when the user cannot read it;
+  // FailedPrecondition image.unavailable without podman.
+  Result<ImageView> Import(const os::FsIdentity& user, const std::string& name,
+                           const std::string& path);
+  // Pulls `ref` (HOST[:PORT]/PATH[:TAG] or @sha256:…) from its registry as
+  // `uid`'s `name` ("" = the reference itself). `credentials` ("user:password",
+  // from the user's secret) go to podman in a root-only auth file for this
+  // pull alone, never on a command line. `insecure`: the registry is plain
+  // HTTP or has a certificate this machine does not trust. Layers the store
+  // has already (another user's pull, another image) are not fetched again.
+  // InvalidArgument image.pull_failed with podman's reason (an unknown
+  // repository or tag, an unreachable registry, bad credentials).
+  Result<ImageView> Pull(uid_t uid, const std::string& ref, const std::string& name,
+                         const std::optional<std::string>& credentials, bool insecure);
+  Result<std::vector<ImageView>> List(uid_t uid);
+  // NotFound image.not_found.
+  Result<ImageView> Inspect(uid_t uid, const std::string& name);
+  // Removes the user's name; the image itself goes when no name and no
+  // grant of anyone's holds it any more.
+  Status Remove(uid_t uid, const std::string& name);
+
+  // A spec's image for `uid`: its name (or NAME@sha256:HEX), and the
+  // image_id the spec brings (a resubmission: --like, a retry). Returns
+  // the id to run. NotFound image.not_found for a name the user does not
+  // have; PermissionDenied image.not_granted for an id they may not run.
+  Result<std::string> Resolve(uid_t uid, const std::string& image, const std::string& image_id);
+  // A run of `uid`'s started in `id` (last use, for `image ls` and prune).
+  void NoteUse(uid_t uid, const std::string& id);
+
+  // The names of the runs' containers podman holds (lathe-<run>-<attempt>),
+  // for the daemon to remove those of attempts no longer active (a kill -9
+  // of a monitor and the daemon). Empty without podman, or when the store
+  // has no container at all (read from its file: no podman is started).
+  std::vector<std::string> ContainerNames() const;
+  Status RemoveContainer(const std::string& name) const;
+
+ private:
+  Status OpenStore();  // with mu_ held
+  std::vector<std::string> Podman(std::initializer_list<std::string> args) const;
+  uint64_t SizeOf(const std::string& id) const;
+
+  const HomePaths paths_;
+  os::Clock& clock_;
+  std::optional<exec::PodmanSetup> podman_;  // set before any call
+  std::string note_;
+  std::mutex mu_;
+  std::unique_ptr<state::ImageStore> store_;  // guarded by mu_; opened at first use
+};
+
+}  // namespace lathe::daemon
