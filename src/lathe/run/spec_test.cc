@@ -508,8 +508,8 @@ namespace {
 
 TEST(Spec, ImageAndItsIdParseAndRoundTrip) {
   const std::string id(64, 'c');
-  auto s = SpecFromJson(Json{{"command", {"python3"}}, {"image", "team/pytorch:2.1"},
-                             {"image_id", "sha256:" + id}});
+  auto s = SpecFromJson(
+      Json{{"command", {"python3"}}, {"image", "team/pytorch:2.1"}, {"image_id", "sha256:" + id}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->image, "team/pytorch:2.1");
   EXPECT_EQ(s->image_id, id);  // stored without its "sha256:"
@@ -519,7 +519,8 @@ TEST(Spec, ImageAndItsIdParseAndRoundTrip) {
 }
 
 TEST(Spec, BadImagesNameTheField) {
-  for (const Json& bad : {Json("-rf"), Json(""), Json(7), Json("a b"), Json(std::string(300, 'a'))}) {
+  for (const Json& bad :
+       {Json("-rf"), Json(""), Json(7), Json("a b"), Json(std::string(300, 'a'))}) {
     auto s = SpecFromJson(Json{{"command", {"true"}}, {"image", bad}});
     ASSERT_FALSE(s.ok()) << bad.dump();
     EXPECT_NE(s.status().ToString().find("image"), std::string::npos) << s.status().ToString();
