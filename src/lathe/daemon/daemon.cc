@@ -222,6 +222,10 @@ Status Daemon::Init() {
     lo.env = env_;
     lo.clock = &clock_;
     lo.podman = Images::Detect(paths_, lo.images_note);
+    lo.container_devices = [simulated =
+                                inventory_.source == "simulated"](const std::vector<int>& gpus) {
+      return ContainerGpuDevices(gpu::ReadCdiState(), gpus, simulated);
+    };
     images_->SetPodman(lo.podman, lo.images_note);
     own_backend_ = std::make_unique<exec::LocalBackend>(std::move(lo));
     backend_ = own_backend_.get();

@@ -79,6 +79,30 @@ std::string AuthFile(const std::string& registry, const std::string& credentials
 
 }  // namespace
 
+Result<std::vector<std::string>> ContainerGpuDevices(const gpu::CdiState& cdi,
+                                                     const std::vector<int>& gpus, bool simulated) {
+  std::vector<std::string> out;
+  if (gpus.empty()) return out;
+  if (!cdi.specs.empty()) {
+    RETURN_IF_ERROR(gpu::CheckCdiCurrent(cdi));
+    for (int g : gpus) out.push_back(fmt::format("nvidia.com/gpu={}", g));
+    return out;
+  }
+  for (int g : gpus) {
+    const std::string node = fmt::format("/dev/nvidia{}", g);
+    if (os::Exists(node)) out.push_back(node);
+  }
+  if (out.size() == gpus.size()) {
+    for (const char* n : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}) {
+      if (os::Exists(n)) out.emplace_back(n);
+    }
+    return out;
+  }
+  if (simulated) return std::vector<std::string>{};  // CUDA_VISIBLE_DEVICES alone
+  return Status::Msg(Code::kFailedPrecondition, "image.no_gpu_devices",
+                     {{"gpus", std::to_string(gpus.size())}});
+}
+
 std::string NormalizeImageName(const std::string& name) {
   if (name.find('@') != std::string::npos) return name;
   size_t slash = name.rfind('/');

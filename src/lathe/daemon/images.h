@@ -29,6 +29,7 @@
 #include "lathe/common/status.h"
 #include "lathe/daemon/home.h"
 #include "lathe/exec/container/podman.h"
+#include "lathe/gpu/cdi.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/users.h"
 #include "lathe/state/image_store.h"
@@ -47,6 +48,16 @@ struct ImageView {
 
 // "pytorch" -> "pytorch:latest"; a name with a tag or a digest stays.
 std::string NormalizeImageName(const std::string& name);
+
+// The podman --device values for a run in an image placed on `gpus`: CDI
+// names (nvidia.com/gpu=N) where a CDI spec for NVIDIA GPUs exists and is
+// current; else the GPUs' device nodes (/dev/nvidiaN, with nvidiactl and the
+// UVM nodes) where the machine has them; else nothing for simulated GPUs.
+// FailedPrecondition gpu.cdi_stale for a spec made for another driver, and
+// image.no_gpu_devices where neither CDI nor device nodes give real GPUs: a
+// run that would silently see no GPU does not start.
+Result<std::vector<std::string>> ContainerGpuDevices(const gpu::CdiState& cdi,
+                                                     const std::vector<int>& gpus, bool simulated);
 
 class Images {
  public:

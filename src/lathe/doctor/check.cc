@@ -2,6 +2,7 @@
 
 #include "lathe/doctor/checks_cluster.h"
 #include "lathe/doctor/checks_gpu.h"
+#include "lathe/doctor/checks_images.h"
 #include "lathe/doctor/checks_lathe.h"
 #include "lathe/doctor/checks_network.h"
 #include "lathe/doctor/checks_system.h"
@@ -47,6 +48,7 @@ const std::vector<CheckDef>& AllChecks() {
       {"gpu.memory", "gpu", CheckGpuMemory},
       {"gpu.persistence", "gpu", CheckGpuPersistence},
       {"gpu.mig", "gpu", CheckGpuMig},
+      {"gpu.cdi", "gpu", CheckCdi},
       {"sys.shm", "system", CheckShm},
       {"sys.nofile", "system", CheckNoFile},
       {"sys.nproc", "system", CheckNproc},
@@ -68,6 +70,7 @@ const std::vector<CheckDef>& AllChecks() {
       {"lathe.home", "lathe", CheckHome},
       {"lathe.store", "lathe", CheckStore},
       {"lathe.capture", "lathe", CheckCapture},
+      {"lathe.images", "lathe", CheckImages},
       {"cluster.pools", "cluster", CheckClusterPools},
       {"cluster.ping", "cluster", nullptr, CheckClusterPing},
       {"cluster.munge", "cluster", nullptr, CheckClusterMunge},

@@ -737,3 +737,42 @@ TEST(RealMachine, ReportIsSane) {
 
 }  // namespace
 }  // namespace lathe::doctor
+
+namespace lathe::doctor {
+namespace {
+
+using testing::HealthyMachine;
+
+TEST(ImageChecks, PodmanAndTheStoresSpace) {
+  testing::FakeSystemView m = HealthyMachine();
+  Report r = RunOn(m);
+  EXPECT_EQ(Get(r, "lathe.images").finding.outcome, "lathe.images.ok");
+  m.executables.erase("/usr/sbin/runc");
+  EXPECT_EQ(Outcome(m, "lathe.images"), "lathe.images.missing");
+  m = HealthyMachine();
+  m.statfs[m.home] = {500ULL << 30, 10ULL << 30, 30'000'000, 29'000'000};
+  EXPECT_EQ(Outcome(m, "lathe.images"), "lathe.images.tight");
+}
+
+// A fabricated CDI spec made for one driver and a module of another loaded.
+TEST(ImageChecks, AStaleCdiSpecFailsWithTheFix) {
+  testing::FakeSystemView m = HealthyMachine();
+  EXPECT_EQ(Outcome(m, "gpu.cdi"), "gpu.cdi.none");
+  m.dirs["/etc/cdi"] = {"nvidia.yaml"};
+  m.files["/etc/cdi/nvidia.yaml"] =
+      "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ncontainerEdits:\n  mounts:\n"
+      "  - hostPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05\n";
+  EXPECT_EQ(Outcome(m, "gpu.cdi"), "gpu.cdi.no_driver");
+  m.files["/sys/module/nvidia/version"] = "550.54.14\n";
+  Report r = RunOn(m);
+  const auto& c = Get(r, "gpu.cdi");
+  EXPECT_EQ(c.finding.outcome, "gpu.cdi.stale");
+  EXPECT_EQ(c.severity, Severity::kFail);
+  EXPECT_EQ(Value(c, "spec"), "535.104.05");
+  EXPECT_EQ(Value(c, "loaded"), "550.54.14");
+  m.files["/sys/module/nvidia/version"] = "535.104.05\n";
+  EXPECT_EQ(Outcome(m, "gpu.cdi"), "gpu.cdi.ok");
+}
+
+}  // namespace
+}  // namespace lathe::doctor

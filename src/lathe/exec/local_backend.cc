@@ -299,16 +299,8 @@ Status LocalBackend::MakeContainerLaunch(const LaunchRequest& req, const LocalHa
   r.mounts = ContainerMounts(req, c);
   r.shm_bytes = req.shm_bytes;
   r.argv = c.argv;
-  for (int g : req.gpus) {
-    // The run's GPUs' device nodes where this machine has them (a simulated
-    // GPU has none: the program sees CUDA_VISIBLE_DEVICES alone).
-    const std::string node = fmt::format("/dev/nvidia{}", g);
-    if (os::Exists(node)) r.devices.push_back(node);
-  }
-  if (!r.devices.empty()) {
-    for (const char* n : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}) {
-      if (os::Exists(n)) r.devices.emplace_back(n);
-    }
+  if (!req.gpus.empty() && opts_.container_devices) {
+    ASSIGN_OR_RETURN(r.devices, opts_.container_devices(req.gpus));
   }
   const std::string* memory_dir = nullptr;
   for (const auto& d : h.cgroup_dirs) {

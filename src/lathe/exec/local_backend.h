@@ -21,6 +21,7 @@
 // Thread-safe as backend.h asks: it keeps no state besides its options.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -47,6 +48,11 @@ struct LocalBackendOptions {
   // (Capabilities::images). Null: none, and `images_note` says why.
   std::optional<PodmanSetup> podman;
   std::string images_note;
+  // The podman --device values that give a run in an image exactly the GPUs
+  // it was placed on (CDI names or device nodes), or why it cannot have them
+  // (a stale CDI spec): the daemon's, which knows the machine's GPUs. Null:
+  // none are given.
+  std::function<Result<std::vector<std::string>>(const std::vector<int>& gpus)> container_devices;
 };
 
 // The PATH a run's program gets unless its spec sets one.

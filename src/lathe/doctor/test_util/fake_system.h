@@ -30,7 +30,8 @@ class FakeSystemView : public SystemView {
   std::set<std::string> writable = {"/tmp", "/home/ann/.local/state/lathe", "/home/ann"};
   Status daemon = Status::Unavailable("no socket at /home/ann/.local/state/lathe/lathe.sock");
   std::string daemon_where = "/home/ann/.local/state/lathe/lathe.sock";
-  std::set<std::string> executables = {"/usr/bin/python3", "/usr/bin/getent"};
+  std::set<std::string> executables = {"/usr/bin/python3", "/usr/bin/getent", "/usr/bin/podman",
+                                       "/usr/sbin/runc", "/usr/bin/catatonit"};
   // Command answers keyed by "argv[0] argv[1]" (or the longest key with a
   // space that is a prefix of it); a missing key is NotFound.
   std::map<std::string, Result<CommandOutput>> commands;
