@@ -33,7 +33,6 @@ import time
 
 import torch
 import torch.distributed as dist
-from sklearn.datasets import load_digits
 
 
 def parse_args():
@@ -48,6 +47,7 @@ def parse_args():
     p.add_argument("--step-sleep", type=float, default=0.0,
                    help="seconds to sleep per step (to make a short run last)")
     p.add_argument("--out", help="write the final step, loss and accuracy here (JSON)")
+    p.add_argument("--data", help="the digits as an .npz (images, target) instead of sklearn's")
     p.add_argument("--handler", help="copy this serving handler (examples/digits_inference.py) "
                    "into the checkpoint directory, so that every snapshot holds it")
     return p.parse_args()
@@ -66,10 +66,21 @@ class Net(torch.nn.Module):
         return self.fc(x.flatten(1))
 
 
-def data(seed):
+def digits(path):
+    """sklearn's digits, or the same arrays from an .npz (an image without sklearn)."""
+    if path:
+        import numpy
+        with numpy.load(path) as f:
+            return f["images"], f["target"]
+    from sklearn.datasets import load_digits
     d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
-    y = torch.tensor(d.target, dtype=torch.long)
+    return d.images, d.target
+
+
+def data(seed, path=None):
+    images, target = digits(path)
+    x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(target, dtype=torch.long)
     perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
     x, y = x[perm], y[perm]
     n_train = int(0.8 * len(y))
@@ -123,7 +134,7 @@ def main():
     torch.set_num_threads(1)  # one thread: the same sums in the same order every time
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(a.seed)  # the same seed on every rank: the same start and batches
-    (xtr, ytr), (xte, yte) = data(a.seed)
+    (xtr, ytr), (xte, yte) = data(a.seed, a.data)
     net = Net()
     opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=0.9)
     batches = torch.Generator().manual_seed(a.seed + 1)

@@ -53,3 +53,10 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 bash "$(dirname "$0")/web-deps.sh"
+
+# The Debian+torch image of the image tests (cached outside the clone, keyed by
+# package versions; minutes once). Not fatal: without it those tests skip.
+if [[ $(id -u) -eq 0 ]]; then
+  bash "$(dirname "$0")/test-images.sh" >/dev/null ||
+    echo "deps: the Debian+torch test image was not built; tests/integ/test_image_torch.py skips" >&2
+fi

@@ -10,7 +10,7 @@ interface FieldDef {
   name: string;            // the spec field
   label: string;           // catalog id
   hint?: string;           // catalog id
-  kind?: "text" | "number" | "textarea" | "priority" | "profile";
+  kind?: "text" | "number" | "textarea" | "priority" | "profile" | "image";
   required?: boolean;
 }
 
@@ -18,6 +18,7 @@ const FIELDS: FieldDef[] = [
   { name: "command", label: "web.form.command", hint: "web.form.command_hint", required: true },
   { name: "name", label: "web.form.name" },
   { name: "profile", label: "web.form.profile", hint: "web.form.profile_hint", kind: "profile" },
+  { name: "image", label: "web.form.image", hint: "web.form.image_hint", kind: "image" },
   { name: "gpus", label: "web.form.gpus", kind: "number" },
   { name: "cpus", label: "web.form.cpus", hint: "web.form.cpus_hint" },
   { name: "memory", label: "web.form.memory", hint: "web.form.memory_hint" },
@@ -32,7 +33,7 @@ const FIELDS: FieldDef[] = [
 export function specOf(v: Record<string, string>): Record<string, unknown> {
   const spec: Record<string, unknown> = {};
   if (v.command?.trim()) spec.command = ["sh", "-c", v.command];
-  for (const k of ["name", "profile", "memory", "max_duration", "workdir", "priority"]) {
+  for (const k of ["name", "profile", "image", "memory", "max_duration", "workdir", "priority"]) {
     if (v[k]?.trim()) spec[k] = v[k].trim();
   }
   for (const k of ["gpus", "cpus"]) {
@@ -62,10 +63,15 @@ export function RunForm({ onDone }: { onDone: (run: Run) => void }) {
   const at = error ? fieldOf(error) : "";
   // The daemon's resource profiles (GET /profiles), offered in a list.
   const [profiles, setProfiles] = useState<{ name: string; fits: string }[]>([]);
+  // The user's own images (GET /images), offered in a list.
+  const [images, setImages] = useState<{ name: string; id: string }[]>([]);
   useEffect(() => {
     api<{ profiles: { name: string; fits: string }[] }>("/profiles")
       .then((r) => setProfiles(r.profiles ?? []))
       .catch(() => setProfiles([]));
+    api<{ images: { name: string; id: string }[] }>("/images")
+      .then((r) => setImages(r.images ?? []))
+      .catch(() => setImages([]));
   }, []);
 
   const submit = async (e: Event) => {
@@ -114,6 +120,13 @@ export function RunForm({ onDone }: { onDone: (run: Run) => void }) {
                   <option value="">{t("web.form.profile_none")}</option>
                   {profiles.map((p) => (
                     <option value={p.name} key={p.name}>{p.name}</option>
+                  ))}
+                </select>
+              ) : f.kind === "image" ? (
+                <select {...common}>
+                  <option value="">{t("web.form.image_none")}</option>
+                  {images.map((i) => (
+                    <option value={i.name} key={i.name}>{`${i.name} (${i.id.slice(0, 12)})`}</option>
                   ))}
                 </select>
               ) : f.kind === "priority" ? (
