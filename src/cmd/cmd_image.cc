@@ -1,4 +1,4 @@
-// lathe image pull | import | ls | inspect | rm: container images for runs
+// lathe image pull | import | ls | inspect | rm | prune: container images for runs
 // (docs/environments.md). The daemon reads an imported file as the caller,
 // so a path is sent as an absolute path, never the file's bytes.
 #include <cstdio>
@@ -103,6 +103,25 @@ Status RunInspect(const std::string& name, bool json, Lang lang) {
   return Status::OK();
 }
 
+Status RunPrune(const std::string& unused_for, bool all_users, bool dry_run, bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/images/prune", Json{{"unused_for", unused_for},
+                                                                {"all_users", all_users},
+                                                                {"dry_run", dry_run}}));
+  if (json) {
+    PrintJson(r);
+    return Status::OK();
+  }
+  for (const auto& p : r["removed"]) {
+    std::printf("%s\n", Tr(dry_run ? "image.would_prune" : "image.pruned", lang,
+                           {{"name", p.value("name", "")}, {"id", ShortId(p.value("id", ""))}})
+                            .c_str());
+  }
+  std::printf("%s\n",
+              Tr("image.prune_count", lang, {{"n", std::to_string(r["removed"].size())}}).c_str());
+  return Status::OK();
+}
+
 Status RunRemove(const std::string& name, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Delete("/api/v1/images/" + net::PercentEncode(name)));
@@ -149,6 +168,17 @@ auto* inspect = image->add_subcommand("inspect");
 inspect->add_option("name", inspect_name)->required();
 inspect->add_flag("--json", inspect_json);
 inspect->callback([&status, &g] { status = RunInspect(inspect_name, inspect_json, g.Language()); });
+
+static std::string prune_unused;
+static bool prune_all = false, prune_dry = false, prune_json = false;
+auto* prune = image->add_subcommand("prune");
+prune->add_option("--unused-for", prune_unused)->required();
+prune->add_flag("--all-users", prune_all);
+prune->add_flag("--dry-run", prune_dry);
+prune->add_flag("--json", prune_json);
+prune->callback([&status, &g] {
+  status = RunPrune(prune_unused, prune_all, prune_dry, prune_json, g.Language());
+});
 
 static std::string rm_name;
 auto* rm = image->add_subcommand("rm");

@@ -156,6 +156,30 @@ class Images(DaemonTest):
         self.assertEqual(r["state"], "failed", self.d.logs(oom))
         self.assertTrue(r["oom_killed"], r)
 
+    def test_prune_keeps_what_a_run_holds_and_the_others_images(self):
+        self.import_bb("old")
+        other_tar = busybox_tar(self.scratch, {"/other": "x\n"}, "other.tar")
+        self.as_user("image", "import", "held", other_tar)
+        self.as_user("image", "import", "theirs", self.tar, user=OTHER)
+        held = self.as_user("run", "--image", "held", "--workdir", self.work, "--", "sleep",
+                            "600").stdout.strip()
+        self.d.wait_state(held, "running")
+        dry = json.loads(self.as_user("image", "prune", "--unused-for", "0s", "--dry-run",
+                                      "--json").stdout)
+        self.assertEqual([p["name"] for p in dry["removed"]], ["old:latest"])
+        self.assertEqual(len(json.loads(self.as_user("image", "ls", "--json").stdout)), 2)
+        r = self.as_user("image", "prune", "--unused-for", "0s", "--all-users", check=False)
+        self.assertNotEqual(r.returncode, 0)  # another user's names are not theirs to prune
+        self.as_user("image", "prune", "--unused-for", "0s")
+        self.assertEqual([i["name"] for i in json.loads(self.as_user("image", "ls", "--json").stdout)],
+                         ["held:latest"])
+        r = self.as_user("image", "prune", "--unused-for", "soon", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("unused_for", r.stderr)
+        self.assertEqual(len(json.loads(self.as_user("image", "ls", "--json", user=OTHER).stdout)), 1)
+        self.as_user("stop", held)
+        self.d.wait_state(held, "stopped")
+
     def test_bad_input_is_refused_clearly(self):
         self.import_bb()
         r = self.as_user("run", "--image", "nope:1", "--workdir", self.work, "--", "true",

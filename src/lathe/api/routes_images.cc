@@ -9,6 +9,7 @@
 
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
+#include "lathe/common/units.h"
 #include "lathe/os/users.h"
 
 namespace lathe::api {
@@ -74,6 +75,41 @@ void ApiServer::PostImagePull(ApiCall& call) {
                                  body->value("insecure", false));
   if (!v.ok()) return call.Reply(v.status());
   call.Reply(ImageToJson(*v), 201);
+}
+
+// {"unused_for": "30d", "all_users": false, "dry_run": false}: the names not
+// used for that long go (daemon/images.h Images::Prune).
+void ApiServer::PostImagePrune(ApiCall& call) {
+  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  if (!body.ok()) return call.Reply(body.status());
+  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
+  for (const auto& [key, value] : body->items()) {
+    if (key != "unused_for" && key != "all_users" && key != "dry_run") {
+      return call.Reply(
+          Status::Msg(Code::kInvalidArgument, "image.unknown_field",
+                      {{"field", key}, {"allowed", "unused_for, all_users, dry_run"}}));
+    }
+  }
+  const Json& u = (*body)["unused_for"];
+  auto unused = u.is_string() ? ParseDuration(u.get<std::string>())
+                              : Result<std::chrono::milliseconds>(Status::InvalidArgument(""));
+  if (!unused.ok()) {
+    return call.Reply(Status::Msg(Code::kInvalidArgument, "image.prune_bad_unused_for",
+                                  {{"value", u.is_null() ? "" : u.dump()}}));
+  }
+  const bool everyone = body->value("all_users", false);
+  if (everyone && !call.caller.admin) {
+    return call.Reply(Status::Msg(Code::kPermissionDenied, "image.prune_others"));
+  }
+  auto gone = daemon_.images().Prune(call.caller.uid, everyone, unused->count(),
+                                     daemon_.PinnedImageIds(), body->value("dry_run", false));
+  if (!gone.ok()) return call.Reply(gone.status());
+  Json arr = Json::array();
+  for (const auto& p : *gone) {
+    arr.push_back(
+        {{"uid", p.uid}, {"name", p.name}, {"id", p.id}, {"last_used_at_ms", p.last_used_at_ms}});
+  }
+  call.Reply(Json{{"removed", arr}, {"dry_run", body->value("dry_run", false)}});
 }
 
 void ApiServer::ListImages(ApiCall& call) {

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,6 +187,8 @@ class Daemon final : public Runs {
   const std::string& gpu_spec() const { return opts_.gpus; }
   Secrets& secrets() { return *secrets_; }
   Images& images() { return *images_; }
+  // The image ids queued and active runs hold: never pruned under them.
+  std::set<std::string> PinnedImageIds() EXCLUDES(mu_);
   RunCheckpoints& checkpoints() { return *checkpoints_; }
 
   // The JSON edge of Submit: `spec_json` is the spec object (spec.h), parsed

@@ -466,6 +466,17 @@ bool Daemon::IsFinished(const std::string& run_id) {
   return !r.ok() || run::IsTerminal(r->state);
 }
 
+std::set<std::string> Daemon::PinnedImageIds() {
+  MutexLock lock(&mu_);
+  std::set<std::string> ids;
+  if (auto runs = store_->List(false); runs.ok()) {
+    for (const auto& r : *runs) {
+      if (!r.spec.image_id.empty()) ids.insert(r.spec.image_id);
+    }
+  }
+  return ids;
+}
+
 Json Daemon::StatusJson() {
   MutexLock lock(&mu_);
   Json counts = Json::object();

@@ -1,7 +1,10 @@
 #include "lathe/daemon/images.h"
 
 #include <fcntl.h>
+
 #include <openssl/evp.h>
+#include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -285,16 +288,69 @@ Status Images::Remove(uid_t uid, const std::string& name_in) {
     ASSIGN_OR_RETURN(std::vector<state::ImageGrant> all, store_->AllIds());
     unused = std::none_of(all.begin(), all.end(), [&](const auto& g) { return g.id == id; });
   }
-  if (unused && podman_) {
+  if (unused) RemoveUnheld({id});
+  return Status::OK();
+}
+
+void Images::RemoveUnheld(const std::vector<std::string>& ids) {
+  if (!podman_) return;
+  for (const std::string& id : ids) {
+    {
+      std::lock_guard lock(mu_);
+      if (!OpenStore().ok()) return;
+      auto all = store_->AllIds();
+      if (!all.ok() ||
+          std::any_of(all->begin(), all->end(), [&](const auto& g) { return g.id == id; })) {
+        continue;  // someone holds it (again)
+      }
+    }
     // Best effort: a container still using it keeps it (podman refuses);
-    // `lathe image prune` takes it later.
+    // a later prune takes it.
     auto out = os::RunCommandWithEnv(Podman({"rmi", id}), exec::PodmanEnvironment(*podman_), 60000);
     if (!out.ok() || out->exit_code != 0) {
       spdlog::info("image {}: kept in the store for now: {}", id.substr(0, 12),
                    out.ok() ? PodmanReason(*out) : out.status().ToString());
     }
   }
-  return Status::OK();
+}
+
+Result<std::vector<Images::Pruned>> Images::Prune(uid_t uid, bool everyone, int64_t unused_for_ms,
+                                                  const std::set<std::string>& pinned,
+                                                  bool dry_run) {
+  std::vector<Pruned> gone;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    std::vector<state::ImageName> names;
+    if (everyone) {
+      ASSIGN_OR_RETURN(names, store_->ListAll());
+    } else {
+      ASSIGN_OR_RETURN(names, store_->List(uid));
+    }
+    const int64_t now = clock_.NowMs();
+    std::map<uid_t, std::vector<state::ImageGrant>> grants;
+    for (const auto& n : names) {
+      if (!grants.count(n.uid)) {
+        ASSIGN_OR_RETURN(grants[n.uid], store_->Grants(n.uid));
+      }
+      int64_t used = n.created_at_ms;
+      for (const auto& g : grants[n.uid]) {
+        if (g.id == n.id) used = std::max(used, g.last_used_at_ms);
+      }
+      if (pinned.count(n.id) || now - used < unused_for_ms) continue;
+      gone.push_back({n.uid, n.name, n.id, used});
+    }
+    if (dry_run) return gone;
+    for (const auto& p : gone) {
+      RETURN_IF_ERROR(store_->RemoveName(p.uid, p.name).status());
+      ASSIGN_OR_RETURN(std::vector<std::string> others, store_->NamesOf(p.uid, p.id));
+      if (others.empty()) RETURN_IF_ERROR(store_->RevokeGrant(p.uid, p.id));
+      ids.push_back(p.id);
+    }
+  }
+  RemoveUnheld(ids);
+  return gone;
 }
 
 Result<std::string> Images::Resolve(uid_t uid, const std::string& image,

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,19 @@ class Images {
   // the id to run. NotFound image.not_found for a name the user does not
   // have; PermissionDenied image.not_granted for an id they may not run.
   Result<std::string> Resolve(uid_t uid, const std::string& image, const std::string& image_id);
+  // Removes the names not used for `unused_for_ms` (their image's last run,
+  // or their making when never run): `uid`'s, or everyone's with
+  // `everyone`. An image a queued or active run holds (`pinned`) keeps its
+  // names. Images nobody holds any more leave the store. With `dry_run`,
+  // only says what would go.
+  struct Pruned {
+    uid_t uid = 0;
+    std::string name, id;
+    int64_t last_used_at_ms = 0;
+  };
+  Result<std::vector<Pruned>> Prune(uid_t uid, bool everyone, int64_t unused_for_ms,
+                                    const std::set<std::string>& pinned, bool dry_run);
+
   // A run of `uid`'s started in `id` (last use, for `image ls` and prune).
   void NoteUse(uid_t uid, const std::string& id);
 
@@ -114,6 +128,8 @@ class Images {
   Status OpenStore();  // with mu_ held
   std::vector<std::string> Podman(std::initializer_list<std::string> args) const;
   uint64_t SizeOf(const std::string& id) const;
+  // podman rmi of each of `ids` no name and no grant holds; best effort.
+  void RemoveUnheld(const std::vector<std::string>& ids);
 
   const HomePaths paths_;
   os::Clock& clock_;

@@ -57,6 +57,17 @@ Result<std::vector<ImageName>> ImageStore::List(uid_t uid) {
   return out;
 }
 
+Result<std::vector<ImageName>> ImageStore::ListAll() {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string(kNameCols) + "ORDER BY uid, name"));
+  std::vector<ImageName> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(NameRow(s));
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> ImageStore::NamesOf(uid_t uid, const std::string& id) {
   ASSIGN_OR_RETURN(Stmt s,
                    db_->Prepare("SELECT name FROM images WHERE uid=? AND id=? ORDER BY name"));

@@ -51,6 +51,7 @@ class ImageStore {
   Result<std::optional<std::string>> Put(const ImageName& n, int64_t now_ms);
   Result<std::optional<ImageName>> Find(uid_t uid, const std::string& name);
   Result<std::vector<ImageName>> List(uid_t uid);  // by name
+  Result<std::vector<ImageName>> ListAll();        // every user's, by uid and name
   // Names of `uid`'s that point at `id`.
   Result<std::vector<std::string>> NamesOf(uid_t uid, const std::string& id);
   // False when there was no such name.
