@@ -28,6 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
+import image_fixture  # noqa: E402
 import yaml  # noqa: E402
 from test_deploy_command import APP  # noqa: E402
 
@@ -164,6 +165,8 @@ class Browser(unittest.TestCase):
             f.write("telemetry: {interval: 200ms}\n")
         self.d.start()
         self.addCleanup(self.d.cleanup)
+        # Before the daemon's home goes: the form's run in an image, if any.
+        self.addCleanup(image_fixture.reset_store, self.d.home)
 
     def test_ui(self):
         d = self.d
@@ -218,6 +221,12 @@ class Browser(unittest.TestCase):
         d.wait_for(lambda: sampled(87), "the scripted 87 %")
         script(55)
         d.wait_for(lambda: sampled(55), "the scripted 55 %")
+        # An image of the user's, for the run form's image list (where podman works).
+        image = ""
+        if image_fixture.have_podman():
+            shared = harness.shared_scratch(self, "lathe-web-img-")
+            d.cli("image", "import", "webbb", image_fixture.busybox_tar(shared), user=USER, env=env)
+            image = "webbb:latest"
         api_token = json.loads(d.cli("token", "create", "--json", user=USER, env=env).stdout)["token"]
         url = d.cli("ui", "--print", user=USER, env=env).stdout.strip()
         as_user = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", harness.LATHE]
@@ -229,6 +238,7 @@ class Browser(unittest.TestCase):
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
             "gpu_run": gpu_run, "api_token": api_token, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
+            "image": image,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

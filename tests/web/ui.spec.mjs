@@ -504,6 +504,28 @@ async function main() {
     await row(page, formRun).waitFor(WAIT);
     log(`${step}: "${errText}", then ${formRun}`);
 
+    if (cfg.image) {
+      step = "the form runs the command in one of the user's images";
+      await page.click("text=New run");
+      await page.waitForSelector(`#run-image option[value="${cfg.image}"]`, { ...WAIT, state: "attached" });
+      const offered = await page.locator("#run-image option").allTextContents();
+      check(offered.some((o) => o.startsWith(cfg.image)), `the image list: ${offered}`);
+      await page.fill("#run-command", "true");
+      await page.fill("#run-name", "from-form-image");
+      await page.fill("#run-workdir", "/tmp");
+      await page.selectOption("#run-image", cfg.image);
+      await page.click("button[type=submit]");
+      await page.waitForFunction(() => /from-form-image|\br[0-9a-z]{6,}\b/.test(document.querySelector(".notice")?.textContent ?? ""), null, WAIT);
+      const spec = await page.evaluate(async () => {
+        const r = await fetch("/api/v1/runs?all=1&q=from-form-image");
+        const runs = (await r.json()).runs;
+        return runs.length ? runs[0].spec : null;
+      });
+      check(spec && spec.image === cfg.image && /^[0-9a-f]{64}$/.test(spec.image_id ?? ""),
+            `the form's run in an image: ${JSON.stringify(spec)}`);
+      log(`${step}: ${spec.image} ${spec.image_id.slice(0, 12)}`);
+    }
+
     step = "stop a run";
     await row(page, mine).locator("button").click();
     await row(page, mine).locator('[data-state="stopped"]').waitFor(WAIT);
