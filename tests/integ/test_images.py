@@ -7,6 +7,7 @@ CUDA_VISIBLE_DEVICES as outside.
 """
 import json
 import os
+import signal
 import unittest
 
 from harness import DaemonTest, second_user, shared_scratch
@@ -179,6 +180,24 @@ class Images(DaemonTest):
         self.assertEqual(len(json.loads(self.as_user("image", "ls", "--json", user=OTHER).stdout)), 1)
         self.as_user("stop", held)
         self.d.wait_state(held, "stopped")
+
+    def test_a_container_left_by_a_killed_monitor_is_removed_at_recovery(self):
+        self.import_bb()
+        run = self.run_in_image("sleep", "600")
+        r = self.d.wait_state(run, "running")
+        name = "lathe-%s-1" % r["id"]
+        self.d.wait_for(lambda: name in self.podman_ps(), "the container")
+        with open(os.path.join(r["run_dir"], "attempt-1", "monitor.json")) as f:
+            mon = json.load(f)
+        # The daemon and the run's monitor die; podman's conmon and the program live on.
+        self.d.kill9()
+        os.kill(mon["monitor_pid"], signal.SIGKILL)
+        os.kill(mon["child_pid"], signal.SIGKILL)  # podman run itself
+        self.assertIn(name, self.podman_ps())
+        self.d.start()
+        r = self.d.wait_state(run, ["lost", "failed"])
+        self.d.wait_for(lambda: name not in self.podman_ps(), "the leftover container's removal")
+        self.assertIn(r["state"], ("lost", "failed"))
 
     def test_bad_input_is_refused_clearly(self):
         self.import_bb()
