@@ -35,6 +35,7 @@ struct RunFlags {
   std::string memory, shm, priority, name, workdir, max_duration, network, pool;
   std::string profile, gpu_type;  // a profile of the daemon's config; flags win over it
   std::string image;              // one of the user's images (lathe image ls)
+  std::string like;               // a run whose spec is the base (its image id included)
   std::string workspace;          // a git URL or repository path (#ref), or a directory
   std::vector<std::string> env;
   std::vector<std::string> secrets;       // names; the daemon puts in the values
@@ -124,12 +125,16 @@ Status ResolveWorkspace(Json& ws, const std::string& base) {
   return Status::OK();
 }
 
-Result<Json> BuildSpec(const RunFlags& f) {
-  Json spec = Json::object();
+// `base` (--like: another run's spec, as stored) under the file's fields
+// and the flags.
+Result<Json> BuildSpec(const RunFlags& f, const Json& like = Json::object()) {
+  Json spec = like.is_object() ? like : Json::object();
   if (!f.file.empty()) {
     // At most one byte more than a spec may have: /dev/zero must not fill memory.
     ASSIGN_OR_RETURN(std::string text, os::ReadFileUpTo(f.file, run::kMaxSpecFileBytes));
-    ASSIGN_OR_RETURN(spec, run::YamlSpecToJson(text, f.file));
+    ASSIGN_OR_RETURN(Json file, run::YamlSpecToJson(text, f.file));
+    if (file.contains("image")) spec.erase("image_id");  // the base's id was for its image
+    spec.update(file);
   }
   if (f.gpus) spec["gpus"] = *f.gpus;
   if (f.cpus) spec["cpus"] = *f.cpus;
@@ -253,8 +258,23 @@ bool PrintDiagnosis(const Json& run, Lang lang, FILE* out = stdout) {
   return any;
 }
 
+// The spec of run `ref` as a new run's base: the same command, resources,
+// environment and image id (the same bytes, wherever the image's name points
+// now); not its name, which may still be in use.
+Result<Json> LikeSpec(const std::string& ref) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + net::PercentEncode(ref)));
+  Json spec = r.value("spec", Json::object());
+  for (const char* drop : {"name", "deployment"}) spec.erase(drop);
+  return spec;
+}
+
 Status RunRun(const RunFlags& f, Lang lang) {
-  ASSIGN_OR_RETURN(Json spec, BuildSpec(f));
+  Json like = Json::object();
+  if (!f.like.empty()) {
+    ASSIGN_OR_RETURN(like, LikeSpec(f.like));
+  }
+  ASSIGN_OR_RETURN(Json spec, BuildSpec(f, like));
   // Validate here too, so bad input fails fast even without a daemon.
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
   ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
@@ -660,6 +680,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
   run->add_option("--profile", f.profile);  // a profile of the daemon's config
   run->add_option("--image", f.image);
+  run->add_option("--like", f.like);
   run->add_option("--gpu-type", f.gpu_type);
   run->add_option("--nodes", f.nodes);  // nodes per attempt; --gpus is per node
   run->add_flag("--torchrun", f.torchrun);

@@ -112,6 +112,12 @@ class ImagePull(DaemonTest):
         self.assertEqual(r["attempt"], 2)
         self.assertEqual(self.d.logs(run).strip(), "1")
         self.assertEqual(r["spec"]["image_id"], self.id1)
+        # `lathe run --like` that run: the same bytes, though the name has moved on.
+        again = self.as_user("run", "--like", run, "--retry", "0", "--", "cat",
+                             "/version").stdout.strip()
+        r = self.d.wait_state(again, ["succeeded", "failed"])
+        self.assertEqual(self.d.logs(again).strip(), "1", r)
+        self.assertEqual(r["spec"]["image_id"], self.id1)
         # A new run of the name gets the new bytes.
         new = self.as_user("run", "--image", "bb", "--workdir", work, "--", "cat",
                            "/version").stdout.strip()
