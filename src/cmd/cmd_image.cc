@@ -44,7 +44,19 @@ Status RunPull(const std::string& ref, const std::string& name, const std::strin
   if (insecure) body["insecure"] = true;
   std::fprintf(stderr, "%s\n", Tr("image.pulling", lang, {{"ref", ref}}).c_str());
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/images/pull", body));
+  // As events: a pull of many gigabytes takes longer than a request may.
+  Json r;
+  Status failed;
+  RETURN_IF_ERROR(c->PostStream("/api/v1/images/pull?stream=1", body,
+                                [&](const std::string& event, const Json& data) {
+                                  if (event == "result") r = data;
+                                  if (event == "error") {
+                                    failed = StatusFromJson(data, Code::kInternal);
+                                  }
+                                  return true;
+                                }));
+  RETURN_IF_ERROR(failed);
+  if (r.is_null()) return Status::Unavailable("the daemon ended the pull without an answer");
   if (json) {
     PrintJson(r);
     return Status::OK();

@@ -10,6 +10,7 @@
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
 #include "lathe/common/units.h"
+#include "lathe/net/status_http.h"
 #include "lathe/os/users.h"
 
 namespace lathe::api {
@@ -71,10 +72,29 @@ void ApiServer::PostImagePull(ApiCall& call) {
     if (!values.ok()) return call.Reply(values.status());
     credentials = values->at(secret);
   }
-  auto v = daemon_.images().Pull(call.caller.uid, *ref, name, credentials,
-                                 body->value("insecure", false));
-  if (!v.ok()) return call.Reply(v.status());
-  call.Reply(ImageToJson(*v), 201);
+  const bool insecure = body->value("insecure", false);
+  if (!Truthy(call.req.QueryParam("stream"))) {
+    auto v = daemon_.images().Pull(call.caller.uid, *ref, name, credentials, insecure);
+    if (!v.ok()) return call.Reply(v.status());
+    return call.Reply(ImageToJson(*v), 201);
+  }
+  // ?stream=1: server-sent events, so a pull of many gigabytes is not cut
+  // off by a client's timeout: "result" (the image) or "error" ({"error": …,
+  // "http": status}) when it ends.
+  std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
+  call.res.reset();
+  const uid_t uid = call.caller.uid;
+  StartStreamThread([this, uid, ref = *ref, name, credentials, insecure, s] {
+    auto v = daemon_.images().Pull(uid, ref, name, credentials, insecure);
+    if (v.ok()) {
+      (void)s->Write(net::SseEvent("result", ImageToJson(*v).dump()));
+    } else {
+      Json err = StatusToJson(v.status());
+      err["http"] = net::HttpStatusFor(v.status());
+      (void)s->Write(net::SseEvent("error", err.dump()));
+    }
+    s->Close();
+  });
 }
 
 // {"unused_for": "30d", "all_users": false, "dry_run": false}: the names not
