@@ -45,7 +45,8 @@ def reset_store(home):
     daemon's home goes)."""
     if os.path.isdir(os.path.join(home, "images")):
         daemon_podman(home, "rm", "--all", "--force", "--time", "0")
-        daemon_podman(home, "system", "reset", "--force")
+        # Not `system reset`: it clears state other stores' podman share (/dev/shm's locks).
+        daemon_podman(home, "rmi", "--all", "--force")
 
 
 def container_names(home):
@@ -113,7 +114,7 @@ class Registry:
         with open(self.store + "/containers.conf", "w") as f:
             f.write('[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
                     '[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-                    'runtime = "runc"\n')
+                    'runtime = "runc"\ntmp_dir = "%s/libpod"\n' % self.store)
         with open(self.store + "/storage.conf", "w") as f:
             f.write('[storage]\ndriver = "overlay"\ngraphroot = "%s/graph"\n'
                     'runroot = "%s/run"\n[storage.options.overlay]\n'
@@ -147,6 +148,6 @@ class Registry:
         self.proc.terminate()
         self.proc.wait()
         self.log.close()
-        subprocess.run(["podman", "system", "reset", "--force"], capture_output=True,
+        subprocess.run(["podman", "rmi", "--all", "--force"], capture_output=True,
                        env=dict(os.environ, CONTAINERS_CONF=self.store + "/containers.conf",
                                 CONTAINERS_STORAGE_CONF=self.store + "/storage.conf"))

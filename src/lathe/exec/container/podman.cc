@@ -19,7 +19,7 @@ constexpr uint64_t kPodmanMaxProcesses = 32768;
 
 }  // namespace
 
-std::string ContainersConf(const os::ResourceLimit& open_files,
+std::string ContainersConf(const PodmanSetup& s, const os::ResourceLimit& open_files,
                            const os::ResourceLimit& processes) {
   return fmt::format(R"(# Written by the Lathe daemon at each start (exec/container/podman.h).
 [containers]
@@ -29,10 +29,11 @@ init_path = "/usr/libexec/podman/catatonit"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 runtime = "runc"
+tmp_dir = "{}"
 )",
                      LimitText(open_files.soft), LimitText(open_files.hard),
                      LimitText(std::min(processes.soft, kPodmanMaxProcesses)),
-                     LimitText(std::min(processes.hard, kPodmanMaxProcesses)));
+                     LimitText(std::min(processes.hard, kPodmanMaxProcesses)), s.LibpodTmpDir());
 }
 
 std::string StorageConf(const PodmanSetup& s) {
@@ -48,7 +49,7 @@ skip_mount_home = "true"
 }
 
 Status PreparePodmanSetup(const PodmanSetup& s) {
-  for (const std::string& d : {s.dir, s.GraphRoot(), s.RunRoot(), s.TmpDir()}) {
+  for (const std::string& d : {s.dir, s.GraphRoot(), s.RunRoot(), s.TmpDir(), s.LibpodTmpDir()}) {
     RETURN_IF_ERROR(os::MakeDirs(d, 0700));
   }
   auto files = os::GetResourceLimit(os::LimitedResource::kOpenFiles);
@@ -56,8 +57,8 @@ Status PreparePodmanSetup(const PodmanSetup& s) {
   const os::ResourceLimit fallback{1024, 1024};
   RETURN_IF_ERROR(os::WriteFileAtomic(s.StorageConfPath(), StorageConf(s), 0644));
   return os::WriteFileAtomic(
-      s.ConfPath(), ContainersConf(files.ok() ? *files : fallback, procs.ok() ? *procs : fallback),
-      0644);
+      s.ConfPath(),
+      ContainersConf(s, files.ok() ? *files : fallback, procs.ok() ? *procs : fallback), 0644);
 }
 
 std::vector<std::string> PodmanBase(const PodmanSetup& s) {

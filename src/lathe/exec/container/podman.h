@@ -47,13 +47,18 @@ struct PodmanSetup {
   std::string TmpDir() const { return dir + "/tmp"; }
   std::string ConfPath() const { return dir + "/containers.conf"; }
   std::string StorageConfPath() const { return dir + "/storage.conf"; }
+  std::string LibpodTmpDir() const { return dir + "/libpod"; }
 };
 
 // The containers.conf Lathe's podman reads (CONTAINERS_CONF): explicit
 // ulimits, the caller's own (podman 4.3 here fails with "error setting
 // rlimit" without them, and a limit above the caller's hard one is refused),
 // cgroupfs, events in a file, runc.
-std::string ContainersConf(const os::ResourceLimit& open_files, const os::ResourceLimit& processes);
+// Its libpod tmp_dir is the store's own (`LibpodTmpDir`): podman's default
+// (/run/libpod: its "alive" file, the containers' exit files) is shared by
+// every podman on the machine, so two stores would disturb each other.
+std::string ContainersConf(const PodmanSetup& s, const os::ResourceLimit& open_files,
+                           const os::ResourceLimit& processes);
 // storage.conf (CONTAINERS_STORAGE_CONF): overlay in the store, and no
 // private bind mount of the store on itself (skip_mount_home), which podman
 // would otherwise leave in the daemon's mount namespace.

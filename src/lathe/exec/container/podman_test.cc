@@ -130,10 +130,12 @@ TEST(DecodePodmanExit, SignalsFromStatusesAbove128) {
 }
 
 TEST(ContainersConf, CarriesTheLimitsGiven) {
-  std::string conf = ContainersConf({1024, 20000}, {os::kNoLimit, os::kNoLimit});
+  std::string conf = ContainersConf(TestSetup(), {1024, 20000}, {os::kNoLimit, os::kNoLimit});
   EXPECT_THAT(conf, HasSubstr("nofile=1024:20000"));
   EXPECT_THAT(conf, HasSubstr("nproc=32768:32768"));  // podman's own ceiling
-  EXPECT_THAT(ContainersConf({1, 1}, {100, 200}), HasSubstr("nproc=100:200"));
+  EXPECT_THAT(ContainersConf(TestSetup(), {1, 1}, {100, 200}), HasSubstr("nproc=100:200"));
+  // Not /run/libpod, which every podman on the machine shares.
+  EXPECT_THAT(conf, HasSubstr("tmp_dir = \"/var/lib/lathe/images/libpod\""));
   EXPECT_THAT(conf, HasSubstr("cgroup_manager = \"cgroupfs\""));
   EXPECT_THAT(conf, HasSubstr("runtime = \"runc\""));
 }
