@@ -11,10 +11,6 @@ namespace {
 // under this, the store's disk is tight for the images a training stack uses.
 constexpr uint64_t kImagesWarnBytes = 30ULL << 30;
 
-bool SpecFile(const std::string& name) {
-  return name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json");
-}
-
 }  // namespace
 
 Finding CheckImages(const SystemView& view, const Facts&) {
@@ -36,34 +32,15 @@ Finding CheckImages(const SystemView& view, const Facts&) {
 }
 
 Finding CheckCdi(const SystemView& view, const Facts&) {
-  gpu::CdiState state;
-  for (std::string_view dir : gpu::kCdiDirs) {
-    auto names = view.ListDir(std::string(dir));
-    if (!names.ok()) continue;
-    for (const auto& name : *names) {
-      if (!SpecFile(name)) continue;
-      const std::string path = std::string(dir) + "/" + name;
-      auto text = view.ReadFile(path);
-      if (!text.ok() || !gpu::CdiHasNvidiaGpus(*text)) continue;
-      state.specs.push_back({path, gpu::CdiDriverVersion(*text).value_or("")});
-    }
-  }
-  for (const char* f : {"/sys/module/nvidia/version", "/proc/driver/nvidia/version"}) {
-    auto text = view.ReadFile(f);
-    if (!text.ok()) continue;
-    if (auto v = gpu::LoadedDriverVersion(*text)) {
-      state.loaded_driver = *v;
-      break;
-    }
-  }
+  const gpu::CdiState state =
+      gpu::CollectCdiState([&](const std::string& dir) { return view.ListDir(dir); },
+                           [&](const std::string& path) { return view.ReadFile(path); });
   if (state.specs.empty()) return {"gpu.cdi.none", {}};
   if (state.loaded_driver.empty()) return {"gpu.cdi.no_driver", {{"path", state.specs[0].path}}};
-  for (const auto& spec : state.specs) {
-    if (!spec.driver_version.empty() && spec.driver_version != state.loaded_driver) {
-      return {
-          "gpu.cdi.stale",
-          {{"path", spec.path}, {"spec", spec.driver_version}, {"loaded", state.loaded_driver}}};
-    }
+  if (const gpu::CdiSpec* stale = gpu::StaleCdiSpec(state)) {
+    return {
+        "gpu.cdi.stale",
+        {{"path", stale->path}, {"spec", stale->driver_version}, {"loaded", state.loaded_driver}}};
   }
   return {"gpu.cdi.ok", {{"path", state.specs[0].path}, {"loaded", state.loaded_driver}}};
 }

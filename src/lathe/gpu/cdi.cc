@@ -64,21 +64,21 @@ std::optional<std::string> LoadedDriverVersion(std::string_view text) {
   return v;
 }
 
-CdiState ReadCdiState(const std::string& root) {
+CdiState CollectCdiState(const CdiListDir& list, const CdiReadFile& read) {
   CdiState s;
   for (std::string_view dir : kCdiDirs) {
-    const std::string d = root + std::string(dir);
-    auto names = os::ListDir(d);
+    auto names = list(std::string(dir));
     if (!names.ok()) continue;
     for (const auto& name : *names) {
       if (!SpecFile(name)) continue;
-      auto text = os::ReadFileUpTo(d + "/" + name, 4 << 20);
+      const std::string path = std::string(dir) + "/" + name;
+      auto text = read(path);
       if (!text.ok() || !CdiHasNvidiaGpus(*text)) continue;
-      s.specs.push_back({d + "/" + name, CdiDriverVersion(*text).value_or("")});
+      s.specs.push_back({path, CdiDriverVersion(*text).value_or("")});
     }
   }
   for (const char* f : {"/sys/module/nvidia/version", "/proc/driver/nvidia/version"}) {
-    auto text = os::ReadFileUpTo(root + f, 64 << 10);
+    auto text = read(f);
     if (!text.ok()) continue;
     if (auto v = LoadedDriverVersion(*text)) {
       s.loaded_driver = *v;
@@ -88,16 +88,26 @@ CdiState ReadCdiState(const std::string& root) {
   return s;
 }
 
-Status CheckCdiCurrent(const CdiState& state) {
-  if (state.loaded_driver.empty()) return Status::OK();
+CdiState ReadCdiState(const std::string& root) {
+  return CollectCdiState(
+      [&](const std::string& dir) { return os::ListDir(root + dir); },
+      [&](const std::string& path) { return os::ReadFileUpTo(root + path, 4 << 20); });
+}
+
+const CdiSpec* StaleCdiSpec(const CdiState& state) {
+  if (state.loaded_driver.empty()) return nullptr;
   for (const auto& spec : state.specs) {
-    if (!spec.driver_version.empty() && spec.driver_version != state.loaded_driver) {
-      return Status::Msg(
-          Code::kFailedPrecondition, "gpu.cdi_stale",
-          {{"path", spec.path}, {"spec", spec.driver_version}, {"loaded", state.loaded_driver}});
-    }
+    if (!spec.driver_version.empty() && spec.driver_version != state.loaded_driver) return &spec;
   }
-  return Status::OK();
+  return nullptr;
+}
+
+Status CheckCdiCurrent(const CdiState& state) {
+  const CdiSpec* stale = StaleCdiSpec(state);
+  if (stale == nullptr) return Status::OK();
+  return Status::Msg(
+      Code::kFailedPrecondition, "gpu.cdi_stale",
+      {{"path", stale->path}, {"spec", stale->driver_version}, {"loaded", state.loaded_driver}});
 }
 
 }  // namespace lathe::gpu

@@ -12,6 +12,7 @@
 // /proc/driver/nvidia/version) finds it before a run starts.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,18 +40,26 @@ struct CdiSpec {
   std::string driver_version;  // "" when its paths carry none
 };
 
-// What this machine has: the NVIDIA specs under `dirs` (files ending in
+// What this machine has: the NVIDIA specs under kCdiDirs (files ending in
 // .yaml, .yml or .json) and the loaded driver's version ("" when no NVIDIA
-// module is loaded). `root` prefixes every path (tests: a fake tree).
+// module is loaded).
 struct CdiState {
   std::vector<CdiSpec> specs;
   std::string loaded_driver;
 };
+// Reads it through `list` (a directory's names) and `read` (a file's text):
+// the daemon's files, or the doctor's SystemView.
+using CdiListDir = std::function<Result<std::vector<std::string>>(const std::string& dir)>;
+using CdiReadFile = std::function<Result<std::string>(const std::string& path)>;
+CdiState CollectCdiState(const CdiListDir& list, const CdiReadFile& read);
+// CollectCdiState of this machine; `root` prefixes every path (tests: a fake tree).
 CdiState ReadCdiState(const std::string& root = "");
 
-// FailedPrecondition naming the spec, both versions and the fix command
-// (gpu.cdi_stale) when a spec's driver differs from the loaded one; OK
-// otherwise (no spec, no driver, or versions that agree).
+// The first spec whose driver differs from the loaded one; null when none
+// does (no spec, no driver, or versions that agree).
+const CdiSpec* StaleCdiSpec(const CdiState& state);
+// FailedPrecondition naming StaleCdiSpec, both versions and the fix command
+// (gpu.cdi_stale); OK when there is none.
 Status CheckCdiCurrent(const CdiState& state);
 
 }  // namespace lathe::gpu
