@@ -80,6 +80,25 @@ std::string AuthFile(const std::string& registry, const std::string& credentials
   return Json{{"auths", {{registry, {{"auth", b64}}}}}}.dump();
 }
 
+// When `uid` last ran `n`'s image (`grants` are theirs), else when the name was
+// made.
+int64_t LastUsed(const state::ImageName& n, const std::vector<state::ImageGrant>& grants) {
+  int64_t used = n.created_at_ms;
+  for (const auto& g : grants) {
+    if (g.id == n.id) used = std::max(used, g.last_used_at_ms);
+  }
+  return used;
+}
+
+// The image as its user sees it, without its size.
+ImageView ViewOf(const state::ImageName& n, const std::vector<state::ImageGrant>& grants) {
+  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
+  for (const auto& g : grants) {
+    if (g.id == n.id) v.last_used_at_ms = g.last_used_at_ms;
+  }
+  return v;
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ContainerGpuDevices(const gpu::CdiState& cdi,
@@ -155,11 +174,43 @@ std::vector<std::string> Images::Podman(std::initializer_list<std::string> args)
   return argv;
 }
 
-uint64_t Images::SizeOf(const std::string& id) const {
-  auto out = os::RunCommandWithEnv(Podman({"image", "inspect", "--format", "{{.Size}}", id}),
-                                   exec::PodmanEnvironment(*podman_), 30000);
-  if (!out.ok() || out->exit_code != 0) return 0;
-  return std::strtoull(out->out.c_str(), nullptr, 10);
+std::map<std::string, uint64_t> Images::SizesOf(const std::vector<std::string>& ids) const {
+  std::map<std::string, uint64_t> sizes;
+  if (!podman_ || ids.empty()) return sizes;
+  std::vector<std::string> argv = Podman({"image", "inspect", "--format", "{{.Id}} {{.Size}}"});
+  argv.insert(argv.end(), ids.begin(), ids.end());
+  // An unknown id makes podman exit non-zero after printing the others.
+  auto out = os::RunCommandWithEnv(argv, exec::PodmanEnvironment(*podman_), 30000);
+  if (!out.ok()) return sizes;
+  size_t pos = 0;
+  while (pos < out->out.size()) {
+    size_t nl = out->out.find('\n', pos);
+    std::string line = out->out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    if (size_t sp = line.find(' '); sp != std::string::npos) {
+      sizes[line.substr(0, sp)] = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
+    }
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return sizes;
+}
+
+Result<ImageView> Images::Record(const state::ImageName& n) {
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(OpenStore());
+    RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
+  }
+  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
+  v.size_bytes = SizesOf({n.id})[n.id];
+  return v;
+}
+
+Status Images::DropName(uid_t uid, const std::string& name, const std::string& id) {
+  RETURN_IF_ERROR(store_->RemoveName(uid, name).status());
+  ASSIGN_OR_RETURN(std::vector<std::string> others, store_->NamesOf(uid, id));
+  if (others.empty()) RETURN_IF_ERROR(store_->RevokeGrant(uid, id));
+  return Status::OK();
 }
 
 Result<ImageView> Images::Import(const os::FsIdentity& user, const std::string& name_in,
@@ -186,13 +237,7 @@ Result<ImageView> Images::Import(const os::FsIdentity& user, const std::string& 
     return Status::Msg(Code::kInvalidArgument, "image.import_failed",
                        {{"path", path}, {"why", PodmanReason(*out)}});
   }
-  state::ImageName n{user.uid, name, *id, "import " + path, clock_.NowMs()};
-  {
-    std::lock_guard lock(mu_);
-    RETURN_IF_ERROR(OpenStore());
-    RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
-  }
-  return ImageView{n.name, n.id, n.source, n.created_at_ms, 0, SizeOf(n.id)};
+  return Record({user.uid, name, *id, "import " + path, clock_.NowMs()});
 }
 
 Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::string& name_in,
@@ -223,13 +268,7 @@ Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::str
     return Status::Msg(Code::kInvalidArgument, "image.pull_failed",
                        {{"ref", ref}, {"why", PodmanReason(*out)}});
   }
-  state::ImageName n{uid, name, *id, "pull " + ref, clock_.NowMs()};
-  {
-    std::lock_guard lock(mu_);
-    RETURN_IF_ERROR(OpenStore());
-    RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
-  }
-  return ImageView{n.name, n.id, n.source, n.created_at_ms, 0, SizeOf(n.id)};
+  return Record({uid, name, *id, "pull " + ref, clock_.NowMs()});
 }
 
 Result<std::vector<ImageView>> Images::List(uid_t uid) {
@@ -241,13 +280,13 @@ Result<std::vector<ImageView>> Images::List(uid_t uid) {
     ASSIGN_OR_RETURN(names, store_->List(uid));
     ASSIGN_OR_RETURN(grants, store_->Grants(uid));
   }
+  std::vector<std::string> ids;
+  for (const auto& n : names) ids.push_back(n.id);
+  const std::map<std::string, uint64_t> sizes = SizesOf(ids);
   std::vector<ImageView> out;
   for (const auto& n : names) {
-    ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
-    for (const auto& g : grants) {
-      if (g.id == n.id) v.last_used_at_ms = g.last_used_at_ms;
-    }
-    if (podman_) v.size_bytes = SizeOf(n.id);
+    ImageView v = ViewOf(n, grants);
+    if (auto it = sizes.find(n.id); it != sizes.end()) v.size_bytes = it->second;
     out.push_back(std::move(v));
   }
   return out;
@@ -264,46 +303,38 @@ Result<ImageView> Images::Inspect(uid_t uid, const std::string& name_in) {
     ASSIGN_OR_RETURN(grants, store_->Grants(uid));
   }
   if (!n) return NotFound(name_in);
-  ImageView v{n->name, n->id, n->source, n->created_at_ms, 0, 0};
-  for (const auto& g : grants) {
-    if (g.id == n->id) v.last_used_at_ms = g.last_used_at_ms;
-  }
-  if (podman_) v.size_bytes = SizeOf(n->id);
+  ImageView v = ViewOf(*n, grants);
+  v.size_bytes = SizesOf({n->id})[n->id];
   return v;
 }
 
 Status Images::Remove(uid_t uid, const std::string& name_in) {
   const std::string name = NormalizeImageName(name_in);
   std::string id;
-  bool unused = false;
   {
     std::lock_guard lock(mu_);
     RETURN_IF_ERROR(OpenStore());
     ASSIGN_OR_RETURN(std::optional<state::ImageName> n, store_->Find(uid, name));
     if (!n) return NotFound(name_in);
     id = n->id;
-    RETURN_IF_ERROR(store_->RemoveName(uid, name).status());
-    ASSIGN_OR_RETURN(std::vector<std::string> others, store_->NamesOf(uid, id));
-    if (others.empty()) RETURN_IF_ERROR(store_->RevokeGrant(uid, id));
-    ASSIGN_OR_RETURN(std::vector<state::ImageGrant> all, store_->AllIds());
-    unused = std::none_of(all.begin(), all.end(), [&](const auto& g) { return g.id == id; });
+    RETURN_IF_ERROR(DropName(uid, name, id));
   }
-  if (unused) RemoveUnheld({id});
+  RemoveUnheld({id});
   return Status::OK();
 }
 
 void Images::RemoveUnheld(const std::vector<std::string>& ids) {
-  if (!podman_) return;
-  for (const std::string& id : ids) {
-    {
-      std::lock_guard lock(mu_);
-      if (!OpenStore().ok()) return;
-      auto all = store_->AllIds();
-      if (!all.ok() ||
-          std::any_of(all->begin(), all->end(), [&](const auto& g) { return g.id == id; })) {
-        continue;  // someone holds it (again)
-      }
-    }
+  if (!podman_ || ids.empty()) return;
+  std::set<std::string> held;
+  {
+    std::lock_guard lock(mu_);
+    if (!OpenStore().ok()) return;
+    auto all = store_->AllIds();
+    if (!all.ok()) return;
+    for (const auto& g : *all) held.insert(g.id);
+  }
+  for (const std::string& id : std::set<std::string>(ids.begin(), ids.end())) {
+    if (held.count(id)) continue;  // someone holds it (still, or again)
     // Best effort: a container still using it keeps it (podman refuses);
     // a later prune takes it.
     auto out = os::RunCommandWithEnv(Podman({"rmi", id}), exec::PodmanEnvironment(*podman_), 60000);
@@ -334,18 +365,13 @@ Result<std::vector<Images::Pruned>> Images::Prune(uid_t uid, bool everyone, int6
       if (!grants.count(n.uid)) {
         ASSIGN_OR_RETURN(grants[n.uid], store_->Grants(n.uid));
       }
-      int64_t used = n.created_at_ms;
-      for (const auto& g : grants[n.uid]) {
-        if (g.id == n.id) used = std::max(used, g.last_used_at_ms);
-      }
+      const int64_t used = LastUsed(n, grants[n.uid]);
       if (pinned.count(n.id) || now - used < unused_for_ms) continue;
       gone.push_back({n.uid, n.name, n.id, used});
     }
     if (dry_run) return gone;
     for (const auto& p : gone) {
-      RETURN_IF_ERROR(store_->RemoveName(p.uid, p.name).status());
-      ASSIGN_OR_RETURN(std::vector<std::string> others, store_->NamesOf(p.uid, p.id));
-      if (others.empty()) RETURN_IF_ERROR(store_->RevokeGrant(p.uid, p.id));
+      RETURN_IF_ERROR(DropName(p.uid, p.name, p.id));
       ids.push_back(p.id);
     }
   }
@@ -415,7 +441,7 @@ std::vector<std::string> Images::ContainerNames() const {
 
 Status Images::RemoveContainer(const std::string& name) const {
   if (!podman_) return Status::OK();
-  auto out = os::RunCommandWithEnv(Podman({"rm", "--force", "--ignore", "--time", "0", name}),
+  auto out = os::RunCommandWithEnv(exec::PodmanRemove(*podman_, name),
                                    exec::PodmanEnvironment(*podman_), 60000);
   if (!out.ok()) return out.status();
   if (out->exit_code != 0) return Status::Internal(PodmanReason(*out));

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -127,7 +128,14 @@ class Images {
  private:
   Status OpenStore();  // with mu_ held
   std::vector<std::string> Podman(std::initializer_list<std::string> args) const;
-  uint64_t SizeOf(const std::string& id) const;
+  // The images' sizes, by id, from one `podman image inspect`; an id podman
+  // does not know is left out.
+  std::map<std::string, uint64_t> SizesOf(const std::vector<std::string>& ids) const;
+  // Records `n` (its name and its grant) and answers it as `image ls` shows it.
+  Result<ImageView> Record(const state::ImageName& n);
+  // Removes `uid`'s name, and their grant of its image when no other name of
+  // theirs points at it. With mu_ held.
+  Status DropName(uid_t uid, const std::string& name, const std::string& id);
   // podman rmi of each of `ids` no name and no grant holds; best effort.
   void RemoveUnheld(const std::vector<std::string>& ids);
 

@@ -79,6 +79,12 @@ std::string ContainerName(const std::string& run_id, int attempt) {
   return fmt::format("lathe-{}-{}", run_id, attempt);
 }
 
+std::vector<std::string> PodmanRemove(const PodmanSetup& s, const std::string& name) {
+  std::vector<std::string> argv = PodmanBase(s);
+  argv.insert(argv.end(), {"rm", "--force", "--ignore", "--time", "0", name});
+  return argv;
+}
+
 ContainerLaunch PodmanRun(const PodmanSetup& s, const ContainerRun& r) {
   const std::string name = ContainerName(r.run_id, r.attempt);
   ContainerLaunch c;
@@ -108,8 +114,7 @@ ContainerLaunch PodmanRun(const PodmanSetup& s, const ContainerRun& r) {
   c.argv.insert(c.argv.end(), r.argv.begin(), r.argv.end());
   c.env = PodmanEnvironment(s);
   c.mounts = r.mounts;
-  c.cleanup_argv = PodmanBase(s);
-  c.cleanup_argv.insert(c.cleanup_argv.end(), {"rm", "--force", "--ignore", "--time", "0", name});
+  c.cleanup_argv = PodmanRemove(s, name);
   return c;
 }
 

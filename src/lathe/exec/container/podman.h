@@ -94,6 +94,10 @@ struct ContainerRun {
   std::vector<std::string> argv;
 };
 
+// `podman … rm --force --ignore --time 0 NAME`: a container gone, whatever
+// state it was left in (the monitor's cleanup, the daemon's at recovery).
+std::vector<std::string> PodmanRemove(const PodmanSetup& s, const std::string& name);
+
 // The launch the monitor executes: `podman run --rm …` and `podman rm -f`.
 ContainerLaunch PodmanRun(const PodmanSetup& s, const ContainerRun& r);
 
