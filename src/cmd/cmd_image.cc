@@ -20,19 +20,21 @@ std::string Size(const Json& v) {
   return b == 0 ? "-" : FormatBytes(b);
 }
 
+// The image an import or a pull answered, as JSON or one line (`msg`).
+void PrintImage(const Json& r, const char* msg, const std::string& fallback, bool json, Lang lang) {
+  if (json) return PrintJson(r);
+  std::printf("%s\n", Tr(msg, lang,
+                         {{"name", r.value("name", fallback)},
+                          {"id", ShortId(r.value("id", ""))},
+                          {"size", Size(r)}})
+                          .c_str());
+}
+
 Status RunImport(const std::string& name, const std::string& file, bool json, Lang lang) {
   const std::string path = std::filesystem::absolute(file).lexically_normal().string();
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/images/import", Json{{"name", name}, {"path", path}}));
-  if (json) {
-    PrintJson(r);
-    return Status::OK();
-  }
-  std::printf(
-      "%s\n",
-      Tr("image.imported", lang,
-         {{"name", r.value("name", name)}, {"id", ShortId(r.value("id", ""))}, {"size", Size(r)}})
-          .c_str());
+  PrintImage(r, "image.imported", name, json, lang);
   return Status::OK();
 }
 
@@ -45,27 +47,8 @@ Status RunPull(const std::string& ref, const std::string& name, const std::strin
   std::fprintf(stderr, "%s\n", Tr("image.pulling", lang, {{"ref", ref}}).c_str());
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   // As events: a pull of many gigabytes takes longer than a request may.
-  Json r;
-  Status failed;
-  RETURN_IF_ERROR(c->PostStream("/api/v1/images/pull?stream=1", body,
-                                [&](const std::string& event, const Json& data) {
-                                  if (event == "result") r = data;
-                                  if (event == "error") {
-                                    failed = StatusFromJson(data, Code::kInternal);
-                                  }
-                                  return true;
-                                }));
-  RETURN_IF_ERROR(failed);
-  if (r.is_null()) return Status::Unavailable("the daemon ended the pull without an answer");
-  if (json) {
-    PrintJson(r);
-    return Status::OK();
-  }
-  std::printf(
-      "%s\n",
-      Tr("image.pulled", lang,
-         {{"name", r.value("name", ref)}, {"id", ShortId(r.value("id", ""))}, {"size", Size(r)}})
-          .c_str());
+  ASSIGN_OR_RETURN(Json r, c->PostForResult("/api/v1/images/pull?stream=1", body));
+  PrintImage(r, "image.pulled", ref, json, lang);
   return Status::OK();
 }
 

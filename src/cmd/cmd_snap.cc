@@ -347,23 +347,11 @@ Result<Json> RestoreThroughDaemon(api::ApiClient& client, const std::string& ref
   std::string path = "/api/v1/snapshots/" + ref + "/restore";
   Json body = {{"to", to}, {"force", force}};
   if (!bar) return client.Post(path, body);
-  Json result;
-  Status failed;
-  RETURN_IF_ERROR(client.PostStream(
+  return client.PostForResult(
       path + "?progress=1", body, [&](const std::string& event, const Json& data) {
-        if (event == "progress") {
-          bar({data.value("done_bytes", uint64_t{0}), data.value("total_bytes", uint64_t{0})});
-        } else if (event == "result") {
-          result = data;
-        } else if (event == "error") {
-          failed = StatusFromJson(data, Code::kInternal);
-        }
-        return true;
-      }));
-  if (!failed.ok()) return failed;
-  if (result.is_null())
-    return Status::Unavailable("the daemon ended the restore without an answer");
-  return result;
+        if (event != "progress") return;
+        bar({data.value("done_bytes", uint64_t{0}), data.value("total_bytes", uint64_t{0})});
+      });
 }
 
 Status RunRestore(const SnapFlags& f, Lang lang) {

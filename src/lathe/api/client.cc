@@ -273,6 +273,26 @@ Status ApiClient::PostStream(const std::string& path, const Json& body,
   return StreamEvents("POST", path, text, on_event);
 }
 
+Result<Json> ApiClient::PostForResult(
+    const std::string& path, const Json& body,
+    const std::function<void(const std::string&, const Json&)>& on_event) {
+  Json result;
+  Status failed;
+  RETURN_IF_ERROR(PostStream(path, body, [&](const std::string& event, const Json& data) {
+    if (event == "result") {
+      result = data;
+    } else if (event == "error") {
+      failed = StatusFromJson(data, Code::kInternal);
+    } else if (on_event) {
+      on_event(event, data);
+    }
+    return true;
+  }));
+  if (!failed.ok()) return failed;
+  if (result.is_null()) return Status::Unavailable("the daemon ended the stream without an answer");
+  return result;
+}
+
 Status ApiClient::StreamEvents(
     std::string_view method, const std::string& path, std::string_view body,
     const std::function<bool(const std::string&, const Json&)>& on_event) {

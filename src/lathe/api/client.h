@@ -78,6 +78,13 @@ class ApiClient {
   // The same for a POST whose answer is a stream of events.
   Status PostStream(const std::string& path, const Json& body,
                     const std::function<bool(const std::string&, const Json&)>& on_event);
+  // A PostStream whose last event is its answer: "result" (the JSON) or
+  // "error" (the catalog error, as a plain answer would carry it); every
+  // other event goes to `on_event` (may be empty). Unavailable when the
+  // stream ends without either.
+  Result<Json> PostForResult(
+      const std::string& path, const Json& body,
+      const std::function<void(const std::string&, const Json&)>& on_event = {});
 
  private:
   ApiClient(std::string where, std::string why, net::ClientOptions options);

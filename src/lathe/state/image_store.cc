@@ -35,6 +35,17 @@ ImageName NameRow(const Stmt& s) {
   return ImageName{static_cast<uid_t>(s.Int(0)), s.Text(1), s.Text(2), s.Text(3), s.Int(4)};
 }
 constexpr char kNameCols[] = "SELECT uid, name, id, source, created_at FROM images ";
+
+// Every row of a query of kNameCols.
+Result<std::vector<ImageName>> NameRows(Stmt& s) {
+  std::vector<ImageName> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(NameRow(s));
+  }
+  return out;
+}
 }  // namespace
 
 Result<std::optional<ImageName>> ImageStore::Find(uid_t uid, const std::string& name) {
@@ -48,24 +59,12 @@ Result<std::optional<ImageName>> ImageStore::Find(uid_t uid, const std::string& 
 Result<std::vector<ImageName>> ImageStore::List(uid_t uid) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string(kNameCols) + "WHERE uid=? ORDER BY name"));
   s.Bind(1, int64_t{uid});
-  std::vector<ImageName> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(NameRow(s));
-  }
-  return out;
+  return NameRows(s);
 }
 
 Result<std::vector<ImageName>> ImageStore::ListAll() {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string(kNameCols) + "ORDER BY uid, name"));
-  std::vector<ImageName> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(NameRow(s));
-  }
-  return out;
+  return NameRows(s);
 }
 
 Result<std::vector<std::string>> ImageStore::NamesOf(uid_t uid, const std::string& id) {
