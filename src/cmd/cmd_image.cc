@@ -1,6 +1,7 @@
-// lathe image pull | import | ls | inspect | rm | prune: container images for runs
+// lathe image pull | build | import | ls | inspect | rm | prune: container images for runs
 // (docs/environments.md). The daemon reads an imported file as the caller,
 // so a path is sent as an absolute path, never the file's bytes.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -9,6 +10,7 @@
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
 #include "lathe/net/http.h"
+#include "lathe/os/terminal.h"
 
 namespace lathe::cmd {
 namespace {
@@ -49,6 +51,66 @@ Status RunPull(const std::string& ref, const std::string& name, const std::strin
   // As events: a pull of many gigabytes takes longer than a request may.
   ASSIGN_OR_RETURN(Json r, c->PostForResult("/api/v1/images/pull?stream=1", body));
   PrintImage(r, "image.pulled", ref, json, lang);
+  return Status::OK();
+}
+
+// The build's log as it comes, on stderr; on a terminal with a progress line
+// below it (the step podman is at, the time so far), redrawn at each line.
+class BuildProgress {
+ public:
+  BuildProgress(std::string name, Lang lang)
+      : name_(std::move(name)),
+        lang_(lang),
+        tty_(os::StderrIsTerminal()),
+        start_(std::chrono::steady_clock::now()) {}
+  void Line(const std::string& line) {
+    if (line.starts_with("STEP ")) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) step_ = line.substr(5, colon - 5);
+    }
+    if (tty_) std::fputs("\r\033[K", stderr);
+    std::fprintf(stderr, "%s\n", line.c_str());
+    if (tty_) Draw();
+  }
+  void Done() {
+    if (tty_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  void Draw() {
+    const auto secs =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start_)
+            .count();
+    std::fprintf(
+        stderr, "%s",
+        Tr("image.build_progress", lang_,
+           {{"name", name_}, {"step", step_.empty() ? "-" : step_}, {"secs", std::to_string(secs)}})
+            .c_str());
+    std::fflush(stderr);
+  }
+  const std::string name_;
+  const Lang lang_;
+  const bool tty_;
+  const std::chrono::steady_clock::time_point start_;
+  std::string step_;
+};
+
+Status RunBuild(const std::string& name, const std::string& dir, const std::string& file, bool json,
+                Lang lang) {
+  Json body = {{"name", name}, {"dir", std::filesystem::absolute(dir).lexically_normal().string()}};
+  if (!file.empty()) body["file"] = std::filesystem::absolute(file).lexically_normal().string();
+  std::fprintf(stderr, "%s\n",
+               Tr("image.building", lang, {{"name", name}, {"dir", body["dir"].get<std::string>()}})
+                   .c_str());
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  BuildProgress progress(name, lang);
+  auto r = c->PostForResult("/api/v1/images/build?stream=1", body,
+                            [&](const std::string& event, const Json& data) {
+                              if (event == "log") progress.Line(data.value("line", ""));
+                            });
+  progress.Done();
+  if (!r.ok()) return r.status();
+  PrintImage(*r, "image.built", name, json, lang);
   return Status::OK();
 }
 
@@ -150,6 +212,17 @@ pull->add_flag("--insecure", pull_insecure);
 pull->add_flag("--json", pull_json);
 pull->callback([&status, &g] {
   status = RunPull(pull_ref, pull_name, pull_secret, pull_insecure, pull_json, g.Language());
+});
+
+static std::string build_name, build_dir, build_file;
+static bool build_json = false;
+auto* build = image->add_subcommand("build");
+build->add_option("name", build_name)->required();
+build->add_option("dir", build_dir)->required();
+build->add_option("-f,--file", build_file);
+build->add_flag("--json", build_json);
+build->callback([&status, &g] {
+  status = RunBuild(build_name, build_dir, build_file, build_json, g.Language());
 });
 
 static bool ls_json = false;

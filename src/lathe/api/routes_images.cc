@@ -1,4 +1,5 @@
 // Container images: GET /images, POST /images/import {name, path},
+// POST /images/pull, POST /images/build, POST /images/prune,
 // GET /images/{name}, DELETE /images/{name} (docs/api.md, "Images"; the
 // name percent-encoded: it may hold '/' and ':').
 //
@@ -23,6 +24,19 @@ Json ImageToJson(const daemon::ImageView& v) {
               {"created_at_ms", v.created_at_ms},
               {"last_used_at_ms", v.last_used_at_ms},
               {"size_bytes", v.size_bytes}};
+}
+
+// The last event of a streamed pull or build: "result" (the image) or "error"
+// ({"error": …, "http": status}); then the stream ends.
+void EndWithImage(net::ResponseStream& s, const Result<daemon::ImageView>& v) {
+  if (v.ok()) {
+    (void)s.Write(net::SseEvent("result", ImageToJson(*v).dump()));
+  } else {
+    Json err = StatusToJson(v.status());
+    err["http"] = net::HttpStatusFor(v.status());
+    (void)s.Write(net::SseEvent("error", err.dump()));
+  }
+  s.Close();
 }
 
 std::string NameParam(const ApiCall& call) {
@@ -86,14 +100,49 @@ void ApiServer::PostImagePull(ApiCall& call) {
   const uid_t uid = call.caller.uid;
   StartStreamThread([this, uid, ref = *ref, name, credentials, insecure, s] {
     auto v = daemon_.images().Pull(uid, ref, name, credentials, insecure);
-    if (v.ok()) {
-      (void)s->Write(net::SseEvent("result", ImageToJson(*v).dump()));
-    } else {
-      Json err = StatusToJson(v.status());
-      err["http"] = net::HttpStatusFor(v.status());
-      (void)s->Write(net::SseEvent("error", err.dump()));
+    EndWithImage(*s, v);
+  });
+}
+
+// {"name": "NAME[:TAG]", "dir": "/abs/context", "file": "/abs/Containerfile"}:
+// builds as the caller (daemon/images.h Images::Build). With ?stream=1 the
+// build's output comes as "log" events ({"line": …}) before "result" or
+// "error", which is what `lathe image build` shows as it comes.
+void ApiServer::PostImageBuild(ApiCall& call) {
+  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  if (!body.ok()) return call.Reply(body.status());
+  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
+  for (const auto& [key, value] : body->items()) {
+    if (key != "name" && key != "dir" && key != "file") {
+      return call.Reply(Status::Msg(Code::kInvalidArgument, "image.unknown_field",
+                                    {{"field", key}, {"allowed", "name, dir, file"}}));
     }
-    s->Close();
+  }
+  daemon::Images::BuildRequest req;
+  for (auto [key, into] : {std::pair{"name", &req.name}, {"dir", &req.dir}}) {
+    auto v = GetString(*body, key);
+    if (!v.ok()) return call.Reply(v.status());
+    *into = *v;
+  }
+  if (body->contains("file")) {
+    auto v = GetString(*body, "file");
+    if (!v.ok()) return call.Reply(v.status());
+    req.file = *v;
+  }
+  const os::FsIdentity who = os::IdentityOf(call.caller.uid, call.caller.uid);
+  if (!Truthy(call.req.QueryParam("stream"))) {
+    auto v = daemon_.images().Build(who, req, [](std::string_view) {});
+    if (!v.ok()) return call.Reply(v.status());
+    return call.Reply(ImageToJson(*v), 201);
+  }
+  std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
+  call.res.reset();
+  StartStreamThread([this, who, req, s] {
+    auto v = daemon_.images().Build(who, req, [&](std::string_view line) {
+      (void)s->Write(net::SseEvent("log", Json{{"line", std::string(line)}}.dump(
+                                              -1, ' ', false, Json::error_handler_t::replace)));
+    });
+    EndWithImage(*s, v);
   });
 }
 

@@ -293,6 +293,7 @@ Status ApiServer::AddRoutes() {
       {"GET", "/api/v1/images", &A::ListImages},
       {"POST", "/api/v1/images/import", &A::PostImageImport},
       {"POST", "/api/v1/images/pull", &A::PostImagePull},
+      {"POST", "/api/v1/images/build", &A::PostImageBuild},
       {"POST", "/api/v1/images/prune", &A::PostImagePrune},
       {"GET", "/api/v1/images/{name}", &A::GetImage},
       {"DELETE", "/api/v1/images/{name}", &A::DeleteImage},

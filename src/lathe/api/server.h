@@ -151,6 +151,7 @@ class ApiServer {
   // routes_images.cc
   void PostImageImport(ApiCall& call);
   void PostImagePull(ApiCall& call);
+  void PostImageBuild(ApiCall& call);
   void PostImagePrune(ApiCall& call);
   void ListImages(ApiCall& call);
   void GetImage(ApiCall& call);

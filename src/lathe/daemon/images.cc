@@ -1,4 +1,5 @@
 #include "lathe/daemon/images.h"
+#include "lathe/daemon/images_internal.h"
 
 #include <fcntl.h>
 
@@ -19,13 +20,6 @@
 #include "lathe/run/spec.h"
 
 namespace lathe::daemon {
-namespace {
-
-constexpr int64_t kPodmanTimeoutMs = 10 * 60 * 1000;  // an import of a big tar
-
-Status NotFound(const std::string& name) {
-  return Status::Msg(Code::kNotFound, "image.not_found", {{"name", name}});
-}
 
 // The last "sha256:HEX" or bare 64-hex word of podman's output.
 std::optional<std::string> IdIn(const std::string& out) {
@@ -41,23 +35,32 @@ std::optional<std::string> IdIn(const std::string& out) {
   return id;
 }
 
-// A name as `lathe image` takes it: a reference without '@' (a digest is
-// what an image is, not a name for it).
-Status CheckName(const std::string& name) {
+Status CheckImageName(const std::string& name) {
   if (!run::ValidImageRef(name) || name.find('@') != std::string::npos) {
     return Status::Msg(Code::kInvalidArgument, "image.bad_name", {{"name", name}});
   }
   return Status::OK();
 }
 
-// podman's last line on stderr: its reason.
 std::string PodmanReason(const os::CommandOutput& out) {
-  std::string err = out.err;
+  return PodmanReasonIn(out.err, out.exit_code);
+}
+
+std::string PodmanReasonIn(const std::string& text, int exit_code) {
+  std::string err = text;
   while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
   size_t nl = err.rfind('\n');
   std::string last = nl == std::string::npos ? err : err.substr(nl + 1);
   if (last.starts_with("Error: ")) last = last.substr(7);
-  return last.empty() ? fmt::format("podman exited with status {}", out.exit_code) : last;
+  return last.empty() ? fmt::format("podman exited with status {}", exit_code) : last;
+}
+
+namespace {
+
+constexpr int64_t kPodmanTimeoutMs = 10 * 60 * 1000;  // an import of a big tar
+
+Status NotFound(const std::string& name) {
+  return Status::Msg(Code::kNotFound, "image.not_found", {{"name", name}});
 }
 
 // The registry a reference names: its first component when that is a host
@@ -154,6 +157,10 @@ std::optional<exec::PodmanSetup> Images::Detect(const HomePaths& paths, std::str
     note = "cannot prepare the image store: " + st.ToString();
     return std::nullopt;
   }
+  if (Status st = exec::PrepareBuildRoot(paths.home + "/image-builds"); !st.ok()) {
+    note = "cannot prepare the image builds' directory: " + st.ToString();
+    return std::nullopt;
+  }
   return s;
 }
 
@@ -215,7 +222,7 @@ Status Images::DropName(uid_t uid, const std::string& name, const std::string& i
 
 Result<ImageView> Images::Import(const os::FsIdentity& user, const std::string& name_in,
                                  const std::string& path) {
-  RETURN_IF_ERROR(CheckName(name_in));
+  RETURN_IF_ERROR(CheckImageName(name_in));
   if (!podman_)
     return Status::Msg(Code::kFailedPrecondition, "image.unavailable", {{"note", note_}});
   const std::string name = NormalizeImageName(name_in);
@@ -242,7 +249,7 @@ Result<ImageView> Images::Import(const os::FsIdentity& user, const std::string& 
 
 Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::string& name_in,
                                const std::optional<std::string>& credentials, bool insecure) {
-  RETURN_IF_ERROR(CheckName(name_in.empty() ? ref.substr(0, ref.find('@')) : name_in));
+  RETURN_IF_ERROR(CheckImageName(name_in.empty() ? ref.substr(0, ref.find('@')) : name_in));
   if (!run::ValidImageRef(ref)) {
     return Status::Msg(Code::kInvalidArgument, "image.bad_name", {{"name", ref}});
   }

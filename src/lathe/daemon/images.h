@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,7 @@ class Images {
   // Where podman can run images: a root daemon, podman and runc installed.
   // Makes <home>/images and its containers.conf. Nullopt with `note` saying
   // why not.
+  // Also prepares <home>/image-builds, where users' builds keep their stores.
   static std::optional<exec::PodmanSetup> Detect(const HomePaths& paths, std::string& note);
   // Set once at daemon start (Detect's answer).
   void SetPodman(std::optional<exec::PodmanSetup> podman, std::string note);
@@ -90,6 +92,22 @@ class Images {
   // repository or tag, an unreachable registry, bad credentials).
   Result<ImageView> Pull(uid_t uid, const std::string& ref, const std::string& name,
                          const std::optional<std::string>& credentials, bool insecure);
+  // Builds an image from `dir` as `user`'s `name` (`lathe image build`):
+  // podman build run as the user (exec::BuildStore), with `file` (absolute;
+  // "" = dir's Containerfile or Dockerfile). The images its FROM lines name
+  // are the user's own names, resolved like a run's and put in the user's
+  // build store first: another user's `pytorch` is not theirs to build on.
+  // Each line of the build's output goes to `on_line` as it comes and to its
+  // log, <home>/image-builds/<uid>/logs/NAME.log (the user's, kept).
+  // InvalidArgument image.build_failed with the log's path and podman's last
+  // line; image.build_bad_from; the errno's status naming the file when the
+  // user cannot read it.
+  struct BuildRequest {
+    std::string name, dir, file;
+  };
+  Result<ImageView> Build(const os::FsIdentity& user, const BuildRequest& req,
+                          const std::function<void(std::string_view)>& on_line);
+
   Result<std::vector<ImageView>> List(uid_t uid);
   // NotFound image.not_found.
   Result<ImageView> Inspect(uid_t uid, const std::string& name);
@@ -136,6 +154,13 @@ class Images {
   // Removes `uid`'s name, and their grant of its image when no other name of
   // theirs points at it. With mu_ held.
   Status DropName(uid_t uid, const std::string& name, const std::string& id);
+  // image_build.cc: the user's build store made and ready, with the
+  // images `bases` names (the user's names) loaded and tagged as written.
+  Status PrepareBuildStore(const exec::BuildStore& b, const os::FsIdentity& user,
+                           const std::vector<std::pair<std::string, std::string>>& bases,
+                           const std::function<void(std::string_view)>& on_line);
+  // Moves `id` from the user's build store into the shared one.
+  Status MoveBuilt(const exec::BuildStore& b, const os::FsIdentity& user, const std::string& id);
   // podman rmi of each of `ids` no name and no grant holds; best effort.
   void RemoveUnheld(const std::vector<std::string>& ids);
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -90,6 +91,32 @@ void KillGroup(pid_t pid) {
   }
 }
 
+// Waits for the child (`collected`: its output ended before the deadline)
+// and gives `o` its exit status; kills the group past the deadline.
+Result<CommandOutput> Finish(const std::string& cmd, pid_t pid, bool collected, int64_t deadline,
+                             int64_t timeout_ms, CommandOutput o) {
+  int wstatus = 0, err = 0;
+  const Reaped reaped = collected ? Reap(pid, deadline, wstatus, err) : Reaped::kTimedOut;
+  if (reaped == Reaped::kTimedOut) {
+    KillGroup(pid);
+    return Status::DeadlineExceeded(cmd + " did not finish within " + std::to_string(timeout_ms) +
+                                    " ms");
+  }
+  if (reaped == Reaped::kLost) {
+    return Status::Internal(cmd + ": its exit status was lost (waitpid: " + std::strerror(err) +
+                            ")");
+  }
+  if (WIFEXITED(wstatus)) {
+    o.exit_code = WEXITSTATUS(wstatus);
+    if (o.exit_code == kExecFailed && o.out.empty() && o.err.empty()) {
+      return Status::NotFound("cannot execute " + cmd);
+    }
+  } else if (WIFSIGNALED(wstatus)) {
+    o.exit_code = 128 + WTERMSIG(wstatus);
+  }
+  return o;
+}
+
 // RunCommand's body; `envp` null: this process's environment.
 Result<CommandOutput> RunWithDeadline(const std::vector<std::string>& argv, char* const* envp,
                                       int64_t timeout_ms) {
@@ -119,26 +146,7 @@ Result<CommandOutput> RunWithDeadline(const std::vector<std::string>& argv, char
   bool done = Collect(out_pipe[0], err_pipe[0], deadline, o);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
-  int wstatus = 0, err = 0;
-  const Reaped reaped = done ? Reap(pid, deadline, wstatus, err) : Reaped::kTimedOut;
-  if (reaped == Reaped::kTimedOut) {
-    KillGroup(pid);
-    return Status::DeadlineExceeded(argv[0] + " did not finish within " +
-                                    std::to_string(timeout_ms) + " ms");
-  }
-  if (reaped == Reaped::kLost) {
-    return Status::Internal(argv[0] + ": its exit status was lost (waitpid: " + std::strerror(err) +
-                            ")");
-  }
-  if (WIFEXITED(wstatus)) {
-    o.exit_code = WEXITSTATUS(wstatus);
-    if (o.exit_code == kExecFailed && o.out.empty() && o.err.empty()) {
-      return Status::NotFound("cannot execute " + argv[0]);
-    }
-  } else if (WIFSIGNALED(wstatus)) {
-    o.exit_code = 128 + WTERMSIG(wstatus);
-  }
-  return o;
+  return Finish(argv[0], pid, done, deadline, timeout_ms, std::move(o));
 }
 
 }  // namespace
@@ -223,6 +231,101 @@ Result<CommandOutput> RunCommandStreaming(const std::vector<std::string>& argv, 
     o.exit_code = 128 + WTERMSIG(wstatus);
   }
   return o;
+}
+
+namespace {
+
+// Splits what arrives into lines for `on_line` and keeps the tail.
+class LineSplitter {
+ public:
+  LineSplitter(size_t tail_bytes, const std::function<void(std::string_view)>& on_line)
+      : tail_bytes_(tail_bytes), on_line_(on_line) {}
+  void Feed(const char* p, size_t n) {
+    tail_.append(p, n);
+    if (tail_.size() > 2 * tail_bytes_ + 8192) tail_.erase(0, tail_.size() - tail_bytes_);
+    for (size_t i = 0; i < n; ++i) {
+      if (p[i] == '\n' || p[i] == '\r') {
+        if (!(p[i] == '\n' && last_cr_ && line_.empty())) on_line_(line_);
+        line_.clear();
+        last_cr_ = p[i] == '\r';
+      } else {
+        line_.push_back(p[i]);
+        last_cr_ = false;
+      }
+    }
+  }
+  std::string Finish() {
+    if (!line_.empty()) on_line_(line_);
+    if (tail_.size() > tail_bytes_) tail_.erase(0, tail_.size() - tail_bytes_);
+    return std::move(tail_);
+  }
+
+ private:
+  const size_t tail_bytes_;
+  const std::function<void(std::string_view)>& on_line_;
+  std::string line_, tail_;
+  bool last_cr_ = false;
+};
+
+}  // namespace
+
+Result<CommandOutput> RunCommandLines(const std::vector<std::string>& argv,
+                                      const std::map<std::string, std::string>& env, int stdin_fd,
+                                      int64_t timeout_ms, size_t tail_bytes,
+                                      const std::function<void(std::string_view)>& on_line) {
+  if (argv.empty()) return Status::InvalidArgument("empty command");
+  std::vector<std::string> entries;
+  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int out_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  const int64_t deadline = NowMs() + timeout_ms;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls: other threads may hold malloc's lock.
+    ::setpgid(0, 0);
+    int in = stdin_fd >= 0 ? stdin_fd : ::open("/dev/null", O_RDONLY);
+    if (in >= 0) ::dup2(in, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(out_pipe[1], 2);
+    ::execvpe(args[0], args.data(), envp.data());
+    ::_exit(kExecFailed);
+  }
+  ::close(out_pipe[1]);
+  if (pid < 0) {
+    ::close(out_pipe[0]);
+    return ErrnoStatus("fork", errno);
+  }
+  ::setpgid(pid, pid);
+  LineSplitter lines(tail_bytes, on_line);
+  bool open = true, timed_out = false;
+  char buf[8192];
+  while (open) {
+    const int64_t left = deadline - NowMs();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fd = {out_pipe[0], POLLIN, 0};
+    int r = ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    ssize_t n = ::read(out_pipe[0], buf, sizeof buf);
+    if (n > 0) {
+      lines.Feed(buf, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      open = false;
+    }
+  }
+  ::close(out_pipe[0]);
+  CommandOutput o;
+  o.out = lines.Finish();
+  return Finish(argv[0], pid, !timed_out, deadline, timeout_ms, std::move(o));
 }
 
 }  // namespace lathe::os

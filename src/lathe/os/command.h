@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,5 +49,19 @@ Result<CommandOutput> RunCommandWithEnv(const std::vector<std::string>& argv,
 // child by pid).
 Result<CommandOutput> RunCommandStreaming(const std::vector<std::string>& argv, int out_fd,
                                           size_t tail_bytes);
+
+// Runs a command whose output is followed line by line as it comes (an image
+// build's log, streamed to the client that asked for it): stdout and stderr
+// merged, a '\r' taken as a line end, each line given to `on_line` without
+// its end. `env` is the command's whole environment; stdin is `stdin_fd`
+// (-1: /dev/null; the child gets a copy, the caller keeps it). The child runs
+// in its own process group; past `timeout_ms` the group is killed and the
+// answer is DeadlineExceeded. The answer's `out` holds the last `tail_bytes`
+// of the output, to explain a failure with. NotFound when argv[0] cannot be
+// executed. Thread-safe.
+Result<CommandOutput> RunCommandLines(const std::vector<std::string>& argv,
+                                      const std::map<std::string, std::string>& env, int stdin_fd,
+                                      int64_t timeout_ms, size_t tail_bytes,
+                                      const std::function<void(std::string_view)>& on_line);
 
 }  // namespace lathe::os

@@ -59,5 +59,28 @@ TEST(Command, StreamsOutputAndKeepsTheTailOfStderr) {
   EXPECT_TRUE(missing.status().IsNotFound());
 }
 
+TEST(Command, GivesLinesAsTheyComeWithStdinAndTheEnvironment) {
+  char path[] = "/tmp/lathe-command-test-XXXXXX";
+  int in = ::mkstemp(path);
+  ASSERT_GE(in, 0);
+  ::unlink(path);
+  ASSERT_EQ(::write(in, "from stdin\n", 11), 11);
+  ASSERT_EQ(::lseek(in, 0, SEEK_SET), 0);
+  std::vector<std::string> lines;
+  auto r = RunCommandLines(
+      {"/bin/sh", "-c", "cat; echo \"$X\"; printf '1/2\\r2/2\\r\\n' >&2; printf 'no end'; exit 3"},
+      {{"X", "only this"}}, in, 10000, 6, [&](std::string_view l) { lines.emplace_back(l); });
+  ::close(in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(lines, (std::vector<std::string>{"from stdin", "only this", "1/2", "2/2", "no end"}));
+  EXPECT_EQ(r->out, "no end");  // the last 6 bytes
+  auto slow = RunCommandLines({"/bin/sleep", "30"}, {}, -1, 200, 100, [](std::string_view) {});
+  EXPECT_EQ(slow.status().code(), Code::kDeadlineExceeded);
+  auto missing = RunCommandLines({"/nonexistent/lathe-test-binary"}, {}, -1, 1000, 100,
+                                 [](std::string_view) {});
+  EXPECT_TRUE(missing.status().IsNotFound());
+}
+
 }  // namespace
 }  // namespace lathe::os

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "lathe/exec/slurm/slurm_commands.h"
 #include "lathe/os/files.h"
 
 namespace lathe::exec {
@@ -116,6 +117,60 @@ ContainerLaunch PodmanRun(const PodmanSetup& s, const ContainerRun& r) {
   c.mounts = r.mounts;
   c.cleanup_argv = PodmanRemove(s, name);
   return c;
+}
+
+std::string BuildStorageConf() {
+  return R"(# Written by the Lathe daemon at each start (exec/container/podman.h).
+# Each user's podman gives its own --root and --runroot.
+[storage]
+driver = "vfs"
+[storage.options]
+skip_mount_home = "true"
+[storage.options.vfs]
+ignore_chown_errors = "true"
+)";
+}
+
+Status PrepareBuildRoot(const std::string& root) {
+  RETURN_IF_ERROR(os::MakeDirs(root, 0711));
+  RETURN_IF_ERROR(os::Chmod(root, 0711));
+  auto files = os::GetResourceLimit(os::LimitedResource::kOpenFiles);
+  auto procs = os::GetResourceLimit(os::LimitedResource::kProcesses);
+  const os::ResourceLimit fallback{1024, 1024};
+  PodmanSetup s;
+  s.dir = root;  // its tmp_dir is replaced by each user's --tmpdir
+  RETURN_IF_ERROR(os::WriteFileAtomic(root + "/storage.conf", BuildStorageConf(), 0644));
+  return os::WriteFileAtomic(
+      root + "/containers.conf",
+      ContainersConf(s, files.ok() ? *files : fallback, procs.ok() ? *procs : fallback), 0644);
+}
+
+std::vector<std::string> BuildPodmanBase(const BuildStore& b) {
+  std::vector<std::string> argv = SetprivPrefix(b.user);
+  argv.insert(argv.end(), {b.podman, "--root", b.GraphRoot(), "--runroot", b.RunRoot(), "--tmpdir",
+                           b.LibpodTmpDir(), "--storage-driver", "vfs"});
+  return argv;
+}
+
+std::map<std::string, std::string> BuildPodmanEnvironment(const BuildStore& b) {
+  return {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+          {"HOME", b.Dir()},
+          {"USER", b.user.name.empty() ? std::to_string(b.user.uid) : b.user.name},
+          {"XDG_RUNTIME_DIR", b.RuntimeDir()},
+          {"CONTAINERS_CONF", b.ConfPath()},
+          {"CONTAINERS_STORAGE_CONF", b.StorageConfPath()},
+          {"TMPDIR", b.TmpDir()},
+          {"LANG", "C.UTF-8"}};
+}
+
+std::vector<std::string> PodmanBuild(const BuildStore& b, const std::string& dir,
+                                     const std::string& file, const std::string& iidfile) {
+  std::vector<std::string> argv = BuildPodmanBase(b);
+  argv.insert(argv.end(),
+              {"build", "--network", "host", "--pull=never", "--layers", "--iidfile", iidfile});
+  if (!file.empty()) argv.insert(argv.end(), {"--file", file});
+  argv.push_back(dir);
+  return argv;
 }
 
 Result<std::string> ContainerEnvFile(const std::map<std::string, std::string>& env,

@@ -32,6 +32,7 @@
 
 #include "lathe/common/status.h"
 #include "lathe/exec/attempt_records.h"
+#include "lathe/exec/backend.h"
 #include "lathe/os/process.h"
 
 namespace lathe::exec {
@@ -105,6 +106,54 @@ ContainerLaunch PodmanRun(const PodmanSetup& s, const ContainerRun& r);
 // to the image unless `env` has one the spec set (`keep_path`). A value
 // with a line break cannot be written there: InvalidArgument naming it.
 Result<std::string> ContainerEnvFile(const std::map<std::string, std::string>& env, bool keep_path);
+
+// A user's own podman, for building images (`lathe image build`,
+// daemon/images.h Images::Build). Rootless podman run as the user
+// (setpriv), so every step of a Containerfile runs with the user's identity:
+// the build's root is the user on the host (a single-id user namespace; no
+// subordinate ids needed), the context is read as the user, and a step that
+// escaped its container would be the user, never root. Root podman builds
+// here would run RUN steps as real root with no user namespace (its
+// --userns-uid-map leaves the layers unmapped on this podman), which a
+// Containerfile must not get.
+// The store is the user's, under <home>/image-builds/<uid>: vfs (an
+// unprivileged overlay mount fails on this kernel), ignore_chown_errors (a
+// base's files of other owners become the user's), and it keeps the layer
+// cache between builds. The daemon moves a built image into the shared store
+// (podman save by the user, podman load by root).
+struct BuildStore {
+  std::string podman = "/usr/bin/podman";
+  std::string root;  // <home>/image-builds: the configuration files, root's
+  RunUser user;
+  std::string Dir() const { return root + "/" + std::to_string(user.uid); }
+  std::string GraphRoot() const { return Dir() + "/graph"; }
+  std::string RunRoot() const { return Dir() + "/run"; }
+  std::string TmpDir() const { return Dir() + "/tmp"; }
+  std::string LibpodTmpDir() const { return Dir() + "/libpod"; }
+  std::string RuntimeDir() const { return Dir() + "/xdg"; }
+  std::string LogDir() const { return Dir() + "/logs"; }
+  // The directories the user makes in Dir(), in order.
+  std::vector<std::string> UserDirs() const {
+    return {GraphRoot(), RunRoot(), TmpDir(), LibpodTmpDir(), RuntimeDir(), LogDir()};
+  }
+  std::string ConfPath() const { return root + "/containers.conf"; }
+  std::string StorageConfPath() const { return root + "/storage.conf"; }
+};
+
+// storage.conf of the users' build stores: vfs with ignore_chown_errors.
+std::string BuildStorageConf();
+// Makes `root` (root's, 0711: each user reaches only their own directory,
+// 0700) and writes its containers.conf and storage.conf (0644).
+Status PrepareBuildRoot(const std::string& root);
+// `setpriv --reuid … -- podman --root … --runroot … --tmpdir … --storage-driver vfs`.
+std::vector<std::string> BuildPodmanBase(const BuildStore& b);
+// The user's podman's complete environment, all of it in their store.
+std::map<std::string, std::string> BuildPodmanEnvironment(const BuildStore& b);
+// `… build --network host --pull=never --layers --iidfile IIDFILE [-f FILE] DIR`:
+// the bases are in the user's store already (the daemon put exactly the
+// images the user may use there); the host's network as for runs.
+std::vector<std::string> PodmanBuild(const BuildStore& b, const std::string& dir,
+                                     const std::string& file, const std::string& iidfile);
 
 // What podman's own exit status means for a container run
 // (`podman run` exits with the program's status, 128+N when a signal ended

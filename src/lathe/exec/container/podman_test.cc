@@ -140,5 +140,33 @@ TEST(ContainersConf, CarriesTheLimitsGiven) {
   EXPECT_THAT(conf, HasSubstr("runtime = \"runc\""));
 }
 
+TEST(PodmanBuild, RunsAsTheUserInTheirOwnStore) {
+  BuildStore b;
+  b.root = "/var/lib/lathe/image-builds";
+  b.user = {1001, 1002, {1002, 27}, "u", "/home/u", "/bin/sh"};
+  const auto argv = PodmanBuild(b, "/home/u/ctx", "/home/u/ctx/Containerfile", b.TmpDir() + "/iid");
+  // setpriv first: nothing of the build runs as root.
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(argv[0], "/usr/bin/setpriv");
+  EXPECT_EQ(argv[1], "--reuid=1001");
+  EXPECT_EQ(argv[2], "--regid=1002");
+  const auto podman = std::find(argv.begin(), argv.end(), "/usr/bin/podman");
+  ASSERT_NE(podman, argv.end());
+  EXPECT_EQ(*(podman - 1), "--");
+  EXPECT_THAT(std::vector<std::string>(podman, argv.end()),
+              ElementsAre("/usr/bin/podman", "--root", "/var/lib/lathe/image-builds/1001/graph",
+                          "--runroot", "/var/lib/lathe/image-builds/1001/run", "--tmpdir",
+                          "/var/lib/lathe/image-builds/1001/libpod", "--storage-driver", "vfs",
+                          "build", "--network", "host", "--pull=never", "--layers", "--iidfile",
+                          "/var/lib/lathe/image-builds/1001/tmp/iid", "--file",
+                          "/home/u/ctx/Containerfile", "/home/u/ctx"));
+  const auto env = BuildPodmanEnvironment(b);
+  EXPECT_EQ(env.at("HOME"), b.Dir());
+  EXPECT_EQ(env.at("XDG_RUNTIME_DIR"), "/var/lib/lathe/image-builds/1001/xdg");
+  EXPECT_EQ(env.at("CONTAINERS_STORAGE_CONF"), "/var/lib/lathe/image-builds/storage.conf");
+  EXPECT_EQ(env.count("LD_PRELOAD"), 0u);
+  EXPECT_THAT(BuildStorageConf(), HasSubstr("ignore_chown_errors = \"true\""));
+}
+
 }  // namespace
 }  // namespace lathe::exec
