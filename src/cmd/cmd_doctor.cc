@@ -60,6 +60,7 @@ struct DoctorFlags {
   bool json = false, fix_script = false, strict = false, fast = false;
   bool cluster = false;  // --cluster: also submit a test job to each Slurm pool
   std::string only;
+  std::string image;  // --image: torch checked in this image of the user's
 };
 
 // The Slurm pools of the daemon's config.yaml, as the doctor takes them.
@@ -189,6 +190,48 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
   return result;
 }
 
+// `lathe doctor --image`: `argv` as a run of the user's in `image`, in a
+// fresh scratch directory; its log and exit status once it ended, then the
+// run is removed. A run still queued or going at the deadline is stopped.
+Result<os::CommandOutput> RunInImage(const std::string& image, const std::vector<std::string>& argv,
+                                     int gpus, int64_t timeout_ms) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::ConnectLocal());
+  char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { (void)os::RemoveAll(dir); }  // best effort, like the capture's
+  } cleanup{tmpl};
+  Json spec = {{"command", argv}, {"image", image}, {"workdir", cleanup.dir}, {"gpus", gpus}};
+  ASSIGN_OR_RETURN(Json run, c->Post("/api/v1/runs", spec));
+  const std::string id = run.value("id", "");
+  const int64_t deadline = os::RealClock().MonotonicMs() + timeout_ms;
+  Json r;
+  while (true) {
+    ASSIGN_OR_RETURN(r, c->Get("/api/v1/runs/" + id));
+    if (Finished(r.value("state", "")) || os::RealClock().MonotonicMs() >= deadline) break;
+    os::RealClock().SleepMs(100);
+  }
+  const bool ended = Finished(r.value("state", ""));
+  auto log = c->GetText("/api/v1/runs/" + id + "/logs");
+  (void)RemoveTestRun(*c, id, deadline);  // best effort: a leftover shows in `lathe ps`
+  if (!ended) {
+    return Status::DeadlineExceeded(
+        fmt::format("the test run in image {} did not end within {} s ({})", image,
+                    timeout_ms / 1000, r.value("state", "")));
+  }
+  if (r.value("state", "") != "succeeded" && r.value("state", "") != "failed") {
+    return Status::FailedPrecondition(fmt::format("the test run in image {} {}: {}", image,
+                                                  r.value("state", ""), r.value("reason", "")));
+  }
+  os::CommandOutput out;
+  const Json& code = r["exit_code"];
+  out.exit_code =
+      code.is_number_integer() ? code.get<int>() : (r.value("state", "") == "succeeded" ? 0 : 1);
+  if (log.ok()) out.out = *log;
+  return out;
+}
+
 Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   doctor::RealSystemOptions ro;
   const daemon::HomePaths home = daemon::DaemonHome("");
@@ -199,10 +242,15 @@ Status RunDoctorCmd(const DoctorFlags& f, Lang lang) {
   if (ro.store_dir.empty()) ro.unreadable_store_dir = daemon::UnreadableStoreDir();
   ro.self_exe = os::SelfExe();
   ro.capture = CaptureRoundTrip;
+  ro.run_in_image = RunInImage;
   auto view = doctor::NewRealSystemView(std::move(ro));
   doctor::DoctorOptions o;
   o.fast = f.fast;
   o.only = f.only;
+  if (!f.image.empty()) {
+    o.probes.image = f.image;
+    if (o.only.empty()) o.only = "gpu";  // the checks an image changes
+  }
   o.probes.cluster_options = ClusterPools(home, f.cluster);
   ASSIGN_OR_RETURN(doctor::Report report, doctor::RunDoctor(*view, o));
   if (f.fix_script) {
@@ -380,6 +428,7 @@ void SetupDoctor(CLI::App& app, Globals& g, Status& status) {
   doc->add_flag("--strict", df.strict);
   doc->add_flag("--fast", df.fast);
   doc->add_flag("--cluster", df.cluster);
+  doc->add_option("--image", df.image);
   AddLang(doc, g);
   doc->callback([&status, &g] { status = RunDoctorCmd(df, g.Language()); });
 

@@ -75,6 +75,22 @@ class TorchInImage(DaemonTest):
                             str(STEPS), "--ckpt-every", str(EVERY), "--step-sleep", sleep,
                             "--out", out, *script).stdout.strip()
 
+    def doctor_torch(self, image):
+        r = self.as_user("doctor", "--image", image, "--json", check=False, timeout=300)
+        report = json.loads(r.stdout)
+        return {c["id"]: c for c in report["checks"]}
+
+    def test_doctor_checks_torch_in_the_image(self):
+        checks = self.doctor_torch("torch")
+        self.assertTrue(all(c["group"] == "gpu" for c in checks.values()), checks.keys())
+        torch = [c for c in checks.values() if c["outcome"].startswith("gpu.torch.")]
+        self.assertEqual(len(torch), 1, checks)
+        # Debian's torch, found in the image (the host's Pythons are not looked at).
+        self.assertEqual(torch[0]["values"].get("python"), "python3 (image torch)", torch)
+        self.assertTrue(torch[0]["values"].get("version", "").startswith("1.13"), torch)
+        # The doctor's test run does not stay.
+        self.assertEqual(self.d.runs(all_runs=True), [])
+
     def test_killed_trainer_resumes_bitwise_in_the_image(self):
         base = self.train("base.json", script=("--ckpt-dir", "base-ckpt"))
         r = self.d.wait_state(base, ["succeeded", "failed"], timeout=600)

@@ -39,8 +39,8 @@ class Images(DaemonTest):
     def podman_ps(self):
         return container_names(self.d.home)
 
-    def as_user(self, *args, check=True, user=USER):
-        return self.d.cli(*args, user=user, env=self.env, check=check)
+    def as_user(self, *args, check=True, user=USER, timeout=120):
+        return self.d.cli(*args, user=user, env=self.env, check=check, timeout=timeout)
 
     def import_bb(self, name="bb"):
         r = self.as_user("image", "import", name, self.tar, "--json")
@@ -198,6 +198,21 @@ class Images(DaemonTest):
         r = self.d.wait_state(run, ["lost", "failed"])
         self.d.wait_for(lambda: name not in self.podman_ps(), "the leftover container's removal")
         self.assertIn(r["state"], ("lost", "failed"))
+
+    def test_doctor_image_explains_an_image_without_python(self):
+        self.import_bb()
+        r = self.as_user("doctor", "--image", "bb", "--json", check=False, timeout=300)
+        checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
+        torch = [c for c in checks.values() if c["outcome"].startswith("gpu.torch.")]
+        self.assertEqual(len(torch), 1, checks)
+        self.assertEqual(torch[0]["outcome"], "gpu.torch.probe_failed", torch)
+        self.assertIn("could not start the command", torch[0]["values"]["error"])
+        self.assertEqual(torch[0]["values"]["python"], "python3 (image bb)")
+        # An image that is not the user's: the daemon's refusal, named.
+        r = self.as_user("doctor", "--image", "bb", "--json", check=False, user=OTHER)
+        torch = [c for c in json.loads(r.stdout)["checks"] if c["outcome"].startswith("gpu.torch")]
+        self.assertIn("no image 'bb'", torch[0]["values"]["error"])
+        self.assertEqual(self.d.runs(all_runs=True), [])
 
     def test_bad_input_is_refused_clearly(self):
         self.import_bb()

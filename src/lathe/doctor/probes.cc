@@ -1,5 +1,6 @@
 #include "lathe/doctor/probes.h"
 
+#include <fmt/format.h>
 #include <re2/re2.h>
 
 #include <algorithm>
@@ -29,18 +30,43 @@ std::vector<std::string> Pythons(const SystemView& view) {
   return out;
 }
 
-TorchProbe ProbeTorch(const SystemView& view, const std::string& python, int64_t timeout_ms) {
-  TorchProbe p;
-  p.python = python;
-  auto r = view.Run({python, "-c", std::string(TorchProbeScript())}, timeout_ms);
+// `p` from the probe's command: its output parsed, or why it did not run
+// (false then).
+bool ProbeRan(const Result<CommandOutput>& r, TorchProbe& p) {
   if (!r.ok()) {
     p.state =
         r.status().code() == Code::kDeadlineExceeded ? ProbeState::kTimedOut : ProbeState::kFailed;
     p.error = r.status().message();
-    return p;
+    return false;
   }
   ParseTorchProbeOutput(r->out, p);
+  return true;
+}
+
+TorchProbe ProbeTorch(const SystemView& view, const std::string& python, int64_t timeout_ms) {
+  TorchProbe p;
+  p.python = python;
+  auto r = view.Run({python, "-c", std::string(TorchProbeScript())}, timeout_ms);
+  if (!ProbeRan(r, p)) return p;
   if (p.state == ProbeState::kFailed && !r->err.empty()) p.error += ": " + r->err.substr(0, 300);
+  return p;
+}
+
+// The torch probe in one of the user's images, as a run through the daemon:
+// with a GPU where the machine has one, so that CUDA is tried in the image.
+TorchProbe ProbeTorchInImage(const SystemView& view, const std::string& image, int64_t timeout_ms) {
+  TorchProbe p;
+  p.python = "python3 (image " + image + ")";
+  auto inv = view.SampleGpus();
+  const int gpus = inv.ok() && !inv->gpus.empty() ? 1 : 0;
+  auto r =
+      view.RunInImage(image, {"python3", "-c", std::string(TorchProbeScript())}, gpus, timeout_ms);
+  if (!ProbeRan(r, p)) return p;
+  if (p.state == ProbeState::kFailed) {
+    std::string tail = r->out.size() > 300 ? r->out.substr(r->out.size() - 300) : r->out;
+    while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+    p.error = fmt::format("exit status {}: {}", r->exit_code, tail);
+  }
   return p;
 }
 
@@ -241,6 +267,10 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& o) {
     threads.emplace_back([&] { f.toolkit = ProbeToolkit(view, o.nvcc_timeout_ms); });
     if (o.fast) {
       f.torch_skipped_fast = true;
+    } else if (!o.image.empty()) {
+      f.torch.resize(1);
+      threads.emplace_back(
+          [&] { f.torch[0] = ProbeTorchInImage(view, o.image, o.image_timeout_ms); });
     } else {
       std::vector<std::string> pythons = Pythons(view);
       f.torch.resize(pythons.size());

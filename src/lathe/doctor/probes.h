@@ -105,6 +105,11 @@ struct ProbeOptions {
   int64_t store_timeout_ms = 10000;    // `lathe snap fsck` of the daemon's store
   int64_t capture_timeout_ms = 15000;  // the capture round trip through the daemon
   std::string dns_name = "pypi.org";
+  // `lathe doctor --image IMG`: torch is probed in this image of the user's
+  // (through the daemon, with one GPU where the machine has any) instead of
+  // in the host's Pythons; the GPUs and the driver stay the host's.
+  std::string image;
+  int64_t image_timeout_ms = 120000;  // the container's start, and torch's import in it
 };
 
 // Runs the needed probes in parallel and waits for all of them (each is
@@ -114,7 +119,9 @@ Facts GatherFacts(const SystemView& view, const ProbeOptions& options);
 // ---- parsers, exposed for tests -------------------------------------------
 // The Python snippet run for each interpreter; it prints one JSON object.
 std::string_view TorchProbeScript();
-// Fills `p` from the snippet's output; kFailed with error when it is not JSON.
+// Fills `p` from the snippet's output (its last line that is a JSON object:
+// a run's log may hold warnings before it); kFailed with error when there is
+// none.
 void ParseTorchProbeOutput(std::string_view out, TorchProbe& p);
 // "Cuda compilation tools, release 12.1, V12.1.105" → "12.1"; "" when absent.
 std::string ParseNvccVersion(std::string_view out);

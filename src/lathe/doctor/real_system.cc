@@ -121,6 +121,12 @@ class RealSystemView : public SystemView {
     return o_.capture(timeout_ms);
   }
 
+  Result<CommandOutput> RunInImage(const std::string& image, const std::vector<std::string>& argv,
+                                   int gpus, int64_t timeout_ms) const override {
+    if (!o_.run_in_image) return Status::Unavailable("not checked");
+    return o_.run_in_image(image, argv, gpus, timeout_ms);
+  }
+
   Status DaemonStatus(std::string* where) const override {
     if (!o_.daemon_status) return Status::Unavailable("not checked");
     return o_.daemon_status(where);

@@ -26,6 +26,11 @@ struct RealSystemOptions {
   // The capture round trip through the daemon (the CLI builds it on
   // api::ApiClient). Null: Unavailable("not checked").
   std::function<Result<CaptureResult>(int64_t timeout_ms)> capture;
+  // A command in one of the user's images, through the daemon (the CLI
+  // builds it on api::ApiClient). Null: Unavailable("not checked").
+  std::function<Result<CommandOutput>(
+      const std::string& image, const std::vector<std::string>& argv, int gpus, int64_t timeout_ms)>
+      run_in_image;
   // GPU source spec for SampleGpus(), as gpu/source.h OpenGpuSource takes it.
   std::string gpu_spec = "auto";
 };

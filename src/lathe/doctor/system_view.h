@@ -121,6 +121,18 @@ class SystemView {
   // and its snapshot are removed afterwards (left_run says when they could
   // not be).
   virtual Result<CaptureResult> CaptureRoundTrip(int64_t timeout_ms) const = 0;
+  // Through the daemon (`lathe doctor --image`): runs `argv` as a run of this
+  // user's in their container image `image`, with `gpus` GPUs; the answer is
+  // its exit status and its log (stdout and stderr, in `out`). The run is
+  // removed afterwards. DeadlineExceeded after `timeout_ms` (a run still
+  // queued behind busy GPUs included); the daemon's refusal (an unknown
+  // image) as its Status.
+  virtual Result<CommandOutput> RunInImage(const std::string& image,
+                                           const std::vector<std::string>& argv, int gpus,
+                                           int64_t timeout_ms) const {
+    (void)image, (void)argv, (void)gpus, (void)timeout_ms;
+    return Status::Unavailable("not checked");
+  }
 };
 
 }  // namespace lathe::doctor
