@@ -83,6 +83,7 @@ Status ApplyConfig(DaemonFlags& f) {
   f.runs.retry_backoff_ms = c.retry_backoff_ms;
   f.runs.retry_backoff_max_ms = c.retry_backoff_max_ms;
   f.runs.run_log_max_bytes = c.run_log_max_bytes;
+  f.runs.images_max_bytes = c.images_max_bytes;
   f.runs.pools = c.pools;
   f.runs.default_pool = c.default_pool;
   f.runs.profiles = c.profiles;
@@ -131,6 +132,7 @@ void ApplyRunAndNotebookFlags(const DaemonFlags& f, daemon::DaemonOptions& o) {
   if (f.runs.retry_backoff_ms) o.retry_backoff_ms = *f.runs.retry_backoff_ms;
   if (f.runs.retry_backoff_max_ms) o.retry_backoff_max_ms = *f.runs.retry_backoff_max_ms;
   if (f.runs.run_log_max_bytes) o.run_log_max_bytes = *f.runs.run_log_max_bytes;
+  if (f.runs.images_max_bytes) o.images_max_bytes = *f.runs.images_max_bytes;
   if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
   if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;

@@ -138,6 +138,14 @@ Status RunList(bool json, Lang lang) {
                     used > 0 ? AgeAgo(used, lang) : "-"});
   }
   PrintTable(rows);
+  const Json& store = r["store"];
+  if (store.is_object() && store.value("bytes", uint64_t{0}) > 0) {
+    const uint64_t cap = store.value("max_bytes", uint64_t{0});
+    std::printf("%s\n", Tr(cap > 0 ? "image.store_capped" : "image.store", lang,
+                           {{"bytes", FormatBytes(store.value("bytes", uint64_t{0}))},
+                            {"max", FormatBytes(cap)}})
+                            .c_str());
+  }
   return Status::OK();
 }
 

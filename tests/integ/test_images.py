@@ -214,6 +214,40 @@ class Images(DaemonTest):
         self.assertIn("no image 'bb'", torch[0]["values"]["error"])
         self.assertEqual(self.d.runs(all_runs=True), [])
 
+    def test_a_size_cap_removes_the_least_recently_used_unpinned_images(self):
+        tars = [busybox_tar(self.scratch, {"/etc/which": "image %d\n" % i}, name="t%d.tar" % i)
+                for i in range(4)]
+        size = os.path.getsize(tars[0])
+        self.d.stop()
+        with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
+            f.write("images:\n  max_size: %d\n" % int(2.5 * size))
+        self.d.start()
+        self.as_user("image", "import", "a", tars[0])
+        pinned = self.as_user("run", "--image", "a", "--workdir", self.work, "--", "sleep",
+                              "600").stdout.strip()
+        self.d.wait_state(pinned, "running")
+        self.as_user("image", "import", "b", tars[1])
+        self.as_user("image", "import", "c", tars[2], user=OTHER)
+        # Four images of about `size` each under a cap of 2.5: b and c (the least
+        # recently used, whoever's) go; a (a running run holds it) and d (just
+        # imported) stay.
+        self.as_user("image", "import", "d", tars[3])
+        mine = {i["name"] for i in json.loads(self.as_user("image", "ls", "--json").stdout)}
+        self.assertEqual(mine, {"a:latest", "d:latest"})
+        self.assertEqual(json.loads(self.as_user("image", "ls", "--json", user=OTHER).stdout), [])
+        out = self.as_user("image", "ls").stdout
+        self.assertIn("image store:", out)
+        self.as_user("stop", pinned)
+        # A bad cap is refused, naming the key.
+        self.d.stop()
+        with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
+            f.write("images:\n  max_size: lots\n")
+        r = self.d.cli("daemon", "--home", self.d.home, check=False, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("images.max_size", r.stderr)
+        os.remove(os.path.join(self.d.home, "config.yaml"))
+        self.d.start()
+
     def test_bad_input_is_refused_clearly(self):
         self.import_bb()
         r = self.as_user("run", "--image", "nope:1", "--workdir", self.work, "--", "true",

@@ -186,9 +186,12 @@ void ApiServer::ListImages(ApiCall& call) {
   if (!images.ok()) return call.Reply(images.status());
   Json arr = Json::array();
   for (const auto& v : *images) arr.push_back(ImageToJson(v));
-  call.Reply(Json{{"images", arr},
-                  {"available", daemon_.images().available()},
-                  {"note", daemon_.images().note()}});
+  call.Reply(
+      Json{{"images", arr},
+           {"available", daemon_.images().available()},
+           {"note", daemon_.images().note()},
+           {"store",
+            {{"bytes", daemon_.images().StoreBytes()}, {"max_bytes", daemon_.images().cap()}}}});
 }
 
 void ApiServer::GetImage(ApiCall& call) {

@@ -283,6 +283,22 @@ constexpr Section kSections[] = {
        ASSIGN_OR_RETURN(c.telemetry, ParseTelemetry(n, f));
        return Status::OK();
      }},
+    {"images",
+     [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
+       // images: {max_size: 200GiB}
+       if (!n.IsMap()) return BadKey(f, "images", "a mapping of max_size");
+       for (const auto& kv : n) {
+         const std::string key = "images." + kv.first.Scalar();
+         if (key != "images.max_size") return BadKey(f, key, "images.max_size");
+         auto b = kv.second.IsScalar() ? ParseBytes(kv.second.Scalar())
+                                       : Result<uint64_t>(Status::InvalidArgument(""));
+         if (!b.ok() || *b < (1ULL << 20)) {
+           return BadKey(f, key, "a size of at least 1MiB, such as 200GiB");
+         }
+         c.images_max_bytes = *b;
+       }
+       return Status::OK();
+     }},
     {"pools",
      [](const YAML::Node& n, std::string_view f, DaemonConfig& c) {
        ASSIGN_OR_RETURN(c.pools, ParsePools(n, f));
@@ -357,7 +373,7 @@ Status ParseScalarKey(const std::string& key, const std::string& v, std::string_
     return BadKey(file, key,
                   "gpus, host, port, grace, retention, tls, allowed_hosts, quotas, fair_share, "
                   "notebooks, deployments, metrics, telemetry, retry_backoff, retry_backoff_max, "
-                  "run_log_max, pools, default_pool, profiles");
+                  "run_log_max, images, pools, default_pool, profiles");
   }
   return Status::OK();
 }

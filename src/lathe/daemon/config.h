@@ -107,6 +107,7 @@ struct DaemonConfig {
   std::optional<int64_t> retry_backoff_ms;      // `retry_backoff`: the first wait before a retry
   std::optional<int64_t> retry_backoff_max_ms;  // `retry_backoff_max`: the longest wait
   std::optional<uint64_t> run_log_max_bytes;    // `run_log_max`: one run's log at most
+  std::optional<uint64_t> images_max_bytes;     // `images: {max_size}`: the image store at most
   std::optional<std::map<std::string, PoolSettings>> pools;
   std::optional<std::string> default_pool;  // a name in pools, or "local"
   std::optional<std::map<std::string, run::Profile>> profiles;

@@ -227,6 +227,7 @@ Status Daemon::Init() {
       return ContainerGpuDevices(gpu::ReadCdiState(), gpus, simulated);
     };
     images_->SetPodman(lo.podman, lo.images_note);
+    images_->SetCap(opts_.images_max_bytes, [this] { return PinnedImageIds(); });
     own_backend_ = std::make_unique<exec::LocalBackend>(std::move(lo));
     backend_ = own_backend_.get();
   }

@@ -90,6 +90,10 @@ struct DaemonOptions {
   // One run's log at most (config.yaml `run_log_max`): past it the monitor
   // keeps the head and a rolling tail (exec::LaunchRequest::log_max_bytes).
   uint64_t run_log_max_bytes = 10ULL << 30;
+  // The image store at most (config.yaml `images: {max_size}`; 0 = no cap):
+  // past it the least recently used images no queued or active run holds
+  // are removed (daemon/images.h Images::SetCap).
+  uint64_t images_max_bytes = 0;
   std::string self_exe;  // the lathe binary, for `lathe __monitor`
   // How runs' files (exit.json, monitor.json) are read and monitors looked
   // for; null: os::RealEnv(). Not owned; tests inject faults through it.

@@ -169,6 +169,58 @@ void Images::SetPodman(std::optional<exec::PodmanSetup> podman, std::string note
   note_ = std::move(note);
 }
 
+void Images::SetCap(uint64_t max_bytes, std::function<std::set<std::string>()> pinned) {
+  max_bytes_ = max_bytes;
+  pinned_ = std::move(pinned);
+}
+
+uint64_t Images::StoreBytes() const {
+  if (!podman_) return 0;
+  // "Images 5992590": the images' total, a layer two images share counted once.
+  auto out = os::RunCommandWithEnv(Podman({"system", "df", "--format", "{{.Type}} {{.RawSize}}"}),
+                                   exec::PodmanEnvironment(*podman_), 60000);
+  if (!out.ok() || out->exit_code != 0) return 0;
+  size_t at = out->out.find("Images ");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(out->out.c_str() + at + 7, nullptr, 10);
+}
+
+std::vector<std::string> Images::EnforceCap(const std::string& added) {
+  std::vector<std::string> removed;
+  if (max_bytes_ == 0 || !podman_) return removed;
+  uint64_t bytes = StoreBytes();
+  if (bytes <= max_bytes_) return removed;
+  const std::set<std::string> pinned = pinned_ ? pinned_() : std::set<std::string>{};
+  std::vector<state::ImageGrant> ids;
+  {
+    std::lock_guard lock(mu_);
+    if (!OpenStore().ok()) return removed;
+    auto all = store_->AllIds();
+    if (!all.ok()) return removed;
+    ids = *all;
+  }
+  // Least recently used first: the last run in it by anyone, else its arrival.
+  auto used = [](const state::ImageGrant& g) {
+    return std::max(g.last_used_at_ms, g.granted_at_ms);
+  };
+  std::sort(ids.begin(), ids.end(),
+            [&](const auto& a, const auto& b) { return used(a) < used(b); });
+  for (const auto& g : ids) {
+    if (bytes <= max_bytes_) break;
+    if (g.id == added || pinned.count(g.id)) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (!store_->Forget(g.id).ok()) continue;
+    }
+    RemoveUnheld({g.id});
+    spdlog::info("image {}: removed from the store to keep it under {} bytes (images.max_size)",
+                 g.id.substr(0, 12), max_bytes_);
+    removed.push_back(g.id);
+    bytes = StoreBytes();
+  }
+  return removed;
+}
+
 Status Images::OpenStore() {
   if (store_) return Status::OK();
   ASSIGN_OR_RETURN(store_, state::ImageStore::Open(paths_.db));
@@ -208,6 +260,7 @@ Result<ImageView> Images::Record(const state::ImageName& n) {
     RETURN_IF_ERROR(OpenStore());
     RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
   }
+  (void)EnforceCap(n.id);
   ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
   v.size_bytes = SizesOf({n.id})[n.id];
   return v;

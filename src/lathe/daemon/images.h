@@ -74,6 +74,16 @@ class Images {
   // Set once at daemon start (Detect's answer).
   void SetPodman(std::optional<exec::PodmanSetup> podman, std::string note);
   bool available() const { return podman_.has_value(); }
+  // The store at most `max_bytes` (0 = no cap; config.yaml images.max_size):
+  // after each import, pull and build, while podman's count of the images'
+  // bytes (shared layers once) is above it, the least recently used image
+  // (its last run by anyone, else its arrival) that `pinned` (the ids queued
+  // and active runs hold) does not name leaves the store, with every user's
+  // names for it. The image just added stays. Set once at daemon start.
+  void SetCap(uint64_t max_bytes, std::function<std::set<std::string>()> pinned);
+  uint64_t cap() const { return max_bytes_; }
+  // podman's count of the images' bytes in the store; 0 when unknown.
+  uint64_t StoreBytes() const;
   const std::string& note() const { return note_; }
 
   // Imports a root file system's tar (podman import) as `uid`'s `name`,
@@ -149,7 +159,10 @@ class Images {
   // The images' sizes, by id, from one `podman image inspect`; an id podman
   // does not know is left out.
   std::map<std::string, uint64_t> SizesOf(const std::vector<std::string>& ids) const;
-  // Records `n` (its name and its grant) and answers it as `image ls` shows it.
+  // The cap (SetCap) kept after `added` arrived; the ids removed.
+  std::vector<std::string> EnforceCap(const std::string& added);
+  // Records `n` (its name and its grant) and answers it as `image ls` shows
+  // it; then keeps the cap.
   Result<ImageView> Record(const state::ImageName& n);
   // Removes `uid`'s name, and their grant of its image when no other name of
   // theirs points at it. With mu_ held.
@@ -167,6 +180,8 @@ class Images {
   const HomePaths paths_;
   os::Clock& clock_;
   std::optional<exec::PodmanSetup> podman_;  // set before any call
+  uint64_t max_bytes_ = 0;                   // set before any call
+  std::function<std::set<std::string>()> pinned_;
   std::string note_;
   std::mutex mu_;
   std::unique_ptr<state::ImageStore> store_;  // guarded by mu_; opened at first use
