@@ -35,6 +35,7 @@ struct RunFlags {
   std::string memory, shm, priority, name, workdir, max_duration, network, pool;
   std::string profile, gpu_type;  // a profile of the daemon's config; flags win over it
   std::string image;              // one of the user's images (lathe image ls)
+  std::string image_secret;       // the registry's user:password, for a pull while queued
   std::string like;               // a run whose spec is the base (its image id included)
   std::string workspace;          // a git URL or repository path (#ref), or a directory
   std::vector<std::string> env;
@@ -147,6 +148,7 @@ Result<Json> BuildSpec(const RunFlags& f, const Json& like = Json::object()) {
     spec["image"] = f.image;
     spec.erase("image_id");  // a spec file's recorded id was for its own image
   }
+  if (!f.image_secret.empty()) spec["image_secret"] = f.image_secret;
   if (!f.gpu_type.empty()) spec["gpu_type"] = f.gpu_type;
   if (f.nodes) spec["nodes"] = *f.nodes;
   if (f.torchrun) spec["torchrun"] = true;
@@ -680,6 +682,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
   run->add_option("--profile", f.profile);  // a profile of the daemon's config
   run->add_option("--image", f.image);
+  run->add_option("--image-secret", f.image_secret);
   run->add_option("--like", f.like);
   run->add_option("--gpu-type", f.gpu_type);
   run->add_option("--nodes", f.nodes);  // nodes per attempt; --gpus is per node

@@ -89,6 +89,32 @@ class ImagePull(DaemonTest):
             mine = json.loads(self.as_user("image", "ls", "--json", user=user).stdout)
             self.assertEqual([i["id"] for i in mine], [self.id1])
 
+    def test_a_queued_run_pulls_its_image_while_it_waits(self):
+        work = os.path.join(self.scratch, "w")
+        os.mkdir(work)
+        os.chown(work, self.pw.pw_uid, self.pw.pw_gid)
+        run = self.as_user("run", "--image", self.ref, "--image-secret", "reg", "--workdir", work,
+                           "--", "cat", "/version").stdout.strip()
+        r = self.d.wait_state(run, ["succeeded", "failed", "stopped"], timeout=300)
+        self.assertEqual(r["state"], "succeeded", r)
+        self.assertEqual(self.d.logs(run).strip(), "1")
+        self.assertEqual(r["spec"]["image_id"], self.id1)
+        self.assertTrue(any("pulled " + self.ref in e.get("message", "") for e in r["events"]),
+                        r["events"])
+        mine = {i["name"] for i in json.loads(self.as_user("image", "ls", "--json").stdout)}
+        self.assertEqual(mine, {self.ref})
+        # A reference the registry does not have: the run ends, saying why.
+        bad = self.as_user("run", "--image", self.reg.host + "/team/nope:1", "--image-secret",
+                           "reg", "--workdir", work, "--", "true").stdout.strip()
+        r = self.d.wait_state(bad, ["stopped", "failed", "succeeded"], timeout=300)
+        self.assertEqual(r["state"], "stopped", r)
+        self.assertIn("cannot pull its image", r["reason"])
+        # A bare name is never pulled: it must be one of the user's images.
+        r = self.as_user("run", "--image", "nothere", "--workdir", work, "--", "true",
+                         check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no image 'nothere'", r.stderr)
+
     def test_a_run_keeps_its_image_when_the_tag_moves(self):
         self.pull("--secret", "reg", "--name", "bb")
         work = os.path.join(self.scratch, "work")

@@ -199,6 +199,7 @@ Status Daemon::Init() {
   checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
   secrets_ = std::make_unique<Secrets>(paths_, clock_);
   images_ = std::make_unique<Images>(paths_, clock_);
+  puller_ = std::make_unique<ImagePuller>(*images_, [this] { Kick(); });
   // Initialised now, not by the first checkpointing run: `lathe snap create`
   // right after `lathe up` finds a store.
   if (auto st = checkpoints_->store(); !st.ok()) {
@@ -289,6 +290,7 @@ void Daemon::Stop() {
   if (sampler_) sampler_->Stop();
   if (disk_) disk_->Stop();
   if (loop_.joinable()) loop_.join();
+  puller_.reset();  // waits for the pulls in flight; their Kick finds the loop gone
 }
 
 void Daemon::Kick() {
@@ -841,6 +843,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   ++passes_;
   submitted_.clear();
   headroom_.reset();
+  ApplyEndedPulls();  // image_pulls.cc; writes, so before the queued runs are read
   // The queued runs from the store's memory (no SQLite, no spec decoding);
   // valid until the first write below, so what is acted on is copied first.
   std::vector<const RunRecord*> queued = store_->Queued();
@@ -850,6 +853,7 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
     return {};
   }
   auto backoff = HoldBackRetries(queued);
+  for (auto& held : HoldBackPulls(queued)) backoff.push_back(std::move(held));
   // Runs for a backend that places runs itself (a cluster's pool) are handed
   // over as they come; sched/ places the rest on this node's GPUs.
   std::vector<PendingStart> starts = HandOver(queued);

@@ -37,6 +37,7 @@
 #include "lathe/common/thread_annotations.h"
 #include "lathe/daemon/disk_shares.h"
 #include "lathe/daemon/home.h"
+#include "lathe/daemon/image_puller.h"
 #include "lathe/daemon/images.h"
 #include "lathe/daemon/in_flight_keys.h"
 #include "lathe/daemon/metrics_text.h"
@@ -466,6 +467,7 @@ class Daemon final : public Runs {
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
   std::unique_ptr<Images> images_;               // thread-safe itself
+  std::unique_ptr<ImagePuller> puller_;          // thread-safe itself; ended at Stop()
   InFlightKeys in_flight_keys_;                  // thread-safe itself
   std::unique_ptr<NotebookWatch> notebooks_;     // thread-safe itself; calls in under no lock
   std::unique_ptr<DiskShares> disk_;             // thread-safe itself; its thread takes mu_
@@ -522,6 +524,13 @@ class Daemon final : public Runs {
   std::map<std::string, int64_t> retry_at_ms_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, WaitNote>> HoldBackRetries(
       std::vector<const state::RunRecord*>& queued) REQUIRES(mu_);
+  // Queued runs whose image is still being pulled (image_puller.h) wait out
+  // of the scheduler's sight: their pull is started if it is not running,
+  // and a pull that ended gives them their image id (or fails them, with
+  // the pull's reason). image_pulls.cc.
+  std::vector<std::pair<std::string, WaitNote>> HoldBackPulls(
+      std::vector<const state::RunRecord*>& queued) REQUIRES(mu_);
+  void ApplyEndedPulls() REQUIRES(mu_);
   // run id -> when its current attempt was queued (wall ms), for the
   // scheduling latency; set on submission and requeue, dropped when it
   // leaves the queue. A run queued before this daemon started is absent.

@@ -114,7 +114,15 @@ Status Daemon::ResolveImage(const Caller& caller, run::RunSpec& spec) {
     return Status::Msg(Code::kInvalidArgument, "spec.images_unavailable",
                        {{"note", images_->note()}});
   }
-  ASSIGN_OR_RETURN(spec.image_id, images_->Resolve(caller.uid, spec.image, spec.image_id));
+  auto id = images_->Resolve(caller.uid, spec.image, spec.image_id);
+  if (!id.ok() && id.status().code() == Code::kNotFound && spec.image_id.empty() &&
+      IsRegistryRef(spec.image)) {
+    // Not here yet: queued now, pulled while it waits (image_pulls.cc).
+    spec.image = NormalizeImageName(spec.image);
+    return Status::OK();
+  }
+  if (!id.ok()) return id.status();
+  spec.image_id = *id;
   if (spec.image.empty()) spec.image = "sha256:" + spec.image_id.substr(0, 12);
   return Status::OK();
 }
@@ -141,7 +149,7 @@ Status Daemon::CheckSubmittable(const run::RunSpec& spec, const Caller& caller) 
                        {{"nodes", std::to_string(spec.nodes)},
                         {"pool", spec.pool.empty() ? std::string(run::kLocalPool) : spec.pool}});
   }
-  if (!spec.image_id.empty() && !backend->Caps().images) {
+  if ((!spec.image_id.empty() || !spec.image.empty()) && !backend->Caps().images) {
     return Status::Msg(Code::kInvalidArgument, "spec.image_pool",
                        {{"pool", spec.pool.empty() ? std::string(run::kLocalPool) : spec.pool},
                         {"note", backend->Caps().note}});
@@ -387,6 +395,7 @@ Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
   Notify();
   // The loop decides whether it is worth a pass (PassWorthRunning).
   submitted_.push_back(QueuedJobOf(r));
+  if (!r.spec.image.empty() && r.spec.image_id.empty()) pass_needed_ = true;  // its pull starts
   submitted_kick_ = true;
   loop_cv_.SignalAll();
   return Submission{std::move(r), false};

@@ -521,6 +521,15 @@ constexpr Field kFieldTable[] = {
     {"nccl", ParseNccl},
     {"image", ParseImage},
     {"image_id", ParseImageId},
+    {"image_secret",
+     [](const Json& v, RunSpec& s) {
+       if (!v.is_string() || !ValidSecretName(Str(v))) {
+         return Status::Msg(Code::kInvalidArgument, "spec.bad_secret",
+                            {{"field", "image_secret"}, {"value", Shown(v)}});
+       }
+       s.image_secret = Str(v);
+       return Status::OK();
+     }},
 };
 
 std::string AllowedFields() {
@@ -671,6 +680,7 @@ Json SpecToJson(const RunSpec& s) {
   if (s.torchrun) j["torchrun"] = true;
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.image_id.empty()) j["image_id"] = s.image_id;
+  if (!s.image_secret.empty()) j["image_secret"] = s.image_secret;
   if (s.nccl_ib.has_value() || !s.nccl_socket_ifname.empty()) {
     Json n = Json::object();
     if (s.nccl_ib.has_value()) n["ib"] = *s.nccl_ib;

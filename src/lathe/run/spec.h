@@ -165,6 +165,10 @@ struct RunSpec {
   // same bytes whatever the name points at later.
   std::string image;
   std::string image_id;
+  // A secret of the user's holding "user:password" for the registry of an
+  // `image` the daemon pulls while the run is queued (a reference with its
+  // registry that the user does not have yet).
+  std::string image_secret;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -320,6 +320,18 @@ Status RunStore::Save(const RunRecord& r, const std::string& event_type, const s
   return Status::OK();
 }
 
+Status RunStore::SaveSpec(const RunRecord& r, const std::string& event_type,
+                          const std::string& message, int64_t now_ms) {
+  RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
+    ASSIGN_OR_RETURN(Stmt s, db_->Prepare("UPDATE runs SET spec=? WHERE id=?"));
+    s.Bind(1, run::SpecToJson(r.spec).dump()).Bind(2, r.id);
+    RETURN_IF_ERROR(s.Run());
+    return InsertEvent(r.id, event_type, message, Json::object(), now_ms);
+  }));
+  NoteWritten(r);
+  return Status::OK();
+}
+
 Status RunStore::AddEvent(const std::string& run_id, const std::string& type,
                           const std::string& message, const Json& data, int64_t now_ms) {
   return InsertEvent(run_id, type, message, data, now_ms);

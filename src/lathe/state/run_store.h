@@ -179,6 +179,9 @@ class RunStore {
   // Saves fields without a state change (e.g. stop_intent), with an event.
   Status Save(const RunRecord& r, const std::string& event_type, const std::string& message,
               int64_t now_ms);
+  // Saves r.spec (a queued run's image id, once its pull ended) with an event.
+  Status SaveSpec(const RunRecord& r, const std::string& event_type, const std::string& message,
+                  int64_t now_ms);
   // Removes run `id` with its events and idempotency keys (one transaction).
   // NotFound (run.not_found) when there is no such run. The caller decides
   // whether the run may go (the daemon: only a finished one).
