@@ -184,6 +184,11 @@ Status RunPrune(const std::string& unused_for, bool all_users, bool dry_run, boo
   }
   std::printf("%s\n",
               Tr("image.prune_count", lang, {{"n", std::to_string(r["removed"].size())}}).c_str());
+  if (r.contains("build_caches") && !r["build_caches"].empty()) {
+    std::printf("%s\n", Tr(dry_run ? "image.would_prune_caches" : "image.pruned_caches", lang,
+                           {{"n", std::to_string(r["build_caches"].size())}})
+                            .c_str());
+  }
   return Status::OK();
 }
 

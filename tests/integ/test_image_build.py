@@ -94,6 +94,15 @@ class ImageBuild(DaemonTest):
         self.assertIn("Using cache", again.stderr)
         mine = {i["name"] for i in json.loads(self.as_user("image", "ls", "--json").stdout)}
         self.assertEqual(mine, {"base:latest", "app:1"})
+        # `image prune` empties a build cache not used for that long, with its user's podman.
+        layers = os.path.join(self.d.home, "image-builds", str(self.pw.pw_uid), "graph", "vfs",
+                              "dir")
+        self.assertTrue(os.listdir(layers))
+        r = self.as_user("image", "prune", "--unused-for", "0s")
+        self.assertIn("emptied 1 build cache", r.stdout)
+        self.assertFalse(os.path.isdir(layers) and os.listdir(layers))
+        self.d.wait_for(lambda: subprocess.run(["pgrep", "-u", USER], capture_output=True)
+                        .returncode == 1, "no process of the user left after the prune")
 
     def test_from_names_only_the_users_images(self):
         self.as_user("image", "import", "base", self.tar)

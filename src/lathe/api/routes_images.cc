@@ -178,7 +178,10 @@ void ApiServer::PostImagePrune(ApiCall& call) {
     arr.push_back(
         {{"uid", p.uid}, {"name", p.name}, {"id", p.id}, {"last_used_at_ms", p.last_used_at_ms}});
   }
-  call.Reply(Json{{"removed", arr}, {"dry_run", body->value("dry_run", false)}});
+  const std::vector<uid_t> caches = daemon_.images().PruneBuildCaches(
+      call.caller.uid, everyone, unused->count(), body->value("dry_run", false));
+  call.Reply(
+      Json{{"removed", arr}, {"build_caches", caches}, {"dry_run", body->value("dry_run", false)}});
 }
 
 void ApiServer::ListImages(ApiCall& call) {

@@ -5,7 +5,10 @@
 
 #include <cctype>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "lathe/daemon/images.h"
 #include "lathe/daemon/images_internal.h"
@@ -224,7 +227,44 @@ Result<ImageView> Images::Build(const os::FsIdentity& user, const BuildRequest& 
   }
   on_line(fmt::format("lathe: storing {} ({})", name, id->substr(0, 12)));
   RETURN_IF_ERROR(MoveBuilt(b, user, *id));
+  // The last build's time, for PruneBuildCaches (root's to set: the
+  // directory is in root's).
+  (void)os::SetMtime(b.Dir(), clock_.NowMs() * 1000000);
   return Record({user.uid, name, *id, "build " + req.dir, clock_.NowMs()});
+}
+
+std::vector<uid_t> Images::PruneBuildCaches(uid_t uid, bool everyone, int64_t unused_for_ms,
+                                            bool dry_run) {
+  std::vector<uid_t> out;
+  if (!podman_) return out;
+  const std::string root = paths_.home + "/image-builds";
+  auto names = os::ListDir(root);
+  if (!names.ok()) return out;
+  const int64_t now_ms = clock_.NowMs();
+  for (const std::string& n : *names) {
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 9) {
+      continue;
+    }
+    const uid_t u = static_cast<uid_t>(std::stoul(n));
+    if (!everyone && u != uid) continue;
+    auto st = os::LstatFile(root + "/" + n);
+    if (!st.ok() || !S_ISDIR(st->mode) || now_ms - st->mtime_ns / 1000000 < unused_for_ms) continue;
+    out.push_back(u);
+    if (dry_run) continue;
+    const os::FsIdentity who = os::IdentityOf(u, u);
+    exec::BuildStore b;
+    b.podman = podman_->podman;
+    b.root = root;
+    b.user = RunUserOf(who);
+    auto reset = UserPodman(b, {"system", "reset", "--force"});
+    StopPause(b, who);
+    if (!reset.ok() || reset->exit_code != 0) {
+      spdlog::warn(
+          "build cache of uid {}: not emptied: {}", u,
+          reset.ok() ? PodmanReasonIn(reset->out, reset->exit_code) : reset.status().ToString());
+    }
+  }
+  return out;
 }
 
 }  // namespace lathe::daemon

@@ -143,6 +143,13 @@ class Images {
   Result<std::vector<Pruned>> Prune(uid_t uid, bool everyone, int64_t unused_for_ms,
                                     const std::set<std::string>& pinned, bool dry_run);
 
+  // Empties the build stores (image_build.cc; their layer caches) whose last
+  // build is older than `unused_for_ms`: `uid`'s, or everyone's with
+  // `everyone`. Each is reset by its user's own podman. The uids whose cache
+  // went (or would go, with `dry_run`).
+  std::vector<uid_t> PruneBuildCaches(uid_t uid, bool everyone, int64_t unused_for_ms,
+                                      bool dry_run);
+
   // A run of `uid`'s started in `id` (last use, for `image ls` and prune).
   void NoteUse(uid_t uid, const std::string& id);
 
