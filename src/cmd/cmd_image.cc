@@ -32,6 +32,53 @@ void PrintImage(const Json& r, const char* msg, const std::string& fallback, boo
                           .c_str());
 }
 
+// A build's or a pull's output as it comes, on stderr; on a terminal with a
+// progress line below it (`msg`: the build's step, or the layers a pull has
+// copied; the time so far), redrawn at each line.
+class StreamProgress {
+ public:
+  StreamProgress(std::string name, const char* msg, Lang lang)
+      : name_(std::move(name)),
+        msg_(msg),
+        lang_(lang),
+        tty_(os::StderrIsTerminal()),
+        start_(std::chrono::steady_clock::now()) {}
+  void Line(const std::string& line) {
+    if (line.starts_with("STEP ")) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) step_ = line.substr(5, colon - 5);
+    } else if (line.starts_with("Copying blob ")) {
+      step_ = std::to_string(++blobs_);
+    }
+    if (tty_) std::fputs("\r\033[K", stderr);
+    std::fprintf(stderr, "%s\n", line.c_str());
+    if (tty_) Draw();
+  }
+  void Done() {
+    if (tty_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  void Draw() {
+    const auto secs =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start_)
+            .count();
+    std::fprintf(
+        stderr, "%s",
+        Tr(msg_, lang_,
+           {{"name", name_}, {"step", step_.empty() ? "-" : step_}, {"secs", std::to_string(secs)}})
+            .c_str());
+    std::fflush(stderr);
+  }
+  const std::string name_;
+  const char* msg_;
+  const Lang lang_;
+  const bool tty_;
+  const std::chrono::steady_clock::time_point start_;
+  std::string step_;
+  int blobs_ = 0;
+};
+
 Status RunImport(const std::string& name, const std::string& file, bool json, Lang lang) {
   const std::string path = std::filesystem::absolute(file).lexically_normal().string();
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
@@ -49,51 +96,16 @@ Status RunPull(const std::string& ref, const std::string& name, const std::strin
   std::fprintf(stderr, "%s\n", Tr("image.pulling", lang, {{"ref", ref}}).c_str());
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   // As events: a pull of many gigabytes takes longer than a request may.
-  ASSIGN_OR_RETURN(Json r, c->PostForResult("/api/v1/images/pull?stream=1", body));
-  PrintImage(r, "image.pulled", ref, json, lang);
+  StreamProgress progress(ref, "image.pull_progress", lang);
+  auto r = c->PostForResult("/api/v1/images/pull?stream=1", body,
+                            [&](const std::string& event, const Json& data) {
+                              if (event == "log") progress.Line(data.value("line", ""));
+                            });
+  progress.Done();
+  if (!r.ok()) return r.status();
+  PrintImage(*r, "image.pulled", ref, json, lang);
   return Status::OK();
 }
-
-// The build's log as it comes, on stderr; on a terminal with a progress line
-// below it (the step podman is at, the time so far), redrawn at each line.
-class BuildProgress {
- public:
-  BuildProgress(std::string name, Lang lang)
-      : name_(std::move(name)),
-        lang_(lang),
-        tty_(os::StderrIsTerminal()),
-        start_(std::chrono::steady_clock::now()) {}
-  void Line(const std::string& line) {
-    if (line.starts_with("STEP ")) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) step_ = line.substr(5, colon - 5);
-    }
-    if (tty_) std::fputs("\r\033[K", stderr);
-    std::fprintf(stderr, "%s\n", line.c_str());
-    if (tty_) Draw();
-  }
-  void Done() {
-    if (tty_) std::fputs("\r\033[K", stderr);
-  }
-
- private:
-  void Draw() {
-    const auto secs =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start_)
-            .count();
-    std::fprintf(
-        stderr, "%s",
-        Tr("image.build_progress", lang_,
-           {{"name", name_}, {"step", step_.empty() ? "-" : step_}, {"secs", std::to_string(secs)}})
-            .c_str());
-    std::fflush(stderr);
-  }
-  const std::string name_;
-  const Lang lang_;
-  const bool tty_;
-  const std::chrono::steady_clock::time_point start_;
-  std::string step_;
-};
 
 Status RunBuild(const std::string& name, const std::string& dir, const std::string& file, bool json,
                 Lang lang) {
@@ -103,7 +115,7 @@ Status RunBuild(const std::string& name, const std::string& dir, const std::stri
                Tr("image.building", lang, {{"name", name}, {"dir", body["dir"].get<std::string>()}})
                    .c_str());
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  BuildProgress progress(name, lang);
+  StreamProgress progress(name, "image.build_progress", lang);
   auto r = c->PostForResult("/api/v1/images/build?stream=1", body,
                             [&](const std::string& event, const Json& data) {
                               if (event == "log") progress.Line(data.value("line", ""));

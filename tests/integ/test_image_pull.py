@@ -77,7 +77,11 @@ class ImagePull(DaemonTest):
         self.assertNotIn("u:p", self.d.daemon_log())
 
     def test_second_user_stores_nothing_new(self):
-        json.loads(self.pull("--secret", "reg").stdout)
+        r = self.pull("--secret", "reg")
+        json.loads(r.stdout)
+        # podman's progress came as it went, as plain lines (stderr is not a terminal).
+        self.assertIn("Copying blob", r.stderr)
+        self.assertNotIn("\x1b[", r.stderr)
         graph = os.path.join(self.d.home, "images", "graph")
         before = du(graph)
         v = json.loads(self.pull("--secret", "reg", user=OTHER).stdout)

@@ -26,6 +26,12 @@ Json ImageToJson(const daemon::ImageView& v) {
               {"size_bytes", v.size_bytes}};
 }
 
+// One line of a streamed pull's or build's output: a "log" event.
+void WriteLogLine(net::ResponseStream& s, std::string_view line) {
+  (void)s.Write(net::SseEvent("log", Json{{"line", std::string(line)}}.dump(
+                                         -1, ' ', false, Json::error_handler_t::replace)));
+}
+
 // The last event of a streamed pull or build: "result" (the image) or "error"
 // ({"error": …, "http": status}); then the stream ends.
 void EndWithImage(net::ResponseStream& s, const Result<daemon::ImageView>& v) {
@@ -99,7 +105,8 @@ void ApiServer::PostImagePull(ApiCall& call) {
   call.res.reset();
   const uid_t uid = call.caller.uid;
   StartStreamThread([this, uid, ref = *ref, name, credentials, insecure, s] {
-    auto v = daemon_.images().Pull(uid, ref, name, credentials, insecure);
+    auto v = daemon_.images().Pull(uid, ref, name, credentials, insecure,
+                                   [&](std::string_view line) { WriteLogLine(*s, line); });
     EndWithImage(*s, v);
   });
 }
@@ -138,10 +145,8 @@ void ApiServer::PostImageBuild(ApiCall& call) {
   std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
   call.res.reset();
   StartStreamThread([this, who, req, s] {
-    auto v = daemon_.images().Build(who, req, [&](std::string_view line) {
-      (void)s->Write(net::SseEvent("log", Json{{"line", std::string(line)}}.dump(
-                                              -1, ' ', false, Json::error_handler_t::replace)));
-    });
+    auto v =
+        daemon_.images().Build(who, req, [&](std::string_view line) { WriteLogLine(*s, line); });
     EndWithImage(*s, v);
   });
 }

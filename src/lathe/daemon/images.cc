@@ -301,7 +301,8 @@ Result<ImageView> Images::Import(const os::FsIdentity& user, const std::string& 
 }
 
 Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::string& name_in,
-                               const std::optional<std::string>& credentials, bool insecure) {
+                               const std::optional<std::string>& credentials, bool insecure,
+                               const std::function<void(std::string_view)>& on_line) {
   RETURN_IF_ERROR(CheckImageName(name_in.empty() ? ref.substr(0, ref.find('@')) : name_in));
   if (!run::ValidImageRef(ref)) {
     return Status::Msg(Code::kInvalidArgument, "image.bad_name", {{"name", ref}});
@@ -310,7 +311,7 @@ Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::str
     return Status::Msg(Code::kFailedPrecondition, "image.unavailable", {{"note", note_}});
   const std::string name =
       NormalizeImageName(name_in.empty() ? ref.substr(0, ref.find('@')) : name_in);
-  std::vector<std::string> argv = Podman({"pull", "--quiet"});
+  std::vector<std::string> argv = Podman({"pull"});
   if (insecure) argv.push_back("--tls-verify=false");
   std::string auth;
   if (credentials) {
@@ -320,13 +321,17 @@ Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::str
     argv.insert(argv.end(), {"--authfile", auth});
   }
   argv.push_back(ref);
-  auto out = os::RunCommandWithEnv(argv, exec::PodmanEnvironment(*podman_), kPodmanTimeoutMs);
+  // Its progress and, last, the image's id, on one stream.
+  auto out = os::RunCommandLines(argv, exec::PodmanEnvironment(*podman_), -1, kPodmanTimeoutMs,
+                                 4096, [&](std::string_view line) {
+                                   if (on_line) on_line(line);
+                                 });
   if (!auth.empty()) (void)os::RemoveFile(auth);  // best effort: the store's tmp is root's
   if (!out.ok()) return out.status();
   std::optional<std::string> id = out->exit_code == 0 ? IdIn(out->out) : std::nullopt;
   if (!id) {
     return Status::Msg(Code::kInvalidArgument, "image.pull_failed",
-                       {{"ref", ref}, {"why", PodmanReason(*out)}});
+                       {{"ref", ref}, {"why", PodmanReasonIn(out->out, out->exit_code)}});
   }
   return Record({uid, name, *id, "pull " + ref, clock_.NowMs()});
 }

@@ -100,8 +100,11 @@ class Images {
   // has already (another user's pull, another image) are not fetched again.
   // InvalidArgument image.pull_failed with podman's reason (an unknown
   // repository or tag, an unreachable registry, bad credentials).
+  // Each line podman prints ("Copying blob sha256:… done") goes to `on_line`
+  // as it comes.
   Result<ImageView> Pull(uid_t uid, const std::string& ref, const std::string& name,
-                         const std::optional<std::string>& credentials, bool insecure);
+                         const std::optional<std::string>& credentials, bool insecure,
+                         const std::function<void(std::string_view)>& on_line = {});
   // Builds an image from `dir` as `user`'s `name` (`lathe image build`):
   // podman build run as the user (exec::BuildStore), with `file` (absolute;
   // "" = dir's Containerfile or Dockerfile). The images its FROM lines name
