@@ -15,6 +15,7 @@ import unittest
 
 from harness import PY, DaemonTest, second_user, shared_scratch
 from image_fixture import have_podman, reset_store
+from torchrun_fix import run_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "..", "..", "examples", "train_digits.py")
@@ -90,6 +91,23 @@ class TorchInImage(DaemonTest):
         self.assertTrue(torch[0]["values"].get("version", "").startswith("1.13"), torch)
         # The doctor's test run does not stay.
         self.assertEqual(self.d.runs(all_runs=True), [])
+
+    def test_torchrun_in_the_image(self):
+        # The image's own torchrun (Lathe's binary is not in the image), one node,
+        # one process without GPUs; the program sees torchrun's and Lathe's variables.
+        # Debian's torchrun under Python 3.11 needs the mended one (torchrun_fix.py),
+        # written into the mounted working directory, first on the run's PATH.
+        path = run_path(os.path.join(self.work, "shim"))
+        run = self.as_user("run", "--image", "torch", "--torchrun", "--workdir", self.work,
+                           "--env", "PATH=" + path, "--",
+                           "python3", "-c",
+                           "import os; print('world', os.environ['WORLD_SIZE'],"
+                           " os.environ['LOCAL_RANK'], os.environ['LATHE_NNODES'],"
+                           " os.environ['LATHE_NODE_RANK'])").stdout.strip()
+        r = self.d.wait_state(run, ["succeeded", "failed"], timeout=300)
+        log = self.d.logs(run)
+        self.assertEqual(r["state"], "succeeded", log)
+        self.assertIn("world 1 0 1 0", log)
 
     def test_killed_trainer_resumes_bitwise_in_the_image(self):
         base = self.train("base.json", script=("--ckpt-dir", "base-ckpt"))

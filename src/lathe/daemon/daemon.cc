@@ -963,7 +963,18 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
     ApplyNotebook(r.run_dir, r.spec, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                   token.ok() ? *token : "", q);
   }
-  if (r.spec.torchrun) {
+  if (r.spec.torchrun && !r.spec.image_id.empty()) {
+    // In an image, torchrun is the image's own (Lathe's binary is not in
+    // it), on this one node: the plan `lathe __torchrun` would exec.
+    exec::TorchrunArgs ta;
+    ta.nproc_per_node = std::max(1, r.spec.gpus);
+    ta.run_id = r.id;
+    ta.script = q.argv;
+    if (auto plan = exec::PlanTorchrun(ta, "", {}, {}); plan.ok()) {
+      q.argv = plan->argv;
+      for (const auto& [k, v] : plan->env) q.env[k] = v;
+    }
+  } else if (r.spec.torchrun) {
     q.argv = exec::TorchrunWrapArgv(opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                                     r.spec.gpus, r.spec.nodes, r.id, q.argv);
   }

@@ -101,14 +101,14 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 
 // `image` names one of the caller's images (or the spec brings the id a
 // run of theirs recorded: --like, a resubmission): the id is recorded on
-// the run. Only jobs for now: a notebook's and a replica's programs are
-// Lathe's own, which an image does not hold.
+// the run. Only jobs for now (torchrun included: the image's own torchrun, on
+// one node): a notebook's and a replica's programs are Lathe's own, which an
+// image does not hold.
 Status Daemon::ResolveImage(const Caller& caller, run::RunSpec& spec) {
   if (spec.image.empty() && spec.image_id.empty()) return Status::OK();
-  if (spec.type != run::RunKind::kJob || spec.torchrun) {
-    return Status::Msg(
-        Code::kInvalidArgument, "spec.image_kind",
-        {{"type", spec.torchrun ? "torchrun" : std::string(run::RunKindName(spec.type))}});
+  if (spec.type != run::RunKind::kJob) {
+    return Status::Msg(Code::kInvalidArgument, "spec.image_kind",
+                       {{"type", std::string(run::RunKindName(spec.type))}});
   }
   if (!images_->available()) {
     return Status::Msg(Code::kInvalidArgument, "spec.images_unavailable",

@@ -147,8 +147,12 @@ Status PrepareBuildRoot(const std::string& root) {
 
 std::vector<std::string> BuildPodmanBase(const BuildStore& b) {
   std::vector<std::string> argv = SetprivPrefix(b.user);
+  // ignore_chown_errors on the command line: podman 4.3 leaves a rootless
+  // user's storage.conf driver options unread (measured: `podman info` shows
+  // none), and a base with files of other owners fails to load without it.
   argv.insert(argv.end(), {b.podman, "--root", b.GraphRoot(), "--runroot", b.RunRoot(), "--tmpdir",
-                           b.LibpodTmpDir(), "--storage-driver", "vfs"});
+                           b.LibpodTmpDir(), "--storage-driver", "vfs", "--storage-opt",
+                           "vfs.ignore_chown_errors=true"});
   return argv;
 }
 

@@ -145,7 +145,8 @@ std::string BuildStorageConf();
 // Makes `root` (root's, 0711: each user reaches only their own directory,
 // 0700) and writes its containers.conf and storage.conf (0644).
 Status PrepareBuildRoot(const std::string& root);
-// `setpriv --reuid … -- podman --root … --runroot … --tmpdir … --storage-driver vfs`.
+// `setpriv --reuid … -- podman --root … --runroot … --tmpdir … --storage-driver vfs
+// --storage-opt vfs.ignore_chown_errors=true`.
 std::vector<std::string> BuildPodmanBase(const BuildStore& b);
 // The user's podman's complete environment, all of it in their store.
 std::map<std::string, std::string> BuildPodmanEnvironment(const BuildStore& b);

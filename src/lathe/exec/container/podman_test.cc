@@ -157,7 +157,8 @@ TEST(PodmanBuild, RunsAsTheUserInTheirOwnStore) {
               ElementsAre("/usr/bin/podman", "--root", "/var/lib/lathe/image-builds/1001/graph",
                           "--runroot", "/var/lib/lathe/image-builds/1001/run", "--tmpdir",
                           "/var/lib/lathe/image-builds/1001/libpod", "--storage-driver", "vfs",
-                          "build", "--network", "host", "--pull=never", "--layers", "--iidfile",
+                          "--storage-opt", "vfs.ignore_chown_errors=true", "build", "--network",
+                          "host", "--pull=never", "--layers", "--iidfile",
                           "/var/lib/lathe/image-builds/1001/tmp/iid", "--file",
                           "/home/u/ctx/Containerfile", "/home/u/ctx"));
   const auto env = BuildPodmanEnvironment(b);
