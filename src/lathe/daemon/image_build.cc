@@ -225,8 +225,12 @@ Result<ImageView> Images::Build(const os::FsIdentity& user, const BuildRequest& 
         Code::kInvalidArgument, "image.build_failed",
         {{"name", req.name}, {"log", log_path}, {"why", PodmanReasonIn(out->out, out->exit_code)}});
   }
-  on_line(fmt::format("lathe: storing {} ({})", name, id->substr(0, 12)));
-  RETURN_IF_ERROR(MoveBuilt(b, user, *id));
+  // A build whose every step was cached gives an id the store may hold
+  // already: nothing to move (a save and a load of the whole image).
+  if (SizesOf({*id}).count(*id) == 0) {
+    on_line(fmt::format("lathe: storing {} ({})", name, id->substr(0, 12)));
+    RETURN_IF_ERROR(MoveBuilt(b, user, *id));
+  }
   // The last build's time, for PruneBuildCaches (root's to set: the
   // directory is in root's).
   (void)os::SetMtime(b.Dir(), clock_.NowMs() * 1000000);
