@@ -22,6 +22,18 @@ std::string Size(const Json& v) {
   return b == 0 ? "-" : FormatBytes(b);
 }
 
+// The queued and active runs in an image: "-", "r-1", "r-1 r-2 r-3 (+2)".
+std::string Runs(const Json& v) {
+  const Json& runs = v.contains("runs") && v["runs"].is_array() ? v["runs"] : Json::array();
+  if (runs.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < runs.size() && i < 3; ++i) {
+    out += (i ? " " : "") + runs[i].get<std::string>();
+  }
+  if (runs.size() > 3) out += " (+" + std::to_string(runs.size() - 3) + ")";
+  return out;
+}
+
 // The image an import or a pull answered, as JSON or one line (`msg`).
 void PrintImage(const Json& r, const char* msg, const std::string& fallback, bool json, Lang lang) {
   if (json) return PrintJson(r);
@@ -142,12 +154,12 @@ Status RunList(bool json, Lang lang) {
   }
   std::vector<std::vector<std::string>> rows = {
       {Tr("image.col_name", lang), Tr("image.col_id", lang), Tr("image.col_size", lang),
-       Tr("image.col_created", lang), Tr("image.col_used", lang)}};
+       Tr("image.col_created", lang), Tr("image.col_used", lang), Tr("image.col_runs", lang)}};
   for (const auto& v : r["images"]) {
     const int64_t used = v.value("last_used_at_ms", int64_t{0});
     rows.push_back({v.value("name", ""), ShortId(v.value("id", "")), Size(v),
                     AgeAgo(v.value("created_at_ms", int64_t{0}), lang),
-                    used > 0 ? AgeAgo(used, lang) : "-"});
+                    used > 0 ? AgeAgo(used, lang) : "-", Runs(v)});
   }
   PrintTable(rows);
   const Json& store = r["store"];
@@ -172,6 +184,8 @@ Status RunInspect(const std::string& name, bool json, Lang lang) {
   std::vector<std::vector<std::string>> rows = {
       {Tr("image.col_name", lang), r.value("name", "")},
       {Tr("image.col_id", lang), "sha256:" + r.value("id", "")},
+      {Tr("image.col_digest", lang), r.value("digest", "").empty() ? "-" : r.value("digest", "")},
+      {Tr("image.col_runs", lang), Runs(r)},
       {Tr("image.col_size", lang), Size(r)},
       {Tr("image.col_source", lang), r.value("source", "")},
       {Tr("image.col_created", lang), AgeAgo(r.value("created_at_ms", int64_t{0}), lang)},

@@ -138,6 +138,11 @@ class Images(DaemonTest):
         long = self.run_in_image("sleep", "600")
         r = self.d.wait_state(long, "running")
         self.d.wait_for(lambda: "lathe-%s-1" % r["id"] in self.podman_ps(), "the container")
+        # `image ls` and `inspect` say which runs use the image, and its manifest digest.
+        mine = json.loads(self.as_user("image", "ls", "--json").stdout)
+        self.assertEqual(mine[0]["runs"], [r["id"]])
+        self.assertTrue(mine[0]["digest"].startswith("sha256:"), mine)
+        self.assertIn(r["id"], self.as_user("image", "inspect", "bb").stdout)
         # The daemon dies and comes back: the run is still held by its monitor.
         short = self.run_in_image("sh", "-c", "sleep 4; echo finished")
         self.d.wait_state(short, "running")

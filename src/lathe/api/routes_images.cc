@@ -17,9 +17,14 @@
 namespace lathe::api {
 namespace {
 
-Json ImageToJson(const daemon::ImageView& v) {
+// `runs`: the caller's queued and active runs in it (ListImages, GetImage).
+Json ImageToJson(const daemon::ImageView& v,
+                 const std::map<std::string, std::vector<std::string>>& runs = {}) {
+  auto it = runs.find(v.id);
   return Json{{"name", v.name},
               {"id", v.id},
+              {"digest", v.digest},
+              {"runs", it == runs.end() ? Json::array() : Json(it->second)},
               {"source", v.source},
               {"created_at_ms", v.created_at_ms},
               {"last_used_at_ms", v.last_used_at_ms},
@@ -193,7 +198,8 @@ void ApiServer::ListImages(ApiCall& call) {
   auto images = daemon_.images().List(call.caller.uid);
   if (!images.ok()) return call.Reply(images.status());
   Json arr = Json::array();
-  for (const auto& v : *images) arr.push_back(ImageToJson(v));
+  const auto runs = daemon_.ImageRuns(call.caller.uid);
+  for (const auto& v : *images) arr.push_back(ImageToJson(v, runs));
   call.Reply(
       Json{{"images", arr},
            {"available", daemon_.images().available()},
@@ -205,7 +211,7 @@ void ApiServer::ListImages(ApiCall& call) {
 void ApiServer::GetImage(ApiCall& call) {
   auto v = daemon_.images().Inspect(call.caller.uid, NameParam(call));
   if (!v.ok()) return call.Reply(v.status());
-  call.Reply(ImageToJson(*v));
+  call.Reply(ImageToJson(*v, daemon_.ImageRuns(call.caller.uid)));
 }
 
 void ApiServer::DeleteImage(ApiCall& call) {

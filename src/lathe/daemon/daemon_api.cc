@@ -486,6 +486,17 @@ std::set<std::string> Daemon::PinnedImageIds() {
   return ids;
 }
 
+std::map<std::string, std::vector<std::string>> Daemon::ImageRuns(uid_t uid) {
+  MutexLock lock(&mu_);
+  std::map<std::string, std::vector<std::string>> out;
+  if (auto runs = store_->List(false); runs.ok()) {
+    for (const auto& r : *runs) {
+      if (r.uid == uid && !r.spec.image_id.empty()) out[r.spec.image_id].push_back(r.id);
+    }
+  }
+  return out;
+}
+
 Json Daemon::StatusJson() {
   MutexLock lock(&mu_);
   Json counts = Json::object();

@@ -138,7 +138,7 @@ Status Images::MoveBuilt(const exec::BuildStore& b, const os::FsIdentity& user,
       os::RunCommandLines(Podman({"load", "--quiet"}), exec::PodmanEnvironment(*podman_),
                           file.get(), kStepTimeoutMs, kTailBytes, [](std::string_view) {});
   if (!loaded.ok()) return loaded.status();
-  if (loaded->exit_code != 0 || SizesOf({id}).count(id) == 0) {
+  if (loaded->exit_code != 0 || StoredOf({id}).count(id) == 0) {
     return StepFailed("podman load", *loaded);
   }
   return Status::OK();
@@ -227,7 +227,7 @@ Result<ImageView> Images::Build(const os::FsIdentity& user, const BuildRequest& 
   }
   // A build whose every step was cached gives an id the store may hold
   // already: nothing to move (a save and a load of the whole image).
-  if (SizesOf({*id}).count(*id) == 0) {
+  if (StoredOf({*id}).count(*id) == 0) {
     on_line(fmt::format("lathe: storing {} ({})", name, id->substr(0, 12)));
     RETURN_IF_ERROR(MoveBuilt(b, user, *id));
   }

@@ -95,7 +95,7 @@ int64_t LastUsed(const state::ImageName& n, const std::vector<state::ImageGrant>
 
 // The image as its user sees it, without its size.
 ImageView ViewOf(const state::ImageName& n, const std::vector<state::ImageGrant>& grants) {
-  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
+  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0, ""};
   for (const auto& g : grants) {
     if (g.id == n.id) v.last_used_at_ms = g.last_used_at_ms;
   }
@@ -233,25 +233,39 @@ std::vector<std::string> Images::Podman(std::initializer_list<std::string> args)
   return argv;
 }
 
-std::map<std::string, uint64_t> Images::SizesOf(const std::vector<std::string>& ids) const {
-  std::map<std::string, uint64_t> sizes;
-  if (!podman_ || ids.empty()) return sizes;
-  std::vector<std::string> argv = Podman({"image", "inspect", "--format", "{{.Id}} {{.Size}}"});
+std::map<std::string, Images::Stored> Images::StoredOf(const std::vector<std::string>& ids) const {
+  std::map<std::string, Stored> stored;
+  if (!podman_ || ids.empty()) return stored;
+  std::vector<std::string> argv =
+      Podman({"image", "inspect", "--format", "{{.Id}} {{.Size}} {{.Digest}}"});
   argv.insert(argv.end(), ids.begin(), ids.end());
   // An unknown id makes podman exit non-zero after printing the others.
   auto out = os::RunCommandWithEnv(argv, exec::PodmanEnvironment(*podman_), 30000);
-  if (!out.ok()) return sizes;
+  if (!out.ok()) return stored;
   size_t pos = 0;
   while (pos < out->out.size()) {
     size_t nl = out->out.find('\n', pos);
     std::string line = out->out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    if (size_t sp = line.find(' '); sp != std::string::npos) {
-      sizes[line.substr(0, sp)] = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
+    size_t sp = line.find(' ');
+    if (sp != std::string::npos) {
+      Stored& st = stored[line.substr(0, sp)];
+      st.size_bytes = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
+      if (size_t sp2 = line.find(' ', sp + 1); sp2 != std::string::npos) {
+        st.digest = line.substr(sp2 + 1);
+        if (!st.digest.starts_with("sha256:")) st.digest.clear();
+      }
     }
     if (nl == std::string::npos) break;
     pos = nl + 1;
   }
-  return sizes;
+  return stored;
+}
+
+void Images::Fill(ImageView& v, const std::map<std::string, Stored>& stored) {
+  if (auto it = stored.find(v.id); it != stored.end()) {
+    v.size_bytes = it->second.size_bytes;
+    v.digest = it->second.digest;
+  }
 }
 
 Result<ImageView> Images::Record(const state::ImageName& n) {
@@ -261,8 +275,8 @@ Result<ImageView> Images::Record(const state::ImageName& n) {
     RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
   }
   (void)EnforceCap(n.id);
-  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0};
-  v.size_bytes = SizesOf({n.id})[n.id];
+  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0, ""};
+  Fill(v, StoredOf({n.id}));
   return v;
 }
 
@@ -347,11 +361,11 @@ Result<std::vector<ImageView>> Images::List(uid_t uid) {
   }
   std::vector<std::string> ids;
   for (const auto& n : names) ids.push_back(n.id);
-  const std::map<std::string, uint64_t> sizes = SizesOf(ids);
+  const std::map<std::string, Stored> stored = StoredOf(ids);
   std::vector<ImageView> out;
   for (const auto& n : names) {
     ImageView v = ViewOf(n, grants);
-    if (auto it = sizes.find(n.id); it != sizes.end()) v.size_bytes = it->second;
+    Fill(v, stored);
     out.push_back(std::move(v));
   }
   return out;
@@ -369,7 +383,7 @@ Result<ImageView> Images::Inspect(uid_t uid, const std::string& name_in) {
   }
   if (!n) return NotFound(name_in);
   ImageView v = ViewOf(*n, grants);
-  v.size_bytes = SizesOf({n->id})[n->id];
+  Fill(v, StoredOf({n->id}));
   return v;
 }
 

@@ -47,6 +47,7 @@ struct ImageView {
   int64_t created_at_ms = 0;
   int64_t last_used_at_ms = 0;  // the user's last run in it; 0 = never
   uint64_t size_bytes = 0;      // 0 when podman could not say
+  std::string digest;  // its manifest's digest, "sha256:…" ("" when podman could not say)
 };
 
 // "pytorch" -> "pytorch:latest"; a name with a tag or a digest stays.
@@ -166,9 +167,15 @@ class Images {
  private:
   Status OpenStore();  // with mu_ held
   std::vector<std::string> Podman(std::initializer_list<std::string> args) const;
-  // The images' sizes, by id, from one `podman image inspect`; an id podman
-  // does not know is left out.
-  std::map<std::string, uint64_t> SizesOf(const std::vector<std::string>& ids) const;
+  // What the store says of each of `ids` (size, manifest digest), from one
+  // `podman image inspect`; an id podman does not know is left out.
+  struct Stored {
+    uint64_t size_bytes = 0;
+    std::string digest;
+  };
+  std::map<std::string, Stored> StoredOf(const std::vector<std::string>& ids) const;
+  // `v` with what `stored` says of its id.
+  static void Fill(ImageView& v, const std::map<std::string, Stored>& stored);
   // The cap (SetCap) kept after `added` arrived; the ids removed.
   std::vector<std::string> EnforceCap(const std::string& added);
   // Records `n` (its name and its grant) and answers it as `image ls` shows
