@@ -161,19 +161,30 @@ Status RemoveTestRun(api::ApiClient& c, const std::string& id, int64_t deadline_
   return c.Delete("/api/v1/runs/" + id + "?snapshots=1").status();
 }
 
+// A test run's fresh working directory, /tmp/lathe-doctor-XXXXXX, removed
+// when it goes (best effort: what stays is removed again at the next start or
+// sweep).
+struct ScratchDir {
+  std::string path;
+  Status Make() {
+    char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
+    path = tmpl;
+    return Status::OK();
+  }
+  ~ScratchDir() {
+    if (!path.empty()) (void)os::RemoveAll(path);
+  }
+};
+
 // The seed's check-upload.sh, done properly: a run writes one file into a
 // fresh checkpoint directory, and the daemon must capture it. Whatever the
 // outcome, the run and its snapshot are removed again.
 Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::ConnectLocal());  // this machine's daemon
-  char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
-  std::string dir = tmpl;
-  struct Cleanup {
-    std::string dir;
-    // Best effort: clean-up: what stays is removed again at the next start or sweep.
-    ~Cleanup() { (void)os::RemoveAll(dir); }
-  } cleanup{dir};
+  ScratchDir scratch;
+  RETURN_IF_ERROR(scratch.Make());
+  const std::string& dir = scratch.path;
   Json spec = {
       {"command", {"/bin/sh", "-c", "printf lathe-doctor > \"$LATHE_CHECKPOINT_DIR/probe.bin\""}},
       {"workdir", dir},
@@ -196,13 +207,9 @@ Result<doctor::CaptureResult> CaptureRoundTrip(int64_t timeout_ms) {
 Result<os::CommandOutput> RunInImage(const std::string& image, const std::vector<std::string>& argv,
                                      int gpus, int64_t timeout_ms) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::ConnectLocal());
-  char tmpl[] = "/tmp/lathe-doctor-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) return ErrnoStatus("mkdtemp", errno);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { (void)os::RemoveAll(dir); }  // best effort, like the capture's
-  } cleanup{tmpl};
-  Json spec = {{"command", argv}, {"image", image}, {"workdir", cleanup.dir}, {"gpus", gpus}};
+  ScratchDir scratch;
+  RETURN_IF_ERROR(scratch.Make());
+  Json spec = {{"command", argv}, {"image", image}, {"workdir", scratch.path}, {"gpus", gpus}};
   ASSIGN_OR_RETURN(Json run, c->Post("/api/v1/runs", spec));
   const std::string id = run.value("id", "");
   const int64_t deadline = os::RealClock().MonotonicMs() + timeout_ms;

@@ -91,6 +91,22 @@ class StreamProgress {
   int blobs_ = 0;
 };
 
+// POSTs `body` to a streamed pull or build (`path`), shows its output as it
+// comes (`progress` the status line's message), then prints the image it made
+// (`done`).
+Status StreamImage(const std::string& path, const Json& body, const std::string& name,
+                   const char* progress_msg, const char* done, bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  StreamProgress progress(name, progress_msg, lang);
+  auto r = c->PostForResult(path, body, [&](const std::string& event, const Json& data) {
+    if (event == "log") progress.Line(data.value("line", ""));
+  });
+  progress.Done();
+  if (!r.ok()) return r.status();
+  PrintImage(*r, done, name, json, lang);
+  return Status::OK();
+}
+
 Status RunImport(const std::string& name, const std::string& file, bool json, Lang lang) {
   const std::string path = std::filesystem::absolute(file).lexically_normal().string();
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
@@ -106,17 +122,9 @@ Status RunPull(const std::string& ref, const std::string& name, const std::strin
   if (!secret.empty()) body["secret"] = secret;
   if (insecure) body["insecure"] = true;
   std::fprintf(stderr, "%s\n", Tr("image.pulling", lang, {{"ref", ref}}).c_str());
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   // As events: a pull of many gigabytes takes longer than a request may.
-  StreamProgress progress(ref, "image.pull_progress", lang);
-  auto r = c->PostForResult("/api/v1/images/pull?stream=1", body,
-                            [&](const std::string& event, const Json& data) {
-                              if (event == "log") progress.Line(data.value("line", ""));
-                            });
-  progress.Done();
-  if (!r.ok()) return r.status();
-  PrintImage(*r, "image.pulled", ref, json, lang);
-  return Status::OK();
+  return StreamImage("/api/v1/images/pull?stream=1", body, ref, "image.pull_progress",
+                     "image.pulled", json, lang);
 }
 
 Status RunBuild(const std::string& name, const std::string& dir, const std::string& file, bool json,
@@ -126,16 +134,8 @@ Status RunBuild(const std::string& name, const std::string& dir, const std::stri
   std::fprintf(stderr, "%s\n",
                Tr("image.building", lang, {{"name", name}, {"dir", body["dir"].get<std::string>()}})
                    .c_str());
-  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  StreamProgress progress(name, "image.build_progress", lang);
-  auto r = c->PostForResult("/api/v1/images/build?stream=1", body,
-                            [&](const std::string& event, const Json& data) {
-                              if (event == "log") progress.Line(data.value("line", ""));
-                            });
-  progress.Done();
-  if (!r.ok()) return r.status();
-  PrintImage(*r, "image.built", name, json, lang);
-  return Status::OK();
+  return StreamImage("/api/v1/images/build?stream=1", body, name, "image.build_progress",
+                     "image.built", json, lang);
 }
 
 Status RunList(bool json, Lang lang) {

@@ -50,22 +50,48 @@ void EndWithImage(net::ResponseStream& s, const Result<daemon::ImageView>& v) {
   s.Close();
 }
 
+// The request's JSON object, with no field but `allowed` (image.unknown_field
+// names the one that is not and what is).
+Result<Json> ImageBody(const ApiCall& call, std::initializer_list<std::string_view> allowed) {
+  ASSIGN_OR_RETURN(Json body, ParseJson(call.req.body.empty() ? "{}" : call.req.body));
+  if (!body.is_object()) return Status::Msg(Code::kInvalidArgument, "json.not_object");
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string names;
+      for (std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+      return Status::Msg(Code::kInvalidArgument, "image.unknown_field",
+                         {{"field", key}, {"allowed", names}});
+    }
+  }
+  return body;
+}
+
 std::string NameParam(const ApiCall& call) {
   return net::PercentDecode(call.Param("name"), /*plus_is_space=*/false);
 }
 
 }  // namespace
 
-void ApiServer::PostImageImport(ApiCall& call) {
-  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
-  if (!body.ok()) return call.Reply(body.status());
-  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
-  for (const auto& [key, value] : body->items()) {
-    if (key != "name" && key != "path") {
-      return call.Reply(Status::Msg(Code::kInvalidArgument, "image.unknown_field",
-                                    {{"field", key}, {"allowed", "name, path"}}));
-    }
+// A pull's or a build's answer (`work`): the image, 201, when it ends; with
+// ?stream=1 server-sent events instead, so that a long one is never cut off by
+// a client's timeout: "log" ({"line": …}) for each line of podman's output as
+// it comes, then "result" (the image) or "error" ({"error": …, "http": status}).
+void ApiServer::AnswerImage(ApiCall& call, ImageWork work) {
+  if (!Truthy(call.req.QueryParam("stream"))) {
+    auto v = work([](std::string_view) {});
+    if (!v.ok()) return call.Reply(v.status());
+    return call.Reply(ImageToJson(*v), 201);
   }
+  std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
+  call.res.reset();
+  StartStreamThread([work = std::move(work), s] {
+    EndWithImage(*s, work([&](std::string_view line) { WriteLogLine(*s, line); }));
+  });
+}
+
+void ApiServer::PostImageImport(ApiCall& call) {
+  auto body = ImageBody(call, {"name", "path"});
+  if (!body.ok()) return call.Reply(body.status());
   auto name = GetString(*body, "name");
   if (!name.ok()) return call.Reply(name.status());
   auto path = GetString(*body, "path");
@@ -77,15 +103,8 @@ void ApiServer::PostImageImport(ApiCall& call) {
 }
 
 void ApiServer::PostImagePull(ApiCall& call) {
-  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  auto body = ImageBody(call, {"ref", "name", "secret", "insecure"});
   if (!body.ok()) return call.Reply(body.status());
-  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
-  for (const auto& [key, value] : body->items()) {
-    if (key != "ref" && key != "name" && key != "secret" && key != "insecure") {
-      return call.Reply(Status::Msg(Code::kInvalidArgument, "image.unknown_field",
-                                    {{"field", key}, {"allowed", "ref, name, secret, insecure"}}));
-    }
-  }
   auto ref = GetString(*body, "ref");
   if (!ref.ok()) return call.Reply(ref.status());
   const std::string name = body->value("name", "");
@@ -98,38 +117,18 @@ void ApiServer::PostImagePull(ApiCall& call) {
     credentials = values->at(secret);
   }
   const bool insecure = body->value("insecure", false);
-  if (!Truthy(call.req.QueryParam("stream"))) {
-    auto v = daemon_.images().Pull(call.caller.uid, *ref, name, credentials, insecure);
-    if (!v.ok()) return call.Reply(v.status());
-    return call.Reply(ImageToJson(*v), 201);
-  }
-  // ?stream=1: server-sent events, so a pull of many gigabytes is not cut
-  // off by a client's timeout: "result" (the image) or "error" ({"error": …,
-  // "http": status}) when it ends.
-  std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
-  call.res.reset();
   const uid_t uid = call.caller.uid;
-  StartStreamThread([this, uid, ref = *ref, name, credentials, insecure, s] {
-    auto v = daemon_.images().Pull(uid, ref, name, credentials, insecure,
-                                   [&](std::string_view line) { WriteLogLine(*s, line); });
-    EndWithImage(*s, v);
+  AnswerImage(call, [this, uid, ref = *ref, name, credentials, insecure](const LineSink& on_line) {
+    return daemon_.images().Pull(uid, ref, name, credentials, insecure, on_line);
   });
 }
 
 // {"name": "NAME[:TAG]", "dir": "/abs/context", "file": "/abs/Containerfile"}:
-// builds as the caller (daemon/images.h Images::Build). With ?stream=1 the
-// build's output comes as "log" events ({"line": …}) before "result" or
-// "error", which is what `lathe image build` shows as it comes.
+// builds as the caller (daemon/images.h Images::Build), answered as
+// AnswerImage says.
 void ApiServer::PostImageBuild(ApiCall& call) {
-  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  auto body = ImageBody(call, {"name", "dir", "file"});
   if (!body.ok()) return call.Reply(body.status());
-  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
-  for (const auto& [key, value] : body->items()) {
-    if (key != "name" && key != "dir" && key != "file") {
-      return call.Reply(Status::Msg(Code::kInvalidArgument, "image.unknown_field",
-                                    {{"field", key}, {"allowed", "name, dir, file"}}));
-    }
-  }
   daemon::Images::BuildRequest req;
   for (auto [key, into] : {std::pair{"name", &req.name}, {"dir", &req.dir}}) {
     auto v = GetString(*body, key);
@@ -142,33 +141,16 @@ void ApiServer::PostImageBuild(ApiCall& call) {
     req.file = *v;
   }
   const os::FsIdentity who = os::IdentityOf(call.caller.uid, call.caller.uid);
-  if (!Truthy(call.req.QueryParam("stream"))) {
-    auto v = daemon_.images().Build(who, req, [](std::string_view) {});
-    if (!v.ok()) return call.Reply(v.status());
-    return call.Reply(ImageToJson(*v), 201);
-  }
-  std::shared_ptr<net::ResponseStream> s = net::StartEventStream(*call.res);
-  call.res.reset();
-  StartStreamThread([this, who, req, s] {
-    auto v =
-        daemon_.images().Build(who, req, [&](std::string_view line) { WriteLogLine(*s, line); });
-    EndWithImage(*s, v);
+  AnswerImage(call, [this, who, req](const LineSink& on_line) {
+    return daemon_.images().Build(who, req, on_line);
   });
 }
 
 // {"unused_for": "30d", "all_users": false, "dry_run": false}: the names not
 // used for that long go (daemon/images.h Images::Prune).
 void ApiServer::PostImagePrune(ApiCall& call) {
-  auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
+  auto body = ImageBody(call, {"unused_for", "all_users", "dry_run"});
   if (!body.ok()) return call.Reply(body.status());
-  if (!body->is_object()) return call.Reply(Status::Msg(Code::kInvalidArgument, "json.not_object"));
-  for (const auto& [key, value] : body->items()) {
-    if (key != "unused_for" && key != "all_users" && key != "dry_run") {
-      return call.Reply(
-          Status::Msg(Code::kInvalidArgument, "image.unknown_field",
-                      {{"field", key}, {"allowed", "unused_for, all_users, dry_run"}}));
-    }
-  }
   const Json& u = (*body)["unused_for"];
   auto unused = u.is_string() ? ParseDuration(u.get<std::string>())
                               : Result<std::chrono::milliseconds>(Status::InvalidArgument(""));

@@ -152,6 +152,10 @@ class ApiServer {
   void PostImageImport(ApiCall& call);
   void PostImagePull(ApiCall& call);
   void PostImageBuild(ApiCall& call);
+  // routes_images.cc: a pull or a build, given where its lines go.
+  using LineSink = std::function<void(std::string_view)>;
+  using ImageWork = std::function<Result<daemon::ImageView>(const LineSink&)>;
+  void AnswerImage(ApiCall& call, ImageWork work);
   void PostImagePrune(ApiCall& call);
   void ListImages(ApiCall& call);
   void GetImage(ApiCall& call);

@@ -194,8 +194,9 @@ class Daemon final : public Runs {
   Images& images() { return *images_; }
   // The image ids queued and active runs hold: never pruned under them.
   std::set<std::string> PinnedImageIds() EXCLUDES(mu_);
-  // `uid`'s queued and active runs by the image id they run in (`image ls`).
-  std::map<std::string, std::vector<std::string>> ImageRuns(uid_t uid) EXCLUDES(mu_);
+  // Queued and active runs by the image id they run in (`image ls`):
+  // `uid`'s, or everyone's.
+  std::map<std::string, std::vector<std::string>> ImageRuns(std::optional<uid_t> uid) EXCLUDES(mu_);
   RunCheckpoints& checkpoints() { return *checkpoints_; }
 
   // The JSON edge of Submit: `spec_json` is the spec object (spec.h), parsed

@@ -476,22 +476,17 @@ bool Daemon::IsFinished(const std::string& run_id) {
 }
 
 std::set<std::string> Daemon::PinnedImageIds() {
-  MutexLock lock(&mu_);
   std::set<std::string> ids;
-  if (auto runs = store_->List(false); runs.ok()) {
-    for (const auto& r : *runs) {
-      if (!r.spec.image_id.empty()) ids.insert(r.spec.image_id);
-    }
-  }
+  for (const auto& [id, runs] : ImageRuns(std::nullopt)) ids.insert(id);
   return ids;
 }
 
-std::map<std::string, std::vector<std::string>> Daemon::ImageRuns(uid_t uid) {
+std::map<std::string, std::vector<std::string>> Daemon::ImageRuns(std::optional<uid_t> uid) {
   MutexLock lock(&mu_);
   std::map<std::string, std::vector<std::string>> out;
   if (auto runs = store_->List(false); runs.ok()) {
     for (const auto& r : *runs) {
-      if (r.uid == uid && !r.spec.image_id.empty()) out[r.spec.image_id].push_back(r.id);
+      if ((!uid || r.uid == *uid) && !r.spec.image_id.empty()) out[r.spec.image_id].push_back(r.id);
     }
   }
   return out;

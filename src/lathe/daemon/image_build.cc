@@ -26,12 +26,6 @@ constexpr int64_t kStepTimeoutMs = 30LL * 60 * 1000;  // a save or a load of a b
 constexpr size_t kTailBytes = 4096;
 constexpr size_t kMaxContainerfileBytes = 1 << 20;
 
-exec::RunUser RunUserOf(const os::FsIdentity& u) {
-  exec::RunUser r{u.uid, u.gid, u.groups, "", "", ""};
-  if (r.groups.empty()) r.groups.push_back(u.gid);  // setpriv --groups, never a name lookup
-  return r;
-}
-
 // NAME:TAG as a file name: what is not [A-Za-z0-9._-] becomes '_'.
 std::string LogName(const std::string& name) {
   std::string out = name;
@@ -50,9 +44,13 @@ Result<os::CommandOutput> UserPodman(const exec::BuildStore& b,
                              kTailBytes, [](std::string_view) {});
 }
 
+Status StepFailed(const std::string& what, const std::string& why) {
+  return Status::Msg(Code::kInternal, "image.build_step_failed", {{"step", what}, {"why", why}});
+}
+
+// A step of the user's podman (its output merged): its reason.
 Status StepFailed(const std::string& what, const os::CommandOutput& out) {
-  return Status::Msg(Code::kInternal, "image.build_step_failed",
-                     {{"step", what}, {"why", PodmanReasonIn(out.out, out.exit_code)}});
+  return StepFailed(what, PodmanReasonIn(out.out, out.exit_code));
 }
 
 // Rootless podman leaves a pause process behind (it holds the user
@@ -101,8 +99,7 @@ Status Images::PrepareBuildStore(const exec::BuildStore& b, const os::FsIdentity
       if (!saved.ok()) return saved.status();
       if (saved->exit_code != 0) {
         (void)os::RemoveFileIfPresent(archive);
-        return Status::Msg(Code::kInternal, "image.build_step_failed",
-                           {{"step", "podman save " + ref}, {"why", PodmanReason(*saved)}});
+        return StepFailed("podman save " + ref, PodmanReason(*saved));
       }
       auto file = os::Fd::Open(archive, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       (void)os::RemoveFileIfPresent(archive);
@@ -184,10 +181,7 @@ Result<ImageView> Images::Build(const os::FsIdentity& user, const BuildRequest& 
     bases.emplace_back(r.ref, id);
   }
 
-  exec::BuildStore b;
-  b.podman = podman_->podman;
-  b.root = paths_.home + "/image-builds";
-  b.user = RunUserOf(user);
+  const exec::BuildStore b = BuildStoreFor(user);
   struct PauseStopper {
     const exec::BuildStore& b;
     const os::FsIdentity& user;
@@ -241,7 +235,7 @@ std::vector<uid_t> Images::PruneBuildCaches(uid_t uid, bool everyone, int64_t un
                                             bool dry_run) {
   std::vector<uid_t> out;
   if (!podman_) return out;
-  const std::string root = paths_.home + "/image-builds";
+  const std::string root = BuildRoot(paths_);
   auto names = os::ListDir(root);
   if (!names.ok()) return out;
   const int64_t now_ms = clock_.NowMs();
@@ -256,10 +250,7 @@ std::vector<uid_t> Images::PruneBuildCaches(uid_t uid, bool everyone, int64_t un
     out.push_back(u);
     if (dry_run) continue;
     const os::FsIdentity who = os::IdentityOf(u, u);
-    exec::BuildStore b;
-    b.podman = podman_->podman;
-    b.root = root;
-    b.user = RunUserOf(who);
+    const exec::BuildStore b = BuildStoreFor(who);
     auto reset = UserPodman(b, {"system", "reset", "--force"});
     StopPause(b, who);
     if (!reset.ok() || reset->exit_code != 0) {

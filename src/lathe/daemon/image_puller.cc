@@ -2,18 +2,14 @@
 
 namespace lathe::daemon {
 
-bool IsRegistryRef(const std::string& image) {
-  size_t slash = image.find('/');
-  if (slash == std::string::npos) return false;
-  const std::string first = image.substr(0, slash);
-  return first.find_first_of(".:") != std::string::npos || first == "localhost";
-}
+bool IsRegistryRef(const std::string& image) { return !RegistryHost(image).empty(); }
 
 namespace {
 
 bool Loopback(const std::string& ref) {
-  const std::string host = ref.substr(0, ref.find_first_of(":/"));
-  return host == "localhost" || host.starts_with("127.") || ref.starts_with("[::1]");
+  const std::string host = RegistryHost(ref);
+  return host == "localhost" || host.starts_with("localhost:") || host.starts_with("127.") ||
+         host.starts_with("[::1]");
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 // Daemon: queued runs whose image is pulled while they wait (image_puller.h).
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -24,22 +26,22 @@ void Daemon::ApplyEndedPulls() {
   for (const RunRecord* r : store_->Queued()) {
     if (AwaitsPull(*r)) waiting.push_back(*r);
   }
-  for (const auto& p : ended) {
-    for (RunRecord& r : waiting) {
-      if (r.uid != p.uid || r.spec.image != p.ref || !r.spec.image_id.empty()) continue;
-      if (p.id.ok()) {
-        r.spec.image_id = *p.id;
-        Status st = store_->SaveSpec(
-            r, "image", fmt::format("pulled {} (sha256:{})", p.ref, p.id->substr(0, 12)),
-            clock_.NowMs());
-        if (!st.ok()) spdlog::error("run {}: its image id not saved: {}", r.id, st.ToString());
-      } else {
-        r.reason = Tr("image.queued_pull_failed", Lang::kEn,
-                      {{"ref", p.ref}, {"why", p.id.status().message()}});
-        r.finished_at_ms = clock_.NowMs();
-        r.spec.image_id = "-";                              // handled: not matched again below
-        (void)Transition(r, RunState::kStopped, r.reason);  // logs its own failure
-      }
+  for (RunRecord& r : waiting) {
+    auto p = std::find_if(ended.begin(), ended.end(), [&](const ImagePuller::Pulled& p) {
+      return p.uid == r.uid && p.ref == r.spec.image;
+    });
+    if (p == ended.end()) continue;
+    if (p->id.ok()) {
+      r.spec.image_id = *p->id;
+      Status st = store_->SaveSpec(
+          r, "image", fmt::format("pulled {} (sha256:{})", p->ref, p->id->substr(0, 12)),
+          clock_.NowMs());
+      if (!st.ok()) spdlog::error("run {}: its image id not saved: {}", r.id, st.ToString());
+    } else {
+      r.reason = Tr("image.queued_pull_failed", Lang::kEn,
+                    {{"ref", p->ref}, {"why", p->id.status().message()}});
+      r.finished_at_ms = clock_.NowMs();
+      (void)Transition(r, RunState::kStopped, r.reason);  // logs its own failure
     }
   }
   pass_needed_ = true;

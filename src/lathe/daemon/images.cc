@@ -63,16 +63,6 @@ Status NotFound(const std::string& name) {
   return Status::Msg(Code::kNotFound, "image.not_found", {{"name", name}});
 }
 
-// The registry a reference names: its first component when that is a host
-// ("127.0.0.1:5000/bb:1", "registry.example.com/x"); docker.io otherwise.
-std::string RegistryOf(const std::string& ref) {
-  size_t slash = ref.find('/');
-  if (slash == std::string::npos) return "docker.io";
-  std::string first = ref.substr(0, slash);
-  if (first.find_first_of(".:") != std::string::npos || first == "localhost") return first;
-  return "docker.io";
-}
-
 // podman's auth file for one registry: {"auths": {HOST: {"auth": base64(user:password)}}}.
 std::string AuthFile(const std::string& registry, const std::string& credentials) {
   std::string b64(4 * ((credentials.size() + 2) / 3) + 1, '\0');
@@ -128,6 +118,14 @@ Result<std::vector<std::string>> ContainerGpuDevices(const gpu::CdiState& cdi,
                      {{"gpus", std::to_string(gpus.size())}});
 }
 
+std::string RegistryHost(const std::string& ref) {
+  size_t slash = ref.find('/');
+  if (slash == std::string::npos) return "";
+  std::string first = ref.substr(0, slash);
+  if (first.find_first_of(".:") != std::string::npos || first == "localhost") return first;
+  return "";
+}
+
 std::string NormalizeImageName(const std::string& name) {
   if (name.find('@') != std::string::npos) return name;
   size_t slash = name.rfind('/');
@@ -157,7 +155,7 @@ std::optional<exec::PodmanSetup> Images::Detect(const HomePaths& paths, std::str
     note = "cannot prepare the image store: " + st.ToString();
     return std::nullopt;
   }
-  if (Status st = exec::PrepareBuildRoot(paths.home + "/image-builds"); !st.ok()) {
+  if (Status st = exec::PrepareBuildRoot(BuildRoot(paths)); !st.ok()) {
     note = "cannot prepare the image builds' directory: " + st.ToString();
     return std::nullopt;
   }
@@ -221,6 +219,15 @@ std::vector<std::string> Images::EnforceCap(const std::string& added) {
   return removed;
 }
 
+exec::BuildStore Images::BuildStoreFor(const os::FsIdentity& user) const {
+  exec::BuildStore b;
+  b.podman = podman_->podman;
+  b.root = BuildRoot(paths_);
+  b.user = {user.uid, user.gid, user.groups, "", "", ""};
+  if (b.user.groups.empty()) b.user.groups.push_back(user.gid);  // setpriv --groups, no lookup
+  return b;
+}
+
 Status Images::OpenStore() {
   if (store_) return Status::OK();
   ASSIGN_OR_RETURN(store_, state::ImageStore::Open(paths_.db));
@@ -275,7 +282,7 @@ Result<ImageView> Images::Record(const state::ImageName& n) {
     RETURN_IF_ERROR(store_->Put(n, n.created_at_ms).status());
   }
   (void)EnforceCap(n.id);
-  ImageView v{n.name, n.id, n.source, n.created_at_ms, 0, 0, ""};
+  ImageView v = ViewOf(n, {});
   Fill(v, StoredOf({n.id}));
   return v;
 }
@@ -330,8 +337,10 @@ Result<ImageView> Images::Pull(uid_t uid, const std::string& ref, const std::str
   std::string auth;
   if (credentials) {
     auth = fmt::format("{}/auth-{}-{}.json", podman_->TmpDir(), uid, clock_.NowMs());
-    RETURN_IF_ERROR(os::WriteFileAtomic(auth, AuthFile(RegistryOf(ref), *credentials), 0600,
-                                        os::Durability::kNoSync));
+    const std::string host = RegistryHost(ref);
+    RETURN_IF_ERROR(os::WriteFileAtomic(auth,
+                                        AuthFile(host.empty() ? "docker.io" : host, *credentials),
+                                        0600, os::Durability::kNoSync));
     argv.insert(argv.end(), {"--authfile", auth});
   }
   argv.push_back(ref);

@@ -53,6 +53,12 @@ struct ImageView {
 // "pytorch" -> "pytorch:latest"; a name with a tag or a digest stays.
 std::string NormalizeImageName(const std::string& name);
 
+// The registry a reference names: its first component when that is a host
+// ("127.0.0.1:5000" of "127.0.0.1:5000/bb:1", "registry.example.com",
+// "localhost"); "" for a bare name ("pytorch", "team/bb": Docker Hub's, or
+// the user's own).
+std::string RegistryHost(const std::string& ref);
+
 // The podman --device values for a run in an image placed on `gpus`: CDI
 // names (nvidia.com/gpu=N) where a CDI spec for NVIDIA GPUs exists and is
 // current; else the GPUs' device nodes (/dev/nvidiaN, with nvidiactl and the
@@ -184,6 +190,10 @@ class Images {
   // Removes `uid`'s name, and their grant of its image when no other name of
   // theirs points at it. With mu_ held.
   Status DropName(uid_t uid, const std::string& name, const std::string& id);
+  // Where users' build stores live: <home>/image-builds.
+  static std::string BuildRoot(const HomePaths& paths) { return paths.home + "/image-builds"; }
+  // The user's build store (exec::BuildStore) there.
+  exec::BuildStore BuildStoreFor(const os::FsIdentity& user) const;
   // image_build.cc: the user's build store made and ready, with the
   // images `bases` names (the user's names) loaded and tagged as written.
   Status PrepareBuildStore(const exec::BuildStore& b, const os::FsIdentity& user,

@@ -23,6 +23,29 @@ int64_t NowMs() {
       .count();
 }
 
+// What exec takes: a null-terminated array of C strings, built before fork
+// (the child may not allocate), pointing into `items`.
+class CStrings {
+ public:
+  explicit CStrings(std::vector<std::string> items) : items_(std::move(items)) {
+    for (auto& s : items_) ptrs_.push_back(s.data());
+    ptrs_.push_back(nullptr);
+  }
+  char* const* data() { return ptrs_.data(); }
+
+ private:
+  std::vector<std::string> items_;
+  std::vector<char*> ptrs_;
+};
+
+// An environment as exec takes it: NAME=VALUE each.
+CStrings Envp(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> entries;
+  entries.reserve(env.size());
+  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
+  return CStrings(std::move(entries));
+}
+
 // In the child: new process group, stdin from /dev/null, stdout/stderr to the
 // pipes, `envp` as the environment when given. Only async-signal-safe calls
 // here: other threads may hold malloc's lock.
@@ -128,9 +151,7 @@ Result<CommandOutput> RunWithDeadline(const std::vector<std::string>& argv, char
     ::close(out_pipe[1]);
     return ErrnoStatus("pipe", errno);
   }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  CStrings args(argv);
   int64_t deadline = NowMs() + timeout_ms;
   pid_t pid = ::fork();
   if (pid == 0) ExecChild(args.data(), envp, out_pipe[1], err_pipe[1]);
@@ -158,12 +179,7 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t t
 Result<CommandOutput> RunCommandWithEnv(const std::vector<std::string>& argv,
                                         const std::map<std::string, std::string>& env,
                                         int64_t timeout_ms) {
-  std::vector<std::string> entries;
-  entries.reserve(env.size());
-  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  CStrings envp = Envp(env);
   return RunWithDeadline(argv, envp.data(), timeout_ms);
 }
 
@@ -186,16 +202,14 @@ Result<CommandOutput> RunCommandStreaming(const std::vector<std::string>& argv, 
   if (argv.empty()) return Status::InvalidArgument("empty command");
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  CStrings args(argv);
   pid_t pid = ::fork();
   if (pid == 0) {
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::dup2(out_fd, 1);
     ::dup2(err_pipe[1], 2);
-    ::execvp(args[0], args.data());
+    ::execvp(args.data()[0], args.data());
     ::_exit(kExecFailed);
   }
   ::close(err_pipe[1]);
@@ -274,14 +288,8 @@ Result<CommandOutput> RunCommandLines(const std::vector<std::string>& argv,
                                       int64_t timeout_ms, size_t tail_bytes,
                                       const std::function<void(std::string_view)>& on_line) {
   if (argv.empty()) return Status::InvalidArgument("empty command");
-  std::vector<std::string> entries;
-  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  CStrings envp = Envp(env);
+  CStrings args(argv);
   int out_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   const int64_t deadline = NowMs() + timeout_ms;
@@ -293,7 +301,7 @@ Result<CommandOutput> RunCommandLines(const std::vector<std::string>& argv,
     if (in >= 0) ::dup2(in, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(out_pipe[1], 2);
-    ::execvpe(args[0], args.data(), envp.data());
+    ::execvpe(args.data()[0], args.data(), envp.data());
     ::_exit(kExecFailed);
   }
   ::close(out_pipe[1]);

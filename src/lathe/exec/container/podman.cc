@@ -18,6 +18,9 @@ std::string LimitText(uint64_t v) { return v == os::kNoLimit ? "-1" : std::to_st
 // rlimit type 6").
 constexpr uint64_t kPodmanMaxProcesses = 32768;
 
+// podman's PATH, root's or a user's: the system's directories alone.
+constexpr char kPodmanPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 }  // namespace
 
 std::string ContainersConf(const PodmanSetup& s, const os::ResourceLimit& open_files,
@@ -49,17 +52,26 @@ skip_mount_home = "true"
                      s.GraphRoot(), s.RunRoot());
 }
 
+namespace {
+
+// s.ConfPath(): ContainersConf with this process's limits.
+Status WriteContainersConf(const PodmanSetup& s) {
+  auto files = os::GetResourceLimit(os::LimitedResource::kOpenFiles);
+  auto procs = os::GetResourceLimit(os::LimitedResource::kProcesses);
+  const os::ResourceLimit fallback{1024, 1024};
+  return os::WriteFileAtomic(
+      s.ConfPath(),
+      ContainersConf(s, files.ok() ? *files : fallback, procs.ok() ? *procs : fallback), 0644);
+}
+
+}  // namespace
+
 Status PreparePodmanSetup(const PodmanSetup& s) {
   for (const std::string& d : {s.dir, s.GraphRoot(), s.RunRoot(), s.TmpDir(), s.LibpodTmpDir()}) {
     RETURN_IF_ERROR(os::MakeDirs(d, 0700));
   }
-  auto files = os::GetResourceLimit(os::LimitedResource::kOpenFiles);
-  auto procs = os::GetResourceLimit(os::LimitedResource::kProcesses);
-  const os::ResourceLimit fallback{1024, 1024};
   RETURN_IF_ERROR(os::WriteFileAtomic(s.StorageConfPath(), StorageConf(s), 0644));
-  return os::WriteFileAtomic(
-      s.ConfPath(),
-      ContainersConf(s, files.ok() ? *files : fallback, procs.ok() ? *procs : fallback), 0644);
+  return WriteContainersConf(s);
 }
 
 std::vector<std::string> PodmanBase(const PodmanSetup& s) {
@@ -68,7 +80,7 @@ std::vector<std::string> PodmanBase(const PodmanSetup& s) {
 }
 
 std::map<std::string, std::string> PodmanEnvironment(const PodmanSetup& s) {
-  return {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+  return {{"PATH", kPodmanPath},
           {"HOME", s.dir},
           {"CONTAINERS_CONF", s.ConfPath()},
           {"CONTAINERS_STORAGE_CONF", s.StorageConfPath()},
@@ -134,15 +146,12 @@ ignore_chown_errors = "true"
 Status PrepareBuildRoot(const std::string& root) {
   RETURN_IF_ERROR(os::MakeDirs(root, 0711));
   RETURN_IF_ERROR(os::Chmod(root, 0711));
-  auto files = os::GetResourceLimit(os::LimitedResource::kOpenFiles);
-  auto procs = os::GetResourceLimit(os::LimitedResource::kProcesses);
-  const os::ResourceLimit fallback{1024, 1024};
+  BuildStore b;
+  b.root = root;
+  RETURN_IF_ERROR(os::WriteFileAtomic(b.StorageConfPath(), BuildStorageConf(), 0644));
   PodmanSetup s;
   s.dir = root;  // its tmp_dir is replaced by each user's --tmpdir
-  RETURN_IF_ERROR(os::WriteFileAtomic(root + "/storage.conf", BuildStorageConf(), 0644));
-  return os::WriteFileAtomic(
-      root + "/containers.conf",
-      ContainersConf(s, files.ok() ? *files : fallback, procs.ok() ? *procs : fallback), 0644);
+  return WriteContainersConf(s);
 }
 
 std::vector<std::string> BuildPodmanBase(const BuildStore& b) {
@@ -157,7 +166,7 @@ std::vector<std::string> BuildPodmanBase(const BuildStore& b) {
 }
 
 std::map<std::string, std::string> BuildPodmanEnvironment(const BuildStore& b) {
-  return {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+  return {{"PATH", kPodmanPath},
           {"HOME", b.Dir()},
           {"USER", b.user.name.empty() ? std::to_string(b.user.uid) : b.user.name},
           {"XDG_RUNTIME_DIR", b.RuntimeDir()},
