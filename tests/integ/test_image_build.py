@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tarfile
+import threading
 import unittest
 
 from harness import DaemonTest, second_user, shared_scratch
@@ -141,6 +142,44 @@ class ImageBuild(DaemonTest):
         self.assertNotIn("root's secret", r.stderr)
         names = {i["name"] for i in json.loads(self.as_user("image", "ls", "--json").stdout)}
         self.assertEqual(names, {"base:latest"})
+
+    def test_a_containerfile_swapped_for_a_symlink_in_a_loop_is_read_as_the_user(self):
+        self.as_user("image", "import", "base", self.tar)
+        # Root's Containerfile, 0600: were the daemon to read it (or podman as root), its
+        # RUN would print the marker into the build's output.
+        secret = os.path.join(self.scratch, "root-containerfile")
+        with open(secret, "w") as f:
+            f.write("FROM base\nRUN echo ROOT-ONLY-MARKER\n")
+        os.chmod(secret, 0o600)
+        ctx = self.context("FROM base\nRUN echo users-own\n")
+        mine = os.path.join(ctx, "Containerfile")
+        real = os.path.join(ctx, "real")
+        os.rename(mine, real)
+        link = os.path.join(ctx, "link")
+        os.symlink(secret, link)
+        os.lchown(link, self.pw.pw_uid, self.pw.pw_gid)
+        stop = threading.Event()
+
+        def swap():  # Containerfile is the user's file, then a link to root's, again and again
+            while not stop.is_set():
+                for src in (real, link):
+                    tmp = mine + ".tmp"
+                    try:
+                        os.link(src, tmp, follow_symlinks=False)
+                        os.rename(tmp, mine)
+                    except OSError:
+                        pass
+        t = threading.Thread(target=swap)
+        t.start()
+        try:
+            for i in range(4):
+                r = self.as_user("image", "build", "swapped:%d" % i, ctx, check=False)
+                self.assertNotIn("ROOT-ONLY-MARKER", r.stdout + r.stderr)
+        finally:
+            stop.set()
+            t.join()
+        names = {i["name"] for i in json.loads(self.as_user("image", "ls", "--json").stdout)}
+        self.assertTrue(names <= {"base:latest"} | {"swapped:%d" % i for i in range(4)}, names)
 
     def test_a_failing_step_keeps_its_log(self):
         self.as_user("image", "import", "base", self.tar)
