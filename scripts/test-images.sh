@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian image the image tests that need Python use (python3,
-# python3-torch, python3-numpy: what a training job in an image imports), as a
+# python3-torch, python3-numpy: what a training job in an image imports;
+# jupyter-notebook: what a notebook in an image serves), as a
 # root file system's tar for `lathe image import`. Cached outside the clone,
 # keyed by the packages' candidate versions, so a clean-clone CI does not build
 # it again; a new torch or python3 in Debian makes a new key. Called by
@@ -10,7 +11,7 @@
 set -euo pipefail
 
 CACHE=${LATHE_TEST_IMAGES:-/var/cache/lathe-test-images}
-PKGS=(python3 python3-torch python3-numpy)
+PKGS=(python3 python3-torch python3-numpy jupyter-notebook)
 key=$(apt-cache policy "${PKGS[@]}" | awk '/^[a-z]/{p=$1} /Candidate/{print p, $2}' |
   sha256sum | cut -c1-16)
 tar="$CACHE/debian-torch-$key.tar"
@@ -23,7 +24,7 @@ if ! command -v mmdebstrap >/dev/null 2>&1; then
   exit 1
 fi
 mkdir -p "$CACHE"
-echo "test-images: building $tar (python3, python3-torch; several minutes, once)" >&2
+echo "test-images: building $tar (python3, python3-torch, jupyter-notebook; several minutes, once)" >&2
 tmp="$tar.partial"  # a directory: mmdebstrap builds into it, then it is packed
 rm -rf "$tmp"
 # This machine's apt sources, so a mirror or a snapshot configured here is used.

@@ -38,6 +38,7 @@ struct DaemonFlags {
   std::string gpus = "auto";
   std::string host = "127.0.0.1";
   int port = 0;
+  bool port_fixed = false;  // --port or config.yaml's port: given, never the previous start's
   std::string grace = "10s";
   daemon::RetentionPolicy retention;            // config.yaml only
   std::string tls_cert, tls_key;                // --tls-cert/--tls-key, else config.yaml's tls
@@ -64,6 +65,7 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.gpus && !given("--gpus")) f.gpus = *c.gpus;
   if (c.host && !given("--host")) f.host = *c.host;
   if (c.port && !given("--port")) f.port = *c.port;
+  f.port_fixed = given("--port") || c.port.has_value();
   if (c.grace && !given("--grace")) f.grace = *c.grace;
   if (c.retention) f.retention = *c.retention;
   if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
@@ -121,6 +123,7 @@ sigset_t BlockStopSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGCHLD);  // a monitor ended: look at its run now, not at the next poll
+  sigaddset(&set, SIGHUP);   // config.yaml read again (lathe reload)
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return set;
@@ -210,6 +213,11 @@ void WaitForStop(const sigset_t& set, daemon::Daemon& d) {
     int sig = sigtimedwait(&set, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM) break;
     if (sig == SIGCHLD) d.Kick();
+    if (sig == SIGHUP) {
+      auto r = d.ReloadConfig();  // it logs what it put in force
+      if (!r.ok())
+        spdlog::error("config: not read again, the settings stay: {}", r.status().ToString());
+    }
   }
 }
 
@@ -222,6 +230,7 @@ Status RunDaemon(DaemonFlags& f) {
   api::ApiOptions ao;
   ao.host = f.host;
   ao.port = f.port;
+  ao.keep_port = !f.port_fixed;  // a port chosen once is kept across restarts
   ao.tls = {f.tls_cert, f.tls_key};
   ao.on_shutdown = [] { g_shutdown = true; };
   ao.allowed_hosts = f.allowed_hosts;
@@ -352,6 +361,27 @@ Status RunDown(bool all) {
     }
   }
   return Status::Internal("the daemon did not stop within 10 s");
+}
+
+// `lathe reload`: config.yaml read again by the running daemon.
+Status RunReload(bool json, Lang lang) {
+  ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
+  ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/reload", Json::object()));
+  if (json) {
+    PrintJson(r);
+    return Status::OK();
+  }
+  auto joined = [](const Json& a) {
+    std::string s;
+    for (const auto& k : a) s += (s.empty() ? "" : ", ") + k.get<std::string>();
+    return s;
+  };
+  std::printf("%s\n", Tr("daemon.reloaded", lang,
+                         {{"config", r.value("config", "")},
+                          {"applied", joined(r.value("applied", Json::array()))},
+                          {"later", joined(r.value("at_next_start", Json::array()))}})
+                          .c_str());
+  return Status::OK();
 }
 
 // "2 of 4", or "2 (no limit)".
@@ -557,6 +587,10 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
   auto* down = app.add_subcommand("down");
   down->add_flag("--all", down_all);
   down->callback([&status] { status = RunDown(down_all); });
+  static bool reload_json = false;
+  auto* reload = app.add_subcommand("reload");
+  reload->add_flag("--json", reload_json);
+  reload->callback([&status, &g] { status = RunReload(reload_json, g.Language()); });
   static bool json = false;
   auto* st = app.add_subcommand("status");
   st->add_flag("--json", json);

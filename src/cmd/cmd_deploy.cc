@@ -22,6 +22,7 @@ namespace {
 struct DeployFlags {
   std::string name, file, model, autoscale, gpus, cpus, memory, priority, canary, timeout = "5m";
   std::string key_name, expires, key_id, replica, ready, workdir, batching, device;
+  std::string image;                      // a command deployment's: one of the owner's images
   std::string profile;                    // a profile of the daemon's config; flags win over it
   std::vector<std::string> command, env;  // a command deployment's
   int replicas = -1;                      // -1: not given
@@ -97,6 +98,7 @@ Status AddFlags(const DeployFlags& f, Json& body) {
   if (!f.command.empty()) body["command"] = f.command;
   if (f.port >= 0) body["port"] = f.port;
   if (!f.ready.empty()) body["ready"] = f.ready;
+  if (!f.image.empty()) body["image"] = f.image;
   if (!f.workdir.empty()) {
     std::filesystem::path w = f.workdir;
     body["workdir"] = w.is_absolute()
@@ -175,12 +177,38 @@ void PrintSummary(const Json& d, Lang lang) {
   };
   field("deploy.field_name", d.value("name", ""));
   field(d.value("command", Json::array()).empty() ? "deploy.field_model" : "deploy.field_command",
-        Serves(d) + (d.value("version", "").empty() ? "" : " -> " + d.value("version", "")));
+        Serves(d));
+  // What serves, and what the spec (an alias) says when that differs.
+  const std::string serving = d.value("version", ""), wanted = d.value("wanted", serving);
+  if (!serving.empty()) field("deploy.field_serving", serving);
+  if (!wanted.empty() && wanted != serving) {
+    const Json rb = d.value("rolled_back", Json());
+    field("deploy.field_wanted", rb.is_object()
+                                     ? Tr("deploy.wanted_rolled_back", lang,
+                                          {{"wanted", wanted},
+                                           {"serving", serving},
+                                           {"model", d.value("model", "")},
+                                           {"reason", rb.value("reason", "")}})
+                                     : Tr("deploy.wanted_rolling", lang, {{"wanted", wanted}}));
+  }
   field("deploy.field_health", HealthText(d, lang));
   const Json& r = d["replicas"];
-  field("deploy.field_replicas", std::to_string(r.value("ready", 0)) + "/" +
-                                     std::to_string(r.value("wanted", 0)) + " " +
-                                     Tr("deploy.ready", lang));
+  std::string replicas = std::to_string(r.value("ready", 0)) + "/" +
+                         std::to_string(r.value("wanted", 0)) + " " + Tr("deploy.ready", lang);
+  const Json spec = d.value("spec", Json::object());
+  if (const Json a = spec.value("autoscale", Json()); a.is_object()) {
+    replicas += " (" +
+                Tr("deploy.autoscale_bounds", lang,
+                   {{"min", a.value("min", Json(0)).dump()},
+                    {"max", a.value("max", Json(0)).dump()},
+                    {"target", a.value("target", Json(0)).dump()}}) +
+                ")";
+  }
+  field("deploy.field_replicas", replicas);
+  if (!spec.value("image", "").empty()) {
+    field("deploy.field_image",
+          spec.value("image", "") + " (" + spec.value("image_id", "").substr(0, 12) + ")");
+  }
   const std::string url = d.value("url", "");
   field("deploy.field_url",
         url.empty() ? Tr("deploy.url_pending", lang, {{"name", d.value("name", "")}}) : url);
@@ -293,7 +321,14 @@ Status RunShow(const DeployFlags& f, Lang lang) {
        Tr("deploy.col_healthy", lang), Tr("deploy.col_gpus", lang),
        Tr("deploy.col_in_flight", lang), Tr("deploy.col_queued", lang),
        Tr("deploy.col_requests", lang)}};
+  // The live replicas; those that ended (a rollout's, a crash's) are counted.
+  int ended = 0;
   for (const auto& r : d["replicas"]["list"]) {
+    if (run::IsTerminal(
+            run::StateFromName(r.value("state", "")).value_or(run::RunState::kQueued))) {
+      ++ended;
+      continue;
+    }
     std::string gpus;
     for (const auto& g : r["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
     rows.push_back(
@@ -305,6 +340,11 @@ Status RunShow(const DeployFlags& f, Lang lang) {
          std::to_string(r.value("requests", 0))});
   }
   PrintTable(rows);
+  if (ended > 0) {
+    std::printf("%s\n", Tr("deploy.replicas_ended", lang,
+                           {{"n", std::to_string(ended)}, {"name", d.value("name", "")}})
+                            .c_str());
+  }
   if (d.contains("requests")) {
     std::printf("\n%s\n", Tr("deploy.stats", lang,
                              {{"requests", d["requests"].dump()},
@@ -391,6 +431,10 @@ Status RunLogs(const DeployFlags& f, Lang lang) {
 Status RunRemove(const DeployFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json d, c->Delete(Path(f.name)));
+  if (f.json) {
+    PrintJson(d);
+    return Status::OK();
+  }
   std::printf("%s\n", Tr("deploy.removing_now", lang, {{"name", f.name}}).c_str());
   return Status::OK();
 }
@@ -469,6 +513,7 @@ void AddResourceFlags(CLI::App* sub, DeployFlags& f) {
   // One value per --env (see lathe run's).
   sub->add_option("--env", f.env)->allow_extra_args(false);
   sub->add_option("--workdir", f.workdir);
+  sub->add_option("--image", f.image);
   sub->add_flag("--public", f.is_public);
   sub->add_flag("--json", f.json);
 }
@@ -503,6 +548,7 @@ void AddChangeCommands(CLI::App* deploy, DeployFlags& f, const Binder& bind) {
 
   auto* rm = deploy->add_subcommand("rm");
   rm->add_option("name", f.name)->required();
+  rm->add_flag("--json", f.json);
   bind(rm, RunRemove);
 }
 

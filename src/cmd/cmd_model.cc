@@ -210,6 +210,10 @@ Status RunAlias(const ModelFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(Json r, c->Put(Path(f.name) + "/aliases/" + net::PercentEncode(f.alias),
                                   Json{{"version", f.version}}));
   std::string ref = f.name + "/" + std::to_string(f.version);
+  if (f.json) {
+    PrintJson(r);
+    return Status::OK();
+  }
   if (r["previous"].is_number()) {
     std::printf("%s\n", Tr("model.alias_moved", lang,
                            {{"alias", f.name + "@" + f.alias},
@@ -236,6 +240,10 @@ Status RunRemove(const ModelFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(deploy::ModelRef ref, VersionRef(f.ref));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Delete(Path(ref.name) + "/versions/" + std::to_string(*ref.version)));
+  if (f.json) {
+    PrintJson(r);
+    return Status::OK();
+  }
   std::printf("%s\n", Tr("model.removed", lang,
                          {{"ref", f.ref}, {"snapshot", Short(r.value("snapshot", ""))}})
                           .c_str());
@@ -304,10 +312,12 @@ void SetupModel(CLI::App& app, Globals& g, Status& status) {
   alias->add_option("name", f.name)->required();
   alias->add_option("alias", f.alias)->required();
   alias->add_option("version", f.version)->required();
+  alias->add_flag("--json", f.json);
   bind(alias, RunAlias);
 
   auto* rm = model->add_subcommand("rm");
   rm->add_option("version", f.ref)->required();
+  rm->add_flag("--json", f.json);
   bind(rm, RunRemove);
 
   auto* exp = model->add_subcommand("export");

@@ -29,6 +29,8 @@ struct StartFlags {
   std::optional<double> cpus;
   std::string memory, shm, priority, name, workspace, idle, max_duration, checkpoint_dir, network;
   std::string profile;  // a profile of the daemon's config; flags win over it
+  std::string image;    // one of the user's images: its own Jupyter serves the notebook
+  std::string timeout;  // --wait at most this long ("": no limit)
   std::vector<std::string> kernels, ports, env;
   bool wait = false, browser = false, json = false;
 };
@@ -49,10 +51,11 @@ Result<Json> NotebookSpec(const StartFlags& f) {
   }
   if (f.gpus) spec["gpus"] = *f.gpus;
   if (f.cpus) spec["cpus"] = *f.cpus;
-  for (auto [key, value] : {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
-                            std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
-                            std::pair{"max_duration", &f.max_duration},
-                            std::pair{"network", &f.network}, std::pair{"profile", &f.profile}}) {
+  for (auto [key, value] :
+       {std::pair{"memory", &f.memory}, std::pair{"shm", &f.shm},
+        std::pair{"priority", &f.priority}, std::pair{"name", &f.name},
+        std::pair{"max_duration", &f.max_duration}, std::pair{"network", &f.network},
+        std::pair{"profile", &f.profile}, std::pair{"image", &f.image}}) {
     if (!value->empty()) spec[key] = *value;
   }
   if (!f.idle.empty()) spec["idle"] = f.idle == "0" ? Json(0) : Json(f.idle);
@@ -92,11 +95,37 @@ Status CheckThroughProxy(api::ApiClient& c, const std::string& id) {
   return Status::OK();
 }
 
-// Until the notebook is ready (or has ended, which is an error saying why).
-Status WaitReady(api::ApiClient& c, const std::string& id, Lang lang) {
+// Why a queued notebook waits, in `lang` ("" when the daemon gives no reason).
+std::string WaitingText(const Json& r, Lang lang) {
+  const Json t = r.value("waiting_text", Json());
+  if (t.is_object()) return PickText(t.value("en", ""), t.value("zh", ""), lang);
+  return r.value("waiting", "");
+}
+
+// Until the notebook is ready (or has ended, which is an error saying why),
+// at most `timeout` ("" or "0": no limit). While it is queued, the
+// scheduler's reason is printed each time it changes, so a wait behind a
+// quota or busy GPUs is never silent.
+Status WaitReady(api::ApiClient& c, const std::string& id, const std::string& timeout, Lang lang) {
+  std::chrono::milliseconds limit{0};
+  if (!timeout.empty() && timeout != "0") {
+    auto t = ParseDuration(timeout);
+    if (!t.ok()) {
+      return Status::Msg(Code::kInvalidArgument, "notebook.bad_timeout", {{"value", timeout}});
+    }
+    limit = *t;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string said;
   for (;;) {
     ASSIGN_OR_RETURN(Json r, c.Get("/api/v1/runs/" + id));
     const std::string state = r.value("state", "");
+    const std::string why = state == "queued" ? WaitingText(r, lang) : "";
+    if (!why.empty() && why != said) {
+      std::fprintf(stderr, "%s\n",
+                   Tr("notebook.waiting", lang, {{"run", id}, {"why", why}}).c_str());
+    }
+    if (!why.empty()) said = why;
     if (state == "succeeded" || state == "failed" || state == "stopped" || state == "lost" ||
         state == "preempted") {
       return Status::Msg(Code::kFailedPrecondition, "notebook.wait_failed",
@@ -107,6 +136,13 @@ Status WaitReady(api::ApiClient& c, const std::string& id, Lang lang) {
     const Json nb = r.value("notebook", Json::object());
     if (state == "running" && nb.is_object() && nb.value("ready", false)) {
       return CheckThroughProxy(c, id);
+    }
+    if (limit.count() > 0 && std::chrono::steady_clock::now() > deadline) {
+      return Status::Msg(Code::kDeadlineExceeded, "notebook.wait_timeout",
+                         {{"run", id},
+                          {"timeout", timeout},
+                          {"state", run::StateLabel(state, lang)},
+                          {"why", said.empty() ? run::StateLabel(state, lang) : said}});
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -135,6 +171,10 @@ Status PrintOpen(api::ApiClient& c, const std::string& id, bool browser, bool js
 }
 
 Status RunStart(const StartFlags& f, Lang lang) {
+  // A bad --timeout is refused before anything is queued.
+  if (!f.timeout.empty() && f.timeout != "0" && !ParseDuration(f.timeout).ok()) {
+    return Status::Msg(Code::kInvalidArgument, "notebook.bad_timeout", {{"value", f.timeout}});
+  }
   ASSIGN_OR_RETURN(Json spec, NotebookSpec(f));
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
   ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
@@ -142,16 +182,20 @@ Status RunStart(const StartFlags& f, Lang lang) {
     std::fprintf(stderr, "%s\n", Tr("cli.submit_retry", lang, {{"reason", why.message()}}).c_str());
   }));
   const std::string id = r.value("id", "");
+  if (!f.wait && f.json) {
+    PrintJson(Json{{"id", id}, {"name", r.value("name", "")}, {"state", r.value("state", "")}});
+    return Status::OK();
+  }
   if (!f.wait) {
     std::printf("%s\n", id.c_str());
     return Status::OK();
   }
   std::fprintf(stderr, "%s\n", Tr("notebook.submitted", lang, {{"run", id}}).c_str());
-  RETURN_IF_ERROR(WaitReady(*c, id, lang));
+  RETURN_IF_ERROR(WaitReady(*c, id, f.timeout, lang));
   return PrintOpen(*c, id, f.browser, f.json, lang);
 }
 
-Status RunRestart(const std::string& ref, bool wait, Lang lang) {
+Status RunRestart(const std::string& ref, bool wait, const std::string& timeout, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r,
                    c->Post("/api/v1/runs/" + net::PercentEncode(ref) + "/restart", Json::object()));
@@ -160,7 +204,7 @@ Status RunRestart(const std::string& ref, bool wait, Lang lang) {
     std::printf("%s\n", id.c_str());
     return Status::OK();
   }
-  RETURN_IF_ERROR(WaitReady(*c, id, lang));
+  RETURN_IF_ERROR(WaitReady(*c, id, timeout, lang));
   return PrintOpen(*c, id, false, false, lang);
 }
 
@@ -175,8 +219,10 @@ std::string IdleText(const Json& nb, Lang lang) {
 
 Status RunList(bool all, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json list,
-                   c->Get(std::string("/api/v1/runs?limit=1000") + (all ? "&all=1" : "")));
+  // Without --all: the active ones and those that ended in the last hour, so
+  // that a notebook the idle stop just ended is still there, saying so.
+  ASSIGN_OR_RETURN(Json list, c->Get(std::string("/api/v1/runs?limit=1000&kind=notebook") +
+                                     (all ? "&all=1" : "&recent=3600")));
   Json mine = Json::array();
   for (const auto& r : list.value("runs", Json::array())) {
     if (r.value("kind", "") == "notebook" && r.contains("spec")) mine.push_back(r);
@@ -197,6 +243,7 @@ Status RunList(bool all, bool json, Lang lang) {
       {Tr("ps.col.id", lang), Tr("ps.col.name", lang), Tr("ps.col.state", lang),
        Tr("notebook.ls.col.ready", lang), Tr("notebook.ls.col.kernels", lang),
        Tr("notebook.ls.col.idle", lang), Tr("ps.col.gpus", lang), Tr("notebook.ls.col.url", lang)}};
+  std::vector<std::string> idle_stopped;
   for (const auto& r : mine) {
     const Json nb = r.value("notebook", Json());
     std::string gpus;
@@ -208,8 +255,12 @@ Status RunList(bool all, bool json, Lang lang) {
       kernels += (kernels.empty() ? "" : ",") + k.get<std::string>();
     }
     const bool ready = nb.is_object() && nb.value("ready", false);
+    const bool idle_stop =
+        r.value("stop_intent", "") == "idle" && r.value("state", "") == "stopped";
+    if (idle_stop) idle_stopped.push_back(r.value("id", ""));
     rows.push_back({r.value("id", ""), r.value("name", ""),
-                    run::StateLabel(r.value("state", ""), lang),
+                    idle_stop ? Tr("notebook.ls.stopped_idle", lang)
+                              : run::StateLabel(r.value("state", ""), lang),
                     Tr(ready ? "notebook.ls.yes" : "notebook.ls.no", lang), kernels,
                     IdleText(nb, lang), gpus.empty() ? "-" : gpus,
                     ready && !port.empty()
@@ -217,6 +268,9 @@ Status RunList(bool all, bool json, Lang lang) {
                         : "-"});
   }
   PrintTable(rows);
+  for (const auto& id : idle_stopped) {
+    std::fprintf(stderr, "%s\n", Tr("notebook.ls.restart_hint", lang, {{"run", id}}).c_str());
+  }
   if (mine.empty()) std::fprintf(stderr, "%s\n", Tr("notebook.ls.none", lang).c_str());
   return Status::OK();
 }
@@ -244,7 +298,9 @@ void SetupNotebook(CLI::App& app, Globals& g, Status& status) {
   start->add_option("--port", f.ports)->allow_extra_args(false);
   start->add_option("--env", f.env)->allow_extra_args(false);
   start->add_option("--network", f.network);
+  start->add_option("--image", f.image);
   start->add_flag("--wait", f.wait);
+  start->add_option("--timeout", f.timeout);
   start->add_flag("--browser", f.browser);
   start->add_flag("--json", f.json);
   start->callback([&status, &g] { status = RunStart(f, g.Language()); });
@@ -257,6 +313,7 @@ void SetupNotebook(CLI::App& app, Globals& g, Status& status) {
 
   static std::string ref;
   static bool browser = false, ojson = false, wait = false, follow = false;
+  static std::string restart_timeout;
   auto* open = nb->add_subcommand("open");
   open->add_option("run", ref)->required();
   open->add_flag("--browser", browser);
@@ -266,14 +323,18 @@ void SetupNotebook(CLI::App& app, Globals& g, Status& status) {
     status = c.ok() ? PrintOpen(**c, ref, browser, ojson, g.Language()) : c.status();
   });
 
+  static bool stop_json = false;
   auto* stop = nb->add_subcommand("stop");
   stop->add_option("run", ref)->required();
-  stop->callback([&status, &g] { status = StopOfRun(ref, g.Language()); });
+  stop->add_flag("--json", stop_json);
+  stop->callback([&status, &g] { status = StopOfRun(ref, stop_json, g.Language()); });
 
   auto* restart = nb->add_subcommand("restart");
   restart->add_option("run", ref)->required();
   restart->add_flag("--wait", wait);
-  restart->callback([&status, &g] { status = RunRestart(ref, wait, g.Language()); });
+  restart->add_option("--timeout", restart_timeout);
+  restart->callback(
+      [&status, &g] { status = RunRestart(ref, wait, restart_timeout, g.Language()); });
 
   auto* logs = nb->add_subcommand("logs");
   logs->add_option("run", ref)->required();

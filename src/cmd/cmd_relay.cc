@@ -1,6 +1,8 @@
 // lathe __relay (internal): a command deployment's replica (gateway/relay.h,
 // docs/deployments.md "Command deployments"), the run's first process:
 //   lathe __relay --socket SOCK [--port P] -- CMD ARGS...
+//   lathe __relay --socket SOCK [--port P] --beside   (CMD runs in an image
+//                                                      beside it; until SIGTERM)
 // Creates the unix listener SOCK, starts CMD with PORT=P (and LATHE_PORT),
 // relays each connection on SOCK to 127.0.0.1:P, and exits with CMD's exit
 // status (128+N when a signal N ended it). P defaults to $PORT, which the
@@ -33,21 +35,30 @@ Result<int> PortOf(const std::string& v, const std::string& flag) {
 Result<int> Relay(int argc, char** argv) {
   gateway::RelayOptions o;
   std::string port;
+  bool beside = false;
   int i = 2;  // argv[1] is "__relay"
   for (; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--") break;
+    if (a == "--beside") {
+      beside = true;
+      continue;
+    }
     std::string* out = a == "--socket" ? &o.socket_path : a == "--port" ? &port : nullptr;
     if (out == nullptr || i + 1 >= argc) return BadFlag(a, i + 1 < argc ? argv[i + 1] : "");
     *out = argv[++i];
   }
   if (o.socket_path.empty()) return BadFlag("--socket", "");
-  if (i + 1 >= argc) return BadFlag("--", "");
+  if (beside == (i + 1 < argc)) return BadFlag("--", beside ? argv[i + 1] : "");
   if (port.empty()) {
     const char* env = std::getenv("PORT");
     ASSIGN_OR_RETURN(o.port, PortOf(env ? env : "", "$PORT"));
   } else {
     ASSIGN_OR_RETURN(o.port, PortOf(port, "--port"));
+  }
+  if (beside) {
+    RETURN_IF_ERROR(gateway::RunRelayBeside(o));
+    return 0;
   }
   ASSIGN_OR_RETURN(os::ExitStatus es,
                    gateway::RunRelayed(o, std::vector<std::string>(argv + i + 1, argv + argc)));

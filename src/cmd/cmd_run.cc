@@ -50,6 +50,7 @@ struct RunFlags {
   std::optional<bool> nccl_ib;
   std::string nccl_socket_ifname;
   bool follow = false;
+  bool json = false;  // the run as {"id", "name", "state"}; with --follow, its log as JSON lines
   std::vector<std::string> command;
 };
 
@@ -204,6 +205,7 @@ Result<Json> BuildSpec(const RunFlags& f, const Json& like = Json::object()) {
 struct LogsFlags {
   std::string ref;
   bool follow = false, timestamps = false;
+  bool json = false;  // JSON lines: {"line"} ({"time", "line"} with --timestamps)
   std::optional<std::string> tail, grep, offset, limit;
 };
 
@@ -217,16 +219,33 @@ std::string LogsQuery(const LogsFlags& f) {
   return q;
 }
 
+// One line of a run's log as a JSON line: {"line"}, or {"time", "line"}
+// when it starts with its time (--timestamps).
+void PrintJsonLine(std::string_view line, bool timestamps) {
+  Json j = Json::object();
+  if (timestamps) {
+    const size_t space = line.find(' ');
+    j["time"] = std::string(line.substr(0, space));
+    line = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+  }
+  j["line"] = std::string(line);
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+}
+
 Status FollowLogs(api::ApiClient& c, const std::string& id, bool timestamps,
-                  const std::string& query = "") {
+                  const std::string& query = "", bool json = false) {
   std::string path =
       "/api/v1/runs/" + id + "/logs?follow=1" + (timestamps ? "&timestamps=1" : "") + query;
   Status ended = Status::OK();  // an `error` event: the daemon ended the stream
-  Status s = c.Stream(path, [&ended](const std::string& event, const Json& data) {
+  Status s = c.Stream(path, [&ended, json, timestamps](const std::string& event, const Json& data) {
     if (event == "log") {
       std::string line = data.value("line", "");
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fputc('\n', stdout);
+      if (json) {
+        PrintJsonLine(line, timestamps);
+      } else {
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::fputc('\n', stdout);
+      }
       std::fflush(stdout);
     }
     if (event == "error") ended = StatusFromJson(data, Code::kPermissionDenied);
@@ -284,12 +303,16 @@ Status RunRun(const RunFlags& f, Lang lang) {
     std::fprintf(stderr, "%s\n", Tr("cli.submit_retry", lang, {{"reason", why.message()}}).c_str());
   }));
   std::string id = r.value("id", "");
+  if (!f.follow && f.json) {
+    PrintJson(Json{{"id", id}, {"name", r.value("name", "")}, {"state", r.value("state", "")}});
+    return Status::OK();
+  }
   if (!f.follow) {
     std::printf("%s\n", id.c_str());
     return Status::OK();
   }
   std::fprintf(stderr, "%s\n", Tr("run.submitted", lang, {{"run", id}}).c_str());
-  RETURN_IF_ERROR(FollowLogs(*c, id, false));
+  RETURN_IF_ERROR(FollowLogs(*c, id, false, "", f.json));
   ASSIGN_OR_RETURN(Json fin, c->Get("/api/v1/runs/" + id));
   std::string state = fin.value("state", "");
   std::string reason = fin.value("reason", "");
@@ -408,14 +431,24 @@ Status RunLogs(const LogsFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Get("/api/v1/runs/" + f.ref));
   std::string id = r.value("id", f.ref);
-  if (f.follow) return FollowLogs(*c, id, f.timestamps, LogsQuery(f));
+  if (f.follow) return FollowLogs(*c, id, f.timestamps, LogsQuery(f), f.json);
   net::Headers headers;
+  std::string partial;  // --json: a line split across chunks
   RETURN_IF_ERROR(c->GetStream(
       "/api/v1/runs/" + id + "/logs?timestamps=" + (f.timestamps ? "1" : "0") + LogsQuery(f),
-      [](std::string_view chunk) {
-        return std::fwrite(chunk.data(), 1, chunk.size(), stdout) == chunk.size();
+      [&f, &partial](std::string_view chunk) {
+        if (!f.json) return std::fwrite(chunk.data(), 1, chunk.size(), stdout) == chunk.size();
+        partial.append(chunk);
+        size_t from = 0, nl;
+        while ((nl = partial.find('\n', from)) != std::string::npos) {
+          PrintJsonLine(std::string_view(partial).substr(from, nl - from), f.timestamps);
+          from = nl + 1;
+        }
+        partial.erase(0, from);
+        return true;
       },
       &headers));
+  if (f.json && !partial.empty()) PrintJsonLine(partial, f.timestamps);
   std::fflush(stdout);
   std::string_view next = net::FindHeader(headers, "X-Lathe-Next-Offset");
   if (!next.empty())
@@ -424,9 +457,13 @@ Status RunLogs(const LogsFlags& f, Lang lang) {
   return Status::OK();
 }
 
-Status RunStop(const std::string& ref, Lang lang) {
+Status RunStop(const std::string& ref, bool json, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r, c->Post("/api/v1/runs/" + ref + "/stop", Json::object()));
+  if (json) {
+    PrintJson(Json{{"id", r.value("id", ref)}, {"state", r.value("state", "")}});
+    return Status::OK();
+  }
   std::printf("%s\n", Tr("run.stopping", lang,
                          {{"run", r.value("id", ref)}, {"state", r.value("state", "")}})
                           .c_str());
@@ -655,7 +692,7 @@ Status LogsOfRun(const std::string& ref, bool follow, Lang lang) {
   return RunLogs(f, lang);
 }
 
-Status StopOfRun(const std::string& ref, Lang lang) { return RunStop(ref, lang); }
+Status StopOfRun(const std::string& ref, bool json, Lang lang) { return RunStop(ref, json, lang); }
 
 Status ResolveWorkspaceFlag(Json& ws, const std::string& base) {
   return ResolveWorkspace(ws, base);
@@ -697,6 +734,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--keep-checkpoints", f.keep_checkpoints);
   run->add_option("--resume-from", f.resume_from);
   run->add_flag("--follow", f.follow);
+  run->add_flag("--json", f.json);
   run->add_option("command", f.command);
   run->callback([&status, &g] { status = RunRun(f, g.Language()); });
 
@@ -718,11 +756,14 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   logs->add_option("--grep", lf.grep);
   logs->add_option("--offset", lf.offset);
   logs->add_option("--limit", lf.limit);
+  logs->add_flag("--json", lf.json);
   logs->callback([&status, &g] { status = RunLogs(lf, g.Language()); });
 
+  static bool stop_json = false;
   auto* stop = app.add_subcommand("stop");
   stop->add_option("run", ref)->required();
-  stop->callback([&status, &g] { status = RunStop(ref, g.Language()); });
+  stop->add_flag("--json", stop_json);
+  stop->callback([&status, &g] { status = RunStop(ref, stop_json, g.Language()); });
 
   static bool ijson = false, imetrics = false;
   auto* inspect = app.add_subcommand("inspect");

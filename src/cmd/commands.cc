@@ -7,6 +7,7 @@ namespace lathe::cmd {
 
 void SetupVersion(CLI::App& app, Globals& g, Status& status);
 void SetupDaemon(CLI::App& app, Globals& g, Status& status);
+void SetupCompletion(CLI::App& app, Globals& g, Status& status);  // cmd_completion.cc
 void SetupRun(CLI::App& app, Globals& g, Status& status);
 void SetupGpus(CLI::App& app, Globals& g, Status& status);
 void SetupTop(CLI::App& app, Globals& g, Status& status);   // cmd_top.cc
@@ -47,7 +48,7 @@ constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
     {"rm", SetupRm},           {"secret", SetupSecret},     {"open", SetupOpen},
     {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
     {"deploy", SetupDeploy},   {"pools", SetupPools},       {"profiles", SetupProfiles},
-    {"image", SetupImage},
+    {"image", SetupImage},     {"reload", SetupDaemon},     {"completion", SetupCompletion},
 };
 
 }  // namespace
@@ -94,6 +95,7 @@ void SetupAll(CLI::App& app, Globals& g, Status& status) {
   SetupDeploy(app, g, status);
   SetupPools(app, g, status);
   SetupImage(app, g, status);
+  SetupCompletion(app, g, status);
 }
 
 }  // namespace lathe::cmd

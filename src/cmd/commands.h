@@ -31,6 +31,8 @@ struct Globals {
 };
 
 void SetupAll(CLI::App& app, Globals& g, Status& status);
+// `lathe __complete WORDS...` (cmd_completion.cc): the completions of the last word.
+int CompleteMain(int argc, char** argv);
 // The command `args` (argv without the program) names: the first word that
 // is not a global option; "" when an option (--help, --version, a mistake)
 // comes first or there is none.
@@ -42,7 +44,7 @@ void SetupFor(CLI::App& app, Globals& g, Status& status, std::string_view comman
 
 // Shared with lathe notebook (cmd_run.cc): lathe logs RUN [-f], lathe stop RUN.
 Status LogsOfRun(const std::string& ref, bool follow, Lang lang);
-Status StopOfRun(const std::string& ref, Lang lang);
+Status StopOfRun(const std::string& ref, bool json, Lang lang);
 // lathe inspect RUN --metrics [--json] (cmd_inspect_metrics.cc): the run's
 // telemetry summary and a sparkline of each series, labelled simulated.
 Status InspectMetrics(const std::string& ref, bool json, Lang lang);

@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "__relay") == 0) {
     return lathe::cmd::RelayMain(argc, argv);
   }
+  // What a shell's completion asks for (cmd_completion.cc): candidates, one a line.
+  if (argc >= 2 && std::strcmp(argv[1], "__complete") == 0) {
+    return lathe::cmd::CompleteMain(argc, argv);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   // --help and parse errors are written in the reader's language.
   const lathe::Lang help_lang = lathe::cmd::HelpLanguage(args);

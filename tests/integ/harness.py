@@ -61,8 +61,9 @@ def shared_scratch(test, prefix):
 
 
 class Daemon:
-    def __init__(self, gpus="sim:4x24GB", grace="2s", home=None):
+    def __init__(self, gpus="sim:4x24GB", grace="2s", home=None, port="0"):
         self.home = home or tempfile.mkdtemp(prefix="lathe-integ-")
+        self.port = port  # None: no --port (the daemon keeps the port it chose first)
         os.chmod(self.home, 0o755)
         self.gpus = gpus
         self.grace = grace
@@ -83,7 +84,8 @@ class Daemon:
         self.log = open(os.path.join(self.home, "daemon.test.log"), "ab")
         self.proc = subprocess.Popen(
             [LATHE, "daemon", "--home", self.home, "--gpus", self.gpus,
-             "--port", "0", "--grace", self.grace, "--deployments-listen", "127.0.0.1:0"],
+             *(["--port", self.port] if self.port is not None else []),
+             "--grace", self.grace, "--deployments-listen", "127.0.0.1:0"],
             stdout=self.log, stderr=self.log, env=self.env())
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
 """
 
 APPLETS = ["sh", "id", "ls", "cat", "echo", "sleep", "touch", "stat", "env", "dd", "true",
-           "false", "mkdir", "rm", "pwd", "head", "wc", "grep", "ps", "kill"]
+           "false", "mkdir", "rm", "pwd", "head", "wc", "grep", "ps", "kill", "httpd"]
 
 
 def daemon_podman(home, *args, check=False):

@@ -471,21 +471,46 @@ class Deployments(DaemonTest):
     def test_a_key_is_needed_unless_public(self):
         ref = self.model(2)
         self.d.cli("deploy", "create", "keyed", "--model", ref, "--wait")
+        self.d.cli("deploy", "create", "other", "--model", ref, "--wait")
         port = self.port("keyed")
         status, body, _ = self.call(port, "/d/keyed/predict")
         self.assertEqual(status, 401, body)
-        key = self.d.cli("deploy", "key", "create", "keyed").stdout.strip()
-        self.assertTrue(key.startswith("lathe_dk_"), key)
+        self.assertEqual(json.loads(body)["msg_id"], "deploy_key.missing")
+        # Three keys in a row, the third refused (two live at most); each works at its
+        # first request, the moment it is printed.
+        keys = []
+        for i in range(3):
+            r = self.d.cli("deploy", "key", "create", "keyed", check=False)
+            if i == 2:
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn("revoke one of them first", r.stderr)
+                break
+            key = r.stdout.strip()
+            self.assertTrue(key.startswith("lathe_dk_"), key)
+            status, body, _ = self.call(port, "/d/keyed/predict",
+                                        headers={"Authorization": "Bearer " + key})
+            self.assertEqual(status, 200, body)
+            keys.append(key)
+        key = keys[0]
         auth = {"Authorization": "Bearer " + key}
-        self.d.wait_for(lambda: self.call(port, "/d/keyed/predict", headers=auth)[0] == 200,
-                        "the key to open the endpoint")
         wrong = {"Authorization": "Bearer " + key[:-4] + "0000"}
-        self.assertEqual(self.call(port, "/d/keyed/predict", headers=wrong)[0], 401)
-        kid = json.loads(self.d.cli("deploy", "key", "ls", "keyed", "--json").stdout)[0]["id"]
+        status, body, _ = self.call(port, "/d/keyed/predict", headers=wrong)
+        self.assertEqual((status, json.loads(body)["msg_id"]), (401, "deploy_key.invalid"))
+        # Another deployment's key says whose it is; an API token says it is one.
+        status, body, _ = self.call(self.port("other"), "/d/other/predict", headers=auth)
+        self.assertEqual((status, json.loads(body)["msg_id"]), (401, "deploy_key.wrong_deployment"))
+        self.assertIn("keyed", json.loads(body)["en"])
+        token = json.loads(self.d.cli("token", "create", "--json").stdout)["token"]
+        status, body, _ = self.call(port, "/d/keyed/predict",
+                                    headers={"Authorization": "Bearer " + token})
+        self.assertEqual((status, json.loads(body)["msg_id"]), (401, "deploy_key.api_token"))
+        kid = json.loads(self.d.cli("deploy", "key", "ls", "keyed", "--json").stdout)[-1]["id"]
         self.assertIn(kid, self.d.cli("deploy", "key", "ls", "keyed").stdout)  # never expires: "-"
+        self.assertTrue(key.startswith("lathe_dk_" + kid + "_"), (kid, key))
         self.d.cli("deploy", "key", "rm", "keyed", kid)
-        self.d.wait_for(lambda: self.call(port, "/d/keyed/predict", headers=auth)[0] == 401,
-                        "the revoked key to stop working")
+        # Revoked: refused at the very next request, saying so.
+        status, body, _ = self.call(port, "/d/keyed/predict", headers=auth)
+        self.assertEqual((status, json.loads(body)["msg_id"]), (401, "deploy_key.revoked"), body)
 
     # -- failures under load -------------------------------------------------
 
@@ -581,16 +606,27 @@ class Deployments(DaemonTest):
 
     def test_a_version_that_cannot_load_is_rolled_back(self):
         v1 = self.model(3)
-        self.d.cli("deploy", "create", "tri", "--model", v1, "--replicas", "1", "--public",
-                   "--wait")
+        self.d.cli("model", "alias", "tri", "prod", v1.split("/")[1])
+        self.d.cli("deploy", "create", "tri", "--model", "tri@prod", "--replicas", "1",
+                   "--public", "--wait")
         port = self.port("tri")
         bad = self.model(0, handler=BROKEN)
-        self.d.cli("deploy", "update", "tri", "--model", bad)
+        # The alias moves to the broken version: the deployment follows, and rolls back.
+        self.d.cli("model", "alias", "tri", "prod", bad.split("/")[1])
         self.d.wait_for(lambda: "deploy.rolled_back" in self.events("tri"), "the rollback", 120)
         s = self.show("tri")
         self.assertEqual(s["version"], v1)
         self.assertEqual(s["health"], "degraded")
         self.assertIn(bad, s["reason"])
+        # What serves and what the alias says, and why they differ: the handler's own error.
+        self.assertEqual(s["wanted"], bad)
+        self.assertEqual(s["rolled_back"]["version"], bad)
+        self.assertIn("this version cannot load", s["rolled_back"]["reason"])
+        rollback = [e for e in s["events"] if e["msg_id"] == "deploy.rolled_back"][0]
+        self.assertIn("this version cannot load", json.dumps(rollback))
+        text = self.d.cli("deploy", "show", "tri").stdout
+        self.assertIn(f"serving:    {v1}", text)
+        self.assertIn(f"{bad}, which tri@prod names now, was rolled back", text)
         status, body, headers = self.call(port, "/d/tri/predict")
         self.assertEqual(status, 200, body)
         self.assertEqual(headers.get("Lathe-Model-Version"), v1)

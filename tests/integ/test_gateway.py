@@ -330,6 +330,8 @@ class GatewayTest(unittest.TestCase):
 
     def test_keys(self):
         code, h, body = self.gw.request("GET", "/d/priv/x")
+        self.assertEqual((code, body["msg_id"]), (401, "deploy_key.missing"))
+        code, _, body = self.gw.request("GET", "/d/priv/x", headers={"Authorization": "Bearer x"})
         self.assertEqual((code, body["msg_id"]), (401, "deploy_key.malformed"))
         self.assertEqual(h.get("WWW-Authenticate"), "Bearer")
         wrong = "lathe_dk_k0123456789_" + "e" * 64

@@ -90,6 +90,20 @@ class InstallTest(unittest.TestCase):
             unit = f.read()
         self.assertIn(f"ExecStart={PREFIX}/bin/lathe daemon", unit)
 
+    def test_the_installed_binary_is_stripped_and_its_debug_info_kept_beside(self):
+        def sections(path):
+            out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True,
+                                 check=True).stdout
+            return {line.split("]", 1)[1].split()[0] for line in out.splitlines()
+                    if line.strip().startswith("[") and "]" in line and line.split("]", 1)[1].split()}
+        built = os.path.join(BUILD_DIR, "lathe")
+        self.assertIn(".debug_info", sections(built))
+        self.assertNotIn(".debug_info", sections(self.bin))
+        self.assertIn(".gnu_debuglink", sections(self.bin))
+        self.assertLess(os.path.getsize(self.bin) * 4, os.path.getsize(built))
+        debug = os.path.join(self.root, "bin", ".debug", "lathe.debug")
+        self.assertIn(".debug_info", sections(debug))
+
     def test_installed_binary_runs_and_needs_only_the_shared_libraries_without_archives(self):
         p = subprocess.run([self.bin, "version"], capture_output=True, text=True, env=english_env(),
                            timeout=30)

@@ -314,6 +314,15 @@ class Notebook(unittest.TestCase):
         self.assertEqual(len(idle), 1, info["events"])
         self.assertIn("idle for 3s", idle[0]["message"])
         self.assertIn("GPUs below 5%", idle[0]["message"])
+        # `notebook ls` still lists it, stopped for being idle, and says how to bring it back.
+        ls = self.d.cli("notebook", "ls", user=USER_A, env=self.env_a())
+        row = [line for line in ls.stdout.splitlines() if line.startswith(run)]
+        self.assertEqual(len(row), 1, ls.stdout)
+        self.assertIn("stopped (idle)", row[0])
+        self.assertIn(f"lathe notebook restart {run} --wait", ls.stderr)
+        listed = json.loads(self.d.cli("notebook", "ls", "--json", user=USER_A,
+                                       env=self.env_a()).stdout)["notebooks"]
+        self.assertEqual([n["stop_intent"] for n in listed if n["id"] == run], ["idle"])
         # restart brings it back, the same run.
         r = self.d.cli("notebook", "restart", run, "--wait", user=USER_A, env=self.env_a())
         self.assertIn(run + ".localhost", r.stdout)

@@ -424,6 +424,32 @@ async function deployment(page) {
   log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}`);
 }
 
+// In 中文: what the daemon says of a deployment (its events, its replicas' states,
+// its health) and what the charts draw (legends) are Chinese too, not the daemon's English.
+async function inChinese(page) {
+  step = "a deployment's events, replica states and health in 中文";
+  await go(page, "/ui/deployments");
+  await page.click(`[data-deployment="${cfg.deployment}"]`);
+  await page.waitForSelector('section[aria-labelledby="deploy-detail"] .timeline li', WAIT);
+  const cjk = /[\u4e00-\u9fff]/;
+  const events = await page.locator('section[aria-labelledby="deploy-detail"] .timeline li').allTextContents();
+  check(events.length > 0 && events.every((e) => cjk.test(e)), `events not in 中文: ${events.join(" | ")}`);
+  const state = await page.locator('section[aria-labelledby="deploy-detail"] td[data-col="state"]').first().textContent();
+  check(cjk.test(state), `a replica's state not in 中文: ${state}`);
+  const healthy = await page.locator('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]').first().textContent();
+  check(healthy === cfg.catalog["web.yes"].zh, `healthy: ${healthy}`);
+  step = "a run's chart legends and spec fields in 中文";
+  await go(page, `/ui/runs/${cfg.gpu_run}`);
+  await page.waitForSelector('figure[data-chart="gpu-util"] canvas', WAIT);
+  const summary = await page.locator('figure[data-chart="gpu-util"] li[data-series]').first().textContent();
+  check(summary.startsWith("GPU "), `the GPU series: ${summary}`);
+  const fields = await page.locator("dl.spec dt").allTextContents();
+  const english = fields.filter((f) => /^[a-z_]+$/.test(f));
+  check(english.length === 0, `spec fields shown by their YAML names: ${english.join(", ")}`);
+  await shot(page, "deployment-run-zh");
+  log(`${step}: ${events.length} events, the replica ${state}, ${fields.length} spec fields`);
+}
+
 async function main() {
   fs.mkdirSync(cfg.artifacts, { recursive: true });
   const browser = await chromium.launch({ executablePath: cfg.chromium, args: ["--no-sandbox"] });
@@ -566,6 +592,7 @@ async function main() {
     await page.waitForSelector("main h1 >> text=运行", WAIT);
     log(step);
     await visitAll(page, "zh");
+    await inChinese(page);
 
     step = "the 403 in 中文";
     await page.goto(new URL(`/ui/runs/${cfg.other_run}`, cfg.login_url).href);

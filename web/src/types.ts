@@ -87,6 +87,12 @@ export interface PoolList {
 // Where a run executes: its pool's name, "local" for this machine (a run not
 // yet started has only its spec's pool, "" there for local); "" for another
 // user's run, whose pool is not shown.
+// How many GPUs it asked for, and which it holds now: "2 (0,1)".
+export function gpuText(r: Run): string {
+  const n = r.spec?.gpus ?? r.resources?.gpus ?? r.gpus.length;
+  return r.gpus.length ? `${n} (${r.gpus.join(",")})` : String(n);
+}
+
 export function poolOf(r: Run): string {
   if (r.redacted || (!r.spec && !r.backend)) return "";
   return r.backend || (typeof r.spec?.pool === "string" ? r.spec.pool : "") || "local";

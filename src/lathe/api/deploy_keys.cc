@@ -68,7 +68,10 @@ Result<IssuedDeployKey> DeployKeyService::Issue(const DeployKeyRequest& req) {
 Result<state::CredentialRecord> DeployKeyService::Verify(std::string_view key,
                                                          std::string_view deployment) {
   std::optional<DeployKeyParts> parts = ParseDeployKey(key);
-  if (!parts) return Status::Msg(Code::kPermissionDenied, "deploy_key.malformed");
+  if (!parts) {
+    return Status::Msg(Code::kPermissionDenied, "deploy_key.malformed",
+                       {{"deployment", Shown(deployment)}});
+  }
   std::lock_guard<std::mutex> lock(mu_);
   state::VerifyRules rules{.scope = std::string(deployment),
                            .touch_every_ms = opts_.touch_every_ms};

@@ -4,6 +4,8 @@
 // /deployments/{name}/keys, DELETE /deployments/{name}/keys/{key}. The rules
 // are the daemon's (daemon/deployments.h, api/deploy_keys.h); this file
 // reads bodies.
+#include <spdlog/spdlog.h>
+
 #include "lathe/api/routes.h"
 #include "lathe/api/server.h"
 
@@ -96,7 +98,11 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
   req.created_by = CreatedBy(call.auth);
   auto issued = deploy_keys_->Issue(req);
   if (!issued.ok()) return call.Reply(issued.status());
-  deployments_.Kick();
+  // The key is in the front's routes before it is printed: it works at once.
+  if (Status s = deployments_.SyncFront(5000); !s.ok()) {
+    spdlog::warn("deployment {}: key {} reaches the front late: {}", name, issued->record.id,
+                 s.ToString());
+  }
   Json j =
       DeployKeyToJson(issued->record, opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs());
   j["key"] = issued->key;
@@ -129,7 +135,9 @@ void ApiServer::DeleteDeploymentKey(ApiCall& call) {
   }
   auto gone = deploy_keys_->Revoke(id, std::nullopt);
   if (!gone.ok()) return call.Reply(gone.status());
-  deployments_.Kick();
+  if (Status s = deployments_.SyncFront(5000); !s.ok()) {
+    spdlog::warn("deployment {}: key {} leaves the front late: {}", name, id, s.ToString());
+  }
   call.Reply(Json{{"id", id}, {"deployment", name}, {"revoked", true}});
 }
 

@@ -106,6 +106,14 @@ void ApiServer::GetEvents(ApiCall& call) {
       [this, after = *after, s, auth = call.auth] { FollowEvents("", after, auth, *s); });
 }
 
+// config.yaml read again (Daemon::ReloadConfig): the daemon's own users only.
+void ApiServer::PostReload(ApiCall& call) {
+  if (!call.caller.admin) return call.Reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
+  auto r = daemon_.ReloadConfig();
+  if (!r.ok()) return call.Reply(r.status());
+  call.Reply(*r);
+}
+
 void ApiServer::PostShutdown(ApiCall& call) {
   if (!call.caller.admin) return call.Reply(Status::Msg(Code::kPermissionDenied, "api.admin_only"));
   call.Reply(Json{{"shutting_down", true}}, 202);

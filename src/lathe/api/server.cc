@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "lathe/api/auth.h"
 #include "lathe/api/credentials.h"
@@ -16,6 +17,7 @@
 #include "lathe/api/limits.h"
 #include "lathe/api/routes.h"
 #include "lathe/common/ids.h"
+#include "lathe/common/json.h"
 #include "lathe/net/status_http.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
@@ -188,11 +190,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(node::Services& services, A
   std::string sock_dir = paths.socket.substr(0, paths.socket.rfind('/'));
   RETURN_IF_ERROR(os::MakeDirs(sock_dir, 0755));
   RETURN_IF_ERROR(s->server_->ListenUnix(paths.socket, paths.system ? 0666 : 0600));
-  if (s->opts_.tls.cert_file.empty()) {
-    ASSIGN_OR_RETURN(s->port_, s->server_->ListenTcp(s->opts_.host, s->opts_.port));
-  } else {
-    ASSIGN_OR_RETURN(s->port_, s->server_->ListenTls(s->opts_.host, s->opts_.port, s->opts_.tls));
-  }
+  ASSIGN_OR_RETURN(s->port_, s->ListenTcpOrTls(s->PreviousPort(paths.endpoint)));
   // Written before the first request is served: a client that got an answer
   // finds the endpoint file.
   Json endpoint = {{"socket", paths.socket},
@@ -204,6 +202,37 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Create(node::Services& services, A
   RETURN_IF_ERROR(os::WriteFileAtomic(paths.endpoint, endpoint.dump() + "\n", 0644));
   RETURN_IF_ERROR(s->server_->Start());
   return s;
+}
+
+// The TCP port endpoint.json names (the previous start's), 0 when none.
+int ApiServer::PreviousPort(const std::string& endpoint_path) const {
+  if (opts_.port != 0 || !opts_.keep_port) return 0;
+  auto text = os::ReadFileUpTo(endpoint_path, 64 * 1024);
+  if (!text.ok()) return 0;
+  auto j = ParseJson(*text);
+  if (!j.ok() || !j->is_object()) return 0;
+  const std::string tcp = j->value("tcp", "");
+  const size_t colon = tcp.rfind(':');
+  if (colon == std::string::npos) return 0;
+  const int port = std::atoi(tcp.c_str() + colon + 1);
+  return port > 0 && port < 65536 ? port : 0;
+}
+
+Result<int> ApiServer::ListenTcpOrTls(int previous) {
+  auto listen = [this](int port) {
+    return opts_.tls.cert_file.empty() ? server_->ListenTcp(opts_.host, port)
+                                       : server_->ListenTls(opts_.host, port, opts_.tls);
+  };
+  if (previous > 0) {
+    auto kept = listen(previous);
+    if (kept.ok()) return kept;
+    spdlog::warn(
+        "port {} of the previous start cannot be had again ({}): listening on another; "
+        "clients that stored the old address (lathe login) must log in again, or set port: in "
+        "config.yaml",
+        previous, kept.status().ToString());
+  }
+  return listen(opts_.port);
 }
 
 ApiServer::~ApiServer() { Stop(); }
@@ -300,6 +329,7 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/runs/{run}/open", &A::PostOpen},
       {"GET", "/api/v1/doctor", &A::GetDoctor},
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
+      {"POST", "/api/v1/reload", &A::PostReload},
       {"GET", "/metrics", &A::GetMetrics},
   });
 }

@@ -32,6 +32,10 @@ struct ApiCall;  // routes.h
 struct ApiOptions {
   std::string host = "127.0.0.1";  // TCP address; loopback unless configured
   int port = 0;                    // 0: any free port (see endpoint.json)
+  // With port 0: the port of the previous start (endpoint.json's) when it is
+  // free, so that URLs stored by clients (`lathe login`) stay valid across
+  // restarts; any free port otherwise, with a warning.
+  bool keep_port = false;
   // Both files set: the TCP listener speaks TLS (docs/security.md, "TLS").
   // A host that is not loopback requires them; one without the other is an error.
   net::TlsFiles tls;
@@ -75,6 +79,10 @@ class ApiServer {
   SessionService& sessions() { return *sessions_; }
 
  private:
+  // ApiOptions::keep_port: the previous start's TCP port, 0 when none or not kept.
+  int PreviousPort(const std::string& endpoint_path) const;
+  // Listens on `previous` when it is above 0 and free, else on options.port.
+  Result<int> ListenTcpOrTls(int previous);
   ApiServer(node::Services& services, ApiOptions o)
       : daemon_(services.runs),
         models_(services.models),
@@ -113,6 +121,7 @@ class ApiServer {
   void GetProfiles(ApiCall& call);  // the same for every caller: nothing in it is private
   void GetEvents(ApiCall& call);
   void PostShutdown(ApiCall& call);
+  void PostReload(ApiCall& call);
   // routes_runs.cc
   void ListRuns(ApiCall& call);
   void PostRun(ApiCall& call);

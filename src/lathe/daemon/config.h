@@ -2,9 +2,9 @@
 //
 //   gpus: sim:4x24GB      # auto | none | sim:NxSIZE
 //   host: 127.0.0.1       # TCP address of the API
-//   port: 7731            # 0: any free port
-//   grace: 10s            # SIGTERM -> SIGKILL when stopping a run
-//   retention:            # what the daemon removes by itself (default: nothing)
+//   port: 7731            # absent: a free port, chosen at the first start and kept; 0: any free
+//   one each time grace: 10s            # SIGTERM -> SIGKILL when stopping a run retention: # what
+//   the daemon removes by itself (default: nothing)
 //     finished_runs: 30d  # finished runs that ended this long ago; 0: keep forever
 //     snapshots: true     # their snapshots too (default false)
 //   allowed_hosts:        # Host names the API answers to besides localhost,

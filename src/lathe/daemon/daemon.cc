@@ -636,9 +636,9 @@ void Daemon::MarkLost(RunRecord& r, const std::string& why) {
 }
 
 int64_t Daemon::RetryBackoffMs(int retries_used) const {
-  int64_t wait = std::max<int64_t>(opts_.retry_backoff_ms, 0);
-  for (int i = 1; i < retries_used && wait < opts_.retry_backoff_max_ms; ++i) wait *= 2;
-  return std::min(wait, opts_.retry_backoff_max_ms);
+  int64_t wait = std::max<int64_t>(live_.retry_backoff_ms, 0);
+  for (int i = 1; i < retries_used && wait < live_.retry_backoff_max_ms; ++i) wait *= 2;
+  return std::min(wait, live_.retry_backoff_max_ms);
 }
 
 void Daemon::HoldForRetry(const RunRecord& r) {
@@ -770,7 +770,7 @@ void Daemon::Finish(RunRecord& r, const exec::ExitRecord& e, std::string_view cl
   EndCheckpoints(r, /*capture_if_unwatched=*/e.start_error.empty());
   disk_->Kick();  // the attempt's files are final: count them soon
   if (!Transition(r, to, what).ok()) return;
-  NoteLogEvents(*store_, clock_.NowMs(), r, e, opts_.run_log_max_bytes);
+  NoteLogEvents(*store_, clock_.NowMs(), r, e, live_.run_log_max_bytes);
   if (to == RunState::kFailed) AttachDiagnosis(r);
   if (to == RunState::kFailed && e.start_error.empty() && !no_workspace &&
       r.retries_used < r.spec.retry) {
@@ -953,7 +953,7 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   q.isolated_network = r.spec.network == run::Network::kIsolated;
   q.attempt_dir = AttemptDir(r);
   q.log_path = LogPath(r);
-  q.log_max_bytes = opts_.run_log_max_bytes;
+  q.log_max_bytes = live_.run_log_max_bytes;
   q.checkpoint_dir = r.spec.checkpoint_dir;
   q.image_id = r.spec.image_id;
   q.image = r.spec.image;
@@ -977,6 +977,11 @@ exec::LaunchRequest Daemon::RequestFor(const RunRecord& r) const {
   } else if (r.spec.torchrun) {
     q.argv = exec::TorchrunWrapArgv(opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                                     r.spec.gpus, r.spec.nodes, r.id, q.argv);
+  }
+  if (!r.spec.deployment_socket.empty() && !r.spec.image_id.empty()) {
+    // A command replica in an image: its relay beside the container.
+    q.sidecar_argv = {opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe, "__relay",
+                      "--socket", r.spec.deployment_socket, "--beside"};
   }
   ApplyWorkspace(r, opts_.self_exe.empty() ? os::SelfExe() : opts_.self_exe,
                  q);  // last: it wraps whatever q.argv holds

@@ -162,6 +162,8 @@ class Daemon final : public Runs {
   // whatever else runs: InvalidArgument naming the field (spec.too_much,
   // spec.too_many_gpus, spec.no_gpus) otherwise. Constant after start.
   Status CheckFitsNode(const run::RunSpec& spec) const override;
+  // spec.image -> spec.image_id, among the caller's images (images.h).
+  Status ResolveImage(const Caller& caller, run::RunSpec& spec) override EXCLUDES(mu_);
   GpuSlots FreeGpuSlots() override EXCLUDES(mu_);
   Result<Json> ResolveProfile(const Json& spec_json,
                               std::vector<std::string>& filled) const override;
@@ -277,6 +279,12 @@ class Daemon final : public Runs {
   // cluster holds up no other call.
   std::vector<PoolView> Pools(const Caller& caller) EXCLUDES(mu_);
   Json StatusJson() EXCLUDES(mu_);
+  // Reads <home>/config.yaml again (`lathe reload`, SIGHUP) and puts its
+  // quotas and fair share, retention, retry backoff, run log cap and image
+  // store cap in force; {"applied": [...], "at_next_start": [...]} (what
+  // only a restart changes). A file that does not parse or check is refused
+  // with its error, naming the key, and nothing changes.
+  Result<Json> ReloadConfig() EXCLUDES(mu_);
   Json GpusJson() EXCLUDES(mu_);
   // GET /profiles (profiles_daemon.cc): {"profiles": [{name, fields: {the
   // spec fields it sets}, pool (where it runs: "local" or a pool's name),
@@ -336,7 +344,8 @@ class Daemon final : public Runs {
   void Kick() EXCLUDES(mu_);  // wakes the supervisor loop
 
  private:
-  Daemon(DaemonOptions o, os::Clock& clock) : opts_(std::move(o)), clock_(clock) {}
+  Daemon(DaemonOptions o, os::Clock& clock)
+      : opts_(std::move(o)), clock_(clock), live_(LiveSettings::Of(opts_)) {}
   // Not analysed: it opens store_ without mu_, as no other thread can see the
   // Daemon before Create returns it (mu_ is taken for Recover and what follows).
   Status Init() NO_THREAD_SAFETY_ANALYSIS;
@@ -382,8 +391,6 @@ class Daemon final : public Runs {
   void DrainCheckpointEvents() REQUIRES(mu_);
   DirOwner OwnerOf(const state::RunRecord& r) const;
   Status ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) REQUIRES(mu_);
-  // spec.image -> spec.image_id, among the caller's images (images.h).
-  Status ResolveImage(const Caller& caller, run::RunSpec& spec) EXCLUDES(mu_);
   void CompleteStart(PendingStart& p, const Result<exec::Launched>& launched) REQUIRES(mu_);
   std::nullopt_t FailStart(state::RunRecord& r, const std::string& why) REQUIRES(mu_);
   Status BeginStop(state::RunRecord& r, run::StopIntent intent, const std::string& why)
@@ -401,13 +408,13 @@ class Daemon final : public Runs {
   // The gpu_attempts rows the quotas and fair share need, re-read after an
   // attempt started or ended.
   const std::vector<state::GpuAttempt>& GpuAttempts() REQUIRES(mu_);
-  int64_t UsageLookbackMs() const;
+  int64_t UsageLookbackMs() const REQUIRES(mu_);
   // Records why each queued run waits, with an event the first time a run
   // waits on a given quota limit.
   void NoteWaiting(const sched::Decision& d) REQUIRES(mu_);
   // Retries' backoff (daemon.cc): the wait before retry `retries_used`, its
   // start, and the queued runs still waiting theirs out.
-  int64_t RetryBackoffMs(int retries_used) const;
+  int64_t RetryBackoffMs(int retries_used) const REQUIRES(mu_);
   void HoldForRetry(const state::RunRecord& r) REQUIRES(mu_);
   // Opens telemetry.db and makes the sampler (telemetry_daemon.cc), when enabled.
   Status InitTelemetry();
@@ -431,7 +438,7 @@ class Daemon final : public Runs {
   void ReleaseAttempt(const state::RunRecord& r) REQUIRES(mu_);
   exec::RunUser UserOf(uid_t uid) const;
   exec::AttemptRef RefOf(const state::RunRecord& r) const;
-  exec::LaunchRequest RequestFor(const state::RunRecord& r) const;
+  exec::LaunchRequest RequestFor(const state::RunRecord& r) const REQUIRES(mu_);
   void Notify() REQUIRES(mu_);
   // Removes finished run `id` (`ref` names it in errors); with `snapshots`
   // its snapshots too, looked up in `snaps` (the store's list) or, when
@@ -446,9 +453,23 @@ class Daemon final : public Runs {
   // removes, and holds it again on return (retention.cc).
   void MaybeApplyRetention() REQUIRES(mu_);
 
-  // Constant after Init.
+  // Constant after Init (the settings `lathe reload` replaces are live_'s).
   const DaemonOptions opts_;
   os::Clock& clock_;
+  // The settings of config.yaml that `lathe reload` (SIGHUP) replaces while
+  // the daemon runs; opts_ keeps those it started with.
+  struct LiveSettings {
+    QuotaConfig quotas;
+    RetentionPolicy retention;
+    int64_t retry_backoff_ms = 0;
+    int64_t retry_backoff_max_ms = 0;
+    uint64_t run_log_max_bytes = 0;
+    static LiveSettings Of(const DaemonOptions& o) {
+      return {o.quotas, o.retention, o.retry_backoff_ms, o.retry_backoff_max_ms,
+              o.run_log_max_bytes};
+    }
+  };
+  LiveSettings live_ GUARDED_BY(mu_);
   HomePaths paths_;
   os::Env* env_ = nullptr;
   std::unique_ptr<ReservedPaths> reserved_;  // the home's directories, resolved

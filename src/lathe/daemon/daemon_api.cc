@@ -21,6 +21,7 @@
 #include "lathe/os/process.h"
 #include "lathe/sched/scheduler.h"
 #include "lathe/snap/sha256.h"
+#include "lathe/state/deployment_store.h"
 
 namespace lathe::daemon {
 
@@ -101,15 +102,13 @@ Status Daemon::ResolveResumeFrom(const Caller& caller, run::RunSpec& spec) {
 
 // `image` names one of the caller's images (or the spec brings the id a
 // run of theirs recorded: --like, a resubmission): the id is recorded on
-// the run. Only jobs for now (torchrun included: the image's own torchrun, on
-// one node): a notebook's and a replica's programs are Lathe's own, which an
-// image does not hold.
+// the run. Every kind: a job (torchrun included: the image's own torchrun,
+// on one node), a notebook (the image's own Jupyter, notebooks.h), a
+// service or a command deployment's replica (its relay beside the
+// container, exec/monitor.cc). A model deployment's replica is Lathe's own
+// server, which its spec never puts in an image (deployment_spec.h).
 Status Daemon::ResolveImage(const Caller& caller, run::RunSpec& spec) {
   if (spec.image.empty() && spec.image_id.empty()) return Status::OK();
-  if (spec.type != run::RunKind::kJob) {
-    return Status::Msg(Code::kInvalidArgument, "spec.image_kind",
-                       {{"type", std::string(run::RunKindName(spec.type))}});
-  }
   if (!images_->available()) {
     return Status::Msg(Code::kInvalidArgument, "spec.images_unavailable",
                        {{"note", images_->note()}});
@@ -478,6 +477,23 @@ bool Daemon::IsFinished(const std::string& run_id) {
 std::set<std::string> Daemon::PinnedImageIds() {
   std::set<std::string> ids;
   for (const auto& [id, runs] : ImageRuns(std::nullopt)) ids.insert(id);
+  // A command deployment's image, and its kept revisions' (a rollback runs
+  // them again), even while it has no replica. Its store is opened here: the
+  // deployments are a layer above the daemon.
+  auto deployments = state::DeploymentStore::Open(paths_.db);
+  Result<std::vector<state::DeploymentRecord>> all = deployments.status();
+  if (deployments.ok()) all = (*deployments)->List();
+  if (!all.ok()) {
+    spdlog::warn("images: cannot read the deployments' images: {}", all.status().ToString());
+    return ids;
+  }
+  for (const auto& d : *all) {
+    if (d.spec.contains("image_id")) ids.insert(d.spec.value("image_id", ""));
+    for (const auto& [v, rev] : d.plan.value("revisions", Json::object()).items()) {
+      if (rev.is_object() && rev.contains("image_id")) ids.insert(rev.value("image_id", ""));
+    }
+  }
+  ids.erase("");
   return ids;
 }
 
@@ -514,8 +530,8 @@ Json Daemon::StatusJson() {
                 {"spec", opts_.gpus}}},
               {"grace_ms", opts_.kill_grace_ms},
               {"retention",
-               {{"finished_runs_ms", opts_.retention.finished_runs_ms},
-                {"snapshots", opts_.retention.snapshots}}},
+               {{"finished_runs_ms", live_.retention.finished_runs_ms},
+                {"snapshots", live_.retention.snapshots}}},
               {"cgroups",
                {{"mode", cgroups_.mode == os::CgroupSupport::Mode::kV2   ? "v2"
                          : cgroups_.mode == os::CgroupSupport::Mode::kV1 ? "v1"

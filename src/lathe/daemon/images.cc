@@ -185,9 +185,10 @@ uint64_t Images::StoreBytes() const {
 
 std::vector<std::string> Images::EnforceCap(const std::string& added) {
   std::vector<std::string> removed;
-  if (max_bytes_ == 0 || !podman_) return removed;
+  const uint64_t cap = max_bytes_;
+  if (cap == 0 || !podman_) return removed;
   uint64_t bytes = StoreBytes();
-  if (bytes <= max_bytes_) return removed;
+  if (bytes <= cap) return removed;
   const std::set<std::string> pinned = pinned_ ? pinned_() : std::set<std::string>{};
   std::vector<state::ImageGrant> ids;
   {
@@ -204,7 +205,7 @@ std::vector<std::string> Images::EnforceCap(const std::string& added) {
   std::sort(ids.begin(), ids.end(),
             [&](const auto& a, const auto& b) { return used(a) < used(b); });
   for (const auto& g : ids) {
-    if (bytes <= max_bytes_) break;
+    if (bytes <= cap) break;
     if (g.id == added || pinned.count(g.id)) continue;
     {
       std::lock_guard lock(mu_);
@@ -212,7 +213,7 @@ std::vector<std::string> Images::EnforceCap(const std::string& added) {
     }
     RemoveUnheld({g.id});
     spdlog::info("image {}: removed from the store to keep it under {} bytes (images.max_size)",
-                 g.id.substr(0, 12), max_bytes_);
+                 g.id.substr(0, 12), cap);
     removed.push_back(g.id);
     bytes = StoreBytes();
   }

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -86,8 +87,10 @@ class Images {
   // bytes (shared layers once) is above it, the least recently used image
   // (its last run by anyone, else its arrival) that `pinned` (the ids queued
   // and active runs hold) does not name leaves the store, with every user's
-  // names for it. The image just added stays. Set once at daemon start.
+  // names for it. The image just added stays. Set at daemon start.
   void SetCap(uint64_t max_bytes, std::function<std::set<std::string>()> pinned);
+  // Another cap, from the next import, pull or build on (`lathe reload`).
+  void SetMaxBytes(uint64_t max_bytes) { max_bytes_ = max_bytes; }
   uint64_t cap() const { return max_bytes_; }
   // podman's count of the images' bytes in the store; 0 when unknown.
   uint64_t StoreBytes() const;
@@ -207,7 +210,7 @@ class Images {
   const HomePaths paths_;
   os::Clock& clock_;
   std::optional<exec::PodmanSetup> podman_;  // set before any call
-  uint64_t max_bytes_ = 0;                   // set before any call
+  std::atomic<uint64_t> max_bytes_{0};       // SetCap, SetMaxBytes
   std::function<std::set<std::string>()> pinned_;
   std::string note_;
   std::mutex mu_;

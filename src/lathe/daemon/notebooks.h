@@ -48,6 +48,8 @@ Status PrepareNotebookDir(const std::string& run_dir, uid_t uid, gid_t gid);
 // At submission: Jupyter must be found on the run's PATH (the spec's env
 // PATH, else the backend's default), and R too for the r kernel; else a
 // clear error naming the package (notebook.no_jupyter, notebook.no_irkernel).
+// A notebook in an image passes: its image is looked into when it starts
+// (notebook.image_no_jupyter in the run's log, exit status 127).
 Status CheckNotebookSubmittable(const run::RunSpec& spec);
 
 // What the run serves, in order, the first being its main port: a
@@ -56,7 +58,11 @@ std::vector<run::PortSpec> ServedPorts(const state::RunRecord& r);
 
 // Turns the launch of a notebook run into `lathe __notebook`: argv, the
 // token and Jupyter's directories in the environment, and the Jupyter
-// socket as the run's first port (the spec's own ports follow).
+// socket as the run's first port (the spec's own ports follow). In an image
+// (spec.image_id), `lathe __notebook --image-setup` becomes the setup step
+// (on the host, as the user) and the image's own Jupyter the program,
+// started by the image's /bin/sh; the notebook's directory is mounted at
+// the same path (exec/local_backend.cc ContainerMounts).
 void ApplyNotebook(const std::string& run_dir, const run::RunSpec& spec,
                    const std::string& self_exe, const std::string& token, exec::LaunchRequest& q);
 

@@ -51,7 +51,7 @@ sched::QueuedJob QueuedJobOf(const RunRecord& r) {
 }
 
 int64_t Daemon::UsageLookbackMs() const {
-  const QuotaConfig& c = opts_.quotas;
+  const QuotaConfig& c = live_.quotas;
   int64_t back = c.half_life_ms * sched::kFairShareHorizon;
   auto period = [&](const QuotaEntry& e) {
     if (e.gpu_hours) back = std::max(back, e.period_ms.value_or(kDefaultQuotaPeriodMs));
@@ -84,17 +84,17 @@ ResolvedQuota Daemon::QuotaOf(uid_t uid, const std::string& user) {
   if (it == groups_.end() || mono - it->second.at_ms > kGroupsTtlMs) {
     GroupsSeen seen;
     seen.at_ms = mono;
-    if (!opts_.quotas.groups.empty()) {
+    if (!live_.quotas.groups.empty()) {
       if (auto info = os::LookupUser(uid); info.ok()) seen.names = os::GroupNamesOf(*info);
     }
     it = groups_.insert_or_assign(uid, std::move(seen)).first;
   }
-  return ResolveQuota(opts_.quotas, user, it->second.names);
+  return ResolveQuota(live_.quotas, user, it->second.names);
 }
 
 sched::Accounts Daemon::AccountsFor(const std::vector<const RunRecord*>& queued,
                                     const std::vector<RunRecord>& active) {
-  const QuotaConfig& c = opts_.quotas;
+  const QuotaConfig& c = live_.quotas;
   sched::Accounts accounts;
   if (!c.HasLimits() && c.half_life_ms <= 0) return accounts;  // FIFO, no limits
   for (const RunRecord* r : queued) {
@@ -159,7 +159,7 @@ void Daemon::NoteWaiting(const sched::Decision& d) {
 }
 
 Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
-  if (!opts_.quotas.HasLimits()) return Status::OK();
+  if (!live_.quotas.HasLimits()) return Status::OK();
   ResolvedQuota q = QuotaOf(caller.uid, caller.user);
   const sched::QuotaLimits& l = q.limits;
   auto too_big = [&](const char* field, const std::string& requested, const std::string& limit) {
@@ -196,7 +196,7 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
 Json Daemon::QuotaJson(const Caller& caller) {
   const DiskShare disk = disk_->Get();
   MutexLock lock(&mu_);
-  const QuotaConfig& c = opts_.quotas;
+  const QuotaConfig& c = live_.quotas;
   struct Row {
     uid_t uid = 0;
     int gpus = 0, runs = 0, notebooks = 0, queued = 0;

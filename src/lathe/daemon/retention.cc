@@ -98,7 +98,11 @@ Result<Json> Daemon::PruneRuns(const Caller& caller, const PruneRequest& req) {
 }
 
 Result<Json> Daemon::ApplyRetention() {
-  const RetentionPolicy& p = opts_.retention;
+  RetentionPolicy p;
+  {
+    MutexLock lock(&mu_);
+    p = live_.retention;  // `lathe reload` may replace it
+  }
   if (p.finished_runs_ms <= 0) return Json{{"removed", Json::array()}, {"kept", 0}};
   PruneRequest req;
   req.older_than_ms = p.finished_runs_ms;
@@ -122,7 +126,7 @@ Result<Json> Daemon::ApplyRetention() {
 }
 
 void Daemon::MaybeApplyRetention() {
-  if (opts_.retention.finished_runs_ms <= 0 || stopping_) return;
+  if (live_.retention.finished_runs_ms <= 0 || stopping_) return;
   const int64_t now = clock_.MonotonicMs();
   if (retention_at_ms_ && now - *retention_at_ms_ < kRetentionEveryMs) return;
   // The caller's MutexLock holds mu_: dropped while removing, held again on return.

@@ -86,6 +86,11 @@ class Runs {
   // profile filled go to `filled`; profile.unknown for a name not configured.
   virtual Result<Json> ResolveProfile(const Json& spec_json,
                                       std::vector<std::string>& filled) const = 0;
+  // spec.image -> spec.image_id among `caller`'s images, as for a run
+  // (image.not_found, image.not_granted, spec.images_unavailable); a
+  // registry reference not here yet leaves image_id empty (a run pulls it
+  // while queued).
+  virtual Status ResolveImage(const Caller& caller, run::RunSpec& spec) = 0;
 
   // --- runs ---
   // Validates what the JSON edge cannot (quotas, paths, names) and queues.

@@ -109,6 +109,11 @@ void ApplyWorkspace(const state::RunRecord& r, const std::string& self_exe,
   if (w.readonly || !r.spec.image_id.empty()) {
     // The clone first, writable; then the mount; then the command, as it is.
     wrap.push_back("--setup-only");
+    if (!q.setup_argv.empty()) {
+      // A notebook's setup step already (notebooks.cc): it execs this one next.
+      q.setup_argv.push_back("--");
+      wrap.insert(wrap.begin(), q.setup_argv.begin(), q.setup_argv.end());
+    }
     q.setup_argv = std::move(wrap);
     if (w.readonly) q.readonly_paths = {dir};
     q.workdir = workdir.empty() ? dir

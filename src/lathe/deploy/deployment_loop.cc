@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/ids.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/run_checkpoints.h"
@@ -20,9 +21,27 @@
 #include "lathe/os/files.h"
 #include "lathe/os/identity.h"
 #include "lathe/os/users.h"
+#include "lathe/run/event_text.h"
+#include "lathe/run/log_reader.h"
 
 namespace lathe::deploy {
 namespace {
+
+// The last line a replica printed (about its last 4 KiB), at most 300
+// bytes; "" when it printed nothing. Replicas run on this machine, where
+// their log is <run dir>/log (exec/local_backend.cc).
+std::string LastLogLine(const std::string& log_path) {
+  auto text = run::RenderLogEnd(log_path, 4096);
+  if (!text.ok()) return "";
+  std::string_view t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ' || t.back() == '\r'))
+    t.remove_suffix(1);
+  const size_t nl = t.rfind('\n');
+  std::string line(nl == std::string_view::npos ? t : t.substr(nl + 1));
+  constexpr size_t kMax = 300;
+  if (line.size() > kMax) line = line.substr(0, kMax) + "...";
+  return line;
+}
 
 // Ended replicas are looked at for this long after their end (a rollout's
 // failure, a replacement); older ones are history.
@@ -125,9 +144,12 @@ void Deployments::Loop() {
     }
     if (stopping_) break;
     kicked_ = false;
+    const int64_t kicks = kicks_;
     lock.Unlock();
     Tick();
     lock.Lock();
+    kicks_served_ = kicks;
+    cv_.SignalAll();  // SyncFront
   }
 }
 
@@ -226,7 +248,7 @@ Json Deployments::ReconcileOne(state::DeploymentRecord& d, const std::map<std::s
                            seen->obs, state.ok() ? *state : State(), now);
   Apply(d, *spec, dec, now);
   // 3. Persist what the reconciler keeps; then the route.
-  const std::string serving = Persist(d, dec, now);
+  const std::string serving = Persist(d, dec, seen->want, now);
   Json traffic = dec.traffic;
   if (traffic.empty() && !serving.empty()) traffic[serving] = 100;
   return RouteOf(d, *spec, live, traffic, dec.next.desired);
@@ -263,6 +285,13 @@ Result<Deployments::Observed> Deployments::Observe(const state::DeploymentRecord
       if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
       o.phase = P::kEnded;
       o.end_reason = r.reason.empty() ? std::string(run::StateName(r.state)) : r.reason;
+      // Why it ended in its own words (a handler's exception, a missing
+      // module): the last line of its output, into the events.
+      if (r.stop_intent == run::StopIntent::kNone) {
+        if (std::string last = LastLogLine(r.run_dir + "/log"); !last.empty()) {
+          o.end_reason += ": " + last;
+        }
+      }
       o.preempted = r.state == run::RunState::kPreempted;
       draining_.erase(r.id);
       seen_ready_.erase(r.id);
@@ -332,15 +361,19 @@ void Deployments::Apply(const state::DeploymentRecord& d, const DeploymentSpec& 
   for (const auto& id : dec.stop) (void)runs_.StopRun(daemon_caller, id);
 }
 
-std::string Deployments::Persist(state::DeploymentRecord& d, const Decision& dec, int64_t now) {
-  // What is kept: the reconciler's state, the traffic split, promotion.
+std::string Deployments::Persist(state::DeploymentRecord& d, const Decision& dec,
+                                 const std::string& want, int64_t now) {
+  // What is kept: the reconciler's state, the traffic split, promotion, and
+  // the version the spec names now (an alias followed), which differs from
+  // the one serving while a rollout runs or after a rollback.
   Json reason_args = Json::object();
   for (const auto& a : dec.reason_args) reason_args[a.key] = a.value;
   Json next = {{"state", deploy::ToJson(dec.next)},
                {"promoted", d.plan.value("promoted", false)},
                {"traffic", dec.traffic},
                {"reason_id", dec.reason_id},
-               {"reason_args", reason_args}};
+               {"reason_args", reason_args},
+               {"wanted", want}};
   if (d.plan.contains("revisions")) next["revisions"] = d.plan["revisions"];
   std::string serving = dec.next.stable_version.empty() ? d.version : dec.next.stable_version;
   if (next == d.plan && dec.health == d.health && dec.reason == d.reason && serving == d.version) {
@@ -729,8 +762,16 @@ Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
   const std::string socket = dir + "/serve.sock";
   run::RunSpec run;
   run.name = base;
-  run.command = {runs_.self_exe(), "__relay", "--socket", socket, "--"};
-  run.command.insert(run.command.end(), rev.command.begin(), rev.command.end());
+  if (rev.image_id.empty()) {
+    run.command = {runs_.self_exe(), "__relay", "--socket", socket, "--"};
+    run.command.insert(run.command.end(), rev.command.begin(), rev.command.end());
+  } else {
+    // In an image the command is the container's; the relay (Lathe's, not
+    // in the image) runs beside it, in the run's network (daemon.cc RequestFor).
+    run.command = rev.command;
+    run.image = rev.image;
+    run.image_id = rev.image_id;
+  }
   run.env = rev.env;
   run.env["LATHE_DEPLOYMENT"] = d.name;
   run.env["LATHE_DEPLOYMENT_REVISION"] = version;
@@ -777,7 +818,8 @@ Json Deployments::ReplicasJson(const state::DeploymentRecord& d, const Json& fro
               {"healthy", healthy},
               {"draining", draining_.count(r.id) > 0},
               {"gpus", r.gpus},
-              {"reason", r.reason}};
+              {"reason", r.reason},
+              {"reason_text", {{"en", r.reason}, {"zh", run::ReasonText(r.reason, Lang::kZh)}}}};
     if (f != seen.end()) {
       for (const char* k : {"in_flight", "queued", "running", "requests", "errors", "last_error"}) {
         if (f->second.contains(k)) x[k] = f->second[k];
@@ -819,7 +861,13 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
             {"traffic", d.plan.value("traffic", Json::object())},
             {"created_at_ms", d.created_at_ms},
             {"updated_at_ms", d.updated_at_ms}};
+  // The health's reason in both languages, for the web UI.
+  const std::string reason_id = j.value("reason_id", "");
+  j["reason_text"] = reason_id.empty() ? Json{{"en", d.reason}, {"zh", d.reason}}
+                                       : BothTexts(reason_id, j["reason_args"]);
   if (!front_error_.ok() && !d.removing) {
+    j["reason_text"] = {{"en", Localize(front_error_, Lang::kEn)},
+                        {"zh", Localize(front_error_, Lang::kZh)}};
     // No front, no endpoint: that is the deployment's health, said at once
     // (a `deploy create --wait` ends with it rather than after its timeout).
     j["health"] = "failed";
@@ -827,6 +875,14 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
     j["reason_id"] = front_error_.msg_id();
   }
   const Json& st = d.plan.value("state", Json::object());
+  // What the spec names now (an alias followed) beside what serves: they
+  // differ during a rollout and after a rollback, which says why.
+  j["wanted"] = d.plan.value("wanted", d.version);
+  const Json failed = st.value("failed_versions", Json::array());
+  if (failed.is_array() && !failed.empty() && j["wanted"] != Json(d.version) &&
+      std::find(failed.begin(), failed.end(), j["wanted"]) != failed.end()) {
+    j["rolled_back"] = {{"version", j["wanted"]}, {"reason", st.value("failed_reason", "")}};
+  }
   int desired = st.value("desired", -1);
   if (desired < 0 && spec.ok()) desired = spec->min_replicas;
   const Json front = FrontStatusOf(d.name);

@@ -14,9 +14,10 @@ constexpr const char* kFields[] = {
     "name",     "model",         "command",  "port",      "ready",       "env",
     "workdir",  "revision",      "replicas", "autoscale", "profile",     "gpus",
     "gpu_type", "cpus",          "memory",   "priority",  "preemptible", "public",
-    "canary",   "ready_timeout", "batching", "device"};
+    "canary",   "ready_timeout", "batching", "device",    "image",       "image_id"};
 // Only a command deployment's.
-constexpr const char* kCommandFields[] = {"port", "ready", "env", "workdir", "revision"};
+constexpr const char* kCommandFields[] = {"port",     "ready", "env",     "workdir",
+                                          "revision", "image", "image_id"};
 constexpr const char* kAutoscaleFields[] = {
     "min", "max", "target", "upscale_delay", "downscale_delay", "zero_grace"};
 // Fields handed to run::SpecFromJson as a replica's own.
@@ -301,7 +302,8 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
                                   [&](const Field& x) { return key == x.key; });
     if (f != std::end(kFieldParsers)) {
       RETURN_IF_ERROR(f->parse(*it, p));
-    } else if (key == "env" || key == "workdir" || OneOf(key, kRunFields)) {
+    } else if (key == "env" || key == "workdir" || key == "image" || key == "image_id" ||
+               OneOf(key, kRunFields)) {
       p.run[key] = *it;
     }
   }
@@ -313,6 +315,8 @@ Result<DeploymentSpec> DeploymentSpecFromJson(const Json& j) {
   s.command = s.resources.command;
   s.env = s.resources.env;
   s.workdir = s.resources.workdir;
+  s.image = s.resources.image;
+  s.image_id = s.resources.image_id;
   if (!s.workdir.empty() && s.workdir[0] != '/') return WrongType("workdir", "absolute path");
   return s;
 }
@@ -362,6 +366,8 @@ Json RevisionToJson(const DeploymentSpec& s) {
   Json j = {{"command", s.command}, {"port", s.port}};
   if (!s.env.empty()) j["env"] = s.env;
   if (!s.workdir.empty()) j["workdir"] = s.workdir;
+  if (!s.image.empty()) j["image"] = s.image;
+  if (!s.image_id.empty()) j["image_id"] = s.image_id;
   return j;
 }
 
@@ -373,6 +379,8 @@ Status RevisionFromJson(const Json& j, DeploymentSpec& s) {
   s.port = j["port"].get<int>();
   s.env = j.value("env", std::map<std::string, std::string>());
   s.workdir = j.value("workdir", "");
+  s.image = j.value("image", "");
+  s.image_id = j.value("image_id", "");
   return Status::OK();
 }
 

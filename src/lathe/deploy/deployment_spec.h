@@ -36,9 +36,15 @@
 //   ready: /health               the path whose 200 makes a replica ready
 //                                (default /)
 //   env: {NAME: value}, workdir: /abs   the program's, as a run's (spec.h)
+//   image: NAME                  one of the owner's images: each replica runs
+//                                the command in it (docs/environments.md),
+//                                its relay beside the container
+//   image_id: HEX                the daemon's: the image's id, resolved when
+//                                the image is named, so that every replica of
+//                                a revision runs the same bytes
 //   revision: 3                  the daemon's: the command's revision, 1 at
-//                                create, one more whenever command, port, env
-//                                or workdir change; the version is "rev-3" (no space: it
+//                                create, one more whenever command, port, env,
+//                                workdir or image change; the version is "rev-3" (no space: it
 //                                is a header value and a routes.json key)
 #pragma once
 
@@ -64,6 +70,7 @@ struct DeploymentSpec {
   std::string ready = "/";
   std::map<std::string, std::string> env;
   std::string workdir;
+  std::string image, image_id;  // "": on the host
   int revision = 0;
   int min_replicas = 1;
   int max_replicas = 1;  // == min: fixed
@@ -114,11 +121,11 @@ Result<Json> TakeProfileFields(Json resolved, const std::vector<std::string>& fi
 // cuda device.
 Status CheckDevice(const DeploymentSpec& s, int machine_gpus);
 
-// What makes a command deployment's revision (command, port, env, workdir)
+// What makes a command deployment's revision (command, port, env, workdir, image)
 // as JSON: stored per revision, so that a replica of an older one (during a
 // rollout, after a rollback) starts with what it was started with.
 Json RevisionToJson(const DeploymentSpec& s);
-// The inverse onto `s` (its command, port, env, workdir); InvalidArgument for
+// The inverse onto `s` (its command, port, env, workdir, image); InvalidArgument for
 // a malformed record.
 Status RevisionFromJson(const Json& j, DeploymentSpec& s);
 

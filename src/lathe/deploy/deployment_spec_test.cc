@@ -57,6 +57,35 @@ TEST(DeploymentSpec, ACommandDeploymentRoundTrips) {
   EXPECT_EQ(restored.port, 8000);
 }
 
+// An image is part of a revision: another image (or the same name's new
+// id) is another revision; a model deployment's replica is Lathe's own
+// server, which never runs in an image.
+TEST(DeploymentSpec, AnImageIsPartOfACommandsRevisionAndNeverAModels) {
+  Json j = Command();
+  j["image"] = "web";
+  j["image_id"] = std::string(64, 'a');
+  auto s = DeploymentSpecFromJson(j);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->image, "web");
+  EXPECT_EQ(s->image_id, std::string(64, 'a'));
+  auto back = DeploymentSpecFromJson(DeploymentSpecToJson(*s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->image_id, s->image_id);
+  DeploymentSpec restored;
+  ASSERT_TRUE(RevisionFromJson(RevisionToJson(*s), restored).ok());
+  EXPECT_EQ(restored.image, "web");
+  EXPECT_EQ(restored.image_id, s->image_id);
+  DeploymentSpec moved = *s;
+  moved.image_id = std::string(64, 'c');
+  EXPECT_NE(RevisionToJson(moved), RevisionToJson(*s));
+  j["image_id"] = "nothex";
+  EXPECT_FALSE(DeploymentSpecFromJson(j).ok());
+  auto model = DeploymentSpecFromJson(Json{{"name", "m"}, {"model", "digits/3"}, {"image", "x"}});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().ToString().find("'image'"), std::string::npos)
+      << model.status().ToString();
+}
+
 TEST(DeploymentSpec, AModelDeploymentHasNoCommandFields) {
   auto s = DeploymentSpecFromJson(Json{{"name", "m"}, {"model", "digits/3"}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -54,8 +54,28 @@ void Deployments::Kick() {
   {
     MutexLock lock(&mu_);
     kicked_ = true;
+    ++kicks_;
   }
   cv_.SignalAll();
+}
+
+Status Deployments::SyncFront(int64_t timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  FrontControl* gw = nullptr;
+  {
+    MutexLock lock(&mu_);
+    kicked_ = true;
+    const int64_t kick = ++kicks_;
+    cv_.SignalAll();
+    while (kicks_served_ < kick && !stopping_) {
+      if (!cv_.WaitUntil(&mu_, deadline)) {
+        return Status(Code::kDeadlineExceeded, "the deployments' loop did not pass in time");
+      }
+    }
+    gw = gateway_.get();
+  }
+  if (gw == nullptr) return Status::OK();  // no front yet: it reads the routes when it starts
+  return gw->Reload();                     // like Metrics(): safe beside the loop
 }
 
 std::string Deployments::UrlOf(const std::string& name) {
@@ -72,6 +92,16 @@ std::string Deployments::UrlOf(const std::string& name) {
   if (port == 0) return "";  // not known until the front has started (deploy show has it)
   std::string scheme = opts_.tls_cert.empty() ? "http" : "https";
   return scheme + "://" + host + ":" + std::to_string(port) + "/d/" + name + "/";
+}
+
+// A catalog message in both languages, {"en", "zh"}: what the web UI shows
+// in the reader's language (the CLI renders msg_id and args itself).
+Json BothTexts(const std::string& msg_id, const Json& args) {
+  MsgArgs a;
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    a.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
+  }
+  return {{"en", Tr(msg_id, Lang::kEn, a)}, {"zh", Tr(msg_id, Lang::kZh, a)}};
 }
 
 Status Deployments::AddEvent(const std::string& name, const std::string& level,
@@ -208,11 +238,30 @@ Result<Json> WithProfile(const daemon::Runs& runs, const Json& j) {
 
 }  // namespace
 
+// A command deployment's image, resolved among its owner's images to the id
+// every replica of the revision runs. A registry reference must be pulled
+// first (`lathe image pull`): replicas do not wait for a pull.
+Status Deployments::PinImage(const Caller& owner, DeploymentSpec& spec) {
+  if (spec.image.empty() && spec.image_id.empty()) return Status::OK();
+  run::RunSpec r;
+  r.image = spec.image;
+  r.image_id = spec.image_id;
+  RETURN_IF_ERROR(runs_.ResolveImage(owner, r));
+  if (r.image_id.empty()) {
+    return Status::Msg(Code::kNotFound, "image.not_found", {{"name", spec.image}});
+  }
+  spec.image = r.image;
+  spec.image_id = r.image_id;
+  return Status::OK();
+}
+
 Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   ASSIGN_OR_RETURN(Json resolved, WithProfile(runs_, spec_json));
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(resolved));
   std::string version;
   if (spec.is_command()) {
+    spec.image_id.clear();  // the daemon's: resolved from the image's name now
+    RETURN_IF_ERROR(PinImage(caller, spec));
     spec.revision = 1;  // whatever the caller said: the daemon counts
     version = spec.revision_version();
   } else {
@@ -291,10 +340,13 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     // replicas and autoscale replace each other.
     if (it.key() == "replicas") merged.erase("autoscale");
     if (it.key() == "autoscale") merged.erase("replicas");
+    if (it.key() == "image_id") continue;               // the daemon's
+    if (it.key() == "image") merged.erase("image_id");  // resolved again below
     merged[it.key()] = *it;
   }
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(merged));
   RETURN_IF_ERROR(CheckFitsMachine(spec));
+  if (spec.is_command()) RETURN_IF_ERROR(PinImage(Caller{d.uid, d.user, false}, spec));
   std::string version;
   if (!spec.is_command()) {
     lock.Unlock();  // GetModel takes the registry's lock
@@ -362,7 +414,9 @@ Result<Json> Deployments::Events(const Caller& caller, const std::string& name, 
                    {"level", e.level},
                    {"msg_id", e.msg_id},
                    {"args", e.args},
-                   {"message", e.message}});
+                   {"message", e.message},
+                   {"text", e.msg_id.empty() ? Json{{"en", e.message}, {"zh", e.message}}
+                                             : BothTexts(e.msg_id, e.args)}});
   }
   return Json{{"events", out}};
 }

@@ -59,6 +59,9 @@
 
 namespace lathe::deploy {
 
+// Catalog message `msg_id` with `args` (a JSON object) as {"en", "zh"}.
+Json BothTexts(const std::string& msg_id, const Json& args);
+
 // What a deployment serves, for people: its model reference, or its command
 // line (shortened).
 std::string WhatItServes(const DeploymentSpec& spec);
@@ -117,6 +120,11 @@ class Deployments {
   Result<uid_t> OwnerFor(const daemon::Caller& caller, const std::string& name) EXCLUDES(mu_);
   // Keys were issued or revoked: the routes are written again.
   void Kick() EXCLUDES(mu_);
+  // Kick, then wait (at most `timeout_ms`) until a pass of the loop that
+  // began after it has written the routes and the front has read them: a
+  // key printed after this works at its first request, a revoked one is
+  // refused at the next. DeadlineExceeded when the loop took longer.
+  Status SyncFront(int64_t timeout_ms) EXCLUDES(mu_);
   // The endpoint's base URL: http://127.0.0.1:7733/d/NAME/
   std::string UrlOf(const std::string& name);
 
@@ -143,7 +151,8 @@ class Deployments {
              int64_t now) EXCLUDES(mu_);
   // Stores what changed (plan, health, reason, the version served); the
   // version served.
-  std::string Persist(state::DeploymentRecord& d, const Decision& dec, int64_t now) EXCLUDES(mu_);
+  std::string Persist(state::DeploymentRecord& d, const Decision& dec, const std::string& want,
+                      int64_t now) EXCLUDES(mu_);
   Json RouteOf(const state::DeploymentRecord& d, const DeploymentSpec& spec,
                const std::vector<const state::RunRecord*>& live, const Json& traffic, int desired)
       EXCLUDES(mu_);
@@ -189,6 +198,8 @@ class Deployments {
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many.
   Status CheckUserLimit(const daemon::Caller& caller) REQUIRES(mu_);
   Status CheckFitsMachine(const DeploymentSpec& spec);
+  // A command deployment's image, resolved among its owner's images (its id pinned).
+  Status PinImage(const daemon::Caller& owner, DeploymentSpec& spec);
   // Asks the registry, which takes its own lock: never under mu_.
   Status CheckModel(const daemon::Caller& caller, const DeploymentSpec& spec, std::string* version)
       EXCLUDES(mu_);
@@ -204,6 +215,8 @@ class Deployments {
   CondVar cv_;  // waited on with mu_
   bool stopping_ GUARDED_BY(mu_) = false;
   bool kicked_ GUARDED_BY(mu_) = false;
+  int64_t kicks_ GUARDED_BY(mu_) = 0;         // Kick()s so far
+  int64_t kicks_served_ GUARDED_BY(mu_) = 0;  // those a finished pass began after
   std::unique_ptr<state::DeploymentStore> store_ GUARDED_BY(mu_);
   std::unique_ptr<state::CredentialStore> keys_ GUARDED_BY(mu_);  // its deployment keys
   // Made by the loop at the first deployment (assigned under mu_; the loop

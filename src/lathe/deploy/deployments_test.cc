@@ -182,6 +182,31 @@ TEST_F(DeploymentsTest, ReplicasAreTypedServiceRunsOfTheRevisionBehindTheRelay) 
   EXPECT_EQ(front_->routes.back()["deployments"][0]["replicas"].size(), 2u);
 }
 
+// In an image: the image's id is pinned at create (resolved among the
+// owner's images), each replica runs the command itself in it (its relay
+// beside the container), and another image is another revision.
+TEST_F(DeploymentsTest, ACommandInAnImagePinsItsIdAndRunsWithoutTheRelayWrapper) {
+  Json spec = Web(1);
+  spec["image"] = "srv";
+  spec["image_id"] = std::string(64, 'f');  // the daemon's: what the caller says is dropped
+  Json d = Create(spec);
+  EXPECT_EQ(d["spec"]["image"], "srv");
+  EXPECT_EQ(d["spec"]["image_id"], std::string(64, 'b'));
+  Step();
+  auto queued = runs_->In("web", RunState::kQueued);
+  ASSERT_EQ(queued.size(), 1u);
+  const run::RunSpec& s = queued[0].spec;
+  EXPECT_EQ(s.command, (std::vector<std::string>{"srv", "--v1"}));
+  EXPECT_EQ(s.image, "srv");
+  EXPECT_EQ(s.image_id, std::string(64, 'b'));
+  EXPECT_FALSE(s.deployment_socket.empty());
+  // Changing nothing of the image: the same revision; naming one again: resolved again.
+  EXPECT_EQ(Update({{"replicas", 1}})["version"], "rev-1");
+  Json moved = Update({{"image", "srv2"}});
+  EXPECT_EQ(moved["spec"]["image"], "srv2");
+  EXPECT_EQ(moved["spec"]["revision"], 2);
+}
+
 // A deployment's `profile:` fills what each replica asks for, as a run's
 // does; what the deployment gives wins, and the stored spec keeps both.
 TEST_F(DeploymentsTest, AProfileGivesTheReplicasItsResources) {

@@ -137,6 +137,18 @@ Result<Json> GatewayControl::FrontStatus() {
 
 Result<std::string> GatewayControl::Metrics() { return Get("/metrics"); }
 
+Status GatewayControl::Reload() {
+  net::ClientOptions o;
+  o.unix_socket = c_.dir + "/admin.sock";
+  o.connect_timeout_ms = 1000;
+  o.timeout_ms = 3000;
+  net::HttpClient client(o);
+  ASSIGN_OR_RETURN(net::HttpResponse r, client.Request("POST", "/reload"));
+  if (r.status != 200)
+    return Status::Unavailable("gateway /reload: HTTP " + std::to_string(r.status));
+  return Status::OK();
+}
+
 Status GatewayControl::WriteRoutes(Json routes) {
   routes.erase("generation");
   std::string body = routes.dump();

@@ -55,6 +55,9 @@ class FrontControl {
   virtual Result<std::string> Metrics() = 0;
   // Hands the front `routes` (routes.json) when they changed.
   virtual Status WriteRoutes(Json routes) = 0;
+  // Has the front read routes.json now (POST /reload of its admin socket),
+  // not at its next poll.
+  virtual Status Reload() { return Status::OK(); }
   // The front's TCP port (0 before it first started).
   virtual int port() const = 0;
   virtual const GatewayConfig& config() const = 0;
@@ -88,6 +91,7 @@ class GatewayControl final : public FrontControl {
   // Writes routes.json when `routes` differs from what was written last
   // (compared without its generation); readable by the front's group.
   Status WriteRoutes(Json routes) override;
+  Status Reload() override;
 
   const GatewayConfig& config() const override { return c_; }
 

@@ -37,6 +37,8 @@ Json LaunchToJson(const LaunchConfig& c) {
                       {"env", c.container.env},
                       {"mounts", std::move(mounts)},
                       {"cleanup_argv", c.container.cleanup_argv}};
+    if (!c.container.sidecar_argv.empty())
+      j["container"]["sidecar_argv"] = c.container.sidecar_argv;
   }
   return j;
 }
@@ -73,6 +75,7 @@ Result<LaunchConfig> LaunchFromJson(const Json& j) {
       c.container.argv = it->at("argv").get<std::vector<std::string>>();
       c.container.env = it->at("env").get<std::map<std::string, std::string>>();
       c.container.cleanup_argv = it->value("cleanup_argv", std::vector<std::string>{});
+      c.container.sidecar_argv = it->value("sidecar_argv", std::vector<std::string>{});
       for (const auto& m : it->value("mounts", Json::array())) {
         c.container.mounts.push_back({m.at("source").get<std::string>(),
                                       m.at("stage").get<std::string>(),

@@ -33,6 +33,10 @@ namespace lathe::exec {
 // monitor's own mount namespace before podman starts, so podman mounts what
 // the user could reach and nothing a path swapped meanwhile points at.
 // `cleanup_argv` (podman rm -f) runs when the attempt has ended.
+// `sidecar_argv` (a command replica's relay, which is Lathe's and not in the
+// image) is started beside podman as the run's user with the run's
+// environment, in its cgroups and network namespace, and ends with podman
+// (SIGTERM when podman's process exits: PR_SET_PDEATHSIG).
 struct ContainerMount {
   std::string source;  // the user's path, also where the run sees it
   std::string stage;   // where it is bound for podman
@@ -44,6 +48,7 @@ struct ContainerLaunch {
   std::map<std::string, std::string> env;
   std::vector<ContainerMount> mounts;
   std::vector<std::string> cleanup_argv;
+  std::vector<std::string> sidecar_argv;
   bool empty() const { return argv.empty(); }
 };
 

@@ -124,6 +124,13 @@ struct LaunchRequest {
   // daemon/workspaces.h), in the run's cgroups, its output in the log,
   // started in "/"; a non-zero exit ends the attempt with that status.
   std::vector<std::string> setup_argv;
+  // Variables of `env` the setup step alone gets, not a program in an image
+  // (a notebook's token, which the setup step moves into a file).
+  std::vector<std::string> setup_env_only;
+  // For a run in an image: a program of the host's run beside the container
+  // as the user, in the run's cgroups and network, ended with it (a command
+  // replica's relay; exec/attempt_records.h ContainerLaunch::sidecar_argv).
+  std::vector<std::string> sidecar_argv;
   // Bind-mounted read-only in the run's mount namespace after the setup
   // step, before argv starts (needs Capabilities::private_shm: a root daemon).
   std::vector<std::string> readonly_paths;

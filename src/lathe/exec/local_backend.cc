@@ -270,7 +270,8 @@ std::vector<ContainerMount> LocalBackend::ContainerMounts(const LaunchRequest& r
     paths.emplace_back(p, readonly);
   };
   add(c.workdir, false);
-  for (const char* name : {"LATHE_WORKSPACE", "LATHE_CHECKPOINT_DIR", "LATHE_SECRETS_DIR"}) {
+  for (const char* name :
+       {"LATHE_WORKSPACE", "LATHE_CHECKPOINT_DIR", "LATHE_SECRETS_DIR", "LATHE_NOTEBOOK_DIR"}) {
     if (auto it = c.env.find(name); it != c.env.end()) add(it->second, false);
   }
   for (const auto& p : req.readonly_paths) add(p, true);
@@ -286,6 +287,12 @@ Status LocalBackend::MakeContainerLaunch(const LaunchRequest& req, const LocalHa
   if (!opts_.podman) {
     return Status::Msg(Code::kFailedPrecondition, "spec.images_unavailable",
                        {{"note", opts_.images_note}});
+  }
+  // A user without a home directory (a service account): an image run that
+  // names no working directory starts in the image's "/", nothing mounted
+  // for it, rather than failing to mount a path that is not there.
+  if (req.workdir.empty() && c.workdir == req.user.home && !os::Exists(c.workdir)) {
+    c.workdir = "/";
   }
   ContainerRun r;
   r.run_id = req.run_id;
@@ -310,10 +317,13 @@ Status LocalBackend::MakeContainerLaunch(const LaunchRequest& req, const LocalHa
     auto parent = os::CgroupPathInHierarchy(*memory_dir);
     if (parent.ok()) r.cgroup_parent = *parent;
   }
-  ASSIGN_OR_RETURN(std::string env_text, ContainerEnvFile(c.env, req.env.count("PATH") > 0));
+  std::map<std::string, std::string> env = c.env;
+  for (const auto& k : req.setup_env_only) env.erase(k);
+  ASSIGN_OR_RETURN(std::string env_text, ContainerEnvFile(env, req.env.count("PATH") > 0));
   r.env_file = req.attempt_dir + "/container.env";
   RETURN_IF_ERROR(os::WriteFileAtomic(r.env_file, env_text, 0600, os::Durability::kNoSync));
   c.container = PodmanRun(*opts_.podman, r);
+  c.container.sidecar_argv = req.sidecar_argv;
   // podman gives the image's run these itself.
   c.shm_bytes = 0;
   c.readonly_paths.clear();

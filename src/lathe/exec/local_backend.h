@@ -107,7 +107,7 @@ class LocalBackend final : public ExecutionBackend {
   // at its declared port, a socket at its path.
   static Result<std::vector<Endpoint>> AllocateEndpoints(const LaunchRequest& request);
   // The directories a run in an image sees at their own paths: its working
-  // directory, workspace, checkpoint and secrets directories (from `c`'s
+  // directory, workspace, checkpoint, secrets and notebook directories (from `c`'s
   // env), read-only ones as the request says; each staged in the attempt's
   // directory (ContainerMount).
   static std::vector<ContainerMount> ContainerMounts(const LaunchRequest& request,

@@ -219,10 +219,31 @@ void StageContainerMounts(const LaunchConfig& c, int errpipe) {
   }
 }
 
+// A program beside the container (ContainerLaunch::sidecar_argv: a command
+// replica's relay), forked from the process about to become podman: it is
+// the run's user, in the run's cgroups and network namespace, its output in
+// the run's log, and podman's exit is its SIGTERM (PR_SET_PDEATHSIG; podman
+// ends with the container, so the relay never outlives the program).
+void StartSidecar(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
+  if (c.container.sidecar_argv.empty()) return;
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) FailChild(errpipe, std::string("cannot fork: ") + std::strerror(errno));
+  if (pid > 0) return;
+  DropPrivileges(c, errpipe);
+  ::umask(static_cast<mode_t>(c.umask));
+  // Set after the identity changed (which clears it); the parent may have gone meanwhile.
+  if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) _exit(0);
+  if (::chdir("/") != 0) _exit(127);
+  ExecWithRunEnvironment(c, c.container.sidecar_argv, out_fd, err_fd);
+  FailChild(errpipe, "cannot execute " + c.container.sidecar_argv[0] + ": " + std::strerror(errno));
+}
+
 // podman runs as root (it sets up the container) and runs the program as
 // the run's user; no-new-privileges is already set and passes to it.
 [[noreturn]] void ExecContainer(const LaunchConfig& c, int out_fd, int err_fd, int errpipe) {
   StageContainerMounts(c, errpipe);
+  StartSidecar(c, out_fd, err_fd, errpipe);
   if (::chdir("/") != 0) FailChild(errpipe, std::string("chdir /: ") + std::strerror(errno));
   ExecWithEnvironment(c.container.env, c.container.argv, out_fd, err_fd);
   FailChild(errpipe, "cannot execute " + c.container.argv[0] + ": " + std::strerror(errno));

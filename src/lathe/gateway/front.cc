@@ -228,6 +228,9 @@ class FrontImpl final : public Front {
     int64_t errors = 0;
     int64_t in_flight = 0;
     bool removed = false;  // gone from routes.json
+    // Keys the routes held and no longer do (revoked since this front
+    // started), so that their holders are told so (ExplainKeyRefusal).
+    std::vector<RouteKey> gone_keys;
     // What each replica says of itself, by replica id (its prober's).
     std::map<std::string, Report> reports;
     // Each replica as the proxy's upstream, by replica id: made when the
@@ -297,6 +300,40 @@ class FrontImpl final : public Front {
     Dispatch(dep, std::move(req), std::move(res), start_us, lang, /*check_key=*/true);
   }
 
+  // The keys `dep` had that `next` no longer has, kept (the newest 256).
+  static void RememberGoneKeys(Deployment& dep, const std::vector<RouteKey>& next) {
+    constexpr size_t kKeptGoneKeys = 256;
+    for (const RouteKey& k : dep.route.keys) {
+      const bool kept =
+          std::any_of(next.begin(), next.end(), [&](const RouteKey& n) { return n.id == k.id; });
+      if (!kept) dep.gone_keys.push_back(k);
+    }
+    if (dep.gone_keys.size() > kKeptGoneKeys) {
+      dep.gone_keys.erase(dep.gone_keys.begin(),
+                          dep.gone_keys.end() - static_cast<long>(kKeptGoneKeys));
+    }
+  }
+
+  // A refused key's refusal, with what the front knows of it elsewhere:
+  // revoked here, or another deployment's (off the request's fast path).
+  Status ExplainRefusal(Deployment& dep, const Status& auth, std::string_view authorization) {
+    if (auth.msg_id() != "deploy_key.invalid") return auth;
+    std::vector<RouteKey> gone;
+    Route route;
+    {
+      std::lock_guard lock(dep.mu);
+      gone = dep.gone_keys;
+      route.name = dep.route.name;
+    }
+    std::vector<std::pair<std::string, std::vector<RouteKey>>> others;
+    for (const auto& [name, other] : Table()) {
+      if (other.get() == &dep) continue;
+      std::lock_guard lock(other->mu);
+      others.emplace_back(name, other->route.keys);
+    }
+    return ExplainKeyRefusal(auth, route, authorization, gone, others);
+  }
+
   // Checks the key (check_key: a request that was not held before), then
   // forwards to a replica, holds, or answers 401 or 503.
   void Dispatch(const DeploymentPtr& dep, net::HttpRequest req, std::unique_ptr<net::Responder> res,
@@ -336,6 +373,7 @@ class FrontImpl final : public Front {
       }
     }
     if (!auth.ok()) {
+      auth = ExplainRefusal(*dep, auth, req.Header("Authorization"));
       return Answer(*dep, std::move(res), start_us,
                     ErrorResponse(401, auth, lang, {{"WWW-Authenticate", "Bearer"}}));
     }
@@ -456,6 +494,18 @@ class FrontImpl final : public Front {
     if (req.method == "GET" && req.path == "/status") {
       return res->Send(net::HttpResponse{200, "application/json", {}, StatusJson().dump()});
     }
+    if (req.method == "POST" && req.path == "/reload") {
+      // The daemon wrote routes.json and needs them in force now (a key
+      // just printed works at once): read at once, not at the next tick.
+      ReloadRoutes();
+      int64_t generation = 0;
+      {
+        std::shared_lock lock(table_mu_);
+        generation = generation_;
+      }
+      return res->Send(
+          net::HttpResponse{200, "application/json", {}, Json{{"generation", generation}}.dump()});
+    }
     if (req.method == "GET" && req.path == "/metrics") {
       return res->Send(net::HttpResponse{
           200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics_.Render(Gauges())});
@@ -546,6 +596,7 @@ class FrontImpl final : public Front {
 
   // Reads routes.json when it changed (ticker thread, and Start).
   void ReloadRoutes() {
+    std::lock_guard reload(reload_mu_);  // the ticker's, and an admin's POST /reload
     auto stamp = os::StatFile(routes_path_);
     if (!stamp.ok()) {
       if (stamp.status().IsNotFound()) {
@@ -608,6 +659,7 @@ class FrontImpl final : public Front {
             if (rep != dep->reports.end()) kept.insert(*rep);
           }
           dep->reports = std::move(kept);
+          RememberGoneKeys(*dep, d.keys);
           dep->route = std::move(d);
           if (dep->held.size() > 0 && dep->balancer.AnyReady()) {
             release.emplace_back(dep, dep->held.TakeAll());
@@ -829,6 +881,7 @@ class FrontImpl final : public Front {
   std::vector<std::shared_ptr<Prober>> retired_;            // guarded by probers_mu_; ending
 
   std::mutex tick_mu_;
+  std::mutex reload_mu_;  // ReloadRoutes: its stamps and texts below
   std::condition_variable tick_cv_;
   bool stopping_ = false;  // guarded by tick_mu_
   std::thread ticker_;

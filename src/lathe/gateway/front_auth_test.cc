@@ -23,9 +23,10 @@ std::string IdOf(const Status& s) { return s.ok() ? "ok" : s.msg_id(); }
 TEST(FrontAuth, OnlyALiveKeyOfTheDeploymentOpensIt) {
   const int64_t now = 1'700'000'000'000;
   EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer " + kKey, now)), "ok");
-  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "", now)), "deploy_key.malformed");
+  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "", now)), "deploy_key.missing");
   EXPECT_EQ(IdOf(CheckDeployKey(Private(), kKey, now)), "deploy_key.malformed");  // no "Bearer "
-  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer lathe_t_abc", now)), "deploy_key.malformed");
+  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer lathe_t_abc", now)), "deploy_key.api_token");
+  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer abc", now)), "deploy_key.malformed");
   // The right id with another secret, and an id the deployment does not have.
   EXPECT_EQ(
       IdOf(CheckDeployKey(Private(), "Bearer lathe_dk_k0123456789_" + std::string(64, 'd'), now)),
@@ -44,6 +45,33 @@ TEST(FrontAuth, OnlyALiveKeyOfTheDeploymentOpensIt) {
   none.name = "x";
   EXPECT_EQ(IdOf(CheckDeployKey(none, "Bearer " + kKey, now)), "deploy_key.invalid");
   EXPECT_TRUE(CheckDeployKey(none, "", now).IsPermissionDenied());
+}
+
+// A key the deployment does not hold is explained to its holder only: a
+// revoked key of this deployment, or a key of another, when the secret
+// matches; an id alone says nothing of other deployments.
+TEST(FrontAuth, ARefusedKeyIsExplainedOnlyToWhoeverHoldsIt) {
+  const int64_t now = 1'700'000'000'000;
+  Route here;
+  here.name = "llm";
+  const std::string auth = "Bearer " + kKey;
+  const Status refused = CheckDeployKey(here, auth, now);
+  ASSERT_EQ(IdOf(refused), "deploy_key.invalid");
+  const std::vector<RouteKey> gone = {{"k0123456789", HashDeployKeySecret(kSecret), 0}};
+  EXPECT_EQ(IdOf(ExplainKeyRefusal(refused, here, auth, gone, {})), "deploy_key.revoked");
+  const std::vector<std::pair<std::string, std::vector<RouteKey>>> others = {
+      {"digits", Private().keys}};
+  Status other = ExplainKeyRefusal(refused, here, auth, {}, others);
+  EXPECT_EQ(IdOf(other), "deploy_key.wrong_deployment");
+  EXPECT_NE(other.ToString().find("digits"), std::string::npos) << other.ToString();
+  // The right id with a wrong secret: nothing more is said.
+  const std::string forged = "Bearer lathe_dk_k0123456789_" + std::string(64, 'e');
+  const Status refused_forged = CheckDeployKey(here, forged, now);
+  EXPECT_EQ(IdOf(ExplainKeyRefusal(refused_forged, here, forged, gone, others)),
+            "deploy_key.invalid");
+  // Other refusals pass as they are.
+  const Status missing = CheckDeployKey(here, "", now);
+  EXPECT_EQ(IdOf(ExplainKeyRefusal(missing, here, "", gone, others)), "deploy_key.missing");
 }
 
 }  // namespace

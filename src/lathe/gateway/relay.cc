@@ -196,15 +196,44 @@ bool Relay::Step(int wake_fd, int timeout_ms) {
   return wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
-Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
-                                  const std::vector<std::string>& argv) {
-  if (argv.empty()) return Status::InvalidArgument("relay: no command");
+namespace {
+
+// SIGTERM, SIGINT and SIGCHLD blocked in this thread, read from the fd.
+Result<os::Fd> BlockedSignals() {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGTERM, SIGINT, SIGCHLD}) sigaddset(&set, s);
   if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return ErrnoStatus("sigmask", errno);
   os::Fd sig(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!sig.valid()) return ErrnoStatus("signalfd", errno);
+  return sig;
+}
+
+// The signals waiting on `fd` (BlockedSignals'), each once.
+std::vector<signalfd_siginfo> ReadSignals(int fd) {
+  std::vector<signalfd_siginfo> out;
+  signalfd_siginfo si;
+  while (::read(fd, &si, sizeof si) == sizeof si) out.push_back(si);
+  return out;
+}
+
+}  // namespace
+
+Status RunRelayBeside(const RelayOptions& options) {
+  ASSIGN_OR_RETURN(os::Fd sig, BlockedSignals());
+  ASSIGN_OR_RETURN(auto relay, Relay::Listen(options));
+  while (true) {
+    if (!relay->Step(sig.get(), -1)) continue;
+    for (const auto& si : ReadSignals(sig.get())) {
+      if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) return Status::OK();
+    }
+  }
+}
+
+Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
+                                  const std::vector<std::string>& argv) {
+  if (argv.empty()) return Status::InvalidArgument("relay: no command");
+  ASSIGN_OR_RETURN(os::Fd sig, BlockedSignals());
   ASSIGN_OR_RETURN(auto relay, Relay::Listen(options));
   os::SetEnvVar("PORT", std::to_string(options.port));
   os::SetEnvVar("LATHE_PORT", std::to_string(options.port));
@@ -212,8 +241,7 @@ Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
   const pid_t parent = ::getppid();
   while (true) {
     if (!relay->Step(sig.get(), -1)) continue;
-    signalfd_siginfo si;
-    while (::read(sig.get(), &si, sizeof si) == sizeof si) {
+    for (const auto& si : ReadSignals(sig.get())) {
       const bool from_parent = static_cast<pid_t>(si.ssi_pid) == parent;
       if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && !from_parent) {
         // Best effort: the process may have ended already.

@@ -79,4 +79,11 @@ class Relay {
 Result<os::ExitStatus> RunRelayed(const RelayOptions& options,
                                   const std::vector<std::string>& argv);
 
+// `lathe __relay --beside`: the relay of a replica whose program runs in a
+// container image, started beside it (exec/attempt_records.h
+// ContainerLaunch::sidecar_argv) in the same network: creates the listener
+// and relays until SIGTERM or SIGINT (the container's end), then returns.
+// Blocks those signals in the calling thread, as RunRelayed.
+Status RunRelayBeside(const RelayOptions& options);
+
 }  // namespace lathe::gateway

@@ -29,28 +29,45 @@ std::string Basename(const std::string& path) { return path.substr(path.rfind('/
 struct Args {
   std::string state, socket;
   std::vector<std::string> kernels;
+  bool image_setup = false;       // --image-setup: prepare only (the notebook is in an image)
+  std::vector<std::string> then;  // after `--`: what the setup step execs next
 };
 
+std::vector<std::string> SplitCommas(const std::string& v) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (from <= v.size()) {
+    size_t comma = v.find(',', from);
+    if (comma == std::string::npos) comma = v.size();
+    if (comma > from) out.push_back(v.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
+}
+
 bool ParseArgs(const std::vector<std::string>& args, Args& out) {
-  for (size_t i = 0; i + 1 < args.size(); i += 2) {
-    const std::string& v = args[i + 1];
-    if (args[i] == "--state") {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out.then.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      return out.image_setup && !out.state.empty() && !out.socket.empty() && !out.then.empty();
+    }
+    if (args[i] == "--image-setup") {
+      out.image_setup = true;
+      continue;
+    }
+    if (i + 1 >= args.size()) return false;
+    const std::string& v = args[++i];
+    if (args[i - 1] == "--state") {
       out.state = v;
-    } else if (args[i] == "--socket") {
+    } else if (args[i - 1] == "--socket") {
       out.socket = v;
-    } else if (args[i] == "--kernels") {
-      size_t from = 0;
-      while (from <= v.size()) {
-        size_t comma = v.find(',', from);
-        if (comma == std::string::npos) comma = v.size();
-        if (comma > from) out.kernels.push_back(v.substr(from, comma - from));
-        from = comma + 1;
-      }
+    } else if (args[i - 1] == "--kernels") {
+      out.kernels = SplitCommas(v);
     } else {
       return false;
     }
   }
-  return args.size() % 2 == 0 && !out.state.empty() && !out.socket.empty();
+  return !out.state.empty() && !out.socket.empty();
 }
 
 // IRkernel is an R package: R answers whether it is installed.
@@ -88,7 +105,8 @@ int RegisterKernels(const Args& a, const std::string& path, std::vector<std::str
       st = WriteIpythonKernelConfig(a.state + "/ipython");
       specs.push_back("python3");
     } else if (k == "r") {
-      if (!HaveIrkernel(path)) {
+      // In an image, R is looked for there, by the container's first command.
+      if (!a.image_setup && !HaveIrkernel(path)) {
         Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_irkernel"));
         return 127;
       }
@@ -133,6 +151,48 @@ Status WriteConfig(const std::string& exe, const std::string& dir, const Json& c
   return os::WriteFileAtomic(dir + "/" + name + ".py", JupyterPyConfig(notebook6), 0600);
 }
 
+// Steps 2-4: the state directories, the token's file, the kernels. An exit
+// code on failure, 0 when done.
+int PrepareNotebook(const Args& a, const std::string& path, std::vector<std::string>& specs) {
+  if (Status st = PrepareState(a.state); !st.ok()) {
+    Say(st);
+    return 1;
+  }
+  // The token leaves the environment that kernels and terminals inherit.
+  if (const char* token = std::getenv("JUPYTER_TOKEN")) {
+    const std::string file = a.state + "/token";
+    if (Status st = os::WriteFileAtomic(file, token, 0600); !st.ok()) {
+      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+      return 1;
+    }
+    os::UnsetEnvVar("JUPYTER_TOKEN");
+    os::SetEnvVar("JUPYTER_TOKEN_FILE", file);
+  }
+  return RegisterKernels(a, path, specs);
+}
+
+// --image-setup: which Jupyter the image holds is known only inside it, so
+// both configs are written (jupyter-notebook 6 reads the NotebookApp's, lab
+// and jupyter-server the ServerApp's); Jupyter's root is its working
+// directory, the container's. Then the next setup step, if any.
+int ImageSetup(const Args& a, const std::string& path) {
+  std::vector<std::string> specs;
+  if (int rc = PrepareNotebook(a, path, specs); rc != 0) return rc;
+  const std::string config = a.state + "/config";
+  for (const char* exe : {"jupyter-notebook", "jupyter-server"}) {
+    Status st = WriteConfig(exe, config, JupyterConfig(exe, a.socket, "", specs, false));
+    if (!st.ok()) {
+      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  (void)os::RemoveFile(a.socket);  // a previous attempt's
+  if (a.then.empty()) return 0;
+  Status st = os::ExecReplace(a.then);
+  std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
+  return 127;
+}
+
 }  // namespace
 
 std::string FindOnPath(const std::string& name, const std::string& path) {
@@ -161,11 +221,9 @@ Json JupyterConfig(const std::string& exe, const std::string& socket, const std:
                    const std::vector<std::string>& kernelspecs, bool as_root) {
   // jupyter-notebook 6 is the NotebookApp; lab 3+ and jupyter-server the ServerApp.
   const bool notebook6 = Basename(exe) == "jupyter-notebook";
-  Json app = {{"sock", socket},
-              {"sock_mode", "0600"},
-              {"open_browser", false},
-              {notebook6 ? "notebook_dir" : "root_dir", root},
-              {"allow_root", as_root}};
+  Json app = {
+      {"sock", socket}, {"sock_mode", "0600"}, {"open_browser", false}, {"allow_root", as_root}};
+  if (!root.empty()) app[notebook6 ? "notebook_dir" : "root_dir"] = root;
   return {{notebook6 ? "NotebookApp" : "ServerApp", app},
           // Unix sockets in the notebook's runtime directory: a TCP port on
           // loopback is open to every local user, the HMAC key signs
@@ -180,33 +238,22 @@ Json JupyterConfig(const std::string& exe, const std::string& socket, const std:
 int NotebookMain(const std::vector<std::string>& argv) {
   Args a;
   if (!ParseArgs(argv, a)) {
-    std::fprintf(stderr, "usage: lathe __notebook --state DIR --socket PATH --kernels K,...\n");
+    std::fprintf(stderr,
+                 "usage: lathe __notebook --state DIR --socket PATH --kernels K,... "
+                 "[--image-setup [-- NEXT...]]\n");
     return 2;
   }
   const char* env_path = std::getenv("PATH");
   const std::string path = env_path ? env_path : "/usr/bin:/bin";
+  if (a.image_setup) return ImageSetup(a, path);
   const std::string exe = FindJupyter(path);
   if (exe.empty()) {
     Say(Status::Msg(Code::kFailedPrecondition, "notebook.no_jupyter", {{"path", path}}));
     return 127;
   }
-  const std::string config = a.state + "/config";
-  if (Status st = PrepareState(a.state); !st.ok()) {
-    Say(st);
-    return 1;
-  }
-  // The token leaves the environment that kernels and terminals inherit.
-  if (const char* token = std::getenv("JUPYTER_TOKEN")) {
-    const std::string file = a.state + "/token";
-    if (Status st = os::WriteFileAtomic(file, token, 0600); !st.ok()) {
-      std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
-      return 1;
-    }
-    os::UnsetEnvVar("JUPYTER_TOKEN");
-    os::SetEnvVar("JUPYTER_TOKEN_FILE", file);
-  }
   std::vector<std::string> specs;
-  if (int rc = RegisterKernels(a, path, specs); rc != 0) return rc;
+  if (int rc = PrepareNotebook(a, path, specs); rc != 0) return rc;
+  const std::string config = a.state + "/config";
   const std::string root = os::CurrentDir().value_or("/");
   if (Status st = WriteConfig(exe, config, JupyterConfig(exe, a.socket, root, specs, os::IsRoot()));
       !st.ok()) {

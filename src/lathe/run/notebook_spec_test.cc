@@ -1,7 +1,9 @@
 // The spec's notebook fields (type notebook, kernels, idle) and the
 // prelude's Jupyter config.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include "lathe/os/files.h"
 #include "lathe/run/notebook_prelude.h"
 #include "lathe/run/spec.h"
 
@@ -100,6 +102,43 @@ TEST(NotebookPrelude, PythonConfigNamesShortKernelSocketsForEachServer) {
   // "/k9999-9", "/p4194304" (the largest pid): the runtime directory's budget leaves room.
   EXPECT_LE(std::string("/k9999-9").size(), kKernelSocketName);
   EXPECT_EQ(std::string("/p4194304").size(), kKernelSocketName);
+}
+
+// A notebook in an image: the host half writes the state, the token's file
+// and both servers' configs (which Jupyter the image has is known only in
+// it), with no root directory (Jupyter's is the container's working
+// directory), and stops there when nothing follows `--`.
+TEST(NotebookPrelude, ImageSetupPreparesBothConfigsAndTheTokenFile) {
+  char tmpl[] = "/tmp/lathe-nb-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string state = std::string(tmpl) + "/notebook";
+  ASSERT_TRUE(os::MakeDirs(state, 0700).ok());
+  ::setenv("JUPYTER_TOKEN", "t0k", 1);
+  EXPECT_EQ(NotebookMain({"--state", state, "--socket", state + "/jupyter.sock", "--kernels",
+                          "python,r", "--image-setup"}),
+            0);
+  EXPECT_EQ(std::getenv("JUPYTER_TOKEN"), nullptr);
+  EXPECT_EQ(os::ReadFile(state + "/token").value_or(""), "t0k");
+  Json nb =
+      Json::parse(os::ReadFile(state + "/config/jupyter_notebook_config.json").value_or("{}"));
+  Json srv = Json::parse(os::ReadFile(state + "/config/jupyter_server_config.json").value_or("{}"));
+  EXPECT_EQ(nb["NotebookApp"]["sock"], state + "/jupyter.sock");
+  EXPECT_FALSE(nb["NotebookApp"].contains("notebook_dir"));
+  EXPECT_EQ(nb["NotebookApp"]["allow_root"], false);
+  EXPECT_EQ(srv["ServerApp"]["sock"], state + "/jupyter.sock");
+  EXPECT_FALSE(srv["ServerApp"].contains("root_dir"));
+  EXPECT_EQ(srv["KernelSpecManager"]["allowed_kernelspecs"], Json::array({"python3", "ir"}));
+  // R is looked for in the image, not here: the spec is written all the same.
+  EXPECT_TRUE(os::ReadFile(state + "/data/kernels/ir/kernel.json").ok());
+  EXPECT_TRUE(os::ReadFile(state + "/config/templates/page.html").ok());
+  ::unsetenv("JUPYTER_TOKEN_FILE");
+  (void)os::RemoveAll(tmpl);
+}
+
+TEST(NotebookPrelude, ImageSetupNeedsItsStateAndSomethingAfterTheSeparator) {
+  EXPECT_EQ(NotebookMain({"--state", "/x", "--socket", "/x/s", "--image-setup", "--"}), 2);
+  EXPECT_EQ(NotebookMain({"--state", "/x", "--socket", "/x/s", "--", "true"}), 2);
+  EXPECT_EQ(NotebookMain({"--state", "/x", "--socket"}), 2);
 }
 
 }  // namespace

@@ -80,6 +80,10 @@ Json RunToJson(const RunRecord& r) {
   j["exit_code"] = r.exit_code ? Json(*r.exit_code) : Json(nullptr);
   j["signal"] = r.signal ? Json(*r.signal) : Json(nullptr);
   if (r.workspace.is_object() && !r.workspace.empty()) j["workspace"] = r.workspace;
+  // Who asked it to stop: "user", "preempt", "timeout" or "idle" (a notebook's idle stop).
+  if (r.stop_intent != run::StopIntent::kNone) {
+    j["stop_intent"] = std::string(run::StopIntentName(r.stop_intent));
+  }
   return j;
 }
 

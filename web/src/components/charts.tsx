@@ -22,6 +22,21 @@ function fmt(unit: Unit, v: number | null): string {
   return (Math.round(v * 100) / 100).toString();
 }
 
+// A series' name in the reader's language ("GPU 0", "CPU", "RAM" are metrics.ts's).
+function seriesName(label: string): string {
+  if (label.startsWith("GPU ")) return t("web.chart.series_gpu", { index: label.slice(4) });
+  if (label === "CPU") return t("web.chart.series_cpu");
+  if (label === "RAM") return t("web.chart.series_ram");
+  return label;
+}
+
+// The time axis' ticks in the reader's language (uPlot's own are English).
+function timeTicks(lang: string, ticks: number[]): string[] {
+  const f = new Intl.DateTimeFormat(lang === "zh" ? "zh-CN" : "en-GB",
+                                    { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return ticks.map((v) => f.format(new Date(v * 1000)));
+}
+
 function css(name: string): string {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#888";
 }
@@ -44,11 +59,12 @@ function Plot({ chart }: { chart: Chart }) {
       width: Math.max(280, el.clientWidth || 600),
       height: 200,
       scales: { x: { time: true }, y: chart.unit === "percent" ? { range: [0, 100] } : { auto: true } },
-      axes: [{ stroke: fg, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 } }, axis],
+      axes: [{ stroke: fg, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 },
+               values: (_u: uPlot, ticks: number[]) => timeTicks(lang, ticks) }, axis],
       series: [
         {},
         ...chart.series.map((s, i) => ({
-          label: s.label,
+          label: seriesName(s.label),
           stroke: PALETTE[i % PALETTE.length],
           width: 2,
           spanGaps: false,
@@ -78,7 +94,7 @@ function Plot({ chart }: { chart: Chart }) {
       <ul class="chart-summary">
         {sum.map((s) => (
           <li key={s.label} data-series={s.label} data-last={s.last ?? ""} data-max={s.max ?? ""}>
-            {t("web.chart.summary", { series: s.label, last: fmt(chart.unit, s.last), max: fmt(chart.unit, s.max) })}
+            {t("web.chart.summary", { series: seriesName(s.label), last: fmt(chart.unit, s.last), max: fmt(chart.unit, s.max) })}
           </li>
         ))}
       </ul>

@@ -2,11 +2,11 @@
 // and for the one chosen (?name=NAME) what GET /api/v1/deployments/{name}
 // says: URL and curl line, health, replicas (state, healthy, in flight), the
 // traffic split, requests per second and latency, and its events.
-import { ErrorBox, Loading, Section } from "../components/status";
+import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
 import { time } from "../format";
-import { has, t, useLang } from "../i18n";
+import { has, langStore, t, useLang } from "../i18n";
 import type { Page } from "../page";
 import { Link, setQuery, useLocation } from "../router";
 
@@ -19,6 +19,7 @@ interface Replica {
   draining?: boolean;
   gpus?: number[];
   reason?: string;
+  reason_text?: { en?: string; zh?: string };  // the reason in both languages
   in_flight?: number;
   requests?: number;
   errors?: number;
@@ -32,6 +33,7 @@ interface Deployment {
   version: string;
   health: string;
   reason?: string;
+  reason_text?: { en?: string; zh?: string };  // the reason in both languages
   url: string;
   curl?: string;
   routed?: boolean;
@@ -51,6 +53,12 @@ interface DeployEvent {
   ts_ms: number;
   level: string;
   message: string;
+  text?: { en?: string; zh?: string };  // the message in both languages
+}
+
+// A daemon's text in the reader's language ({en, zh}), else its English.
+function bi(b: { en?: string; zh?: string } | undefined, fallback = ""): string {
+  return (b ? (langStore.get() === "zh" ? b.zh : b.en) || b.en : "") || fallback;
 }
 
 function health(h: string) {
@@ -69,14 +77,14 @@ function Detail({ name }: { name: string }) {
   const replicas: Column<Replica>[] = [
     { id: "run", label: "web.col.id", cell: (r) => <Link href={`/runs/${r.run}`}><code>{r.run}</code></Link> },
     { id: "version", label: "web.deploy.version", cell: (r) => r.version || "—" },
-    { id: "state", label: "web.col.state",
-      cell: (r) => (has(`web.replica.${r.state}`) ? t(`web.replica.${r.state}`) : r.state) },
+    // A replica is a run: its state is a run's.
+    { id: "state", label: "web.col.state", cell: (r) => <StateBadge state={r.state} /> },
     { id: "healthy", label: "web.deploy.healthy", cell: (r) => t(r.healthy ? "web.yes" : "web.no") },
     { id: "in_flight", label: "web.deploy.in_flight", numeric: true, cell: (r) => r.in_flight ?? 0 },
     { id: "requests", label: "web.deploy.requests", numeric: true, cell: (r) => r.requests ?? 0 },
     { id: "errors", label: "web.deploy.errors", numeric: true, cell: (r) => r.errors ?? 0 },
     { id: "gpus", label: "web.col.gpus", cell: (r) => r.gpus?.join(",") || "—" },
-    { id: "reason", label: "web.run.reason", cell: (r) => r.reason || "—" },
+    { id: "reason", label: "web.run.reason", cell: (r) => bi(r.reason_text, r.reason) || "—" },
   ];
   return (
     <Section title="web.deploy.detail" id="deploy-detail">
@@ -88,7 +96,7 @@ function Detail({ name }: { name: string }) {
               <dt>{t("web.col.name")}</dt><dd>{x.name}</dd>
               <dt>{t("web.deploy.serves")}</dt><dd><code>{x.model || x.command?.join(" ") || "—"}</code></dd>
               <dt>{t("web.deploy.health")}</dt>
-              <dd><span class={`badge health-${x.health}`}>{health(x.health)}</span> {x.reason ? <span lang="en">{x.reason}</span> : null}</dd>
+              <dd><span class={`badge health-${x.health}`}>{health(x.health)}</span> {x.reason ? <span>{bi(x.reason_text, x.reason)}</span> : null}</dd>
               <dt>{t("web.deploy.url")}</dt><dd>{x.url ? <code>{x.url}</code> : "—"}</dd>
               {x.curl ? (<><dt>{t("web.deploy.curl")}</dt><dd><code class="pre" data-curl="1">{x.curl}</code></dd></>) : null}
               <dt>{t("web.deploy.traffic")}</dt>
@@ -108,7 +116,7 @@ function Detail({ name }: { name: string }) {
                 <li key={e.id} class={`ev ev-${e.level}`} data-event={e.level}>
                   <time>{time(e.ts_ms)}</time>
                   <span class={`badge ev-type ev-${e.level}`}>{has(`web.event_type.${e.level}`) ? t(`web.event_type.${e.level}`) : e.level}</span>
-                  <span lang="en">{e.message}</span>
+                  <span>{bi(e.text, e.message)}</span>
                 </li>
               ))}
             </ol>

@@ -11,7 +11,7 @@ import { t } from "../i18n";
 import type { Page } from "../page";
 import { Link } from "../router";
 import { currentUser } from "../session";
-import { isActive, type Run, type RunList } from "../types";
+import { gpuText, isActive, type Run, type RunList } from "../types";
 
 function Notebooks() {
   const me = currentUser();
@@ -36,7 +36,8 @@ function Notebooks() {
     { id: "id", label: "web.col.id", cell: (x) => <Link href={`/runs/${x.id}`}><code>{x.id}</code></Link> },
     { id: "name", label: "web.col.name", cell: (x) => x.name || "—" },
     { id: "state", label: "web.col.state", cell: (x) => <StateBadge state={x.state} /> },
-    { id: "gpus", label: "web.col.gpus", numeric: true, cell: (x) => x.gpus.join(",") || "0" },
+    // How many it has, and which: "1 (3)", not the index 3 alone.
+    { id: "gpus", label: "web.col.gpus", numeric: true, cell: (x) => gpuText(x) },
     { id: "created", label: "web.col.created", cell: (x) => time(x.created_at_ms) },
     { id: "open", label: "web.port.link",
       cell: (x) => (isActive(x.state) ? (

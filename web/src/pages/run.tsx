@@ -13,7 +13,7 @@ import { Diagnosis, Timeline, useRunEvents, type RunEvent } from "../components/
 import { Ports, type NotebookInfo, type Port } from "../components/run_ports";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { useApi } from "../hooks";
-import { langStore, t } from "../i18n";
+import { has, langStore, t } from "../i18n";
 import { bytes, time, word } from "../format";
 import type { Page, PageProps } from "../page";
 import { Link } from "../router";
@@ -53,7 +53,8 @@ function Spec({ spec }: { spec: Record<string, unknown> }) {
     <dl class="facts spec">
       {keys.map((k) => (
         <Fragment key={k}>
-          <dt><code>{k}</code></dt>
+          {/* The field in the reader's language; its YAML name on hover. */}
+          <dt title={k} data-key={k}>{has(`web.spec.${k}`) ? t(`web.spec.${k}`) : <code>{k}</code>}</dt>
           <dd data-spec={k}><code class="pre">{specValue(k, spec[k])}</code></dd>
         </Fragment>
       ))}

@@ -13,7 +13,7 @@ import { time, word } from "../format";
 import type { Page } from "../page";
 import { Link, setQuery, useLocation } from "../router";
 import { currentUser } from "../session";
-import { isStoppable, poolOf, type Run, type RunList } from "../types";
+import { gpuText as gpuCell, isStoppable, poolOf, type Run, type RunList } from "../types";
 
 const PAGE_SIZE = 50;
 const REFETCH_DEBOUNCE_MS = 250;
@@ -32,12 +32,6 @@ const STATE_FILTERS: { value: string; label: string }[] = [
   { value: "lost", label: "web.state.lost" },
 ];
 const KINDS = ["", "job", "notebook", "service"];
-
-// How many GPUs it asked for, and which it holds now: "2 (0,1)".
-function gpuCell(r: Run): string {
-  const n = r.spec?.gpus ?? r.resources?.gpus ?? r.gpus.length;
-  return r.gpus.length ? `${n} (${r.gpus.join(",")})` : String(n);
-}
 
 // Where it runs, compact: "local", or a pool's name and its cluster's job id.
 function PoolCell({ run }: { run: Run }) {
