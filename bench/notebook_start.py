@@ -10,8 +10,11 @@ running: the monitor and `lathe __notebook`), Jupyter start (running ->
 check through the proxy (ready -> return).
 Peer: `jupyter-notebook --sock` started directly, polled on /api/status
 every 20 ms until it answers (what a user without Lathe waits for).
+With --image TAR (the Debian image of scripts/test-images.sh, which has
+jupyter-notebook): the same through `lathe notebook start --image` (the
+image's own Jupyter, in a container), reported as lathe_image_*.
 
-  /usr/bin/python3 bench/notebook_start.py [--n 10] [--out bench/results/notebook_start.json]
+  /usr/bin/python3 bench/notebook_start.py [--n 10] [--image TAR] [--out bench/results/notebook_start.json]
 """
 import argparse
 import http.client
@@ -44,7 +47,7 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def lathe_runs(n):
+def lathe_runs(n, image_tar=None):
     home = tempfile.mkdtemp(prefix="lathe-bench-nb-")
     work = tempfile.mkdtemp(prefix="lathe-bench-nb-work-")  # a run may not work in the daemon's home
     env = dict(os.environ, LATHE_HOME=home, LANG="C.UTF-8")
@@ -56,11 +59,16 @@ def lathe_runs(n):
             if subprocess.run([LATHE, "status"], env=env, capture_output=True).returncode == 0:
                 break
             time.sleep(0.05)
+        flags = []
+        if image_tar:
+            subprocess.run([LATHE, "image", "import", "nb", image_tar], env=env, check=True,
+                           capture_output=True)
+            flags = ["--image", "nb"]
         samples = []
         for i in range(n):
             t0 = time.time()
-            r = subprocess.run([LATHE, "notebook", "start", "--gpus", "1", "--wait"], env=env,
-                               capture_output=True, text=True, cwd=work)
+            r = subprocess.run([LATHE, "notebook", "start", "--gpus", "1", "--wait", *flags],
+                               env=env, capture_output=True, text=True, cwd=work)
             t1 = time.time()
             if r.returncode != 0:
                 raise SystemExit("notebook start failed: " + r.stderr)
@@ -91,6 +99,13 @@ def lathe_runs(n):
                 time.sleep(0.05)
         return samples
     finally:
+        if image_tar:  # the store's containers and images, before its home goes
+            store = os.path.join(home, "images")
+            penv = dict(os.environ, CONTAINERS_CONF=store + "/containers.conf",
+                        CONTAINERS_STORAGE_CONF=store + "/storage.conf")
+            base = ["podman", "--root", store + "/graph", "--runroot", store + "/run"]
+            subprocess.run(base + ["rm", "--all", "--force"], env=penv, capture_output=True)
+            subprocess.run(base + ["rmi", "--all", "--force"], env=penv, capture_output=True)
         d.terminate()
         d.wait()
         log.close()
@@ -128,21 +143,26 @@ def direct_runs(n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10)
+    ap.add_argument("--image", help="a root file system's tar with jupyter-notebook")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "notebook_start.json"))
     a = ap.parse_args()
     lathe = lathe_runs(a.n)
+    image = lathe_runs(a.n, a.image) if a.image else []
     direct = direct_runs(a.n)
     summary = {}
-    for key in ["total_ms", "queue_ms", "launch_ms", "jupyter_ms", "cli_check_ms"]:
-        xs = [s[key] for s in lathe]
-        summary["lathe_" + key] = {"p50": statistics.median(xs), "max": max(xs)}
+    for name, samples in (("lathe_", lathe), ("lathe_image_", image)):
+        for key in ["total_ms", "queue_ms", "launch_ms", "jupyter_ms", "cli_check_ms"]:
+            xs = [s[key] for s in samples]
+            if xs:
+                summary[name + key] = {"p50": statistics.median(xs), "max": max(xs)}
     xs = [s["total_ms"] for s in direct]
     summary["direct_total_ms"] = {"p50": statistics.median(xs), "max": max(xs)}
     summary["lathe_over_direct_p50"] = (summary["lathe_total_ms"]["p50"] /
                                         summary["direct_total_ms"]["p50"])
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"summary": summary, "lathe": lathe, "direct": direct}, f, indent=2)
+        json.dump({"summary": summary, "lathe": lathe, "lathe_image": image, "direct": direct}, f,
+                  indent=2)
     json.dump(summary, sys.stdout, indent=2)
     print()
 

@@ -180,7 +180,8 @@ int ImageSetup(const Args& a, const std::string& path) {
   if (int rc = PrepareNotebook(a, path, specs); rc != 0) return rc;
   const std::string config = a.state + "/config";
   for (const char* exe : {"jupyter-notebook", "jupyter-server"}) {
-    Status st = WriteConfig(exe, config, JupyterConfig(exe, a.socket, "", specs, false));
+    // The container runs as the setup step's user: root may run Jupyter only if allowed.
+    Status st = WriteConfig(exe, config, JupyterConfig(exe, a.socket, "", specs, os::IsRoot()));
     if (!st.ok()) {
       std::fprintf(stderr, "lathe: %s\n", st.ToString().c_str());
       return 1;

@@ -2,6 +2,7 @@
 // prelude's Jupyter config.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "lathe/os/files.h"
 #include "lathe/run/notebook_prelude.h"
@@ -124,7 +125,7 @@ TEST(NotebookPrelude, ImageSetupPreparesBothConfigsAndTheTokenFile) {
   Json srv = Json::parse(os::ReadFile(state + "/config/jupyter_server_config.json").value_or("{}"));
   EXPECT_EQ(nb["NotebookApp"]["sock"], state + "/jupyter.sock");
   EXPECT_FALSE(nb["NotebookApp"].contains("notebook_dir"));
-  EXPECT_EQ(nb["NotebookApp"]["allow_root"], false);
+  EXPECT_EQ(nb["NotebookApp"]["allow_root"], ::geteuid() == 0);
   EXPECT_EQ(srv["ServerApp"]["sock"], state + "/jupyter.sock");
   EXPECT_FALSE(srv["ServerApp"].contains("root_dir"));
   EXPECT_EQ(srv["KernelSpecManager"]["allowed_kernelspecs"], Json::array({"python3", "ir"}));
