@@ -16,8 +16,10 @@
 #include "lathe/api/host_check.h"
 #include "lathe/api/limits.h"
 #include "lathe/api/routes.h"
+#include "lathe/common/embedded.h"
 #include "lathe/common/ids.h"
 #include "lathe/common/json.h"
+#include "lathe/common/yaml_json.h"
 #include "lathe/net/status_http.h"
 #include "lathe/os/clock.h"
 #include "lathe/os/files.h"
@@ -266,10 +268,11 @@ void ApiServer::StartStreamThread(std::function<void()> body) {
   }).detach();
 }
 
-// The API, as docs/api.md lists it.
-Status ApiServer::AddRoutes() {
+// The API, as docs/api.md lists it (and data/openapi.yaml, generated from it:
+// api/openapi_test.cc keeps the two equal).
+const std::vector<ApiServer::RouteDef>& ApiServer::RouteDefs() {
   using A = ApiServer;
-  return router_.AddAll({
+  static const std::vector<RouteDef> routes = {
       {"GET", "/api/v1/status", &A::GetStatus},
       {"GET", "/api/v1/gpus", &A::GetGpus},
       {"GET", "/api/v1/pools", &A::GetPools},
@@ -331,7 +334,27 @@ Status ApiServer::AddRoutes() {
       {"POST", "/api/v1/shutdown", &A::PostShutdown},
       {"POST", "/api/v1/reload", &A::PostReload},
       {"GET", "/metrics", &A::GetMetrics},
-  });
+      {"GET", "/api/v1/openapi.json", &A::GetOpenApi},
+  };
+  return routes;
+}
+
+std::vector<std::pair<std::string, std::string>> ApiServer::RoutePatterns() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& r : RouteDefs()) out.emplace_back(r.method, r.pattern);
+  return out;
+}
+
+Status ApiServer::AddRoutes() {
+  for (const auto& r : RouteDefs()) RETURN_IF_ERROR(router_.Add(r.method, r.pattern, r.handler));
+  return Status::OK();
+}
+
+// data/openapi.yaml as JSON, converted once.
+void ApiServer::GetOpenApi(ApiCall& call) {
+  static const Result<Json> doc = YamlTextToJson(FindEmbedded("openapi.yaml"), "openapi.yaml");
+  if (!doc.ok()) return call.Reply(doc.status());
+  call.Reply(*doc);
 }
 
 Status ApiServer::CheckDaemonHost(const net::HttpRequest& req) const {

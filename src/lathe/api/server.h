@@ -65,6 +65,9 @@ class ApiServer {
   // options.tls, InvalidArgument tls.incomplete for half of it, and the
   // listener's tls.* errors for files it cannot use.
   static Result<std::unique_ptr<ApiServer>> Create(node::Services& services, ApiOptions options);
+  // The route table's (method, pattern) pairs, in order: docs/api.md and
+  // data/openapi.yaml list the same (api/openapi_test.cc).
+  static std::vector<std::pair<std::string, std::string>> RoutePatterns();
   ~ApiServer();
 
   int port() const { return port_; }
@@ -122,6 +125,7 @@ class ApiServer {
   void GetEvents(ApiCall& call);
   void PostShutdown(ApiCall& call);
   void PostReload(ApiCall& call);
+  void GetOpenApi(ApiCall& call);
   // routes_runs.cc
   void ListRuns(ApiCall& call);
   void PostRun(ApiCall& call);
@@ -261,6 +265,12 @@ class ApiServer {
   std::unique_ptr<Authenticator> auth_;            // thread-safe itself
   int port_ = 0;
   using Route = void (ApiServer::*)(ApiCall&);
+  struct RouteDef {
+    const char* method;
+    const char* pattern;
+    Route handler;
+  };
+  static const std::vector<RouteDef>& RouteDefs();
   net::Router<Route> router_;  // constant after Create
   std::unique_ptr<net::ReverseProxy> proxy_;
   std::vector<std::string> origin_bases_;  // RunOriginBases(), constant after Create

@@ -101,4 +101,12 @@ Result<Json> YamlToJson(const YAML::Node& n, std::string_view file, const YamlLi
   return c.Convert(n, 0);
 }
 
+Result<Json> YamlTextToJson(std::string_view text, std::string_view file) {
+  try {
+    return YamlToJson(YAML::Load(std::string(text)), file);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string(file) + ": " + e.what());
+  }
+}
+
 }  // namespace lathe

@@ -30,5 +30,8 @@ struct YamlLimits {
 // yaml.too_many_bytes, yaml.too_deep). Never throws;
 // YAML::Load, the caller's, may.
 Result<Json> YamlToJson(const YAML::Node& n, std::string_view file, const YamlLimits& limits = {});
+// The one document `text` holds (a data file of ours: data/openapi.yaml), as
+// above; InvalidArgument naming `file` when it does not parse.
+Result<Json> YamlTextToJson(std::string_view text, std::string_view file);
 
 }  // namespace lathe
