@@ -238,7 +238,7 @@ class Browser(unittest.TestCase):
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
             "gpu_run": gpu_run, "api_token": api_token, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
-            "image": image,
+            "image": image, "notebook_dir": work,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

@@ -406,6 +406,36 @@ async function openPort(page) {
   log(`${step}: ${host}, the code redeemed`);
 }
 
+// A notebook started from the Notebooks page: the form submits it, waits while
+// it starts and opens Jupyter in a new tab through its one-time link; the tab
+// reaches Jupyter's own API on the notebook's origin; Stop ends it and Restart
+// brings it back.
+async function notebookFromUi(page) {
+  step = "a notebook started from the UI opens Jupyter in a new tab";
+  await go(page, "/ui/notebooks");
+  await page.fill("#nb-name", "from-the-ui");
+  await page.fill("#nb-workdir", cfg.notebook_dir);
+  const [tab] = await Promise.all([page.context().waitForEvent("page", WAIT), page.click("[data-start-notebook]")]);
+  await tab.waitForURL((u) => u.hostname.endsWith(".localhost") && u.pathname.startsWith("/tree"), { timeout: 90_000 });
+  const run = new URL(tab.url()).hostname.split(".")[0];
+  const status = await tab.evaluate(async () => (await fetch("/api/status")).status);
+  check(status === 200, `Jupyter's /api/status from its own tab: ${status}`);
+  await page.waitForSelector("[data-notebook-status] >> text=is open in a new tab", WAIT);
+  await tab.close();
+  const stop = page.locator(`[data-stop="${run}"]`);
+  await stop.waitFor(WAIT);
+  await stop.click();
+  const restart = page.locator(`[data-restart="${run}"]`);
+  await restart.waitFor({ timeout: 60_000 });
+  await axe(page, "notebooks with the form");
+  await shot(page, "notebooks-form-en");
+  await restart.click();
+  await page.locator(`[data-stop="${run}"]`).waitFor({ timeout: 60_000 });
+  await page.locator(`[data-stop="${run}"]`).click();
+  await restart.waitFor({ timeout: 60_000 });
+  log(`${step}: ${run} opened, stopped, restarted, stopped`);
+}
+
 async function deployment(page) {
   step = "a deployment's detail: URL, curl, health, replicas, events";
   await go(page, "/ui/deployments");
@@ -580,6 +610,7 @@ async function main() {
     await models(page);
     await openPort(page);
     await deployment(page);
+    await notebookFromUi(page);
 
     await visitAll(page, "en");
 

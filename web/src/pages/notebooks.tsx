@@ -1,8 +1,11 @@
 // Notebooks: the signed-in user's notebook runs (GET /api/v1/runs?kind=notebook
 // &user=ME), each with its state and, while it runs, Open: a one-time sign-in
-// link to the notebook's origin (POST /api/v1/runs/{run}/open) in a new tab.
+// link to the notebook's origin (POST /api/v1/runs/{run}/open) in a new tab;
+// Stop while it runs, Restart once it ended (the same run, its files kept);
+// and the form that starts one (components/notebook_form.tsx).
 import { useState } from "preact/hooks";
 import { api, ApiError } from "../api";
+import { NotebookForm } from "../components/notebook_form";
 import { ErrorBox, StateBadge } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -16,6 +19,16 @@ import { gpuText, isActive, type Run, type RunList } from "../types";
 function Notebooks() {
   const me = currentUser();
   const r = useApi<RunList>(`/runs?all=1&kind=notebook&user=${encodeURIComponent(me)}&limit=200`, 5000);
+  // Stop (POST …/stop) or restart (POST …/restart) a notebook, then the list again.
+  const act = async (id: string, what: "stop" | "restart") => {
+    try {
+      await api(`/runs/${encodeURIComponent(id)}/${what}`, { method: "POST", body: {} });
+      setError(null);
+      r.reload();
+    } catch (e) {
+      setError(e instanceof ApiError ? e : null);
+    }
+  };
   const [error, setError] = useState<ApiError | null>(null);
   const rows = (r.data?.runs ?? []).filter((x) => x.kind === "notebook");
   const open = async (id: string) => {
@@ -44,12 +57,21 @@ function Notebooks() {
         <button type="button" class="small" data-open={x.id} onClick={() => open(x.id)}
                 aria-label={t("web.notebook.open_named", { name: x.name || x.id })}>{t("web.port.open")}</button>
       ) : "—") },
+    { id: "act", label: "web.col.actions",
+      cell: (x) => (isActive(x.state) ? (
+        <button type="button" class="small" data-stop={x.id} onClick={() => act(x.id, "stop")}
+                aria-label={t("web.notebook.stop_named", { name: x.name || x.id })}>{t("web.notebook.stop")}</button>
+      ) : (
+        <button type="button" class="small" data-restart={x.id} onClick={() => act(x.id, "restart")}
+                aria-label={t("web.notebook.restart_named", { name: x.name || x.id })}>{t("web.notebook.restart")}</button>
+      )) },
   ];
   return (
     <>
       <ErrorBox error={r.error ?? error} />
       <Table caption="web.notebooks.title" columns={columns} rows={rows} rowKey={(x) => x.id}
              empty={r.loading ? "web.loading" : "web.notebook.none"} />
+      <NotebookForm onStarted={() => r.reload()} />
     </>
   );
 }
