@@ -23,6 +23,7 @@ const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8"
 const PAGES = [
   ["overview", "/ui/", ".doctor-summary"], ["runs", "/ui/runs"], ["snapshots", "/ui/snapshots"],
   ["models", "/ui/models"], ["deployments", "/ui/deployments"], ["notebooks", "/ui/notebooks"],
+  ["access", "/ui/access", 'section[aria-labelledby="tokens"] table'],
   ["run-log", `/ui/runs/${cfg.big_run}`, ".log-line:not(.pending)"],
   ["run-checkpoint", `/ui/runs/${cfg.ckpt_run}`, "[data-restore]"],
   ["run-failed", `/ui/runs/${cfg.failed_run}`, ".diagnosis"],
@@ -436,6 +437,40 @@ async function notebookFromUi(page) {
   log(`${step}: ${run} opened, stopped, restarted, stopped`);
 }
 
+// Tokens and secrets from the Access page: a token made there is shown once and
+// opens the API; revoked there, it does not any more. A secret's value is typed,
+// saved and never on the page again; removed, it is gone.
+async function accessPage(page) {
+  step = "a token and a secret made and revoked from the UI";
+  await go(page, "/ui/access");
+  await page.fill("#token-name", "from-the-ui");
+  await page.fill("#token-expires", "1d");
+  await page.click("[data-create-token]");
+  const shown = page.locator("[data-new-token]");
+  await shown.waitFor(WAIT);
+  const token = (await shown.textContent()).trim();
+  check(token.startsWith("lathe_t"), `the new token: ${token.slice(0, 12)}…`);
+  const base = new URL(cfg.login_url).origin;
+  const status = async () => (await fetch(`${base}/api/v1/status`, { headers: { Authorization: `Bearer ${token}` } })).status;
+  check((await status()) === 200, "the new token opens the API");
+  const id = token.split("_")[1];
+  await page.click(`[data-revoke="${id}"]`);
+  await page.locator(`[data-revoke="${id}"]`).waitFor({ state: "detached", ...WAIT });
+  check((await status()) === 401, "the revoked token still opens the API");
+  await page.fill("#secret-name", "UI_SECRET");
+  await page.fill("#secret-value", "s3cret-value-typed-once");
+  await page.click("[data-set-secret]");
+  await page.waitForSelector('[data-secret-saved="UI_SECRET"]', WAIT);
+  await page.waitForSelector('[data-remove-secret="UI_SECRET"]', WAIT);
+  const html = await page.content();
+  check(!html.includes("s3cret-value-typed-once"), "the secret's value is on the page");
+  check((await page.inputValue("#secret-value")) === "", "the value field keeps the secret");
+  await axe(page, "access");
+  await page.click('[data-remove-secret="UI_SECRET"]');
+  await page.locator('[data-remove-secret="UI_SECRET"]').waitFor({ state: "detached", ...WAIT });
+  log(`${step}: token ${id} worked then was refused; the secret never shown`);
+}
+
 async function deployment(page) {
   step = "a deployment's detail: URL, curl, health, replicas, events";
   await go(page, "/ui/deployments");
@@ -611,6 +646,7 @@ async function main() {
     await openPort(page);
     await deployment(page);
     await notebookFromUi(page);
+    await accessPage(page);
 
     await visitAll(page, "en");
 

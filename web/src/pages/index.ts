@@ -8,5 +8,6 @@ import snapshots from "./snapshots";
 import models from "./models";
 import deployments from "./deployments";
 import notebooks from "./notebooks";
+import access from "./access";
 
-export const pages: Page[] = [overview, runs, run, snapshots, models, deployments, notebooks];
+export const pages: Page[] = [overview, runs, run, snapshots, models, deployments, notebooks, access];
