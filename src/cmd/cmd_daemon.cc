@@ -39,6 +39,7 @@ struct DaemonFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   bool port_fixed = false;  // --port or config.yaml's port: given, never the previous start's
+  bool json = false;        // lathe up --json: {"started", "pid", "socket", "url"}
   std::string grace = "10s";
   daemon::RetentionPolicy retention;            // config.yaml only
   std::string tls_cert, tls_key;                // --tls-cert/--tls-key, else config.yaml's tls
@@ -289,13 +290,24 @@ Status CheckRunningSettings(api::ApiClient& c, const DaemonFlags& f) {
                      {{"command", "lathe down && " + up}});
 }
 
+// The daemon's API URL from its GET /status answer ("" when there is none).
+std::string UrlOf(const Result<Json>& status) {
+  if (!status.ok()) return "";
+  return status->contains("url") ? status->value("url", "") : "http://" + status->value("tcp", "");
+}
+
 Status RunUp(const DaemonFlags& f) {
   // With --home, that daemon is the one to look for and to start.
   if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
   if (auto c = api::ApiClient::ConnectLocal(); c.ok()) {
-    std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
-                           {{"why", (*c)->why()}, {"socket", (*c)->where()}})
-                            .c_str());
+    if (f.json) {
+      auto s = (*c)->Get("/api/v1/status");
+      PrintJson(Json{{"started", false}, {"socket", (*c)->where()}, {"url", UrlOf(s)}});
+    } else {
+      std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
+                             {{"why", (*c)->why()}, {"socket", (*c)->where()}})
+                              .c_str());
+    }
     return CheckRunningSettings(**c, f);
   }
   daemon::HomePaths paths = daemon::DaemonHome(f.home);
@@ -314,12 +326,15 @@ Status RunUp(const DaemonFlags& f) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (auto c = api::ApiClient::ConnectLocal(); c.ok()) {
       auto s = (*c)->Get("/api/v1/status");
+      if (f.json) {
+        PrintJson(
+            Json{{"started", true}, {"pid", pid}, {"socket", (*c)->where()}, {"url", UrlOf(s)}});
+        return Status::OK();
+      }
       std::printf("%s\n", Tr("daemon.started", DetectLang(),
                              {{"pid", std::to_string(pid)},
                               {"socket", (*c)->where()},
-                              {"url", !s.ok()              ? "?"
-                                      : s->contains("url") ? s->value("url", "")
-                                                           : "http://" + s->value("tcp", "")}})
+                              {"url", s.ok() ? UrlOf(s) : "?"}})
                               .c_str());
       return Status::OK();
     }
@@ -330,7 +345,8 @@ Status RunUp(const DaemonFlags& f) {
 
 // With `all`, the deployments' front too, once the daemon is down (it
 // would otherwise go on serving: it outlives the daemon on purpose).
-Status StopFront(const std::string& home) {
+// `stopped`: whether a front was running and is stopped now; said on stdout unless `quiet`.
+Status StopFront(const std::string& home, bool quiet = false, bool* was_stopped = nullptr) {
   deploy::GatewayConfig gc;
   gc.dir = home + "/deployments/gateway";
   deploy::GatewayControl front(gc);
@@ -341,11 +357,12 @@ Status StopFront(const std::string& home) {
     return Status::Msg(Code::kPermissionDenied, "daemon.front_not_stopped",
                        {{"dir", gc.dir}, {"detail", st.message()}});
   }
-  if (stopped) std::printf("%s\n", Tr("daemon.front_stopped", DetectLang()).c_str());
+  if (stopped && !quiet) std::printf("%s\n", Tr("daemon.front_stopped", DetectLang()).c_str());
+  if (was_stopped) *was_stopped = stopped;
   return Status::OK();
 }
 
-Status RunDown(bool all) {
+Status RunDown(bool all, bool json) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   std::string home;
   if (all) {
@@ -356,6 +373,12 @@ Status RunDown(bool all) {
   for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!api::ApiClient::Connect().ok()) {
+      if (json) {
+        bool front = false;
+        if (all && !home.empty()) RETURN_IF_ERROR(StopFront(home, true, &front));
+        PrintJson(Json{{"stopped", true}, {"front_stopped", front}});
+        return Status::OK();
+      }
       std::printf("%s\n", Tr("daemon.stopped", DetectLang()).c_str());
       return all && !home.empty() ? StopFront(home) : Status::OK();
     }
@@ -579,14 +602,16 @@ void SetupDaemon(CLI::App& app, Globals& g, Status& status) {
   });
   auto* up = app.add_subcommand("up");
   add_flags(up);
+  up->add_flag("--json", flags.json);
   up->callback([&status, up] {
     flags.app = up;
     status = RunUp(flags);
   });
-  static bool down_all = false;
+  static bool down_all = false, down_json = false;
   auto* down = app.add_subcommand("down");
   down->add_flag("--all", down_all);
-  down->callback([&status] { status = RunDown(down_all); });
+  down->add_flag("--json", down_json);
+  down->callback([&status] { status = RunDown(down_all, down_json); });
   static bool reload_json = false;
   auto* reload = app.add_subcommand("reload");
   reload->add_flag("--json", reload_json);

@@ -26,9 +26,14 @@ struct RmFlags {
   bool json = false;
 };
 
-Status RemoveOne(api::ApiClient& c, const std::string& ref, bool snapshots, Lang lang) {
+// --json: the API's answer for each run, one JSON object a line.
+Status RemoveOne(api::ApiClient& c, const std::string& ref, bool snapshots, bool json, Lang lang) {
   ASSIGN_OR_RETURN(Json r, c.Delete("/api/v1/runs/" + net::PercentEncode(ref) +
                                     (snapshots ? "?snapshots=1" : "")));
+  if (json) {
+    std::printf("%s\n", r.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    return Status::OK();
+  }
   size_t n = r.value("snapshots_deleted", size_t{0});
   std::string id = r.value("id", ref);
   MsgArgs args = {{"run", id}, {"snapshots", std::to_string(n)}};
@@ -41,11 +46,11 @@ Status RemoveOne(api::ApiClient& c, const std::string& ref, bool snapshots, Lang
 // The exit code is the highest of theirs.
 Status RemoveRuns(const RmFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  if (f.refs.size() == 1) return RemoveOne(*c, f.refs[0], f.snapshots, lang);
+  if (f.refs.size() == 1) return RemoveOne(*c, f.refs[0], f.snapshots, f.json, lang);
   Status worst = Status::OK();
   size_t failed = 0;
   for (const auto& ref : f.refs) {
-    Status s = RemoveOne(*c, ref, f.snapshots, lang);
+    Status s = RemoveOne(*c, ref, f.snapshots, f.json, lang);
     if (s.ok()) continue;
     ++failed;
     std::fprintf(stderr, "lathe: %s\n", Localize(s, lang).c_str());

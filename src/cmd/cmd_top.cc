@@ -27,6 +27,7 @@ constexpr const char* kClearBelow = "\x1b[J";
 struct TopOptions {
   std::string interval = "2s";
   bool once = false;
+  bool json = false;  // one snapshot as {"gpus": GET /gpus, "runs": GET /runs, "at_ms"}
 };
 
 int64_t NowMs() {
@@ -44,8 +45,13 @@ Result<gpu::TopInput> Fetch(api::ApiClient& c) {
   return in;
 }
 
-Status PrintOnce(api::ApiClient& c, Lang lang) {
+Status PrintOnce(api::ApiClient& c, bool json, Lang lang) {
   ASSIGN_OR_RETURN(gpu::TopInput in, Fetch(c));
+  if (json) {
+    PrintJson(Json{
+        {"gpus", in.gpus}, {"runs", in.runs.value("runs", Json::array())}, {"at_ms", in.now_ms}});
+    return Status::OK();
+  }
   for (const auto& l : gpu::RenderTop(in, lang)) std::printf("%s\n", l.c_str());
   return Status::OK();
 }
@@ -93,7 +99,7 @@ Status RunTop(const TopOptions& o, Lang lang) {
     return Status::Msg(Code::kInvalidArgument, "top.bad_interval", {{"value", o.interval}});
   }
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  if (o.once || !IsTerminal()) return PrintOnce(*c, lang);
+  if (o.once || o.json || !IsTerminal()) return PrintOnce(*c, o.json, lang);
   return Live(*c, interval->count(), o.interval, lang);
 }
 
@@ -104,6 +110,7 @@ void SetupTop(CLI::App& app, Globals& g, Status& status) {
   auto* sub = app.add_subcommand("top");
   sub->add_option("--interval", o.interval);
   sub->add_flag("--once", o.once);
+  sub->add_flag("--json", o.json);
   sub->callback([&status, &g] { status = RunTop(o, g.Language()); });
 }
 

@@ -1,6 +1,6 @@
 """Commands that accept --json print JSON, with the documented fields: `run` (and its
-followed log as JSON lines), `stop`, `logs` (JSON lines, with `time` under -t), `notebook
-start` without --wait, `notebook stop`. A notebook's --wait says why it waits while it is
+followed log as JSON lines), `stop`, `logs` (JSON lines, with `time` under -t), `top`, `rm RUN`
+(a line per run), `up`, `down`, `notebook start` without --wait, `notebook stop`. A notebook's --wait says why it waits while it is
 queued (here: the notebooks quota) and gives up after --timeout, saying so.
 """
 import json
@@ -51,6 +51,16 @@ class CliJson(unittest.TestCase):
         stopped = json.loads(self.cli("stop", "--json", sleeper).stdout)
         self.assertEqual(stopped["id"], sleeper)
         self.assertIn(stopped["state"], ["stopping", "stopped"])
+        top = json.loads(self.cli("top", "--json").stdout)
+        self.assertEqual(sorted(top), ["at_ms", "gpus", "runs"])
+        self.assertEqual(len(top["gpus"]["gpus"]), 2)
+        gone = [json.loads(x) for x in self.cli("rm", "--json", r["id"]).stdout.splitlines()]
+        self.assertEqual([g["id"] for g in gone], [r["id"]])
+        up = json.loads(self.d.cli("up", "--json").stdout)
+        self.assertEqual(up["started"], False)
+        self.assertTrue(up["url"].startswith("http://127.0.0.1:"), up)
+        down = json.loads(self.d.cli("down", "--json").stdout)
+        self.assertEqual(down, {"stopped": True, "front_stopped": False})
 
     @unittest.skipUnless(shutil.which("jupyter-notebook"), "needs jupyter-notebook")
     def test_notebook_json_and_a_wait_that_says_why_and_gives_up(self):

@@ -122,6 +122,8 @@ TEST(Catalog, EveryDataFileIsBilingual) {
   int files = 0;
   for (const auto& f : fs::directory_iterator(std::string(LATHE_SOURCE_DIR) + "/data")) {
     if (f.path().extension() != ".yaml") continue;
+    // The API's OpenAPI document (scripts/openapi.py): embedded, but no list of entries.
+    if (f.path().filename() == "openapi.yaml") continue;
     std::ifstream in(f.path());
     std::stringstream ss;
     ss << in.rdbuf();
