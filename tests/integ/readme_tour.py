@@ -84,6 +84,7 @@ RUN_TOUR = [
     "lathe term 抢占式实例",
     "lathe plan --params 7B --precision bf16 --optimizer adamw --gpus 8 --zero 2",
     "lathe snap ls <run>",
+    "source <(lathe completion bash)",
 ]
 RUN_SERVE = [
     "lathe run --checkpoint-dir ckpt -- /usr/bin/python3 examples/train_digits.py --handler "
@@ -113,6 +114,8 @@ NOT_HERE = {
     "tests/integ/test_image_torch.py",
     "lathe run --image torch --gpus 1 -- python3 train.py": "the same image; "
     "tests/integ/test_image_torch.py",
+    "lathe notebook start --image torch --wait": "the Debian image with jupyter-notebook; "
+    "tests/integ/test_image_notebook.py",
     "lathe run --profile a100x2 -- python3 train.py": "a profiles: entry of config.yaml; "
     "tests/integ/test_profiles.py",
     "lathe doctor": "its network checks wait on DNS; tests/integ/test_doctor.py",

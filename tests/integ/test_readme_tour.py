@@ -84,6 +84,7 @@ class ReadmeTour(unittest.TestCase):
         self.assertIn("out of memory", self.paste("lathe explain --log train.log").stdout.lower())
         self.assertIn("preempt", self.paste("lathe term 抢占式实例").stdout.lower())
         self.paste("lathe plan --params 7B --precision bf16 --optimizer adamw --gpus 8 --zero 2")
+        self.paste("source <(lathe completion bash)")
         expected = [c for c in readme_tour.RUN_TOUR if HAVE_JUPYTER or "notebook" not in c]
         self.assertEqual(sorted(set(self.ran)), sorted(set(expected)))
 
