@@ -484,6 +484,21 @@ async function deployment(page) {
   await replica.waitFor(WAIT);
   await page.waitForFunction(() => document.querySelector('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]')?.textContent === "yes", null, WAIT);
   await page.waitForSelector('section[aria-labelledby="deploy-detail"] .timeline li', WAIT);
+  // The owner's actions: a key made there works at once and is refused once revoked; scaled to 2.
+  await page.click("[data-create-key]");
+  const keyShown = page.locator("[data-new-key]");
+  await keyShown.waitFor(WAIT);
+  const key = (await keyShown.textContent()).trim();
+  check(key.startsWith("lathe_dk_"), `the new key: ${key.slice(0, 14)}…`);
+  const callWith = async (k) => (await fetch(`${api.url}health`, { headers: { Authorization: `Bearer ${k}` } })).status;
+  check((await callWith(key)) === 200, "the key made in the UI does not open the endpoint at once");
+  const kid = key.split("_")[2];
+  await page.click(`[data-revoke-key="${kid}"]`);
+  await page.locator(`[data-revoke-key="${kid}"]`).waitFor({ state: "detached", ...WAIT });
+  check((await callWith(key)) === 401, "the key revoked in the UI still opens the endpoint");
+  await page.fill("#deploy-replicas", "2");
+  await page.click("[data-scale]");
+  await page.waitForFunction(() => document.querySelectorAll('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]').length >= 2, null, { timeout: 60_000 });
   await axe(page, "a deployment's detail");
   await shot(page, "deployment-detail-en");
   log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}`);

@@ -2,6 +2,7 @@
 // and for the one chosen (?name=NAME) what GET /api/v1/deployments/{name}
 // says: URL and curl line, health, replicas (state, healthy, in flight), the
 // traffic split, requests per second and latency, and its events.
+import { DeployManage } from "../components/deploy_manage";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -106,6 +107,7 @@ function Detail({ name }: { name: string }) {
               <dt>{t("web.deploy.totals")}</dt>
               <dd>{t("web.deploy.totals_value", { requests: x.requests ?? 0, errors: x.errors ?? 0, in_flight: x.in_flight ?? 0 })}</dd>
             </dl>
+            <DeployManage name={x.name} replicas={x.replicas?.wanted ?? 1} onChanged={d.reload} />
             <h3>{t("web.deploy.replica_list")}</h3>
             <Table caption="web.deploy.replica_list" columns={replicas} rows={x.replicas?.list ?? []}
                    rowKey={(r) => r.run} empty="web.deploy.no_replicas" />

@@ -1,0 +1,80 @@
+// A deployment's owner's actions on its detail: scale it to N replicas
+// (PATCH /api/v1/deployments/{name} {replicas}), and its keys (GET/POST
+// /deployments/{name}/keys, DELETE …/keys/{key}): a new key is shown once,
+// when it is made, and works at once (the daemon answers only when the front
+// has it); a revoked one is refused from the next request.
+import { useState } from "preact/hooks";
+import { api, ApiError } from "../api";
+import { ErrorBox } from "./status";
+import { Table, type Column } from "./table";
+import { useApi } from "../hooks";
+import { time } from "../format";
+import { t } from "../i18n";
+
+interface DeployKey {
+  id: string;
+  name: string;
+  created_at_ms: number;
+  expires_at_ms: number | null;
+  last_used_at_ms: number | null;
+}
+
+export function DeployManage({ name, replicas, onChanged }: { name: string; replicas: number; onChanged: () => void }) {
+  const path = `/deployments/${encodeURIComponent(name)}`;
+  const keys = useApi<{ keys: DeployKey[] }>(`${path}/keys`, 0);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [count, setCount] = useState(String(replicas));
+  const [made, setMade] = useState("");
+  const run = async (call: () => Promise<unknown>, done: () => void) => {
+    try {
+      await call();
+      setError(null);
+      done();
+    } catch (err) {
+      setError(err instanceof ApiError ? err : null);
+    }
+  };
+  const scale = (e: Event) => {
+    e.preventDefault();
+    const n = /^\d+$/.test(count.trim()) ? Number(count.trim()) : count.trim();
+    void run(() => api(path, { method: "PATCH", body: { replicas: n } }), onChanged);
+  };
+  const create = () =>
+    run(async () => setMade((await api<{ key: string }>(`${path}/keys`, { method: "POST", body: {} })).key),
+        keys.reload);
+  const revoke = (id: string) =>
+    run(() => api(`${path}/keys/${encodeURIComponent(id)}`, { method: "DELETE" }), keys.reload);
+  const columns: Column<DeployKey>[] = [
+    { id: "id", label: "web.col.id", cell: (k) => <code>{k.id}</code> },
+    { id: "created", label: "web.col.created", cell: (k) => time(k.created_at_ms) },
+    { id: "expires", label: "web.token.expires", cell: (k) => (k.expires_at_ms ? time(k.expires_at_ms) : t("web.token.never")) },
+    { id: "used", label: "web.token.last_used", cell: (k) => (k.last_used_at_ms ? time(k.last_used_at_ms) : "—") },
+    { id: "act", label: "web.col.actions",
+      cell: (k) => (
+        <button type="button" class="small" data-revoke-key={k.id} onClick={() => revoke(k.id)}
+                aria-label={t("web.token.revoke_named", { id: k.id })}>{t("web.token.revoke")}</button>
+      ) },
+  ];
+  return (
+    <div class="deploy-manage">
+      <ErrorBox error={error ?? keys.error} />
+      <form class="inline-form" onSubmit={scale} aria-labelledby="scale-title">
+        <h3 id="scale-title">{t("web.deploy.scale_title")}</h3>
+        <label for="deploy-replicas">{t("web.deploy.replicas_wanted")}</label>
+        <input type="text" inputMode="numeric" id="deploy-replicas" value={count}
+               onInput={(e) => setCount((e.currentTarget as HTMLInputElement).value)} />
+        <button type="submit" class="small" data-scale="1">{t("web.deploy.scale")}</button>
+      </form>
+      <h3>{t("web.deploy.keys")}</h3>
+      <Table caption="web.deploy.keys" columns={columns} rows={keys.data?.keys ?? []} rowKey={(k) => k.id}
+             empty={keys.loading ? "web.loading" : "web.deploy.no_keys"} />
+      <button type="button" class="small" data-create-key="1" onClick={create}>{t("web.deploy.create_key")}</button>
+      {made ? (
+        <div class="notice" role="status">
+          <p>{t("web.deploy.key_shown_once")}</p>
+          <code class="pre" data-new-key="1">{made}</code>
+        </div>
+      ) : null}
+    </div>
+  );
+}
