@@ -5,7 +5,7 @@
 // has it); a revoked one is refused from the next request.
 import { useState } from "preact/hooks";
 import { api, ApiError } from "../api";
-import { ErrorBox } from "./status";
+import { ErrorBox, ShownOnce } from "./status";
 import { Table, type Column } from "./table";
 import { useApi } from "../hooks";
 import { time } from "../format";
@@ -69,12 +69,7 @@ export function DeployManage({ name, replicas, onChanged }: { name: string; repl
       <Table caption="web.deploy.keys" columns={columns} rows={keys.data?.keys ?? []} rowKey={(k) => k.id}
              empty={keys.loading ? "web.loading" : "web.deploy.no_keys"} />
       <button type="button" class="small" data-create-key="1" onClick={create}>{t("web.deploy.create_key")}</button>
-      {made ? (
-        <div class="notice" role="status">
-          <p>{t("web.deploy.key_shown_once")}</p>
-          <code class="pre" data-new-key="1">{made}</code>
-        </div>
-      ) : null}
+      <ShownOnce note="web.deploy.key_shown_once" value={made} mark="new-key" />
     </div>
   );
 }

@@ -31,3 +31,15 @@ export function Section(p: { title: string; children: ComponentChildren; id?: st
     </section>
   );
 }
+
+// A credential just made (a token, a deployment key), shown this once under
+// `note` (a catalog id); `mark` names it for tests (data-new-token, …).
+export function ShownOnce({ note, value, mark }: { note: string; value: string; mark: string }) {
+  if (!value) return null;
+  return (
+    <div class="notice" role="status">
+      <p>{t(note)}</p>
+      <code class="pre" {...{ [`data-${mark}`]: "1" }}>{value}</code>
+    </div>
+  );
+}

@@ -5,7 +5,7 @@
 // sent, and cleared: no page ever shows it (the API has no way to read it).
 import { useState } from "preact/hooks";
 import { api, ApiError } from "../api";
-import { ErrorBox, Section } from "../components/status";
+import { ErrorBox, Section, ShownOnce } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
 import { time } from "../format";
@@ -96,12 +96,7 @@ function Tokens() {
         </div>
         <button type="submit" class="primary" data-create-token="1">{t("web.token.create")}</button>
       </form>
-      {made ? (
-        <div class="notice" role="status">
-          <p>{t("web.token.shown_once")}</p>
-          <code class="pre" data-new-token="1">{made}</code>
-        </div>
-      ) : null}
+      <ShownOnce note="web.token.shown_once" value={made} mark="new-token" />
     </Section>
   );
 }
