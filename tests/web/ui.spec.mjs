@@ -369,9 +369,20 @@ async function models(page) {
   const href = await v1.locator('[data-col="run"] a').getAttribute("href");
   check(href === `/ui/runs/${cfg.ckpt_run}`, `the lineage's run: ${href}`);
   check(new URL(page.url()).searchParams.get("model") === cfg.model, "the choice is not in the address");
+  // The size `lathe model show` has, and the owner's actions: a version registered from the run, an alias moved.
+  const size = (await v1.locator('[data-col="size"]').textContent()).trim();
+  check(size !== "—" && /\d/.test(size), `version 1's size: ${size}`);
+  await page.fill("#register-run", cfg.ckpt_run);
+  await page.click("[data-register]");
+  const v2 = page.locator('section[aria-labelledby="model-versions"] tr[data-key="2"]');
+  await v2.waitFor(WAIT);
+  await page.fill("#alias-name", "canary");
+  await page.selectOption("#alias-version", "2");
+  await page.click("[data-move-alias]");
+  await page.waitForFunction(() => document.querySelector('section[aria-labelledby="model-versions"] tr[data-key="2"] [data-col="aliases"]')?.textContent?.includes("canary"), null, WAIT);
   await axe(page, "models with versions");
   await shot(page, "models-versions-en");
-  log(`${step}: ${cfg.model}/1 from ${cfg.ckpt_run}, alias prod`);
+  log(`${step}: ${cfg.model}/1 from ${cfg.ckpt_run}, alias prod, ${size}; /2 registered and aliased canary from the page`);
 }
 
 async function openPort(page) {

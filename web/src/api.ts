@@ -169,3 +169,16 @@ export function errorText(e: unknown): string {
   if (e instanceof ApiError) return e.text();
   return t("web.error.unknown");
 }
+
+// An action's request: `call`, then `done` (the page's data again), or its
+// ApiError kept for an ErrorBox through `setError`.
+export async function apiAction(call: () => Promise<unknown>, done: () => void,
+                                setError: (e: ApiError | null) => void): Promise<void> {
+  try {
+    await call();
+    setError(null);
+    done();
+  } catch (err) {
+    setError(err instanceof ApiError ? err : null);
+  }
+}

@@ -337,8 +337,23 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
   const bool owner = Owns(caller, m);
   if (!v) {
     ASSIGN_OR_RETURN(auto versions, db->ListVersions(m.name));
+    auto store = runs_.SnapshotStore();
     Json vs = Json::array();
-    for (const auto& x : versions) vs.push_back(VersionJson(x, aliases, owner));
+    for (const auto& x : versions) {
+      Json one = VersionJson(x, aliases, owner);
+      // What `lathe model show` has of each: its size and who serves it.
+      one["deployments"] = DeployedBy(x.model, x.version);
+      if (store.ok()) {
+        if (auto manifest = (*store)->Load(x.snapshot); manifest.ok()) {
+          uint64_t size = 0;
+          for (const auto& e : manifest->files) {
+            if (e.type == snap::EntryType::kFile) size += e.size;
+          }
+          one["size"] = size;
+        }
+      }
+      vs.push_back(std::move(one));
+    }
     return Json{{"name", m.name},
                 {"owner", m.user},
                 {"uid", m.uid},

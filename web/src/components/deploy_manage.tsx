@@ -4,7 +4,7 @@
 // when it is made, and works at once (the daemon answers only when the front
 // has it); a revoked one is refused from the next request.
 import { useState } from "preact/hooks";
-import { api, ApiError } from "../api";
+import { api, apiAction, ApiError } from "../api";
 import { ErrorBox, ShownOnce } from "./status";
 import { Table, type Column } from "./table";
 import { useApi } from "../hooks";
@@ -25,15 +25,7 @@ export function DeployManage({ name, replicas, onChanged }: { name: string; repl
   const [error, setError] = useState<ApiError | null>(null);
   const [count, setCount] = useState(String(replicas));
   const [made, setMade] = useState("");
-  const run = async (call: () => Promise<unknown>, done: () => void) => {
-    try {
-      await call();
-      setError(null);
-      done();
-    } catch (err) {
-      setError(err instanceof ApiError ? err : null);
-    }
-  };
+  const run = (call: () => Promise<unknown>, done: () => void) => apiAction(call, done, setError);
   const scale = (e: Event) => {
     e.preventDefault();
     const n = /^\d+$/.test(count.trim()) ? Number(count.trim()) : count.trim();

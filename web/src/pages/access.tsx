@@ -4,7 +4,7 @@
 // keeps only its hash); a secret's value is typed into a password field,
 // sent, and cleared: no page ever shows it (the API has no way to read it).
 import { useState } from "preact/hooks";
-import { api, ApiError } from "../api";
+import { api, apiAction as act, ApiError } from "../api";
 import { ErrorBox, Section, ShownOnce } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -25,17 +25,6 @@ interface Secret {
   name: string;
   created_at_ms: number;
   updated_at_ms: number;
-}
-
-// Runs `call`; then `done` (the list again), or its API error kept for the ErrorBox.
-async function act(call: () => Promise<unknown>, done: () => void, setError: (e: ApiError | null) => void) {
-  try {
-    await call();
-    setError(null);
-    done();
-  } catch (err) {
-    setError(err instanceof ApiError ? err : null);
-  }
 }
 
 function Tokens() {

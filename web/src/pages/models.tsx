@@ -1,6 +1,7 @@
 // Models: the registry's models the caller may see (GET /api/v1/models), and
 // for the one chosen (?model=NAME) its versions (GET /api/v1/models/{model}):
 // aliases, lineage (run, step, snapshot) and the deployments that use each.
+import { ModelManage } from "../components/model_manage";
 import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -70,6 +71,7 @@ function Detail({ name }: { name: string }) {
                rows={[...(m.data?.versions ?? [])].sort((a, b) => b.version - a.version)}
                rowKey={(v) => String(v.version)} empty="web.model.no_versions" />
       </Loading>
+      {m.data ? <ModelManage name={name} versions={m.data.versions.map((v) => v.version)} onChanged={m.reload} /> : null}
     </Section>
   );
 }
