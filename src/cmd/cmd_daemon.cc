@@ -41,10 +41,8 @@ struct DaemonFlags {
   bool port_fixed = false;  // --port or config.yaml's port: given, never the previous start's
   bool json = false;        // lathe up --json: {"started", "pid", "socket", "url"}
   std::string grace = "10s";
-  daemon::RetentionPolicy retention;            // config.yaml only
   std::string tls_cert, tls_key;                // --tls-cert/--tls-key, else config.yaml's tls
   std::vector<std::string> allowed_hosts;       // config.yaml only
-  daemon::QuotaConfig quotas;                   // config.yaml only
   daemon::NotebookSettings notebooks;           // config.yaml only
   std::string deployments_listen;               // --deployments-listen, else config.yaml's
   std::string gateway_user;                     // config.yaml only
@@ -68,9 +66,7 @@ Status ApplyConfig(DaemonFlags& f) {
   if (c.port && !given("--port")) f.port = *c.port;
   f.port_fixed = given("--port") || c.port.has_value();
   if (c.grace && !given("--grace")) f.grace = *c.grace;
-  if (c.retention) f.retention = *c.retention;
   if (c.allowed_hosts) f.allowed_hosts = *c.allowed_hosts;
-  if (c.quotas) f.quotas = *c.quotas;
   if (c.notebooks) f.notebooks = *c.notebooks;
   if (c.deployments && c.deployments->listen && !given("--deployments-listen")) {
     f.deployments_listen = *c.deployments->listen;
@@ -83,6 +79,8 @@ Status ApplyConfig(DaemonFlags& f) {
     f.metrics_open_on_loopback = *c.metrics->open_on_loopback;
   }
   if (c.telemetry) f.telemetry = *c.telemetry;
+  f.runs.retention = c.retention;
+  f.runs.quotas = c.quotas;
   f.runs.retry_backoff_ms = c.retry_backoff_ms;
   f.runs.retry_backoff_max_ms = c.retry_backoff_max_ms;
   f.runs.run_log_max_bytes = c.run_log_max_bytes;
@@ -131,12 +129,7 @@ sigset_t BlockStopSignals() {
 }
 
 void ApplyRunAndNotebookFlags(const DaemonFlags& f, daemon::DaemonOptions& o) {
-  o.retention = f.retention;
-  o.quotas = f.quotas;
-  if (f.runs.retry_backoff_ms) o.retry_backoff_ms = *f.runs.retry_backoff_ms;
-  if (f.runs.retry_backoff_max_ms) o.retry_backoff_max_ms = *f.runs.retry_backoff_max_ms;
-  if (f.runs.run_log_max_bytes) o.run_log_max_bytes = *f.runs.run_log_max_bytes;
-  if (f.runs.images_max_bytes) o.images_max_bytes = *f.runs.images_max_bytes;
+  daemon::ApplyReloadableConfig(f.runs, o);
   if (f.notebooks.idle_ms) o.notebooks.default_idle_ms = *f.notebooks.idle_ms;
   if (f.notebooks.poll_ms) o.notebooks.poll_ms = static_cast<int>(*f.notebooks.poll_ms);
   if (f.notebooks.gpu_busy_pct) o.notebooks.gpu_busy_pct = *f.notebooks.gpu_busy_pct;

@@ -149,13 +149,7 @@ Status AddFlags(const DeployFlags& f, Json& body) {
 
 // The catalog text of id with the args of a JSON object {name: value}.
 std::string TrJson(const std::string& id, const Json& args, Lang lang) {
-  MsgArgs a;
-  if (args.is_object()) {
-    for (auto it = args.begin(); it != args.end(); ++it) {
-      a.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
-    }
-  }
-  return Tr(id, lang, a);
+  return Tr(id, lang, MsgArgsFromJson(args));
 }
 
 // "healthy (2 of 2 replica(s) … ready)", in the reader's language.

@@ -102,19 +102,22 @@ std::string WaitingText(const Json& r, Lang lang) {
   return r.value("waiting", "");
 }
 
+// --timeout: how long --wait waits at most; 0 for no limit ("" or "0").
+Result<std::chrono::milliseconds> WaitLimit(const std::string& timeout) {
+  if (timeout.empty() || timeout == "0") return std::chrono::milliseconds{0};
+  auto t = ParseDuration(timeout);
+  if (!t.ok()) {
+    return Status::Msg(Code::kInvalidArgument, "notebook.bad_timeout", {{"value", timeout}});
+  }
+  return *t;
+}
+
 // Until the notebook is ready (or has ended, which is an error saying why),
 // at most `timeout` ("" or "0": no limit). While it is queued, the
 // scheduler's reason is printed each time it changes, so a wait behind a
 // quota or busy GPUs is never silent.
 Status WaitReady(api::ApiClient& c, const std::string& id, const std::string& timeout, Lang lang) {
-  std::chrono::milliseconds limit{0};
-  if (!timeout.empty() && timeout != "0") {
-    auto t = ParseDuration(timeout);
-    if (!t.ok()) {
-      return Status::Msg(Code::kInvalidArgument, "notebook.bad_timeout", {{"value", timeout}});
-    }
-    limit = *t;
-  }
+  ASSIGN_OR_RETURN(const std::chrono::milliseconds limit, WaitLimit(timeout));
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::string said;
   for (;;) {
@@ -172,9 +175,7 @@ Status PrintOpen(api::ApiClient& c, const std::string& id, bool browser, bool js
 
 Status RunStart(const StartFlags& f, Lang lang) {
   // A bad --timeout is refused before anything is queued.
-  if (!f.timeout.empty() && f.timeout != "0" && !ParseDuration(f.timeout).ok()) {
-    return Status::Msg(Code::kInvalidArgument, "notebook.bad_timeout", {{"value", f.timeout}});
-  }
+  RETURN_IF_ERROR(WaitLimit(f.timeout).status());
   ASSIGN_OR_RETURN(Json spec, NotebookSpec(f));
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
   ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));

@@ -189,6 +189,15 @@ Result<bool> GetBool(const Json& obj, std::string_view field) {
       obj, field, [](const Json& j) { return j.is_boolean(); }, "boolean");
 }
 
+MsgArgs MsgArgsFromJson(const Json& args) {
+  MsgArgs out;
+  if (!args.is_object()) return out;
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    out.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
+  }
+  return out;
+}
+
 Json StatusToJson(const Status& s) {
   Json err = {{"code", std::string(CodeName(s.code()))}, {"message", s.message()}};
   if (!s.msg_id().empty()) {
@@ -212,12 +221,7 @@ Status StatusFromJson(const Json& body, Code fallback) {
                   ? CodeFromName(e["code"].get<std::string>())
                   : fallback;
   if (e.contains("id") && e["id"].is_string()) {
-    MsgArgs args;
-    if (e.contains("args") && e["args"].is_object()) {
-      for (auto it = e["args"].begin(); it != e["args"].end(); ++it) {
-        args.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
-      }
-    }
+    MsgArgs args = MsgArgsFromJson(e.value("args", Json()));
     if (Catalog::Default().Has(e["id"].get<std::string>())) {
       return Status::Msg(code, e["id"].get<std::string>(), std::move(args));
     }

@@ -37,6 +37,11 @@ Result<std::string> GetString(const Json& obj, std::string_view field);
 Result<int64_t> GetInt(const Json& obj, std::string_view field);
 Result<bool> GetBool(const Json& obj, std::string_view field);
 
+// A message's arguments from a JSON object {name: value} (a stored event's,
+// an error body's): strings as they are, other values as JSON text; none
+// when `args` is not an object.
+MsgArgs MsgArgsFromJson(const Json& args);
+
 // The JSON body of an error: {"error": {"code", "id", "args", "message", "en", "zh"}}.
 Json StatusToJson(const Status& s);
 // The inverse, for clients: rebuilds a Status (code, id, args, English message).

@@ -140,6 +140,14 @@ struct PoolView {
   std::vector<std::string> queued, starting, running;
 };
 
+struct DaemonConfig;  // config.h
+
+// The settings of `c` that `lathe reload` may change while the daemon runs
+// (quotas and fair share, retention, retry backoff, the run log and image
+// store caps), put into `o` where `c` gives them (reload.cc); the daemon's
+// start applies them the same way.
+void ApplyReloadableConfig(const DaemonConfig& c, DaemonOptions& o);
+
 class Daemon final : public Runs {
  public:
   static Result<std::unique_ptr<Daemon>> Create(DaemonOptions options, os::Clock& clock);

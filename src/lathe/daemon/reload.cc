@@ -8,24 +8,29 @@
 
 namespace lathe::daemon {
 
+void ApplyReloadableConfig(const DaemonConfig& c, DaemonOptions& o) {
+  if (c.retention) o.retention = *c.retention;
+  if (c.quotas) o.quotas = *c.quotas;
+  if (c.retry_backoff_ms) o.retry_backoff_ms = *c.retry_backoff_ms;
+  if (c.retry_backoff_max_ms) o.retry_backoff_max_ms = *c.retry_backoff_max_ms;
+  if (c.run_log_max_bytes) o.run_log_max_bytes = *c.run_log_max_bytes;
+  if (c.images_max_bytes) o.images_max_bytes = *c.images_max_bytes;
+}
+
 Result<Json> Daemon::ReloadConfig() {
   const std::string path = paths_.home + "/config.yaml";
   // A file that does not parse or check leaves everything as it is.
   ASSIGN_OR_RETURN(DaemonConfig c, LoadDaemonConfig(path));
-  const DaemonOptions defaults;
-  LiveSettings next;
-  next.quotas = c.quotas.value_or(QuotaConfig{});
-  next.retention = c.retention.value_or(RetentionPolicy{});
-  next.retry_backoff_ms = c.retry_backoff_ms.value_or(defaults.retry_backoff_ms);
-  next.retry_backoff_max_ms = c.retry_backoff_max_ms.value_or(defaults.retry_backoff_max_ms);
-  next.run_log_max_bytes = c.run_log_max_bytes.value_or(defaults.run_log_max_bytes);
+  // What a start on this file would give them (the defaults where it is silent).
+  DaemonOptions o;
+  ApplyReloadableConfig(c, o);
   {
     MutexLock lock(&mu_);
-    live_ = std::move(next);
+    live_ = LiveSettings::Of(o);
     gpu_attempts_stale_ = true;  // the quotas' look-back may differ
     kicked_ = true;              // a raised limit may let a queued run start now
   }
-  if (images_) images_->SetMaxBytes(c.images_max_bytes.value_or(0));
+  if (images_) images_->SetMaxBytes(o.images_max_bytes);
   loop_cv_.SignalAll();
   spdlog::info(
       "config: {} read again: quotas, fair share, retention, retry backoff, run log "

@@ -97,10 +97,7 @@ std::string Deployments::UrlOf(const std::string& name) {
 // A catalog message in both languages, {"en", "zh"}: what the web UI shows
 // in the reader's language (the CLI renders msg_id and args itself).
 Json BothTexts(const std::string& msg_id, const Json& args) {
-  MsgArgs a;
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    a.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
-  }
+  const MsgArgs a = MsgArgsFromJson(args);
   return {{"en", Tr(msg_id, Lang::kEn, a)}, {"zh", Tr(msg_id, Lang::kZh, a)}};
 }
 
@@ -112,11 +109,7 @@ Status Deployments::AddEvent(const std::string& name, const std::string& level,
   e.level = level;
   e.msg_id = msg_id;
   e.args = args;
-  MsgArgs a;
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    a.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
-  }
-  e.message = Tr(msg_id, Lang::kEn, a);
+  e.message = Tr(msg_id, Lang::kEn, MsgArgsFromJson(args));
   spdlog::info("deployment {}: {}", name, e.message);
   return store_->AddEvent(e, kMaxEventsPerDeployment);
 }

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "lathe/common/split.h"
+
 namespace lathe::net {
 namespace {
 
@@ -45,17 +47,7 @@ std::string PercentDecode(std::string_view in, bool plus_is_space) {
   return out;
 }
 
-std::vector<std::string> PathSegments(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    if (j > i) parts.emplace_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return parts;
-}
+std::vector<std::string> PathSegments(std::string_view path) { return SplitNonEmpty(path, '/'); }
 
 std::string PercentEncode(std::string_view in) {
   static constexpr char kHex[] = "0123456789ABCDEF";

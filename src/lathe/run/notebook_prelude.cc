@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "lathe/common/i18n.h"
+#include "lathe/common/split.h"
 #include "lathe/common/status.h"
 #include "lathe/os/command.h"
 #include "lathe/os/files.h"
@@ -33,18 +34,6 @@ struct Args {
   std::vector<std::string> then;  // after `--`: what the setup step execs next
 };
 
-std::vector<std::string> SplitCommas(const std::string& v) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  while (from <= v.size()) {
-    size_t comma = v.find(',', from);
-    if (comma == std::string::npos) comma = v.size();
-    if (comma > from) out.push_back(v.substr(from, comma - from));
-    from = comma + 1;
-  }
-  return out;
-}
-
 bool ParseArgs(const std::vector<std::string>& args, Args& out) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--") {
@@ -62,7 +51,7 @@ bool ParseArgs(const std::vector<std::string>& args, Args& out) {
     } else if (args[i - 1] == "--socket") {
       out.socket = v;
     } else if (args[i - 1] == "--kernels") {
-      out.kernels = SplitCommas(v);
+      out.kernels = SplitNonEmpty(v, ',');
     } else {
       return false;
     }

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "lathe/common/split.h"
 #include "lathe/os/files.h"
 #include "lathe/os/process.h"
 
@@ -198,14 +199,7 @@ BackendRegistry::BackendRegistry(std::vector<std::string> search_dirs)
 std::vector<std::string> BackendRegistry::DefaultSearchDirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("LATHE_BACKEND_DIR"); env != nullptr && *env != '\0') {
-    std::string s = env;
-    size_t i = 0;
-    while (i <= s.size()) {
-      size_t j = s.find(':', i);
-      if (j == std::string::npos) j = s.size();
-      if (j > i) dirs.push_back(s.substr(i, j - i));
-      i = j + 1;
-    }
+    dirs = SplitNonEmpty(env, ':');
   }
   std::string self = SelfDir();
   dirs.push_back(self + "/backends");

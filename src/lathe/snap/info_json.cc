@@ -22,13 +22,6 @@ Json SkipToJson(const SkipRecord& s) {
           {"status", "skipped"}, {"reason", s.reason},   {"msg_id", s.msg_id}, {"args", args}};
 }
 
-MsgArgs SkipArgs(const Json& row) {
-  MsgArgs out;
-  if (!row.contains("args") || !row["args"].is_object()) return out;
-  for (auto it = row["args"].begin(); it != row["args"].end(); ++it) {
-    out.push_back({it.key(), it->is_string() ? it->get<std::string>() : it->dump()});
-  }
-  return out;
-}
+MsgArgs SkipArgs(const Json& row) { return MsgArgsFromJson(row.value("args", Json())); }
 
 }  // namespace lathe::snap
