@@ -285,9 +285,9 @@ Result<Deployments::Observed> Deployments::Observe(const state::DeploymentRecord
       if (!ended_seen_.insert(r.id).second || r.finished_at_ms < started_ms_) continue;
       o.phase = P::kEnded;
       o.end_reason = r.reason.empty() ? std::string(run::StateName(r.state)) : r.reason;
-      // Why it ended in its own words (a handler's exception, a missing
+      // Why it failed in its own words (a handler's exception, a missing
       // module): the last line of its output, into the events.
-      if (r.stop_intent == run::StopIntent::kNone) {
+      if (r.state == run::RunState::kFailed && r.stop_intent == run::StopIntent::kNone) {
         if (std::string last = LastLogLine(r.run_dir + "/log"); !last.empty()) {
           o.end_reason += ": " + last;
         }
