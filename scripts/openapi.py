@@ -60,7 +60,7 @@ def document(ops):
             "summary": f"{method} {path}",
             "description": "\n\n".join(op["text"]),
             "responses": {"default": {"description": "as the description says; an error is "
-                                      "{\"error\": {\"id\", \"en\", \"zh\", \"args\"}}"}},
+                                      "{error, code, msg_id, args, en, zh}"}},
         }
         if params:
             entry["parameters"] = params

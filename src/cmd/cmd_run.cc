@@ -529,7 +529,8 @@ void PrintPorts(const Json& r, Lang lang) {
     std::string label =
         Tr("ports.state." + state, lang,
            {{"listening", Join(p.value("listening", Json::array()))},
-            {"uid", p.contains("error") ? p["error"]["args"].value("uid", "") : std::string()}});
+            {"uid", p.contains("error") ? p["error"].value("args", Json::object()).value("uid", "")
+                                        : std::string()}});
     std::printf("%s\n", Tr("inspect.port_line", lang,
                            {{"name", p.value("name", "")},
                             {"url", p.value("url", "")},
@@ -538,9 +539,8 @@ void PrintPorts(const Json& r, Lang lang) {
                             {"state", label}})
                             .c_str());
     if (p.contains("error") && state != "not_running") {
-      std::printf(
-          "    %s\n",
-          Localize(StatusFromJson(Json{{"error", p["error"]}}, Code::kUnavailable), lang).c_str());
+      std::printf("    %s\n",
+                  Localize(StatusFromJson(p["error"], Code::kUnavailable), lang).c_str());
     }
     loopback = loopback || (p.value("kind", "") == "tcp" && address.starts_with("127.0.0.1:"));
   }

@@ -95,7 +95,7 @@ class Api(DaemonTest):
         self.assertEqual(os.stat(os.path.join(self.d.home, "token")).st_mode & 0o777, 0o600)
         status, body = self.request("GET", "/api/v1/status")
         self.assertEqual(status, 401)
-        self.assertEqual(json.loads(body)["error"]["id"], "api.unauthenticated")
+        self.assertEqual(json.loads(body)["msg_id"], "api.unauthenticated")
         status, _ = self.request("GET", "/api/v1/status", token="0" * 64)
         self.assertEqual(status, 401)
         status, body = self.request("GET", "/api/v1/status", token=token)
@@ -128,10 +128,10 @@ class Api(DaemonTest):
                 status, allowed, body = self.call(method, path, token)
                 self.assertEqual(status, 405, body)
                 self.assertEqual(allowed, allow)
-                self.assertEqual(body["error"]["id"], "api.bad_method")
-                self.assertIn(allow, body["error"]["zh"])
+                self.assertEqual(body["msg_id"], "api.bad_method")
+                self.assertIn(allow, body["zh"])
         status, allowed, body = self.call("GET", f"/api/v1/runs/{run}/nothing", token)
-        self.assertEqual((status, allowed, body["error"]["id"]), (404, None, "api.no_route"))
+        self.assertEqual((status, allowed, body["msg_id"]), (404, None, "api.no_route"))
         # Authentication comes first: no token, no list of methods.
         status, allowed, _ = self.call("DELETE", "/api/v1/runs", None)
         self.assertEqual((status, allowed), (401, None))
@@ -146,10 +146,10 @@ class Api(DaemonTest):
             with self.subTest(path):
                 status, _, body = self.call("GET", path, token)
                 self.assertEqual(status, 400, body)
-                self.assertEqual(body["error"]["id"], "api.bad_number")
-                self.assertEqual(body["error"]["args"]["param"], param)
-                self.assertIn(param, body["error"]["message"])
-                self.assertIn(param, body["error"]["zh"])
+                self.assertEqual(body["msg_id"], "api.bad_number")
+                self.assertEqual(body["args"]["param"], param)
+                self.assertIn(param, body["error"])
+                self.assertIn(param, body["zh"])
         status, _, body = self.call("GET", "/api/v1/runs?all=1&limit=0", token)  # 0: the default
         self.assertEqual(status, 200)
         self.assertEqual(len(body["runs"]), 1)
@@ -222,8 +222,8 @@ class Api(DaemonTest):
         self.assertEqual([e for e, _ in events][-1], "error")
         err = events[-1][1]
         self.assertEqual(err["http"], 409, err)
-        self.assertIn("--force", err["error"]["en"])
-        self.assertIn("--force", err["error"]["zh"])
+        self.assertIn("--force", err["en"])
+        self.assertIn("--force", err["zh"])
 
 
 class UpDown(unittest.TestCase):

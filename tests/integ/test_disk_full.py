@@ -61,7 +61,7 @@ class DiskFull(unittest.TestCase):
         # The API says so with 507 Insufficient Storage, not 429 (a rate limit).
         status, err = self.post_run()
         self.assertEqual(status, 507, err)
-        self.assertEqual(err["error"]["id"], "state.disk_full")
+        self.assertEqual(err["msg_id"], "state.disk_full")
         # Nothing already stored is lost while full.
         self.assertEqual(self.d.inspect(first)["state"], "succeeded")
         os.unlink(filler)

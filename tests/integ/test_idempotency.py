@@ -90,9 +90,9 @@ class Idempotency(DaemonTest):
         self.assertEqual(first["status"], 201, first)
         other = self.post(spec("false"), key="k-422")
         self.assertEqual(other["status"], 422, other)
-        err = other["body"]["error"]
-        self.assertEqual(err["id"], "run.idempotency_key_reused")
-        self.assertIn("k-422", err["message"])
+        err = other["body"]
+        self.assertEqual(err["msg_id"], "run.idempotency_key_reused")
+        self.assertIn("k-422", err["error"])
         self.assertTrue(err["zh"])
         self.assertEqual(len(self.all_runs()), 1)
 
@@ -100,8 +100,8 @@ class Idempotency(DaemonTest):
         for bad in ["has space", "x" * 256, '""', "caf\u00e9"]:
             r = self.post(spec("true"), key=bad)
             self.assertEqual(r["status"], 400, (bad, r))
-            self.assertEqual(r["body"]["error"]["id"], "api.bad_idempotency_key")
-            self.assertIn("Idempotency-Key", r["body"]["error"]["message"])
+            self.assertEqual(r["body"]["msg_id"], "api.bad_idempotency_key")
+            self.assertIn("Idempotency-Key", r["body"]["error"])
         ok = self.post(spec("true"), key="A-z_0.9:~+/=" + "k" * 243)  # 255 characters
         self.assertEqual(ok["status"], 201, ok)
         self.assertEqual(len(self.all_runs()), 1)

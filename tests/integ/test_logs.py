@@ -112,12 +112,12 @@ class Logs(DaemonTest):
         self.assertIn("'tail' and 'offset'", r.stderr)
         status, _, body = get(self.d, f"/api/v1/runs/{rid}/logs?limit=abc")
         self.assertEqual(status, 400)
-        err = json.loads(body)["error"]
-        self.assertEqual(err["id"], "logs.bad_number")
+        err = json.loads(body)
+        self.assertEqual(err["msg_id"], "logs.bad_number")
         self.assertEqual(err["args"]["param"], "limit")
         status, _, body = get(self.d, f"/api/v1/runs/{rid}/logs?follow=1&limit=3")
         self.assertEqual(status, 400)
-        self.assertEqual(json.loads(body)["error"]["id"], "logs.conflict")
+        self.assertEqual(json.loads(body)["msg_id"], "logs.conflict")
 
     def test_api_pages_say_where_the_next_one_starts(self):
         rid = self.small_run()
@@ -145,7 +145,7 @@ class Logs(DaemonTest):
             held.append(c)
         status, _, body = get(self.d, f"/api/v1/runs/{rid}/logs")
         self.assertEqual(status, 429)
-        self.assertEqual(json.loads(body)["error"]["id"], "logs.too_many_readers")
+        self.assertEqual(json.loads(body)["msg_id"], "logs.too_many_readers")
         for c in held:
             c.close()
         # The followers notice their clients are gone and free their places.

@@ -109,7 +109,7 @@ class Ports(DaemonTest):
         self.d.cli("stop", run, user=USER, env=self.env())
         self.d.wait_state(run, ["stopped", "failed", "succeeded"])
         p = self.port_of(run)
-        self.assertEqual((p["state"], p["error"]["id"]), ("not_running", "ports.not_running"))
+        self.assertEqual((p["state"], p["error"]["msg_id"]), ("not_running", "ports.not_running"))
 
     def test_a_websocket_client_echoes_through_the_proxy(self):
         import websocket  # python3-websocket
@@ -145,10 +145,9 @@ class Ports(DaemonTest):
         self.assertEqual(p["state"], "elsewhere")
         self.assertEqual(p["listening"], [f"0.0.0.0:{declared}"])
         # The proxy's page says which layer failed.
-        status, body = self.request(run)
-        self.assertEqual(status, 503, body)
-        err = body["error"]
-        self.assertEqual(err["id"], "ports.elsewhere")
+        status, err = self.request(run)
+        self.assertEqual(status, 503, err)
+        self.assertEqual(err["msg_id"], "ports.elsewhere")
         self.assertEqual(err["args"]["layer"], "elsewhere")
         self.assertEqual(err["args"]["listening"], f"0.0.0.0:{declared}")
         self.assertEqual(err["args"]["env"], env)
@@ -168,9 +167,9 @@ class Ports(DaemonTest):
         self.assertEqual((p["state"], p["listening"]), ("not_listening", []))
         status, body = self.request(run)
         self.assertEqual(status, 503, body)
-        self.assertEqual(body["error"]["id"], "ports.not_listening")
-        self.assertIn(f"nothing listens on {p['address']} yet", body["error"]["en"])
-        self.assertIn("$LATHE_PORT_8000", body["error"]["en"])
+        self.assertEqual(body["msg_id"], "ports.not_listening")
+        self.assertIn(f"nothing listens on {p['address']} yet", body["en"])
+        self.assertIn("$LATHE_PORT_8000", body["en"])
         text = self.d.cli("inspect", run, user=USER, env=self.env()).stdout
         self.assertIn("not yet: nothing listens", text)
         # A client whose proxy variables capture localhost is told so.

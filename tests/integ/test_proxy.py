@@ -90,7 +90,7 @@ class Proxy(DaemonTest):
             return r.status, data, r
 
     def error_id(self, body):
-        return body.get("error", {}).get("id") if isinstance(body, dict) else None
+        return body.get("msg_id") if isinstance(body, dict) else None
 
     # --- tests ---
 

@@ -78,8 +78,8 @@ class RunLists(DaemonTest):
                          ({"state": "running,"}, "state")]:
             st, body = runs(self.d, all=1, **q)
             self.assertEqual(st, 400, q)
-            self.assertEqual(body["error"]["args"]["param"], param, body)
-            self.assertTrue(body["error"]["zh"], body)
+            self.assertEqual(body["args"]["param"], param, body)
+            self.assertTrue(body["zh"], body)
         self.d.cli("stop", held)
 
     def test_follow_sends_every_state_change_and_removals(self):
@@ -190,7 +190,7 @@ class LogPages(DaemonTest):
         self.assertEqual(hdr["x-lathe-next-offset"], "47")
         st, _, body = get(self.d, f"/api/v1/runs/{rid}/logs?numbers=1&tail=3")
         self.assertEqual(st, 400)
-        self.assertEqual(json.loads(body)["error"]["id"], "logs.numbers_with_tail")
+        self.assertEqual(json.loads(body)["msg_id"], "logs.numbers_with_tail")
 
 
 class DoctorApi(DaemonTest):

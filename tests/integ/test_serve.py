@@ -387,7 +387,7 @@ parameters: {{env: {{HANG_FILE: {cls.hang}}}}}
                 self.assertEqual(status, 400, data)
                 err = json.loads(data)
                 self.assertEqual(err["code"], "invalid_argument")
-                self.assertEqual(err.get("id"), msg_id, err)  # as with a config
+                self.assertEqual(err.get("msg_id"), msg_id, err)  # as with a config
                 self.assertIn("forward()", err["error"])
                 for leak in ("Traceback", ".py", "code/__torch__", "\n"):
                     self.assertNotIn(leak, err["error"])

@@ -134,14 +134,14 @@ class Sessions(DaemonTest):
         made = {"name": "from-browser"}
         status, _, body = self.http("POST", "/api/v1/tokens", cookie, body=made)
         self.assertEqual(status, 403, body)
-        self.assertEqual(body["error"]["id"], "session.csrf_missing")
+        self.assertEqual(body["msg_id"], "session.csrf_missing")
         status, _, body = self.http("POST", "/api/v1/tokens", cookie, body=made,
                                     headers={"X-Lathe-CSRF": "0" * 64})
-        self.assertEqual((status, body["error"]["id"]), (403, "session.csrf_invalid"))
+        self.assertEqual((status, body["msg_id"]), (403, "session.csrf_invalid"))
         status, _, body = self.http("POST", "/api/v1/tokens", cookie, body=made,
                                     headers={"X-Lathe-CSRF": csrf,
                                              "Origin": "http://evil.example"})
-        self.assertEqual((status, body["error"]["id"]), (403, "session.bad_origin"))
+        self.assertEqual((status, body["msg_id"]), (403, "session.bad_origin"))
         status, _, token = self.http("POST", "/api/v1/tokens", cookie, body=made,
                                      headers={"X-Lathe-CSRF": csrf,
                                               "Origin": f"http://localhost:{self.port()}"})
@@ -205,8 +205,8 @@ class Sessions(DaemonTest):
             for kw in ({"cookie": cookie}, {"headers": bearer}, {}):
                 status, _, body = self.http("GET", "/api/v1/status", host=host, **kw)
                 self.assertEqual(status, 421, (host, body))
-                self.assertEqual(body["error"]["id"], "api.host_not_allowed")
-                self.assertIn("allowed_hosts", body["error"]["message"])
+                self.assertEqual(body["msg_id"], "api.host_not_allowed")
+                self.assertIn("allowed_hosts", body["error"])
             status, _, _ = self.http("GET", "/ui/", cookie, host=host)
             self.assertEqual(status, 421, host)
         # A run's origin (<run>.localhost) is the proxy's: the API's session
@@ -214,7 +214,7 @@ class Sessions(DaemonTest):
         for kw in ({"cookie": cookie}, {}):
             status, _, body = self.http("GET", "/api/v1/status", host=f"r1.localhost:{self.port()}",
                                         **kw)
-            self.assertEqual((status, body["error"]["id"]), (401, "proxy.login_needed"), body)
+            self.assertEqual((status, body["msg_id"]), (401, "proxy.login_needed"), body)
         for host in (f"localhost:{self.port()}", f"127.0.0.1:{self.port()}", "LOCALHOST.",
                      f"[::1]:{self.port()}"):
             status, _, body = self.http("GET", "/api/v1/status", headers=bearer, host=host)
@@ -279,7 +279,7 @@ class Sessions(DaemonTest):
         self.assertIn(sid_a, r.stdout)
         status, _, body = self.http("GET", "/api/v1/runs", cookie_a)
         self.assertEqual(status, 401, body)
-        self.assertEqual(body["error"]["id"], "session.invalid")
+        self.assertEqual(body["msg_id"], "session.invalid")
         status, _, _ = self.http("GET", "/api/v1/runs", cookie_b)
         self.assertEqual(status, 200)
 

@@ -115,9 +115,9 @@ class SlurmPoolsCommand(PoolCase):
         broken = pools["broken"]
         self.assertEqual(broken["partitions"], [])
         self.assertIsNotNone(broken["error"], out)
-        self.assertEqual(broken["error"]["id"], "slurm.sinfo_failed", broken)
-        self.assertIn("pool broken: sinfo failed: ", broken["error"]["message"])
-        self.assertIn("Unable to contact slurm controller", broken["error"]["message"])
+        self.assertEqual(broken["error"]["msg_id"], "slurm.sinfo_failed", broken)
+        self.assertIn("pool broken: sinfo failed: ", broken["error"]["error"])
+        self.assertIn("Unable to contact slurm controller", broken["error"]["error"])
         self.assertIsNone(pools["cluster"]["error"])  # the others still answer
         r = self.run_as(USER, "pools")
         self.assertEqual(r.returncode, 0)

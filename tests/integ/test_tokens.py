@@ -226,7 +226,7 @@ class Tokens(DaemonTest):
         # never expires nor one of the hour; the field left out still does.
         hour = self.create(a, "--expires", "1h")
         code, body = self.post_token({"expires": ""}, hour["token"])
-        self.assertEqual((code, body["error"]["id"]), (400, "token.bad_expires"), body)
+        self.assertEqual((code, body["msg_id"]), (400, "token.bad_expires"), body)
         code, body = self.post_token({"name": "x", "expires": ""}, hour["token"])
         self.assertEqual(code, 400, body)
         code, body = self.post_token({}, hour["token"])
@@ -251,8 +251,8 @@ class Tokens(DaemonTest):
             time.sleep(0.1)
         code, headers, body = self.http("GET", "/api/v1/status", short["token"])
         self.assertEqual(code, 401, body)
-        self.assertEqual(body["error"]["id"], "token.expired")
-        self.assertIn(short["id"], body["error"]["message"])
+        self.assertEqual(body["msg_id"], "token.expired")
+        self.assertIn(short["id"], body["error"])
         self.assertIn("invalid_token", headers.get("WWW-Authenticate", ""))
         r = self.login(a, short["token"])
         self.assertEqual(r.returncode, 1, r.stdout)
@@ -274,7 +274,7 @@ class Tokens(DaemonTest):
         self.assertEqual(r.returncode, 1, r.stdout)
         self.assertIn("is not valid", r.stderr)
         code, _, body = self.http("GET", "/api/v1/runs", live["token"])
-        self.assertEqual((code, body["error"]["id"]), (401, "token.invalid"))
+        self.assertEqual((code, body["msg_id"]), (401, "token.invalid"))
         self.assert_secret_nowhere(live["token"])
 
     def test_revoking_a_token_ends_the_streams_it_opened(self):
@@ -309,7 +309,7 @@ class Tokens(DaemonTest):
             self.assertEqual(code, 401, (i, body))
         code, headers, body = self.http("GET", "/api/v1/status", bad)
         self.assertEqual(code, 429, body)
-        self.assertEqual(body["error"]["id"], "api.auth_rate_limited")
+        self.assertEqual(body["msg_id"], "api.auth_rate_limited")
         self.assertGreater(int(headers["Retry-After"]), 0)
         # A good token from that client waits too, or the answer would tell a
         # guesser which guess was right; the unix socket is not affected.

@@ -212,9 +212,9 @@ class Users(DaemonTest):
 
         # Another user may delete neither root's snapshot nor root's run.
         status, body = self.api("DELETE", f"/api/v1/snapshots/{root_snap}", user=USER)
-        self.assertEqual((status, body["error"]["id"]), (403, "snap.forbidden"), body)
+        self.assertEqual((status, body["msg_id"]), (403, "snap.forbidden"), body)
         status, body = self.api("DELETE", f"/api/v1/runs/{mine}?snapshots=1", user=USER)
-        self.assertEqual((status, body["error"]["id"]), (403, "run.forbidden"), body)
+        self.assertEqual((status, body["msg_id"]), (403, "run.forbidden"), body)
         self.assertEqual([s["id"] for s in self.snapshots_of(mine)], [root_snap])
         self.assertEqual(self.d.inspect(mine)["state"], "succeeded")
 
@@ -226,13 +226,13 @@ class Users(DaemonTest):
         status, body = self.api("DELETE", f"/api/v1/runs/{theirs}", user=USER)
         self.assertEqual(status, 200, body)
         status, body = self.api("GET", f"/api/v1/runs/{theirs}", user=USER)
-        self.assertEqual((status, body["error"]["id"]), (404, "run.not_found"), body)
+        self.assertEqual((status, body["msg_id"]), (404, "run.not_found"), body)
 
         # Root may delete any finished run, with its snapshots; not one still running.
         running = self.d.submit("--", "sleep", "60")
         self.d.wait_state(running, "running")
         status, body = self.api("DELETE", f"/api/v1/runs/{running}")
-        self.assertEqual((status, body["error"]["id"]), (409, "run.not_finished"), body)
+        self.assertEqual((status, body["msg_id"]), (409, "run.not_finished"), body)
         self.d.cli("stop", running)
         status, body = self.api("DELETE", f"/api/v1/runs/{mine}?snapshots=1")
         self.assertEqual(status, 200, body)

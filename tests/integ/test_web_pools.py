@@ -109,7 +109,7 @@ class WebPools(unittest.TestCase):
         pools = json.loads(d.cli("pools", "--json", user=USER, env=self.env).stdout)
         by_name = {p["name"]: p for p in pools["pools"]}
         self.assertEqual(list(by_name), ["local", "broken", "cluster"])
-        self.assertEqual(by_name["broken"]["error"]["id"], "slurm.sinfo_failed", by_name["broken"])
+        self.assertEqual(by_name["broken"]["error"]["msg_id"], "slurm.sinfo_failed", by_name["broken"])
         self.assertIn("no-such-slurm.conf", by_name["broken"]["error"]["en"])  # the pool's SLURM_CONF
         self.assertEqual([p["name"] for p in by_name["cluster"]["partitions"]], ["debug", "long"])
         self.assertEqual(by_name["cluster"]["runs"]["starting"]["ids"], [pooled])

@@ -655,11 +655,11 @@ async function main() {
     await forbidden.waitFor(WAIT);
     const api = await page.evaluate(async (id) => {
       const r = await fetch(`/api/v1/runs/${id}`);
-      return { status: r.status, error: (await r.json()).error };
+      return { status: r.status, error: await r.json() };
     }, cfg.other_run);
     check(api.status === 403, `GET /runs/${cfg.other_run}: ${api.status}`);
     check((await forbidden.textContent()) === api.error.en, `shown: ${await forbidden.textContent()}`);
-    log(`${step}: ${api.error.id}`);
+    log(`${step}: ${api.error.msg_id}`);
 
     await logFollowsLive(page);
     await bigLog(page);

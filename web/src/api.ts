@@ -2,11 +2,12 @@
 // with the browser session's cookie. A request that changes state carries the
 // session's CSRF token (X-Lathe-CSRF, from GET /api/v1/session).
 import { has, langStore, t } from "./i18n";
+import type { ErrorBody } from "./types";
 
 const BASE = "/api/v1";
 
-// An error as the API sends it ({"error": {code, id, args, message, en, zh}}),
-// or one of the UI's own (no answer at all: web.error.network).
+// An error as the API sends it (an ErrorBody), or one of the UI's own (no
+// answer at all: web.error.network).
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -40,6 +41,12 @@ export function onUnauthenticated(fn: () => void) {
   onSignedOut = fn;
 }
 
+// The ApiError of an error body (the HTTP layer's own carry only `error`).
+function errorFromBody(status: number, b: ErrorBody): ApiError {
+  const en = b.en ?? b.error;
+  return new ApiError(status, b.msg_id ?? "", b.args ?? {}, en, b.zh ?? en);
+}
+
 function uiError(status: number, id: string, args: Record<string, string> = {}) {
   return new ApiError(status, id, args, "", "");  // text() finds it in the catalog
 }
@@ -52,11 +59,7 @@ async function errorOf(res: Response): Promise<ApiError> {
     // not JSON: a proxy's page, a cut connection
   }
   const e = (body as { error?: unknown } | null)?.error;
-  if (e && typeof e === "object") {
-    const o = e as { id?: string; args?: Record<string, string>; en?: string; zh?: string; message?: string };
-    return new ApiError(res.status, o.id ?? "", o.args ?? {}, o.en ?? o.message ?? "", o.zh ?? o.en ?? "");
-  }
-  if (typeof e === "string") return new ApiError(res.status, "", {}, e, e);
+  if (typeof e === "string") return errorFromBody(res.status, body as ErrorBody);
   return uiError(res.status, "web.error.http", { status: String(res.status) });
 }
 

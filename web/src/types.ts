@@ -1,5 +1,18 @@
 // The API's objects as the UI reads them (docs/api.md); fields the UI does not
 // use are left out.
+
+// The one error body of the daemon, the deployments' front and lathe serve
+// (docs/api.md#errors), also where an object carries an error (a pool's, a
+// port's): {"error": English text, code, msg_id, args, en, zh}.
+export interface ErrorBody {
+  error: string;
+  code?: string;
+  msg_id?: string;              // with args, when the text is a catalog entry
+  args?: Record<string, string>;
+  en?: string;
+  zh?: string;
+}
+
 export interface Run {
   id: string;
   name: string;
@@ -75,7 +88,7 @@ export interface Pool {
   account: string;
   qos: string;
   partitions: PoolPartition[];
-  error: { code?: string; id?: string; args?: Record<string, string>; message?: string; en?: string; zh?: string } | null;
+  error: ErrorBody | null;      // the cluster did not answer
   runs: { queued: PoolRunCount; starting: PoolRunCount; running: PoolRunCount };
 }
 

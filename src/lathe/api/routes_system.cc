@@ -50,8 +50,7 @@ Json PoolJson(const daemon::PoolView& v) {
       {"account", v.description.account},
       {"qos", v.description.qos},
       {"partitions", parts},
-      {"error",
-       v.description.error.ok() ? Json(nullptr) : StatusToJson(v.description.error)["error"]},
+      {"error", v.description.error.ok() ? Json(nullptr) : StatusToJson(v.description.error)},
       {"runs",
        {{"queued", runs(v.queued)}, {"starting", runs(v.starting)}, {"running", runs(v.running)}}}};
 }

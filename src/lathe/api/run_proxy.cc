@@ -96,7 +96,7 @@ Json ApiServer::PortsJson(const state::RunRecord& r) {
     Status why = s.check.state == run::PortState::kNotRunning
                      ? run::ExplainNotRunning(r.id, s.spec, run::StateName(r.state))
                      : run::ExplainPort(r.id, s.spec, s.address.empty() ? "-" : s.address, s.check);
-    if (!why.ok()) j["error"] = StatusToJson(why)["error"];
+    if (!why.ok()) j["error"] = StatusToJson(why);
     out.push_back(std::move(j));
     first = false;
   }

@@ -199,34 +199,39 @@ MsgArgs MsgArgsFromJson(const Json& args) {
 }
 
 Json StatusToJson(const Status& s) {
-  Json err = {{"code", std::string(CodeName(s.code()))}, {"message", s.message()}};
+  Json j = {{"error", s.message()}, {"code", std::string(CodeName(s.code()))}};
   if (!s.msg_id().empty()) {
-    err["id"] = s.msg_id();
+    j["msg_id"] = s.msg_id();
     Json args = Json::object();
     for (const auto& a : s.args()) args[a.key] = a.value;
-    err["args"] = args;
+    j["args"] = args;
   }
-  err["en"] = Localize(s, Lang::kEn);
-  err["zh"] = Localize(s, Lang::kZh);
-  return Json{{"error", err}};
+  j["en"] = Localize(s, Lang::kEn);
+  j["zh"] = Localize(s, Lang::kZh);
+  return j;
 }
 
 Status StatusFromJson(const Json& body, Code fallback) {
   if (!body.is_object() || !body.contains("error")) {
     return Status(fallback, body.is_string() ? body.get<std::string>() : body.dump());
   }
-  const Json& e = body["error"];
-  if (e.is_string()) return Status(fallback, e.get<std::string>());
+  const Json& error = body["error"];
+  // A daemon before the flat shape nested the fields under "error", with the
+  // id as "id" and the text as "message".
+  const bool nested = error.is_object();
+  const Json& e = nested ? error : body;
+  const char* id_key = nested ? "id" : "msg_id";
   Code code = e.contains("code") && e["code"].is_string()
                   ? CodeFromName(e["code"].get<std::string>())
                   : fallback;
-  if (e.contains("id") && e["id"].is_string()) {
-    MsgArgs args = MsgArgsFromJson(e.value("args", Json()));
-    if (Catalog::Default().Has(e["id"].get<std::string>())) {
-      return Status::Msg(code, e["id"].get<std::string>(), std::move(args));
+  if (e.contains(id_key) && e[id_key].is_string()) {
+    const std::string id = e[id_key].get<std::string>();
+    if (Catalog::Default().Has(id)) {
+      return Status::Msg(code, id, MsgArgsFromJson(e.value("args", Json())));
     }
   }
-  return Status(code, e.value("message", e.dump()));
+  if (nested) return Status(code, e.value("message", e.dump()));
+  return Status(code, error.is_string() ? error.get<std::string>() : error.dump());
 }
 
 }  // namespace lathe

@@ -42,9 +42,16 @@ Result<bool> GetBool(const Json& obj, std::string_view field);
 // when `args` is not an object.
 MsgArgs MsgArgsFromJson(const Json& args);
 
-// The JSON body of an error: {"error": {"code", "id", "args", "message", "en", "zh"}}.
+// The JSON body of an error, the same for the daemon's API, the deployments'
+// front and `lathe serve`: {"error": English text, "code": CodeName, "msg_id",
+// "args" (both only when the status has a catalog id), "en", "zh"}. "error"
+// is a string because KServe v2 (which `lathe serve` speaks) says so. A caller
+// may add fields of its own (an SSE error event adds "http").
 Json StatusToJson(const Status& s);
-// The inverse, for clients: rebuilds a Status (code, id, args, English message).
+// The inverse, for clients: rebuilds a Status (code, id, args, English
+// message) from that shape, from the nested one of older daemons
+// ({"error": {"code", "id", "args", "message", …}}) and from a bare
+// {"error": text} (the HTTP layer's own answers; `fallback` is its code).
 Status StatusFromJson(const Json& body, Code fallback);
 
 }  // namespace lathe

@@ -104,4 +104,76 @@ TEST(Json, AnAnswerParsesPlainlyAndMalformedTextIsAnError) {
   EXPECT_FALSE(ParseJsonAnswer("").ok());
 }
 
+TEST(StatusJson, OneFlatShapeWhoseErrorIsTheEnglishText) {
+  Status s =
+      Status::Msg(Code::kInvalidArgument, "spec.bad_size", {{"field", "memory"}, {"value", "16X"}});
+  Json j = StatusToJson(s);
+  ASSERT_TRUE(j["error"].is_string()) << j;  // KServe v2 asks for a string
+  EXPECT_EQ(j["error"], s.message());
+  EXPECT_EQ(j["code"], "invalid_argument");
+  EXPECT_EQ(j["msg_id"], "spec.bad_size");
+  EXPECT_EQ(j["args"], (Json{{"field", "memory"}, {"value", "16X"}}));
+  EXPECT_EQ(j["en"], s.message());
+  EXPECT_NE(j["zh"].get<std::string>().find("memory"), std::string::npos);
+  EXPECT_NE(j["zh"], j["en"]);
+  EXPECT_EQ(j.size(), 6u) << j;
+
+  // Without a catalog id: no msg_id, no args.
+  Json plain = StatusToJson(Status::NotFound("no such thing"));
+  EXPECT_EQ(plain, (Json{{"error", "no such thing"},
+                         {"code", "not_found"},
+                         {"en", "no such thing"},
+                         {"zh", "no such thing"}}));
+}
+
+TEST(StatusJson, RoundTripsAndReadsTheOldNestedShapeAndABareText) {
+  Status s = Status::Msg(Code::kNotFound, "run.not_found", {{"run", "r12"}});
+  Status back = StatusFromJson(StatusToJson(s), Code::kInternal);
+  EXPECT_EQ(back.code(), Code::kNotFound);
+  EXPECT_EQ(back.msg_id(), "run.not_found");
+  EXPECT_EQ(Arg(back, "run"), "r12");
+  EXPECT_EQ(back.message(), s.message());
+
+  // An extra field (an SSE error event's "http") is ignored.
+  Json event = StatusToJson(s);
+  event["http"] = 404;
+  EXPECT_EQ(StatusFromJson(event, Code::kInternal).msg_id(), "run.not_found");
+
+  // A plain status keeps its text and code; an unknown id keeps the text.
+  Status plain = StatusFromJson(StatusToJson(Status::Unavailable("try later")), Code::kInternal);
+  EXPECT_EQ(plain.code(), Code::kUnavailable);
+  EXPECT_EQ(plain.message(), "try later");
+  EXPECT_TRUE(plain.msg_id().empty());
+  Status unknown =
+      StatusFromJson(Json{{"error", "newer text"}, {"code", "not_found"}, {"msg_id", "no.such.id"}},
+                     Code::kInternal);
+  EXPECT_EQ(unknown.code(), Code::kNotFound);
+  EXPECT_EQ(unknown.message(), "newer text");
+
+  // An older daemon's nested shape.
+  Json old = {{"error",
+               {{"code", "not_found"},
+                {"id", "run.not_found"},
+                {"args", {{"run", "r7"}}},
+                {"message", "no run with id or name 'r7'"},
+                {"en", "no run with id or name 'r7'"},
+                {"zh", "…"}}}};
+  Status o = StatusFromJson(old, Code::kInternal);
+  EXPECT_EQ(o.code(), Code::kNotFound);
+  EXPECT_EQ(o.msg_id(), "run.not_found");
+  EXPECT_EQ(Arg(o, "run"), "r7");
+  Status old_plain = StatusFromJson(
+      Json{{"error", {{"code", "unavailable"}, {"message", "stopping"}}}}, Code::kInternal);
+  EXPECT_EQ(old_plain.code(), Code::kUnavailable);
+  EXPECT_EQ(old_plain.message(), "stopping");
+
+  // The HTTP layer's own answer: only "error"; the code is the caller's.
+  Status bare = StatusFromJson(Json{{"error", "request body too large"}}, Code::kResourceExhausted);
+  EXPECT_EQ(bare.code(), Code::kResourceExhausted);
+  EXPECT_EQ(bare.message(), "request body too large");
+  // Not an error body at all.
+  EXPECT_EQ(StatusFromJson(Json("gateway timeout"), Code::kUnavailable).message(),
+            "gateway timeout");
+}
+
 }  // namespace lathe

@@ -14,7 +14,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "lathe/common/i18n.h"
 #include "lathe/common/json.h"
 #include "lathe/common/spin_lock.h"
 #include "lathe/gateway/balancer.h"
@@ -49,22 +48,11 @@ std::string Shown(std::string_view s) {
   return out;
 }
 
-// The reader's language, from Accept-Language (Chinese when it comes first).
-Lang LangOf(const net::HttpRequest& req) {
-  std::string_view al = req.Header("Accept-Language");
-  while (!al.empty() && al.front() == ' ') al.remove_prefix(1);
-  return al.size() >= 2 && (al.substr(0, 2) == "zh" || al.substr(0, 2) == "ZH") ? Lang::kZh
-                                                                                : Lang::kEn;
-}
-
-// `error` in the reader's language (where the answer knows the request), and
-// always both: `en` and `zh`, as the daemon's API errors carry them.
-net::HttpResponse ErrorResponse(int code, const Status& s, Lang lang, net::Headers headers = {}) {
-  Json body = {{"error", Localize(s, lang)},
-               {"msg_id", s.msg_id()},
-               {"en", Localize(s, Lang::kEn)},
-               {"zh", Localize(s, Lang::kZh)}};
-  return net::HttpResponse{code, "application/json", std::move(headers), body.dump()};
+// The error body of every answer (common/json.h: the daemon's and `lathe
+// serve`'s too), with both languages; `error` is the English text.
+net::HttpResponse ErrorResponse(int code, const Status& s, net::Headers headers = {}) {
+  return net::HttpResponse{code, "application/json", std::move(headers),
+                           StatusToJson(s).dump(-1, ' ', false, Json::error_handler_t::replace)};
 }
 
 // The answer for an error of the proxy (a replica that failed): the proxy's
@@ -78,29 +66,26 @@ net::HttpResponse ProxyErrorPage(const Status& s) {
     return s.message();
   };
   if (id == "proxy.busy") {
-    return ErrorResponse(503, Status::Msg(s.code(), "gateway.busy"), Lang::kEn,
-                         {{"Retry-After", "1"}});
+    return ErrorResponse(503, Status::Msg(s.code(), "gateway.busy"), {{"Retry-After", "1"}});
   }
   if (id == "proxy.stopping") {
-    return ErrorResponse(503, Status::Msg(s.code(), "gateway.stopping"), Lang::kEn,
-                         {{"Retry-After", "1"}});
+    return ErrorResponse(503, Status::Msg(s.code(), "gateway.stopping"), {{"Retry-After", "1"}});
   }
   if (id == "proxy.timeout") {
-    return ErrorResponse(504, Status::Msg(s.code(), "gateway.replica_timeout"), Lang::kEn);
+    return ErrorResponse(504, Status::Msg(s.code(), "gateway.replica_timeout"));
   }
   if (id == "proxy.wrong_owner") {
-    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_wrong_owner"), Lang::kEn);
+    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_wrong_owner"));
   }
   if (id == "proxy.unreachable") {
-    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_unreachable"), Lang::kEn);
+    return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_unreachable"));
   }
   if (id == "proxy.bad_response") {
     return ErrorResponse(
-        502, Status::Msg(s.code(), "gateway.replica_bad_answer", {{"reason", reason()}}),
-        Lang::kEn);
+        502, Status::Msg(s.code(), "gateway.replica_bad_answer", {{"reason", reason()}}));
   }
-  return ErrorResponse(502, Status::Msg(s.code(), "gateway.replica_failed", {{"reason", reason()}}),
-                       Lang::kEn);
+  return ErrorResponse(502,
+                       Status::Msg(s.code(), "gateway.replica_failed", {{"reason", reason()}}));
 }
 
 std::function<double()> NewRandom() {
@@ -194,7 +179,7 @@ class FrontImpl final : public Front {
       }
       for (auto& h : held) {
         Answer(*dep, std::move(h.res), h.start_us,
-               ErrorResponse(503, Status::Msg(Code::kUnavailable, "gateway.stopping"), h.lang,
+               ErrorResponse(503, Status::Msg(Code::kUnavailable, "gateway.stopping"),
                              {{"Retry-After", "1"}}));
       }
     }
@@ -206,7 +191,6 @@ class FrontImpl final : public Front {
     net::HttpRequest req;
     std::unique_ptr<net::Responder> res;
     int64_t start_us = 0;
-    Lang lang = Lang::kEn;
   };
 
   // What a replica said of itself: its load from its /metrics (the last
@@ -261,13 +245,11 @@ class FrontImpl final : public Front {
   void Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res) {
     if (req.peer) return Admin(req, std::move(res));
     const int64_t start_us = clock_.MonotonicUs();
-    const Lang lang = LangOf(req);
     // 1. /d/NAME/REST?Q: the deployment's name and what the replica gets.
     std::string_view t = req.target;
     if (t.substr(0, 3) != "/d/") {
       return res->Send(ErrorResponse(
-          404, Status::Msg(Code::kNotFound, "gateway.not_found", {{"path", Shown(req.path)}}),
-          lang));
+          404, Status::Msg(Code::kNotFound, "gateway.not_found", {{"path", Shown(req.path)}})));
     }
     const size_t end = t.find_first_of("/?", 3);
     const std::string_view raw_name = t.substr(3, end == std::string_view::npos ? end : end - 3);
@@ -276,9 +258,8 @@ class FrontImpl final : public Front {
     const std::string_view name = escaped ? std::string_view(decoded) : raw_name;
     DeploymentPtr dep = Lookup(name);
     if (!dep) {
-      return res->Send(ErrorResponse(
-          404, Status::Msg(Code::kNotFound, "gateway.unknown_deployment", {{"name", Shown(name)}}),
-          lang));
+      return res->Send(ErrorResponse(404, Status::Msg(Code::kNotFound, "gateway.unknown_deployment",
+                                                      {{"name", Shown(name)}})));
     }
     if (end == std::string_view::npos || t[end] == '?') {
       std::string to = "/d/" + std::string(raw_name) + "/";
@@ -297,7 +278,7 @@ class FrontImpl final : public Front {
           net::PercentDecode(std::string_view(req.target).substr(0, req.target.find('?')), false);
     }
     // 2. The key, and 3. the replica (one lock of the deployment for both).
-    Dispatch(dep, std::move(req), std::move(res), start_us, lang, /*check_key=*/true);
+    Dispatch(dep, std::move(req), std::move(res), start_us, /*check_key=*/true);
   }
 
   // The keys `dep` had that `next` no longer has, kept (the newest 256).
@@ -337,7 +318,7 @@ class FrontImpl final : public Front {
   // Checks the key (check_key: a request that was not held before), then
   // forwards to a replica, holds, or answers 401 or 503.
   void Dispatch(const DeploymentPtr& dep, net::HttpRequest req, std::unique_ptr<net::Responder> res,
-                int64_t start_us, Lang lang, bool check_key = false) {
+                int64_t start_us, bool check_key = false) {
     std::shared_ptr<const net::PreparedUpstream> up;
     std::string replica;
     Status refused;
@@ -362,7 +343,7 @@ class FrontImpl final : public Front {
         up = UpstreamOf(*dep, *pick);
       } else if (dep->route.hold &&
                  !dep->held.Full(static_cast<size_t>(std::max<int64_t>(0, dep->route.max_held)))) {
-        dep->held.Hold(Held{std::move(req), std::move(res), start_us, lang},
+        dep->held.Hold(Held{std::move(req), std::move(res), start_us},
                        clock_.MonotonicMs() + dep->route.hold_ms);
         return;
       } else if (dep->route.hold) {
@@ -375,13 +356,13 @@ class FrontImpl final : public Front {
     if (!auth.ok()) {
       auth = ExplainRefusal(*dep, auth, req.Header("Authorization"));
       return Answer(*dep, std::move(res), start_us,
-                    ErrorResponse(401, auth, lang, {{"WWW-Authenticate", "Bearer"}}));
+                    ErrorResponse(401, auth, {{"WWW-Authenticate", "Bearer"}}));
     }
     if (!up) {
       const int code = refused.IsNotFound() ? 404 : 503;
       net::Headers h;
       if (code == 503) h.emplace_back("Retry-After", "1");
-      return Answer(*dep, std::move(res), start_us, ErrorResponse(code, refused, lang, h));
+      return Answer(*dep, std::move(res), start_us, ErrorResponse(code, refused, h));
     }
     Forward(dep, idempotent, std::move(replica), std::move(up), std::move(req), std::move(res),
             start_us);
@@ -488,8 +469,8 @@ class FrontImpl final : public Front {
 
   void Admin(const net::HttpRequest& req, std::unique_ptr<net::Responder> res) {
     if (req.peer->uid != 0 && req.peer->uid != os::EffectiveUid()) {
-      return res->Send(ErrorResponse(
-          403, Status::Msg(Code::kPermissionDenied, "gateway.admin_forbidden"), LangOf(req)));
+      return res->Send(
+          ErrorResponse(403, Status::Msg(Code::kPermissionDenied, "gateway.admin_forbidden")));
     }
     if (req.method == "GET" && req.path == "/status") {
       return res->Send(net::HttpResponse{200, "application/json", {}, StatusJson().dump()});
@@ -511,8 +492,7 @@ class FrontImpl final : public Front {
           200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics_.Render(Gauges())});
     }
     res->Send(ErrorResponse(
-        404, Status::Msg(Code::kNotFound, "gateway.admin_not_found", {{"path", Shown(req.path)}}),
-        LangOf(req)));
+        404, Status::Msg(Code::kNotFound, "gateway.admin_not_found", {{"path", Shown(req.path)}})));
   }
 
   Json StatusJson() {
@@ -677,10 +657,10 @@ class FrontImpl final : public Front {
       generation_ = routes.generation;
     }
     for (auto& [dep, held] : orphans) {
-      for (auto& h : held) Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us, h.lang);
+      for (auto& h : held) Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us);
     }
     for (auto& [dep, held] : release) {
-      for (auto& h : held) Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us, h.lang);
+      for (auto& h : held) Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us);
     }
     SyncProbers();
   }
@@ -756,7 +736,7 @@ class FrontImpl final : public Front {
         if (dep->held.size() > 0 && dep->balancer.AnyReady()) release = dep->held.TakeAll();
       }
       for (auto& h : release) {
-        Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us, h.lang);
+        Dispatch(dep, std::move(h.req), std::move(h.res), h.start_us);
       }
       std::unique_lock<std::mutex> lock(p.mu);
       if (p.cv.wait_for(lock, std::chrono::milliseconds(opts_.probe_interval_ms),
@@ -831,7 +811,7 @@ class FrontImpl final : public Front {
                ErrorResponse(503,
                              Status::Msg(Code::kUnavailable, "gateway.hold_timeout",
                                          {{"name", name}, {"ms", std::to_string(hold_ms)}}),
-                             h.lang, {{"Retry-After", "1"}}));
+                             {{"Retry-After", "1"}}));
       }
     }
   }

@@ -55,11 +55,11 @@ net::HttpResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
+// The one error body of Lathe (common/json.h), whose "error" is the string
+// KServe v2 asks for.
 net::HttpResponse ErrorResponse(const Status& s) {
-  Json j = {{"error", s.message()}, {"code", std::string(CodeName(s.code()))}};
-  if (!s.msg_id().empty()) j["id"] = s.msg_id();
   return JsonResponse(net::HttpStatusFor(s),
-                      j.dump(-1, ' ', false, Json::error_handler_t::replace));
+                      StatusToJson(s).dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 int VisibleGpus(gpu::GpuSource* source) {

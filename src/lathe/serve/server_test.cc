@@ -187,7 +187,8 @@ TEST_F(ServerTest, WrongMethodIs405WithAllowUnknownPathIs404) {
     EXPECT_EQ(net::FindHeader(r.headers, "Allow"), k.allow) << k.path;
     auto j = ParseJson(r.body);
     ASSERT_TRUE(j.ok());
-    EXPECT_EQ((*j)["id"], "serve.bad_method");  // KServe's {"error": …} with lathe's code and id
+    // KServe's {"error": …} with Lathe's code and catalog id.
+    EXPECT_EQ((*j)["msg_id"], "serve.bad_method");
     EXPECT_TRUE((*j)["error"].is_string());
   }
   for (const char* path : {"/v2/models/echo/versions", "/v2/models/echo/explain", "/v1/models/echo",

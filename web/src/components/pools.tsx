@@ -32,7 +32,7 @@ function submitsTo(p: Pool): string {
 function errorText(p: Pool): string {
   const e = p.error;
   if (!e) return "";
-  return (langStore.get() === "zh" ? e.zh : e.en) || e.en || e.message || e.id || "";
+  return (langStore.get() === "zh" ? e.zh : e.en) || e.en || e.error || e.msg_id || "";
 }
 
 function typeWord(type: string): string {
@@ -96,7 +96,7 @@ export function Pools() {
                    empty="web.pools.none" />
           </div>
           {failed.map((p) => (
-            <p class="error pool-error" key={p.name} data-pool={p.name} data-error-id={p.error?.id ?? ""}>
+            <p class="error pool-error" key={p.name} data-pool={p.name} data-error-id={p.error?.msg_id ?? ""}>
               {errorText(p)}
             </p>
           ))}

@@ -16,7 +16,7 @@ export interface Port {
   declared_port?: number;
   state: string;
   listening?: string[];
-  error?: { id: string; en: string; zh: string };
+  error?: { msg_id: string; en: string; zh: string };  // the one error body (types.ts ErrorBody)
 }
 
 export interface NotebookInfo {
