@@ -15,6 +15,7 @@
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
+#include "lathe/api/credentials.h"
 #include "lathe/common/units.h"
 #include "lathe/net/http.h"
 #include "lathe/net/http_client.h"
@@ -30,6 +31,7 @@ struct StartFlags {
   std::string memory, shm, priority, name, workspace, idle, max_duration, checkpoint_dir, network;
   std::string profile;  // a profile of the daemon's config; flags win over it
   std::string image;    // one of the user's images: its own Jupyter serves the notebook
+  std::string project;  // "" = the user's default (api::DefaultProject)
   std::string timeout;  // --wait at most this long ("": no limit)
   std::vector<std::string> kernels, ports, env;
   bool wait = false, browser = false, json = false;
@@ -57,6 +59,9 @@ Result<Json> NotebookSpec(const StartFlags& f) {
         std::pair{"max_duration", &f.max_duration}, std::pair{"network", &f.network},
         std::pair{"profile", &f.profile}, std::pair{"image", &f.image}}) {
     if (!value->empty()) spec[key] = *value;
+  }
+  if (std::string p = f.project.empty() ? api::DefaultProject() : f.project; !p.empty()) {
+    spec["project"] = p;
   }
   if (!f.idle.empty()) spec["idle"] = f.idle == "0" ? Json(0) : Json(f.idle);
   if (!f.kernels.empty()) spec["kernels"] = f.kernels;
@@ -285,6 +290,7 @@ void SetupNotebook(CLI::App& app, Globals& g, Status& status) {
   static StartFlags f;
   auto* start = nb->add_subcommand("start");
   start->add_option("--gpus", f.gpus);
+  start->add_option("--project", f.project);
   start->add_option("--cpus", f.cpus);
   start->add_option("--memory", f.memory);
   start->add_option("--shm", f.shm);

@@ -13,6 +13,7 @@
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
+#include "lathe/api/credentials.h"
 #include "lathe/common/units.h"
 #include "lathe/doctor/checks_network.h"
 #include "lathe/doctor/probes.h"
@@ -32,7 +33,7 @@ struct RunFlags {
   std::string file;
   std::optional<int> gpus;
   std::optional<double> cpus;
-  std::string memory, shm, priority, name, workdir, max_duration, network, pool;
+  std::string memory, shm, priority, name, workdir, max_duration, network, pool, project;
   std::string profile, gpu_type;  // a profile of the daemon's config; flags win over it
   std::string image;              // one of the user's images (lathe image ls)
   std::string image_secret;       // the registry's user:password, for a pull while queued
@@ -144,6 +145,11 @@ Result<Json> BuildSpec(const RunFlags& f, const Json& like = Json::object()) {
   if (!f.shm.empty()) spec["shm"] = f.shm;
   if (!f.network.empty()) spec["network"] = f.network;
   if (!f.pool.empty()) spec["pool"] = f.pool;
+  if (!f.project.empty()) {
+    spec["project"] = f.project;
+  } else if (!spec.contains("project")) {
+    if (std::string p = api::DefaultProject(); !p.empty()) spec["project"] = p;
+  }
   if (!f.profile.empty()) spec["profile"] = f.profile;
   if (!f.image.empty()) {
     spec["image"] = f.image;
@@ -717,6 +723,7 @@ void SetupRun(CLI::App& app, Globals& g, Status& status) {
   run->add_option("--port", f.ports)->allow_extra_args(false);
   run->add_option("--network", f.network);  // host | isolated; the daemon checks it
   run->add_option("--pool", f.pool);        // a pool of the daemon's config, or local
+  run->add_option("--project", f.project);  // lathe project ls
   run->add_option("--profile", f.profile);  // a profile of the daemon's config
   run->add_option("--image", f.image);
   run->add_option("--image-secret", f.image_secret);

@@ -27,6 +27,8 @@ void SetupDeploy(CLI::App& app, Globals& g, Status& status);    // cmd_deploy.cc
 void SetupPools(CLI::App& app, Globals& g, Status& status);     // cmd_pools.cc
 void SetupProfiles(CLI::App& app, Globals& g, Status& status);  // cmd_profiles.cc
 void SetupImage(CLI::App& app, Globals& g, Status& status);     // cmd_image.cc
+void SetupShare(CLI::App& app, Globals& g, Status& status);  // cmd_share.cc: share, unshare, shares
+void SetupProject(CLI::App& app, Globals& g, Status& status);  // cmd_project.cc
 
 namespace {
 
@@ -49,6 +51,8 @@ constexpr std::pair<std::string_view, SetupFn> kCommands[] = {
     {"ui", SetupUi},           {"notebook", SetupNotebook}, {"model", SetupModel},
     {"deploy", SetupDeploy},   {"pools", SetupPools},       {"profiles", SetupProfiles},
     {"image", SetupImage},     {"reload", SetupDaemon},     {"completion", SetupCompletion},
+    {"share", SetupShare},     {"unshare", SetupShare},     {"shares", SetupShare},
+    {"project", SetupProject},
 };
 
 }  // namespace

@@ -24,7 +24,7 @@ OPEN, CLOSE = "⟦", "⟧"
 COMMAND_WORDS = {
     "lathe", "version", "daemon", "up", "down", "status", "run", "ps", "logs", "stop", "inspect",
     "gpus", "profiles", "top", "snap", "create", "ls", "show", "diff", "restore", "prune", "gc", "fsck", "watch",
-    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "pools", "image", "reload", "completion", "true", "false", "null",
+    "rebuild-index", "doctor", "explain", "term", "plan", "serve", "token", "login", "logout", "rm", "secret", "set", "open", "ui", "notebook", "start", "restart", "model", "alias", "export", "deploy", "update", "promote", "scale", "key", "pools", "image", "reload", "completion", "share", "unshare", "shares", "project", "add", "remove", "true", "false", "null",
 }
 UNIT = re.compile(r"^[+-]?[0-9][0-9.,]*(ms|s|m|h|d|B|kB|MB|GB|TB|KiB|MiB|GiB|TiB|k|M|G|T|"
                   r"Ki|Mi|Gi|Ti|C|W|MHz|x[0-9]+[A-Za-z]*|%)?$")

@@ -26,6 +26,7 @@ export interface Run {
   started_at_ms: number;
   finished_at_ms: number;
   redacted?: boolean;           // another user's run: no spec, no reason, no waiting
+  shared?: { role: string; by: string };  // shared with you (docs/sharing.md): your role, by whom
   resources?: { gpus: number; cpus: number; memory: number };
   spec?: { gpus?: number; command?: string[]; pool?: string; [k: string]: unknown };
   waiting?: string;             // a queued run's reason (English)

@@ -1,5 +1,7 @@
 #include "lathe/api/credentials.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,13 @@ namespace {
 
 constexpr size_t kMaxCredentialsBytes = 64 * 1024;
 
+Status Bad(const std::string& path, const std::string& detail) {
+  return Status::Msg(Code::kFailedPrecondition, "credentials.bad",
+                     {{"path", path}, {"detail", detail}});
+}
+
+}  // namespace
+
 std::string ConfigDir() {
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
   if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/lathe";  // XDG: relative ignored
@@ -25,14 +34,23 @@ std::string ConfigDir() {
   return (u.ok() ? u->home : std::string("/")) + "/.config/lathe";
 }
 
-Status Bad(const std::string& path, const std::string& detail) {
-  return Status::Msg(Code::kFailedPrecondition, "credentials.bad",
-                     {{"path", path}, {"detail", detail}});
-}
-
-}  // namespace
-
 std::string CredentialsPath() { return ConfigDir() + "/credentials"; }
+
+std::string DefaultProject() {
+  const char* env = std::getenv("LATHE_PROJECT");
+  if (env != nullptr) return env;  // set and empty: no project
+  auto text = os::ReadFileUpTo(ConfigDir() + "/config.yaml", 64 * 1024);
+  if (!text.ok()) return "";
+  try {
+    YAML::Node config = YAML::Load(*text);
+    if (config.IsMap() && config["project"] && config["project"].IsScalar()) {
+      return config["project"].as<std::string>();
+    }
+  } catch (const YAML::Exception&) {
+    // A file that is not YAML names no project; `lathe run --project` still does.
+  }
+  return "";
+}
 
 Result<std::optional<Credentials>> LoadCredentials() {
   const std::string path = CredentialsPath();

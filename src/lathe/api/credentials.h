@@ -21,6 +21,13 @@ struct Credentials {
 // The file's path for this process ($XDG_CONFIG_HOME when absolute, else
 // $HOME/.config, else the passwd entry's home).
 std::string CredentialsPath();
+// The user's own configuration directory: $XDG_CONFIG_HOME/lathe when that
+// is absolute, else $HOME/.config/lathe, else the passwd entry's home's.
+std::string ConfigDir();
+// The project a user's new runs, notebooks and deployments belong to when
+// they name none: $LATHE_PROJECT (set and empty: none), else `project: NAME`
+// in ConfigDir()/config.yaml; "" when neither says.
+std::string DefaultProject();
 
 // nullopt when there is none. credentials.mode when the file is readable or
 // writable by others; credentials.bad when it is not what `lathe login` wrote.

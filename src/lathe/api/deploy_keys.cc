@@ -42,7 +42,7 @@ Result<IssuedDeployKey> DeployKeyService::Issue(const DeployKeyRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowMs();
   ASSIGN_OR_RETURN(int64_t live,
-                   store_->Count({CredentialKind::kDeployKey, std::nullopt, req.deployment, now}));
+                   store_->Count({CredentialKind::kDeployKey, req.uid, req.deployment, now}));
   if (live >= opts_.max_live_per_deployment) {
     return Status::Msg(Code::kResourceExhausted, "deploy_key.too_many",
                        {{"deployment", req.deployment},

@@ -11,10 +11,12 @@
 // "lathe_dk_" prefix keeps a key apart from a user's token: neither is ever
 // taken for the other (ParseToken refuses a key, ParseDeployKey a token).
 //
-// A key is bound to one deployment's name and to the user who owns that
-// deployment; it opens that deployment's endpoint and nothing else — never
-// the API. At most Options::max_live_per_deployment (two) are live at once
-// per deployment, so a key can be replaced without a gap: issue the new
+// A key is bound to one deployment's name and to the user who holds it: the
+// deployment's owner, or a user it is shared with (role use or more,
+// daemon/sharing.h), whose keys stop opening it when the share goes; it
+// opens that deployment's endpoint and nothing else — never the API. At most
+// Options::max_live_per_deployment (two) are live at once per deployment and
+// holder, so a key can be replaced without a gap: issue the new
 // one, move the clients, revoke the old one. A third is refused; nothing is
 // revoked implicitly. Deployment names are unique across users, and when a
 // deployment is removed its keys go with it (RevokeAll), so a name taken

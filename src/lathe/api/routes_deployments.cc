@@ -38,6 +38,13 @@ Status CheckKeyRequest(const Json& body) {
   return Status::OK();
 }
 
+// Whose keys of a deployment a caller lists and revokes: every key with role
+// manage or as its owner, else their own.
+std::optional<uid_t> KeysSeenBy(const deploy::KeyAccess& a, const daemon::Caller& caller) {
+  if (a.role >= daemon::Role::kManage) return std::nullopt;
+  return caller.uid;
+}
+
 }  // namespace
 
 void ApiServer::PostDeployment(ApiCall& call) {
@@ -85,14 +92,16 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
   auto body = ObjectBody(call.req);
   if (!body.ok()) return call.Reply(body.status());
   const std::string name = call.Param("name");
-  auto owner = deployments_.OwnerFor(call.caller, name);
-  if (!owner.ok()) return call.Reply(owner.status());
+  auto access = deployments_.KeyAccessFor(call.caller, name);
+  if (!access.ok()) return call.Reply(access.status());
   if (Status s = CheckKeyRequest(*body); !s.ok()) return call.Reply(s);
   DeployKeyRequest req;
   req.deployment = name;
-  req.uid = *owner;
-  auto u = os::LookupUser(*owner);
-  req.user = u.ok() ? u->name : std::to_string(*owner);
+  // The owner's keys (an admin makes them for the owner); a user it is
+  // shared with holds their own, which go when the share does.
+  req.uid = access->role == daemon::Role::kOwner ? access->owner : call.caller.uid;
+  auto u = os::LookupUser(req.uid);
+  req.user = u.ok() ? u->name : std::to_string(req.uid);
   req.name = body->value("name", "");
   req.expires = body->value("expires", "");
   req.created_by = CreatedBy(call.auth);
@@ -111,9 +120,9 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
 
 void ApiServer::ListDeploymentKeys(ApiCall& call) {
   const std::string name = call.Param("name");
-  auto owner = deployments_.OwnerFor(call.caller, name);
-  if (!owner.ok()) return call.Reply(owner.status());
-  auto keys = deploy_keys_->List(name, std::nullopt);
+  auto access = deployments_.KeyAccessFor(call.caller, name);
+  if (!access.ok()) return call.Reply(access.status());
+  auto keys = deploy_keys_->List(name, KeysSeenBy(*access, call.caller));
   if (!keys.ok()) return call.Reply(keys.status());
   int64_t now = opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs();
   Json out = Json::array();
@@ -123,9 +132,9 @@ void ApiServer::ListDeploymentKeys(ApiCall& call) {
 
 void ApiServer::DeleteDeploymentKey(ApiCall& call) {
   const std::string name = call.Param("name");
-  auto owner = deployments_.OwnerFor(call.caller, name);
-  if (!owner.ok()) return call.Reply(owner.status());
-  auto keys = deploy_keys_->List(name, std::nullopt);
+  auto access = deployments_.KeyAccessFor(call.caller, name);
+  if (!access.ok()) return call.Reply(access.status());
+  auto keys = deploy_keys_->List(name, KeysSeenBy(*access, call.caller));
   if (!keys.ok()) return call.Reply(keys.status());
   const std::string id = call.Param("key");
   bool ours = false;

@@ -113,7 +113,7 @@ void ApiServer::FollowLogs(const std::string& run_id, run::LogReader& reader,
                            net::ResponseStream& s) {
   std::string out;
   bool gone = false;
-  KeepAlive keep_alive(*auth_, auth);
+  KeepAlive keep_alive(*auth_, auth, StillReads(auth, run_id));
   auto flush = [&] {
     if (!out.empty() && !s.Write(out)) gone = true;
     out.clear();

@@ -184,6 +184,14 @@ Result<state::RunFilter> RunFilterOf(const net::HttpRequest& req) {
   return f;
 }
 
+// A run shared with the caller: "shared" {role, by}, and its environment's
+// values hidden (the owner's alone, whatever the role).
+void MarkShared(Json& j, const daemon::Reach& reach, const state::RunRecord& r) {
+  const daemon::SharedObject o = daemon::RunObjectOf(r);
+  j["shared"] = {{"role", std::string(daemon::RoleName(reach.RoleOf(o)))}, {"by", reach.How(o)}};
+  daemon::HideEnvValues(j);
+}
+
 }  // namespace
 
 // Newest first, at most `limit` (default 1000; 0 is the default too).
@@ -211,11 +219,16 @@ void ApiServer::ListRuns(ApiCall& call) {
   auto runs = daemon_.List(Truthy(call.req.QueryParam("all")), static_cast<int>(*limit), &total,
                            *recent_s * 1000, &total_all, static_cast<int>(*recent_limit), *filter);
   if (!runs.ok()) return call.Reply(runs.status());
+  auto reach = daemon_.sharing().ReachOf(caller);
+  if (!reach.ok()) return call.Reply(reach.status());
   Json arr = Json::array();
   for (const auto& r : *runs) {
-    // Another user's run shows who, what state and which GPUs, never its spec.
-    bool whole = caller.admin || caller.uid == r.uid;
+    // Another user's run shows who, what state and which GPUs, never its
+    // spec — unless it is shared with the caller (or in a project of theirs).
+    const daemon::Role role = reach->RoleOf(daemon::RunObjectOf(r));
+    bool whole = role >= daemon::Role::kView;
     Json j = whole ? state::RunToJson(r) : state::RunToPublicJson(r);
+    if (whole && role < daemon::Role::kOwner) MarkShared(j, *reach, r);
     if (whole) AddWhereItRuns(r, j);
     if (whole && run::IsActive(r.state) && !r.spec.ports.empty()) j["url"] = MainPortUrl(r);
     // Queued here, or handed to a pool whose cluster has not started it yet.
@@ -250,6 +263,9 @@ void ApiServer::GetRun(ApiCall& call) {
   auto r = daemon_.Access(call.caller, call.Param("run"), daemon::AccessAction::kRead);
   if (!r.ok()) return call.Reply(r.status());
   Json j = state::RunToJson(*r);
+  if (!call.caller.admin && call.caller.uid != r->uid) {
+    if (auto reach = daemon_.sharing().ReachOf(call.caller); reach.ok()) MarkShared(j, *reach, *r);
+  }
   // Queued here, or handed to a pool whose cluster has not started it yet.
   const bool held = r->state == run::RunState::kStarting && !daemon_.WaitingWhy(r->id).empty();
   if (r->state == run::RunState::kQueued || held) {
@@ -270,14 +286,18 @@ void ApiServer::GetRun(ApiCall& call) {
 void ApiServer::StopRun(ApiCall& call) {
   auto r = daemon_.StopRun(call.caller, call.Param("run"));
   if (!r.ok()) return call.Reply(r.status());
-  call.Reply(state::RunToJson(*r), 202);
+  Json j = state::RunToJson(*r);
+  if (!call.caller.admin && call.caller.uid != r->uid) daemon::HideEnvValues(j);
+  call.Reply(j, 202);
 }
 
 // POST /runs/{run}/restart: an ended notebook is queued again.
 void ApiServer::RestartRun(ApiCall& call) {
   auto r = daemon_.RestartRun(call.caller, call.Param("run"));
   if (!r.ok()) return call.Reply(r.status());
-  call.Reply(state::RunToJson(*r), 202);
+  Json j = state::RunToJson(*r);
+  if (!call.caller.admin && call.caller.uid != r->uid) daemon::HideEnvValues(j);
+  call.Reply(j, 202);
 }
 
 // A finished run goes; ?snapshots=1 takes its snapshots with it.

@@ -13,6 +13,15 @@ void ApiServer::GetStatus(ApiCall& call) {
   s["caller"] = {{"uid", caller.uid}, {"user", caller.user}, {"admin", caller.admin}};
   s["quotas"] = daemon_.QuotaJson(caller);  // the caller's own; everyone's for an admin
   s["disk"] = daemon_.DiskJson(caller);     // likewise
+  // The caller's projects (an admin's: every one) and what each used.
+  Json projects = Json::array();
+  if (auto list = daemon_.sharing().Projects(caller); list.ok()) {
+    for (const auto& p : *list) {
+      projects.push_back(
+          {{"name", p.name}, {"owner", p.user}, {"usage", daemon_.ProjectUsage(p.name)}});
+    }
+  }
+  s["projects"] = projects;
   call.Reply(s);
 }
 

@@ -17,6 +17,11 @@ std::optional<RunOriginAdmission> RunOriginCache::Find(const std::string& key) {
   return it->second.admission;
 }
 
+void RunOriginCache::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.clear();
+}
+
 void RunOriginCache::Put(const std::string& key, RunOriginAdmission admission) {
   if (key.empty() || ttl_ms_ <= 0) return;
   const int64_t expires = clock_.MonotonicMs() + ttl_ms_;

@@ -9,7 +9,8 @@
 // What it does not weaken: only admissions are kept (a refusal is decided
 // afresh, with the failed-login limit); an entry lives `ttl_ms` (1 s by
 // default), so a revoked token, an ended session, a stopped run or a port
-// that moved stops being served within that time; the Origin check and the
+// that moved stops being served within that time (a share taken back at once:
+// the cache is cleared when sharing changes); the Origin check and the
 // upstream's owner check (SO_PEERCRED, /proc/net/tcp) still run on every
 // request. Requests over the unix socket are never cached (their credential
 // is the peer's, not a header).
@@ -44,6 +45,9 @@ class RunOriginCache {
 
   // The entry for `key`, when one is younger than ttl_ms.
   std::optional<RunOriginAdmission> Find(const std::string& key);
+  // Forgets every admission (what may reach a run changed: a share taken
+  // back, a project member removed).
+  void Clear();
   // Remembers an admission. At max_entries, every entry is dropped first.
   void Put(const std::string& key, RunOriginAdmission admission);
 

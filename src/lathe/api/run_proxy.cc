@@ -177,7 +177,11 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
     return refuse(
         Status::Msg(Code::kNotFound, "api.no_route", {{"method", req.method}, {"path", req.path}}));
   }
-  // A credential admitted to this origin a moment ago (run_origin_cache.h).
+  // A credential admitted to this origin a moment ago (run_origin_cache.h),
+  // unless what may reach a run changed since.
+  if (const uint64_t gen = daemon_.sharing().generation(); origin_cache_gen_.exchange(gen) != gen) {
+    origin_cache_.Clear();
+  }
   const std::string cache_key =
       req.peer ? ""
                : RunOriginCache::Key(o.run_id, o.port_name, req.Header("Authorization"),
@@ -248,6 +252,12 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   // served by the daemon's own user.
   up.owner_uid = r->uid;
   if (r->uid == 0) up.also_owner_uid = static_cast<unsigned>(daemon_.uid());
+  if (!auth->caller.admin && auth->caller.uid != r->uid) {
+    // A websocket opened through a share ends when the share does.
+    up.on_tunnel_open = [this, id = r->id, caller = auth->caller](auto control) {
+      run_tunnels_.Add(id, caller, std::move(control));
+    };
+  }
   up.explain_unreachable = [this, id = r->id, port = e->name](const Status& s) {
     return daemon_.ExplainPort(id, port, s);  // which layer failed (docs/ports.md)
   };
@@ -260,6 +270,13 @@ void ApiServer::HandleRunOrigin(net::HttpRequest req, std::unique_ptr<net::Respo
   origin_cache_.Put(cache_key, RunOriginAdmission{up, notebook});
   if (!notebook.empty()) WatchNotebookClient(req, notebook, up);
   proxy_->Forward(std::move(req), std::move(up), std::move(res));
+}
+
+void ApiServer::RecheckRunTunnels() {
+  size_t ended = run_tunnels_.Recheck([this](const std::string& id, const daemon::Caller& c) {
+    return daemon_.Access(c, id, daemon::AccessAction::kOpen).ok();
+  });
+  if (ended > 0) spdlog::info("sharing changed: {} proxied websocket(s) ended", ended);
 }
 
 // POST /runs/{run}/open {"port": name?}: where the run's port is served.

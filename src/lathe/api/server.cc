@@ -319,6 +319,14 @@ const std::vector<ApiServer::RouteDef>& ApiServer::RouteDefs() {
       {"GET", "/api/v1/session", &A::GetSession},
       {"GET", "/api/v1/sessions", &A::ListSessions},
       {"DELETE", "/api/v1/sessions/{session}", &A::DeleteSession},
+      {"GET", "/api/v1/shares", &A::ListShares},
+      {"POST", "/api/v1/shares", &A::PostShare},
+      {"DELETE", "/api/v1/shares", &A::DeleteShare},
+      {"POST", "/api/v1/projects", &A::PostProject},
+      {"GET", "/api/v1/projects", &A::ListProjects},
+      {"GET", "/api/v1/projects/{name}", &A::GetProject},
+      {"PATCH", "/api/v1/projects/{name}", &A::PatchProject},
+      {"DELETE", "/api/v1/projects/{name}", &A::DeleteProject},
       {"POST", "/api/v1/secrets", &A::PostSecret},
       {"GET", "/api/v1/secrets", &A::ListSecrets},
       {"DELETE", "/api/v1/secrets/{name}", &A::DeleteSecret},
@@ -449,16 +457,28 @@ bool ApiServer::KeepAlive::Tick(net::ResponseStream& s) {
           StatusToJson(Status::Msg(Code::kPermissionDenied, "api.credential_ended")).dump()));
       return false;
     }
+    if (allowed_ && !allowed_()) {
+      s.Write(net::SseEvent(
+          "error", StatusToJson(Status::Msg(Code::kPermissionDenied, "api.access_ended")).dump()));
+      return false;
+    }
   }
   if (now - last_ms < kQuietMs) return true;
   last_ms = now;
   return s.Write(net::kSseKeepAlive);
 }
 
+std::function<bool()> ApiServer::StillReads(const Authenticated& auth, const std::string& run_id) {
+  if (auth.caller.admin) return {};
+  return [this, caller = auth.caller, run_id] {
+    return daemon_.Access(caller, run_id, daemon::AccessAction::kRead).ok();
+  };
+}
+
 void ApiServer::FollowEvents(std::string run_id, int64_t after, const Authenticated& auth,
                              net::ResponseStream& stream) {
   net::ResponseStream* s = &stream;
-  KeepAlive keep_alive(*auth_, auth);
+  KeepAlive keep_alive(*auth_, auth, StillReads(auth, run_id));
   while (!stopping_ && !s->ClientGone()) {
     bool finished = !run_id.empty() && daemon_.IsFinished(run_id);
     auto events = daemon_.Events(run_id, after);

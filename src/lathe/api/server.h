@@ -14,6 +14,7 @@
 #include "lathe/api/deploy_keys.h"
 #include "lathe/api/run_origin.h"
 #include "lathe/api/run_origin_cache.h"
+#include "lathe/api/run_tunnels.h"
 #include "lathe/api/sessions.h"
 #include "lathe/api/tokens.h"
 #include "lathe/common/status.h"
@@ -161,6 +162,18 @@ class ApiServer {
   void PostSecret(ApiCall& call);
   void ListSecrets(ApiCall& call);
   void DeleteSecret(ApiCall& call);
+  // routes_shares.cc
+  void ListShares(ApiCall& call);
+  void PostShare(ApiCall& call);
+  void DeleteShare(ApiCall& call);
+  void PostProject(ApiCall& call);
+  void ListProjects(ApiCall& call);
+  void GetProject(ApiCall& call);
+  void PatchProject(ApiCall& call);
+  void DeleteProject(ApiCall& call);
+  // The object a share's target names ("run:REF", "deployment:NAME",
+  // "model:NAME", or a bare name one kind of object has), as the caller sees it.
+  Result<daemon::SharedObject> ShareTarget(const daemon::Caller& caller, const std::string& target);
   // routes_images.cc
   void PostImageImport(ApiCall& call);
   void PostImagePull(ApiCall& call);
@@ -235,8 +248,11 @@ class ApiServer {
   // not end the follow of a silent run; and every 5 s a check that the
   // credential it was opened with still holds — a revoked or expired token or
   // session ends the stream with an `error` event (api.credential_ended).
+  // With `allowed`, also that the caller may still reach what the stream
+  // shows (a share taken back ends it: api.access_ended).
   struct KeepAlive {
-    KeepAlive(Authenticator& auth, const Authenticated& who) : auth_(auth), who_(who) {}
+    KeepAlive(Authenticator& auth, const Authenticated& who, std::function<bool()> allowed = {})
+        : auth_(auth), who_(who), allowed_(std::move(allowed)) {}
     bool Tick(net::ResponseStream& s);  // false: stop (the client is gone, or the credential)
     int64_t last_ms = 0;
     int64_t last_check_ms = 0;
@@ -244,7 +260,13 @@ class ApiServer {
    private:
     Authenticator& auth_;
     const Authenticated& who_;
+    std::function<bool()> allowed_;
   };
+  // After a share taken back (or a member removed): ends the proxied
+  // websockets whose users may no longer open their run.
+  void RecheckRunTunnels();
+  // Whether `auth`'s caller may still read run `run_id` (for KeepAlive).
+  std::function<bool()> StillReads(const Authenticated& auth, const std::string& run_id);
   void StreamRestore(daemon::Caller caller, std::string ref, std::string to, bool force,
                      net::ResponseStream& s);
   void StartStreamThread(std::function<void()> body);
@@ -273,8 +295,10 @@ class ApiServer {
   static const std::vector<RouteDef>& RouteDefs();
   net::Router<Route> router_;  // constant after Create
   std::unique_ptr<net::ReverseProxy> proxy_;
-  std::vector<std::string> origin_bases_;  // RunOriginBases(), constant after Create
-  RunOriginCache origin_cache_;            // run origins' recent admissions (thread-safe)
+  std::vector<std::string> origin_bases_;      // RunOriginBases(), constant after Create
+  RunOriginCache origin_cache_;                // run origins' recent admissions (thread-safe)
+  std::atomic<uint64_t> origin_cache_gen_{0};  // the Sharing::generation() it was made under
+  RunTunnels run_tunnels_;  // websockets a shared run's non-owners opened (thread-safe)
   std::unique_ptr<net::HttpServer> server_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};

@@ -198,6 +198,7 @@ Status Daemon::Init() {
   ASSIGN_OR_RETURN(store_, state::RunStore::Open(paths_.db));
   checkpoints_ = std::make_unique<RunCheckpoints>(paths_.store, clock_);
   secrets_ = std::make_unique<Secrets>(paths_, clock_);
+  sharing_ = std::make_unique<Sharing>(paths_.db, clock_);
   images_ = std::make_unique<Images>(paths_, clock_);
   puller_ = std::make_unique<ImagePuller>(*images_, [this] { Kick(); });
   // Initialised now, not by the first checkpointing run: `lathe snap create`

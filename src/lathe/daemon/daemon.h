@@ -48,6 +48,7 @@
 #include "lathe/daemon/runs.h"
 #include "lathe/daemon/scheduling_latency.h"
 #include "lathe/daemon/secrets.h"
+#include "lathe/daemon/sharing.h"
 #include "lathe/daemon/user_paths.h"
 #include "lathe/exec/backend.h"
 #include "lathe/gpu/source.h"
@@ -201,6 +202,13 @@ class Daemon final : public Runs {
   // The --gpus spec the daemon started with ("auto", "sim:4x24GB", …).
   const std::string& gpu_spec() const { return opts_.gpus; }
   Secrets& secrets() { return *secrets_; }
+  Sharing& sharing() override { return *sharing_; }
+  // What project `project`'s runs hold now and used in the last 30 days
+  // (GPU-hours, in all and per member), for GET /projects/{name}.
+  Json ProjectUsage(const std::string& project) EXCLUDES(mu_);
+  // `caller`'s role on run `r` (sharing.h): kOwner for their own and for
+  // admins; what a share or `r`'s project gives them otherwise.
+  Role RoleOn(const Caller& caller, const state::RunRecord& r);
   Images& images() { return *images_; }
   // The image ids queued and active runs hold: never pruned under them.
   std::set<std::string> PinnedImageIds() EXCLUDES(mu_);
@@ -498,6 +506,7 @@ class Daemon final : public Runs {
   std::string BackendKeyFor(const run::RunSpec& spec) const;
   std::unique_ptr<RunCheckpoints> checkpoints_;  // thread-safe itself
   std::unique_ptr<Secrets> secrets_;             // thread-safe itself
+  std::unique_ptr<Sharing> sharing_;             // thread-safe itself
   std::unique_ptr<Images> images_;               // thread-safe itself
   std::unique_ptr<ImagePuller> puller_;          // thread-safe itself; ended at Stop()
   InFlightKeys in_flight_keys_;                  // thread-safe itself

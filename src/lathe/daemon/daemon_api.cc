@@ -354,6 +354,9 @@ Result<Submission> Daemon::Submit(const Caller& caller, run::RunSpec spec,
     return Status::Msg(Code::kInvalidArgument, "spec.service_deployment");
   }
   RETURN_IF_ERROR(ResolveImage(caller, spec));
+  if (!spec.project.empty() && !options.replica) {
+    RETURN_IF_ERROR(sharing_->CheckPutInto(caller, spec.project));
+  }
   std::optional<state::IdempotencyKey> key;
   if (lease) key = state::IdempotencyKey{caller.uid, idempotency_key, SpecHash(spec)};
   MutexLock lock(&mu_);
@@ -422,13 +425,23 @@ Result<int64_t> Daemon::CountRuns() {
   return store_->Count(true);
 }
 
+Role Daemon::RoleOn(const Caller& caller, const RunRecord& r) {
+  if (caller.admin || caller.uid == r.uid) return Role::kOwner;
+  auto reach = sharing_->ReachOf(caller);
+  return reach.ok() ? reach->RoleOf(RunObjectOf(r)) : Role::kNone;
+}
+
+// The owner and admins may do anything; a user the run is shared with (or a
+// member of its project) what their role allows (sharing.h); nobody else
+// anything.
 Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
                                  AccessAction action) {
-  MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(RunRecord r, store_->Resolve(ref, caller.uid));
-  if (!caller.admin && caller.uid != r.uid) {
-    return RunForbidden(ref, r.user, action);
+  RunRecord r;
+  {
+    MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(r, store_->Resolve(ref, caller.uid));
   }
+  if (RoleOn(caller, r) < RoleNeeded(action)) return RunForbidden(ref, r.user, action);
   return r;
 }
 

@@ -296,3 +296,49 @@ Json Daemon::DiskJson(const Caller& caller) {
 }
 
 }  // namespace lathe::daemon
+
+namespace lathe::daemon {
+
+// What a project's runs hold now and used in the last 30 days, per member:
+// from the runs and the gpu_attempts ledger, as a user's quota figures are.
+Json Daemon::ProjectUsage(const std::string& project) {
+  constexpr int64_t kWindowMs = 30LL * 24 * 3600 * 1000;
+  MutexLock lock(&mu_);
+  const int64_t now = clock_.NowMs();
+  int runs_active = 0, gpus_held = 0;
+  if (auto live = store_->List(false, 100'000); live.ok()) {
+    for (const RunRecord& r : *live) {
+      if (r.spec.project != project || !run::IsActive(r.state)) continue;
+      ++runs_active;
+      if (r.state == RunState::kRunning) gpus_held += r.spec.gpus;
+    }
+  }
+  double gpu_hours = 0;
+  std::map<std::string, double> by_user;
+  std::map<std::string, bool> in_project;  // run id -> whether it names `project`
+  if (auto rows = store_->GpuAttemptsSince(now - kWindowMs); rows.ok()) {
+    for (const state::GpuAttempt& g : *rows) {
+      auto it = in_project.find(g.run_id);
+      if (it == in_project.end()) {
+        auto r = store_->Get(g.run_id);
+        it = in_project.emplace(g.run_id, r.ok() && r->spec.project == project).first;
+      }
+      if (!it->second) continue;
+      sched::AttemptUsage a{
+          g.user, g.gpus, g.started_at_ms,
+          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
+      const double h = sched::GpuHoursIn(a, now, kWindowMs);
+      gpu_hours += h;
+      by_user[g.user] += h;
+    }
+  }
+  Json users = Json::object();
+  for (const auto& [u, h] : by_user) users[u] = h;
+  return Json{{"window_days", 30},
+              {"gpu_hours", gpu_hours},
+              {"gpu_hours_by_user", users},
+              {"runs_active", runs_active},
+              {"gpus_held", gpus_held}};
+}
+
+}  // namespace lathe::daemon

@@ -78,6 +78,7 @@ Result<size_t> Daemon::RemoveFinished(const std::string& id, const std::string& 
     notebook_tokens_.erase(r.id);
     Notify();
   }
+  sharing_->Forget("run", r.id);
   if (telemetry_) {  // its series go with its record (docs/telemetry.md)
     if (Status st = telemetry_->Remove(r.id); !st.ok()) {
       spdlog::warn("run {}: telemetry not removed: {}", r.id, st.ToString());

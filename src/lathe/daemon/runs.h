@@ -66,6 +66,8 @@ struct Restored {
   int64_t bytes = 0;
 };
 
+class Sharing;
+
 class Runs {
  public:
   virtual ~Runs() = default;
@@ -91,6 +93,9 @@ class Runs {
   // registry reference not here yet leaves image_id empty (a run pulls it
   // while queued).
   virtual Status ResolveImage(const Caller& caller, run::RunSpec& spec) = 0;
+
+  // Who besides an owner reaches what (sharing.h).
+  virtual Sharing& sharing() = 0;
 
   // --- runs ---
   // Validates what the JSON edge cannot (quotas, paths, names) and queues.

@@ -425,6 +425,9 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
       ks.ok()) {
     for (const auto& k : *ks) {
       if (!k.LiveAt(clock_.NowMs())) continue;
+      // A shared user's key opens it while the share (or the project) lasts.
+      if (k.uid != d.uid && RoleOn(daemon::Caller{k.uid, k.user, false}, d) < daemon::Role::kUse)
+        continue;
       keys.push_back({{"id", k.id}, {"sha256", k.secret_hash}, {"expires_ms", k.expires_at_ms}});
     }
   }
@@ -491,6 +494,7 @@ Json Deployments::Remove(state::DeploymentRecord& d,
     }
     if (Status s = store_->Delete(d.name); !s.ok())
       spdlog::warn("deployment {}: {}", d.name, s.ToString());
+    runs_.sharing().Forget("deployment", d.name);  // a new one of that name starts unshared
     spdlog::info("deployment {} removed", d.name);
     return nullptr;
   }

@@ -11,10 +11,10 @@ namespace lathe::deploy {
 namespace {
 
 constexpr const char* kFields[] = {
-    "name",     "model",         "command",  "port",      "ready",       "env",
-    "workdir",  "revision",      "replicas", "autoscale", "profile",     "gpus",
-    "gpu_type", "cpus",          "memory",   "priority",  "preemptible", "public",
-    "canary",   "ready_timeout", "batching", "device",    "image",       "image_id"};
+    "name",     "model",    "command",     "port",    "ready",  "env",           "workdir",
+    "revision", "replicas", "autoscale",   "profile", "gpus",   "gpu_type",      "cpus",
+    "memory",   "priority", "preemptible", "public",  "canary", "ready_timeout", "batching",
+    "device",   "image",    "image_id",    "project"};
 // Only a command deployment's.
 constexpr const char* kCommandFields[] = {"port",     "ready", "env",     "workdir",
                                           "revision", "image", "image_id"};
@@ -212,6 +212,16 @@ Status ParsePublic(const Json& v, Parsing& p) {
   return Status::OK();
 }
 
+Status ParseProject(const Json& v, Parsing& p) {
+  if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+    return WrongType("project",
+                     "a project's name: 1-63 of a-z, 0-9, '.', '_' and '-', starting with a "
+                     "letter or digit");
+  }
+  p.s.project = v.get<std::string>();
+  return Status::OK();
+}
+
 // One entry per field of the deployment's own; the run fields (env, workdir,
 // gpus, cpus, ...) go to the replicas' run spec as they are.
 struct Field {
@@ -240,6 +250,7 @@ constexpr Field kFieldParsers[] = {
        return ParseAutoscale(v, p.s);
      }},
     {"public", ParsePublic},
+    {"project", ParseProject},
     {"canary",
      [](const Json& v, Parsing& p) {
        ASSIGN_OR_RETURN(p.s.canary_percent, Percent(v, "canary"));
@@ -411,6 +422,7 @@ Json DeploymentSpecToJson(const DeploymentSpec& s) {
                      {"max_queue_delay", std::to_string(s.max_queue_delay_us / 1000) + "ms"}};
   }
   if (!s.device.empty()) j["device"] = s.device;
+  if (!s.project.empty()) j["project"] = s.project;
   if (s.is_command()) {
     j.update(RevisionToJson(s));
     j["ready"] = s.ready;

@@ -81,6 +81,9 @@ struct DeploymentSpec {
   int64_t ready_timeout_ms = 300'000;
   int canary_percent = 0;
   bool is_public = false;
+  // The project it belongs to ("" = none): its members reach it as their
+  // role there says (daemon/sharing.h).
+  std::string project;
   // Each replica's resources and priority (only these fields are used).
   run::RunSpec resources;
 

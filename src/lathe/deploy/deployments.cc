@@ -140,21 +140,56 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
   return Status::OK();
 }
 
-Result<state::DeploymentRecord> Deployments::Owned(const Caller& caller, const std::string& name) {
+daemon::SharedObject DeploymentObject(const state::DeploymentRecord& d) {
+  return {"deployment", d.name, d.uid, d.user, d.spec.value("project", "")};
+}
+
+daemon::Role Deployments::RoleOn(const Caller& caller, const state::DeploymentRecord& d) {
+  if (caller.admin || caller.uid == d.uid) return daemon::Role::kOwner;
+  auto reach = runs_.sharing().ReachOf(caller);
+  return reach.ok() ? reach->RoleOf(DeploymentObject(d)) : daemon::Role::kNone;
+}
+
+Result<state::DeploymentRecord> Deployments::Reached(const Caller& caller, const std::string& name,
+                                                     daemon::Role needed) {
   ASSIGN_OR_RETURN(auto d, store_->Get(name));
-  if (!d || (!caller.admin && d->uid != caller.uid)) {
+  const daemon::Role role = d ? RoleOn(caller, *d) : daemon::Role::kNone;
+  if (role == daemon::Role::kNone) {
     // Another user's deployment is not shown, nor whose it is: it answers as
     // an unknown name does (creating one with its name says the name is
     // taken, and no more).
     return Status::Msg(Code::kNotFound, "deploy.not_found", {{"name", name}});
   }
+  if (role < needed) {
+    return Status::Msg(Code::kPermissionDenied, "deploy.forbidden",
+                       {{"name", name},
+                        {"owner", d->user},
+                        {"role", std::string(daemon::RoleName(role))},
+                        {"needed", std::string(daemon::RoleName(needed))}});
+  }
   return *d;
 }
 
-Result<uid_t> Deployments::OwnerFor(const Caller& caller, const std::string& name) {
+Json Deployments::ForRole(Json j, const state::DeploymentRecord& d, const Caller& caller) {
+  if (caller.admin || caller.uid == d.uid) return j;
+  auto reach = runs_.sharing().ReachOf(caller);
+  if (!reach.ok()) return j;
+  const daemon::SharedObject o = DeploymentObject(d);
+  j["shared"] = {{"role", std::string(daemon::RoleName(reach->RoleOf(o)))}, {"by", reach->How(o)}};
+  daemon::HideEnvValues(j);  // the owner's alone, whatever the role
+  return j;
+}
+
+Result<daemon::SharedObject> Deployments::ObjectOf(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
-  return d.uid;
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kView));
+  return DeploymentObject(d);
+}
+
+Result<KeyAccess> Deployments::KeyAccessFor(const Caller& caller, const std::string& name) {
+  MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kUse));
+  return KeyAccess{d.uid, RoleOn(caller, d)};
 }
 
 namespace {
@@ -251,6 +286,7 @@ Status Deployments::PinImage(const Caller& owner, DeploymentSpec& spec) {
 Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   ASSIGN_OR_RETURN(Json resolved, WithProfile(runs_, spec_json));
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(resolved));
+  if (!spec.project.empty()) RETURN_IF_ERROR(runs_.sharing().CheckPutInto(caller, spec.project));
   std::string version;
   if (spec.is_command()) {
     spec.image_id.clear();  // the daemon's: resolved from the image's name now
@@ -287,19 +323,24 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
 Result<Json> Deployments::List(const Caller& caller) {
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto all, store_->List());
+  auto reach = runs_.sharing().ReachOf(caller);
   Json out = Json::array();
   for (const auto& d : all) {
-    if (!caller.admin && d.uid != caller.uid) continue;
+    const bool own = caller.admin || d.uid == caller.uid;
+    if (!own && (!reach.ok() || reach->RoleOf(DeploymentObject(d)) == daemon::Role::kNone)) {
+      continue;
+    }
     ASSIGN_OR_RETURN(Json j, ToJson(d, false));
-    out.push_back(std::move(j));
+    out.push_back(ForRole(std::move(j), d, caller));
   }
   return Json{{"deployments", out}};
 }
 
 Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
-  return ToJson(d, true);
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kView));
+  ASSIGN_OR_RETURN(Json j, ToJson(d, true));
+  return ForRole(std::move(j), d, caller);
 }
 
 Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& given) {
@@ -308,7 +349,13 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   // deployment had: its fields are asked for anew.
   ASSIGN_OR_RETURN(const Json patch, WithProfile(runs_, given));
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kManage));
+  // Who may reach it is the owner's to say.
+  if ((patch.contains("public") || patch.contains("project")) &&
+      RoleOn(caller, d) < daemon::Role::kOwner) {
+    return Status::Msg(Code::kPermissionDenied, "deploy.owner_only",
+                       {{"name", name}, {"owner", d.user}});
+  }
   if (d.removing)
     return Status::Msg(Code::kFailedPrecondition, "deploy.removing", {{"name", name}});
   Json merged = d.spec;
@@ -346,7 +393,7 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
     lock.Lock();
   }
-  ASSIGN_OR_RETURN(d, Owned(caller, name));
+  ASSIGN_OR_RETURN(d, Reached(caller, name, daemon::Role::kManage));
   Json before = d.spec;
   bool new_revision = false;
   if (spec.is_command()) {
@@ -383,7 +430,7 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
 
 Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kOwner));
   if (!d.removing) {
     d.removing = true;
     d.updated_at_ms = clock_.NowMs();
@@ -398,7 +445,7 @@ Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) 
 
 Result<Json> Deployments::Events(const Caller& caller, const std::string& name, int64_t after_id) {
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto d, Owned(caller, name));
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kView));
   ASSIGN_OR_RETURN(auto events, store_->Events(d.name, after_id, 500));
   Json out = Json::array();
   for (const auto& e : events) {

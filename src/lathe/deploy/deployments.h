@@ -47,6 +47,7 @@
 #include "lathe/common/status.h"
 #include "lathe/common/thread_annotations.h"
 #include "lathe/daemon/runs.h"
+#include "lathe/daemon/sharing.h"
 #include "lathe/deploy/deployment_spec.h"
 #include "lathe/deploy/gateway_control.h"
 #include "lathe/deploy/reconcile.h"
@@ -84,6 +85,12 @@ struct DeploymentOptions {
   std::function<std::unique_ptr<FrontControl>()> make_front;
 };
 
+// Who may use a deployment's keys (Deployments::KeyAccessFor).
+struct KeyAccess {
+  uid_t owner = 0;
+  daemon::Role role = daemon::Role::kNone;
+};
+
 class Deployments {
  public:
   // `runs` and `registry` must outlive it.
@@ -116,8 +123,13 @@ class Deployments {
       EXCLUDES(mu_);
   // The front's Prometheus text (every deployment's), "" when it is not running.
   std::string Metrics() EXCLUDES(mu_);
-  // The owner check for the key routes: the deployment's owner uid.
-  Result<uid_t> OwnerFor(const daemon::Caller& caller, const std::string& name) EXCLUDES(mu_);
+  // Deployment `name` as sharing sees it, when `caller` may see it.
+  Result<daemon::SharedObject> ObjectOf(const daemon::Caller& caller, const std::string& name)
+      EXCLUDES(mu_);
+  // The check for the key routes: the caller needs role use (sharing.h);
+  // the deployment's owner and the caller's role.
+  Result<KeyAccess> KeyAccessFor(const daemon::Caller& caller, const std::string& name)
+      EXCLUDES(mu_);
   // Keys were issued or revoked: the routes are written again.
   void Kick() EXCLUDES(mu_);
   // Kick, then wait (at most `timeout_ms`) until a pass of the loop that
@@ -193,8 +205,15 @@ class Deployments {
   Json ReplicasJson(const state::DeploymentRecord& d, const Json& front, bool full, int& ready)
       REQUIRES(mu_);
   std::string CurlOf(const state::DeploymentRecord& d) REQUIRES(mu_);
-  Result<state::DeploymentRecord> Owned(const daemon::Caller& caller, const std::string& name)
-      REQUIRES(mu_);
+  // `caller`'s role on `d` (daemon/sharing.h): kOwner for the owner and admins.
+  daemon::Role RoleOn(const daemon::Caller& caller, const state::DeploymentRecord& d);
+  // The deployment, when `caller`'s role on it is at least `needed`:
+  // deploy.not_found when they have none, deploy.forbidden below `needed`.
+  Result<state::DeploymentRecord> Reached(const daemon::Caller& caller, const std::string& name,
+                                          daemon::Role needed) REQUIRES(mu_);
+  // What a user it is shared with sees: "shared" {role, by}, environment
+  // values hidden.
+  Json ForRole(Json j, const state::DeploymentRecord& d, const daemon::Caller& caller);
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many.
   Status CheckUserLimit(const daemon::Caller& caller) REQUIRES(mu_);
   Status CheckFitsMachine(const DeploymentSpec& spec);

@@ -34,8 +34,18 @@ std::string Holder(const std::string& model, int64_t version) {
 bool Owns(const Caller& caller, const state::ModelRecord& m) {
   return caller.admin || m.uid == caller.uid;
 }
-bool Reads(const Caller& caller, const state::ModelRecord& m) {
-  return Owns(caller, m) || m.is_public;
+
+daemon::SharedObject ModelObject(const state::ModelRecord& m) {
+  return {"model", m.name, m.uid, m.user, ""};
+}
+
+// A public model is everyone's to see and to use (deploy, export).
+daemon::Role RoleOn(const Caller& caller, const state::ModelRecord& m,
+                    const Result<daemon::Reach>& reach) {
+  if (Owns(caller, m)) return daemon::Role::kOwner;
+  daemon::Role role = reach.ok() ? reach->RoleOf(ModelObject(m)) : daemon::Role::kNone;
+  if (m.is_public) role = std::max(role, daemon::Role::kUse);
+  return role;
 }
 
 Status ModelNotFound(const std::string& name) {
@@ -45,16 +55,16 @@ Status ModelNotFound(const std::string& name) {
 // What a caller who may not change `m` is told: a model they cannot read is
 // one they do not know of (404, as an unknown name); a public one is theirs
 // to see, and whose it is too.
-Status ModelForbidden(const Caller& caller, const state::ModelRecord& m) {
-  if (!Reads(caller, m)) return ModelNotFound(m.name);
+Status ModelForbidden(daemon::Role role, const state::ModelRecord& m) {
+  if (role == daemon::Role::kNone) return ModelNotFound(m.name);
   return Status::Msg(Code::kPermissionDenied, "model.forbidden",
                      {{"model", m.name}, {"owner", m.user}});
 }
 
 // A new version under a name another user holds: the name is taken (names
 // are unique across users), without saying whose a private model is.
-Status ModelNameTaken(const Caller& caller, const state::ModelRecord& m) {
-  if (Reads(caller, m)) return ModelForbidden(caller, m);
+Status ModelNameTaken(daemon::Role role, const state::ModelRecord& m) {
+  if (role != daemon::Role::kNone) return ModelForbidden(role, m);
   return Status::Msg(Code::kAlreadyExists, "model.name_taken", {{"model", m.name}});
 }
 
@@ -119,6 +129,24 @@ void NoteTags(ModelSource& s) {
 
 }  // namespace
 
+Result<daemon::SharedObject> Registry::ObjectOf(const Caller& caller, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, name, daemon::Role::kView));
+  return ModelObject(found.first);
+}
+
+Result<daemon::Reach> Registry::Reach(const Caller& caller) {
+  return runs_.sharing().ReachOf(caller);
+}
+
+Json Registry::SharedJson(const Caller& caller, const state::ModelRecord& m,
+                          const Result<daemon::Reach>& reach) {
+  const daemon::Role role = RoleOn(caller, m, reach);
+  std::string by = reach.ok() ? reach->How(ModelObject(m)) : "";
+  if (by.empty() && m.is_public) by = "public";
+  return {{"role", std::string(daemon::RoleName(role))}, {"by", by}};
+}
+
 Result<state::ModelStore*> Registry::ModelsDb() {
   if (!models_) {
     ASSIGN_OR_RETURN(models_, state::ModelStore::Open(db_path_));
@@ -141,7 +169,7 @@ Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionReq
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
     ASSIGN_OR_RETURN(auto m, db->GetModel(req.name));
-    if (m && !Owns(caller, *m)) return ModelNameTaken(caller, *m);
+    if (m && !Owns(caller, *m)) return ModelNameTaken(RoleOn(caller, *m, Reach(caller)), *m);
   }
   ASSIGN_OR_RETURN(ModelSource src, SourceOf(caller, req));
   auto registered = Register(caller, req, src);
@@ -244,7 +272,9 @@ Result<Json> Registry::Register(const Caller& caller, const ModelVersionRequest&
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto existing, db->GetModel(req.name));
-  if (existing && !Owns(caller, *existing)) return ModelNameTaken(caller, *existing);
+  if (existing && !Owns(caller, *existing)) {
+    return ModelNameTaken(RoleOn(caller, *existing, Reach(caller)), *existing);
+  }
   state::ModelRecord owner = existing.value_or(state::ModelRecord{});
   if (!existing) {
     owner.name = req.name;
@@ -275,9 +305,11 @@ Result<Json> Registry::List(const Caller& caller) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto models, db->ListModels());
+  const auto reach = Reach(caller);
   Json rows = Json::array();
   for (const auto& m : models) {
-    if (!Reads(caller, m)) continue;
+    const daemon::Role role = RoleOn(caller, m, reach);
+    if (role == daemon::Role::kNone) continue;
     ASSIGN_OR_RETURN(auto versions, db->ListVersions(m.name));
     ASSIGN_OR_RETURN(auto aliases, db->Aliases(m.name));
     rows.push_back(
@@ -289,6 +321,7 @@ Result<Json> Registry::List(const Caller& caller) {
              {"latest", versions.empty() ? Json(nullptr) : Json(versions.back().version)},
              {"aliases", AliasMap(aliases)},
              {"created_at_ms", m.created_at_ms}});
+    if (role < daemon::Role::kOwner) rows.back()["shared"] = SharedJson(caller, m, reach);
   }
   return Json{{"models", rows}};
 }
@@ -296,12 +329,13 @@ Result<Json> Registry::List(const Caller& caller) {
 // The model `ref` names, which `caller` may read; with a version or alias,
 // that version too (nullopt for a bare NAME).
 Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> Registry::Resolve(
-    const Caller& caller, const std::string& ref) {
+    const Caller& caller, const std::string& ref, daemon::Role needed) {
   ASSIGN_OR_RETURN(ModelRef mr, ParseModelRef(ref));
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto m, db->GetModel(mr.name));
   if (!m) return ModelNotFound(mr.name);
-  if (!Reads(caller, *m)) return ModelForbidden(caller, *m);
+  const daemon::Role role = RoleOn(caller, *m, Reach(caller));
+  if (role < needed) return ModelForbidden(role, *m);
   std::optional<int64_t> version = mr.version;
   if (!mr.alias.empty()) {
     if (mr.alias == kLatestAlias) {
@@ -330,7 +364,7 @@ Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> 
 
 Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref));
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kView));
   auto& [m, v] = found;
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto aliases, db->Aliases(m.name));
@@ -354,7 +388,7 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
       }
       vs.push_back(std::move(one));
     }
-    return Json{{"name", m.name},
+    Json out = {{"name", m.name},
                 {"owner", m.user},
                 {"uid", m.uid},
                 {"public", m.is_public},
@@ -362,10 +396,13 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
                 {"next_version", m.next_version},
                 {"aliases", AliasMap(aliases)},
                 {"versions", vs}};
+    if (!owner) out["shared"] = SharedJson(caller, m, Reach(caller));
+    return out;
   }
   Json j = VersionJson(*v, aliases, owner);
   j["owner"] = m.user;
   j["public"] = m.is_public;
+  if (!owner) j["shared"] = SharedJson(caller, m, Reach(caller));
   j["deployments"] = DeployedBy(v->model, v->version);
   ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
   auto manifest = store->Load(v->snapshot);
@@ -394,8 +431,7 @@ Result<Json> Registry::SetAlias(const Caller& caller, const std::string& model,
     return Status::Msg(Code::kInvalidArgument, "model.alias_reserved", {{"alias", alias}});
   }
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, model));
-  if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, model, daemon::Role::kManage));
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto before, db->SetAlias(model, alias, version));
   return Json{{"model", model},
@@ -408,8 +444,7 @@ Result<Json> Registry::DeleteAlias(const Caller& caller, const std::string& mode
                                    const std::string& alias) {
   RETURN_IF_ERROR(CheckAliasName(alias));
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, model));
-  if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, model, daemon::Role::kManage));
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(bool gone, db->DeleteAlias(model, alias));
   if (!gone) {
@@ -422,8 +457,8 @@ Result<Json> Registry::DeleteVersion(const Caller& caller, const std::string& mo
                                      int64_t version) {
   std::vector<std::string> users = DeployedBy(model, version);
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, model + "/" + std::to_string(version)));
-  if (!Owns(caller, found.first)) return ModelForbidden(caller, found.first);
+  ASSIGN_OR_RETURN(auto found,
+                   Resolve(caller, model + "/" + std::to_string(version), daemon::Role::kOwner));
   if (!users.empty()) {
     std::string list;
     for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;
@@ -464,7 +499,7 @@ Result<Json> Registry::Export(const Caller& caller, const std::string& ref, cons
   state::ModelVersionRecord v;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(auto found, Resolve(caller, ref));
+    ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kUse));
     if (!found.second)
       return Status::Msg(Code::kInvalidArgument, "model.export_needs_version", {{"model", ref}});
     v = *found.second;
@@ -489,7 +524,7 @@ Result<Json> Registry::Export(const Caller& caller, const std::string& ref, cons
 Result<state::ModelVersionRecord> Registry::ResolveVersion(const Caller& caller,
                                                            const std::string& ref) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref));
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kUse));
   if (!found.second)
     return Status::Msg(Code::kInvalidArgument, "model.export_needs_version", {{"model", ref}});
   return std::move(*found.second);

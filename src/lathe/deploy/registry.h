@@ -23,6 +23,7 @@
 #include "lathe/common/json.h"
 #include "lathe/common/status.h"
 #include "lathe/daemon/runs.h"
+#include "lathe/daemon/sharing.h"
 #include "lathe/deploy/models.h"
 #include "lathe/os/clock.h"
 #include "lathe/state/deployment_store.h"
@@ -59,6 +60,8 @@ class Registry {
   // (model.export_needs_version).
   Result<state::ModelVersionRecord> ResolveVersion(const daemon::Caller& caller,
                                                    const std::string& ref);
+  // Model `name` as sharing sees it, when `caller` may see it.
+  Result<daemon::SharedObject> ObjectOf(const daemon::Caller& caller, const std::string& name);
   // The signature of version `ref` ("NAME/N") as a ready replica's KServe v2
   // metadata gives it ({name, datatype, shape} lists), recorded when the
   // version has none yet and the lists are not both empty. True when it was
@@ -73,8 +76,14 @@ class Registry {
                         ModelSource& src);
   // mu_ held.
   Result<state::ModelStore*> ModelsDb();
+  // The model `ref` names when `caller`'s role on it is at least `needed`
+  // (daemon/sharing.h; a public model gives everyone role use).
   Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> Resolve(
-      const daemon::Caller& caller, const std::string& ref);
+      const daemon::Caller& caller, const std::string& ref, daemon::Role needed);
+  Result<daemon::Reach> Reach(const daemon::Caller& caller);
+  // "shared" {role, by} of a model `caller` does not own.
+  Json SharedJson(const daemon::Caller& caller, const state::ModelRecord& m,
+                  const Result<daemon::Reach>& reach);
   // "NAME (model/N)" of each deployment serving or wanting `model`/`version`.
   std::vector<std::string> DeployedBy(const std::string& model, int64_t version);
 

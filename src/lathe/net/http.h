@@ -107,12 +107,24 @@ class ResponseStream {
   virtual bool ClientGone() const = 0;
 };
 
+// An open tunnel, for whoever made it: End() closes both sides, from any
+// thread; once the tunnel is over it does nothing, and Open() is false.
+class TunnelControl {
+ public:
+  virtual ~TunnelControl() = default;
+  virtual void End() = 0;
+  virtual bool Open() const = 0;
+};
+
 // How a tunnel (Responder::Tunnel) is bounded.
 struct TunnelOptions {
   int idle_timeout_ms = 600000;  // close both sides when no byte passed either way this long
   // Sees every byte the client sends, in order, on the connection's own
   // strand (one call at a time); must be quick. May be empty.
   std::function<void(std::string_view)> on_client_bytes;
+  // Called once the tunnel runs, with its control (e.g. to end it when the
+  // client may no longer reach what it tunnels to). May be empty.
+  std::function<void(std::shared_ptr<TunnelControl>)> on_open;
 };
 
 // Handed to the handler, which owns it. Exactly one of Send, StartStream or

@@ -646,6 +646,7 @@ class Session final : public SessionBase,
     state_ = State::kTunnelHead;
     tunnel_idle_ms_ = to.idle_timeout_ms > 0 ? to.idle_timeout_ms : TunnelOptions{}.idle_timeout_ms;
     on_client_bytes_ = std::move(to.on_client_bytes);
+    on_open_ = std::move(to.on_open);
     upstream_leftover_ = std::move(leftover);
     stream_res_.emplace();
     try {
@@ -672,7 +673,25 @@ class Session final : public SessionBase,
     buffer_.clear();
     tunnel_.Start(Self(), std::move(to_upstream), std::move(upstream_leftover_),
                   std::move(on_client_bytes_));
+    if (on_open_) std::exchange(on_open_, {})(std::make_shared<Control>(Self(), strand_));
   }
+
+  // Ends the tunnel on the session's strand, if the session is still there.
+  class Control final : public TunnelControl {
+   public:
+    Control(const std::shared_ptr<Session>& s, Ex strand)
+        : session_(s), strand_(std::move(strand)) {}
+    void End() override {
+      asio::post(strand_, [w = session_] {
+        if (auto s = w.lock()) s->EndTunnel();
+      });
+    }
+    bool Open() const override { return !session_.expired(); }
+
+   private:
+    std::weak_ptr<Session> session_;
+    Ex strand_;
+  };
 
   void TunnelActivity() override { SetDeadline(tunnel_idle_ms_); }
 
@@ -802,6 +821,7 @@ class Session final : public SessionBase,
   // TunnelOptions' (may be empty) and the upstream's leftover bytes, from
   // the handler's Tunnel until the head is out and the tunnel starts.
   std::function<void(std::string_view)> on_client_bytes_;
+  std::function<void(std::shared_ptr<TunnelControl>)> on_open_;
   std::string upstream_leftover_;
 };
 

@@ -542,7 +542,7 @@ ReverseProxy::Attempt ReverseProxy::Exchange(const HttpRequest& req, const Upstr
     HttpResponse head{101, "", std::move(down), ""};
     std::unique_ptr<Responder> r = std::move(res);
     r->Tunnel(std::move(head), conn.Release(), std::move(pending),
-              TunnelOptions{opts_.tunnel_idle_timeout_ms, up.on_client_bytes});
+              TunnelOptions{opts_.tunnel_idle_timeout_ms, up.on_client_bytes, up.on_tunnel_open});
     return answered;
   }
   AddResponseHeaders(down, up.add_response_headers);

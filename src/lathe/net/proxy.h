@@ -89,6 +89,8 @@ struct Upstream {
   Headers add_response_headers;
   // A websocket's bytes from the client, as they pass (TunnelOptions).
   std::function<void(std::string_view)> on_client_bytes;
+  // A websocket's tunnel, once open (TunnelOptions::on_open).
+  std::function<void(std::shared_ptr<TunnelControl>)> on_tunnel_open;
   // When nothing answered (proxy.unreachable): may turn that error into a
   // fuller one for the error page (which layer failed, docs/ports.md).
   // Called on a proxy worker; empty: the error as it is.

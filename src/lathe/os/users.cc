@@ -65,6 +65,13 @@ std::vector<std::string> GroupNamesOf(const UserInfo& user) {
   return names;
 }
 
+bool GroupExists(const std::string& name) {
+  group gr;
+  group* out = nullptr;
+  char buf[16384];
+  return getgrnam_r(name.c_str(), &gr, buf, sizeof buf, &out) == 0 && out != nullptr;
+}
+
 Status RunAsUser(const UserInfo& user, const std::function<Status()>& body) {
   std::vector<gid_t> groups = GroupsOf(user);
   Status result;

@@ -26,6 +26,8 @@ std::vector<gid_t> GroupsOf(const UserInfo& user);
 // The names of the user's groups (primary and supplementary); a gid without
 // a group entry is left out.
 std::vector<std::string> GroupNamesOf(const UserInfo& user);
+// Whether the system knows a group of that name.
+bool GroupExists(const std::string& name);
 
 // Runs `body` on a new thread whose file-system identity is `user`'s
 // (fsuid, fsgid and supplementary groups; threads it starts inherit it), and

@@ -391,6 +391,16 @@ Status ParsePool(const Json& v, RunSpec& s) {
   return Status::OK();
 }
 
+Status ParseProject(const Json& v, RunSpec& s) {
+  if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+    return WrongType("project",
+                     "a project's name: 1-63 of a-z, 0-9, '.', '_' and '-', starting with a "
+                     "letter or digit");
+  }
+  s.project = v.get<std::string>();
+  return Status::OK();
+}
+
 Status ParseProfile(const Json& v, RunSpec& s) {
   if (!v.is_string() || !ValidProfileName(v.get<std::string>())) {
     return WrongType("profile", "a profile's name: 1-32 of a-z, 0-9 and -, starting with a letter");
@@ -510,6 +520,7 @@ constexpr Field kFieldTable[] = {
      [](const Json& v, RunSpec& s) { return Assign(WorkspaceFromJson(v), s.workspace); }},
     {"deployment", ParseDeployment},
     {"pool", ParsePool},
+    {"project", ParseProject},
     {"profile", ParseProfile},
     {"gpu_type",
      [](const Json& v, RunSpec& s) { return ParseSlurmName(v, "gpu_type", s.gpu_type); }},
@@ -673,6 +684,7 @@ Json SpecToJson(const RunSpec& s) {
   }
   if (!s.resume_from.empty()) j["resume_from"] = s.resume_from;
   if (!s.pool.empty()) j["pool"] = s.pool;
+  if (!s.project.empty()) j["project"] = s.project;
   if (!s.profile.empty()) j["profile"] = s.profile;
   if (!s.gpu_type.empty()) j["gpu_type"] = s.gpu_type;
   if (!s.partition.empty()) j["partition"] = s.partition;

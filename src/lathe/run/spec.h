@@ -58,6 +58,9 @@
 //   gpu_type: string  only GPUs whose name holds it (case-insensitive: A100
 //       matches "NVIDIA A100-SXM4-80GB") on this machine; on a Slurm pool,
 //       the GRES type (--gres=gpu:TYPE:N). 1-64 of letters, digits, _ - .
+//   project: name  the project the run belongs to (`lathe project`,
+//       docs/sharing.md): the submitter must own it or be a member with role
+//       use or manage; its members reach the run as their role there says.
 //   partition: name  (Slurm pools) the partition for this run instead of the
 //       pool's; a Slurm name (1-64 of letters, digits, _ - .); ignored here
 //   nodes: int >= 1  how many nodes one attempt spans (default 1); more than
@@ -145,6 +148,9 @@ struct RunSpec {
   // A pool of the daemon's config; "" as given: the default pool. The daemon
   // stores where the run goes: the pool's name, or "" for this machine.
   std::string pool;
+  // The project the run belongs to ("" = none): its members reach it as
+  // their role there says (daemon/sharing.h).
+  std::string project;
   // The resource profile the spec named ("" = none); the daemon has applied
   // it, so the fields below hold what it resolved to.
   std::string profile;

@@ -142,6 +142,8 @@ Status Db::Migrate(const std::vector<std::string>& migrations) {
   return Status::OK();
 }
 
+int64_t Db::Changes() const { return sqlite3_changes64(db_); }
+
 Status Db::Exec(std::string_view sql) {
   char* err = nullptr;
   std::string q(sql);

@@ -79,6 +79,9 @@ class Db {
   // which would delete the WAL of a new file put at the same path meanwhile.
   void SkipCheckpointOnClose();
 
+  // Rows the connection's last INSERT, UPDATE or DELETE changed.
+  int64_t Changes() const;
+
   int schema_version() const { return schema_version_; }
   bool wal() const { return wal_; }
   // Empty, or why WAL is not used.

@@ -291,6 +291,37 @@ CREATE TABLE image_grants (
   PRIMARY KEY (uid, id)
 );
 )sql",
+      // v15: sharing (share_store.h): grants of a run, a deployment or a
+      // model to a user or a group with a role, and projects with members.
+      R"sql(
+CREATE TABLE shares (
+  kind TEXT NOT NULL,
+  object TEXT NOT NULL,
+  grantee_kind TEXT NOT NULL,
+  grantee TEXT NOT NULL,
+  role TEXT NOT NULL,
+  owner_uid INTEGER NOT NULL,
+  granted_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (kind, object, grantee_kind, grantee)
+);
+CREATE INDEX shares_grantee ON shares(grantee_kind, grantee);
+CREATE TABLE projects (
+  name TEXT PRIMARY KEY,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE project_members (
+  project TEXT NOT NULL REFERENCES projects(name) ON DELETE CASCADE,
+  uid INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  role TEXT NOT NULL,
+  added_at INTEGER NOT NULL,
+  PRIMARY KEY (project, uid)
+);
+CREATE INDEX project_members_uid ON project_members(uid);
+)sql",
   };
   return m;
 }

@@ -99,7 +99,19 @@ function RunsPage() {
       cell: (r) => (r.redacted ? <code>{r.id}</code> : <Link href={`/runs/${r.id}`}><code>{r.id}</code></Link>),
     },
     { id: "name", label: "web.col.name", sortable: true, cell: (r) => r.name || "—" },
-    { id: "user", label: "web.col.user", sortable: true, cell: (r) => r.user },
+    {
+      id: "user", label: "web.col.user", sortable: true,
+      cell: (r) => (
+        <>
+          {r.user}
+          {r.shared ? (
+            <span class="muted" data-shared={r.shared.role}>
+              {" "}{t("web.shared.mark", { role: r.shared.role, by: r.shared.by })}
+            </span>
+          ) : null}
+        </>
+      ),
+    },
     { id: "kind", label: "web.col.kind", cell: (r) => word("kind", r.kind) },
     { id: "state", label: "web.col.state", sortable: true, cell: (r) => <StateBadge state={r.state} /> },
     {
@@ -113,7 +125,7 @@ function RunsPage() {
     {
       id: "actions", label: "web.col.actions",
       cell: (r) =>
-        !r.redacted && r.user === me && isStoppable(r.state) ? (
+        !r.redacted && (r.user === me || r.shared?.role === "manage") && isStoppable(r.state) ? (
           <StopButton run={r} onStopped={(e) => {
             setActionError(e);
             list.reload();

@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "lathe/daemon/runs.h"
+#include "lathe/daemon/sharing.h"
+#include "lathe/os/clock.h"
 #include "lathe/run/profile.h"
 
 namespace lathe::deploy {
@@ -23,7 +26,10 @@ class FakeRuns final : public daemon::Runs {
     paths_.home = home;
     paths_.db = home + "/lathe.db";
     paths_.runs = home + "/runs";
+    sharing_ = std::make_unique<daemon::Sharing>(paths_.db, os::RealClock());
   }
+
+  daemon::Sharing& sharing() override { return *sharing_; }
 
   const daemon::HomePaths& paths() const override { return paths_; }
   uid_t uid() const override { return ::geteuid(); }
@@ -153,6 +159,7 @@ class FakeRuns final : public daemon::Runs {
 
  private:
   daemon::HomePaths paths_;
+  std::unique_ptr<daemon::Sharing> sharing_;
   const std::string self_exe_ = "/usr/bin/lathe";
   std::mutex mu_;
   std::map<std::string, state::RunRecord> runs_;

@@ -1,0 +1,225 @@
+"""Sharing and projects from three unprivileged users against a root daemon
+(docs/sharing.md): what is shared is reachable exactly as the role says
+(view: spec, logs, events; use: also open it / call it with a key of one's
+own / deploy a model; manage: also stop, scale, move aliases), nothing else
+is, environment values stay the owner's, and taking a share back or removing
+a project member takes effect at the next request.
+"""
+import http.client
+import json
+import os
+import subprocess
+import time
+import unittest
+
+from harness import PY, DaemonTest, second_user, shared_scratch
+
+A, B, C = "lathe-sh-a", "lathe-sh-b", "lathe-sh-c"
+GROUP = "lathe-sh-g"  # C is in it
+
+APP = r"""
+import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    do_POST = do_GET
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+class Sharing(DaemonTest):
+    gpus = "sim:2x24GB"
+
+    def setUp(self):
+        for u in (A, B, C):
+            second_user(self, u)
+        subprocess.run(["groupadd", "-f", GROUP], check=True)
+        subprocess.run(["usermod", "-aG", GROUP, C], check=True)
+        super().setUp()
+
+    def as_(self, user, *args, check=True):
+        return self.d.cli(*args, user=user, check=check)
+
+    def json_as(self, user, *args):
+        return json.loads(self.as_(user, *args, "--json").stdout)
+
+    def refused(self, user, *args, code=None):
+        r = self.as_(user, *args, check=False)
+        self.assertNotEqual(r.returncode, 0, f"{user}: lathe {' '.join(args)} was let through")
+        if code is not None:
+            self.assertEqual(r.returncode, code, r.stderr)
+        return r.stderr
+
+    def job(self, user, *extra):
+        return self.as_(user, "run", "--workdir", "/tmp", "--env", "SECRET_ENV=hunter2", *extra,
+                        "--", "sh", "-c", "echo started; sleep 300").stdout.strip()
+
+    def test_a_run_shared_by_role_and_taken_back(self):
+        rid = self.job(A)
+        self.d.wait_state(rid, "running")
+        self.d.wait_for(lambda: "started" in self.d.logs(rid), "the first line")
+        # Unshared: another user sees who and what state in lists, never more.
+        self.assertIn("belongs to " + A, self.refused(B, "inspect", rid))
+        self.refused(B, "logs", rid)
+        listed = {r["id"]: r for r in self.json_as(B, "ps")}
+        self.assertNotIn("spec", listed[rid])
+
+        out = self.as_(A, "share", rid, "--user", B).stdout
+        self.assertIn(B, out)
+        self.assertIn("view", out)
+        seen = self.json_as(B, "inspect", rid)
+        self.assertEqual(seen["shared"], {"role": "view", "by": A})
+        self.assertEqual(seen["spec"]["env"]["SECRET_ENV"], "(hidden)")
+        self.assertIn("started", self.as_(B, "logs", rid).stdout)
+        listed = {r["id"]: r for r in self.json_as(B, "ps")}
+        self.assertEqual(listed[rid]["shared"]["role"], "view")
+        self.assertNotIn("hunter2", json.dumps(listed[rid]))
+        # View is not stop, not rm, not sharing on.
+        self.assertIn("stop", self.refused(B, "stop", rid))
+        self.refused(B, "share", rid, "--user", C)
+        self.assertIn("only the owner", self.refused(B, "share", rid, "--user", C))
+        # The third user still sees nothing.
+        self.refused(C, "inspect", rid)
+        self.refused(C, "logs", rid)
+        shares = self.json_as(B, "shares")
+        self.assertEqual([(s["kind"], s["object"], s["role"]) for s in shares["shared_with_me"]],
+                         [("run", rid, "view")])
+        self.assertEqual(self.json_as(A, "shares", rid)["shares"][0]["user"], B)
+
+        # A group with role manage: its member stops the run.
+        self.as_(A, "share", rid, "--group", GROUP, "--role", "manage")
+        self.assertEqual(self.json_as(C, "inspect", rid)["shared"],
+                         {"role": "manage", "by": A})
+        self.as_(C, "stop", rid)
+        self.d.wait_state(rid, ["stopped", "failed"])
+        self.refused(C, "rm", rid)  # removing stays the owner's
+
+        # Taken back: refused at the very next request.
+        self.as_(A, "unshare", rid, "--user", B)
+        self.assertIn("belongs to " + A, self.refused(B, "inspect", rid))
+        self.refused(B, "logs", rid)
+        self.assertEqual(self.json_as(B, "shares")["shared_with_me"], [])
+        # Bad input names what is wrong.
+        self.assertIn("view, use, manage",
+                      self.refused(A, "share", rid, "--user", B, "--role", "owner"))
+        self.assertIn("nobody-such", self.refused(A, "share", rid, "--user", "nobody-such"))
+        self.assertIn("'user' and 'group'", self.refused(A, "share", rid))
+        self.assertIn("not shared", self.refused(A, "unshare", rid, "--user", B))
+
+    def test_use_opens_a_port_and_view_does_not(self):
+        rid = self.as_(A, "run", "--workdir", "/tmp", "--port", "web=18462", "--", PY, "-c",
+                       APP).stdout.strip()
+        self.d.wait_state(rid, "running")
+        self.as_(A, "share", "run:" + rid, "--user", B)
+        self.assertIn("open", self.refused(B, "open", rid, "--json"))
+        self.as_(A, "share", "run:" + rid, "--user", B, "--role", "use")
+        opened = self.d.wait_for(
+            lambda: (lambda r: json.loads(r.stdout) if r.returncode == 0 else None)(
+                self.as_(B, "open", rid, "--json", check=False)), "the port opens for B")
+        self.assertIn("url", json.dumps(opened))
+        self.refused(C, "open", rid, "--json")
+        self.as_(A, "stop", rid)
+
+    def test_projects(self):
+        p = self.json_as(A, "project", "create", "ml", "--member", B + ":view")
+        self.assertEqual([(m["user"], m["role"]) for m in p["members"]], [(B, "view")])
+        rid = self.job(A, "--project", "ml")
+        self.d.wait_state(rid, "running")
+        seen = self.json_as(B, "inspect", rid)
+        self.assertEqual(seen["shared"], {"role": "view", "by": "project ml"})
+        self.assertEqual(seen["spec"]["env"]["SECRET_ENV"], "(hidden)")
+        self.refused(C, "inspect", rid)
+        self.assertIn("belongs to " + A, self.refused(B, "stop", rid))
+        # A viewer puts nothing into the project; a user does.
+        self.assertIn("may not put anything", self.refused(B, "run", "--workdir", "/tmp",
+                                                           "--project", "ml", "--", "true"))
+        self.refused(C, "run", "--workdir", "/tmp", "--project", "ml", "--", "true")
+        self.refused(B, "project", "add", "ml", "--member", C)  # only the owner or a manager
+        self.json_as(A, "project", "add", "ml", "--member", B + ":manage")
+        mine = self.as_(B, "run", "--workdir", "/tmp", "--project", "ml", "--",
+                        "true").stdout.strip()
+        self.assertEqual(self.json_as(A, "inspect", mine)["shared"]["by"], "project ml")
+        self.as_(B, "stop", rid)  # manage in the project
+        # LATHE_PROJECT is the default project of a user's runs.
+        env = self.d.env(LATHE_PROJECT="ml")
+        r = self.d.cli("run", "--workdir", "/tmp", "--", "true", user=B, env=env)
+        self.assertEqual(self.d.inspect(r.stdout.strip())["spec"]["project"], "ml")
+        shown = self.json_as(B, "project", "show", "ml")
+        self.assertIn("gpu_hours", shown["usage"])
+        self.assertEqual([x["name"] for x in self.json_as(B, "project", "ls")], ["ml"])
+        self.assertEqual(self.json_as(C, "project", "ls"), [])
+        self.refused(C, "project", "show", "ml")
+        # A member removed loses what the project gave, at the next request.
+        self.json_as(A, "project", "remove", "ml", "--member", B)
+        self.refused(B, "inspect", rid)
+        self.json_as(B, "inspect", mine)  # their own run stays theirs
+        self.assertIn("exists already", self.refused(C, "project", "create", "ml"))
+        self.assertIn("view, use, manage", self.refused(A, "project", "create", "x", "--member",
+                                                        B + ":boss"))
+        self.refused(B, "project", "rm", "ml")
+        self.as_(A, "project", "rm", "ml")
+        self.assertEqual(self.json_as(A, "project", "ls"), [])
+
+    def test_a_model_shared_by_role(self):
+        src = os.path.join(shared_scratch(self, "lathe-sh-"), "weights")
+        os.makedirs(src)
+        with open(os.path.join(src, "model.pt"), "w") as f:
+            f.write("x")
+        os.chmod(src, 0o755)
+        self.as_(A, "model", "create", "digits", "--from-dir", src)
+        self.assertIn("not found", self.refused(B, "model", "show", "digits"))
+        self.as_(A, "share", "model:digits", "--user", B)
+        shown = self.json_as(B, "model", "show", "digits")
+        self.assertEqual(shown["shared"]["role"], "view")
+        self.assertIn("digits", [m["name"] for m in self.json_as(B, "model", "ls")])
+        self.refused(B, "model", "alias", "digits", "prod", "1")
+        self.as_(A, "share", "model:digits", "--user", B, "--role", "manage")
+        self.as_(B, "model", "alias", "digits", "prod", "1")
+        self.refused(B, "model", "rm", "digits/1")  # removing stays the owner's
+        self.refused(C, "model", "show", "digits")
+        self.as_(A, "unshare", "model:digits", "--user", B)
+        self.assertIn("not found", self.refused(B, "model", "show", "digits"))
+
+    def test_a_deployment_called_with_a_shared_users_own_key(self):
+        def show(user):
+            return self.json_as(user, "deploy", "show", "web")
+
+        self.as_(A, "deploy", "create", "web", "--port", "18461", "--ready", "/", "--workdir", "/tmp", "--env",
+                 "SECRET_ENV=hunter2", "--wait", "--", PY, "-c", APP)
+        port = int(show(A)["url"].split(":")[2].split("/")[0])
+
+        def call(key):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/d/web/x", headers={"Authorization": "Bearer " + key})
+            r = c.getresponse()
+            out = r.status, r.read()
+            c.close()
+            return out
+
+        self.assertIn("no deployment named", self.refused(B, "deploy", "show", "web"))
+        self.as_(A, "share", "deployment:web", "--user", B)
+        s = show(B)
+        self.assertEqual(s["shared"]["role"], "view")
+        self.assertEqual(s["spec"]["env"]["SECRET_ENV"], "(hidden)")
+        self.assertIn("needs use", self.refused(B, "deploy", "key", "create", "web"))
+        self.as_(A, "share", "deployment:web", "--user", B, "--role", "use")
+        key = self.as_(B, "deploy", "key", "create", "web").stdout.strip()
+        self.assertEqual(call(key)[0], 200)
+        # Their own keys only; scaling needs manage.
+        self.assertEqual(len(self.json_as(B, "deploy", "key", "ls", "web")), 1)
+        self.refused(B, "deploy", "scale", "web", "2")
+        self.refused(C, "deploy", "show", "web")
+        # Taken back: their key is refused by the front at the next request.
+        self.as_(A, "unshare", "deployment:web", "--user", B)
+        self.assertEqual(call(key)[0], 401)
+        self.refused(B, "deploy", "show", "web")
+        self.as_(A, "deploy", "rm", "web")
+
+
+if __name__ == "__main__":
+    unittest.main()
