@@ -269,6 +269,45 @@ class Proxy(DaemonTest):
         self.assertEqual(p["state"], "wrong_owner")
         self.assertEqual(p["error"]["args"]["uid"], str(self.b.pw_uid))
 
+    def open_ws(self, run, token):
+        s = socket.create_connection(("127.0.0.1", self.port()), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall((f"GET /ws HTTP/1.1\r\nHost: {run}.localhost:{self.port()}\r\n"
+                   f"Authorization: Bearer {token}\r\nUpgrade: websocket\r\n"
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                   f"Sec-WebSocket-Version: 13\r\n"
+                   f"Origin: http://{run}.localhost:{self.port()}\r\n\r\n").encode())
+        f = s.makefile("rb")
+        status = f.readline().decode()
+        self.assertIn(" 101 ", status)
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        return s, f
+
+    def echo(self, s, f, text):
+        mask = os.urandom(4)
+        s.sendall(bytes([0x81, 0x80 | len(text)]) + mask +
+                  bytes(c ^ mask[i % 4] for i, c in enumerate(text)))
+        b1, b2 = f.read(2)
+        return f.read(b2 & 0x7F)
+
+    def test_a_websocket_opened_through_a_share_closes_when_it_is_taken_back(self):
+        run = self.start_server(self.a, "tcp", "env:PORT", "8000")
+        self.d.cli("share", run, "--user", USER_B, "--role", "use", user=USER_A)
+        s, f = self.open_ws(run, self.tok_b)
+        self.assertEqual(self.echo(s, f, b"hi"), b"echo:hi")
+        owner_s, owner_f = self.open_ws(run, self.tok_a)
+        self.d.cli("unshare", run, "--user", USER_B, user=USER_A)
+        # Bob's tunnel is closed by the daemon: his next read sees the end.
+        s.settimeout(30)
+        self.assertEqual(f.read(1), b"")
+        s.close()
+        status, body, _ = self.request(run, token=self.tok_b)
+        self.assertEqual(status, 403, body)
+        # The owner's stays open.
+        self.assertEqual(self.echo(owner_s, owner_f, b"still"), b"echo:still")
+        owner_s.close()
+
     def test_a_websocket_echoes_through_the_proxy(self):
         run = self.start_server(self.a, "tcp", "env:PORT", "8000")
         s = socket.create_connection(("127.0.0.1", self.port()), timeout=30)
