@@ -13,7 +13,10 @@ Made here for it, as that user: a finished run whose log is replaced by
 BIG_LINES lines (CRI records, one of them the needle a search finds), a run
 that wrote a checkpoint (captured when it ended) and a directory of the
 user's to restore it into, and a run that failed with a CUDA out-of-memory
-line (the daemon's diagnosis), a model registered from the checkpoint and a command deployment.
+line (the daemon's diagnosis), a model registered from the checkpoint and a command deployment; and a
+model of three versions with a process handler (SERVED: 1 and 2 load, BROKEN: 3 does not), which the
+browser deploys from the Deployments page's form, rolls out and back, and sees rolled back with its
+failed replica's reason.
 """
 import gzip
 import http.client
@@ -41,6 +44,9 @@ FIRST_LOAD_LIMIT = 250_000
 BIG_LINES = 1_000_000
 NEEDLE_LINE = 777_777
 TS = "2026-11-29T18:30:00.123456789Z"
+# A process handler (docs/serving.md) that answers which version it is, and one that cannot load.
+SERVED = "def load(model_dir):\n    return {}\n\n\ndef predict(batch, model):\n    return [{'v': V} for _ in batch]\n"
+BROKEN = "def load(model_dir):\n    raise RuntimeError('this version cannot load')\n\n\ndef predict(batch, model):\n    return []\n"
 
 
 def catalog():
@@ -192,6 +198,15 @@ class Browser(unittest.TestCase):
         # A model registered from that checkpoint, with an alias: the Models page's versions and lineage.
         d.cli("model", "create", "web-model", "--from", ckpt, user=USER, env=env)
         d.cli("model", "alias", "web-model", "prod", "1", user=USER, env=env)
+        # web-served/1 and /2 serve, /3 cannot load: the versions the browser deploys, rolls out and back.
+        for v, handler in ((1, SERVED.replace("V", "1")), (2, SERVED.replace("V", "2")), (3, BROKEN)):
+            src = os.path.join(work, f"served-{v}")
+            os.mkdir(src)
+            with open(os.path.join(src, "handler.py"), "w") as f:
+                f.write(handler)
+            for path in (src, os.path.join(src, "handler.py")):
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+            d.cli("model", "create", "web-served", "--from-dir", src, "--handler", "handler.py", user=USER, env=env)
         # A command deployment of one replica (a small HTTP server): the Deployments page's detail.
         d.cli("deploy", "create", "web-app", "--port", "18459", "--ready", "/health", "--workdir", "/tmp", "--wait", "--",
               harness.PY, "-c", APP, "v1", user=USER, env=env)
@@ -237,7 +252,7 @@ class Browser(unittest.TestCase):
             "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
-            "gpu_run": gpu_run, "api_token": api_token, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
+            "gpu_run": gpu_run, "api_token": api_token, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "served_model": "web-served", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
             "image": image, "notebook_dir": work,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -249,7 +264,8 @@ class Browser(unittest.TestCase):
         print(r.stdout, file=sys.stderr)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + "\n" + d.daemon_log())
         for name in ("overview-en", "runs-en", "runs-zh", "snapshots-zh", "notebooks-en", "run-log-en",
-                     "run-log-zh", "run-checkpoint-en", "run-failed-zh", "models-zh", "deployments-en"):
+                     "run-log-zh", "run-checkpoint-en", "run-failed-zh", "models-zh", "deployments-en",
+                     "deployment-form-en", "deployment-rolled-back-en", "deployment-form-zh"):
             self.assertTrue(os.path.getsize(os.path.join(ARTIFACTS, name + ".png")) > 0, name)
 
 

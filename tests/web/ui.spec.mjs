@@ -8,7 +8,8 @@
 //          middle_line, needle_text at needle_line, last_text), ckpt_run (a run with a
 //          checkpoint), restore_to (a directory to restore it into), failed_run (a run the
 //          daemon diagnosed: CUDA out of memory), model (registered from ckpt_run's
-//          checkpoint as version 1, alias prod), deployment (a command deployment, one replica)}
+//          checkpoint as version 1, alias prod), deployment (a command deployment, one replica),
+//          served_model (a model whose versions 1 and 2 serve {"v": N} and 3 cannot load)}
 // Prints one line per step; exits 1 with the failed step's message.
 import fs from "node:fs";
 import path from "node:path";
@@ -515,6 +516,103 @@ async function deployment(page) {
   log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}`);
 }
 
+// A deployment created from the Deployments page's form: the daemon's refusal at
+// its field, then created and shown; autoscaled and back to a fixed count;
+// rolled out to version 2 and back to 1 (the endpoint answers each); rolled out
+// to version 3, which cannot load: the daemon rolls it back, the page says why
+// and shows the failed replica's reason, and the owner rolls the spec back too.
+async function deploymentFromUi(page) {
+  const name = cfg.served_model;
+  const detail = 'section[aria-labelledby="deploy-detail"]';
+  const serving = (v) => page.waitForSelector(`${detail} dd[data-serving="${v}"]:not(:has([data-rolling-to]))`, { timeout: 90_000 });
+  step = "the deployment form shows the daemon's refusal at its field";
+  await go(page, "/ui/deployments");
+  await page.click("[data-new-deployment]");
+  await page.fill("#dep-name", name);
+  await page.selectOption("#dep-model_name", name);
+  // (Preact sets an option's value as a property: no attribute to select on.)
+  await page.waitForFunction((v) => [...document.querySelectorAll("#dep-model option")].some((o) => o.value === v),
+    `${name}/1`, WAIT);
+  const offered = await page.$$eval("#dep-model option", (os) => os.map((o) => o.value).filter(Boolean));
+  check(offered.includes(`${name}@latest`) && offered.includes(`${name}/3`), `offered: ${offered}`);
+  await page.selectOption("#dep-model", `${name}/1`);
+  await page.fill("#dep-replicas", "0");
+  await page.click("[data-create-deployment]");
+  const err = page.locator(".deploy-form .field-replicas .error");
+  await err.waitFor(WAIT);
+  const errText = await err.textContent();
+  check(errText.includes("replicas") && errText.includes("64"), `the field's error: ${errText}`);
+  check((await page.getAttribute("#dep-replicas", "aria-invalid")) === "true", "replicas not marked invalid");
+  await checkLanguage(page, "en", "the deployment form");
+  await axe(page, "the deployment form with an error");
+  await shot(page, "deployment-form-en");
+
+  step = "created from the form, shown on its detail";
+  await page.fill("#dep-replicas", "1");
+  await page.check("#dep-public");
+  await page.click("[data-create-deployment]");
+  await page.waitForSelector(`${detail} dl[data-deployment="${name}"]`, WAIT);
+  check(new URL(page.url()).searchParams.get("name") === name, `after the form: ${page.url()}`);
+  await page.waitForSelector(`[data-created="${name}"]`, WAIT);
+  const api = async () => page.evaluate(async (n) => (await fetch(`/api/v1/deployments/${n}`)).json(), name);
+  const made = await api();
+  check(made.spec.model === `${name}/1` && made.spec.public === true && made.spec.replicas === 1 &&
+        made.spec.gpus === 0, `the spec: ${JSON.stringify(made.spec)}`);
+  await page.waitForFunction((sel) => document.querySelector(`${sel} td[data-col="healthy"]`)?.textContent === "yes",
+    detail, { timeout: 90_000 });
+  await serving(`${name}/1`);
+  const answers = async () => {
+    const r = await fetch(`${made.url}predict`, { method: "POST", body: "{}", headers: { "Content-Type": "application/json" } });
+    return `${r.status} ${r.headers.get("lathe-model-version")}`;
+  };
+  check((await answers()) === `200 ${name}/1`, `the endpoint: ${await answers()}`);
+
+  step = "autoscaling set from the detail, its bounds shown; then a fixed count again";
+  await page.fill("#deploy-min", "1");
+  await page.fill("#deploy-max", "3");
+  await page.fill("#deploy-target", "4");
+  await page.click("[data-autoscale]");
+  const bounds = page.locator(`${detail} dd[data-scaling="auto"]`);
+  await bounds.waitFor(WAIT);
+  const boundsText = await bounds.textContent();
+  check(/\b1\b.*\b3\b.*\b4\b/.test(boundsText), `the bounds: ${boundsText}`);
+  const auto = (await api()).spec;
+  check(auto.autoscale?.min === 1 && auto.autoscale?.max === 3 && auto.autoscale?.target === 4 && !("replicas" in auto),
+        `autoscale: ${JSON.stringify(auto)}`);
+  await page.fill("#deploy-replicas", "1");
+  await page.click("[data-scale]");
+  await page.waitForSelector(`${detail} dd[data-scaling="fixed"]`, WAIT);
+  check(!("autoscale" in (await api()).spec), "autoscale kept after a fixed count");
+
+  step = "rolled out to version 2 from the detail, and back";
+  await page.selectOption("#deploy-rollout-to", `${name}/2`);
+  await page.click("[data-rollout]");
+  await serving(`${name}/2`);
+  check((await answers()) === `200 ${name}/2`, `after the rollout: ${await answers()}`);
+  await page.click(`[data-rollback="${name}/1"]`);
+  await serving(`${name}/1`);
+  check((await answers()) === `200 ${name}/1`, `after the rollback: ${await answers()}`);
+
+  step = "a version that cannot load: rolled back by the daemon, the failed replica's reason shown";
+  await page.selectOption("#deploy-rollout-to", `${name}/3`);
+  await page.click("[data-rollout]");
+  const rolledBack = page.locator(`${detail} [data-rolled-back="${name}/3"]`);
+  await rolledBack.waitFor({ timeout: 90_000 });
+  const failed = page.locator(`${detail} [data-replica-failed]`);
+  await failed.waitFor(WAIT);
+  const why = await failed.textContent();
+  check(why.includes("this version cannot load") && why.includes(`${name}/3`), `the failed replica: ${why}`);
+  check((await answers()) === `200 ${name}/1`, `while rolled back: ${await answers()}`);
+  await axe(page, "a deployment rolled back");
+  await shot(page, "deployment-rolled-back-en");
+  await checkLanguage(page, "en", "a deployment rolled back");
+  await page.click(`[data-rollback="${name}/1"]`);
+  await rolledBack.waitFor({ state: "detached", ...WAIT });
+  check((await api()).spec.model === `${name}/1`, "the spec does not name version 1 again");
+  log(`a deployment from the form: refused "${errText}"; created; autoscaled (${boundsText}), then fixed; ` +
+      `/2 rolled out and back; /3 rolled back by the daemon: "${why}"; the spec back on /1`);
+}
+
 // In 中文: what the daemon says of a deployment (its events, its replicas' states,
 // its health) and what the charts draw (legends) are Chinese too, not the daemon's English.
 async function inChinese(page) {
@@ -529,6 +627,18 @@ async function inChinese(page) {
   check(cjk.test(state), `a replica's state not in 中文: ${state}`);
   const healthy = await page.locator('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]').first().textContent();
   check(healthy === cfg.catalog["web.yes"].zh, `healthy: ${healthy}`);
+  step = "the deployment form and a model deployment's detail in 中文";
+  await go(page, `/ui/deployments?name=${cfg.served_model}`);
+  await page.waitForSelector('section[aria-labelledby="deploy-detail"] [data-rollout]', WAIT);
+  await page.click("[data-new-deployment]");
+  await page.waitForSelector(".deploy-form", WAIT);
+  await page.check("#dep-autoscale");
+  await page.waitForSelector("#dep-max", WAIT);
+  await checkLanguage(page, "zh", "the deployment form and detail");
+  const scalingZh = await page.textContent('section[aria-labelledby="deploy-detail"] dd[data-scaling]');
+  check(cjk.test(scalingZh), `the scaling not in 中文: ${scalingZh}`);
+  await shot(page, "deployment-form-zh");
+  log(`${step}: ${scalingZh}`);
   step = "a run's chart legends and spec fields in 中文";
   await go(page, `/ui/runs/${cfg.gpu_run}`);
   await page.waitForSelector('figure[data-chart="gpu-util"] canvas', WAIT);
@@ -671,6 +781,7 @@ async function main() {
     await models(page);
     await openPort(page);
     await deployment(page);
+    await deploymentFromUi(page);
     await notebookFromUi(page);
     await accessPage(page);
 

@@ -1,8 +1,11 @@
 // A deployment's owner's actions on its detail: scale it to N replicas
-// (PATCH /api/v1/deployments/{name} {replicas}), and its keys (GET/POST
+// (PATCH /api/v1/deployments/{name} {replicas}) or let it autoscale
+// (PATCH {autoscale: {min, max, target}}; the two replace each other), and
+// its keys (GET/POST
 // /deployments/{name}/keys, DELETE …/keys/{key}): a new key is shown once,
 // when it is made, and works at once (the daemon answers only when the front
 // has it); a revoked one is refused from the next request.
+import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import { api, apiAction, ApiError } from "../api";
 import { ErrorBox, ShownOnce } from "./status";
@@ -19,17 +22,37 @@ interface DeployKey {
   last_used_at_ms: number | null;
 }
 
-export function DeployManage({ name, replicas, onChanged }: { name: string; replicas: number; onChanged: () => void }) {
+export interface Autoscale {
+  min?: number;
+  max: number;
+  target?: number;
+}
+
+// A whole number where the text is one; else the text, for the daemon to name.
+function countOr(s: string): number | string {
+  return /^\d+(\.\d+)?$/.test(s.trim()) ? Number(s.trim()) : s.trim();
+}
+
+export function DeployManage({ name, replicas, autoscale, onChanged }:
+  { name: string; replicas: number; autoscale?: Autoscale; onChanged: () => void }) {
   const path = `/deployments/${encodeURIComponent(name)}`;
   const keys = useApi<{ keys: DeployKey[] }>(`${path}/keys`, 0);
   const [error, setError] = useState<ApiError | null>(null);
   const [count, setCount] = useState(String(replicas));
+  const [range, setRange] = useState<Record<string, string>>({
+    min: String(autoscale?.min ?? ""), max: String(autoscale?.max ?? ""), target: String(autoscale?.target ?? ""),
+  });
   const [made, setMade] = useState("");
   const run = (call: () => Promise<unknown>, done: () => void) => apiAction(call, done, setError);
   const scale = (e: Event) => {
     e.preventDefault();
-    const n = /^\d+$/.test(count.trim()) ? Number(count.trim()) : count.trim();
-    void run(() => api(path, { method: "PATCH", body: { replicas: n } }), onChanged);
+    void run(() => api(path, { method: "PATCH", body: { replicas: countOr(count) } }), onChanged);
+  };
+  const setAutoscale = (e: Event) => {
+    e.preventDefault();
+    const body: Record<string, number | string> = {};
+    for (const k of ["min", "max", "target"]) if (range[k]?.trim()) body[k] = countOr(range[k]);
+    void run(() => api(path, { method: "PATCH", body: { autoscale: body } }), onChanged);
   };
   const create = () =>
     run(async () => setMade((await api<{ key: string }>(`${path}/keys`, { method: "POST", body: {} })).key),
@@ -56,6 +79,18 @@ export function DeployManage({ name, replicas, onChanged }: { name: string; repl
         <input type="text" inputMode="numeric" id="deploy-replicas" value={count}
                onInput={(e) => setCount((e.currentTarget as HTMLInputElement).value)} />
         <button type="submit" class="small" data-scale="1">{t("web.deploy.scale")}</button>
+        <small class="muted">{t("web.deploy.scale_hint")}</small>
+      </form>
+      <form class="inline-form" onSubmit={setAutoscale} aria-labelledby="autoscale-title">
+        <h3 id="autoscale-title">{t("web.deploy.autoscale_title")}</h3>
+        {["min", "max", "target"].map((k) => (
+          <Fragment key={k}>
+            <label for={`deploy-${k}`}>{t(`web.deploy.${k}`)}</label>
+            <input type="text" inputMode={k === "target" ? "decimal" : "numeric"} id={`deploy-${k}`}
+                   value={range[k]} onInput={(e) => setRange({ ...range, [k]: (e.currentTarget as HTMLInputElement).value })} />
+          </Fragment>
+        ))}
+        <button type="submit" class="small" data-autoscale="1">{t("web.deploy.autoscale_set")}</button>
       </form>
       <h3>{t("web.deploy.keys")}</h3>
       <Table caption="web.deploy.keys" columns={columns} rows={keys.data?.keys ?? []} rowKey={(k) => k.id}

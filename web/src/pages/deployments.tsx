@@ -1,8 +1,14 @@
 // Deployments: the caller's served models and commands (GET /api/v1/deployments),
-// and for the one chosen (?name=NAME) what GET /api/v1/deployments/{name}
-// says: URL and curl line, health, replicas (state, healthy, in flight), the
-// traffic split, requests per second and latency, and its events.
-import { DeployManage } from "../components/deploy_manage";
+// the form that creates one of a model version, and for the one chosen
+// (?name=NAME) what GET /api/v1/deployments/{name} says: URL and curl line,
+// health, what serves and what it rolls out to (or rolled back from, and why),
+// its scaling, replicas (state, healthy, in flight, why one failed), the
+// traffic split, requests per second and latency, and its events; with the
+// owner's actions (scale, autoscale, roll out, roll back, keys).
+import { useState } from "preact/hooks";
+import { DeployForm } from "../components/deploy_form";
+import { DeployManage, type Autoscale } from "../components/deploy_manage";
+import { DeployRollout } from "../components/deploy_rollout";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -40,6 +46,9 @@ interface Deployment {
   routed?: boolean;
   traffic?: Record<string, number>;
   replicas: { wanted: number; ready: number; list?: Replica[] };
+  wanted?: string;                                  // the version the spec names now
+  rolled_back?: { version: string; reason: string };  // that version, rolled back by the daemon
+  spec?: { replicas?: number; autoscale?: Autoscale };
   requests?: number;
   errors?: number;
   in_flight?: number;
@@ -53,6 +62,8 @@ interface DeployEvent {
   id: number;
   ts_ms: number;
   level: string;
+  msg_id?: string;
+  args?: Record<string, string>;
   message: string;
   text?: { en?: string; zh?: string };  // the message in both languages
 }
@@ -70,11 +81,59 @@ function num(v: number | null | undefined, digits = 1) {
   return v === null || v === undefined ? "—" : String(Math.round(v * 10 ** digits) / 10 ** digits);
 }
 
+// How many replicas it keeps: a fixed count, or autoscaling's range and target.
+function scaling(x: Deployment): string {
+  const a = x.spec?.autoscale;
+  if (a) return t("web.deploy.scaling_auto", { min: a.min ?? 1, max: a.max, target: a.target ?? 2 });
+  return t("web.deploy.scaling_fixed", { n: x.spec?.replicas ?? x.replicas?.wanted ?? 1 });
+}
+
+// What serves, and what the deployment wants instead: a rollout under way, or
+// a version the daemon rolled back (with why).
+function Serving({ x }: { x: Deployment }) {
+  return (
+    <dd data-serving={x.version}>
+      <code>{x.version || "—"}</code>{" "}
+      {x.rolled_back ? (
+        <span class="error" data-rolled-back={x.rolled_back.version}>
+          {t("web.deploy.rolled_back", { version: x.rolled_back.version, reason: x.rolled_back.reason })}
+        </span>
+      ) : x.wanted && x.wanted !== x.version ? (
+        <span data-rolling-to={x.wanted}>{t("web.deploy.rolling_to", { version: x.wanted })}</span>
+      ) : null}
+    </dd>
+  );
+}
+
+// Why a replica ended, in the reader's language: its run's reason, and the
+// last line it printed when it failed, which the deployment's event of its end
+// adds (deploy.replica_ended, deploy.replica_crashed: "exited with code 2: …").
+function whyEnded(r: Replica, events: DeployEvent[]): string {
+  const why = bi(r.reason_text, r.reason);
+  const ended = [...events].reverse().find((e) => e.args?.run === r.run &&
+    (e.msg_id === "deploy.replica_ended" || e.msg_id === "deploy.replica_crashed"));
+  const full = ended?.args?.reason ?? "";
+  return r.reason && full.startsWith(r.reason + ": ") ? why + full.slice(r.reason.length) : why;
+}
+
+// The last replica that failed, and why.
+function FailedReplica({ list, events }: { list: Replica[]; events: DeployEvent[] }) {
+  const failed = list.filter((r) => r.state === "failed");
+  const r = failed[failed.length - 1];
+  if (!r) return null;
+  return (
+    <p class="error" data-replica-failed={r.run}>
+      {t("web.deploy.replica_failed", { run: r.run, version: r.version || "—", reason: whyEnded(r, events) || "—" })}
+    </p>
+  );
+}
+
 function Detail({ name }: { name: string }) {
   useLang();
   const d = useApi<Deployment>(`/deployments/${encodeURIComponent(name)}`, 3000);
   const ev = useApi<{ events: DeployEvent[] }>(`/deployments/${encodeURIComponent(name)}/events`, 5000);
   const x = d.data;
+  const events = ev.data?.events ?? [];
   const replicas: Column<Replica>[] = [
     { id: "run", label: "web.col.id", cell: (r) => <Link href={`/runs/${r.run}`}><code>{r.run}</code></Link> },
     { id: "version", label: "web.deploy.version", cell: (r) => r.version || "—" },
@@ -85,7 +144,7 @@ function Detail({ name }: { name: string }) {
     { id: "requests", label: "web.deploy.requests", numeric: true, cell: (r) => r.requests ?? 0 },
     { id: "errors", label: "web.deploy.errors", numeric: true, cell: (r) => r.errors ?? 0 },
     { id: "gpus", label: "web.col.gpus", cell: (r) => r.gpus?.join(",") || "—" },
-    { id: "reason", label: "web.run.reason", cell: (r) => bi(r.reason_text, r.reason) || "—" },
+    { id: "reason", label: "web.run.reason", cell: (r) => whyEnded(r, events) || "—" },
   ];
   return (
     <Section title="web.deploy.detail" id="deploy-detail">
@@ -96,6 +155,8 @@ function Detail({ name }: { name: string }) {
             <dl class="facts" data-deployment={x.name}>
               <dt>{t("web.col.name")}</dt><dd>{x.name}</dd>
               <dt>{t("web.deploy.serves")}</dt><dd><code>{x.model || x.command?.join(" ") || "—"}</code></dd>
+              <dt>{t("web.deploy.version")}</dt><Serving x={x} />
+              <dt>{t("web.deploy.scaling")}</dt><dd data-scaling={x.spec?.autoscale ? "auto" : "fixed"}>{scaling(x)}</dd>
               <dt>{t("web.deploy.health")}</dt>
               <dd><span class={`badge health-${x.health}`}>{health(x.health)}</span> {x.reason ? <span>{bi(x.reason_text, x.reason)}</span> : null}</dd>
               <dt>{t("web.deploy.url")}</dt><dd>{x.url ? <code>{x.url}</code> : "—"}</dd>
@@ -107,8 +168,14 @@ function Detail({ name }: { name: string }) {
               <dt>{t("web.deploy.totals")}</dt>
               <dd>{t("web.deploy.totals_value", { requests: x.requests ?? 0, errors: x.errors ?? 0, in_flight: x.in_flight ?? 0 })}</dd>
             </dl>
-            <DeployManage name={x.name} replicas={x.replicas?.wanted ?? 1} onChanged={d.reload} />
+            <DeployManage key={x.name} name={x.name} replicas={x.spec?.replicas ?? x.replicas?.wanted ?? 1}
+                          autoscale={x.spec?.autoscale} onChanged={d.reload} />
+            {x.model ? (
+              <DeployRollout key={x.name} name={x.name} state={x} events={events}
+                             onChanged={() => { d.reload(); ev.reload(); }} />
+            ) : null}
             <h3>{t("web.deploy.replica_list")}</h3>
+            <FailedReplica list={x.replicas?.list ?? []} events={events} />
             <Table caption="web.deploy.replica_list" columns={replicas} rows={x.replicas?.list ?? []}
                    rowKey={(r) => r.run} empty="web.deploy.no_replicas" />
             <h3>{t("web.deploy.events")}</h3>
@@ -130,9 +197,12 @@ function Detail({ name }: { name: string }) {
 }
 
 function Deployments() {
+  useLang();
   const loc = useLocation();
   const chosen = loc.query.get("name") ?? "";
   const d = useApi<{ deployments: Deployment[] }>("/deployments", 5000);
+  const [formOpen, setFormOpen] = useState(false);
+  const [created, setCreated] = useState("");
   const columns: Column<Deployment>[] = [
     { id: "name", label: "web.col.name",
       cell: (x) => (
@@ -150,6 +220,23 @@ function Deployments() {
   ];
   return (
     <>
+      <div class="toolbar">
+        <button type="button" class="primary" aria-expanded={formOpen} aria-controls="deploy-form"
+                data-new-deployment="1" onClick={() => setFormOpen(!formOpen)}>
+          {t("web.deploy.new")}
+        </button>
+      </div>
+      {created && created === chosen ? <p class="notice" role="status" data-created={created}>{t("web.deploy.created", { name: created })}</p> : null}
+      {formOpen ? (
+        <div id="deploy-form">
+          <DeployForm onCreated={(n) => {
+            setFormOpen(false);
+            setCreated(n);
+            d.reload();
+            setQuery({ name: n });
+          }} />
+        </div>
+      ) : null}
       <ErrorBox error={d.error} />
       <Table caption="web.deployments.title" columns={columns} rows={d.data?.deployments ?? []}
              rowKey={(x) => x.name} empty={d.loading ? "web.loading" : "web.deploy.none"} />
