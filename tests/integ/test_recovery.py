@@ -14,6 +14,9 @@ from harness import Daemon, DaemonTest
 # deployment keys (v8), workspaces (v9), the model registry (v10),
 # deployments (v11) or credentials (v12, the tokens, sessions and keys).
 DOWNGRADE_TO_V2 = """
+DROP TABLE IF EXISTS project_members;
+DROP TABLE IF EXISTS projects;
+DROP TABLE IF EXISTS shares;
 DROP TABLE credentials;
 DROP TABLE IF EXISTS secrets;
 DROP TABLE IF EXISTS gpu_attempts;
@@ -116,7 +119,7 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 14)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 15)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

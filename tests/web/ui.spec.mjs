@@ -600,6 +600,11 @@ async function deploymentFromUi(page) {
   await rolledBack.waitFor({ timeout: 90_000 });
   const failed = page.locator(`${detail} [data-replica-failed]`);
   await failed.waitFor(WAIT);
+  // The replica's last line comes with the deployment's events, which the
+  // page may read a poll after the rollback itself.
+  await page.waitForFunction(
+      (sel) => (document.querySelector(sel)?.textContent ?? "").includes("cannot load"),
+      `${detail} [data-replica-failed]`, WAIT).catch(() => {});
   const why = await failed.textContent();
   check(why.includes("this version cannot load") && why.includes(`${name}/3`), `the failed replica: ${why}`);
   check((await answers()) === `200 ${name}/1`, `while rolled back: ${await answers()}`);
