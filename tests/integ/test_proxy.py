@@ -285,11 +285,20 @@ class Proxy(DaemonTest):
         return s, f
 
     def echo(self, s, f, text):
+        """Sends `text` as one masked text frame; the payload of the frame that comes back."""
         mask = os.urandom(4)
-        s.sendall(bytes([0x81, 0x80 | len(text)]) + mask +
-                  bytes(c ^ mask[i % 4] for i, c in enumerate(text)))
+        n = len(text)
+        head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else
+                                bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536 else
+                                bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+        s.sendall(head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(text)))
         b1, b2 = f.read(2)
-        return f.read(b2 & 0x7F)
+        m = b2 & 0x7F
+        if m == 126:
+            m = int.from_bytes(f.read(2), "big")
+        elif m == 127:
+            m = int.from_bytes(f.read(8), "big")
+        return f.read(m)
 
     def test_a_websocket_opened_through_a_share_closes_when_it_is_taken_back(self):
         run = self.start_server(self.a, "tcp", "env:PORT", "8000")
@@ -310,32 +319,9 @@ class Proxy(DaemonTest):
 
     def test_a_websocket_echoes_through_the_proxy(self):
         run = self.start_server(self.a, "tcp", "env:PORT", "8000")
-        s = socket.create_connection(("127.0.0.1", self.port()), timeout=30)
-        key = base64.b64encode(os.urandom(16)).decode()
-        s.sendall((f"GET /ws HTTP/1.1\r\nHost: {run}.localhost:{self.port()}\r\n"
-                   f"Authorization: Bearer {self.tok_a}\r\nUpgrade: websocket\r\n"
-                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                   f"Sec-WebSocket-Version: 13\r\n"
-                   f"Origin: http://{run}.localhost:{self.port()}\r\n\r\n").encode())
-        f = s.makefile("rb")
-        status = f.readline().decode()
-        self.assertIn(" 101 ", status)
-        while f.readline() not in (b"\r\n", b""):
-            pass
+        s, f = self.open_ws(run, self.tok_a)
         for text in (b"hello", b"x" * 70000):
-            mask = os.urandom(4)
-            n = len(text)
-            head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else
-                                    bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536 else
-                                    bytes([0x80 | 127]) + n.to_bytes(8, "big"))
-            s.sendall(head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(text)))
-            b1, b2 = f.read(2)
-            m = b2 & 0x7F
-            if m == 126:
-                m = int.from_bytes(f.read(2), "big")
-            elif m == 127:
-                m = int.from_bytes(f.read(8), "big")
-            self.assertEqual(f.read(m), b"echo:" + text)
+            self.assertEqual(self.echo(s, f, text), b"echo:" + text)
         s.close()
 
 
