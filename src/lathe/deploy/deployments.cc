@@ -170,13 +170,13 @@ Result<state::DeploymentRecord> Deployments::Reached(const Caller& caller, const
   return *d;
 }
 
-Json Deployments::ForRole(Json j, const state::DeploymentRecord& d, const Caller& caller) {
+Json Deployments::ForRole(Json j, const state::DeploymentRecord& d, const Caller& caller,
+                          const Result<daemon::Reach>& reach) {
   if (caller.admin || caller.uid == d.uid) return j;
-  auto reach = runs_.sharing().ReachOf(caller);
+  daemon::HideEnvValues(j);  // the owner's alone, whatever the role
   if (!reach.ok()) return j;
   const daemon::SharedObject o = DeploymentObject(d);
   j["shared"] = {{"role", std::string(daemon::RoleName(reach->RoleOf(o)))}, {"by", reach->How(o)}};
-  daemon::HideEnvValues(j);  // the owner's alone, whatever the role
   return j;
 }
 
@@ -331,7 +331,7 @@ Result<Json> Deployments::List(const Caller& caller) {
       continue;
     }
     ASSIGN_OR_RETURN(Json j, ToJson(d, false));
-    out.push_back(ForRole(std::move(j), d, caller));
+    out.push_back(ForRole(std::move(j), d, caller, reach));
   }
   return Json{{"deployments", out}};
 }
@@ -340,7 +340,7 @@ Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kView));
   ASSIGN_OR_RETURN(Json j, ToJson(d, true));
-  return ForRole(std::move(j), d, caller);
+  return ForRole(std::move(j), d, caller, runs_.sharing().ReachOf(caller));
 }
 
 Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& given) {

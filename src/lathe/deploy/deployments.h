@@ -211,9 +211,10 @@ class Deployments {
   // deploy.not_found when they have none, deploy.forbidden below `needed`.
   Result<state::DeploymentRecord> Reached(const daemon::Caller& caller, const std::string& name,
                                           daemon::Role needed) REQUIRES(mu_);
-  // What a user it is shared with sees: "shared" {role, by}, environment
-  // values hidden.
-  Json ForRole(Json j, const state::DeploymentRecord& d, const daemon::Caller& caller);
+  // What a user it is shared with sees: "shared" {role, by} from `reach`
+  // (the caller's, read once per request), environment values hidden.
+  Json ForRole(Json j, const state::DeploymentRecord& d, const daemon::Caller& caller,
+               const Result<daemon::Reach>& reach);
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many.
   Status CheckUserLimit(const daemon::Caller& caller) REQUIRES(mu_);
   Status CheckFitsMachine(const DeploymentSpec& spec);
