@@ -131,6 +131,58 @@ TEST(Quota, AJobOverQuotaNeverPreempts) {
   EXPECT_EQ(*WaitOf(d, "hi"), WaitReason::kQuota);
 }
 
+QueuedJob InProject(QueuedJob j, const std::string& user, const std::string& project) {
+  j = ByUser(std::move(j), user);
+  j.project = project;
+  return j;
+}
+
+TEST(ProjectQuota, AProjectsLimitHoldsAllItsMembersRunsTogether) {
+  Accounts projects{{"vision", Limited(2, 3)}};
+  projects["vision"].gpus_held = 1;  // a run of the project holds one already
+  // alice and bob each have room of their own; the project has room for one GPU.
+  Decision d = Schedule(
+      Node(8),
+      {InProject(Q("a1", 1, 1), "alice", "vision"), InProject(Q("b1", 2, 1), "bob", "vision"),
+       ByUser(Q("c1", 3, 2), "carol"), InProject(Q("b2", 4, 0), "bob", "vision")},
+      {R("held", {0})}, kNow, {}, projects);
+  // a1 starts (2 of 2 GPUs); b1 would hold 3; carol's run is no project's; b2
+  // asks no GPU and is the project's second run of 3.
+  EXPECT_EQ(Started(d), (std::vector<std::string>{"a1", "c1", "b2"}));
+  const Waiting* w = WaitingOf(d, "b1");
+  ASSERT_TRUE(w && w->quota);
+  EXPECT_EQ(w->reason, WaitReason::kQuota);
+  EXPECT_EQ(w->quota->project, "vision");
+  EXPECT_EQ(w->quota->user, "bob");
+  EXPECT_EQ(w->quota->kind, QuotaKind::kGpus);
+  EXPECT_EQ(w->detail, "project vision holds 2 of its 2 GPUs; this run needs 1");
+  EXPECT_FALSE(d.reservation);  // held by quota: never the head
+}
+
+TEST(ProjectQuota, TheUsersLimitIsCheckedFirstAndBothMustAllow) {
+  Accounts users{{"alice", Limited(1)}};
+  Accounts projects{{"vision", Limited(4)}};
+  users["alice"].gpus_held = 1;
+  Decision d =
+      Schedule(Node(8), {InProject(Q("a1", 1, 1), "alice", "vision")}, {}, kNow, users, projects);
+  ASSERT_TRUE(WaitingOf(d, "a1") && WaitingOf(d, "a1")->quota);
+  EXPECT_EQ(WaitingOf(d, "a1")->quota->project, "");  // the user's limit, named as before
+  // GPU-hours: the project's window, only for runs that ask for GPUs.
+  Account hours;
+  hours.limits.gpu_hours = 10;
+  hours.limits.period_ms = 24 * kHourMs;
+  hours.gpu_hours_used = 12.5;
+  Decision h = Schedule(
+      Node(8),
+      {InProject(Q("g", 1, 1), "bob", "vision"), InProject(Q("cpu", 2, 0), "bob", "vision"),
+       InProject(Q("o", 3, 1), "bob", "other")},
+      {}, kNow, {}, {{"vision", hours}});
+  EXPECT_EQ(Started(h), (std::vector<std::string>{"cpu", "o"}));
+  EXPECT_EQ(WaitingOf(h, "g")->detail,
+            "project vision used 12.5 of its 10 GPU-hours in the last 1d");
+  EXPECT_EQ(WaitingOf(h, "g")->quota->period_ms, 24 * kHourMs);
+}
+
 TEST(FairShare, TheLighterUserGoesFirstWithinAPriority) {
   Accounts acc;
   acc["alice"].share_usage = 50;  // used the GPUs lately

@@ -21,6 +21,7 @@ namespace {
 // The working state of one Schedule call.
 struct Book {
   Accounts accounts;  // the input's, plus this Decision's starts and claims
+  Accounts projects;  // likewise, by project
   FreePool free;
   Amount releasing;             // unclaimed resources of stopping runs and victims
   std::vector<Holder> holders;  // running (not stopping, not victims) + started now
@@ -97,16 +98,38 @@ std::vector<QueuedJob> SortAndFilter(const NodeState& node, std::vector<QueuedJo
   return ok;
 }
 
-// What `j` starting (or claiming) adds to its user's account.
+// What `j` starting (or claiming) adds to its user's and its project's accounts.
 void Charge(const QueuedJob& j, Book& b) {
-  auto it = b.accounts.find(j.user);
-  if (it == b.accounts.end()) return;
-  it->second.gpus_held += std::max(0, j.req.gpus);
-  it->second.runs_held += 1;
-  if (j.notebook) it->second.notebooks_held += 1;
+  auto add = [&](Accounts& accounts, const std::string& key) {
+    auto it = accounts.find(key);
+    if (key.empty() || it == accounts.end()) return;
+    it->second.gpus_held += std::max(0, j.req.gpus);
+    it->second.runs_held += 1;
+    if (j.notebook) it->second.notebooks_held += 1;
+  };
+  add(b.accounts, j.user);
+  add(b.projects, j.project);
+}
+
+std::string ProjectQuotaDetail(const QuotaHit& h) {
+  switch (h.kind) {
+    case QuotaKind::kGpus:
+      return fmt::format("project {} holds {:g} of its {:g} GPUs; this run needs {:g}", h.project,
+                         h.held, h.limit, h.asked);
+    case QuotaKind::kRuns:
+      return fmt::format("project {} has {:g} of its {:g} runs active", h.project, h.held, h.limit);
+    case QuotaKind::kNotebooks:
+      return fmt::format("project {} has {:g} of its {:g} notebooks running", h.project, h.held,
+                         h.limit);
+    case QuotaKind::kGpuHours:
+      return fmt::format("project {} used {:.1f} of its {:g} GPU-hours in the last {}", h.project,
+                         h.held, h.limit, FormatDuration(std::chrono::milliseconds(h.period_ms)));
+  }
+  return "";
 }
 
 std::string QuotaDetail(const QuotaHit& h) {
+  if (!h.project.empty()) return ProjectQuotaDetail(h);
   switch (h.kind) {
     case QuotaKind::kGpus:
       return fmt::format("{} holds {:g} of their {:g} GPUs; this run needs {:g}", h.user, h.held,
@@ -124,9 +147,13 @@ std::string QuotaDetail(const QuotaHit& h) {
 
 // Before every step: true (and `j` waits kQuota) when its quota holds it back.
 bool HeldByQuota(const QueuedJob& j, const Book& b, Decision* d) {
-  auto it = b.accounts.find(j.user);
-  if (it == b.accounts.end()) return false;
-  std::optional<QuotaHit> hit = CheckQuota(j, it->second);
+  std::optional<QuotaHit> hit;
+  if (auto it = b.accounts.find(j.user); it != b.accounts.end()) hit = CheckQuota(j, it->second);
+  auto p = j.project.empty() ? b.projects.end() : b.projects.find(j.project);
+  if (!hit && p != b.projects.end()) {
+    hit = CheckQuota(j, p->second);
+    if (hit) hit->project = j.project;
+  }
   if (!hit) return false;
   d->waiting.push_back({j.id, WaitReason::kQuota, QuotaDetail(*hit), {}, hit});
   return true;
@@ -324,12 +351,13 @@ std::optional<QuotaHit> CheckQuota(const QueuedJob& j, const Account& a) {
 }
 
 Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
-                  const std::vector<RunningJob>& running, int64_t now_ms,
-                  const Accounts& accounts) {
+                  const std::vector<RunningJob>& running, int64_t now_ms, const Accounts& accounts,
+                  const Accounts& projects) {
   Decision d;
   std::vector<QueuedJob> q = SortAndFilter(node, std::move(queued), accounts, &d);  // 1
   Book b = MakeBook(node, running);                                                 // 2
   b.accounts = accounts;
+  b.projects = projects;
   size_t i = 0;
   for (; i < q.size(); ++i) {  // 3
     if (HeldByQuota(q[i], b, &d)) continue;

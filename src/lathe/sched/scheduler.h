@@ -23,8 +23,9 @@
 //
 // Algorithm (Schedule)
 //   1. Drop impossible requests into Decision::impossible; sort the rest.
-//      Each later step first checks the job's quota (see Quotas above): a
-//      job over its quota waits kQuota and the step goes on with the next.
+//      Each later step first checks the job's quota, its user's then its
+//      project's (CheckQuota): a job over either waits kQuota and the step
+//      goes on with the next.
 //   2. Free pool = usable GPUs not held by any running run, and cpus/memory
 //      not used by any running run. "Releasing" pool = what `stopping` runs
 //      hold: it frees up soon.
@@ -70,8 +71,8 @@
 //     that job was not covered by free + releasing, is covered with its
 //     victims, and is no longer covered if any one of them is left out.
 //   * The head could not claim even by preempting every eligible run.
-//   * No user's starts and claims take them past a limit of their Account;
-//     a job that waits kQuota would have.
+//   * No user's or project's starts and claims take them past a limit of
+//     their Account; a job that waits kQuota would have.
 //   * "Outranks" above means comes earlier in the order (priority, then fair
 //     share): among jobs of one priority, a job of the user with less usage
 //     never waits while a job of a user with more usage starts, unless that
@@ -131,6 +132,7 @@ struct QueuedJob {
   std::optional<int64_t> max_duration_ms;  // <= 0 is treated as unknown
   std::string user;                        // the Account it counts against; "" = none
   bool notebook = false;                   // counts against QuotaLimits::notebooks
+  std::string project;  // its project's Account (Schedule's `projects`); "" = none
 };
 
 // A user's limits; none = unlimited. Counted over the user's active runs
@@ -143,7 +145,8 @@ struct QuotaLimits {
   int64_t period_ms = 0;            // of gpu_hours
 };
 
-// What the caller knows of one user: limits, what they hold now, usage.
+// What the caller knows of one user (or one project): limits, what they
+// hold now, usage.
 struct Account {
   QuotaLimits limits;
   int gpus_held = 0;          // by their active runs
@@ -152,7 +155,7 @@ struct Account {
   double gpu_hours_used = 0;  // in the last limits.period_ms (usage.h GpuHoursIn)
   double share_usage = 0;     // decayed GPU-hours (usage.h DecayedGpuHours)
 };
-using Accounts = std::map<std::string, Account>;  // by QueuedJob::user
+using Accounts = std::map<std::string, Account>;  // by QueuedJob::user (or ::project)
 
 struct RunningJob {
   std::string id;
@@ -181,7 +184,7 @@ enum class WaitReason {
   kPreempting,   // victims were chosen for it in this Decision
   kResources,    // after the head; does not fit the free resources now
   kReservation,  // after the head; fits now but would delay the head
-  kQuota,        // its user's quota would be exceeded (Waiting::quota says which)
+  kQuota,        // its user's or project's quota would be exceeded (Waiting::quota says which)
 };
 
 // Which limit holds a job back (kQuota).
@@ -195,6 +198,7 @@ struct QuotaHit {
   double limit = 0;       // the limit
   double asked = 0;       // what the job adds (GPUs; 1 run or notebook; 0 for GPU-hours)
   int64_t period_ms = 0;  // kGpuHours: the window
+  std::string project;    // "": the user's limit; else this project's
 };
 
 // Stable lower-case name ("reserved", "releasing", ...) for JSON.
@@ -254,10 +258,13 @@ std::string ShortfallFor(const Headroom& h, const QueuedJob& j);
 
 // Computes one scheduling decision. `now_ms` is the caller's clock.
 // `accounts`: quotas and fair-share usage by user (empty: no quotas, FIFO
-// within a priority).
+// within a priority). `projects`: quotas by project (QueuedJob::project);
+// a job starts or claims only when its user's account and its project's
+// both allow it (the user's is checked first and named when both are hit).
+// A project's share_usage is not read: fair share is per user.
 Decision Schedule(const NodeState& node, std::vector<QueuedJob> queued,
                   const std::vector<RunningJob>& running, int64_t now_ms,
-                  const Accounts& accounts = {});
+                  const Accounts& accounts = {}, const Accounts& projects = {});
 
 // The limit of `a` that starting `j` would exceed, given what `a` holds;
 // none when it fits. Checked in this order: gpus, runs, notebooks, GPU-hours
