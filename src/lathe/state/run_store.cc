@@ -283,9 +283,11 @@ Status RunStore::RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_
 }
 
 Result<std::vector<GpuAttempt>> RunStore::GpuAttemptsSince(int64_t since_ms) {
-  ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT run_id, attempt, uid, user, gpus, started_at, "
-                                        "ended_at FROM gpu_attempts WHERE ended_at=0 OR "
-                                        "ended_at>=? ORDER BY run_id, attempt"));
+  ASSIGN_OR_RETURN(
+      Stmt s, db_->Prepare("SELECT g.run_id, g.attempt, g.uid, g.user, g.gpus, g.started_at, "
+                           "g.ended_at, COALESCE(json_extract(r.spec, '$.project'), '') "
+                           "FROM gpu_attempts g LEFT JOIN runs r ON r.id=g.run_id "
+                           "WHERE g.ended_at=0 OR g.ended_at>=? ORDER BY g.run_id, g.attempt"));
   s.Bind(1, since_ms);
   std::vector<GpuAttempt> out;
   while (true) {
@@ -299,6 +301,7 @@ Result<std::vector<GpuAttempt>> RunStore::GpuAttemptsSince(int64_t since_ms) {
     a.gpus = static_cast<int>(s.Int(4));
     a.started_at_ms = s.Int(5);
     a.ended_at_ms = s.Int(6);
+    a.project = s.Text(7);
     out.push_back(std::move(a));
   }
   return out;

@@ -357,6 +357,7 @@ TEST_F(RunStoreTest, MigratesMonitorFieldsIntoTheLocalHandle) {
 TEST_F(RunStoreTest, EachAttemptWithGpusIsRecordedAndOutlivesItsRun) {
   RunRecord r = NewRun("r1", "a");
   r.spec.gpus = 2;
+  r.spec.project = "vision";
   ASSERT_TRUE(store_->Insert(r, 100).ok());
   r.attempt = 1;
   r.started_at_ms = 1000;
@@ -368,6 +369,7 @@ TEST_F(RunStoreTest, EachAttemptWithGpusIsRecordedAndOutlivesItsRun) {
   EXPECT_EQ(open->at(0).ended_at_ms, 0);
   EXPECT_EQ(open->at(0).gpus, 2);
   EXPECT_EQ(open->at(0).user, "alice");
+  EXPECT_EQ(open->at(0).project, "vision");  // from the run's spec
   // Preempted at the exit time the monitor recorded, then a second attempt.
   r.finished_at_ms = 4000;
   ASSERT_TRUE(store_->Transition(r, RunState::kStopping, "preempting", 3900).ok());
@@ -389,6 +391,7 @@ TEST_F(RunStoreTest, EachAttemptWithGpusIsRecordedAndOutlivesItsRun) {
   // Removing the run does not give its user the GPU-hours back.
   ASSERT_TRUE(store_->Delete("r1").ok());
   EXPECT_EQ(store_->GpuAttemptsSince(0)->size(), 2u);
+  EXPECT_EQ(store_->GpuAttemptsSince(0)->at(0).project, "");  // the run's row is gone
   EXPECT_EQ(*store_->PurgeGpuAttempts(5000), 1);
   EXPECT_EQ(store_->GpuAttemptsSince(0)->size(), 1u);
 }
