@@ -402,10 +402,7 @@ Status RunReload(bool json, Lang lang) {
 
 // "2 of 4", or "2 (no limit)".
 std::string UsageOf(const Json& used, const Json& limit, Lang lang) {
-  std::string u = used.is_number_float() ? fmt::format("{:.1f}", used.get<double>()) : used.dump();
-  if (limit.is_null()) return Tr("status.quota_unlimited", lang, {{"used", u}});
-  return Tr("status.quota_of", lang,
-            {{"used", u}, {"limit", fmt::format("{:g}", limit.get<double>())}});
+  return QuotaUsageOf(used, limit, lang);
 }
 
 // Each user's usage against their limits (the caller's; everyone's for root).
@@ -578,6 +575,8 @@ Status RunStatus(bool json, Lang lang) {
                               {"runs", std::to_string(u.value("runs_active", 0))},
                               {"gpus", std::to_string(u.value("gpus_held", 0))}})
                               .c_str());
+    std::string limits = ProjectLimitsLine(p.value("limits", Json()), u, lang);
+    if (!limits.empty()) std::printf("    %s\n", limits.c_str());
   }
   return Status::OK();
 }

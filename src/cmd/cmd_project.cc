@@ -43,6 +43,8 @@ void PrintProject(const Json& p, Lang lang) {
                             {"runs", std::to_string(u.value("runs_active", 0))},
                             {"gpus", std::to_string(u.value("gpus_held", 0))}})
                             .c_str());
+    std::string limits = ProjectLimitsLine(p.value("limits", Json()), u, lang);
+    if (!limits.empty()) std::printf("%s\n", limits.c_str());
   }
 }
 

@@ -2,10 +2,13 @@
 
 #include "lathe/api/browser_page.h"
 #include "lathe/common/display_width.h"
+#include "lathe/common/units.h"
 #include "lathe/os/terminal.h"
 
 #include <chrono>
 #include <cstdio>
+
+#include <fmt/format.h>
 
 namespace lathe::cmd {
 
@@ -57,6 +60,39 @@ bool IsTerminal() { return os::StdoutIsTerminal(); }
 std::string OpenInBrowser(const std::string& url) {
   Status opened = api::OpenInBrowser(url);
   return opened.ok() ? "" : opened.message();
+}
+
+std::string QuotaUsageOf(const Json& used, const Json& limit, Lang lang) {
+  std::string u = used.is_number_float() ? fmt::format("{:.1f}", used.get<double>()) : used.dump();
+  if (limit.is_null()) return Tr("status.quota_unlimited", lang, {{"used", u}});
+  return Tr("status.quota_of", lang,
+            {{"used", u}, {"limit", fmt::format("{:g}", limit.get<double>())}});
+}
+
+std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang) {
+  if (!limits.is_object()) return "";
+  bool any = false;
+  for (const char* k : {"gpus", "runs", "notebooks", "gpu_hours"}) {
+    any = any || (limits.contains(k) && !limits[k].is_null());
+  }
+  if (!any) return "";
+  auto of = [&](const char* used, const char* limit) {
+    return QuotaUsageOf(usage.value(used, Json(0)), limits.value(limit, Json(nullptr)), lang);
+  };
+  std::string hours = of("period_gpu_hours", "gpu_hours");
+  if (!limits["gpu_hours"].is_null()) {
+    hours =
+        Tr("status.quota_hours_of", lang,
+           {{"used", fmt::format("{:.1f}", usage.value("period_gpu_hours", 0.0))},
+            {"limit", fmt::format("{:g}", limits["gpu_hours"].get<double>())},
+            {"period",
+             FormatDuration(std::chrono::milliseconds(limits.value("period_ms", int64_t{0})))}});
+  }
+  return Tr("status.project_limits", lang,
+            {{"gpus", of("gpus_held", "gpus")},
+             {"runs", of("runs_active", "runs")},
+             {"notebooks", of("notebooks_active", "notebooks")},
+             {"gpu_hours", hours}});
 }
 
 }  // namespace lathe::cmd

@@ -27,5 +27,11 @@ bool IsTerminal();  // stdout is a TTY
 // link on a command line (api/browser_page.h): "" when it did, else why not,
 // for the caller's message.
 std::string OpenInBrowser(const std::string& url);
+// "3 of 4" (status.quota_of), or "3 (no limit)" when `limit` is null.
+std::string QuotaUsageOf(const Json& used, const Json& limit, Lang lang);
+// A project's limits next to its usage (GET /projects/{name}'s `limits` and
+// `usage`): "limits: GPUs 1 of 2, runs 1 (no limit), ..."; "" when the
+// project has no limit.
+std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang);
 
 }  // namespace lathe::cmd

@@ -165,6 +165,81 @@ class DiskShare(QuotaTest):
         self.d.wait_state(self.run_as(A, "--", "true"), "succeeded")
 
 
+class ProjectQuotas(QuotaTest):
+    config = "quotas:\n  projects:\n    vision: {gpus: 1, runs: 3}\n"
+
+    def write(self, text):
+        with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
+            f.write(text)
+
+    def show(self, user):
+        return json.loads(self.cli_as(user, "project", "show", "vision", "--json").stdout)
+
+    def test_a_projects_limit_holds_its_members_runs_together_and_reload_changes_it(self):
+        self.cli_as(A, "project", "create", "vision", "--member", B + ":use")
+        first = self.run_as(A, "--project", "vision", "--gpus", "1", "--", "sleep", "600")
+        self.d.wait_state(first, "running")
+        # B's own quota has room, the project's does not: B's run of the project waits.
+        second = self.run_as(B, "--project", "vision", "--gpus", "1", "--", "true")
+        why = "project vision holds 1 of its 1 GPUs; this run needs 1"
+        r = self.d.wait_for(lambda: (lambda x: x if x.get("waiting") == why else None)(
+            self.inspect_as(B, second)), "the project's quota reason")
+        self.assertEqual(r["state"], "queued")
+        self.assertEqual(r["waiting_on"], "quota")
+        zh = self.cli_as(B, "inspect", second, lang="zh").stdout
+        self.assertIn("项目 vision 已占用其 1 块 GPU 配额中的 1 块", zh)
+        self.assertIn("queued (quota)",
+                      next(l for l in self.cli_as(B, "ps").stdout.splitlines()
+                           if l.startswith(second)))
+        # A run of no project is B's alone: it starts on the free GPUs.
+        self.d.wait_state(self.run_as(B, "--gpus", "1", "--", "true"), "succeeded")
+        self.assertEqual(self.d.inspect(second)["state"], "queued")
+        # More than the project allows at once: refused at submission, in both languages.
+        big = self.run_as(B, "--project", "vision", "--gpus", "2", "--", "true", check=False)
+        self.assertEqual(big.returncode, 2, big.stderr)
+        self.assertIn("gpus: this run asks for 2 GPUs, but the quota of project vision allows 1 "
+                      "at once (config.yaml quotas.projects.vision.gpus)", big.stderr)
+        big_zh = self.cli_as(B, "run", "--workdir", "/tmp", "--project", "vision", "--gpus", "2",
+                             "--", "true", check=False, lang="zh")
+        self.assertIn("但项目 vision 的配额只允许", big_zh.stderr)
+        # The limits next to the usage: project show, GET /projects/vision, status.
+        shown = self.show(B)
+        self.assertEqual(shown["limits"]["gpus"], 1)
+        self.assertEqual(shown["limits"]["runs"], 3)
+        self.assertIsNone(shown["limits"]["gpu_hours"])
+        self.assertEqual(shown["usage"]["gpus_held"], 1)
+        self.assertEqual(shown["usage"]["runs_active"], 1)
+        self.assertIn("limits: GPUs 1 of 1, runs 1 of 3, notebooks 0 (no limit)",
+                      self.cli_as(B, "project", "show", "vision").stdout)
+        self.assertIn("限额：GPU 1/1",
+                      self.cli_as(B, "project", "show", "vision", lang="zh").stdout)
+        status = json.loads(self.cli_as(B, "status", "--json").stdout)
+        mine = next(p for p in status["projects"] if p["name"] == "vision")
+        self.assertEqual(mine["limits"]["gpus"], 1)
+        self.assertEqual(mine["usage"]["gpus_held"], 1)
+        self.assertIn("limits: GPUs 1 of 1", self.cli_as(B, "status").stdout)
+        # A bad file is refused naming the project's key; the limits in force stay.
+        self.write("quotas:\n  projects:\n    vision: {gpus: two}\n")
+        bad = self.d.cli("reload", check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("quotas.projects.vision.gpus", bad.stderr)
+        self.assertEqual(self.show(B)["limits"]["gpus"], 1)
+        self.assertEqual(self.d.inspect(second)["state"], "queued")
+        # Raised by reload: the waiting run starts, no restart.
+        self.write("quotas:\n  projects:\n    vision: {gpus: 2, gpu_hours: 50, period: 1d}\n")
+        self.d.cli("reload")
+        self.d.wait_state(second, "succeeded")
+        shown = self.show(B)
+        self.assertEqual(shown["limits"]["gpus"], 2)
+        self.assertIsNone(shown["limits"]["runs"])
+        self.assertEqual(shown["limits"]["gpu_hours"], 50)
+        self.assertEqual(shown["limits"]["period_ms"], 24 * 3600 * 1000)
+        self.assertGreater(shown["usage"]["period_gpu_hours"], 0)
+        self.assertIn("GPU-hours 0.0 of 50 per 1d",
+                      self.cli_as(A, "project", "show", "vision").stdout)
+        self.cli_as(A, "stop", first)
+
+
 class BadConfig(unittest.TestCase):
     def test_the_daemon_refuses_to_start_naming_the_field(self):
         d = Daemon(gpus="none")

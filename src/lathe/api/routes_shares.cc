@@ -241,6 +241,7 @@ void ApiServer::GetProject(ApiCall& call) {
   if (!p.ok()) return call.Reply(p.status());
   Json j = ProjectToJson(*p);
   j["usage"] = daemon_.ProjectUsage(p->name);
+  j["limits"] = daemon_.ProjectLimits(p->name);
   call.Reply(j);
 }
 

@@ -17,8 +17,10 @@ void ApiServer::GetStatus(ApiCall& call) {
   Json projects = Json::array();
   if (auto list = daemon_.sharing().Projects(caller); list.ok()) {
     for (const auto& p : *list) {
-      projects.push_back(
-          {{"name", p.name}, {"owner", p.user}, {"usage", daemon_.ProjectUsage(p.name)}});
+      projects.push_back({{"name", p.name},
+                          {"owner", p.user},
+                          {"usage", daemon_.ProjectUsage(p.name)},
+                          {"limits", daemon_.ProjectLimits(p.name)}});
     }
   }
   s["projects"] = projects;

@@ -869,8 +869,9 @@ std::vector<Daemon::PendingStart> Daemon::Schedule() {
   q.reserve(queued.size());
   for (const RunRecord* r : queued) q.push_back(QueuedJobOf(*r));
   sched::Accounts accounts = AccountsFor(queued, *active);
-  sched::Decision d =
-      sched::Schedule(node, std::move(q), RunningJobsOf(*active), clock_.NowMs(), accounts);
+  sched::Accounts projects = ProjectAccountsFor(queued, *active);
+  sched::Decision d = sched::Schedule(node, std::move(q), RunningJobsOf(*active), clock_.NowMs(),
+                                      accounts, projects);
   headroom_ = d.headroom;
   NoteWaiting(d);  // starts the notes afresh
   for (auto& [id, note] : backoff) waiting_why_[id] = std::move(note);

@@ -204,8 +204,13 @@ class Daemon final : public Runs {
   Secrets& secrets() { return *secrets_; }
   Sharing& sharing() override { return *sharing_; }
   // What project `project`'s runs hold now and used in the last 30 days
-  // (GPU-hours, in all and per member), for GET /projects/{name}.
+  // (GPU-hours, in all and per member) and in its gpu_hours limit's period,
+  // for GET /projects/{name} and GET /status (docs/api.md). Reads the cached
+  // ledger (GpuAttempts) and the active runs: no scan of finished runs.
   Json ProjectUsage(const std::string& project) EXCLUDES(mu_);
+  // Project `project`'s limits from config.yaml (quotas.projects):
+  // {gpus, runs, notebooks, gpu_hours, period_ms}, null where unlimited.
+  Json ProjectLimits(const std::string& project) EXCLUDES(mu_);
   // `caller`'s role on run `r` (sharing.h): kOwner for their own and for
   // admins; what a share or `r`'s project gives them otherwise.
   Role RoleOn(const Caller& caller, const state::RunRecord& r);
@@ -419,10 +424,16 @@ class Daemon final : public Runs {
   // `active` for sched::Schedule.
   sched::Accounts AccountsFor(const std::vector<const state::RunRecord*>& queued,
                               const std::vector<state::RunRecord>& active) REQUIRES(mu_);
+  // The same for the projects of `queued` that have limits (quotas.projects):
+  // what their active runs hold and their GPU-hours in each one's period.
+  sched::Accounts ProjectAccountsFor(const std::vector<const state::RunRecord*>& queued,
+                                     const std::vector<state::RunRecord>& active) REQUIRES(mu_);
   // `user`'s limits; the groups are looked up (and kept a minute).
   ResolvedQuota QuotaOf(uid_t uid, const std::string& user) REQUIRES(mu_);
-  // The gpu_attempts rows the quotas and fair share need, re-read after an
-  // attempt started or ended.
+  // The gpu_attempts rows the quotas, fair share and project usage need
+  // (at least the last 30 days), re-read after an attempt started or ended
+  // and at least every minute. A row whose run was removed keeps the project
+  // the previous read saw for it.
   const std::vector<state::GpuAttempt>& GpuAttempts() REQUIRES(mu_);
   int64_t UsageLookbackMs() const REQUIRES(mu_);
   // Records why each queued run waits, with an event the first time a run

@@ -25,12 +25,19 @@ namespace {
 
 constexpr int64_t kGroupsTtlMs = 60'000;      // a user's groups, looked up again after
 constexpr int64_t kLedgerRefreshMs = 60'000;  // the ledger, re-read at least this often
+constexpr int64_t kProjectWindowMs = 30LL * 24 * 3600 * 1000;  // a project's usage shown
+constexpr int kProjectWindowDays = 30;
 
 std::string Number(double v) { return fmt::format("{:g}", v); }
 
 std::string Hours(double h) { return fmt::format("{:.1f}", h); }
 
 Json LimitJson(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
+
+sched::AttemptUsage UsageOf(const state::GpuAttempt& g) {
+  return {g.user, g.gpus, g.started_at_ms,
+          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
+}
 
 }  // namespace
 
@@ -46,19 +53,22 @@ sched::QueuedJob QueuedJobOf(const RunRecord& r) {
   j.req = {r.spec.gpus, r.spec.cpus, r.spec.memory_bytes, r.spec.gpu_type};
   j.user = r.user;
   j.notebook = IsNotebook(r);
+  j.project = r.spec.project;
   if (r.spec.max_duration_ms > 0) j.max_duration_ms = r.spec.max_duration_ms;
   return j;
 }
 
 int64_t Daemon::UsageLookbackMs() const {
   const QuotaConfig& c = live_.quotas;
-  int64_t back = c.half_life_ms * sched::kFairShareHorizon;
+  // Project usage is shown over kProjectWindowMs whatever the quotas say.
+  int64_t back = std::max(c.half_life_ms * sched::kFairShareHorizon, kProjectWindowMs);
   auto period = [&](const QuotaEntry& e) {
     if (e.gpu_hours) back = std::max(back, e.period_ms.value_or(kDefaultQuotaPeriodMs));
   };
   if (c.default_entry) period(*c.default_entry);
   for (const auto& [u, e] : c.users) period(e);
   for (const auto& [g, e] : c.groups) period(e);
+  for (const auto& [p, e] : c.projects) period(e);
   return back;
 }
 
@@ -69,7 +79,19 @@ const std::vector<state::GpuAttempt>& Daemon::GpuAttempts() {
   if (back <= 0) {
     gpu_attempts_.clear();
   } else if (auto rows = store_->GpuAttemptsSince(clock_.NowMs() - back); rows.ok()) {
+    // A removed run's row has no project any more: keep the one seen before
+    // (until the daemon restarts), so that removing runs gives no project
+    // GPU-hours back.
+    std::map<std::string, std::string> seen;
+    for (const state::GpuAttempt& g : gpu_attempts_) {
+      if (!g.project.empty()) seen.emplace(g.run_id, g.project);
+    }
     gpu_attempts_ = std::move(rows).value();
+    for (state::GpuAttempt& g : gpu_attempts_) {
+      if (auto it = seen.find(g.run_id); g.project.empty() && it != seen.end()) {
+        g.project = it->second;
+      }
+    }
   } else {
     spdlog::warn("quotas: {}", rows.status().ToString());  // the last figures stay
   }
@@ -112,13 +134,39 @@ sched::Accounts Daemon::AccountsFor(const std::vector<const RunRecord*>& queued,
   for (const state::GpuAttempt& g : GpuAttempts()) {
     auto it = accounts.find(g.user);
     if (it == accounts.end()) continue;
-    sched::AttemptUsage a{g.user, g.gpus, g.started_at_ms,
-                          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
+    const sched::AttemptUsage a = UsageOf(g);
     sched::Account& acc = it->second;
     if (acc.limits.gpu_hours) acc.gpu_hours_used += sched::GpuHoursIn(a, now, acc.limits.period_ms);
     if (c.half_life_ms > 0) acc.share_usage += sched::DecayedGpuHours(a, now, c.half_life_ms);
   }
   return accounts;
+}
+
+sched::Accounts Daemon::ProjectAccountsFor(const std::vector<const RunRecord*>& queued,
+                                           const std::vector<RunRecord>& active) {
+  const QuotaConfig& c = live_.quotas;
+  sched::Accounts projects;
+  if (c.projects.empty()) return projects;
+  for (const RunRecord* r : queued) {
+    const std::string& p = r->spec.project;
+    if (p.empty() || projects.count(p) || !c.projects.count(p)) continue;
+    projects[p].limits = ProjectQuota(c, p);
+  }
+  if (projects.empty()) return projects;
+  for (const RunRecord& r : active) {
+    auto it = r.spec.project.empty() ? projects.end() : projects.find(r.spec.project);
+    if (it == projects.end()) continue;
+    it->second.gpus_held += r.spec.gpus;
+    it->second.runs_held += 1;
+    it->second.notebooks_held += IsNotebook(r) ? 1 : 0;
+  }
+  const int64_t now = clock_.NowMs();
+  for (const state::GpuAttempt& g : GpuAttempts()) {
+    auto it = g.project.empty() ? projects.end() : projects.find(g.project);
+    if (it == projects.end() || !it->second.limits.gpu_hours) continue;
+    it->second.gpu_hours_used += sched::GpuHoursIn(UsageOf(g), now, it->second.limits.period_ms);
+  }
+  return projects;
 }
 
 void Daemon::NoteWaiting(const sched::Decision& d) {
@@ -130,8 +178,11 @@ void Daemon::NoteWaiting(const sched::Decision& d) {
       continue;
     }
     const sched::QuotaHit& h = *w.quota;
-    const std::string kind = sched::QuotaKindName(h.kind);
+    // A project's limit has texts of its own (quota.wait.project_gpus, ...).
+    const std::string kind =
+        (h.project.empty() ? "" : "project_") + std::string(sched::QuotaKindName(h.kind));
     MsgArgs args{{"user", h.user},
+                 {"project", h.project},
                  {"held", h.kind == sched::QuotaKind::kGpuHours ? Hours(h.held) : Number(h.held)},
                  {"limit", Number(h.limit)},
                  {"asked", Number(h.asked)},
@@ -144,7 +195,10 @@ void Daemon::NoteWaiting(const sched::Decision& d) {
     quota_noted_[w.id] = kind;
     run::EventMessage m =
         run::MakeEventMessage("event.quota_wait", {{"reason", why}},
-                              Json{{"quota", kind}, {"held", h.held}, {"limit", h.limit}});
+                              Json{{"quota", std::string(sched::QuotaKindName(h.kind))},
+                                   {"held", h.held},
+                                   {"limit", h.limit}});
+    if (!h.project.empty()) m.data["project"] = h.project;
     // The reason nested in msg_args is rendered from the catalog in turn.
     m.data["msg_args"]["reason"] =
         Json{{"msg_id", "quota.wait." + kind}, {"msg_args", Json::object()}};
@@ -157,6 +211,31 @@ void Daemon::NoteWaiting(const sched::Decision& d) {
     it = on_quota.count(it->first) ? std::next(it) : quota_noted_.erase(it);
   }
 }
+
+namespace {
+
+// A request project `project`'s limits `l` could never let start.
+Status CheckProjectFits(const run::RunSpec& spec, const std::string& project,
+                        const sched::QuotaLimits& l) {
+  auto too_big = [&](const char* field, const std::string& requested, const std::string& limit) {
+    return Status::Msg(
+        Code::kInvalidArgument, "quota.too_big_project",
+        {{"field", field}, {"requested", requested}, {"project", project}, {"limit", limit}});
+  };
+  if (l.gpus && spec.gpus > *l.gpus) {
+    return too_big("gpus", fmt::format("{} GPUs", spec.gpus), fmt::format("{} at once", *l.gpus));
+  }
+  if (l.runs && *l.runs == 0) return too_big("runs", "1 run", "0 runs");
+  if (l.notebooks && *l.notebooks == 0 && spec.type == run::RunKind::kNotebook) {
+    return too_big("notebooks", "1 notebook", "0 notebooks");
+  }
+  if (l.gpu_hours && *l.gpu_hours <= 0 && spec.gpus > 0) {
+    return too_big("gpu_hours", fmt::format("{} GPUs", spec.gpus), "0 GPU-hours");
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
   if (!live_.quotas.HasLimits()) return Status::OK();
@@ -190,7 +269,8 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
                           {"entry", q.source["disk"]}});
     }
   }
-  return Status::OK();
+  if (spec.project.empty()) return Status::OK();
+  return CheckProjectFits(spec, spec.project, ProjectQuota(live_.quotas, spec.project));
 }
 
 Json Daemon::QuotaJson(const Caller& caller) {
@@ -237,9 +317,7 @@ Json Daemon::QuotaJson(const Caller& caller) {
     double hours = 0, share = 0;
     for (const auto& g : attempts) {
       if (g.user != user) continue;
-      sched::AttemptUsage a{
-          g.user, g.gpus, g.started_at_ms,
-          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
+      const sched::AttemptUsage a = UsageOf(g);
       hours += sched::GpuHoursIn(a, now,
                                  q.limits.gpu_hours ? q.limits.period_ms : kDefaultQuotaPeriodMs);
       if (c.half_life_ms > 0) share += sched::DecayedGpuHours(a, now, c.half_life_ms);
@@ -299,46 +377,52 @@ Json Daemon::DiskJson(const Caller& caller) {
 
 namespace lathe::daemon {
 
-// What a project's runs hold now and used in the last 30 days, per member:
-// from the runs and the gpu_attempts ledger, as a user's quota figures are.
+// What a project's runs hold now and used, per member: from the active runs
+// and the cached ledger (GpuAttempts), as a user's quota figures are. Called
+// for each of the caller's projects by every GET /status (the web UI's
+// Overview polls it), so it reads no finished run.
 Json Daemon::ProjectUsage(const std::string& project) {
-  constexpr int64_t kWindowMs = 30LL * 24 * 3600 * 1000;
   MutexLock lock(&mu_);
   const int64_t now = clock_.NowMs();
-  int runs_active = 0, gpus_held = 0;
-  if (auto live = store_->List(false, 100'000); live.ok()) {
-    for (const RunRecord& r : *live) {
-      if (r.spec.project != project || !run::IsActive(r.state)) continue;
+  int runs_active = 0, gpus_held = 0, notebooks_active = 0;
+  if (auto active =
+          store_->InStates({RunState::kStarting, RunState::kRunning, RunState::kStopping});
+      active.ok()) {
+    for (const RunRecord& r : *active) {
+      if (r.spec.project != project) continue;
       ++runs_active;
-      if (r.state == RunState::kRunning) gpus_held += r.spec.gpus;
+      gpus_held += r.spec.gpus;
+      notebooks_active += IsNotebook(r) ? 1 : 0;
     }
   }
-  double gpu_hours = 0;
+  const sched::QuotaLimits limits = ProjectQuota(live_.quotas, project);
+  const int64_t period_ms = limits.gpu_hours ? limits.period_ms : kDefaultQuotaPeriodMs;
+  double gpu_hours = 0, in_period = 0;
   std::map<std::string, double> by_user;
-  std::map<std::string, bool> in_project;  // run id -> whether it names `project`
-  if (auto rows = store_->GpuAttemptsSince(now - kWindowMs); rows.ok()) {
-    for (const state::GpuAttempt& g : *rows) {
-      auto it = in_project.find(g.run_id);
-      if (it == in_project.end()) {
-        auto r = store_->Get(g.run_id);
-        it = in_project.emplace(g.run_id, r.ok() && r->spec.project == project).first;
-      }
-      if (!it->second) continue;
-      sched::AttemptUsage a{
-          g.user, g.gpus, g.started_at_ms,
-          g.ended_at_ms > 0 ? std::optional<int64_t>(g.ended_at_ms) : std::nullopt};
-      const double h = sched::GpuHoursIn(a, now, kWindowMs);
-      gpu_hours += h;
-      by_user[g.user] += h;
-    }
+  for (const state::GpuAttempt& g : GpuAttempts()) {
+    if (g.project != project) continue;
+    const sched::AttemptUsage a = UsageOf(g);
+    const double h = sched::GpuHoursIn(a, now, kProjectWindowMs);
+    gpu_hours += h;
+    by_user[g.user] += h;
+    in_period += sched::GpuHoursIn(a, now, period_ms);
   }
   Json users = Json::object();
   for (const auto& [u, h] : by_user) users[u] = h;
-  return Json{{"window_days", 30},
-              {"gpu_hours", gpu_hours},
-              {"gpu_hours_by_user", users},
-              {"runs_active", runs_active},
-              {"gpus_held", gpus_held}};
+  return Json{{"window_days", kProjectWindowDays},    {"gpu_hours", gpu_hours},
+              {"gpu_hours_by_user", users},           {"period_ms", period_ms},
+              {"period_gpu_hours", in_period},        {"runs_active", runs_active},
+              {"notebooks_active", notebooks_active}, {"gpus_held", gpus_held}};
+}
+
+Json Daemon::ProjectLimits(const std::string& project) {
+  MutexLock lock(&mu_);
+  const sched::QuotaLimits l = ProjectQuota(live_.quotas, project);
+  return Json{{"gpus", LimitJson(l.gpus)},
+              {"runs", LimitJson(l.runs)},
+              {"notebooks", LimitJson(l.notebooks)},
+              {"gpu_hours", l.gpu_hours ? Json(*l.gpu_hours) : Json(nullptr)},
+              {"period_ms", l.gpu_hours ? l.period_ms : kDefaultQuotaPeriodMs}};
 }
 
 }  // namespace lathe::daemon

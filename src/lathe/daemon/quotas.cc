@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/common/ids.h"
 #include "lathe/common/units.h"
 
 namespace lathe::daemon {
 namespace {
 
 constexpr const char* kFields = "gpus, runs, notebooks, gpu_hours, period, disk";
+constexpr const char* kProjectFields = "gpus, runs, notebooks, gpu_hours, period";
+constexpr const char* kEntries = "default, USER, \"@GROUP\", projects";
 
 Status Bad(std::string_view id, std::string_view file, const std::string& key,
            const std::string& value) {
@@ -31,10 +34,12 @@ Result<std::optional<int>> Count(const std::string& v, std::string_view file,
   return std::optional<int>(static_cast<int>(n));
 }
 
+// `project`: an entry of `projects:`, which has no disk.
 Result<QuotaEntry> ParseEntry(const YAML::Node& node, std::string_view file,
-                              const std::string& entry) {
+                              const std::string& entry, bool project = false) {
   const std::string where = "quotas." + entry;
-  if (!node.IsMap()) return Bad("quota.bad_entry", file, where, kFields);
+  const char* fields = project ? kProjectFields : kFields;
+  if (!node.IsMap()) return Bad("quota.bad_entry", file, where, fields);
   QuotaEntry e;
   for (const auto& kv : node) {
     const std::string field = kv.first.Scalar();
@@ -62,7 +67,7 @@ Result<QuotaEntry> ParseEntry(const YAML::Node& node, std::string_view file,
         return Bad("quota.bad_hours", file, key, v);
       }
       e.gpu_hours = h;
-    } else if (field == "disk") {
+    } else if (field == "disk" && !project) {
       if (v == "unlimited") {
         e.disk_bytes = kUnlimited;
         continue;
@@ -76,7 +81,7 @@ Result<QuotaEntry> ParseEntry(const YAML::Node& node, std::string_view file,
       e.period_ms = d->count();
     } else {
       return Status::Msg(Code::kInvalidArgument, "quota.bad_field",
-                         {{"file", std::string(file)}, {"key", key}, {"allowed", kFields}});
+                         {{"file", std::string(file)}, {"key", key}, {"allowed", fields}});
     }
   }
   if (e.period_ms && !e.gpu_hours) {
@@ -133,13 +138,52 @@ ResolvedQuota ResolveQuota(const QuotaConfig& c, const std::string& user,
   return r;
 }
 
+namespace {
+
+// `quotas.projects`: a mapping of project names to entries.
+Status ParseProjects(const YAML::Node& node, std::string_view file, QuotaConfig& c) {
+  if (node.IsNull()) return Status::OK();
+  if (!node.IsMap())
+    return Bad("quota.bad_entry", file, "quotas.projects", "PROJECT: {gpus, runs, ...}");
+  for (const auto& kv : node) {
+    const std::string name = kv.first.Scalar();
+    if (!IsValidName(name)) return Bad("quota.bad_project", file, "quotas.projects." + name, name);
+    ASSIGN_OR_RETURN(c.projects[name], ParseEntry(kv.second, file, "projects." + name, true));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+sched::QuotaLimits ProjectQuota(const QuotaConfig& c, const std::string& project) {
+  sched::QuotaLimits l;
+  auto it = c.projects.find(project);
+  if (it == c.projects.end()) return l;
+  const QuotaEntry& e = it->second;
+  auto limited = [](const std::optional<int>& v) {
+    return v && *v >= 0 ? v : std::optional<int>();  // `unlimited`: none
+  };
+  l.gpus = limited(e.gpus);
+  l.runs = limited(e.runs);
+  l.notebooks = limited(e.notebooks);
+  if (e.gpu_hours && *e.gpu_hours >= 0) {
+    l.gpu_hours = e.gpu_hours;
+    l.period_ms = e.period_ms.value_or(kDefaultQuotaPeriodMs);
+  }
+  return l;
+}
+
 Status ParseQuotas(const YAML::Node& node, std::string_view file, QuotaConfig& c) {
   if (node.IsNull()) return Status::OK();
-  if (!node.IsMap()) return Bad("quota.bad_entry", file, "quotas", "default, USER, \"@GROUP\"");
+  if (!node.IsMap()) return Bad("quota.bad_entry", file, "quotas", kEntries);
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar();
     if (name.empty() || name == "@") {
-      return Bad("quota.bad_entry", file, "quotas." + name, "default, USER, \"@GROUP\"");
+      return Bad("quota.bad_entry", file, "quotas." + name, kEntries);
+    }
+    if (name == "projects") {
+      RETURN_IF_ERROR(ParseProjects(kv.second, file, c));
+      continue;
     }
     ASSIGN_OR_RETURN(QuotaEntry e, ParseEntry(kv.second, file, name));
     if (name == "default") {

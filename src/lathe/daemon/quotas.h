@@ -11,6 +11,8 @@
 //                           # a new run is refused once they take this much
 //     alice: {gpus: 4}      # a user
 //     "@students": {gpus: 1, gpu_hours: 20}   # each member of Unix group students
+//     projects:             # projects (daemon/sharing.h), by name: one budget
+//       vision: {gpus: 2, gpu_hours: 100}     # for all the runs naming the project
 //   fair_share:
 //     half_life: 7d         # how fast past usage is forgotten; 0: off (FIFO)
 //
@@ -20,6 +22,12 @@
 // group the user is in, else from `default`, else it is unlimited; `period`
 // goes with the gpu_hours it came with. A group entry gives each member the
 // limits (the group's members do not share them).
+//
+// A project's entry limits all the runs and notebooks whose spec names the
+// project together, whoever submitted them, on top of each user's own
+// limits: a run starts only when both allow it. Its fields are gpus, runs,
+// notebooks, gpu_hours and period (no disk: the disk is counted per user);
+// a field it leaves out is not limited for the project.
 //
 // Usage is counted from the state store's gpu_attempts (state/run_store.h)
 // with sched/usage.h: GPU-hours in the window [now − period, now] and the
@@ -63,9 +71,12 @@ struct QuotaConfig {
   std::optional<QuotaEntry> default_entry;
   std::map<std::string, QuotaEntry> users;
   std::vector<std::pair<std::string, QuotaEntry>> groups;  // without '@', file order
+  std::map<std::string, QuotaEntry> projects;              // `projects:`, by project name
   int64_t half_life_ms = kDefaultHalfLifeMs;               // 0: fair share off
 
-  bool HasLimits() const { return default_entry || !users.empty() || !groups.empty(); }
+  bool HasLimits() const {
+    return default_entry || !users.empty() || !groups.empty() || !projects.empty();
+  }
 };
 
 // A user's limits and, per field, the entry it came from ("alice",
@@ -78,6 +89,10 @@ struct ResolvedQuota {
 
 ResolvedQuota ResolveQuota(const QuotaConfig& c, const std::string& user,
                            const std::vector<std::string>& groups);
+
+// The limits of project `project`: its own entry's fields, nothing else
+// (none when it has no entry); period_ms is set when gpu_hours is.
+sched::QuotaLimits ProjectQuota(const QuotaConfig& c, const std::string& project);
 
 // Parses `quotas:` into `c` (its entries); `file` names the file in errors
 // (catalog ids quota.*, naming quotas.<entry>.<field>).

@@ -51,6 +51,38 @@ TEST(Quotas, FieldsComeFromTheUserThenTheFirstGroupThenTheDefault) {
                none.limits.gpu_hours || none.disk_bytes);
 }
 
+TEST(Quotas, ProjectsHaveLimitsOfTheirOwnOnly) {
+  auto c = ParseDaemonConfig(R"(
+quotas:
+  default: {gpus: 1, runs: 2}
+  projects:
+    vision: {gpus: 2, gpu_hours: 100}
+    nlp: {runs: 3, notebooks: unlimited, gpu_hours: 5, period: 1d}
+)",
+                             "config.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->quotas);
+  EXPECT_TRUE(c->quotas->HasLimits());
+  EXPECT_FALSE(c->quotas->users.count("projects"));  // not a user
+  sched::QuotaLimits vision = ProjectQuota(*c->quotas, "vision");
+  EXPECT_EQ(vision.gpus, 2);
+  EXPECT_FALSE(vision.runs);  // the default is the users', not the projects'
+  EXPECT_EQ(vision.gpu_hours, 100);
+  EXPECT_EQ(vision.period_ms, kDefaultQuotaPeriodMs);
+  sched::QuotaLimits nlp = ProjectQuota(*c->quotas, "nlp");
+  EXPECT_FALSE(nlp.gpus);
+  EXPECT_EQ(nlp.runs, 3);
+  EXPECT_FALSE(nlp.notebooks);  // unlimited
+  EXPECT_EQ(nlp.period_ms, 24LL * 3600 * 1000);
+  sched::QuotaLimits other = ProjectQuota(*c->quotas, "other");
+  EXPECT_FALSE(other.gpus || other.runs || other.notebooks || other.gpu_hours);
+  // Only projects: limits all the same.
+  auto only = ParseDaemonConfig("quotas: {projects: {vision: {runs: 1}}}", "config.yaml");
+  ASSERT_TRUE(only.ok());
+  EXPECT_TRUE(only->quotas->HasLimits());
+  EXPECT_FALSE(ResolveQuota(*only->quotas, "alice", {}).limits.runs);  // users unlimited
+}
+
 TEST(Quotas, DefaultsWithoutConfig) {
   auto c = ParseDaemonConfig("gpus: none\n", "config.yaml");
   ASSERT_TRUE(c.ok());
@@ -81,6 +113,16 @@ TEST(Quotas, BadValuesNameTheFieldInBothLanguages) {
            {"quotas: {alice: {disk: -5GiB}}", "quota.bad_size", "quotas.alice.disk"},
            {"quotas: {alice: 4}", "quota.bad_entry", "quotas.alice"},
            {"quotas: [a]", "quota.bad_entry", "quotas"},
+           {"quotas: {projects: {vision: {gpus: two}}}", "quota.bad_count",
+            "quotas.projects.vision.gpus"},
+           {"quotas: {projects: {vision: {disk: 5GiB}}}", "quota.bad_field",
+            "quotas.projects.vision.disk"},
+           {"quotas: {projects: {vision: {period: 1d}}}", "quota.period_alone",
+            "quotas.projects.vision.period"},
+           {"quotas: {projects: {Vision!: {gpus: 1}}}", "quota.bad_project",
+            "quotas.projects.Vision!"},
+           {"quotas: {projects: [vision]}", "quota.bad_entry", "quotas.projects"},
+           {"quotas: {projects: {vision: 2}}", "quota.bad_entry", "quotas.projects.vision"},
            {"fair_share: {half_life: soon}", "quota.bad_half_life", "fair_share.half_life"},
            {"fair_share: {decay: 1d}", "quota.bad_field", "fair_share.decay"},
        }) {
