@@ -10,9 +10,10 @@ from harness import Daemon, DaemonTest
 
 # The database back to schema v2, as the Lathe before execution backends
 # wrote it: the local handle's fields in their own columns, and no API tokens
-# (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7),
-# deployment keys (v8), workspaces (v9), the model registry (v10),
-# deployments (v11) or credentials (v12, the tokens, sessions and keys).
+# (schema v4), secrets (v5), browser sessions (v6), GPU attempts (v7; their
+# project, v16), deployment keys (v8), workspaces (v9), the model registry
+# (v10), deployments (v11), credentials (v12, the tokens, sessions and keys),
+# chains (v13), images (v14) or sharing (v15).
 DOWNGRADE_TO_V2 = """
 DROP TABLE IF EXISTS project_members;
 DROP TABLE IF EXISTS projects;
@@ -119,7 +120,9 @@ class Recovery(DaemonTest):
         self.assertEqual(self.d.logs(alive), "a1\na2\n")
         self.assertTrue(any("re-adopted" in e["message"] for e in r["events"]))
         db = sqlite3.connect(os.path.join(self.d.home, "lathe.db"))
-        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 15)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 16)
+        ledger = [r[1] for r in db.execute("PRAGMA table_info(gpu_attempts)")]
+        self.assertIn("project", ledger)
         backends = {b for (b,) in db.execute("SELECT backend FROM runs")}
         db.close()
         self.assertEqual(backends, {"local"})

@@ -432,8 +432,8 @@ class Daemon final : public Runs {
   ResolvedQuota QuotaOf(uid_t uid, const std::string& user) REQUIRES(mu_);
   // The gpu_attempts rows the quotas, fair share and project usage need
   // (at least the last 30 days), re-read after an attempt started or ended
-  // and at least every minute. A row whose run was removed keeps the project
-  // the previous read saw for it.
+  // and at least every minute. Each row carries its project (a removed
+  // run's too).
   const std::vector<state::GpuAttempt>& GpuAttempts() REQUIRES(mu_);
   int64_t UsageLookbackMs() const REQUIRES(mu_);
   // Records why each queued run waits, with an event the first time a run

@@ -10,6 +10,7 @@
 
 #include "lathe/exec/attempt_records.h"
 #include "lathe/os/cgroup.h"
+#include "lathe/os/clock.h"
 #include "lathe/os/files.h"
 #include "lathe/os/test_util/dead_pid.h"
 #include "lathe/state/run_store.h"
@@ -167,6 +168,42 @@ TEST_F(DaemonRecoveryTest, TheDatabaseAndItsSideFilesAreOwnerOnly) {
       ::chmod((home_ + "/" + f).c_str(), 0644);
     }
   }
+}
+
+// A run of project ml that held 2 GPUs for an hour, then was removed: a
+// daemon started afterwards (a restart) still counts its GPU-hours toward
+// the project, from the ledger alone.
+TEST_F(DaemonRecoveryTest, ARemovedRunStillCountsTowardItsProjectAfterARestart) {
+  constexpr int64_t kHourMs = 3600 * 1000;
+  const int64_t now = os::RealClock().NowMs();
+  {
+    auto store = state::RunStore::Open(home_ + "/lathe.db");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    RunRecord r;
+    r.id = "r-gone";
+    r.name = r.id;
+    r.uid = ::geteuid();
+    r.user = "me";
+    r.spec.command = {"true"};
+    r.spec.gpus = 2;
+    r.spec.project = "ml";
+    r.run_dir = home_ + "/runs/" + r.id;
+    ASSERT_TRUE((*store)->Insert(r, now - 3 * kHourMs).ok());
+    r.attempt = 1;
+    r.started_at_ms = now - 2 * kHourMs;
+    ASSERT_TRUE((*store)->Transition(r, RunState::kStarting, "placed", r.started_at_ms).ok());
+    ASSERT_TRUE((*store)->Transition(r, RunState::kRunning, "started", r.started_at_ms).ok());
+    r.finished_at_ms = now - kHourMs;
+    ASSERT_TRUE((*store)->Transition(r, RunState::kSucceeded, "exited", r.finished_at_ms).ok());
+    ASSERT_TRUE((*store)->Delete(r.id).ok());
+  }
+  auto d = Open(nullptr);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  Json usage = (*d)->ProjectUsage("ml");
+  EXPECT_NEAR(usage["gpu_hours"].get<double>(), 2.0, 1e-6) << usage.dump();
+  EXPECT_NEAR(usage["gpu_hours_by_user"]["me"].get<double>(), 2.0, 1e-6) << usage.dump();
+  EXPECT_EQ(usage["runs_active"], 0);
+  EXPECT_NEAR((*d)->ProjectUsage("other")["gpu_hours"].get<double>(), 0.0, 1e-9);
 }
 
 }  // namespace

@@ -79,19 +79,7 @@ const std::vector<state::GpuAttempt>& Daemon::GpuAttempts() {
   if (back <= 0) {
     gpu_attempts_.clear();
   } else if (auto rows = store_->GpuAttemptsSince(clock_.NowMs() - back); rows.ok()) {
-    // A removed run's row has no project any more: keep the one seen before
-    // (until the daemon restarts), so that removing runs gives no project
-    // GPU-hours back.
-    std::map<std::string, std::string> seen;
-    for (const state::GpuAttempt& g : gpu_attempts_) {
-      if (!g.project.empty()) seen.emplace(g.run_id, g.project);
-    }
     gpu_attempts_ = std::move(rows).value();
-    for (state::GpuAttempt& g : gpu_attempts_) {
-      if (auto it = seen.find(g.run_id); g.project.empty() && it != seen.end()) {
-        g.project = it->second;
-      }
-    }
   } else {
     spdlog::warn("quotas: {}", rows.status().ToString());  // the last figures stay
   }

@@ -267,10 +267,11 @@ Status RunStore::Transition(RunRecord& r, run::RunState to, const std::string& m
 Status RunStore::RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_t now_ms) {
   if (r.state == run::RunState::kStarting && r.spec.gpus > 0) {
     ASSIGN_OR_RETURN(
-        Stmt s, db_->Prepare("INSERT OR REPLACE INTO gpu_attempts (run_id, attempt, uid, user, "
-                             "gpus, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, 0)"));
+        Stmt s,
+        db_->Prepare("INSERT OR REPLACE INTO gpu_attempts (run_id, attempt, uid, user, "
+                     "gpus, started_at, ended_at, project) VALUES (?, ?, ?, ?, ?, ?, 0, ?)"));
     s.Bind(1, r.id).Bind(2, int64_t{r.attempt}).Bind(3, int64_t{r.uid}).Bind(4, r.user);
-    s.Bind(5, int64_t{r.spec.gpus}).Bind(6, r.started_at_ms);
+    s.Bind(5, int64_t{r.spec.gpus}).Bind(6, r.started_at_ms).Bind(7, r.spec.project);
     return s.Run();
   }
   if (!run::IsActive(from) || run::IsActive(r.state)) return Status::OK();
@@ -283,11 +284,10 @@ Status RunStore::RecordGpuAttempt(const RunRecord& r, run::RunState from, int64_
 }
 
 Result<std::vector<GpuAttempt>> RunStore::GpuAttemptsSince(int64_t since_ms) {
-  ASSIGN_OR_RETURN(
-      Stmt s, db_->Prepare("SELECT g.run_id, g.attempt, g.uid, g.user, g.gpus, g.started_at, "
-                           "g.ended_at, COALESCE(json_extract(r.spec, '$.project'), '') "
-                           "FROM gpu_attempts g LEFT JOIN runs r ON r.id=g.run_id "
-                           "WHERE g.ended_at=0 OR g.ended_at>=? ORDER BY g.run_id, g.attempt"));
+  ASSIGN_OR_RETURN(Stmt s,
+                   db_->Prepare("SELECT run_id, attempt, uid, user, gpus, started_at, ended_at, "
+                                "project FROM gpu_attempts WHERE ended_at=0 OR ended_at>=? "
+                                "ORDER BY run_id, attempt"));
   s.Bind(1, since_ms);
   std::vector<GpuAttempt> out;
   while (true) {

@@ -81,8 +81,8 @@ struct GpuAttempt {
   int gpus = 0;
   int64_t started_at_ms = 0;
   int64_t ended_at_ms = 0;  // 0: still active
-  // The project its run's spec names, read from the run's row: "" when it
-  // names none or the run was removed (the ledger itself keeps no project).
+  // The project its run's spec named when the attempt started ("" for
+  // none), kept in the ledger: it outlives the run's removal.
   std::string project;
 };
 

@@ -369,7 +369,7 @@ TEST_F(RunStoreTest, EachAttemptWithGpusIsRecordedAndOutlivesItsRun) {
   EXPECT_EQ(open->at(0).ended_at_ms, 0);
   EXPECT_EQ(open->at(0).gpus, 2);
   EXPECT_EQ(open->at(0).user, "alice");
-  EXPECT_EQ(open->at(0).project, "vision");  // from the run's spec
+  EXPECT_EQ(open->at(0).project, "vision");  // the run's spec.project
   // Preempted at the exit time the monitor recorded, then a second attempt.
   r.finished_at_ms = 4000;
   ASSERT_TRUE(store_->Transition(r, RunState::kStopping, "preempting", 3900).ok());
@@ -388,10 +388,19 @@ TEST_F(RunStoreTest, EachAttemptWithGpusIsRecordedAndOutlivesItsRun) {
   EXPECT_EQ(all->at(1).attempt, 2);
   EXPECT_EQ(all->at(1).ended_at_ms, 7000);
   EXPECT_EQ(store_->GpuAttemptsSince(5000)->size(), 1u);  // the first ended before
-  // Removing the run does not give its user the GPU-hours back.
+  // Removing the run gives neither its user nor its project the GPU-hours
+  // back, also once the store is opened again (a daemon restart).
   ASSERT_TRUE(store_->Delete("r1").ok());
-  EXPECT_EQ(store_->GpuAttemptsSince(0)->size(), 2u);
-  EXPECT_EQ(store_->GpuAttemptsSince(0)->at(0).project, "");  // the run's row is gone
+  store_.reset();
+  auto reopened = RunStore::Open(dir_ + "/lathe.db");
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(reopened).value();
+  auto kept = store_->GpuAttemptsSince(0);
+  ASSERT_TRUE(kept.ok());
+  ASSERT_EQ(kept->size(), 2u);
+  EXPECT_EQ(kept->at(0).user, "alice");
+  EXPECT_EQ(kept->at(0).project, "vision");
+  EXPECT_EQ(kept->at(1).project, "vision");
   EXPECT_EQ(*store_->PurgeGpuAttempts(5000), 1);
   EXPECT_EQ(store_->GpuAttemptsSince(0)->size(), 1u);
 }
@@ -442,6 +451,50 @@ TEST_F(RunStoreTest, MigrationRecordsTheLatestAttemptOfEachRun) {
   EXPECT_EQ(got->at(1).run_id, "r-live");
   EXPECT_EQ(got->at(1).attempt, 3);
   EXPECT_EQ(got->at(1).ended_at_ms, 0);
+}
+
+// A home of schema v15 (the ledger without projects): each attempt takes
+// its run's project from the run's row; a run removed before has none.
+TEST_F(RunStoreTest, MigrationGivesEachAttemptItsRunsProject) {
+  store_.reset();
+  const std::string path = dir_ + "/v15.db";
+  {
+    const auto& all = SchemaMigrations();
+    ASSERT_GE(all.size(), 16u);
+    auto db = Db::Open(path, {all.begin(), all.begin() + 15});
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_EQ((*db)->schema_version(), 15);
+    for (const char* row : {"('r-ml', 'a', 1, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":1,"
+                            "\"project\":\"ml\"}', 'succeeded', 1, 1, 100, 400, '/h')",
+                            "('r-none', 'b', 2, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":1}', "
+                            "'succeeded', 1, 1, 100, 400, '/h')"}) {
+      ASSERT_TRUE((*db)
+                      ->Exec(std::string("INSERT INTO runs (id, name, seq, uid, user, spec, state, "
+                                         "attempt, created_at, started_at, finished_at, run_dir) "
+                                         "VALUES ") +
+                             row)
+                      .ok());
+    }
+    for (const char* id : {"r-ml", "r-none", "r-gone"}) {
+      ASSERT_TRUE((*db)
+                      ->Exec(std::string("INSERT INTO gpu_attempts (run_id, attempt, uid, user, "
+                                         "gpus, started_at, ended_at) VALUES ('") +
+                             id + "', 1, 1000, 'alice', 1, 100, 400)")
+                      .ok());
+    }
+  }
+  auto s = RunStore::Open(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->db().schema_version(), static_cast<int>(SchemaMigrations().size()));
+  auto got = (*s)->GpuAttemptsSince(0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ(got->at(0).run_id, "r-gone");
+  EXPECT_EQ(got->at(0).project, "");  // removed before: nothing to read it from
+  EXPECT_EQ(got->at(1).run_id, "r-ml");
+  EXPECT_EQ(got->at(1).project, "ml");
+  EXPECT_EQ(got->at(2).run_id, "r-none");
+  EXPECT_EQ(got->at(2).project, "");
 }
 
 // ---- idempotency keys ------------------------------------------------------------

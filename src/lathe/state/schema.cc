@@ -322,6 +322,14 @@ CREATE TABLE project_members (
 );
 CREATE INDEX project_members_uid ON project_members(uid);
 )sql",
+      // v16: each GPU attempt's project (its run's spec.project, "" for none)
+      // in the ledger itself, so that a removed run's GPU-hours keep counting
+      // toward its project. Filled from the runs still there.
+      R"sql(
+ALTER TABLE gpu_attempts ADD COLUMN project TEXT NOT NULL DEFAULT '';
+UPDATE gpu_attempts SET project = COALESCE(
+  (SELECT json_extract(spec, '$.project') FROM runs WHERE runs.id = gpu_attempts.run_id), '');
+)sql",
   };
   return m;
 }
