@@ -16,7 +16,9 @@ user's to restore it into, and a run that failed with a CUDA out-of-memory
 line (the daemon's diagnosis), a model registered from the checkpoint and a command deployment; and a
 model of three versions with a process handler (SERVED: 1 and 2 load, BROKEN: 3 does not), which the
 browser deploys from the Deployments page's form, rolls out and back, and sees rolled back with its
-failed replica's reason.
+failed replica's reason. A third user (USER2, unprivileged too) signs in from the spec in a second browser
+context to see what the browser's user shares with it (a deployment, a model, a run) and a project it
+is made a member of, exactly as its role says.
 """
 import gzip
 import http.client
@@ -40,6 +42,7 @@ NODE_MODULES = os.path.join(SOURCE, "web", "node_modules")
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(harness.LATHE)), "test-artifacts", "web")
 USER = "lathe-it-web"
+USER2 = "lathe-it-web2"
 FIRST_LOAD_LIMIT = 250_000
 BIG_LINES = 1_000_000
 NEEDLE_LINE = 777_777
@@ -163,6 +166,7 @@ class Serving(harness.DaemonTest):
 class Browser(unittest.TestCase):
     def setUp(self):
         harness.second_user(self, USER)
+        harness.second_user(self, USER2)
         self.d = harness.Daemon(gpus="sim:2x24GB")
         # The charts draw what the simulated GPUs report from this file, sampled every 200 ms.
         self.load = os.path.join(self.d.home, "load.json")
@@ -245,10 +249,11 @@ class Browser(unittest.TestCase):
         api_token = json.loads(d.cli("token", "create", "--json", user=USER, env=env).stdout)["token"]
         url = d.cli("ui", "--print", user=USER, env=env).stdout.strip()
         as_user = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups", harness.LATHE]
+        as_user2 = ["setpriv", "--reuid", USER2, "--regid", USER2, "--init-groups", harness.LATHE]
         config = {
             "login_url": url, "user": USER, "other_run": other, "artifacts": ARTIFACTS,
             "chromium": CHROMIUM, "node_modules": NODE_MODULES, "catalog": catalog(),
-            "lathe": as_user,
+            "lathe": as_user, "user2": USER2, "lathe2": as_user2,
             "big_run": big, "big_lines": BIG_LINES, "needle_line": NEEDLE_LINE,
             "needle_text": big_line(NEEDLE_LINE), "last_text": big_line(BIG_LINES - 1),
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
@@ -259,13 +264,14 @@ class Browser(unittest.TestCase):
             json.dump(config, f)
         self.addCleanup(os.unlink, f.name)
         spec = os.path.join(SOURCE, "tests", "web", "ui.spec.mjs")
-        r = subprocess.run(["node", spec, f.name], capture_output=True, text=True, timeout=240,
+        r = subprocess.run(["node", spec, f.name], capture_output=True, text=True, timeout=300,
                            env={**env, "LATHE_HOME": d.home})
         print(r.stdout, file=sys.stderr)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + "\n" + d.daemon_log())
         for name in ("overview-en", "runs-en", "runs-zh", "snapshots-zh", "notebooks-en", "run-log-en",
                      "run-log-zh", "run-checkpoint-en", "run-failed-zh", "models-zh", "deployments-en",
-                     "deployment-form-en", "deployment-rolled-back-en", "deployment-form-zh"):
+                     "deployment-form-en", "deployment-rolled-back-en", "deployment-form-zh",
+                     "shared-with-user2-en", "projects-user2-en", "model-shared-zh"):
             self.assertTrue(os.path.getsize(os.path.join(ARTIFACTS, name + ".png")) > 0, name)
 
 

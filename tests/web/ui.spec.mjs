@@ -9,7 +9,9 @@
 //          checkpoint), restore_to (a directory to restore it into), failed_run (a run the
 //          daemon diagnosed: CUDA out of memory), model (registered from ckpt_run's
 //          checkpoint as version 1, alias prod), deployment (a command deployment, one replica),
-//          served_model (a model whose versions 1 and 2 serve {"v": N} and 3 cannot load)}
+//          served_model (a model whose versions 1 and 2 serve {"v": N} and 3 cannot load),
+//          user2 and lathe2 (a third user, unprivileged, and the CLI as it: it signs in
+//          in a second browser context to see what is shared with it)}
 // Prints one line per step; exits 1 with the failed step's message.
 import fs from "node:fs";
 import path from "node:path";
@@ -28,6 +30,9 @@ const PAGES = [
   ["run-log", `/ui/runs/${cfg.big_run}`, ".log-line:not(.pending)"],
   ["run-checkpoint", `/ui/runs/${cfg.ckpt_run}`, "[data-restore]"],
   ["run-failed", `/ui/runs/${cfg.failed_run}`, ".diagnosis"],
+  // Shared by then (sharing()): the Sharing sections with their grants, the role words.
+  ["model-shared", `/ui/models?model=${cfg.model}`, `[data-sharing] tr[data-key="user:${cfg.user2}"]`],
+  ["deployment-sharing", `/ui/deployments?name=${cfg.served_model}`, "[data-sharing] table"],
 ];
 // The most line elements the log viewer may have in the DOM at once.
 const MAX_LINE_ELEMENTS = 300;
@@ -43,9 +48,13 @@ function check(cond, msg) {
   if (!cond) throw new Error(msg);
 }
 
-function cli(...args) {
-  const [cmd, ...pre] = cfg.lathe;
+function cliAs(argv, ...args) {
+  const [cmd, ...pre] = argv;
   return execFileSync(cmd, [...pre, ...args], { encoding: "utf8" }).trim();
+}
+
+function cli(...args) {
+  return cliAs(cfg.lathe, ...args);
 }
 
 async function axe(page, name) {
@@ -106,6 +115,16 @@ async function visitAll(page, lang) {
     log(`${step}: translated, axe clean, screenshot`);
   }
 }
+
+// A model's or deployment's ref ("owner/name", where the daemon gives one) by
+// its name: what the UI puts into its links, its addresses and its marks.
+const refs = {};
+async function loadRefs(page) {
+  const [m, d] = await page.evaluate(async () => Promise.all(
+    ["/api/v1/models", "/api/v1/deployments"].map(async (u) => (await fetch(u)).json())));
+  for (const x of [...m.models, ...d.deployments]) if (x.owner === cfg.user) refs[x.name] = x.ref ?? x.name;
+}
+const ref = (name) => refs[name] ?? name;
 
 function row(page, id) {
   return page.locator(`tr[data-key="${id}"]`);
@@ -363,13 +382,13 @@ async function charts(page) {
 async function models(page) {
   step = "a model's versions: alias and lineage";
   await go(page, "/ui/models");
-  await page.click(`[data-model="${cfg.model}"]`);
+  await page.click(`[data-model="${ref(cfg.model)}"]`);
   const v1 = page.locator('#model-versions ~ * tr[data-key="1"], section[aria-labelledby="model-versions"] tr[data-key="1"]');
   await v1.waitFor(WAIT);
   check((await v1.locator('[data-col="aliases"]').textContent()).includes("prod"), "the alias prod");
   const href = await v1.locator('[data-col="run"] a').getAttribute("href");
   check(href === `/ui/runs/${cfg.ckpt_run}`, `the lineage's run: ${href}`);
-  check(new URL(page.url()).searchParams.get("model") === cfg.model, "the choice is not in the address");
+  check(new URL(page.url()).searchParams.get("model") === ref(cfg.model), "the choice is not in the address");
   // The size `lathe model show` has, and the owner's actions: a version registered from the run, an alias moved.
   const size = (await v1.locator('[data-col="size"]').textContent()).trim();
   check(size !== "—" && /\d/.test(size), `version 1's size: ${size}`);
@@ -486,7 +505,7 @@ async function accessPage(page) {
 async function deployment(page) {
   step = "a deployment's detail: URL, curl, health, replicas, events";
   await go(page, "/ui/deployments");
-  await page.click(`[data-deployment="${cfg.deployment}"]`);
+  await page.click(`[data-deployment="${ref(cfg.deployment)}"]`);
   const facts = page.locator(`dl[data-deployment="${cfg.deployment}"]`);
   await facts.waitFor(WAIT);
   const api = await page.evaluate(async (n) => (await fetch(`/api/v1/deployments/${n}`)).json(), cfg.deployment);
@@ -529,7 +548,7 @@ async function deploymentFromUi(page) {
   await go(page, "/ui/deployments");
   await page.click("[data-new-deployment]");
   await page.fill("#dep-name", name);
-  await page.selectOption("#dep-model_name", name);
+  await page.selectOption("#dep-model_name", ref(name));
   // (Preact sets an option's value as a property: no attribute to select on.)
   await page.waitForFunction((v) => [...document.querySelectorAll("#dep-model option")].some((o) => o.value === v),
     `${name}/1`, WAIT);
@@ -552,8 +571,8 @@ async function deploymentFromUi(page) {
   await page.check("#dep-public");
   await page.click("[data-create-deployment]");
   await page.waitForSelector(`${detail} dl[data-deployment="${name}"]`, WAIT);
-  check(new URL(page.url()).searchParams.get("name") === name, `after the form: ${page.url()}`);
-  await page.waitForSelector(`[data-created="${name}"]`, WAIT);
+  check(new URL(page.url()).searchParams.get("name") === ref(name), `after the form: ${page.url()}`);
+  await page.waitForSelector(`[data-created="${ref(name)}"]`, WAIT);
   const api = async () => page.evaluate(async (n) => (await fetch(`/api/v1/deployments/${n}`)).json(), name);
   const made = await api();
   check(made.spec.model === `${name}/1` && made.spec.public === true && made.spec.replicas === 1 &&
@@ -611,6 +630,19 @@ async function deploymentFromUi(page) {
   await axe(page, "a deployment rolled back");
   await shot(page, "deployment-rolled-back-en");
   await checkLanguage(page, "en", "a deployment rolled back");
+  step = "why it was rolled back, in 中文";
+  const now = await api();
+  const ended = now.replicas.list.find((r) => r.reason &&
+    (now.rolled_back.reason === r.reason || now.rolled_back.reason.startsWith(r.reason + ": ")));
+  check(ended, `no replica with the rollback's reason: ${JSON.stringify(now.rolled_back)}`);
+  await page.selectOption("#lang", "zh");
+  await page.waitForFunction(([sel, zh]) => (document.querySelector(sel)?.textContent ?? "").includes(zh),
+    [`${detail} [data-rolled-back]`, ended.reason_text.zh], WAIT);
+  const whyZh = await rolledBack.textContent();
+  check(ended.reason_text.zh === ended.reason || !whyZh.includes(ended.reason), `the reason in English: ${whyZh}`);
+  await checkLanguage(page, "zh", "a deployment rolled back");
+  await page.selectOption("#lang", "en");
+  await page.waitForSelector("main h1 >> text=Deployments", WAIT);
   await page.click(`[data-rollback="${name}/1"]`);
   await rolledBack.waitFor({ state: "detached", ...WAIT });
   check((await api()).spec.model === `${name}/1`, "the spec does not name version 1 again");
@@ -618,12 +650,171 @@ async function deploymentFromUi(page) {
       `/2 rolled out and back; /3 rolled back by the daemon: "${why}"; the spec back on /1`);
 }
 
+// The owner's Sharing section on a page: share with `who` as `role`, and wait
+// for the grant's row.
+async function shareFrom(page, target, who, role) {
+  await page.waitForSelector(`[data-sharing="${target}"]`, WAIT);
+  await page.fill("#share-grantee", who);
+  await page.selectOption("#share-role", role);
+  await page.click("[data-share]");
+  await page.waitForSelector(`[data-sharing="${target}"] tr[data-key="user:${who}"] [data-role="${role}"]`, WAIT);
+}
+
+async function count(page, sel) {
+  return page.locator(sel).count();
+}
+
+// The second user's browser, signed in with its own one-time link.
+async function secondUser(browser) {
+  const ctx = await browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
+  const p2 = await ctx.newPage();
+  p2.on("pageerror", (e) => problems.push(`script error (${cfg.user2}): ${e.message}`));
+  await p2.goto(cliAs(cfg.lathe2, "ui", "--print"));
+  await p2.waitForSelector(".user", WAIT);
+  check((await p2.textContent(".user")).includes(cfg.user2), "the second user is not signed in");
+  return { ctx, p2 };
+}
+
+// Sharing from the owner's pages (a deployment, a model, a run), and what the
+// second user sees of each: the mark "shared with you: ROLE, by WHO" and only
+// the actions the role allows; raised to manage, it scales the deployment;
+// taken back, the deployment is gone at its next request.
+async function sharing(page, browser) {
+  const detail = 'section[aria-labelledby="deploy-detail"]';
+  const dep = `deployment:${ref(cfg.deployment)}`;
+  step = "share a deployment from its page: an unknown user refused at the field";
+  await go(page, `/ui/deployments?name=${cfg.deployment}`);
+  await page.waitForSelector(`[data-sharing="${dep}"]`, WAIT);
+  await page.fill("#share-grantee", "nobody-such-user");
+  await page.click("[data-share]");
+  const err = page.locator(".share-form .field-share-grantee .error");
+  await err.waitFor(WAIT);
+  const errText = await err.textContent();
+  check(errText.includes("nobody-such-user"), `the field's error: ${errText}`);
+  check((await page.getAttribute("#share-grantee", "aria-invalid")) === "true", "the grantee is not marked invalid");
+  step = "shared with view, with manage on a model, a run with view";
+  await shareFrom(page, dep, cfg.user2, "view");
+  const grant = page.locator(`[data-sharing="${dep}"] tr[data-key="user:${cfg.user2}"]`);
+  check((await grant.locator('[data-col="by"]').textContent()) === cfg.user, "the grant's 'by'");
+  check((await grant.locator('[data-col="kind"]').textContent()) === "user", "the grant's kind");
+  await axe(page, "a deployment's sharing");
+  await go(page, `/ui/models?model=${cfg.model}`);
+  await shareFrom(page, `model:${ref(cfg.model)}`, cfg.user2, "manage");
+  await go(page, `/ui/runs/${cfg.ckpt_run}`);
+  await shareFrom(page, `run:${cfg.ckpt_run}`, cfg.user2, "view");
+  const listed = await page.evaluate(async (t) => (await (await fetch(`/api/v1/shares?target=${t}`)).json()).shares, `run:${cfg.ckpt_run}`);
+  check(listed.length === 1 && listed[0].user === cfg.user2 && listed[0].role === "view", `the API: ${JSON.stringify(listed)}`);
+
+  step = "the second user sees each share as its role says";
+  const { ctx, p2 } = await secondUser(browser);
+  await go(p2, "/ui/deployments");
+  const mark = p2.locator(`tr[data-key="${ref(cfg.deployment)}"] [data-shared="view"]`);
+  await mark.waitFor(WAIT);
+  const markText = await mark.textContent();
+  check(markText.includes("view") && markText.includes(cfg.user), `the list's mark: ${markText}`);
+  await p2.click(`[data-deployment="${ref(cfg.deployment)}"]`);
+  await p2.waitForSelector(`${detail} dl[data-deployment] [data-shared="view"]`, WAIT);
+  for (const sel of ["[data-scale]", "[data-autoscale]", "[data-create-key]", "[data-rollout]", "[data-sharing]"]) {
+    check((await count(p2, sel)) === 0, `view offers ${sel}`);
+  }
+  await checkLanguage(p2, "en", "a deployment shared with view");
+  await go(p2, `/ui/models?model=${encodeURIComponent(ref(cfg.model))}`);
+  await p2.waitForSelector('section[aria-labelledby="model-versions"] [data-shared="manage"]', WAIT);
+  await p2.waitForSelector("[data-move-alias]", WAIT);
+  check((await count(p2, "[data-register]")) === 0, "manage offers registering a version (the owner's)");
+  check((await count(p2, "[data-sharing]")) === 0, "manage offers sharing (the owner's)");
+  await go(p2, `/ui/runs/${cfg.ckpt_run}`);
+  await p2.waitForSelector(`dl[data-run="${cfg.ckpt_run}"] [data-shared="view"]`, WAIT);
+  for (const sel of ["button.stop", "[data-sharing]", "[data-restore]"]) {
+    check((await count(p2, sel)) === 0, `a shared run offers ${sel}`);
+  }
+  await checkLanguage(p2, "en", "a run shared with view");
+  await axe(p2, "a run shared with view");
+  await shot(p2, "shared-with-user2-en");
+
+  step = "raised to manage: the second user scales the deployment";
+  await go(page, `/ui/deployments?name=${cfg.deployment}`);
+  await shareFrom(page, dep, cfg.user2, "manage");
+  await go(p2, `/ui/deployments?name=${encodeURIComponent(ref(cfg.deployment))}`);
+  await p2.waitForSelector(`${detail} [data-shared="manage"]`, WAIT);
+  await p2.waitForSelector("[data-scale]", WAIT);
+  check((await count(p2, "[data-sharing]")) === 0, "manage offers sharing");
+  await p2.fill("#deploy-replicas", "1");
+  await p2.click("[data-scale]");
+  await p2.waitForFunction(() => document.querySelector('dd[data-scaling="fixed"]')?.textContent?.startsWith("1 "), null, WAIT);
+
+  step = "taken back: the deployment is gone for the second user at its next request";
+  await page.click(`[data-unshare="${cfg.user2}"]`);
+  await page.locator(`[data-sharing="${dep}"] tr[data-key="user:${cfg.user2}"]`).waitFor({ state: "detached", ...WAIT });
+  await p2.reload();
+  await p2.waitForSelector(`${detail} p.error[data-error-id]`, WAIT);
+  const gone = await p2.getAttribute(`${detail} p.error`, "data-error-id");
+  check(gone === "deploy.not_found", `after unsharing: ${gone}`);
+  check((await count(p2, `tr[data-key="${ref(cfg.deployment)}"]`)) === 0, "the deployment is still listed");
+  log(`${step}: refused "${errText}"; ${cfg.user2} saw "${markText.trim()}", no actions with view; ` +
+      `scaled with manage; ${gone} once taken back`);
+  return { ctx, p2 };
+}
+
+// Projects from the Overview: created (a bad member refused at its field),
+// a member's role changed; the member sees only what its role lets it do, and
+// the daemon's refusal at the field when it tries something it may not.
+async function projects(page, p2) {
+  const proj = "webproj";
+  step = "a project created from the Overview: a bad member refused at its field";
+  await go(page, "/ui/");
+  await page.waitForSelector('.projects[data-loaded="1"]', WAIT);
+  await page.fill("#project-name", proj);
+  await page.fill("#project-members", "nobody-such-user:view");
+  await page.click("[data-create-project]");
+  const err = page.locator(".project-form .field-project-members .error");
+  await err.waitFor(WAIT);
+  const errText = await err.textContent();
+  check(errText.includes("nobody-such-user"), `the field's error: ${errText}`);
+  await page.fill("#project-members", `${cfg.user2}:view`);
+  await page.click("[data-create-project]");
+  await page.waitForSelector(`[data-project-notice="${proj}"]`, WAIT);
+  const roleSelect = page.locator(`.project-members[data-project="${proj}"] [data-member-role="${cfg.user2}"]`);
+  await roleSelect.waitFor(WAIT);
+  check((await roleSelect.inputValue()) === "view", `the member's role: ${await roleSelect.inputValue()}`);
+  await axe(page, "projects");
+
+  step = "the member with view sees the project and no control";
+  await go(p2, "/ui/");
+  await p2.click(`[data-project="${proj}"]`);
+  await p2.waitForSelector(`.project-members[data-project="${proj}"][data-can-edit="0"]`, WAIT);
+  for (const sel of ["[data-add-member]", "[data-remove-member]", "[data-remove-project]", "[data-member-role]"]) {
+    check((await count(p2, sel)) === 0, `view offers ${sel}`);
+  }
+
+  step = "the owner makes the member a manager; it adds members, never removes the project";
+  await page.selectOption(`[data-member-role="${cfg.user2}"]`, "manage");
+  await page.waitForFunction(async ([n, u]) => {
+    const p = await (await fetch(`/api/v1/projects/${n}`)).json();
+    return p.members?.some((m) => m.user === u && m.role === "manage");
+  }, [proj, cfg.user2], WAIT);
+  await p2.reload();
+  await p2.click(`[data-project="${proj}"]`);
+  await p2.waitForSelector(`.project-members[data-project="${proj}"][data-can-edit="1"]`, WAIT);
+  check((await count(p2, "[data-remove-project]")) === 0, "a manager offered to remove the project");
+  await p2.fill("#project-member", "nobody-such-user");
+  await p2.click("[data-add-member]");
+  const refused = p2.locator(".project-add .field-project-member .error");
+  await refused.waitFor(WAIT);
+  const refusedText = await refused.textContent();
+  check(refusedText.includes("nobody-such-user"), `the member field's error: ${refusedText}`);
+  await checkLanguage(p2, "en", "projects (a manager)");
+  await axe(p2, "projects (a manager)");
+  await shot(p2, "projects-user2-en");
+  log(`${step}: "${errText}"; ${cfg.user2} saw no control with view, added members with manage: "${refusedText}"`);
+}
+
 // In 中文: what the daemon says of a deployment (its events, its replicas' states,
 // its health) and what the charts draw (legends) are Chinese too, not the daemon's English.
 async function inChinese(page) {
   step = "a deployment's events, replica states and health in 中文";
   await go(page, "/ui/deployments");
-  await page.click(`[data-deployment="${cfg.deployment}"]`);
+  await page.click(`[data-deployment="${ref(cfg.deployment)}"]`);
   await page.waitForSelector('section[aria-labelledby="deploy-detail"] .timeline li', WAIT);
   const cjk = /[\u4e00-\u9fff]/;
   const events = await page.locator('section[aria-labelledby="deploy-detail"] .timeline li').allTextContents();
@@ -644,6 +835,18 @@ async function inChinese(page) {
   check(cjk.test(scalingZh), `the scaling not in 中文: ${scalingZh}`);
   await shot(page, "deployment-form-zh");
   log(`${step}: ${scalingZh}`);
+  step = "a model's sharing and a project's members in 中文";
+  await go(page, `/ui/models?model=${cfg.model}`);
+  await page.waitForSelector(`[data-sharing] tr[data-key="user:${cfg.user2}"]`, WAIT);
+  await checkLanguage(page, "zh", "a model's sharing");
+  const roleZh = await page.textContent(`[data-sharing] tr[data-key="user:${cfg.user2}"] [data-role]`);
+  check(roleZh === cfg.catalog["web.role.manage"].zh, `the role: ${roleZh}`);
+  await shot(page, "model-shared-zh");
+  await go(page, "/ui/");
+  await page.click('[data-project="webproj"]');
+  await page.waitForSelector('.project-members[data-project="webproj"]', WAIT);
+  await checkLanguage(page, "zh", "a project's members");
+  log(`${step}: ${roleZh}`);
   step = "a run's chart legends and spec fields in 中文";
   await go(page, `/ui/runs/${cfg.gpu_run}`);
   await page.waitForSelector('figure[data-chart="gpu-util"] canvas', WAIT);
@@ -673,6 +876,7 @@ async function main() {
     const who = await page.textContent(".user");
     check(who.includes(cfg.user), `signed in as: ${who}`);
     await page.waitForSelector("[data-simulated]", WAIT);
+    await loadRefs(page);
     log(`${step}: ${who}; the GPUs are labelled simulated`);
 
     step = "sign in with an API token instead, in a fresh browser";
@@ -789,6 +993,9 @@ async function main() {
     await deploymentFromUi(page);
     await notebookFromUi(page);
     await accessPage(page);
+    const { ctx: second, p2 } = await sharing(page, browser);
+    await projects(page, p2);
+    await second.close();
 
     await visitAll(page, "en");
 

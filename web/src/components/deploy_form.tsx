@@ -61,7 +61,7 @@ export function DeployForm({ onCreated }: { onCreated: (name: string) => void })
   const [isPublic, setPublic] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
-  const models = useApi<{ models: { name: string; owner: string }[] }>("/models");
+  const models = useApi<{ models: { name: string; ref?: string; owner: string }[] }>("/models");
   const versions = useModelVersions(values.model_name ?? "");
   const at = error ? fieldOf(error) : "";
   const set = (k: string) => (ev: Event) => {
@@ -74,10 +74,10 @@ export function DeployForm({ onCreated }: { onCreated: (name: string) => void })
     setBusy(true);
     setError(null);
     try {
-      const d = await api<{ name: string }>("/deployments",
+      const d = await api<{ name: string; ref?: string }>("/deployments",
         { method: "POST", body: deploySpecOf(values, autoscale, isPublic) });
       setValues({});
-      onCreated(d.name);
+      onCreated(d.ref ?? d.name);
     } catch (err) {
       if (err instanceof ApiError) setError(err);
     } finally {
@@ -117,7 +117,7 @@ export function DeployForm({ onCreated }: { onCreated: (name: string) => void })
         {field("name", "web.form.name", "web.deploy.name_hint")}
         {field("model_name", "web.deploy.model_name", undefined,
           select("model_name", "web.deploy.choose_model",
-                 (models.data?.models ?? []).map((m) => ({ value: m.name, label: `${m.name} (${m.owner})` }))))}
+                 (models.data?.models ?? []).map((m) => ({ value: m.ref ?? m.name, label: `${m.ref ?? m.name} (${m.owner})` }))))}
         {field("model", "web.deploy.model_ref", "web.deploy.model_ref_hint",
           select("model", "web.deploy.choose_version", refOptions(versions), "web.deploy.model_ref_hint"))}
         <fieldset class="field field-scaling">

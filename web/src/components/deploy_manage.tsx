@@ -1,7 +1,8 @@
-// A deployment's owner's actions on its detail: scale it to N replicas
+// The actions on a deployment's detail: with role manage (or as its owner)
+// scale it to N replicas
 // (PATCH /api/v1/deployments/{name} {replicas}) or let it autoscale
 // (PATCH {autoscale: {min, max, target}}; the two replace each other), and
-// its keys (GET/POST
+// its keys, with role use one's own, with manage every one (GET/POST
 // /deployments/{name}/keys, DELETE …/keys/{key}): a new key is shown once,
 // when it is made, and works at once (the daemon answers only when the front
 // has it); a revoked one is refused from the next request.
@@ -33,8 +34,10 @@ function countOr(s: string): number | string {
   return /^\d+(\.\d+)?$/.test(s.trim()) ? Number(s.trim()) : s.trim();
 }
 
-export function DeployManage({ name, replicas, autoscale, onChanged }:
-  { name: string; replicas: number; autoscale?: Autoscale; onChanged: () => void }) {
+// `name`: the deployment's ref (or name) as the API's paths take it; `scale`:
+// the caller may scale it (role manage or the owner).
+export function DeployManage({ name, replicas, autoscale, onChanged, scale: canScale }:
+  { name: string; replicas: number; autoscale?: Autoscale; onChanged: () => void; scale: boolean }) {
   const path = `/deployments/${encodeURIComponent(name)}`;
   const keys = useApi<{ keys: DeployKey[] }>(`${path}/keys`, 0);
   const [error, setError] = useState<ApiError | null>(null);
@@ -73,6 +76,7 @@ export function DeployManage({ name, replicas, autoscale, onChanged }:
   return (
     <div class="deploy-manage">
       <ErrorBox error={error ?? keys.error} />
+      {canScale ? (<>
       <form class="inline-form" onSubmit={scale} aria-labelledby="scale-title">
         <h3 id="scale-title">{t("web.deploy.scale_title")}</h3>
         <label for="deploy-replicas">{t("web.deploy.replicas_wanted")}</label>
@@ -92,6 +96,7 @@ export function DeployManage({ name, replicas, autoscale, onChanged }:
         ))}
         <button type="submit" class="small" data-autoscale="1">{t("web.deploy.autoscale_set")}</button>
       </form>
+      </>) : null}
       <h3>{t("web.deploy.keys")}</h3>
       <Table caption="web.deploy.keys" columns={columns} rows={keys.data?.keys ?? []} rowKey={(k) => k.id}
              empty={keys.loading ? "web.loading" : "web.deploy.no_keys"} />

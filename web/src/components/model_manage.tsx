@@ -1,13 +1,17 @@
-// A model's owner's actions on the Models page: point an alias at a version
+// The actions on a model on the Models page: point an alias at a version
 // (PUT /api/v1/models/{model}/aliases/{alias}: a deployment that follows the
-// alias rolls out to it), and register a new version from a run's newest
-// checkpoint (POST /api/v1/models {name, from_run, handler}).
+// alias rolls out to it; role manage or the owner), and register a new
+// version from a run's newest checkpoint (POST /api/v1/models {name,
+// from_run, handler}; the owner's alone).
 import { useState } from "preact/hooks";
 import { api, apiAction, ApiError } from "../api";
 import { ErrorBox } from "./status";
 import { t } from "../i18n";
 
-export function ModelManage({ name, versions, onChanged }: { name: string; versions: number[]; onChanged: () => void }) {
+// `name`: the model's ref (or name) as the API's paths take it; `short`: its
+// name, which a new version names; `register`: the caller owns it.
+export function ModelManage({ name, short, versions, register: canRegister, onChanged }:
+  { name: string; short: string; versions: number[]; register: boolean; onChanged: () => void }) {
   const [error, setError] = useState<ApiError | null>(null);
   const [alias, setAlias] = useState("");
   const [version, setVersion] = useState(versions.length ? String(Math.max(...versions)) : "");
@@ -23,7 +27,7 @@ export function ModelManage({ name, versions, onChanged }: { name: string; versi
                      { method: "PUT", body: { version: Number(version) } }));
   const register = (e: Event) =>
     act(e, async () => {
-      const body: Record<string, string> = { name, from_run: run.trim() };
+      const body: Record<string, string> = { name: short, from_run: run.trim() };
       if (handler.trim()) body.handler = handler.trim();
       await api("/models", { method: "POST", body });
       setRun("");
@@ -44,6 +48,7 @@ export function ModelManage({ name, versions, onChanged }: { name: string; versi
         </select>
         <button type="submit" class="small" data-move-alias="1">{t("web.model.alias_move")}</button>
       </form>
+      {canRegister ? (
       <form class="inline-form" onSubmit={register} aria-labelledby="register-title">
         <h3 id="register-title">{t("web.model.register_title")}</h3>
         <label for="register-run">{t("web.model.run")}</label>
@@ -52,6 +57,7 @@ export function ModelManage({ name, versions, onChanged }: { name: string; versi
         {input("register-handler", handler, setHandler)}
         <button type="submit" class="small" data-register="1">{t("web.model.register")}</button>
       </form>
+      ) : null}
     </div>
   );
 }

@@ -5,6 +5,7 @@ import { useApi } from "../hooks";
 
 export interface ModelVersions {
   name: string;
+  ref?: string;
   aliases?: Record<string, number>;
   versions: { version: number }[];
 }
@@ -31,8 +32,9 @@ export function modelOfRef(ref: string): string {
   return ref.split(/[@/]/)[0] ?? "";
 }
 
-// The model's versions (null while none is chosen or the answer is not in).
-export function useModelVersions(name: string): ModelVersions | null {
-  const m = useApi<ModelVersions>(name ? `/models/${encodeURIComponent(name)}` : null).data;
-  return m && m.name === name ? m : null;  // not the answer for a model chosen before
+// The model's versions (null while none is chosen or the answer is not in);
+// `ref`: the model's ref, or its name, as GET /models/{model} takes it.
+export function useModelVersions(ref: string): ModelVersions | null {
+  const m = useApi<ModelVersions>(ref ? `/models/${encodeURIComponent(ref)}` : null).data;
+  return m && (m.name === ref || m.ref === ref) ? m : null;  // not the answer for a model chosen before
 }

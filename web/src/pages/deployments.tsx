@@ -4,11 +4,16 @@
 // health, what serves and what it rolls out to (or rolled back from, and why),
 // its scaling, replicas (state, healthy, in flight, why one failed), the
 // traffic split, requests per second and latency, and its events; with the
-// owner's actions (scale, autoscale, roll out, roll back, keys).
+// actions the caller's role allows (docs/sharing.md): scale, autoscale, roll
+// out and roll back with manage, keys with use (one's own) or manage (all),
+// sharing for the owner alone. A deployment is named in paths by its ref
+// where the API gives one (components/shared.tsx).
 import { useState } from "preact/hooks";
 import { DeployForm } from "../components/deploy_form";
 import { DeployManage, type Autoscale } from "../components/deploy_manage";
 import { DeployRollout } from "../components/deploy_rollout";
+import { atLeast, refOf, roleOn, SharedMark, shownName, type SharedInfo } from "../components/shared";
+import { Sharing } from "../components/sharing";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -16,6 +21,7 @@ import { time } from "../format";
 import { has, langStore, t, useLang } from "../i18n";
 import type { Page } from "../page";
 import { Link, setQuery, useLocation } from "../router";
+import { currentUser } from "../session";
 
 interface Replica {
   run: string;
@@ -34,7 +40,9 @@ interface Replica {
 
 interface Deployment {
   name: string;
+  ref?: string;                 // "owner/name", unique machine-wide (name is unique per owner)
   owner: string;
+  shared?: SharedInfo;          // shared with the caller: their role, by whom
   model?: string;
   command?: string[];
   version: string;
@@ -88,15 +96,43 @@ function scaling(x: Deployment): string {
   return t("web.deploy.scaling_fixed", { n: x.spec?.replicas ?? x.replicas?.wanted ?? 1 });
 }
 
+// A replica's end as the daemon wrote it (its run's reason, then ": " and the
+// last line it printed) in the reader's language: the reason part from the
+// replica that has it, the printed line as it is.
+function localReason(reason: string, list: Replica[]): string {
+  for (const r of list) {
+    if (r.reason && (reason === r.reason || reason.startsWith(r.reason + ": "))) {
+      return bi(r.reason_text, r.reason) + reason.slice(r.reason.length);
+    }
+  }
+  return has(`web.state.${reason}`) ? t(`web.state.${reason}`) : reason;
+}
+
+// Why the daemon rolled `version` back, in the reader's language: its event
+// (deploy.rolled_back: a new replica ended before it was ready, with that
+// replica's end; deploy.rolled_back_not_ready: not ready in time), else the
+// reason the deployment carries.
+export function rollbackReason(version: string, reason: string, events: DeployEvent[], list: Replica[]): string {
+  const e = [...events].reverse().find((x) => x.args?.version === version &&
+    (x.msg_id === "deploy.rolled_back" || x.msg_id === "deploy.rolled_back_not_ready"));
+  if (e?.msg_id === "deploy.rolled_back_not_ready" && e.args?.duration) {
+    return t("web.deploy.rolled_back_not_ready", { duration: e.args.duration });
+  }
+  return localReason(e?.args?.reason || reason, list);
+}
+
 // What serves, and what the deployment wants instead: a rollout under way, or
 // a version the daemon rolled back (with why).
-function Serving({ x }: { x: Deployment }) {
+function Serving({ x, events }: { x: Deployment; events: DeployEvent[] }) {
   return (
     <dd data-serving={x.version}>
       <code>{x.version || "—"}</code>{" "}
       {x.rolled_back ? (
         <span class="error" data-rolled-back={x.rolled_back.version}>
-          {t("web.deploy.rolled_back", { version: x.rolled_back.version, reason: x.rolled_back.reason })}
+          {t("web.deploy.rolled_back", {
+            version: x.rolled_back.version,
+            reason: rollbackReason(x.rolled_back.version, x.rolled_back.reason, events, x.replicas?.list ?? []),
+          })}
         </span>
       ) : x.wanted && x.wanted !== x.version ? (
         <span data-rolling-to={x.wanted}>{t("web.deploy.rolling_to", { version: x.wanted })}</span>
@@ -133,6 +169,7 @@ function Detail({ name }: { name: string }) {
   const d = useApi<Deployment>(`/deployments/${encodeURIComponent(name)}`, 3000);
   const ev = useApi<{ events: DeployEvent[] }>(`/deployments/${encodeURIComponent(name)}/events`, 5000);
   const x = d.data;
+  const role = x ? roleOn(x) : "view";
   const events = ev.data?.events ?? [];
   const replicas: Column<Replica>[] = [
     { id: "run", label: "web.col.id", cell: (r) => <Link href={`/runs/${r.run}`}><code>{r.run}</code></Link> },
@@ -153,9 +190,10 @@ function Detail({ name }: { name: string }) {
         {x ? (
           <>
             <dl class="facts" data-deployment={x.name}>
-              <dt>{t("web.col.name")}</dt><dd>{x.name}</dd>
+              <dt>{t("web.col.name")}</dt><dd>{shownName(x, currentUser())}</dd>
+              <dt>{t("web.col.user")}</dt><dd data-owner={x.owner}>{x.owner}<SharedMark shared={x.shared} /></dd>
               <dt>{t("web.deploy.serves")}</dt><dd><code>{x.model || x.command?.join(" ") || "—"}</code></dd>
-              <dt>{t("web.deploy.version")}</dt><Serving x={x} />
+              <dt>{t("web.deploy.version")}</dt><Serving x={x} events={events} />
               <dt>{t("web.deploy.scaling")}</dt><dd data-scaling={x.spec?.autoscale ? "auto" : "fixed"}>{scaling(x)}</dd>
               <dt>{t("web.deploy.health")}</dt>
               <dd><span class={`badge health-${x.health}`}>{health(x.health)}</span> {x.reason ? <span>{bi(x.reason_text, x.reason)}</span> : null}</dd>
@@ -168,10 +206,13 @@ function Detail({ name }: { name: string }) {
               <dt>{t("web.deploy.totals")}</dt>
               <dd>{t("web.deploy.totals_value", { requests: x.requests ?? 0, errors: x.errors ?? 0, in_flight: x.in_flight ?? 0 })}</dd>
             </dl>
-            <DeployManage key={x.name} name={x.name} replicas={x.spec?.replicas ?? x.replicas?.wanted ?? 1}
-                          autoscale={x.spec?.autoscale} onChanged={d.reload} />
-            {x.model ? (
-              <DeployRollout key={x.name} name={x.name} state={x} events={events}
+            {atLeast(role, "use") ? (
+              <DeployManage key={refOf(x)} name={refOf(x)} replicas={x.spec?.replicas ?? x.replicas?.wanted ?? 1}
+                            autoscale={x.spec?.autoscale} onChanged={d.reload} scale={atLeast(role, "manage")} />
+            ) : null}
+            {/* A command deployment's earlier revisions are not in the API: only a model's rolls back here. */}
+            {x.model && atLeast(role, "manage") ? (
+              <DeployRollout key={refOf(x)} name={refOf(x)} state={x} events={events}
                              onChanged={() => { d.reload(); ev.reload(); }} />
             ) : null}
             <h3>{t("web.deploy.replica_list")}</h3>
@@ -189,6 +230,7 @@ function Detail({ name }: { name: string }) {
                 </li>
               ))}
             </ol>
+            {role === "owner" ? <Sharing key={refOf(x)} target={`deployment:${refOf(x)}`} /> : null}
           </>
         ) : null}
       </Loading>
@@ -200,16 +242,17 @@ function Deployments() {
   useLang();
   const loc = useLocation();
   const chosen = loc.query.get("name") ?? "";
+  const me = currentUser();
   const d = useApi<{ deployments: Deployment[] }>("/deployments", 5000);
   const [formOpen, setFormOpen] = useState(false);
   const [created, setCreated] = useState("");
   const columns: Column<Deployment>[] = [
     { id: "name", label: "web.col.name",
       cell: (x) => (
-        <button type="button" class="link" aria-pressed={x.name === chosen} data-deployment={x.name}
-                onClick={() => setQuery({ name: x.name === chosen ? undefined : x.name })}>{x.name}</button>
+        <button type="button" class="link" aria-pressed={refOf(x) === chosen} data-deployment={refOf(x)}
+                onClick={() => setQuery({ name: refOf(x) === chosen ? undefined : refOf(x) })}>{shownName(x, me)}</button>
       ) },
-    { id: "owner", label: "web.col.user", cell: (x) => x.owner },
+    { id: "owner", label: "web.col.user", cell: (x) => <>{x.owner}<SharedMark shared={x.shared} /></> },
     { id: "version", label: "web.deploy.version", cell: (x) => x.version || "—" },
     { id: "health", label: "web.deploy.health", cell: (x) => health(x.health) },
     { id: "replicas", label: "web.deploy.replicas", numeric: true,
@@ -239,8 +282,8 @@ function Deployments() {
       ) : null}
       <ErrorBox error={d.error} />
       <Table caption="web.deployments.title" columns={columns} rows={d.data?.deployments ?? []}
-             rowKey={(x) => x.name} empty={d.loading ? "web.loading" : "web.deploy.none"} />
-      {chosen ? <Detail name={chosen} /> : null}
+             rowKey={(x) => refOf(x)} empty={d.loading ? "web.loading" : "web.deploy.none"} />
+      {chosen ? <Detail key={chosen} name={chosen} /> : null}
     </>
   );
 }

@@ -1,7 +1,12 @@
 // Models: the registry's models the caller may see (GET /api/v1/models), and
 // for the one chosen (?model=NAME) its versions (GET /api/v1/models/{model}):
-// aliases, lineage (run, step, snapshot) and the deployments that use each.
+// aliases, lineage (run, step, snapshot) and the deployments that use each;
+// a model shared with the caller says so, and offers what the role allows
+// (moving an alias with manage; registering a version and sharing are the
+// owner's). A model is named in paths by its ref where the API gives one.
 import { ModelManage } from "../components/model_manage";
+import { refOf, roleOn, SharedMark, shownName, atLeast, type SharedInfo } from "../components/shared";
+import { Sharing } from "../components/sharing";
 import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -9,10 +14,13 @@ import { bytes, time } from "../format";
 import { t } from "../i18n";
 import type { Page } from "../page";
 import { Link, setQuery, useLocation } from "../router";
+import { currentUser } from "../session";
 
 interface Model {
   name: string;
+  ref?: string;                 // "owner/name", unique machine-wide (name is unique per owner)
   owner: string;
+  shared?: SharedInfo;          // shared with the caller (or public): their role, by whom
   public: boolean;
   versions: number;
   latest: number;
@@ -40,6 +48,7 @@ interface ModelDetail extends Omit<Model, "versions"> {
 
 function Detail({ name }: { name: string }) {
   const m = useApi<ModelDetail>(`/models/${encodeURIComponent(name)}`, 10_000);
+  const role = m.data ? roleOn(m.data) : "view";
   const aliasesOf = (v: Version) => {
     if (v.aliases?.length) return v.aliases;
     return Object.entries(m.data?.aliases ?? {}).filter(([, n]) => n === v.version).map(([a]) => a);
@@ -64,14 +73,21 @@ function Detail({ name }: { name: string }) {
   ];
   return (
     <Section title="web.model.versions_of" id="model-versions">
-      <p class="muted">{t("web.model.detail", { name })}</p>
+      <p class="muted">
+        {t("web.model.detail", { name: m.data ? shownName(m.data, currentUser()) : name })}
+        {m.data ? <SharedMark shared={m.data.shared} /> : null}
+      </p>
       <ErrorBox error={m.error} />
       <Loading when={m.loading && !m.data}>
         <Table caption="web.model.versions_of" columns={columns}
                rows={[...(m.data?.versions ?? [])].sort((a, b) => b.version - a.version)}
                rowKey={(v) => String(v.version)} empty="web.model.no_versions" />
       </Loading>
-      {m.data ? <ModelManage name={name} versions={m.data.versions.map((v) => v.version)} onChanged={m.reload} /> : null}
+      {m.data && atLeast(role, "manage") ? (
+        <ModelManage key={name} name={name} short={m.data.name} versions={m.data.versions.map((v) => v.version)}
+                     register={role === "owner"} onChanged={m.reload} />
+      ) : null}
+      {m.data && role === "owner" ? <Sharing key={name} target={`model:${refOf(m.data)}`} /> : null}
     </Section>
   );
 }
@@ -79,14 +95,15 @@ function Detail({ name }: { name: string }) {
 function Models() {
   const loc = useLocation();
   const chosen = loc.query.get("model") ?? "";
+  const me = currentUser();
   const m = useApi<{ models: Model[] }>("/models", 10_000);
   const columns: Column<Model>[] = [
     { id: "name", label: "web.col.name",
       cell: (x) => (
-        <button type="button" class="link" aria-pressed={x.name === chosen} data-model={x.name}
-                onClick={() => setQuery({ model: x.name === chosen ? undefined : x.name })}>{x.name}</button>
+        <button type="button" class="link" aria-pressed={refOf(x) === chosen} data-model={refOf(x)}
+                onClick={() => setQuery({ model: refOf(x) === chosen ? undefined : refOf(x) })}>{shownName(x, me)}</button>
       ) },
-    { id: "owner", label: "web.col.user", cell: (x) => x.owner },
+    { id: "owner", label: "web.col.user", cell: (x) => <>{x.owner}<SharedMark shared={x.shared} /></> },
     { id: "versions", label: "web.model.versions", numeric: true, cell: (x) => x.versions },
     { id: "latest", label: "web.model.latest", numeric: true, cell: (x) => x.latest },
     { id: "aliases", label: "web.model.aliases",
@@ -98,8 +115,8 @@ function Models() {
     <>
       <ErrorBox error={m.error} />
       <Table caption="web.models.title" columns={columns} rows={m.data?.models ?? []}
-             rowKey={(x) => x.name} empty={m.loading ? "web.loading" : "web.model.none"} />
-      {chosen ? <Detail name={chosen} /> : m.data?.models.length ? <p class="muted">{t("web.model.choose")}</p> : null}
+             rowKey={(x) => refOf(x)} empty={m.loading ? "web.loading" : "web.model.none"} />
+      {chosen ? <Detail key={chosen} name={chosen} /> : m.data?.models.length ? <p class="muted">{t("web.model.choose")}</p> : null}
     </>
   );
 }

@@ -1,9 +1,11 @@
 // Overview: the machine's GPUs (GET /api/v1/gpus: utilization, memory, the run
 // holding each), the queue with each waiting run's reason, polled, the pools
-// (GET /api/v1/pools: each cluster's partitions, your runs there) and the
-// doctor's latest findings (GET /api/v1/doctor).
+// (GET /api/v1/pools: each cluster's partitions, your runs there), your
+// projects (components/projects.tsx) and the doctor's latest findings (GET
+// /api/v1/doctor).
 import { DoctorFindings } from "../components/doctor";
 import { Pools } from "../components/pools";
+import { Projects } from "../components/projects";
 import { ErrorBox, Loading, Section } from "../components/status";
 import { Table, type Column } from "../components/table";
 import { useApi } from "../hooks";
@@ -97,34 +99,6 @@ function Queue() {
       <ErrorBox error={q.error} />
       <Table caption="web.overview.queue" columns={columns} rows={rows} rowKey={(r) => r.id}
              empty="web.queue.empty" />
-    </Section>
-  );
-}
-
-interface ProjectUsage {
-  name: string;
-  owner: string;
-  usage: { gpu_hours: number; window_days: number; runs_active: number; gpus_held: number };
-}
-
-// The signed-in user's projects and what each used (GET /status "projects").
-function Projects() {
-  const s = useApi<{ projects?: ProjectUsage[] }>("/status", POLL_MS);
-  const rows = s.data?.projects ?? [];
-  if (!s.error && rows.length === 0) return null;
-  const columns: Column<ProjectUsage>[] = [
-    { id: "name", label: "web.col.name", cell: (p) => p.name },
-    { id: "owner", label: "web.col.user", cell: (p) => p.owner },
-    { id: "hours", label: "web.project.gpu_hours", numeric: true,
-      cell: (p) => t("web.project.hours_in", { hours: p.usage.gpu_hours.toFixed(1), days: p.usage.window_days }) },
-    { id: "runs", label: "web.project.runs_active", numeric: true, cell: (p) => p.usage.runs_active },
-    { id: "gpus", label: "web.project.gpus_held", numeric: true, cell: (p) => p.usage.gpus_held },
-  ];
-  return (
-    <Section title="web.overview.projects">
-      <ErrorBox error={s.error} />
-      <Table caption="web.overview.projects" columns={columns} rows={rows} rowKey={(p) => p.name}
-             empty="web.project.none" />
     </Section>
   );
 }

@@ -1,8 +1,10 @@
 // One run: GET /api/v1/runs/{run} — what it asked for (its spec, as its owner
 // sees it), its state timeline (the run's events, live), the diagnosis of a
 // failed run, its log (virtualized, live), its GPU/CPU/memory charts, its
-// checkpoints with a restore form, its ports and notebook. Another user's run
-// is the API's 403, shown as it says.
+// checkpoints with a restore form, its ports and notebook, and for its owner
+// whom it is shared with (components/sharing.tsx). A run shared with the
+// caller says so (Stop with role manage); another user's run not shared is
+// the API's 403, shown as it says.
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
@@ -11,13 +13,14 @@ import { RunCharts } from "../components/charts";
 import { LogViewer } from "../components/log_viewer";
 import { Diagnosis, Timeline, useRunEvents, type RunEvent } from "../components/run_events";
 import { Ports, type NotebookInfo, type Port } from "../components/run_ports";
+import { atLeast, roleOn, SharedMark } from "../components/shared";
+import { Sharing } from "../components/sharing";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
 import { useApi } from "../hooks";
 import { has, langStore, t } from "../i18n";
 import { bytes, time, word } from "../format";
 import type { Page, PageProps } from "../page";
 import { Link } from "../router";
-import { currentUser } from "../session";
 import { isActive, isStoppable, poolOf, type Run } from "../types";
 
 type RunDetail = Run & {
@@ -93,6 +96,7 @@ function RunDetails({ id }: { id: string }) {
   const spec = (run?.spec ?? {}) as Record<string, unknown>;
   const failed = run?.state === "failed" || run?.state === "lost";
   const live = !!run && active(run.state);
+  const role = run ? roleOn(run) : "view";
   return (
     <>
       <p><Link href="/runs">{t("web.run.back")}</Link></p>
@@ -105,7 +109,7 @@ function RunDetails({ id }: { id: string }) {
             <dl class="facts" data-run={run.id}>
               <dt>{t("web.col.id")}</dt><dd><code>{run.id}</code></dd>
               <dt>{t("web.col.name")}</dt><dd>{run.name || "—"}</dd>
-              <dt>{t("web.col.user")}</dt><dd>{run.user}</dd>
+              <dt>{t("web.col.user")}</dt><dd>{run.user}<SharedMark shared={run.shared} /></dd>
               <dt>{t("web.col.kind")}</dt><dd>{word("kind", run.kind)}</dd>
               <dt>{t("web.col.state")}</dt><dd><StateBadge state={run.state} /></dd>
               {run.reason ? (<><dt>{t("web.run.reason")}</dt><dd>{run.reason_text?.[langStore.get()] || run.reason}</dd></>) : null}
@@ -126,7 +130,7 @@ function RunDetails({ id }: { id: string }) {
               <dt>{t("web.run.started")}</dt><dd>{time(run.started_at_ms)}</dd>
               <dt>{t("web.col.ended")}</dt><dd>{time(run.finished_at_ms)}</dd>
             </dl>
-            {run.user === currentUser() && isStoppable(run.state) ? (
+            {atLeast(role, "manage") && isStoppable(run.state) ? (
               <button type="button" class="stop" onClick={stop}>{t("web.runs.stop")}</button>
             ) : null}
             {run.ports?.length || run.notebook ? (
@@ -146,12 +150,15 @@ function RunDetails({ id }: { id: string }) {
               </p>
               <Timeline list={ev.list} />
             </Section>
-            <Section title="web.run.checkpoints">
-              <Checkpoints run={run.id} events={ev.list} reload={checkpointTick} />
-            </Section>
+            {role === "owner" ? (  // its snapshots are the owner's alone (docs/sharing.md)
+              <Section title="web.run.checkpoints">
+                <Checkpoints run={run.id} events={ev.list} reload={checkpointTick} />
+              </Section>
+            ) : null}
             <Section title="web.run.spec">
               <Spec spec={spec} />
             </Section>
+            {role === "owner" ? <Sharing target={`run:${run.id}`} /> : null}
           </>
         ) : null}
       </Loading>

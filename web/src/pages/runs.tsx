@@ -7,6 +7,7 @@ import { api, ApiError, events, query } from "../api";
 import { Table, type Column } from "../components/table";
 import { ErrorBox, StateBadge } from "../components/status";
 import { RunForm } from "../components/run_form";
+import { SharedMark } from "../components/shared";
 import { useApi, useDebounced } from "../hooks";
 import { t } from "../i18n";
 import { time, word } from "../format";
@@ -101,16 +102,7 @@ function RunsPage() {
     { id: "name", label: "web.col.name", sortable: true, cell: (r) => r.name || "—" },
     {
       id: "user", label: "web.col.user", sortable: true,
-      cell: (r) => (
-        <>
-          {r.user}
-          {r.shared ? (
-            <span class="muted" data-shared={r.shared.role}>
-              {" "}{t("web.shared.mark", { role: r.shared.role, by: r.shared.by })}
-            </span>
-          ) : null}
-        </>
-      ),
+      cell: (r) => <>{r.user}<SharedMark shared={r.shared} /></>,
     },
     { id: "kind", label: "web.col.kind", cell: (r) => word("kind", r.kind) },
     { id: "state", label: "web.col.state", sortable: true, cell: (r) => <StateBadge state={r.state} /> },
