@@ -68,7 +68,9 @@ std::vector<std::string> DaemonNames(Names what) {
       // Another user's run is listed to everyone (redacted): not the caller's to name.
       if (!x.is_object() || x.value("redacted", false)) continue;
       if (id && !x.value(id, "").empty()) out.push_back(x.value(id, ""));
-      if (name && !x.value(name, "").empty()) out.push_back(x.value(name, ""));
+      // A model or deployment of another user's is named OWNER/NAME (its ref).
+      const char* key = x.contains("shared") && x.contains("ref") ? "ref" : name;
+      if (key && !x.value(key, "").empty()) out.push_back(x.value(key, ""));
     }
   };
   if (what == Names::kRun) {

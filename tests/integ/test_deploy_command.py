@@ -85,7 +85,7 @@ class CommandDeployments(DaemonTest):
 
     def test_two_replicas_of_a_command_answer_through_the_front(self):
         out = self.create("web", "v1", "--replicas", "2").stdout
-        self.assertIn("/d/web/", out)
+        self.assertIn("/d/root/web/", out)
         self.assertIn("http.server", out, "the summary shows the command")
         s = self.wait_ready("web", 2)
         self.assertEqual(s["version"], "rev-1")

@@ -158,13 +158,13 @@ class Models(DaemonTest):
                  if s.get("id") and s["id"] != snap][-1]
         self.model("create", "early", "--from-snapshot", older[:12], "--handler", "handler.py")
         out = self.d.cli("snap", "prune", "--keep-last", "1").stdout
-        self.assertIn(f"kept {older[:12]}: pinned by model early/1", out)
+        self.assertIn(f"kept {older[:12]}: pinned by model root/early/1", out)
         self.assertIn(snap, self.snapshot_ids())
         self.assertIn(older, self.snapshot_ids())
         status, body = self.api("DELETE", "/api/v1/snapshots/" + snap)
         self.assertEqual(status, 409, body)
         self.assertEqual(body["msg_id"], "snap.pinned")
-        self.assertIn("model digits/1", body["error"])
+        self.assertIn("model root/digits/1", body["error"])
         self.d.cli("rm", run, "--snapshots")
         self.assertIn(snap, self.snapshot_ids())
         self.assertIn(older, self.snapshot_ids())
@@ -215,7 +215,7 @@ class Models(DaemonTest):
         self.model("rm", "digits/1")
         status, body = self.api("DELETE", "/api/v1/snapshots/" + snap)
         self.assertEqual(status, 409, body)
-        self.assertEqual(body["args"]["holders"], "model digits/2")
+        self.assertEqual(body["args"]["holders"], "model root/digits/2")
         status, body = self.api("DELETE", "/api/v1/models/digits/aliases/prod")
         self.assertEqual(status, 200, body)
         self.model("rm", "digits/2")
@@ -298,7 +298,9 @@ class Models(DaemonTest):
         self.assertIn("a.pt, b.pt", r.stderr)
         r = self.model("create", "m", "--from-dir", src, "--from", "x", check=False)
         self.assertEqual(r.returncode, 2, r.stderr)
-        r = self.model("create", "bad/name", "--from-dir", src, check=False)
+        r = self.model("create", "bad/name/x", "--from-dir", src, check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        r = self.model("create", "2024", "--from-dir", src, check=False)  # NAME/2024 is a version
         self.assertEqual(r.returncode, 2, r.stderr)
         r = self.model("create", "m", "--from-dir", src, "--file", "b.pt", "--backend", "onnx",
                        check=False)
@@ -348,12 +350,22 @@ class Models(DaemonTest):
         self.assertNotIn("root", r.stderr)
         mine = self.model_dir("mine", "theirs")
         os.chown(mine, pw.pw_uid, pw.pw_gid)
-        r = self.model("create", "private", "--from-dir", mine, user=USER, check=False)
+        r = self.model("create", "root/private", "--from-dir", mine, user=USER, check=False)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("exists already", r.stderr)
-        self.assertNotIn("root", r.stderr)
+        r = self.model("create", "root/other", "--from-dir", mine, user=USER, check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("another user's", r.stderr)
+        # Names are per owner: "private" is a name of their own too.
+        made = json.loads(self.model("create", "private", "--from-dir", mine, "--json",
+                                     user=USER).stdout)
+        self.assertEqual(made["ref"], USER + "/private/1")
+        self.assertEqual(json.loads(self.model("show", "private", "--json").stdout)["owner"],
+                         "root")
         listed = json.loads(self.model("ls", "--json", user=USER).stdout)
-        self.assertEqual([m["name"] for m in listed], ["shared"])
+        self.assertEqual(sorted((m["name"], m["owner"]) for m in listed),
+                         [("private", USER), ("shared", "root")])
+        self.model("rm", "private/1", user=USER)
 
         # A public one they read and export, but do not change.
         self.assertEqual(json.loads(self.model("show", "shared/1", "--json", user=USER).stdout)

@@ -39,7 +39,8 @@ class ReadmeServe(unittest.TestCase):
         end = self.d.wait_state(self.last_run, ["succeeded", "failed"], timeout=280)
         self.assertEqual(end["state"], "succeeded", self.d.logs(self.last_run))
         self.assertIn("digits/1", self.paste(create).stdout + self.paste(alias1).stdout)
-        self.assertIn("/d/digits/", self.paste(deploy, timeout=280).stdout)
+        # The endpoint is /d/OWNER/digits/; the README's /d/digits/ answers while it is the only digits.
+        self.assertIn("/d/root/digits/", self.paste(deploy, timeout=280).stdout)
         show = json.loads(self.d.cli("deploy", "show", "digits", "--json").stdout)
         port = show["url"].split(":")[2].split("/")[0]
         payload = json.dumps({"image": ZERO})
@@ -55,7 +56,7 @@ class ReadmeServe(unittest.TestCase):
         self.assertIn("digits/2", self.paste(create).stdout)
         self.paste(alias2)
         self.d.wait_for(lambda: json.loads(self.d.cli("deploy", "show", "digits", "--json")
-                                           .stdout)["version"] == "digits/2" or None,
+                                           .stdout)["version"] == "root/digits/2" or None,
                         "the rollout to digits/2", 240)
         answer = json.loads(self.paste(curl, subst).stdout)
         self.assertEqual(answer["digit"], 0, answer)

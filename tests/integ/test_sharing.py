@@ -30,6 +30,8 @@ class H(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
 """
+WHO_APP = APP.replace('"2"', 'str(len(os.environ["WHO"]))').replace('b"ok"',
+                                                                   'os.environ["WHO"].encode()')
 
 
 class Sharing(DaemonTest):
@@ -218,6 +220,65 @@ class Sharing(DaemonTest):
         self.as_(A, "unshare", "deployment:web", "--user", B)
         self.assertEqual(call(key)[0], 401)
         self.refused(B, "deploy", "show", "web")
+        self.as_(A, "deploy", "rm", "web")
+
+    def test_names_are_unique_per_owner_not_per_machine(self):
+        # Two users each have a model "digits" and a deployment "web".
+        for user in (A, B):
+            src = os.path.join(shared_scratch(self, "lathe-sh-"), "weights")
+            os.makedirs(src)
+            with open(os.path.join(src, "model.pt"), "w") as f:
+                f.write(user)
+            os.chmod(src, 0o755)
+            made = self.json_as(user, "model", "create", "digits", "--from-dir", src)
+            self.assertEqual(made["ref"], user + "/digits/1")
+        self.assertEqual(self.json_as(A, "model", "show", "digits")["owner"], A)
+        self.assertEqual(self.json_as(B, "model", "show", "digits")["owner"], B)
+        # Another's private model stays unknown, named either way.
+        self.assertIn("not found", self.refused(B, "model", "show", A + "/digits"))
+        self.assertIn("not found", self.refused(C, "model", "show", "digits"))
+        # Two public ones: a bare name is ambiguous to a third user, OWNER/NAME is not.
+        self.as_(A, "model", "create", "digits", "--from-dir", src, "--public")
+        self.as_(B, "model", "create", "digits", "--from-dir", src, "--public")
+        err = self.refused(C, "model", "show", "digits")
+        self.assertIn(A + "/digits", err)
+        self.assertIn(B + "/digits", err)
+        self.assertEqual(self.json_as(C, "model", "show", B + "/digits@latest")["ref"],
+                         B + "/digits/2")
+        self.assertEqual(len(self.json_as(C, "model", "ls")), 2)
+
+        for port, user in ((18471, A), (18472, B)):
+            self.as_(user, "deploy", "create", "web", "--port", str(port), "--ready", "/",
+                     "--workdir", "/tmp", "--env", "WHO=" + user, "--public", "--wait", "--",
+                     PY, "-c", WHO_APP)
+        a, b = (self.json_as(u, "deploy", "show", "web") for u in (A, B))
+        self.assertEqual((a["owner"], a["ref"]), (A, A + "/web"))
+        self.assertEqual((b["owner"], b["ref"]), (B, B + "/web"))
+        self.assertIn("/d/%s/web/" % A, a["url"])
+        front = int(a["url"].split(":")[2].split("/")[0])
+
+        def call(path):
+            c = http.client.HTTPConnection("127.0.0.1", front, timeout=30)
+            c.request("GET", path)
+            r = c.getresponse()
+            out = r.status, r.read().decode()
+            c.close()
+            return out
+
+        self.assertEqual(call("/d/%s/web/x" % A), (200, A))
+        self.assertEqual(call("/d/%s/web/x" % B), (200, B))
+        status, body = call("/d/web/x")  # two have that name: which one is for the caller to say
+        self.assertEqual(status, 409, body)
+        self.assertIn("/d/%s/web/" % A, body)
+        self.assertIn("no deployment named", self.refused(C, "deploy", "show", "web"))
+        self.as_(A, "share", "deployment:%s/web" % A, "--user", C)
+        self.assertEqual(self.json_as(C, "deploy", "show", "web")["owner"], A)
+        self.as_(B, "share", "deployment:web", "--user", C)
+        self.assertIn(A + "/web", self.refused(C, "deploy", "show", "web"))
+        self.assertEqual(self.json_as(C, "deploy", "show", B + "/web")["owner"], B)
+        self.as_(B, "deploy", "rm", "web")
+        # One "web" left: its short URL answers again.
+        self.d.wait_for(lambda: call("/d/web/x") == (200, A), "the short URL of the one left")
         self.as_(A, "deploy", "rm", "web")
 
 

@@ -2,6 +2,7 @@
 
 #include "lathe/api/tokens.h"
 #include "lathe/common/ids.h"
+#include "lathe/common/owned_name.h"
 
 namespace lathe::api {
 namespace {
@@ -33,7 +34,7 @@ Result<std::unique_ptr<DeployKeyService>> DeployKeyService::Open(const std::stri
 }
 
 Result<IssuedDeployKey> DeployKeyService::Issue(const DeployKeyRequest& req) {
-  if (!IsValidName(req.deployment)) {
+  if (!IsValidOwnedName(req.deployment)) {
     return Status::Msg(Code::kInvalidArgument, "deploy_key.bad_deployment",
                        {{"value", Shown(req.deployment)}});
   }

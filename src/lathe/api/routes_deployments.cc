@@ -91,9 +91,10 @@ void ApiServer::GetDeploymentMetrics(ApiCall& call) {
 void ApiServer::PostDeploymentKey(ApiCall& call) {
   auto body = ObjectBody(call.req);
   if (!body.ok()) return call.Reply(body.status());
-  const std::string name = call.Param("name");
-  auto access = deployments_.KeyAccessFor(call.caller, name);
+  const std::string asked = call.Param("name");
+  auto access = deployments_.KeyAccessFor(call.caller, asked);
   if (!access.ok()) return call.Reply(access.status());
+  const std::string& name = access->name;  // its key: OWNER/NAME (or an older bare NAME)
   if (Status s = CheckKeyRequest(*body); !s.ok()) return call.Reply(s);
   DeployKeyRequest req;
   req.deployment = name;
@@ -119,9 +120,10 @@ void ApiServer::PostDeploymentKey(ApiCall& call) {
 }
 
 void ApiServer::ListDeploymentKeys(ApiCall& call) {
-  const std::string name = call.Param("name");
-  auto access = deployments_.KeyAccessFor(call.caller, name);
+  const std::string asked = call.Param("name");
+  auto access = deployments_.KeyAccessFor(call.caller, asked);
   if (!access.ok()) return call.Reply(access.status());
+  const std::string& name = access->name;  // its key: OWNER/NAME (or an older bare NAME)
   auto keys = deploy_keys_->List(name, KeysSeenBy(*access, call.caller));
   if (!keys.ok()) return call.Reply(keys.status());
   int64_t now = opts_.clock ? opts_.clock->NowMs() : os::RealClock().NowMs();
@@ -131,9 +133,10 @@ void ApiServer::ListDeploymentKeys(ApiCall& call) {
 }
 
 void ApiServer::DeleteDeploymentKey(ApiCall& call) {
-  const std::string name = call.Param("name");
-  auto access = deployments_.KeyAccessFor(call.caller, name);
+  const std::string asked = call.Param("name");
+  auto access = deployments_.KeyAccessFor(call.caller, asked);
   if (!access.ok()) return call.Reply(access.status());
+  const std::string& name = access->name;  // its key: OWNER/NAME (or an older bare NAME)
   auto keys = deploy_keys_->List(name, KeysSeenBy(*access, call.caller));
   if (!keys.ok()) return call.Reply(keys.status());
   const std::string id = call.Param("key");

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <thread>
@@ -30,6 +31,33 @@
 
 namespace lathe::api {
 namespace {
+
+// A '/' sent percent-encoded ("alice%2Fdigits": a model's or a
+// deployment's OWNER/NAME) is part of its segment, not a separator
+// (RFC 3986 §2.2): the path is routed with it as this byte, which no
+// request path can hold otherwise, then given back as '/'.
+constexpr char kSlashInSegment = '\x1f';
+
+std::string RoutingPath(const net::HttpRequest& req) {
+  std::string_view raw = std::string_view(req.target).substr(0, req.target.find('?'));
+  auto has = [&](std::string_view a, std::string_view b) {
+    return raw.find(a) != std::string_view::npos || raw.find(b) != std::string_view::npos;
+  };
+  if (!has("%2F", "%2f") || has("%1F", "%1f") ||
+      req.path.find(kSlashInSegment) != std::string::npos)
+    return req.path;
+  std::string marked;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '%' && i + 2 < raw.size() && raw[i + 1] == '2' &&
+        (raw[i + 2] == 'F' || raw[i + 2] == 'f')) {
+      marked += kSlashInSegment;
+      i += 2;
+    } else {
+      marked += raw[i];
+    }
+  }
+  return net::PercentDecode(marked, false);
+}
 
 constexpr int kStreamPollMs = 100;
 
@@ -424,7 +452,9 @@ void ApiServer::Handle(net::HttpRequest req, std::unique_ptr<net::Responder> res
   }
   // 6. The route.
   const Route* route = nullptr;
-  net::RouteMatch m = router_.Find(req.method, req.path, &route);
+  std::string routed = RoutingPath(req);  // the params' views point into it
+  net::RouteMatch m = router_.Find(req.method, routed, &route);
+  std::replace(routed.begin(), routed.end(), kSlashInSegment, '/');
   if (m.kind == net::RouteMatch::Kind::kNotFound) {
     res->Send(ErrorResponse(Status::Msg(Code::kNotFound, "api.no_route",
                                         {{"method", req.method}, {"path", req.path}})));

@@ -12,6 +12,7 @@
 
 #include "lathe/common/i18n.h"
 #include "lathe/common/ids.h"
+#include "lathe/common/owned_name.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/daemon/secret_files.h"
@@ -55,9 +56,17 @@ daemon::Caller OwnerOf(const state::DeploymentRecord& d) {
   return daemon::Caller{d.uid, d.user, false};
 }
 
-// "digits/3" -> "digits" (and "digits@prod" -> "digits").
+// The model's name as its replicas serve it: "digits/3", "alice/digits/3",
+// "digits@prod" -> "digits".
 std::string ModelOfVersion(const std::string& version) {
-  return version.substr(0, version.find_first_of("/@"));
+  std::string_view v = version;
+  if (size_t at = v.find('@'); at != std::string_view::npos) {
+    v = v.substr(0, at);
+  } else if (size_t slash = v.rfind('/');
+             slash != std::string_view::npos && PositiveNumber(v.substr(slash + 1))) {
+    v = v.substr(0, slash);
+  }
+  return std::string(ShortName(v));
 }
 
 // The front's figures of one replica / deployment by id, from its /status.
@@ -447,6 +456,7 @@ Json Deployments::RouteOf(const state::DeploymentRecord& d, const DeploymentSpec
     }
   }
   return Json{{"name", d.name},
+              {"ref", RefOf(d)},
               {"uid", d.uid},
               {"public", spec.is_public},
               {"keys", keys},
@@ -574,7 +584,7 @@ void Deployments::PruneCache(const state::DeploymentRecord& d) {
     if (auto own = os::ListDir(repos); own.ok()) {
       for (const auto& n : *own) {
         // Best effort: clean-up: what stays is removed again at the next start or sweep.
-        if (n.rfind(d.name + "-", 0) == 0) (void)os::RemoveAll(repos + "/" + n);
+        if (n.rfind(FileSafeName(d.name) + "-", 0) == 0) (void)os::RemoveAll(repos + "/" + n);
       }
     }
     for (const auto& v : mine) {
@@ -672,8 +682,8 @@ Result<std::string> Deployments::BatchingRepo(const state::DeploymentRecord& d,
   ASSIGN_OR_RETURN(os::UserInfo u, os::LookupUser(d.uid));
   const std::string model = ModelOfVersion(version);
   const std::string n = version.substr(version.rfind('/') + 1);
-  const std::string repo = cache.substr(0, cache.rfind('/')) + "/../repos/" + d.name + "-" +
-                           cache.substr(cache.rfind('/') + 1);
+  const std::string repo = cache.substr(0, cache.rfind('/')) + "/../repos/" + FileSafeName(d.name) +
+                           "-" + cache.substr(cache.rfind('/') + 1);
   const std::string model_dir = repo + "/" + model;
   RETURN_IF_ERROR(os::WithAccess(daemon::ActingAs(d.uid, u.gid), [&]() -> Status {
     ASSIGN_OR_RETURN(std::string config,
@@ -716,6 +726,7 @@ Status Deployments::SubmitReplica(const state::DeploymentRecord& d, const Deploy
   run.preemptible = spec.resources.preemptible;
   run.requeue = true;
   run.deployment = d.name;
+  run.project = spec.project;  // its members reach it, its quotas count it
   run.deployment_version = version;
   run.deployment_socket = socket;
   run.cpus = std::max(0.0, spec.resources.cpus);
@@ -737,14 +748,15 @@ Status Deployments::StartReplica(const state::DeploymentRecord& d, const Deploym
   if (spec.max_batch_size > 0 || !spec.device.empty()) {
     ASSIGN_OR_RETURN(repo, BatchingRepo(d, spec, version, repo));
   }
-  const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
+  const std::string base =
+      std::string(ShortName(d.name)).substr(0, 56) + "-" + NewId("").substr(0, 6);
   ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";
   run::RunSpec run;
   run.name = base;
   run.command = {runs_.self_exe(), "serve", "--repository", repo, "--socket", socket};
   run.workdir = repo;
-  run.env = {{"LATHE_DEPLOYMENT", d.name}, {"LATHE_MODEL_VERSION_REF", version}};
+  run.env = {{"LATHE_DEPLOYMENT", RefOf(d)}, {"LATHE_MODEL_VERSION_REF", version}};
   return SubmitReplica(d, spec, version, dir, socket, std::move(run));
 }
 
@@ -761,7 +773,8 @@ Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
     }
     RETURN_IF_ERROR(RevisionFromJson(revs[version], rev));
   }
-  const std::string base = d.name.substr(0, 56) + "-" + NewId("").substr(0, 6);
+  const std::string base =
+      std::string(ShortName(d.name)).substr(0, 56) + "-" + NewId("").substr(0, 6);
   ASSIGN_OR_RETURN(std::string dir, MakeSocketDir(d, base));
   const std::string socket = dir + "/serve.sock";
   run::RunSpec run;
@@ -777,7 +790,7 @@ Status Deployments::StartCommandReplica(const state::DeploymentRecord& d,
     run.image_id = rev.image_id;
   }
   run.env = rev.env;
-  run.env["LATHE_DEPLOYMENT"] = d.name;
+  run.env["LATHE_DEPLOYMENT"] = RefOf(d);
   run.env["LATHE_DEPLOYMENT_REVISION"] = version;
   // Isolated, the program's port exists only in the run's own network
   // namespace: nobody reaches it but through the relay's socket (a file,
@@ -848,7 +861,8 @@ std::string Deployments::CurlOf(const state::DeploymentRecord& d) {
 
 Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   auto spec = DeploymentSpecFromJson(d.spec);
-  Json j = {{"name", d.name},
+  Json j = {{"name", std::string(ShortName(d.name))},
+            {"ref", RefOf(d)},
             {"owner", d.user},
             {"uid", d.uid},
             {"model", d.spec.value("model", "")},

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lathe/common/ids.h"
+#include "lathe/common/owned_name.h"
 #include "lathe/common/units.h"
 #include "lathe/deploy/models.h"
 
@@ -166,7 +167,7 @@ struct Parsing {
 };
 
 Status ParseName(const Json& v, Parsing& p) {
-  if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+  if (!v.is_string() || !IsValidOwnedName(v.get<std::string>())) {
     return Status::Msg(Code::kInvalidArgument, "deploy_key.bad_deployment", {{"value", Shown(v)}});
   }
   p.s.name = v.get<std::string>();

@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "lathe/common/i18n.h"
+#include "lathe/common/ids.h"
+#include "lathe/common/owned_name.h"
 #include "lathe/deploy/models.h"
 #include "lathe/serve/backend.h"
 
@@ -140,6 +142,15 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
   return Status::OK();
 }
 
+std::string NamespaceOfDeployment(const state::DeploymentRecord& d) {
+  std::string_view ns = NamespaceOf(d.name);
+  return ns.empty() ? d.user : std::string(ns);
+}
+
+std::string RefOf(const state::DeploymentRecord& d) {
+  return OwnedKey(NamespaceOfDeployment(d), ShortName(d.name));
+}
+
 daemon::SharedObject DeploymentObject(const state::DeploymentRecord& d) {
   return {"deployment", d.name, d.uid, d.user, d.spec.value("project", "")};
 }
@@ -150,10 +161,34 @@ daemon::Role Deployments::RoleOn(const Caller& caller, const state::DeploymentRe
   return reach.ok() ? reach->RoleOf(DeploymentObject(d)) : daemon::Role::kNone;
 }
 
+Result<std::optional<state::DeploymentRecord>> Deployments::Find(
+    const Caller& caller, const std::string& name, const Result<daemon::Reach>& reach) {
+  if (!IsValidOwnedName(name)) return std::optional<state::DeploymentRecord>();
+  ASSIGN_OR_RETURN(auto all, store_->List());
+  auto choice = ChooseByName(
+      std::move(all), name, caller.user, [](const auto& d) { return d.name; },
+      NamespaceOfDeployment,
+      [&](const auto& d) {
+        return caller.admin || d.uid == caller.uid ||
+               (reach.ok() && reach->RoleOf(DeploymentObject(d)) != daemon::Role::kNone);
+      });
+  if (choice.several.empty()) return std::move(choice.found);
+  std::string refs;
+  for (const auto& d : choice.several) refs += (refs.empty() ? "" : ", ") + RefOf(d);
+  return Status::Msg(Code::kFailedPrecondition, "deploy.ambiguous",
+                     {{"name", name}, {"refs", refs}});
+}
+
 Result<state::DeploymentRecord> Deployments::Reached(const Caller& caller, const std::string& name,
-                                                     daemon::Role needed) {
-  ASSIGN_OR_RETURN(auto d, store_->Get(name));
-  const daemon::Role role = d ? RoleOn(caller, *d) : daemon::Role::kNone;
+                                                     daemon::Role needed,
+                                                     const Result<daemon::Reach>& reach) {
+  ASSIGN_OR_RETURN(auto d, Find(caller, name, reach));
+  daemon::Role role = daemon::Role::kNone;
+  if (d && (caller.admin || caller.uid == d->uid)) {
+    role = daemon::Role::kOwner;
+  } else if (d && reach.ok()) {
+    role = reach->RoleOf(DeploymentObject(*d));
+  }
   if (role == daemon::Role::kNone) {
     // Another user's deployment is not shown, nor whose it is: it answers as
     // an unknown name does (creating one with its name says the name is
@@ -189,7 +224,7 @@ Result<daemon::SharedObject> Deployments::ObjectOf(const Caller& caller, const s
 Result<KeyAccess> Deployments::KeyAccessFor(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kUse));
-  return KeyAccess{d.uid, RoleOn(caller, d)};
+  return KeyAccess{d.name, d.uid, RoleOn(caller, d)};
 }
 
 namespace {
@@ -286,6 +321,13 @@ Status Deployments::PinImage(const Caller& owner, DeploymentSpec& spec) {
 Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   ASSIGN_OR_RETURN(Json resolved, WithProfile(runs_, spec_json));
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(resolved));
+  // Names are unique per owner (common/owned_name.h): NAME or OWNER/NAME,
+  // OWNER being the caller.
+  if (!NamespaceOf(spec.name).empty() && NamespaceOf(spec.name) != caller.user) {
+    return Status::Msg(Code::kPermissionDenied, "deploy.other_namespace",
+                       {{"name", spec.name}, {"user", caller.user}});
+  }
+  spec.name = std::string(ShortName(spec.name));
   if (!spec.project.empty()) RETURN_IF_ERROR(runs_.sharing().CheckPutInto(caller, spec.project));
   std::string version;
   if (spec.is_command()) {
@@ -295,12 +337,18 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
     version = spec.revision_version();
   } else {
     RETURN_IF_ERROR(CheckModel(caller, spec, &version));
+    ASSIGN_OR_RETURN(spec.model, registry_.Qualify(caller, spec.model));
   }
   RETURN_IF_ERROR(CheckFitsMachine(spec));
   MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckUserLimit(caller));
+  {
+    ASSIGN_OR_RETURN(
+        auto mine, Find(caller, OwnedKey(caller.user, spec.name), runs_.sharing().ReachOf(caller)));
+    if (mine) return Status::Msg(Code::kAlreadyExists, "deploy.name_taken", {{"name", spec.name}});
+  }
   state::DeploymentRecord d;
-  d.name = spec.name;
+  d.name = OwnedKey(caller.user, spec.name);
   d.uid = caller.uid;
   d.user = caller.user;
   d.spec = DeploymentSpecToJson(spec);
@@ -311,7 +359,7 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
   RETURN_IF_ERROR(store_->Insert(d));
   // Best effort: an event only tells; what it tells of is stored already.
   (void)AddEvent(d.name, "info", "deploy.created",
-                 {{"name", d.name},
+                 {{"name", RefOf(d)},
                   {"model", WhatItServes(spec)},
                   {"version", version},
                   {"user", caller.user}});
@@ -338,9 +386,10 @@ Result<Json> Deployments::List(const Caller& caller) {
 
 Result<Json> Deployments::Get(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kView));
+  const auto reach = runs_.sharing().ReachOf(caller);  // once per request
+  ASSIGN_OR_RETURN(auto d, Reached(caller, name, daemon::Role::kView, reach));
   ASSIGN_OR_RETURN(Json j, ToJson(d, true));
-  return ForRole(std::move(j), d, caller, runs_.sharing().ReachOf(caller));
+  return ForRole(std::move(j), d, caller, reach);
 }
 
 Result<Json> Deployments::Update(const Caller& caller, const std::string& name, const Json& given) {
@@ -372,7 +421,8 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     if (it.key() == "name") {
       // The name is the deployment's identity: the same one is harmless,
       // another is a rename, which a deployment does not do.
-      if (*it != Json(name)) {
+      if (*it != Json(name) && *it != Json(std::string(ShortName(d.name))) &&
+          *it != Json(RefOf(d))) {
         return Status::Msg(Code::kInvalidArgument, "deploy.no_rename", {{"name", name}});
       }
       continue;
@@ -391,6 +441,7 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   if (!spec.is_command()) {
     lock.Unlock();  // GetModel takes the registry's lock
     RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
+    ASSIGN_OR_RETURN(spec.model, registry_.Qualify(Caller{d.uid, d.user, false}, spec.model));
     lock.Lock();
   }
   ASSIGN_OR_RETURN(d, Reached(caller, name, daemon::Role::kManage));
@@ -415,14 +466,14 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   RETURN_IF_ERROR(store_->Update(d));
   if (before != d.spec) {
     // Best effort: an event only tells; what it tells of is stored already.
-    (void)AddEvent(name, "info", "deploy.updated",
-                   {{"name", name},
+    (void)AddEvent(d.name, "info", "deploy.updated",
+                   {{"name", RefOf(d)},
                     {"model", WhatItServes(spec)},
                     {"version", version},
                     {"user", caller.user}});
   }
   // Best effort: an event only tells; what it tells of is stored already.
-  if (promote) (void)AddEvent(name, "info", "deploy.promoted", {{"user", caller.user}});
+  if (promote) (void)AddEvent(d.name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;
   cv_.SignalAll();
   return ToJson(d, true);
@@ -436,11 +487,12 @@ Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) 
     d.updated_at_ms = clock_.NowMs();
     RETURN_IF_ERROR(store_->Update(d));
     // Best effort: an event only tells; what it tells of is stored already.
-    (void)AddEvent(name, "info", "deploy.removing_now", {{"name", name}, {"user", caller.user}});
+    (void)AddEvent(d.name, "info", "deploy.removing_now",
+                   {{"name", RefOf(d)}, {"user", caller.user}});
   }
   kicked_ = true;
   cv_.SignalAll();
-  return Json{{"name", name}, {"removing", true}};
+  return Json{{"name", std::string(ShortName(d.name))}, {"ref", RefOf(d)}, {"removing", true}};
 }
 
 Result<Json> Deployments::Events(const Caller& caller, const std::string& name, int64_t after_id) {

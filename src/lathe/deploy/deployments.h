@@ -15,7 +15,9 @@
 //
 // Who may do what: a deployment is its owner's (and root's, and the daemon
 // user's); to another user it is unknown (deploy.not_found, 404, as for a
-// name nobody holds), and lists leave it out. Names are unique across users.
+// name nobody holds), and lists leave it out, unless it is shared with them
+// (daemon/sharing.h). Names are unique per owner: a deployment is stored as
+// OWNER/NAME (common/owned_name.h).
 //
 // Replicas listen on unix sockets in directories of their own
 // (<home>/deployments/sockets/<replica>/, the owner's, group the front's,
@@ -37,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -63,6 +66,9 @@ namespace lathe::deploy {
 // Catalog message `msg_id` with `args` (a JSON object) as {"en", "zh"}.
 Json BothTexts(const std::string& msg_id, const Json& args);
 
+// "OWNER/NAME": how any user names deployment `d` (common/owned_name.h).
+std::string RefOf(const state::DeploymentRecord& d);
+
 // What a deployment serves, for people: its model reference, or its command
 // line (shortened).
 std::string WhatItServes(const DeploymentSpec& spec);
@@ -87,6 +93,7 @@ struct DeploymentOptions {
 
 // Who may use a deployment's keys (Deployments::KeyAccessFor).
 struct KeyAccess {
+  std::string name;  // the deployment's key (its keys' scope)
   uid_t owner = 0;
   daemon::Role role = daemon::Role::kNone;
 };
@@ -209,8 +216,23 @@ class Deployments {
   daemon::Role RoleOn(const daemon::Caller& caller, const state::DeploymentRecord& d);
   // The deployment, when `caller`'s role on it is at least `needed`:
   // deploy.not_found when they have none, deploy.forbidden below `needed`.
+  // `name`: NAME or OWNER/NAME (Find); `reach`: the caller's roles, read
+  // once per request.
   Result<state::DeploymentRecord> Reached(const daemon::Caller& caller, const std::string& name,
-                                          daemon::Role needed) REQUIRES(mu_);
+                                          daemon::Role needed, const Result<daemon::Reach>& reach)
+      REQUIRES(mu_);
+  Result<state::DeploymentRecord> Reached(const daemon::Caller& caller, const std::string& name,
+                                          daemon::Role needed) REQUIRES(mu_) {
+    return Reached(caller, name, needed, runs_.sharing().ReachOf(caller));
+  }
+  // The deployment NAME or OWNER/NAME names for `caller` (common/owned_name.h):
+  // with an owner, that owner's; bare, the caller's own, else the only one
+  // of that name the caller may see (FailedPrecondition deploy.ambiguous
+  // naming the choices when several are). nullopt: none.
+  Result<std::optional<state::DeploymentRecord>> Find(const daemon::Caller& caller,
+                                                      const std::string& name,
+                                                      const Result<daemon::Reach>& reach)
+      REQUIRES(mu_);
   // What a user it is shared with sees: "shared" {role, by} from `reach`
   // (the caller's, read once per request), environment values hidden.
   Json ForRole(Json j, const state::DeploymentRecord& d, const daemon::Caller& caller,

@@ -108,12 +108,12 @@ class DeploymentsTest : public ::testing::Test {
   }
   // Every queued replica of "web" runs and answers healthy.
   void RunQueued() {
-    for (const auto& r : runs_->In("web", RunState::kQueued)) {
+    for (const auto& r : runs_->In("me/web", RunState::kQueued)) {
       runs_->SetState(r.id, RunState::kRunning);
       front_->healthy.insert(r.id);
     }
   }
-  size_t Count(RunState s) { return runs_->In("web", s).size(); }
+  size_t Count(RunState s) { return runs_->In("me/web", s).size(); }
   // "web" created with `replicas`, placed, running and healthy; the id of its
   // oldest running replica.
   std::string Serving(int replicas) {
@@ -121,7 +121,7 @@ class DeploymentsTest : public ::testing::Test {
     Step();
     RunQueued();
     Step();
-    return runs_->In("web", RunState::kRunning).at(0).id;
+    return runs_->In("me/web", RunState::kRunning).at(0).id;
   }
   std::vector<std::string> EventIds() {
     std::vector<std::string> ids;
@@ -151,17 +151,17 @@ class DeploymentsTest : public ::testing::Test {
 TEST_F(DeploymentsTest, ReplicasAreTypedServiceRunsOfTheRevisionBehindTheRelay) {
   Create(Web(2));
   Step();
-  auto queued = runs_->In("web", RunState::kQueued);
+  auto queued = runs_->In("me/web", RunState::kQueued);
   ASSERT_EQ(queued.size(), 2u);
   const run::RunSpec& s = queued[0].spec;
   EXPECT_EQ(s.type, run::RunKind::kService);
-  EXPECT_EQ(s.deployment, "web");
+  EXPECT_EQ(s.deployment, "me/web");  // its key: OWNER/NAME
   EXPECT_EQ(s.deployment_version, "rev-1");
   ASSERT_GE(s.command.size(), 6u);
   EXPECT_EQ(s.command[0], runs_->self_exe());
   EXPECT_EQ(s.command[1], "__relay");
   EXPECT_EQ(s.command.back(), "--v1");
-  EXPECT_EQ(s.env.at("LATHE_DEPLOYMENT"), "web");
+  EXPECT_EQ(s.env.at("LATHE_DEPLOYMENT"), "me/web");
   EXPECT_EQ(s.env.at("LATHE_DEPLOYMENT_REVISION"), "rev-1");
   ASSERT_EQ(s.ports.size(), 1u);
   EXPECT_EQ(s.ports[0].port, 8000);
@@ -193,7 +193,7 @@ TEST_F(DeploymentsTest, ACommandInAnImagePinsItsIdAndRunsWithoutTheRelayWrapper)
   EXPECT_EQ(d["spec"]["image"], "srv");
   EXPECT_EQ(d["spec"]["image_id"], std::string(64, 'b'));
   Step();
-  auto queued = runs_->In("web", RunState::kQueued);
+  auto queued = runs_->In("me/web", RunState::kQueued);
   ASSERT_EQ(queued.size(), 1u);
   const run::RunSpec& s = queued[0].spec;
   EXPECT_EQ(s.command, (std::vector<std::string>{"srv", "--v1"}));
@@ -224,7 +224,7 @@ TEST_F(DeploymentsTest, AProfileGivesTheReplicasItsResources) {
   spec["memory"] = "8GB";  // given: wins
   Json d = Create(spec);
   Step();
-  auto queued = runs_->In("web", RunState::kQueued);
+  auto queued = runs_->In("me/web", RunState::kQueued);
   ASSERT_EQ(queued.size(), 2u);
   EXPECT_EQ(queued[0].spec.gpus, 1);
   EXPECT_EQ(queued[0].spec.gpu_type, "A100");
@@ -281,7 +281,7 @@ TEST_F(DeploymentsTest, ScalesUpDownToZeroAndBack) {
   for (int i = 0; i < 40 && Count(RunState::kRunning) > 0; ++i) Step();
   EXPECT_EQ(Count(RunState::kRunning), 0u);
   EXPECT_EQ(Count(RunState::kQueued), 0u);
-  front_->held["web"] = 1;
+  front_->held["me/web"] = 1;
   Step(2);
   EXPECT_EQ(Count(RunState::kQueued), 1u);
 }
@@ -290,7 +290,7 @@ TEST_F(DeploymentsTest, ARolloutReplacesTheOldRevisionOnceTheNewIsReady) {
   const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--v2"}}});
   Step();
-  auto queued = runs_->In("web", RunState::kQueued);
+  auto queued = runs_->In("me/web", RunState::kQueued);
   ASSERT_EQ(queued.size(), 1u);
   EXPECT_EQ(queued[0].spec.deployment_version, "rev-2");
   EXPECT_EQ(queued[0].spec.command.back(), "--v2");
@@ -305,7 +305,7 @@ TEST_F(DeploymentsTest, ANewReplicaThatFailsRollsBackAndTheOldKeepsServing) {
   const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--broken"}}});
   Step();
-  auto queued = runs_->In("web", RunState::kQueued);
+  auto queued = runs_->In("me/web", RunState::kQueued);
   ASSERT_EQ(queued.size(), 1u);
   runs_->SetState(queued[0].id, RunState::kFailed, clock_.NowMs(), "exit code 1");
   Step(3);

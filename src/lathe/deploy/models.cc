@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "lathe/common/ids.h"
+#include "lathe/common/owned_name.h"
 #include "lathe/common/path_check.h"
 #include "lathe/os/files.h"
 #include "lathe/snap/checkpoints.h"
@@ -60,6 +62,10 @@ std::string FirstFew(const std::vector<std::string>& v) {
   return s.empty() ? "-" : s;
 }
 
+bool AllDigits(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 }  // namespace
 
 std::optional<int64_t> PositiveNumber(std::string_view s) {
@@ -72,7 +78,8 @@ std::optional<int64_t> PositiveNumber(std::string_view s) {
 
 Status CheckModelName(const std::string& name) {
   bool ok = !name.empty() && name.size() <= kMaxModelName && AlnumChar(name[0]) &&
-            std::all_of(name.begin(), name.end(), NameChar);
+            std::all_of(name.begin(), name.end(), NameChar) &&
+            !AllDigits(name);  // "alice/3" is a version
   if (ok) return Status::OK();
   return Status::Msg(Code::kInvalidArgument, "model.bad_name", {{"value", Shown(name)}});
 }
@@ -87,24 +94,33 @@ Status CheckAliasName(const std::string& alias) {
 }
 
 Result<ModelRef> ParseModelRef(std::string_view ref) {
+  // NAME, NAME/N, NAME@ALIAS, each with an optional OWNER/ before NAME
+  // (common/owned_name.h). Two parts split by '/' are NAME/N when the second
+  // is a number: a model name is never all digits.
   ModelRef r;
   auto bad = [&] {
     return Status::Msg(Code::kInvalidArgument, "model.bad_ref", {{"value", Shown(ref)}});
   };
-  size_t slash = ref.find('/'), at = ref.find('@');
-  if (slash != std::string_view::npos && at != std::string_view::npos) return bad();
-  if (slash != std::string_view::npos) {
-    r.version = PositiveNumber(ref.substr(slash + 1));
-    if (!r.version) return bad();
-    r.name = std::string(ref.substr(0, slash));
-  } else if (at != std::string_view::npos) {
+  std::string_view name = ref;
+  if (size_t at = ref.find('@'); at != std::string_view::npos) {
     r.alias = std::string(ref.substr(at + 1));
-    r.name = std::string(ref.substr(0, at));
-    if (CheckAliasName(r.alias).ok() == false) return bad();
-  } else {
-    r.name = std::string(ref);
+    name = ref.substr(0, at);
+    if (!CheckAliasName(r.alias).ok()) return bad();
+  } else if (size_t slash = ref.rfind('/'); slash != std::string_view::npos) {
+    std::string_view last = ref.substr(slash + 1);
+    const bool two_slashes = ref.substr(0, slash).find('/') != std::string_view::npos;
+    if (auto n = PositiveNumber(last)) {
+      r.version = n;
+      name = ref.substr(0, slash);
+    } else if (two_slashes || AllDigits(last)) {
+      return bad();
+    }
   }
-  if (!CheckModelName(r.name).ok()) return bad();
+  if (std::count(name.begin(), name.end(), '/') > 1) return bad();
+  std::string_view owner = NamespaceOf(name);
+  if (name.find('/') != std::string_view::npos && !IsValidName(owner)) return bad();
+  r.name = std::string(name);
+  if (!CheckModelName(std::string(ShortName(name))).ok()) return bad();
   return r;
 }
 

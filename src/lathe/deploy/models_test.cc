@@ -35,8 +35,9 @@ TEST(ModelRefTest, NamesVersionsAndAliases) {
   auto a = ParseModelRef("digits@prod");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->alias, "prod");
-  for (const char* bad : {"", "digits/0", "digits/01", "digits/x", "digits@", "digits@Prod",
-                          "digits/1@prod", "../x", ".hidden", "a b", "digits/1/2"}) {
+  for (const char* bad : {"", "digits/0", "digits/01", "a/b/c", "digits@", "digits@Prod",
+                          "digits/1@prod", "../x", ".hidden", "a b", "digits/1/2", "alice/",
+                          "/digits", "alice/007", "a/b/c/1", "-a/digits@prod"}) {
     auto r = ParseModelRef(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
@@ -44,7 +45,27 @@ TEST(ModelRefTest, NamesVersionsAndAliases) {
     }
   }
   EXPECT_TRUE(CheckModelName(std::string(64, 'a')).ok());
+  EXPECT_EQ(CheckModelName("2024").msg_id(), "model.bad_name");  // "alice/2024" is a version
   EXPECT_EQ(CheckModelName(std::string(65, 'a')).msg_id(), "model.bad_name");
+}
+
+TEST(ModelRefTest, OwnerQualifiedRefs) {
+  auto q = ParseModelRef("alice/digits");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->name, "alice/digits");
+  EXPECT_FALSE(q->version);
+  auto qv = ParseModelRef("alice/digits/3");
+  ASSERT_TRUE(qv.ok());
+  EXPECT_EQ(qv->name, "alice/digits");
+  EXPECT_EQ(qv->version.value_or(0), 3);
+  auto qa = ParseModelRef("alice/digits@prod");
+  ASSERT_TRUE(qa.ok());
+  EXPECT_EQ(qa->name, "alice/digits");
+  EXPECT_EQ(qa->alias, "prod");
+  auto v = ParseModelRef("alice/3");  // a version of the model "alice"
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->name, "alice");
+  EXPECT_EQ(v->version.value_or(0), 3);
 }
 
 TEST(ModelRefTest, RunSources) {
@@ -169,13 +190,63 @@ class DaemonModelsTest : public ::testing::Test {
   daemon::Caller owner_, other_;
 };
 
+// Names are unique per owner: another user's model of the same name is a
+// model of its own; a bare name is the caller's first, else the only one
+// they may see; two they may see need OWNER/NAME.
+TEST_F(DaemonModelsTest, NamesAreUniquePerOwner) {
+  auto first = Create("digits", /*is_public=*/true);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ModelVersionRequest theirs;
+  theirs.name = "digits";
+  theirs.from_snapshot = (*first)["snapshot"];
+  daemon::Caller admin_other{4242, "other", true};  // may use any snapshot
+  auto made = registry_->CreateVersion(admin_other, theirs);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ((*made)["ref"], "other/digits/1");
+  EXPECT_EQ((*made)["model"], "digits");
+  auto mine = registry_->Get(owner_, "digits");
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ((*mine)["owner"], "me");
+  EXPECT_EQ((*mine)["ref"], "me/digits");
+  auto other = registry_->Get(other_, "digits");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ((*other)["owner"], "other");
+  auto qualified = registry_->Get(other_, "me/digits@latest");
+  ASSERT_TRUE(qualified.ok()) << qualified.status().ToString();
+  EXPECT_EQ((*qualified)["ref"], "me/digits/1");
+  // A third user sees two public "digits": the bare name is ambiguous.
+  daemon::Caller third{4343, "third", false};
+  ASSERT_TRUE(registry_->SetAlias(admin_other, "other/digits", "prod", 1).ok());
+  auto made_public = registry_->CreateVersion(admin_other, [&] {
+    ModelVersionRequest r = theirs;
+    r.is_public = true;
+    return r;
+  }());
+  ASSERT_TRUE(made_public.ok()) << made_public.status().ToString();
+  EXPECT_EQ(registry_->Get(third, "digits").status().msg_id(), "model.ambiguous");
+  EXPECT_TRUE(registry_->Get(third, "other/digits@prod").ok());
+  auto q = registry_->Qualify(third, "digits/1");
+  EXPECT_FALSE(q.ok());
+  q = registry_->Qualify(third, "me/digits@latest");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(*q, "me/digits@latest");
+  q = registry_->Qualify(owner_, "digits@latest");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(*q, "digits@latest");  // the caller's own, as given
+  auto list = registry_->List(third);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ((*list)["models"].size(), 2u);
+  EXPECT_EQ((*list)["models"][0]["name"], "digits");
+  EXPECT_NE((*list)["models"][0]["ref"], (*list)["models"][1]["ref"]);
+}
+
 TEST_F(DaemonModelsTest, AVersionPinsItsSnapshotUntilItGoes) {
   auto v = Create("m");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   const std::string snap = (*v)["snapshot"];
   auto refused = d_->DeleteSnapshot(owner_, snap);
   EXPECT_EQ(refused.status().msg_id(), "snap.pinned");
-  EXPECT_NE(refused.status().ToString().find("model m/1"), std::string::npos);
+  EXPECT_NE(refused.status().ToString().find("model me/m/1"), std::string::npos);
   // keep_checkpoints and `snap prune` go through Prune: it keeps it.
   auto store = d_->checkpoints().store();
   ASSERT_TRUE(store.ok());
@@ -217,13 +288,15 @@ TEST_F(DaemonModelsTest, OthersReadAPublicModelAndChangeNothing) {
   EXPECT_EQ(registry_->SetAlias(other_, "shared", "prod", 1).status().msg_id(), "model.forbidden");
   EXPECT_EQ(registry_->DeleteVersion(other_, "shared", 1).status().msg_id(), "model.forbidden");
   ModelVersionRequest add;
-  add.name = "shared";
+  add.name = "me/shared";
   add.from_snapshot = (*shown)["snapshot"];
   EXPECT_EQ(registry_->CreateVersion(other_, add).status().msg_id(), "model.forbidden");
-  add.name = "private";
+  add.name = "me/private";
   auto taken = registry_->CreateVersion(other_, add);
   EXPECT_EQ(taken.status().msg_id(), "model.name_taken");
   EXPECT_EQ(taken.status().message().find("owner"), std::string::npos);
+  add.name = "me/new";  // nobody's yet, and not theirs to start
+  EXPECT_EQ(registry_->CreateVersion(other_, add).status().msg_id(), "model.other_namespace");
   EXPECT_EQ(registry_->Get(owner_, "nope").status().msg_id(), "model.not_found");
 }
 

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "lathe/common/ids.h"
+#include "lathe/common/owned_name.h"
 #include "lathe/common/path_check.h"
 #include "lathe/daemon/run_checkpoints.h"
 #include "lathe/os/files.h"
@@ -46,6 +48,12 @@ daemon::Role RoleOn(const Caller& caller, const state::ModelRecord& m,
   daemon::Role role = reach.ok() ? reach->RoleOf(ModelObject(m)) : daemon::Role::kNone;
   if (m.is_public) role = std::max(role, daemon::Role::kUse);
   return role;
+}
+
+// The owner part of a model's key; a bare (older) key is its owner's.
+std::string NamespaceOfModel(const state::ModelRecord& m) {
+  std::string_view ns = NamespaceOf(m.name);
+  return ns.empty() ? m.user : std::string(ns);
 }
 
 Status ModelNotFound(const std::string& name) {
@@ -90,7 +98,7 @@ Json VersionJson(const state::ModelVersionRecord& v, const std::vector<state::Mo
   Json names = Json::array();
   for (const auto& a : aliases)
     if (a.version == v.version) names.push_back(a.alias);
-  return Json{{"model", v.model},
+  return Json{{"model", std::string(ShortName(v.model))},
               {"version", v.version},
               {"ref", v.model + "/" + std::to_string(v.version)},
               {"snapshot", v.snapshot},
@@ -139,6 +147,38 @@ Result<daemon::Reach> Registry::Reach(const Caller& caller) {
   return runs_.sharing().ReachOf(caller);
 }
 
+Result<std::optional<state::ModelRecord>> Registry::FindModel(const Caller& caller,
+                                                              const std::string& name,
+                                                              const Result<daemon::Reach>& reach) {
+  ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
+  ASSIGN_OR_RETURN(auto models, db->ListModels());
+  auto choice = ChooseByName(
+      std::move(models), name, caller.user, [](const auto& m) { return m.name; }, NamespaceOfModel,
+      [&](const auto& m) { return RoleOn(caller, m, reach) != daemon::Role::kNone; });
+  if (choice.several.empty()) return std::move(choice.found);
+  std::string refs;
+  for (const auto& m : choice.several)
+    refs += (refs.empty() ? "" : ", ") + OwnedKey(NamespaceOfModel(m), ShortName(m.name));
+  return Status::Msg(Code::kFailedPrecondition, "model.ambiguous",
+                     {{"model", name}, {"refs", refs}});
+}
+
+Result<std::string> Registry::KeyForNew(const Caller& caller, const std::string& name) {
+  const std::string_view ns = NamespaceOf(name);
+  if (!ns.empty() && !IsValidName(ns)) return CheckModelName(name);  // model.bad_name
+  RETURN_IF_ERROR(CheckModelName(std::string(ShortName(name))));
+  const std::string owner = ns.empty() ? caller.user : std::string(ns);
+  const auto reach = Reach(caller);
+  ASSIGN_OR_RETURN(auto m, FindModel(caller, OwnedKey(owner, ShortName(name)), reach));
+  if (m && !Owns(caller, *m)) return ModelNameTaken(RoleOn(caller, *m, reach), *m);
+  if (m) return m->name;
+  if (owner != caller.user) {
+    return Status::Msg(Code::kPermissionDenied, "model.other_namespace",
+                       {{"model", name}, {"user", caller.user}});
+  }
+  return OwnedKey(owner, ShortName(name));
+}
+
 Json Registry::SharedJson(const Caller& caller, const state::ModelRecord& m,
                           const Result<daemon::Reach>& reach) {
   const daemon::Role role = RoleOn(caller, m, reach);
@@ -154,8 +194,8 @@ Result<state::ModelStore*> Registry::ModelsDb() {
   return models_.get();
 }
 
-Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionRequest& req) {
-  RETURN_IF_ERROR(CheckModelName(req.name));
+Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionRequest& given) {
+  ModelVersionRequest req = given;
   const int sources = !req.from_run.empty() + !req.from_snapshot.empty() + !req.from_dir.empty();
   if (sources != 1) return Status::Msg(Code::kInvalidArgument, "model.one_source");
   if (req.note.size() > kMaxModelNoteBytes || !IsValidUtf8(req.note)) {
@@ -164,12 +204,11 @@ Result<Json> Registry::CreateVersion(const Caller& caller, const ModelVersionReq
   }
   RETURN_IF_ERROR(CheckNoNul(req.file, "file"));
   RETURN_IF_ERROR(CheckNoNul(req.handler, "handler"));
-  // Another user's model takes no version of this caller's, before any work.
+  // The model's key (names are unique per owner: common/owned_name.h);
+  // another user's model takes no version of this caller's, before any work.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-    ASSIGN_OR_RETURN(auto m, db->GetModel(req.name));
-    if (m && !Owns(caller, *m)) return ModelNameTaken(RoleOn(caller, *m, Reach(caller)), *m);
+    ASSIGN_OR_RETURN(req.name, KeyForNew(caller, req.name));
   }
   ASSIGN_OR_RETURN(ModelSource src, SourceOf(caller, req));
   auto registered = Register(caller, req, src);
@@ -271,7 +310,7 @@ Result<Json> Registry::Register(const Caller& caller, const ModelVersionRequest&
 
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-  ASSIGN_OR_RETURN(auto existing, db->GetModel(req.name));
+  ASSIGN_OR_RETURN(auto existing, db->GetModel(req.name));  // the key
   if (existing && !Owns(caller, *existing)) {
     return ModelNameTaken(RoleOn(caller, *existing, Reach(caller)), *existing);
   }
@@ -313,7 +352,8 @@ Result<Json> Registry::List(const Caller& caller) {
     ASSIGN_OR_RETURN(auto versions, db->ListVersions(m.name));
     ASSIGN_OR_RETURN(auto aliases, db->Aliases(m.name));
     rows.push_back(
-        Json{{"name", m.name},
+        Json{{"name", std::string(ShortName(m.name))},
+             {"ref", NamespaceOfModel(m) + "/" + std::string(ShortName(m.name))},
              {"owner", m.user},
              {"uid", m.uid},
              {"public", m.is_public},
@@ -329,13 +369,15 @@ Result<Json> Registry::List(const Caller& caller) {
 // The model `ref` names, which `caller` may read; with a version or alias,
 // that version too (nullopt for a bare NAME).
 Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> Registry::Resolve(
-    const Caller& caller, const std::string& ref, daemon::Role needed) {
+    const Caller& caller, const std::string& ref, daemon::Role needed,
+    const Result<daemon::Reach>& reach) {
   ASSIGN_OR_RETURN(ModelRef mr, ParseModelRef(ref));
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-  ASSIGN_OR_RETURN(auto m, db->GetModel(mr.name));
+  ASSIGN_OR_RETURN(auto m, FindModel(caller, mr.name, reach));
   if (!m) return ModelNotFound(mr.name);
-  const daemon::Role role = RoleOn(caller, *m, Reach(caller));
+  const daemon::Role role = RoleOn(caller, *m, reach);
   if (role < needed) return ModelForbidden(role, *m);
+  mr.name = m->name;  // the key, from here on
   std::optional<int64_t> version = mr.version;
   if (!mr.alias.empty()) {
     if (mr.alias == kLatestAlias) {
@@ -364,7 +406,8 @@ Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> 
 
 Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kView));
+  const auto reach = Reach(caller);  // once per request
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kView, reach));
   auto& [m, v] = found;
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
   ASSIGN_OR_RETURN(auto aliases, db->Aliases(m.name));
@@ -388,7 +431,8 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
       }
       vs.push_back(std::move(one));
     }
-    Json out = {{"name", m.name},
+    Json out = {{"name", std::string(ShortName(m.name))},
+                {"ref", NamespaceOfModel(m) + "/" + std::string(ShortName(m.name))},
                 {"owner", m.user},
                 {"uid", m.uid},
                 {"public", m.is_public},
@@ -396,13 +440,13 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
                 {"next_version", m.next_version},
                 {"aliases", AliasMap(aliases)},
                 {"versions", vs}};
-    if (!owner) out["shared"] = SharedJson(caller, m, Reach(caller));
+    if (!owner) out["shared"] = SharedJson(caller, m, reach);
     return out;
   }
   Json j = VersionJson(*v, aliases, owner);
   j["owner"] = m.user;
   j["public"] = m.is_public;
-  if (!owner) j["shared"] = SharedJson(caller, m, Reach(caller));
+  if (!owner) j["shared"] = SharedJson(caller, m, reach);
   j["deployments"] = DeployedBy(v->model, v->version);
   ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
   auto manifest = store->Load(v->snapshot);
@@ -425,16 +469,17 @@ Result<Json> Registry::Get(const Caller& caller, const std::string& ref) {
 
 Result<Json> Registry::SetAlias(const Caller& caller, const std::string& model,
                                 const std::string& alias, int64_t version) {
-  RETURN_IF_ERROR(CheckModelName(model));
   RETURN_IF_ERROR(CheckAliasName(alias));
   if (alias == kLatestAlias) {
     return Status::Msg(Code::kInvalidArgument, "model.alias_reserved", {{"alias", alias}});
   }
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(auto found, Resolve(caller, model, daemon::Role::kManage));
+  if (found.second) return CheckModelName(model);  // a version or alias: model.bad_name
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-  ASSIGN_OR_RETURN(auto before, db->SetAlias(model, alias, version));
-  return Json{{"model", model},
+  ASSIGN_OR_RETURN(auto before, db->SetAlias(found.first.name, alias, version));
+  return Json{{"model", std::string(ShortName(found.first.name))},
+              {"ref", found.first.name},
               {"alias", alias},
               {"version", version},
               {"previous", before ? Json(*before) : Json(nullptr)}};
@@ -446,7 +491,7 @@ Result<Json> Registry::DeleteAlias(const Caller& caller, const std::string& mode
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(auto found, Resolve(caller, model, daemon::Role::kManage));
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-  ASSIGN_OR_RETURN(bool gone, db->DeleteAlias(model, alias));
+  ASSIGN_OR_RETURN(bool gone, db->DeleteAlias(found.first.name, alias));
   if (!gone) {
     return Status::Msg(Code::kNotFound, "model.alias_not_found", {{"alias", model + "@" + alias}});
   }
@@ -455,10 +500,11 @@ Result<Json> Registry::DeleteAlias(const Caller& caller, const std::string& mode
 
 Result<Json> Registry::DeleteVersion(const Caller& caller, const std::string& model,
                                      int64_t version) {
-  std::vector<std::string> users = DeployedBy(model, version);
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(auto found,
                    Resolve(caller, model + "/" + std::to_string(version), daemon::Role::kOwner));
+  const std::string key = found.first.name;
+  std::vector<std::string> users = DeployedBy(key, version);
   if (!users.empty()) {
     std::string list;
     for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;
@@ -466,14 +512,14 @@ Result<Json> Registry::DeleteVersion(const Caller& caller, const std::string& mo
                        {{"version", model + "/" + std::to_string(version)}, {"deployments", list}});
   }
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-  ASSIGN_OR_RETURN(bool gone, db->DeleteVersion(model, version));
+  ASSIGN_OR_RETURN(bool gone, db->DeleteVersion(key, version));
   if (!gone) {
     return Status::Msg(Code::kNotFound, "model.version_not_found",
                        {{"version", model + "/" + std::to_string(version)}});
   }
   // After the record: a crash in between leaves a pin (the snapshot stays).
   ASSIGN_OR_RETURN(snap::Store * store, runs_.SnapshotStore());
-  if (Status st = store->Unpin(found.second->snapshot, Holder(model, version)); !st.ok()) {
+  if (Status st = store->Unpin(found.second->snapshot, Holder(key, version)); !st.ok()) {
     spdlog::warn("model {}/{}: snapshot {} not unpinned: {}", model, version,
                  found.second->snapshot.substr(0, 12), st.ToString());
   }
@@ -508,7 +554,7 @@ Result<Json> Registry::Export(const Caller& caller, const std::string& ref, cons
   // to serve it: the layout of `lathe serve --repository <to>`.
   RETURN_IF_ERROR(runs_.CheckRestorePlace(caller, to));
   const os::AccessAs as = daemon::ActingAs(caller.uid, caller.uid);
-  const std::string model_dir = to + "/" + v.model;
+  const std::string model_dir = to + "/" + std::string(ShortName(v.model));
   RETURN_IF_ERROR(os::WithAccess(as, [&] { return os::MakeDirs(model_dir, 0755); }));
   const std::string version_dir = model_dir + "/" + std::to_string(v.version);
   ASSIGN_OR_RETURN(daemon::Restored restored,
@@ -516,9 +562,27 @@ Result<Json> Registry::Export(const Caller& caller, const std::string& ref, cons
   const std::string config = model_dir + "/config.yaml";
   RETURN_IF_ERROR(
       os::WithAccess(as, [&] { return os::WriteFileAtomic(config, ExportConfigYaml(v), 0644); }));
-  return Json{{"model", v.model},        {"version", v.version},   {"snapshot", v.snapshot},
-              {"repository", to},        {"path", version_dir},    {"config", config},
-              {"files", restored.files}, {"bytes", restored.bytes}};
+  return Json{{"model", std::string(ShortName(v.model))},
+              {"ref", v.model + "/" + std::to_string(v.version)},
+              {"version", v.version},
+              {"snapshot", v.snapshot},
+              {"repository", to},
+              {"path", version_dir},
+              {"config", config},
+              {"files", restored.files},
+              {"bytes", restored.bytes}};
+}
+
+Result<std::string> Registry::Qualify(const Caller& caller, const std::string& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(ModelRef mr, ParseModelRef(ref));
+  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kUse));
+  const std::string ns = NamespaceOfModel(found.first);
+  if (ns == caller.user) return ref;
+  std::string out = OwnedKey(ns, ShortName(found.first.name));
+  if (mr.version) out += "/" + std::to_string(*mr.version);
+  if (!mr.alias.empty()) out += "@" + mr.alias;
+  return out;
 }
 
 Result<state::ModelVersionRecord> Registry::ResolveVersion(const Caller& caller,

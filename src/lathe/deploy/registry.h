@@ -60,6 +60,10 @@ class Registry {
   // (model.export_needs_version).
   Result<state::ModelVersionRecord> ResolveVersion(const daemon::Caller& caller,
                                                    const std::string& ref);
+  // `ref` as a deployment keeps it: another owner's model named with its
+  // owner ("alice/digits@prod"), so that a model of the same name made later
+  // never takes its place; the caller's own as given.
+  Result<std::string> Qualify(const daemon::Caller& caller, const std::string& ref);
   // Model `name` as sharing sees it, when `caller` may see it.
   Result<daemon::SharedObject> ObjectOf(const daemon::Caller& caller, const std::string& name);
   // The signature of version `ref` ("NAME/N") as a ready replica's KServe v2
@@ -78,8 +82,24 @@ class Registry {
   Result<state::ModelStore*> ModelsDb();
   // The model `ref` names when `caller`'s role on it is at least `needed`
   // (daemon/sharing.h; a public model gives everyone role use).
+  // `reach`: the caller's roles, read once per request.
   Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> Resolve(
-      const daemon::Caller& caller, const std::string& ref, daemon::Role needed);
+      const daemon::Caller& caller, const std::string& ref, daemon::Role needed,
+      const Result<daemon::Reach>& reach);
+  Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> Resolve(
+      const daemon::Caller& caller, const std::string& ref, daemon::Role needed) {
+    return Resolve(caller, ref, needed, Reach(caller));
+  }
+  // The model NAME or OWNER/NAME names for `caller` (common/owned_name.h):
+  // with an owner, that owner's; bare, the caller's own, else the only one
+  // of that name the caller may see (FailedPrecondition model.ambiguous
+  // naming the choices when several are). nullopt: none.
+  Result<std::optional<state::ModelRecord>> FindModel(const daemon::Caller& caller,
+                                                      const std::string& name,
+                                                      const Result<daemon::Reach>& reach);
+  // The key a new version of `name` goes under: the caller's model of that
+  // name, or a new one in the caller's namespace. mu_ held.
+  Result<std::string> KeyForNew(const daemon::Caller& caller, const std::string& name);
   Result<daemon::Reach> Reach(const daemon::Caller& caller);
   // "shared" {role, by} of a model `caller` does not own.
   Json SharedJson(const daemon::Caller& caller, const state::ModelRecord& m,

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lathe/common/json.h"
+#include "lathe/common/owned_name.h"
 #include "lathe/common/spin_lock.h"
 #include "lathe/gateway/balancer.h"
 #include "lathe/gateway/front_auth.h"
@@ -251,12 +252,35 @@ class FrontImpl final : public Front {
       return res->Send(ErrorResponse(
           404, Status::Msg(Code::kNotFound, "gateway.not_found", {{"path", Shown(req.path)}})));
     }
-    const size_t end = t.find_first_of("/?", 3);
-    const std::string_view raw_name = t.substr(3, end == std::string_view::npos ? end : end - 3);
-    const bool escaped = raw_name.find('%') != std::string_view::npos;
-    const std::string decoded = escaped ? net::PercentDecode(raw_name, false) : std::string();
-    const std::string_view name = escaped ? std::string_view(decoded) : raw_name;
-    DeploymentPtr dep = Lookup(name);
+    // /d/OWNER/NAME/ (its ref), else /d/NAME/ (an older deployment's key,
+    // or the name only one deployment has).
+    size_t end = t.find_first_of("/?", 3);
+    std::string_view raw_name = t.substr(3, end == std::string_view::npos ? end : end - 3);
+    bool escaped = raw_name.find('%') != std::string_view::npos;
+    std::string decoded = escaped ? net::PercentDecode(raw_name, false) : std::string();
+    std::string_view name = escaped ? std::string_view(decoded) : raw_name;
+    DeploymentPtr dep;
+    if (end != std::string_view::npos && t[end] == '/') {
+      const size_t end2 = t.find_first_of("/?", end + 1);
+      const std::string_view raw2 = t.substr(0, end2).substr(3);
+      const std::string two = net::PercentDecode(raw2, false);
+      if (two.find('/') != std::string::npos && (dep = LookupRef(two))) {
+        end = end2;
+        raw_name = raw2;
+        escaped = true;  // the decoded path is made again below
+        decoded = two;
+        name = decoded;
+      }
+    }
+    std::vector<std::string> several;
+    if (!dep) dep = LookupName(name, &several);
+    if (!dep && several.size() > 1) {
+      std::string refs;
+      for (const auto& r : several) refs += (refs.empty() ? "" : ", ") + ("/d/" + r + "/");
+      return res->Send(
+          ErrorResponse(409, Status::Msg(Code::kFailedPrecondition, "gateway.ambiguous_deployment",
+                                         {{"name", Shown(name)}, {"urls", refs}})));
+    }
     if (!dep) {
       return res->Send(ErrorResponse(404, Status::Msg(Code::kNotFound, "gateway.unknown_deployment",
                                                       {{"name", Shown(name)}})));
@@ -569,6 +593,31 @@ class FrontImpl final : public Front {
     return it == table_.end() ? nullptr : it->second;
   }
 
+  // The deployment whose ref (OWNER/NAME) is `ref`.
+  DeploymentPtr LookupRef(std::string_view ref) {
+    std::shared_lock lock(table_mu_);
+    auto r = refs_.find(ref);
+    auto it = table_.find(r != refs_.end() ? std::string_view(r->second) : ref);
+    return it == table_.end() ? nullptr : it->second;
+  }
+
+  // The deployment keyed `name` (an older one's bare key), else the one
+  // deployment of that name; when several have it, null and their refs.
+  DeploymentPtr LookupName(std::string_view name, std::vector<std::string>* several) {
+    std::shared_lock lock(table_mu_);
+    if (auto it = table_.find(name); it != table_.end()) return it->second;
+    auto s = shorts_.find(name);
+    if (s == shorts_.end()) return nullptr;
+    if (s->second.size() > 1) {
+      *several = s->second;
+      return nullptr;
+    }
+    auto it = refs_.find(s->second.front());
+    auto d = table_.find(it != refs_.end() ? std::string_view(it->second)
+                                           : std::string_view(s->second.front()));
+    return d == table_.end() ? nullptr : d->second;
+  }
+
   TableMap Table() {
     std::shared_lock lock(table_mu_);
     return table_;
@@ -623,6 +672,13 @@ class FrontImpl final : public Front {
     {
       std::lock_guard lock(table_mu_);
       TableMap next;
+      std::map<std::string, std::string, std::less<>> refs;
+      std::map<std::string, std::vector<std::string>, std::less<>> shorts;
+      for (const Route& d : routes.deployments) {
+        const std::string ref = d.ref.empty() ? d.name : d.ref;
+        if (ref != d.name) refs.emplace(ref, d.name);
+        shorts[std::string(ShortName(d.name))].push_back(ref);
+      }
       for (Route& d : routes.deployments) {
         auto it = table_.find(d.name);
         DeploymentPtr dep = it != table_.end() ? it->second : std::make_shared<Deployment>();
@@ -654,6 +710,8 @@ class FrontImpl final : public Front {
         orphans.emplace_back(dep, dep->held.TakeAll());
       }
       table_ = std::move(next);
+      refs_ = std::move(refs);
+      shorts_ = std::move(shorts);
       generation_ = routes.generation;
     }
     for (auto& [dep, held] : orphans) {
@@ -848,7 +906,11 @@ class FrontImpl final : public Front {
 
   std::shared_mutex table_mu_;  // read for every request (Lookup): readers share it
   TableMap table_;              // guarded by table_mu_
-  int64_t generation_ = 0;      // guarded by table_mu_
+  // ref (OWNER/NAME) -> key, where they differ (an older bare key); guarded by table_mu_
+  std::map<std::string, std::string, std::less<>> refs_;
+  // a deployment's name -> the refs of those that have it; guarded by table_mu_
+  std::map<std::string, std::vector<std::string>, std::less<>> shorts_;
+  int64_t generation_ = 0;  // guarded by table_mu_
 
   // The ticker's own (and Start's, before the ticker runs).
   os::FileStamp stamp_;

@@ -5,6 +5,7 @@
 
 #include "lathe/common/ids.h"
 #include "lathe/common/json.h"
+#include "lathe/common/owned_name.h"
 
 namespace lathe::gateway {
 namespace {
@@ -171,8 +172,12 @@ Result<Route> ParseRoute(const Json& j, const std::string& path) {
   Fields f(j, path);
   Route d;
   ASSIGN_OR_RETURN(d.name, f.String("name", std::nullopt));
-  if (!IsValidName(d.name)) {
+  if (!IsValidOwnedName(d.name)) {
     return Bad("gateway.routes_name", f.Path("name"), {{"value", Shown(d.name)}});
+  }
+  ASSIGN_OR_RETURN(d.ref, f.String("ref", std::string()));
+  if (!d.ref.empty() && (!IsValidOwnedName(d.ref) || ShortName(d.ref) != ShortName(d.name))) {
+    return Bad("gateway.routes_name", f.Path("ref"), {{"value", Shown(d.ref)}});
   }
   ASSIGN_OR_RETURN(int64_t uid, f.Int("uid", 0, kMaxUid, std::nullopt));
   d.uid = static_cast<uid_t>(uid);

@@ -5,7 +5,7 @@
 // may add some.
 //
 // {"version": 1, "generation": 12,
-//  "deployments": [{"name": "digits", "uid": 1001, "public": false,
+//  "deployments": [{"name": "alice/digits", "ref": "alice/digits", "uid": 1001, "public": false,
 //    "keys": [{"id": "k0123456789", "sha256": "<hex>", "expires_ms": 0}],
 //    "idempotent": true, "health_path": "/v2/health/ready", "replicas_wanted": 2,
 //    "hold": false, "hold_ms": 30000, "max_held": 100,
@@ -51,11 +51,12 @@ struct RouteReplica {
 };
 
 struct Route {
-  std::string name;                              // IsValidName; unique across the file
-  uid_t uid = 0;                                 // the deployment's owner
-  bool is_public = false;                        // JSON "public": no key needed
-  std::vector<RouteKey> keys;                    // the live keys (at most a few)
-  bool idempotent = true;                        // a request may be retried on another replica
+  std::string name;            // NAME or OWNER/NAME (common/owned_name.h); unique across the file
+  std::string ref;             // OWNER/NAME, how /d/ URLs name it ("": name)
+  uid_t uid = 0;               // the deployment's owner
+  bool is_public = false;      // JSON "public": no key needed
+  std::vector<RouteKey> keys;  // the live keys (at most a few)
+  bool idempotent = true;      // a request may be retried on another replica
   std::string health_path = "/v2/health/ready";  // probed with GET; 200 is healthy
   int64_t replicas_wanted = 0;                   // for the metrics: what the daemon aims at
   bool hold = false;        // no healthy replica: hold requests (scale from zero)

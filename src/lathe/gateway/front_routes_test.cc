@@ -117,6 +117,12 @@ TEST(FrontRoutes, BadFieldsAreNamed) {
             P("gateway.routes_missing", "deployments[0].replicas[0].socket"));
   EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["replicas"][0]["draining"] = 1; }),
             P("gateway.routes_type", "deployments[0].replicas[0].draining"));
+  EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["name"] = "a/b/c"; }),
+            P("gateway.routes_name", "deployments[0].name"));
+  EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["ref"] = "alice/other"; }),
+            P("gateway.routes_name", "deployments[0].ref"));
+  EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][0]["ref"] = "alice/digits"; }), P("ok", ""));
+  EXPECT_EQ(ErrorOf([](Json& j) { j["deployments"][1]["name"] = "bob/digits"; }), P("ok", ""));
   EXPECT_EQ(ParseRoutes("{not json").status().msg_id(), "json.malformed");
   EXPECT_EQ(ParseRoutes("[]").status().msg_id(), "gateway.routes_type");
 }

@@ -27,14 +27,21 @@ export function refOptions(m: ModelVersions | null): RefOption[] {
   ];
 }
 
-// The model a reference names: "digits" of "digits@prod" and "digits/3".
+// The model a reference names: "digits" of "digits@prod" and "digits/3",
+// "alice/digits" of "alice/digits/3".
 export function modelOfRef(ref: string): string {
-  return ref.split(/[@/]/)[0] ?? "";
+  return ref.replace(/@[^@/]*$/, "").replace(/\/\d+$/, "");
+}
+
+// A model's name without its owner: "digits" of "alice/digits".
+function shortOf(ref: string): string {
+  return ref.slice(ref.lastIndexOf("/") + 1);
 }
 
 // The model's versions (null while none is chosen or the answer is not in);
 // `ref`: the model's ref, or its name, as GET /models/{model} takes it.
 export function useModelVersions(ref: string): ModelVersions | null {
   const m = useApi<ModelVersions>(ref ? `/models/${encodeURIComponent(ref)}` : null).data;
-  return m && (m.name === ref || m.ref === ref) ? m : null;  // not the answer for a model chosen before
+  // Not the answer for a model chosen before (which may name it by its ref or not).
+  return m && shortOf(m.ref ?? m.name) === shortOf(ref) ? m : null;
 }
