@@ -247,29 +247,34 @@ class Sharing(DaemonTest):
                          B + "/digits/2")
         self.assertEqual(len(self.json_as(C, "model", "ls")), 2)
 
-        for port, user in ((18471, A), (18472, B)):
+        for port, user, public in ((18471, A, ["--public"]), (18472, B, [])):
             self.as_(user, "deploy", "create", "web", "--port", str(port), "--ready", "/",
-                     "--workdir", "/tmp", "--env", "WHO=" + user, "--public", "--wait", "--",
+                     "--workdir", "/tmp", "--env", "WHO=" + user, *public, "--wait", "--",
                      PY, "-c", WHO_APP)
+        key = self.as_(B, "deploy", "key", "create", "web").stdout.strip()
         a, b = (self.json_as(u, "deploy", "show", "web") for u in (A, B))
         self.assertEqual((a["owner"], a["ref"]), (A, A + "/web"))
         self.assertEqual((b["owner"], b["ref"]), (B, B + "/web"))
         self.assertIn("/d/%s/web/" % A, a["url"])
         front = int(a["url"].split(":")[2].split("/")[0])
 
-        def call(path):
+        def call(path, key=None):
             c = http.client.HTTPConnection("127.0.0.1", front, timeout=30)
-            c.request("GET", path)
+            c.request("GET", path, headers={"Authorization": "Bearer " + key} if key else {})
             r = c.getresponse()
             out = r.status, r.read().decode()
             c.close()
             return out
 
         self.assertEqual(call("/d/%s/web/x" % A), (200, A))
-        self.assertEqual(call("/d/%s/web/x" % B), (200, B))
+        self.assertEqual(call("/d/%s/web/x" % B)[0], 401)
+        self.assertEqual(call("/d/%s/web/x" % B, key), (200, B))
         status, body = call("/d/web/x")  # two have that name: which one is for the caller to say
         self.assertEqual(status, 409, body)
         self.assertIn("/d/%s/web/" % A, body)
+        self.assertIn("/d/%s/web/" % B, body)
+        # ... or for their key: B's key picks B's.
+        self.assertEqual(call("/d/web/x", key), (200, B))
         self.assertIn("no deployment named", self.refused(C, "deploy", "show", "web"))
         self.as_(A, "share", "deployment:%s/web" % A, "--user", C)
         self.assertEqual(self.json_as(C, "deploy", "show", "web")["owner"], A)

@@ -274,6 +274,8 @@ class FrontImpl final : public Front {
     }
     std::vector<std::string> several;
     if (!dep) dep = LookupName(name, &several);
+    // Several of that name: the one whose key the request carries.
+    if (!dep && several.size() > 1) dep = ByKey(several, req.Header("Authorization"));
     if (!dep && several.size() > 1) {
       std::string refs;
       for (const auto& r : several) refs += (refs.empty() ? "" : ", ") + ("/d/" + r + "/");
@@ -599,6 +601,23 @@ class FrontImpl final : public Front {
     auto r = refs_.find(ref);
     auto it = table_.find(r != refs_.end() ? std::string_view(r->second) : ref);
     return it == table_.end() ? nullptr : it->second;
+  }
+
+  // Of the deployments `refs`, the one (not public) whose live key
+  // `authorization` is; null when none or several are.
+  DeploymentPtr ByKey(const std::vector<std::string>& refs, std::string_view authorization) {
+    if (authorization.empty()) return nullptr;
+    DeploymentPtr found;
+    const int64_t now_ms = clock_.NowMs();
+    for (const auto& r : refs) {
+      DeploymentPtr dep = LookupRef(r);
+      if (!dep) continue;
+      std::lock_guard dl(dep->mu);
+      if (dep->route.is_public || !CheckDeployKey(dep->route, authorization, now_ms).ok()) continue;
+      if (found) return nullptr;
+      found = dep;
+    }
+    return found;
   }
 
   // The deployment keyed `name` (an older one's bare key), else the one
