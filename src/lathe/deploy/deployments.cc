@@ -409,6 +409,7 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     return Status::Msg(Code::kFailedPrecondition, "deploy.removing", {{"name", name}});
   Json merged = d.spec;
   bool promote = false;
+  std::string back_to;  // a command deployment's earlier revision, whose program comes back
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     if (it.key() == "promote") {
       if (!it->is_boolean()) {
@@ -417,6 +418,14 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
       }
       promote = it->get<bool>();
       continue;
+    }
+    if (it.key() == "revision") {
+      // "rev-N": bring that revision back; a number is the daemon's counter
+      // (a spec sent back as it was read), not the caller's to set.
+      if (it->is_string()) back_to = it->get<std::string>();
+      if (it->is_string() || it->is_number_integer()) continue;
+      return Status::Msg(Code::kInvalidArgument, "spec.wrong_type",
+                         {{"field", "revision"}, {"type", "a revision such as rev-2"}});
     }
     if (it.key() == "name") {
       // The name is the deployment's identity: the same one is harmless,
@@ -435,8 +444,10 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
     merged[it.key()] = *it;
   }
   ASSIGN_OR_RETURN(DeploymentSpec spec, DeploymentSpecFromJson(merged));
+  if (!back_to.empty()) RETURN_IF_ERROR(RestoreRevision(d, back_to, spec));
   RETURN_IF_ERROR(CheckFitsMachine(spec));
-  if (spec.is_command()) RETURN_IF_ERROR(PinImage(Caller{d.uid, d.user, false}, spec));
+  if (spec.is_command() && back_to.empty())
+    RETURN_IF_ERROR(PinImage(Caller{d.uid, d.user, false}, spec));
   std::string version;
   if (!spec.is_command()) {
     lock.Unlock();  // GetModel takes the registry's lock
@@ -477,6 +488,22 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   kicked_ = true;
   cv_.SignalAll();
   return ToJson(d, true);
+}
+
+// A command deployment's program as it was in revision `rev` (kept in the
+// plan), onto `spec`: rolled out again as a new revision, since what the
+// program is changed (Update).
+Status Deployments::RestoreRevision(const state::DeploymentRecord& d, const std::string& rev,
+                                    DeploymentSpec& spec) {
+  if (!spec.is_command()) {
+    return Status::Msg(Code::kInvalidArgument, "deploy.command_only", {{"field", "revision"}});
+  }
+  const Json revs = d.plan.value("revisions", Json::object());
+  if (!revs.is_object() || !revs.contains(rev)) {
+    return Status::Msg(Code::kNotFound, "deploy.no_revision",
+                       {{"name", RefOf(d)}, {"version", rev}});
+  }
+  return RevisionFromJson(revs[rev], spec);
 }
 
 Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) {

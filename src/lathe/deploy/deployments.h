@@ -119,7 +119,8 @@ class Deployments {
   Result<Json> List(const daemon::Caller& caller) EXCLUDES(mu_);  // {deployments: [...]}
   Result<Json> Get(const daemon::Caller& caller, const std::string& name) EXCLUDES(mu_);
   // PATCH: any of model (command, port, ready, env, workdir for a command
-  // deployment: a change of the program is a new revision, rolled out),
+  // deployment: a change of the program is a new revision, rolled out;
+  // {"revision": "rev-N"} brings revision N's program back as a new one),
   // replicas, autoscale, canary, public, ready_timeout; {"promote": true}
   // ends a canary. The new JSON.
   Result<Json> Update(const daemon::Caller& caller, const std::string& name, const Json& patch)
@@ -237,6 +238,11 @@ class Deployments {
   // (the caller's, read once per request), environment values hidden.
   Json ForRole(Json j, const state::DeploymentRecord& d, const daemon::Caller& caller,
                const Result<daemon::Reach>& reach);
+  // Update's {"revision": "rev-N"}: that revision's program onto `spec`
+  // (deploy.no_revision once the plan no longer keeps it; deploy.command_only
+  // for a model deployment).
+  Status RestoreRevision(const state::DeploymentRecord& d, const std::string& rev,
+                         DeploymentSpec& spec) REQUIRES(mu_);
   // A user (not an admin) at DeploymentOptions::max_per_user: deploy.too_many.
   Status CheckUserLimit(const daemon::Caller& caller) REQUIRES(mu_);
   Status CheckFitsMachine(const DeploymentSpec& spec);

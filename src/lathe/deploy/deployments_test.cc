@@ -301,6 +301,31 @@ TEST_F(DeploymentsTest, ARolloutReplacesTheOldRevisionOnceTheNewIsReady) {
   EXPECT_EQ(Get()["version"], "rev-2");
 }
 
+// {"revision": "rev-1"} brings rev-1's program back, rolled out as rev-3.
+TEST_F(DeploymentsTest, AnEarlierRevisionComesBackAsANewOne) {
+  Serving(1);
+  Update({{"command", {"srv", "--v2"}}, {"env", {{"MODE", "two"}}}});
+  Step();
+  RunQueued();
+  Step(4);
+  ASSERT_EQ(Get()["version"], "rev-2");
+  Update({{"revision", "rev-1"}});
+  Step();
+  auto queued = runs_->In("me/web", RunState::kQueued);
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].spec.deployment_version, "rev-3");
+  EXPECT_EQ(queued[0].spec.command.back(), "--v1");
+  EXPECT_EQ(queued[0].spec.env.count("MODE"), 0u);
+  RunQueued();
+  Step(4);
+  EXPECT_EQ(Get()["version"], "rev-3");
+  auto gone = manager_->Update(owner_, "web", {{"revision", "rev-9"}});
+  EXPECT_EQ(gone.status().msg_id(), "deploy.no_revision");
+  auto bad = manager_->Update(owner_, "web", {{"revision", true}});
+  EXPECT_EQ(bad.status().msg_id(), "spec.wrong_type");
+  EXPECT_TRUE(manager_->Update(owner_, "web", {{"revision", 2}}).ok());  // the counter, sent back
+}
+
 TEST_F(DeploymentsTest, ANewReplicaThatFailsRollsBackAndTheOldKeepsServing) {
   const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--broken"}}});
