@@ -18,7 +18,8 @@ model of three versions with a process handler (SERVED: 1 and 2 load, BROKEN: 3 
 browser deploys from the Deployments page's form, rolls out and back, and sees rolled back with its
 failed replica's reason. A third user (USER2, unprivileged too) signs in from the spec in a second browser
 context to see what the browser's user shares with it (a deployment, a model, a run) and a project it
-is made a member of, exactly as its role says.
+is made a member of, exactly as its role says; root signs in too, an admin with the owner's controls on
+that project, whose limits (quotas.projects) the Overview shows beside its usage.
 """
 import gzip
 import http.client
@@ -45,6 +46,8 @@ USER = "lathe-it-web"
 USER2 = "lathe-it-web2"
 FIRST_LOAD_LIMIT = 250_000
 BIG_LINES = 1_000_000
+# The limits of the project the browser creates (webproj), shown beside its usage.
+PROJECT_LIMITS = {"gpus": 2, "gpu_hours": 100, "period": "7d"}
 NEEDLE_LINE = 777_777
 TS = "2026-11-29T18:30:00.123456789Z"
 # A process handler (docs/serving.md) that answers which version it is, and one that cannot load.
@@ -173,6 +176,7 @@ class Browser(unittest.TestCase):
         self.d.gpus = "sim:2x24GB@" + self.load
         with open(os.path.join(self.d.home, "config.yaml"), "w") as f:
             f.write("telemetry: {interval: 200ms}\n")
+            f.write(f"quotas:\n  projects:\n    webproj: {json.dumps(PROJECT_LIMITS)}\n")
         self.d.start()
         self.addCleanup(self.d.cleanup)
         # Before the daemon's home goes: the form's run in an image, if any.
@@ -259,6 +263,7 @@ class Browser(unittest.TestCase):
             "first_text": big_line(0), "middle_line": BIG_LINES // 2, "middle_text": big_line(BIG_LINES // 2),
             "gpu_run": gpu_run, "api_token": api_token, "ckpt_run": ckpt, "model": "web-model", "deployment": "web-app", "served_model": "web-served", "restore_to": os.path.join(work, "restored"), "failed_run": failed,
             "image": image, "notebook_dir": work,
+            "lathe_admin": [harness.LATHE], "project_limits": PROJECT_LIMITS,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

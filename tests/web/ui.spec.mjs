@@ -11,7 +11,9 @@
 //          checkpoint as version 1, alias prod), deployment (a command deployment, one replica),
 //          served_model (a model whose versions 1 and 2 serve {"v": N} and 3 cannot load),
 //          user2 and lathe2 (a third user, unprivileged, and the CLI as it: it signs in
-//          in a second browser context to see what is shared with it)}
+//          in a second browser context to see what is shared with it), lathe_admin (the
+//          CLI as root, an admin: it signs in to manage another's project),
+//          project_limits (the daemon's quotas.projects.webproj: {gpus, gpu_hours, period})}
 // Prints one line per step; exits 1 with the failed step's message.
 import fs from "node:fs";
 import path from "node:path";
@@ -664,6 +666,16 @@ async function count(page, sel) {
   return page.locator(sel).count();
 }
 
+// What a user with role manage sees of an object's Sharing: the grants (its
+// own among them), read-only — sharing and taking back stay the owner's.
+async function readOnlySharing(p, target, name) {
+  await p.waitForSelector(`[data-sharing="${target}"][data-read-only="1"] tr[data-key="user:${cfg.user2}"] [data-role="manage"]`, WAIT);
+  for (const sel of ["[data-share]", "[data-unshare]", ".share-form"]) {
+    check((await count(p, sel)) === 0, `${name}: manage offers ${sel} (the owner's)`);
+  }
+  await checkLanguage(p, "en", `${name}: its sharing`);
+}
+
 // The second user's browser, signed in with its own one-time link.
 async function secondUser(browser) {
   const ctx = await browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
@@ -722,7 +734,7 @@ async function sharing(page, browser) {
   await p2.waitForSelector('section[aria-labelledby="model-versions"] [data-shared="manage"]', WAIT);
   await p2.waitForSelector("[data-move-alias]", WAIT);
   check((await count(p2, "[data-register]")) === 0, "manage offers registering a version (the owner's)");
-  check((await count(p2, "[data-sharing]")) === 0, "manage offers sharing (the owner's)");
+  await readOnlySharing(p2, `model:${ref(cfg.model)}`, "a model shared with manage");
   await go(p2, `/ui/runs/${cfg.ckpt_run}`);
   await p2.waitForSelector(`dl[data-run="${cfg.ckpt_run}"] [data-shared="view"]`, WAIT);
   for (const sel of ["button.stop", "[data-sharing]", "[data-restore]"]) {
@@ -738,7 +750,7 @@ async function sharing(page, browser) {
   await go(p2, `/ui/deployments?name=${encodeURIComponent(ref(cfg.deployment))}`);
   await p2.waitForSelector(`${detail} [data-shared="manage"]`, WAIT);
   await p2.waitForSelector("[data-scale]", WAIT);
-  check((await count(p2, "[data-sharing]")) === 0, "manage offers sharing");
+  await readOnlySharing(p2, dep, "a deployment shared with manage");
   await p2.fill("#deploy-replicas", "1");
   await p2.click("[data-scale]");
   await p2.waitForFunction(() => document.querySelector('dd[data-scaling="fixed"]')?.textContent?.startsWith("1 "), null, WAIT);
@@ -759,7 +771,7 @@ async function sharing(page, browser) {
 // Projects from the Overview: created (a bad member refused at its field),
 // a member's role changed; the member sees only what its role lets it do, and
 // the daemon's refusal at the field when it tries something it may not.
-async function projects(page, p2) {
+async function projects(page, p2, browser) {
   const proj = "webproj";
   step = "a project created from the Overview: a bad member refused at its field";
   await go(page, "/ui/");
@@ -807,6 +819,37 @@ async function projects(page, p2) {
   await axe(p2, "projects (a manager)");
   await shot(p2, "projects-user2-en");
   log(`${step}: "${errText}"; ${cfg.user2} saw no control with view, added members with manage: "${refusedText}"`);
+
+  step = "the project's limits beside its usage, as `lathe project show`";
+  const lim = cfg.project_limits;
+  await go(page, "/ui/");
+  const projRow = page.locator(`.projects tr[data-key="${proj}"]`);
+  await projRow.locator(`[data-limit="gpus:${lim.gpus}"]`).waitFor(WAIT);
+  const limits = {};
+  for (const k of ["gpus", "runs", "notebooks", "quota"]) {
+    limits[k] = (await projRow.locator(`td[data-col="${k}"]`).textContent()).trim();
+  }
+  check(limits.gpus === `0 of ${lim.gpus}`, `the GPUs: ${limits.gpus}`);
+  check(limits.runs === "0 (no limit)" && limits.notebooks === "0 (no limit)", `runs, notebooks: ${limits.runs}, ${limits.notebooks}`);
+  check(limits.quota === `0.0 of ${lim.gpu_hours} per ${lim.period}`, `the GPU-hours: ${limits.quota}`);
+  await checkLanguage(page, "en", "a project's limits");
+  await axe(page, "a project's limits");
+
+  step = "an admin has the owner's controls on another user's project";
+  const adminCtx = await browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
+  const p3 = await adminCtx.newPage();
+  p3.on("pageerror", (e) => problems.push(`script error (admin): ${e.message}`));
+  await p3.goto(cliAs(cfg.lathe_admin, "ui", "--print"));
+  await p3.waitForSelector(".user", WAIT);
+  await p3.waitForSelector(`.projects tr[data-key="${proj}"]`, WAIT);
+  await p3.click(`[data-project="${proj}"]`);
+  await p3.waitForSelector(`.project-members[data-project="${proj}"][data-can-edit="1"] [data-as-admin]`, WAIT);
+  for (const sel of [`[data-remove-project="${proj}"]`, "[data-add-member]", `[data-member-role="${cfg.user2}"]`]) {
+    check((await count(p3, sel)) === 1, `the admin is not offered ${sel}`);
+  }
+  await checkLanguage(p3, "en", "projects (an admin)");
+  await adminCtx.close();
+  log(`${step}; limits: GPUs ${limits.gpus}, runs ${limits.runs}, GPU-hours ${limits.quota}`);
 }
 
 // In 中文: what the daemon says of a deployment (its events, its replicas' states,
@@ -849,6 +892,9 @@ async function inChinese(page) {
   await page.click('[data-project="webproj"]');
   await page.waitForSelector('.project-members[data-project="webproj"]', WAIT);
   await checkLanguage(page, "zh", "a project's members");
+  const quotaZh = await page.textContent('.projects tr[data-key="webproj"] td[data-col="quota"]');
+  const lim = cfg.project_limits;
+  check(quotaZh === `0.0/${lim.gpu_hours}（每 ${lim.period}）`, `the project's GPU-hours in 中文: ${quotaZh}`);
   log(`${step}: ${roleZh}`);
   step = "a run's chart legends and spec fields in 中文";
   await go(page, `/ui/runs/${cfg.gpu_run}`);
@@ -997,7 +1043,7 @@ async function main() {
     await notebookFromUi(page);
     await accessPage(page);
     const { ctx: second, p2 } = await sharing(page, browser);
-    await projects(page, p2);
+    await projects(page, p2, browser);
     await second.close();
 
     await visitAll(page, "en");

@@ -5,10 +5,14 @@
 // /projects/{name} {add: ["USER:ROLE"]}: adding again changes the role) and
 // remove one ({remove: ["USER"]}); the owner removes the project (DELETE). A
 // project is created with a name and its members (POST /api/v1/projects).
-// Only the controls the user may use are shown; the daemon's refusal is
-// shown at its field, else above.
+// Only the controls the user may use are shown — an admin (GET /status
+// "caller".admin) has the owner's on every project, as the daemon allows; the
+// daemon's refusal is shown at its field, else above. Each project's limits
+// (quotas.projects, docs/quotas.md#projects; /status "limits", null when
+// unlimited) are shown beside what it uses, as `lathe project show` does.
 import { useState } from "preact/hooks";
 import { api, apiAction, ApiError } from "../api";
+import { duration } from "../format";
 import { useApi } from "../hooks";
 import { t, useLang } from "../i18n";
 import { currentUser } from "../session";
@@ -30,9 +34,33 @@ interface Project {
   members: Member[];
 }
 
+interface Usage {
+  gpu_hours: number;
+  window_days: number;
+  period_ms: number;
+  period_gpu_hours: number;
+  runs_active: number;
+  notebooks_active: number;
+  gpus_held: number;
+}
+
+interface Limits {
+  gpus: number | null;
+  runs: number | null;
+  notebooks: number | null;
+  gpu_hours: number | null;
+  period_ms: number;
+}
+
 interface ProjectUsage {
   name: string;
-  usage: { gpu_hours: number; window_days: number; runs_active: number; gpus_held: number };
+  usage: Usage;
+  limits?: Limits;
+}
+
+interface StatusJson {
+  caller?: { user: string; admin: boolean };
+  projects?: ProjectUsage[];
 }
 
 const USAGE_POLL_MS = 3000;
@@ -48,13 +76,29 @@ function fieldOf(e: ApiError): string {
   return "";
 }
 
-function canEdit(p: Project, me: string): boolean {
-  return p.owner === me || p.members.some((m) => m.user === me && m.role === "manage");
+// What the daemon lets the signed-in user do: the owner's (an admin's too),
+// a manager's (members), or nothing.
+function accessOf(p: Project, me: string, admin: boolean): "owner" | "manage" | "none" {
+  if (admin || p.owner === me) return "owner";
+  return p.members.some((m) => m.user === me && m.role === "manage") ? "manage" : "none";
 }
 
-function Members({ p, onChanged, onRemoved }: { p: Project; onChanged: () => void; onRemoved: () => void }) {
+// "1 of 2", or "1 (no limit)": a count beside its limit.
+function usedOf(used: number, limit: number | null | undefined): string {
+  return limit == null ? t("web.project.unlimited", { used }) : t("web.project.used_of", { used, limit });
+}
+
+// The GPU-hours in the limit's period: "3.1 of 100 per 7d", or "(no limit)".
+function hoursOf(u: Usage, l: Limits | undefined): string {
+  if (l?.gpu_hours == null) return t("web.project.no_limit");
+  return t("web.project.hours_of", { used: u.period_gpu_hours.toFixed(1), limit: l.gpu_hours, period: duration(l.period_ms) });
+}
+
+function Members({ p, admin, onChanged, onRemoved }:
+  { p: Project; admin: boolean; onChanged: () => void; onRemoved: () => void }) {
   const me = currentUser();
-  const edit = canEdit(p, me);
+  const access = accessOf(p, me, admin);
+  const edit = access !== "none";
   const path = `/projects/${encodeURIComponent(p.name)}`;
   const [user, setUser] = useState("");
   const [role, setRole] = useState("use");
@@ -89,6 +133,7 @@ function Members({ p, onChanged, onRemoved }: { p: Project; onChanged: () => voi
   return (
     <div class="project-members" data-project={p.name} data-can-edit={edit ? "1" : "0"}>
       <h3 id="project-members-title">{t("web.project.members_of", { project: p.name, owner: p.owner })}</h3>
+      {admin && p.owner !== me ? <p class="muted" data-as-admin="1">{t("web.project.as_admin")}</p> : null}
       {error && !at ? <ErrorBox error={error} /> : null}
       <Table caption="web.project.members" columns={columns} rows={p.members} rowKey={(m) => m.user}
              empty="web.project.no_members" />
@@ -112,7 +157,7 @@ function Members({ p, onChanged, onRemoved }: { p: Project; onChanged: () => voi
           <button type="submit" class="primary" data-add-member="1">{t("web.project.add")}</button>
         </form>
       ) : <p class="muted" data-read-only="1">{t("web.project.read_only")}</p>}
-      {p.owner === me ? (
+      {access === "owner" ? (
         <p>
           <button type="button" class="stop" data-remove-project={p.name} onClick={() => void remove()}
                   aria-describedby="project-remove-hint">{t("web.project.delete")}</button>{" "}
@@ -165,12 +210,19 @@ function CreateProject({ onCreated }: { onCreated: (name: string) => void }) {
 export function Projects() {
   useLang();
   const list = useApi<{ projects: Project[] }>("/projects", LIST_POLL_MS);
-  const status = useApi<{ projects?: ProjectUsage[] }>("/status", USAGE_POLL_MS);
+  const status = useApi<StatusJson>("/status", USAGE_POLL_MS);
+  const admin = status.data?.caller?.admin ?? false;
   const [chosen, setChosen] = useState("");
   const [notice, setNotice] = useState<{ id: string; name: string } | null>(null);
-  const usage = new Map((status.data?.projects ?? []).map((p) => [p.name, p.usage]));
+  const usage = new Map((status.data?.projects ?? []).map((p) => [p.name, p]));
   const rows = list.data?.projects ?? [];
   const project = rows.find((p) => p.name === chosen);
+  // A usage cell, marked with whether its limit is set (data-limit="gpus:2").
+  const limited = (p: Project, key: keyof Limits, text: (u: Usage, l: Limits | undefined) => string) => {
+    const x = usage.get(p.name);
+    if (!x) return "—";
+    return <span data-limit={`${key}:${x.limits?.[key] ?? "none"}`}>{text(x.usage, x.limits)}</span>;
+  };
   const columns: Column<Project>[] = [
     { id: "name", label: "web.col.name",
       cell: (p) => (
@@ -182,11 +234,18 @@ export function Projects() {
       cell: (p) => p.members.map((m) => t("web.project.member_role", { user: m.user, role: roleWord(m.role) })).join(", ") || "—" },
     { id: "hours", label: "web.project.gpu_hours", numeric: true,
       cell: (p) => {
-        const u = usage.get(p.name);
+        const u = usage.get(p.name)?.usage;
         return u ? t("web.project.hours_in", { hours: u.gpu_hours.toFixed(1), days: u.window_days }) : "—";
       } },
-    { id: "runs", label: "web.project.runs_active", numeric: true, cell: (p) => usage.get(p.name)?.runs_active ?? "—" },
-    { id: "gpus", label: "web.project.gpus_held", numeric: true, cell: (p) => usage.get(p.name)?.gpus_held ?? "—" },
+    // Each count beside its limit (quotas.projects), as `lathe project show`.
+    { id: "runs", label: "web.project.runs_active", numeric: true,
+      cell: (p) => limited(p, "runs", (u, l) => usedOf(u.runs_active, l?.runs)) },
+    { id: "notebooks", label: "web.project.notebooks_active", numeric: true,
+      cell: (p) => limited(p, "notebooks", (u, l) => usedOf(u.notebooks_active, l?.notebooks)) },
+    { id: "gpus", label: "web.project.gpus_held", numeric: true,
+      cell: (p) => limited(p, "gpus", (u, l) => usedOf(u.gpus_held, l?.gpus)) },
+    { id: "quota", label: "web.project.gpu_hours_limit", numeric: true,
+      cell: (p) => limited(p, "gpu_hours", hoursOf) },
   ];
   return (
     <Section title="web.overview.projects">
@@ -196,7 +255,7 @@ export function Projects() {
         <Table caption="web.overview.projects" columns={columns} rows={rows} rowKey={(p) => p.name}
                empty={list.loading ? "web.loading" : "web.project.none"} />
         {project ? (
-          <Members key={project.name} p={project} onChanged={list.reload}
+          <Members key={project.name} p={project} admin={admin} onChanged={list.reload}
                    onRemoved={() => {
                      setNotice({ id: "web.project.removed", name: project.name });
                      setChosen("");

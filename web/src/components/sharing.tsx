@@ -1,10 +1,11 @@
-// The owner's "Sharing" section of a run's (a notebook's), a deployment's and
-// a model's page (docs/sharing.md): whom it is shared with (GET
-// /api/v1/shares?target=T: grantee, user or group, role, by whom, since when),
-// a form that shares it with a user or a group (POST /api/v1/shares; sharing
-// again changes the role) and Remove per grant (DELETE /api/v1/shares?target=T
-// &user=U or &group=G, refused from the grantee's next request). The daemon's
-// refusal is shown at the field it is about.
+// The "Sharing" section of a run's (a notebook's), a deployment's and a
+// model's page (docs/sharing.md), for its owner (an admin too) and, read-only,
+// a user with role manage on it (the API lets both read the list): whom it is
+// shared with (GET /api/v1/shares?target=T: grantee, user or group, role, by
+// whom, since when); a form that shares it with a user or a group (POST
+// /api/v1/shares; sharing again changes the role) and Remove per grant
+// (DELETE /api/v1/shares?target=T&user=U or &group=G, refused from the
+// grantee's next request), the owner's alone. The daemon's refusal is shown at the field it is about.
 import { useState } from "preact/hooks";
 import { api, apiAction, ApiError, query } from "../api";
 import { useApi } from "../hooks";
@@ -53,7 +54,9 @@ function grantee(s: Share): string {
   return s.user ?? s.group ?? "";
 }
 
-export function Sharing({ target }: { target: string }) {
+// `readOnly`: the caller manages the object but does not own it — the list
+// without the form or Remove.
+export function Sharing({ target, readOnly = false }: { target: string; readOnly?: boolean }) {
   useLang();
   const path = "/shares" + query({ target });
   const list = useApi<{ shares: Share[] }>(path, 10_000);
@@ -79,22 +82,23 @@ export function Sharing({ target }: { target: string }) {
     { id: "role", label: "web.sharing.role", cell: (s) => <span data-role={s.role}>{roleWord(s.role)}</span> },
     { id: "by", label: "web.sharing.by", cell: (s) => s.shared_by || "—" },
     { id: "since", label: "web.sharing.since", cell: (s) => time(s.created_at_ms) },
+  ];
+  if (!readOnly) columns.push(
     { id: "act", label: "web.col.actions",
       cell: (s) => (
         <button type="button" class="small" data-unshare={grantee(s)} onClick={() => void remove(s)}
                 aria-label={t("web.sharing.remove_named", { grantee: grantee(s) })}>{t("web.sharing.remove")}</button>
-      ) },
-  ];
+      ) });
   return (
     <Section title="web.sharing.title" id="sharing">
-      <div class="sharing" data-sharing={target}>
-        <p class="muted">{t("web.sharing.hint")}</p>
+      <div class="sharing" data-sharing={target} data-read-only={readOnly ? "1" : "0"}>
+        <p class="muted">{t(readOnly ? "web.sharing.read_only" : "web.sharing.hint")}</p>
         <ErrorBox error={list.error} />
         {error && !at ? <ErrorBox error={error} /> : null}
         <Table caption="web.sharing.title" columns={columns} rows={list.data?.shares ?? []}
                rowKey={(s) => `${s.user !== undefined ? "user" : "group"}:${grantee(s)}`}
                empty={list.loading ? "web.loading" : "web.sharing.none"} />
-        <form class="run-form share-form" onSubmit={share} noValidate aria-labelledby="share-form-title">
+        {readOnly ? null : <form class="run-form share-form" onSubmit={share} noValidate aria-labelledby="share-form-title">
           <h3 id="share-form-title">{t("web.sharing.add_title")}</h3>
           <div class="fields">
             <fieldset class="field field-kind">
@@ -118,7 +122,7 @@ export function Sharing({ target }: { target: string }) {
             </FormField>
           </div>
           <button type="submit" class="primary" disabled={busy} data-share="1">{t("web.sharing.share")}</button>
-        </form>
+        </form>}
       </div>
     </Section>
   );

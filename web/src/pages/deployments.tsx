@@ -6,8 +6,9 @@
 // traffic split, requests per second and latency, and its events; with the
 // actions the caller's role allows (docs/sharing.md): scale, autoscale, roll
 // out and roll back with manage, keys with use (one's own) or manage (all),
-// sharing for the owner alone. A deployment is named in paths by its ref
-// where the API gives one (components/shared.tsx).
+// sharing for the owner alone (whom it is shared with, read-only, with
+// manage). A deployment is named in paths by its ref where the API gives one
+// (components/shared.tsx).
 import { useState } from "preact/hooks";
 import { DeployForm } from "../components/deploy_form";
 import { DeployManage, type Autoscale } from "../components/deploy_manage";
@@ -230,7 +231,9 @@ function Detail({ name }: { name: string }) {
                 </li>
               ))}
             </ol>
-            {role === "owner" ? <Sharing key={refOf(x)} target={`deployment:${refOf(x)}`} /> : null}
+            {atLeast(role, "manage") ? (
+              <Sharing key={refOf(x)} target={`deployment:${refOf(x)}`} readOnly={role !== "owner"} />
+            ) : null}
           </>
         ) : null}
       </Loading>

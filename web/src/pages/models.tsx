@@ -2,8 +2,8 @@
 // for the one chosen (?model=NAME) its versions (GET /api/v1/models/{model}):
 // aliases, lineage (run, step, snapshot) and the deployments that use each;
 // a model shared with the caller says so, and offers what the role allows
-// (moving an alias with manage; registering a version and sharing are the
-// owner's). A model is named in paths by its ref where the API gives one.
+// (moving an alias and reading whom it is shared with with manage;
+// registering a version and sharing are the owner's). A model is named in paths by its ref where the API gives one.
 import { ModelManage } from "../components/model_manage";
 import { refOf, roleOn, SharedMark, shownName, atLeast, type SharedInfo } from "../components/shared";
 import { Sharing } from "../components/sharing";
@@ -87,7 +87,9 @@ function Detail({ name }: { name: string }) {
         <ModelManage key={name} name={name} short={m.data.name} versions={m.data.versions.map((v) => v.version)}
                      register={role === "owner"} onChanged={m.reload} />
       ) : null}
-      {m.data && role === "owner" ? <Sharing key={name} target={`model:${refOf(m.data)}`} /> : null}
+      {m.data && atLeast(role, "manage") ? (
+        <Sharing key={name} target={`model:${refOf(m.data)}`} readOnly={role !== "owner"} />
+      ) : null}
     </Section>
   );
 }

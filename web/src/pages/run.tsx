@@ -2,9 +2,9 @@
 // sees it), its state timeline (the run's events, live), the diagnosis of a
 // failed run, its log (virtualized, live), its GPU/CPU/memory charts, its
 // checkpoints with a restore form, its ports and notebook, and for its owner
-// whom it is shared with (components/sharing.tsx). A run shared with the
-// caller says so (Stop with role manage); another user's run not shared is
-// the API's 403, shown as it says.
+// whom it is shared with (components/sharing.tsx; read-only with role
+// manage). A run shared with the caller says so (Stop with role manage);
+// another user's run not shared is the API's 403, shown as it says.
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
@@ -158,7 +158,7 @@ function RunDetails({ id }: { id: string }) {
             <Section title="web.run.spec">
               <Spec spec={spec} />
             </Section>
-            {role === "owner" ? <Sharing target={`run:${run.id}`} /> : null}
+            {atLeast(role, "manage") ? <Sharing target={`run:${run.id}`} readOnly={role !== "owner"} /> : null}
           </>
         ) : null}
       </Loading>
