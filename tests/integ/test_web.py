@@ -218,6 +218,10 @@ class Browser(unittest.TestCase):
         # A command deployment of one replica (a small HTTP server): the Deployments page's detail.
         d.cli("deploy", "create", "web-app", "--port", "18459", "--ready", "/health", "--workdir", "/tmp", "--wait", "--",
               harness.PY, "-c", APP, "v1", user=USER, env=env)
+        # ... whose program changed once (rev-2): the page rolls it back to rev-1's.
+        d.cli("deploy", "update", "web-app", "--", harness.PY, "-c", APP, "v2", user=USER, env=env)
+        d.wait_for(lambda: json.loads(d.cli("deploy", "show", "web-app", "--json", user=USER, env=env).stdout)
+                   .get("version") == "rev-2" or None, "web-app serving rev-2", 90)
         failed = d.submit("--name", "oom", "--workdir", "/tmp", "--", "sh", "-c",
                           "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1",
                           user=USER, env=env)

@@ -515,7 +515,9 @@ async function deployment(page) {
   check((await page.textContent("[data-curl]")) === api.curl, "the curl line");
   const replica = page.locator(`#deploy-detail ~ * tr[data-key="${api.replicas.list[0].run}"], section[aria-labelledby="deploy-detail"] tr[data-key="${api.replicas.list[0].run}"]`);
   await replica.waitFor(WAIT);
-  await page.waitForFunction(() => document.querySelector('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]')?.textContent === "yes", null, WAIT);
+  // (rev-1's replica, drained after the rollout to rev-2, may still be listed first.)
+  await page.waitForFunction(() => [...document.querySelectorAll('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]')]
+    .some((td) => td.textContent === "yes"), null, WAIT);
   await page.waitForSelector('section[aria-labelledby="deploy-detail"] .timeline li', WAIT);
   // The owner's actions: a key made there works at once and is refused once revoked; scaled to 2.
   await page.click("[data-create-key]");
@@ -529,12 +531,18 @@ async function deployment(page) {
   await page.click(`[data-revoke-key="${kid}"]`);
   await page.locator(`[data-revoke-key="${kid}"]`).waitFor({ state: "detached", ...WAIT });
   check((await callWith(key)) === 401, "the key revoked in the UI still opens the endpoint");
+  // A command deployment rolls back to the revision it served before: rev-1's program, as rev-3.
+  await page.click('[data-rollback="rev-1"]');
+  await page.waitForSelector('section[aria-labelledby="deploy-detail"] dd[data-serving="rev-3"]:not(:has([data-rolling-to]))',
+    { timeout: 90_000 });
+  const back = await page.evaluate(async (n) => (await fetch(`/api/v1/deployments/${n}`)).json(), cfg.deployment);
+  check(back.spec.command.at(-1) === "v1", `rolled back to: ${JSON.stringify(back.spec.command.slice(-1))}`);
   await page.fill("#deploy-replicas", "2");
   await page.click("[data-scale]");
   await page.waitForFunction(() => document.querySelectorAll('section[aria-labelledby="deploy-detail"] td[data-col="healthy"]').length >= 2, null, { timeout: 60_000 });
   await axe(page, "a deployment's detail");
   await shot(page, "deployment-detail-en");
-  log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}`);
+  log(`${step}: ${api.health}, ${api.replicas.list.length} replica, ${api.url}; rev-2 rolled back to rev-1's program (rev-3)`);
 }
 
 // A deployment created from the Deployments page's form: the daemon's refusal at

@@ -2,7 +2,8 @@
 // model (PATCH /api/v1/deployments/{name} {model}: the daemon starts the new
 // version's replicas beside the old ones and moves the traffic as they become
 // ready), and rolls it back to the version it served before (the same PATCH,
-// naming that version).
+// naming that version). A command deployment rolls back to its previous
+// revision ({revision: "rev-N"}: that revision's program, as a new one).
 import { useState } from "preact/hooks";
 import { api, apiAction, ApiError } from "../api";
 import { t } from "../i18n";
@@ -67,6 +68,31 @@ export function DeployRollout({ name, state, events, onChanged }:
         ) : null}
         <small id="deploy-rollout-hint" class="muted">{t("web.deploy.rollout_hint")}</small>
       </form>
+    </div>
+  );
+}
+
+// A command deployment's way back: the revision it served before, its program
+// rolled out again as a new revision.
+export function DeployRevisionBack({ name, state, events, onChanged }:
+  { name: string; state: RolloutState; events: RolloutEvent[]; onChanged: () => void }) {
+  const [error, setError] = useState<ApiError | null>(null);
+  const back = previousVersion(state, events);
+  if (!back) return null;
+  const restore = () =>
+    apiAction(() => api(`/deployments/${encodeURIComponent(name)}`, { method: "PATCH", body: { revision: back } }),
+              onChanged, setError);
+  return (
+    <div class="deploy-rollout">
+      <ErrorBox error={error} />
+      <div class="inline-form" role="group" aria-labelledby="revision-back-title">
+        <h3 id="revision-back-title">{t("web.deploy.rollback_title")}</h3>
+        <button type="button" class="small" data-rollback={back} aria-describedby="revision-back-hint"
+                onClick={() => void restore()}>
+          {t("web.deploy.rollback", { version: back })}
+        </button>
+        <small id="revision-back-hint" class="muted">{t("web.deploy.revision_hint")}</small>
+      </div>
     </div>
   );
 }

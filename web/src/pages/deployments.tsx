@@ -12,7 +12,7 @@
 import { useState } from "preact/hooks";
 import { DeployForm } from "../components/deploy_form";
 import { DeployManage, type Autoscale } from "../components/deploy_manage";
-import { DeployRollout } from "../components/deploy_rollout";
+import { DeployRevisionBack, DeployRollout } from "../components/deploy_rollout";
 import { atLeast, refOf, roleOn, SharedMark, shownName, type SharedInfo } from "../components/shared";
 import { Sharing } from "../components/sharing";
 import { ErrorBox, Loading, Section, StateBadge } from "../components/status";
@@ -211,10 +211,13 @@ function Detail({ name }: { name: string }) {
               <DeployManage key={refOf(x)} name={refOf(x)} replicas={x.spec?.replicas ?? x.replicas?.wanted ?? 1}
                             autoscale={x.spec?.autoscale} onChanged={d.reload} scale={atLeast(role, "manage")} />
             ) : null}
-            {/* A command deployment's earlier revisions are not in the API: only a model's rolls back here. */}
             {x.model && atLeast(role, "manage") ? (
               <DeployRollout key={refOf(x)} name={refOf(x)} state={x} events={events}
                              onChanged={() => { d.reload(); ev.reload(); }} />
+            ) : null}
+            {!x.model && atLeast(role, "manage") ? (
+              <DeployRevisionBack key={refOf(x)} name={refOf(x)} state={x} events={events}
+                                  onChanged={() => { d.reload(); ev.reload(); }} />
             ) : null}
             <h3>{t("web.deploy.replica_list")}</h3>
             <FailedReplica list={x.replicas?.list ?? []} events={events} />
