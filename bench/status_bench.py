@@ -87,6 +87,7 @@ def seed(lathe, home, runs):
         stop(proc)
     db = sqlite3.connect(os.path.join(home, "lathe.db"))
     cols = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+    has_project = "project" in [r[1] for r in db.execute("PRAGMA table_info(gpu_attempts)")]
     row = dict(zip(cols, db.execute("SELECT * FROM runs WHERE id=?", (rid,)).fetchone()))
     seq = db.execute("SELECT max(seq) FROM runs").fetchone()[0]
     now = int(time.time() * 1000)
@@ -98,8 +99,10 @@ def seed(lathe, home, runs):
         r["created_at"], r["started_at"], r["finished_at"] = end - 3_700_000, end - 3_600_000, end
         db.execute(f"INSERT INTO runs ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
                    [r[c] for c in cols])
-        db.execute("INSERT INTO gpu_attempts (run_id, attempt, uid, user, gpus, started_at, ended_at) "
-                   "SELECT ?, attempt, uid, user, gpus, ?, ? FROM gpu_attempts WHERE run_id=?",
+        # Since schema v16 an attempt carries its run's project (older daemons read it from the run).
+        extra = ", project" if has_project else ""
+        db.execute(f"INSERT INTO gpu_attempts (run_id, attempt, uid, user, gpus, started_at, ended_at{extra}) "
+                   f"SELECT ?, attempt, uid, user, gpus, ?, ?{extra} FROM gpu_attempts WHERE run_id=?",
                    (r["id"], end - 3_600_000, end, rid))
     db.commit()
     db.close()
