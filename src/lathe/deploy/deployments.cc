@@ -164,7 +164,7 @@ daemon::Role Deployments::RoleOn(const Caller& caller, const state::DeploymentRe
 Result<std::optional<state::DeploymentRecord>> Deployments::Find(
     const Caller& caller, const std::string& name, const Result<daemon::Reach>& reach) {
   if (!IsValidOwnedName(name)) return std::optional<state::DeploymentRecord>();
-  ASSIGN_OR_RETURN(auto all, store_->List());
+  ASSIGN_OR_RETURN(auto all, store_->Named(std::string(ShortName(name))));
   auto choice = ChooseByName(
       std::move(all), name, caller.user, [](const auto& d) { return d.name; },
       NamespaceOfDeployment,

@@ -151,7 +151,7 @@ Result<std::optional<state::ModelRecord>> Registry::FindModel(const Caller& call
                                                               const std::string& name,
                                                               const Result<daemon::Reach>& reach) {
   ASSIGN_OR_RETURN(state::ModelStore * db, ModelsDb());
-  ASSIGN_OR_RETURN(auto models, db->ListModels());
+  ASSIGN_OR_RETURN(auto models, db->ModelsNamed(std::string(ShortName(name))));
   auto choice = ChooseByName(
       std::move(models), name, caller.user, [](const auto& m) { return m.name; }, NamespaceOfModel,
       [&](const auto& m) { return RoleOn(caller, m, reach) != daemon::Role::kNone; });

@@ -72,6 +72,13 @@ Result<std::vector<DeploymentRecord>> DeploymentStore::List() {
   return CollectRows<DeploymentRecord>(s, RowToRecord);
 }
 
+Result<std::vector<DeploymentRecord>> DeploymentStore::Named(const std::string& name) {
+  ASSIGN_OR_RETURN(Stmt s, db_->Prepare(std::string("SELECT ") + kColumns + " FROM deployments " +
+                                        kWhereNamed + "ORDER BY name"));
+  s.Bind(1, name);
+  return CollectRows<DeploymentRecord>(s, RowToRecord);
+}
+
 Result<std::vector<DeploymentRecord>> DeploymentStore::UsingModel(const std::string& model,
                                                                   int64_t version) {
   const std::string exact = model + "/" + std::to_string(version);

@@ -60,6 +60,9 @@ class DeploymentStore {
   Status Insert(const DeploymentRecord& d);
   Result<std::optional<DeploymentRecord>> Get(const std::string& name);
   Result<std::vector<DeploymentRecord>> List();  // by name
+  // The deployments called `name` whoever owns them: the key `name` (an
+  // older bare one) or OWNER/`name` (common/owned_name.h), by key.
+  Result<std::vector<DeploymentRecord>> Named(const std::string& name);
   // The deployments (by name) that serve or want version `version` of
   // `model` — as their current version, their model reference, the stable
   // version or the one rolled out to — or, with `version` 0, any version of

@@ -47,6 +47,25 @@ TEST_F(DeploymentStoreTest, NamesAreUniqueAcrossUsers) {
   EXPECT_EQ((*got)->spec["replicas"], 2);
 }
 
+// Named: the bare key and every OWNER/NAME of that name, nothing whose name
+// merely ends with it ('_' is no wildcard here).
+TEST_F(DeploymentStoreTest, NamedFindsEveryOwnersDeploymentOfThatName) {
+  for (const char* name :
+       {"digits", "alice/digits", "bob/digits", "bob/my_digits", "alice/digitsx", "digits/x"}) {
+    ASSERT_TRUE(store_->Insert(Make(name, 1001)).ok()) << name;
+  }
+  auto got = store_->Named("digits");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& d : *got) names.push_back(d.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"alice/digits", "bob/digits", "digits"}));
+  auto under = store_->Named("my_digits");
+  ASSERT_TRUE(under.ok());
+  ASSERT_EQ(under->size(), 1u);
+  EXPECT_EQ(under->at(0).name, "bob/my_digits");
+  EXPECT_TRUE(store_->Named("nope")->empty());
+}
+
 TEST_F(DeploymentStoreTest, UsingModelFindsEveryPlaceAVersionIsNamed) {
   auto names = [&](const std::string& model, int64_t version) {
     std::vector<std::string> out;

@@ -72,6 +72,13 @@ Result<std::vector<ModelRecord>> ModelStore::ListModels() {
   return CollectRows<ModelRecord>(s, RowToModel);
 }
 
+Result<std::vector<ModelRecord>> ModelStore::ModelsNamed(const std::string& name) {
+  ASSIGN_OR_RETURN(Stmt s,
+                   db_->Prepare(std::string(kSelectModels) + kWhereNamed + "ORDER BY name"));
+  s.Bind(1, name);
+  return CollectRows<ModelRecord>(s, RowToModel);
+}
+
 Status ModelStore::SetPublic(const std::string& model, bool is_public) {
   ASSIGN_OR_RETURN(Stmt s, db_->Prepare("UPDATE models SET public=? WHERE name=?"));
   s.Bind(1, int64_t{is_public}).Bind(2, model);

@@ -74,6 +74,9 @@ class ModelStore {
   Result<std::optional<ModelRecord>> GetModel(const std::string& name);
   // Every model, by name.
   Result<std::vector<ModelRecord>> ListModels();
+  // The models called `name` whoever owns them: the key `name` (an older
+  // bare one) or OWNER/`name` (common/owned_name.h), by key.
+  Result<std::vector<ModelRecord>> ModelsNamed(const std::string& name);
   // Makes `model` public (or not).
   Status SetPublic(const std::string& model, bool is_public);
 

@@ -106,6 +106,18 @@ TEST_F(ModelStoreTest, AnExistingModelKeepsItsOwner) {
   EXPECT_FALSE(store_->GetModel("nope")->has_value());
 }
 
+TEST_F(ModelStoreTest, ModelsNamedFindsEveryOwnersModelOfThatName) {
+  for (const char* name : {"digits", "alice/digits", "bob/xdigits", "bob/a_digits"}) {
+    Add(Owner(name, 1000), "s1");
+  }
+  auto got = store_->ModelsNamed("digits");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& m : *got) names.push_back(m.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"alice/digits", "digits"}));
+  EXPECT_TRUE(store_->ModelsNamed("nope")->empty());
+}
+
 TEST_F(ModelStoreTest, AliasesMoveAndKeepTheirVersion) {
   Add(Owner("digits", 1000), "s1");
   Add(Owner("digits", 1000), "s2");

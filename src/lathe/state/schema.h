@@ -19,6 +19,13 @@ namespace lathe::state {
 // older Lathe left it (the first N entries).
 const std::vector<std::string>& SchemaMigrations();
 
+// A WHERE clause matching the rows whose `name` (a model's or a
+// deployment's key: NAME, or OWNER/NAME since names are per owner,
+// common/owned_name.h) has the name bound as ?1.
+inline constexpr const char* kWhereNamed =
+    "WHERE name = ?1 OR (length(name) > length(?1) AND "
+    "substr(name, -length(?1) - 1) = '/' || ?1) ";
+
 // Opens (creating or migrating) lathe.db at `db_path` with the whole schema.
 Result<std::unique_ptr<Db>> OpenLatheDb(const std::string& db_path);
 
