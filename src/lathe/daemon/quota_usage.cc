@@ -202,14 +202,11 @@ void Daemon::NoteWaiting(const sched::Decision& d) {
 
 namespace {
 
-// A request project `project`'s limits `l` could never let start.
-Status CheckProjectFits(const run::RunSpec& spec, const std::string& project,
-                        const sched::QuotaLimits& l) {
-  auto too_big = [&](const char* field, const std::string& requested, const std::string& limit) {
-    return Status::Msg(
-        Code::kInvalidArgument, "quota.too_big_project",
-        {{"field", field}, {"requested", requested}, {"project", project}, {"limit", limit}});
-  };
+// The first of limits `l` that request `spec` could never fit, as
+// too_big(field, what it asks, the limit); OK when it could fit them all.
+// The same for a user's limits and a project's.
+template <typename TooBig>
+Status CheckLimitsFit(const run::RunSpec& spec, const sched::QuotaLimits& l, TooBig too_big) {
   if (l.gpus && spec.gpus > *l.gpus) {
     return too_big("gpus", fmt::format("{} GPUs", spec.gpus), fmt::format("{} at once", *l.gpus));
   }
@@ -221,6 +218,17 @@ Status CheckProjectFits(const run::RunSpec& spec, const std::string& project,
     return too_big("gpu_hours", fmt::format("{} GPUs", spec.gpus), "0 GPU-hours");
   }
   return Status::OK();
+}
+
+// A request project `project`'s limits `l` could never let start.
+Status CheckProjectFits(const run::RunSpec& spec, const std::string& project,
+                        const sched::QuotaLimits& l) {
+  return CheckLimitsFit(
+      spec, l, [&](const char* field, const std::string& requested, const std::string& limit) {
+        return Status::Msg(
+            Code::kInvalidArgument, "quota.too_big_project",
+            {{"field", field}, {"requested", requested}, {"project", project}, {"limit", limit}});
+      });
 }
 
 }  // namespace
@@ -237,16 +245,7 @@ Status Daemon::CheckQuotaFits(const run::RunSpec& spec, const Caller& caller) {
                         {"limit", limit},
                         {"entry", q.source[field]}});
   };
-  if (l.gpus && spec.gpus > *l.gpus) {
-    return too_big("gpus", fmt::format("{} GPUs", spec.gpus), fmt::format("{} at once", *l.gpus));
-  }
-  if (l.runs && *l.runs == 0) return too_big("runs", "1 run", "0 runs");
-  if (l.notebooks && *l.notebooks == 0 && spec.type == run::RunKind::kNotebook) {
-    return too_big("notebooks", "1 notebook", "0 notebooks");
-  }
-  if (l.gpu_hours && *l.gpu_hours <= 0 && spec.gpus > 0) {
-    return too_big("gpu_hours", fmt::format("{} GPUs", spec.gpus), "0 GPU-hours");
-  }
+  RETURN_IF_ERROR(CheckLimitsFit(spec, l, too_big));
   if (q.disk_bytes) {  // the last count's figure (disk_shares.h): never a walk here
     const uint64_t used = disk_->Get().BytesOf(caller.uid);
     if (used >= *q.disk_bytes) {
