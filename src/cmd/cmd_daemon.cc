@@ -568,13 +568,7 @@ Status RunStatus(bool json, Lang lang) {
   if (s.contains("quotas")) PrintQuotas(s["quotas"], lang);
   for (const Json& p : s.value("projects", Json::array())) {
     const Json& u = p["usage"];
-    std::printf("  %s\n", Tr("status.project", lang,
-                             {{"project", p.value("name", "")},
-                              {"gpu_hours", fmt::format("{:.1f}", u.value("gpu_hours", 0.0))},
-                              {"days", std::to_string(u.value("window_days", 30))},
-                              {"runs", std::to_string(u.value("runs_active", 0))},
-                              {"gpus", std::to_string(u.value("gpus_held", 0))}})
-                              .c_str());
+    std::printf("  %s\n", ProjectUsageLine("status.project", p, lang).c_str());
     std::string limits = ProjectLimitsLine(p.value("limits", Json()), u, lang);
     if (!limits.empty()) std::printf("    %s\n", limits.c_str());
   }

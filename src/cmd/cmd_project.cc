@@ -4,8 +4,6 @@
 // only asks and prints.
 #include <cstdio>
 
-#include <fmt/format.h>
-
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
@@ -37,12 +35,7 @@ void PrintProject(const Json& p, Lang lang) {
   PrintTable(rows);
   if (p.contains("usage")) {
     const Json& u = p["usage"];
-    std::printf("%s\n", Tr("project.usage", lang,
-                           {{"gpu_hours", fmt::format("{:.1f}", u.value("gpu_hours", 0.0))},
-                            {"days", std::to_string(u.value("window_days", 30))},
-                            {"runs", std::to_string(u.value("runs_active", 0))},
-                            {"gpus", std::to_string(u.value("gpus_held", 0))}})
-                            .c_str());
+    std::printf("%s\n", ProjectUsageLine("project.usage", p, lang).c_str());
     std::string limits = ProjectLimitsLine(p.value("limits", Json()), u, lang);
     if (!limits.empty()) std::printf("%s\n", limits.c_str());
   }

@@ -69,6 +69,16 @@ std::string QuotaUsageOf(const Json& used, const Json& limit, Lang lang) {
             {{"used", u}, {"limit", fmt::format("{:g}", limit.get<double>())}});
 }
 
+std::string ProjectUsageLine(const std::string& msg_id, const Json& p, Lang lang) {
+  const Json usage = p.value("usage", Json::object());
+  return Tr(msg_id, lang,
+            {{"project", p.value("name", "")},
+             {"gpu_hours", fmt::format("{:.1f}", usage.value("gpu_hours", 0.0))},
+             {"days", std::to_string(usage.value("window_days", 30))},
+             {"runs", std::to_string(usage.value("runs_active", 0))},
+             {"gpus", std::to_string(usage.value("gpus_held", 0))}});
+}
+
 std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang) {
   if (!limits.is_object()) return "";
   bool any = false;

@@ -33,5 +33,8 @@ std::string QuotaUsageOf(const Json& used, const Json& limit, Lang lang);
 // `usage`): "limits: GPUs 1 of 2, runs 1 (no limit), ..."; "" when the
 // project has no limit.
 std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang);
+// Project `p`'s usage (GET /projects/{name}: `name`, `usage`) as catalog
+// message `msg_id` says it: its GPU-hours in the window, active runs, GPUs held.
+std::string ProjectUsageLine(const std::string& msg_id, const Json& p, Lang lang);
 
 }  // namespace lathe::cmd
