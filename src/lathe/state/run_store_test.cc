@@ -12,6 +12,14 @@ namespace {
 
 using run::RunState;
 
+// A run's row as an older Lathe wrote it: `values` is "(id, name, seq, uid,
+// user, spec, state, attempt, created_at, started_at, finished_at, run_dir)".
+Status InsertOldRun(Db& db, const char* values) {
+  return db.Exec(std::string("INSERT INTO runs (id, name, seq, uid, user, spec, state, attempt, "
+                             "created_at, started_at, finished_at, run_dir) VALUES ") +
+                 values);
+}
+
 class RunStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -432,12 +440,7 @@ TEST_F(RunStoreTest, MigrationRecordsTheLatestAttemptOfEachRun) {
           "100, 400, '/h')",
           "('r-q', 'q', 4, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":1}', 'queued', "
           "0, 1, 0, 0, '/h')"}) {
-      ASSERT_TRUE((*db)
-                      ->Exec(std::string("INSERT INTO runs (id, name, seq, uid, user, spec, state, "
-                                         "attempt, created_at, started_at, finished_at, run_dir) "
-                                         "VALUES ") +
-                             row)
-                      .ok());
+      ASSERT_TRUE(InsertOldRun(**db, row).ok());
     }
   }
   auto s = RunStore::Open(path);
@@ -468,12 +471,7 @@ TEST_F(RunStoreTest, MigrationGivesEachAttemptItsRunsProject) {
                             "\"project\":\"ml\"}', 'succeeded', 1, 1, 100, 400, '/h')",
                             "('r-none', 'b', 2, 1000, 'alice', '{\"command\":[\"x\"],\"gpus\":1}', "
                             "'succeeded', 1, 1, 100, 400, '/h')"}) {
-      ASSERT_TRUE((*db)
-                      ->Exec(std::string("INSERT INTO runs (id, name, seq, uid, user, spec, state, "
-                                         "attempt, created_at, started_at, finished_at, run_dir) "
-                                         "VALUES ") +
-                             row)
-                      .ok());
+      ASSERT_TRUE(InsertOldRun(**db, row).ok());
     }
     for (const char* id : {"r-ml", "r-none", "r-gone"}) {
       ASSERT_TRUE((*db)
