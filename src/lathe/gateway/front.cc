@@ -264,7 +264,7 @@ class FrontImpl final : public Front {
       const size_t end2 = t.find_first_of("/?", end + 1);
       const std::string_view raw2 = t.substr(0, end2).substr(3);
       const std::string two = net::PercentDecode(raw2, false);
-      if (two.find('/') != std::string::npos && (dep = LookupRef(two))) {
+      if ((dep = LookupRef(two))) {  // two segments: OWNER/NAME
         end = end2;
         raw_name = raw2;
         escaped = true;  // the decoded path is made again below
