@@ -116,9 +116,9 @@ Status Deployments::AddEvent(const std::string& name, const std::string& level,
   return store_->AddEvent(e, kMaxEventsPerDeployment);
 }
 
-Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
-                               std::string* version) {
-  auto v = registry_.ResolveVersion(caller, spec.model);
+Status Deployments::CheckModel(const Caller& caller, DeploymentSpec& spec, std::string* version) {
+  std::string qualified;
+  auto v = registry_.ResolveVersion(caller, spec.model, &qualified);
   if (!v.ok()) {
     if (v.status().code() == Code::kNotFound || v.status().code() == Code::kInvalidArgument) {
       return Status::Msg(Code::kInvalidArgument, "deploy.unknown_model",
@@ -139,6 +139,7 @@ Status Deployments::CheckModel(const Caller& caller, const DeploymentSpec& spec,
         Code::kInvalidArgument, "deploy.backend_missing",
         {{"version", *version}, {"backend", backend}, {"available", list.empty() ? "none" : list}});
   }
+  spec.model = std::move(qualified);
   return Status::OK();
 }
 
@@ -337,7 +338,6 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
     version = spec.revision_version();
   } else {
     RETURN_IF_ERROR(CheckModel(caller, spec, &version));
-    ASSIGN_OR_RETURN(spec.model, registry_.Qualify(caller, spec.model));
   }
   RETURN_IF_ERROR(CheckFitsMachine(spec));
   MutexLock lock(&mu_);
@@ -452,7 +452,6 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   if (!spec.is_command()) {
     lock.Unlock();  // GetModel takes the registry's lock
     RETURN_IF_ERROR(CheckModel(Caller{d.uid, d.user, false}, spec, &version));
-    ASSIGN_OR_RETURN(spec.model, registry_.Qualify(Caller{d.uid, d.user, false}, spec.model));
     lock.Lock();
   }
   ASSIGN_OR_RETURN(d, Reached(caller, name, daemon::Role::kManage));

@@ -248,8 +248,10 @@ class Deployments {
   Status CheckFitsMachine(const DeploymentSpec& spec);
   // A command deployment's image, resolved among its owner's images (its id pinned).
   Status PinImage(const daemon::Caller& owner, DeploymentSpec& spec);
-  // Asks the registry, which takes its own lock: never under mu_.
-  Status CheckModel(const daemon::Caller& caller, const DeploymentSpec& spec, std::string* version)
+  // The version spec.model names (`version`: NAME/N), its backend here, and
+  // spec.model as the deployment keeps it (Registry::ResolveVersion's
+  // `qualified`). Asks the registry, which takes its own lock: never under mu_.
+  Status CheckModel(const daemon::Caller& caller, DeploymentSpec& spec, std::string* version)
       EXCLUDES(mu_);
   Status AddEvent(const std::string& name, const std::string& level, const std::string& msg_id,
                   const Json& args) REQUIRES(mu_);

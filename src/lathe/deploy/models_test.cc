@@ -225,14 +225,14 @@ TEST_F(DaemonModelsTest, NamesAreUniquePerOwner) {
   ASSERT_TRUE(made_public.ok()) << made_public.status().ToString();
   EXPECT_EQ(registry_->Get(third, "digits").status().msg_id(), "model.ambiguous");
   EXPECT_TRUE(registry_->Get(third, "other/digits@prod").ok());
-  auto q = registry_->Qualify(third, "digits/1");
-  EXPECT_FALSE(q.ok());
-  q = registry_->Qualify(third, "me/digits@latest");
-  ASSERT_TRUE(q.ok());
-  EXPECT_EQ(*q, "me/digits@latest");
-  q = registry_->Qualify(owner_, "digits@latest");
-  ASSERT_TRUE(q.ok());
-  EXPECT_EQ(*q, "digits@latest");  // the caller's own, as given
+  std::string q;
+  EXPECT_FALSE(registry_->ResolveVersion(third, "digits/1", &q).ok());
+  ASSERT_TRUE(registry_->ResolveVersion(third, "me/digits@latest", &q).ok());
+  EXPECT_EQ(q, "me/digits@latest");
+  ASSERT_TRUE(registry_->ResolveVersion(third, "digits@latest", &q).status().msg_id() ==
+              "model.ambiguous");
+  ASSERT_TRUE(registry_->ResolveVersion(owner_, "digits@latest", &q).ok());
+  EXPECT_EQ(q, "digits@latest");  // the caller's own, as given
   auto list = registry_->List(third);
   ASSERT_TRUE(list.ok());
   ASSERT_EQ((*list)["models"].size(), 2u);

@@ -573,24 +573,23 @@ Result<Json> Registry::Export(const Caller& caller, const std::string& ref, cons
               {"bytes", restored.bytes}};
 }
 
-Result<std::string> Registry::Qualify(const Caller& caller, const std::string& ref) {
+Result<state::ModelVersionRecord> Registry::ResolveVersion(const Caller& caller,
+                                                           const std::string& ref,
+                                                           std::string* qualified) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(ModelRef mr, ParseModelRef(ref));
   ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kUse));
-  const std::string ns = NamespaceOfModel(found.first);
-  if (ns == caller.user) return ref;
-  std::string out = OwnedKey(ns, ShortName(found.first.name));
-  if (mr.version) out += "/" + std::to_string(*mr.version);
-  if (!mr.alias.empty()) out += "@" + mr.alias;
-  return out;
-}
-
-Result<state::ModelVersionRecord> Registry::ResolveVersion(const Caller& caller,
-                                                           const std::string& ref) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(auto found, Resolve(caller, ref, daemon::Role::kUse));
   if (!found.second)
     return Status::Msg(Code::kInvalidArgument, "model.export_needs_version", {{"model", ref}});
+  if (qualified != nullptr) {
+    const std::string ns = NamespaceOfModel(found.first);
+    *qualified = ref;
+    if (ns != caller.user) {
+      *qualified = OwnedKey(ns, ShortName(found.first.name));
+      if (mr.version) *qualified += "/" + std::to_string(*mr.version);
+      if (!mr.alias.empty()) *qualified += "@" + mr.alias;
+    }
+  }
   return std::move(*found.second);
 }
 

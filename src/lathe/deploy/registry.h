@@ -57,13 +57,13 @@ class Registry {
 
   // For the deployment manager: the version `ref` (NAME/N or NAME@ALIAS)
   // names, which `caller` may read. A bare NAME is InvalidArgument
-  // (model.export_needs_version).
+  // (model.export_needs_version). With `qualified`, also `ref` as a
+  // deployment keeps it: another owner's model named with its owner
+  // ("alice/digits@prod"), so that a model of the same name made later never
+  // takes its place; the caller's own as given.
   Result<state::ModelVersionRecord> ResolveVersion(const daemon::Caller& caller,
-                                                   const std::string& ref);
-  // `ref` as a deployment keeps it: another owner's model named with its
-  // owner ("alice/digits@prod"), so that a model of the same name made later
-  // never takes its place; the caller's own as given.
-  Result<std::string> Qualify(const daemon::Caller& caller, const std::string& ref);
+                                                   const std::string& ref,
+                                                   std::string* qualified = nullptr);
   // Model `name` as sharing sees it, when `caller` may see it.
   Result<daemon::SharedObject> ObjectOf(const daemon::Caller& caller, const std::string& name);
   // The signature of version `ref` ("NAME/N") as a ready replica's KServe v2
