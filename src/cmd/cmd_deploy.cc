@@ -149,7 +149,7 @@ Status AddFlags(const DeployFlags& f, Json& body) {
 
 // The catalog text of id with the args of a JSON object {name: value}.
 std::string TrJson(const std::string& id, const Json& args, Lang lang) {
-  return Tr(id, lang, MsgArgsFromJson(args));
+  return Tr(id, lang, run::ArgsWithReasons(args, lang));
 }
 
 // "healthy (2 of 2 replica(s) … ready)", in the reader's language.

@@ -239,6 +239,30 @@ class ProjectQuotas(QuotaTest):
                       self.cli_as(A, "project", "show", "vision").stdout)
         self.cli_as(A, "stop", first)
 
+    def test_a_deployment_whose_replica_the_project_holds_says_why(self):
+        self.cli_as(A, "project", "create", "vision", "--member", B + ":use")
+        first = self.run_as(A, "--project", "vision", "--gpus", "1", "--", "sleep", "600")
+        self.d.wait_state(first, "running")
+        spec = os.path.join(self.d.home, "web.yaml")
+        with open(spec, "w") as f:
+            f.write("name: web\nproject: vision\ngpus: 1\nworkdir: /tmp\nport: 8000\n"
+                    "command: [sleep, '600']\n")
+        os.chmod(spec, 0o644)
+        self.cli_as(B, "deploy", "create", "-f", spec)
+        why = "project vision holds 1 of its 1 GPUs; this run needs 1"
+
+        def held():
+            d = json.loads(self.cli_as(B, "deploy", "show", "web", "--json").stdout)
+            return d if d.get("reason_id") == "deploy.health.queued" else None
+        d = self.d.wait_for(held, "the deployment's reason naming the project's quota")
+        self.assertEqual(d["health"], "progressing")
+        self.assertIn(why, d["reason"])
+        self.assertIn("项目 vision 已占用其 1 块 GPU 配额中的 1 块", d["reason_text"]["zh"])
+        self.assertIn("项目 vision 已占用其 1 块 GPU 配额中的 1 块",
+                      self.cli_as(B, "deploy", "show", "web", lang="zh").stdout)
+        self.cli_as(B, "deploy", "rm", "web")
+        self.cli_as(A, "stop", first)
+
 
 class BadConfig(unittest.TestCase):
     def test_the_daemon_refuses_to_start_naming_the_field(self):

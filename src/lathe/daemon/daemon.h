@@ -252,7 +252,7 @@ class Daemon final : public Runs {
       EXCLUDES(mu_);
   bool IsFinished(const std::string& run_id) EXCLUDES(mu_);
   // Why a queued run waits, from the last scheduling pass ("" if unknown).
-  std::string WaitingWhy(const std::string& run_id) EXCLUDES(mu_);
+  std::string WaitingWhy(const std::string& run_id) override EXCLUDES(mu_);
   // What it waits on (sched::WaitReasonName: "quota", "resources", ...; "").
   std::string WaitingOn(const std::string& run_id) EXCLUDES(mu_);
   // Quotas and usage (quota_usage.cc): the caller's own, every user's for an

@@ -111,6 +111,9 @@ class Runs {
                                                            int64_t ended_since_ms) = 0;
   // The sockets of every replica that has not ended, whatever its deployment.
   virtual Result<std::vector<std::string>> LiveReplicaSockets() = 0;
+  // Why a queued run waits, from the last scheduling pass, in English as the
+  // catalog has it (run::ReasonText renders it); "" when unknown.
+  virtual std::string WaitingWhy(const std::string& run_id) = 0;
 
   // --- snapshots and paths, for the registry ---
   // The daemon's snapshot store, opened on first use.

@@ -276,6 +276,11 @@ Result<Deployments::Observed> Deployments::Observe(const state::DeploymentRecord
   } else if (auto v = registry_.ResolveVersion(OwnerOf(d), spec.model); v.ok()) {
     seen.want = v->model + "/" + std::to_string(v->version);
   }
+  // Why queued replicas wait (the daemon's lock: asked before ours is taken).
+  std::map<std::string, std::string> waiting;
+  for (const auto& r : seen.runs) {
+    if (r.state == run::RunState::kQueued) waiting[r.id] = runs_.WaitingWhy(r.id);
+  }
   MutexLock lock(&mu_);
   for (const auto& r : seen.runs) {
     ReplicaObs o;
@@ -308,6 +313,7 @@ Result<Deployments::Observed> Deployments::Observe(const state::DeploymentRecord
     } else if (r.state == run::RunState::kQueued || r.state == run::RunState::kStarting) {
       o.phase = P::kPending;
       o.preempted = r.preemptions > 0;
+      if (auto w = waiting.find(r.id); w != waiting.end()) o.waiting = w->second;
     } else if (r.state == run::RunState::kStopping && r.stop_intent == run::StopIntent::kPreempt &&
                !draining_.count(r.id)) {
       // Being preempted: it is requeued the moment it has stopped, so it

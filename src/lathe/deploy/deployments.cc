@@ -10,6 +10,7 @@
 #include "lathe/common/ids.h"
 #include "lathe/common/owned_name.h"
 #include "lathe/deploy/models.h"
+#include "lathe/run/event_text.h"
 #include "lathe/serve/backend.h"
 
 namespace lathe::deploy {
@@ -99,8 +100,8 @@ std::string Deployments::UrlOf(const std::string& name) {
 // A catalog message in both languages, {"en", "zh"}: what the web UI shows
 // in the reader's language (the CLI renders msg_id and args itself).
 Json BothTexts(const std::string& msg_id, const Json& args) {
-  const MsgArgs a = MsgArgsFromJson(args);
-  return {{"en", Tr(msg_id, Lang::kEn, a)}, {"zh", Tr(msg_id, Lang::kZh, a)}};
+  return {{"en", Tr(msg_id, Lang::kEn, run::ArgsWithReasons(args, Lang::kEn))},
+          {"zh", Tr(msg_id, Lang::kZh, run::ArgsWithReasons(args, Lang::kZh))}};
 }
 
 Status Deployments::AddEvent(const std::string& name, const std::string& level,

@@ -530,6 +530,14 @@ void Tick::SetHealth() {
   };
   const auto b = st.backoff.find(target_);
   const bool crashing = b != st.backoff.end() && b->second.failures > 0;
+  // Why a replica not started yet waits (a quota, busy GPUs), as the scheduler says.
+  std::string held_by;
+  for (const ReplicaObs& r : obs_) {
+    if (r.phase == ReplicaObs::Phase::kPending && !r.waiting.empty()) {
+      held_by = r.waiting;
+      break;
+    }
+  }
   auto crash_args = [&] {
     return with({{"version", target_},
                  {"reason", b->second.reason},
@@ -564,6 +572,9 @@ void Tick::SetHealth() {
   } else if (rolling_) {
     SetReason("progressing", "deploy.health.rolling",
               with({{"version", target_}, {"from", st.stable_version}}));
+  } else if (ready < st.desired && !held_by.empty()) {
+    SetReason("progressing", "deploy.health.queued",
+              with({{"version", target_}, {"why", held_by}}));
   } else if (ready < st.desired) {
     SetReason("progressing", "deploy.health.starting", with({{"version", target_}}));
   } else {

@@ -328,6 +328,24 @@ TEST(Replicas, APreemptedReplicaIsWantedBackAndTheDeploymentSaysWhy) {
   EXPECT_EQ(c.Starts("m/1"), 1);
 }
 
+TEST(Replicas, AReplicaTheSchedulerHoldsSaysWhyItWaits) {
+  FakeCluster c = Serving(1, 1);
+  c.goal.min_replicas = c.goal.max_replicas = 2;
+  c.Tick();  // the second replica is queued: no free GPU
+  ReplicaObs* held = nullptr;
+  for (ReplicaObs& r : c.replicas) {
+    if (r.phase == Phase::kPending) held = &r;
+  }
+  ASSERT_NE(held, nullptr);
+  held->waiting = "alice holds 1 of their 1 GPUs; this run needs 1";
+  c.Tick();
+  EXPECT_EQ(c.last.health, "progressing");
+  EXPECT_EQ(c.last.reason_id, "deploy.health.queued");
+  EXPECT_NE(c.last.reason.find("1 of 2"), std::string::npos) << c.last.reason;
+  EXPECT_NE(c.last.reason.find("alice holds 1 of their 1 GPUs"), std::string::npos)
+      << c.last.reason;
+}
+
 TEST(Replicas, ACrashLoopIsRestartedWithAGrowingBackoffNotEveryTick) {
   FakeCluster c = Serving(1, 1);
   c.behavior["m/1"].crash_after_ms = 0;

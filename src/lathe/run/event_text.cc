@@ -192,6 +192,14 @@ std::string EventTypeLabel(std::string_view type, Lang lang) {
 
 std::string ReasonText(std::string_view english, Lang lang) { return Render(english, lang, 0); }
 
+MsgArgs ArgsWithReasons(const Json& args, Lang lang) {
+  MsgArgs out = MsgArgsFromJson(args);
+  for (MsgArg& a : out) {
+    if (a.key == "reason" || a.key == "why") a.value = ReasonText(a.value, lang);
+  }
+  return out;
+}
+
 std::string EventText(const Json& event, Lang lang) {
   const std::string type = event.value("type", "");
   const std::string message = event.value("message", "");

@@ -36,6 +36,9 @@ std::string EventTypeLabel(std::string_view type, Lang lang);
 std::string EventText(const Json& event, Lang lang);
 // A run's reason (why it failed, stopped or is lost), e.g. "exited with code 1".
 std::string ReasonText(std::string_view english, Lang lang);
+// Catalog arguments from JSON, with those that hold a run's reason in English
+// (keys "reason" and "why": why a replica failed, why it waits) in `lang`.
+MsgArgs ArgsWithReasons(const Json& args, Lang lang);
 
 // For the daemon: the event data that names catalog text `id` with `args`
 // ({"msg_id": id, "msg_args": {…}}, merged into `data`), and the English

@@ -100,6 +100,11 @@ class FakeRuns final : public daemon::Runs {
     }
     return out;
   }
+  std::string WaitingWhy(const std::string& run_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiting_why_.find(run_id);
+    return it == waiting_why_.end() ? "" : it->second;
+  }
   Result<std::vector<std::string>> LiveReplicaSockets() override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> out;
@@ -152,6 +157,11 @@ class FakeRuns final : public daemon::Runs {
     std::lock_guard<std::mutex> lock(mu_);
     return submitted_options_;
   }
+  // What the scheduler says a queued run waits for ("" clears it).
+  void SetWaiting(const std::string& id, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_why_[id] = why;
+  }
   void SetGpus(int total, int free) {
     std::lock_guard<std::mutex> lock(mu_);
     gpus_ = {total, free};
@@ -164,6 +174,7 @@ class FakeRuns final : public daemon::Runs {
   std::mutex mu_;
   std::map<std::string, state::RunRecord> runs_;
   std::vector<std::string> stopped_;
+  std::map<std::string, std::string> waiting_why_;
   std::vector<daemon::SubmitOptions> submitted_options_;
   daemon::GpuSlots gpus_{0, 0};
   std::map<std::string, run::Profile> profiles_;
