@@ -1,7 +1,9 @@
 #include "cmd/commands.h"
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace lathe::cmd {
 
@@ -79,27 +81,15 @@ void SetupFor(CLI::App& app, Globals& g, Status& status, std::string_view comman
 }
 
 void SetupAll(CLI::App& app, Globals& g, Status& status) {
-  SetupVersion(app, g, status);
-  SetupDaemon(app, g, status);
-  SetupRun(app, g, status);
-  SetupGpus(app, g, status);
-  SetupProfiles(app, g, status);
-  SetupTop(app, g, status);
-  SetupSnap(app, g, status);
-  SetupDoctor(app, g, status);
-  SetupServe(app, g, status);
-  SetupToken(app, g, status);
-  SetupLogin(app, g, status);
-  SetupRm(app, g, status);
-  SetupSecret(app, g, status);
-  SetupOpen(app, g, status);
-  SetupUi(app, g, status);
-  SetupNotebook(app, g, status);
-  SetupModel(app, g, status);
-  SetupDeploy(app, g, status);
-  SetupPools(app, g, status);
-  SetupImage(app, g, status);
-  SetupCompletion(app, g, status);
+  // From the one table, each Setup function once: what --help lists, what
+  // completion offers and what a mistyped command is compared with cannot
+  // drift from the commands that exist (tests/integ/test_cli.py).
+  std::vector<SetupFn> done;
+  for (const auto& [name, setup] : kCommands) {
+    if (std::find(done.begin(), done.end(), setup) != done.end()) continue;
+    done.push_back(setup);
+    setup(app, g, status);
+  }
 }
 
 }  // namespace lathe::cmd

@@ -4,6 +4,7 @@ one, and point at `--` when a command's own flag came before it; in English and 
 None of these need a daemon: the CLI stops at parsing (exit 2).
 """
 import os
+import re
 import subprocess
 import unittest
 
@@ -105,6 +106,39 @@ class EachCommandBuildsItsOwnCommandLine(unittest.TestCase):
         # A global option before the command still finds it.
         self.assertIn("--gpus", lathe("--lang", "en", "run", "--help").stdout)
         self.assertIn("--gpus", lathe("--lang=en", "run", "--help").stdout)
+
+
+class EveryCommandIsListedAndCompleted(unittest.TestCase):
+    """The table of commands (kCommands in src/cmd/commands.cc) is what `lathe --help` lists,
+    what `lathe __complete` offers and what test_i18n.py knows as command words: a command
+    added to it cannot be missing from either."""
+
+    def table(self):
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "cmd",
+                           "commands.cc")
+        with open(src) as f:
+            text = f.read()
+        body = text[text.index("kCommands[] = {"):]
+        body = body[:body.index("};")]
+        return set(re.findall(r'\{"([a-z-]+)", Setup', body))
+
+    def test_the_table_is_in_help_in_completion_and_in_the_i18n_words(self):
+        words = self.table()
+        self.assertTrue({"run", "share", "unshare", "shares", "project"} <= words, words)
+        listed = lathe("--help")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        names = {line.split()[0] for line in listed.stdout.split("Subcommands:", 1)[1].splitlines()
+                 if line.startswith("  ") and line.strip()}
+        self.assertEqual(words - names, set(), "commands --help does not list")
+        completed = set(lathe("__complete", "").stdout.split())
+        self.assertEqual(words - completed, set(), "commands completion does not offer")
+        self.assertEqual(set(lathe("__complete", "sh").stdout.split()), {"share", "shares"})
+        self.assertIn("project", lathe("__complete", "pro").stdout.split())
+        self.assertIn("unshare", lathe("__complete", "un").stdout.split())
+        import test_i18n
+        self.assertEqual(words - test_i18n.COMMAND_WORDS, set(), "test_i18n.COMMAND_WORDS")
+        # A mistyped one is told apart from them all.
+        self.assertIn("did you mean shares?", lathe("sharess").stderr)
 
 
 if __name__ == "__main__":
