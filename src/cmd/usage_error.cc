@@ -110,6 +110,27 @@ std::string ParseErrorText(const CLI::ParseError& e, Lang lang) {
       RE2::FullMatch(what, "(\\S+): \\d+ required .* missing", &option)) {
     return Tr("cli.missing_value", lang, {{"option", option}});
   }
+  if (kind == "ArgumentMismatch" &&
+      RE2::FullMatch(what, "(\\S+): At Most (\\d+) required but received (\\d+)", &option, &a,
+                     &b)) {
+    return Tr("cli.too_many_values", lang, {{"option", option}, {"max", a}, {"count", b}});
+  }
+  if (kind == "ArgumentMismatch" &&
+      (RE2::FullMatch(what, "(\\S+): At least (\\d+) required but received (\\d+)", &option, &a,
+                      &b) ||
+       RE2::FullMatch(what, "Expected (?:exactly|at least) (\\d+) arguments to (\\S+), got (\\d+)",
+                      &a, &option, &b))) {
+    return Tr("cli.too_few_values", lang, {{"option", option}, {"min", a}, {"count", b}});
+  }
+  if (kind == "ExcludesError" && RE2::FullMatch(what, "(\\S+) excludes (\\S+)", &option, &a)) {
+    return Tr("cli.excludes", lang, {{"option", option}, {"other", a}});
+  }
+  if (kind == "RequiresError" && RE2::FullMatch(what, "(\\S+) requires (\\S+)", &option, &a)) {
+    return Tr("cli.requires", lang, {{"option", option}, {"other", a}});
+  }
+  if (kind == "RequiredError" && RE2::FullMatch(what, "At least 1 option from \\[(.*)\\]", &a)) {
+    return Tr("cli.one_option_of", lang, {{"options", a}});
+  }
   if (kind == "ExtrasError" &&
       RE2::FullMatch(what, "The following arguments? (?:was|were) not expected: (.*)", &value)) {
     return Tr("cli.unexpected", lang, {{"words", value}});

@@ -222,6 +222,16 @@ class PseudoLocaleTest(unittest.TestCase):
         self.assertAllTranslated("a bad value",
                                  self.pseudo("run", "--gpus", "abc", "--", "ls", expect_rc=(2,)),
                                  extra_data={"abc"})
+        # CLI11's own words, each said by the catalog: a flag given twice, two that exclude
+        # each other (the pseudo-locale cannot tell: CLI11's text would be an argument).
+        for args, zh in ((("run", "--gpus", "1", "--gpus", "2", "--", "ls"),
+                          "--gpus 最多接受 1 个值，但给出了 2 个"),
+                         (("share", "run:r1", "--user", "u", "--group", "g"),
+                          "--user 与 --group 不能同时使用")):
+            r = self.d.cli(*args, check=False, env=self.d.env(LATHE_LANG="zh"))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(zh, r.stderr)
+            self.assertNotRegex(r.stderr, "required but|excludes")
 
     def test_chinese_has_no_english_state_or_event_words(self):
         r = self.d.cli("inspect", self.bad, env=self.d.env(LANG="zh_CN.UTF-8"))
