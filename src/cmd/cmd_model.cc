@@ -1,6 +1,7 @@
 // lathe model create | ls | show | alias | rm | export: the model registry
 // (docs/deployments.md). The rules are the daemon's (daemon/models.cc);
 // this file parses, calls and prints.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -75,6 +76,9 @@ Status RunList(const ModelFlags& f, Lang lang) {
       {Tr("model.col_name", lang), Tr("model.col_owner", lang), Tr("model.col_versions", lang),
        Tr("model.col_latest", lang), Tr("model.col_aliases", lang), Tr("model.col_public", lang),
        Tr("model.col_created", lang)}};
+  const bool shared = std::any_of(r["models"].begin(), r["models"].end(),
+                                  [](const Json& m) { return m.contains("shared"); });
+  if (shared) rows[0].insert(rows[0].begin() + 2, Tr("share.col_shared", lang));
   for (const auto& m : r["models"]) {
     std::string aliases;
     for (const auto& [a, v] : m["aliases"].items())
@@ -85,6 +89,10 @@ Status RunList(const ModelFlags& f, Lang lang) {
                     aliases.empty() ? "-" : aliases,
                     Tr(m.value("public", false) ? "model.yes" : "model.no", lang),
                     AgeAgo(m.value("created_at_ms", int64_t{0}), lang)});
+    if (shared) {
+      const std::string mark = SharedMark(m, lang);
+      rows.back().insert(rows.back().begin() + 2, mark.empty() ? "-" : mark);
+    }
   }
   PrintTable(rows);
   return Status::OK();

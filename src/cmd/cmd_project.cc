@@ -4,6 +4,8 @@
 // only asks and prints.
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
@@ -28,10 +30,22 @@ void PrintProject(const Json& p, Lang lang) {
   std::printf("%s\n", Tr("project.show_head", lang,
                          {{"project", p.value("name", "")}, {"owner", p.value("owner", "")}})
                           .c_str());
+  // Each member's GPU-hours in the usage window, beside their role (a member
+  // with none used nothing).
+  const Json by_user = p.value("usage", Json::object()).value("gpu_hours_by_user", Json());
+  const bool hours = by_user.is_object();
   std::vector<std::vector<std::string>> rows = {
       {Tr("project.col_member", lang), Tr("project.col_role", lang)}};
-  rows.push_back({p.value("owner", ""), "owner"});
-  for (const auto& m : p["members"]) rows.push_back({m.value("user", ""), m.value("role", "")});
+  if (hours) {
+    const int days = p["usage"].value("window_days", 30);
+    rows[0].push_back(Tr("project.col_gpu_hours", lang, {{"days", std::to_string(days)}}));
+  }
+  auto add = [&](const std::string& user, const std::string& role) {
+    rows.push_back({user, RoleText(role, lang)});
+    if (hours) rows.back().push_back(fmt::format("{:.1f}", by_user.value(user, 0.0)));
+  };
+  add(p.value("owner", ""), "owner");
+  for (const auto& m : p["members"]) add(m.value("user", ""), m.value("role", ""));
   PrintTable(rows);
   if (p.contains("usage")) {
     const Json& u = p["usage"];

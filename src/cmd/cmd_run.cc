@@ -381,6 +381,10 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
   const bool urls = std::any_of(r["runs"].begin(), r["runs"].end(),
                                 [](const Json& run) { return run.contains("url"); });
   if (urls) rows[0].insert(rows[0].end() - 1, Tr("ps.col.url", lang));
+  // Who shared a run with the caller (or which project), when a listed run is shared.
+  const bool shared = std::any_of(r["runs"].begin(), r["runs"].end(),
+                                  [](const Json& run) { return run.contains("shared"); });
+  if (shared) rows[0].insert(rows[0].begin() + 3, Tr("share.col_shared", lang));
   // A thousand rows name a handful of states and priorities: each label is
   // looked up in the catalog once.
   std::map<std::string, std::string> states, priorities;
@@ -413,6 +417,10 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
                          [&](const std::string& k) { return PriorityLabel(k, lang); }),
                     Age(run.value("created_at_ms", int64_t{0}), lang), cmd});
     if (urls) rows.back().insert(rows.back().end() - 1, run.value("url", "-"));
+    if (shared) {
+      const std::string mark = SharedMark(run, lang);
+      rows.back().insert(rows.back().begin() + 3, mark.empty() ? "-" : mark);
+    }
   }
   PrintTable(rows);
   int64_t total = r.value("total", int64_t{0});

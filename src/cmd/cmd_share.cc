@@ -21,7 +21,15 @@ std::string Grantee(const Json& s, Lang lang) {
   return Tr("share.grantee_group", lang, {{"group", s.value("group", "")}});
 }
 
+// As a target names it ("run:ID", "model:NAME"), for tables.
 std::string Object(const Json& s) { return s.value("kind", "") + ":" + s.value("object", ""); }
+
+// As a person reads it, in `lang`: "notebook lab", "运行 r3k…" (a notebook is
+// a run the daemon marks "notebook").
+std::string ObjectText(const Json& s, Lang lang) {
+  const std::string kind = s.value("notebook", false) ? "notebook" : s.value("kind", "");
+  return Tr("share.kind." + kind, lang) + " " + s.value("object", "");
+}
 
 Status RunShare(const ShareArgs& a, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
@@ -33,11 +41,11 @@ Status RunShare(const ShareArgs& a, Lang lang) {
     PrintJson(r);
     return Status::OK();
   }
-  std::printf(
-      "%s\n",
-      Tr("share.done", lang,
-         {{"object", Object(r)}, {"grantee", Grantee(r, lang)}, {"role", r.value("role", "")}})
-          .c_str());
+  std::printf("%s\n", Tr("share.done", lang,
+                         {{"object", ObjectText(r, lang)},
+                          {"grantee", Grantee(r, lang)},
+                          {"role", r.value("role", "")}})
+                          .c_str());
   return Status::OK();
 }
 
@@ -51,9 +59,9 @@ Status RunUnshare(const ShareArgs& a, Lang lang) {
     PrintJson(r);
     return Status::OK();
   }
-  std::printf(
-      "%s\n",
-      Tr("share.undone", lang, {{"object", Object(r)}, {"grantee", Grantee(r, lang)}}).c_str());
+  std::printf("%s\n", Tr("share.undone", lang,
+                         {{"object", ObjectText(r, lang)}, {"grantee", Grantee(r, lang)}})
+                          .c_str());
   return Status::OK();
 }
 
@@ -79,7 +87,7 @@ Status RunShares(const std::string& target, bool json, Lang lang) {
   }
   if (!target.empty()) {
     if (r["shares"].empty()) {
-      std::printf("%s\n", Tr("share.none_of", lang, {{"object", Object(r)}}).c_str());
+      std::printf("%s\n", Tr("share.none_of", lang, {{"object", ObjectText(r, lang)}}).c_str());
       return Status::OK();
     }
     PrintShares(r["shares"], true, lang);

@@ -79,6 +79,24 @@ std::string ProjectUsageLine(const std::string& msg_id, const Json& p, Lang lang
              {"gpus", std::to_string(usage.value("gpus_held", 0))}});
 }
 
+std::string RoleText(const std::string& role, Lang lang) {
+  return role == "owner" ? Tr("share.role_owner", lang) : role;
+}
+
+std::string SharedMark(const Json& obj, Lang lang) {
+  const Json shared = obj.value("shared", Json());
+  if (!shared.is_object()) return "";
+  const std::string by = shared.value("by", "");
+  const std::string role = RoleText(shared.value("role", ""), lang);
+  constexpr std::string_view kProject = "project ";
+  if (by.starts_with(kProject)) {
+    return Tr("share.mark_project", lang,
+              {{"project", by.substr(kProject.size())}, {"role", role}});
+  }
+  if (by == "public") return Tr("share.mark_public", lang, {{"role", role}});
+  return Tr("share.mark_user", lang, {{"user", by}, {"role", role}});
+}
+
 std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang) {
   if (!limits.is_object()) return "";
   bool any = false;

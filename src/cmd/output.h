@@ -36,5 +36,12 @@ std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang);
 // Project `p`'s usage (GET /projects/{name}: `name`, `usage`) as catalog
 // message `msg_id` says it: its GPU-hours in the window, active runs, GPUs held.
 std::string ProjectUsageLine(const std::string& msg_id, const Json& p, Lang lang);
+// How an object in a list reached the caller, from its `shared` ({role, by},
+// docs/sharing.md): "alice (view)", "project ml (use)", "public (use)" (in
+// Chinese too); "" for the caller's own (no `shared`).
+std::string SharedMark(const Json& obj, Lang lang);
+// A role as a person reads it: "owner" is 所有者 in Chinese; view, use and
+// manage stay what --role takes.
+std::string RoleText(const std::string& role, Lang lang);
 
 }  // namespace lathe::cmd

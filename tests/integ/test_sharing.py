@@ -187,6 +187,76 @@ class Sharing(DaemonTest):
         self.as_(A, "unshare", "model:digits", "--user", B)
         self.assertIn("not found", self.refused(B, "model", "show", "digits"))
 
+    def test_what_users_read_says_who_shared_and_which_role(self):
+        zh = self.d.env(LANG="zh_CN.UTF-8", LATHE_LANG="zh")
+        rid = self.job(A)
+        self.d.wait_state(rid, "running")
+        self.as_(A, "share", rid, "--user", B, "--role", "manage")
+        # The human table marks what is shared, by whom and as what.
+        ps = self.as_(B, "ps").stdout
+        self.assertIn("SHARED BY", ps)
+        self.assertIn("%s (manage)" % A, [c.strip() for c in
+                                           next(l for l in ps.splitlines() if rid in l).split("  ")])
+        self.assertNotIn("SHARED BY", self.as_(A, "ps").stdout)
+        # Removing is the owner's whatever the role: said so, not "a role that allows it".
+        err = self.refused(B, "rm", rid)
+        self.assertIn("only its owner (or root) may delete it", err)
+        self.assertNotIn("role that allows", err)
+        # Kinds and roles in Chinese.
+        err = self.d.cli("share", rid, "--user", C, user=B, env=zh, check=False).stderr
+        self.assertIn("共享运行 " + rid, err)
+        self.assertNotIn(" run ", err)
+        err = self.d.cli("unshare", rid, "--group", GROUP, user=A, env=zh, check=False).stderr
+        self.assertIn("运行 %s 并未共享给组" % rid, err)
+        self.assertIn("not shared with group '%s'" % GROUP,
+                      self.refused(A, "unshare", rid, "--group", GROUP))
+        self.as_(A, "stop", rid)
+
+        # A notebook is shared as a notebook, and B's list says whose it is.
+        nb = json.loads(self.as_(A, "notebook", "start", "--json").stdout)["id"]
+        out = self.as_(A, "share", "notebook:" + nb, "--user", B).stdout
+        self.assertIn("shared notebook " + nb, out)
+        ls = self.as_(B, "notebook", "ls").stdout
+        row = next(l for l in ls.splitlines() if nb in l)
+        self.assertIn(A, row)
+        self.assertIn("%s (view)" % A, row)
+        self.as_(A, "stop", nb)
+
+        # A project: its members see its name in the mark, roles and GPU-hours per member.
+        self.json_as(A, "project", "create", "ml", "--member", B + ":manage")
+        prid = self.job(A, "--project", "ml")
+        row = next(l for l in self.as_(B, "ps").stdout.splitlines() if prid in l)
+        self.assertIn("project ml (manage)", row)
+        shown = self.d.cli("project", "show", "ml", user=B, env=zh).stdout
+        self.assertIn("所有者", shown)
+        self.assertNotIn("owner", shown.split("\n", 1)[1])
+        self.assertIn("GPU 小时", shown)
+        self.assertIn("GPU-HOURS", self.as_(B, "project", "show", "ml").stdout)
+        for listed in (self.json_as(B, "project", "ls")[0],
+                       self.json_as(A, "project", "add", "ml", "--member", C + ":view"),
+                       self.json_as(A, "project", "remove", "ml", "--member", C)):
+            self.assertIn("gpu_hours_by_user", listed["usage"])
+        err = self.refused(B, "project", "rm", "ml")
+        self.assertIn("only the owner of project 'ml' (%s) may remove it" % A, err)
+        self.as_(A, "stop", prid)
+        self.as_(A, "project", "rm", "ml")
+
+        # A model shared for view: the role one has and the one needed.
+        src = os.path.join(shared_scratch(self, "lathe-sh-"), "weights")
+        os.makedirs(src)
+        with open(os.path.join(src, "model.pt"), "w") as f:
+            f.write("x")
+        os.chmod(src, 0o755)
+        self.as_(A, "model", "create", "digits", "--from-dir", src)
+        self.as_(A, "share", "model:digits", "--user", B)
+        row = next(l for l in self.as_(B, "model", "ls").stdout.splitlines() if "digits" in l)
+        self.assertIn("%s (view)" % A, row)
+        err = self.refused(B, "model", "alias", A + "/digits", "x", "1")
+        self.assertIn("your role on it is view, this needs manage", err)
+        self.assertNotIn("public", err)
+        err = self.refused(B, "model", "create", A + "/digits", "--from-dir", src)
+        self.assertIn("only its owner adds versions", err)
+
     def test_a_deployment_called_with_a_shared_users_own_key(self):
         def show(user):
             return self.json_as(user, "deploy", "show", "web")

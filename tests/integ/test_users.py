@@ -214,7 +214,7 @@ class Users(DaemonTest):
         status, body = self.api("DELETE", f"/api/v1/snapshots/{root_snap}", user=USER)
         self.assertEqual((status, body["msg_id"]), (403, "snap.forbidden"), body)
         status, body = self.api("DELETE", f"/api/v1/runs/{mine}?snapshots=1", user=USER)
-        self.assertEqual((status, body["msg_id"]), (403, "run.forbidden"), body)
+        self.assertEqual((status, body["msg_id"]), (403, "run.owner_only"), body)
         self.assertEqual([s["id"] for s in self.snapshots_of(mine)], [root_snap])
         self.assertEqual(self.d.inspect(mine)["state"], "succeeded")
 

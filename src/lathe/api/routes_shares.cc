@@ -113,7 +113,7 @@ Result<SharedObject> ApiServer::ShareTarget(const daemon::Caller& caller,
   const std::string name = colon == std::string::npos ? target : target.substr(colon + 1);
   auto run = [&]() -> Result<SharedObject> {
     ASSIGN_OR_RETURN(auto r, daemon_.Access(caller, name, daemon::AccessAction::kRead));
-    return SharedObject{"run", r.id, r.uid, r.user, r.spec.project};
+    return daemon::RunObjectOf(r);
   };
   if (kind == "run" || kind == "notebook") return run();
   if (kind == "deployment" || kind == "deploy") return deployments_.ObjectOf(caller, name);
@@ -149,11 +149,13 @@ void ApiServer::ListShares(ApiCall& call) {
     if (!o.ok()) return call.Reply(o.status());
     auto shares = sharing.SharesOf(call.caller, *o);
     if (!shares.ok()) return call.Reply(shares.status());
-    return call.Reply(Json{{"kind", o->kind},
-                           {"object", o->object},
-                           {"owner", o->owner_user},
-                           {"project", o->project},
-                           {"shares", SharesJson(*shares)}});
+    Json j = {{"kind", o->kind},
+              {"object", o->object},
+              {"owner", o->owner_user},
+              {"project", o->project},
+              {"shares", SharesJson(*shares)}};
+    if (o->notebook) j["notebook"] = true;
+    return call.Reply(j);
   }
   auto with = sharing.SharedWith(call.caller);
   if (!with.ok()) return call.Reply(with.status());
@@ -188,6 +190,7 @@ void ApiServer::PostShare(ApiCall& call) {
   if (o->kind == "deployment") (void)deployments_.SyncFront(5000);
   Json j = ShareToJson(*v);
   j["owner"] = o->owner_user;
+  if (o->notebook) j["notebook"] = true;
   call.Reply(j, 201);
 }
 
@@ -207,11 +210,22 @@ void ApiServer::DeleteShare(ApiCall& call) {
                    synced.ToString());
     }
   }
-  call.Reply(Json{{"kind", o->kind},
-                  {"object", o->object},
-                  {grantee->first, grantee->second},
-                  {"removed", true}});
+  Json j = {{"kind", o->kind}, {"object", o->object}, {grantee->first, grantee->second}};
+  if (o->notebook) j["notebook"] = true;
+  j["removed"] = true;
+  call.Reply(j);
 }
+
+// A project as every answer about it shows it: its members, what it used
+// and its limits (docs/api.md, "Sharing and projects").
+namespace {
+Json ProjectWithUsage(daemon::Daemon& d, const state::ProjectRecord& p) {
+  Json j = ProjectToJson(p);
+  j["usage"] = d.ProjectUsage(p.name);
+  j["limits"] = d.ProjectLimits(p.name);
+  return j;
+}
+}  // namespace
 
 void ApiServer::PostProject(ApiCall& call) {
   auto body = ParseJson(call.req.body.empty() ? "{}" : call.req.body);
@@ -225,24 +239,21 @@ void ApiServer::PostProject(ApiCall& call) {
   if (!members.ok()) return call.Reply(members.status());
   auto p = daemon_.sharing().CreateProject(call.caller, *name, *members);
   if (!p.ok()) return call.Reply(p.status());
-  call.Reply(ProjectToJson(*p), 201);
+  call.Reply(ProjectWithUsage(daemon_, *p), 201);
 }
 
 void ApiServer::ListProjects(ApiCall& call) {
   auto list = daemon_.sharing().Projects(call.caller);
   if (!list.ok()) return call.Reply(list.status());
   Json arr = Json::array();
-  for (const auto& p : *list) arr.push_back(ProjectToJson(p));
+  for (const auto& p : *list) arr.push_back(ProjectWithUsage(daemon_, p));
   call.Reply(Json{{"projects", arr}});
 }
 
 void ApiServer::GetProject(ApiCall& call) {
   auto p = daemon_.sharing().Project(call.caller, call.Param("name"));
   if (!p.ok()) return call.Reply(p.status());
-  Json j = ProjectToJson(*p);
-  j["usage"] = daemon_.ProjectUsage(p->name);
-  j["limits"] = daemon_.ProjectLimits(p->name);
-  call.Reply(j);
+  call.Reply(ProjectWithUsage(daemon_, *p));
 }
 
 void ApiServer::PatchProject(ApiCall& call) {
@@ -261,7 +272,7 @@ void ApiServer::PatchProject(ApiCall& call) {
   // stop working, their websockets to its runs end.
   (void)deployments_.SyncFront(5000);
   RecheckRunTunnels();
-  call.Reply(ProjectToJson(*p));
+  call.Reply(ProjectWithUsage(daemon_, *p));
 }
 
 void ApiServer::DeleteProject(ApiCall& call) {

@@ -66,16 +66,25 @@ std::string_view AccessActionName(AccessAction a) {
 
 namespace {
 
-// run.forbidden for `ref`, owned by `owner`: the action in each language
-// ({action} in English, {action_zh} in Chinese: a verb is not an argument
-// one text can carry for both).
-Status RunForbidden(const std::string& ref, const std::string& owner, AccessAction action) {
+// Why a caller whose role on run `ref` (owned by `owner`) is `role` may not
+// `action` it: what only the owner does says so (run.owner_only); a role
+// too low names it and the one needed (run.role_too_low); no role at all,
+// whose it is (run.forbidden). The action in each language ({action} in
+// English, {action_zh} in Chinese: a verb is not an argument one text can
+// carry for both).
+Status RunForbidden(const std::string& ref, const std::string& owner, AccessAction action,
+                    Role role = Role::kNone) {
   const std::string name(AccessActionName(action));
   std::string id = "run.action." + name;
   std::replace(id.begin(), id.end(), ' ', '_');
-  return Status::Msg(
-      Code::kPermissionDenied, "run.forbidden",
-      {{"run", ref}, {"owner", owner}, {"action", name}, {"action_zh", Tr(id, Lang::kZh)}});
+  MsgArgs args = {
+      {"run", ref}, {"owner", owner}, {"action", name}, {"action_zh", Tr(id, Lang::kZh)}};
+  const Role needed = RoleNeeded(action);
+  if (needed == Role::kOwner) return Status::Msg(Code::kPermissionDenied, "run.owner_only", args);
+  if (role == Role::kNone) return Status::Msg(Code::kPermissionDenied, "run.forbidden", args);
+  args.push_back({"role", std::string(RoleName(role))});
+  args.push_back({"needed", std::string(RoleName(needed))});
+  return Status::Msg(Code::kPermissionDenied, "run.role_too_low", args);
 }
 
 }  // namespace
@@ -441,7 +450,8 @@ Result<RunRecord> Daemon::Access(const Caller& caller, const std::string& ref,
     MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(r, store_->Resolve(ref, caller.uid));
   }
-  if (RoleOn(caller, r) < RoleNeeded(action)) return RunForbidden(ref, r.user, action);
+  const Role role = RoleOn(caller, r);
+  if (role < RoleNeeded(action)) return RunForbidden(ref, r.user, action, role);
   return r;
 }
 

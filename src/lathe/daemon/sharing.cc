@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "lathe/common/i18n.h"
 #include "lathe/common/ids.h"
 #include "lathe/os/users.h"
+#include "lathe/run/spec.h"
 
 namespace lathe::daemon {
 namespace {
@@ -21,8 +23,7 @@ Status UnknownUser(const std::string& name) {
 // What an object's owner (or an admin) may do and nobody else.
 Status CheckOwner(const Caller& caller, const SharedObject& o) {
   if (caller.admin || caller.uid == o.owner) return Status::OK();
-  return Status::Msg(Code::kPermissionDenied, "share.not_owner",
-                     {{"object", o.kind + " " + o.object}, {"owner", o.owner_user}});
+  return Status::Msg(Code::kPermissionDenied, "share.not_owner", ObjectArgs(o));
 }
 
 Role RoleOfMember(const std::string& name) { return ParseRole(name).value_or(Role::kNone); }
@@ -58,7 +59,17 @@ Status BadRole(const std::string& field, const std::string& value) {
 }
 
 SharedObject RunObjectOf(const state::RunRecord& r) {
-  return {"run", r.id, r.uid, r.user, r.spec.project};
+  return {"run", r.id, r.uid, r.user, r.spec.project, run::IsNotebookSpec(r.spec)};
+}
+
+std::string KindName(const SharedObject& o) { return o.notebook ? "notebook" : o.kind; }
+
+MsgArgs ObjectArgs(const SharedObject& o) {
+  const std::string kind = KindName(o);
+  return {{"kind", kind},
+          {"kind_zh", Tr("share.kind." + kind, Lang::kZh)},
+          {"object", o.object},
+          {"owner", o.owner_user}};
 }
 
 void HideEnvValues(Json& j) {
@@ -201,8 +212,11 @@ Status Sharing::Unshare(const Caller& caller, const SharedObject& o,
   ASSIGN_OR_RETURN(bool gone, store->Remove(o.kind, o.object, grantee_kind, key));
   ++generation_;
   if (!gone) {
-    return Status::Msg(Code::kNotFound, "share.not_shared",
-                       {{"object", o.kind + " " + o.object}, {"grantee", grantee}});
+    MsgArgs args = ObjectArgs(o);
+    args.push_back({"grantee", grantee});
+    return Status::Msg(Code::kNotFound,
+                       grantee_kind == "group" ? "share.not_shared_group" : "share.not_shared",
+                       std::move(args));
   }
   return Status::OK();
 }
@@ -328,8 +342,8 @@ Result<state::ProjectRecord> Sharing::ChangeMembers(const Caller& caller, const 
 Status Sharing::DeleteProject(const Caller& caller, const std::string& name) {
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(state::ProjectRecord p, ProjectFor(caller, name));
-  if (!caller.admin && p.uid != caller.uid) {
-    return Status::Msg(Code::kPermissionDenied, "project.forbidden",
+  if (!caller.admin && p.uid != caller.uid) {  // a manager changes members, never this
+    return Status::Msg(Code::kPermissionDenied, "project.owner_only",
                        {{"project", name}, {"owner", p.user}});
   }
   ASSIGN_OR_RETURN(state::ShareStore * store, Store());

@@ -53,8 +53,16 @@ struct SharedObject {
   std::string object;  // the run's id; the deployment's or model's name
   uid_t owner = 0;
   std::string owner_user;
-  std::string project;  // "" when it names none
+  std::string project;    // "" when it names none
+  bool notebook = false;  // a run of type notebook: a person calls it a notebook
 };
+
+// What a person calls `o`'s kind: "notebook" for a notebook's run, else
+// `o.kind`.
+std::string KindName(const SharedObject& o);
+// The arguments a message about `o` takes: {kind} and {kind_zh} (its kind in
+// each language: share.kind.*), {object}, {owner}.
+MsgArgs ObjectArgs(const SharedObject& o);
 
 // A run (a notebook too) as sharing sees it.
 SharedObject RunObjectOf(const state::RunRecord& r);

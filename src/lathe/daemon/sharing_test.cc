@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "lathe/common/i18n.h"
 #include "lathe/os/clock.h"
 
 namespace lathe::daemon {
@@ -74,6 +75,23 @@ TEST_F(SharingTest, OnlyTheOwnerSharesAndGranteesMustExist) {
   EXPECT_EQ(sharing_->Unshare(kBin, run_, "user", "nobody").msg_id(), "share.not_owner");
 }
 
+TEST_F(SharingTest, MessagesNameTheKindInEachLanguage) {
+  // A notebook is a run a person calls a notebook; a group is said to be one.
+  const SharedObject notebook{"run", "nb1", 1, "daemon", "", /*notebook=*/true};
+  const Status not_owner = sharing_->Share(kBin, notebook, "user", "nobody", Role::kView).status();
+  EXPECT_NE(not_owner.message().find("shares notebook nb1"), std::string::npos)
+      << not_owner.message();
+  const Status run_zh = sharing_->Share(kBin, run_, "user", "nobody", Role::kView).status();
+  EXPECT_NE(Localize(run_zh, Lang::kZh).find("共享运行 r1"), std::string::npos)
+      << Localize(run_zh, Lang::kZh);
+  const Status group = sharing_->Unshare(kOwner, run_, "group", "bin");
+  EXPECT_EQ(group.msg_id(), "share.not_shared_group");
+  EXPECT_NE(group.message().find("not shared with group 'bin'"), std::string::npos)
+      << group.message();
+  EXPECT_NE(Localize(group, Lang::kZh).find("运行 r1 并未共享给组"), std::string::npos)
+      << Localize(group, Lang::kZh);
+}
+
 TEST_F(SharingTest, AGroupShareReachesItsMembers) {
   // bin's primary group is bin (gid 2) on Debian.
   ASSERT_TRUE(sharing_->Share(kOwner, run_, "group", "bin", Role::kUse).ok());
@@ -114,7 +132,12 @@ TEST_F(SharingTest, ProjectMembersReachWhatNamesTheProject) {
   EXPECT_EQ(RoleOf(kNobody, in_ml), Role::kNone);
   EXPECT_EQ(sharing_->ChangeMembers(kOwner, "ml", {}, {"nobody"}).status().msg_id(),
             "project.not_a_member");
-  EXPECT_EQ(sharing_->DeleteProject(kBin, "ml").msg_id(), "project.forbidden");
+  // A manager changes members but never removes the project: the message says so.
+  const Status removed_by_manager = sharing_->DeleteProject(kBin, "ml");
+  EXPECT_EQ(removed_by_manager.msg_id(), "project.owner_only");
+  EXPECT_NE(removed_by_manager.message().find("only the owner of project 'ml' (daemon) may remove"),
+            std::string::npos)
+      << removed_by_manager.message();
   EXPECT_TRUE(sharing_->DeleteProject(kOwner, "ml").ok());
   EXPECT_EQ(RoleOf(kBin, in_ml), Role::kNone);
 }

@@ -286,11 +286,17 @@ TEST_F(DaemonModelsTest, OthersReadAPublicModelAndChangeNothing) {
   EXPECT_EQ((*shown)["file"], "model.pt");
   EXPECT_EQ((*shown)["size"], 100);
   EXPECT_EQ(registry_->SetAlias(other_, "shared", "prod", 1).status().msg_id(), "model.forbidden");
-  EXPECT_EQ(registry_->DeleteVersion(other_, "shared", 1).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(registry_->DeleteVersion(other_, "shared", 1).status().msg_id(), "model.owner_only");
   ModelVersionRequest add;
   add.name = "me/shared";
   add.from_snapshot = (*shown)["snapshot"];
-  EXPECT_EQ(registry_->CreateVersion(other_, add).status().msg_id(), "model.forbidden");
+  EXPECT_EQ(registry_->CreateVersion(other_, add).status().msg_id(), "model.owner_only");
+  // Whose it is, the role they have and the one it takes; nothing about "public" only.
+  const std::string alias_msg = registry_->SetAlias(other_, "shared", "prod", 1).status().message();
+  EXPECT_NE(alias_msg.find("your role on it is use"), std::string::npos) << alias_msg;
+  EXPECT_NE(alias_msg.find("needs manage"), std::string::npos) << alias_msg;
+  const std::string add_msg = registry_->CreateVersion(other_, add).status().message();
+  EXPECT_NE(add_msg.find("only its owner adds"), std::string::npos) << add_msg;
   add.name = "me/private";
   auto taken = registry_->CreateVersion(other_, add);
   EXPECT_EQ(taken.status().msg_id(), "model.name_taken");

@@ -60,19 +60,29 @@ Status ModelNotFound(const std::string& name) {
   return Status::Msg(Code::kNotFound, "model.not_found", {{"model", name}});
 }
 
-// What a caller who may not change `m` is told: a model they cannot read is
-// one they do not know of (404, as an unknown name); a public one is theirs
-// to see, and whose it is too.
-Status ModelForbidden(daemon::Role role, const state::ModelRecord& m) {
+// What a caller whose role on `m` is below `needed` is told: a model they
+// cannot read is one they do not know of (404, as an unknown name); one they
+// can, whose it is, the role they have and the one it takes (what only the
+// owner does: adding and removing versions, model.owner_only).
+Status ModelForbidden(daemon::Role role, const state::ModelRecord& m, daemon::Role needed) {
   if (role == daemon::Role::kNone) return ModelNotFound(m.name);
+  const std::string has(daemon::RoleName(role));
+  if (needed == daemon::Role::kOwner) {
+    return Status::Msg(Code::kPermissionDenied, "model.owner_only",
+                       {{"model", m.name}, {"owner", m.user}, {"role", has}});
+  }
   return Status::Msg(Code::kPermissionDenied, "model.forbidden",
-                     {{"model", m.name}, {"owner", m.user}});
+                     {{"model", m.name},
+                      {"owner", m.user},
+                      {"role", has},
+                      {"needed", std::string(daemon::RoleName(needed))}});
 }
 
 // A new version under a name another user holds: the name is taken (names
-// are unique across users), without saying whose a private model is.
+// are unique across users), without saying whose a private model is; one the
+// caller can see is the owner's to add versions to.
 Status ModelNameTaken(daemon::Role role, const state::ModelRecord& m) {
-  if (role != daemon::Role::kNone) return ModelForbidden(role, m);
+  if (role != daemon::Role::kNone) return ModelForbidden(role, m, daemon::Role::kOwner);
   return Status::Msg(Code::kAlreadyExists, "model.name_taken", {{"model", m.name}});
 }
 
@@ -376,7 +386,7 @@ Result<std::pair<state::ModelRecord, std::optional<state::ModelVersionRecord>>> 
   ASSIGN_OR_RETURN(auto m, FindModel(caller, mr.name, reach));
   if (!m) return ModelNotFound(mr.name);
   const daemon::Role role = RoleOn(caller, *m, reach);
-  if (role < needed) return ModelForbidden(role, *m);
+  if (role < needed) return ModelForbidden(role, *m, needed);
   mr.name = m->name;  // the key, from here on
   std::optional<int64_t> version = mr.version;
   if (!mr.alias.empty()) {
