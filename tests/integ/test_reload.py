@@ -39,12 +39,18 @@ class Reload(unittest.TestCase):
         # A file that does not check: refused naming the key, nothing changes.
         self.write("quotas:\n  default: {gpus: -1}\n")
         r = self.d.cli("reload", check=False)
-        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.returncode, 2, r.stderr)  # docs/cli.md: invalid input
         self.assertIn("gpus", r.stderr)
+        self.assertEqual(self.d.inspect(second)["state"], "queued")
+        # A key given twice is refused too, not the last one taken.
+        self.write("quotas:\n  default: {gpus: 1}\n  default: {gpus: 2}\n")
+        r = self.d.cli("reload", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("key 'default' is given twice", r.stderr)
         self.assertEqual(self.d.inspect(second)["state"], "queued")
         # Only the daemon's own users may ask.
         r = self.d.cli("reload", user=USER, env=self.d.env(HOME="/tmp"), check=False)
-        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.returncode, 1, r.stderr)
         # Raised: the queued run starts, no restart.
         self.write("quotas:\n  default: {gpus: 2}\n")
         out = json.loads(self.d.cli("reload", "--json").stdout)
@@ -62,6 +68,9 @@ class Reload(unittest.TestCase):
         self.assertEqual(self.d.inspect(second)["state"], "running")
         for run in (first, second, third):
             self.d.cli("stop", run, check=False)
+        # No daemon to ask: exit 4.
+        self.d.cli("down")
+        self.assertEqual(self.d.cli("reload", check=False).returncode, 4)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "lathe/common/i18n.h"
+
 namespace lathe {
 namespace {
 
@@ -101,11 +103,41 @@ Result<Json> YamlToJson(const YAML::Node& n, std::string_view file, const YamlLi
   return c.Convert(n, 0);
 }
 
+Status YamlSyntaxError(const YAML::Exception& e, std::string_view file) {
+  // yaml-cpp's messages (yaml-cpp/exceptions.h ErrorMsg) those who write
+  // YAML by hand meet most; the others are said in its English.
+  static constexpr std::pair<const char*, const char*> kKnown[] = {
+      {YAML::ErrorMsg::END_OF_MAP, "yaml.syntax.end_of_map"},
+      {YAML::ErrorMsg::END_OF_MAP_FLOW, "yaml.syntax.end_of_map_flow"},
+      {YAML::ErrorMsg::END_OF_SEQ, "yaml.syntax.end_of_seq"},
+      {YAML::ErrorMsg::END_OF_SEQ_FLOW, "yaml.syntax.end_of_seq_flow"},
+      {YAML::ErrorMsg::MAP_KEY, "yaml.syntax.map_key"},
+      {YAML::ErrorMsg::MAP_VALUE, "yaml.syntax.map_value"},
+      {YAML::ErrorMsg::BLOCK_ENTRY, "yaml.syntax.block_entry"},
+      {YAML::ErrorMsg::FLOW_END, "yaml.syntax.flow_end"},
+      {YAML::ErrorMsg::TAB_IN_INDENTATION, "yaml.syntax.tab"},
+      {YAML::ErrorMsg::EOF_IN_SCALAR, "yaml.syntax.eof_in_scalar"},
+      {YAML::ErrorMsg::UNKNOWN_ANCHOR, "yaml.syntax.unknown_anchor"},
+  };
+  if (e.mark.is_null()) {
+    return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",
+                       {{"file", std::string(file)}, {"detail", e.msg}});
+  }
+  MsgArgs at{{"file", std::string(file)},
+             {"line", std::to_string(e.mark.line + 1)},
+             {"column", std::to_string(e.mark.column + 1)}};
+  for (const auto& [english, id] : kKnown) {
+    if (e.msg == english) return Status::Msg(Code::kInvalidArgument, id, at);
+  }
+  at.push_back({"detail", e.msg});
+  return Status::Msg(Code::kInvalidArgument, "spec.yaml_error_at", at);
+}
+
 Result<Json> YamlTextToJson(std::string_view text, std::string_view file) {
   try {
     return YamlToJson(YAML::Load(std::string(text)), file);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(std::string(file) + ": " + e.what());
+    return YamlSyntaxError(e, file);
   }
 }
 

@@ -30,6 +30,11 @@ struct YamlLimits {
 // yaml.too_many_bytes, yaml.too_deep). Never throws;
 // YAML::Load, the caller's, may.
 Result<Json> YamlToJson(const YAML::Node& n, std::string_view file, const YamlLimits& limits = {});
+// A document yaml-cpp could not read (spec.yaml_error): `file`, the line and
+// column, and what is wrong — in the reader's language where the catalog has
+// yaml-cpp's text (yaml.syntax.*), else yaml-cpp's English.
+Status YamlSyntaxError(const YAML::Exception& e, std::string_view file);
+
 // The one document `text` holds (a data file of ours: data/openapi.yaml), as
 // above; InvalidArgument naming `file` when it does not parse.
 Result<Json> YamlTextToJson(std::string_view text, std::string_view file);

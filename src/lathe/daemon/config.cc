@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "lathe/common/units.h"
+#include "lathe/common/yaml_json.h"
 #include "lathe/os/files.h"
 #include "lathe/run/spec.h"
 
@@ -385,6 +386,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return c;
+    // A key given twice (yaml-cpp keeps both; the sections read the last).
+    if (auto checked = YamlToJson(root, file); !checked.ok()) return checked.status();
     if (!root.IsMap()) {
       return BadKey(file, "(top level)",
                     "a mapping of gpus, host, port, grace, retention, tls, allowed_hosts, quotas, "
@@ -405,8 +408,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, std::string_view f
     RETURN_IF_ERROR(CheckDefaultPool(c, file));
     RETURN_IF_ERROR(CheckProfilePools(c, file));
   } catch (const YAML::Exception& e) {
-    return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",
-                       {{"file", std::string(file)}, {"detail", e.what()}});
+    return YamlSyntaxError(e, file);
   }
   return c;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "lathe/common/i18n.h"
+
 namespace lathe::daemon {
 namespace {
 
@@ -25,6 +27,26 @@ TEST(DaemonConfig, RejectsBadKeysAndValuesNamingThem) {
     EXPECT_EQ(c.status().msg_id(), "config.bad_key");
     EXPECT_NE(c.status().message().find("c.yaml"), std::string::npos);
   }
+}
+
+TEST(DaemonConfig, AKeyGivenTwiceIsRefusedNotTheLastOneTaken) {
+  auto c = ParseDaemonConfig("quotas:\n  projects:\n    ml: {gpus: 1}\n    ml: {gpus: 2}\n",
+                             "config.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().msg_id(), "yaml.duplicate_key");
+  EXPECT_NE(c.status().message().find("'ml'"), std::string::npos) << c.status().ToString();
+  EXPECT_FALSE(ParseDaemonConfig("port: 1\nport: 2\n", "config.yaml").ok());
+}
+
+TEST(DaemonConfig, YamlItCannotReadIsSaidInTheReadersLanguageWithTheLine) {
+  auto c = ParseDaemonConfig("gpus: all\nport: 7731: 2\n", "config.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().msg_id(), "yaml.syntax.map_value");
+  EXPECT_NE(Localize(c.status(), Lang::kEn).find("config.yaml: line 2, column"), std::string::npos)
+      << Localize(c.status(), Lang::kEn);
+  const std::string zh = Localize(c.status(), Lang::kZh);
+  EXPECT_NE(zh.find("第 2 行"), std::string::npos) << zh;
+  EXPECT_EQ(zh.find("illegal"), std::string::npos) << zh;
 }
 
 TEST(DaemonConfig, ParsesRetentionAndKeepsForeverByDefault) {

@@ -805,8 +805,7 @@ Result<Json> YamlSpecToJson(std::string_view yaml, std::string_view file) {
     }
     return j;
   } catch (const YAML::Exception& e) {
-    return Status::Msg(Code::kInvalidArgument, "spec.yaml_error",
-                       {{"file", std::string(file)}, {"detail", e.what()}});
+    return YamlSyntaxError(e, file);
   }
 }
 
