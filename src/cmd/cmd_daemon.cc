@@ -293,15 +293,21 @@ Status RunUp(const DaemonFlags& f) {
   // With --home, that daemon is the one to look for and to start.
   if (!f.home.empty()) ::setenv("LATHE_HOME", f.home.c_str(), 1);
   if (auto c = api::ApiClient::ConnectLocal(); c.ok()) {
+    Status same = CheckRunningSettings(**c, f);
     if (f.json) {
+      // The running daemon's pid, as its status says; a setting it does not
+      // have: the error object's fields in the same answer.
       auto s = (*c)->Get("/api/v1/status");
-      PrintJson(Json{{"started", false}, {"socket", (*c)->where()}, {"url", UrlOf(s)}});
+      Json j = same.ok() ? Json::object() : StatusToJson(same);
+      j.update(Json{{"started", false}, {"socket", (*c)->where()}, {"url", UrlOf(s)}});
+      if (s.ok() && s->contains("pid")) j["pid"] = (*s)["pid"];
+      PrintJson(j);
     } else {
       std::printf("%s\n", Tr("daemon.already_up", DetectLang(),
                              {{"why", (*c)->why()}, {"socket", (*c)->where()}})
                               .c_str());
     }
-    return CheckRunningSettings(**c, f);
+    return same;
   }
   daemon::HomePaths paths = daemon::DaemonHome(f.home);
   RETURN_IF_ERROR(os::MakeDirs(paths.home, 0700));

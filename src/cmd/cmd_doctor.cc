@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cmd/commands.h"
+#include "cmd/output.h"
 #include "lathe/api/client.h"
 #include "lathe/common/units.h"
 #include "lathe/daemon/config.h"
@@ -43,9 +44,11 @@ constexpr int64_t kTestRunStopWaitMs = 15000;
 
 void Print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
-// JSON that never throws on odd bytes from logs or the environment.
+// JSON that never throws on odd bytes from logs or the environment: the
+// command's answer, also when a check failed (main() adds no error object).
 void PrintJsonSafe(const Json& j) {
   Print(j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+  MarkJsonAnswered();
 }
 
 bool UseColor() { return os::StdoutIsTerminal() && std::getenv("NO_COLOR") == nullptr; }

@@ -247,8 +247,16 @@ Result<deploy::ModelRef> VersionRef(const std::string& text) {
 Status RunRemove(const ModelFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(deploy::ModelRef ref, VersionRef(f.ref));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json r, c->Delete(Path(ref.name) + "/versions/" + std::to_string(*ref.version)));
+  const std::string version = Path(ref.name) + "/versions/" + std::to_string(*ref.version);
+  // Its qualified ref (OWNER/NAME/N), which the answer to DELETE does not carry:
+  // read before it goes.
+  std::string qualified;
   if (f.json) {
+    if (auto v = c->Get(version); v.ok()) qualified = v->value("ref", "");
+  }
+  ASSIGN_OR_RETURN(Json r, c->Delete(version));
+  if (f.json) {
+    if (!qualified.empty()) r["ref"] = qualified;
     PrintJson(r);
     return Status::OK();
   }

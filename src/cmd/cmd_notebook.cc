@@ -149,7 +149,7 @@ Status WaitReady(api::ApiClient& c, const std::string& id, const std::string& ti
     if (limit.count() > 0 && std::chrono::steady_clock::now() > deadline) {
       return Status::Msg(Code::kDeadlineExceeded, "notebook.wait_timeout",
                          {{"run", id},
-                          {"timeout", timeout},
+                          {"timeout", FormatDuration(limit)},
                           {"state", run::StateLabel(state, lang)},
                           {"why", said.empty() ? run::StateLabel(state, lang) : said}});
     }
@@ -179,9 +179,17 @@ Status PrintOpen(api::ApiClient& c, const std::string& id, bool browser, bool js
   return Status::OK();
 }
 
+// --timeout limits --wait: alone it would limit nothing, and is refused.
+Status CheckTimeoutFlag(bool wait, const std::string& timeout) {
+  if (!wait && !timeout.empty()) {
+    return Status::Msg(Code::kInvalidArgument, "notebook.timeout_needs_wait", {{"value", timeout}});
+  }
+  return WaitLimit(timeout).status();
+}
+
 Status RunStart(const StartFlags& f, Lang lang) {
   // A bad --timeout is refused before anything is queued.
-  RETURN_IF_ERROR(WaitLimit(f.timeout).status());
+  RETURN_IF_ERROR(CheckTimeoutFlag(f.wait, f.timeout));
   ASSIGN_OR_RETURN(Json spec, NotebookSpec(f));
   RETURN_IF_ERROR(run::SpecFromJson(spec).status());
   ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
@@ -198,11 +206,16 @@ Status RunStart(const StartFlags& f, Lang lang) {
     return Status::OK();
   }
   std::fprintf(stderr, "%s\n", Tr("notebook.submitted", lang, {{"run", id}}).c_str());
-  RETURN_IF_ERROR(WaitReady(*c, id, f.timeout, lang));
+  if (Status ready = WaitReady(*c, id, f.timeout, lang); !ready.ok()) {
+    // --json: the notebook is queued all the same; its id goes with the error.
+    if (f.json) PrintJsonError(ready, Json{{"id", id}, {"name", r.value("name", "")}});
+    return ready;
+  }
   return PrintOpen(*c, id, f.browser, f.json, lang);
 }
 
 Status RunRestart(const std::string& ref, bool wait, const std::string& timeout, Lang lang) {
+  RETURN_IF_ERROR(CheckTimeoutFlag(wait, timeout));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json r,
                    c->Post("/api/v1/runs/" + net::PercentEncode(ref) + "/restart", Json::object()));
@@ -235,6 +248,13 @@ Status RunList(bool all, bool json, Lang lang) {
     if (r.value("kind", "") == "notebook" && r.contains("spec")) mine.push_back(r);
   }
   if (json) {
+    // `stopped_by`: who stopped an ended notebook, as the table says it
+    // ("idle": the idle stop; "user", "timeout", ...).
+    for (auto& r : mine) {
+      if (r.value("state", "") == "stopped" && r.contains("stop_intent")) {
+        r["stopped_by"] = r["stop_intent"];
+      }
+    }
     PrintJson(Json{{"notebooks", mine}});
     return Status::OK();
   }

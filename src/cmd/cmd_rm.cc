@@ -26,7 +26,8 @@ struct RmFlags {
   bool json = false;
 };
 
-// --json: the API's answer for each run, one JSON object a line.
+// --json: the API's answer for each run, one JSON object a line (one that
+// cannot go: its error object, RemoveRuns).
 Status RemoveOne(api::ApiClient& c, const std::string& ref, bool snapshots, bool json, Lang lang) {
   ASSIGN_OR_RETURN(Json r, c.Delete("/api/v1/runs/" + net::PercentEncode(ref) +
                                     (snapshots ? "?snapshots=1" : "")));
@@ -53,6 +54,8 @@ Status RemoveRuns(const RmFlags& f, Lang lang) {
     Status s = RemoveOne(*c, ref, f.snapshots, f.json, lang);
     if (s.ok()) continue;
     ++failed;
+    // --json: its error object on the line where its answer would be.
+    if (f.json) PrintJsonError(s, Json{{"run", ref}});
     std::fprintf(stderr, "lathe: %s\n", Localize(s, lang).c_str());
     if (ExitCodeFor(s) > ExitCodeFor(worst)) worst = s;
   }

@@ -9,6 +9,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/help_text.h"
+#include "cmd/output.h"
 #include "cmd/usage_error.h"
 #include "lathe/common/exit_code.h"
 #include "lathe/common/i18n.h"
@@ -84,6 +85,9 @@ int main(int argc, char** argv) {
   }
   if (status.ok()) return lathe::kExitOk;
   lathe::Lang lang = globals.Language();
+  // The one place a failure is printed: with --json also as the API's error
+  // object on stdout, unless the command printed its own answer (docs/cli.md).
+  if (lathe::cmd::JsonAsked(app) && !lathe::cmd::JsonAnswered()) lathe::cmd::PrintJsonError(status);
   std::fprintf(stderr, "lathe: %s\n", lathe::Localize(status, lang).c_str());
   return lathe::ExitCodeFor(status);
 }

@@ -35,7 +35,32 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-void PrintJson(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+namespace {
+bool json_answered = false;
+}  // namespace
+
+void PrintJson(const Json& j) {
+  std::printf("%s\n", j.dump(2).c_str());
+  json_answered = true;
+}
+
+void PrintJsonError(const Status& s, const Json& extra) {
+  Json j = StatusToJson(s);
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  json_answered = true;
+}
+
+bool JsonAnswered() { return json_answered; }
+void MarkJsonAnswered() { json_answered = true; }
+
+bool JsonAsked(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    const CLI::Option* json = sub->get_option_no_throw("--json");
+    if ((json != nullptr && json->count() > 0) || JsonAsked(*sub)) return true;
+  }
+  return false;
+}
 
 std::string Age(int64_t ms, Lang lang) {
   if (ms <= 0) return "-";

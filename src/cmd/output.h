@@ -1,6 +1,8 @@
 // Small helpers for human output: tables, ages, JSON printing.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <string>
 #include <vector>
 
@@ -11,7 +13,20 @@ namespace lathe::cmd {
 
 // Prints rows as columns separated by two spaces; the first row is the header.
 void PrintTable(const std::vector<std::vector<std::string>>& rows);
+// Prints `j` as the command's one JSON answer; main() then prints no error
+// object after it (JsonAnswered).
 void PrintJson(const Json& j);
+// A failure as the API's error object (docs/api.md "Errors": error, code,
+// msg_id, args, en, zh) on one line of stdout, with `extra`'s fields added
+// (the run it is about). Also counts as the command's JSON answer.
+void PrintJsonError(const Status& s, const Json& extra = Json::object());
+// Whether the command printed its JSON answer (PrintJson, PrintJsonError, or
+// MarkJsonAnswered for one printed otherwise): with --json, main() prints a
+// failure's error object on stdout only when it did not.
+bool JsonAnswered();
+// Whether the command `app` parsed was given --json.
+bool JsonAsked(const CLI::App& app);
+void MarkJsonAnswered();
 // "3s", "5m", "2h", "4d" since `ms` (epoch milliseconds); "3 秒"… in
 // Chinese; "-" for no time.
 std::string Age(int64_t ms, Lang lang);

@@ -323,6 +323,7 @@ class Notebook(unittest.TestCase):
         listed = json.loads(self.d.cli("notebook", "ls", "--json", user=USER_A,
                                        env=self.env_a()).stdout)["notebooks"]
         self.assertEqual([n["stop_intent"] for n in listed if n["id"] == run], ["idle"])
+        self.assertEqual([n["stopped_by"] for n in listed if n["id"] == run], ["idle"])
         # restart brings it back, the same run.
         r = self.d.cli("notebook", "restart", run, "--wait", user=USER_A, env=self.env_a())
         self.assertIn(run + ".localhost", r.stdout)
