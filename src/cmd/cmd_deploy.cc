@@ -1,6 +1,7 @@
 // lathe deploy create | ls | show | update | promote | scale | logs | rm |
 // key: deployments (docs/deployments.md). The rules are the daemon's
 // (daemon/deployments.h); this file parses, calls and prints.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "cmd/commands.h"
 #include "cmd/output.h"
 #include "lathe/api/client.h"
+#include "lathe/api/credentials.h"
 #include "lathe/common/units.h"
 #include "lathe/net/http.h"
 #include "lathe/os/files.h"
@@ -24,6 +26,7 @@ struct DeployFlags {
   std::string key_name, expires, key_id, replica, ready, workdir, batching, device;
   std::string image;                      // a command deployment's: one of the owner's images
   std::string profile;                    // a profile of the daemon's config; flags win over it
+  std::string project;                    // create: the project it belongs to (docs/sharing.md)
   std::vector<std::string> command, env;  // a command deployment's
   int replicas = -1;                      // -1: not given
   int port = -1;                          // -1: not given
@@ -32,6 +35,24 @@ struct DeployFlags {
 
 std::string Path(const std::string& name) {
   return "/api/v1/deployments/" + net::PercentEncode(name);
+}
+
+// Who made a change the daemon answered (`changed_by`): the caller, who may
+// be another than the owner (a share, a project).
+std::string ChangedBy(const Json& d) { return d.value("changed_by", d.value("owner", "")); }
+
+// An error of the daemon's whose English `detail` (another error's text)
+// has its Chinese beside it (`detail_zh`): in the reader's language.
+Status InReadersLanguage(Status s, Lang lang) {
+  if (s.ok() || lang != Lang::kZh) return s;
+  MsgArgs args = s.args();
+  auto zh =
+      std::find_if(args.begin(), args.end(), [](const MsgArg& a) { return a.key == "detail_zh"; });
+  if (zh == args.end()) return s;
+  for (MsgArg& a : args) {
+    if (a.key == "detail") a.value = zh->value;
+  }
+  return Status::Msg(s.code(), s.msg_id(), std::move(args));
 }
 
 // "1..4" or "0..3": {min, max}.
@@ -249,8 +270,16 @@ Status RunCreate(const DeployFlags& f, Lang lang) {
   }
   if (!f.name.empty()) body["name"] = f.name;
   RETURN_IF_ERROR(AddFlags(f, body));
+  // The project as `lathe run` takes it: the flag, the file's, else the default.
+  if (!f.project.empty()) {
+    body["project"] = f.project;
+  } else if (!body.contains("project")) {
+    if (std::string p = api::DefaultProject(); !p.empty()) body["project"] = p;
+  }
   ASSIGN_OR_RETURN(auto c, ConnectToSubmit(lang));
-  ASSIGN_OR_RETURN(Json d, c->Post("/api/v1/deployments", body));
+  auto created = c->Post("/api/v1/deployments", body);
+  if (!created.ok()) return InReadersLanguage(created.status(), lang);
+  Json d = *std::move(created);
   if (f.wait) RETURN_IF_ERROR(WaitReady(*c, d.value("name", ""), f.timeout, lang, d));
   if (f.json) {
     PrintJson(d);
@@ -260,7 +289,7 @@ Status RunCreate(const DeployFlags& f, Lang lang) {
                          {{"name", d.value("name", "")},
                           {"model", Serves(d)},
                           {"version", d.value("version", "")},
-                          {"user", d.value("owner", "")}})
+                          {"user", ChangedBy(d)}})
                           .c_str());
   PrintSummary(d, lang);
   if (!d.value("public", false))
@@ -283,6 +312,10 @@ Status RunList(const DeployFlags& f, Lang lang) {
       {Tr("deploy.col_name", lang), Tr("deploy.col_owner", lang), Tr("deploy.col_version", lang),
        Tr("deploy.col_replicas", lang), Tr("deploy.col_health", lang), Tr("deploy.col_rps", lang),
        Tr("deploy.col_p99", lang), Tr("deploy.col_url", lang)}};
+  // Who shared a listed deployment with the caller (or which project), when one is.
+  const bool shared = std::any_of(r["deployments"].begin(), r["deployments"].end(),
+                                  [](const Json& d) { return d.contains("shared"); });
+  if (shared) rows[0].insert(rows[0].begin() + 2, Tr("share.col_shared", lang));
   for (const auto& d : r["deployments"]) {
     const Json& rep = d["replicas"];
     char rps[32] = "-", p99[32] = "-";
@@ -294,6 +327,10 @@ Status RunList(const DeployFlags& f, Lang lang) {
          std::to_string(rep.value("ready", 0)) + "/" + std::to_string(rep.value("wanted", 0)),
          d.value("health", "").empty() ? "-" : Tr("deploy.state." + d.value("health", ""), lang),
          rps, p99, d.value("url", "")});
+    if (shared) {
+      const std::string mark = SharedMark(d, lang);
+      rows.back().insert(rows.back().begin() + 2, mark.empty() ? "-" : mark);
+    }
   }
   PrintTable(rows);
   return Status::OK();
@@ -366,7 +403,9 @@ Status RunUpdate(const DeployFlags& f, Lang lang) {
   Json body = Json::object();
   RETURN_IF_ERROR(AddFlags(f, body));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  ASSIGN_OR_RETURN(Json d, c->Patch(Path(f.name), body));
+  auto updated = c->Patch(Path(f.name), body);
+  if (!updated.ok()) return InReadersLanguage(updated.status(), lang);
+  const Json d = *std::move(updated);
   if (f.json) {
     PrintJson(d);
     return Status::OK();
@@ -375,7 +414,7 @@ Status RunUpdate(const DeployFlags& f, Lang lang) {
                          {{"name", d.value("name", "")},
                           {"model", Serves(d)},
                           {"version", d.value("version", "")},
-                          {"user", d.value("owner", "")}})
+                          {"user", ChangedBy(d)}})
                           .c_str());
   return Status::OK();
 }
@@ -383,7 +422,7 @@ Status RunUpdate(const DeployFlags& f, Lang lang) {
 Status RunPromote(const DeployFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
   ASSIGN_OR_RETURN(Json d, c->Patch(Path(f.name), Json{{"promote", true}}));
-  std::printf("%s\n", Tr("deploy.promoted", lang, {{"user", d.value("owner", "")}}).c_str());
+  std::printf("%s\n", Tr("deploy.promoted", lang, {{"user", ChangedBy(d)}}).c_str());
   return Status::OK();
 }
 
@@ -517,6 +556,7 @@ void AddChangeCommands(CLI::App* deploy, DeployFlags& f, const Binder& bind) {
   auto* create = deploy->add_subcommand("create");
   create->add_option("name", f.name);
   create->add_option("-f,--file", f.file);
+  create->add_option("--project", f.project);  // lathe project ls
   AddResourceFlags(create, f);
   create->add_flag("--wait", f.wait);
   create->add_option("--timeout", f.timeout);

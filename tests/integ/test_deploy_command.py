@@ -204,6 +204,38 @@ class CommandDeployments(DaemonTest):
             self.assertGreaterEqual(waited, self.delay_ms(before["args"]["delay"]) - 50, ev)
         self.assertIn(self.d.home, ev[0]["args"]["detail"])
 
+    def test_a_replica_stopped_by_hand_is_replaced_as_no_failure(self):
+        self.create("stopped", "v1")
+        first = self.wait_ready("stopped", 1)["replicas"]["list"][0]["run"]
+        self.d.cli("stop", first)
+
+        def replaced():
+            s = self.show("stopped")
+            live = [r["run"] for r in s["replicas"]["list"]
+                    if r["state"] not in ("stopped", "failed", "lost", "preempted", "succeeded")]
+            return s if live and first not in live and s["health"] == "healthy" else None
+        s = self.d.wait_for(replaced, "the stopped replica replaced", 90)
+        ids = [e["msg_id"] for e in s["events"]]
+        self.assertIn("deploy.replica_ended", ids)
+        self.assertNotIn("deploy.replica_crashed", ids, s["events"])
+        # Removing: it says so at once, not the last pass's "healthy".
+        gone = json.loads(self.d.cli("deploy", "rm", "stopped", "--json").stdout)
+        self.assertTrue(gone["removing"])
+        for d in json.loads(self.d.cli("deploy", "ls", "--json").stdout):
+            self.assertEqual(d["health"], "removing", d)
+            self.assertEqual(d["replicas"]["wanted"], 0, d)
+            self.assertIn("删除", d["reason_text"]["zh"], d)
+
+    def test_an_unknown_model_is_said_in_the_readers_language(self):
+        zh = self.d.cli("deploy", "create", "x", "--model", "nosuch@prod", check=False,
+                        env=self.d.env(LATHE_LANG="zh"))
+        self.assertEqual(zh.returncode, 2, zh.stderr)
+        self.assertIn("nosuch", zh.stderr)
+        self.assertNotIn("not found", zh.stderr)
+        en = self.d.cli("deploy", "create", "x", "--model", "nosuch@prod", check=False)
+        self.assertIn("nosuch", en.stderr)
+        self.assertNotRegex(en.stderr, "[\u4e00-\u9fff]")
+
     def test_down_all_stops_the_front_too(self):
         self.create("down", "v1")
         port = self.port("down")

@@ -292,6 +292,40 @@ class Sharing(DaemonTest):
         self.refused(B, "deploy", "show", "web")
         self.as_(A, "deploy", "rm", "web")
 
+    def test_a_project_deployment_changed_by_a_member(self):
+        self.json_as(A, "project", "create", "ml", "--member", B + ":manage")
+        made = self.as_(A, "deploy", "create", "web2", "--project", "ml", "--port", "18462",
+                        "--ready", "/", "--workdir", "/tmp", "--", PY, "-c", APP).stdout
+        self.assertIn("created by " + A, made)
+        self.assertEqual(self.json_as(A, "deploy", "show", "web2")["spec"]["project"], "ml")
+        # A member sees it, marked with the project and the role.
+        listed = self.json_as(B, "deploy", "ls")
+        self.assertEqual([(d["name"], d["shared"]["by"]) for d in listed], [("web2", "project ml")])
+        text = self.as_(B, "deploy", "ls").stdout
+        self.assertIn("SHARED BY", text)
+        self.assertIn("project ml (manage)", text)
+        zh = self.d.cli("deploy", "ls", user=B, env=self.d.env(LATHE_LANG="zh")).stdout
+        self.assertIn("项目 ml", zh)
+        self.assertNotIn("SHARED BY", self.as_(A, "deploy", "ls").stdout)
+        # The line names who made the change, not the owner.
+        out = self.as_(B, "deploy", "scale", "web2", "--autoscale", "1..3").stdout
+        self.assertIn("updated by " + B, out)
+        self.assertNotIn(A, out)
+        self.assertEqual(self.json_as(B, "deploy", "scale", "web2", "2")["changed_by"], B)
+        # A user's default project (LATHE_PROJECT) is a deployment's too.
+        self.as_(A, "share", "deployment:web2", "--user", C, "--role", "manage")
+        out = self.as_(C, "deploy", "scale", "web2", "1").stdout
+        self.assertIn("updated by " + C, out)
+        mark = self.as_(C, "deploy", "ls").stdout
+        self.assertIn(A + " (manage)", mark)
+        env = self.d.env(LATHE_PROJECT="ml")
+        self.d.cli("deploy", "create", "web3", "--port", "18463", "--workdir", "/tmp", "--", PY,
+                   "-c", APP, user=B, env=env)
+        self.assertEqual(self.json_as(A, "deploy", "show", B + "/web3")["shared"]["by"],
+                         "project ml")
+        self.as_(B, "deploy", "rm", "web3")
+        self.as_(A, "deploy", "rm", "web2")
+
     def test_names_are_unique_per_owner_not_per_machine(self):
         # Two users each have a model "digits" and a deployment "web".
         for user in (A, B):

@@ -307,6 +307,9 @@ Result<Deployments::Observed> Deployments::Observe(const state::DeploymentRecord
         }
       }
       o.preempted = r.state == run::RunState::kPreempted;
+      // Stopped by hand (`lathe stop`): its exit status (143) is the stop's,
+      // not a failure; the deployment replaces it without a backoff.
+      o.stopped = !o.preempted && r.stop_intent == run::StopIntent::kUser;
       draining_.erase(r.id);
       seen_ready_.erase(r.id);
       RemoveSocketDir(r);
@@ -917,6 +920,23 @@ Result<Json> Deployments::ToJson(const state::DeploymentRecord& d, bool full) {
   }
   int ready = 0;
   Json replicas = ReplicasJson(d, front, full, ready);
+  if (d.removing) {
+    // Being removed: what it served is no longer wanted, whatever the last
+    // pass said of it.
+    int live = 0;
+    for (const auto& r : replicas) {
+      live +=
+          run::IsTerminal(run::StateFromName(r.value("state", "")).value_or(run::RunState::kQueued))
+              ? 0
+              : 1;
+    }
+    desired = 0;
+    j["health"] = "removing";
+    j["reason_id"] = "deploy.health.removing";
+    j["reason_args"] = {{"live", std::to_string(live)}};
+    j["reason"] = Tr("deploy.health.removing", Lang::kEn, MsgArgsFromJson(j["reason_args"]));
+    j["reason_text"] = BothTexts("deploy.health.removing", j["reason_args"]);
+  }
   j["replicas"] = {{"wanted", std::max(0, desired)}, {"ready", ready}, {"list", replicas}};
   j["curl"] = CurlOf(d);
   return j;

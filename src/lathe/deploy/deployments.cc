@@ -122,8 +122,12 @@ Status Deployments::CheckModel(const Caller& caller, DeploymentSpec& spec, std::
   auto v = registry_.ResolveVersion(caller, spec.model, &qualified);
   if (!v.ok()) {
     if (v.status().code() == Code::kNotFound || v.status().code() == Code::kInvalidArgument) {
+      // The registry's reason in both languages: the CLI and the web UI
+      // show the reader's ("detail_zh" beside the English "detail").
       return Status::Msg(Code::kInvalidArgument, "deploy.unknown_model",
-                         {{"value", spec.model}, {"detail", v.status().message()}});
+                         {{"value", spec.model},
+                          {"detail", Localize(v.status(), Lang::kEn)},
+                          {"detail_zh", Localize(v.status(), Lang::kZh)}});
     }
     return v.status();
   }
@@ -366,7 +370,9 @@ Result<Json> Deployments::Create(const Caller& caller, const Json& spec_json) {
                   {"user", caller.user}});
   kicked_ = true;
   cv_.SignalAll();
-  return ToJson(d, true);
+  ASSIGN_OR_RETURN(Json j, ToJson(d, true));
+  j["changed_by"] = caller.user;
+  return j;
 }
 
 Result<Json> Deployments::List(const Caller& caller) {
@@ -487,7 +493,10 @@ Result<Json> Deployments::Update(const Caller& caller, const std::string& name, 
   if (promote) (void)AddEvent(d.name, "info", "deploy.promoted", {{"user", caller.user}});
   kicked_ = true;
   cv_.SignalAll();
-  return ToJson(d, true);
+  ASSIGN_OR_RETURN(Json j, ToJson(d, true));
+  j = ForRole(std::move(j), d, caller, runs_.sharing().ReachOf(caller));
+  j["changed_by"] = caller.user;  // who made the change: the owner, or one it is shared with
+  return j;
 }
 
 // A command deployment's program as it was in revision `rev` (kept in the
@@ -519,7 +528,10 @@ Result<Json> Deployments::Delete(const Caller& caller, const std::string& name) 
   }
   kicked_ = true;
   cv_.SignalAll();
-  return Json{{"name", std::string(ShortName(d.name))}, {"ref", RefOf(d)}, {"removing", true}};
+  return Json{{"name", std::string(ShortName(d.name))},
+              {"ref", RefOf(d)},
+              {"removing", true},
+              {"changed_by", caller.user}};
 }
 
 Result<Json> Deployments::Events(const Caller& caller, const std::string& name, int64_t after_id) {

@@ -352,6 +352,49 @@ TEST_F(DeploymentsTest, ALostReplicaIsReplaced) {
   EXPECT_EQ(Count(RunState::kRunning), 1u);
 }
 
+TEST_F(DeploymentsTest, AReplicaStoppedByHandIsReplacedAsNoFailure) {
+  const std::string stopped = Serving(1);
+  front_->healthy.erase(stopped);
+  runs_->SetStopIntent(stopped, run::StopIntent::kUser);
+  runs_->SetState(stopped, RunState::kStopped, clock_.NowMs(), "exited with code 143");
+  Step();
+  EXPECT_EQ(Count(RunState::kQueued), 1u);  // at once: no crash-loop backoff
+  EXPECT_TRUE(HasEvent("deploy.replica_ended"));
+  EXPECT_FALSE(HasEvent("deploy.replica_crashed"));
+}
+
+TEST_F(DeploymentsTest, ARemovingDeploymentSaysSo) {
+  Serving(1);
+  ASSERT_TRUE(manager_->Delete(owner_, "web").ok());
+  Json d = Get();
+  EXPECT_EQ(d["health"], "removing");
+  EXPECT_EQ(d["reason_id"], "deploy.health.removing");
+  EXPECT_EQ(d["replicas"]["wanted"], 0);
+  EXPECT_NE(d["reason_text"].value("zh", "").find("删除"), std::string::npos) << d.dump();
+  auto listed = manager_->List(owner_);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ((*listed)["deployments"][0]["health"], "removing");
+}
+
+TEST_F(DeploymentsTest, AnUnknownModelSaysWhyInBothLanguages) {
+  auto d = manager_->Create(owner_, {{"name", "x"}, {"model", "nosuch@prod"}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().msg_id(), "deploy.unknown_model");
+  std::string en, zh;
+  for (const auto& a : d.status().args()) {
+    if (a.key == "detail") en = a.value;
+    if (a.key == "detail_zh") zh = a.value;
+  }
+  EXPECT_NE(en.find("nosuch"), std::string::npos) << en;
+  EXPECT_NE(zh.find("nosuch"), std::string::npos) << zh;
+  EXPECT_NE(zh, en);
+}
+
+TEST_F(DeploymentsTest, AnUpdateAnswerNamesWhoMadeIt) {
+  Serving(1);
+  EXPECT_EQ(Update({{"replicas", 2}})["changed_by"], "me");
+}
+
 TEST_F(DeploymentsTest, ADaemonRestartMidRolloutFinishesItWithoutASecondNewReplica) {
   const std::string old_id = Serving(1);
   Update({{"command", {"srv", "--v2"}}});

@@ -230,7 +230,7 @@ void Tick::NoteEnded() {
       if (AddRecent(st.preempted, r.run)) {
         Emit("warning", "deploy.replica_preempted", {{"run", r.run}, {"version", r.version}});
       }
-    } else if (r.end_reason == "stopped") {
+    } else if (r.stopped || r.end_reason == "stopped") {
       Emit("info", "deploy.replica_ended",
            {{"run", r.run}, {"version", r.version}, {"reason", r.end_reason}});
     } else if (rolling_ && r.version == target_ && !Contains(st.ready_seen, r.run)) {

@@ -83,6 +83,7 @@ struct ReplicaObs {
   int64_t running = 0;
   std::string end_reason;  // kEnded: why ("exit 1", "preempted", "stopped")
   bool preempted = false;  // kEnded/kPending: a higher-priority run preempted it
+  bool stopped = false;    // kEnded: a user stopped it (`lathe stop`): replaced, no failure
   std::string waiting;     // kPending: why the scheduler holds it (English), "" if unknown
 };
 

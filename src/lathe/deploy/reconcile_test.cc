@@ -381,6 +381,22 @@ TEST(Replicas, AStoppedReplicaThatTheReconcilerStoppedIsNoFailure) {
   EXPECT_TRUE(c.state.backoff.empty());
 }
 
+// `lathe stop` of a replica by its owner: it exits 143, but that is the
+// stop's doing, not a failure: replaced at once, deploy.replica_ended.
+TEST(Replicas, AReplicaStoppedByHandIsReplacedWithoutAFailure) {
+  FakeCluster c = Serving(1, 2);
+  const std::string stopped = c.replicas[0].run;
+  c.Crash(stopped, "exited with code 143");
+  c.Find(stopped)->stopped = true;
+  ASSERT_TRUE(c.TickUntil([&] { return !c.last.start.empty(); }, 2));
+  EXPECT_FALSE(c.Saw("deploy.replica_crashed"));
+  EXPECT_TRUE(c.state.backoff.empty());
+  const Event* e = c.Last("deploy.replica_ended");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->level, "info");
+  EXPECT_EQ(Arg(*e, "run"), stopped);
+}
+
 // --- autoscaling ---
 
 FakeCluster Autoscaled(int min, int max, int64_t load) {

@@ -140,6 +140,11 @@ class FakeRuns final : public daemon::Runs {
       r.reason = reason;
     }
   }
+  // Why run `id` is being stopped (`lathe stop`: kUser).
+  void SetStopIntent(const std::string& id, run::StopIntent intent) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_.at(id).stop_intent = intent;
+  }
   // The runs of deployment `name` in `state`, oldest first.
   std::vector<state::RunRecord> In(const std::string& name, run::RunState state) {
     std::lock_guard<std::mutex> lock(mu_);
