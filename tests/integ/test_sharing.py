@@ -82,7 +82,7 @@ class Sharing(DaemonTest):
         self.assertEqual(listed[rid]["shared"]["role"], "view")
         self.assertNotIn("hunter2", json.dumps(listed[rid]))
         # View is not stop, not rm, not sharing on.
-        self.assertIn("stop", self.refused(B, "stop", rid))
+        self.assertIn("your role on it is view, to stop it needs manage", self.refused(B, "stop", rid))
         self.refused(B, "share", rid, "--user", C)
         self.assertIn("only the owner", self.refused(B, "share", rid, "--user", C))
         # The third user still sees nothing.
