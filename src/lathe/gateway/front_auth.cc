@@ -1,5 +1,6 @@
 #include "lathe/gateway/front_auth.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -10,6 +11,8 @@ namespace lathe::gateway {
 namespace {
 
 constexpr std::string_view kBearer = "Bearer ";
+// At most this much of a malformed key's id part is said back.
+constexpr size_t kShownIdBytes = 16;
 
 std::optional<DeployKeyParts> KeyOf(std::string_view authorization) {
   if (authorization.substr(0, kBearer.size()) != kBearer) return std::nullopt;
@@ -33,9 +36,20 @@ Status CheckDeployKey(const Route& route, std::string_view authorization, int64_
   }
   std::optional<DeployKeyParts> parts = KeyOf(authorization);
   if (!parts) {
+    const bool bearer = authorization.substr(0, kBearer.size()) == kBearer;
+    const std::string_view given = bearer ? authorization.substr(kBearer.size()) : "";
+    if (given.starts_with(kDeployKeyPrefix)) {
+      // The caller meant a key, one cut short or mistyped: said as any
+      // wrong key is, naming what stands for its id (never the secret).
+      std::string_view id = given.substr(kDeployKeyPrefix.size());
+      id = id.substr(0, std::min({id.find('_'), id.size(), kShownIdBytes}));
+      return Status::Msg(Code::kPermissionDenied, "deploy_key.invalid",
+                         {{"id", id.empty() ? std::string(kDeployKeyPrefix) + "…"
+                                            : std::string(kDeployKeyPrefix) + std::string(id)},
+                          {"deployment", route.name}});
+    }
     // A user's API token (lathe_t_...) opens the API, never a deployment.
-    const bool token = authorization.substr(kBearer.size(), 6) == "lathe_" &&
-                       authorization.substr(kBearer.size(), 9) != kDeployKeyPrefix;
+    const bool token = given.substr(0, 6) == "lathe_";
     return Status::Msg(Code::kPermissionDenied,
                        token ? "deploy_key.api_token" : "deploy_key.malformed",
                        {{"deployment", route.name}});

@@ -22,7 +22,8 @@ namespace lathe::gateway {
 // deploy_key.missing (no Authorization header), deploy_key.malformed (a
 // header without a "Bearer lathe_dk_..." key; deploy_key.api_token when it
 // holds a user's API token), deploy_key.invalid (no key of this deployment
-// has that id and secret: ExplainKeyRefusal says more), deploy_key.expired
+// has that id and secret, or a "lathe_dk_" key cut short or mistyped:
+// ExplainKeyRefusal says more), deploy_key.expired
 // (past its expires_ms).
 Status CheckDeployKey(const Route& route, std::string_view authorization, int64_t now_ms);
 

@@ -47,6 +47,28 @@ TEST(FrontAuth, OnlyALiveKeyOfTheDeploymentOpensIt) {
   EXPECT_TRUE(CheckDeployKey(none, "", now).IsPermissionDenied());
 }
 
+// A header holding the key's prefix meant a key: one cut short, or with a
+// character mistyped, is deploy_key.invalid, not "no deployment key".
+TEST(FrontAuth, AKeyCutShortOrMistypedIsInvalidNotMalformed) {
+  const int64_t now = 1'700'000'000'000;
+  const std::string cut = "Bearer " + kKey.substr(0, kKey.size() - 10);
+  std::string typo = "Bearer " + kKey;
+  typo.back() = 'x';  // not hex
+  for (const std::string& auth :
+       {cut, typo, std::string("Bearer lathe_dk_"), std::string("Bearer lathe_dk_k01")}) {
+    const Status s = CheckDeployKey(Private(), auth, now);
+    EXPECT_EQ(IdOf(s), "deploy_key.invalid") << auth;
+    for (const auto& a : s.args()) {
+      if (a.key == "id") EXPECT_EQ(a.value.find(kSecret.substr(0, 8)), std::string::npos) << auth;
+    }
+  }
+  const Status s = CheckDeployKey(Private(), cut, now);
+  EXPECT_NE(s.message().find("lathe_dk_k0123456789"), std::string::npos) << s.message();
+  // A token is none, nor a key without "Bearer ".
+  EXPECT_EQ(IdOf(CheckDeployKey(Private(), "Bearer lathe_t_abc", now)), "deploy_key.api_token");
+  EXPECT_EQ(IdOf(CheckDeployKey(Private(), cut.substr(7), now)), "deploy_key.malformed");
+}
+
 // A key the deployment does not hold is explained to its holder only: a
 // revoked key of this deployment, or a key of another, when the secret
 // matches; an id alone says nothing of other deployments.
