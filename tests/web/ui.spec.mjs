@@ -468,6 +468,7 @@ async function notebookFromUi(page) {
   await page.locator(`[data-stop="${run}"]`).click();
   await restart.waitFor({ timeout: 60_000 });
   log(`${step}: ${run} opened, stopped, restarted, stopped`);
+  return run;
 }
 
 // Tokens and secrets from the Access page: a token made there is shown once and
@@ -699,7 +700,7 @@ async function secondUser(browser) {
 // second user sees of each: the mark "shared with you: ROLE, by WHO" and only
 // the actions the role allows; raised to manage, it scales the deployment;
 // taken back, the deployment is gone at its next request.
-async function sharing(page, browser) {
+async function sharing(page, browser, notebook) {
   const detail = 'section[aria-labelledby="deploy-detail"]';
   const dep = `deployment:${ref(cfg.deployment)}`;
   step = "share a deployment from its page: an unknown user refused at the field";
@@ -722,6 +723,8 @@ async function sharing(page, browser) {
   await shareFrom(page, `model:${ref(cfg.model)}`, cfg.user2, "manage");
   await go(page, `/ui/runs/${cfg.ckpt_run}`);
   await shareFrom(page, `run:${cfg.ckpt_run}`, cfg.user2, "view");
+  await go(page, `/ui/runs/${notebook}`);
+  await shareFrom(page, `run:${notebook}`, cfg.user2, "view");
   const listed = await page.evaluate(async (t) => (await (await fetch(`/api/v1/shares?target=${t}`)).json()).shares, `run:${cfg.ckpt_run}`);
   check(listed.length === 1 && listed[0].user === cfg.user2 && listed[0].role === "view", `the API: ${JSON.stringify(listed)}`);
 
@@ -750,6 +753,14 @@ async function sharing(page, browser) {
   }
   await checkLanguage(p2, "en", "a run shared with view");
   await axe(p2, "a run shared with view");
+  step = "a notebook shared with view is on the second user's Notebooks, marked, without Open, Stop or Restart";
+  await go(p2, "/ui/notebooks");
+  const nbMark = p2.locator(`tr[data-key="${notebook}"] [data-shared="view"]`);
+  await nbMark.waitFor(WAIT);
+  check((await nbMark.textContent()).includes(cfg.user), `the notebook's mark: ${await nbMark.textContent()}`);
+  for (const sel of [`[data-open="${notebook}"]`, `[data-stop="${notebook}"]`, `[data-restart="${notebook}"]`]) {
+    check((await count(p2, sel)) === 0, `a notebook shared with view offers ${sel}`);
+  }
   await shot(p2, "shared-with-user2-en");
 
   step = "raised to manage: the second user scales the deployment";
@@ -1048,9 +1059,9 @@ async function main() {
     await openPort(page);
     await deployment(page);
     await deploymentFromUi(page);
-    await notebookFromUi(page);
+    const notebook = await notebookFromUi(page);
     await accessPage(page);
-    const { ctx: second, p2 } = await sharing(page, browser);
+    const { ctx: second, p2 } = await sharing(page, browser, notebook);
     await projects(page, p2, browser);
     await second.close();
 
