@@ -167,13 +167,18 @@ class Sharing(DaemonTest):
         self.as_(A, "project", "rm", "ml")
         self.assertEqual(self.json_as(A, "project", "ls"), [])
 
-    def test_a_model_shared_by_role(self):
+    def a_model_digits(self):
+        """A's model `digits`, made from a one-file directory everyone may read."""
         src = os.path.join(shared_scratch(self, "lathe-sh-"), "weights")
         os.makedirs(src)
         with open(os.path.join(src, "model.pt"), "w") as f:
             f.write("x")
         os.chmod(src, 0o755)
         self.as_(A, "model", "create", "digits", "--from-dir", src)
+        return src
+
+    def test_a_model_shared_by_role(self):
+        self.a_model_digits()
         self.assertIn("not found", self.refused(B, "model", "show", "digits"))
         self.as_(A, "share", "model:digits", "--user", B)
         shown = self.json_as(B, "model", "show", "digits")
@@ -242,12 +247,7 @@ class Sharing(DaemonTest):
         self.as_(A, "project", "rm", "ml")
 
         # A model shared for view: the role one has and the one needed.
-        src = os.path.join(shared_scratch(self, "lathe-sh-"), "weights")
-        os.makedirs(src)
-        with open(os.path.join(src, "model.pt"), "w") as f:
-            f.write("x")
-        os.chmod(src, 0o755)
-        self.as_(A, "model", "create", "digits", "--from-dir", src)
+        src = self.a_model_digits()
         self.as_(A, "share", "model:digits", "--user", B)
         row = next(l for l in self.as_(B, "model", "ls").stdout.splitlines() if "digits" in l)
         self.assertIn("%s (view)" % A, row)
