@@ -74,13 +74,15 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) {  // --help or --version
       return app.exit(e) == 0 ? lathe::kExitOk : lathe::kExitUsage;
     }
-    std::string what;
-    if (auto unknown = lathe::cmd::DescribeUnknownArgument(app, args, help_lang)) {
-      what = *unknown;
-    } else {
-      what = lathe::cmd::DescribeParseError(app, e, help_lang);
+    auto describe = [&](lathe::Lang lang) {
+      if (auto unknown = lathe::cmd::DescribeUnknownArgument(app, args, lang)) return *unknown;
+      return lathe::cmd::DescribeParseError(app, e, lang);
+    };
+    // With --json, the error object too: the command line's own errors as well.
+    if (lathe::cmd::JsonInArgs(args)) {
+      lathe::cmd::PrintJsonUsageError(describe(lathe::Lang::kEn), describe(lathe::Lang::kZh));
     }
-    std::fprintf(stderr, "lathe: %s\n", what.c_str());
+    std::fprintf(stderr, "lathe: %s\n", describe(help_lang).c_str());
     return lathe::kExitUsage;
   }
   if (status.ok()) return lathe::kExitOk;

@@ -54,6 +54,21 @@ void PrintJsonError(const Status& s, const Json& extra) {
 bool JsonAnswered() { return json_answered; }
 void MarkJsonAnswered() { json_answered = true; }
 
+bool JsonInArgs(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    if (a == "--json" || a.rfind("--json=", 0) == 0) return true;
+  }
+  return false;
+}
+
+void PrintJsonUsageError(const std::string& en, const std::string& zh) {
+  // The first line alone (the second says where the help is).
+  auto first = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  PrintJsonError(Status::Msg(Code::kInvalidArgument, "cli.usage", {{"detail", first(en)}}),
+                 Json{{"en", first(en)}, {"zh", first(zh)}});
+}
+
 bool JsonAsked(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands()) {
     const CLI::Option* json = sub->get_option_no_throw("--json");

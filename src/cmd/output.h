@@ -26,6 +26,11 @@ void PrintJsonError(const Status& s, const Json& extra = Json::object());
 bool JsonAnswered();
 // Whether the command `app` parsed was given --json.
 bool JsonAsked(const CLI::App& app);
+// `--json` among the words before `--`: for an error of the command line
+// itself, found before the flags were read.
+bool JsonInArgs(const std::vector<std::string>& args);
+// That error as the error object (code invalid_argument, msg_id cli.usage).
+void PrintJsonUsageError(const std::string& en, const std::string& zh);
 void MarkJsonAnswered();
 // "3s", "5m", "2h", "4d" since `ms` (epoch milliseconds); "3 秒"… in
 // Chinese; "-" for no time.

@@ -58,9 +58,12 @@ bool KnownFlag(const CLI::App* app, const std::string& word, const CLI::Option**
   return false;
 }
 
-// True for an option that takes the next word as its value.
+// True for an option that takes the next word as its value (a flag's type
+// size is 1 in CLI11 2.1; its expected count is 0).
 bool TakesValue(const CLI::Option* opt, const std::string& word) {
-  if (opt == nullptr || opt->get_type_size_max() == 0) return false;
+  if (opt == nullptr || opt->get_type_size_max() == 0 || opt->get_expected_max() == 0) {
+    return false;
+  }
   return word.rfind("--", 0) == 0 ? word.find('=') == std::string::npos : word.size() == 2;
 }
 

@@ -43,6 +43,8 @@ class UsageErrors(unittest.TestCase):
         err = self.usage("ps", "--colour")
         self.assertIn("`lathe ps` has no flag --colour", err)
         self.assertNotIn("did you mean", err)
+        # After a flag (which takes no value): still named.
+        self.assertIn("`lathe ps` has no flag --colour", self.usage("ps", "-a", "--colour"))
 
     def test_forgotten_double_dash(self):
         err = self.usage("run", "--gpus", "1", "python3", "train.py", "--steps", "10")

@@ -119,6 +119,14 @@ class CliJson(unittest.TestCase):
             self.assertIn("--wait", text)
         self.assertEqual(self.cli("notebook", "restart", "x", "--timeout", "2s",
                                   check=False).returncode, 2)
+        # An error of the command line itself: the same object, in both languages.
+        r = self.cli("ps", "--json", "--colour", check=False)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        e = json.loads(r.stdout)
+        self.assertEqual((e["code"], e["msg_id"]), ("invalid_argument", "cli.usage"))
+        self.assertIn("lathe ps --help", r.stderr)
+        self.assertIn("`lathe ps` has no flag --colour", e["en"])
+        self.assertIn("`lathe ps` 没有 --colour 这个选项", e["zh"])
 
     def test_up_json_names_the_running_daemons_pid_and_model_rm_its_ref(self):
         up = json.loads(self.d.cli("up", "--json").stdout)
