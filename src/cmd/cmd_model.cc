@@ -1,7 +1,6 @@
 // lathe model create | ls | show | alias | rm | export: the model registry
 // (docs/deployments.md). The rules are the daemon's (daemon/models.cc);
 // this file parses, calls and prints.
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -76,9 +75,6 @@ Status RunList(const ModelFlags& f, Lang lang) {
       {Tr("model.col_name", lang), Tr("model.col_owner", lang), Tr("model.col_versions", lang),
        Tr("model.col_latest", lang), Tr("model.col_aliases", lang), Tr("model.col_public", lang),
        Tr("model.col_created", lang)}};
-  const bool shared = std::any_of(r["models"].begin(), r["models"].end(),
-                                  [](const Json& m) { return m.contains("shared"); });
-  if (shared) rows[0].insert(rows[0].begin() + 2, Tr("share.col_shared", lang));
   for (const auto& m : r["models"]) {
     std::string aliases;
     for (const auto& [a, v] : m["aliases"].items())
@@ -89,11 +85,8 @@ Status RunList(const ModelFlags& f, Lang lang) {
                     aliases.empty() ? "-" : aliases,
                     Tr(m.value("public", false) ? "model.yes" : "model.no", lang),
                     AgeAgo(m.value("created_at_ms", int64_t{0}), lang)});
-    if (shared) {
-      const std::string mark = SharedMark(m, lang);
-      rows.back().insert(rows.back().begin() + 2, mark.empty() ? "-" : mark);
-    }
   }
+  AddSharedColumn(rows, r["models"], 2, lang);
   PrintTable(rows);
   return Status::OK();
 }
@@ -247,16 +240,8 @@ Result<deploy::ModelRef> VersionRef(const std::string& text) {
 Status RunRemove(const ModelFlags& f, Lang lang) {
   ASSIGN_OR_RETURN(deploy::ModelRef ref, VersionRef(f.ref));
   ASSIGN_OR_RETURN(auto c, api::ApiClient::Connect());
-  const std::string version = Path(ref.name) + "/versions/" + std::to_string(*ref.version);
-  // Its qualified ref (OWNER/NAME/N), which the answer to DELETE does not carry:
-  // read before it goes.
-  std::string qualified;
+  ASSIGN_OR_RETURN(Json r, c->Delete(Path(ref.name) + "/versions/" + std::to_string(*ref.version)));
   if (f.json) {
-    if (auto v = c->Get(version); v.ok()) qualified = v->value("ref", "");
-  }
-  ASSIGN_OR_RETURN(Json r, c->Delete(version));
-  if (f.json) {
-    if (!qualified.empty()) r["ref"] = qualified;
     PrintJson(r);
     return Status::OK();
   }

@@ -533,7 +533,10 @@ Result<Json> Registry::DeleteVersion(const Caller& caller, const std::string& mo
     spdlog::warn("model {}/{}: snapshot {} not unpinned: {}", model, version,
                  found.second->snapshot.substr(0, 12), st.ToString());
   }
-  return Json{{"model", model}, {"version", version}, {"snapshot", found.second->snapshot}};
+  return Json{{"model", model},
+              {"version", version},
+              {"ref", key + "/" + std::to_string(version)},
+              {"snapshot", found.second->snapshot}};
 }
 
 Result<bool> Registry::RecordSignature(const std::string& ref, const Json& inputs,
