@@ -312,10 +312,6 @@ Status RunList(const DeployFlags& f, Lang lang) {
       {Tr("deploy.col_name", lang), Tr("deploy.col_owner", lang), Tr("deploy.col_version", lang),
        Tr("deploy.col_replicas", lang), Tr("deploy.col_health", lang), Tr("deploy.col_rps", lang),
        Tr("deploy.col_p99", lang), Tr("deploy.col_url", lang)}};
-  // Who shared a listed deployment with the caller (or which project), when one is.
-  const bool shared = std::any_of(r["deployments"].begin(), r["deployments"].end(),
-                                  [](const Json& d) { return d.contains("shared"); });
-  if (shared) rows[0].insert(rows[0].begin() + 2, Tr("share.col_shared", lang));
   for (const auto& d : r["deployments"]) {
     const Json& rep = d["replicas"];
     char rps[32] = "-", p99[32] = "-";
@@ -327,11 +323,9 @@ Status RunList(const DeployFlags& f, Lang lang) {
          std::to_string(rep.value("ready", 0)) + "/" + std::to_string(rep.value("wanted", 0)),
          d.value("health", "").empty() ? "-" : Tr("deploy.state." + d.value("health", ""), lang),
          rps, p99, d.value("url", "")});
-    if (shared) {
-      const std::string mark = SharedMark(d, lang);
-      rows.back().insert(rows.back().begin() + 2, mark.empty() ? "-" : mark);
-    }
   }
+  // Who shared a listed deployment with the caller (or which project), when one is.
+  AddSharedColumn(rows, r["deployments"], 2, lang);
   PrintTable(rows);
   return Status::OK();
 }

@@ -270,15 +270,6 @@ Status RunList(bool all, bool json, Lang lang) {
       {Tr("ps.col.id", lang), Tr("ps.col.name", lang), Tr("ps.col.state", lang),
        Tr("notebook.ls.col.ready", lang), Tr("notebook.ls.col.kernels", lang),
        Tr("notebook.ls.col.idle", lang), Tr("ps.col.gpus", lang), Tr("notebook.ls.col.url", lang)}};
-  // Another user's notebook (shared, through a project, or root's view of
-  // everyone's) says whose it is, and how it came.
-  const bool others = std::any_of(mine.begin(), mine.end(), [&](const Json& r) {
-    return r.contains("shared") || r.value("user", "") != mine[0].value("user", "");
-  });
-  const bool shared =
-      std::any_of(mine.begin(), mine.end(), [](const Json& r) { return r.contains("shared"); });
-  if (shared) rows[0].insert(rows[0].begin() + 2, Tr("share.col_shared", lang));
-  if (others) rows[0].insert(rows[0].begin() + 2, Tr("ps.col.user", lang));
   std::vector<std::string> idle_stopped;
   for (const auto& r : mine) {
     const Json nb = r.value("notebook", Json());
@@ -302,11 +293,18 @@ Status RunList(bool all, bool json, Lang lang) {
                     ready && !port.empty()
                         ? fmt::format("{}://{}.localhost:{}/", scheme, r.value("id", ""), port)
                         : "-"});
-    if (shared) {
-      const std::string mark = SharedMark(r, lang);
-      rows.back().insert(rows.back().begin() + 2, mark.empty() ? "-" : mark);
+  }
+  // Another user's notebook (shared, through a project, or root's view of
+  // everyone's) says whose it is, and how it came.
+  AddSharedColumn(rows, Json(mine), 2, lang);
+  const bool others = std::any_of(mine.begin(), mine.end(), [&](const Json& r) {
+    return r.contains("shared") || r.value("user", "") != mine[0].value("user", "");
+  });
+  if (others) {
+    rows[0].insert(rows[0].begin() + 2, Tr("ps.col.user", lang));
+    for (size_t i = 0; i < mine.size(); ++i) {
+      rows[i + 1].insert(rows[i + 1].begin() + 2, mine[i].value("user", ""));
     }
-    if (others) rows.back().insert(rows.back().begin() + 2, r.value("user", ""));
   }
   PrintTable(rows);
   for (const auto& id : idle_stopped) {

@@ -381,10 +381,6 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
   const bool urls = std::any_of(r["runs"].begin(), r["runs"].end(),
                                 [](const Json& run) { return run.contains("url"); });
   if (urls) rows[0].insert(rows[0].end() - 1, Tr("ps.col.url", lang));
-  // Who shared a run with the caller (or which project), when a listed run is shared.
-  const bool shared = std::any_of(r["runs"].begin(), r["runs"].end(),
-                                  [](const Json& run) { return run.contains("shared"); });
-  if (shared) rows[0].insert(rows[0].begin() + 3, Tr("share.col_shared", lang));
   // A thousand rows name a handful of states and priorities: each label is
   // looked up in the catalog once.
   std::map<std::string, std::string> states, priorities;
@@ -417,11 +413,9 @@ Status RunPs(bool all, int limit, bool json, Lang lang) {
                          [&](const std::string& k) { return PriorityLabel(k, lang); }),
                     Age(run.value("created_at_ms", int64_t{0}), lang), cmd});
     if (urls) rows.back().insert(rows.back().end() - 1, run.value("url", "-"));
-    if (shared) {
-      const std::string mark = SharedMark(run, lang);
-      rows.back().insert(rows.back().begin() + 3, mark.empty() ? "-" : mark);
-    }
   }
+  // Who shared a run with the caller (or which project), when a listed run is shared.
+  AddSharedColumn(rows, r["runs"], 3, lang);
   PrintTable(rows);
   int64_t total = r.value("total", int64_t{0});
   if (total > static_cast<int64_t>(r["runs"].size())) {

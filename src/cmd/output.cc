@@ -5,6 +5,7 @@
 #include "lathe/common/units.h"
 #include "lathe/os/terminal.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -135,6 +136,18 @@ std::string SharedMark(const Json& obj, Lang lang) {
   }
   if (by == "public") return Tr("share.mark_public", lang, {{"role", role}});
   return Tr("share.mark_user", lang, {{"user", by}, {"role", role}});
+}
+
+void AddSharedColumn(std::vector<std::vector<std::string>>& rows, const Json& items, size_t at,
+                     Lang lang) {
+  if (!std::any_of(items.begin(), items.end(), [](const Json& o) { return o.contains("shared"); }))
+    return;
+  rows[0].insert(rows[0].begin() + static_cast<long>(at), Tr("share.col_shared", lang));
+  for (size_t i = 0; i < items.size() && i + 1 < rows.size(); ++i) {
+    const std::string mark = SharedMark(items[i], lang);
+    auto& row = rows[i + 1];
+    row.insert(row.begin() + static_cast<long>(at), mark.empty() ? "-" : mark);
+  }
 }
 
 std::string ProjectLimitsLine(const Json& limits, const Json& usage, Lang lang) {

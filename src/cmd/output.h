@@ -60,6 +60,11 @@ std::string ProjectUsageLine(const std::string& msg_id, const Json& p, Lang lang
 // docs/sharing.md): "alice (view)", "project ml (use)", "public (use)" (in
 // Chinese too); "" for the caller's own (no `shared`).
 std::string SharedMark(const Json& obj, Lang lang);
+// When any of `items` (a JSON array) is shared with the caller: the SHARED BY
+// column at index `at` of `rows` (rows[0] the header, rows[i + 1] the row of
+// items[i]), "-" for the caller's own.
+void AddSharedColumn(std::vector<std::vector<std::string>>& rows, const Json& items, size_t at,
+                     Lang lang);
 // A role as a person reads it: "owner" is 所有者 in Chinese; view, use and
 // manage stay what --role takes.
 std::string RoleText(const std::string& role, Lang lang);
